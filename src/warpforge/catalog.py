@@ -1,0 +1,20 @@
+"""The built-in problems: importing each module below registers its problems with the harness.
+
+This module sits above both ``harness`` and the op packages, so the harness never imports ops.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from warpforge.harness.registry import registered_problems
+from warpforge.harness.problem import Problem
+
+PROBLEM_MODULES: tuple[str, ...] = ()
+
+
+def load_builtin_problems() -> list[Problem]:
+    """Import every problem module and return all registered problems, sorted by name."""
+    for module in PROBLEM_MODULES:
+        importlib.import_module(module)
+    return registered_problems()

@@ -1,0 +1,103 @@
+"""Argument validation for public APIs: one place for the wording of every error.
+
+Each check raises ``TypeError`` (wrong kind of object or dtype) or ``ValueError`` (wrong value,
+shape or device) whose message names the argument, what was expected and what was received.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+
+FLOAT_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _dtype_names(dtypes: Iterable[torch.dtype]) -> str:
+    return ", ".join(str(d).removeprefix("torch.") for d in dtypes)
+
+
+def describe(x: object) -> str:
+    """A short description of ``x`` for error messages."""
+    if isinstance(x, torch.Tensor):
+        dtype = str(x.dtype).removeprefix("torch.")
+        return f"tensor of shape {tuple(x.shape)}, dtype {dtype} on {x.device}"
+    return f"{type(x).__name__} {x!r}"[:200]
+
+
+def check_tensor(
+    name: str,
+    x: object,
+    *,
+    dtypes: Sequence[torch.dtype] | None = None,
+    ndim: int | Sequence[int] | None = None,
+    min_ndim: int | None = None,
+    allow_empty: bool = False,
+) -> torch.Tensor:
+    """Check that ``x`` is a tensor with an allowed dtype and rank; return it."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {describe(x)}")
+    if dtypes is not None and x.dtype not in dtypes:
+        raise TypeError(
+            f"{name}: expected dtype in ({_dtype_names(dtypes)}), got {describe(x)}"
+        )
+    if ndim is not None:
+        allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+        if x.dim() not in allowed:
+            expected = " or ".join(f"{n}-D" for n in allowed)
+            raise ValueError(f"{name}: expected a {expected} tensor, got {describe(x)}")
+    if min_ndim is not None and x.dim() < min_ndim:
+        raise ValueError(
+            f"{name}: expected at least {min_ndim} dimension(s), got {describe(x)}"
+        )
+    if not allow_empty and x.numel() == 0:
+        raise ValueError(f"{name}: expected a non-empty tensor, got {describe(x)}")
+    return x
+
+
+def check_same_device(**tensors: torch.Tensor | None) -> None:
+    """All given tensors (``None`` ignored) must be on one device."""
+    present = {k: v for k, v in tensors.items() if v is not None}
+    devices = {str(v.device) for v in present.values()}
+    if len(devices) > 1:
+        where = ", ".join(f"{k} on {v.device}" for k, v in present.items())
+        raise ValueError(f"expected all tensors on one device, got {where}")
+
+
+def check_shape(name: str, x: torch.Tensor, expected: Sequence[int], *, what: str = "") -> None:
+    """``x`` must have exactly the shape ``expected``."""
+    if tuple(x.shape) != tuple(expected):
+        because = f" ({what})" if what else ""
+        raise ValueError(
+            f"{name}: expected shape {tuple(expected)}{because}, got {describe(x)}"
+        )
+
+
+def check_positive(name: str, value: object, *, allow_zero: bool = False) -> float:
+    """``value`` must be a real number > 0 (or >= 0 with ``allow_zero``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name}: expected a number, got {describe(value)}")
+    ok = value >= 0 if allow_zero else value > 0
+    if not ok or value != value:  # NaN fails too
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name}: expected a number {bound}, got {value!r}")
+    return float(value)
+
+
+def check_choice(name: str, value: object, choices: Sequence[str]) -> str:
+    """``value`` must be one of ``choices``."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name}: expected one of {list(choices)}, got {value!r}")
+    return value
+
+
+def normalize_dim(name: str, dim: object, ndim: int) -> int:
+    """A dimension index in ``[-ndim, ndim)`` made non-negative."""
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"{name}: expected an int, got {describe(dim)}")
+    if not -ndim <= dim < ndim:
+        raise ValueError(
+            f"{name}: expected a dimension in [{-ndim}, {ndim - 1}] for a {ndim}-D tensor, "
+            f"got {dim}"
+        )
+    return dim % ndim
