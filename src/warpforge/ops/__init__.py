@@ -1,0 +1,35 @@
+"""Fused training ops. Each public function validates its arguments, then dispatches to a
+``torch.library`` custom op (Triton on GPU / interpreter, PyTorch reference otherwise).
+
+Names resolve lazily so ``import warpforge.ops`` compiles nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public function -> module that defines it
+_OPS: dict[str, str] = {
+    "rms_norm": "warpforge.ops.norm",
+    "layer_norm": "warpforge.ops.norm",
+    "softmax": "warpforge.ops.softmax",
+    "log_softmax": "warpforge.ops.softmax",
+    "cross_entropy": "warpforge.ops.cross_entropy",
+    "fused_linear_cross_entropy": "warpforge.ops.fused_linear_cross_entropy",
+    "swiglu": "warpforge.ops.activations",
+    "geglu": "warpforge.ops.activations",
+    "rope": "warpforge.ops.rope",
+}
+
+__all__ = sorted(_OPS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _OPS:
+        return getattr(importlib.import_module(_OPS[name]), name)
+    raise AttributeError(f"module 'warpforge.ops' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__
