@@ -39,7 +39,9 @@ def device() -> torch.device:
 @pytest.fixture
 def cpu_float_dtypes() -> tuple[torch.dtype, ...]:
     """Dtypes tested on this tier: bf16 loads are wrong under Triton's CPU interpreter."""
-    return (torch.float32, torch.float16, torch.bfloat16) if CUDA else (torch.float32, torch.float16)
+    return (
+        (torch.float32, torch.float16, torch.bfloat16) if CUDA else (torch.float32, torch.float16)
+    )
 
 
 def _require_service(env_var: str, what: str) -> str:

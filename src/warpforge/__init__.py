@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from warpforge import runtime as runtime  # noqa: F401  (mirrors WARPFORGE_INTERPRET early)
+from warpforge import runtime as runtime
 
 __version__ = "0.1.0"
 

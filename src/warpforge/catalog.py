@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import importlib
 
-from warpforge.harness.registry import registered_problems
 from warpforge.harness.problem import Problem
+from warpforge.harness.registry import registered_problems
 
 PROBLEM_MODULES: tuple[str, ...] = ()
 

@@ -137,7 +137,7 @@ def _cpu_capabilities() -> DeviceCapabilities:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cuda_capabilities(index: int) -> DeviceCapabilities:
     props = torch.cuda.get_device_properties(index)
     shared = getattr(props, "shared_memory_per_block_optin", None)
