@@ -39,7 +39,14 @@ def _triton_version() -> str | None:
 
 
 def _git_commit() -> str | None:
-    """The commit of the source tree warpforge runs from, if it is a git checkout."""
+    """The commit of the source tree warpforge runs from.
+
+    A copy of the tree without ``.git`` (the GPU machine) gets it from ``WARPFORGE_GIT_COMMIT``,
+    which the caller sets from the checkout it copied.
+    """
+    from_env = os.environ.get("WARPFORGE_GIT_COMMIT")
+    if from_env:
+        return from_env
     root = Path(__file__).resolve().parents[2]
     try:
         out = subprocess.run(
