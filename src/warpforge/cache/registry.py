@@ -81,7 +81,7 @@ class KernelRegistry:
         for tier in (disk, redis):
             if tier is not None and tier.metrics is None:
                 tier.metrics = self.metrics
-        self._build_locks: dict[str, list[Any]] = {}
+        self._build_locks: dict[CacheKey, list[Any]] = {}
         self._build_locks_guard = threading.Lock()
 
     # --- construction from the environment ---
@@ -168,10 +168,10 @@ class KernelRegistry:
         return stored
 
     @contextlib.contextmanager
-    def _build_lock(self, digest: str) -> Iterator[None]:
-        """A lock per key digest, dropped when nobody waits on it (the dict stays small)."""
+    def _build_lock(self, key: CacheKey) -> Iterator[None]:
+        """A lock per key, dropped when nobody waits on it (the dict stays small)."""
         with self._build_locks_guard:
-            slot = self._build_locks.setdefault(digest, [threading.Lock(), 0])
+            slot = self._build_locks.setdefault(key, [threading.Lock(), 0])
             slot[1] += 1
         try:
             with slot[0]:
@@ -180,7 +180,7 @@ class KernelRegistry:
             with self._build_locks_guard:
                 slot[1] -= 1
                 if slot[1] == 0:
-                    del self._build_locks[digest]
+                    del self._build_locks[key]
 
     def get_or_build(self, key: CacheKey, build: Callable[[], KernelArtifact]) -> KernelArtifact:
         """The cached artifact for ``key``; on a full miss, ``build()`` it, store it, return it.
@@ -194,7 +194,7 @@ class KernelRegistry:
         artifact = self.get(key)
         if artifact is not None:
             return artifact
-        with self._build_lock(key.digest()):
+        with self._build_lock(key):
             # Another thread may have built it while this one waited for the lock.
             artifact = self.memory.get(key)
             if artifact is None and self.disk is not None:
