@@ -107,3 +107,22 @@ def test_for_current_environment_rejects_bad_specialisation():
         CacheKey.for_current_environment("h", [("a", 1)])
     with pytest.raises(TypeError, match="specialisation: expected values"):
         CacheKey.for_current_environment("h", {"a": object()})
+
+
+def test_pickled_key_matches_in_a_process_with_another_hash_seed():
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    code = (
+        "import pickle, sys; from warpforge.cache import CacheKey; "
+        "sys.stdout.buffer.write(pickle.dumps(CacheKey('g', 'cpu', '1', '2', '3', (('a', 'b'),))))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": os.pathsep.join(sys.path)}
+    blob = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, check=True)
+    loaded = pickle.loads(blob.stdout)
+    local = CacheKey("g", "cpu", "1", "2", "3", (("a", "b"),))
+    assert hash(loaded) == hash(local) and loaded == local
+    assert {local: 1}[loaded] == 1
+    assert CacheKey.__hash__ is not object.__hash__ and "__hash__" in CacheKey.__dict__

@@ -107,6 +107,11 @@ class CacheKey:
     def __hash__(self) -> int:
         return self.__dict__["_hash"]
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuild through the constructor: a cached str hash is only valid in the process
+        # that computed it (hash randomisation), so it must never travel in a pickle.
+        return (type(self), (*(getattr(self, name) for name in _TEXT_FIELDS), self.specialisation))
+
     @classmethod
     def for_current_environment(
         cls,
