@@ -209,14 +209,18 @@ def bench_replay(root: Path, steps: int, seed: int) -> dict[str, object]:
         builds += 1
         return sample_artifact(name)
 
+    seen = set()
     for _ in range(steps):
         name = rng.choices(blueprints, weights)[0]
         dtype, bucket = rng.choice(variants)
+        seen.add((name, dtype, bucket))
         registry.get_or_build(key_for(name, dtype, bucket), lambda name=name: build(name))
     snap = metrics.snapshot()
+    assert builds == len(seen), f"{builds} builds for {len(seen)} distinct keys: unexpected misses"
     return {
         "lookups": steps,
         "distinct_keys_possible": len(blueprints) * len(variants),
+        "distinct_keys_seen": len(seen),
         "builds": builds,
         "hit_ratio": snap["hit_ratio"],
         "hits": snap["hits"],
