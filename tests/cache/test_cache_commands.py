@@ -48,3 +48,9 @@ def test_clear_asks_unless_yes(populated):
     assert populated.disk.stats()["entries"] == 0
     bad = runner.invoke(app, ["cache", "clear", "--tier", "gpu", "--yes"])
     assert bad.exit_code == 2 and "expected one of" in bad.output
+
+
+def test_clear_of_an_unconfigured_tier_says_so(populated):
+    result = runner.invoke(app, ["cache", "clear", "--tier", "redis", "--yes"])
+    assert result.exit_code == 0 and "redis tier is not configured" in result.output
+    assert populated.disk.stats()["entries"] == 3

@@ -126,3 +126,10 @@ def test_pickled_key_matches_in_a_process_with_another_hash_seed():
     assert hash(loaded) == hash(local) and loaded == local
     assert {local: 1}[loaded] == 1
     assert CacheKey.__hash__ is not object.__hash__ and "__hash__" in CacheKey.__dict__
+
+
+def test_digest_format_is_pinned():
+    # Changing the canonical form silently would orphan every stored entry or, worse, alias
+    # old ones: bump KEY_FORMAT_VERSION and update this value together.
+    key = CacheKey("g", "sm_90", "0.1.0", "3.6.0", "2.11.0", (("x.dtype", "float16"),))
+    assert key.digest() == "9d901ed9e4f26f75d84e7bc1547e770e73715bd99ecb037f76b0013ba34886d8"

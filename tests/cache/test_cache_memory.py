@@ -19,6 +19,16 @@ def test_hit_miss_and_lru_order_by_entries():
     assert tier.stats()["evictions"] == 1
 
 
+def test_registry_counts_memory_evictions():
+    from warpforge.cache import CacheMetrics, KernelRegistry
+
+    metrics = CacheMetrics()
+    registry = KernelRegistry(memory=MemoryTier(max_entries=2), metrics=metrics)
+    for name in "abcd":
+        registry.put(make_key(name), make_artifact(name))
+    assert metrics.snapshot()["evictions"]["memory"] == 2
+
+
 def test_byte_bound_holds_after_every_put():
     one = make_artifact("x", size=1000).nbytes
     tier = MemoryTier(max_entries=100, max_bytes=3 * one)

@@ -137,7 +137,7 @@ class KernelRegistry:
         if self.disk is not None:
             artifact = self.disk.get(key)
             if artifact is not None:
-                self.memory.put(key, artifact)
+                self._remember(key, artifact)
                 self.metrics.record_lookup("disk", time.perf_counter_ns() - start, missed)
                 return artifact
             missed.append("disk")
@@ -146,12 +146,17 @@ class KernelRegistry:
             if artifact is not None:
                 if self.disk is not None:
                     self.disk.put(key, artifact)
-                self.memory.put(key, artifact)
+                self._remember(key, artifact)
                 self.metrics.record_lookup("redis", time.perf_counter_ns() - start, missed)
                 return artifact
             missed.append("redis")
         self.metrics.record_lookup("miss", time.perf_counter_ns() - start, missed)
         return None
+
+    def _remember(self, key: CacheKey, artifact: KernelArtifact) -> None:
+        evicted = self.memory.put(key, artifact)
+        if evicted:
+            self.metrics.record_eviction("memory", evicted)
 
     def put(self, key: CacheKey, artifact: KernelArtifact) -> dict[str, bool]:
         """Store in every tier; returns which tiers hold it afterwards (I/O failures are False)."""
@@ -159,7 +164,7 @@ class KernelRegistry:
             raise TypeError(f"key: expected a CacheKey, got {describe(key)}")
         if not isinstance(artifact, KernelArtifact):
             raise TypeError(f"artifact: expected a KernelArtifact, got {describe(artifact)}")
-        self.memory.put(key, artifact)
+        self._remember(key, artifact)
         stored = {"memory": key in self.memory}
         if self.disk is not None:
             stored["disk"] = self.disk.put(key, artifact)
