@@ -204,3 +204,14 @@ def test_constructor_validation(tmp_path):
         DiskTier(tmp_path, max_bytes=0)
     with pytest.raises(TypeError, match="root: expected a path"):
         DiskTier(42)
+
+
+def test_tier_arguments_are_checked(store):
+    with pytest.raises(TypeError, match="key: expected a CacheKey, got str"):
+        store.get("ab" * 32)
+    with pytest.raises(ValueError, match="key_or_digest: expected a CacheKey or a 64-character"):
+        store.entry_dir("../../etc")
+    with pytest.raises(TypeError, match="artifact: expected a KernelArtifact"):
+        store.put(make_key("a"), b"x")
+    with pytest.raises(TypeError, match="key: expected a CacheKey, got str"):
+        MemoryTier().get("a")

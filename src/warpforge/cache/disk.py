@@ -143,7 +143,16 @@ class DiskTier:
 
     # --- paths ---
     def entry_dir(self, key_or_digest: CacheKey | str) -> Path:
-        digest = key_or_digest.digest() if isinstance(key_or_digest, CacheKey) else key_or_digest
+        """Where the entry for a key (or a digest) lives, whether or not it exists."""
+        if isinstance(key_or_digest, CacheKey):
+            digest = key_or_digest.digest()
+        elif isinstance(key_or_digest, str) and _DIGEST.fullmatch(key_or_digest):
+            digest = key_or_digest
+        else:
+            raise ValueError(
+                "key_or_digest: expected a CacheKey or a 64-character lowercase hex digest, "
+                f"got {describe(key_or_digest)}"
+            )
         return self.root / digest[:2] / digest
 
     def _iter_entries(self) -> Iterator[tuple[str, Path]]:
@@ -187,6 +196,8 @@ class DiskTier:
     def get(self, key: CacheKey) -> KernelArtifact | None:
         """The verified artifact for ``key``, or None (absent, corrupted -> quarantined, or I/O
         error)."""
+        if not isinstance(key, CacheKey):
+            raise TypeError(f"key: expected a CacheKey, got {describe(key)}")
         digest = key.digest()
         entry = self.entry_dir(digest)
         try:
@@ -206,6 +217,7 @@ class DiskTier:
         return artifact
 
     def __contains__(self, key: CacheKey) -> bool:
+        """True when an entry is published for ``key`` (not verified: use ``get``)."""
         return (self.entry_dir(key) / MANIFEST_NAME).exists()
 
     # --- quarantine ---

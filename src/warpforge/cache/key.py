@@ -164,7 +164,8 @@ class CacheKey:
     def digest(self) -> str:
         """SHA-256 (hex) of a canonical JSON of every field: the entry's content address.
 
-        Computed once per key object; the in-memory hit path calls it on every lookup.
+        Computed once per key object, and only by the disk and Redis tiers: the memory tier
+        looks keys up by field equality.
         """
         cached = self.__dict__.get("_digest")
         if cached is None:

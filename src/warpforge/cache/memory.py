@@ -45,6 +45,8 @@ class MemoryTier:
         self._lock = threading.Lock()
 
     def get(self, key: CacheKey) -> KernelArtifact | None:
+        if not isinstance(key, CacheKey):
+            raise TypeError(f"key: expected a CacheKey, got {describe(key)}")
         with self._lock:
             artifact = self._entries.get(key)
             if artifact is not None:
