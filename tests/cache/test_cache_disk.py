@@ -175,16 +175,26 @@ def test_concurrent_writers_of_one_key_leave_one_good_entry(store):
     assert os.listdir(store.root / disk_module.STAGING) == []
 
 
-def test_stale_staging_folders_are_cleaned_and_never_read(store):
+def test_stale_staging_and_old_quarantine_are_cleaned_and_never_read(store):
     key = make_key("a")
     stale = store.root / disk_module.STAGING / f"{key.digest()}.1.dead"
     stale.mkdir(parents=True)
     (stale / "kernel.py").write_bytes(b"half-writ")
     old = time.time() - disk_module.STALE_STAGING_S - 10
     os.utime(stale, (old, old))
+    store.put(make_key("q"), make_artifact("q"))
+    _flip(_entry(store, make_key("q")))
+    assert store.get(make_key("q")) is None
+    (quarantined,) = store.quarantined()
+    recent = store.root / disk_module.STAGING / "fresh.2.writing"
+    recent.mkdir()
     assert store.get(key) is None
     store.put(make_key("b"), make_artifact("b"))  # runs the maintenance pass
-    assert not stale.exists()
+    assert not stale.exists() and recent.exists() and quarantined.exists()
+    ancient = time.time() - disk_module.QUARANTINE_KEEP_S - 10
+    os.utime(quarantined, (ancient, ancient))
+    store.put(make_key("c"), make_artifact("c"))
+    assert store.quarantined() == []
 
 
 def test_clear_removes_entries_and_quarantine(store):

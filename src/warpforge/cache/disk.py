@@ -56,6 +56,8 @@ LOCK_NAME = ".lock"
 REASON_NAME = "REASON.txt"
 # A staging folder this old belongs to a writer that died; eviction removes it.
 STALE_STAGING_S = 3600.0
+# Quarantined entries are kept this long for inspection, then eviction deletes them.
+QUARANTINE_KEEP_S = 7 * 24 * 3600.0
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _PUBLISH_ATTEMPTS = 4
 
@@ -352,15 +354,17 @@ class DiskTier:
             usage.append((mtime, self._entry_size(entry), digest, entry))
         return usage
 
-    def _remove_stale_staging(self) -> None:
-        folder = self.root / STAGING
-        if not folder.is_dir():
-            return
-        cutoff = time.time() - STALE_STAGING_S
-        for item in folder.iterdir():
-            with contextlib.suppress(FileNotFoundError):
-                if item.stat().st_mtime < cutoff:
-                    shutil.rmtree(item, ignore_errors=True)
+    def _remove_stale(self) -> None:
+        """Delete staging folders of writers that died, and old quarantined entries."""
+        now = time.time()
+        for folder, max_age in ((STAGING, STALE_STAGING_S), (QUARANTINE, QUARANTINE_KEEP_S)):
+            path = self.root / folder
+            if not path.is_dir():
+                continue
+            for item in path.iterdir():
+                with contextlib.suppress(FileNotFoundError):
+                    if item.stat().st_mtime < now - max_age:
+                        shutil.rmtree(item, ignore_errors=True)
 
     def evict(self, *, protect: str | None = None) -> int:
         """Delete least-recently-used entries until the store fits ``max_bytes``; returns how many.
@@ -371,7 +375,7 @@ class DiskTier:
             with self._locked(blocking=False) as locked:
                 if not locked:
                     return 0
-                self._remove_stale_staging()
+                self._remove_stale()
                 usage = sorted(self._usage())
                 total = sum(size for _, size, _, _ in usage)
                 evicted = 0
