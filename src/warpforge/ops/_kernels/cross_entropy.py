@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 
 # Lanes start from a finite "minus infinity" so that exp(m_old - m_new) never sees inf - inf.
-_NEG_BIG = -1.0e30
+_NEG_BIG = tl.constexpr(-1.0e30)
 
 
 @triton.jit

@@ -1,0 +1,188 @@
+"""Gated activations for transformer MLPs: ``swiglu(gate, up) = silu(gate) * up`` and
+``geglu(gate, up) = gelu(gate) * up``.
+
+Both are one elementwise pass (read ``gate`` and ``up``, write the output); the backward reads
+``grad``, ``gate`` and ``up`` and writes both input gradients, recomputing the activation rather
+than saving it. Math runs in float32 for every input dtype.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import torch
+
+from warpforge.runtime import ExecutionPath, execution_path
+from warpforge.validation import FLOAT_DTYPES, check_choice, check_same_device, check_tensor
+
+GELU_APPROXIMATIONS = ("tanh", "none")
+
+
+def _launch_config(element_size: int) -> tuple[int, int]:
+    """(BLOCK, num_warps): 4 KB of each operand per program, 16-byte vectors per thread."""
+    return 4096 // element_size * 2, 4
+
+
+def _launch(kernel, tensors: list[torch.Tensor], **constexprs: object) -> None:
+    n = tensors[0].numel()
+    if n == 0:
+        return
+    block, num_warps = _launch_config(tensors[0].element_size())
+    guard = torch.cuda.device(tensors[0].device) if tensors[0].is_cuda else contextlib.nullcontext()
+    with guard:
+        kernel[(math.ceil(n / block),)](*tensors, n, BLOCK=block, num_warps=num_warps, **constexprs)
+
+
+def _gelu_reference(gate: torch.Tensor, approximate: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """gelu(gate) and its derivative, in the dtype of ``gate`` (float32 on the CPU path)."""
+    if approximate == "tanh":
+        k = math.sqrt(2.0 / math.pi)
+        t = torch.tanh(k * (gate + 0.044715 * gate**3))
+        d_inner = k * (1.0 + 3.0 * 0.044715 * gate * gate)
+        return 0.5 * gate * (1.0 + t), 0.5 * (1.0 + t) + 0.5 * gate * (1.0 - t * t) * d_inner
+    cdf = 0.5 * (1.0 + torch.erf(gate / math.sqrt(2.0)))
+    return gate * cdf, cdf + gate * torch.exp(-0.5 * gate * gate) / math.sqrt(2.0 * math.pi)
+
+
+# --- SwiGLU ---------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("warpforge::swiglu_fwd", mutates_args=())
+def _swiglu_fwd(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    if execution_path(gate.device) is ExecutionPath.TORCH_REFERENCE:
+        g = gate.float()
+        return (torch.nn.functional.silu(g) * up.float()).to(gate.dtype)
+    from warpforge.ops._kernels.activations import swiglu_fwd_kernel
+
+    out = torch.empty_like(gate)
+    _launch(swiglu_fwd_kernel, [gate, up, out])
+    return out
+
+
+@_swiglu_fwd.register_fake
+def _(gate, up):
+    return torch.empty_like(gate)
+
+
+@torch.library.custom_op("warpforge::swiglu_bwd", mutates_args=())
+def _swiglu_bwd(
+    grad_out: torch.Tensor, gate: torch.Tensor, up: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    if execution_path(gate.device) is ExecutionPath.TORCH_REFERENCE:
+        dy, g, u = grad_out.float(), gate.float(), up.float()
+        s = torch.sigmoid(g)
+        d_silu = s * (1.0 + g * (1.0 - s))
+        return (dy * u * d_silu).to(gate.dtype), (dy * g * s).to(up.dtype)
+    from warpforge.ops._kernels.activations import swiglu_bwd_kernel
+
+    grad_gate, grad_up = torch.empty_like(gate), torch.empty_like(up)
+    _launch(swiglu_bwd_kernel, [grad_out.contiguous(), gate, up, grad_gate, grad_up])
+    return grad_gate, grad_up
+
+
+@_swiglu_bwd.register_fake
+def _(grad_out, gate, up):
+    return torch.empty_like(gate), torch.empty_like(up)
+
+
+def _save_gate_up(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0], inputs[1])
+    ctx.extra = inputs[2:]
+
+
+def _swiglu_backward(ctx, grad_out):
+    gate, up = ctx.saved_tensors
+    return _swiglu_bwd(grad_out, gate, up)
+
+
+_swiglu_fwd.register_autograd(_swiglu_backward, setup_context=_save_gate_up)
+
+
+# --- GeGLU ----------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("warpforge::geglu_fwd", mutates_args=())
+def _geglu_fwd(gate: torch.Tensor, up: torch.Tensor, approximate: str) -> torch.Tensor:
+    if execution_path(gate.device) is ExecutionPath.TORCH_REFERENCE:
+        gelu, _ = _gelu_reference(gate.float(), approximate)
+        return (gelu * up.float()).to(gate.dtype)
+    from warpforge.ops._kernels.activations import geglu_fwd_kernel
+
+    out = torch.empty_like(gate)
+    _launch(geglu_fwd_kernel, [gate, up, out], APPROX_TANH=approximate == "tanh")
+    return out
+
+
+@_geglu_fwd.register_fake
+def _(gate, up, approximate):
+    return torch.empty_like(gate)
+
+
+@torch.library.custom_op("warpforge::geglu_bwd", mutates_args=())
+def _geglu_bwd(
+    grad_out: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, approximate: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    if execution_path(gate.device) is ExecutionPath.TORCH_REFERENCE:
+        dy, u = grad_out.float(), up.float()
+        gelu, d_gelu = _gelu_reference(gate.float(), approximate)
+        return (dy * u * d_gelu).to(gate.dtype), (dy * gelu).to(up.dtype)
+    from warpforge.ops._kernels.activations import geglu_bwd_kernel
+
+    grad_gate, grad_up = torch.empty_like(gate), torch.empty_like(up)
+    _launch(
+        geglu_bwd_kernel,
+        [grad_out.contiguous(), gate, up, grad_gate, grad_up],
+        APPROX_TANH=approximate == "tanh",
+    )
+    return grad_gate, grad_up
+
+
+@_geglu_bwd.register_fake
+def _(grad_out, gate, up, approximate):
+    return torch.empty_like(gate), torch.empty_like(up)
+
+
+def _geglu_backward(ctx, grad_out):
+    gate, up = ctx.saved_tensors
+    grad_gate, grad_up = _geglu_bwd(grad_out, gate, up, ctx.extra[0])
+    return grad_gate, grad_up, None
+
+
+_geglu_fwd.register_autograd(_geglu_backward, setup_context=_save_gate_up)
+
+
+# --- Public API -----------------------------------------------------------------------------
+
+
+def _validate_gate_up(gate: object, up: object) -> tuple[torch.Tensor, torch.Tensor]:
+    gate = check_tensor("gate", gate, dtypes=FLOAT_DTYPES, allow_empty=True)
+    up = check_tensor("up", up, dtypes=FLOAT_DTYPES, allow_empty=True)
+    if up.shape != gate.shape:
+        raise ValueError(
+            f"up: expected the shape of gate {tuple(gate.shape)}, got {tuple(up.shape)}"
+        )
+    if up.dtype != gate.dtype:
+        raise TypeError(f"up: expected the dtype of gate ({gate.dtype}), got {up.dtype}")
+    check_same_device(gate=gate, up=up)
+    # The kernels walk a flat contiguous buffer; strided views are copied once here.
+    return gate.contiguous(), up.contiguous()
+
+
+def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """``silu(gate) * up`` elementwise (the SwiGLU MLP of Llama), any shape, float32 math.
+
+    ``gate`` and ``up`` must have the same shape, dtype (float32/float16/bfloat16) and device.
+    Differentiable in both inputs.
+    """
+    gate, up = _validate_gate_up(gate, up)
+    return _swiglu_fwd(gate, up)
+
+
+def geglu(gate: torch.Tensor, up: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
+    """``gelu(gate, approximate) * up`` elementwise, ``approximate`` in {"tanh", "none"}
+    (as in ``torch.nn.functional.gelu``). Same rules as :func:`swiglu`.
+    """
+    check_choice("approximate", approximate, GELU_APPROXIMATIONS)
+    gate, up = _validate_gate_up(gate, up)
+    return _geglu_fwd(gate, up, approximate)
