@@ -162,6 +162,59 @@ def test_backward_writes_every_element_of_a_poisoned_buffer(path):
     torch.testing.assert_close(poisoned.double(), expected, atol=2e-6, rtol=2e-5)
 
 
+def test_forward_with_grad_fills_a_poisoned_buffer_even_in_place(path):
+    gen = torch.Generator().manual_seed(14)
+    logits = torch.randn(5, 1201, generator=gen) * 2
+    target = random_target((5,), 1201, gen)
+    grad_loss = torch.rand(5, generator=gen) + 0.5
+    x64 = logits.double().requires_grad_()
+    rows = reference_cross_entropy(x64, target, reduction="none", label_smoothing=0.2, z_loss=0.1)
+    (expected,) = torch.autograd.grad(rows, x64, grad_loss.double())
+    poisoned = torch.full_like(logits, float("nan"))
+    loss, _ = ce_module.row_losses(
+        logits, target, IGNORE, 0.2, 0.1, grad_out=poisoned, grad_loss=grad_loss
+    )
+    torch.testing.assert_close(loss.double(), rows.detach(), atol=2e-5, rtol=2e-5)
+    torch.testing.assert_close(poisoned.double(), expected, atol=2e-6, rtol=2e-5)
+    in_place = logits.clone()  # the gradient may overwrite the logits it is computed from
+    ce_module.row_losses(in_place, target, IGNORE, 0.2, 0.1, grad_out=in_place, grad_loss=grad_loss)
+    torch.testing.assert_close(in_place.double(), expected, atol=2e-6, rtol=2e-5)
+
+
+def test_unit_grad_output_skips_scaling_and_keeps_user_logits(path):
+    gen = torch.Generator().manual_seed(15)
+    logits = (torch.randn(7, 45, generator=gen) * 2).requires_grad_()
+    before = logits.detach().clone()
+    target = random_target((7,), 45, gen)
+    cross_entropy(logits, target, label_smoothing=0.1).backward()
+    x64 = before.double().requires_grad_()
+    (expected,) = torch.autograd.grad(reference_cross_entropy(x64, target, label_smoothing=0.1), x64)
+    torch.testing.assert_close(logits.grad.double(), expected, atol=2e-6, rtol=2e-5)
+    assert torch.equal(logits.detach(), before)
+
+
+def test_second_backward_through_one_forward_raises(path):
+    logits = torch.randn(3, 6, requires_grad=True)
+    loss = cross_entropy(logits, torch.tensor([0, 1, 2]))
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward ran twice"):
+        loss.backward()
+
+
+def test_forward_only_op_has_its_own_backward(path):
+    """The op used without grad mode still differentiates (e.g. when called directly)."""
+    gen = torch.Generator().manual_seed(16)
+    logits = torch.randn(6, 77, generator=gen, requires_grad=True)
+    target = random_target((6,), 77, gen)
+    loss, _ = torch.ops.warpforge.cross_entropy_fwd(logits, target, IGNORE, 0.05, 0.02)
+    grad_loss = torch.rand(6, generator=gen)
+    (grad,) = torch.autograd.grad(loss, logits, grad_loss)
+    x64 = logits.detach().double().requires_grad_()
+    rows = reference_cross_entropy(x64, target, reduction="none", label_smoothing=0.05, z_loss=0.02)
+    (expected,) = torch.autograd.grad(rows, x64, grad_loss.double())
+    torch.testing.assert_close(grad.double(), expected, atol=2e-6, rtol=2e-5)
+
+
 def test_kernel_gives_nan_for_out_of_range_target_instead_of_reading_out_of_bounds(path):
     logits = torch.randn(3, 8)
     target = torch.tensor([8, -5, 2])
@@ -212,6 +265,14 @@ def test_custom_ops_pass_opcheck():
     target = random_target((4,), 10, gen)
     torch.library.opcheck(
         torch.ops.warpforge.cross_entropy_fwd.default, (logits, target, IGNORE, 0.1, 0.01)
+    )
+    torch.library.opcheck(
+        torch.ops.warpforge.cross_entropy_fwd_grad.default,
+        (logits.detach(), target, IGNORE, 0.1, 0.01, "mean"),
+    )
+    torch.library.opcheck(
+        torch.ops.warpforge.cross_entropy_scale_grad_.default,
+        (torch.randn(4, 10, generator=gen), torch.rand(4, generator=gen)),
     )
     _, lse = ce_module.row_losses(logits.detach(), target, IGNORE, 0.1, 0.01)
     torch.library.opcheck(

@@ -5,8 +5,11 @@
 every non-ignored row. The class dimension is the *last* one (torch puts it at dim 1 for
 inputs with more than two dimensions).
 
-The forward reads the logits once and saves one float32 ``logsumexp`` per row; the backward
-reads them again and writes the gradient, so neither pass materialises softmax.
+When the logits require grad, the forward kernel reads them once and also writes the gradient
+of the reduced loss into its own buffer (the user's logits are never overwritten and need not be
+kept alive); the backward multiplies that buffer by ``grad_output`` in place, skipping rows whose
+factor is exactly 1, so ``loss.backward()`` costs one read and one write of the logits in all.
+Without grad the forward only reads the logits.
 """
 
 from __future__ import annotations
@@ -46,39 +49,83 @@ def _cuda_guard(t: torch.Tensor):
 # ----------------------------------------------------------------------------------------------
 
 
+def _row_stride(t: torch.Tensor) -> int:
+    """Stride between the per-row values of a [rows] tensor (0 when one value is broadcast)."""
+    return t.stride(0) if t.dim() == 1 and t.shape[0] > 1 else 0
+
+
+def _target_check_options(logits: torch.Tensor) -> dict[str, object]:
+    """Compile the device-side target check in (debug build) only under WARPFORGE_CHECKS=1."""
+    check = checks_enabled() and logits.is_cuda
+    return {"CHECK_TARGETS": check, "debug": True} if check else {"CHECK_TARGETS": False}
+
+
 def row_losses(
-    logits: torch.Tensor, target: torch.Tensor, ignore_index: int, label_smoothing: float, z_loss: float
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    ignore_index: int,
+    label_smoothing: float,
+    z_loss: float,
+    *,
+    grad_out: torch.Tensor | None = None,
+    grad_loss: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-row loss and logsumexp (float32) of 2-D ``logits`` whose last stride is 1."""
+    """Per-row loss and logsumexp (float32) of 2-D ``logits`` whose last stride is 1.
+
+    With ``grad_out`` (a [rows, V] buffer, which may be ``logits`` itself) the same launch also
+    writes ``grad_loss[row] * d(loss_row)/d(logits)`` there; ``grad_loss`` is float32 with one
+    value per row or a single broadcast value.
+    """
     n_rows, n_cols = logits.shape
     loss = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
     lse = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
     if n_rows == 0:
         return loss, lse
     if execution_path(logits.device) is ExecutionPath.TORCH_REFERENCE:
-        return _reference_row_losses(logits, target, ignore_index, label_smoothing, z_loss)
-    from warpforge.ops._kernels.cross_entropy import cross_entropy_fwd_kernel
+        loss, lse = _reference_row_losses(logits, target, ignore_index, label_smoothing, z_loss)
+        if grad_out is not None:
+            grad_out.copy_(
+                _reference_row_grads(
+                    logits, target, lse, grad_loss, ignore_index, label_smoothing, z_loss
+                )
+            )
+        return loss, lse
+    from warpforge.ops._kernels import cross_entropy as kernels
 
     block, num_warps = _launch_config(n_cols, logits.element_size())
-    check = checks_enabled() and logits.is_cuda
-    extra = {"debug": True} if check else {}
+    common = (n_cols, ignore_index, float(label_smoothing), float(z_loss))
+    options = {"BLOCK": block, "num_warps": num_warps, **_target_check_options(logits)}
     with _cuda_guard(logits):
-        cross_entropy_fwd_kernel[(n_rows,)](
-            logits,
-            target,
-            loss,
-            lse,
-            logits.stride(0),
-            n_cols,
-            ignore_index,
-            float(label_smoothing),
-            float(z_loss),
-            BLOCK=block,
-            CHECK_TARGETS=check,
-            num_warps=num_warps,
-            **extra,
-        )
+        if grad_out is None:
+            kernels.cross_entropy_fwd_kernel[(n_rows,)](
+                logits, target, loss, lse, logits.stride(0), *common, **options
+            )
+        else:
+            kernels.cross_entropy_fwd_grad_kernel[(n_rows,)](
+                logits, target, loss, lse, grad_out, grad_loss, _row_stride(grad_loss),
+                logits.stride(0), grad_out.stride(0), *common, **options,
+            )  # fmt: skip
     return loss, lse
+
+
+def scale_row_grads(grad: torch.Tensor, grad_loss: torch.Tensor) -> None:
+    """``grad[row] *= grad_loss[row]`` in place (one broadcast value allowed); rows whose factor
+    is exactly 1 are not touched, decided on the device."""
+    n_rows, n_cols = grad.shape
+    if n_rows == 0:
+        return
+    grad_loss = grad_loss.float()
+    if execution_path(grad.device) is ExecutionPath.TORCH_REFERENCE:
+        grad.mul_(grad_loss.reshape(-1, 1))
+        return
+    from warpforge.ops._kernels.cross_entropy import cross_entropy_scale_grad_kernel
+
+    block, num_warps = _launch_config(n_cols, grad.element_size())
+    with _cuda_guard(grad):
+        cross_entropy_scale_grad_kernel[(n_rows,)](
+            grad, grad_loss, _row_stride(grad_loss), grad.stride(0), n_cols,
+            BLOCK=block, num_warps=num_warps,
+        )  # fmt: skip
 
 
 def row_grads(
@@ -113,7 +160,7 @@ def row_grads(
             target,
             lse,
             grad_loss,
-            grad_loss.stride(0) if grad_loss.dim() == 1 else 0,
+            _row_stride(grad_loss),
             logits.stride(0),
             grad_logits.stride(0),
             n_cols,
@@ -154,7 +201,7 @@ def _reference_row_grads(logits, target, lse, grad_loss, ignore_index, label_smo
     x = logits.float()
     n_cols = x.shape[1]
     ignored, in_range, safe = _target_masks(target, n_cols, ignore_index)
-    g = grad_loss.float().expand(x.shape[0])
+    g = grad_loss.float().reshape(-1).expand(x.shape[0])
     scale = torch.where(in_range, g, torch.full_like(g, math.nan))
     scale = torch.where(ignored, torch.zeros_like(scale), scale)
     probs = torch.exp(x - lse[:, None])
@@ -224,6 +271,73 @@ def _backward(ctx, grad_loss, grad_lse):
 
 
 _cross_entropy_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _reduction_scale(target: torch.Tensor, ignore_index: int, reduction: str) -> torch.Tensor:
+    """d(reduced loss)/d(row loss) as a 1-element float32 device tensor (no host sync)."""
+    if reduction == "mean":
+        return (1.0 / (target != ignore_index).sum().to(torch.float32)).reshape(1)
+    return torch.ones(1, device=target.device, dtype=torch.float32)
+
+
+@torch.library.custom_op("warpforge::cross_entropy_fwd_grad", mutates_args=())
+def _cross_entropy_fwd_grad(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    ignore_index: int,
+    label_smoothing: float,
+    z_loss: float,
+    reduction: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(reduced float32 loss, gradient of that loss w.r.t. the logits) in one pass."""
+    grad = torch.empty(logits.shape, device=logits.device, dtype=logits.dtype)
+    scale = _reduction_scale(target, ignore_index, reduction)
+    loss_rows, _ = row_losses(
+        logits, target, ignore_index, label_smoothing, z_loss, grad_out=grad, grad_loss=scale
+    )
+    return reduce_rows(loss_rows, target, ignore_index, reduction), grad
+
+
+@_cross_entropy_fwd_grad.register_fake
+def _(logits, target, ignore_index, label_smoothing, z_loss, reduction):
+    loss_shape = (logits.shape[0],) if reduction == "none" else ()
+    return (
+        logits.new_empty(loss_shape, dtype=torch.float32),
+        torch.empty(logits.shape, device=logits.device, dtype=logits.dtype),
+    )
+
+
+@torch.library.custom_op("warpforge::cross_entropy_scale_grad_", mutates_args=("grad",))
+def _cross_entropy_scale_grad_(grad: torch.Tensor, grad_loss: torch.Tensor) -> None:
+    scale_row_grads(grad, grad_loss)
+
+
+@_cross_entropy_scale_grad_.register_fake
+def _(grad, grad_loss):
+    return None
+
+
+def _setup_fwd_grad_context(ctx, inputs, output):
+    ctx.mark_non_differentiable(output[1])
+    ctx.save_for_backward(output[1])
+    ctx.grad_used = False
+
+
+def _fwd_grad_backward(ctx, grad_loss, _grad_of_grad):
+    if ctx.grad_used:
+        raise RuntimeError(
+            "warpforge.ops.cross_entropy: backward ran twice through one forward (retain_graph); "
+            "its gradient buffer is scaled in place, so call cross_entropy again instead"
+        )
+    ctx.grad_used = True
+    (grad,) = ctx.saved_tensors
+    _cross_entropy_scale_grad_(grad, grad_loss)
+    return grad, None, None, None, None, None
+
+
+_cross_entropy_fwd_grad.register_autograd(
+    _fwd_grad_backward, setup_context=_setup_fwd_grad_context
+)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -321,10 +435,15 @@ def cross_entropy(
     target1d = target.reshape(-1)
     if not target1d.is_contiguous():
         target1d = target1d.contiguous()
-    loss_rows, _ = _cross_entropy_fwd(
-        logits2d, target1d, ignore_index, label_smoothing, float(z_loss)
-    )
-    loss = reduce_rows(loss_rows, target1d, ignore_index, reduction)
+    if torch.is_grad_enabled() and logits.requires_grad:
+        loss, _ = _cross_entropy_fwd_grad(
+            logits2d, target1d, ignore_index, label_smoothing, float(z_loss), reduction
+        )
+    else:
+        loss_rows, _ = _cross_entropy_fwd(
+            logits2d, target1d, ignore_index, label_smoothing, float(z_loss)
+        )
+        loss = reduce_rows(loss_rows, target1d, ignore_index, reduction)
     if reduction == "none":
         loss = loss.reshape(lead)
     return loss.to(logits.dtype)

@@ -2,7 +2,7 @@
 
 The tokens are processed in chunks. For each chunk the forward computes
 ``logits = hidden_chunk @ weight.T (+ bias)`` with cuBLAS, runs the cross-entropy kernels on it
-(loss, then the gradient written over the chunk's own logits buffer) and immediately folds that
+(loss and, in the same launch, the gradient written over the chunk's own logits buffer) and immediately folds that
 gradient into ``grad_hidden[chunk] = grad_logits @ weight`` and ``grad_weight += grad_logits.T @
 hidden_chunk`` (the Liger-Kernel approach). Peak memory holds one chunk of logits instead of all
 of them; the backward only multiplies the stored gradients by ``grad_output``.
@@ -86,15 +86,14 @@ def _flce_fwd(
         stop = min(start + chunk_size, n_tokens)
         h, t = hidden[start:stop], target[start:stop]
         logits = _chunk_logits(h, weight, bias)
+        # One launch: the chunk's losses, then its gradient written over its own logits.
         loss_rows[start:stop], lse[start:stop] = row_losses(
-            logits, t, ignore_index, label_smoothing, 0.0
-        )
+            logits, t, ignore_index, label_smoothing, 0.0,
+            grad_out=logits if grads else None, grad_loss=row_scale,
+        )  # fmt: skip
         if not grads:
             continue
-        grad_logits = row_grads(
-            logits, logits, t, lse[start:stop], row_scale.expand(stop - start),
-            ignore_index, label_smoothing, 0.0,
-        )  # fmt: skip
+        grad_logits = logits
         torch.mm(grad_logits, weight, out=grad_hidden[start:stop])
         grad_weight.addmm_(grad_logits.t(), h)
         if bias is not None:

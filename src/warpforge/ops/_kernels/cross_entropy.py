@@ -5,7 +5,14 @@ exponentials (an online softmax without a cross-lane reduction per chunk); the l
 combined once at the end into ``lse = logsumexp(row)``. The same pass accumulates the row sum
 (for label smoothing); the target logit is one extra scalar load.
 
-Backward: reads the row again with the saved ``lse`` and writes
+Forward with gradient (used when the logits require grad): after the online pass, a second
+pass over the same row (mostly served from L2) writes the gradient of the *reduced* loss into a
+separate buffer, so training reads the logits from DRAM once and writes the gradient once. The
+backward then only has to multiply by ``grad_output``; ``cross_entropy_scale_grad_kernel`` does
+that in place and skips every row whose factor is exactly 1 (``loss.backward()``), deciding on
+the device so nothing synchronises.
+
+Backward from ``lse`` (no precomputed gradient): reads the row again and writes
 
     grad_j = g * (p_j * (1 + 2 * z_loss * lse) - eps / V - (1 - eps) * [j == target])
 
@@ -29,6 +36,75 @@ _NEG_BIG = tl.constexpr(-1.0e30)
 
 
 @triton.jit
+def _row_logsumexp(row_ptr, n_cols, BLOCK: tl.constexpr):
+    """(logsumexp, sum) of one row, reading it once in BLOCK-wide chunks."""
+    cols = tl.arange(0, BLOCK)
+    lane_max = tl.full([BLOCK], _NEG_BIG, tl.float32)
+    lane_sum = tl.zeros([BLOCK], tl.float32)
+    lane_total = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        offs = start + cols
+        mask = offs < n_cols
+        x = tl.load(row_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
+        new_max = tl.maximum(lane_max, x)
+        lane_sum = lane_sum * tl.exp(lane_max - new_max) + tl.exp(x - new_max)
+        lane_max = new_max
+        lane_total += tl.where(mask, x, 0.0)
+    row_max = tl.max(lane_max, axis=0)
+    lse = row_max + tl.log(tl.sum(lane_sum * tl.exp(lane_max - row_max), axis=0))
+    return lse, tl.sum(lane_total, axis=0)
+
+
+@triton.jit
+def _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS: tl.constexpr):
+    """(target, ignored, in_range) of one row; the index is only used where in_range."""
+    target = tl.load(target_ptr + row).to(tl.int64)
+    ignored = target == ignore_index
+    in_range = (target >= 0) & (target < n_cols)
+    if CHECK_TARGETS:
+        tl.device_assert(ignored | in_range, "cross_entropy: target outside [0, vocab)")
+    return target, ignored, in_range
+
+
+@triton.jit
+def _row_loss(row_ptr, lse, row_total, target, ignored, in_range, n_cols, label_smoothing, z_loss):
+    target_logit = tl.load(row_ptr + tl.where(in_range, target, 0)).to(tl.float32)
+    loss = (
+        lse
+        - (1.0 - label_smoothing) * target_logit
+        - (label_smoothing / n_cols) * row_total
+        + z_loss * lse * lse
+    )
+    return tl.where(ignored, 0.0, tl.where(in_range, loss, float("nan")))
+
+
+@triton.jit
+def _write_row_grad(
+    out_row, in_row, lse, scale, target, n_cols, label_smoothing, z_loss, BLOCK: tl.constexpr
+):
+    """grad_j = scale * (p_j (1 + 2 z lse) - eps / V - (1 - eps) [j == target]).
+
+    Each chunk is read before it is written by this same program, so out_row may be in_row.
+    """
+    cols = tl.arange(0, BLOCK)
+    prob_scale = scale * (1.0 + 2.0 * z_loss * lse)
+    uniform = scale * (label_smoothing / n_cols)
+    hit = scale * (1.0 - label_smoothing)
+    for start in range(0, n_cols, BLOCK):
+        offs = start + cols
+        mask = offs < n_cols
+        x = tl.load(in_row + offs, mask=mask, other=0.0).to(tl.float32)
+        grad = tl.exp(x - lse) * prob_scale - uniform - tl.where(offs == target, hit, 0.0)
+        tl.store(out_row + offs, grad.to(out_row.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _grad_scale(grad_loss, ignored, in_range):
+    # ignored rows get 0 (even when grad_loss is inf, as in a mean over zero rows); bad targets NaN
+    return tl.where(ignored, 0.0, tl.where(in_range, grad_loss, float("nan")))
+
+
+@triton.jit
 def cross_entropy_fwd_kernel(
     logits_ptr,
     target_ptr,
@@ -44,41 +120,49 @@ def cross_entropy_fwd_kernel(
 ):
     row = tl.program_id(0).to(tl.int64)
     row_ptr = logits_ptr + row * logits_row_stride
-    cols = tl.arange(0, BLOCK)
-
-    lane_max = tl.full([BLOCK], _NEG_BIG, tl.float32)
-    lane_sum = tl.zeros([BLOCK], tl.float32)
-    lane_total = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, n_cols, BLOCK):
-        offs = start + cols
-        mask = offs < n_cols
-        x = tl.load(row_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
-        new_max = tl.maximum(lane_max, x)
-        lane_sum = lane_sum * tl.exp(lane_max - new_max) + tl.exp(x - new_max)
-        lane_max = new_max
-        lane_total += tl.where(mask, x, 0.0)
-
-    row_max = tl.max(lane_max, axis=0)
-    lse = row_max + tl.log(tl.sum(lane_sum * tl.exp(lane_max - row_max), axis=0))
-    row_total = tl.sum(lane_total, axis=0)
-
-    target = tl.load(target_ptr + row).to(tl.int64)
-    ignored = target == ignore_index
-    in_range = (target >= 0) & (target < n_cols)
-    if CHECK_TARGETS:
-        tl.device_assert(ignored | in_range, "cross_entropy: target outside [0, vocab)")
-    safe_target = tl.where(in_range, target, 0)
-    target_logit = tl.load(row_ptr + safe_target).to(tl.float32)
-
-    loss = (
-        lse
-        - (1.0 - label_smoothing) * target_logit
-        - (label_smoothing / n_cols) * row_total
-        + z_loss * lse * lse
+    lse, row_total = _row_logsumexp(row_ptr, n_cols, BLOCK)
+    target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS)
+    loss = _row_loss(
+        row_ptr, lse, row_total, target, ignored, in_range, n_cols, label_smoothing, z_loss
     )
-    loss = tl.where(ignored, 0.0, tl.where(in_range, loss, float("nan")))
     tl.store(loss_ptr + row, loss)
     tl.store(lse_ptr + row, lse)
+
+
+@triton.jit
+def cross_entropy_fwd_grad_kernel(
+    logits_ptr,
+    target_ptr,
+    loss_ptr,
+    lse_ptr,
+    grad_ptr,
+    grad_loss_ptr,
+    grad_loss_stride,
+    logits_row_stride,
+    grad_row_stride,
+    n_cols,
+    ignore_index,
+    label_smoothing,
+    z_loss,
+    BLOCK: tl.constexpr,
+    CHECK_TARGETS: tl.constexpr,
+):
+    """Loss and lse as the forward, plus grad_loss[row] * d(loss_row)/d(logits) in grad_ptr
+    (which may alias logits_ptr)."""
+    row = tl.program_id(0).to(tl.int64)
+    row_ptr = logits_ptr + row * logits_row_stride
+    lse, row_total = _row_logsumexp(row_ptr, n_cols, BLOCK)
+    target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS)
+    loss = _row_loss(
+        row_ptr, lse, row_total, target, ignored, in_range, n_cols, label_smoothing, z_loss
+    )
+    tl.store(loss_ptr + row, loss)
+    tl.store(lse_ptr + row, lse)
+    grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
+    _write_row_grad(
+        grad_ptr + row * grad_row_stride, row_ptr, lse,
+        _grad_scale(grad_loss, ignored, in_range), target, n_cols, label_smoothing, z_loss, BLOCK,
+    )  # fmt: skip
 
 
 @triton.jit
@@ -98,23 +182,27 @@ def cross_entropy_bwd_kernel(
     BLOCK: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
-    in_row = logits_ptr + row * logits_row_stride
-    out_row = grad_logits_ptr + row * grad_row_stride
-    cols = tl.arange(0, BLOCK)
-
-    target = tl.load(target_ptr + row).to(tl.int64)
+    target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, False)
     lse = tl.load(lse_ptr + row)
     grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
-    ignored = target == ignore_index
-    in_range = (target >= 0) & (target < n_cols)
-    scale = tl.where(ignored, 0.0, tl.where(in_range, grad_loss, float("nan")))
-    prob_scale = scale * (1.0 + 2.0 * z_loss * lse)
-    uniform = scale * (label_smoothing / n_cols)
-    hit = scale * (1.0 - label_smoothing)
+    _write_row_grad(
+        grad_logits_ptr + row * grad_row_stride, logits_ptr + row * logits_row_stride, lse,
+        _grad_scale(grad_loss, ignored, in_range), target, n_cols, label_smoothing, z_loss, BLOCK,
+    )  # fmt: skip
 
-    for start in range(0, n_cols, BLOCK):
-        offs = start + cols
-        mask = offs < n_cols
-        x = tl.load(in_row + offs, mask=mask, other=0.0).to(tl.float32)
-        grad = tl.exp(x - lse) * prob_scale - uniform - tl.where(offs == target, hit, 0.0)
-        tl.store(out_row + offs, grad.to(grad_logits_ptr.dtype.element_ty), mask=mask)
+
+@triton.jit
+def cross_entropy_scale_grad_kernel(
+    grad_ptr, grad_loss_ptr, grad_loss_stride, grad_row_stride, n_cols, BLOCK: tl.constexpr
+):
+    """grad[row] *= grad_loss[row] in place; a factor of exactly 1 leaves the row untouched."""
+    row = tl.program_id(0).to(tl.int64)
+    factor = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
+    if factor != 1.0:
+        row_ptr = grad_ptr + row * grad_row_stride
+        cols = tl.arange(0, BLOCK)
+        for start in range(0, n_cols, BLOCK):
+            offs = start + cols
+            mask = offs < n_cols
+            g = tl.load(row_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+            tl.store(row_ptr + offs, (g * factor).to(grad_ptr.dtype.element_ty), mask=mask)
