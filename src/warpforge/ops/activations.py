@@ -179,6 +179,20 @@ def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return _swiglu_fwd(gate, up)
 
 
+def swiglu_backward(
+    grad_out: torch.Tensor, gate: torch.Tensor, up: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(grad_gate, grad_up) of :func:`swiglu` for ``grad_out``: the backward kernel alone."""
+    gate, up = _validate_gate_up(gate, up)
+    check_tensor("grad_out", grad_out, dtypes=(gate.dtype,), allow_empty=True)
+    if grad_out.shape != gate.shape:
+        raise ValueError(
+            f"grad_out: expected the shape of gate {tuple(gate.shape)}, got {tuple(grad_out.shape)}"
+        )
+    grad_gate, grad_up = _swiglu_bwd(grad_out, gate, up)
+    return grad_gate, grad_up
+
+
 def geglu(gate: torch.Tensor, up: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
     """``gelu(gate, approximate) * up`` elementwise, ``approximate`` in {"tanh", "none"}
     (as in ``torch.nn.functional.gelu``). Same rules as :func:`swiglu`.

@@ -175,6 +175,29 @@ def _validate_table(name: str, table: object, q: torch.Tensor) -> torch.Tensor:
     return table
 
 
+def _validate(q, k, cos, sin, interleaved, q_name="q", k_name="k"):
+    q = check_tensor(q_name, q, dtypes=FLOAT_DTYPES, ndim=4, allow_empty=True)
+    k = check_tensor(k_name, k, dtypes=FLOAT_DTYPES, ndim=4, allow_empty=True)
+    if not isinstance(interleaved, bool):
+        raise TypeError(f"interleaved: expected a bool, got {describe(interleaved)}")
+    if k.dtype != q.dtype:
+        raise TypeError(f"{k_name}: expected the dtype of {q_name} ({q.dtype}), got {describe(k)}")
+    batch, seq, _, head_dim = q.shape
+    if head_dim % 2:
+        raise ValueError(f"{q_name}: expected an even head_dim (last dimension), got {describe(q)}")
+    if (k.shape[0], k.shape[1], k.shape[3]) != (batch, seq, head_dim):
+        raise ValueError(
+            f"{k_name}: expected shape [{batch}, {seq}, k_heads, {head_dim}] (batch, seq and "
+            f"head_dim of {q_name}), got {describe(k)}"
+        )
+    cos = _validate_table("cos", cos, q)
+    sin = _validate_table("sin", sin, q)
+    if sin.shape != cos.shape:
+        raise ValueError(f"sin: expected the shape of cos {tuple(cos.shape)}, got {describe(sin)}")
+    check_same_device(**{q_name: q, k_name: k, "cos": cos, "sin": sin})
+    return q, k, cos, sin
+
+
 def rope(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -190,23 +213,19 @@ def rope(
     ``(x[2i], x[2i+1])`` pairs (GPT-J). Returns new tensors ``(q_rot, k_rot)`` of the input
     shapes and dtypes; math in float32. Differentiable in ``q`` and ``k``.
     """
-    q = check_tensor("q", q, dtypes=FLOAT_DTYPES, ndim=4, allow_empty=True)
-    k = check_tensor("k", k, dtypes=FLOAT_DTYPES, ndim=4, allow_empty=True)
-    if not isinstance(interleaved, bool):
-        raise TypeError(f"interleaved: expected a bool, got {describe(interleaved)}")
-    if k.dtype != q.dtype:
-        raise TypeError(f"k: expected the dtype of q ({q.dtype}), got {describe(k)}")
-    batch, seq, _, head_dim = q.shape
-    if head_dim % 2:
-        raise ValueError(f"q: expected an even head_dim (last dimension), got {describe(q)}")
-    if (k.shape[0], k.shape[1], k.shape[3]) != (batch, seq, head_dim):
-        raise ValueError(
-            f"k: expected shape [{batch}, {seq}, k_heads, {head_dim}] (batch, seq and head_dim "
-            f"of q), got {describe(k)}"
-        )
-    cos = _validate_table("cos", cos, q)
-    sin = _validate_table("sin", sin, q)
-    if sin.shape != cos.shape:
-        raise ValueError(f"sin: expected the shape of cos {tuple(cos.shape)}, got {describe(sin)}")
-    check_same_device(q=q, k=k, cos=cos, sin=sin)
+    q, k, cos, sin = _validate(q, k, cos, sin, interleaved)
     return _rope_fwd(q, cos, sin, interleaved), _rope_fwd(k, cos, sin, interleaved)
+
+
+def rope_backward(
+    grad_q: torch.Tensor,
+    grad_k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    *,
+    interleaved: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradients of :func:`rope` w.r.t. ``q`` and ``k`` for output gradients ``grad_q``,
+    ``grad_k``: the backward kernel alone (same layouts and tables as :func:`rope`)."""
+    grad_q, grad_k, cos, sin = _validate(grad_q, grad_k, cos, sin, interleaved, "grad_q", "grad_k")
+    return _rope_bwd(grad_q, cos, sin, interleaved), _rope_bwd(grad_k, cos, sin, interleaved)
