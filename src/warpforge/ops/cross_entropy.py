@@ -94,7 +94,12 @@ def row_losses(
 
     block, num_warps = _launch_config(n_cols, logits.element_size())
     common = (n_cols, ignore_index, float(label_smoothing), float(z_loss))
-    options = {"BLOCK": block, "num_warps": num_warps, **_target_check_options(logits)}
+    options = {
+        "BLOCK": block,
+        "HAS_SMOOTHING": label_smoothing > 0.0,
+        "num_warps": num_warps,
+        **_target_check_options(logits),
+    }
     with _cuda_guard(logits):
         if grad_out is None:
             kernels.cross_entropy_fwd_kernel[(n_rows,)](

@@ -36,8 +36,9 @@ _NEG_BIG = tl.constexpr(-1.0e30)
 
 
 @triton.jit
-def _row_logsumexp(row_ptr, n_cols, BLOCK: tl.constexpr):
-    """(logsumexp, sum) of one row, reading it once in BLOCK-wide chunks."""
+def _row_logsumexp(row_ptr, n_cols, BLOCK: tl.constexpr, NEED_SUM: tl.constexpr):
+    """(logsumexp, sum) of one row, reading it once in BLOCK-wide chunks; the sum (needed for
+    label smoothing only) is 0 unless NEED_SUM, sparing a register per element otherwise."""
     cols = tl.arange(0, BLOCK)
     lane_max = tl.full([BLOCK], _NEG_BIG, tl.float32)
     lane_sum = tl.zeros([BLOCK], tl.float32)
@@ -49,7 +50,8 @@ def _row_logsumexp(row_ptr, n_cols, BLOCK: tl.constexpr):
         new_max = tl.maximum(lane_max, x)
         lane_sum = lane_sum * tl.exp(lane_max - new_max) + tl.exp(x - new_max)
         lane_max = new_max
-        lane_total += tl.where(mask, x, 0.0)
+        if NEED_SUM:
+            lane_total += tl.where(mask, x, 0.0)
     row_max = tl.max(lane_max, axis=0)
     lse = row_max + tl.log(tl.sum(lane_sum * tl.exp(lane_max - row_max), axis=0))
     return lse, tl.sum(lane_total, axis=0)
@@ -116,11 +118,12 @@ def cross_entropy_fwd_kernel(
     label_smoothing,
     z_loss,
     BLOCK: tl.constexpr,
+    HAS_SMOOTHING: tl.constexpr,
     CHECK_TARGETS: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     row_ptr = logits_ptr + row * logits_row_stride
-    lse, row_total = _row_logsumexp(row_ptr, n_cols, BLOCK)
+    lse, row_total = _row_logsumexp(row_ptr, n_cols, BLOCK, HAS_SMOOTHING)
     target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS)
     loss = _row_loss(
         row_ptr, lse, row_total, target, ignored, in_range, n_cols, label_smoothing, z_loss
@@ -145,13 +148,14 @@ def cross_entropy_fwd_grad_kernel(
     label_smoothing,
     z_loss,
     BLOCK: tl.constexpr,
+    HAS_SMOOTHING: tl.constexpr,
     CHECK_TARGETS: tl.constexpr,
 ):
     """Loss and lse as the forward, plus grad_loss[row] * d(loss_row)/d(logits) in grad_ptr
     (which may alias logits_ptr)."""
     row = tl.program_id(0).to(tl.int64)
     row_ptr = logits_ptr + row * logits_row_stride
-    lse, row_total = _row_logsumexp(row_ptr, n_cols, BLOCK)
+    lse, row_total = _row_logsumexp(row_ptr, n_cols, BLOCK, HAS_SMOOTHING)
     target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS)
     loss = _row_loss(
         row_ptr, lse, row_total, target, ignored, in_range, n_cols, label_smoothing, z_loss
