@@ -97,7 +97,7 @@ def time_seconds(fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...]) -> di
 
 
 def max_abs_diff(a: tuple[torch.Tensor, ...], b: tuple[torch.Tensor, ...]) -> list[float]:
-    return [float((x.float() - y.float()).abs().max()) for x, y in zip(a, b)]
+    return [float((x.float() - y.float()).abs().max()) for x, y in zip(a, b, strict=True)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = {
                 "peak_bytes": peak_bytes(fn, inputs),
                 "time": time_seconds(fn, inputs),
-                "max_abs_diff_vs_torch_unfused": dict(zip(("loss", "grad_hidden", "grad_weight"), diff)),
+                "max_abs_diff_vs_torch_unfused": dict(
+                    zip(("loss", "grad_hidden", "grad_weight"), diff, strict=True)
+                ),
             }
         except torch.cuda.OutOfMemoryError as exc:
             results[name] = {"error": f"out of memory: {exc}"}

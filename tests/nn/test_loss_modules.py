@@ -40,12 +40,14 @@ def test_linear_cross_entropy_loss_module_matches_unfused():
     head = nn.Linear(16, 41)
     hidden = torch.randn(2, 7, 16, generator=gen, requires_grad=True)
     target = torch.randint(0, 41, (2, 7), generator=gen)
-    loss = LinearCrossEntropyLoss(chunk_size=5, reduction="none")(hidden, head.weight, target, head.bias)
+    loss = LinearCrossEntropyLoss(chunk_size=5, reduction="none")(
+        hidden, head.weight, target, head.bias
+    )
     expected = F.cross_entropy(head(hidden).reshape(-1, 41), target.reshape(-1), reduction="none")
     torch.testing.assert_close(loss, expected.reshape(2, 7), atol=1e-5, rtol=1e-5)
     grads = torch.autograd.grad(loss.sum(), (hidden, head.weight, head.bias))
     expected_grads = torch.autograd.grad(expected.sum(), (hidden, head.weight, head.bias))
-    for got, want in zip(grads, expected_grads):
+    for got, want in zip(grads, expected_grads, strict=True):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
@@ -57,7 +59,11 @@ def test_swiglu_block_matches_plain_mlp():
     expected = block.down_proj(F.silu(block.gate_proj(x)) * block.up_proj(x))
     torch.testing.assert_close(out, expected, atol=1e-6, rtol=1e-5)
     params = (x, *block.parameters())
-    for got, want in zip(torch.autograd.grad(out.sum(), params), torch.autograd.grad(expected.sum(), params)):
+    for got, want in zip(
+        torch.autograd.grad(out.sum(), params),
+        torch.autograd.grad(expected.sum(), params),
+        strict=True,
+    ):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
@@ -113,7 +119,9 @@ class TinyLlama(nn.Module):
         self.mlp = SwiGLU(dim, ffn)
         self.final_norm = nn.Parameter(torch.ones(dim))
         self.lm_head = nn.Linear(dim, vocab, bias=False)
-        angles = torch.arange(seq)[:, None] * 10000 ** (-torch.arange(0, self.head_dim, 2) / self.head_dim)
+        angles = torch.arange(seq)[:, None] * 10000 ** (
+            -torch.arange(0, self.head_dim, 2) / self.head_dim
+        )
         self.register_buffer("cos", torch.cat([angles, angles], -1).cos(), persistent=False)
         self.register_buffer("sin", torch.cat([angles, angles], -1).sin(), persistent=False)
 

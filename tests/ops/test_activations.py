@@ -119,7 +119,7 @@ def test_compiles_fullgraph_with_fake_kernels():
     compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)
     grads = torch.autograd.grad(compiled(gate, up), (gate, up))
     expected = torch.autograd.grad(fn(gate, up), (gate, up))
-    for got, want in zip(grads, expected):
+    for got, want in zip(grads, expected, strict=True):
         torch.testing.assert_close(got, want)
 
 
@@ -181,7 +181,7 @@ def test_gpu_torch_compile_fullgraph_and_cuda_graph():
 
     def step(g, u):
         out = geglu(g, u) + swiglu(g, u)
-        return (out,) + torch.autograd.grad(out, (g, u), torch.ones_like(out))
+        return (out, *torch.autograd.grad(out, (g, u), torch.ones_like(out)))
 
     compiled = torch.compile(lambda g, u: geglu(g, u) + swiglu(g, u), fullgraph=True)
     torch.testing.assert_close(compiled(gate, up), step(gate, up)[0])
@@ -197,5 +197,5 @@ def test_gpu_torch_compile_fullgraph_and_cuda_graph():
     with torch.no_grad():
         gate.copy_(torch.randn_like(gate))
     graph.replay()
-    for got, want in zip(captured, step(gate, up)):
+    for got, want in zip(captured, step(gate, up), strict=True):
         torch.testing.assert_close(got, want)

@@ -188,7 +188,9 @@ def test_unit_grad_output_skips_scaling_and_keeps_user_logits(path):
     target = random_target((7,), 45, gen)
     cross_entropy(logits, target, label_smoothing=0.1).backward()
     x64 = before.double().requires_grad_()
-    (expected,) = torch.autograd.grad(reference_cross_entropy(x64, target, label_smoothing=0.1), x64)
+    (expected,) = torch.autograd.grad(
+        reference_cross_entropy(x64, target, label_smoothing=0.1), x64
+    )
     torch.testing.assert_close(logits.grad.double(), expected, atol=2e-6, rtol=2e-5)
     assert torch.equal(logits.detach(), before)
 
@@ -287,15 +289,30 @@ def test_custom_ops_pass_opcheck():
         (lambda x, t: cross_entropy(x.double(), t), TypeError, "logits: expected dtype"),
         (lambda x, t: cross_entropy(x, t.float()), TypeError, "target: expected dtype"),
         (lambda x, t: cross_entropy(x, t[:3]), ValueError, r"target: expected shape \(4,\)"),
-        (lambda x, t: cross_entropy(x, t, reduction="avg"), ValueError, "reduction: expected one of"),
+        (
+            lambda x, t: cross_entropy(x, t, reduction="avg"),
+            ValueError,
+            "reduction: expected one of",
+        ),
         (lambda x, t: cross_entropy(x, t, label_smoothing=1.5), ValueError, "label_smoothing"),
         (lambda x, t: cross_entropy(x, t, label_smoothing=-0.1), ValueError, "label_smoothing"),
-        (lambda x, t: cross_entropy(x, t, z_loss=-1e-4), ValueError, "z_loss: expected a number >= 0"),
+        (
+            lambda x, t: cross_entropy(x, t, z_loss=-1e-4),
+            ValueError,
+            "z_loss: expected a number >= 0",
+        ),
         (lambda x, t: cross_entropy(x, t, ignore_index=1.5), TypeError, "ignore_index"),
-        (lambda x, t: cross_entropy(x, torch.tensor([0, 1, 6, 2])), ValueError,
-         r"target: expected class indices in \[0, 6\).*got 6 at position \(2,\)"),
+        (
+            lambda x, t: cross_entropy(x, torch.tensor([0, 1, 6, 2])),
+            ValueError,
+            r"target: expected class indices in \[0, 6\).*got 6 at position \(2,\)",
+        ),
         (lambda x, t: cross_entropy(x, torch.tensor([0, -1, 0, 2])), ValueError, "got -1"),
-        (lambda x, t: cross_entropy(x[:, :0], t), ValueError, "logits: expected at least one class"),
+        (
+            lambda x, t: cross_entropy(x[:, :0], t),
+            ValueError,
+            "logits: expected at least one class",
+        ),
         (lambda x, t: cross_entropy(x.numpy(), t), TypeError, "logits: expected a torch.Tensor"),
     ],
 )
@@ -342,9 +359,7 @@ def test_gpu_torch_compile_fullgraph_and_cuda_graph():
         return loss, grad
 
     eager_loss, eager_grad = step(logits, target)
-    compiled = torch.compile(
-        lambda x, t: cross_entropy(x, t, label_smoothing=0.1), fullgraph=True
-    )
+    compiled = torch.compile(lambda x, t: cross_entropy(x, t, label_smoothing=0.1), fullgraph=True)
     loss = compiled(logits, target)
     (grad,) = torch.autograd.grad(loss, logits)
     torch.testing.assert_close(loss, eager_loss)

@@ -51,7 +51,9 @@ def make_inputs(lead, width, vocab, *, with_bias, dtype=torch.float32, seed=0):
 
 
 def check(hidden, weight, target, bias, tol, **options):
-    params = [t.clone().requires_grad_() for t in (hidden, weight) + ((bias,) if bias is not None else ())]
+    params = [
+        t.clone().requires_grad_() for t in (hidden, weight) + ((bias,) if bias is not None else ())
+    ]
     bias_param = params[2] if bias is not None else None
     loss = fused_linear_cross_entropy(params[0], params[1], target, bias_param, **options)
     grad_out = torch.rand(loss.shape, dtype=torch.float64) + 0.5
@@ -64,7 +66,7 @@ def check(hidden, weight, target, bias, tol, **options):
     expected_grads = torch.autograd.grad(expected, params64, grad_out)
     assert loss.dtype == hidden.dtype and loss.shape == expected.shape
     torch.testing.assert_close(loss.double(), expected, atol=tol, rtol=tol)
-    for name, got, want in zip(("hidden", "weight", "bias"), grads, expected_grads):
+    for name, got, want in zip(("hidden", "weight", "bias"), grads, expected_grads, strict=False):
         assert got.dtype == hidden.dtype, name
         torch.testing.assert_close(got.double(), want, atol=tol, rtol=tol, msg=name)
 
@@ -73,7 +75,9 @@ def check(hidden, weight, target, bias, tol, **options):
 @pytest.mark.parametrize("with_bias", [False, True], ids=["no-bias", "bias"])
 @pytest.mark.parametrize("chunk_size", [1, 3, None, 1000])
 def test_matches_unfused_reference(reduction, with_bias, chunk_size, path):
-    inputs = make_inputs((11,), 16, 37, with_bias=with_bias, seed=hash((reduction, chunk_size)) % 999)
+    inputs = make_inputs(
+        (11,), 16, 37, with_bias=with_bias, seed=hash((reduction, chunk_size)) % 999
+    )
     check(*inputs, 2e-5, reduction=reduction, chunk_size=chunk_size, label_smoothing=0.1)
 
 
@@ -114,16 +118,21 @@ def test_all_rows_ignored(path):
 
 
 def test_no_grad_and_frozen_hidden(path):
-    hidden, weight, target, bias = make_inputs((7,), 8, 19, with_bias=False, seed=10)
+    hidden, weight, target, _ = make_inputs((7,), 8, 19, with_bias=False, seed=10)
     with torch.no_grad():
         loss = fused_linear_cross_entropy(hidden, weight, target)
     torch.testing.assert_close(
-        loss.double(), reference_linear_cross_entropy(hidden, weight, target, None), atol=1e-5, rtol=1e-5
+        loss.double(),
+        reference_linear_cross_entropy(hidden, weight, target, None),
+        atol=1e-5,
+        rtol=1e-5,
     )
     weight = weight.requires_grad_()
     (grad_weight,) = torch.autograd.grad(fused_linear_cross_entropy(hidden, weight, target), weight)
     w64 = weight.detach().double().requires_grad_()
-    (expected,) = torch.autograd.grad(reference_linear_cross_entropy(hidden, w64, target, None), w64)
+    (expected,) = torch.autograd.grad(
+        reference_linear_cross_entropy(hidden, w64, target, None), w64
+    )
     torch.testing.assert_close(grad_weight.double(), expected, atol=1e-5, rtol=1e-5)
 
 
@@ -144,7 +153,7 @@ def test_compiles_fullgraph_and_passes_opcheck():
     compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)
     got = torch.autograd.grad(compiled(hidden, weight), (hidden, weight))
     want = torch.autograd.grad(fn(hidden, weight), (hidden, weight))
-    for a, b in zip(got, want):
+    for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a, b)
     op = torch.ops.warpforge.fused_linear_cross_entropy_fwd.default
     torch.library.opcheck(op, (hidden, weight, target, bias, IGNORE, 0.1, "mean", 4, True))
@@ -154,17 +163,61 @@ def test_compiles_fullgraph_and_passes_opcheck():
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
-        (lambda h, w, t, b: fused_linear_cross_entropy(h[:, :5], w, t), ValueError, "hidden: expected last dimension 8"),
-        (lambda h, w, t, b: fused_linear_cross_entropy(h, w.half(), t), TypeError, "weight: expected the dtype of hidden"),
-        (lambda h, w, t, b: fused_linear_cross_entropy(h, w[0], t), ValueError, "weight: expected a 2-D tensor"),
-        (lambda h, w, t, b: fused_linear_cross_entropy(h, w, t, b[:3]), ValueError, r"bias: expected shape \(11,\)"),
-        (lambda h, w, t, b: fused_linear_cross_entropy(h, w, t, b.half()), TypeError, "bias: expected the dtype"),
-        (lambda h, w, t, b: fused_linear_cross_entropy(h, w, t[:2]), ValueError, "target: expected shape"),
-        (lambda h, w, t, b: fused_linear_cross_entropy(h, w, t + 11), ValueError, r"target: expected class indices in \[0, 11\)"),
-        (lambda h, w, t, b: fused_linear_cross_entropy(h, w, t, reduction="max"), ValueError, "reduction"),
-        (lambda h, w, t, b: fused_linear_cross_entropy(h, w, t, label_smoothing=2.0), ValueError, "label_smoothing"),
-        (lambda h, w, t, b: fused_linear_cross_entropy(h, w, t, chunk_size=0), ValueError, "chunk_size: expected a positive int"),
-        (lambda h, w, t, b: fused_linear_cross_entropy(h, w, t.float()), TypeError, "target: expected dtype"),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h[:, :5], w, t),
+            ValueError,
+            "hidden: expected last dimension 8",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w.half(), t),
+            TypeError,
+            "weight: expected the dtype of hidden",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w[0], t),
+            ValueError,
+            "weight: expected a 2-D tensor",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w, t, b[:3]),
+            ValueError,
+            r"bias: expected shape \(11,\)",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w, t, b.half()),
+            TypeError,
+            "bias: expected the dtype",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w, t[:2]),
+            ValueError,
+            "target: expected shape",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w, t + 11),
+            ValueError,
+            r"target: expected class indices in \[0, 11\)",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w, t, reduction="max"),
+            ValueError,
+            "reduction",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w, t, label_smoothing=2.0),
+            ValueError,
+            "label_smoothing",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w, t, chunk_size=0),
+            ValueError,
+            "chunk_size: expected a positive int",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w, t.float()),
+            TypeError,
+            "target: expected dtype",
+        ),
     ],
 )
 def test_invalid_arguments_raise_naming_the_argument(call, error, match):
@@ -219,5 +272,5 @@ def test_gpu_torch_compile_fullgraph():
     compiled = torch.compile(fn, fullgraph=True)
     got = torch.autograd.grad(compiled(hidden, weight), (hidden, weight))
     want = torch.autograd.grad(fn(hidden, weight), (hidden, weight))
-    for a, b in zip(got, want):
+    for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a, b)

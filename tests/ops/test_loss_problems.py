@@ -10,7 +10,11 @@ import torch
 from warpforge.harness.problem import BaselineUnavailable
 from warpforge.harness.registry import get_problem
 
-MODULES = ("warpforge.ops.loss_problems", "warpforge.ops.activation_problems", "warpforge.ops.rope_problems")
+MODULES = (
+    "warpforge.ops.loss_problems",
+    "warpforge.ops.activation_problems",
+    "warpforge.ops.rope_problems",
+)
 NAMES = (
     "cross_entropy.fwd",
     "cross_entropy.fwd_bwd",
@@ -45,11 +49,14 @@ def test_problem_verifies_on_cpu_shapes(name):
         expected = as_tuple(problem.reference(*(to_float64(x) for x in inputs)))
         eager = as_tuple(problem.baselines["torch"]()(*inputs))
         assert len(got) == len(expected) == len(eager)
-        for g, e, b in zip(got, expected, eager):
+        for g, e, b in zip(got, expected, eager, strict=True):
             assert g.shape == e.shape and g.dtype == torch.float32
             torch.testing.assert_close(g.double(), e, atol=1e-4, rtol=1e-4)
             torch.testing.assert_close(b.double(), e, atol=1e-4, rtol=1e-4)
-        assert problem.bytes_moved(shape, torch.float32) > 0 and problem.flops(shape, torch.float32) > 0
+        assert (
+            problem.bytes_moved(shape, torch.float32) > 0
+            and problem.flops(shape, torch.float32) > 0
+        )
 
 
 def test_liger_baselines_report_unavailable_without_liger():

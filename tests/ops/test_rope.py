@@ -63,7 +63,9 @@ def check(q, k, given_tables, full_tables, interleaved, tol):
     q64, k64 = q.detach().double().requires_grad_(), k.detach().double().requires_grad_()
     expected_q = reference_rope(q64, *full_tables, interleaved)
     expected_k = reference_rope(k64, *full_tables, interleaved)
-    expected_grads = torch.autograd.grad((expected_q, expected_k), (q64, k64), (grad_q_out, grad_k_out))
+    expected_grads = torch.autograd.grad(
+        (expected_q, expected_k), (q64, k64), (grad_q_out, grad_k_out)
+    )
     assert q_rot.shape == q.shape and q_rot.dtype == q.dtype and k_rot.shape == k.shape
     torch.testing.assert_close(q_rot.double(), expected_q, atol=tol, rtol=tol)
     torch.testing.assert_close(k_rot.double(), expected_k, atol=tol, rtol=tol)
@@ -145,7 +147,7 @@ def test_compiles_fullgraph_and_passes_opcheck():
     compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)
     got = torch.autograd.grad(compiled(q, k), (q, k))
     want = torch.autograd.grad(fn(q, k), (q, k))
-    for a, b in zip(got, want):
+    for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a, b)
     torch.library.opcheck(torch.ops.warpforge.rope_fwd.default, (q, cos, sin, True))
     torch.library.opcheck(torch.ops.warpforge.rope_bwd.default, (q.detach(), cos, sin, False))
@@ -156,14 +158,30 @@ def test_compiles_fullgraph_and_passes_opcheck():
     [
         (lambda q, k, c, s: rope(q[0], k, c, s), ValueError, "q: expected a 4-D tensor"),
         (lambda q, k, c, s: rope(q, k.half(), c, s), TypeError, "k: expected the dtype of q"),
-        (lambda q, k, c, s: rope(q, k[:, :2], c, s), ValueError, r"k: expected shape \[2, 3, k_heads, 8\]"),
+        (
+            lambda q, k, c, s: rope(q, k[:, :2], c, s),
+            ValueError,
+            r"k: expected shape \[2, 3, k_heads, 8\]",
+        ),
         (lambda q, k, c, s: rope(q[..., :7], k[..., :7], c, s), ValueError, "even head_dim"),
         (lambda q, k, c, s: rope(q, k, c[:2], s), ValueError, "cos: expected shape"),
         (lambda q, k, c, s: rope(q, k, c[:, :3], s[:, :3]), ValueError, "cos: expected shape"),
         (lambda q, k, c, s: rope(q, k, c, s[:, :4]), ValueError, "sin: expected the shape of cos"),
-        (lambda q, k, c, s: rope(q, k, c.expand(3, 3, 8), s.expand(3, 3, 8)), ValueError, "cos: expected shape"),
-        (lambda q, k, c, s: rope(q, k, c.requires_grad_(), s), ValueError, "cos: rope treats cos/sin as constants"),
-        (lambda q, k, c, s: rope(q, k, c, s, interleaved=1), TypeError, "interleaved: expected a bool"),
+        (
+            lambda q, k, c, s: rope(q, k, c.expand(3, 3, 8), s.expand(3, 3, 8)),
+            ValueError,
+            "cos: expected shape",
+        ),
+        (
+            lambda q, k, c, s: rope(q, k, c.requires_grad_(), s),
+            ValueError,
+            "cos: rope treats cos/sin as constants",
+        ),
+        (
+            lambda q, k, c, s: rope(q, k, c, s, interleaved=1),
+            TypeError,
+            "interleaved: expected a bool",
+        ),
         (lambda q, k, c, s: rope(q.double(), k.double(), c, s), TypeError, "q: expected dtype"),
     ],
 )
@@ -200,7 +218,7 @@ def test_gpu_torch_compile_fullgraph_and_cuda_graph():
         return (q_rot, k_rot, *torch.autograd.grad((q_rot, k_rot), (q, k), (q_rot, k_rot)))
 
     compiled = torch.compile(lambda q, k: rope(q, k, cos, sin), fullgraph=True)
-    for got, want in zip(compiled(q, k), rope(q, k, cos, sin)):
+    for got, want in zip(compiled(q, k), rope(q, k, cos, sin), strict=True):
         torch.testing.assert_close(got, want)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -213,5 +231,5 @@ def test_gpu_torch_compile_fullgraph_and_cuda_graph():
     with torch.no_grad():
         q.copy_(torch.randn_like(q))
     graph.replay()
-    for got, want in zip(captured, step(q, k)):
+    for got, want in zip(captured, step(q, k), strict=True):
         torch.testing.assert_close(got, want)

@@ -65,7 +65,9 @@ class LinearCrossEntropyLoss(nn.Module):
         if chunk_size is not None and (
             isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
         ):
-            raise ValueError(f"chunk_size: expected a positive int or None, got {describe(chunk_size)}")
+            raise ValueError(
+                f"chunk_size: expected a positive int or None, got {describe(chunk_size)}"
+            )
         self.chunk_size = chunk_size
 
     def forward(

@@ -9,21 +9,13 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from warpforge.harness.problem import BaselineUnavailable, Problem, Shape
+from warpforge.harness.problem import Problem, Shape
 from warpforge.harness.registry import register_problem
+from warpforge.ops.liger_baselines import liger_attribute
 
 # Llama-3 MLPs: 8B (batch 4 x seq 2048 tokens, intermediate 14336), 70B (4096 x 28672)
 SHAPES = ({"tokens": 8192, "intermediate": 14336}, {"tokens": 4096, "intermediate": 28672})
 CPU_SHAPES = ({"tokens": 3, "intermediate": 1031}, {"tokens": 1, "intermediate": 1})
-
-
-def _liger(module: str, name: str) -> Any:
-    try:
-        import importlib
-
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise BaselineUnavailable(f"Liger-Kernel is not installed ({module}.{name}): {exc}") from exc
 
 
 def _gate_up(
@@ -71,7 +63,9 @@ SWIGLU_FWD = register_problem(
         baselines={
             "torch": lambda: swiglu_reference,
             "torch.compile": lambda: torch.compile(swiglu_reference),
-            "liger": lambda: _liger("liger_kernel.ops.swiglu", "LigerSiLUMulFunction").apply,
+            "liger": lambda: (
+                liger_attribute("liger_kernel.ops.swiglu", "LigerSiLUMulFunction").apply
+            ),
         },
         description="silu(gate) * up",
     )
@@ -95,7 +89,7 @@ def swiglu_backward_implementation(gate, up, grad_out):
 
 
 def _liger_swiglu_backward() -> Callable[..., Any]:
-    backward = _liger("liger_kernel.ops.swiglu", "swiglu_backward")
+    backward = liger_attribute("liger_kernel.ops.swiglu", "swiglu_backward")
     # Liger writes the gradients over gate and up; timing is unaffected.
     return lambda gate, up, grad_out: backward(gate, up, grad_out)
 
@@ -146,7 +140,9 @@ GEGLU_FWD = register_problem(
         baselines={
             "torch": lambda: geglu_reference,
             "torch.compile": lambda: torch.compile(geglu_reference),
-            "liger": lambda: _liger("liger_kernel.ops.geglu", "LigerGELUMulFunction").apply,
+            "liger": lambda: (
+                liger_attribute("liger_kernel.ops.geglu", "LigerGELUMulFunction").apply
+            ),
         },
         description="gelu(gate, approximate='tanh') * up",
     )

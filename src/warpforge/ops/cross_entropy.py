@@ -210,10 +210,13 @@ def _reference_row_grads(logits, target, lse, grad_loss, ignore_index, label_smo
     scale = torch.where(in_range, g, torch.full_like(g, math.nan))
     scale = torch.where(ignored, torch.zeros_like(scale), scale)
     probs = torch.exp(x - lse[:, None])
-    grad = probs * (scale * (1.0 + 2.0 * z_loss * lse))[:, None] - (
-        scale * label_smoothing / n_cols
-    )[:, None]
-    hit = torch.zeros_like(grad).scatter_(1, safe[:, None], (scale * (1.0 - label_smoothing))[:, None])
+    grad = (
+        probs * (scale * (1.0 + 2.0 * z_loss * lse))[:, None]
+        - (scale * label_smoothing / n_cols)[:, None]
+    )
+    hit = torch.zeros_like(grad).scatter_(
+        1, safe[:, None], (scale * (1.0 - label_smoothing))[:, None]
+    )
     return (grad - hit).to(logits.dtype)
 
 
@@ -340,9 +343,7 @@ def _fwd_grad_backward(ctx, grad_loss, _grad_of_grad):
     return grad, None, None, None, None, None
 
 
-_cross_entropy_fwd_grad.register_autograd(
-    _fwd_grad_backward, setup_context=_setup_fwd_grad_context
-)
+_cross_entropy_fwd_grad.register_autograd(_fwd_grad_backward, setup_context=_setup_fwd_grad_context)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -418,8 +419,13 @@ def cross_entropy(
     non-ignored row. Computed in float32; the result has the dtype of ``logits`` (shape
     ``target.shape`` for ``reduction="none"``, else a scalar).
     """
-    logits = check_tensor("logits", logits, dtypes=(torch.float32, torch.float16, torch.bfloat16),
-                          min_ndim=1, allow_empty=True)
+    logits = check_tensor(
+        "logits",
+        logits,
+        dtypes=(torch.float32, torch.float16, torch.bfloat16),
+        min_ndim=1,
+        allow_empty=True,
+    )
     ignore_index, reduction, label_smoothing = validate_loss_options(
         ignore_index, reduction, label_smoothing
     )
@@ -429,7 +435,9 @@ def cross_entropy(
         raise ValueError(f"z_loss: expected a number >= 0, got {z_loss!r}")
     n_classes = logits.shape[-1]
     if n_classes == 0:
-        raise ValueError(f"logits: expected at least one class in the last dimension, got {describe(logits)}")
+        raise ValueError(
+            f"logits: expected at least one class in the last dimension, got {describe(logits)}"
+        )
     lead = tuple(logits.shape[:-1])
     target = validate_target(target, lead, n_classes, ignore_index, what="logits.shape[:-1]")
     check_same_device(logits=logits, target=target)

@@ -54,7 +54,7 @@ def _flce_fwd(
     hidden: torch.Tensor,
     weight: torch.Tensor,
     target: torch.Tensor,
-    bias: Optional[torch.Tensor],
+    bias: Optional[torch.Tensor],  # noqa: UP045 (custom_op schema inference)
     ignore_index: int,
     label_smoothing: float,
     reduction: str,
@@ -127,7 +127,7 @@ def _flce_bwd_rows(
     hidden: torch.Tensor,
     weight: torch.Tensor,
     target: torch.Tensor,
-    bias: Optional[torch.Tensor],
+    bias: Optional[torch.Tensor],  # noqa: UP045 (custom_op schema inference)
     lse: torch.Tensor,
     ignore_index: int,
     label_smoothing: float,
@@ -238,13 +238,19 @@ def fused_linear_cross_entropy(
             f"got {describe(hidden)}"
         )
     if weight.dtype != hidden.dtype:
-        raise TypeError(f"weight: expected the dtype of hidden ({hidden.dtype}), got {describe(weight)}")
+        raise TypeError(
+            f"weight: expected the dtype of hidden ({hidden.dtype}), got {describe(weight)}"
+        )
     if bias is not None:
         bias = check_tensor("bias", bias, dtypes=FLOAT_DTYPES, ndim=1)
         if bias.shape[0] != vocab:
-            raise ValueError(f"bias: expected shape ({vocab},) (vocab of weight), got {describe(bias)}")
+            raise ValueError(
+                f"bias: expected shape ({vocab},) (vocab of weight), got {describe(bias)}"
+            )
         if bias.dtype != hidden.dtype:
-            raise TypeError(f"bias: expected the dtype of hidden ({hidden.dtype}), got {describe(bias)}")
+            raise TypeError(
+                f"bias: expected the dtype of hidden ({hidden.dtype}), got {describe(bias)}"
+            )
     lead = tuple(hidden.shape[:-1])
     target = validate_target(target, lead, vocab, ignore_index, what="hidden.shape[:-1]")
     check_same_device(hidden=hidden, weight=weight, target=target, bias=bias)

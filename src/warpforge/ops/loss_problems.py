@@ -9,24 +9,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from warpforge.harness.problem import BaselineUnavailable, Problem, Shape, Tolerance
+from warpforge.harness.problem import Problem, Shape, Tolerance
 from warpforge.harness.registry import register_problem
+from warpforge.ops.liger_baselines import liger_attribute, loss_only
 
 IGNORE_INDEX = -100
-
-
-def _liger(module: str, name: str) -> Any:
-    try:
-        import importlib
-
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise BaselineUnavailable(f"Liger-Kernel is not installed ({module}.{name}): {exc}") from exc
-
-
-def _first(out: Any) -> torch.Tensor:
-    """Liger's functions return the loss alone or ``(loss, z_loss)``, depending on the version."""
-    return out[0] if isinstance(out, tuple) else out
 
 
 def _compiled(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any]]:
@@ -58,9 +45,9 @@ def cross_entropy_implementation(logits: torch.Tensor, target: torch.Tensor) -> 
 
 
 def _liger_cross_entropy() -> Callable[..., torch.Tensor]:
-    function = _liger("liger_kernel.ops.cross_entropy", "LigerCrossEntropyFunction")
+    function = liger_attribute("liger_kernel.ops.cross_entropy", "LigerCrossEntropyFunction")
     # Liger writes its gradient over the logits it is given; timing is unaffected.
-    return lambda logits, target: _first(function.apply(logits, target))
+    return lambda logits, target: loss_only(function.apply(logits, target))
 
 
 CE_SHAPES = ({"M": 16384, "V": 32000}, {"M": 8192, "V": 128256}, {"M": 4096, "V": 262144})
@@ -164,10 +151,10 @@ def fused_linear_cross_entropy_implementation(hidden, weight, target):
 
 
 def _liger_flce() -> Callable[..., tuple[torch.Tensor, ...]]:
-    function = _liger(
+    function = liger_attribute(
         "liger_kernel.ops.fused_linear_cross_entropy", "LigerFusedLinearCrossEntropyFunction"
     )
-    return _linear_loss_and_grads(lambda h, w, t: _first(function.apply(h, w, t)))
+    return _linear_loss_and_grads(lambda h, w, t: loss_only(function.apply(h, w, t)))
 
 
 def _flce_flops(s: Shape, d: torch.dtype) -> float:
@@ -189,7 +176,10 @@ FUSED_LINEAR_CROSS_ENTROPY_FWD_BWD = register_problem(
         flops=_flce_flops,
         bytes_moved=_flce_bytes,
         shapes=({"tokens": 16384, "hidden": 4096, "vocab": 128256},),
-        cpu_shapes=({"tokens": 13, "hidden": 16, "vocab": 37}, {"tokens": 1, "hidden": 8, "vocab": 5}),
+        cpu_shapes=(
+            {"tokens": 13, "hidden": 16, "vocab": 37},
+            {"tokens": 1, "hidden": 8, "vocab": 5},
+        ),
         dtypes=(torch.bfloat16, torch.float32),
         baselines={
             "torch": lambda: _linear_loss_and_grads(unfused_linear_cross_entropy),
@@ -200,8 +190,18 @@ FUSED_LINEAR_CROSS_ENTROPY_FWD_BWD = register_problem(
         },
         # grad_weight accumulates over token chunks in the weight dtype (one rounding per chunk)
         tolerance=Tolerance(
-            atol={torch.float64: 1e-10, torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 2e-2},
-            rtol={torch.float64: 1e-10, torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 2e-2},
+            atol={
+                torch.float64: 1e-10,
+                torch.float32: 1e-4,
+                torch.float16: 1e-2,
+                torch.bfloat16: 2e-2,
+            },
+            rtol={
+                torch.float64: 1e-10,
+                torch.float32: 1e-4,
+                torch.float16: 1e-2,
+                torch.bfloat16: 2e-2,
+            },
         ),
         sweep=({"tokens": 8192, "hidden": 4096, "vocab": 152064},),
         description="LM head + mean cross entropy, loss and grads of hidden and weight",

@@ -42,8 +42,10 @@ def _full_tables(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interlea
     """Tables expanded to one float32 value per element of ``x``: [batch|1, seq, 1, head_dim]."""
     cos, sin = cos.float(), sin.float()
     if cos.shape[-1] != x.shape[-1]:
-        repeat = (lambda t: t.repeat_interleave(2, dim=-1)) if interleaved else (
-            lambda t: torch.cat([t, t], dim=-1)
+        repeat = (
+            (lambda t: t.repeat_interleave(2, dim=-1))
+            if interleaved
+            else (lambda t: torch.cat([t, t], dim=-1))
         )
         cos, sin = repeat(cos), repeat(sin)
     if cos.dim() == 2:

@@ -7,8 +7,9 @@ from typing import Any
 
 import torch
 
-from warpforge.harness.problem import BaselineUnavailable, Problem, Shape
+from warpforge.harness.problem import Problem, Shape
 from warpforge.harness.registry import register_problem
+from warpforge.ops.liger_baselines import liger_attribute
 
 # Llama-3 8B (32 query / 8 key heads) and 70B (64 / 8), head_dim 128
 SHAPES = (
@@ -64,14 +65,11 @@ def rope_backward_implementation(grad_q, grad_k, cos, sin):
 
 
 def _liger_rope() -> Any:
-    try:
-        from liger_kernel.ops.rope import LigerRopeFunction
-    except ImportError as exc:
-        raise BaselineUnavailable(f"Liger-Kernel is not installed: {exc}") from exc
+    liger_rope = liger_attribute("liger_kernel.ops.rope", "LigerRopeFunction")
 
     def run(q, k, cos, sin):
         # Liger takes [batch, heads, seq, head_dim] and [1, seq, head_dim] tables
-        q_rot, k_rot = LigerRopeFunction.apply(q.transpose(1, 2), k.transpose(1, 2), cos[None], sin[None])
+        q_rot, k_rot = liger_rope.apply(q.transpose(1, 2), k.transpose(1, 2), cos[None], sin[None])
         return q_rot.transpose(1, 2), k_rot.transpose(1, 2)
 
     return run

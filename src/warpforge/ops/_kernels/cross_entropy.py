@@ -107,6 +107,24 @@ def _grad_scale(grad_loss, ignored, in_range):
 
 
 @triton.jit
+def _row_forward(
+    logits_ptr, target_ptr, loss_ptr, lse_ptr, row, logits_row_stride, n_cols,
+    ignore_index, label_smoothing, z_loss,
+    BLOCK: tl.constexpr, HAS_SMOOTHING: tl.constexpr, CHECK_TARGETS: tl.constexpr,
+):  # fmt: skip
+    """Store one row's loss and lse; return what a gradient pass over the row needs."""
+    row_ptr = logits_ptr + row * logits_row_stride
+    lse, row_total = _row_logsumexp(row_ptr, n_cols, BLOCK, HAS_SMOOTHING)
+    target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS)
+    loss = _row_loss(
+        row_ptr, lse, row_total, target, ignored, in_range, n_cols, label_smoothing, z_loss
+    )
+    tl.store(loss_ptr + row, loss)
+    tl.store(lse_ptr + row, lse)
+    return row_ptr, lse, target, ignored, in_range
+
+
+@triton.jit
 def cross_entropy_fwd_kernel(
     logits_ptr,
     target_ptr,
@@ -122,14 +140,10 @@ def cross_entropy_fwd_kernel(
     CHECK_TARGETS: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
-    row_ptr = logits_ptr + row * logits_row_stride
-    lse, row_total = _row_logsumexp(row_ptr, n_cols, BLOCK, HAS_SMOOTHING)
-    target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS)
-    loss = _row_loss(
-        row_ptr, lse, row_total, target, ignored, in_range, n_cols, label_smoothing, z_loss
-    )
-    tl.store(loss_ptr + row, loss)
-    tl.store(lse_ptr + row, lse)
+    _row_forward(
+        logits_ptr, target_ptr, loss_ptr, lse_ptr, row, logits_row_stride, n_cols,
+        ignore_index, label_smoothing, z_loss, BLOCK, HAS_SMOOTHING, CHECK_TARGETS,
+    )  # fmt: skip
 
 
 @triton.jit
@@ -154,14 +168,10 @@ def cross_entropy_fwd_grad_kernel(
     """Loss and lse as the forward, plus grad_loss[row] * d(loss_row)/d(logits) in grad_ptr
     (which may alias logits_ptr)."""
     row = tl.program_id(0).to(tl.int64)
-    row_ptr = logits_ptr + row * logits_row_stride
-    lse, row_total = _row_logsumexp(row_ptr, n_cols, BLOCK, HAS_SMOOTHING)
-    target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS)
-    loss = _row_loss(
-        row_ptr, lse, row_total, target, ignored, in_range, n_cols, label_smoothing, z_loss
-    )
-    tl.store(loss_ptr + row, loss)
-    tl.store(lse_ptr + row, lse)
+    row_ptr, lse, target, ignored, in_range = _row_forward(
+        logits_ptr, target_ptr, loss_ptr, lse_ptr, row, logits_row_stride, n_cols,
+        ignore_index, label_smoothing, z_loss, BLOCK, HAS_SMOOTHING, CHECK_TARGETS,
+    )  # fmt: skip
     grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
     _write_row_grad(
         grad_ptr + row * grad_row_stride, row_ptr, lse,
