@@ -68,8 +68,9 @@ def _flce_fwd(
     lse = torch.empty(n_tokens, device=hidden.device, dtype=torch.float32)
     grads = compute_grads and reduction != "none"
     # Outputs may not alias each other: every absent gradient is its own empty tensor.
-    grad_hidden = torch.empty_like(hidden) if grads else hidden.new_empty(0)
-    grad_weight = torch.zeros_like(weight) if grads else hidden.new_empty(0)
+    # Gradients are contiguous whatever the inputs' strides, so chunk slices are dense for cuBLAS.
+    grad_hidden = hidden.new_empty(hidden.shape) if grads else hidden.new_empty(0)
+    grad_weight = weight.new_zeros(weight.shape) if grads else hidden.new_empty(0)
     grad_bias = (
         torch.zeros(weight.shape[0], device=hidden.device, dtype=torch.float32)
         if grads and bias is not None
@@ -115,8 +116,8 @@ def _(hidden, weight, target, bias, ignore_index, label_smoothing, reduction, ch
     return (
         loss,
         lse,
-        torch.empty_like(hidden) if grads else hidden.new_empty(0),
-        torch.empty_like(weight) if grads else hidden.new_empty(0),
+        hidden.new_empty(hidden.shape) if grads else hidden.new_empty(0),
+        weight.new_empty(weight.shape) if grads else hidden.new_empty(0),
         hidden.new_empty(weight.shape[0] if grads and bias is not None else 0),
     )
 
@@ -136,8 +137,8 @@ def _flce_bwd_rows(
     """Gradients for ``reduction="none"``: recompute each chunk's logits, scale rows by
     ``grad_loss``. Returns (grad_hidden, grad_weight, grad_bias or empty)."""
     grad_loss = grad_loss.float()
-    grad_hidden = torch.empty_like(hidden)
-    grad_weight = torch.zeros_like(weight)
+    grad_hidden = hidden.new_empty(hidden.shape)
+    grad_weight = weight.new_zeros(weight.shape)
     grad_bias = torch.zeros(weight.shape[0], device=hidden.device, dtype=torch.float32)
     for start in range(0, hidden.shape[0], chunk_size):
         stop = min(start + chunk_size, hidden.shape[0])
@@ -159,7 +160,7 @@ def _flce_bwd_rows(
 @_flce_bwd_rows.register_fake
 def _(grad_loss, hidden, weight, target, bias, lse, ignore_index, label_smoothing, chunk_size):
     grad_bias = hidden.new_empty(weight.shape[0]) if bias is not None else hidden.new_empty(0)
-    return torch.empty_like(hidden), torch.empty_like(weight), grad_bias
+    return hidden.new_empty(hidden.shape), weight.new_empty(weight.shape), grad_bias
 
 
 def _setup_context(ctx, inputs, output):
