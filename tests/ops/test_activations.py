@@ -85,6 +85,19 @@ def test_float16_and_non_contiguous(op_name, path):
     check(op_name, gate.half(), up.half(), 4e-3)
 
 
+@pytest.mark.parametrize("op_name", list(OPS))
+def test_chunked_gate_up_transposed_and_scalar_inputs(op_name, path):
+    gen = torch.Generator().manual_seed(6)
+    gate_up = torch.randn(2, 3, 2 * 37, generator=gen) * 3  # one fused projection output
+    gate, up = gate_up.chunk(2, dim=-1)  # row-strided views, read in place
+    check(op_name, gate, up, 1e-5)
+    op, _ = OPS[op_name]
+    assert op(gate, up).is_contiguous()
+    transposed = torch.randn(2, 5, 7, generator=gen).transpose(0, 2)  # no row view: copied
+    check(op_name, transposed, torch.randn(7, 5, 2, generator=gen), 1e-5)
+    check(op_name, torch.tensor(1.7), torch.tensor(-0.4), 1e-5)
+
+
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp")  # exp(+big) -> inf is intended
 def test_extreme_gates_stay_finite(path):
     gate = torch.tensor([-1e4, -90.0, -20.0, 0.0, 20.0, 90.0, 1e4])

@@ -24,14 +24,47 @@ def _launch_config(element_size: int) -> tuple[int, int]:
     return 4096 // element_size * 2, 4
 
 
-def _launch(kernel, tensors: list[torch.Tensor], **constexprs: object) -> None:
-    n = tensors[0].numel()
-    if n == 0:
-        return
-    block, num_warps = _launch_config(tensors[0].element_size())
-    guard = torch.cuda.device(tensors[0].device) if tensors[0].is_cuda else contextlib.nullcontext()
+def _row_views(*tensors: torch.Tensor) -> list[torch.Tensor]:
+    """[rows, cols] views with a unit column stride: one long row when every tensor is
+    contiguous, else rows of the last dimension (a tensor that has no such view is copied)."""
+    if all(t.is_contiguous() for t in tensors):
+        return [t.view(1, -1) for t in tensors]
+    cols = tensors[0].shape[-1]
+    views = []
+    for t in tensors:
+        try:
+            view = t.view(-1, cols)
+        except RuntimeError:  # leading dimensions do not collapse into one stride
+            view = None
+        if view is None or view.stride(1) != 1:
+            view = t.contiguous().view(-1, cols)
+        views.append(view)
+    return views
+
+
+def _launch(kernel, inputs: list[torch.Tensor], n_outputs: int, **constexprs: object):
+    """Run ``kernel(*inputs, *outputs, n_cols, n_col_blocks, *input_row_strides)``; return the
+    outputs: new contiguous tensors of the inputs' shape and dtype."""
+    shape = inputs[-1].shape
+    outputs = [inputs[-1].new_empty(shape) for _ in range(n_outputs)]
+    if outputs[0].numel() == 0:
+        return outputs
+    views = _row_views(*inputs)
+    rows, cols = views[0].shape
+    block, num_warps = _launch_config(views[0].element_size())
+    n_col_blocks = math.ceil(cols / block)
+    guard = torch.cuda.device(views[0].device) if views[0].is_cuda else contextlib.nullcontext()
     with guard:
-        kernel[(math.ceil(n / block),)](*tensors, n, BLOCK=block, num_warps=num_warps, **constexprs)
+        kernel[(rows * n_col_blocks,)](
+            *views, *outputs, cols, n_col_blocks, *(v.stride(0) for v in views),
+            BLOCK=block, num_warps=num_warps, **constexprs,
+        )  # fmt: skip
+    return outputs
+
+
+def _contiguous(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The PyTorch path returns the same (contiguous) layout as the kernels."""
+    return tuple(t.contiguous() for t in tensors)
 
 
 def _gelu_reference(gate: torch.Tensor, approximate: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -52,17 +85,16 @@ def _gelu_reference(gate: torch.Tensor, approximate: str) -> tuple[torch.Tensor,
 def _swiglu_fwd(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     if execution_path(gate.device) is ExecutionPath.TORCH_REFERENCE:
         g = gate.float()
-        return (torch.nn.functional.silu(g) * up.float()).to(gate.dtype)
+        return (torch.nn.functional.silu(g) * up.float()).to(gate.dtype).contiguous()
     from warpforge.ops._kernels.activations import swiglu_fwd_kernel
 
-    out = torch.empty_like(gate)
-    _launch(swiglu_fwd_kernel, [gate, up, out])
+    (out,) = _launch(swiglu_fwd_kernel, [gate, up], 1)
     return out
 
 
 @_swiglu_fwd.register_fake
 def _(gate, up):
-    return torch.empty_like(gate)
+    return gate.new_empty(gate.shape)
 
 
 @torch.library.custom_op("warpforge::swiglu_bwd", mutates_args=())
@@ -73,17 +105,16 @@ def _swiglu_bwd(
         dy, g, u = grad_out.float(), gate.float(), up.float()
         s = torch.sigmoid(g)
         d_silu = s * (1.0 + g * (1.0 - s))
-        return (dy * u * d_silu).to(gate.dtype), (dy * g * s).to(up.dtype)
+        return _contiguous((dy * u * d_silu).to(gate.dtype), (dy * g * s).to(up.dtype))
     from warpforge.ops._kernels.activations import swiglu_bwd_kernel
 
-    grad_gate, grad_up = torch.empty_like(gate), torch.empty_like(up)
-    _launch(swiglu_bwd_kernel, [grad_out.contiguous(), gate, up, grad_gate, grad_up])
+    grad_gate, grad_up = _launch(swiglu_bwd_kernel, [grad_out, gate, up], 2)
     return grad_gate, grad_up
 
 
 @_swiglu_bwd.register_fake
 def _(grad_out, gate, up):
-    return torch.empty_like(gate), torch.empty_like(up)
+    return gate.new_empty(gate.shape), up.new_empty(up.shape)
 
 
 def _save_gate_up(ctx, inputs, output):
@@ -106,17 +137,16 @@ _swiglu_fwd.register_autograd(_swiglu_backward, setup_context=_save_gate_up)
 def _geglu_fwd(gate: torch.Tensor, up: torch.Tensor, approximate: str) -> torch.Tensor:
     if execution_path(gate.device) is ExecutionPath.TORCH_REFERENCE:
         gelu, _ = _gelu_reference(gate.float(), approximate)
-        return (gelu * up.float()).to(gate.dtype)
+        return (gelu * up.float()).to(gate.dtype).contiguous()
     from warpforge.ops._kernels.activations import geglu_fwd_kernel
 
-    out = torch.empty_like(gate)
-    _launch(geglu_fwd_kernel, [gate, up, out], APPROX_TANH=approximate == "tanh")
+    (out,) = _launch(geglu_fwd_kernel, [gate, up], 1, APPROX_TANH=approximate == "tanh")
     return out
 
 
 @_geglu_fwd.register_fake
 def _(gate, up, approximate):
-    return torch.empty_like(gate)
+    return gate.new_empty(gate.shape)
 
 
 @torch.library.custom_op("warpforge::geglu_bwd", mutates_args=())
@@ -126,21 +156,18 @@ def _geglu_bwd(
     if execution_path(gate.device) is ExecutionPath.TORCH_REFERENCE:
         dy, u = grad_out.float(), up.float()
         gelu, d_gelu = _gelu_reference(gate.float(), approximate)
-        return (dy * u * d_gelu).to(gate.dtype), (dy * gelu).to(up.dtype)
+        return _contiguous((dy * u * d_gelu).to(gate.dtype), (dy * gelu).to(up.dtype))
     from warpforge.ops._kernels.activations import geglu_bwd_kernel
 
-    grad_gate, grad_up = torch.empty_like(gate), torch.empty_like(up)
-    _launch(
-        geglu_bwd_kernel,
-        [grad_out.contiguous(), gate, up, grad_gate, grad_up],
-        APPROX_TANH=approximate == "tanh",
+    grad_gate, grad_up = _launch(
+        geglu_bwd_kernel, [grad_out, gate, up], 2, APPROX_TANH=approximate == "tanh"
     )
     return grad_gate, grad_up
 
 
 @_geglu_bwd.register_fake
 def _(grad_out, gate, up, approximate):
-    return torch.empty_like(gate), torch.empty_like(up)
+    return gate.new_empty(gate.shape), up.new_empty(up.shape)
 
 
 def _geglu_backward(ctx, grad_out):
@@ -165,15 +192,16 @@ def _validate_gate_up(gate: object, up: object) -> tuple[torch.Tensor, torch.Ten
     if up.dtype != gate.dtype:
         raise TypeError(f"up: expected the dtype of gate ({gate.dtype}), got {up.dtype}")
     check_same_device(gate=gate, up=up)
-    # The kernels walk a flat contiguous buffer; strided views are copied once here.
-    return gate.contiguous(), up.contiguous()
+    return gate, up
 
 
 def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """``silu(gate) * up`` elementwise (the SwiGLU MLP of Llama), any shape, float32 math.
 
     ``gate`` and ``up`` must have the same shape, dtype (float32/float16/bfloat16) and device.
-    Differentiable in both inputs.
+    Views whose rows have a unit column stride (e.g. ``gate_up.chunk(2, dim=-1)``) are read in
+    place; other layouts are copied once. Returns a new contiguous tensor. Differentiable in
+    both inputs.
     """
     gate, up = _validate_gate_up(gate, up)
     return _swiglu_fwd(gate, up)

@@ -1,8 +1,11 @@
-"""Gated activations ``act(gate) * up`` (SwiGLU, GeGLU): flat elementwise kernels.
+"""Gated activations ``act(gate) * up`` (SwiGLU, GeGLU): elementwise kernels over rows.
 
 Memory bound: every element is loaded once and stored once, in 16-byte vectors, with math in
 float32. The backward recomputes the activation from ``gate`` instead of saving it, which costs
-nothing extra in bytes. Offsets are int64 so tensors beyond 2**31 elements work.
+nothing extra in bytes. Inputs are ``[rows, cols]`` with a unit column stride and any row stride
+(so ``gate, up = gate_up.chunk(2, -1)`` is read in place); contiguous inputs come as one long
+row. A 1-D grid enumerates (row, column block) pairs; offsets are int64 so tensors beyond 2**31
+elements work. Outputs are contiguous.
 """
 
 from __future__ import annotations
@@ -17,9 +20,12 @@ _GELU_CUBIC = tl.constexpr(0.044715)
 
 
 @triton.jit
-def _offsets(n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    return offs, offs < n
+def _block(n_cols, n_col_blocks, BLOCK: tl.constexpr):
+    """(row, columns, mask) of this program's block."""
+    pid = tl.program_id(0).to(tl.int64)
+    row = pid // n_col_blocks
+    cols = (pid % n_col_blocks) * BLOCK + tl.arange(0, BLOCK)
+    return row, cols, cols < n_cols
 
 
 @triton.jit
@@ -31,27 +37,39 @@ def _tanh(u):
 
 
 @triton.jit
-def swiglu_fwd_kernel(gate_ptr, up_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs, mask = _offsets(n, BLOCK)
-    g = tl.load(gate_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    u = tl.load(up_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    out = g * tl.sigmoid(g) * u
-    tl.store(out_ptr + offs, out.to(out_ptr.dtype.element_ty), mask=mask)
+def _load_row(ptr, row, row_stride, cols, mask):
+    return tl.load(ptr + row * row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+
+
+@triton.jit
+def _store_row(ptr, row, n_cols, cols, mask, value):
+    tl.store(ptr + row * n_cols + cols, value.to(ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def swiglu_fwd_kernel(
+    gate_ptr, up_ptr, out_ptr, n_cols, n_col_blocks, gate_row_stride, up_row_stride,
+    BLOCK: tl.constexpr,
+):  # fmt: skip
+    row, cols, mask = _block(n_cols, n_col_blocks, BLOCK)
+    g = _load_row(gate_ptr, row, gate_row_stride, cols, mask)
+    u = _load_row(up_ptr, row, up_row_stride, cols, mask)
+    _store_row(out_ptr, row, n_cols, cols, mask, g * tl.sigmoid(g) * u)
 
 
 @triton.jit
 def swiglu_bwd_kernel(
-    grad_out_ptr, gate_ptr, up_ptr, grad_gate_ptr, grad_up_ptr, n, BLOCK: tl.constexpr
-):
-    offs, mask = _offsets(n, BLOCK)
-    dy = tl.load(grad_out_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    g = tl.load(gate_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    u = tl.load(up_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    grad_out_ptr, gate_ptr, up_ptr, grad_gate_ptr, grad_up_ptr, n_cols, n_col_blocks,
+    grad_out_row_stride, gate_row_stride, up_row_stride, BLOCK: tl.constexpr,
+):  # fmt: skip
+    row, cols, mask = _block(n_cols, n_col_blocks, BLOCK)
+    dy = _load_row(grad_out_ptr, row, grad_out_row_stride, cols, mask)
+    g = _load_row(gate_ptr, row, gate_row_stride, cols, mask)
+    u = _load_row(up_ptr, row, up_row_stride, cols, mask)
     s = tl.sigmoid(g)
-    silu = g * s
     d_silu = s * (1.0 + g * (1.0 - s))
-    tl.store(grad_gate_ptr + offs, (dy * u * d_silu).to(grad_gate_ptr.dtype.element_ty), mask=mask)
-    tl.store(grad_up_ptr + offs, (dy * silu).to(grad_up_ptr.dtype.element_ty), mask=mask)
+    _store_row(grad_gate_ptr, row, n_cols, cols, mask, dy * u * d_silu)
+    _store_row(grad_up_ptr, row, n_cols, cols, mask, dy * g * s)
 
 
 @triton.jit
@@ -70,29 +88,27 @@ def _gelu_and_derivative(g, APPROX_TANH: tl.constexpr):
 
 
 @triton.jit
-def geglu_fwd_kernel(gate_ptr, up_ptr, out_ptr, n, APPROX_TANH: tl.constexpr, BLOCK: tl.constexpr):
-    offs, mask = _offsets(n, BLOCK)
-    g = tl.load(gate_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    u = tl.load(up_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+def geglu_fwd_kernel(
+    gate_ptr, up_ptr, out_ptr, n_cols, n_col_blocks, gate_row_stride, up_row_stride,
+    APPROX_TANH: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    row, cols, mask = _block(n_cols, n_col_blocks, BLOCK)
+    g = _load_row(gate_ptr, row, gate_row_stride, cols, mask)
+    u = _load_row(up_ptr, row, up_row_stride, cols, mask)
     gelu, _ = _gelu_and_derivative(g, APPROX_TANH)
-    tl.store(out_ptr + offs, (gelu * u).to(out_ptr.dtype.element_ty), mask=mask)
+    _store_row(out_ptr, row, n_cols, cols, mask, gelu * u)
 
 
 @triton.jit
 def geglu_bwd_kernel(
-    grad_out_ptr,
-    gate_ptr,
-    up_ptr,
-    grad_gate_ptr,
-    grad_up_ptr,
-    n,
-    APPROX_TANH: tl.constexpr,
-    BLOCK: tl.constexpr,
-):
-    offs, mask = _offsets(n, BLOCK)
-    dy = tl.load(grad_out_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    g = tl.load(gate_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    u = tl.load(up_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    grad_out_ptr, gate_ptr, up_ptr, grad_gate_ptr, grad_up_ptr, n_cols, n_col_blocks,
+    grad_out_row_stride, gate_row_stride, up_row_stride,
+    APPROX_TANH: tl.constexpr, BLOCK: tl.constexpr,
+):  # fmt: skip
+    row, cols, mask = _block(n_cols, n_col_blocks, BLOCK)
+    dy = _load_row(grad_out_ptr, row, grad_out_row_stride, cols, mask)
+    g = _load_row(gate_ptr, row, gate_row_stride, cols, mask)
+    u = _load_row(up_ptr, row, up_row_stride, cols, mask)
     gelu, d_gelu = _gelu_and_derivative(g, APPROX_TANH)
-    tl.store(grad_gate_ptr + offs, (dy * u * d_gelu).to(grad_gate_ptr.dtype.element_ty), mask=mask)
-    tl.store(grad_up_ptr + offs, (dy * gelu).to(grad_up_ptr.dtype.element_ty), mask=mask)
+    _store_row(grad_gate_ptr, row, n_cols, cols, mask, dy * u * d_gelu)
+    _store_row(grad_up_ptr, row, n_cols, cols, mask, dy * gelu)
