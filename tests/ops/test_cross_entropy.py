@@ -123,6 +123,8 @@ def test_int32_target_and_non_contiguous_logits(path):
     assert not logits.is_contiguous()
     target = random_target((23,), 19, gen).to(torch.int32)
     check_forward_backward(logits, target, torch.float32, 2e-5, reduction="none")
+    strided_target = torch.randint(0, 19, (46,), generator=gen)[::2]
+    check_forward_backward(logits, strided_target, torch.float32, 2e-5, reduction="sum")
     strided_rows = torch.randn(12, 64, generator=gen)[::3, :37]  # row stride 192, last stride 1
     check_forward_backward(strided_rows, random_target((4,), 37, gen), torch.float32, 2e-5)
 

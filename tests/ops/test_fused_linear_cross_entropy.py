@@ -106,6 +106,15 @@ def test_non_contiguous_hidden_and_weight(path):
     check(hidden, weight, target, bias, 2e-5, chunk_size=4)
 
 
+def test_strided_target_like_shifted_labels(path):
+    hidden, weight, _, bias = make_inputs((2, 6), 16, 23, with_bias=True, seed=15)
+    tokens = torch.randint(0, 23, (2, 7), generator=torch.Generator().manual_seed(16))
+    check(hidden, weight, tokens[:, 1:], bias, 2e-5, chunk_size=5)  # labels = inputs shifted
+    every_other = torch.randint(0, 23, (24,), generator=torch.Generator().manual_seed(17))[::2]
+    assert every_other.stride(0) == 2
+    check(hidden.reshape(12, 16), weight, every_other, None, 2e-5, chunk_size=5)
+
+
 def test_all_rows_ignored(path):
     hidden, weight, _, bias = make_inputs((5,), 8, 13, with_bias=True, seed=9)
     target = torch.full((5,), IGNORE)

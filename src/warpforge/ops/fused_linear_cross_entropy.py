@@ -269,7 +269,7 @@ def fused_linear_cross_entropy(
     loss, *_ = _flce_fwd(
         hidden2d,
         weight,
-        target.reshape(-1),
+        target.reshape(-1).contiguous(),  # the kernel reads one index per row, unit stride
         bias,
         ignore_index,
         label_smoothing,
