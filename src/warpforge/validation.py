@@ -38,14 +38,18 @@ def check_tensor(
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {describe(x)}")
     if dtypes is not None and x.dtype not in dtypes:
-        raise TypeError(f"{name}: expected dtype in ({_dtype_names(dtypes)}), got {describe(x)}")
+        raise TypeError(
+            f"{name}: expected dtype in ({_dtype_names(dtypes)}), got {describe(x)}"
+        )
     if ndim is not None:
         allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
         if x.dim() not in allowed:
             expected = " or ".join(f"{n}-D" for n in allowed)
             raise ValueError(f"{name}: expected a {expected} tensor, got {describe(x)}")
     if min_ndim is not None and x.dim() < min_ndim:
-        raise ValueError(f"{name}: expected at least {min_ndim} dimension(s), got {describe(x)}")
+        raise ValueError(
+            f"{name}: expected at least {min_ndim} dimension(s), got {describe(x)}"
+        )
     if not allow_empty and x.numel() == 0:
         raise ValueError(f"{name}: expected a non-empty tensor, got {describe(x)}")
     return x
@@ -64,7 +68,9 @@ def check_shape(name: str, x: torch.Tensor, expected: Sequence[int], *, what: st
     """``x`` must have exactly the shape ``expected``."""
     if tuple(x.shape) != tuple(expected):
         because = f" ({what})" if what else ""
-        raise ValueError(f"{name}: expected shape {tuple(expected)}{because}, got {describe(x)}")
+        raise ValueError(
+            f"{name}: expected shape {tuple(expected)}{because}, got {describe(x)}"
+        )
 
 
 def check_positive(name: str, value: object, *, allow_zero: bool = False) -> float:
