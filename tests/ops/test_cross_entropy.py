@@ -31,7 +31,9 @@ def reference_cross_entropy(logits, target, *, ignore_index=IGNORE, reduction="m
     nll = -log_probs.gather(1, torch.where(valid, t, 0)[:, None])[:, 0]
     smooth = -log_probs.mean(dim=-1)
     lse = x.logsumexp(dim=-1)
-    rows = (1 - label_smoothing) * nll + label_smoothing * smooth + z_loss * lse * lse
+    rows = (1 - label_smoothing) * nll + z_loss * lse * lse
+    if label_smoothing:  # 0 * inf would turn masked (-inf) logits into NaN
+        rows = rows + label_smoothing * smooth
     rows = torch.where(valid, rows, torch.zeros_like(rows))
     if reduction == "none":
         return rows.reshape(target.shape)
@@ -127,6 +129,15 @@ def test_int32_target_and_non_contiguous_logits(path):
     check_forward_backward(logits, strided_target, torch.float32, 2e-5, reduction="sum")
     strided_rows = torch.randn(12, 64, generator=gen)[::3, :37]  # row stride 192, last stride 1
     check_forward_backward(strided_rows, random_target((4,), 37, gen), torch.float32, 2e-5)
+
+
+def test_masked_minus_inf_logits(path):
+    gen = torch.Generator().manual_seed(17)
+    logits = torch.randn(5, 300, generator=gen) * 3
+    logits[:, 100:] = float("-inf")  # e.g. vocabulary padding masked out
+    logits[2, :50] = float("-inf")
+    target = torch.tensor([3, 99, 60, IGNORE, 0])
+    check_forward_backward(logits, target, torch.float32, 2e-5, reduction="none", z_loss=1e-3)
 
 
 def test_all_rows_ignored_matches_torch(path):

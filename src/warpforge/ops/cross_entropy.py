@@ -191,12 +191,9 @@ def _reference_row_losses(logits, target, ignore_index, label_smoothing, z_loss)
     lse = torch.logsumexp(x, dim=1)
     ignored, in_range, safe = _target_masks(target, n_cols, ignore_index)
     target_logit = x.gather(1, safe[:, None])[:, 0]
-    loss = (
-        lse
-        - (1.0 - label_smoothing) * target_logit
-        - (label_smoothing / n_cols) * x.sum(dim=1)
-        + z_loss * lse * lse
-    )
+    loss = lse - (1.0 - label_smoothing) * target_logit + z_loss * lse * lse
+    if label_smoothing > 0.0:  # skipped otherwise: 0 * sum would be NaN for masked -inf logits
+        loss = loss - (label_smoothing / n_cols) * x.sum(dim=1)
     loss = torch.where(in_range, loss, torch.full_like(loss, math.nan))
     loss = torch.where(ignored, torch.zeros_like(loss), loss)
     return loss, lse

@@ -1,8 +1,8 @@
 """Cross-entropy kernels: one program per row, the vocabulary walked in chunks.
 
 Forward: a single read of the row. Each lane keeps its own running max and rescaled sum of
-exponentials (an online softmax without a cross-lane reduction per chunk); the lanes are
-combined once at the end into ``lse = logsumexp(row)``. The same pass accumulates the row sum
+exponentials (an online softmax without a cross-lane reduction per chunk, and with one
+exponential per element); the lanes are combined once at the end into ``lse = logsumexp(row)``. The same pass accumulates the row sum
 (for label smoothing); the target logit is one extra scalar load.
 
 Forward with gradient (used when the logits require grad): after the online pass, a second
@@ -47,9 +47,12 @@ def _row_logsumexp(row_ptr, n_cols, BLOCK: tl.constexpr, NEED_SUM: tl.constexpr)
         offs = start + cols
         mask = offs < n_cols
         x = tl.load(row_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
-        new_max = tl.maximum(lane_max, x)
-        lane_sum = lane_sum * tl.exp(lane_max - new_max) + tl.exp(x - new_max)
-        lane_max = new_max
+        # One exponential per element (the MUFU unit is nearly as busy as DRAM here):
+        # e = exp(-|x - m|) is exp(x - m) when x <= m, else the factor rescaling the old sum.
+        e = tl.exp(tl.minimum(lane_max, x) - tl.maximum(lane_max, x))
+        grows = x > lane_max
+        lane_sum = tl.where(grows, lane_sum * e + 1.0, lane_sum + e)
+        lane_max = tl.maximum(lane_max, x)
         if NEED_SUM:
             lane_total += tl.where(mask, x, 0.0)
     row_max = tl.max(lane_max, axis=0)
