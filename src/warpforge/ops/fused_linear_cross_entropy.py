@@ -49,6 +49,14 @@ def _chunk_logits(hidden, weight, bias):
     return torch.addmm(bias, hidden, weight.t())
 
 
+def _fold_chunk_grads(grad_logits, hidden, weight, grad_hidden_rows, grad_weight, grad_bias):
+    """grad_hidden[chunk] = grad_logits @ weight; grad_weight (and grad_bias) += the chunk's part."""
+    torch.mm(grad_logits, weight, out=grad_hidden_rows)
+    grad_weight.addmm_(grad_logits.t(), hidden)
+    if grad_bias is not None:
+        grad_bias += grad_logits.sum(dim=0, dtype=torch.float32)
+
+
 @torch.library.custom_op("warpforge::fused_linear_cross_entropy_fwd", mutates_args=())
 def _flce_fwd(
     hidden: torch.Tensor,
@@ -84,21 +92,17 @@ def _flce_fwd(
     row_scale = row_scale.reshape(1)
 
     for start in range(0, n_tokens, chunk_size):
-        stop = min(start + chunk_size, n_tokens)
-        h, t = hidden[start:stop], target[start:stop]
-        logits = _chunk_logits(h, weight, bias)
+        rows = slice(start, min(start + chunk_size, n_tokens))
         # One launch: the chunk's losses, then its gradient written over its own logits.
-        loss_rows[start:stop], lse[start:stop] = row_losses(
-            logits, t, ignore_index, label_smoothing, 0.0,
+        logits = _chunk_logits(hidden[rows], weight, bias)
+        loss_rows[rows], lse[rows] = row_losses(
+            logits, target[rows], ignore_index, label_smoothing, 0.0,
             grad_out=logits if grads else None, grad_loss=row_scale,
         )  # fmt: skip
-        if not grads:
-            continue
-        grad_logits = logits
-        torch.mm(grad_logits, weight, out=grad_hidden[start:stop])
-        grad_weight.addmm_(grad_logits.t(), h)
-        if bias is not None:
-            grad_bias += grad_logits.sum(dim=0, dtype=torch.float32)
+        if grads:
+            _fold_chunk_grads(logits, hidden[rows], weight, grad_hidden[rows], grad_weight,
+                              grad_bias if bias is not None else None)  # fmt: skip
+        del logits  # before the next chunk's logits exist: one chunk alive at a time
 
     loss = reduce_rows(loss_rows, target, ignore_index, reduction)
     if bias is not None and grads:
@@ -141,17 +145,15 @@ def _flce_bwd_rows(
     grad_weight = weight.new_zeros(weight.shape)
     grad_bias = torch.zeros(weight.shape[0], device=hidden.device, dtype=torch.float32)
     for start in range(0, hidden.shape[0], chunk_size):
-        stop = min(start + chunk_size, hidden.shape[0])
-        h, t = hidden[start:stop], target[start:stop]
-        logits = _chunk_logits(h, weight, bias)
-        grad_logits = row_grads(
-            logits, logits, t, lse[start:stop], grad_loss[start:stop],
+        rows = slice(start, min(start + chunk_size, hidden.shape[0]))
+        logits = _chunk_logits(hidden[rows], weight, bias)
+        row_grads(
+            logits, logits, target[rows], lse[rows], grad_loss[rows],
             ignore_index, label_smoothing, 0.0,
         )  # fmt: skip
-        torch.mm(grad_logits, weight, out=grad_hidden[start:stop])
-        grad_weight.addmm_(grad_logits.t(), h)
-        if bias is not None:
-            grad_bias += grad_logits.sum(dim=0, dtype=torch.float32)
+        _fold_chunk_grads(logits, hidden[rows], weight, grad_hidden[rows], grad_weight,
+                          grad_bias if bias is not None else None)  # fmt: skip
+        del logits
     if bias is None:
         return grad_hidden, grad_weight, hidden.new_empty(0)
     return grad_hidden, grad_weight, grad_bias.to(bias.dtype)
