@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,9 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+# the same timing as the ops check (this script's folder is on sys.path when it runs)
+from ops_losses_check import time_call
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -72,30 +74,6 @@ def peak_bytes(fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...]) -> int:
     return peak
 
 
-def time_seconds(fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...]) -> dict[str, Any]:
-    """The harness's timing when present (warpforge.harness.timing.measure); else the median of
-    CUDA events over 10 calls after 3 warm-ups."""
-    try:
-        from warpforge.harness.timing import measure
-    except ImportError:
-        measure = None
-    if measure is not None:
-        m = measure(fn, [inputs], max_time_s=10.0)
-        return {"median_s": m.median_s, "ci_low_s": m.ci_low_s, "ci_high_s": m.ci_high_s,
-                "method": "warpforge.harness.timing.measure"}  # fmt: skip
-    for _ in range(3):
-        fn(*inputs)
-    samples = []
-    for _ in range(10):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(*inputs)
-        stop.record()
-        torch.cuda.synchronize()
-        samples.append(start.elapsed_time(stop) / 1e3)
-    return {"median_s": statistics.median(samples), "samples_s": samples, "method": "cuda-events"}
-
-
 def max_abs_diff(a: tuple[torch.Tensor, ...], b: tuple[torch.Tensor, ...]) -> list[float]:
     return [float((x.float() - y.float()).abs().max()) for x, y in zip(a, b, strict=True)]
 
@@ -131,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     if liger is not None:
         candidates["liger_fused"] = fwd_bwd(liger)
 
+    flush = torch.empty(64 * 2**20, dtype=torch.int8, device="cuda")  # > L2, zeroed per call
     reference = candidates["torch_unfused"](*inputs)
     results: dict[str, Any] = {}
     for name, fn in candidates.items():
@@ -138,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             diff = max_abs_diff(fn(*inputs), reference)
             results[name] = {
                 "peak_bytes": peak_bytes(fn, inputs),
-                "time": time_seconds(fn, inputs),
+                "time": time_call(fn, inputs, flush),
                 "max_abs_diff_vs_torch_unfused": dict(
                     zip(("loss", "grad_hidden", "grad_weight"), diff, strict=True)
                 ),
