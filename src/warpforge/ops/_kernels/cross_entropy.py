@@ -1,0 +1,225 @@
+"""Cross-entropy kernels: one program per row, the vocabulary walked in chunks.
+
+Forward: a single read of the row. Each lane keeps its own running max and rescaled sum of
+exponentials (an online softmax without a cross-lane reduction per chunk, and with one
+exponential per element); the lanes are combined once at the end into ``lse = logsumexp(row)``. The same pass accumulates the row sum
+(for label smoothing); the target logit is one extra scalar load.
+
+Forward with gradient (used when the logits require grad): after the online pass, a second
+pass over the same row (mostly served from L2) writes the gradient of the *reduced* loss into a
+separate buffer, so training reads the logits from DRAM once and writes the gradient once. The
+backward then only has to multiply by ``grad_output``; ``cross_entropy_scale_grad_kernel`` does
+that in place and skips every row whose factor is exactly 1 (``loss.backward()``), deciding on
+the device so nothing synchronises.
+
+Backward from ``lse`` (no precomputed gradient): reads the row again and writes
+
+    grad_j = g * (p_j * (1 + 2 * z_loss * lse) - eps / V - (1 - eps) * [j == target])
+
+with ``p_j = exp(x_j - lse)``: the derivative of
+``lse - (1 - eps) * x_t - eps / V * sum_j x_j + z_loss * lse**2``. Each element is read and
+then written by the same program, so the gradient may overwrite the logits in place (the fused
+linear cross entropy does that with its private chunk buffer).
+
+Rows, offsets and the target index are int64 so logits beyond 2**31 elements address correctly.
+A target outside ``[0, V)`` that is not ``ignore_index`` gives a NaN loss and gradient (never an
+out-of-bounds read); with ``CHECK_TARGETS`` the kernel also fails a device assertion.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+# Lanes start from a finite "minus infinity" so that exp(m_old - m_new) never sees inf - inf.
+_NEG_BIG = tl.constexpr(-1.0e30)
+
+
+@triton.jit
+def _row_logsumexp(row_ptr, n_cols, BLOCK: tl.constexpr, NEED_SUM: tl.constexpr):
+    """(logsumexp, sum) of one row, reading it once in BLOCK-wide chunks; the sum (needed for
+    label smoothing only) is 0 unless NEED_SUM, sparing a register per element otherwise."""
+    cols = tl.arange(0, BLOCK)
+    lane_max = tl.full([BLOCK], _NEG_BIG, tl.float32)
+    lane_sum = tl.zeros([BLOCK], tl.float32)
+    lane_total = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_cols, BLOCK):
+        offs = start + cols
+        mask = offs < n_cols
+        x = tl.load(row_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
+        # One exponential per element (the MUFU unit is nearly as busy as DRAM here):
+        # e = exp(-|x - m|) is exp(x - m) when x <= m, else the factor rescaling the old sum.
+        e = tl.exp(tl.minimum(lane_max, x) - tl.maximum(lane_max, x))
+        grows = x > lane_max
+        lane_sum = tl.where(grows, lane_sum * e + 1.0, lane_sum + e)
+        lane_max = tl.maximum(lane_max, x)
+        if NEED_SUM:
+            lane_total += tl.where(mask, x, 0.0)
+    row_max = tl.max(lane_max, axis=0)
+    lse = row_max + tl.log(tl.sum(lane_sum * tl.exp(lane_max - row_max), axis=0))
+    return lse, tl.sum(lane_total, axis=0)
+
+
+@triton.jit
+def _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS: tl.constexpr):
+    """(target, ignored, in_range) of one row; the index is only used where in_range."""
+    target = tl.load(target_ptr + row).to(tl.int64)
+    ignored = target == ignore_index
+    in_range = (target >= 0) & (target < n_cols)
+    if CHECK_TARGETS:
+        tl.device_assert(ignored | in_range, "cross_entropy: target outside [0, vocab)")
+    return target, ignored, in_range
+
+
+@triton.jit
+def _row_loss(row_ptr, lse, row_total, target, ignored, in_range, n_cols, label_smoothing, z_loss):
+    target_logit = tl.load(row_ptr + tl.where(in_range, target, 0)).to(tl.float32)
+    loss = (
+        lse
+        - (1.0 - label_smoothing) * target_logit
+        - (label_smoothing / n_cols) * row_total
+        + z_loss * lse * lse
+    )
+    return tl.where(ignored, 0.0, tl.where(in_range, loss, float("nan")))
+
+
+@triton.jit
+def _write_row_grad(
+    out_row, in_row, lse, scale, target, n_cols, label_smoothing, z_loss, BLOCK: tl.constexpr
+):
+    """grad_j = scale * (p_j (1 + 2 z lse) - eps / V - (1 - eps) [j == target]).
+
+    Each chunk is read before it is written by this same program, so out_row may be in_row.
+    """
+    cols = tl.arange(0, BLOCK)
+    prob_scale = scale * (1.0 + 2.0 * z_loss * lse)
+    uniform = scale * (label_smoothing / n_cols)
+    hit = scale * (1.0 - label_smoothing)
+    for start in range(0, n_cols, BLOCK):
+        offs = start + cols
+        mask = offs < n_cols
+        x = tl.load(in_row + offs, mask=mask, other=0.0).to(tl.float32)
+        grad = tl.exp(x - lse) * prob_scale - uniform - tl.where(offs == target, hit, 0.0)
+        tl.store(out_row + offs, grad.to(out_row.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _grad_scale(grad_loss, ignored, in_range):
+    # ignored rows get 0 (even when grad_loss is inf, as in a mean over zero rows); bad targets NaN
+    return tl.where(ignored, 0.0, tl.where(in_range, grad_loss, float("nan")))
+
+
+@triton.jit
+def _row_forward(
+    logits_ptr, target_ptr, loss_ptr, lse_ptr, row, logits_row_stride, n_cols,
+    ignore_index, label_smoothing, z_loss,
+    BLOCK: tl.constexpr, HAS_SMOOTHING: tl.constexpr, CHECK_TARGETS: tl.constexpr,
+):  # fmt: skip
+    """Store one row's loss and lse; return what a gradient pass over the row needs."""
+    row_ptr = logits_ptr + row * logits_row_stride
+    lse, row_total = _row_logsumexp(row_ptr, n_cols, BLOCK, HAS_SMOOTHING)
+    target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS)
+    loss = _row_loss(
+        row_ptr, lse, row_total, target, ignored, in_range, n_cols, label_smoothing, z_loss
+    )
+    tl.store(loss_ptr + row, loss)
+    tl.store(lse_ptr + row, lse)
+    return row_ptr, lse, target, ignored, in_range
+
+
+@triton.jit
+def cross_entropy_fwd_kernel(
+    logits_ptr,
+    target_ptr,
+    loss_ptr,
+    lse_ptr,
+    logits_row_stride,
+    n_cols,
+    ignore_index,
+    label_smoothing,
+    z_loss,
+    BLOCK: tl.constexpr,
+    HAS_SMOOTHING: tl.constexpr,
+    CHECK_TARGETS: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    _row_forward(
+        logits_ptr, target_ptr, loss_ptr, lse_ptr, row, logits_row_stride, n_cols,
+        ignore_index, label_smoothing, z_loss, BLOCK, HAS_SMOOTHING, CHECK_TARGETS,
+    )  # fmt: skip
+
+
+@triton.jit
+def cross_entropy_fwd_grad_kernel(
+    logits_ptr,
+    target_ptr,
+    loss_ptr,
+    lse_ptr,
+    grad_ptr,
+    grad_loss_ptr,
+    grad_loss_stride,
+    logits_row_stride,
+    grad_row_stride,
+    n_cols,
+    ignore_index,
+    label_smoothing,
+    z_loss,
+    BLOCK: tl.constexpr,
+    HAS_SMOOTHING: tl.constexpr,
+    CHECK_TARGETS: tl.constexpr,
+):
+    """Loss and lse as the forward, plus grad_loss[row] * d(loss_row)/d(logits) in grad_ptr
+    (which may alias logits_ptr)."""
+    row = tl.program_id(0).to(tl.int64)
+    row_ptr, lse, target, ignored, in_range = _row_forward(
+        logits_ptr, target_ptr, loss_ptr, lse_ptr, row, logits_row_stride, n_cols,
+        ignore_index, label_smoothing, z_loss, BLOCK, HAS_SMOOTHING, CHECK_TARGETS,
+    )  # fmt: skip
+    grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
+    _write_row_grad(
+        grad_ptr + row * grad_row_stride, row_ptr, lse,
+        _grad_scale(grad_loss, ignored, in_range), target, n_cols, label_smoothing, z_loss, BLOCK,
+    )  # fmt: skip
+
+
+@triton.jit
+def cross_entropy_bwd_kernel(
+    grad_logits_ptr,
+    logits_ptr,
+    target_ptr,
+    lse_ptr,
+    grad_loss_ptr,
+    grad_loss_stride,
+    logits_row_stride,
+    grad_row_stride,
+    n_cols,
+    ignore_index,
+    label_smoothing,
+    z_loss,
+    BLOCK: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, False)
+    lse = tl.load(lse_ptr + row)
+    grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
+    _write_row_grad(
+        grad_logits_ptr + row * grad_row_stride, logits_ptr + row * logits_row_stride, lse,
+        _grad_scale(grad_loss, ignored, in_range), target, n_cols, label_smoothing, z_loss, BLOCK,
+    )  # fmt: skip
+
+
+@triton.jit
+def cross_entropy_scale_grad_kernel(
+    grad_ptr, grad_loss_ptr, grad_loss_stride, grad_row_stride, n_cols, BLOCK: tl.constexpr
+):
+    """grad[row] *= grad_loss[row] in place; a factor of exactly 1 leaves the row untouched."""
+    row = tl.program_id(0).to(tl.int64)
+    factor = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
+    if factor != 1.0:
+        row_ptr = grad_ptr + row * grad_row_stride
+        cols = tl.arange(0, BLOCK)
+        for start in range(0, n_cols, BLOCK):
+            offs = start + cols
+            mask = offs < n_cols
+            g = tl.load(row_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+            tl.store(row_ptr + offs, (g * factor).to(grad_ptr.dtype.element_ty), mask=mask)

@@ -1,0 +1,112 @@
+"""Rotary position embedding kernels: one program per (token, block of heads).
+
+A program loads the token's cos/sin row once and applies it to every head in its block, so the
+table costs one small read per token instead of one per head. Each output element pairs with
+one partner: ``d <-> d + D/2`` (half rotation, NeoX/Llama ``rotate_half``) or ``2i <-> 2i+1``
+(interleaved, GPT-J). With per-element tables ``c``, ``s`` the forward is
+
+    o1 = x1 * c1 - x2 * s1        o2 = x2 * c2 + x1 * s2
+
+and the backward is its transpose, ``g1 * c1 + g2 * s2`` and ``g2 * c2 - g1 * s1``: the forward
+with ``(s1, s2) -> (-s2, -s1)`` (a rotation by ``-sin`` when the two halves share a table).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rope_apply(
+    x_ptr,
+    out_ptr,
+    cos_ptr,
+    sin_ptr,
+    seq_len,
+    n_heads,
+    x_stride_b,
+    x_stride_s,
+    x_stride_h,
+    out_stride_b,
+    out_stride_s,
+    out_stride_h,
+    table_stride_b,
+    table_stride_s,
+    HEAD_DIM: tl.constexpr,
+    HALF_TABLE: tl.constexpr,
+    INTERLEAVED: tl.constexpr,
+    BACKWARD: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    token = tl.program_id(0).to(tl.int64)
+    b = token // seq_len
+    s = token % seq_len
+    heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    pair = tl.arange(0, BLOCK_D)
+    pair_mask = pair < HEAD_DIM // 2
+    if INTERLEAVED:
+        first = 2 * pair
+        second = 2 * pair + 1
+    else:
+        first = pair
+        second = pair + HEAD_DIM // 2
+
+    table = b * table_stride_b + s * table_stride_s
+    if HALF_TABLE:
+        c1 = tl.load(cos_ptr + table + pair, mask=pair_mask, other=0.0).to(tl.float32)
+        s1 = tl.load(sin_ptr + table + pair, mask=pair_mask, other=0.0).to(tl.float32)
+        c2 = c1
+        s2 = s1
+    else:
+        c1 = tl.load(cos_ptr + table + first, mask=pair_mask, other=0.0).to(tl.float32)
+        c2 = tl.load(cos_ptr + table + second, mask=pair_mask, other=0.0).to(tl.float32)
+        s1 = tl.load(sin_ptr + table + first, mask=pair_mask, other=0.0).to(tl.float32)
+        s2 = tl.load(sin_ptr + table + second, mask=pair_mask, other=0.0).to(tl.float32)
+    if BACKWARD:
+        s1, s2 = -s2, -s1
+
+    mask = (heads[:, None] < n_heads) & pair_mask[None, :]
+    x_row = x_ptr + b * x_stride_b + s * x_stride_s + heads[:, None].to(tl.int64) * x_stride_h
+    x1 = tl.load(x_row + first[None, :], mask=mask, other=0.0).to(tl.float32)
+    x2 = tl.load(x_row + second[None, :], mask=mask, other=0.0).to(tl.float32)
+    o1 = x1 * c1[None, :] - x2 * s1[None, :]
+    o2 = x2 * c2[None, :] + x1 * s2[None, :]
+    out_row = (
+        out_ptr + b * out_stride_b + s * out_stride_s + heads[:, None].to(tl.int64) * out_stride_h
+    )
+    tl.store(out_row + first[None, :], o1.to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(out_row + second[None, :], o2.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def rope_fwd_kernel(
+    x_ptr, out_ptr, cos_ptr, sin_ptr, seq_len, n_heads,
+    x_stride_b, x_stride_s, x_stride_h, out_stride_b, out_stride_s, out_stride_h,
+    table_stride_b, table_stride_s,
+    HEAD_DIM: tl.constexpr, HALF_TABLE: tl.constexpr, INTERLEAVED: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    _rope_apply(
+        x_ptr, out_ptr, cos_ptr, sin_ptr, seq_len, n_heads,
+        x_stride_b, x_stride_s, x_stride_h, out_stride_b, out_stride_s, out_stride_h,
+        table_stride_b, table_stride_s,
+        HEAD_DIM, HALF_TABLE, INTERLEAVED, False, BLOCK_H, BLOCK_D,
+    )  # fmt: skip
+
+
+@triton.jit
+def rope_bwd_kernel(
+    grad_out_ptr, grad_x_ptr, cos_ptr, sin_ptr, seq_len, n_heads,
+    g_stride_b, g_stride_s, g_stride_h, gx_stride_b, gx_stride_s, gx_stride_h,
+    table_stride_b, table_stride_s,
+    HEAD_DIM: tl.constexpr, HALF_TABLE: tl.constexpr, INTERLEAVED: tl.constexpr,
+    BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    _rope_apply(
+        grad_out_ptr, grad_x_ptr, cos_ptr, sin_ptr, seq_len, n_heads,
+        g_stride_b, g_stride_s, g_stride_h, gx_stride_b, gx_stride_s, gx_stride_h,
+        table_stride_b, table_stride_s,
+        HEAD_DIM, HALF_TABLE, INTERLEAVED, True, BLOCK_H, BLOCK_D,
+    )  # fmt: skip

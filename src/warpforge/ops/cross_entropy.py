@@ -1,0 +1,459 @@
+"""Cross entropy over the last dimension, with label smoothing, ``ignore_index`` and z-loss.
+
+``cross_entropy(logits, target)`` equals ``torch.nn.functional.cross_entropy`` applied to
+``logits.reshape(-1, V)`` and ``target.reshape(-1)``, plus ``z_loss * logsumexp(row)**2`` for
+every non-ignored row. The class dimension is the *last* one (torch puts it at dim 1 for
+inputs with more than two dimensions).
+
+When the logits require grad, the forward kernel reads them once and also writes the gradient
+of the reduced loss into its own buffer (the user's logits are never overwritten and need not be
+kept alive); the backward multiplies that buffer by ``grad_output`` in place, skipping rows whose
+factor is exactly 1, so ``loss.backward()`` costs one read and one write of the logits in all.
+Without grad the forward only reads the logits.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from warpforge.runtime import ExecutionPath, checks_enabled, execution_path
+from warpforge.validation import check_choice, check_same_device, check_tensor, describe
+
+REDUCTIONS = ("mean", "sum", "none")
+TARGET_DTYPES = (torch.int64, torch.int32)
+
+
+def _launch_config(n_cols: int, element_size: int) -> tuple[int, int]:
+    """(BLOCK, num_warps) for one row of ``n_cols`` logits: 16-byte vectors, <= 16 KB a chunk."""
+    max_block = 16384 // element_size
+    block = min(_next_power_of_2(n_cols), max_block)
+    block = max(block, 16)
+    num_warps = max(1, min(16, block * element_size // 512))
+    return block, num_warps
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _cuda_guard(t: torch.Tensor):
+    import contextlib
+
+    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
+
+
+# ----------------------------------------------------------------------------------------------
+# Row kernels (Triton or the PyTorch reference), shared with fused_linear_cross_entropy.
+# ----------------------------------------------------------------------------------------------
+
+
+def _row_stride(t: torch.Tensor) -> int:
+    """Stride between the per-row values of a [rows] tensor (0 when one value is broadcast)."""
+    return t.stride(0) if t.dim() == 1 and t.shape[0] > 1 else 0
+
+
+def _target_check_options(logits: torch.Tensor) -> dict[str, object]:
+    """Compile the device-side target check in (debug build) only under WARPFORGE_CHECKS=1."""
+    check = checks_enabled() and logits.is_cuda
+    return {"CHECK_TARGETS": check, "debug": True} if check else {"CHECK_TARGETS": False}
+
+
+def row_losses(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    ignore_index: int,
+    label_smoothing: float,
+    z_loss: float,
+    *,
+    grad_out: torch.Tensor | None = None,
+    grad_loss: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row loss and logsumexp (float32) of 2-D ``logits`` whose last stride is 1.
+
+    With ``grad_out`` (a [rows, V] buffer, which may be ``logits`` itself) the same launch also
+    writes ``grad_loss[row] * d(loss_row)/d(logits)`` there; ``grad_loss`` is float32 with one
+    value per row or a single broadcast value.
+    """
+    n_rows, n_cols = logits.shape
+    loss = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
+    lse = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
+    if n_rows == 0:
+        return loss, lse
+    if execution_path(logits.device) is ExecutionPath.TORCH_REFERENCE:
+        loss, lse = _reference_row_losses(logits, target, ignore_index, label_smoothing, z_loss)
+        if grad_out is not None:
+            grad_out.copy_(
+                _reference_row_grads(
+                    logits, target, lse, grad_loss, ignore_index, label_smoothing, z_loss
+                )
+            )
+        return loss, lse
+    from warpforge.ops._kernels import cross_entropy as kernels
+
+    block, num_warps = _launch_config(n_cols, logits.element_size())
+    common = (n_cols, ignore_index, float(label_smoothing), float(z_loss))
+    options = {
+        "BLOCK": block,
+        "HAS_SMOOTHING": label_smoothing > 0.0,
+        "num_warps": num_warps,
+        **_target_check_options(logits),
+    }
+    with _cuda_guard(logits):
+        if grad_out is None:
+            kernels.cross_entropy_fwd_kernel[(n_rows,)](
+                logits, target, loss, lse, logits.stride(0), *common, **options
+            )
+        else:
+            kernels.cross_entropy_fwd_grad_kernel[(n_rows,)](
+                logits, target, loss, lse, grad_out, grad_loss, _row_stride(grad_loss),
+                logits.stride(0), grad_out.stride(0), *common, **options,
+            )  # fmt: skip
+    return loss, lse
+
+
+def scale_row_grads(grad: torch.Tensor, grad_loss: torch.Tensor) -> None:
+    """``grad[row] *= grad_loss[row]`` in place (one broadcast value allowed); rows whose factor
+    is exactly 1 are not touched, decided on the device."""
+    n_rows, n_cols = grad.shape
+    if n_rows == 0:
+        return
+    grad_loss = grad_loss.float()
+    if execution_path(grad.device) is ExecutionPath.TORCH_REFERENCE:
+        grad.mul_(grad_loss.reshape(-1, 1))
+        return
+    from warpforge.ops._kernels.cross_entropy import cross_entropy_scale_grad_kernel
+
+    block, num_warps = _launch_config(n_cols, grad.element_size())
+    with _cuda_guard(grad):
+        cross_entropy_scale_grad_kernel[(n_rows,)](
+            grad, grad_loss, _row_stride(grad_loss), grad.stride(0), n_cols,
+            BLOCK=block, num_warps=num_warps,
+        )  # fmt: skip
+
+
+def row_grads(
+    grad_logits: torch.Tensor,
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    lse: torch.Tensor,
+    grad_loss: torch.Tensor,
+    ignore_index: int,
+    label_smoothing: float,
+    z_loss: float,
+) -> torch.Tensor:
+    """Write d(loss . grad_loss)/d(logits) into ``grad_logits`` (may be ``logits`` itself).
+
+    ``grad_loss`` is float32 with one value per row, or one value broadcast (stride 0).
+    """
+    n_rows, n_cols = logits.shape
+    if n_rows == 0:
+        return grad_logits
+    if execution_path(logits.device) is ExecutionPath.TORCH_REFERENCE:
+        grad = _reference_row_grads(
+            logits, target, lse, grad_loss, ignore_index, label_smoothing, z_loss
+        )
+        return grad_logits.copy_(grad)
+    from warpforge.ops._kernels.cross_entropy import cross_entropy_bwd_kernel
+
+    block, num_warps = _launch_config(n_cols, logits.element_size())
+    with _cuda_guard(logits):
+        cross_entropy_bwd_kernel[(n_rows,)](
+            grad_logits,
+            logits,
+            target,
+            lse,
+            grad_loss,
+            _row_stride(grad_loss),
+            logits.stride(0),
+            grad_logits.stride(0),
+            n_cols,
+            ignore_index,
+            float(label_smoothing),
+            float(z_loss),
+            BLOCK=block,
+            num_warps=num_warps,
+        )
+    return grad_logits
+
+
+def _target_masks(target: torch.Tensor, n_cols: int, ignore_index: int):
+    ignored = target == ignore_index
+    in_range = (target >= 0) & (target < n_cols)
+    safe = torch.where(in_range, target, torch.zeros_like(target)).long()
+    return ignored, in_range, safe
+
+
+def _reference_row_losses(logits, target, ignore_index, label_smoothing, z_loss):
+    x = logits.float()
+    n_cols = x.shape[1]
+    lse = torch.logsumexp(x, dim=1)
+    ignored, in_range, safe = _target_masks(target, n_cols, ignore_index)
+    target_logit = x.gather(1, safe[:, None])[:, 0]
+    loss = lse - (1.0 - label_smoothing) * target_logit + z_loss * lse * lse
+    if label_smoothing > 0.0:  # skipped otherwise: 0 * sum would be NaN for masked -inf logits
+        loss = loss - (label_smoothing / n_cols) * x.sum(dim=1)
+    loss = torch.where(in_range, loss, torch.full_like(loss, math.nan))
+    loss = torch.where(ignored, torch.zeros_like(loss), loss)
+    return loss, lse
+
+
+def _reference_row_grads(logits, target, lse, grad_loss, ignore_index, label_smoothing, z_loss):
+    x = logits.float()
+    n_cols = x.shape[1]
+    ignored, in_range, safe = _target_masks(target, n_cols, ignore_index)
+    g = grad_loss.float().reshape(-1).expand(x.shape[0])
+    scale = torch.where(in_range, g, torch.full_like(g, math.nan))
+    scale = torch.where(ignored, torch.zeros_like(scale), scale)
+    probs = torch.exp(x - lse[:, None])
+    grad = (
+        probs * (scale * (1.0 + 2.0 * z_loss * lse))[:, None]
+        - (scale * label_smoothing / n_cols)[:, None]
+    )
+    hit = torch.zeros_like(grad).scatter_(
+        1, safe[:, None], (scale * (1.0 - label_smoothing))[:, None]
+    )
+    return (grad - hit).to(logits.dtype)
+
+
+# ----------------------------------------------------------------------------------------------
+# torch.library ops
+# ----------------------------------------------------------------------------------------------
+
+
+@torch.library.custom_op("warpforge::cross_entropy_fwd", mutates_args=())
+def _cross_entropy_fwd(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    ignore_index: int,
+    label_smoothing: float,
+    z_loss: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return row_losses(logits, target, ignore_index, label_smoothing, z_loss)
+
+
+@_cross_entropy_fwd.register_fake
+def _(logits, target, ignore_index, label_smoothing, z_loss):
+    n_rows = logits.shape[0]
+    return (
+        logits.new_empty(n_rows, dtype=torch.float32),
+        logits.new_empty(n_rows, dtype=torch.float32),
+    )
+
+
+@torch.library.custom_op("warpforge::cross_entropy_bwd", mutates_args=())
+def _cross_entropy_bwd(
+    grad_loss: torch.Tensor,
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    lse: torch.Tensor,
+    ignore_index: int,
+    label_smoothing: float,
+    z_loss: float,
+) -> torch.Tensor:
+    grad_logits = torch.empty(logits.shape, device=logits.device, dtype=logits.dtype)
+    return row_grads(
+        grad_logits, logits, target, lse, grad_loss.float(), ignore_index, label_smoothing, z_loss
+    )
+
+
+@_cross_entropy_bwd.register_fake
+def _(grad_loss, logits, target, lse, ignore_index, label_smoothing, z_loss):
+    return torch.empty(logits.shape, device=logits.device, dtype=logits.dtype)
+
+
+def _setup_context(ctx, inputs, output):
+    logits, target, ignore_index, label_smoothing, z_loss = inputs
+    ctx.save_for_backward(logits, target, output[1])
+    ctx.options = (ignore_index, label_smoothing, z_loss)
+
+
+def _backward(ctx, grad_loss, grad_lse):
+    logits, target, lse = ctx.saved_tensors
+    grad_logits = _cross_entropy_bwd(grad_loss, logits, target, lse, *ctx.options)
+    return grad_logits, None, None, None, None
+
+
+_cross_entropy_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _reduction_scale(target: torch.Tensor, ignore_index: int, reduction: str) -> torch.Tensor:
+    """d(reduced loss)/d(row loss) as a 1-element float32 device tensor (no host sync)."""
+    if reduction == "mean":
+        return (1.0 / (target != ignore_index).sum().to(torch.float32)).reshape(1)
+    return torch.ones(1, device=target.device, dtype=torch.float32)
+
+
+@torch.library.custom_op("warpforge::cross_entropy_fwd_grad", mutates_args=())
+def _cross_entropy_fwd_grad(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    ignore_index: int,
+    label_smoothing: float,
+    z_loss: float,
+    reduction: str,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(reduced float32 loss, gradient of that loss w.r.t. the logits) in one pass."""
+    grad = torch.empty(logits.shape, device=logits.device, dtype=logits.dtype)
+    scale = _reduction_scale(target, ignore_index, reduction)
+    loss_rows, _ = row_losses(
+        logits, target, ignore_index, label_smoothing, z_loss, grad_out=grad, grad_loss=scale
+    )
+    return reduce_rows(loss_rows, target, ignore_index, reduction), grad
+
+
+@_cross_entropy_fwd_grad.register_fake
+def _(logits, target, ignore_index, label_smoothing, z_loss, reduction):
+    loss_shape = (logits.shape[0],) if reduction == "none" else ()
+    return (
+        logits.new_empty(loss_shape, dtype=torch.float32),
+        torch.empty(logits.shape, device=logits.device, dtype=logits.dtype),
+    )
+
+
+@torch.library.custom_op("warpforge::cross_entropy_scale_grad_", mutates_args=("grad",))
+def _cross_entropy_scale_grad_(grad: torch.Tensor, grad_loss: torch.Tensor) -> None:
+    scale_row_grads(grad, grad_loss)
+
+
+@_cross_entropy_scale_grad_.register_fake
+def _(grad, grad_loss):
+    return None
+
+
+def _setup_fwd_grad_context(ctx, inputs, output):
+    ctx.mark_non_differentiable(output[1])
+    ctx.save_for_backward(output[1])
+    ctx.grad_used = False
+
+
+def _fwd_grad_backward(ctx, grad_loss, _grad_of_grad):
+    if ctx.grad_used:
+        raise RuntimeError(
+            "warpforge.ops.cross_entropy: backward ran twice through one forward (retain_graph); "
+            "its gradient buffer is scaled in place, so call cross_entropy again instead"
+        )
+    ctx.grad_used = True
+    (grad,) = ctx.saved_tensors
+    _cross_entropy_scale_grad_(grad, grad_loss)
+    return grad, None, None, None, None, None
+
+
+_cross_entropy_fwd_grad.register_autograd(_fwd_grad_backward, setup_context=_setup_fwd_grad_context)
+
+
+# ----------------------------------------------------------------------------------------------
+# Public API
+# ----------------------------------------------------------------------------------------------
+
+
+def validate_loss_options(
+    ignore_index: object, reduction: object, label_smoothing: object
+) -> tuple[int, str, float]:
+    """Checks shared by cross_entropy and fused_linear_cross_entropy."""
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
+        raise TypeError(f"ignore_index: expected an int, got {describe(ignore_index)}")
+    check_choice("reduction", reduction, REDUCTIONS)
+    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)):
+        raise TypeError(f"label_smoothing: expected a number, got {describe(label_smoothing)}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing: expected a number in [0, 1], got {label_smoothing!r}")
+    return ignore_index, reduction, float(label_smoothing)
+
+
+def validate_target(
+    target: object, expected_shape: tuple[int, ...], n_classes: int, ignore_index: int, *, what: str
+) -> torch.Tensor:
+    """``target`` holds int64/int32 class indices of ``expected_shape``.
+
+    Values are range-checked here for CPU tensors (cheap, no device sync); CUDA tensors are
+    checked by a device assertion when ``WARPFORGE_CHECKS=1``.
+    """
+    target = check_tensor("target", target, dtypes=TARGET_DTYPES, allow_empty=True)
+    if tuple(target.shape) != tuple(expected_shape):
+        raise ValueError(
+            f"target: expected shape {tuple(expected_shape)} ({what}), got {describe(target)}"
+        )
+    if target.device.type == "cpu" and target.numel() and not torch.compiler.is_compiling():
+        bad = (target != ignore_index) & ((target < 0) | (target >= n_classes))
+        if bool(bad.any()):
+            position = tuple(int(i) for i in bad.nonzero()[0])
+            raise ValueError(
+                f"target: expected class indices in [0, {n_classes}) or ignore_index="
+                f"{ignore_index}, got {int(target[position])} at position {position}"
+            )
+    return target
+
+
+def reduce_rows(
+    loss_rows: torch.Tensor, target: torch.Tensor, ignore_index: int, reduction: str
+) -> torch.Tensor:
+    """Apply ``reduction`` to float32 per-row losses (mean: over non-ignored rows)."""
+    if reduction == "none":
+        return loss_rows
+    total = loss_rows.sum()
+    if reduction == "sum":
+        return total
+    return total / (target != ignore_index).sum()
+
+
+def cross_entropy(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+    z_loss: float = 0.0,
+) -> torch.Tensor:
+    """Cross entropy of ``logits[..., V]`` against class indices ``target[...]``.
+
+    Same semantics as ``torch.nn.functional.cross_entropy`` (class dimension last): rows whose
+    target is ``ignore_index`` contribute 0; ``"mean"`` divides by the number of non-ignored
+    rows (NaN when all are ignored, like torch); ``label_smoothing`` mixes the one-hot target
+    with the uniform distribution. ``z_loss`` adds ``z_loss * logsumexp(row)**2`` per
+    non-ignored row. Computed in float32; the result has the dtype of ``logits`` (shape
+    ``target.shape`` for ``reduction="none"``, else a scalar).
+    """
+    logits = check_tensor(
+        "logits",
+        logits,
+        dtypes=(torch.float32, torch.float16, torch.bfloat16),
+        min_ndim=1,
+        allow_empty=True,
+    )
+    ignore_index, reduction, label_smoothing = validate_loss_options(
+        ignore_index, reduction, label_smoothing
+    )
+    if isinstance(z_loss, bool) or not isinstance(z_loss, (int, float)):
+        raise TypeError(f"z_loss: expected a number, got {describe(z_loss)}")
+    if not z_loss >= 0.0:
+        raise ValueError(f"z_loss: expected a number >= 0, got {z_loss!r}")
+    n_classes = logits.shape[-1]
+    if n_classes == 0:
+        raise ValueError(
+            f"logits: expected at least one class in the last dimension, got {describe(logits)}"
+        )
+    lead = tuple(logits.shape[:-1])
+    target = validate_target(target, lead, n_classes, ignore_index, what="logits.shape[:-1]")
+    check_same_device(logits=logits, target=target)
+
+    logits2d = logits.reshape(-1, n_classes)
+    if logits2d.stride(-1) != 1:
+        logits2d = logits2d.contiguous()
+    target1d = target.reshape(-1)
+    if not target1d.is_contiguous():
+        target1d = target1d.contiguous()
+    if torch.is_grad_enabled() and logits.requires_grad:
+        loss, _ = _cross_entropy_fwd_grad(
+            logits2d, target1d, ignore_index, label_smoothing, float(z_loss), reduction
+        )
+    else:
+        loss_rows, _ = _cross_entropy_fwd(
+            logits2d, target1d, ignore_index, label_smoothing, float(z_loss)
+        )
+        loss = reduce_rows(loss_rows, target1d, ignore_index, reduction)
+    if reduction == "none":
+        loss = loss.reshape(lead)
+    return loss.to(logits.dtype)

@@ -1,0 +1,209 @@
+"""Benchmark problems for the losses: cross entropy (forward; forward+backward) and the fused
+linear cross entropy (forward+backward). Importing this module registers them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from warpforge.harness.problem import Problem, Shape, Tolerance
+from warpforge.harness.registry import register_problem
+from warpforge.ops.liger_baselines import liger_attribute, loss_only
+
+IGNORE_INDEX = -100
+
+
+def _compiled(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any]]:
+    return lambda: torch.compile(fn)
+
+
+def _logits_and_target(
+    shape: Shape, dtype: torch.dtype, device: torch.device, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    rows, vocab = shape["M"], shape["V"]
+    logits = torch.randn(rows, vocab, generator=generator, device=device, dtype=torch.float32)
+    target = torch.randint(0, vocab, (rows,), generator=generator, device=device)
+    # every 16th token is padding, as in packed language-model batches
+    target[1::16] = IGNORE_INDEX
+    return (logits * 2).to(dtype), target
+
+
+# --- cross_entropy.fwd ----------------------------------------------------------------------
+
+
+def cross_entropy_reference(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits, target)
+
+
+def cross_entropy_implementation(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    from warpforge.ops import cross_entropy
+
+    return cross_entropy(logits, target)
+
+
+def _liger_cross_entropy() -> Callable[..., torch.Tensor]:
+    function = liger_attribute("liger_kernel.ops.cross_entropy", "LigerCrossEntropyFunction")
+    # Liger writes its gradient over the logits it is given; timing is unaffected.
+    return lambda logits, target: loss_only(function.apply(logits, target))
+
+
+CE_SHAPES = ({"M": 16384, "V": 32000}, {"M": 8192, "V": 128256}, {"M": 4096, "V": 262144})
+CE_CPU_SHAPES = ({"M": 5, "V": 37}, {"M": 3, "V": 4099}, {"M": 1, "V": 1})
+
+CROSS_ENTROPY_FWD = register_problem(
+    Problem(
+        name="cross_entropy.fwd",
+        reference=cross_entropy_reference,
+        implementation=cross_entropy_implementation,
+        make_inputs=_logits_and_target,
+        flops=lambda s, d: 4.0 * s["M"] * s["V"],
+        bytes_moved=lambda s, d: s["M"] * s["V"] * d.itemsize + s["M"] * 8,
+        shapes=CE_SHAPES,
+        cpu_shapes=CE_CPU_SHAPES,
+        baselines={
+            "torch": lambda: cross_entropy_reference,
+            "torch.compile": _compiled(cross_entropy_reference),
+            "liger": _liger_cross_entropy,
+        },
+        sweep=({"M": 32768, "V": 256}, {"M": 4096, "V": 50257}, {"M": 2048, "V": 151936}),
+        description="mean cross entropy over the last dim, 1 in 16 targets ignored",
+    )
+)
+
+
+# --- cross_entropy.fwd_bwd ------------------------------------------------------------------
+
+
+def _loss_and_grad(loss_fn: Callable[..., torch.Tensor]) -> Callable[..., tuple[torch.Tensor, ...]]:
+    def run(logits: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x = logits.detach().requires_grad_()
+        loss = loss_fn(x, target)
+        (grad,) = torch.autograd.grad(loss, x)
+        return loss.detach(), grad
+
+    return run
+
+
+def _liger_cross_entropy_fwd_bwd() -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
+    return _loss_and_grad(_liger_cross_entropy())
+
+
+CROSS_ENTROPY_FWD_BWD = register_problem(
+    Problem(
+        name="cross_entropy.fwd_bwd",
+        reference=_loss_and_grad(cross_entropy_reference),
+        implementation=_loss_and_grad(cross_entropy_implementation),
+        make_inputs=_logits_and_target,
+        flops=lambda s, d: 8.0 * s["M"] * s["V"],
+        # the minimum: read the logits once, write their gradient once
+        bytes_moved=lambda s, d: 2 * s["M"] * s["V"] * d.itemsize + s["M"] * 8,
+        shapes=CE_SHAPES,
+        cpu_shapes=CE_CPU_SHAPES,
+        baselines={
+            "torch": lambda: _loss_and_grad(cross_entropy_reference),
+            "torch.compile": lambda: _loss_and_grad(torch.compile(cross_entropy_reference)),
+            "liger": _liger_cross_entropy_fwd_bwd,
+        },
+        description="mean cross entropy and its gradient w.r.t. the logits (grad_output 1)",
+    )
+)
+
+
+# --- fused_linear_cross_entropy.fwd_bwd -----------------------------------------------------
+
+
+def _flce_inputs(
+    shape: Shape, dtype: torch.dtype, device: torch.device, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    tokens, width, vocab = shape["tokens"], shape["hidden"], shape["vocab"]
+    hidden = torch.randn(tokens, width, generator=generator, device=device).to(dtype)
+    weight = (torch.randn(vocab, width, generator=generator, device=device) * width**-0.5).to(dtype)
+    target = torch.randint(0, vocab, (tokens,), generator=generator, device=device)
+    target[1::16] = IGNORE_INDEX
+    return hidden, weight, target
+
+
+def _linear_loss_and_grads(
+    loss_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+) -> Callable[..., tuple[torch.Tensor, ...]]:
+    def run(hidden, weight, target):
+        h, w = hidden.detach().requires_grad_(), weight.detach().requires_grad_()
+        loss = loss_fn(h, w, target)
+        grad_hidden, grad_weight = torch.autograd.grad(loss, (h, w))
+        return loss.detach(), grad_hidden, grad_weight
+
+    return run
+
+
+def unfused_linear_cross_entropy(hidden, weight, target):
+    """The usual training code (e.g. Hugging Face models): logits, upcast, cross entropy."""
+    logits = hidden @ weight.t()
+    return F.cross_entropy(logits.float() if logits.dtype != torch.float64 else logits, target)
+
+
+def fused_linear_cross_entropy_implementation(hidden, weight, target):
+    from warpforge.ops import fused_linear_cross_entropy
+
+    return fused_linear_cross_entropy(hidden, weight, target)
+
+
+def _liger_flce() -> Callable[..., tuple[torch.Tensor, ...]]:
+    function = liger_attribute(
+        "liger_kernel.ops.fused_linear_cross_entropy", "LigerFusedLinearCrossEntropyFunction"
+    )
+    return _linear_loss_and_grads(lambda h, w, t: loss_only(function.apply(h, w, t)))
+
+
+def _flce_flops(s: Shape, d: torch.dtype) -> float:
+    # logits, grad_hidden and grad_weight: three [tokens x hidden x vocab] matmuls
+    return 3 * 2.0 * s["tokens"] * s["hidden"] * s["vocab"]
+
+
+def _flce_bytes(s: Shape, d: torch.dtype) -> float:
+    # read hidden and weight, write their gradients; the logits never need to reach memory
+    return 2 * (s["tokens"] + s["vocab"]) * s["hidden"] * d.itemsize + s["tokens"] * 8
+
+
+FUSED_LINEAR_CROSS_ENTROPY_FWD_BWD = register_problem(
+    Problem(
+        name="fused_linear_cross_entropy.fwd_bwd",
+        reference=_linear_loss_and_grads(unfused_linear_cross_entropy),
+        implementation=_linear_loss_and_grads(fused_linear_cross_entropy_implementation),
+        make_inputs=_flce_inputs,
+        flops=_flce_flops,
+        bytes_moved=_flce_bytes,
+        shapes=({"tokens": 16384, "hidden": 4096, "vocab": 128256},),
+        cpu_shapes=(
+            {"tokens": 13, "hidden": 16, "vocab": 37},
+            {"tokens": 1, "hidden": 8, "vocab": 5},
+        ),
+        dtypes=(torch.bfloat16, torch.float32),
+        baselines={
+            "torch": lambda: _linear_loss_and_grads(unfused_linear_cross_entropy),
+            "torch.compile": lambda: _linear_loss_and_grads(
+                torch.compile(unfused_linear_cross_entropy)
+            ),
+            "liger": _liger_flce,
+        },
+        # grad_weight accumulates over token chunks in the weight dtype (one rounding per chunk)
+        tolerance=Tolerance(
+            atol={
+                torch.float64: 1e-10,
+                torch.float32: 1e-4,
+                torch.float16: 1e-2,
+                torch.bfloat16: 2e-2,
+            },
+            rtol={
+                torch.float64: 1e-10,
+                torch.float32: 1e-4,
+                torch.float16: 1e-2,
+                torch.bfloat16: 2e-2,
+            },
+        ),
+        sweep=({"tokens": 8192, "hidden": 4096, "vocab": 152064},),
+        description="LM head + mean cross entropy, loss and grads of hidden and weight",
+    )
+)

@@ -1,0 +1,233 @@
+"""Rotary position embedding (RoPE) for queries and keys.
+
+Layout: ``q`` is ``[batch, seq, q_heads, head_dim]`` and ``k`` is ``[batch, seq, k_heads,
+head_dim]`` (``q_heads`` and ``k_heads`` may differ, as in grouped-query attention). Tensors in
+``[batch, heads, seq, head_dim]`` layout can be passed as ``x.transpose(1, 2)`` views: the
+kernel reads any strides (the last one must be 1, else a copy is made).
+
+``cos`` and ``sin`` are ``[seq, D]`` or ``[batch or 1, seq, D]`` with ``D = head_dim`` (the
+Hugging Face convention, e.g. ``cat([freqs, freqs])`` for half rotation) or ``D = head_dim // 2``
+(one angle per rotated pair). They are constants: gradients flow to ``q`` and ``k`` only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from warpforge.runtime import ExecutionPath, execution_path
+from warpforge.validation import FLOAT_DTYPES, check_same_device, check_tensor, describe
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _launch_config(n_heads: int, head_dim: int) -> tuple[int, int]:
+    """(BLOCK_H, num_warps): up to 4096 elements per program, all heads of a token if they fit."""
+    block_h = min(_next_power_of_2(n_heads), max(1, 4096 // head_dim))
+    num_warps = 4 if block_h * head_dim >= 2048 else 2
+    return block_h, num_warps
+
+
+def _table_strides(table: torch.Tensor) -> tuple[int, int]:
+    """(batch stride, seq stride) of a [seq, D] or [batch|1, seq, D] table; 0 broadcasts."""
+    if table.dim() == 2:
+        return 0, table.stride(0)
+    return (table.stride(0) if table.shape[0] > 1 else 0), table.stride(1)
+
+
+def _full_tables(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool):
+    """Tables expanded to one float32 value per element of ``x``: [batch|1, seq, 1, head_dim]."""
+    cos, sin = cos.float(), sin.float()
+    if cos.shape[-1] != x.shape[-1]:
+        repeat = (
+            (lambda t: t.repeat_interleave(2, dim=-1))
+            if interleaved
+            else (lambda t: torch.cat([t, t], dim=-1))
+        )
+        cos, sin = repeat(cos), repeat(sin)
+    if cos.dim() == 2:
+        cos, sin = cos[None], sin[None]
+    return cos[:, :, None, :], sin[:, :, None, :]
+
+
+def _reference_rotate(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, backward: bool
+) -> torch.Tensor:
+    c, s = _full_tables(x, cos, sin, interleaved)
+    xf = x.float()
+    if interleaved:
+        x1, x2 = xf[..., 0::2], xf[..., 1::2]
+        c1, c2, s1, s2 = c[..., 0::2], c[..., 1::2], s[..., 0::2], s[..., 1::2]
+    else:
+        half = x.shape[-1] // 2
+        x1, x2 = xf[..., :half], xf[..., half:]
+        c1, c2, s1, s2 = c[..., :half], c[..., half:], s[..., :half], s[..., half:]
+    if backward:
+        s1, s2 = -s2, -s1
+    o1, o2 = x1 * c1 - x2 * s1, x2 * c2 + x1 * s2
+    if interleaved:
+        out = torch.stack([o1, o2], dim=-1).flatten(-2)
+    else:
+        out = torch.cat([o1, o2], dim=-1)
+    return out.to(x.dtype)
+
+
+def _rotate(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, backward: bool
+) -> torch.Tensor:
+    if execution_path(x.device) is ExecutionPath.TORCH_REFERENCE:
+        return _reference_rotate(x, cos, sin, interleaved, backward)
+    from warpforge.ops._kernels.rope import rope_bwd_kernel, rope_fwd_kernel
+
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    batch, seq, n_heads, head_dim = x.shape
+    out = torch.empty(x.shape, device=x.device, dtype=x.dtype)
+    if out.numel() == 0:
+        return out
+    block_h, num_warps = _launch_config(n_heads, head_dim)
+    kernel = rope_bwd_kernel if backward else rope_fwd_kernel
+    guard = torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext()
+    with guard:
+        kernel[(batch * seq, _cdiv(n_heads, block_h))](
+            x,
+            out,
+            cos,
+            sin,
+            seq,
+            n_heads,
+            x.stride(0),
+            x.stride(1),
+            x.stride(2),
+            out.stride(0),
+            out.stride(1),
+            out.stride(2),
+            *_table_strides(cos),
+            HEAD_DIM=head_dim,
+            HALF_TABLE=cos.shape[-1] != head_dim,
+            INTERLEAVED=interleaved,
+            BLOCK_H=block_h,
+            BLOCK_D=_next_power_of_2(head_dim // 2),
+            num_warps=num_warps,
+        )
+    return out
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@torch.library.custom_op("warpforge::rope_fwd", mutates_args=())
+def _rope_fwd(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool
+) -> torch.Tensor:
+    return _rotate(x, cos, sin, interleaved, backward=False)
+
+
+@_rope_fwd.register_fake
+def _(x, cos, sin, interleaved):
+    return x.new_empty(x.shape)
+
+
+@torch.library.custom_op("warpforge::rope_bwd", mutates_args=())
+def _rope_bwd(
+    grad_out: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool
+) -> torch.Tensor:
+    return _rotate(grad_out, cos, sin, interleaved, backward=True)
+
+
+@_rope_bwd.register_fake
+def _(grad_out, cos, sin, interleaved):
+    return grad_out.new_empty(grad_out.shape)
+
+
+def _setup_context(ctx, inputs, output):
+    _, cos, sin, interleaved = inputs
+    ctx.save_for_backward(cos, sin)
+    ctx.interleaved = interleaved
+
+
+def _backward(ctx, grad_out):
+    cos, sin = ctx.saved_tensors
+    return _rope_bwd(grad_out, cos, sin, ctx.interleaved), None, None, None
+
+
+_rope_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _validate_table(name: str, table: object, q: torch.Tensor) -> torch.Tensor:
+    table = check_tensor(name, table, dtypes=FLOAT_DTYPES, ndim=(2, 3), allow_empty=True)
+    batch, seq, _, head_dim = q.shape
+    expected = f"[seq={seq}, D] or [1 or batch={batch}, seq={seq}, D] with D in ({head_dim}, {head_dim // 2})"
+    ok = table.shape[-2] == seq and table.shape[-1] in (head_dim, head_dim // 2)
+    if table.dim() == 3:
+        ok = ok and table.shape[0] in (1, batch)
+    if not ok:
+        raise ValueError(f"{name}: expected shape {expected}, got {describe(table)}")
+    if table.requires_grad and torch.is_grad_enabled():
+        raise ValueError(
+            f"{name}: rope treats cos/sin as constants and does not differentiate them; "
+            f"pass {name}.detach() (got a tensor that requires grad)"
+        )
+    if table.stride(-1) != 1:
+        table = table.contiguous()
+    return table
+
+
+def _validate(q, k, cos, sin, interleaved, q_name="q", k_name="k"):
+    q = check_tensor(q_name, q, dtypes=FLOAT_DTYPES, ndim=4, allow_empty=True)
+    k = check_tensor(k_name, k, dtypes=FLOAT_DTYPES, ndim=4, allow_empty=True)
+    if not isinstance(interleaved, bool):
+        raise TypeError(f"interleaved: expected a bool, got {describe(interleaved)}")
+    if k.dtype != q.dtype:
+        raise TypeError(f"{k_name}: expected the dtype of {q_name} ({q.dtype}), got {describe(k)}")
+    batch, seq, _, head_dim = q.shape
+    if head_dim % 2:
+        raise ValueError(f"{q_name}: expected an even head_dim (last dimension), got {describe(q)}")
+    if (k.shape[0], k.shape[1], k.shape[3]) != (batch, seq, head_dim):
+        raise ValueError(
+            f"{k_name}: expected shape [{batch}, {seq}, k_heads, {head_dim}] (batch, seq and "
+            f"head_dim of {q_name}), got {describe(k)}"
+        )
+    cos = _validate_table("cos", cos, q)
+    sin = _validate_table("sin", sin, q)
+    if sin.shape != cos.shape:
+        raise ValueError(f"sin: expected the shape of cos {tuple(cos.shape)}, got {describe(sin)}")
+    check_same_device(**{q_name: q, k_name: k, "cos": cos, "sin": sin})
+    return q, k, cos, sin
+
+
+def rope(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    *,
+    interleaved: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate ``q`` and ``k`` (``[batch, seq, heads, head_dim]``) by the angles in cos/sin.
+
+    ``interleaved=False`` rotates ``(x[d], x[d + head_dim/2])`` pairs (NeoX/Llama
+    ``rotate_half``): ``out = x * cos + rotate_half(x) * sin``. ``interleaved=True`` rotates
+    ``(x[2i], x[2i+1])`` pairs (GPT-J). Returns new tensors ``(q_rot, k_rot)`` of the input
+    shapes and dtypes; math in float32. Differentiable in ``q`` and ``k``.
+    """
+    q, k, cos, sin = _validate(q, k, cos, sin, interleaved)
+    return _rope_fwd(q, cos, sin, interleaved), _rope_fwd(k, cos, sin, interleaved)
+
+
+def rope_backward(
+    grad_q: torch.Tensor,
+    grad_k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    *,
+    interleaved: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradients of :func:`rope` w.r.t. ``q`` and ``k`` for output gradients ``grad_q``,
+    ``grad_k``: the backward kernel alone (same layouts and tables as :func:`rope`)."""
+    grad_q, grad_k, cos, sin = _validate(grad_q, grad_k, cos, sin, interleaved, "grad_q", "grad_k")
+    return _rope_bwd(grad_q, cos, sin, interleaved), _rope_bwd(grad_k, cos, sin, interleaved)

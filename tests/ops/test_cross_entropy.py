@@ -1,0 +1,435 @@
+"""warpforge.ops.cross_entropy against a plain float64 reference (and torch itself)."""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from warpforge.ops import cross_entropy
+from warpforge.runtime import ExecutionPath
+
+# `import warpforge.ops.cross_entropy as m` would bind the function of the same name.
+ce_module = importlib.import_module("warpforge.ops.cross_entropy")
+
+IGNORE = -100
+
+
+def reference_cross_entropy(logits, target, *, ignore_index=IGNORE, reduction="mean",
+                            label_smoothing=0.0, z_loss=0.0):  # fmt: skip
+    """Plain float64 cross entropy, class dimension last."""
+    n_classes = logits.shape[-1]
+    x = logits.double().reshape(-1, n_classes)
+    t = target.reshape(-1).long()
+    valid = t != ignore_index
+    log_probs = x.log_softmax(dim=-1)
+    nll = -log_probs.gather(1, torch.where(valid, t, 0)[:, None])[:, 0]
+    smooth = -log_probs.mean(dim=-1)
+    lse = x.logsumexp(dim=-1)
+    rows = (1 - label_smoothing) * nll + z_loss * lse * lse
+    if label_smoothing:  # 0 * inf would turn masked (-inf) logits into NaN
+        rows = rows + label_smoothing * smooth
+    rows = torch.where(valid, rows, torch.zeros_like(rows))
+    if reduction == "none":
+        return rows.reshape(target.shape)
+    if reduction == "sum":
+        return rows.sum()
+    return rows.sum() / valid.sum()
+
+
+def random_target(shape, n_classes, generator, ignore_fraction=0.2):
+    target = torch.randint(0, n_classes, shape, generator=generator)
+    ignored = torch.rand(shape, generator=generator) < ignore_fraction
+    return torch.where(ignored, torch.full_like(target, IGNORE), target)
+
+
+@pytest.fixture(params=["triton", "torch-reference"])
+def path(request, monkeypatch):
+    """Run every check on the Triton kernels (interpreter here) and on the PyTorch path."""
+    if request.param == "torch-reference":
+        monkeypatch.setattr(ce_module, "execution_path", lambda d: ExecutionPath.TORCH_REFERENCE)
+    return request.param
+
+
+def check_forward_backward(logits, target, dtype, tol, **options):
+    x = logits.to(dtype).requires_grad_()
+    loss = cross_entropy(x, target, **options)
+    grad_out = torch.rand(loss.shape, dtype=torch.float64) + 0.5
+    (grad,) = torch.autograd.grad(loss, x, grad_out.to(loss.dtype))
+
+    x64 = x.detach().double().requires_grad_()
+    expected = reference_cross_entropy(x64, target, **options)
+    (expected_grad,) = torch.autograd.grad(expected, x64, grad_out)
+    assert loss.dtype == dtype and loss.shape == expected.shape
+    torch.testing.assert_close(loss.double(), expected, atol=tol, rtol=tol, equal_nan=True)
+    torch.testing.assert_close(grad.double(), expected_grad, atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(1, 1), (1, 7), (5, 1), (13, 97), (3, 4, 31), (2, 5000), (17,)],
+    ids=lambda s: "x".join(map(str, s)),
+)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_matches_reference(shape, reduction, path):
+    gen = torch.Generator().manual_seed(hash((shape, reduction)) % 2**31)
+    logits = torch.randn(shape, generator=gen) * 3
+    target = random_target(shape[:-1], shape[-1], gen)
+    check_forward_backward(logits, target, torch.float32, 2e-5, reduction=reduction)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_label_smoothing_and_z_loss(reduction, path):
+    gen = torch.Generator().manual_seed(7)
+    logits = torch.randn(11, 257, generator=gen) * 4
+    target = random_target((11,), 257, gen)
+    check_forward_backward(
+        logits, target, torch.float32, 2e-5,
+        reduction=reduction, label_smoothing=0.15, z_loss=1e-3, ignore_index=IGNORE,
+    )  # fmt: skip
+
+
+def test_large_vocab_spans_many_chunks(path):
+    gen = torch.Generator().manual_seed(3)
+    logits = torch.randn(2, 65537, generator=gen) * 5
+    target = torch.tensor([65536, 0])
+    check_forward_backward(logits, target, torch.float32, 2e-5, label_smoothing=0.1)
+
+
+def test_float16(path):
+    gen = torch.Generator().manual_seed(4)
+    logits = torch.randn(9, 301, generator=gen) * 3
+    target = random_target((9,), 301, gen)
+    check_forward_backward(logits, target, torch.float16, 5e-3, reduction="sum")
+
+
+def test_matches_torch_cross_entropy(path):
+    gen = torch.Generator().manual_seed(5)
+    logits = torch.randn(16, 50, generator=gen)
+    target = random_target((16,), 50, gen)
+    for reduction in ("mean", "sum", "none"):
+        ours = cross_entropy(logits, target, reduction=reduction, label_smoothing=0.3)
+        theirs = F.cross_entropy(logits, target, reduction=reduction, label_smoothing=0.3)
+        torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=1e-5)
+
+
+def test_int32_target_and_non_contiguous_logits(path):
+    gen = torch.Generator().manual_seed(6)
+    wide = torch.randn(40, 23, generator=gen)
+    logits = wide.t()[:, 3:40:2]  # stride(-1) != 1: [23, 19] view
+    assert not logits.is_contiguous()
+    target = random_target((23,), 19, gen).to(torch.int32)
+    check_forward_backward(logits, target, torch.float32, 2e-5, reduction="none")
+    strided_target = torch.randint(0, 19, (46,), generator=gen)[::2]
+    check_forward_backward(logits, strided_target, torch.float32, 2e-5, reduction="sum")
+    strided_rows = torch.randn(12, 64, generator=gen)[::3, :37]  # row stride 192, last stride 1
+    check_forward_backward(strided_rows, random_target((4,), 37, gen), torch.float32, 2e-5)
+
+
+def test_masked_minus_inf_logits(path):
+    gen = torch.Generator().manual_seed(17)
+    logits = torch.randn(5, 300, generator=gen) * 3
+    logits[:, 100:] = float("-inf")  # e.g. vocabulary padding masked out
+    logits[2, :50] = float("-inf")
+    target = torch.tensor([3, 99, 60, IGNORE, 0])
+    check_forward_backward(logits, target, torch.float32, 2e-5, reduction="none", z_loss=1e-3)
+
+
+def test_all_rows_ignored_matches_torch(path):
+    gen = torch.Generator().manual_seed(8)
+    logits = torch.randn(4, 9, generator=gen, requires_grad=True)
+    target = torch.full((4,), IGNORE)
+    loss = cross_entropy(logits, target)
+    expected = F.cross_entropy(logits, target)
+    assert math.isnan(loss.item()) and math.isnan(expected.item())
+    (grad,) = torch.autograd.grad(loss, logits)
+    (expected_grad,) = torch.autograd.grad(expected, logits)
+    torch.testing.assert_close(grad, expected_grad)
+    assert cross_entropy(logits, target, reduction="sum").item() == 0.0
+
+
+def test_empty_batch_matches_torch(path):
+    logits = torch.randn(0, 5)
+    target = torch.zeros(0, dtype=torch.long)
+    assert math.isnan(cross_entropy(logits, target).item())
+    assert cross_entropy(logits, target, reduction="sum").item() == 0.0
+    assert cross_entropy(logits, target, reduction="none").shape == (0,)
+
+
+def test_backward_writes_every_element_of_a_poisoned_buffer(path):
+    gen = torch.Generator().manual_seed(9)
+    logits = torch.randn(6, 333, generator=gen)
+    target = random_target((6,), 333, gen)
+    _, lse = ce_module.row_losses(logits, target, IGNORE, 0.1, 0.01)
+    grad_loss = torch.rand(6, generator=gen)
+    poisoned = torch.full_like(logits, float("nan"))
+    ce_module.row_grads(poisoned, logits, target, lse, grad_loss, IGNORE, 0.1, 0.01)
+    x64 = logits.double().requires_grad_()
+    rows = reference_cross_entropy(x64, target, reduction="none", label_smoothing=0.1, z_loss=0.01)
+    (expected,) = torch.autograd.grad(rows, x64, grad_loss.double())
+    torch.testing.assert_close(poisoned.double(), expected, atol=2e-6, rtol=2e-5)
+
+
+def test_forward_with_grad_fills_a_poisoned_buffer_even_in_place(path):
+    gen = torch.Generator().manual_seed(14)
+    logits = torch.randn(5, 1201, generator=gen) * 2
+    target = random_target((5,), 1201, gen)
+    grad_loss = torch.rand(5, generator=gen) + 0.5
+    x64 = logits.double().requires_grad_()
+    rows = reference_cross_entropy(x64, target, reduction="none", label_smoothing=0.2, z_loss=0.1)
+    (expected,) = torch.autograd.grad(rows, x64, grad_loss.double())
+    poisoned = torch.full_like(logits, float("nan"))
+    loss, _ = ce_module.row_losses(
+        logits, target, IGNORE, 0.2, 0.1, grad_out=poisoned, grad_loss=grad_loss
+    )
+    torch.testing.assert_close(loss.double(), rows.detach(), atol=2e-5, rtol=2e-5)
+    torch.testing.assert_close(poisoned.double(), expected, atol=2e-6, rtol=2e-5)
+    in_place = logits.clone()  # the gradient may overwrite the logits it is computed from
+    ce_module.row_losses(in_place, target, IGNORE, 0.2, 0.1, grad_out=in_place, grad_loss=grad_loss)
+    torch.testing.assert_close(in_place.double(), expected, atol=2e-6, rtol=2e-5)
+
+
+def test_unit_grad_output_skips_scaling_and_keeps_user_logits(path):
+    gen = torch.Generator().manual_seed(15)
+    logits = (torch.randn(7, 45, generator=gen) * 2).requires_grad_()
+    before = logits.detach().clone()
+    target = random_target((7,), 45, gen)
+    cross_entropy(logits, target, label_smoothing=0.1).backward()
+    x64 = before.double().requires_grad_()
+    (expected,) = torch.autograd.grad(
+        reference_cross_entropy(x64, target, label_smoothing=0.1), x64
+    )
+    torch.testing.assert_close(logits.grad.double(), expected, atol=2e-6, rtol=2e-5)
+    assert torch.equal(logits.detach(), before)
+
+
+def test_second_backward_through_one_forward_raises(path):
+    logits = torch.randn(3, 6, requires_grad=True)
+    loss = cross_entropy(logits, torch.tensor([0, 1, 2]))
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward ran twice"):
+        loss.backward()
+
+
+def test_forward_only_op_has_its_own_backward(path):
+    """The op used without grad mode still differentiates (e.g. when called directly)."""
+    gen = torch.Generator().manual_seed(16)
+    logits = torch.randn(6, 77, generator=gen, requires_grad=True)
+    target = random_target((6,), 77, gen)
+    loss, _ = torch.ops.warpforge.cross_entropy_fwd(logits, target, IGNORE, 0.05, 0.02)
+    grad_loss = torch.rand(6, generator=gen)
+    (grad,) = torch.autograd.grad(loss, logits, grad_loss)
+    x64 = logits.detach().double().requires_grad_()
+    rows = reference_cross_entropy(x64, target, reduction="none", label_smoothing=0.05, z_loss=0.02)
+    (expected,) = torch.autograd.grad(rows, x64, grad_loss.double())
+    torch.testing.assert_close(grad.double(), expected, atol=2e-6, rtol=2e-5)
+
+
+def test_kernel_gives_nan_for_out_of_range_target_instead_of_reading_out_of_bounds(path):
+    logits = torch.randn(3, 8)
+    target = torch.tensor([8, -5, 2])
+    loss, _ = ce_module.row_losses(logits, target, IGNORE, 0.0, 0.0)
+    assert math.isnan(loss[0]) and math.isnan(loss[1]) and not math.isnan(loss[2])
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    rows=st.integers(1, 6),
+    n_classes=st.integers(1, 70),
+    smoothing=st.sampled_from([0.0, 0.1, 1.0]),
+    z_loss=st.sampled_from([0.0, 1e-2]),
+    reduction=st.sampled_from(["mean", "sum", "none"]),
+    seed=st.integers(0, 2**16),
+)
+def test_property_matches_reference(rows, n_classes, smoothing, z_loss, reduction, seed):
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(rows, n_classes, generator=gen) * 4
+    target = random_target((rows,), n_classes, gen, ignore_fraction=0.1)
+    target[0] = n_classes - 1  # at least one non-ignored row: mean stays finite
+    check_forward_backward(
+        logits, target, torch.float32, 3e-5,
+        reduction=reduction, label_smoothing=smoothing, z_loss=z_loss,
+    )  # fmt: skip
+
+
+def test_compiles_fullgraph_with_fake_kernels():
+    gen = torch.Generator().manual_seed(10)
+    logits = torch.randn(5, 12, generator=gen, requires_grad=True)
+    target = random_target((5,), 12, gen)
+
+    def loss_fn(x, t):
+        return cross_entropy(x, t, label_smoothing=0.1, z_loss=1e-3) * 2
+
+    compiled = torch.compile(loss_fn, backend="aot_eager", fullgraph=True)
+    loss = compiled(logits, target)
+    (grad,) = torch.autograd.grad(loss, logits)
+    eager = loss_fn(logits, target)
+    (eager_grad,) = torch.autograd.grad(eager, logits)
+    torch.testing.assert_close(loss, eager)
+    torch.testing.assert_close(grad, eager_grad)
+
+
+def test_custom_ops_pass_opcheck():
+    gen = torch.Generator().manual_seed(11)
+    logits = torch.randn(4, 10, generator=gen, requires_grad=True)
+    target = random_target((4,), 10, gen)
+    torch.library.opcheck(
+        torch.ops.warpforge.cross_entropy_fwd.default, (logits, target, IGNORE, 0.1, 0.01)
+    )
+    torch.library.opcheck(
+        torch.ops.warpforge.cross_entropy_fwd_grad.default,
+        (logits.detach(), target, IGNORE, 0.1, 0.01, "mean"),
+    )
+    torch.library.opcheck(
+        torch.ops.warpforge.cross_entropy_scale_grad_.default,
+        (torch.randn(4, 10, generator=gen), torch.rand(4, generator=gen)),
+    )
+    _, lse = ce_module.row_losses(logits.detach(), target, IGNORE, 0.1, 0.01)
+    torch.library.opcheck(
+        torch.ops.warpforge.cross_entropy_bwd.default,
+        (torch.rand(4, generator=gen), logits.detach(), target, lse, IGNORE, 0.1, 0.01),
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda x, t: cross_entropy(x.double(), t), TypeError, "logits: expected dtype"),
+        (lambda x, t: cross_entropy(x, t.float()), TypeError, "target: expected dtype"),
+        (lambda x, t: cross_entropy(x, t[:3]), ValueError, r"target: expected shape \(4,\)"),
+        (
+            lambda x, t: cross_entropy(x, t, reduction="avg"),
+            ValueError,
+            "reduction: expected one of",
+        ),
+        (lambda x, t: cross_entropy(x, t, label_smoothing=1.5), ValueError, "label_smoothing"),
+        (lambda x, t: cross_entropy(x, t, label_smoothing=-0.1), ValueError, "label_smoothing"),
+        (
+            lambda x, t: cross_entropy(x, t, z_loss=-1e-4),
+            ValueError,
+            "z_loss: expected a number >= 0",
+        ),
+        (lambda x, t: cross_entropy(x, t, ignore_index=1.5), TypeError, "ignore_index"),
+        (
+            lambda x, t: cross_entropy(x, torch.tensor([0, 1, 6, 2])),
+            ValueError,
+            r"target: expected class indices in \[0, 6\).*got 6 at position \(2,\)",
+        ),
+        (lambda x, t: cross_entropy(x, torch.tensor([0, -1, 0, 2])), ValueError, "got -1"),
+        (
+            lambda x, t: cross_entropy(x[:, :0], t),
+            ValueError,
+            "logits: expected at least one class",
+        ),
+        (lambda x, t: cross_entropy(x.numpy(), t), TypeError, "logits: expected a torch.Tensor"),
+    ],
+)
+def test_invalid_arguments_raise_naming_the_argument(call, error, match):
+    logits = torch.randn(4, 6)
+    target = torch.tensor([0, 5, IGNORE, 3])
+    with pytest.raises(error, match=match):
+        call(logits, target)
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(64, 32000), (8, 128256), (3, 262144), (300, 5)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_gpu_matches_reference(shape, dtype):
+    gen = torch.Generator().manual_seed(20)
+    logits = torch.randn(shape, generator=gen) * 3
+    target = random_target(shape[:-1], shape[-1], gen)
+    x = logits.to("cuda", dtype).requires_grad_()
+    t = target.cuda()
+    loss = cross_entropy(x, t, label_smoothing=0.1, z_loss=1e-4, reduction="sum")
+    (grad,) = torch.autograd.grad(loss, x)
+    x64 = x.detach().double().requires_grad_()
+    expected = reference_cross_entropy(x64, t, label_smoothing=0.1, z_loss=1e-4, reduction="sum")
+    (expected_grad,) = torch.autograd.grad(expected, x64)
+    tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+    torch.testing.assert_close(loss.double(), expected, rtol=tol, atol=tol * shape[0])
+    torch.testing.assert_close(grad.double(), expected_grad, rtol=tol, atol=tol)
+
+
+@pytest.mark.gpu
+def test_gpu_torch_compile_fullgraph_and_cuda_graph():
+    gen = torch.Generator().manual_seed(21)
+    logits = (torch.randn(128, 32000, generator=gen) * 2).cuda().to(torch.bfloat16).requires_grad_()
+    target = random_target((128,), 32000, gen).cuda()
+
+    def step(x, t):
+        loss = cross_entropy(x, t, label_smoothing=0.1)
+        (grad,) = torch.autograd.grad(loss, x)
+        return loss, grad
+
+    eager_loss, eager_grad = step(logits, target)
+    compiled = torch.compile(lambda x, t: cross_entropy(x, t, label_smoothing=0.1), fullgraph=True)
+    loss = compiled(logits, target)
+    (grad,) = torch.autograd.grad(loss, logits)
+    torch.testing.assert_close(loss, eager_loss)
+    torch.testing.assert_close(grad, eager_grad)
+
+    static_x = logits.detach().clone().requires_grad_()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step(static_x, target)  # warm-up compiles the kernels outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        graph_loss, graph_grad = step(static_x, target)
+    fresh = (torch.randn(128, 32000, generator=gen) * 2).cuda().to(torch.bfloat16)
+    with torch.no_grad():
+        static_x.copy_(fresh)
+    graph.replay()
+    torch.cuda.synchronize()
+    expected_loss, expected_grad = step(fresh.clone().requires_grad_(), target)
+    torch.testing.assert_close(graph_loss, expected_loss)
+    torch.testing.assert_close(graph_grad, expected_grad)
+
+
+@pytest.mark.gpu
+def test_gpu_logits_beyond_2_pow_31_elements():
+    rows, vocab = 8193, 262144  # 2.15e9 elements, 4.3 GB in bf16
+    assert rows * vocab > 2**31
+    gen = torch.Generator(device="cuda").manual_seed(22)
+    logits = torch.randn(rows, vocab, device="cuda", dtype=torch.bfloat16, generator=gen)
+    logits.requires_grad_()
+    target = torch.randint(0, vocab, (rows,), device="cuda", generator=gen)
+    loss = cross_entropy(logits, target, reduction="none")
+    (grad,) = torch.autograd.grad(loss, logits, torch.ones_like(loss))
+    check_rows = torch.tensor([0, 4096, rows - 2, rows - 1], device="cuda")
+    x64 = logits.detach()[check_rows].double().requires_grad_()
+    expected = reference_cross_entropy(x64, target[check_rows], reduction="none")
+    (expected_grad,) = torch.autograd.grad(expected, x64, torch.ones_like(expected))
+    torch.testing.assert_close(loss[check_rows].double(), expected, rtol=1.6e-2, atol=2e-2)
+    torch.testing.assert_close(grad[check_rows].double(), expected_grad, rtol=1.6e-2, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_gpu_device_assert_on_bad_target_with_checks(monkeypatch):
+    """WARPFORGE_CHECKS=1 compiles the target check in; run in a subprocess (a device assert
+    poisons the CUDA context)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, warpforge.ops as ops\n"
+        "x = torch.randn(4, 100, device='cuda')\n"
+        "t = torch.tensor([0, 1, 100, 2], device='cuda')\n"
+        "ops.cross_entropy(x, t)\n"
+        "torch.cuda.synchronize()\n"
+    )
+    env = {**__import__("os").environ, "WARPFORGE_CHECKS": "1"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "target outside" in result.stderr or "device-side assert" in result.stderr

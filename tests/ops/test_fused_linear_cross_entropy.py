@@ -1,0 +1,285 @@
+"""warpforge.ops.fused_linear_cross_entropy against the unfused float64 computation."""
+
+from __future__ import annotations
+
+import importlib
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from warpforge.ops import fused_linear_cross_entropy
+from warpforge.runtime import ExecutionPath
+
+IGNORE = -100
+ce_module = importlib.import_module("warpforge.ops.cross_entropy")
+flce_module = importlib.import_module("warpforge.ops.fused_linear_cross_entropy")
+
+
+def reference_linear_cross_entropy(hidden, weight, target, bias, *, reduction="mean",
+                                   label_smoothing=0.0, ignore_index=IGNORE):  # fmt: skip
+    """Unfused, float64: logits = hidden @ weight.T + bias, then torch's cross entropy."""
+    logits = hidden.double() @ weight.double().t()
+    if bias is not None:
+        logits = logits + bias.double()
+    loss = F.cross_entropy(
+        logits.reshape(-1, weight.shape[0]),
+        target.reshape(-1),
+        ignore_index=ignore_index,
+        reduction=reduction,
+        label_smoothing=label_smoothing,
+    )
+    return loss.reshape(target.shape) if reduction == "none" else loss
+
+
+@pytest.fixture(params=["triton", "torch-reference"])
+def path(request, monkeypatch):
+    if request.param == "torch-reference":
+        monkeypatch.setattr(ce_module, "execution_path", lambda d: ExecutionPath.TORCH_REFERENCE)
+    return request.param
+
+
+def make_inputs(lead, width, vocab, *, with_bias, dtype=torch.float32, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(*lead, width, generator=gen).to(dtype)
+    weight = (torch.randn(vocab, width, generator=gen) / math.sqrt(width) * 3).to(dtype)
+    bias = torch.randn(vocab, generator=gen).to(dtype) if with_bias else None
+    target = torch.randint(0, vocab, lead, generator=gen)
+    target = torch.where(torch.rand(lead, generator=gen) < 0.2, IGNORE, target)
+    return hidden, weight, target, bias
+
+
+def check(hidden, weight, target, bias, tol, **options):
+    params = [
+        t.clone().requires_grad_() for t in (hidden, weight) + ((bias,) if bias is not None else ())
+    ]
+    bias_param = params[2] if bias is not None else None
+    loss = fused_linear_cross_entropy(params[0], params[1], target, bias_param, **options)
+    grad_out = torch.rand(loss.shape, dtype=torch.float64) + 0.5
+    grads = torch.autograd.grad(loss, params, grad_out.to(loss.dtype))
+
+    params64 = [p.detach().double().requires_grad_() for p in params]
+    bias64 = params64[2] if bias is not None else None
+    options.pop("chunk_size", None)
+    expected = reference_linear_cross_entropy(params64[0], params64[1], target, bias64, **options)
+    expected_grads = torch.autograd.grad(expected, params64, grad_out)
+    assert loss.dtype == hidden.dtype and loss.shape == expected.shape
+    torch.testing.assert_close(loss.double(), expected, atol=tol, rtol=tol)
+    for name, got, want in zip(("hidden", "weight", "bias"), grads, expected_grads, strict=False):
+        assert got.dtype == hidden.dtype, name
+        torch.testing.assert_close(got.double(), want, atol=tol, rtol=tol, msg=name)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("with_bias", [False, True], ids=["no-bias", "bias"])
+@pytest.mark.parametrize("chunk_size", [1, 3, None, 1000])
+def test_matches_unfused_reference(reduction, with_bias, chunk_size, path):
+    inputs = make_inputs(
+        (11,), 16, 37, with_bias=with_bias, seed=hash((reduction, chunk_size)) % 999
+    )
+    check(*inputs, 2e-5, reduction=reduction, chunk_size=chunk_size, label_smoothing=0.1)
+
+
+def test_three_d_hidden_prime_sizes(path):
+    hidden, weight, target, bias = make_inputs((3, 5), 13, 101, with_bias=True, seed=4)
+    check(hidden, weight, target, bias, 2e-5, reduction="none", chunk_size=4)
+    target = torch.where(target == IGNORE, 5, target)  # class 5 is the ignored one now
+    check(hidden, weight, target, bias, 2e-5, reduction="mean", chunk_size=7, ignore_index=5)
+
+
+def test_vocab_of_one_and_single_token(path):
+    check(*make_inputs((1,), 8, 1, with_bias=False, seed=5), 2e-5)
+    check(*make_inputs((4,), 8, 1, with_bias=True, seed=6), 2e-5, reduction="sum")
+
+
+def test_float16(path):
+    inputs = make_inputs((9,), 32, 61, with_bias=True, dtype=torch.float16, seed=7)
+    check(*inputs, 1e-2, reduction="sum", chunk_size=4)
+
+
+def test_non_contiguous_hidden_and_weight(path):
+    hidden, weight, target, bias = make_inputs((6,), 24, 29, with_bias=False, seed=8)
+    hidden = torch.cat([hidden, hidden], dim=1)[:, ::2]
+    weight = weight.t().contiguous().t()
+    assert not hidden.is_contiguous() and not weight.is_contiguous()
+    check(hidden, weight, target, bias, 2e-5, chunk_size=4)
+
+
+def test_strided_target_like_shifted_labels(path):
+    hidden, weight, _, bias = make_inputs((2, 6), 16, 23, with_bias=True, seed=15)
+    tokens = torch.randint(0, 23, (2, 7), generator=torch.Generator().manual_seed(16))
+    check(hidden, weight, tokens[:, 1:], bias, 2e-5, chunk_size=5)  # labels = inputs shifted
+    every_other = torch.randint(0, 23, (24,), generator=torch.Generator().manual_seed(17))[::2]
+    assert every_other.stride(0) == 2
+    check(hidden.reshape(12, 16), weight, every_other, None, 2e-5, chunk_size=5)
+
+
+def test_all_rows_ignored(path):
+    hidden, weight, _, bias = make_inputs((5,), 8, 13, with_bias=True, seed=9)
+    target = torch.full((5,), IGNORE)
+    hidden.requires_grad_()
+    loss = fused_linear_cross_entropy(hidden, weight, target, bias, chunk_size=2)
+    assert math.isnan(loss.item())
+    (grad,) = torch.autograd.grad(loss, hidden)
+    assert torch.equal(grad, torch.zeros_like(grad))
+    assert fused_linear_cross_entropy(hidden, weight, target, reduction="sum").item() == 0.0
+
+
+def test_no_grad_and_frozen_hidden(path):
+    hidden, weight, target, _ = make_inputs((7,), 8, 19, with_bias=False, seed=10)
+    with torch.no_grad():
+        loss = fused_linear_cross_entropy(hidden, weight, target)
+    torch.testing.assert_close(
+        loss.double(),
+        reference_linear_cross_entropy(hidden, weight, target, None),
+        atol=1e-5,
+        rtol=1e-5,
+    )
+    weight = weight.requires_grad_()
+    (grad_weight,) = torch.autograd.grad(fused_linear_cross_entropy(hidden, weight, target), weight)
+    w64 = weight.detach().double().requires_grad_()
+    (expected,) = torch.autograd.grad(
+        reference_linear_cross_entropy(hidden, w64, target, None), w64
+    )
+    torch.testing.assert_close(grad_weight.double(), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_default_chunk_size_bounds_chunk_logits():
+    assert flce_module.default_chunk_size(16384, 128256, 2) == 1024
+    assert flce_module.default_chunk_size(100, 128256, 2) == 100
+    assert flce_module.default_chunk_size(10**6, 2**30, 4) == 1
+
+
+def test_compiles_fullgraph_and_passes_opcheck():
+    hidden, weight, target, bias = make_inputs((6,), 8, 11, with_bias=True, seed=11)
+    hidden.requires_grad_()
+    weight.requires_grad_()
+
+    def fn(h, w):
+        return fused_linear_cross_entropy(h, w, target, bias, chunk_size=4) * 3
+
+    compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)
+    got = torch.autograd.grad(compiled(hidden, weight), (hidden, weight))
+    want = torch.autograd.grad(fn(hidden, weight), (hidden, weight))
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b)
+    op = torch.ops.warpforge.fused_linear_cross_entropy_fwd.default
+    torch.library.opcheck(op, (hidden, weight, target, bias, IGNORE, 0.1, "mean", 4, True))
+    torch.library.opcheck(op, (hidden, weight, target, None, IGNORE, 0.0, "none", 5, True))
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h[:, :5], w, t),
+            ValueError,
+            "hidden: expected last dimension 8",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w.half(), t),
+            TypeError,
+            "weight: expected the dtype of hidden",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w[0], t),
+            ValueError,
+            "weight: expected a 2-D tensor",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w, t, b[:3]),
+            ValueError,
+            r"bias: expected shape \(11,\)",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w, t, b.half()),
+            TypeError,
+            "bias: expected the dtype",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w, t[:2]),
+            ValueError,
+            "target: expected shape",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w, t + 11),
+            ValueError,
+            r"target: expected class indices in \[0, 11\)",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w, t, reduction="max"),
+            ValueError,
+            "reduction",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w, t, label_smoothing=2.0),
+            ValueError,
+            "label_smoothing",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w, t, chunk_size=0),
+            ValueError,
+            "chunk_size: expected a positive int",
+        ),
+        (
+            lambda h, w, t, b: fused_linear_cross_entropy(h, w, t.float()),
+            TypeError,
+            "target: expected dtype",
+        ),
+    ],
+)
+def test_invalid_arguments_raise_naming_the_argument(call, error, match):
+    gen = torch.Generator().manual_seed(12)
+    hidden, weight = torch.randn(4, 8, generator=gen), torch.randn(11, 8, generator=gen)
+    target, bias = torch.randint(0, 11, (4,), generator=gen), torch.randn(11, generator=gen)
+    with pytest.raises(error, match=match):
+        call(hidden, weight, target, bias)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_gpu_bf16_matches_reference(reduction):
+    hidden, weight, target, bias = make_inputs((2, 1000), 512, 32000, with_bias=True, seed=13)
+    inputs = [t.cuda().to(torch.bfloat16) if t.is_floating_point() else t.cuda()
+              for t in (hidden, weight, target, bias)]  # fmt: skip
+    check(*inputs, 3e-2, reduction=reduction, chunk_size=512, label_smoothing=0.1)
+
+
+@pytest.mark.gpu
+def test_gpu_peak_memory_below_unfused():
+    tokens, width, vocab = 4096, 1024, 65536
+    hidden = torch.randn(tokens, width, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    weight = torch.randn(vocab, width, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    target = torch.randint(0, vocab, (tokens,), device="cuda")
+
+    def peak(fn):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        torch.autograd.grad(fn(), (hidden, weight))
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - base
+
+    fused = peak(lambda: fused_linear_cross_entropy(hidden, weight, target))
+    unfused = peak(lambda: F.cross_entropy((hidden @ weight.t()).float(), target))
+    logits_bytes = tokens * vocab * 2
+    assert fused < unfused / 2, (fused, unfused)
+    assert fused < logits_bytes, (fused, logits_bytes)
+
+
+@pytest.mark.gpu
+def test_gpu_torch_compile_fullgraph():
+    hidden, weight, target, _ = make_inputs((512,), 256, 5000, with_bias=False, seed=14)
+    hidden = hidden.cuda().to(torch.bfloat16).requires_grad_()
+    weight = weight.cuda().to(torch.bfloat16).requires_grad_()
+    target = target.cuda()
+
+    def fn(h, w):
+        return fused_linear_cross_entropy(h, w, target, chunk_size=128)
+
+    compiled = torch.compile(fn, fullgraph=True)
+    got = torch.autograd.grad(compiled(hidden, weight), (hidden, weight))
+    want = torch.autograd.grad(fn(hidden, weight), (hidden, weight))
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b)

@@ -1,0 +1,72 @@
+"""The registered loss, activation and rope problems verify on their CPU shapes."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+
+from warpforge.harness.problem import BaselineUnavailable
+from warpforge.harness.registry import get_problem
+
+MODULES = (
+    "warpforge.ops.loss_problems",
+    "warpforge.ops.activation_problems",
+    "warpforge.ops.rope_problems",
+)
+NAMES = (
+    "cross_entropy.fwd",
+    "cross_entropy.fwd_bwd",
+    "fused_linear_cross_entropy.fwd_bwd",
+    "swiglu.fwd",
+    "swiglu.bwd",
+    "geglu.fwd",
+    "rope.fwd",
+    "rope.bwd",
+)
+
+for module in MODULES:
+    importlib.import_module(module)
+
+
+def as_tuple(out):
+    return out if isinstance(out, tuple) else (out,)
+
+
+def to_float64(x):
+    return x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_problem_verifies_on_cpu_shapes(name):
+    problem = get_problem(name)
+    assert problem.shapes and problem.cpu_shapes and problem.description
+    for index, shape in enumerate(problem.cpu_shapes):
+        gen = torch.Generator().manual_seed(index)
+        inputs = problem.make_inputs(shape, torch.float32, torch.device("cpu"), gen)
+        got = as_tuple(problem.implementation(*inputs))
+        expected = as_tuple(problem.reference(*(to_float64(x) for x in inputs)))
+        eager = as_tuple(problem.baselines["torch"]()(*inputs))
+        assert len(got) == len(expected) == len(eager)
+        for g, e, b in zip(got, expected, eager, strict=True):
+            assert g.shape == e.shape and g.dtype == torch.float32
+            torch.testing.assert_close(g.double(), e, atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(b.double(), e, atol=1e-4, rtol=1e-4)
+        assert (
+            problem.bytes_moved(shape, torch.float32) > 0
+            and problem.flops(shape, torch.float32) > 0
+        )
+
+
+def test_liger_baselines_report_unavailable_without_liger():
+    try:
+        importlib.import_module("liger_kernel")
+    except ImportError:
+        for name in NAMES:
+            factory = get_problem(name).baselines.get("liger")
+            if factory is not None:
+                with pytest.raises(BaselineUnavailable, match="Liger-Kernel"):
+                    factory()
+    else:
+        pytest.skip("liger_kernel is installed here; its baselines load")

@@ -1,0 +1,235 @@
+"""warpforge.ops.rope against a plain float64 rotate_half / GPT-J reference."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from warpforge.ops import rope
+from warpforge.runtime import ExecutionPath
+
+rope_module = importlib.import_module("warpforge.ops.rope")
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+def rotate_pairs(x):
+    return torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
+
+
+def reference_rope(x, cos, sin, interleaved):
+    """x [b, s, h, d]; cos/sin full-width [s, d] or [b|1, s, d], float64."""
+    if cos.dim() == 2:
+        cos, sin = cos[None], sin[None]
+    cos, sin = cos[:, :, None, :].double(), sin[:, :, None, :].double()
+    rotated = rotate_pairs(x) if interleaved else rotate_half(x)
+    return x.double() * cos + rotated.double() * sin
+
+
+def tables(seq, head_dim, interleaved, gen, *, batch=None, half=False):
+    """Angles for each pair; returns (cos, sin) as passed to rope and their full-width forms."""
+    shape = (seq, head_dim // 2) if batch is None else (batch, seq, head_dim // 2)
+    angles = torch.rand(shape, generator=gen, dtype=torch.float64) * 20 - 10
+    if interleaved:
+        full = angles.repeat_interleave(2, dim=-1)
+    else:
+        full = torch.cat([angles, angles], dim=-1)
+    given_angles = angles if half else full
+    return (given_angles.cos().float(), given_angles.sin().float()), (full.cos(), full.sin())
+
+
+@pytest.fixture(params=["triton", "torch-reference"])
+def path(request, monkeypatch):
+    if request.param == "torch-reference":
+        monkeypatch.setattr(rope_module, "execution_path", lambda d: ExecutionPath.TORCH_REFERENCE)
+    return request.param
+
+
+def check(q, k, given_tables, full_tables, interleaved, tol):
+    q, k = q.clone().requires_grad_(), k.clone().requires_grad_()
+    q_rot, k_rot = rope(q, k, *given_tables, interleaved=interleaved)
+    grad_q_out = torch.randn(q_rot.shape, dtype=torch.float64)
+    grad_k_out = torch.randn(k_rot.shape, dtype=torch.float64)
+    grad_q, grad_k = torch.autograd.grad(
+        (q_rot, k_rot), (q, k), (grad_q_out.to(q.dtype), grad_k_out.to(k.dtype))
+    )
+    q64, k64 = q.detach().double().requires_grad_(), k.detach().double().requires_grad_()
+    expected_q = reference_rope(q64, *full_tables, interleaved)
+    expected_k = reference_rope(k64, *full_tables, interleaved)
+    expected_grads = torch.autograd.grad(
+        (expected_q, expected_k), (q64, k64), (grad_q_out, grad_k_out)
+    )
+    assert q_rot.shape == q.shape and q_rot.dtype == q.dtype and k_rot.shape == k.shape
+    torch.testing.assert_close(q_rot.double(), expected_q, atol=tol, rtol=tol)
+    torch.testing.assert_close(k_rot.double(), expected_k, atol=tol, rtol=tol)
+    torch.testing.assert_close(grad_q.double(), expected_grads[0], atol=tol, rtol=tol)
+    torch.testing.assert_close(grad_k.double(), expected_grads[1], atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("interleaved", [False, True], ids=["half", "interleaved"])
+@pytest.mark.parametrize("half_table", [False, True], ids=["table-D", "table-D/2"])
+@pytest.mark.parametrize(
+    ("batch", "seq", "q_heads", "k_heads", "head_dim"),
+    [(1, 1, 1, 1, 2), (2, 5, 4, 2, 8), (1, 7, 3, 1, 64), (3, 2, 5, 5, 6)],
+)
+def test_matches_reference(interleaved, half_table, batch, seq, q_heads, k_heads, head_dim, path):
+    gen = torch.Generator().manual_seed(batch * 1000 + seq * 10 + head_dim)
+    q = torch.randn(batch, seq, q_heads, head_dim, generator=gen)
+    k = torch.randn(batch, seq, k_heads, head_dim, generator=gen)
+    given_tables, full_tables = tables(seq, head_dim, interleaved, gen, half=half_table)
+    check(q, k, given_tables, full_tables, interleaved, 1e-5)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_per_batch_tables_and_heads_first_views(interleaved, path):
+    gen = torch.Generator().manual_seed(11)
+    # [batch, heads, seq, dim] storage passed as [batch, seq, heads, dim] views
+    q = torch.randn(2, 6, 9, 16, generator=gen).transpose(1, 2)
+    k = torch.randn(2, 2, 9, 16, generator=gen).transpose(1, 2)
+    assert not q.is_contiguous()
+    given_tables, full_tables = tables(9, 16, interleaved, gen, batch=2)
+    check(q, k, given_tables, full_tables, interleaved, 1e-5)
+    one_tables, one_full = tables(9, 16, interleaved, gen, batch=1, half=True)
+    check(q, k, one_tables, one_full, interleaved, 1e-5)
+
+
+def test_float16_and_strided_last_dim(path):
+    gen = torch.Generator().manual_seed(12)
+    q = torch.randn(1, 4, 3, 32, generator=gen)[..., ::2]  # last stride 2 -> copied
+    k = torch.randn(1, 4, 1, 16, generator=gen)
+    given_tables, full_tables = tables(4, 16, False, gen)
+    check(q, k, given_tables, full_tables, False, 1e-5)
+    check(q.half(), k.half(), given_tables, full_tables, False, 4e-3)
+
+
+def test_unshared_full_tables_backward_is_the_transpose(path):
+    """With a full-width table whose halves differ, backward is the exact transpose of forward."""
+    gen = torch.Generator().manual_seed(13)
+    q = torch.randn(1, 3, 2, 8, generator=gen)
+    cos, sin = torch.randn(3, 8, generator=gen), torch.randn(3, 8, generator=gen)
+    check(q, q.clone(), (cos, sin), (cos.double(), sin.double()), False, 1e-5)
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    seq=st.integers(1, 6),
+    heads=st.integers(1, 9),
+    half_dim=st.integers(1, 24),
+    interleaved=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_property_matches_reference(seq, heads, half_dim, interleaved, seed):
+    gen = torch.Generator().manual_seed(seed)
+    head_dim = 2 * half_dim
+    q = torch.randn(2, seq, heads, head_dim, generator=gen)
+    k = torch.randn(2, seq, 1, head_dim, generator=gen)
+    given_tables, full_tables = tables(seq, head_dim, interleaved, gen, half=seed % 2 == 0)
+    check(q, k, given_tables, full_tables, interleaved, 1e-5)
+
+
+def test_compiles_fullgraph_and_passes_opcheck():
+    gen = torch.Generator().manual_seed(14)
+    q = torch.randn(1, 3, 2, 8, generator=gen, requires_grad=True)
+    k = torch.randn(1, 3, 1, 8, generator=gen, requires_grad=True)
+    (cos, sin), _ = tables(3, 8, False, gen)
+
+    def fn(q, k):
+        q_rot, k_rot = rope(q, k, cos, sin)
+        return q_rot.square().sum() + k_rot.sum()
+
+    compiled = torch.compile(fn, backend="aot_eager", fullgraph=True)
+    got = torch.autograd.grad(compiled(q, k), (q, k))
+    want = torch.autograd.grad(fn(q, k), (q, k))
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b)
+    torch.library.opcheck(torch.ops.warpforge.rope_fwd.default, (q, cos, sin, True))
+    torch.library.opcheck(torch.ops.warpforge.rope_bwd.default, (q.detach(), cos, sin, False))
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda q, k, c, s: rope(q[0], k, c, s), ValueError, "q: expected a 4-D tensor"),
+        (lambda q, k, c, s: rope(q, k.half(), c, s), TypeError, "k: expected the dtype of q"),
+        (
+            lambda q, k, c, s: rope(q, k[:, :2], c, s),
+            ValueError,
+            r"k: expected shape \[2, 3, k_heads, 8\]",
+        ),
+        (lambda q, k, c, s: rope(q[..., :7], k[..., :7], c, s), ValueError, "even head_dim"),
+        (lambda q, k, c, s: rope(q, k, c[:2], s), ValueError, "cos: expected shape"),
+        (lambda q, k, c, s: rope(q, k, c[:, :3], s[:, :3]), ValueError, "cos: expected shape"),
+        (lambda q, k, c, s: rope(q, k, c, s[:, :4]), ValueError, "sin: expected the shape of cos"),
+        (
+            lambda q, k, c, s: rope(q, k, c.expand(3, 3, 8), s.expand(3, 3, 8)),
+            ValueError,
+            "cos: expected shape",
+        ),
+        (
+            lambda q, k, c, s: rope(q, k, c.requires_grad_(), s),
+            ValueError,
+            "cos: rope treats cos/sin as constants",
+        ),
+        (
+            lambda q, k, c, s: rope(q, k, c, s, interleaved=1),
+            TypeError,
+            "interleaved: expected a bool",
+        ),
+        (lambda q, k, c, s: rope(q.double(), k.double(), c, s), TypeError, "q: expected dtype"),
+    ],
+)
+def test_invalid_arguments_raise_naming_the_argument(call, error, match):
+    q, k = torch.randn(2, 3, 4, 8), torch.randn(2, 3, 2, 8)
+    cos, sin = torch.randn(3, 8), torch.randn(3, 8)
+    with pytest.raises(error, match=match):
+        call(q, k, cos, sin)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("interleaved", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpu_llama_shapes(interleaved, dtype):
+    gen = torch.Generator().manual_seed(15)
+    q = torch.randn(2, 512, 32, 128, generator=gen).to("cuda", dtype)
+    k = torch.randn(2, 512, 8, 128, generator=gen).to("cuda", dtype)
+    given_tables, full_tables = tables(512, 128, interleaved, gen, half=interleaved)
+    given_tables = tuple(t.cuda() for t in given_tables)
+    full_tables = tuple(t.cuda() for t in full_tables)
+    check(q, k, given_tables, full_tables, interleaved, 1e-5 if dtype == torch.float32 else 2e-2)
+
+
+@pytest.mark.gpu
+def test_gpu_torch_compile_fullgraph_and_cuda_graph():
+    gen = torch.Generator().manual_seed(16)
+    q = torch.randn(2, 256, 16, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(2, 256, 4, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    (cos, sin), _ = tables(256, 64, False, gen)
+    cos, sin = cos.cuda(), sin.cuda()
+
+    def step(q, k):
+        q_rot, k_rot = rope(q, k, cos, sin)
+        return (q_rot, k_rot, *torch.autograd.grad((q_rot, k_rot), (q, k), (q_rot, k_rot)))
+
+    compiled = torch.compile(lambda q, k: rope(q, k, cos, sin), fullgraph=True)
+    for got, want in zip(compiled(q, k), rope(q, k, cos, sin), strict=True):
+        torch.testing.assert_close(got, want)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step(q, k)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step(q, k)
+    with torch.no_grad():
+        q.copy_(torch.randn_like(q))
+    graph.replay()
+    for got, want in zip(captured, step(q, k), strict=True):
+        torch.testing.assert_close(got, want)
