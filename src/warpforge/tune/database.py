@@ -357,8 +357,10 @@ class PerfDatabase:
         row = self._execute("SELECT MAX(version) FROM schema_version").fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
-    def migrate(self, target: int = CURRENT_VERSION) -> int:
-        """Apply pending migrations up to ``target`` in one transaction; returns the new version."""
+    def migrate(self, target: int | None = None) -> int:
+        """Apply pending migrations up to ``target`` (default: the latest) in one transaction;
+        returns the new version."""
+        target = CURRENT_VERSION if target is None else target
         if not isinstance(target, int) or not 1 <= target <= CURRENT_VERSION:
             raise ValueError(
                 f"target: expected a version in [1, {CURRENT_VERSION}], got {target!r}"
