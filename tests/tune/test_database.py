@@ -152,7 +152,7 @@ def test_a_failing_migration_changes_nothing(db_url: str, monkeypatch: pytest.Mo
     bad = Migration(3, "broken", lambda d: ["CREATE TABLE extra (x INTEGER)", "THIS IS NOT SQL"])
     monkeypatch.setattr(dbmod, "MIGRATIONS", (*dbmod.MIGRATIONS, bad))
     monkeypatch.setattr(dbmod, "CURRENT_VERSION", 3)
-    with pytest.raises(Exception, match="(?i)syntax"):
+    with pytest.raises(Exception, match=r"(?i)syntax"):
         PerfDatabase(db_url)
     monkeypatch.undo()
     with PerfDatabase(db_url) as db:
