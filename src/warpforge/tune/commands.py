@@ -87,6 +87,10 @@ def tune_command(
         dtypes = usable[:1] or [torch.float32]
     if not shapes:
         _fail(f"{op}: no shapes given and the kernel declares none; pass --shape")
+    try:
+        shapes = [kernel.check_shape(s) for s in shapes]
+    except ValueError as exc:
+        _fail(str(exc))
     problems = [(s, d) for s in shapes for d in dtypes]
     _tune_problems(kernel, problems, budget=budget, exhaustive=exhaustive, db_url=db, seed=seed)
 

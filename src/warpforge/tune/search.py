@@ -402,10 +402,7 @@ def _prepare(
 ) -> tuple[Problem, TrialTimer]:
     if not isinstance(kernel, TunableKernel):
         raise TypeError(f"kernel: expected a TunableKernel, got {describe(kernel)}")
-    if not isinstance(shape, Mapping) or not shape:
-        raise ValueError(
-            f"shape: expected a non-empty mapping of name -> size, got {describe(shape)}"
-        )
+    shape = kernel.check_shape(shape)
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype: expected a torch.dtype, got {describe(dtype)}")
     device = torch.device(device)

@@ -69,6 +69,33 @@ class TunableKernel:
     def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
         return self.atol.get(dtype, 1e-5), self.rtol.get(dtype, 1e-5)
 
+    @property
+    def dimensions(self) -> tuple[str, ...] | None:
+        """The size names the kernel's declared shapes use (``None`` when it declares none)."""
+        for shape in (*self.shapes, *self.cpu_shapes, *self.sweep):
+            return tuple(shape)
+        return None
+
+    def check_shape(self, shape: object) -> dict[str, int]:
+        """``shape`` as a dict of positive ints naming exactly the kernel's dimensions."""
+        if not isinstance(shape, Mapping) or not shape:
+            raise ValueError(
+                f"shape: expected a non-empty mapping of name -> size, got {describe(shape)}"
+            )
+        for name, size in shape.items():
+            if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+                raise ValueError(f"shape: size of {name!r} must be a positive int, got {size!r}")
+        expected = self.dimensions
+        if expected is not None and set(shape) != set(expected):
+            missing = sorted(set(expected) - set(shape))
+            extra = sorted(set(shape) - set(expected))
+            raise ValueError(
+                f"shape: {self.name} takes sizes {', '.join(expected)}; got {dict(shape)}"
+                + (f" (missing {', '.join(missing)})" if missing else "")
+                + (f" (unknown {', '.join(extra)})" if extra else "")
+            )
+        return dict(shape)
+
 
 def source_hash(*objects: object) -> str:
     """A short stable hash of the source of functions/classes (Triton ``JITFunction`` included)
