@@ -520,21 +520,7 @@ class PerfDatabase:
             f"SELECT {', '.join(_BEST_COLUMNS)} FROM best_configs{where} "
             "ORDER BY kernel, device, features"
         )
-        return [
-            BestRecord(
-                r[0],
-                r[1],
-                r[2],
-                json.loads(r[3]),
-                json.loads(r[4]),
-                float(r[5]),
-                r[6],
-                r[7],
-                None if r[8] is None else int(r[8]),
-                r[9],
-            )
-            for r in self._execute(sql, params).fetchall()
-        ]
+        return [_best_record(r) for r in self._execute(sql, params).fetchall()]
 
     def best(
         self, kernel: str, source_hash: str, device: str, features: Mapping[str, object]
@@ -544,23 +530,32 @@ class PerfDatabase:
             kernel=kernel, source_hash=source_hash, device=device, features=canonical_json(features)
         )
         rows = self._execute(f"SELECT {', '.join(_BEST_COLUMNS)} FROM best_configs{where}", params)
-        r = rows.fetchone()
-        if r is None:
-            return None
-        return BestRecord(
-            r[0],
-            r[1],
-            r[2],
-            json.loads(r[3]),
-            json.loads(r[4]),
-            float(r[5]),
-            r[6],
-            r[7],
-            None if r[8] is None else int(r[8]),
-            r[9],
-        )
+        row = rows.fetchone()
+        return None if row is None else _best_record(row)
 
 
-def open_database(url: str | None = None) -> PerfDatabase:
-    """Open (creating and migrating as needed) the database at ``url`` or the configured one."""
-    return PerfDatabase(url)
+def _best_record(r: Sequence[Any]) -> BestRecord:
+    """A ``best_configs`` row (columns in :data:`_BEST_COLUMNS` order) as a record."""
+    trial_id = None if r[8] is None else int(r[8])
+    return BestRecord(
+        r[0],
+        r[1],
+        r[2],
+        json.loads(r[3]),
+        json.loads(r[4]),
+        float(r[5]),
+        r[6],
+        r[7],
+        trial_id,
+        r[9],
+    )
+
+
+@contextlib.contextmanager
+def database_or_default(database: PerfDatabase | None) -> Iterator[PerfDatabase]:
+    """``database`` as given (left open), or the configured one opened and closed around the block."""
+    if database is not None:
+        yield database
+        return
+    with PerfDatabase() as opened:
+        yield opened

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from warpforge.tune.database import PerfDatabase
+from warpforge.tune.database import PerfDatabase, database_or_default
 from warpforge.tune.lookup import StoredConfig, normalize_features
 from warpforge.validation import describe
 
@@ -143,13 +143,8 @@ def export_shipped(
         names = list(kernels)
         if not all(isinstance(n, str) and n for n in names):
             raise TypeError(f"kernels: expected kernel names, got {names!r}")
-    own = database is None
-    db = database if database is not None else PerfDatabase()
-    try:
+    with database_or_default(database) as db:
         records = db.best_configs(device=device)
-    finally:
-        if own:
-            db.close()
     grouped: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         if names is not None and r.kernel not in names:
@@ -181,13 +176,8 @@ def export_trials(
     path: str | Path, *, database: PerfDatabase | None = None, kernel: str | None = None
 ) -> int:
     """Write every stored trial (of ``kernel``, or all) as a trials file; returns the count."""
-    own = database is None
-    db = database if database is not None else PerfDatabase()
-    try:
+    with database_or_default(database) as db:
         trials = db.trials(kernel=kernel)
-    finally:
-        if own:
-            db.close()
     rows = []
     for t in trials:
         row = t.as_dict()
@@ -263,12 +253,7 @@ def import_file(path: str | Path, *, database: PerfDatabase | None = None) -> in
                     ),
                 }
             )
-    own = database is None
-    db = database if database is not None else PerfDatabase()
-    try:
+    with database_or_default(database) as db:
         for item in pending:
             db.record_trial(**item)
-    finally:
-        if own:
-            db.close()
     return len(pending)
