@@ -122,7 +122,7 @@ class SearchResult:
 
 
 @dataclass
-class Problem:
+class TuningProblem:
     """The inputs and expected output of one (kernel, shape, dtype, device), built once."""
 
     kernel: TunableKernel
@@ -144,7 +144,7 @@ class Problem:
         *,
         input_sets: int,
         seed: int = 0,
-    ) -> Problem:
+    ) -> TuningProblem:
         generator = torch.Generator(device="cpu").manual_seed(seed)
         sets = [
             kernel.make_inputs(shape, dtype, device, generator) for _ in range(max(1, input_sets))
@@ -171,7 +171,7 @@ def _to_float64(inputs: tuple[Any, ...]) -> tuple[Any, ...]:
     )
 
 
-def check_output(problem: Problem, output: Any) -> str | None:
+def check_output(problem: TuningProblem, output: Any) -> str | None:
     """``None`` when ``output`` matches the reference; otherwise what is wrong.
 
     Allowed error per element: ``max(atol + rtol * |ref64|, 2 * |torch_at_dtype - ref64|)``, so a
@@ -208,7 +208,7 @@ def check_output(problem: Problem, output: Any) -> str | None:
     return None
 
 
-def evaluate_config(problem: Problem, config: Config, timer: TrialTimer) -> Trial:
+def evaluate_config(problem: TuningProblem, config: Config, timer: TrialTimer) -> Trial:
     """Check ``config`` against the reference, then time it. Never raises for a bad config."""
     fn = functools.partial(problem.kernel.run, config)
     try:
@@ -245,7 +245,7 @@ class _Recorder:
 
     def __init__(
         self,
-        problem: Problem,
+        problem: TuningProblem,
         timer: TrialTimer,
         on_trial: Callable[[Trial], None] | None,
         database: PerfDatabase | None,
@@ -399,7 +399,7 @@ def _prepare(
     timer: TrialTimer | None,
     timing: TimingOptions | None,
     seed: int,
-) -> tuple[Problem, TrialTimer]:
+) -> tuple[TuningProblem, TrialTimer]:
     if not isinstance(kernel, TunableKernel):
         raise TypeError(f"kernel: expected a TunableKernel, got {describe(kernel)}")
     shape = kernel.check_shape(shape)
@@ -408,7 +408,7 @@ def _prepare(
     device = torch.device(device)
     if timing is None:
         timing = TimingOptions() if device.type == "cuda" else TimingOptions.quick()
-    problem = Problem.build(kernel, shape, dtype, device, input_sets=timing.input_sets, seed=seed)
+    problem = TuningProblem.build(kernel, shape, dtype, device, input_sets=timing.input_sets, seed=seed)
     return problem, timer if timer is not None else HarnessTimer(timing)
 
 
