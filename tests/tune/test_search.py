@@ -162,3 +162,19 @@ def test_bad_kernel_shape_dtype() -> None:
         exhaustive_search(make_synthetic(), {}, torch.float32, "cpu")
     with pytest.raises(TypeError, match="dtype"):
         exhaustive_search(make_synthetic(), SHAPE, "float32", "cpu")  # type: ignore[arg-type]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gpu_exhaustive_row_sum_finds_a_correct_best(dtype: torch.dtype) -> None:
+    from warpforge.tune.examples import ROW_SUM
+    from warpforge.tune.search import TimingOptions
+
+    timing = TimingOptions(min_samples=5, max_time_s=0.05)
+    result = exhaustive_search(ROW_SUM, {"M": 1000, "N": 3000}, dtype, "cuda", timing=timing)
+    assert result.best is not None and result.best.median_s > 0
+    assert not [t for t in result.trials if t.status == "incorrect"], (
+        "a valid config gave a wrong sum"
+    )
+    major, minor = torch.cuda.get_device_capability()
+    assert result.device.endswith(f"/sm_{major}{minor}")
