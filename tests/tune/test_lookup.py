@@ -326,3 +326,16 @@ def test_bad_arguments(args: tuple, error: type[Exception], match: str, tmp_path
     lookup = ConfigLookup(shipped_dir=tmp_path, use_database=False)
     with pytest.raises(error, match=match):
         lookup.config_for(*args, device="cpu")
+
+
+def test_features_the_space_cannot_judge_fall_back_to_the_default(
+    sqlite_url: str, kernel, tmp_path: Path
+) -> None:
+    # The synthetic space needs N to check divisibility; a caller that omits it must still get a config.
+    with PerfDatabase(sqlite_url) as db:
+        db.record_trial(
+            kernel=kernel.name, source_hash=kernel.source_hash, device=CPU, features={"dtype": "float32"},
+            trial=Trial({"BLOCK": 128, "num_warps": 4, "unroll": 2}, "ok", 1e-5),
+        )  # fmt: skip
+    lookup = ConfigLookup(database_url=sqlite_url, shipped_dir=tmp_path)
+    assert lookup.config_for(kernel.name, {"dtype": "float32"}, DEFAULT, device="cpu") == DEFAULT

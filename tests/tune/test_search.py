@@ -178,3 +178,17 @@ def test_gpu_exhaustive_row_sum_finds_a_correct_best(dtype: torch.dtype) -> None
     )
     major, minor = torch.cuda.get_device_capability()
     assert result.device.endswith(f"/sm_{major}{minor}")
+
+
+def test_budgeted_search_tries_the_seeds_first() -> None:
+    seeds = [
+        {"BLOCK": 512, "num_warps": 2, "unroll": 4},
+        {"BLOCK": 64, "num_warps": 1, "unroll": 2},
+    ]
+    seen = []
+    timer = FakeTimer()
+    budgeted_search(
+        make_synthetic(), SHAPE, torch.float32, "cpu", budget_s=4, timer=timer, clock=timer.clock,
+        initial=seeds, on_trial=seen.append,
+    )  # fmt: skip
+    assert [t.config for t in seen[:2]] == seeds

@@ -240,7 +240,15 @@ class ConfigLookup:
         self, kernel: str, config: Mapping[str, object], features: Mapping[str, object]
     ) -> bool:
         tunable = self._tunable(kernel)
-        return tunable is None or tunable.space.allows(config, features)
+        if tunable is None:
+            return True
+        try:
+            return tunable.space.allows(config, features)
+        except (KeyError, TypeError, ValueError) as exc:
+            # Features the space cannot judge (e.g. a size its constraints need is missing): the
+            # stored config cannot be vouched for, so it is not used; the op still runs.
+            logger.debug("config %s not checkable for %s %s: %s", config, kernel, features, exc)
+            return False
 
     def _device(self, device: torch.device | str | None) -> str:
         name = "default" if device is None else str(device)

@@ -408,7 +408,9 @@ def _prepare(
     device = torch.device(device)
     if timing is None:
         timing = TimingOptions() if device.type == "cuda" else TimingOptions.quick()
-    problem = TuningProblem.build(kernel, shape, dtype, device, input_sets=timing.input_sets, seed=seed)
+    problem = TuningProblem.build(
+        kernel, shape, dtype, device, input_sets=timing.input_sets, seed=seed
+    )
     return problem, timer if timer is not None else HarnessTimer(timing)
 
 
