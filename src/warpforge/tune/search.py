@@ -333,7 +333,8 @@ def budgeted_search(
 
     ``initial`` configs (e.g. the nearest stored neighbours' bests) are tried first. Descent moves
     one parameter one step at a time to the best improving neighbour; when it converges it restarts
-    from fresh random samples while budget remains, and stops when every valid config was tried.
+    from the best of fresh random samples while budget remains, and stops when every valid config
+    was tried. The result's best is the fastest correct config over all trials.
     """
     check_positive("budget_s", budget_s)
     if max_trials is not None and (
@@ -363,13 +364,18 @@ def budgeted_search(
         untried = [c for c in valid if config_key(c) not in record.trials]
         batch = seeds + rng.sample(untried, min(random_samples, len(untried)))
         seeds = []
+        tried = []
         for config in batch:
-            if try_config(config) is None:
+            trial = try_config(config)
+            if trial is None:
                 break
-        best = min(record.trials.values(), key=_score, default=None)
-        if best is None or not best.ok:
-            continue  # nothing correct yet: keep sampling
-        current = best
+            tried.append(trial)
+        # Descend from this batch's best (a multi-start local search): restarting from the global
+        # best would stop at once, its neighbours having been tried already.
+        start_point = min(tried, key=_score, default=None)
+        if start_point is None or not start_point.ok:
+            continue  # nothing correct in this batch: sample again
+        current = start_point
         while not out_of_budget():
             moves = [
                 t
