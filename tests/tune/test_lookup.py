@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tune_synthetic import make_synthetic
 
 from warpforge.tune import lookup as lookup_mod
@@ -339,3 +341,16 @@ def test_features_the_space_cannot_judge_fall_back_to_the_default(
         )  # fmt: skip
     lookup = ConfigLookup(database_url=sqlite_url, shipped_dir=tmp_path)
     assert lookup.config_for(kernel.name, {"dtype": "float32"}, DEFAULT, device="cpu") == DEFAULT
+
+
+_sizes = st.integers(min_value=1, max_value=1 << 40)
+
+
+@settings(max_examples=50, deadline=None)
+@given(a=_sizes, b=_sizes, c=_sizes, dtype=st.sampled_from(["float16", "float32"]))
+def test_distance_is_a_metric_on_log_sizes(a: int, b: int, c: int, dtype: str) -> None:
+    fa, fb, fc = ({"N": n, "dtype": dtype} for n in (a, b, c))
+    assert feature_distance(fa, fb) == feature_distance(fb, fa)
+    assert (feature_distance(fa, fb) == 0) == (a == b)
+    assert feature_distance(fa, fc) <= feature_distance(fa, fb) + feature_distance(fb, fc) + 1e-9
+    assert feature_distance(fa, {"N": b, "dtype": "bfloat16"}) is None

@@ -192,3 +192,16 @@ def test_budgeted_search_tries_the_seeds_first() -> None:
         initial=seeds, on_trial=seen.append,
     )  # fmt: skip
     assert [t.config for t in seen[:2]] == seeds
+
+
+def test_a_triton_compile_error_is_recorded_not_raised() -> None:
+    from warpforge.tune.examples import ROW_SUM
+    from warpforge.tune.search import HarnessTimer, TimingOptions, TuningProblem, evaluate_config
+
+    problem = TuningProblem.build(
+        ROW_SUM, {"M": 3, "N": 20}, torch.float32, torch.device("cpu"), input_sets=1
+    )
+    # tl.arange needs a power-of-two length: 48 cannot compile (the space never offers it).
+    bad = {"BLOCK_N": 48, "ROWS": 1, "num_warps": 1, "num_stages": 1}
+    trial = evaluate_config(problem, bad, HarnessTimer(TimingOptions.quick()))
+    assert trial.status == "error" and trial.median_s is None and trial.error

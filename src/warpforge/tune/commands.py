@@ -130,7 +130,7 @@ def _tune_problems(
     console = Console()
     try:
         database = PerfDatabase(db_url)
-    except (DatabaseUnavailable, ValueError) as exc:
+    except (DatabaseUnavailable, ValueError, ImportError) as exc:
         distributed.finish(rank)
         _fail(str(exc))
         return
@@ -246,7 +246,7 @@ def _open_existing(db: str | None) -> Any:
 
     try:
         return PerfDatabase(db, create=False)
-    except (DatabaseUnavailable, ValueError) as exc:
+    except (DatabaseUnavailable, ValueError, ImportError) as exc:
         _fail(str(exc))
 
 
@@ -358,7 +358,7 @@ def db_import(
 
     try:
         database = PerfDatabase(db)
-    except (DatabaseUnavailable, ValueError) as exc:
+    except (DatabaseUnavailable, ValueError, ImportError) as exc:
         _fail(str(exc))
         return
     try:
