@@ -51,7 +51,11 @@ def env(
 
 def _register_package_commands() -> None:
     """Each package's ``commands.register(app)`` adds its commands (one line per package)."""
-    __import__("warpforge.cache.commands", fromlist=["register"]).register(app)
+    from warpforge.cache import commands as cache_commands
+    from warpforge.tune import commands as tune_commands
+
+    cache_commands.register(app)
+    tune_commands.register(app)
 
 
 _register_package_commands()

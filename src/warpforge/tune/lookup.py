@@ -1,0 +1,382 @@
+"""Finding the config for a problem: exact stored best, else the nearest stored neighbour's.
+
+:func:`config_for` is what ops and the compiler call on every launch, so it is cached in the process
+(a dict hit after the first call per problem) and it never fails an op: order is
+
+1. the in-process cache;
+2. an exact match in the shipped JSON (package data, ``warpforge/tune/shipped/*.json``);
+3. an exact match in the performance database (only if it exists or a URL is configured; it is
+   never created or migrated by a lookup; ``WARPFORGE_TUNE_DB=0`` turns this off);
+4. the nearest neighbour among shipped and stored bests: categorical features (dtype, any string)
+   and the device must match exactly, sizes are compared as ``log2`` distances;
+5. ``default``.
+
+The database is asked once per (kernel, device) per process: that one query returns every stored
+best of the kernel (a few rows per tuned shape), and later shapes, in any bucket, are answered from
+memory. If the database cannot be opened, the lookup logs once and goes on without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from warpforge.tune.tunable import TunableKernel, device_fingerprint, dtype_name, find_tunable
+from warpforge.validation import describe
+
+logger = logging.getLogger("warpforge.tune")
+
+
+@dataclass(frozen=True)
+class StoredConfig:
+    """A best config known for one problem, from the shipped JSON or the database."""
+
+    features: dict[str, object]
+    config: dict[str, object]
+    source_hash: str
+    device: str
+    median_s: float | None
+    origin: str
+    """``"shipped"`` or ``"database"``."""
+
+
+def normalize_features(features: Mapping[str, object]) -> dict[str, object]:
+    """Features as stored: ints for sizes, dtype names for dtypes, strings for the rest."""
+    if not isinstance(features, Mapping):
+        raise TypeError(f"features: expected a mapping of name -> value, got {describe(features)}")
+    out: dict[str, object] = {}
+    for key, value in features.items():
+        if not isinstance(key, str):
+            raise TypeError(f"features: expected string keys, got {describe(key)}")
+        if isinstance(value, bool) or value is None:
+            out[key] = value
+        elif isinstance(value, torch.dtype):
+            out[key] = dtype_name(value)
+        elif isinstance(value, int) or (
+            hasattr(value, "__index__") and not isinstance(value, float)
+        ):
+            out[key] = int(value)  # type: ignore[call-overload]
+        elif isinstance(value, float):
+            out[key] = int(value) if value.is_integer() else value
+        else:
+            out[key] = str(value)
+    return out
+
+
+def _is_size(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def feature_distance(a: Mapping[str, object], b: Mapping[str, object]) -> float | None:
+    """Euclidean distance of the sizes on a log2 scale; ``None`` when not comparable.
+
+    Not comparable: different feature names, or any categorical (non-numeric) feature differs.
+    A size <= 0 is compared by value (log of it is undefined), so it must match exactly.
+    """
+    if set(a) != set(b):
+        return None
+    total = 0.0
+    for key, x in a.items():
+        y = b[key]
+        if _is_size(x) and _is_size(y):
+            if x == y:
+                continue
+            if x <= 0 or y <= 0:  # type: ignore[operator]
+                return None
+            total += (math.log2(x) - math.log2(y)) ** 2  # type: ignore[arg-type]
+        elif x != y:
+            return None
+    return math.sqrt(total)
+
+
+def nearest(
+    features: Mapping[str, object], candidates: Iterable[StoredConfig], k: int = 1
+) -> list[tuple[float, StoredConfig]]:
+    """The ``k`` comparable candidates closest to ``features`` (fastest first among ties)."""
+    scored = []
+    for candidate in candidates:
+        d = feature_distance(features, candidate.features)
+        if d is not None:
+            scored.append((d, candidate))
+    scored.sort(key=lambda p: (p[0], p[1].median_s if p[1].median_s is not None else math.inf))
+    return scored[:k]
+
+
+def _key(features: Mapping[str, object]) -> tuple[tuple[str, object], ...]:
+    return tuple(sorted(features.items()))
+
+
+def shipped_directory() -> Path:
+    return Path(str(resources.files("warpforge.tune") / "shipped"))
+
+
+class ConfigLookup:
+    """The cached lookup behind :func:`config_for` (one per process; tests make their own)."""
+
+    def __init__(
+        self,
+        *,
+        database_url: str | None = None,
+        shipped_dir: str | Path | None = None,
+        use_database: bool | None = None,
+    ) -> None:
+        self._database_url = database_url
+        self._shipped_dir = Path(shipped_dir) if shipped_dir is not None else None
+        self._use_database = use_database
+        self._lock = threading.Lock()
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget everything cached (and close the database connection)."""
+        with getattr(self, "_lock", threading.Lock()):
+            db = getattr(self, "_db", None)
+            if db is not None:
+                db.close()
+            self._results: dict[tuple[Any, ...], dict[str, object]] = {}
+            self._shipped: dict[str, list[StoredConfig]] | None = None
+            self._db_rows: dict[tuple[str, str], list[StoredConfig]] = {}
+            self._db: Any = None
+            self._db_state = "unopened"  # unopened | open | unavailable | disabled
+            self._devices: dict[str, str] = {}
+            self.db_queries = 0
+            """Database queries made by this lookup (the caching tests count them)."""
+
+    # -- public ----------------------------------------------------------------------------------
+    def config_for(
+        self,
+        kernel: str,
+        features: Mapping[str, object],
+        default: Mapping[str, object],
+        *,
+        device: torch.device | str | None = None,
+    ) -> dict[str, object]:
+        """The tuned config for ``kernel`` on ``features``, or a copy of ``default``."""
+        fingerprint = self._device(device)
+        raw_key = (kernel, fingerprint, _key(features) if isinstance(features, Mapping) else None)
+        try:
+            hit = self._results.get(raw_key)
+        except TypeError:  # unhashable feature values: normalise first
+            hit = None
+        if hit is not None:
+            return dict(hit)
+        if not isinstance(kernel, str) or not kernel:
+            raise ValueError(f"kernel: expected a non-empty kernel name, got {kernel!r}")
+        if not isinstance(default, Mapping):
+            raise TypeError(
+                f"default: expected a mapping of parameter -> value, got {describe(default)}"
+            )
+        normalized = normalize_features(features)
+        with self._lock:
+            config = self._resolve(kernel, normalized, fingerprint) or dict(default)
+            with contextlib.suppress(TypeError):  # unhashable feature values are not cached
+                self._results[raw_key] = config
+        return dict(config)
+
+    def starting_configs(
+        self,
+        kernel: str,
+        features: Mapping[str, object],
+        *,
+        device: torch.device | str | None = None,
+        k: int = 3,
+    ) -> list[dict[str, object]]:
+        """Configs of the ``k`` nearest stored problems (exact match first): seeds for a search."""
+        normalized = normalize_features(features)
+        fingerprint = self._device(device)
+        with self._lock:
+            pool = self._candidates(kernel, fingerprint)
+        found = nearest(normalized, pool, k=max(1, k) * 4)
+        seeds: list[dict[str, object]] = []
+        for _, stored in found:
+            if stored.config not in seeds and self._fits(kernel, stored.config, normalized):
+                seeds.append(dict(stored.config))
+        return seeds[:k]
+
+    # -- resolution ------------------------------------------------------------------------------
+    def _resolve(
+        self, kernel: str, features: dict[str, object], device: str
+    ) -> dict[str, object] | None:
+        shipped = [s for s in self._shipped_for(kernel) if self._matches(kernel, s, device)]
+        for stored in shipped:
+            if stored.features == features and self._fits(kernel, stored.config, features):
+                return dict(stored.config)
+        stored_rows = self._database_rows(kernel, device)
+        for stored in stored_rows:
+            if stored.features == features and self._fits(kernel, stored.config, features):
+                return dict(stored.config)
+        for _, stored in nearest(
+            features, shipped + stored_rows, k=len(shipped) + len(stored_rows)
+        ):
+            if self._fits(kernel, stored.config, features):
+                return dict(stored.config)
+        return None
+
+    def _candidates(self, kernel: str, device: str) -> list[StoredConfig]:
+        shipped = [s for s in self._shipped_for(kernel) if self._matches(kernel, s, device)]
+        return shipped + self._database_rows(kernel, device)
+
+    @staticmethod
+    def _tunable(kernel: str) -> TunableKernel | None:
+        return find_tunable(kernel)
+
+    def _matches(self, kernel: str, stored: StoredConfig, device: str) -> bool:
+        if stored.device != device:
+            return False
+        tunable = self._tunable(kernel)
+        # A registered kernel only takes configs measured on its current source.
+        return tunable is None or stored.source_hash == tunable.source_hash
+
+    def _fits(
+        self, kernel: str, config: Mapping[str, object], features: Mapping[str, object]
+    ) -> bool:
+        tunable = self._tunable(kernel)
+        if tunable is None:
+            return True
+        try:
+            return tunable.space.allows(config, features)
+        except (KeyError, TypeError, ValueError) as exc:
+            # Features the space cannot judge (e.g. a size its constraints need is missing): the
+            # stored config cannot be vouched for, so it is not used; the op still runs.
+            logger.debug("config %s not checkable for %s %s: %s", config, kernel, features, exc)
+            return False
+
+    def _device(self, device: torch.device | str | None) -> str:
+        name = "default" if device is None else str(device)
+        fingerprint = self._devices.get(name)
+        if fingerprint is None:
+            from warpforge import runtime
+
+            target = runtime.default_device() if device is None else torch.device(device)
+            fingerprint = device_fingerprint(target)
+            self._devices[name] = fingerprint
+        return fingerprint
+
+    # -- shipped JSON ----------------------------------------------------------------------------
+    def _shipped_for(self, kernel: str) -> list[StoredConfig]:
+        if self._shipped is None:
+            from warpforge.tune.shipped import read_shipped
+
+            directory = self._shipped_dir or shipped_directory()
+            merged: dict[str, list[StoredConfig]] = {}
+            for path in sorted(directory.glob("*.json")) if directory.is_dir() else ():
+                try:
+                    for name, entries in read_shipped(path).items():
+                        merged.setdefault(name, []).extend(entries)
+                except (OSError, ValueError) as exc:
+                    logger.warning("ignoring shipped tuning file %s: %s", path, exc)
+            self._shipped = merged
+        return self._shipped.get(kernel, [])
+
+    # -- database --------------------------------------------------------------------------------
+    def _database_enabled(self) -> bool:
+        if self._use_database is not None:
+            return self._use_database
+        return os.environ.get("WARPFORGE_TUNE_DB", "1").strip().lower() not in {
+            "0",
+            "false",
+            "no",
+            "off",
+        }
+
+    def _database_rows(self, kernel: str, device: str) -> list[StoredConfig]:
+        cached = self._db_rows.get((kernel, device))
+        if cached is not None:
+            return cached
+        rows: list[StoredConfig] = []
+        db = self._open_database()
+        if db is not None:
+            try:
+                self.db_queries += 1
+                tunable = self._tunable(kernel)
+                records = db.best_configs(
+                    kernel=kernel,
+                    device=device,
+                    source_hash=tunable.source_hash if tunable is not None else None,
+                )
+                rows = [
+                    StoredConfig(
+                        r.features, r.config, r.source_hash, r.device, r.median_s, "database"
+                    )
+                    for r in records
+                ]
+            except Exception as exc:  # a broken database must never fail an op
+                self._give_up_database(f"query failed: {exc}")
+        self._db_rows[(kernel, device)] = rows
+        return rows
+
+    def _open_database(self) -> Any:
+        if self._db_state == "open":
+            return self._db
+        if self._db_state != "unopened":
+            return None
+        if not self._database_enabled():
+            self._db_state = "disabled"
+            return None
+        from warpforge.environment import database_url
+        from warpforge.tune.database import PerfDatabase, sqlite_path
+
+        url = self._database_url or database_url()
+        try:
+            path = sqlite_path(url)
+            if path is not None and path != ":memory:" and not Path(path).exists():
+                self._db_state = "unavailable"  # nothing tuned here yet: not worth a warning
+                return None
+            self._db = PerfDatabase(url, create=False, migrate=False, connect_timeout_s=2)
+        except Exception as exc:
+            self._give_up_database(str(exc))
+            return None
+        self._db_state = "open"
+        return self._db
+
+    def _give_up_database(self, why: str) -> None:
+        self._db_state = "unavailable"
+        logger.warning(
+            "warpforge.tune: performance database unavailable (%s); using shipped and default "
+            "configs for the rest of this process",
+            why,
+        )
+
+
+_LOOKUP = ConfigLookup()
+
+
+def config_for(
+    kernel: str,
+    features: Mapping[str, object],
+    default: Mapping[str, object],
+    *,
+    device: torch.device | str | None = None,
+) -> dict[str, object]:
+    """The config ops and the compiler launch ``kernel`` with for a problem described by
+    ``features``: tuned if known (shipped JSON or database, exact or nearest), else ``default``.
+
+    ``device`` defaults to the current CUDA device (the CPU when there is none). Never raises for a
+    missing or broken database; raises ``TypeError``/``ValueError`` for malformed arguments.
+    """
+    return _LOOKUP.config_for(kernel, features, default, device=device)
+
+
+def starting_configs(
+    kernel: str,
+    features: Mapping[str, object],
+    *,
+    device: torch.device | str | None = None,
+    k: int = 3,
+) -> list[dict[str, object]]:
+    """Seeds for a short search on an unseen problem (see :meth:`ConfigLookup.starting_configs`)."""
+    return _LOOKUP.starting_configs(kernel, features, device=device, k=k)
+
+
+def reset_lookup_cache() -> None:
+    """Forget cached lookups (after tuning in this process, so new results are seen)."""
+    _LOOKUP.clear()

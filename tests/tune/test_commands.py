@@ -1,0 +1,119 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from warpforge.cli import app
+from warpforge.tune.database import PerfDatabase
+
+runner = CliRunner()
+ENV = {"COLUMNS": "250"}
+SHAPE = ["--shape", "M=3,N=20"]
+
+
+def _invoke(*args: str):
+    return runner.invoke(app, list(args), env=ENV)
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'perf.db'}"
+
+
+def test_tune_without_an_op_lists_the_tunables() -> None:
+    result = _invoke("tune")
+    assert result.exit_code == 0, result.output
+    assert "row_sum" in result.output and "BLOCK_N" in result.output
+
+
+def test_exhaustive_tune_stores_every_trial_and_prints_the_best(url: str) -> None:
+    result = _invoke("tune", "row_sum", *SHAPE, "--db", url)
+    assert result.exit_code == 0, result.output
+    with PerfDatabase(url) as db:
+        trials = db.trials(kernel="row_sum")
+        best = db.best_configs(kernel="row_sum")
+    assert len(trials) == 9 and all(t.status == "ok" for t in trials)
+    assert len(best) == 1
+    assert "M=3,N=20" in result.output and f"BLOCK_N={best[0].config['BLOCK_N']}" in result.output
+    assert "9/0/0" in result.output
+
+
+def test_budgeted_tune_with_two_dtypes(url: str) -> None:
+    result = _invoke(
+        "tune",
+        "row_sum",
+        *SHAPE,
+        "--dtype",
+        "fp32",
+        "--dtype",
+        "fp16",
+        "--budget",
+        "0.5",
+        "--db",
+        url,
+    )
+    assert result.exit_code == 0, result.output
+    with PerfDatabase(url) as db:
+        best = db.best_configs(kernel="row_sum")
+        assert {b.features["dtype"] for b in best} == {"float32", "float16"}
+        assert 2 <= db.count_trials(kernel="row_sum") <= 18
+    assert "/?" in result.output  # a budgeted search: its progress has no known total
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["tune", "no_such_op"], "no tunable kernel named 'no_such_op'"),
+        (["tune", "row_sum", "--shape", "M=3"], "missing"),
+        (["tune", "row_sum", "--shape", "M=x"], "shape"),
+        (["tune", "row_sum", "--dtype", "int8"], "dtype"),
+        (["tune", "row_sum", "--budget", "0"], "--budget"),
+        (["tune", "row_sum", "--budget", "1", "--exhaustive"], "exclude"),
+    ],
+)
+def test_tune_errors_are_clear(args: list[str], message: str, url: str) -> None:
+    result = _invoke(*args, "--db", url)
+    assert result.exit_code != 0
+    assert message in result.output
+
+
+def test_db_show_export_import(url: str, tmp_path: Path) -> None:
+    assert _invoke("tune", "row_sum", *SHAPE, "--db", url).exit_code == 0
+    shown = _invoke("db", "show", "--db", url)
+    assert shown.exit_code == 0, shown.output
+    assert "row_sum" in shown.output and "M=3 N=20 dtype=float32" in shown.output
+    trials = _invoke("db", "show", "--trials", "--status", "ok", "--limit", "3", "--db", url)
+    assert trials.exit_code == 0 and trials.output.count("row_sum") == 3
+    empty = _invoke("db", "show", "--kernel", "nothing", "--db", url)
+    assert empty.exit_code == 0 and "0 shown" in empty.output
+
+    configs = tmp_path / "configs.json"
+    exported = _invoke("db", "export", str(configs), "--kernel", "row_sum", "--db", url)
+    assert exported.exit_code == 0 and "wrote 1 best configs" in exported.output
+    assert json.loads(configs.read_text())["kernels"]["row_sum"][0]["features"]["M"] == 3
+    all_trials = tmp_path / "trials.json"
+    assert _invoke("db", "export", str(all_trials), "--trials", "--db", url).exit_code == 0
+
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    imported = _invoke("db", "import", str(all_trials), "--db", other)
+    assert imported.exit_code == 0 and "imported 9 trials" in imported.output
+    imported = _invoke("db", "import", str(configs), "--db", other)
+    assert imported.exit_code == 0 and "imported 1 trials" in imported.output
+    with PerfDatabase(other) as db:
+        assert db.count_trials() == 10
+
+
+def test_db_commands_fail_clearly(tmp_path: Path) -> None:
+    missing = f"sqlite:///{tmp_path / 'none.db'}"
+    result = _invoke("db", "show", "--db", missing)
+    assert result.exit_code == 1 and "no performance database" in result.output
+    assert not (tmp_path / "none.db").exists()
+    assert "--limit" in _invoke("db", "show", "--limit", "0", "--db", missing).output
+    assert "--status" in _invoke("db", "show", "--status", "fast", "--db", missing).output
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    result = _invoke("db", "import", str(bad), "--db", f"sqlite:///{tmp_path / 'x.db'}")
+    assert result.exit_code == 1 and "format" in result.output

@@ -1,0 +1,207 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from tune_synthetic import (
+    BEST,
+    RAISES,
+    WRONG_BUT_FAST,
+    FakeTimer,
+    make_synthetic,
+    synthetic_space,
+    synthetic_time,
+)
+
+from warpforge.tune.search import budgeted_search, exhaustive_search, tune
+from warpforge.tune.space import config_key
+
+SHAPE = {"N": 1024}
+
+
+def test_exhaustive_finds_the_known_best_and_records_every_valid_config() -> None:
+    kernel = make_synthetic()
+    timer = FakeTimer()
+    result = exhaustive_search(kernel, SHAPE, torch.float32, "cpu", timer=timer)
+    valid = kernel.space.valid_configs(kernel.features(SHAPE, torch.float32))
+    assert len(result.trials) == len(valid)
+    assert result.rejected == kernel.space.size - len(valid) > 0
+    assert result.best is not None and result.best.config == BEST
+    assert result.best.median_s == pytest.approx(synthetic_time(BEST))
+
+
+def test_a_fast_wrong_config_never_wins_and_is_recorded_incorrect() -> None:
+    result = exhaustive_search(make_synthetic(), SHAPE, torch.float32, "cpu", timer=FakeTimer())
+    by_key = {config_key(t.config): t for t in result.trials}
+    wrong = by_key[config_key(WRONG_BUT_FAST)]
+    assert (
+        wrong.status == "incorrect"
+        and wrong.median_s is None
+        and "off the reference" in wrong.error
+    )
+    assert result.best.config != WRONG_BUT_FAST
+
+
+def test_a_raising_config_is_an_error_not_a_crash() -> None:
+    result = exhaustive_search(make_synthetic(), SHAPE, torch.float32, "cpu", timer=FakeTimer())
+    err = {config_key(t.config): t for t in result.trials}[config_key(RAISES)]
+    assert err.status == "error" and "RuntimeError: out of resources" in err.error
+
+
+def test_nan_output_is_incorrect() -> None:
+    kernel = make_synthetic()
+    nan_kernel = type(kernel)(
+        **{**kernel.__dict__, "run": lambda c, x: torch.full_like(x, math.nan)}
+    )
+    result = exhaustive_search(nan_kernel, SHAPE, torch.float32, "cpu", timer=FakeTimer())
+    assert result.best is None and {t.status for t in result.trials} == {"incorrect"}
+
+
+def test_budgeted_search_finds_the_best_with_fewer_trials() -> None:
+    kernel = make_synthetic(space=synthetic_space(blocks=tuple(2**i for i in range(3, 11))))
+    timer = FakeTimer()
+    result = budgeted_search(
+        kernel,
+        SHAPE,
+        torch.float32,
+        "cpu",
+        budget_s=30,
+        timer=timer,
+        clock=timer.clock,
+        seed=1,
+        random_samples=4,
+    )
+    valid = kernel.space.valid_configs(kernel.features(SHAPE, torch.float32))
+    assert result.best.config == BEST
+    assert len(result.trials) <= 31 < len(valid)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_budgeted_search_never_picks_the_wrong_config_even_when_seeded_with_it(seed: int) -> None:
+    timer = FakeTimer()
+    result = budgeted_search(
+        make_synthetic(),
+        SHAPE,
+        torch.float32,
+        "cpu",
+        budget_s=25,
+        timer=timer,
+        clock=timer.clock,
+        seed=seed,
+        initial=[WRONG_BUT_FAST, RAISES],
+    )
+    statuses = {config_key(t.config): t.status for t in result.trials}
+    assert statuses[config_key(WRONG_BUT_FAST)] == "incorrect"
+    assert statuses[config_key(RAISES)] == "error"
+    assert result.best is not None and result.best.config != WRONG_BUT_FAST
+
+
+def test_budget_stops_the_search() -> None:
+    timer = FakeTimer()
+    result = budgeted_search(
+        make_synthetic(), SHAPE, torch.float32, "cpu", budget_s=5, timer=timer, clock=timer.clock
+    )
+    assert 5 <= timer.calls <= 6
+    assert len(result.trials) <= 8
+    limited = budgeted_search(
+        make_synthetic(), SHAPE, torch.float32, "cpu", max_trials=3, timer=FakeTimer()
+    )
+    assert len(limited.trials) == 3
+
+
+def test_budgeted_search_stops_once_every_config_was_tried() -> None:
+    kernel = make_synthetic(space=synthetic_space(blocks=(64, 128)))
+    timer = FakeTimer()
+    result = budgeted_search(
+        kernel, SHAPE, torch.float32, "cpu", budget_s=10_000, timer=timer, clock=timer.clock
+    )
+    assert len(result.trials) == len(kernel.space.valid_configs({"N": 1024, "dtype": "float32"}))
+
+
+def test_tune_picks_exhaustive_for_small_spaces_and_budgeted_when_asked() -> None:
+    kernel = make_synthetic()
+    assert tune(kernel, SHAPE, torch.float32, "cpu", timer=FakeTimer()).strategy == "exhaustive"
+    timer = FakeTimer()
+    r = tune(kernel, SHAPE, torch.float32, "cpu", budget_s=3, timer=timer, clock=timer.clock)
+    assert r.strategy == "budgeted"
+
+
+def test_trials_are_reported_as_they_finish() -> None:
+    seen = []
+    result = exhaustive_search(
+        make_synthetic(), SHAPE, torch.float32, "cpu", timer=FakeTimer(), on_trial=seen.append
+    )
+    assert seen == result.trials
+
+
+def test_real_harness_timer_on_the_row_sum_example() -> None:
+    from warpforge.tune.examples import ROW_SUM
+
+    result = exhaustive_search(ROW_SUM, {"M": 3, "N": 20}, torch.float32, "cpu")
+    assert result.best is not None and all(t.status == "ok" for t in result.trials)
+    assert all(t.median_s > 0 and t.samples >= 2 for t in result.trials)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"budget_s": 0}, ValueError, "budget_s"),
+        ({"budget_s": 1, "max_trials": 0}, ValueError, "max_trials"),
+    ],
+)
+def test_bad_arguments(kwargs: dict, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        budgeted_search(make_synthetic(), SHAPE, torch.float32, "cpu", timer=FakeTimer(), **kwargs)
+
+
+def test_bad_kernel_shape_dtype() -> None:
+    with pytest.raises(TypeError, match="kernel"):
+        exhaustive_search("synthetic", SHAPE, torch.float32, "cpu")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="shape"):
+        exhaustive_search(make_synthetic(), {}, torch.float32, "cpu")
+    with pytest.raises(TypeError, match="dtype"):
+        exhaustive_search(make_synthetic(), SHAPE, "float32", "cpu")  # type: ignore[arg-type]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gpu_exhaustive_row_sum_finds_a_correct_best(dtype: torch.dtype) -> None:
+    from warpforge.tune.examples import ROW_SUM
+    from warpforge.tune.search import TimingOptions
+
+    timing = TimingOptions(min_samples=5, max_time_s=0.05)
+    result = exhaustive_search(ROW_SUM, {"M": 1000, "N": 3000}, dtype, "cuda", timing=timing)
+    assert result.best is not None and result.best.median_s > 0
+    assert not [t for t in result.trials if t.status == "incorrect"], (
+        "a valid config gave a wrong sum"
+    )
+    major, minor = torch.cuda.get_device_capability()
+    assert result.device.endswith(f"/sm_{major}{minor}")
+
+
+def test_budgeted_search_tries_the_seeds_first() -> None:
+    seeds = [
+        {"BLOCK": 512, "num_warps": 2, "unroll": 4},
+        {"BLOCK": 64, "num_warps": 1, "unroll": 2},
+    ]
+    seen = []
+    timer = FakeTimer()
+    budgeted_search(
+        make_synthetic(), SHAPE, torch.float32, "cpu", budget_s=4, timer=timer, clock=timer.clock,
+        initial=seeds, on_trial=seen.append,
+    )  # fmt: skip
+    assert [t.config for t in seen[:2]] == seeds
+
+
+def test_a_triton_compile_error_is_recorded_not_raised() -> None:
+    from warpforge.tune.examples import ROW_SUM
+    from warpforge.tune.search import HarnessTimer, TimingOptions, TuningProblem, evaluate_config
+
+    problem = TuningProblem.build(
+        ROW_SUM, {"M": 3, "N": 20}, torch.float32, torch.device("cpu"), input_sets=1
+    )
+    # tl.arange needs a power-of-two length: 48 cannot compile (the space never offers it).
+    bad = {"BLOCK_N": 48, "ROWS": 1, "num_warps": 1, "num_stages": 1}
+    trial = evaluate_config(problem, bad, HarnessTimer(TimingOptions.quick()))
+    assert trial.status == "error" and trial.median_s is None and trial.error

@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from warpforge.tune.database import PerfDatabase
+from warpforge.tune.search import Trial
+from warpforge.tune.shipped import (
+    CONFIGS_FORMAT,
+    TRIALS_FORMAT,
+    export_shipped,
+    export_trials,
+    import_file,
+    read_shipped,
+)
+
+F1 = {"N": 1024, "dtype": "float16"}
+F2 = {"N": 4096, "dtype": "float16"}
+
+
+def _fill(db: PerfDatabase) -> None:
+    for features, config, status, median in (
+        (F1, {"B": 1}, "ok", 3e-5),
+        (F1, {"B": 2}, "ok", 1e-5),
+        (F1, {"B": 3}, "incorrect", None),
+        (F2, {"B": 4}, "ok", 2e-5),
+        (F2, {"B": 5}, "error", None),
+    ):
+        db.record_trial(
+            kernel="kx",
+            source_hash="h",
+            device="gpu/sm_90",
+            features=features,
+            trial=Trial(
+                config,
+                status,
+                median,
+                None if median is None else median * 0.9,
+                None if median is None else median * 1.1,
+                error=None if status == "ok" else "bad",
+            ),
+        )
+    db.record_trial(
+        kernel="other",
+        source_hash="h",
+        device="gpu/sm_90",
+        features=F1,
+        trial=Trial({"B": 9}, "ok", 1.0),
+    )
+
+
+def test_export_writes_the_documented_format_and_reads_back(tmp_path: Path, db_url: str) -> None:
+    path = tmp_path / "shipped" / "configs.json"
+    with PerfDatabase(db_url) as db:
+        _fill(db)
+        assert export_shipped("kx", path, database=db) == 2
+    document = json.loads(path.read_text())
+    assert document["format"] == CONFIGS_FORMAT and document["version"] == 1
+    assert set(document["kernels"]) == {"kx"}
+    entries = {json.dumps(e["features"], sort_keys=True): e for e in document["kernels"]["kx"]}
+    assert entries[json.dumps(F1, sort_keys=True)]["config"] == {"B": 2}
+    assert entries[json.dumps(F1, sort_keys=True)]["ci_s"] == [
+        pytest.approx(9e-6),
+        pytest.approx(1.1e-5),
+    ]
+    read = read_shipped(path)["kx"]
+    assert {(e.features["N"], e.config["B"], e.device, e.source_hash) for e in read} == {
+        (1024, 2, "gpu/sm_90", "h"),
+        (4096, 4, "gpu/sm_90", "h"),
+    }
+    assert not list(path.parent.glob(".*"))  # no temporary file left behind
+
+
+def test_shipped_configs_import_into_another_database(tmp_path: Path, db_url: str) -> None:
+    path = tmp_path / "configs.json"
+    with PerfDatabase(f"sqlite:///{tmp_path / 'a.db'}") as source:
+        _fill(source)
+        export_shipped(None, path, database=source)
+    with PerfDatabase(db_url) as target:
+        assert import_file(path, database=target) == 3
+        assert target.best("kx", "h", "gpu/sm_90", F1).config == {"B": 2}
+        assert target.best("other", "h", "gpu/sm_90", F1).config == {"B": 9}
+
+
+def test_trials_round_trip_through_json(tmp_path: Path, db_url: str) -> None:
+    path = tmp_path / "trials.json"
+    with PerfDatabase(f"sqlite:///{tmp_path / 'a.db'}") as source:
+        _fill(source)
+        assert export_trials(path, database=source, kernel="kx") == 5
+        before = [t.as_dict() for t in source.trials(kernel="kx")]
+    assert json.loads(path.read_text())["format"] == TRIALS_FORMAT
+    with PerfDatabase(db_url) as target:
+        assert import_file(path, database=target) == 5
+        after = [t.as_dict() for t in target.trials(kernel="kx")]
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "id"} for r in rows]  # noqa: E731
+    assert strip(after) == strip(before)
+
+
+@pytest.mark.parametrize(
+    ("document", "match"),
+    [
+        ("not json", "not valid JSON"),
+        ({"format": "something"}, "expected a JSON object with format"),
+        ({"format": CONFIGS_FORMAT, "version": 7, "kernels": {}}, "version"),
+        (
+            {"format": CONFIGS_FORMAT, "version": 1, "kernels": {"k": [{"device": "d"}]}},
+            "missing field",
+        ),
+        (
+            {
+                "format": TRIALS_FORMAT,
+                "version": 1,
+                "trials": [
+                    {
+                        "kernel": "k",
+                        "source_hash": "h",
+                        "device": "d",
+                        "features": {},
+                        "config": {},
+                        "status": "fast",
+                    }
+                ],
+            },
+            "status",
+        ),
+        (
+            {
+                "format": TRIALS_FORMAT,
+                "version": 1,
+                "trials": [
+                    {
+                        "kernel": "k",
+                        "source_hash": "h",
+                        "device": "d",
+                        "features": {},
+                        "config": {},
+                        "status": "ok",
+                    }
+                ],
+            },
+            "median_s",
+        ),
+    ],
+)
+def test_malformed_files_import_nothing(tmp_path: Path, document: object, match: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(document if isinstance(document, str) else json.dumps(document))
+    with PerfDatabase(f"sqlite:///{tmp_path / 'x.db'}") as db:
+        with pytest.raises(ValueError, match=match):
+            import_file(path, database=db)
+        assert db.count_trials() == 0
+
+
+def test_export_rejects_bad_kernel_names(tmp_path: Path) -> None:
+    with (
+        PerfDatabase(f"sqlite:///{tmp_path / 'x.db'}") as db,
+        pytest.raises(TypeError, match="kernels"),
+    ):
+        export_shipped([1], tmp_path / "o.json", database=db)  # type: ignore[list-item]
