@@ -1,0 +1,116 @@
+"""``warpforge cache stats|verify|clear``: inspect and maintain the kernel cache."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+cache_app = typer.Typer(
+    name="cache",
+    help="Inspect, verify and clear the kernel cache (memory, disk, Redis).",
+    no_args_is_help=True,
+)
+
+
+def _registry() -> Any:
+    from warpforge.cache.registry import KernelRegistry
+
+    return KernelRegistry.from_environment()
+
+
+def _human_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+@cache_app.command()
+def stats(
+    as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+) -> None:
+    """Entries and bytes per tier, and this process's hit/miss counters."""
+    info = _registry().stats()
+    if as_json:
+        typer.echo(json.dumps(info, indent=2, sort_keys=True))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="warpforge kernel cache")
+    for column in ("tier", "location", "entries", "size", "limit", "notes"):
+        table.add_column(column)
+    memory = info["memory"]
+    table.add_row(
+        "memory",
+        "this process",
+        str(memory["entries"]),
+        _human_bytes(memory["bytes"]),
+        f"{memory['max_entries']} entries / {_human_bytes(memory['max_bytes'])}",
+        "empty in a fresh CLI process",
+    )
+    disk = info["disk"]
+    if disk is not None:
+        table.add_row(
+            "disk",
+            disk["root"],
+            str(disk["entries"]),
+            _human_bytes(disk["bytes"]),
+            _human_bytes(disk["max_bytes"]),
+            f"{disk['quarantined']} quarantined",
+        )
+    redis = info["redis"]
+    if redis is None:
+        table.add_row("redis", "-", "-", "-", "-", "off (WARPFORGE_REDIS_URL unset)")
+    else:
+        reachable = "reachable" if redis["entries"] is not None else "UNREACHABLE"
+        entries = "-" if redis["entries"] is None else str(redis["entries"])
+        table.add_row("redis", redis["url"], entries, "-", "-", reachable)
+    Console().print(table)
+
+
+@cache_app.command()
+def verify() -> None:
+    """Check every disk entry against its manifest; quarantine and list corrupted ones."""
+    report = _registry().verify()
+    if report.root is None:
+        typer.echo("no disk tier configured")
+        return
+    typer.echo(f"checked {report.checked} entries under {report.root}: {report.ok} ok")
+    for bad in report.corrupted:
+        where = bad.quarantined_to or "could not be moved"
+        typer.echo(f"CORRUPTED {bad.digest}: {bad.reason} -> {where}", err=True)
+    if report.corrupted:
+        typer.echo(f"{len(report.corrupted)} corrupted entries quarantined", err=True)
+        raise typer.Exit(code=1)
+
+
+@cache_app.command()
+def clear(
+    tier: str = typer.Option("all", "--tier", help="Which tier: memory, disk, redis or all."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+) -> None:
+    """Delete cached kernels (they are rebuilt on next use)."""
+    from warpforge.cache.registry import CLEAR_TIERS
+
+    if tier not in CLEAR_TIERS:
+        raise typer.BadParameter(
+            f"expected one of {list(CLEAR_TIERS)}, got {tier!r}", param_hint="--tier"
+        )
+    registry = _registry()
+    if not yes:
+        typer.confirm(f"Delete every cached kernel in tier {tier!r}?", abort=True)
+    removed = registry.clear(tier)
+    for name, count in removed.items():
+        typer.echo(f"{name}: removed {count} entries")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``cache`` sub-command group to the ``warpforge`` CLI."""
+    app.add_typer(cache_app, name="cache")

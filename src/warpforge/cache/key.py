@@ -1,0 +1,168 @@
+"""The cache key: everything that can change a compiled kernel, and its content address.
+
+A kernel built for one blueprint is only reusable where the graph, the GPU architecture, the
+software that generated and compiled it, and the input specialisation (dtypes, divisibility,
+shape bucket) are all the same, so all of them are part of the key. ``digest()`` hashes a
+canonical JSON of every field; the disk and Redis tiers store entries under that digest.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+import torch
+
+from warpforge import runtime
+from warpforge.validation import describe
+
+# Bumped when the digest's canonical form changes, so old and new entries never alias.
+KEY_FORMAT_VERSION = 1
+
+
+def _check_text(name: str, value: object) -> None:
+    if not isinstance(value, str):
+        raise TypeError(f"{name}: expected a str, got {describe(value)}")
+    if not value:
+        raise ValueError(f"{name}: expected a non-empty string, got ''")
+
+
+def specialisation_value(value: object) -> str:
+    """The canonical text of one specialisation value (``torch.float16`` -> ``"float16"``)."""
+    if isinstance(value, torch.dtype):
+        return str(value).removeprefix("torch.")
+    if isinstance(value, torch.device):
+        return str(value)
+    if isinstance(value, (str, bool, int, float)) or value is None:
+        # JSON spelling (true, null, 1.5) is stable across Python versions, unlike repr.
+        return value if isinstance(value, str) else json.dumps(value)
+    if isinstance(value, (tuple, list)):
+        return "[" + ",".join(specialisation_value(v) for v in value) + "]"
+    raise TypeError(
+        f"specialisation: expected values that are str, bool, int, float, None, torch.dtype, "
+        f"torch.device or tuples of those, got {describe(value)}"
+    )
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    """Identifies one compiled kernel; two keys with equal fields have equal digests."""
+
+    graph_hash: str
+    arch: str
+    warpforge_version: str
+    triton_version: str
+    torch_version: str
+    specialisation: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("graph_hash", "arch", "warpforge_version", "triton_version", "torch_version"):
+            _check_text(name, getattr(self, name))
+        spec = self.specialisation
+        if not isinstance(spec, (tuple, list)) or not all(
+            isinstance(pair, (tuple, list))
+            and len(pair) == 2
+            and all(isinstance(part, str) for part in pair)
+            for pair in spec
+        ):
+            raise TypeError(
+                "specialisation: expected a tuple of (name, value) string pairs, "
+                f"got {describe(spec)}"
+            )
+        normalised = tuple(sorted((name, value) for name, value in spec))
+        names = [name for name, _ in normalised]
+        if len(set(names)) != len(names):
+            raise ValueError(f"specialisation: expected unique names, got {names}")
+        # Frozen dataclass: normalise in place once so equal keys compare and hash equal.
+        object.__setattr__(self, "specialisation", normalised)
+
+    @classmethod
+    def for_current_environment(
+        cls,
+        graph_hash: str,
+        specialisation: Mapping[str, object],
+        device: torch.device | str | None = None,
+    ) -> CacheKey:
+        """A key for ``graph_hash`` on ``device`` (default: current CUDA device, else CPU) with
+        this process's warpforge, Triton and torch versions."""
+        if not isinstance(specialisation, Mapping):
+            raise TypeError(
+                f"specialisation: expected a mapping of name -> value, got {describe(specialisation)}"
+            )
+        pairs = []
+        for name, value in specialisation.items():
+            if not isinstance(name, str):
+                raise TypeError(f"specialisation: expected str names, got {describe(name)}")
+            pairs.append((name, specialisation_value(value)))
+        warpforge_version, triton_version, torch_version = software_versions()
+        return cls(
+            graph_hash=graph_hash,
+            arch=_arch(None if device is None else str(device)),
+            warpforge_version=warpforge_version,
+            triton_version=triton_version,
+            torch_version=torch_version,
+            specialisation=tuple(pairs),
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """All fields as JSON-ready values (the manifest records them)."""
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["specialisation"] = [list(pair) for pair in self.specialisation]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CacheKey:
+        """Inverse of :meth:`as_dict`."""
+        if not isinstance(data, Mapping):
+            raise TypeError(f"data: expected a mapping, got {describe(data)}")
+        names = {f.name for f in fields(cls)}
+        if set(data) != names:
+            raise ValueError(f"data: expected exactly the keys {sorted(names)}, got {sorted(data)}")
+        values = dict(data)
+        spec = values["specialisation"]
+        if not isinstance(spec, (list, tuple)):
+            raise TypeError(f"data['specialisation']: expected a list, got {describe(spec)}")
+        values["specialisation"] = tuple(tuple(pair) for pair in spec)
+        return cls(**values)
+
+    def digest(self) -> str:
+        """SHA-256 (hex) of a canonical JSON of every field: the entry's content address.
+
+        Computed once per key object; the in-memory hit path calls it on every lookup.
+        """
+        cached = self.__dict__.get("_digest")
+        if cached is None:
+            payload = {"key_format": KEY_FORMAT_VERSION, **self.as_dict()}
+            canonical = json.dumps(
+                payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True
+            )
+            cached = hashlib.sha256(canonical.encode("ascii")).hexdigest()
+            # Bypasses the frozen __setattr__; the digest is derived, not a field.
+            self.__dict__["_digest"] = cached
+        return cached
+
+
+@functools.lru_cache(maxsize=1)
+def software_versions() -> tuple[str, str, str]:
+    """(warpforge, triton, torch) versions of this process; Triton is not imported for this."""
+    from warpforge import __version__
+
+    triton = sys.modules.get("triton")
+    triton_version = getattr(triton, "__version__", None) if triton is not None else None
+    if triton_version is None:
+        try:
+            triton_version = importlib.metadata.version("triton")
+        except importlib.metadata.PackageNotFoundError:
+            triton_version = "none"
+    return __version__, str(triton_version), str(torch.__version__)
+
+
+@functools.lru_cache(maxsize=16)
+def _arch(device: str | None) -> str:
+    return runtime.device_capabilities(device).arch
