@@ -19,13 +19,14 @@ from warpforge.blueprint.ir import (
 )
 from warpforge.blueprint.registry import OperatorRegistry, OperatorSpec, default_registry, operator
 
+# Imported eagerly so the name ``trace`` is the function, not the ``trace`` submodule.
+from warpforge.blueprint.trace import UnsupportedOperationError, trace
+
 _LAZY = {
     "compile": ("warpforge.blueprint.compiler", "compile"),
     "CompiledBlueprint": ("warpforge.blueprint.compiler", "CompiledBlueprint"),
     "BlueprintCompileError": ("warpforge.blueprint.compiler", "BlueprintCompileError"),
     "KernelSourceGenerator": ("warpforge.blueprint.codegen", "KernelSourceGenerator"),
-    "trace": ("warpforge.blueprint.trace", "trace"),
-    "UnsupportedOperationError": ("warpforge.blueprint.trace", "UnsupportedOperationError"),
 }
 
 __all__ = [
@@ -37,8 +38,10 @@ __all__ = [
     "OperatorRegistry",
     "OperatorSpec",
     "TensorSchema",
+    "UnsupportedOperationError",
     "default_registry",
     "operator",
+    "trace",
     *sorted(_LAZY),
 ]
 

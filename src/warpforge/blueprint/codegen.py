@@ -296,7 +296,7 @@ class _KernelWriter:
         return f"v_{value}"
 
     def tensor_args(self, name: str) -> list[str]:
-        return [f"{name}_ptr", *(f"{name}_s{d}" for d in range(self.rank))]
+        return [f"p_{name}", *(f"p_{name}_s{d}" for d in range(self.rank))]
 
     def emit(self, line: str) -> None:
         self.body.append("    " + line)
@@ -314,7 +314,7 @@ class _KernelWriter:
         self.emit("i0 = rem")
 
     def row_offset(self, name: str) -> str:
-        terms = [f"i{d} * {name}_s{d}" for d in range(self.rank - 1)]
+        terms = [f"i{d} * p_{name}_s{d}" for d in range(self.rank - 1)]
         return " + ".join(terms) if terms else "0"
 
     def load(self, value: str, space: str) -> str:
@@ -328,10 +328,10 @@ class _KernelWriter:
         base = f"({row_off})[:, None]" if row_off != "0" else "rows[:, None] * 0"
         self.emit(f"# load {value}: {schema}")
         if space == FULL:
-            addr = f"{value}_ptr + {base} + (cols * {value}_s{self.rank - 1})[None, :]"
+            addr = f"p_{value} + {base} + (cols * p_{value}_s{self.rank - 1})[None, :]"
             mask = "mask"
         else:
-            addr = f"{value}_ptr + {base}"
+            addr = f"p_{value} + {base}"
             mask = "row_mask[:, None]"
         convert = "" if schema.dtype == "bool" else f".to({self.compute})"
         other = "0" if schema.dtype == "bool" else "0.0"
@@ -390,13 +390,13 @@ class _KernelWriter:
         base = f"({row_off})[:, None]" if row_off != "0" else "rows[:, None] * 0"
         self.emit(f"# store {value}: {self.gen.schemas[value]}")
         if space == FULL:
-            addr = f"{value}_ptr + {base} + (cols * {value}_s{self.rank - 1})[None, :]"
+            addr = f"p_{value} + {base} + (cols * p_{value}_s{self.rank - 1})[None, :]"
             mask = "mask"
         else:
-            addr = f"{value}_ptr + {base}"
+            addr = f"p_{value} + {base}"
             mask = "row_mask[:, None]" + extra_mask
         self.emit(
-            f"tl.store({addr}, {self.var(value)}.to({value}_ptr.dtype.element_ty), mask={mask})"
+            f"tl.store({addr}, {self.var(value)}.to(p_{value}.dtype.element_ty), mask={mask})"
         )
 
     def signature(self, head: list[str], sizes: list[str], constexprs: list[str]) -> list[str]:
