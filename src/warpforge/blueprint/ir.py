@@ -456,9 +456,10 @@ class BlueprintBuilder:
             raise TypeError(f"value: expected a Value from this builder, got {describe(value)}")
         self._outputs.append((check_identifier("name", name), value.name))
 
-    def build(self) -> BlueprintIR:
-        """The finished IR, validated (names, edges) and shape-checked through :meth:`infer`."""
+    def build(self, registry: Any = None) -> BlueprintIR:
+        """The finished IR, validated (names, edges) and shape-checked through :meth:`infer`
+        against ``registry`` (default: the process-wide operator registry)."""
         ir = BlueprintIR(self.name, self._inputs, self._nodes, self._outputs, self.version)
-        ir.infer()
+        ir.infer(registry)
         return ir
 

@@ -22,6 +22,10 @@ MAX_ROW_BLOCK = 32768
 """Longest row a row group holds in registers; longer rows fall back to PyTorch."""
 _INT32_LIMIT = 2**31 - 1
 
+POISON_OUTPUTS = False
+"""Tests set this to fill output buffers with NaN (or True for bool) before kernels write them,
+so an element a kernel forgets to store shows up instead of passing by luck."""
+
 
 def bind_inputs(ir: BlueprintIR, tensors: Sequence[object]) -> dict[str, int]:
     """Check call arguments against the input schemas; returns symbolic dim -> size."""
@@ -129,10 +133,10 @@ class KernelProgram:
         for value in group.outputs:
             schema: TensorSchema = self.plan.schemas[value]
             dtype = torch_dtype(schema.dtype)
-            if group.space[value] == FULL:
-                buffer = torch.empty(domain, dtype=dtype, device=device)
-            else:
-                buffer = torch.empty(domain[:-1] + (1,), dtype=dtype, device=device)
+            size = domain if group.space[value] == FULL else domain[:-1] + (1,)
+            buffer = torch.empty(size, dtype=dtype, device=device)
+            if POISON_OUTPUTS:
+                buffer.fill_(True if dtype == torch.bool else float("nan"))
             out.append((value, buffer, buffer.reshape(concrete(schema.shape, bindings))))
         return out
 
@@ -171,8 +175,7 @@ class KernelProgram:
         for tensor in views:
             args += [tensor, *tensor.stride()]
         for buffer in buffers:
-            strides = list(buffer.expand(domain).stride()) if buffer.shape != domain else list(buffer.stride())
-            args += [buffer, *strides]
+            args += [buffer, *buffer.stride()]
         args += [domain[d] for d in range(1, len(domain) - 1)]
         args += [n_rows, n_cols]
         grid = (math.ceil(n_rows / block_m), math.ceil(n_cols / block_n))
