@@ -29,34 +29,16 @@ UNARY_OPS = {
 POSITIVE = {"log", "sqrt", "rsqrt"}
 
 
-def _check(ir, inputs: list[torch.Tensor], dtype: torch.dtype) -> None:
-    compiled = warpforge.compile(ir, strict=True)
-    got = compiled(*inputs)
-    got = got if isinstance(got, tuple) else (got,)
-    from warpforge.blueprint.program import run_reference
+@pytest.fixture
+def check(reference64):  # type: ignore[no-untyped-def]
+    def run(ir, inputs: list[torch.Tensor], dtype: torch.dtype) -> None:  # type: ignore[no-untyped-def]
+        got = warpforge.compile(ir, strict=True)(*inputs)
+        got = got if isinstance(got, tuple) else (got,)
+        atol, rtol = TOL[dtype]
+        for g, w in zip(got, reference64(ir, inputs)):
+            torch.testing.assert_close(g.double(), w, atol=atol, rtol=rtol, equal_nan=True)
 
-    wide = [t.double() if t.is_floating_point() else t for t in inputs]
-    ir64 = _as_float64(ir)
-    want = run_reference(ir64, wide, default_registry())
-    atol, rtol = TOL[dtype]
-    for g, w in zip(got, want):
-        assert not torch.isnan(g).any() or torch.isnan(w).any()
-        torch.testing.assert_close(g.double(), w.double(), atol=atol, rtol=rtol, equal_nan=True)
-
-
-def _as_float64(ir):
-    """The same blueprint with every float input and cast at float64 (the ground truth)."""
-    from warpforge.blueprint import BlueprintIR, TensorSchema
-
-    inputs = [
-        (n, TensorSchema(s.shape, "float64" if s.is_float else s.dtype)) for n, s in ir.inputs
-    ]
-    nodes = []
-    for node in ir.nodes:
-        if node.op == "cast":
-            node = type(node)(node.name, node.op, node.inputs, {"dtype": "float64"})
-        nodes.append(node)
-    return BlueprintIR(ir.name + "_f64", inputs, nodes, ir.outputs)
+    return run
 
 
 def _rand(shape, dtype, positive=False) -> torch.Tensor:
@@ -68,11 +50,11 @@ def _rand(shape, dtype, positive=False) -> torch.Tensor:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("op", sorted(UNARY_OPS))
-def test_unary_op_matches_reference(op: str, dtype: torch.dtype) -> None:
+def test_unary_op_matches_reference(op: str, dtype: torch.dtype, check) -> None:  # type: ignore[no-untyped-def]
     b = BlueprintBuilder(f"unary_{op}")
     x = b.input("x", (5, 13), str(dtype).removeprefix("torch."))
     b.output("y", b.op(op, x, **UNARY_OPS[op]))
-    _check(b.build(), [_rand((5, 13), dtype, op in POSITIVE)], dtype)
+    check(b.build(), [_rand((5, 13), dtype, op in POSITIVE)], dtype)
 
 
 @pytest.mark.parametrize("source,target", [("float32", "float16"), ("float16", "float32")])
@@ -90,16 +72,16 @@ def test_cast_rounds_exactly_like_torch(source: str, target: str) -> None:
     torch.testing.assert_close(got_z, want_y * 3.0)
 
 
-def test_gelu_tanh_matches_reference() -> None:
+def test_gelu_tanh_matches_reference(check) -> None:  # type: ignore[no-untyped-def]
     b = BlueprintBuilder("gelu_tanh")
     x = b.input("x", (3, 17), "float32")
     b.output("y", b.op("gelu", x, approximate="tanh"))
-    _check(b.build(), [_rand((3, 17), torch.float32)], torch.float32)
+    check(b.build(), [_rand((3, 17), torch.float32)], torch.float32)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
-def test_binary_ops_with_broadcast_and_scalars(op: str, dtype: torch.dtype) -> None:
+def test_binary_ops_with_broadcast_and_scalars(op: str, dtype: torch.dtype, check) -> None:  # type: ignore[no-untyped-def]
     name = str(dtype).removeprefix("torch.")
     b = BlueprintBuilder(f"binary_{op}")
     x = b.input("x", (2, 3, 11), name)
@@ -108,11 +90,11 @@ def test_binary_ops_with_broadcast_and_scalars(op: str, dtype: torch.dtype) -> N
     z = b.op(op, z, scalar=1.5)
     b.output("z", b.op(op, z, scalar=0.75, reverse=True))
     y_val = _rand((3, 1), dtype, positive=True)
-    _check(b.build(), [_rand((2, 3, 11), dtype, positive=op == "div"), y_val], dtype)
+    check(b.build(), [_rand((2, 3, 11), dtype, positive=op == "div"), y_val], dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_where_with_tensor_and_scalar_branches(dtype: torch.dtype) -> None:
+def test_where_with_tensor_and_scalar_branches(dtype: torch.dtype, check) -> None:  # type: ignore[no-untyped-def]
     name = str(dtype).removeprefix("torch.")
     b = BlueprintBuilder("where")
     c = b.input("c", (4, 9), "bool")
@@ -121,7 +103,7 @@ def test_where_with_tensor_and_scalar_branches(dtype: torch.dtype) -> None:
     b.output("a", b.op("where", c, x, y))
     b.output("b", b.op("where", c, x, other=-2.5))
     cond = torch.rand(4, 9) > 0.5
-    _check(b.build(), [cond, _rand((4, 9), dtype), _rand((9,), dtype)], dtype)
+    check(b.build(), [cond, _rand((4, 9), dtype), _rand((9,), dtype)], dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
@@ -139,14 +121,14 @@ def test_where_with_tensor_and_scalar_branches(dtype: torch.dtype) -> None:
         ("rms_norm", {"eps": 1e-6}, 0),
     ],
 )
-def test_row_ops_match_reference(op: str, attrs: dict, params: int, dtype: torch.dtype) -> None:
+def test_row_ops_match_reference(op: str, attrs: dict, params: int, dtype: torch.dtype, check) -> None:  # type: ignore[no-untyped-def]
     name = str(dtype).removeprefix("torch.")
     b = BlueprintBuilder(f"row_{op}")
     x = b.input("x", (3, 5, 37), name)  # 37: a ragged row (block of 64, 27 masked columns)
     extra = [b.input(f"p{i}", (37,), name) for i in range(params)]
     b.output("y", b.op(op, x, *extra, **attrs))
     inputs = [_rand((3, 5, 37), dtype)] + [_rand((37,), dtype) for _ in range(params)]
-    _check(b.build(), inputs, dtype)
+    check(b.build(), inputs, dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
@@ -178,22 +160,22 @@ def test_matmul_and_linear_with_epilogue(dtype: torch.dtype) -> None:
         ("transpose", {"dim0": 0, "dim1": -1}, (2, 3, 4), (4, 3, 2)),
     ],
 )
-def test_layout_ops_feed_kernels(op: str, attrs: dict, shape: tuple, expected: tuple) -> None:
+def test_layout_ops_feed_kernels(op: str, attrs: dict, shape: tuple, expected: tuple, check) -> None:  # type: ignore[no-untyped-def]
     b = BlueprintBuilder(f"layout_{op}")
     x = b.input("x", shape, "float32")
     moved = b.op(op, b.op("exp", x), **attrs)
     b.output("y", b.op("mul", moved, scalar=2.0))
     ir = b.build()
     assert ir.infer()[ir.outputs[0][1]].shape == expected
-    _check(ir, [_rand(shape, torch.float32)], torch.float32)
+    check(ir, [_rand(shape, torch.float32)], torch.float32)
 
 
-def test_concat() -> None:
+def test_concat(check) -> None:  # type: ignore[no-untyped-def]
     b = BlueprintBuilder("cat")
     x = b.input("x", (2, 3), "float32")
     y = b.input("y", (2, 5), "float32")
     b.output("z", b.op("tanh", b.op("concat", x, y, dim=1)))
-    _check(b.build(), [_rand((2, 3), torch.float32), _rand((2, 5), torch.float32)], torch.float32)
+    check(b.build(), [_rand((2, 3), torch.float32), _rand((2, 5), torch.float32)], torch.float32)
 
 
 def test_user_operator_via_decorator() -> None:

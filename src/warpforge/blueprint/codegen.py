@@ -150,28 +150,41 @@ class KernelSourceGenerator:
         return ROW if domain else FULL
 
     def _joins(self, group: FusionGroup, node: IRNode, kind: str) -> bool:
+        """Whether ``node`` can be computed inside ``group`` (may widen a pointwise domain)."""
         if group.kind == "torch" or not self._row_capable(node, kind):
             return False
-        out = self.schemas[node.name].shape
+        out = tuple(self.schemas[node.name].shape)
         domain = group.domain
         # A reduction without keepdim changes rank: later users would broadcast it differently.
         if any(self._dropped_dim(group, v) for v in node.inputs):
             return False
+        if (
+            group.kind == "rows"
+            and kind == "pointwise"
+            and not group.has_row_op
+            and domain
+            and out != domain
+            and len(out) >= len(domain)
+            and out[-1] == domain[-1]
+            and _broadcastable(domain, out)
+        ):
+            # The group so far broadcasts into this node's larger shape: iterate that instead.
+            group.domain = out
+            domain = out
         spaces = [self._operand_space(group, v) for v in node.inputs]
         if None in spaces:
             return False
         if group.kind == "matmul":
-            return kind == "pointwise" and tuple(out) == domain and all(s == FULL for s in spaces)
+            return kind == "pointwise" and out == domain and all(s == FULL for s in spaces)
         if kind == "row":
             if tuple(self.schemas[node.inputs[0]].shape) != domain or spaces[0] != FULL:
                 return False
-            if len(domain) == 0:
-                return False
-            group.has_row_op = True
-            return True
-        if tuple(out) == domain:
-            return True
-        return bool(domain) and tuple(out) == tuple(domain[:-1]) + (1,) and FULL not in spaces
+            return len(domain) > 0
+        if not _broadcastable(out, domain):
+            return False
+        # A value smaller than the domain is recomputed per tile (cheap pointwise math) instead
+        # of costing its own kernel and a round trip through memory.
+        return FULL in spaces or not domain or out[-1:] != domain[-1:] or domain[-1] == 1
 
     def _dropped_dim(self, group: FusionGroup, value: str) -> bool:
         if value not in group.space:
@@ -190,10 +203,10 @@ class KernelSourceGenerator:
         elif kind == "matmul":
             group.space[node.name] = FULL
         else:
+            out = tuple(self.schemas[node.name].shape)
             spaces = [self._operand_space(group, v) for v in node.inputs]
-            group.space[node.name] = FULL if FULL in spaces or not group.domain else ROW
-            if tuple(self.schemas[node.name].shape) == tuple(group.domain):
-                group.space[node.name] = FULL
+            full = FULL in spaces or not group.domain or out[-1:] == group.domain[-1:]
+            group.space[node.name] = FULL if full else ROW
 
     def _wire(self, groups: list[FusionGroup]) -> None:
         graph_outputs = {v for _, v in self.ir.outputs}

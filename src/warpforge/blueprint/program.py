@@ -126,18 +126,30 @@ class KernelProgram:
 
     # ------------------------------------------------------------------------ helpers
     def _outputs(
-        self, group: FusionGroup, domain: tuple[int, ...], device: torch.device, bindings: Mapping[str, int]
+        self,
+        group: FusionGroup,
+        domain: tuple[int, ...],
+        device: torch.device,
+        bindings: Mapping[str, int],
     ) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
-        """(value, tensor the kernel writes through domain strides, tensor handed on)."""
+        """(value, view the kernel writes through domain strides, tensor handed on).
+
+        A value smaller than the domain is written through a broadcast (stride 0) view: every
+        program that computes it writes the same numbers to the same place.
+        """
         out = []
         for value in group.outputs:
             schema: TensorSchema = self.plan.schemas[value]
             dtype = torch_dtype(schema.dtype)
-            size = domain if group.space[value] == FULL else domain[:-1] + (1,)
-            buffer = torch.empty(size, dtype=dtype, device=device)
+            buffer = torch.empty(concrete(schema.shape, bindings), dtype=dtype, device=device)
             if POISON_OUTPUTS:
                 buffer.fill_(True if dtype == torch.bool else float("nan"))
-            out.append((value, buffer, buffer.reshape(concrete(schema.shape, bindings))))
+            view = buffer
+            node = next(n for n in group.nodes if n.name == value)
+            if node.op in ("sum", "mean", "amax") and not node.attrs.get("keepdim", False):
+                view = buffer.unsqueeze(-1)
+            size = domain if group.space[value] == FULL else domain[:-1] + (1,)
+            out.append((value, view.expand(size), buffer))
         return out
 
     def _run_rows(
