@@ -104,7 +104,8 @@ class KernelSourceGenerator:
                 self._add(current, node, spec.kind)
                 continue
             current = None
-            if spec.kind in ("pointwise", "row") and self._row_capable(node, spec.kind):
+            fusible = spec.kind in ("pointwise", "row") and spec.triton is not None
+            if fusible and self._row_capable(node, spec.kind):
                 domain = self.schemas[node.inputs[0]].shape if spec.kind == "row" else out.shape
                 current = FusionGroup("rows", tuple(domain) or (1,))
                 if spec.kind == "pointwise" and not out.shape:
@@ -152,6 +153,8 @@ class KernelSourceGenerator:
     def _joins(self, group: FusionGroup, node: IRNode, kind: str) -> bool:
         """Whether ``node`` can be computed inside ``group`` (may widen a pointwise domain)."""
         if group.kind == "torch" or not self._row_capable(node, kind):
+            return False
+        if kind not in ("pointwise", "row") or self.registry.get(node.op).triton is None:
             return False
         out = tuple(self.schemas[node.name].shape)
         domain = group.domain
