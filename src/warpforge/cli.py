@@ -52,6 +52,7 @@ def env(
 def _register_package_commands() -> None:
     """Each package's ``commands.register(app)`` adds its commands (one line per package)."""
     __import__("warpforge.cache.commands", fromlist=["register"]).register(app)
+    __import__("warpforge.blueprint.commands", fromlist=["register"]).register(app)
 
 
 _register_package_commands()
