@@ -10,6 +10,8 @@ from typing import Any
 
 import typer
 
+# Errors while loading a target are ValueErrors; the command prints them without a traceback.
+
 
 def _load_target(target: str) -> Any:
     """A BlueprintIR from ``FILE.json`` or ``module:attribute``.
@@ -22,22 +24,22 @@ def _load_target(target: str) -> Any:
     if ":" not in target or target.endswith(".json"):
         path = Path(target)
         if not path.is_file():
-            raise typer.BadParameter(f"{target!r} is not a file (expected FILE.json or module:function)")
+            raise ValueError(f"{target!r} is not a file (expected FILE.json or module:function)")
         return BlueprintIR.from_json(path.read_text())
     module_name, _, attribute = target.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
-        raise typer.BadParameter(f"cannot import module {module_name!r}: {error}") from None
+        raise ValueError(f"cannot import module {module_name!r}: {error}") from None
     obj: Any = module
     for part in attribute.split("."):
         if not hasattr(obj, part):
-            raise typer.BadParameter(f"module {module_name!r} has no attribute {attribute!r}")
+            raise ValueError(f"module {module_name!r} has no attribute {attribute!r}")
         obj = getattr(obj, part)
     if isinstance(obj, BlueprintIR):
         return obj
     if not callable(obj):
-        raise typer.BadParameter(f"{target!r} is neither a BlueprintIR nor a function")
+        raise ValueError(f"{target!r} is neither a BlueprintIR nor a function")
     examples = getattr(obj, "example_inputs", None)
     if examples is not None:
         inputs = examples() if callable(examples) else examples
@@ -50,7 +52,7 @@ def _load_target(target: str) -> Any:
         built = obj()
         if isinstance(built, BlueprintIR):
             return built
-    raise typer.BadParameter(
+    raise ValueError(
         f"{target!r}: expected a BlueprintIR, a zero-argument function returning one, or a "
         "function with an `example_inputs` attribute to trace"
     )

@@ -121,6 +121,7 @@ class CompiledBlueprint(torch.nn.Module):
         self.graph_hash = ir.canonical_hash(None if registry is None else registry)
         ir.infer(self.registry)
         self._programs: dict[tuple[Any, ...], Any] = {}
+        self._prepared: dict[tuple[Any, ...], Any] = {}  # loaded, first launch still to come
         self._plan: Plan | None = None
         self._generator: KernelSourceGenerator | None = None
         self._backward: Any = None  # (CompiledBlueprint, input names) | False once decided
@@ -152,27 +153,42 @@ class CompiledBlueprint(torch.nn.Module):
 
     def run_kernels(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         """Forward through the fused kernels (or the reference where this one fell back)."""
-        spec = specialisation(tensors)
-        program = self._programs.get(spec)
+        program = self._programs.get(specialisation(tensors))
         if program is None:
-            program = self._load(spec, tensors[0].device)
-            if program is not _FALLBACK:
-                try:  # the first launch is where Triton compiles the kernels
-                    outputs = program.run(tensors)
-                except (TypeError, ValueError) as error:
-                    if isinstance(error, (BlueprintCompileError,)):
-                        raise
-                    self._programs[spec] = self._fail(spec, "triton-compile", error)
-                    return run_reference(self.ir, tensors, self.registry)
-                except Exception as error:
-                    self._programs[spec] = self._fail(spec, "triton-compile", error)
-                    return run_reference(self.ir, tensors, self.registry)
-                self._programs[spec] = program
-                return outputs
-            self._programs[spec] = program
+            return self._first_run(tensors)
         if program is _FALLBACK:
             return run_reference(self.ir, tensors, self.registry)
         return program.run(tensors)
+
+    def lookup(self, tensors: Sequence[torch.Tensor]) -> KernelProgram | None:
+        """The in-process hit path alone: the loaded program for these inputs, if any."""
+        program = self._programs.get(specialisation(tensors))
+        return program if isinstance(program, KernelProgram) else None
+
+    def prepare(self, tensors: Sequence[torch.Tensor]) -> bool:
+        """Load (registry or codegen) the program for these inputs without launching it.
+
+        Returns True when this call had to load it (an in-process miss).
+        """
+        spec = specialisation(tensors)
+        if spec in self._programs or spec in self._prepared:
+            return False
+        self._prepared[spec] = self._load(spec, tensors[0].device)
+        return True
+
+    def _first_run(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        spec = specialisation(tensors)
+        program = self._prepared.pop(spec, None) or self._load(spec, tensors[0].device)
+        if program is not _FALLBACK:
+            try:
+                outputs = program.run(tensors)
+            except Exception as error:  # the first launch is where Triton compiles the kernels
+                program = self._fail(spec, "triton-compile", error)
+            else:
+                self._programs[spec] = program
+                return outputs
+        self._programs[spec] = program
+        return run_reference(self.ir, tensors, self.registry)
 
     def fell_back(self) -> bool:
         """True when some specialisation runs the PyTorch reference after a failure."""
