@@ -107,6 +107,8 @@ def clear(
     if not yes:
         typer.confirm(f"Delete every cached kernel in tier {tier!r}?", abort=True)
     removed = registry.clear(tier)
+    if not removed:
+        typer.echo(f"the {tier} tier is not configured; nothing to clear")
     for name, count in removed.items():
         typer.echo(f"{name}: removed {count} entries")
 

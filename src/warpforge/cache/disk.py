@@ -56,6 +56,8 @@ LOCK_NAME = ".lock"
 REASON_NAME = "REASON.txt"
 # A staging folder this old belongs to a writer that died; eviction removes it.
 STALE_STAGING_S = 3600.0
+# Quarantined entries are kept this long for inspection, then eviction deletes them.
+QUARANTINE_KEEP_S = 7 * 24 * 3600.0
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _PUBLISH_ATTEMPTS = 4
 
@@ -143,7 +145,16 @@ class DiskTier:
 
     # --- paths ---
     def entry_dir(self, key_or_digest: CacheKey | str) -> Path:
-        digest = key_or_digest.digest() if isinstance(key_or_digest, CacheKey) else key_or_digest
+        """Where the entry for a key (or a digest) lives, whether or not it exists."""
+        if isinstance(key_or_digest, CacheKey):
+            digest = key_or_digest.digest()
+        elif isinstance(key_or_digest, str) and _DIGEST.fullmatch(key_or_digest):
+            digest = key_or_digest
+        else:
+            raise ValueError(
+                "key_or_digest: expected a CacheKey or a 64-character lowercase hex digest, "
+                f"got {describe(key_or_digest)}"
+            )
         return self.root / digest[:2] / digest
 
     def _iter_entries(self) -> Iterator[tuple[str, Path]]:
@@ -187,6 +198,8 @@ class DiskTier:
     def get(self, key: CacheKey) -> KernelArtifact | None:
         """The verified artifact for ``key``, or None (absent, corrupted -> quarantined, or I/O
         error)."""
+        if not isinstance(key, CacheKey):
+            raise TypeError(f"key: expected a CacheKey, got {describe(key)}")
         digest = key.digest()
         entry = self.entry_dir(digest)
         try:
@@ -206,6 +219,7 @@ class DiskTier:
         return artifact
 
     def __contains__(self, key: CacheKey) -> bool:
+        """True when an entry is published for ``key`` (not verified: use ``get``)."""
         return (self.entry_dir(key) / MANIFEST_NAME).exists()
 
     # --- quarantine ---
@@ -340,15 +354,17 @@ class DiskTier:
             usage.append((mtime, self._entry_size(entry), digest, entry))
         return usage
 
-    def _remove_stale_staging(self) -> None:
-        folder = self.root / STAGING
-        if not folder.is_dir():
-            return
-        cutoff = time.time() - STALE_STAGING_S
-        for item in folder.iterdir():
-            with contextlib.suppress(FileNotFoundError):
-                if item.stat().st_mtime < cutoff:
-                    shutil.rmtree(item, ignore_errors=True)
+    def _remove_stale(self) -> None:
+        """Delete staging folders of writers that died, and old quarantined entries."""
+        now = time.time()
+        for folder, max_age in ((STAGING, STALE_STAGING_S), (QUARANTINE, QUARANTINE_KEEP_S)):
+            path = self.root / folder
+            if not path.is_dir():
+                continue
+            for item in path.iterdir():
+                with contextlib.suppress(FileNotFoundError):
+                    if item.stat().st_mtime < now - max_age:
+                        shutil.rmtree(item, ignore_errors=True)
 
     def evict(self, *, protect: str | None = None) -> int:
         """Delete least-recently-used entries until the store fits ``max_bytes``; returns how many.
@@ -359,7 +375,7 @@ class DiskTier:
             with self._locked(blocking=False) as locked:
                 if not locked:
                     return 0
-                self._remove_stale_staging()
+                self._remove_stale()
                 usage = sorted(self._usage())
                 total = sum(size for _, size, _, _ in usage)
                 evicted = 0

@@ -33,6 +33,21 @@ def _check_text(name: str, value: object) -> None:
         raise ValueError(f"{name}: expected a non-empty string, got ''")
 
 
+_TEXT_FIELDS = ("graph_hash", "arch", "warpforge_version", "triton_version", "torch_version")
+
+
+def _check_specialisation(spec: object) -> tuple[tuple[str, str], ...]:
+    """Specialisation given as any sequence of string pairs, as a tuple of tuples."""
+    if not isinstance(spec, (tuple, list)) or not all(
+        isinstance(pair, (tuple, list)) and len(pair) == 2 and all(type(p) is str for p in pair)
+        for pair in spec
+    ):
+        raise TypeError(
+            f"specialisation: expected a tuple of (name, value) string pairs, got {describe(spec)}"
+        )
+    return tuple((name, value) for name, value in spec)
+
+
 def specialisation_value(value: object) -> str:
     """The canonical text of one specialisation value (``torch.float16`` -> ``"float16"``)."""
     if isinstance(value, torch.dtype):
@@ -62,25 +77,40 @@ class CacheKey:
     specialisation: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("graph_hash", "arch", "warpforge_version", "triton_version", "torch_version"):
-            _check_text(name, getattr(self, name))
+        # Exact-type checks first: keys are built on the compiler's hot path (see the
+        # benchmark), so the common valid case must cost as little as possible.
+        text = (self.graph_hash, self.arch, self.warpforge_version, self.triton_version,
+                self.torch_version)  # fmt: skip
+        for value in text:
+            if type(value) is not str or not value:
+                for name in _TEXT_FIELDS:
+                    _check_text(name, getattr(self, name))
         spec = self.specialisation
-        if not isinstance(spec, (tuple, list)) or not all(
-            isinstance(pair, (tuple, list))
-            and len(pair) == 2
-            and all(isinstance(part, str) for part in pair)
-            for pair in spec
-        ):
-            raise TypeError(
-                "specialisation: expected a tuple of (name, value) string pairs, "
-                f"got {describe(spec)}"
-            )
-        normalised = tuple(sorted((name, value) for name, value in spec))
-        names = [name for name, _ in normalised]
-        if len(set(names)) != len(names):
-            raise ValueError(f"specialisation: expected unique names, got {names}")
-        # Frozen dataclass: normalise in place once so equal keys compare and hash equal.
-        object.__setattr__(self, "specialisation", normalised)
+        if type(spec) is not tuple:
+            spec = _check_specialisation(spec)
+        for pair in spec:
+            if type(pair) is not tuple or len(pair) != 2 or type(pair[0]) is not str or type(pair[1]) is not str:  # fmt: skip
+                spec = _check_specialisation(spec)
+                break
+        normalised = tuple(sorted(spec))
+        for i in range(1, len(normalised)):
+            if normalised[i][0] == normalised[i - 1][0]:
+                raise ValueError(
+                    f"specialisation: expected unique names, got {[name for name, _ in normalised]}"
+                )
+        if normalised != spec:
+            # Frozen dataclass: normalise once so equal keys compare and hash equal.
+            object.__setattr__(self, "specialisation", normalised)
+        # The memory tier hashes the key on every lookup: hash once (derived, not a field).
+        self.__dict__["_hash"] = hash((*text, normalised))
+
+    def __hash__(self) -> int:
+        return self.__dict__["_hash"]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuild through the constructor: a cached str hash is only valid in the process
+        # that computed it (hash randomisation), so it must never travel in a pickle.
+        return (type(self), (*(getattr(self, name) for name in _TEXT_FIELDS), self.specialisation))
 
     @classmethod
     def for_current_environment(
@@ -134,14 +164,18 @@ class CacheKey:
     def digest(self) -> str:
         """SHA-256 (hex) of a canonical JSON of every field: the entry's content address.
 
-        Computed once per key object; the in-memory hit path calls it on every lookup.
+        Computed once per key object, and only by the disk and Redis tiers: the memory tier
+        looks keys up by field equality.
         """
         cached = self.__dict__.get("_digest")
         if cached is None:
-            payload = {"key_format": KEY_FORMAT_VERSION, **self.as_dict()}
+            # A JSON array is canonical by position; field order is fixed by KEY_FORMAT_VERSION.
             canonical = json.dumps(
-                payload, sort_keys=True, separators=(",", ":"), ensure_ascii=True
-            )
+                [KEY_FORMAT_VERSION, *(getattr(self, name) for name in _TEXT_FIELDS),
+                 self.specialisation],
+                separators=(",", ":"),
+                ensure_ascii=True,
+            )  # fmt: skip
             cached = hashlib.sha256(canonical.encode("ascii")).hexdigest()
             # Bypasses the frozen __setattr__; the digest is derived, not a field.
             self.__dict__["_digest"] = cached

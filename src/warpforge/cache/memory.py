@@ -22,7 +22,10 @@ def _check_limit(name: str, value: object) -> int:
 
 
 class MemoryTier:
-    """Least-recently-used artifacts of this process, keyed by :meth:`CacheKey.digest`.
+    """Least-recently-used artifacts of this process, keyed by :class:`CacheKey` itself.
+
+    Keying by the frozen key (field-wise hash and equality) rather than by its digest keeps the
+    SHA-256 off the hit path: a key built fresh for every call still hits in a dict lookup.
 
     Both bounds hold after every ``put``: the least recently used entries are dropped until the
     entry count is at most ``max_entries`` and the bytes (:attr:`KernelArtifact.nbytes`) at most
@@ -36,31 +39,33 @@ class MemoryTier:
     ) -> None:
         self.max_entries = _check_limit("max_entries", max_entries)
         self.max_bytes = _check_limit("max_bytes", max_bytes)
-        self._entries: OrderedDict[str, KernelArtifact] = OrderedDict()
+        self._entries: OrderedDict[CacheKey, KernelArtifact] = OrderedDict()
         self._nbytes = 0
         self._evictions = 0
         self._lock = threading.Lock()
 
     def get(self, key: CacheKey) -> KernelArtifact | None:
-        digest = key.digest()
+        if not isinstance(key, CacheKey):
+            raise TypeError(f"key: expected a CacheKey, got {describe(key)}")
         with self._lock:
-            artifact = self._entries.get(digest)
+            artifact = self._entries.get(key)
             if artifact is not None:
-                self._entries.move_to_end(digest)
+                self._entries.move_to_end(key)
             return artifact
 
     def put(self, key: CacheKey, artifact: KernelArtifact) -> int:
         """Store ``artifact``; returns how many other entries were evicted to make room."""
         if not isinstance(artifact, KernelArtifact):
             raise TypeError(f"artifact: expected a KernelArtifact, got {describe(artifact)}")
-        digest = key.digest()
+        if not isinstance(key, CacheKey):
+            raise TypeError(f"key: expected a CacheKey, got {describe(key)}")
         with self._lock:
-            old = self._entries.pop(digest, None)
+            old = self._entries.pop(key, None)
             if old is not None:
                 self._nbytes -= old.nbytes
             if artifact.nbytes > self.max_bytes:
                 return 0
-            self._entries[digest] = artifact
+            self._entries[key] = artifact
             self._nbytes += artifact.nbytes
             evicted = 0
             while len(self._entries) > self.max_entries or self._nbytes > self.max_bytes:
@@ -72,7 +77,7 @@ class MemoryTier:
 
     def discard(self, key: CacheKey) -> bool:
         with self._lock:
-            artifact = self._entries.pop(key.digest(), None)
+            artifact = self._entries.pop(key, None)
             if artifact is not None:
                 self._nbytes -= artifact.nbytes
             return artifact is not None
@@ -89,7 +94,7 @@ class MemoryTier:
         return len(self._entries)
 
     def __contains__(self, key: CacheKey) -> bool:
-        return key.digest() in self._entries
+        return key in self._entries
 
     @property
     def nbytes(self) -> int:

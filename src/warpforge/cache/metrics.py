@@ -49,7 +49,7 @@ class _Histogram:
 
     def as_dict(self) -> dict[str, Any]:
         cumulative, running = [], 0
-        for bound, n in zip((*self.bounds_s, float("inf")), self.counts):
+        for bound, n in zip((*self.bounds_s, float("inf")), self.counts, strict=True):
             running += n
             cumulative.append(["+Inf" if bound == float("inf") else bound, running])
         return {"count": self.count, "sum_s": self.sum_ns / 1e9, "buckets": cumulative}

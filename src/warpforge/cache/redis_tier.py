@@ -142,6 +142,8 @@ class RedisTier:
         )  # fmt: skip
 
     def get(self, key: CacheKey) -> KernelArtifact | None:
+        if not isinstance(key, CacheKey):
+            raise TypeError(f"key: expected a CacheKey, got {describe(key)}")
         if not self.available():
             return None
         digest = key.digest()

@@ -81,7 +81,7 @@ class KernelRegistry:
         for tier in (disk, redis):
             if tier is not None and tier.metrics is None:
                 tier.metrics = self.metrics
-        self._build_locks: dict[str, list[Any]] = {}
+        self._build_locks: dict[CacheKey, list[Any]] = {}
         self._build_locks_guard = threading.Lock()
 
     # --- construction from the environment ---
@@ -137,7 +137,7 @@ class KernelRegistry:
         if self.disk is not None:
             artifact = self.disk.get(key)
             if artifact is not None:
-                self.memory.put(key, artifact)
+                self._remember(key, artifact)
                 self.metrics.record_lookup("disk", time.perf_counter_ns() - start, missed)
                 return artifact
             missed.append("disk")
@@ -146,12 +146,17 @@ class KernelRegistry:
             if artifact is not None:
                 if self.disk is not None:
                     self.disk.put(key, artifact)
-                self.memory.put(key, artifact)
+                self._remember(key, artifact)
                 self.metrics.record_lookup("redis", time.perf_counter_ns() - start, missed)
                 return artifact
             missed.append("redis")
         self.metrics.record_lookup("miss", time.perf_counter_ns() - start, missed)
         return None
+
+    def _remember(self, key: CacheKey, artifact: KernelArtifact) -> None:
+        evicted = self.memory.put(key, artifact)
+        if evicted:
+            self.metrics.record_eviction("memory", evicted)
 
     def put(self, key: CacheKey, artifact: KernelArtifact) -> dict[str, bool]:
         """Store in every tier; returns which tiers hold it afterwards (I/O failures are False)."""
@@ -159,7 +164,7 @@ class KernelRegistry:
             raise TypeError(f"key: expected a CacheKey, got {describe(key)}")
         if not isinstance(artifact, KernelArtifact):
             raise TypeError(f"artifact: expected a KernelArtifact, got {describe(artifact)}")
-        self.memory.put(key, artifact)
+        self._remember(key, artifact)
         stored = {"memory": key in self.memory}
         if self.disk is not None:
             stored["disk"] = self.disk.put(key, artifact)
@@ -168,10 +173,10 @@ class KernelRegistry:
         return stored
 
     @contextlib.contextmanager
-    def _build_lock(self, digest: str) -> Iterator[None]:
-        """A lock per key digest, dropped when nobody waits on it (the dict stays small)."""
+    def _build_lock(self, key: CacheKey) -> Iterator[None]:
+        """A lock per key, dropped when nobody waits on it (the dict stays small)."""
         with self._build_locks_guard:
-            slot = self._build_locks.setdefault(digest, [threading.Lock(), 0])
+            slot = self._build_locks.setdefault(key, [threading.Lock(), 0])
             slot[1] += 1
         try:
             with slot[0]:
@@ -180,7 +185,7 @@ class KernelRegistry:
             with self._build_locks_guard:
                 slot[1] -= 1
                 if slot[1] == 0:
-                    del self._build_locks[digest]
+                    del self._build_locks[key]
 
     def get_or_build(self, key: CacheKey, build: Callable[[], KernelArtifact]) -> KernelArtifact:
         """The cached artifact for ``key``; on a full miss, ``build()`` it, store it, return it.
@@ -194,7 +199,7 @@ class KernelRegistry:
         artifact = self.get(key)
         if artifact is not None:
             return artifact
-        with self._build_lock(key.digest()):
+        with self._build_lock(key):
             # Another thread may have built it while this one waited for the lock.
             artifact = self.memory.get(key)
             if artifact is None and self.disk is not None:

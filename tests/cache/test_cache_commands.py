@@ -1,0 +1,56 @@
+import json
+
+import pytest
+from cache_samples import make_artifact, make_key
+from typer.testing import CliRunner
+
+from warpforge.cache import KernelRegistry
+from warpforge.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def populated(tmp_path, monkeypatch) -> KernelRegistry:
+    monkeypatch.setenv("WARPFORGE_CACHE_DIR", str(tmp_path / "wf"))
+    registry = KernelRegistry.from_environment()
+    for name in "abc":
+        registry.put(make_key(name), make_artifact(name))
+    return registry
+
+
+def test_stats_json_and_table(populated):
+    result = runner.invoke(app, ["cache", "stats", "--json"])
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.output)
+    assert info["disk"]["entries"] == 3 and info["disk"]["root"] == str(populated.disk.root)
+    assert info["redis"] is None
+    table = runner.invoke(app, ["cache", "stats"])
+    assert table.exit_code == 0 and "disk" in table.output and "redis" in table.output
+
+
+def test_verify_exits_non_zero_and_lists_corrupted_entries(populated):
+    assert runner.invoke(app, ["cache", "verify"]).exit_code == 0
+    entry = populated.disk.entry_dir(make_key("b"))
+    (entry / "kernel.py").write_bytes(b"tampered")
+    result = runner.invoke(app, ["cache", "verify"])
+    assert result.exit_code == 1
+    assert f"CORRUPTED {make_key('b').digest()}" in result.output
+    assert "1 corrupted entries quarantined" in result.output
+    assert runner.invoke(app, ["cache", "verify"]).exit_code == 0  # quarantined: clean now
+
+
+def test_clear_asks_unless_yes(populated):
+    refused = runner.invoke(app, ["cache", "clear", "--tier", "disk"], input="n\n")
+    assert refused.exit_code != 0 and populated.disk.stats()["entries"] == 3
+    result = runner.invoke(app, ["cache", "clear", "--tier", "disk", "--yes"])
+    assert result.exit_code == 0 and "disk: removed 3 entries" in result.output
+    assert populated.disk.stats()["entries"] == 0
+    bad = runner.invoke(app, ["cache", "clear", "--tier", "gpu", "--yes"])
+    assert bad.exit_code == 2 and "expected one of" in bad.output
+
+
+def test_clear_of_an_unconfigured_tier_says_so(populated):
+    result = runner.invoke(app, ["cache", "clear", "--tier", "redis", "--yes"])
+    assert result.exit_code == 0 and "redis tier is not configured" in result.output
+    assert populated.disk.stats()["entries"] == 3

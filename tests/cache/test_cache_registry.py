@@ -1,0 +1,145 @@
+import threading
+import time
+
+import pytest
+from cache_samples import make_artifact, make_key
+
+from warpforge.cache import CacheMetrics, DiskTier, KernelRegistry, MemoryTier
+from warpforge.cache.registry import env_size
+
+
+@pytest.fixture
+def registry(tmp_path) -> KernelRegistry:
+    return KernelRegistry(
+        memory=MemoryTier(), disk=DiskTier(tmp_path / "kernels"), metrics=CacheMetrics()
+    )
+
+
+def test_disk_hit_is_promoted_to_memory(registry):
+    key = make_key("a")
+    registry.disk.put(key, make_artifact("a"))
+    assert key not in registry.memory
+    assert registry.get(key) == make_artifact("a")
+    assert key in registry.memory
+    assert registry.get(key) == make_artifact("a")
+    snap = registry.metrics.snapshot()
+    assert snap["hits"] == {"memory": 1, "disk": 1, "redis": 0}
+    assert snap["misses"]["memory"] == 1 and snap["misses"]["disk"] == 0
+
+
+def test_put_stores_in_every_tier_and_get_or_build_builds_once(registry):
+    key = make_key("a")
+    calls = []
+    for _ in range(3):
+        got = registry.get_or_build(key, lambda: calls.append(1) or make_artifact("a"))
+        assert got == make_artifact("a")
+    assert calls == [1]
+    assert key in registry.memory and key in registry.disk
+    assert registry.put(make_key("b"), make_artifact("b")) == {"memory": True, "disk": True}
+
+
+def test_threads_missing_the_same_key_build_it_once(registry):
+    key = make_key("slow")
+    calls = []
+    barrier = threading.Barrier(8)
+    results = []
+
+    def build():
+        calls.append(threading.get_ident())
+        time.sleep(0.05)
+        return make_artifact("slow")
+
+    def worker():
+        barrier.wait()
+        results.append(registry.get_or_build(key, build))
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1
+    assert results == [make_artifact("slow")] * 8
+    assert registry._build_locks == {}  # per-key locks are dropped once unused
+
+
+def test_different_keys_build_in_parallel(registry):
+    started = threading.Barrier(2, timeout=5)
+
+    def build(name):
+        started.wait()  # deadlocks (BrokenBarrierError) if builds of different keys serialise
+        return make_artifact(name)
+
+    threads = [
+        threading.Thread(target=registry.get_or_build, args=(make_key(n), lambda n=n: build(n)))
+        for n in "ab"
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert registry.get(make_key("a")) == make_artifact("a")
+    assert registry.get(make_key("b")) == make_artifact("b")
+
+
+def test_clear_per_tier_and_all(registry):
+    for name in "abc":
+        registry.put(make_key(name), make_artifact(name))
+    assert registry.clear("memory") == {"memory": 3}
+    assert registry.get(make_key("a")) == make_artifact("a")  # from disk again
+    assert registry.clear() == {"memory": 1, "disk": 3}
+    assert registry.get(make_key("a")) is None
+    with pytest.raises(
+        ValueError, match=r"tier: expected one of \['memory', 'disk', 'redis', 'all'\]"
+    ):
+        registry.clear("gpu")
+
+
+def test_verify_and_stats(registry):
+    registry.put(make_key("a"), make_artifact("a"))
+    report = registry.verify()
+    assert report.clean and report.checked == 1 and report.as_dict()["corrupted"] == []
+    stats = registry.stats()
+    assert stats["disk"]["entries"] == 1 and stats["memory"]["entries"] == 1
+    assert stats["redis"] is None and "hits" in stats["metrics"]
+    memory_only = KernelRegistry(metrics=CacheMetrics())
+    assert memory_only.verify().root is None and memory_only.stats()["disk"] is None
+
+
+def test_from_environment_reads_every_setting(tmp_path, monkeypatch):
+    monkeypatch.setattr(KernelRegistry, "_default", None)  # restored after the test
+    monkeypatch.setenv("WARPFORGE_CACHE_DIR", str(tmp_path / "wf"))
+    monkeypatch.setenv("WARPFORGE_CACHE_MAX_BYTES", "3M")
+    monkeypatch.setenv("WARPFORGE_CACHE_MEMORY_MAX_BYTES", "64KiB")
+    monkeypatch.setenv("WARPFORGE_CACHE_MEMORY_MAX_ENTRIES", "7")
+    monkeypatch.setenv("WARPFORGE_REDIS_URL", "redis://127.0.0.1:1/0")
+    registry = KernelRegistry.from_environment()
+    assert registry.disk.root == tmp_path / "wf" / "kernels"
+    assert registry.disk.max_bytes == 3 * 1024**2
+    assert (registry.memory.max_bytes, registry.memory.max_entries) == (64 * 1024, 7)
+    assert registry.redis.url == "redis://127.0.0.1:1/0"
+    default = KernelRegistry.default(refresh=True)
+    assert KernelRegistry.default() is default
+    monkeypatch.delenv("WARPFORGE_REDIS_URL")
+    assert KernelRegistry.default(refresh=True).redis is None
+
+
+@pytest.mark.parametrize("raw", ["lots", "0", "-5", "1.5G"])
+def test_bad_size_settings_name_the_variable(monkeypatch, raw):
+    monkeypatch.setenv("WARPFORGE_CACHE_MAX_BYTES", raw)
+    with pytest.raises(
+        ValueError, match="WARPFORGE_CACHE_MAX_BYTES: expected a positive byte count"
+    ):
+        KernelRegistry.from_environment()
+    assert env_size("WARPFORGE_UNSET_FOR_TEST", 5) == 5
+
+
+def test_argument_types_are_checked(registry, tmp_path):
+    with pytest.raises(TypeError, match="key: expected a CacheKey, got str"):
+        registry.get("a" * 64)
+    with pytest.raises(TypeError, match="artifact: expected a KernelArtifact"):
+        registry.put(make_key("a"), b"bytes")
+    with pytest.raises(TypeError, match="build: expected a callable"):
+        registry.get_or_build(make_key("a"), make_artifact("a"))
+    with pytest.raises(TypeError, match="disk: expected a DiskTier or None"):
+        KernelRegistry(disk=str(tmp_path))
