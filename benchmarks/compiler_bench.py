@@ -50,7 +50,7 @@ def _child(args: argparse.Namespace) -> None:
     import torch
 
     torch_import_s = time.perf_counter() - t_import
-    import warpforge.blueprint.problems  # noqa: F401 - registers the suite
+    import warpforge.blueprint.problems
     from warpforge.harness import get_problem
 
     problem = get_problem(args.problem)
@@ -103,17 +103,34 @@ def _child(args: argparse.Namespace) -> None:
     )
 
 
-def _run_child(mode: str, name: str, dtype: str, shape: dict, caches: dict[str, str], timeout: float) -> dict[str, Any]:
+def _run_child(
+    mode: str, name: str, dtype: str, shape: dict, caches: dict[str, str], timeout: float
+) -> dict[str, Any]:
     blueprint = name.removeprefix("blueprint.")
     builder = {
         "scaled_masked_softmax": "masked_softmax",
         "causal_attention_scores": "attention_scores",
         "mixed_precision_chain": "mixed_precision",
     }.get(blueprint, blueprint)
-    env = {**os.environ, **caches, "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {
+        **os.environ,
+        **caches,
+        "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
     command = [
-        sys.executable, __file__, "--child", "--mode", mode, "--problem", name,
-        "--blueprint", builder, "--dtype", dtype, "--shape", json.dumps(shape),
+        sys.executable,
+        __file__,
+        "--child",
+        "--mode",
+        mode,
+        "--problem",
+        name,
+        "--blueprint",
+        builder,
+        "--dtype",
+        dtype,
+        "--shape",
+        json.dumps(shape),
     ]
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
@@ -143,7 +160,12 @@ def _percentiles(samples_ns: list[int]) -> dict[str, float]:
     def pick(q: float) -> float:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000.0
 
-    return {"p50_us": pick(0.50), "p99_us": pick(0.99), "max_us": ordered[-1] / 1000.0, "samples": len(ordered)}
+    return {
+        "p50_us": pick(0.50),
+        "p99_us": pick(0.99),
+        "max_us": ordered[-1] / 1000.0,
+        "samples": len(ordered),
+    }
 
 
 def _hit_lookup(device: Any, samples: int) -> dict[str, Any]:
@@ -198,8 +220,11 @@ def _replay(device: Any, steps: int, seed: int) -> dict[str, Any]:
 
     def inputs_for(ir: Any, rows: int) -> list[Any]:
         out = []
-        for name, schema in ir.inputs:
-            dims = [rows if d == "T" else shapes.get(d, d) if isinstance(d, str) else d for d in schema.shape]
+        for _name, schema in ir.inputs:
+            dims = [
+                rows if d == "T" else shapes.get(d, d) if isinstance(d, str) else d
+                for d in schema.shape
+            ]
             if schema.dtype == "bool":
                 out.append(torch.ones(dims, dtype=torch.bool, device=device))
             else:
@@ -214,9 +239,12 @@ def _replay(device: Any, steps: int, seed: int) -> dict[str, Any]:
         return b.build()
 
     suite = [
-        p.bias_gelu_blueprint(dtype), p.residual_rmsnorm_swiglu_blueprint(dtype),
-        p.masked_softmax_blueprint(dtype), p.layernorm_linear_gelu_blueprint(dtype),
-        p.mlp_block_blueprint(dtype), p.reduction_chain_blueprint(dtype),
+        p.bias_gelu_blueprint(dtype),
+        p.residual_rmsnorm_swiglu_blueprint(dtype),
+        p.masked_softmax_blueprint(dtype),
+        p.layernorm_linear_gelu_blueprint(dtype),
+        p.mlp_block_blueprint(dtype),
+        p.reduction_chain_blueprint(dtype),
         p.mixed_precision_blueprint(dtype),
     ]
     active = list(suite)
@@ -253,8 +281,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="directory for compiler_bench.json")
     parser.add_argument("--problems", nargs="*", help="subset of blueprint problem names")
-    parser.add_argument("--dtype", default=None, help="dtype (default: bfloat16 on GPU, float32 on CPU)")
-    parser.add_argument("--skip-torch-compile", action="store_true", help="skip torch.compile cold runs")
+    parser.add_argument(
+        "--dtype", default=None, help="dtype (default: bfloat16 on GPU, float32 on CPU)"
+    )
+    parser.add_argument(
+        "--skip-torch-compile", action="store_true", help="skip torch.compile cold runs"
+    )
     parser.add_argument("--warm-repeats", type=int, default=3)
     parser.add_argument("--lookup-samples", type=int, default=20000)
     parser.add_argument("--replay-steps", type=int, default=10000)
@@ -287,27 +319,48 @@ def main() -> None:
     dtype = args.dtype or ("bfloat16" if cuda else "float32")
     problems = [p for p in registered_problems() if p.name.startswith("blueprint.")]
     if args.problems:
-        problems = [p for p in problems if p.name in args.problems or p.name.removeprefix("blueprint.") in args.problems]
+        problems = [
+            p
+            for p in problems
+            if p.name in args.problems or p.name.removeprefix("blueprint.") in args.problems
+        ]
     args.out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="warpforge-compiler-bench-"))
     results: list[dict[str, Any]] = []
     with Progress() as progress:
         task = progress.add_task("cold/warm compiles", total=len(problems))
         for problem in problems:
-            use = dtype if getattr(torch, dtype) in problem.dtypes else str(problem.dtypes[0]).removeprefix("torch.")
+            use = (
+                dtype
+                if getattr(torch, dtype) in problem.dtypes
+                else str(problem.dtypes[0]).removeprefix("torch.")
+            )
             shape = dict((problem.shapes if cuda else problem.cpu_shapes)[0])
             entry: dict[str, Any] = {"problem": problem.name, "dtype": use, "shape": shape}
             caches = _fresh_caches(scratch, "warpforge")
-            entry["warpforge_cold"] = _run_child("warpforge", problem.name, use, shape, caches, args.timeout)
-            warm = [_run_child("warm", problem.name, use, shape, caches, args.timeout) for _ in range(args.warm_repeats)]
+            entry["warpforge_cold"] = _run_child(
+                "warpforge", problem.name, use, shape, caches, args.timeout
+            )
+            warm = [
+                _run_child("warm", problem.name, use, shape, caches, args.timeout)
+                for _ in range(args.warm_repeats)
+            ]
             entry["warm_first_result"] = warm
             ok_warm = [w["seconds"] * 1000 for w in warm if "seconds" in w]
             entry["warm_first_result_ms_median"] = statistics.median(ok_warm) if ok_warm else None
             if not args.skip_torch_compile:
                 entry["torch_compile_cold"] = _run_child(
-                    "torch.compile", problem.name, use, shape, _fresh_caches(scratch, "inductor"), args.timeout
+                    "torch.compile",
+                    problem.name,
+                    use,
+                    shape,
+                    _fresh_caches(scratch, "inductor"),
+                    args.timeout,
                 )
-                mine, theirs = entry["warpforge_cold"].get("seconds"), entry["torch_compile_cold"].get("seconds")
+                mine, theirs = (
+                    entry["warpforge_cold"].get("seconds"),
+                    entry["torch_compile_cold"].get("seconds"),
+                )
                 entry["cold_compile_ratio"] = mine / theirs if mine and theirs else None
             results.append(entry)
             progress.advance(task)
@@ -318,7 +371,9 @@ def main() -> None:
     report = {
         "benchmark": "blueprint compiler",
         "environment_fingerprint": environment_fingerprint(),
-        "device_path": "triton-gpu" if cuda else "triton-interpreter (CPU: numbers are not meaningful)",
+        "device_path": "triton-gpu"
+        if cuda
+        else "triton-interpreter (CPU: numbers are not meaningful)",
         "targets": TARGETS,
         "blueprints": results,
         "hit_lookup": lookup,

@@ -29,7 +29,7 @@ def check(reference64):  # type: ignore[no-untyped-def]
     def run(ir, inputs, atol=2e-5, rtol=2e-5):  # type: ignore[no-untyped-def]
         got = warpforge.compile(ir, strict=True)(*inputs)
         got = got if isinstance(got, tuple) else (got,)
-        for g, w in zip(got, reference64(ir, inputs)):
+        for g, w in zip(got, reference64(ir, inputs), strict=True):
             torch.testing.assert_close(g.double(), w, atol=atol, rtol=rtol)
         return got
 
@@ -76,7 +76,10 @@ def test_residual_rmsnorm_silu_mul_is_one_row_kernel(check) -> None:  # type: ig
     plan = KernelSourceGenerator(ir).plan()
     assert plan.kernel_count == 1 and plan.groups[0].has_row_op
     assert plan.groups[0].outputs == ["h", "gated"]
-    inputs = [torch.randn(11, 96).half() for _ in range(2)] + [torch.randn(96).half(), torch.randn(11, 96).half()]
+    inputs = [torch.randn(11, 96).half() for _ in range(2)] + [
+        torch.randn(96).half(),
+        torch.randn(11, 96).half(),
+    ]
     check(ir, inputs, atol=4e-3, rtol=4e-3)
 
 
@@ -94,14 +97,23 @@ def test_matmul_epilogue_fuses_pointwise_consumers(check) -> None:  # type: igno
     assert [g.kind for g in plan.groups] == ["matmul"]
     assert [n.op for n in plan.groups[0].nodes] == ["linear", "gelu", "add"]
     assert "tl.dot(" in gen.source(plan)
-    check(ir, [torch.randn(13, 40), torch.randn(24, 40), torch.randn(24), torch.randn(13, 24)], atol=5e-5, rtol=5e-5)
+    check(
+        ir,
+        [torch.randn(13, 40), torch.randn(24, 40), torch.randn(24), torch.randn(13, 24)],
+        atol=5e-5,
+        rtol=5e-5,
+    )
 
 
 def test_source_is_deterministic_and_names_nodes() -> None:
     first = KernelSourceGenerator(_pointwise_chain()).source()
     second = KernelSourceGenerator(_pointwise_chain()).source()
     assert first == second
-    for fragment in ("# gelu_0 = gelu(mul_0, approximate='tanh')", "# load bias: float32[33]", "v_tanh_0"):
+    for fragment in (
+        "# gelu_0 = gelu(mul_0, approximate='tanh')",
+        "# load bias: float32[33]",
+        "v_tanh_0",
+    ):
         assert fragment in first
     compile(first, "<generated>", "exec")  # valid Python
 
@@ -220,6 +232,8 @@ def test_bf16_row_kernel_on_gpu() -> None:
     w_val = torch.randn(4096, dtype=torch.bfloat16, device="cuda")
     got = warpforge.compile(b.build(), strict=True)(x_val, w_val)
     want = torch.nn.functional.silu(
-        x_val.double() * torch.rsqrt(x_val.double().pow(2).mean(-1, keepdim=True) + 1e-6) * w_val.double()
+        x_val.double()
+        * torch.rsqrt(x_val.double().pow(2).mean(-1, keepdim=True) + 1e-6)
+        * w_val.double()
     )
     torch.testing.assert_close(got.double(), want, atol=3e-2, rtol=2e-2)

@@ -13,7 +13,12 @@ import pytest
 import torch
 
 import warpforge
-from warpforge.blueprint import BlueprintBuilder, KernelSourceGenerator, OperatorRegistry, default_registry
+from warpforge.blueprint import (
+    BlueprintBuilder,
+    KernelSourceGenerator,
+    OperatorRegistry,
+    default_registry,
+)
 from warpforge.blueprint.compiler import BlueprintCompileError, CompiledBlueprint
 from warpforge.blueprint.program import run_reference
 from warpforge.cache import default_metrics
@@ -66,18 +71,23 @@ def test_recompiling_in_process_hits_the_memory_tier() -> None:
 def test_a_new_process_loads_kernels_from_the_disk_cache(fresh_blueprint_cache: Path) -> None:
     ir = _bias_gelu()
     warpforge.compile(ir)(*_inputs())
-    script = f"""
+    script = """
 import json, sys, torch
 import warpforge
 from warpforge.blueprint import BlueprintIR
 from warpforge.cache import default_metrics
 ir = BlueprintIR.from_json(sys.stdin.read())
 out = warpforge.compile(ir, strict=True)(torch.randn(3, 24), torch.randn(24))
-print(json.dumps({{"snapshot": default_metrics().snapshot(), "shape": list(out.shape)}}))
+print(json.dumps({"snapshot": default_metrics().snapshot(), "shape": list(out.shape)}))
 """
     env = {**os.environ, "PYTHONPATH": str(SRC), "WARPFORGE_CACHE_DIR": str(fresh_blueprint_cache)}
     done = subprocess.run(
-        [sys.executable, "-c", script], input=ir.to_json(), capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-c", script],
+        input=ir.to_json(),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -113,7 +123,7 @@ def test_strict_raises_instead_of_falling_back(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(KernelSourceGenerator, "source", broken)
     module = warpforge.compile(_bias_gelu(), strict=True)
-    with pytest.raises(BlueprintCompileError, match="codegen failed.*injected codegen failure"):
+    with pytest.raises(BlueprintCompileError, match=r"codegen failed.*injected codegen failure"):
         module(*_inputs())
     assert default_metrics().snapshot()["fallbacks"] == {}
 
@@ -124,7 +134,12 @@ def test_triton_compile_failure_at_first_launch_falls_back() -> None:
         registry.register(default_registry().get(name))
     from warpforge.blueprint import operator
 
-    @operator("broken", kind="pointwise", triton=lambda a, attrs: f"tl.no_such_function({a[0]})", registry=registry)
+    @operator(
+        "broken",
+        kind="pointwise",
+        triton=lambda a, attrs: f"tl.no_such_function({a[0]})",
+        registry=registry,
+    )
     def broken(x: torch.Tensor) -> torch.Tensor:
         return x * 3
 
@@ -196,7 +211,7 @@ def test_backward_through_reference_autograd_for_ops_without_rules() -> None:
     got = [t.grad.clone() for t in (x, w, g)]
     wide = [t.detach().double().requires_grad_() for t in (x, w, g)]
     fn(*wide).backward(grad.double())
-    for mine, ref in zip(got, wide):
+    for mine, ref in zip(got, wide, strict=True):
         torch.testing.assert_close(mine.double(), ref.grad, atol=1e-4, rtol=1e-4)
 
 

@@ -34,7 +34,7 @@ def test_tensor_schema_validates_shape_and_dtype() -> None:
         TensorSchema(("2x",), "float32")
     with pytest.raises(TypeError, match=r"shape\[0\]: expected an int or a dim name, got float"):
         TensorSchema((1.5,), "float32")
-    with pytest.raises(ValueError, match="dtype: expected one of .* got 'float8'"):
+    with pytest.raises(ValueError, match=r"dtype: expected one of .* got 'float8'"):
         TensorSchema((1,), "float8")
     with pytest.raises(TypeError, match="shape: expected a tuple"):
         TensorSchema("B", "float32")  # type: ignore[arg-type]
@@ -119,18 +119,20 @@ def test_infer_error_names_the_node_and_its_inputs() -> None:
     x = b.input("x", ("B", 4), "float32")
     y = b.input("y", ("B", 5), "float32")
     b.output("z", b.op("mul", x, y, name="bad_mul"))
-    with pytest.raises(BlueprintError, match=r"node 'bad_mul' \(op 'mul'.*x: float32\[B, 4\].*do not broadcast"):
+    with pytest.raises(
+        BlueprintError, match=r"node 'bad_mul' \(op 'mul'.*x: float32\[B, 4\].*do not broadcast"
+    ):
         b.build()
     b = BlueprintBuilder("g")
     x = b.input("x", (3, 4), "float32")
     w = b.input("w", (5, 6), "float32")
     b.output("z", b.op("matmul", x, w, name="mm"))
-    with pytest.raises(BlueprintError, match="node 'mm'.*inner dims differ: 4 vs 5"):
+    with pytest.raises(BlueprintError, match=r"node 'mm'.*inner dims differ: 4 vs 5"):
         b.build()
     b = BlueprintBuilder("g")
     x = b.input("x", (3, 4), "float32")
     b.output("z", b.op("softmax", x, dim=0, name="sm"))
-    with pytest.raises(BlueprintError, match="node 'sm'.*only the last dimension"):
+    with pytest.raises(BlueprintError, match=r"node 'sm'.*only the last dimension"):
         b.build()
 
 
@@ -139,7 +141,7 @@ def test_symbolic_dims_only_broadcast_with_themselves_or_one() -> None:
     x = b.input("x", ("B", 4), "float32")
     y = b.input("y", ("T", 4), "float32")
     b.output("z", b.op("add", x, y, name="z"))
-    with pytest.raises(BlueprintError, match="node 'z'.*'B' in one and 'T' in another"):
+    with pytest.raises(BlueprintError, match=r"node 'z'.*'B' in one and 'T' in another"):
         b.build()
 
 
@@ -185,7 +187,9 @@ class RandomGraph:
         nodes = []
         for index in order:
             op, args, attrs = self.nodes[index]
-            nodes.append(IRNode(names[self.n_inputs + index], op, tuple(names[a] for a in args), attrs))
+            nodes.append(
+                IRNode(names[self.n_inputs + index], op, tuple(names[a] for a in args), attrs)
+            )
         outputs = [(f"out_{names[v]}", names[v]) for v in self.outputs]
         return BlueprintIR("random", inputs, nodes, outputs)
 
@@ -198,7 +202,9 @@ class RandomGraph:
                 return f"in{v}:{self.dtypes[v]}{list(self.shapes[v])}"
             if v not in memo:
                 op, args, attrs = self.nodes[v - self.n_inputs]
-                memo[v] = f"{op}{json.dumps(attrs, sort_keys=True)}({','.join(expr(a) for a in args)})"
+                memo[v] = (
+                    f"{op}{json.dumps(attrs, sort_keys=True)}({','.join(expr(a) for a in args)})"
+                )
             return memo[v]
 
         nodes = sorted(expr(self.n_inputs + i) for i in range(len(self.nodes)))
@@ -233,7 +239,10 @@ def random_graphs(draw: st.DrawFn) -> RandomGraph:
 
 
 def _random_topological_order(graph: RandomGraph, rng: random.Random) -> list[int]:
-    deps = {i: {a - graph.n_inputs for a in args if a >= graph.n_inputs} for i, (_, args, _) in enumerate(graph.nodes)}
+    deps = {
+        i: {a - graph.n_inputs for a in args if a >= graph.n_inputs}
+        for i, (_, args, _) in enumerate(graph.nodes)
+    }
     done: list[int] = []
     while len(done) < len(deps):
         ready = [i for i in deps if i not in done and deps[i] <= set(done)]
@@ -251,7 +260,9 @@ def _valid(graph: RandomGraph) -> bool:
 
 @settings(max_examples=60, deadline=None)
 @given(random_graphs(), st.randoms(use_true_random=False))
-def test_hash_ignores_names_and_independent_insertion_order(graph: RandomGraph, rng: random.Random) -> None:
+def test_hash_ignores_names_and_independent_insertion_order(
+    graph: RandomGraph, rng: random.Random
+) -> None:
     if not _valid(graph):
         return
     total = graph.n_inputs + len(graph.nodes)

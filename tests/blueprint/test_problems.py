@@ -37,16 +37,20 @@ def test_problem_matches_float64_reference_on_cpu_shapes(problem) -> None:  # ty
     for shape in problem.cpu_shapes:
         inputs = problem.make_inputs(shape, dtype, torch.device("cpu"), generator)
         got = problem.implementation(*inputs)
-        wide = [t.double() if t.is_floating_point() and t.dtype == torch.float32 else t for t in inputs]
+        wide = [
+            t.double() if t.is_floating_point() and t.dtype == torch.float32 else t for t in inputs
+        ]
         want = problem.reference(*wide)
         at_dtype = problem.reference(*inputs)
         got, want, at_dtype = (v if isinstance(v, tuple) else (v,) for v in (got, want, at_dtype))
         atol, rtol = problem.tolerance.for_dtype(dtype)
-        for mine, truth, torch_own in zip(got, want, at_dtype):
+        for mine, truth, torch_own in zip(got, want, at_dtype, strict=True):
             assert mine.shape == truth.shape and mine.dtype == torch_own.dtype
             error = (mine.double() - truth.double()).abs()
             allowed = torch.maximum(
                 atol + rtol * truth.double().abs(),
-                torch.full_like(error, 2 * (torch_own.double() - truth.double()).abs().max().item()),
+                torch.full_like(
+                    error, 2 * (torch_own.double() - truth.double()).abs().max().item()
+                ),
             )
             assert bool((error <= allowed).all()), f"{problem.name}: max error {error.max().item()}"

@@ -35,7 +35,7 @@ def check(reference64):  # type: ignore[no-untyped-def]
         got = warpforge.compile(ir, strict=True)(*inputs)
         got = got if isinstance(got, tuple) else (got,)
         atol, rtol = TOL[dtype]
-        for g, w in zip(got, reference64(ir, inputs)):
+        for g, w in zip(got, reference64(ir, inputs), strict=True):
             torch.testing.assert_close(g.double(), w, atol=atol, rtol=rtol, equal_nan=True)
 
     return run
@@ -121,7 +121,9 @@ def test_where_with_tensor_and_scalar_branches(dtype: torch.dtype, check) -> Non
         ("rms_norm", {"eps": 1e-6}, 0),
     ],
 )
-def test_row_ops_match_reference(op: str, attrs: dict, params: int, dtype: torch.dtype, check) -> None:  # type: ignore[no-untyped-def]
+def test_row_ops_match_reference(
+    op: str, attrs: dict, params: int, dtype: torch.dtype, check
+) -> None:  # type: ignore[no-untyped-def]
     name = str(dtype).removeprefix("torch.")
     b = BlueprintBuilder(f"row_{op}")
     x = b.input("x", (3, 5, 37), name)  # 37: a ragged row (block of 64, 27 masked columns)
@@ -141,14 +143,24 @@ def test_matmul_and_linear_with_epilogue(dtype: torch.dtype) -> None:
     bias = b.input("bias", (17,), name)
     b.output("a", b.op("relu", b.op("matmul", x, w)))
     b.output("c", b.op("silu", b.op("linear", x, wl, bias)))
-    inputs = [_rand((2, 19, 24), dtype) / 4, _rand((24, 21), dtype) / 4, _rand((17, 24), dtype) / 4, _rand((17,), dtype)]
+    inputs = [
+        _rand((2, 19, 24), dtype) / 4,
+        _rand((24, 21), dtype) / 4,
+        _rand((17, 24), dtype) / 4,
+        _rand((17,), dtype),
+    ]
     b_ir = b.build()
     compiled = warpforge.compile(b_ir, strict=True)
     assert [g.kind for g in compiled.plan.groups] == ["matmul", "matmul"]
     tol = TOL[dtype] if dtype == torch.float32 else (1e-2, 1e-2)
     got = compiled(*inputs)
-    want = (torch.relu(inputs[0].double() @ inputs[1].double()), torch.nn.functional.silu(torch.nn.functional.linear(*(t.double() for t in inputs[:1] + inputs[2:]))))
-    for g, w_ in zip(got, want):
+    want = (
+        torch.relu(inputs[0].double() @ inputs[1].double()),
+        torch.nn.functional.silu(
+            torch.nn.functional.linear(*(t.double() for t in inputs[:1] + inputs[2:]))
+        ),
+    )
+    for g, w_ in zip(got, want, strict=True):
         torch.testing.assert_close(g.double(), w_, atol=tol[0], rtol=tol[1])
 
 
@@ -160,7 +172,9 @@ def test_matmul_and_linear_with_epilogue(dtype: torch.dtype) -> None:
         ("transpose", {"dim0": 0, "dim1": -1}, (2, 3, 4), (4, 3, 2)),
     ],
 )
-def test_layout_ops_feed_kernels(op: str, attrs: dict, shape: tuple, expected: tuple, check) -> None:  # type: ignore[no-untyped-def]
+def test_layout_ops_feed_kernels(
+    op: str, attrs: dict, shape: tuple, expected: tuple, check
+) -> None:  # type: ignore[no-untyped-def]
     b = BlueprintBuilder(f"layout_{op}")
     x = b.input("x", shape, "float32")
     moved = b.op(op, b.op("exp", x), **attrs)

@@ -18,13 +18,23 @@ def test_trace_maps_functions_methods_and_operators() -> None:
 
     inputs = [torch.randn(3, 8), torch.randn(3, 8), torch.randn(8), torch.randn(3, 8)]
     ir = trace(block, inputs)
-    assert [n.op for n in ir.nodes] == ["add", "layer_norm", "silu", "mul", "cast", "sum", "sigmoid", "div", "sub"]
+    assert [n.op for n in ir.nodes] == [
+        "add",
+        "layer_norm",
+        "silu",
+        "mul",
+        "cast",
+        "sum",
+        "sigmoid",
+        "div",
+        "sub",
+    ]
     assert ir.input_names == ("x", "res", "w", "up")
     assert [name for name, _ in ir.outputs] == ["out0", "out1", "out2"]
     sub = ir.nodes[-1]
     assert sub.attrs == {"scalar": 1.0, "reverse": True}
     got = warpforge.compile(ir, strict=True)(*inputs)
-    for mine, ref in zip(got, block(*inputs)):
+    for mine, ref in zip(got, block(*inputs), strict=True):
         assert mine.dtype == ref.dtype
         torch.testing.assert_close(mine, ref, atol=2e-5, rtol=2e-5)
 
@@ -52,7 +62,11 @@ def test_unsupported_ops_are_all_listed_with_their_source_line() -> None:
         trace(bad, [torch.randn(4)])
     message = str(info.value)
     assert "3 unsupported operation(s)" in message
-    for op, code in (("torch.sort", "y = torch.sort(x).values"), ("torch.cumsum", "z = torch.cumsum(y, 0)"), ("operator.gt", "return z + (x > 0)")):
+    for op, code in (
+        ("torch.sort", "y = torch.sort(x).values"),
+        ("torch.cumsum", "z = torch.cumsum(y, 0)"),
+        ("operator.gt", "return z + (x > 0)"),
+    ):
         assert op in message
         assert code in message
     assert "test_trace.py:" in message

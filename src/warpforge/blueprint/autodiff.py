@@ -31,7 +31,7 @@ def backward_blueprint(
     values: dict[str, Value] = {}
     for name, schema in ir.inputs:
         values[name] = b.input(name, schema.shape, schema.dtype)
-    for index, (_, value) in enumerate(ir.outputs):
+    for _index, (_, value) in enumerate(ir.outputs):
         schema = schemas[value]
         if not schema.is_float:
             return None
@@ -47,7 +47,7 @@ def backward_blueprint(
     def accumulate(name: str, grad: Value) -> None:
         adjoint[name] = b.op("add", adjoint[name], grad) if name in adjoint else grad
 
-    for (_, value), grad in zip(ir.outputs, grads_in):
+    for (_, value), grad in zip(ir.outputs, grads_in, strict=True):
         accumulate(value, grad)
     for node in reversed(order):
         if node.name not in adjoint:
@@ -57,7 +57,7 @@ def backward_blueprint(
             b, [values[v] for v in node.inputs], values[node.name], adjoint[node.name], node.attrs
         )
         out_shape = schemas[node.name].shape
-        for source, grad in zip(node.inputs, grads):
+        for source, grad in zip(node.inputs, grads, strict=True):
             if grad is None or not schemas[source].is_float:
                 continue
             if tuple(schemas[source].shape) != tuple(out_shape):

@@ -131,7 +131,9 @@ class KernelSourceGenerator:
 
     def _row_capable(self, node: IRNode, kind: str) -> bool:
         # float16/bfloat16/float32 values only (bool conditions of where too); others -> PyTorch.
-        return self._float_ok([node.name]) and self._float_ok(node.inputs, allow_bool=node.op == "where")
+        return self._float_ok([node.name]) and self._float_ok(
+            node.inputs, allow_bool=node.op == "where"
+        )
 
     def _matmul_capable(self, node: IRNode) -> bool:
         return self._float_ok([node.name, *node.inputs])
@@ -193,8 +195,10 @@ class KernelSourceGenerator:
         if value not in group.space:
             return False
         node = next(n for n in group.nodes if n.name == value)
-        return self.registry.get(node.op).kind == "row" and node.op in ("sum", "mean", "amax") and (
-            not node.attrs.get("keepdim", False)
+        return (
+            self.registry.get(node.op).kind == "row"
+            and node.op in ("sum", "mean", "amax")
+            and (not node.attrs.get("keepdim", False))
         )
 
     def _add(self, group: FusionGroup, node: IRNode, kind: str) -> None:
@@ -280,7 +284,7 @@ def loaded_inputs(group: FusionGroup) -> list[str]:
 def _broadcastable(shape: Sequence[Any], domain: Sequence[Any]) -> bool:
     if len(shape) > len(domain):
         return False
-    for dim, target in zip(reversed(shape), reversed(domain)):
+    for dim, target in zip(reversed(shape), reversed(domain), strict=False):
         if dim != 1 and dim != target:
             return False
     return True
@@ -476,13 +480,18 @@ class _MatmulKernelWriter(_KernelWriter):
         group = self.group
         mm = group.nodes[0]
         schemas = self.gen.schemas
-        a_name, b_name = mm.inputs[0], mm.inputs[1]
-        fp32 = schemas[a_name].dtype == "float32"
+        fp32 = schemas[mm.inputs[0]].dtype == "float32"
         precision = ', input_precision="ieee"' if fp32 else ""
         # The matmul operands are passed as 3-D [batch, rows, inner] views by the launcher.
         head = [
-            "a_ptr", "a_sb", "a_sm", "a_sk",
-            "b_ptr", "b_sb", "b_sk", "b_sn",
+            "a_ptr",
+            "a_sb",
+            "a_sm",
+            "a_sk",
+            "b_ptr",
+            "b_sb",
+            "b_sk",
+            "b_sn",
         ]
         sizes = [f"size{d}" for d in range(1, self.rank - 1)] + ["M", "N", "K"]
         signature = self.signature(
@@ -513,8 +522,12 @@ class _MatmulKernelWriter(_KernelWriter):
         e("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
         e("for k in range(0, tl.cdiv(K, BLOCK_K)):")
         e("    k_left = K - k * BLOCK_K")
-        e("    a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)")
-        e("    b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)")
+        e(
+            "    a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)"
+        )
+        e(
+            "    b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)"
+        )
         e(f"    acc += tl.dot(a, b{precision})")
         e("    a_ptrs += BLOCK_K * a_sk")
         e("    b_ptrs += BLOCK_K * b_sk")
@@ -534,5 +547,7 @@ class _MatmulKernelWriter(_KernelWriter):
             self.node_body(node)
         for value in group.outputs:
             self.store(value)
-        doc = ['    """Tiled tl.dot matmul (fp32 accumulator) with the fused pointwise epilogue."""']
+        doc = [
+            '    """Tiled tl.dot matmul (fp32 accumulator) with the fused pointwise epilogue."""'
+        ]
         return [*self.header_comment(), *signature, *doc, *self.body]

@@ -61,7 +61,9 @@ def _load_target(target: str) -> Any:
 def register(app: typer.Typer) -> None:
     @app.command("compile")
     def compile_command(
-        target: str = typer.Argument(..., help="FILE.json (BlueprintIR.to_json) or module:function."),
+        target: str = typer.Argument(
+            ..., help="FILE.json (BlueprintIR.to_json) or module:function."
+        ),
         show: bool = typer.Option(False, "--show", help="Print the generated Triton source."),
         as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
     ) -> None:

@@ -199,7 +199,7 @@ class CompiledBlueprint(torch.nn.Module):
         from warpforge.cache import CacheKey
 
         values: dict[str, object] = {"generator": GENERATOR_VERSION, "device_type": spec[0]}
-        for (name, schema), (div16, bucket) in zip(self.ir.inputs, spec[1:]):
+        for (name, schema), (div16, bucket) in zip(self.ir.inputs, spec[1:], strict=True):
             values[f"{name}.dtype"] = schema.dtype
             values[f"{name}.div16"] = div16
             values[f"{name}.bucket"] = bucket
@@ -285,7 +285,7 @@ class _KernelFunction(torch.autograd.Function):
         tensors = ctx.saved_tensors
         grads = tuple(
             torch.zeros_like(out) if g is None else g
-            for g, out in zip(grads, _output_like(compiled, tensors, grads))
+            for g, out in zip(grads, _output_like(compiled, tensors, grads), strict=True)
         )
         generated = compiled.backward_program()
         names = compiled.ir.input_names
@@ -293,17 +293,23 @@ class _KernelFunction(torch.autograd.Function):
             module, differentiated = generated
             results = module(*tensors, *(g.contiguous() for g in grads))
             results = results if isinstance(results, tuple) else (results,)
-            by_name = dict(zip(differentiated, results))
-            return (None, *(by_name.get(n) if t.requires_grad else None for n, t in zip(names, tensors)))
+            by_name = dict(zip(differentiated, results, strict=True))
+            return (
+                None,
+                *(
+                    by_name.get(n) if t.requires_grad else None
+                    for n, t in zip(names, tensors, strict=True)
+                ),
+            )
         inputs = [t.detach().requires_grad_(t.requires_grad) for t in tensors]
         with torch.enable_grad():
             outputs = run_reference(compiled.ir, inputs, compiled.registry)
-        pairs = [(o, g) for o, g in zip(outputs, grads) if o.requires_grad]
+        pairs = [(o, g) for o, g in zip(outputs, grads, strict=True) if o.requires_grad]
         wanted = [t for t in inputs if t.requires_grad]
         found = torch.autograd.grad(
             [o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True
         )
-        by_id = {id(t): g for t, g in zip(wanted, found)}
+        by_id = {id(t): g for t, g in zip(wanted, found, strict=True)}
         return (None, *(by_id.get(id(t)) for t in inputs))
 
 
@@ -324,7 +330,7 @@ def _signature(tensors: Sequence[object]) -> tuple[Any, ...]:
     )
 
 
-def compile(  # noqa: A001 - the public name mirrors torch.compile
+def compile(
     fn_or_blueprint: BlueprintIR | Callable[..., Any],
     example_inputs: Sequence[torch.Tensor] | None = None,
     *,

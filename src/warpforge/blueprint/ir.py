@@ -64,7 +64,9 @@ def canonical_json(value: object) -> str:
 
 def _normalise_attrs(attrs: object, where: str) -> dict[str, Any]:
     if not isinstance(attrs, Mapping):
-        raise TypeError(f"{where}: attrs must be a mapping of str -> JSON value, got {describe(attrs)}")
+        raise TypeError(
+            f"{where}: attrs must be a mapping of str -> JSON value, got {describe(attrs)}"
+        )
     for key in attrs:
         if not isinstance(key, str):
             raise TypeError(f"{where}: attribute names must be str, got {describe(key)}")
@@ -87,7 +89,9 @@ class TensorSchema:
 
     def __post_init__(self) -> None:
         if isinstance(self.shape, (str, bytes)) or not isinstance(self.shape, Iterable):
-            raise TypeError(f"shape: expected a tuple of ints or dim names, got {describe(self.shape)}")
+            raise TypeError(
+                f"shape: expected a tuple of ints or dim names, got {describe(self.shape)}"
+            )
         shape = tuple(self.shape)
         for i, dim in enumerate(shape):
             if isinstance(dim, bool) or not isinstance(dim, (int, str)):
@@ -127,7 +131,9 @@ class IRNode:
     def __post_init__(self) -> None:
         check_identifier("node name", self.name)
         if not isinstance(self.op, str) or not self.op:
-            raise TypeError(f"node {self.name!r}: op must be a non-empty str, got {describe(self.op)}")
+            raise TypeError(
+                f"node {self.name!r}: op must be a non-empty str, got {describe(self.op)}"
+            )
         if isinstance(self.inputs, str) or not isinstance(self.inputs, Iterable):
             raise TypeError(
                 f"node {self.name!r}: inputs must be a sequence of value names, "
@@ -136,7 +142,9 @@ class IRNode:
         inputs = tuple(self.inputs)
         for value in inputs:
             if not isinstance(value, str):
-                raise TypeError(f"node {self.name!r}: input names must be str, got {describe(value)}")
+                raise TypeError(
+                    f"node {self.name!r}: input names must be str, got {describe(value)}"
+                )
         object.__setattr__(self, "inputs", inputs)
         object.__setattr__(self, "attrs", _normalise_attrs(self.attrs, f"node {self.name!r}"))
 
@@ -180,12 +188,16 @@ class BlueprintIR:
             if not isinstance(node, IRNode):
                 raise TypeError(f"nodes: expected IRNode objects, got {describe(node)}")
             if node.name in seen:
-                raise BlueprintError(f"node {node.name!r}: the name is already used by another value")
+                raise BlueprintError(
+                    f"node {node.name!r}: the name is already used by another value"
+                )
             seen.add(node.name)
         for node in nodes:
             for value in node.inputs:
                 if value not in seen:
-                    raise BlueprintError(f"node {node.name!r}: input {value!r} is not a known value")
+                    raise BlueprintError(
+                        f"node {node.name!r}: input {value!r} is not a known value"
+                    )
         if not outputs:
             raise BlueprintError(f"blueprint {self.name!r}: expected at least one output")
         out_names: set[str] = set()
@@ -462,4 +474,3 @@ class BlueprintBuilder:
         ir = BlueprintIR(self.name, self._inputs, self._nodes, self._outputs, self.version)
         ir.infer(registry)
         return ir
-

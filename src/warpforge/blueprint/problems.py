@@ -28,7 +28,13 @@ def _size(dtype: torch.dtype) -> int:
     return torch.empty((), dtype=dtype).element_size()
 
 
-def _randn(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, g: torch.Generator, scale: float = 1.0) -> torch.Tensor:
+def _randn(
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    device: torch.device,
+    g: torch.Generator,
+    scale: float = 1.0,
+) -> torch.Tensor:
     # Drawn on the generator's device, then moved: works whatever device the harness seeds.
     x = torch.randn(shape, generator=g, device=g.device, dtype=torch.float32) * scale
     return x.to(device=device, dtype=dtype)
@@ -116,7 +122,9 @@ def attention_scores_blueprint(dtype: str) -> BlueprintIR:
     return b.build()
 
 
-def attention_scores_reference(q: torch.Tensor, k: torch.Tensor, causal: torch.Tensor) -> torch.Tensor:
+def attention_scores_reference(
+    q: torch.Tensor, k: torch.Tensor, causal: torch.Tensor
+) -> torch.Tensor:
     scores = (q @ k.transpose(-2, -1)) * SOFTMAX_SCALE
     return torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
 
@@ -151,7 +159,9 @@ def reduction_chain_blueprint(dtype: str) -> BlueprintIR:
 
 def reduction_chain_reference(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     peak = x.amax(-1, keepdim=True)
-    return torch.log(torch.exp(x - peak).sum(-1, keepdim=True)) + peak, x.abs().mean(-1, keepdim=True)
+    return torch.log(torch.exp(x - peak).sum(-1, keepdim=True)) + peak, x.abs().mean(
+        -1, keepdim=True
+    )
 
 
 def mixed_precision_blueprint(dtype: str) -> BlueprintIR:
@@ -166,21 +176,25 @@ def mixed_precision_blueprint(dtype: str) -> BlueprintIR:
     return b.build()
 
 
-def mixed_precision_reference(x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+def mixed_precision_reference(
+    x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor
+) -> torch.Tensor:
     y = torch.tanh(x.float() * scale + shift)
     narrow = (y * 4.0).to(x.dtype)
     return torch.sigmoid(narrow.float()).to(x.dtype)
 
 
 # ------------------------------------------------------------------------------ wiring
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled(builder: Callable[[str], BlueprintIR], dtype: str) -> Any:
     from warpforge.blueprint.compiler import compile as compile_blueprint
 
     return compile_blueprint(builder(dtype))
 
 
-def _implementation(builder: Callable[[str], BlueprintIR], first_float: int = 0) -> Callable[..., Any]:
+def _implementation(
+    builder: Callable[[str], BlueprintIR], first_float: int = 0
+) -> Callable[..., Any]:
     def run(*inputs: torch.Tensor) -> Any:
         return _compiled(builder, _name(inputs[first_float].dtype))(*inputs)
 
@@ -256,7 +270,9 @@ def _register() -> None:
                 _randn((s["T"], s["T"]), d, dev, g),
             ),
             flops=lambda s, d: 7.0 * _rows(s, "B", "NH", "T") * s["T"],
-            bytes_moved=lambda s, d: (2 * _rows(s, "B", "NH", "T") * s["T"] + s["T"] ** 2) * _size(d),
+            bytes_moved=lambda s, d: (
+                (2 * _rows(s, "B", "NH", "T") * s["T"] + s["T"] ** 2) * _size(d)
+            ),
             shapes=({"B": 4, "NH": 16, "T": 1024}, {"B": 1, "NH": 32, "T": 2048}),
             cpu_shapes=({"B": 1, "NH": 2, "T": 9},),
             dtypes=DTYPES,
@@ -277,7 +293,9 @@ def _register() -> None:
                 _randn((s["N"],), d, dev, g),
             ),
             flops=lambda s, d: 2.0 * s["T"] * s["D"] * s["N"],
-            bytes_moved=lambda s, d: (s["T"] * s["D"] + s["N"] * s["D"] + s["T"] * s["N"]) * _size(d),
+            bytes_moved=lambda s, d: (
+                (s["T"] * s["D"] + s["N"] * s["D"] + s["T"] * s["N"]) * _size(d)
+            ),
             shapes=({"T": 8192, "D": 4096, "N": 4096},),
             cpu_shapes=({"T": 6, "D": 24, "N": 20},),
             dtypes=DTYPES,
@@ -297,9 +315,9 @@ def _register() -> None:
             ),
             flops=lambda s, d: 2.0 * _rows(s, "B", "NH", "T") * s["T"] * s["DH"],
             bytes_moved=lambda s, d: (
-                2 * _rows(s, "B", "NH", "T") * s["DH"] + _rows(s, "B", "NH", "T") * s["T"]
-            )
-            * _size(d),
+                (2 * _rows(s, "B", "NH", "T") * s["DH"] + _rows(s, "B", "NH", "T") * s["T"])
+                * _size(d)
+            ),
             shapes=({"B": 4, "NH": 16, "T": 1024, "DH": 64},),
             cpu_shapes=({"B": 1, "NH": 2, "T": 17, "DH": 16},),
             dtypes=DTYPES,

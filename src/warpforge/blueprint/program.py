@@ -36,7 +36,7 @@ def bind_inputs(ir: BlueprintIR, tensors: Sequence[object]) -> dict[str, int]:
         )
     bindings: dict[str, int] = {}
     device = None
-    for (name, schema), tensor in zip(ir.inputs, tensors):
+    for (name, schema), tensor in zip(ir.inputs, tensors, strict=True):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor, got {describe(tensor)}")
         if device is None:
@@ -47,7 +47,7 @@ def bind_inputs(ir: BlueprintIR, tensors: Sequence[object]) -> dict[str, int]:
             raise TypeError(f"{name}: expected dtype {schema.dtype}, got {describe(tensor)}")
         if tensor.dim() != schema.rank:
             raise ValueError(f"{name}: expected shape {list(schema.shape)}, got {describe(tensor)}")
-        for axis, (dim, size) in enumerate(zip(schema.shape, tensor.shape)):
+        for axis, (dim, size) in enumerate(zip(schema.shape, tensor.shape, strict=True)):
             if isinstance(dim, int):
                 if dim != size:
                     raise ValueError(
@@ -74,7 +74,10 @@ def _bound_attrs(node: IRNode, bindings: Mapping[str, int]) -> dict[str, Any]:
 
 
 def run_node_reference(
-    registry: OperatorRegistry, node: IRNode, args: Sequence[torch.Tensor], bindings: Mapping[str, int]
+    registry: OperatorRegistry,
+    node: IRNode,
+    args: Sequence[torch.Tensor],
+    bindings: Mapping[str, int],
 ) -> torch.Tensor:
     return registry.get(node.op).reference(*args, **_bound_attrs(node, bindings))
 
@@ -84,7 +87,7 @@ def run_reference(
 ) -> tuple[torch.Tensor, ...]:
     """The blueprint evaluated node by node with PyTorch references (differentiable)."""
     bindings = bind_inputs(ir, tensors)
-    env: dict[str, torch.Tensor] = dict(zip(ir.input_names, tensors))
+    env: dict[str, torch.Tensor] = dict(zip(ir.input_names, tensors, strict=True))
     for node in ir.topological_order():
         env[node.name] = run_node_reference(registry, node, [env[v] for v in node.inputs], bindings)
     return tuple(env[v] for _, v in ir.outputs)
@@ -95,7 +98,9 @@ def _next_pow2(n: int) -> int:
 
 
 def _max_offset(tensor: torch.Tensor) -> int:
-    return sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride()))
+    return sum(
+        (size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride(), strict=True)
+    )
 
 
 class KernelProgram:
@@ -111,7 +116,7 @@ class KernelProgram:
 
     def run(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
         bindings = bind_inputs(self.ir, tensors)
-        env: dict[str, torch.Tensor] = dict(zip(self.ir.input_names, tensors))
+        env: dict[str, torch.Tensor] = dict(zip(self.ir.input_names, tensors, strict=True))
         for group in self.plan.groups:
             if group.kind == "torch":
                 node = group.nodes[0]
@@ -148,7 +153,7 @@ class KernelProgram:
             node = next(n for n in group.nodes if n.name == value)
             if node.op in ("sum", "mean", "amax") and not node.attrs.get("keepdim", False):
                 view = buffer.unsqueeze(-1)
-            size = domain if group.space[value] == FULL else domain[:-1] + (1,)
+            size = domain if group.space[value] == FULL else (*domain[:-1], 1)
             out.append((value, view.expand(size), buffer))
         return out
 
@@ -160,7 +165,10 @@ class KernelProgram:
         n_cols = domain[-1]
         n_rows = math.prod(domain[:-1])
         device = env[group.inputs[0]].device if group.inputs else torch.device("cpu")
-        views = [env[v].expand(domain) if env[v].dim() else env[v].reshape(1).expand(domain) for v in group.inputs]
+        views = [
+            env[v].expand(domain) if env[v].dim() else env[v].reshape(1).expand(domain)
+            for v in group.inputs
+        ]
         outputs = self._outputs(group, domain, device, bindings)
         for value, _, handed in outputs:
             env[value] = handed
@@ -192,7 +200,9 @@ class KernelProgram:
         args += [n_rows, n_cols]
         grid = (math.ceil(n_rows / block_m), math.ceil(n_cols / block_n))
         kernel = getattr(self.module, group.kernel_name)
-        kernel[grid](*args, BLOCK_M=block_m, BLOCK_N=block_n, INDEX_64=index_64, num_warps=num_warps)
+        kernel[grid](
+            *args, BLOCK_M=block_m, BLOCK_N=block_n, INDEX_64=index_64, num_warps=num_warps
+        )
 
     def _run_matmul(
         self, group: FusionGroup, env: dict[str, torch.Tensor], bindings: Mapping[str, int]

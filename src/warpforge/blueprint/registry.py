@@ -79,7 +79,9 @@ class OperatorSpec:
     """Allowed (min, max) number of tensor inputs."""
     doc: str = ""
 
-    def infer_schema(self, inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]) -> TensorSchema:
+    def infer_schema(
+        self, inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]
+    ) -> TensorSchema:
         low, high = self.arity
         if not low <= len(inputs) <= high:
             expected = str(low) if low == high else f"{low} to {high}"
@@ -227,7 +229,9 @@ def _scalar(attrs: Mapping[str, Any], key: str) -> float | None:
     if isinstance(value, str) and value in ("inf", "-inf", "nan"):
         return float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"attribute {key!r}: expected a number or 'inf'/'-inf'/'nan', got {value!r}")
+        raise TypeError(
+            f"attribute {key!r}: expected a number or 'inf'/'-inf'/'nan', got {value!r}"
+        )
     return float(value)
 
 
@@ -242,7 +246,7 @@ def infer_broadcast(inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]) ->
     dtype = promote(inputs)
     if "scalar" in attrs and dtype in ("bool", "int32", "int64"):
         scalar = attrs["scalar"]
-        if isinstance(scalar, float) or isinstance(scalar, str):
+        if isinstance(scalar, (float, str)):
             dtype = "float32"
     return TensorSchema(shape, dtype)
 
@@ -260,7 +264,9 @@ def _infer_same(inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]) -> Ten
 def _binary(name: str, symbol: str, torch_fn: Callable[..., torch.Tensor]) -> None:
     """add/sub/mul/div: two tensors, or one tensor and a ``scalar`` attr (``reverse`` swaps)."""
 
-    def reference(*tensors: torch.Tensor, scalar: Any = None, reverse: bool = False) -> torch.Tensor:
+    def reference(
+        *tensors: torch.Tensor, scalar: Any = None, reverse: bool = False
+    ) -> torch.Tensor:
         if len(tensors) == 2:
             return torch_fn(tensors[0], tensors[1])
         value = _scalar({"scalar": scalar}, "scalar")
@@ -279,7 +285,9 @@ def _binary(name: str, symbol: str, torch_fn: Callable[..., torch.Tensor]) -> No
         if len(inputs) == 1 and _scalar(attrs, "scalar") is None:
             raise ValueError(f"{name} with one tensor input needs a numeric 'scalar' attribute")
         if len(inputs) == 2 and "scalar" in attrs:
-            raise ValueError(f"{name} takes either two tensors or one tensor and 'scalar', not both")
+            raise ValueError(
+                f"{name} takes either two tensors or one tensor and 'scalar', not both"
+            )
         out = infer_broadcast(inputs, attrs)
         if name == "div" and not out.is_float:
             out = TensorSchema(out.shape, "float32")
@@ -349,7 +357,9 @@ def _where_reference(cond: torch.Tensor, *rest: torch.Tensor, other: Any = None)
     if len(rest) == 2:
         return torch.where(cond, rest[0], rest[1])
     value = _scalar({"other": other}, "other")
-    return torch.where(cond, rest[0], torch.tensor(value, dtype=rest[0].dtype, device=rest[0].device))
+    return torch.where(
+        cond, rest[0], torch.tensor(value, dtype=rest[0].dtype, device=rest[0].device)
+    )
 
 
 def _where_code(args: Sequence[str], attrs: Mapping[str, Any]) -> str:
@@ -529,12 +539,15 @@ def _softmax_reference(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 
 
 def _softmax_code(e: RowEmitter, args: Sequence[str], attrs: Mapping[str, Any]) -> str:
+    # row_max/row_sum ignore the masked columns, so padding never reaches the result.
     shifted = e.full(f"{args[0]} - {e.row_max(args[0])}")
-    numer = e.full(e.masked(f"tl.exp({shifted})", "0.0"))
+    numer = e.full(f"tl.exp({shifted})")
     return f"({numer} / {e.row_sum(numer)})"
 
 
-def _layer_norm_reference(x: torch.Tensor, *params: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+def _layer_norm_reference(
+    x: torch.Tensor, *params: torch.Tensor, eps: float = 1e-5
+) -> torch.Tensor:
     weight = params[0] if params else None
     bias = params[1] if len(params) > 1 else None
     return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
@@ -542,8 +555,10 @@ def _layer_norm_reference(x: torch.Tensor, *params: torch.Tensor, eps: float = 1
 
 def _layer_norm_code(e: RowEmitter, args: Sequence[str], attrs: Mapping[str, Any]) -> str:
     mean = e.row(f"{e.row_sum(args[0])} / {e.n_cols}")
-    centered = e.full(e.masked(f"{args[0]} - {mean}", "0.0"))
-    rstd = e.row(f"tl.rsqrt({e.row_sum(f'{centered} * {centered}')} / {e.n_cols} + {attrs.get('eps', 1e-5)!r})")
+    centered = e.full(f"{args[0]} - {mean}")
+    rstd = e.row(
+        f"tl.rsqrt({e.row_sum(f'{centered} * {centered}')} / {e.n_cols} + {attrs.get('eps', 1e-5)!r})"
+    )
     out = f"{centered} * {rstd}"
     if len(args) > 1:
         out = f"{out} * {args[1]}"
@@ -563,7 +578,7 @@ def _rms_norm_reference(x: torch.Tensor, *params: torch.Tensor, eps: float = 1e-
 
 
 def _rms_norm_code(e: RowEmitter, args: Sequence[str], attrs: Mapping[str, Any]) -> str:
-    square = e.masked(f"{args[0]} * {args[0]}", "0.0")
+    square = f"{args[0]} * {args[0]}"
     rstd = e.row(f"tl.rsqrt({e.row_sum(square)} / {e.n_cols} + {attrs.get('eps', 1e-6)!r})")
     out = f"{args[0]} * {rstd}"
     if len(args) > 1:
@@ -581,7 +596,9 @@ def _eps_checked(infer: InferFn, default: float) -> InferFn:
     return checked
 
 
-_DEFAULT.register(OperatorSpec("softmax", "row", _infer_row_same, _softmax_reference, _softmax_code))
+_DEFAULT.register(
+    OperatorSpec("softmax", "row", _infer_row_same, _softmax_reference, _softmax_code)
+)
 _DEFAULT.register(
     OperatorSpec(
         "layer_norm",
@@ -612,9 +629,11 @@ def _infer_matmul(inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]) -> T
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"inner dims differ: {a.shape[-1]!r} vs {b.shape[-2]!r}")
     if a.dtype != b.dtype or not a.is_float:
-        raise TypeError(f"matmul needs two operands of one float dtype, got {a.dtype} and {b.dtype}")
+        raise TypeError(
+            f"matmul needs two operands of one float dtype, got {a.dtype} and {b.dtype}"
+        )
     batch = broadcast_shapes([a.shape[:-2], b.shape[:-2]])
-    return TensorSchema(batch + (a.shape[-2], b.shape[-1]), a.dtype)
+    return TensorSchema((*batch, a.shape[-2], b.shape[-1]), a.dtype)
 
 
 def _infer_linear(inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]) -> TensorSchema:
@@ -626,11 +645,15 @@ def _infer_linear(inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]) -> T
     if len(inputs) == 3 and inputs[2].shape != (w.shape[0],):
         raise ValueError(f"bias must have shape ({w.shape[0]!r},), got {inputs[2].shape}")
     if len({s.dtype for s in inputs}) != 1 or not x.is_float:
-        raise TypeError(f"linear needs operands of one float dtype, got {[s.dtype for s in inputs]}")
-    return TensorSchema(x.shape[:-1] + (w.shape[0],), x.dtype)
+        raise TypeError(
+            f"linear needs operands of one float dtype, got {[s.dtype for s in inputs]}"
+        )
+    return TensorSchema((*x.shape[:-1], w.shape[0]), x.dtype)
 
 
-def _linear_reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
+def _linear_reference(
+    x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None
+) -> torch.Tensor:
     return torch.nn.functional.linear(x, w, b)
 
 
@@ -650,7 +673,9 @@ def _infer_reshape(inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]) -> 
         (isinstance(d, int) and not isinstance(d, bool) and d >= -1) or isinstance(d, str)
         for d in target
     ):
-        raise ValueError(f"shape: expected a list of ints (-1 allowed) and dim names, got {target!r}")
+        raise ValueError(
+            f"shape: expected a list of ints (-1 allowed) and dim names, got {target!r}"
+        )
     if target.count(-1) > 1:
         raise ValueError(f"shape: at most one -1, got {target!r}")
     if -1 in target:
@@ -674,7 +699,9 @@ def _reshape_reference(x: torch.Tensor, shape: Sequence[Any]) -> torch.Tensor:
 def _infer_permute(inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]) -> TensorSchema:
     (x,) = inputs
     dims = attrs.get("dims")
-    if not isinstance(dims, list) or sorted(d % max(x.rank, 1) for d in dims) != list(range(x.rank)):
+    if not isinstance(dims, list) or sorted(d % max(x.rank, 1) for d in dims) != list(
+        range(x.rank)
+    ):
         raise ValueError(f"dims: expected a permutation of range({x.rank}), got {dims!r}")
     return TensorSchema(tuple(x.shape[d] for d in dims), x.dtype)
 
@@ -699,10 +726,14 @@ def _infer_concat(inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]) -> T
     total: Dim = 0
     for i, s in enumerate(inputs):
         if s.rank != first.rank or s.dtype != first.dtype:
-            raise ValueError(f"input {i} is {s}, expected rank {first.rank} and dtype {first.dtype}")
+            raise ValueError(
+                f"input {i} is {s}, expected rank {first.rank} and dtype {first.dtype}"
+            )
         for axis in range(first.rank):
             if axis != dim and s.shape[axis] != first.shape[axis]:
-                raise ValueError(f"input {i} has shape {s.shape}, differing from {first.shape} off dim {dim}")
+                raise ValueError(
+                    f"input {i} has shape {s.shape}, differing from {first.shape} off dim {dim}"
+                )
         part = s.shape[dim]
         if isinstance(total, int) and isinstance(part, int):
             total += part
@@ -747,4 +778,3 @@ def _sum_to_reference(x: torch.Tensor, shape: Sequence[Any]) -> torch.Tensor:
 
 # Used by generated backward graphs to undo broadcasting (runs as a PyTorch op).
 _DEFAULT.register(OperatorSpec("sum_to", "layout", _infer_sum_to, _sum_to_reference))
-

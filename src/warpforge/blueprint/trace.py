@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import inspect
 import linecache
-import sys
 import operator as py_operator
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -53,7 +53,11 @@ def _scalar_binary(op: str, commutative: bool) -> Handler:
         if isinstance(a, Value) and isinstance(b, (int, float)) and not isinstance(b, bool):
             return op, [a], {"scalar": float(b)}
         if isinstance(b, Value) and isinstance(a, (int, float)) and not isinstance(a, bool):
-            return op, [b], ({"scalar": float(a)} if commutative else {"scalar": float(a), "reverse": True})
+            return (
+                op,
+                [b],
+                ({"scalar": float(a)} if commutative else {"scalar": float(a), "reverse": True}),
+            )
         raise _Unsupported(f"operands {describe(a)}, {describe(b)}")
 
     return handle
@@ -181,11 +185,19 @@ def _shape_args(args: list[Any], start: int) -> list[Any]:
 
 
 def _reshape(args: list[Any], kwargs: dict[str, Any]) -> tuple[str, list[Any], dict[str, Any]]:
-    return "reshape", [args[0]], {"shape": _shape_args(args, 1) if len(args) > 1 else list(kwargs["shape"])}
+    return (
+        "reshape",
+        [args[0]],
+        {"shape": _shape_args(args, 1) if len(args) > 1 else list(kwargs["shape"])},
+    )
 
 
 def _permute(args: list[Any], kwargs: dict[str, Any]) -> tuple[str, list[Any], dict[str, Any]]:
-    return "permute", [args[0]], {"dims": _shape_args(args, 1) if len(args) > 1 else list(kwargs["dims"])}
+    return (
+        "permute",
+        [args[0]],
+        {"dims": _shape_args(args, 1) if len(args) > 1 else list(kwargs["dims"])},
+    )
 
 
 def _transpose(args: list[Any], kwargs: dict[str, Any]) -> tuple[str, list[Any], dict[str, Any]]:
@@ -281,7 +293,9 @@ def _target_name(node: torch.fx.Node) -> str:
     if node.op == "call_method":
         return f"Tensor.{target}"
     module = getattr(target, "__module__", None) or ""
-    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+    name = (
+        getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+    )
     if name.startswith("_VariableFunctionsClass."):
         return "torch." + name.split(".", 1)[1]
     module = {"_operator": "operator"}.get(module, module)
@@ -303,7 +317,9 @@ class _LocatingTracer(torch.fx.Tracer):
         if frame is not None:
             path = frame.f_code.co_filename
             code = linecache.getline(path, frame.f_lineno).strip()
-            node.meta["warpforge_location"] = f"{path}:{frame.f_lineno}" + (f": {code}" if code else "")
+            node.meta["warpforge_location"] = f"{path}:{frame.f_lineno}" + (
+                f": {code}" if code else ""
+            )
         return node
 
 
@@ -324,7 +340,9 @@ def trace(
     if isinstance(fn, torch.nn.Module):
         raise TypeError("fn: expected a plain function; modules with parameters are not supported")
     if isinstance(example_inputs, torch.Tensor) or not isinstance(example_inputs, Sequence):
-        raise TypeError(f"example_inputs: expected a sequence of tensors, got {describe(example_inputs)}")
+        raise TypeError(
+            f"example_inputs: expected a sequence of tensors, got {describe(example_inputs)}"
+        )
     for i, tensor in enumerate(example_inputs):
         if not isinstance(tensor, torch.Tensor):
             raise TypeError(f"example_inputs[{i}]: expected a torch.Tensor, got {describe(tensor)}")
@@ -347,7 +365,7 @@ def trace(
     env: dict[torch.fx.Node, Any] = {}
     schemas: dict[str, TensorSchema] = {}
     problems: list[str] = []
-    for node, tensor in zip(placeholders, example_inputs):
+    for node, tensor in zip(placeholders, example_inputs, strict=True):
         value = builder.input(node.name, tuple(tensor.shape), dtype_name(tensor.dtype))
         env[node] = value
         schemas[value.name] = TensorSchema(tuple(tensor.shape), dtype_name(tensor.dtype))
@@ -375,7 +393,9 @@ def trace(
             handler = _METHODS.get(node.target)
         else:
             handler = None
-        if handler is None and not (missing_input and node.target in (getattr, py_operator.getitem)):
+        if handler is None and not (
+            missing_input and node.target in (getattr, py_operator.getitem)
+        ):
             # Reported even when its inputs are unsupported too: the user sees every op at once.
             problems.append(f"{where}: no blueprint operator for {_target_name(node)}")
         if handler is None or missing_input:
@@ -404,7 +424,8 @@ def trace(
     for index, value in enumerate(results):
         if not isinstance(value, Value):
             raise UnsupportedOperationError(
-                fn_name, [f"output {index} is {describe(value)}, not a tensor computed from the inputs"]
+                fn_name,
+                [f"output {index} is {describe(value)}, not a tensor computed from the inputs"],
             )
         builder.output("out" if len(results) == 1 else f"out{index}", value)
     return builder.build()
@@ -413,13 +434,20 @@ def trace(
 def _static_value(node: torch.fx.Node, args: list[Any], schemas: Mapping[str, TensorSchema]) -> Any:
     """``x.shape``, ``x.size(d)``, ``x.dim()`` and indexing into them: Python values, not ops."""
     target = node.target
-    if node.op == "call_function" and target is getattr and isinstance(args[0], Value):
-        if args[1] in ("shape", "ndim"):
-            shape = torch.Size(schemas[args[0].name].shape)
-            return shape if args[1] == "shape" else len(shape)
-    if node.op == "call_function" and target is py_operator.getitem:
-        if isinstance(args[0], (tuple, list, torch.Size)):
-            return args[0][args[1]]
+    if (
+        node.op == "call_function"
+        and target is getattr
+        and isinstance(args[0], Value)
+        and args[1] in ("shape", "ndim")
+    ):
+        shape = torch.Size(schemas[args[0].name].shape)
+        return shape if args[1] == "shape" else len(shape)
+    if (
+        node.op == "call_function"
+        and target is py_operator.getitem
+        and isinstance(args[0], (tuple, list, torch.Size))
+    ):
+        return args[0][args[1]]
     if node.op == "call_method" and target in ("size", "dim") and isinstance(args[0], Value):
         shape = torch.Size(schemas[args[0].name].shape)
         if target == "dim":
@@ -447,7 +475,7 @@ def _contains_missing(value: Any) -> bool:
 
 
 def _unique(builder: BlueprintBuilder, name: str) -> str:
-    used = builder._used  # noqa: SLF001 - same package
+    used = builder._used
     candidate, index = name, 0
     while candidate in used:
         index += 1
