@@ -23,10 +23,11 @@ def _pointwise_chain(name: str = "chain", x_name: str = "x") -> object:
 
 
 @pytest.fixture
-def check(reference64):  # type: ignore[no-untyped-def]
+def check(reference64, device):  # type: ignore[no-untyped-def]
     """Compile strictly, run, and compare every output with the float64 reference."""
 
     def run(ir, inputs, atol=2e-5, rtol=2e-5):  # type: ignore[no-untyped-def]
+        inputs = [t.to(device) for t in inputs]  # kernels run where the tier runs them
         got = warpforge.compile(ir, strict=True)(*inputs)
         got = got if isinstance(got, tuple) else (got,)
         for g, w in zip(got, reference64(ir, inputs), strict=True):

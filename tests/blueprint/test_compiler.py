@@ -24,6 +24,8 @@ from warpforge.blueprint.program import run_reference
 from warpforge.cache import default_metrics
 
 SRC = Path(__file__).resolve().parents[2] / "src"
+# Kernels run on CUDA when present, else under the interpreter (conftest sets it up).
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _bias_gelu(name: str = "bias_gelu"):  # type: ignore[no-untyped-def]
@@ -35,7 +37,7 @@ def _bias_gelu(name: str = "bias_gelu"):  # type: ignore[no-untyped-def]
 
 
 def _inputs(rows: int = 5) -> list[torch.Tensor]:
-    return [torch.randn(rows, 24), torch.randn(24)]
+    return [torch.randn(rows, 24, device=DEVICE), torch.randn(24, device=DEVICE)]
 
 
 def test_compile_runs_kernels_and_caches_the_module() -> None:
@@ -77,7 +79,8 @@ import warpforge
 from warpforge.blueprint import BlueprintIR
 from warpforge.cache import default_metrics
 ir = BlueprintIR.from_json(sys.stdin.read())
-out = warpforge.compile(ir, strict=True)(torch.randn(3, 24), torch.randn(24))
+device = "cuda" if torch.cuda.is_available() else "cpu"
+out = warpforge.compile(ir, strict=True)(torch.randn(3, 24, device=device), torch.randn(24, device=device))
 print(json.dumps({"snapshot": default_metrics().snapshot(), "shape": list(out.shape)}))
 """
     env = {**os.environ, "PYTHONPATH": str(SRC), "WARPFORGE_CACHE_DIR": str(fresh_blueprint_cache)}
@@ -107,7 +110,7 @@ def test_codegen_failure_falls_back_logs_once_and_counts(
     module = warpforge.compile(ir)
     with caplog.at_level(logging.WARNING, logger="warpforge.blueprint"):
         for rows in (4, 4, 40):  # the failure is remembered per specialisation: one count
-            inputs = [torch.randn(rows, 32)[:, :24], torch.randn(24)]
+            inputs = [torch.randn(rows, 32, device=DEVICE)[:, :24], torch.randn(24, device=DEVICE)]
             got = module(*inputs)
             assert torch.equal(got, run_reference(ir, inputs, default_registry())[0])
     warnings = [r for r in caplog.records if "injected codegen failure" in r.getMessage()]
@@ -147,7 +150,7 @@ def test_triton_compile_failure_at_first_launch_falls_back() -> None:
     x = b.input("x", (4, 8), "float32")
     b.output("y", b.op("broken", x))
     ir = b.build(registry)
-    value = torch.randn(4, 8)
+    value = torch.randn(4, 8, device=DEVICE)
     assert torch.equal(CompiledBlueprint(ir, registry=registry)(value), value * 3)
     assert default_metrics().snapshot()["fallbacks"] == {"triton-compile": 1}
     with pytest.raises(BlueprintCompileError, match="triton-compile failed"):
@@ -156,6 +159,8 @@ def test_triton_compile_failure_at_first_launch_falls_back() -> None:
 
 def test_inputs_are_validated_with_clear_errors() -> None:
     module = warpforge.compile(_bias_gelu())
+    with pytest.raises(ValueError, match="bias: expected a tensor on cpu"):
+        module(torch.randn(3, 24), torch.randn(24, device="meta"))
     with pytest.raises(TypeError, match=r"expected 2 tensor argument\(s\) \(x, bias\), got 1"):
         module(torch.randn(3, 24))
     with pytest.raises(TypeError, match="bias: expected dtype float32, got tensor of shape"):
@@ -172,7 +177,7 @@ def test_compiling_a_function_traces_once_per_signature() -> None:
     def fn(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return torch.relu(x * y + 1.0)
 
-    x, y = torch.randn(6, 10), torch.randn(6, 10)
+    x, y = torch.randn(6, 10, device=DEVICE), torch.randn(6, 10, device=DEVICE)
     module = warpforge.compile(fn, [x, y])
     assert warpforge.compile(fn, [x, y]) is module
     assert module.plan.kernel_count == 1
@@ -183,12 +188,12 @@ def test_backward_generated_from_gradient_rules() -> None:
     def fn(x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(x + b) * x - torch.exp(x) / 3.0 + torch.rsqrt(b * b + 1.0)
 
-    x = torch.randn(6, 10, dtype=torch.float32, requires_grad=True)
-    b = torch.randn(10, requires_grad=True)
+    x = torch.randn(6, 10, device=DEVICE, requires_grad=True)
+    b = torch.randn(10, device=DEVICE, requires_grad=True)
     module = warpforge.compile(fn, [x, b], strict=True)
     backward = module.backward_program()
     assert backward is not None and backward[1] == ("x", "b")
-    grad = torch.randn(6, 10)
+    grad = torch.randn(6, 10, device=DEVICE)
     module(x, b).backward(grad)
     got = (x.grad.clone(), b.grad.clone())
     x64, b64 = x.detach().double().requires_grad_(), b.detach().double().requires_grad_()
@@ -201,12 +206,12 @@ def test_backward_through_reference_autograd_for_ops_without_rules() -> None:
     def fn(x: torch.Tensor, w: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         return torch.softmax(torch.nn.functional.layer_norm(x @ w, (12,), g), -1)
 
-    x = torch.randn(6, 10, requires_grad=True)
-    w = torch.randn(10, 12, requires_grad=True)
-    g = torch.randn(12, requires_grad=True)
+    x = torch.randn(6, 10, device=DEVICE, requires_grad=True)
+    w = torch.randn(10, 12, device=DEVICE, requires_grad=True)
+    g = torch.randn(12, device=DEVICE, requires_grad=True)
     module = warpforge.compile(fn, [x, w, g], strict=True)
     assert module.backward_program() is None
-    grad = torch.randn(6, 12)
+    grad = torch.randn(6, 12, device=DEVICE)
     module(x, w, g).backward(grad)
     got = [t.grad.clone() for t in (x, w, g)]
     wide = [t.detach().double().requires_grad_() for t in (x, w, g)]
@@ -219,7 +224,7 @@ def test_cpu_without_interpreter_runs_the_reference(monkeypatch: pytest.MonkeyPa
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.delenv("WARPFORGE_INTERPRET", raising=False)
     ir = _bias_gelu()
-    inputs = _inputs()
+    inputs = [torch.randn(5, 24), torch.randn(24)]  # CPU tensors on every tier
     got = warpforge.compile(ir)(*inputs)
     assert torch.equal(got, run_reference(ir, inputs, default_registry())[0])
     assert default_metrics().snapshot()["lookups"] == 0  # policy, not a fallback

@@ -31,15 +31,24 @@ def test_suite_has_the_eight_blueprints() -> None:
 
 
 @pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.name)
-def test_problem_matches_float64_reference_on_cpu_shapes(problem) -> None:  # type: ignore[no-untyped-def]
+def test_problem_matches_float64_reference_on_cpu_shapes(problem, device) -> None:  # type: ignore[no-untyped-def]
     dtype = torch.float32 if torch.float32 in problem.dtypes else torch.float16
+    _verify(problem, dtype, device)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.name)
+def test_problem_in_bfloat16_on_gpu(problem) -> None:  # type: ignore[no-untyped-def]
+    _verify(problem, torch.bfloat16, torch.device("cuda"))
+
+
+def _verify(problem, dtype: torch.dtype, device: torch.device) -> None:  # type: ignore[no-untyped-def]
+    """The harness's rule: within atol + rtol*|ref| or 2x PyTorch's own error at the dtype."""
     generator = torch.Generator().manual_seed(1234)
     for shape in problem.cpu_shapes:
-        inputs = problem.make_inputs(shape, dtype, torch.device("cpu"), generator)
+        inputs = problem.make_inputs(shape, dtype, device, generator)
         got = problem.implementation(*inputs)
-        wide = [
-            t.double() if t.is_floating_point() and t.dtype == torch.float32 else t for t in inputs
-        ]
+        wide = [t.double() if t.is_floating_point() else t for t in inputs]
         want = problem.reference(*wide)
         at_dtype = problem.reference(*inputs)
         got, want, at_dtype = (v if isinstance(v, tuple) else (v,) for v in (got, want, at_dtype))

@@ -30,8 +30,9 @@ POSITIVE = {"log", "sqrt", "rsqrt"}
 
 
 @pytest.fixture
-def check(reference64):  # type: ignore[no-untyped-def]
+def check(reference64, device):  # type: ignore[no-untyped-def]
     def run(ir, inputs: list[torch.Tensor], dtype: torch.dtype) -> None:  # type: ignore[no-untyped-def]
+        inputs = [t.to(device) for t in inputs]  # kernels run where the tier runs them
         got = warpforge.compile(ir, strict=True)(*inputs)
         got = got if isinstance(got, tuple) else (got,)
         atol, rtol = TOL[dtype]
