@@ -498,13 +498,15 @@ class _MatmulKernelWriter(_KernelWriter):
             head, sizes, ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "INDEX_64"]
         )
         e = self.emit
+        e("# one 1-D grid over batch x tiles (grid dims 1 and 2 are limited to 65535)")
         e("pid = tl.program_id(0)")
-        e("pid_b = tl.program_id(1)")
+        e("num_m = tl.cdiv(M, BLOCK_M)")
+        e("num_n = tl.cdiv(N, BLOCK_N)")
+        e("pid_b = pid // (num_m * num_n)")
+        e("pid = pid % (num_m * num_n)")
         e("if INDEX_64:")
         e("    pid_b = pid_b.to(tl.int64)")
         e("# grouped ordering: GROUP_M row-blocks share B column tiles while they sit in L2")
-        e("num_m = tl.cdiv(M, BLOCK_M)")
-        e("num_n = tl.cdiv(N, BLOCK_N)")
         e("group_size = GROUP_M * num_n")
         e("first_m = (pid // group_size) * GROUP_M")
         e("rows_in_group = tl.minimum(num_m - first_m, GROUP_M)")

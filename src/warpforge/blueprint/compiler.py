@@ -22,7 +22,7 @@ import os
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -142,23 +142,28 @@ class CompiledBlueprint(torch.nn.Module):
         return self._generator.source(plan)
 
     def forward(self, *tensors: torch.Tensor) -> Any:
-        bind_inputs(self.ir, tensors)
+        bindings = bind_inputs(self.ir, tensors)
         if runtime.execution_path(tensors[0].device) is runtime.ExecutionPath.TORCH_REFERENCE:
             outputs = run_reference(self.ir, tensors, self.registry)
         elif torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             outputs = _KernelFunction.apply(self, *tensors)
         else:
-            outputs = self.run_kernels(tensors)
+            outputs = self.run_kernels(tensors, bindings)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
-    def run_kernels(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        """Forward through the fused kernels (or the reference where this one fell back)."""
+    def run_kernels(
+        self, tensors: Sequence[torch.Tensor], bindings: Mapping[str, int] | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        """Forward through the fused kernels (or the reference where this one fell back).
+
+        ``bindings`` are the symbolic sizes from an earlier :func:`bind_inputs` of ``tensors``.
+        """
         program = self._programs.get(specialisation(tensors))
         if program is None:
             return self._first_run(tensors)
         if program is _FALLBACK:
             return run_reference(self.ir, tensors, self.registry)
-        return program.run(tensors)
+        return program.run(tensors, bindings)
 
     def lookup(self, tensors: Sequence[torch.Tensor]) -> KernelProgram | None:
         """The in-process hit path alone: the loaded program for these inputs, if any."""

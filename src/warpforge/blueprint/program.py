@@ -21,6 +21,7 @@ from warpforge.validation import describe
 MAX_ROW_BLOCK = 32768
 """Longest row a row group holds in registers; longer rows fall back to PyTorch."""
 _INT32_LIMIT = 2**31 - 1
+_MAX_GRID_Y = 65535
 
 POISON_OUTPUTS = False
 """Tests set this to fill output buffers with NaN (or True for bool) before kernels write them,
@@ -114,8 +115,12 @@ class KernelProgram:
         self.module = module
         self.registry = registry
 
-    def run(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-        bindings = bind_inputs(self.ir, tensors)
+    def run(
+        self, tensors: Sequence[torch.Tensor], bindings: Mapping[str, int] | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        """Outputs for ``tensors``; ``bindings`` (from :func:`bind_inputs`) skips re-validation."""
+        if bindings is None:
+            bindings = bind_inputs(self.ir, tensors)
         env: dict[str, torch.Tensor] = dict(zip(self.ir.input_names, tensors, strict=True))
         for group in self.plan.groups:
             if group.kind == "torch":
@@ -199,6 +204,11 @@ class KernelProgram:
         args += [domain[d] for d in range(1, len(domain) - 1)]
         args += [n_rows, n_cols]
         grid = (math.ceil(n_rows / block_m), math.ceil(n_cols / block_n))
+        if grid[1] > _MAX_GRID_Y:
+            raise CodegenError(
+                f"row group {group.kernel_name}: {n_cols} columns need {grid[1]} column tiles, "
+                f"more than the {_MAX_GRID_Y} a CUDA grid allows"
+            )
         kernel = getattr(self.module, group.kernel_name)
         kernel[grid](
             *args, BLOCK_M=block_m, BLOCK_N=block_n, INDEX_64=index_64, num_warps=num_warps
@@ -243,7 +253,7 @@ class KernelProgram:
             args += [buffer, *buffer.stride()]
         args += [domain[d] for d in range(1, len(domain) - 1)]
         args += [m, n, k]
-        grid = (math.ceil(m / block_m) * math.ceil(n / block_n), n_batch)
+        grid = (math.ceil(m / block_m) * math.ceil(n / block_n) * n_batch,)
         kernel = getattr(self.module, group.kernel_name)
         kernel[grid](
             *args,
