@@ -15,6 +15,7 @@ compiles) falls back to the PyTorch reference: logged once per blueprint and rea
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import logging
@@ -22,6 +23,7 @@ import os
 import sys
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -48,8 +50,18 @@ class BlueprintCompileError(RuntimeError):
 _FALLBACK = object()  # a specialisation that runs the PyTorch reference
 _LOGGED: set[tuple[str, str]] = set()
 _LOCK = threading.Lock()
-_COMPILED: dict[tuple[str, bool], CompiledBlueprint] = {}
-_TRACED: dict[tuple[Any, ...], CompiledBlueprint] = {}
+MAX_COMPILED_MODULES = 1024
+"""Modules kept by compile() for reuse; older ones are dropped (they keep working if held)."""
+_COMPILED: OrderedDict[tuple[str, bool], CompiledBlueprint] = OrderedDict()
+_TRACED: OrderedDict[tuple[Any, ...], CompiledBlueprint] = OrderedDict()
+
+
+def _remember(
+    table: OrderedDict[Any, CompiledBlueprint], key: Any, module: CompiledBlueprint
+) -> None:
+    table[key] = module
+    while len(table) > MAX_COMPILED_MODULES:
+        table.popitem(last=False)
 
 
 def _bucket(size: int) -> int:
@@ -369,7 +381,8 @@ def compile(
 
         ir = trace(fn_or_blueprint, inputs)
         module = compile(ir, strict=strict)
-        _TRACED[traced_key] = module
+        with _LOCK:
+            _remember(_TRACED, traced_key, module)
         return module
     else:
         raise TypeError(
@@ -377,12 +390,16 @@ def compile(
         )
     key = (ir.canonical_hash(), strict)
     module = _COMPILED.get(key)
-    if module is None:
+    if module is not None:
+        # Least recently used goes first; another thread may have evicted it meanwhile.
+        with contextlib.suppress(KeyError):
+            _COMPILED.move_to_end(key)
+    else:
         with _LOCK:
             module = _COMPILED.get(key)
             if module is None:
                 module = CompiledBlueprint(ir, strict=strict)
-                _COMPILED[key] = module
+                _remember(_COMPILED, key, module)
     return module
 
 
