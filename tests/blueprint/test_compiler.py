@@ -228,3 +228,53 @@ def test_cpu_without_interpreter_runs_the_reference(monkeypatch: pytest.MonkeyPa
     got = warpforge.compile(ir)(*inputs)
     assert torch.equal(got, run_reference(ir, inputs, default_registry())[0])
     assert default_metrics().snapshot()["lookups"] == 0  # policy, not a fallback
+
+
+def _softmax_fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x * w, dim=-1)
+
+
+def _rms_fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.silu(torch.nn.functional.rms_norm(x, (x.shape[-1],), w, 1e-6))
+
+
+def _layer_norm_fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, w * 0.5, 1e-5)
+
+
+def _sum_fn(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.exp(x).sum(-1, keepdim=True) * w
+
+
+@pytest.mark.parametrize(
+    "fn", [_softmax_fn, _rms_fn, _layer_norm_fn, _sum_fn], ids=lambda f: f.__name__
+)
+def test_generated_backward_of_row_ops(fn) -> None:  # type: ignore[no-untyped-def]
+    if fn is _rms_fn and not hasattr(torch.nn.functional, "rms_norm"):
+        pytest.skip("torch.nn.functional.rms_norm needs torch >= 2.4")
+    x = torch.randn(5, 3, 19, device=DEVICE, requires_grad=True)
+    w = torch.randn(19, device=DEVICE, requires_grad=True)
+    module = warpforge.compile(fn, [x, w], strict=True)
+    backward = module.backward_program()
+    assert backward is not None, "expected a generated backward"
+    # everything along the rows of x is one kernel (parameter-only arithmetic may add small ones)
+    row_kernels = [g for g in backward[0].plan.groups if g.kind == "rows" and g.has_row_op]
+    assert len(row_kernels) == 1
+    out = module(x, w)
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    x64, w64 = (t.detach().double().requires_grad_() for t in (x, w))
+    fn(x64, w64).backward(grad.double())
+    torch.testing.assert_close(x.grad.double(), x64.grad, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(w.grad.double(), w64.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_sum_without_keepdim_backward_uses_reference_autograd() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.exp(x).sum(-1)
+
+    x = torch.randn(4, 7, device=DEVICE, requires_grad=True)
+    module = warpforge.compile(fn, [x], strict=True)
+    assert module.backward_program() is None
+    module(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.exp(x.detach()))

@@ -10,7 +10,7 @@ any blueprint. Otherwise the compiler differentiates the PyTorch reference with 
 from __future__ import annotations
 
 from warpforge.blueprint.ir import BlueprintBuilder, BlueprintIR, Value
-from warpforge.blueprint.registry import OperatorRegistry
+from warpforge.blueprint.registry import GradientNotAvailable, OperatorRegistry
 
 
 def has_gradient_rules(ir: BlueprintIR, registry: OperatorRegistry) -> bool:
@@ -53,9 +53,16 @@ def backward_blueprint(
         if node.name not in adjoint:
             continue
         spec = registry.get(node.op)
-        grads = spec.grad(  # type: ignore[misc]
-            b, [values[v] for v in node.inputs], values[node.name], adjoint[node.name], node.attrs
-        )
+        try:
+            grads = spec.grad(  # type: ignore[misc]
+                b,
+                [values[v] for v in node.inputs],
+                values[node.name],
+                adjoint[node.name],
+                node.attrs,
+            )
+        except GradientNotAvailable:
+            return None
         out_shape = schemas[node.name].shape
         for source, grad in zip(node.inputs, grads, strict=True):
             if grad is None or not schemas[source].is_float:

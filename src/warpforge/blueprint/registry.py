@@ -507,11 +507,22 @@ def _infer_reduce(inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]) -> T
     return TensorSchema(x.shape[:-1] + ((1,) if keep else ()), x.dtype)
 
 
+class GradientNotAvailable(NotImplementedError):
+    """A gradient rule cannot handle these attributes; backward uses reference autograd."""
+
+
+def _g_sum(b: Any, x: Sequence[Any], y: Any, g: Any, attrs: Mapping[str, Any]) -> list[Any]:
+    if not attrs.get("keepdim", False):
+        raise GradientNotAvailable("sum without keepdim")
+    return [b.op("expand_like", g, x[0])]
+
+
 def _reduce(name: str, torch_fn: Callable[..., torch.Tensor], code: Callable[..., str]) -> None:
     def reference(x: torch.Tensor, dim: int = -1, keepdim: bool = False) -> torch.Tensor:
         return torch_fn(x, dim=dim, keepdim=keepdim)
 
-    _DEFAULT.register(OperatorSpec(name, "row", _infer_reduce, reference, code))
+    grad = _g_sum if name == "sum" else None
+    _DEFAULT.register(OperatorSpec(name, "row", _infer_reduce, reference, code, grad=grad))
 
 
 _reduce("sum", torch.sum, lambda e, args, attrs: e.row_sum(args[0]))
@@ -596,8 +607,70 @@ def _eps_checked(infer: InferFn, default: float) -> InferFn:
     return checked
 
 
+def _g_softmax(b: Any, x: Sequence[Any], y: Any, g: Any, attrs: Mapping[str, Any]) -> list[Any]:
+    # dx = y * (g - sum(g * y)) along the row
+    dot = b.op("sum", b.op("mul", g, y), keepdim=True)
+    return [b.op("mul", y, b.op("sub", g, dot))]
+
+
+def _g_rms_norm(b: Any, x: Sequence[Any], y: Any, g: Any, attrs: Mapping[str, Any]) -> list[Any]:
+    xv = x[0]
+    rstd = b.op(
+        "rsqrt",
+        b.op("add", b.op("mean", b.op("mul", xv, xv), keepdim=True), scalar=attrs.get("eps", 1e-6)),
+    )
+    gw = b.op("mul", g, x[1]) if len(x) > 1 else g
+    # dx = rstd * gw - x * rstd^3 * mean(gw * x)
+    proj = b.op("mean", b.op("mul", gw, xv), keepdim=True)
+    cube = b.op("mul", b.op("mul", rstd, rstd), rstd)
+    dx = b.op("sub", b.op("mul", gw, rstd), b.op("mul", xv, b.op("mul", cube, proj)))
+    grads = [dx]
+    if len(x) > 1:
+        grads.append(b.op("mul", g, b.op("mul", xv, rstd)))  # summed over rows by autodiff
+    return grads
+
+
+def _g_layer_norm(b: Any, x: Sequence[Any], y: Any, g: Any, attrs: Mapping[str, Any]) -> list[Any]:
+    centered = b.op("sub", x[0], b.op("mean", x[0], keepdim=True))
+    variance = b.op("mean", b.op("mul", centered, centered), keepdim=True)
+    rstd = b.op("rsqrt", b.op("add", variance, scalar=attrs.get("eps", 1e-5)))
+    xhat = b.op("mul", centered, rstd)
+    gw = b.op("mul", g, x[1]) if len(x) > 1 else g
+    # dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat))
+    inner = b.op("sub", gw, b.op("mean", gw, keepdim=True))
+    inner = b.op("sub", inner, b.op("mul", xhat, b.op("mean", b.op("mul", gw, xhat), keepdim=True)))
+    grads = [b.op("mul", rstd, inner)]
+    if len(x) > 1:
+        grads.append(b.op("mul", g, xhat))
+    if len(x) > 2:
+        grads.append(g)
+    return grads
+
+
+def _expand_like_reference(x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    return torch.broadcast_to(x, torch.broadcast_shapes(x.shape, like.shape)).clone()
+
+
+def _infer_expand_like(inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]) -> TensorSchema:
+    return TensorSchema(broadcast_shapes([s.shape for s in inputs]), inputs[0].dtype)
+
+
+# ``x`` broadcast to the shape of ``x`` and ``like`` together; ``like``'s values are never read
+# (so an inf or NaN in it cannot leak in). Used by gradient rules.
 _DEFAULT.register(
-    OperatorSpec("softmax", "row", _infer_row_same, _softmax_reference, _softmax_code)
+    OperatorSpec(
+        "expand_like",
+        "pointwise",
+        _infer_expand_like,
+        _expand_like_reference,
+        lambda args, attrs: f"({args[0]} + tl.zeros_like({args[1]}))",
+        arity=(2, 2),
+    )
+)
+_DEFAULT.register(
+    OperatorSpec(
+        "softmax", "row", _infer_row_same, _softmax_reference, _softmax_code, grad=_g_softmax
+    )
 )
 _DEFAULT.register(
     OperatorSpec(
@@ -606,6 +679,7 @@ _DEFAULT.register(
         _eps_checked(_infer_row_same, 1e-5),
         _layer_norm_reference,
         _layer_norm_code,
+        grad=_g_layer_norm,
         arity=(1, 3),
     )
 )
@@ -616,6 +690,7 @@ _DEFAULT.register(
         _eps_checked(_infer_row_same, 1e-6),
         _rms_norm_reference,
         _rms_norm_code,
+        grad=_g_rms_norm,
         arity=(1, 2),
     )
 )
