@@ -317,7 +317,12 @@ def main() -> None:
         os.environ.setdefault("WARPFORGE_INTERPRET", "1")
     device = torch.device("cuda" if cuda else "cpu")
     dtype = args.dtype or ("bfloat16" if cuda else "float32")
-    problems = [p for p in registered_problems() if p.name.startswith("blueprint.")]
+    # Forward blueprints only: a backward problem compiles the same blueprint plus its backward.
+    problems = [
+        p
+        for p in registered_problems()
+        if p.name.startswith("blueprint.") and not p.name.endswith(".bwd")
+    ]
     if args.problems:
         problems = [
             p

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -184,6 +184,27 @@ def mixed_precision_reference(
     return torch.sigmoid(narrow.float()).to(x.dtype)
 
 
+def _gradients(
+    forward: Callable[..., Any], tensors: Sequence[torch.Tensor], grads: Sequence[torch.Tensor]
+) -> tuple[torch.Tensor, ...]:
+    leaves = [t.detach().requires_grad_() for t in tensors]
+    with torch.enable_grad():
+        outputs = forward(*leaves)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    return tuple(torch.autograd.grad(outputs, leaves, tuple(grads)))
+
+
+def residual_rmsnorm_swiglu_backward_reference(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Gradients of (out, hidden) w.r.t. (x, residual, weight, up), by PyTorch autograd."""
+    return _gradients(residual_rmsnorm_swiglu_reference, tensors[:4], tensors[4:])
+
+
+def residual_rmsnorm_swiglu_backward(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The same gradients through the compiled blueprint (its generated backward kernels)."""
+    module = _compiled(residual_rmsnorm_swiglu_blueprint, _name(tensors[0].dtype))
+    return _gradients(module, tensors[:4], tensors[4:])
+
+
 # ------------------------------------------------------------------------------ wiring
 @functools.cache
 def _compiled(builder: Callable[[str], BlueprintIR], dtype: str) -> Any:
@@ -258,6 +279,30 @@ def _register() -> None:
             dtypes=DTYPES,
             baselines=_baselines(residual_rmsnorm_swiglu_reference),
             description="h = x + residual; out = silu(rms_norm(h) * w) * up; returns (out, h).",
+        )
+    )
+    register_problem(
+        Problem(
+            name="blueprint.residual_rmsnorm_swiglu.bwd",
+            reference=residual_rmsnorm_swiglu_backward_reference,
+            implementation=residual_rmsnorm_swiglu_backward,
+            make_inputs=lambda s, d, dev, g: (
+                _randn((s["T"], s["H"]), d, dev, g),
+                _randn((s["T"], s["H"]), d, dev, g),
+                _randn((s["H"],), d, dev, g),
+                _randn((s["T"], s["H"]), d, dev, g),
+                _randn((s["T"], s["H"]), d, dev, g),
+                _randn((s["T"], s["H"]), d, dev, g),
+            ),
+            flops=lambda s, d: 30.0 * s["T"] * s["H"],
+            # reads x, residual, up, two output gradients; writes dx, dresidual, dup; dweight
+            bytes_moved=pointwise_bytes(8, 2),
+            shapes=({"T": 16384, "H": 4096},),
+            cpu_shapes=({"T": 5, "H": 48},),
+            dtypes=DTYPES,
+            baselines=_baselines(residual_rmsnorm_swiglu_backward_reference),
+            description="Forward + backward of the residual RMSNorm SwiGLU block; returns the "
+            "four input gradients (generated backward: one row kernel + a weight reduction).",
         )
     )
     register_problem(
