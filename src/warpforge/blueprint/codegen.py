@@ -107,9 +107,7 @@ class KernelSourceGenerator:
             fusible = spec.kind in ("pointwise", "row") and spec.triton is not None
             if fusible and self._row_capable(node, spec.kind):
                 domain = self.schemas[node.inputs[0]].shape if spec.kind == "row" else out.shape
-                current = FusionGroup("rows", tuple(domain) or (1,))
-                if spec.kind == "pointwise" and not out.shape:
-                    current.domain = ()
+                current = FusionGroup("rows", tuple(domain))
                 self._add(current, node, spec.kind)
                 groups.append(current)
             elif spec.kind == "matmul" and self._matmul_capable(node):
@@ -159,37 +157,41 @@ class KernelSourceGenerator:
         if kind not in ("pointwise", "row") or self.registry.get(node.op).triton is None:
             return False
         out = tuple(self.schemas[node.name].shape)
-        domain = group.domain
         # A reduction without keepdim changes rank: later users would broadcast it differently.
         if any(self._dropped_dim(group, v) for v in node.inputs):
             return False
+        original = group.domain
         if (
             group.kind == "rows"
             and kind == "pointwise"
             and not group.has_row_op
-            and domain
-            and out != domain
-            and len(out) >= len(domain)
-            and out[-1] == domain[-1]
-            and _broadcastable(domain, out)
+            and original
+            and out != original
+            and len(out) >= len(original)
+            and out[-1] == original[-1]
+            and _broadcastable(original, out)
         ):
-            # The group so far broadcasts into this node's larger shape: iterate that instead.
+            # The group so far broadcasts into this node's larger shape: iterate that instead
+            # (kept only if the node joins).
             group.domain = out
-            domain = out
+        if self._fits(group, node, kind, out):
+            return True
+        group.domain = original
+        return False
+
+    def _fits(self, group: FusionGroup, node: IRNode, kind: str, out: tuple[Any, ...]) -> bool:
+        domain = group.domain
         spaces = [self._operand_space(group, v) for v in node.inputs]
         if None in spaces:
             return False
         if group.kind == "matmul":
             return kind == "pointwise" and out == domain and all(s == FULL for s in spaces)
         if kind == "row":
-            if tuple(self.schemas[node.inputs[0]].shape) != domain or spaces[0] != FULL:
-                return False
-            return len(domain) > 0
-        if not _broadcastable(out, domain):
-            return False
-        # A value smaller than the domain is recomputed per tile (cheap pointwise math) instead
+            shape = tuple(self.schemas[node.inputs[0]].shape)
+            return shape == domain and spaces[0] == FULL and len(domain) > 0
+        # A pointwise value smaller than the domain is recomputed per tile (cheap math) instead
         # of costing its own kernel and a round trip through memory.
-        return FULL in spaces or not domain or out[-1:] != domain[-1:] or domain[-1] == 1
+        return _broadcastable(out, domain)
 
     def _dropped_dim(self, group: FusionGroup, value: str) -> bool:
         if value not in group.space:
