@@ -133,3 +133,15 @@ def test_digest_format_is_pinned():
     # old ones: bump KEY_FORMAT_VERSION and update this value together.
     key = CacheKey("g", "sm_90", "0.1.0", "3.6.0", "2.11.0", (("x.dtype", "float16"),))
     assert key.digest() == "9d901ed9e4f26f75d84e7bc1547e770e73715bd99ecb037f76b0013ba34886d8"
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(True, "true"), (False, "false"), (None, "null"), (7, "7"), (0.5, "0.5"),
+     ("fp16", "fp16"), (torch.bfloat16, "bfloat16"), (torch.device("cpu"), "cpu"),
+     ((16, True), "[16,true]")],
+)  # fmt: skip
+def test_specialisation_value_spelling(value, text):
+    from warpforge.cache.key import specialisation_value
+
+    assert specialisation_value(value) == text

@@ -50,13 +50,19 @@ def _check_specialisation(spec: object) -> tuple[tuple[str, str], ...]:
 
 def specialisation_value(value: object) -> str:
     """The canonical text of one specialisation value (``torch.float16`` -> ``"float16"``)."""
+    if type(value) is str:
+        return value
     if isinstance(value, torch.dtype):
         return str(value).removeprefix("torch.")
     if isinstance(value, torch.device):
         return str(value)
-    if isinstance(value, (str, bool, int, float)) or value is None:
-        # JSON spelling (true, null, 1.5) is stable across Python versions, unlike repr.
-        return value if isinstance(value, str) else json.dumps(value)
+    # JSON spellings (true, false, null), written out: json.dumps costs microseconds per call.
+    if value is True or value is False:
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (str, int, float)):
+        return str(value) if not isinstance(value, float) else repr(value)
     if isinstance(value, (tuple, list)):
         return "[" + ",".join(specialisation_value(v) for v in value) + "]"
     raise TypeError(
