@@ -9,8 +9,8 @@ Measures, for each blueprint of the suite (``warpforge.blueprint.problems``):
   result; another fresh process does the same with
   ``torch.compile(mode="max-autotune-no-cudagraphs")`` on the reference function.
 * **warm first result**: a new process reusing the cold run's caches, timed from before
-  ``warpforge.compile`` to the synchronised result (imports of Python packages, torch and
-  triton excluded and reported separately).
+  ``warpforge.compile`` to the synchronised result (module imports — torch, triton and
+  warpforge's own modules — excluded and reported separately).
 * **in-memory hit lookup**: p50/p99 of the per-call hit path (specialisation + dict lookup), of
   ``warpforge.compile`` on an already compiled blueprint, and of the kernel registry's memory tier.
 * **hit ratio**: a replay of 10 000 training-step calls over the suite with new blueprint variants
@@ -65,8 +65,13 @@ def _child(args: argparse.Namespace) -> None:
         import triton  # noqa: F401 - a package import, reported apart from the compile time
 
         triton_import_s = time.perf_counter() - t
+    t = time.perf_counter()
     import warpforge
+    import warpforge.blueprint.compiler
+    import warpforge.cache
     from warpforge.blueprint import problems
+
+    warpforge_import_s = time.perf_counter() - t
 
     builder = getattr(problems, f"{args.blueprint}_blueprint")
     ir = builder(args.dtype)
@@ -94,6 +99,7 @@ def _child(args: argparse.Namespace) -> None:
                 "seconds": elapsed,
                 "torch_import_s": torch_import_s,
                 "triton_import_s": triton_import_s,
+                "warpforge_import_s": warpforge_import_s,
                 "builds": snapshot["builds"]["count"],
                 "disk_hits": snapshot["hits"]["disk"],
                 "fallbacks": snapshot["fallbacks"],
