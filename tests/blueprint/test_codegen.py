@@ -238,3 +238,16 @@ def test_bf16_row_kernel_on_gpu() -> None:
         * w_val.double()
     )
     torch.testing.assert_close(got.double(), want, atol=3e-2, rtol=2e-2)
+
+
+def test_per_row_values_in_a_column_tiled_kernel(check) -> None:  # type: ignore[no-untyped-def]
+    b = BlueprintBuilder("row_values_tiled")
+    x = b.input("x", (3, 1500), "float32")  # 1500 columns: two column tiles of 1024
+    r = b.input("r", (3, 1), "float32")
+    scaled = b.op("mul", r, scalar=2.0)  # one value per row, computed by every column tile
+    b.output("y", b.op("add", x, scaled))
+    b.output("scaled", scaled)
+    ir = b.build()
+    plan = KernelSourceGenerator(ir).plan()
+    assert plan.kernel_count == 1 and not plan.groups[0].has_row_op
+    check(ir, [torch.randn(3, 1500), torch.randn(3, 1)])

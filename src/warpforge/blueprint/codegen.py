@@ -160,7 +160,7 @@ class KernelSourceGenerator:
         # A reduction without keepdim changes rank: later users would broadcast it differently.
         if any(self._dropped_dim(group, v) for v in node.inputs):
             return False
-        original = group.domain
+        original, spaces = group.domain, dict(group.space)
         if (
             group.kind == "rows"
             and kind == "pointwise"
@@ -168,15 +168,17 @@ class KernelSourceGenerator:
             and original
             and out != original
             and len(out) >= len(original)
-            and out[-1] == original[-1]
+            and (out[-1] == original[-1] or original[-1] == 1)
             and _broadcastable(original, out)
         ):
             # The group so far broadcasts into this node's larger shape: iterate that instead
-            # (kept only if the node joins).
+            # (kept only if the node joins). Values of a [..., 1] domain become per-row values.
             group.domain = out
+            if original[-1] == 1 and out[-1] != 1:
+                group.space = dict.fromkeys(group.space, ROW)
         if self._fits(group, node, kind, out):
             return True
-        group.domain = original
+        group.domain, group.space = original, spaces
         return False
 
     def _fits(self, group: FusionGroup, node: IRNode, kind: str, out: tuple[Any, ...]) -> bool:
