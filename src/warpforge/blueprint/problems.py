@@ -74,7 +74,7 @@ def residual_rmsnorm_swiglu_reference(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, up: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     hidden = x + residual
-    hf = hidden.float() if hidden.dtype != torch.float64 else hidden
+    hf = hidden.to(torch.promote_types(hidden.dtype, torch.float32))
     normed = (hf * torch.rsqrt(hf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(hidden.dtype) * weight
     return F.silu(normed) * up, hidden
 
@@ -179,9 +179,10 @@ def mixed_precision_blueprint(dtype: str) -> BlueprintIR:
 def mixed_precision_reference(
     x: torch.Tensor, scale: torch.Tensor, shift: torch.Tensor
 ) -> torch.Tensor:
-    y = torch.tanh(x.float() * scale + shift)
+    wide = torch.promote_types(x.dtype, torch.float32)  # float64 stays float64 for the truth
+    y = torch.tanh(x.to(wide) * scale + shift)
     narrow = (y * 4.0).to(x.dtype)
-    return torch.sigmoid(narrow.float()).to(x.dtype)
+    return torch.sigmoid(narrow.to(wide)).to(x.dtype)
 
 
 def _gradients(
