@@ -96,3 +96,16 @@ def test_trace_validates_arguments() -> None:
         trace(lambda x, y: x + y, [torch.randn(2)])
     with pytest.raises(TypeError, match="plain function"):
         trace(torch.nn.Linear(2, 2), [torch.randn(2)])
+
+
+def test_rms_norm_default_eps_follows_torch() -> None:
+    if not hasattr(F, "rms_norm"):
+        pytest.skip("torch.nn.functional.rms_norm needs torch >= 2.4")
+
+    def norm(x: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, (x.shape[-1],))
+
+    x = torch.randn(3, 16) * 1e-4  # tiny values: the eps matters
+    ir = trace(norm, [x])
+    assert ir.nodes[0].attrs == {"eps": torch.finfo(torch.float32).eps}
+    torch.testing.assert_close(warpforge.compile(ir, strict=True)(x), norm(x))

@@ -405,6 +405,9 @@ def trace(
             op, inputs, attrs = handler(args, kwargs)
             if not all(isinstance(v, Value) for v in inputs):
                 raise _Unsupported("non-tensor operands")
+            if op == "rms_norm" and "eps" not in attrs:
+                # F.rms_norm's default eps is the machine epsilon of the input's dtype
+                attrs["eps"] = torch.finfo(getattr(torch, schemas[inputs[0].name].dtype)).eps
             spec = registry.get(op)
             schema = spec.infer_schema([schemas[v.name] for v in inputs], attrs)
         except _Unsupported as reason:
