@@ -17,7 +17,8 @@ Measures, for each blueprint of the suite (``warpforge.blueprint.problems``):
   swapped in during the run.
 
 On a machine without CUDA it runs the tiny CPU shapes under Triton's interpreter so it can be
-tested anywhere; only GPU numbers mean anything. Writes ``DIR/compiler_bench.json``.
+tested anywhere; only GPU numbers mean anything. Writes ``DIR/compiler_bench.json`` (``--name``
+changes the stem, so subsets run separately can share a directory).
 """
 
 from __future__ import annotations
@@ -288,6 +289,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="directory for compiler_bench.json")
     parser.add_argument("--problems", nargs="*", help="subset of blueprint problem names")
     parser.add_argument(
+        "--name", default="compiler_bench", help="output file stem (run subsets into one DIR)"
+    )
+    parser.add_argument(
         "--dtype", default=None, help="dtype (default: bfloat16 on GPU, float32 on CPU)"
     )
     parser.add_argument(
@@ -390,7 +394,7 @@ def main() -> None:
         "hit_lookup": lookup,
         "replay": replay,
     }
-    path = args.out / "compiler_bench.json"
+    path = args.out / f"{args.name}.json"
     path.write_text(json.dumps(report, indent=2, sort_keys=True))
     print(f"wrote {path}")
 
