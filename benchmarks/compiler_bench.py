@@ -1,0 +1,403 @@
+"""Blueprint compiler benchmark: cold compile, warm-cache first result, hit lookup, hit ratio.
+
+    PYTHONPATH=src python benchmarks/compiler_bench.py --out DIR
+
+Measures, for each blueprint of the suite (``warpforge.blueprint.problems``):
+
+* **cold compile**: a fresh process with empty WARPFORGE_CACHE_DIR, TRITON_CACHE_DIR and
+  TORCHINDUCTOR_CACHE_DIR runs ``warpforge.compile`` and the first call to a synchronised
+  result; another fresh process does the same with
+  ``torch.compile(mode="max-autotune-no-cudagraphs")`` on the reference function.
+* **warm first result**: a new process reusing the cold run's caches, timed from before
+  ``warpforge.compile`` to the synchronised result (module imports — torch, triton and
+  warpforge's own modules — excluded and reported separately).
+* **in-memory hit lookup**: p50/p99 of the per-call hit path (specialisation + dict lookup), of
+  ``warpforge.compile`` on an already compiled blueprint, and of the kernel registry's memory tier.
+* **hit ratio**: a replay of 10 000 training-step calls over the suite with new blueprint variants
+  swapped in during the run.
+
+On a machine without CUDA it runs the tiny CPU shapes under Triton's interpreter so it can be
+tested anywhere; only GPU numbers mean anything. Writes ``DIR/compiler_bench.json`` (``--name``
+changes the stem, so subsets run separately can share a directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+TARGETS = {
+    "cold_compile_ratio_max": 0.25,
+    "warm_first_result_ms_max": 50.0,
+    "hit_lookup_p99_us_max": 20.0,
+    "hit_ratio_min": 0.99,
+}
+
+
+# ------------------------------------------------------------------------------ child process
+def _child(args: argparse.Namespace) -> None:
+    """One measurement in a fresh process; prints one JSON line."""
+    t_import = time.perf_counter()
+    import torch
+
+    torch_import_s = time.perf_counter() - t_import
+    import warpforge.blueprint.problems
+    from warpforge.harness import get_problem
+
+    problem = get_problem(args.problem)
+    dtype = getattr(torch, args.dtype)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    shape = json.loads(args.shape)
+    generator = torch.Generator(device=device).manual_seed(0)
+    inputs = problem.make_inputs(shape, dtype, device, generator)
+    triton_import_s = None
+    if args.mode != "torch.compile":
+        t = time.perf_counter()
+        import triton  # noqa: F401 - a package import, reported apart from the compile time
+
+        triton_import_s = time.perf_counter() - t
+    t = time.perf_counter()
+    import warpforge
+    import warpforge.blueprint.compiler
+    import warpforge.cache
+    from warpforge.blueprint import problems
+
+    warpforge_import_s = time.perf_counter() - t
+
+    builder = getattr(problems, f"{args.blueprint}_blueprint")
+    ir = builder(args.dtype)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    sync()
+    start = time.perf_counter()
+    if args.mode == "torch.compile":
+        fn = torch.compile(problem.reference, mode="max-autotune-no-cudagraphs")
+        out = fn(*inputs)
+    else:
+        out = warpforge.compile(ir)(*inputs)
+    sync()
+    elapsed = time.perf_counter() - start
+    from warpforge.cache import default_metrics
+
+    snapshot = default_metrics().snapshot()
+    outs = out if isinstance(out, tuple) else (out,)
+    print(
+        json.dumps(
+            {
+                "seconds": elapsed,
+                "torch_import_s": torch_import_s,
+                "triton_import_s": triton_import_s,
+                "warpforge_import_s": warpforge_import_s,
+                "builds": snapshot["builds"]["count"],
+                "disk_hits": snapshot["hits"]["disk"],
+                "fallbacks": snapshot["fallbacks"],
+                "output_shapes": [list(o.shape) for o in outs],
+            }
+        )
+    )
+
+
+def _run_child(
+    mode: str, name: str, dtype: str, shape: dict, caches: dict[str, str], timeout: float
+) -> dict[str, Any]:
+    blueprint = name.removeprefix("blueprint.")
+    builder = {
+        "scaled_masked_softmax": "masked_softmax",
+        "causal_attention_scores": "attention_scores",
+        "mixed_precision_chain": "mixed_precision",
+    }.get(blueprint, blueprint)
+    env = {
+        **os.environ,
+        **caches,
+        "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        "--mode",
+        mode,
+        "--problem",
+        name,
+        "--blueprint",
+        builder,
+        "--dtype",
+        dtype,
+        "--shape",
+        json.dumps(shape),
+    ]
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1][:500]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _fresh_caches(root: Path, label: str) -> dict[str, str]:
+    base = Path(tempfile.mkdtemp(prefix=f"{label}-", dir=root))
+    caches = {
+        "WARPFORGE_CACHE_DIR": str(base / "warpforge"),
+        "TRITON_CACHE_DIR": str(base / "triton"),
+        "TORCHINDUCTOR_CACHE_DIR": str(base / "inductor"),
+    }
+    for path in caches.values():
+        Path(path).mkdir(parents=True)
+    return caches
+
+
+# ------------------------------------------------------------------------------ in-process parts
+def _percentiles(samples_ns: list[int]) -> dict[str, float]:
+    ordered = sorted(samples_ns)
+
+    def pick(q: float) -> float:
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000.0
+
+    return {
+        "p50_us": pick(0.50),
+        "p99_us": pick(0.99),
+        "max_us": ordered[-1] / 1000.0,
+        "samples": len(ordered),
+    }
+
+
+def _hit_lookup(device: Any, samples: int) -> dict[str, Any]:
+    import torch
+
+    import warpforge
+    from warpforge.blueprint.problems import bias_gelu_blueprint
+    from warpforge.cache import CacheKey, KernelArtifact, KernelRegistry
+
+    ir = bias_gelu_blueprint("float32")
+    module = warpforge.compile(ir)
+    inputs = [torch.randn(8, 64, device=device), torch.randn(64, device=device)]
+    module(*inputs)  # load (and on GPU compile) once
+    per_call, recompile = [], []
+    for _ in range(samples):
+        t = time.perf_counter_ns()
+        module.lookup(inputs)
+        per_call.append(time.perf_counter_ns() - t)
+    for _ in range(samples):
+        t = time.perf_counter_ns()
+        warpforge.compile(ir)
+        recompile.append(time.perf_counter_ns() - t)
+    registry = KernelRegistry()  # memory tier only: the registry's own hit path
+    key = CacheKey.for_current_environment("bench", {"x": "float32"})
+    registry.put(key, KernelArtifact({"kernels.py": b"# bench"}, {}))
+    memory = []
+    for _ in range(samples):
+        t = time.perf_counter_ns()
+        registry.get(key)
+        memory.append(time.perf_counter_ns() - t)
+    return {
+        "per_call_hit_path": _percentiles(per_call),
+        "compile_of_compiled_blueprint": _percentiles(recompile),
+        "kernel_registry_memory_get": _percentiles(memory),
+        "what": "per_call_hit_path = specialisation of the inputs + dict lookup of the loaded "
+        "program, the work every call of a compiled blueprint does before launching",
+    }
+
+
+def _replay(device: Any, steps: int, seed: int) -> dict[str, Any]:
+    """Training-step calls over the suite's blueprints; variants are swapped in as a model grows."""
+    import torch
+
+    import warpforge
+    from warpforge.blueprint import BlueprintBuilder
+    from warpforge.blueprint import problems as p
+    from warpforge.cache import default_metrics
+
+    rng = random.Random(seed)
+    dtype = "float32"
+    shapes = {"T": 4, "H": 32, "D": 16, "N": 8, "F": 8, "V": 16, "B": 1, "NH": 2, "S": 8, "DH": 16}
+
+    def inputs_for(ir: Any, rows: int) -> list[Any]:
+        out = []
+        for _name, schema in ir.inputs:
+            dims = [
+                rows if d == "T" else shapes.get(d, d) if isinstance(d, str) else d
+                for d in schema.shape
+            ]
+            if schema.dtype == "bool":
+                out.append(torch.ones(dims, dtype=torch.bool, device=device))
+            else:
+                out.append(torch.randn(dims, dtype=getattr(torch, schema.dtype), device=device))
+        return out
+
+    def variant(index: int) -> Any:
+        # A "grown" sub-network: a new blueprint the registry has never seen.
+        b = BlueprintBuilder(f"variant_{index}")
+        x = b.input("x", ("T", "H"), dtype)
+        b.output("y", b.op("silu", b.op("mul", x, scalar=1.0 + index / 64)))
+        return b.build()
+
+    suite = [
+        p.bias_gelu_blueprint(dtype),
+        p.residual_rmsnorm_swiglu_blueprint(dtype),
+        p.masked_softmax_blueprint(dtype),
+        p.layernorm_linear_gelu_blueprint(dtype),
+        p.mlp_block_blueprint(dtype),
+        p.reduction_chain_blueprint(dtype),
+        p.mixed_precision_blueprint(dtype),
+    ]
+    active = list(suite)
+    metrics = default_metrics()
+    builds_before = metrics.snapshot()["builds"]["count"]
+    misses = 0
+    prepared_inputs: dict[tuple[int, int], list[Any]] = {}
+    started = time.perf_counter()
+    for step in range(steps):
+        if step and step % 1000 == 0:
+            active[rng.randrange(len(active))] = variant(step // 1000)
+        ir = active[min(int(rng.expovariate(0.6)), len(active) - 1)]
+        rows = rng.choice((4, 4, 4, 8))  # ragged batches; same specialisation bucket of H
+        key = (id(ir), rows)
+        if key not in prepared_inputs:
+            prepared_inputs[key] = inputs_for(ir, rows)
+        module = warpforge.compile(ir)
+        misses += module.prepare(prepared_inputs[key])
+    elapsed = time.perf_counter() - started
+    builds = metrics.snapshot()["builds"]["count"] - builds_before
+    return {
+        "calls": steps,
+        "in_process_misses": misses,
+        "codegen_builds": builds,
+        "hit_ratio": 1.0 - misses / steps,
+        "seconds": elapsed,
+        "what": "each call = warpforge.compile(blueprint) + resolving the program for the "
+        "inputs' specialisation; a miss loads from the kernel registry or generates code",
+    }
+
+
+# ------------------------------------------------------------------------------ main
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="directory for compiler_bench.json")
+    parser.add_argument("--problems", nargs="*", help="subset of blueprint problem names")
+    parser.add_argument(
+        "--name", default="compiler_bench", help="output file stem (run subsets into one DIR)"
+    )
+    parser.add_argument(
+        "--dtype", default=None, help="dtype (default: bfloat16 on GPU, float32 on CPU)"
+    )
+    parser.add_argument(
+        "--skip-torch-compile", action="store_true", help="skip torch.compile cold runs"
+    )
+    parser.add_argument("--warm-repeats", type=int, default=3)
+    parser.add_argument("--lookup-samples", type=int, default=20000)
+    parser.add_argument("--replay-steps", type=int, default=10000)
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per child process")
+    # child-process arguments
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", help=argparse.SUPPRESS)
+    parser.add_argument("--problem", help=argparse.SUPPRESS)
+    parser.add_argument("--blueprint", help=argparse.SUPPRESS)
+    parser.add_argument("--shape", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args)
+        return
+    if args.out is None:
+        parser.error("--out DIR is required")
+    sys.path.insert(0, str(SRC))
+    import torch
+    from rich.progress import Progress
+
+    import warpforge.blueprint.problems  # noqa: F401
+    from warpforge.environment import environment_fingerprint
+    from warpforge.harness import registered_problems
+
+    cuda = torch.cuda.is_available()
+    if not cuda:
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        os.environ.setdefault("WARPFORGE_INTERPRET", "1")
+    device = torch.device("cuda" if cuda else "cpu")
+    dtype = args.dtype or ("bfloat16" if cuda else "float32")
+    # Forward blueprints only: a backward problem compiles the same blueprint plus its backward.
+    problems = [
+        p
+        for p in registered_problems()
+        if p.name.startswith("blueprint.") and not p.name.endswith(".bwd")
+    ]
+    if args.problems:
+        problems = [
+            p
+            for p in problems
+            if p.name in args.problems or p.name.removeprefix("blueprint.") in args.problems
+        ]
+    args.out.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="warpforge-compiler-bench-"))
+    results: list[dict[str, Any]] = []
+    with Progress() as progress:
+        task = progress.add_task("cold/warm compiles", total=len(problems))
+        for problem in problems:
+            use = (
+                dtype
+                if getattr(torch, dtype) in problem.dtypes
+                else str(problem.dtypes[0]).removeprefix("torch.")
+            )
+            shape = dict((problem.shapes if cuda else problem.cpu_shapes)[0])
+            entry: dict[str, Any] = {"problem": problem.name, "dtype": use, "shape": shape}
+            caches = _fresh_caches(scratch, "warpforge")
+            entry["warpforge_cold"] = _run_child(
+                "warpforge", problem.name, use, shape, caches, args.timeout
+            )
+            warm = [
+                _run_child("warm", problem.name, use, shape, caches, args.timeout)
+                for _ in range(args.warm_repeats)
+            ]
+            entry["warm_first_result"] = warm
+            ok_warm = [w["seconds"] * 1000 for w in warm if "seconds" in w]
+            entry["warm_first_result_ms_median"] = statistics.median(ok_warm) if ok_warm else None
+            if not args.skip_torch_compile:
+                entry["torch_compile_cold"] = _run_child(
+                    "torch.compile",
+                    problem.name,
+                    use,
+                    shape,
+                    _fresh_caches(scratch, "inductor"),
+                    args.timeout,
+                )
+                mine, theirs = (
+                    entry["warpforge_cold"].get("seconds"),
+                    entry["torch_compile_cold"].get("seconds"),
+                )
+                entry["cold_compile_ratio"] = mine / theirs if mine and theirs else None
+            results.append(entry)
+            progress.advance(task)
+        progress.add_task("hit lookup + replay", total=None)
+        os.environ["WARPFORGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="replay-", dir=scratch)
+        lookup = _hit_lookup(device, args.lookup_samples)
+        replay = _replay(device, args.replay_steps, seed=0)
+    report = {
+        "benchmark": "blueprint compiler",
+        "environment_fingerprint": environment_fingerprint(),
+        "device_path": "triton-gpu"
+        if cuda
+        else "triton-interpreter (CPU: numbers are not meaningful)",
+        "targets": TARGETS,
+        "blueprints": results,
+        "hit_lookup": lookup,
+        "replay": replay,
+    }
+    path = args.out / f"{args.name}.json"
+    path.write_text(json.dumps(report, indent=2, sort_keys=True))
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

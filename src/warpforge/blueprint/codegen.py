@@ -1,0 +1,559 @@
+"""From a BlueprintIR to fused Triton source: partition into fusion groups, then emit kernels.
+
+Fusion rules (see docs/compiler.md):
+
+* A **row group** iterates a 2-D view ``[rows, n_cols]`` of one *domain* shape (the last dim is
+  the row). Pointwise ops whose output has the domain shape, and row ops (sum/mean/amax with
+  ``keepdim``, softmax, layer_norm, rms_norm) whose input has it, join the group, so a chain like
+  residual add -> rms_norm -> silu * mul reads each input once and writes each output once.
+  Values of shape ``domain[:-1] + (1,)`` (keepdim reductions and pointwise ops on them) live as
+  one value per row. With a row op in the group a program holds whole rows (``BLOCK_N >= n_cols``);
+  without one, the group tiles both dimensions.
+* A **matmul group** is a tiled ``tl.dot`` matmul (``matmul``/``linear``) whose pointwise
+  consumers of the output's shape form the epilogue, applied to the fp32 accumulator before the
+  single store.
+* Everything else (layout ops, integer arithmetic, float64 matmul, a reduction without keepdim
+  feeding more ops) runs as a PyTorch op between kernels.
+
+Every tensor is addressed through its own strides over the domain (broadcast dims have stride 0),
+so broadcasting, transposed views and other non-contiguous inputs need no copies. Offsets are
+computed in int64 when the launcher sets ``INDEX_64`` (any tensor spans more than 2**31 - 1
+elements of offset).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from warpforge.blueprint.ir import BlueprintIR, IRNode, TensorSchema
+from warpforge.blueprint.registry import OperatorRegistry, default_registry
+
+GENERATOR_VERSION = 1
+"""Bumped when generated code changes meaning; part of every cache key."""
+
+NEG_INF = 'float("-inf")'
+FULL = "full"
+ROW = "row"
+
+
+class CodegenError(RuntimeError):
+    """Code generation could not handle the blueprint (the compiler falls back to PyTorch)."""
+
+
+@dataclass
+class FusionGroup:
+    """Nodes that become one kernel (``kind`` "rows" or "matmul"), or one PyTorch op ("torch")."""
+
+    kind: str
+    domain: tuple[Any, ...]
+    nodes: list[IRNode] = field(default_factory=list)
+    space: dict[str, str] = field(default_factory=dict)
+    """value name -> FULL or ROW, for values computed in the group."""
+    inputs: list[str] = field(default_factory=list)
+    """External values the kernel loads, in first-use order."""
+    outputs: list[str] = field(default_factory=list)
+    """Group values stored for later groups or as graph outputs, in node order."""
+    has_row_op: bool = False
+    index: int = 0
+
+    @property
+    def kernel_name(self) -> str:
+        ops = "_".join(dict.fromkeys(n.op for n in self.nodes))[:48]
+        return f"k{self.index}_{ops}"
+
+    @property
+    def produced(self) -> set[str]:
+        return {n.name for n in self.nodes}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Steps in execution order plus every value's schema."""
+
+    groups: tuple[FusionGroup, ...]
+    schemas: Mapping[str, TensorSchema]
+
+    @property
+    def kernel_count(self) -> int:
+        return sum(1 for g in self.groups if g.kind != "torch")
+
+
+_COMPUTE_DTYPES = ("float16", "bfloat16", "float32")
+
+
+class KernelSourceGenerator:
+    """Partitions ``ir`` into fusion groups and writes one Triton module for all its kernels."""
+
+    def __init__(self, ir: BlueprintIR, registry: OperatorRegistry | None = None) -> None:
+        if not isinstance(ir, BlueprintIR):
+            raise TypeError(f"ir: expected a BlueprintIR, got {type(ir).__name__}")
+        self.ir = ir
+        self.registry = registry or default_registry()
+        self.schemas = ir.infer(self.registry)
+
+    # ----------------------------------------------------------------------- partitioning
+    def plan(self) -> Plan:
+        groups: list[FusionGroup] = []
+        current: FusionGroup | None = None
+        for node in self.ir.topological_order():
+            spec = self.registry.get(node.op)
+            out = self.schemas[node.name]
+            if current is not None and self._joins(current, node, spec.kind):
+                self._add(current, node, spec.kind)
+                continue
+            current = None
+            fusible = spec.kind in ("pointwise", "row") and spec.triton is not None
+            if fusible and self._row_capable(node, spec.kind):
+                domain = self.schemas[node.inputs[0]].shape if spec.kind == "row" else out.shape
+                current = FusionGroup("rows", tuple(domain))
+                self._add(current, node, spec.kind)
+                groups.append(current)
+            elif spec.kind == "matmul" and self._matmul_capable(node):
+                current = FusionGroup("matmul", tuple(out.shape))
+                self._add(current, node, spec.kind)
+                groups.append(current)
+            else:
+                groups.append(FusionGroup("torch", tuple(out.shape), [node]))
+        self._wire(groups)
+        return Plan(tuple(groups), self.schemas)
+
+    def _float_ok(self, names: Sequence[str], allow_bool: bool = False) -> bool:
+        for name in names:
+            dtype = self.schemas[name].dtype
+            if dtype in _COMPUTE_DTYPES or (allow_bool and dtype == "bool"):
+                continue
+            return False
+        return True
+
+    def _row_capable(self, node: IRNode, kind: str) -> bool:
+        # float16/bfloat16/float32 values only (bool conditions of where too); others -> PyTorch.
+        return self._float_ok([node.name]) and self._float_ok(
+            node.inputs, allow_bool=node.op == "where"
+        )
+
+    def _matmul_capable(self, node: IRNode) -> bool:
+        return self._float_ok([node.name, *node.inputs])
+
+    def _operand_space(self, group: FusionGroup, value: str) -> str | None:
+        """Space of ``value`` as an operand in ``group``; None if it cannot be used there."""
+        if value in group.space:
+            return group.space[value]
+        shape = self.schemas[value].shape
+        domain = group.domain
+        if group.kind == "matmul":
+            return FULL if _broadcastable(shape, domain) else None
+        if not _broadcastable(shape, domain):
+            return None
+        if domain and shape and shape[-1] == domain[-1] and domain[-1] != 1:
+            return FULL
+        return ROW if domain else FULL
+
+    def _joins(self, group: FusionGroup, node: IRNode, kind: str) -> bool:
+        """Whether ``node`` can be computed inside ``group`` (may widen a pointwise domain)."""
+        if group.kind == "torch" or not self._row_capable(node, kind):
+            return False
+        if kind not in ("pointwise", "row") or self.registry.get(node.op).triton is None:
+            return False
+        out = tuple(self.schemas[node.name].shape)
+        # A reduction without keepdim changes rank: later users would broadcast it differently.
+        if any(self._dropped_dim(group, v) for v in node.inputs):
+            return False
+        original, spaces = group.domain, dict(group.space)
+        if (
+            group.kind == "rows"
+            and kind == "pointwise"
+            and not group.has_row_op
+            and original
+            and out != original
+            and len(out) >= len(original)
+            and (out[-1] == original[-1] or original[-1] == 1)
+            and _broadcastable(original, out)
+        ):
+            # The group so far broadcasts into this node's larger shape: iterate that instead
+            # (kept only if the node joins). Values of a [..., 1] domain become per-row values.
+            group.domain = out
+            if original[-1] == 1 and out[-1] != 1:
+                group.space = dict.fromkeys(group.space, ROW)
+        if self._fits(group, node, kind, out):
+            return True
+        group.domain, group.space = original, spaces
+        return False
+
+    def _fits(self, group: FusionGroup, node: IRNode, kind: str, out: tuple[Any, ...]) -> bool:
+        domain = group.domain
+        spaces = [self._operand_space(group, v) for v in node.inputs]
+        if None in spaces:
+            return False
+        if group.kind == "matmul":
+            return kind == "pointwise" and out == domain and all(s == FULL for s in spaces)
+        if kind == "row":
+            shape = tuple(self.schemas[node.inputs[0]].shape)
+            return shape == domain and spaces[0] == FULL and len(domain) > 0
+        # A pointwise value smaller than the domain is recomputed per tile (cheap math) instead
+        # of costing its own kernel and a round trip through memory.
+        return _broadcastable(out, domain)
+
+    def _dropped_dim(self, group: FusionGroup, value: str) -> bool:
+        if value not in group.space:
+            return False
+        node = next(n for n in group.nodes if n.name == value)
+        return (
+            self.registry.get(node.op).kind == "row"
+            and node.op in ("sum", "mean", "amax")
+            and (not node.attrs.get("keepdim", False))
+        )
+
+    def _add(self, group: FusionGroup, node: IRNode, kind: str) -> None:
+        group.nodes.append(node)
+        if kind == "row":
+            group.has_row_op = True
+            reducing = node.op in ("sum", "mean", "amax")
+            group.space[node.name] = ROW if reducing else FULL
+        elif kind == "matmul":
+            group.space[node.name] = FULL
+        else:
+            out = tuple(self.schemas[node.name].shape)
+            spaces = [self._operand_space(group, v) for v in node.inputs]
+            full = FULL in spaces or not group.domain or out[-1:] == group.domain[-1:]
+            group.space[node.name] = FULL if full else ROW
+
+    def _wire(self, groups: list[FusionGroup]) -> None:
+        graph_outputs = {v for _, v in self.ir.outputs}
+        used_later: dict[str, int] = {}
+        for index, group in enumerate(groups):
+            group.index = index
+            for node in group.nodes:
+                for v in node.inputs:
+                    used_later[v] = max(used_later.get(v, -1), index)
+        for group in groups:
+            produced = group.produced
+            seen: dict[str, None] = {}
+            for node in group.nodes:
+                for v in node.inputs:
+                    if v not in produced:
+                        seen.setdefault(v)
+            group.inputs = list(seen)
+            group.outputs = [
+                n.name
+                for n in group.nodes
+                if n.name in graph_outputs or used_later.get(n.name, -1) > group.index
+            ]
+
+    # ----------------------------------------------------------------------- source
+    def source(self, plan: Plan | None = None) -> str:
+        """The Triton module (deterministic text for equal IR)."""
+        plan = plan or self.plan()
+        lines = [
+            f'"""Generated by warpforge blueprint codegen v{GENERATOR_VERSION} from blueprint '
+            f"{self.ir.name!r} (version {self.ir.version}).",
+            "",
+            f"canonical hash: {self.ir.canonical_hash(self.registry)}",
+            "Each kernel's comments name the IR nodes it computes. Do not edit: regenerated on a",
+            'cache miss."""',
+            "",
+            "import triton",
+            "import triton.language as tl",
+            "",
+        ]
+        for group in plan.groups:
+            if group.kind == "rows":
+                lines += ["", *_RowKernelWriter(self, group).write()]
+            elif group.kind == "matmul":
+                lines += ["", *_MatmulKernelWriter(self, group).write()]
+        return "\n".join(lines) + "\n"
+
+
+def loaded_inputs(group: FusionGroup) -> list[str]:
+    """External values a kernel loads through domain strides (in its argument order).
+
+    A matmul's two operands are passed separately as 3-D views; its epilogue inputs (and a
+    linear's bias) are addressed over the output domain like a row group's inputs.
+    """
+    if group.kind != "matmul":
+        return list(group.inputs)
+    mm = group.nodes[0]
+    produced = group.produced
+    seen: dict[str, None] = {}
+    if mm.op == "linear" and len(mm.inputs) == 3:
+        seen.setdefault(mm.inputs[2])
+    for node in group.nodes[1:]:
+        for v in node.inputs:
+            if v not in produced:
+                seen.setdefault(v)
+    return list(seen)
+
+
+def _broadcastable(shape: Sequence[Any], domain: Sequence[Any]) -> bool:
+    if len(shape) > len(domain):
+        return False
+    for dim, target in zip(reversed(shape), reversed(domain), strict=False):
+        if dim != 1 and dim != target:
+            return False
+    return True
+
+
+def _describe_node(node: IRNode, schema: TensorSchema) -> str:
+    attrs = ", ".join(f"{k}={v!r}" for k, v in sorted(node.attrs.items()))
+    args = ", ".join(node.inputs) + (", " + attrs if attrs else "")
+    return f"{node.name} = {node.op}({args})  -> {schema}"
+
+
+class _KernelWriter:
+    """Shared pieces of both kernel templates: addressing, loads, node bodies, stores."""
+
+    def __init__(self, gen: KernelSourceGenerator, group: FusionGroup) -> None:
+        self.gen = gen
+        self.group = group
+        self.rank = max(len(group.domain), 1)
+        self.body: list[str] = []
+        self.loaded: dict[tuple[str, str], str] = {}
+        self.temp = 0
+        self.compute = "tl.float32"
+        self.n_cols = "n_cols"
+        self._current = ""
+
+    # names
+    @staticmethod
+    def var(value: str) -> str:
+        return f"v_{value}"
+
+    def tensor_args(self, name: str) -> list[str]:
+        return [f"p_{name}", *(f"p_{name}_s{d}" for d in range(self.rank))]
+
+    def emit(self, line: str) -> None:
+        self.body.append("    " + line)
+
+    def row_coordinates(self) -> None:
+        """Split the flat row index into the domain's leading coordinates (row-major)."""
+        lead = self.rank - 1
+        if lead == 0:
+            return
+        self.emit("# row index -> coordinates of the leading dims (broadcast dims have stride 0)")
+        self.emit("rem = rows")
+        for d in reversed(range(1, lead)):
+            self.emit(f"i{d} = rem % size{d}")
+            self.emit(f"rem = rem // size{d}")
+        self.emit("i0 = rem")
+
+    def row_offset(self, name: str) -> str:
+        terms = [f"i{d} * p_{name}_s{d}" for d in range(self.rank - 1)]
+        return " + ".join(terms) if terms else "0"
+
+    def load(self, value: str, space: str) -> str:
+        """Load an external value once per space: a [BLOCK_M, BLOCK_N] tile or one per row."""
+        key = (value, space)
+        if key in self.loaded:
+            return self.loaded[key]
+        schema = self.gen.schemas[value]
+        var = f"in_{value}" if space == FULL else f"in_{value}_row"
+        row_off = self.row_offset(value)
+        base = f"({row_off})[:, None]" if row_off != "0" else "rows[:, None] * 0"
+        self.emit(f"# load {value}: {schema}")
+        if space == FULL:
+            addr = f"p_{value} + {base} + (cols * p_{value}_s{self.rank - 1})[None, :]"
+            mask = "mask"
+        else:
+            addr = f"p_{value} + {base}"
+            mask = "row_mask[:, None]"
+        convert = "" if schema.dtype == "bool" else f".to({self.compute})"
+        other = "0" if schema.dtype == "bool" else "0.0"
+        self.emit(f"{var} = tl.load({addr}, mask={mask}, other={other}){convert}")
+        self.loaded[key] = var
+        return var
+
+    def operand(self, value: str) -> str:
+        if value in self.group.space:
+            return self.var(value)
+        return self.load(value, self.gen._operand_space(self.group, value) or FULL)
+
+    # RowEmitter protocol for row operators
+    def _fresh(self, stem: str) -> str:
+        self.temp += 1
+        return f"t{self.temp}_{stem}"
+
+    def full(self, expr: str) -> str:
+        name = self._fresh(self._current)
+        self.emit(f"{name} = {expr}")
+        return name
+
+    def row(self, expr: str) -> str:
+        return self.full(expr)
+
+    def masked(self, full_expr: str, other: str) -> str:
+        return f"tl.where(col_mask[None, :], {full_expr}, {other})"
+
+    def row_sum(self, full_expr: str) -> str:
+        name = self._fresh(self._current + "_sum")
+        self.emit(f"{name} = tl.sum({self.masked(full_expr, '0.0')}, axis=1)[:, None]")
+        return name
+
+    def row_max(self, full_expr: str) -> str:
+        name = self._fresh(self._current + "_max")
+        masked = self.masked(full_expr, NEG_INF)
+        self.emit(f"{name} = tl.max({masked}, axis=1)[:, None]")
+        return name
+
+    def node_body(self, node: IRNode) -> None:
+        spec = self.gen.registry.get(node.op)
+        schema = self.gen.schemas[node.name]
+        self.emit(f"# {_describe_node(node, schema)}")
+        self._current = node.name
+        args = [self.operand(v) for v in node.inputs]
+        if spec.kind == "pointwise":
+            expr = spec.triton(args, node.attrs)  # type: ignore[misc]
+        else:
+            expr = spec.triton(self, args, node.attrs)  # type: ignore[misc]
+        convert = "" if schema.dtype == "bool" else f".to({self.compute})"
+        self.emit(f"{self.var(node.name)} = ({expr}){convert}")
+
+    def store(self, value: str, extra_mask: str = "") -> None:
+        space = self.group.space[value]
+        row_off = self.row_offset(value)
+        base = f"({row_off})[:, None]" if row_off != "0" else "rows[:, None] * 0"
+        self.emit(f"# store {value}: {self.gen.schemas[value]}")
+        if space == FULL:
+            addr = f"p_{value} + {base} + (cols * p_{value}_s{self.rank - 1})[None, :]"
+            mask = "mask"
+        else:
+            addr = f"p_{value} + {base}"
+            mask = "row_mask[:, None]" + extra_mask
+        self.emit(
+            f"tl.store({addr}, {self.var(value)}.to(p_{value}.dtype.element_ty), mask={mask})"
+        )
+
+    def signature(self, head: list[str], sizes: list[str], constexprs: list[str]) -> list[str]:
+        args = list(head)
+        for value in loaded_inputs(self.group):
+            args += self.tensor_args(value)
+        for value in self.group.outputs:
+            args += self.tensor_args(value)
+        args += sizes
+        args += [f"{c}: tl.constexpr" for c in constexprs]
+        lines = ["@triton.jit", f"def {self.group.kernel_name}("]
+        lines += [f"    {a}," for a in args]
+        lines.append("):")
+        return lines
+
+    def header_comment(self) -> list[str]:
+        group = self.group
+        return [
+            f"# kernel {group.index}: {group.kind} group over domain "
+            f"[{', '.join(map(str, group.domain))}], nodes: {', '.join(n.name for n in group.nodes)}",
+            f"# loads: {', '.join(group.inputs) or '-'}; stores: {', '.join(group.outputs) or '-'}",
+        ]
+
+
+class _RowKernelWriter(_KernelWriter):
+    def write(self) -> list[str]:
+        group = self.group
+        sizes = [f"size{d}" for d in range(1, self.rank - 1)] + ["n_rows", "n_cols"]
+        self.emit("pid_m = tl.program_id(0)")
+        self.emit("pid_n = tl.program_id(1)")
+        self.emit("if INDEX_64:")
+        self.emit("    pid_m = pid_m.to(tl.int64)")
+        self.emit("    pid_n = pid_n.to(tl.int64)")
+        self.emit("rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")
+        self.emit("cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
+        self.emit("row_mask = rows < n_rows")
+        self.emit("col_mask = cols < n_cols")
+        self.emit("mask = row_mask[:, None] & col_mask[None, :]")
+        self.row_coordinates()
+        for node in group.nodes:
+            self.node_body(node)
+        for value in group.outputs:
+            # Without a row op the grid also spans columns: one column program writes per-row values.
+            once = "" if group.has_row_op else " & ((rows * 0 + pid_n) == 0)[:, None]"
+            self.store(value, extra_mask=once)
+        doc = [
+            '    """Rows kernel: one program per BLOCK_M rows'
+            + (" (whole rows: BLOCK_N >= n_cols)." if group.has_row_op else " x BLOCK_N columns.")
+            + '"""'
+        ]
+        return [
+            *self.header_comment(),
+            *self.signature([], sizes, ["BLOCK_M", "BLOCK_N", "INDEX_64"]),
+            *doc,
+            *self.body,
+        ]
+
+
+class _MatmulKernelWriter(_KernelWriter):
+    def write(self) -> list[str]:
+        group = self.group
+        mm = group.nodes[0]
+        schemas = self.gen.schemas
+        fp32 = schemas[mm.inputs[0]].dtype == "float32"
+        precision = ', input_precision="ieee"' if fp32 else ""
+        # The matmul operands are passed as 3-D [batch, rows, inner] views by the launcher.
+        head = [
+            "a_ptr",
+            "a_sb",
+            "a_sm",
+            "a_sk",
+            "b_ptr",
+            "b_sb",
+            "b_sk",
+            "b_sn",
+        ]
+        sizes = [f"size{d}" for d in range(1, self.rank - 1)] + ["M", "N", "K"]
+        signature = self.signature(
+            head, sizes, ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "INDEX_64"]
+        )
+        e = self.emit
+        e("# one 1-D grid over batch x tiles (grid dims 1 and 2 are limited to 65535)")
+        e("pid = tl.program_id(0)")
+        e("num_m = tl.cdiv(M, BLOCK_M)")
+        e("num_n = tl.cdiv(N, BLOCK_N)")
+        e("pid_b = pid // (num_m * num_n)")
+        e("pid = pid % (num_m * num_n)")
+        e("if INDEX_64:")
+        e("    pid_b = pid_b.to(tl.int64)")
+        e("# grouped ordering: GROUP_M row-blocks share B column tiles while they sit in L2")
+        e("group_size = GROUP_M * num_n")
+        e("first_m = (pid // group_size) * GROUP_M")
+        e("rows_in_group = tl.minimum(num_m - first_m, GROUP_M)")
+        e("pid_m = first_m + (pid % group_size) % rows_in_group")
+        e("pid_n = (pid % group_size) // rows_in_group")
+        e("offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")
+        e("offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
+        e("offs_k = tl.arange(0, BLOCK_K)")
+        e("if INDEX_64:")
+        e("    offs_m = offs_m.to(tl.int64)")
+        e("    offs_n = offs_n.to(tl.int64)")
+        e(f"# {_describe_node(mm, schemas[mm.name])}")
+        e("a_ptrs = a_ptr + pid_b * a_sb + offs_m[:, None] * a_sm + offs_k[None, :] * a_sk")
+        e("b_ptrs = b_ptr + pid_b * b_sb + offs_k[:, None] * b_sk + offs_n[None, :] * b_sn")
+        e("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
+        e("for k in range(0, tl.cdiv(K, BLOCK_K)):")
+        e("    k_left = K - k * BLOCK_K")
+        e(
+            "    a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)"
+        )
+        e(
+            "    b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)"
+        )
+        e(f"    acc += tl.dot(a, b{precision})")
+        e("    a_ptrs += BLOCK_K * a_sk")
+        e("    b_ptrs += BLOCK_K * b_sk")
+        e("# epilogue over the output domain: row = batch index * M + m")
+        e("rows = pid_b * M + offs_m")
+        e("cols = offs_n")
+        e("row_mask = offs_m < M")
+        e("col_mask = offs_n < N")
+        e("mask = row_mask[:, None] & col_mask[None, :]")
+        self.row_coordinates()
+        self._current = mm.name
+        result = "acc"
+        if mm.op == "linear" and len(mm.inputs) == 3:
+            result = f"acc + {self.load(mm.inputs[2], FULL)}"
+        e(f"{self.var(mm.name)} = {result}")
+        for node in group.nodes[1:]:
+            self.node_body(node)
+        for value in group.outputs:
+            self.store(value)
+        doc = [
+            '    """Tiled tl.dot matmul (fp32 accumulator) with the fused pointwise epilogue."""'
+        ]
+        return [*self.header_comment(), *signature, *doc, *self.body]

@@ -1,0 +1,411 @@
+"""``warpforge.compile``: a blueprint (or a traced function) as a module running fused kernels.
+
+Path of a call: validate and bind the inputs -> specialisation (device, divisibility by 16 and
+power-of-two bucket of each input's last dim) -> per-module dict of loaded programs (the
+microsecond hit path) -> on a miss, the :class:`~warpforge.cache.KernelRegistry` (memory -> disk
+-> Redis) by a :class:`~warpforge.cache.CacheKey` of canonical hash + specialisation -> on a full
+miss, code generation -> the source is written beside the cache under ``<cache dir>/blueprint``
+and imported from that file (Triton's JIT reads kernel source from files; Triton's own cache keeps
+the binaries).
+
+Any failure in code generation, loading, or the first launch of a specialisation (where Triton
+compiles) falls back to the PyTorch reference: logged once per blueprint and reason, counted by
+``warpforge.cache.metrics.record_fallback``; ``strict=True`` raises instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import logging
+import os
+import sys
+import tempfile
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from warpforge import runtime
+from warpforge.blueprint.codegen import GENERATOR_VERSION, KernelSourceGenerator, Plan
+from warpforge.blueprint.ir import BlueprintIR
+from warpforge.blueprint.program import KernelProgram, bind_inputs, run_reference
+from warpforge.blueprint.registry import OperatorRegistry, default_registry
+from warpforge.validation import describe
+
+logger = logging.getLogger("warpforge.blueprint")
+
+SOURCE_FILE = "kernels.py"
+
+
+class BlueprintCompileError(RuntimeError):
+    """Raised instead of falling back when ``strict=True``."""
+
+
+_FALLBACK = object()  # a specialisation that runs the PyTorch reference
+_LOGGED: set[tuple[str, str]] = set()
+_LOCK = threading.Lock()
+MAX_COMPILED_MODULES = 1024
+"""Modules kept by compile() for reuse; older ones are dropped (they keep working if held)."""
+_COMPILED: OrderedDict[tuple[str, bool], CompiledBlueprint] = OrderedDict()
+_TRACED: OrderedDict[tuple[Any, ...], CompiledBlueprint] = OrderedDict()
+
+
+def _remember(
+    table: OrderedDict[Any, CompiledBlueprint], key: Any, module: CompiledBlueprint
+) -> None:
+    table[key] = module
+    while len(table) > MAX_COMPILED_MODULES:
+        table.popitem(last=False)
+
+
+def _bucket(size: int) -> int:
+    return 1 << max(size - 1, 0).bit_length()
+
+
+def specialisation(tensors: Sequence[torch.Tensor]) -> tuple[Any, ...]:
+    """What a kernel set is specialised on: device type, and per input whether the last dim is
+    divisible by 16 and its power-of-two bucket (dtypes and ranks are fixed by the IR)."""
+    parts: list[Any] = [tensors[0].device.type if tensors else "cpu"]
+    for tensor in tensors:
+        last = tensor.shape[-1] if tensor.dim() else 1
+        parts.append((last % 16 == 0, _bucket(last)))
+    return tuple(parts)
+
+
+def _module_path(digest: str) -> Path:
+    from warpforge.environment import cache_dir
+
+    return cache_dir() / "blueprint" / "modules" / f"bp_{digest[:40]}.py"
+
+
+def load_source_module(source: bytes, digest: str) -> ModuleType:
+    """Import generated source from a file named by its cache digest (written atomically)."""
+    name = f"warpforge_blueprint_{digest[:40]}"
+    loaded = sys.modules.get(name)
+    checksum = hashlib.sha256(source).hexdigest()
+    if loaded is not None and getattr(loaded, "__warpforge_sha256__", None) == checksum:
+        return loaded
+    path = _module_path(digest)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_bytes() != source:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".py")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(source)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import generated kernels from {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    module.__warpforge_sha256__ = checksum  # type: ignore[attr-defined]
+    return module
+
+
+class CompiledBlueprint(torch.nn.Module):
+    """A blueprint as a module: ``module(*tensors)`` returns a tensor (one output) or a tuple.
+
+    Forward runs the generated kernels. Backward runs a generated backward blueprint when every
+    operator has a gradient rule, otherwise autograd through the PyTorch reference.
+    """
+
+    def __init__(
+        self, ir: BlueprintIR, *, strict: bool = False, registry: OperatorRegistry | None = None
+    ) -> None:
+        super().__init__()
+        self.ir = ir
+        self.strict = strict
+        self.registry = registry or default_registry()
+        self.graph_hash = ir.canonical_hash(None if registry is None else registry)
+        ir.infer(self.registry)
+        self._programs: dict[tuple[Any, ...], Any] = {}
+        self._prepared: dict[tuple[Any, ...], Any] = {}  # loaded, first launch still to come
+        self._plan: Plan | None = None
+        self._generator: KernelSourceGenerator | None = None
+        self._backward: Any = None  # (CompiledBlueprint, input names) | False once decided
+        self.kernel_registry: Any = None
+
+    # ------------------------------------------------------------------ public
+    @property
+    def plan(self) -> Plan:
+        if self._plan is None:
+            self._generator = KernelSourceGenerator(self.ir, self.registry)
+            self._plan = self._generator.plan()
+        return self._plan
+
+    def source(self) -> str:
+        """The generated Triton source."""
+        plan = self.plan
+        assert self._generator is not None
+        return self._generator.source(plan)
+
+    def forward(self, *tensors: torch.Tensor) -> Any:
+        bindings = bind_inputs(self.ir, tensors)
+        if runtime.execution_path(tensors[0].device) is runtime.ExecutionPath.TORCH_REFERENCE:
+            outputs = run_reference(self.ir, tensors, self.registry)
+        elif torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            outputs = _KernelFunction.apply(self, *tensors)
+        else:
+            outputs = self.run_kernels(tensors, bindings)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def run_kernels(
+        self, tensors: Sequence[torch.Tensor], bindings: Mapping[str, int] | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        """Forward through the fused kernels (or the reference where this one fell back).
+
+        ``bindings`` are the symbolic sizes from an earlier :func:`bind_inputs` of ``tensors``.
+        """
+        program = self._programs.get(specialisation(tensors))
+        if program is None:
+            return self._first_run(tensors)
+        if program is _FALLBACK:
+            return run_reference(self.ir, tensors, self.registry)
+        return program.run(tensors, bindings)
+
+    def lookup(self, tensors: Sequence[torch.Tensor]) -> KernelProgram | None:
+        """The in-process hit path alone: the loaded program for these inputs, if any."""
+        program = self._programs.get(specialisation(tensors))
+        return program if isinstance(program, KernelProgram) else None
+
+    def prepare(self, tensors: Sequence[torch.Tensor]) -> bool:
+        """Load (registry or codegen) the program for these inputs without launching it.
+
+        Returns True when this call had to load it (an in-process miss).
+        """
+        spec = specialisation(tensors)
+        if spec in self._programs or spec in self._prepared:
+            return False
+        self._prepared[spec] = self._load(spec, tensors[0].device)
+        return True
+
+    def _first_run(self, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        spec = specialisation(tensors)
+        program = self._prepared.pop(spec, None) or self._load(spec, tensors[0].device)
+        if program is not _FALLBACK:
+            try:
+                outputs = program.run(tensors)
+            except Exception as error:  # the first launch is where Triton compiles the kernels
+                program = self._fail(spec, "triton-compile", error)
+            else:
+                self._programs[spec] = program
+                return outputs
+        self._programs[spec] = program
+        return run_reference(self.ir, tensors, self.registry)
+
+    def fell_back(self) -> bool:
+        """True when some specialisation runs the PyTorch reference after a failure."""
+        return any(p is _FALLBACK for p in self._programs.values())
+
+    # ------------------------------------------------------------------ internals
+    def _cache_key(self, spec: tuple[Any, ...], device: torch.device) -> Any:
+        from warpforge.cache import CacheKey
+
+        values: dict[str, object] = {"generator": GENERATOR_VERSION, "device_type": spec[0]}
+        for (name, schema), (div16, bucket) in zip(self.ir.inputs, spec[1:], strict=True):
+            values[f"{name}.dtype"] = schema.dtype
+            values[f"{name}.div16"] = div16
+            values[f"{name}.bucket"] = bucket
+        return CacheKey.for_current_environment(self.graph_hash, values, device)
+
+    def _load(self, spec: tuple[Any, ...], device: torch.device) -> Any:
+        from warpforge.cache import KernelArtifact, KernelRegistry
+
+        try:
+            registry = self.kernel_registry or KernelRegistry.default()
+            key = self._cache_key(spec, device)
+            plan = self.plan
+
+            def build() -> KernelArtifact:
+                source = self.source()
+                metadata = {
+                    "blueprint": self.ir.name,
+                    "graph_hash": self.graph_hash,
+                    "generator_version": GENERATOR_VERSION,
+                    "kernels": [g.kernel_name for g in plan.groups if g.kind != "torch"],
+                }
+                return KernelArtifact({SOURCE_FILE: source.encode()}, metadata)
+
+            artifact = registry.get_or_build(key, build)
+            module = load_source_module(artifact.files[SOURCE_FILE], key.digest())
+            return KernelProgram(self.ir, plan, module, self.registry)
+        except Exception as error:
+            return self._fail(spec, "codegen", error)
+
+    def _fail(self, spec: tuple[Any, ...], reason: str, error: Exception) -> Any:
+        if self.strict:
+            raise BlueprintCompileError(
+                f"blueprint {self.ir.name!r} ({self.graph_hash[:12]}): {reason} failed for "
+                f"specialisation {spec}: {type(error).__name__}: {error}"
+            ) from error
+        from warpforge.cache import metrics
+
+        metrics.record_fallback(reason)
+        with _LOCK:
+            first = (self.graph_hash, reason) not in _LOGGED
+            _LOGGED.add((self.graph_hash, reason))
+        if first:
+            logger.warning(
+                "blueprint %r (%s): %s failed (%s: %s); running the PyTorch reference instead "
+                "(results are identical; pass strict=True to raise)",
+                self.ir.name,
+                self.graph_hash[:12],
+                reason,
+                type(error).__name__,
+                error,
+            )
+        return _FALLBACK
+
+    def backward_program(self) -> Any:
+        """(compiled backward blueprint, differentiated input names), or None for autograd."""
+        if self._backward is None:
+            from warpforge.blueprint.autodiff import backward_blueprint
+
+            built = backward_blueprint(self.ir, self.registry)
+            self._backward = (
+                False if built is None else (compile(built[0], strict=self.strict), built[1])
+            )
+        return self._backward or None
+
+    def extra_repr(self) -> str:
+        return f"blueprint={self.ir.name!r}, hash={self.graph_hash[:12]}, strict={self.strict}"
+
+
+class _KernelFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, compiled: CompiledBlueprint, *tensors: torch.Tensor) -> Any:
+        ctx.compiled = compiled
+        ctx.save_for_backward(*tensors)
+        outputs = compiled.run_kernels(tensors)
+        non_float = [o for o in outputs if not o.is_floating_point()]
+        if non_float:
+            ctx.mark_non_differentiable(*non_float)
+        return outputs
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> Any:
+        compiled: CompiledBlueprint = ctx.compiled
+        tensors = ctx.saved_tensors
+        grads = tuple(
+            torch.zeros_like(out) if g is None else g
+            for g, out in zip(grads, _output_like(compiled, tensors, grads), strict=True)
+        )
+        generated = compiled.backward_program()
+        names = compiled.ir.input_names
+        if generated is not None:
+            module, differentiated = generated
+            results = module(*tensors, *(g.contiguous() for g in grads))
+            results = results if isinstance(results, tuple) else (results,)
+            by_name = dict(zip(differentiated, results, strict=True))
+            return (
+                None,
+                *(
+                    by_name.get(n) if t.requires_grad else None
+                    for n, t in zip(names, tensors, strict=True)
+                ),
+            )
+        inputs = [t.detach().requires_grad_(t.requires_grad) for t in tensors]
+        with torch.enable_grad():
+            outputs = run_reference(compiled.ir, inputs, compiled.registry)
+        pairs = [(o, g) for o, g in zip(outputs, grads, strict=True) if o.requires_grad]
+        wanted = [t for t in inputs if t.requires_grad]
+        found = torch.autograd.grad(
+            [o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True
+        )
+        by_id = {id(t): g for t, g in zip(wanted, found, strict=True)}
+        return (None, *(by_id.get(id(t)) for t in inputs))
+
+
+def _output_like(
+    compiled: CompiledBlueprint, tensors: Sequence[torch.Tensor], grads: Sequence[Any]
+) -> list[Any]:
+    """Placeholders for missing output gradients (only computed when one is None)."""
+    if all(g is not None for g in grads):
+        return list(grads)
+    with torch.no_grad():
+        return list(run_reference(compiled.ir, tensors, compiled.registry))
+
+
+def _signature(tensors: Sequence[object]) -> tuple[Any, ...]:
+    return tuple(
+        (tuple(t.shape), t.dtype, t.device.type) if isinstance(t, torch.Tensor) else describe(t)
+        for t in tensors
+    )
+
+
+def compile(
+    fn_or_blueprint: BlueprintIR | Callable[..., Any],
+    example_inputs: Sequence[torch.Tensor] | None = None,
+    *,
+    strict: bool = False,
+) -> CompiledBlueprint:
+    """Compile a :class:`BlueprintIR`, or trace and compile a PyTorch function.
+
+    ``example_inputs`` is required for a function (it fixes shapes and dtypes). The module is
+    cached per canonical hash (and per function and input signature), so compiling the same
+    blueprint again in this process is a dictionary lookup.
+    """
+    if not isinstance(strict, bool):
+        raise TypeError(f"strict: expected a bool, got {describe(strict)}")
+    if isinstance(fn_or_blueprint, BlueprintIR):
+        if example_inputs is not None:
+            bind_inputs(fn_or_blueprint, list(example_inputs))
+        ir = fn_or_blueprint
+    elif callable(fn_or_blueprint):
+        if example_inputs is None or isinstance(example_inputs, torch.Tensor):
+            raise TypeError(
+                "example_inputs: expected a sequence of tensors to trace "
+                f"{getattr(fn_or_blueprint, '__name__', 'the function')} with, "
+                f"got {describe(example_inputs)}"
+            )
+        inputs = list(example_inputs)
+        traced_key = (fn_or_blueprint, _signature(inputs), strict)
+        cached = _TRACED.get(traced_key)
+        if cached is not None:
+            return cached
+        from warpforge.blueprint.trace import trace
+
+        ir = trace(fn_or_blueprint, inputs)
+        module = compile(ir, strict=strict)
+        with _LOCK:
+            _remember(_TRACED, traced_key, module)
+        return module
+    else:
+        raise TypeError(
+            f"fn_or_blueprint: expected a BlueprintIR or a callable, got {describe(fn_or_blueprint)}"
+        )
+    key = (ir.canonical_hash(), strict)
+    module = _COMPILED.get(key)
+    if module is not None:
+        # Least recently used goes first; another thread may have evicted it meanwhile.
+        with contextlib.suppress(KeyError):
+            _COMPILED.move_to_end(key)
+    else:
+        with _LOCK:
+            module = _COMPILED.get(key)
+            if module is None:
+                module = CompiledBlueprint(ir, strict=strict)
+                _remember(_COMPILED, key, module)
+    return module
+
+
+def clear_compiled() -> None:
+    """Forget this process's compiled modules (the kernel registry keeps its entries)."""
+    with _LOCK:
+        _COMPILED.clear()
+        _TRACED.clear()
+        _LOGGED.clear()

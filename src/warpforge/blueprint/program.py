@@ -1,0 +1,267 @@
+"""Running a blueprint: bind symbolic dims, then execute its plan with kernels or references.
+
+:func:`run_reference` evaluates every node with its PyTorch reference (the fallback and the
+meaning of the graph). :class:`KernelProgram` runs the generated kernels of a :class:`Plan`
+group by group, with PyTorch ops for "torch" groups, choosing block sizes per call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+
+from warpforge.blueprint.codegen import FULL, CodegenError, FusionGroup, Plan, loaded_inputs
+from warpforge.blueprint.ir import BlueprintIR, IRNode, TensorSchema
+from warpforge.blueprint.registry import OperatorRegistry, broadcast_shapes, torch_dtype
+from warpforge.validation import describe
+
+MAX_ROW_BLOCK = 32768
+"""Longest row a row group holds in registers; longer rows fall back to PyTorch."""
+_INT32_LIMIT = 2**31 - 1
+_MAX_GRID_Y = 65535
+
+POISON_OUTPUTS = False
+"""Tests set this to fill output buffers with NaN (or True for bool) before kernels write them,
+so an element a kernel forgets to store shows up instead of passing by luck."""
+
+
+def bind_inputs(ir: BlueprintIR, tensors: Sequence[object]) -> dict[str, int]:
+    """Check call arguments against the input schemas; returns symbolic dim -> size."""
+    if len(tensors) != len(ir.inputs):
+        raise TypeError(
+            f"blueprint {ir.name!r}: expected {len(ir.inputs)} tensor argument(s) "
+            f"({', '.join(ir.input_names)}), got {len(tensors)}"
+        )
+    bindings: dict[str, int] = {}
+    device = None
+    for (name, schema), tensor in zip(ir.inputs, tensors, strict=True):
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor, got {describe(tensor)}")
+        if device is None:
+            device = tensor.device
+        elif tensor.device != device:
+            raise ValueError(f"{name}: expected a tensor on {device}, got {describe(tensor)}")
+        if tensor.dtype != torch_dtype(schema.dtype):
+            raise TypeError(f"{name}: expected dtype {schema.dtype}, got {describe(tensor)}")
+        if tensor.dim() != schema.rank:
+            raise ValueError(f"{name}: expected shape {list(schema.shape)}, got {describe(tensor)}")
+        for axis, (dim, size) in enumerate(zip(schema.shape, tensor.shape, strict=True)):
+            if isinstance(dim, int):
+                if dim != size:
+                    raise ValueError(
+                        f"{name}: expected size {dim} in dim {axis} (shape {list(schema.shape)}), "
+                        f"got {describe(tensor)}"
+                    )
+            elif bindings.setdefault(dim, size) != size:
+                raise ValueError(
+                    f"{name}: dim {dim!r} is {bindings[dim]} in an earlier input, "
+                    f"got {size} here ({describe(tensor)})"
+                )
+    return bindings
+
+
+def concrete(shape: Sequence[Any], bindings: Mapping[str, int]) -> tuple[int, ...]:
+    return tuple(d if isinstance(d, int) else bindings[d] for d in shape)
+
+
+def _bound_attrs(node: IRNode, bindings: Mapping[str, int]) -> dict[str, Any]:
+    attrs = dict(node.attrs)
+    if node.op in ("reshape", "sum_to"):
+        attrs["shape"] = [bindings[d] if isinstance(d, str) else d for d in attrs["shape"]]
+    return attrs
+
+
+def run_node_reference(
+    registry: OperatorRegistry,
+    node: IRNode,
+    args: Sequence[torch.Tensor],
+    bindings: Mapping[str, int],
+) -> torch.Tensor:
+    return registry.get(node.op).reference(*args, **_bound_attrs(node, bindings))
+
+
+def run_reference(
+    ir: BlueprintIR, tensors: Sequence[torch.Tensor], registry: OperatorRegistry
+) -> tuple[torch.Tensor, ...]:
+    """The blueprint evaluated node by node with PyTorch references (differentiable)."""
+    bindings = bind_inputs(ir, tensors)
+    env: dict[str, torch.Tensor] = dict(zip(ir.input_names, tensors, strict=True))
+    for node in ir.topological_order():
+        env[node.name] = run_node_reference(registry, node, [env[v] for v in node.inputs], bindings)
+    return tuple(env[v] for _, v in ir.outputs)
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def _max_offset(tensor: torch.Tensor) -> int:
+    return sum(
+        (size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride(), strict=True)
+    )
+
+
+class KernelProgram:
+    """A plan plus its loaded Triton module; ``run`` executes it on validated inputs."""
+
+    def __init__(
+        self, ir: BlueprintIR, plan: Plan, module: Any, registry: OperatorRegistry
+    ) -> None:
+        self.ir = ir
+        self.plan = plan
+        self.module = module
+        self.registry = registry
+
+    def run(
+        self, tensors: Sequence[torch.Tensor], bindings: Mapping[str, int] | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        """Outputs for ``tensors``; ``bindings`` (from :func:`bind_inputs`) skips re-validation."""
+        if bindings is None:
+            bindings = bind_inputs(self.ir, tensors)
+        env: dict[str, torch.Tensor] = dict(zip(self.ir.input_names, tensors, strict=True))
+        for group in self.plan.groups:
+            if group.kind == "torch":
+                node = group.nodes[0]
+                env[node.name] = run_node_reference(
+                    self.registry, node, [env[v] for v in node.inputs], bindings
+                )
+            elif group.kind == "rows":
+                self._run_rows(group, env, bindings)
+            else:
+                self._run_matmul(group, env, bindings)
+        return tuple(env[v] for _, v in self.ir.outputs)
+
+    # ------------------------------------------------------------------------ helpers
+    def _outputs(
+        self,
+        group: FusionGroup,
+        domain: tuple[int, ...],
+        device: torch.device,
+        bindings: Mapping[str, int],
+    ) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+        """(value, view the kernel writes through domain strides, tensor handed on).
+
+        A value smaller than the domain is written through a broadcast (stride 0) view: every
+        program that computes it writes the same numbers to the same place.
+        """
+        out = []
+        for value in group.outputs:
+            schema: TensorSchema = self.plan.schemas[value]
+            dtype = torch_dtype(schema.dtype)
+            buffer = torch.empty(concrete(schema.shape, bindings), dtype=dtype, device=device)
+            if POISON_OUTPUTS:
+                buffer.fill_(True if dtype == torch.bool else float("nan"))
+            view = buffer
+            node = next(n for n in group.nodes if n.name == value)
+            if node.op in ("sum", "mean", "amax") and not node.attrs.get("keepdim", False):
+                view = buffer.unsqueeze(-1)
+            size = domain if group.space[value] == FULL else (*domain[:-1], 1)
+            out.append((value, view.expand(size), buffer))
+        return out
+
+    def _run_rows(
+        self, group: FusionGroup, env: dict[str, torch.Tensor], bindings: Mapping[str, int]
+    ) -> None:
+        shape = concrete(group.domain, bindings)
+        domain = shape or (1,)
+        n_cols = domain[-1]
+        n_rows = math.prod(domain[:-1])
+        device = env[group.inputs[0]].device if group.inputs else torch.device("cpu")
+        views = [
+            env[v].expand(domain) if env[v].dim() else env[v].reshape(1).expand(domain)
+            for v in group.inputs
+        ]
+        outputs = self._outputs(group, domain, device, bindings)
+        for value, _, handed in outputs:
+            env[value] = handed
+        if n_rows == 0 or n_cols == 0:
+            return
+        if group.has_row_op:
+            block_n = _next_pow2(n_cols)
+            if block_n > MAX_ROW_BLOCK:
+                raise CodegenError(
+                    f"row group {group.kernel_name}: rows of {n_cols} elements exceed the "
+                    f"{MAX_ROW_BLOCK}-element register budget of a row kernel"
+                )
+            block_m = max(1, min(4096 // block_n, _next_pow2(n_rows)))
+        else:
+            block_n = min(_next_pow2(n_cols), 1024)
+            block_m = max(1, min(4096 // block_n, _next_pow2(n_rows)))
+        tile = block_m * block_n
+        num_warps = 4 if tile <= 2048 else 8 if tile <= 8192 else 16
+        buffers = [buffer for _, buffer, _ in outputs]
+        index_64 = n_rows + block_m > _INT32_LIMIT or any(
+            _max_offset(t) + block_n > _INT32_LIMIT for t in (*views, *buffers)
+        )
+        args: list[Any] = []
+        for tensor in views:
+            args += [tensor, *tensor.stride()]
+        for buffer in buffers:
+            args += [buffer, *buffer.stride()]
+        args += [domain[d] for d in range(1, len(domain) - 1)]
+        args += [n_rows, n_cols]
+        grid = (math.ceil(n_rows / block_m), math.ceil(n_cols / block_n))
+        if grid[1] > _MAX_GRID_Y:
+            raise CodegenError(
+                f"row group {group.kernel_name}: {n_cols} columns need {grid[1]} column tiles, "
+                f"more than the {_MAX_GRID_Y} a CUDA grid allows"
+            )
+        kernel = getattr(self.module, group.kernel_name)
+        kernel[grid](
+            *args, BLOCK_M=block_m, BLOCK_N=block_n, INDEX_64=index_64, num_warps=num_warps
+        )
+
+    def _run_matmul(
+        self, group: FusionGroup, env: dict[str, torch.Tensor], bindings: Mapping[str, int]
+    ) -> None:
+        mm = group.nodes[0]
+        a, b = env[mm.inputs[0]], env[mm.inputs[1]]
+        if mm.op == "linear":
+            a = a.reshape(-1, a.shape[-1])
+            b = b.t()
+        batch = broadcast_shapes([a.shape[:-2], b.shape[:-2]])
+        a3 = a.expand(*batch, *a.shape[-2:]).reshape(-1, *a.shape[-2:])
+        b3 = b.expand(*batch, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
+        n_batch, m, k = a3.shape
+        n = b3.shape[-1]
+        domain = concrete(self.plan.schemas[mm.name].shape, bindings)
+        views = [env[v].expand(domain) for v in loaded_inputs(group)]
+        outputs = self._outputs(group, domain, a.device, bindings)
+        for value, _, handed in outputs:
+            env[value] = handed
+        if m == 0 or n == 0 or n_batch == 0:
+            return
+        if k == 0:
+            raise CodegenError(f"matmul group {group.kernel_name}: an empty inner dimension")
+        on_gpu = a.is_cuda
+        if on_gpu:
+            block_m, block_n = 128, (128 if n >= 128 else 64)
+            block_k = 32 if a.dtype == torch.float32 else 64
+            num_warps, num_stages = 8, 3
+        else:  # interpreter: small tiles keep numpy fast
+            block_m = block_n = block_k = 16
+            num_warps, num_stages = 4, 1
+        buffers = [buffer for _, buffer, _ in outputs]
+        index_64 = any(_max_offset(t) + block_n > _INT32_LIMIT for t in (a3, b3, *views, *buffers))
+        args: list[Any] = [a3, *a3.stride(), b3, *b3.stride()]
+        for tensor in views:
+            args += [tensor, *tensor.stride()]
+        for buffer in buffers:
+            args += [buffer, *buffer.stride()]
+        args += [domain[d] for d in range(1, len(domain) - 1)]
+        args += [m, n, k]
+        grid = (math.ceil(m / block_m) * math.ceil(n / block_n) * n_batch,)
+        kernel = getattr(self.module, group.kernel_name)
+        kernel[grid](
+            *args,
+            BLOCK_M=block_m,
+            BLOCK_N=block_n,
+            BLOCK_K=block_k,
+            GROUP_M=8,
+            INDEX_64=index_64,
+            num_warps=num_warps,
+            num_stages=num_stages,
+        )

@@ -1,0 +1,253 @@
+"""Partitioning into fusion groups, the generated source, and kernels on awkward shapes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import warpforge
+from warpforge.blueprint import BlueprintBuilder, KernelSourceGenerator
+from warpforge.blueprint.compiler import BlueprintCompileError
+
+
+def _pointwise_chain(name: str = "chain", x_name: str = "x") -> object:
+    b = BlueprintBuilder(name)
+    x = b.input(x_name, ("B", 33), "float32")
+    bias = b.input("bias", (33,), "float32")
+    y = b.op("add", x, bias)
+    y = b.op("mul", y, scalar=0.5)
+    y = b.op("gelu", y, approximate="tanh")
+    y = b.op("sub", y, b.op("exp", bias))
+    b.output("y", b.op("tanh", y))
+    return b.build()
+
+
+@pytest.fixture
+def check(reference64, device):  # type: ignore[no-untyped-def]
+    """Compile strictly, run, and compare every output with the float64 reference."""
+
+    def run(ir, inputs, atol=2e-5, rtol=2e-5):  # type: ignore[no-untyped-def]
+        inputs = [t.to(device) for t in inputs]  # kernels run where the tier runs them
+        got = warpforge.compile(ir, strict=True)(*inputs)
+        got = got if isinstance(got, tuple) else (got,)
+        for g, w in zip(got, reference64(ir, inputs), strict=True):
+            torch.testing.assert_close(g.double(), w, atol=atol, rtol=rtol)
+        return got
+
+    return run
+
+
+def test_pointwise_chain_is_one_kernel(check) -> None:  # type: ignore[no-untyped-def]
+    ir = _pointwise_chain()
+    gen = KernelSourceGenerator(ir)
+    plan = gen.plan()
+    assert plan.kernel_count == 1
+    assert len(plan.groups) == 1
+    source = gen.source(plan)
+    assert source.count("@triton.jit") == 1
+    # intermediates stay in registers: one store, for the graph output only
+    assert source.count("tl.store(") == 1
+    check(ir, [torch.randn(7, 33), torch.randn(33)])
+
+
+def test_group_widens_when_a_small_value_comes_first(check) -> None:  # type: ignore[no-untyped-def]
+    b = BlueprintBuilder("widen")
+    bias = b.input("bias", (33,), "float32")
+    x = b.input("x", (4, 33), "float32")
+    scaled = b.op("exp", bias)  # shape (33,): the group starts small
+    b.output("y", b.op("mul", b.op("add", x, scaled), scalar=2.0))
+    b.output("scaled", scaled)  # stored through a broadcast view
+    ir = b.build()
+    plan = KernelSourceGenerator(ir).plan()
+    assert plan.kernel_count == 1 and plan.groups[0].domain == (4, 33)
+    check(ir, [torch.randn(33), torch.randn(4, 33)])
+
+
+def test_residual_rmsnorm_silu_mul_is_one_row_kernel(check) -> None:  # type: ignore[no-untyped-def]
+    b = BlueprintBuilder("residual_rms_swiglu")
+    x = b.input("x", ("T", 96), "float16")
+    res = b.input("res", ("T", 96), "float16")
+    w = b.input("w", (96,), "float16")
+    up = b.input("up", ("T", 96), "float16")
+    h = b.op("add", x, res, name="h")
+    n = b.op("rms_norm", h, w, eps=1e-6, name="normed")
+    b.output("out", b.op("mul", b.op("silu", n), up, name="gated"))
+    b.output("h", h)
+    ir = b.build()
+    plan = KernelSourceGenerator(ir).plan()
+    assert plan.kernel_count == 1 and plan.groups[0].has_row_op
+    assert plan.groups[0].outputs == ["h", "gated"]
+    inputs = [torch.randn(11, 96).half() for _ in range(2)] + [
+        torch.randn(96).half(),
+        torch.randn(11, 96).half(),
+    ]
+    check(ir, inputs, atol=4e-3, rtol=4e-3)
+
+
+def test_matmul_epilogue_fuses_pointwise_consumers(check) -> None:  # type: ignore[no-untyped-def]
+    b = BlueprintBuilder("linear_gelu_residual")
+    x = b.input("x", (13, 40), "float32")
+    w = b.input("w", (24, 40), "float32")
+    bias = b.input("bias", (24,), "float32")
+    r = b.input("r", (13, 24), "float32")
+    y = b.op("gelu", b.op("linear", x, w, bias), approximate="tanh")
+    b.output("y", b.op("add", y, r))
+    ir = b.build()
+    gen = KernelSourceGenerator(ir)
+    plan = gen.plan()
+    assert [g.kind for g in plan.groups] == ["matmul"]
+    assert [n.op for n in plan.groups[0].nodes] == ["linear", "gelu", "add"]
+    assert "tl.dot(" in gen.source(plan)
+    check(
+        ir,
+        [torch.randn(13, 40), torch.randn(24, 40), torch.randn(24), torch.randn(13, 24)],
+        atol=5e-5,
+        rtol=5e-5,
+    )
+
+
+def test_source_is_deterministic_and_names_nodes() -> None:
+    first = KernelSourceGenerator(_pointwise_chain()).source()
+    second = KernelSourceGenerator(_pointwise_chain()).source()
+    assert first == second
+    for fragment in (
+        "# gelu_0 = gelu(mul_0, approximate='tanh')",
+        "# load bias: float32[33]",
+        "v_tanh_0",
+    ):
+        assert fragment in first
+    compile(first, "<generated>", "exec")  # valid Python
+
+
+def test_reduction_without_keepdim_ends_the_group(check) -> None:  # type: ignore[no-untyped-def]
+    b = BlueprintBuilder("reduce_then_use")
+    x = b.input("x", (6, 6), "float32")
+    s = b.op("sum", b.op("exp", x))  # shape (6,): broadcasts along the *last* dim below
+    b.output("y", b.op("mul", x, s))
+    ir = b.build()
+    plan = KernelSourceGenerator(ir).plan()
+    assert plan.kernel_count == 2
+    check(ir, [torch.randn(6, 6)], atol=1e-4, rtol=1e-5)
+
+
+def test_reduction_chain_with_keepdim_stays_in_one_kernel(check) -> None:  # type: ignore[no-untyped-def]
+    b = BlueprintBuilder("reduction_chain")
+    x = b.input("x", (5, 29), "float32")
+    m = b.op("amax", x, keepdim=True)
+    centered = b.op("sub", x, m)
+    s = b.op("sum", b.op("exp", centered), keepdim=True)
+    b.output("lse", b.op("add", b.op("log", s), m))
+    b.output("mean", b.op("mean", b.op("abs", x), keepdim=False))
+    ir = b.build()
+    assert KernelSourceGenerator(ir).plan().kernel_count == 1
+    check(ir, [torch.randn(5, 29)])
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [(1, 1), (1,), (7,), (3, 1, 5), (2, 3, 127), (2, 1, 3, 5), (257, 3)],
+    ids=str,
+)
+def test_ragged_and_odd_shapes(shape: tuple, check) -> None:  # type: ignore[no-untyped-def]
+    b = BlueprintBuilder("odd")
+    x = b.input("x", shape, "float32")
+    y = b.input("y", shape[-1:], "float32")
+    z = b.op("silu", b.op("add", x, y))
+    b.output("z", z)
+    b.output("n", b.op("softmax", z))
+    check(b.build(), [torch.randn(shape), torch.randn(shape[-1:])])
+
+
+def test_non_contiguous_and_broadcast_inputs_need_no_copy(check) -> None:  # type: ignore[no-untyped-def]
+    b = BlueprintBuilder("strided")
+    x = b.input("x", (4, 6, 10), "float32")
+    col = b.input("col", (6, 1), "float32")
+    b.output("y", b.op("layer_norm", b.op("mul", x, col), eps=1e-5))
+    ir = b.build()
+    base = torch.randn(10, 6, 4)
+    x = base.permute(2, 1, 0)  # (4, 6, 10), last dim has stride 24
+    assert not x.is_contiguous()
+    col = torch.randn(6, 2)[:, :1]
+    check(ir, [x, col], atol=1e-5, rtol=1e-5)
+
+
+def test_zero_dim_and_empty_inputs(check) -> None:  # type: ignore[no-untyped-def]
+    b = BlueprintBuilder("scalar_and_empty")
+    x = b.input("x", ("B", 8), "float32")
+    s = b.input("s", (), "float32")
+    b.output("y", b.op("mul", x, s))
+    ir = b.build()
+    check(ir, [torch.randn(3, 8), torch.randn(())])
+    empty = warpforge.compile(ir, strict=True)(torch.randn(0, 8), torch.randn(()))
+    assert empty.shape == (0, 8)
+
+
+def test_integer_ops_run_as_torch_steps() -> None:
+    b = BlueprintBuilder("ints")
+    x = b.input("x", (4, 5), "int32")
+    y = b.input("y", (4, 5), "float32")
+    b.output("z", b.op("add", b.op("cast", b.op("add", x, x), dtype="float32"), y))
+    ir = b.build()
+    kinds = [g.kind for g in KernelSourceGenerator(ir).plan().groups]
+    assert kinds[0] == "torch" and "rows" in kinds
+    x_val = torch.randint(-5, 5, (4, 5), dtype=torch.int32)
+    y_val = torch.randn(4, 5)
+    got = warpforge.compile(ir, strict=True)(x_val, y_val)
+    torch.testing.assert_close(got, (x_val + x_val).float() + y_val)
+
+
+def test_row_longer_than_the_register_budget_falls_back(caplog: pytest.LogCaptureFixture) -> None:
+    from warpforge.blueprint import program
+
+    b = BlueprintBuilder("long_rows")
+    x = b.input("x", (1, program.MAX_ROW_BLOCK + 5), "float32")
+    b.output("y", b.op("softmax", x))
+    ir = b.build()
+    x_val = torch.randn(1, program.MAX_ROW_BLOCK + 5)
+    with pytest.raises(BlueprintCompileError, match="register budget"):
+        warpforge.compile(ir, strict=True)(x_val)
+    got = warpforge.compile(ir)(x_val)
+    assert torch.equal(got, torch.softmax(x_val, -1))
+
+
+@pytest.mark.gpu
+def test_int64_offsets_on_more_than_2_pow_31_elements() -> None:
+    b = BlueprintBuilder("huge")
+    x = b.input("x", ("T", 4096), "float16")
+    b.output("y", b.op("add", x, scalar=1.0))
+    rows = (2**31) // 4096 + 16
+    x_val = torch.zeros(rows, 4096, dtype=torch.float16, device="cuda")
+    x_val[-3:].normal_()
+    got = warpforge.compile(b.build(), strict=True)(x_val)
+    assert torch.equal(got[-3:], x_val[-3:] + 1)
+    assert torch.equal(got[:2], torch.ones(2, 4096, dtype=torch.float16, device="cuda"))
+
+
+@pytest.mark.gpu
+def test_bf16_row_kernel_on_gpu() -> None:
+    b = BlueprintBuilder("bf16")
+    x = b.input("x", ("T", 4096), "bfloat16")
+    w = b.input("w", (4096,), "bfloat16")
+    b.output("y", b.op("silu", b.op("rms_norm", x, w, eps=1e-6)))
+    x_val = torch.randn(333, 4096, dtype=torch.bfloat16, device="cuda")
+    w_val = torch.randn(4096, dtype=torch.bfloat16, device="cuda")
+    got = warpforge.compile(b.build(), strict=True)(x_val, w_val)
+    want = torch.nn.functional.silu(
+        x_val.double()
+        * torch.rsqrt(x_val.double().pow(2).mean(-1, keepdim=True) + 1e-6)
+        * w_val.double()
+    )
+    torch.testing.assert_close(got.double(), want, atol=3e-2, rtol=2e-2)
+
+
+def test_per_row_values_in_a_column_tiled_kernel(check) -> None:  # type: ignore[no-untyped-def]
+    b = BlueprintBuilder("row_values_tiled")
+    x = b.input("x", (3, 1500), "float32")  # 1500 columns: two column tiles of 1024
+    r = b.input("r", (3, 1), "float32")
+    scaled = b.op("mul", r, scalar=2.0)  # one value per row, computed by every column tile
+    b.output("y", b.op("add", x, scaled))
+    b.output("scaled", scaled)
+    ir = b.build()
+    plan = KernelSourceGenerator(ir).plan()
+    assert plan.kernel_count == 1 and not plan.groups[0].has_row_op
+    check(ir, [torch.randn(3, 1500), torch.randn(3, 1)])

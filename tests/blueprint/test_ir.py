@@ -1,0 +1,359 @@
+"""The IR: validation, topological order, inference errors, canonical hashing, JSON round trips."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from warpforge.blueprint import (
+    BlueprintBuilder,
+    BlueprintCycleError,
+    BlueprintError,
+    BlueprintIR,
+    IRNode,
+    OperatorRegistry,
+    TensorSchema,
+    default_registry,
+)
+
+UNARY = ("exp", "neg", "sigmoid", "tanh", "abs")
+BINARY = ("add", "sub", "mul", "div")
+
+
+# ------------------------------------------------------------------------------- validation
+def test_tensor_schema_validates_shape_and_dtype() -> None:
+    assert TensorSchema(["B", 4], "float16").shape == ("B", 4)
+    with pytest.raises(ValueError, match=r"shape\[1\]: expected a size >= 0, got -2"):
+        TensorSchema((3, -2), "float32")
+    with pytest.raises(ValueError, match=r"shape\[0\]: expected a dim name like 'B', got '2x'"):
+        TensorSchema(("2x",), "float32")
+    with pytest.raises(TypeError, match=r"shape\[0\]: expected an int or a dim name, got float"):
+        TensorSchema((1.5,), "float32")
+    with pytest.raises(ValueError, match=r"dtype: expected one of .* got 'float8'"):
+        TensorSchema((1,), "float8")
+    with pytest.raises(TypeError, match="shape: expected a tuple"):
+        TensorSchema("B", "float32")  # type: ignore[arg-type]
+
+
+def test_node_attrs_must_be_json() -> None:
+    with pytest.raises(TypeError, match="node 'n0': attrs must be JSON values"):
+        IRNode("n0", "add", ("x",), {"scalar": object()})
+    with pytest.raises(TypeError, match="node 'n0': attrs must be JSON values"):
+        IRNode("n0", "add", ("x",), {"scalar": float("nan")})
+    node = IRNode("n0", "reshape", ("x",), {"shape": (2, 3)})
+    assert node.attrs == {"shape": [2, 3]}  # tuples become lists, so equal attrs compare equal
+
+
+def test_graph_validation_names_the_problem() -> None:
+    x = ("x", TensorSchema((4,), "float32"))
+    with pytest.raises(BlueprintError, match="node 'n1': input 'y' is not a known value"):
+        BlueprintIR("g", [x], [IRNode("n1", "exp", ("y",))], [("out", "n1")])
+    with pytest.raises(BlueprintError, match="node 'x': the name is already used"):
+        BlueprintIR("g", [x], [IRNode("x", "exp", ("x",))], [("out", "x")])
+    with pytest.raises(BlueprintError, match="output 'out': value 'zz' is not a known value"):
+        BlueprintIR("g", [x], [], [("out", "zz")])
+    with pytest.raises(BlueprintError, match="expected at least one output"):
+        BlueprintIR("g", [x], [], [])
+    with pytest.raises(ValueError, match="input name: expected an identifier"):
+        BlueprintIR("g", [("x y", TensorSchema((4,), "float32"))], [], [("o", "x y")])
+
+
+def test_unknown_operator_is_named() -> None:
+    b = BlueprintBuilder("g")
+    x = b.input("x", (4,), "float32")
+    b.output("y", b.op("frobnicate", x, name="f"))
+    with pytest.raises(ValueError, match="node 'f': unknown operator 'frobnicate'"):
+        b.build()
+
+
+def test_cycle_error_names_the_nodes_on_the_cycle() -> None:
+    x = ("x", TensorSchema((4,), "float32"))
+    nodes = [
+        IRNode("a", "add", ("x", "c")),
+        IRNode("b", "exp", ("a",)),
+        IRNode("c", "neg", ("b",)),
+        IRNode("d", "exp", ("x",)),
+    ]
+    ir = BlueprintIR("cyclic", [x], nodes, [("out", "d")])
+    with pytest.raises(BlueprintCycleError) as info:
+        ir.topological_order()
+    assert set(info.value.nodes) == {"a", "b", "c"}
+    for name in ("'a'", "'b'", "'c'"):
+        assert name in str(info.value)
+    assert "'d'" not in str(info.value)
+
+
+def test_topological_order_respects_dependencies_and_insertion_order() -> None:
+    x = ("x", TensorSchema((4,), "float32"))
+    nodes = [
+        IRNode("late", "add", ("early", "other")),
+        IRNode("other", "neg", ("x",)),
+        IRNode("early", "exp", ("x",)),
+    ]
+    order = [n.name for n in BlueprintIR("g", [x], nodes, [("o", "late")]).topological_order()]
+    assert order == ["other", "early", "late"]
+
+
+def test_infer_broadcasts_and_promotes() -> None:
+    b = BlueprintBuilder("g")
+    x = b.input("x", ("B", 1, 8), "float16")
+    y = b.input("y", (5, 8), "float32")
+    s = b.op("add", x, y, name="s")
+    m = b.op("mean", s, keepdim=True, name="m")
+    r = b.op("sum", s, name="r")
+    b.output("m", m)
+    b.output("r", r)
+    schemas = b.build().infer()
+    assert schemas["s"] == TensorSchema(("B", 5, 8), "float32")
+    assert schemas["m"] == TensorSchema(("B", 5, 1), "float32")
+    assert schemas["r"] == TensorSchema(("B", 5), "float32")
+
+
+def test_infer_error_names_the_node_and_its_inputs() -> None:
+    b = BlueprintBuilder("g")
+    x = b.input("x", ("B", 4), "float32")
+    y = b.input("y", ("B", 5), "float32")
+    b.output("z", b.op("mul", x, y, name="bad_mul"))
+    with pytest.raises(
+        BlueprintError, match=r"node 'bad_mul' \(op 'mul'.*x: float32\[B, 4\].*do not broadcast"
+    ):
+        b.build()
+    b = BlueprintBuilder("g")
+    x = b.input("x", (3, 4), "float32")
+    w = b.input("w", (5, 6), "float32")
+    b.output("z", b.op("matmul", x, w, name="mm"))
+    with pytest.raises(BlueprintError, match=r"node 'mm'.*inner dims differ: 4 vs 5"):
+        b.build()
+    b = BlueprintBuilder("g")
+    x = b.input("x", (3, 4), "float32")
+    b.output("z", b.op("softmax", x, dim=0, name="sm"))
+    with pytest.raises(BlueprintError, match=r"node 'sm'.*only the last dimension"):
+        b.build()
+
+
+def test_symbolic_dims_only_broadcast_with_themselves_or_one() -> None:
+    b = BlueprintBuilder("g")
+    x = b.input("x", ("B", 4), "float32")
+    y = b.input("y", ("T", 4), "float32")
+    b.output("z", b.op("add", x, y, name="z"))
+    with pytest.raises(BlueprintError, match=r"node 'z'.*'B' in one and 'T' in another"):
+        b.build()
+
+
+def test_json_round_trip_is_exact_and_versioned() -> None:
+    b = BlueprintBuilder("rt", version="3")
+    x = b.input("x", ("B", 7), "float16")
+    c = b.input("c", ("B", 7), "bool")
+    y = b.op("where", c, b.op("gelu", x, approximate="tanh"), other="-inf")
+    b.output("y", b.op("clamp", y, min=-1.5, max=2))
+    ir = b.build()
+    text = ir.to_json()
+    again = BlueprintIR.from_json(text)
+    assert again == ir
+    assert again.to_json() == text
+    assert again.canonical_hash() == ir.canonical_hash()
+    assert json.loads(text)["schema_version"] == 1
+    data = json.loads(text)
+    data["schema_version"] = 99
+    with pytest.raises(BlueprintError, match="schema_version 99 is not supported"):
+        BlueprintIR.from_json(json.dumps(data))
+    with pytest.raises(BlueprintError, match="not valid JSON"):
+        BlueprintIR.from_json("{")
+
+
+# ------------------------------------------------------------------------------- hashing
+@dataclasses.dataclass
+class RandomGraph:
+    """A random DAG of pointwise ops, kept as a recipe so it can be renamed and reordered."""
+
+    n_inputs: int
+    nodes: list[tuple[str, list[int], dict]]  # (op, input value indices, attrs); value i
+    outputs: list[int]
+    dtypes: list[str]
+    shapes: list[tuple]
+
+    def build(self, names: list[str] | None = None, order: list[int] | None = None) -> BlueprintIR:
+        total = self.n_inputs + len(self.nodes)
+        names = names or [f"v{i}" for i in range(total)]
+        order = order if order is not None else list(range(len(self.nodes)))
+        inputs = [
+            (names[i], TensorSchema(self.shapes[i], self.dtypes[i])) for i in range(self.n_inputs)
+        ]
+        nodes = []
+        for index in order:
+            op, args, attrs = self.nodes[index]
+            nodes.append(
+                IRNode(names[self.n_inputs + index], op, tuple(names[a] for a in args), attrs)
+            )
+        outputs = [(f"out_{names[v]}", names[v]) for v in self.outputs]
+        return BlueprintIR("random", inputs, nodes, outputs)
+
+    def structure(self) -> tuple:
+        """Test oracle: every node as an expression tree over input positions (no names)."""
+        memo: dict[int, str] = {}
+
+        def expr(v: int) -> str:
+            if v < self.n_inputs:
+                return f"in{v}:{self.dtypes[v]}{list(self.shapes[v])}"
+            if v not in memo:
+                op, args, attrs = self.nodes[v - self.n_inputs]
+                memo[v] = (
+                    f"{op}{json.dumps(attrs, sort_keys=True)}({','.join(expr(a) for a in args)})"
+                )
+            return memo[v]
+
+        nodes = sorted(expr(self.n_inputs + i) for i in range(len(self.nodes)))
+        return tuple(nodes), tuple(expr(v) for v in self.outputs)
+
+
+@st.composite
+def random_graphs(draw: st.DrawFn) -> RandomGraph:
+    n_inputs = draw(st.integers(1, 3))
+    n_nodes = draw(st.integers(1, 8))
+    nodes = []
+    for i in range(n_nodes):
+        available = n_inputs + i
+        if draw(st.booleans()):
+            op = draw(st.sampled_from(BINARY))
+            args = [draw(st.integers(0, available - 1)), draw(st.integers(0, available - 1))]
+            attrs: dict = {}
+        elif draw(st.booleans()):
+            op = draw(st.sampled_from(BINARY))
+            args = [draw(st.integers(0, available - 1))]
+            attrs = {"scalar": draw(st.sampled_from([0.5, 2.0, -3.0, 1e-3]))}
+        else:
+            op = draw(st.sampled_from(UNARY))
+            args = [draw(st.integers(0, available - 1))]
+            attrs = {}
+        nodes.append((op, args, attrs))
+    total = n_inputs + n_nodes
+    outputs = draw(st.lists(st.integers(n_inputs, total - 1), min_size=1, max_size=3, unique=True))
+    dtypes = [draw(st.sampled_from(["float32", "float16"])) for _ in range(n_inputs)]
+    shapes = [draw(st.sampled_from([(4, 8), (1, 8), (8,), ("B", 8)])) for _ in range(n_inputs)]
+    return RandomGraph(n_inputs, nodes, outputs, dtypes, shapes)
+
+
+def _random_topological_order(graph: RandomGraph, rng: random.Random) -> list[int]:
+    deps = {
+        i: {a - graph.n_inputs for a in args if a >= graph.n_inputs}
+        for i, (_, args, _) in enumerate(graph.nodes)
+    }
+    done: list[int] = []
+    while len(done) < len(deps):
+        ready = [i for i in deps if i not in done and deps[i] <= set(done)]
+        done.append(rng.choice(ready))
+    return done
+
+
+def _valid(graph: RandomGraph) -> bool:
+    try:
+        graph.build().infer()
+    except BlueprintError:
+        return False
+    return True
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_graphs(), st.randoms(use_true_random=False))
+def test_hash_ignores_names_and_independent_insertion_order(
+    graph: RandomGraph, rng: random.Random
+) -> None:
+    if not _valid(graph):
+        return
+    total = graph.n_inputs + len(graph.nodes)
+    renamed = [f"n{rng.randrange(10**9)}_{i}" for i in range(total)]
+    rng.shuffle(renamed)
+    base = graph.build()
+    other = graph.build(names=renamed, order=_random_topological_order(graph, rng))
+    assert other.canonical_hash() == base.canonical_hash()
+    # topological_order of the reordered graph is a valid order (every input is ready)
+    seen = set(other.input_names)
+    for node in other.topological_order():
+        assert set(node.inputs) <= seen
+        seen.add(node.name)
+
+
+def _mutate(graph: RandomGraph, rng: random.Random) -> RandomGraph:
+    nodes = [(op, list(args), dict(attrs)) for op, args, attrs in graph.nodes]
+    dtypes, shapes = list(graph.dtypes), list(graph.shapes)
+    kind = rng.choice(["op", "attr", "edge", "dtype", "shape"])
+    index = rng.randrange(len(nodes))
+    op, args, attrs = nodes[index]
+    if kind == "op":
+        family = BINARY if op in BINARY else UNARY
+        op = rng.choice([o for o in family if o != op])
+    elif kind == "attr" and "scalar" in attrs:
+        attrs["scalar"] = attrs["scalar"] + 0.25
+    elif kind == "attr":
+        attrs = {"unused": 1}  # an extra attribute is a different node too
+    elif kind == "edge":
+        slot = rng.randrange(len(args))
+        choices = [v for v in range(graph.n_inputs + index) if v != args[slot]]
+        if not choices:
+            op = rng.choice([o for o in (BINARY if op in BINARY else UNARY) if o != op])
+        else:
+            args[slot] = rng.choice(choices)
+    elif kind == "dtype":
+        which = rng.randrange(graph.n_inputs)
+        dtypes[which] = "float16" if dtypes[which] == "float32" else "float32"
+    else:
+        which = rng.randrange(graph.n_inputs)
+        shapes[which] = (2, 8) if shapes[which] != (2, 8) else (4, 8)
+    nodes[index] = (op, args, attrs)
+    return RandomGraph(graph.n_inputs, nodes, graph.outputs, dtypes, shapes)
+
+
+@settings(max_examples=80, deadline=None)
+@given(random_graphs(), st.randoms(use_true_random=False))
+def test_hash_changes_with_every_structural_change(graph: RandomGraph, rng: random.Random) -> None:
+    mutated = _mutate(graph, rng)
+    if not _valid(graph) or not _valid(mutated):
+        return
+    same_structure = mutated.structure() == graph.structure()
+    assert (mutated.build().canonical_hash() == graph.build().canonical_hash()) == same_structure
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_graphs())
+def test_json_round_trip_of_random_graphs(graph: RandomGraph) -> None:
+    ir = graph.build()
+    again = BlueprintIR.from_json(ir.to_json())
+    assert again == ir
+    assert again.to_json() == ir.to_json()
+    if _valid(graph):
+        assert again.canonical_hash() == ir.canonical_hash()
+
+
+def test_hash_depends_on_operator_version_and_argument_order() -> None:
+    def graph(first: str, second: str) -> BlueprintIR:
+        b = BlueprintBuilder("g")
+        x = b.input("x", (4,), "float32")
+        y = b.input("y", (4,), "float32")
+        b.output("o", b.op("sub", x if first == "x" else y, y if second == "y" else x))
+        return b.build()
+
+    assert graph("x", "y").canonical_hash() != graph("y", "x").canonical_hash()
+    ir = graph("x", "y")
+    bumped = OperatorRegistry()
+    for name in default_registry().names():
+        spec = default_registry().get(name)
+        bumped.register(dataclasses.replace(spec, version=spec.version + (name == "sub")))
+    assert ir.canonical_hash(bumped) != ir.canonical_hash()
+
+
+def test_hash_ignores_symbol_names_but_not_symbol_sharing() -> None:
+    def graph(a: str, b_dim: str) -> BlueprintIR:
+        b = BlueprintBuilder("g")
+        x = b.input("x", (a, 4), "float32")
+        y = b.input("y", (b_dim, 4), "float32")
+        b.output("o", b.op("exp", x))
+        b.output("p", b.op("exp", y))
+        return b.build()
+
+    assert graph("B", "B").canonical_hash() == graph("T", "T").canonical_hash()
+    assert graph("B", "T").canonical_hash() != graph("B", "B").canonical_hash()
