@@ -1,0 +1,301 @@
+"""Triton kernels for trajectory resampling and N-stream alignment.
+
+One program handles one batch row, a block of ``BLOCK_T`` queries and a block of ``BLOCK_D``
+value columns of one stream. Each query finds its interval by a branch-free binary search over
+the row's source times (``NUM_STEPS = bit_length(S)`` dependent loads that stay in L1/L2), then
+gathers the two bracketing value rows with contiguous (16-byte) loads along D and writes one
+output row segment. Values are read once per query pair, times and queries once: the kernel is
+memory bound like a copy.
+
+Times are searched in their own dtype (float32, float64 or int64 nanoseconds); the interpolation
+weight is formed from differences in that dtype and divided in float64 for float64/int64 times,
+so an hour-long 1 kHz int64 stream interpolates as exactly as float64 allows.
+
+Alignment of several streams runs in the same launch: the kernel has ``MAX_STREAMS`` stream slots
+(pointers cannot be indexed at run time in Triton), and grid axis 1 enumerates the column blocks
+of all streams; ``tl.static_range`` unrolls one guarded tile call per slot.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+MAX_STREAMS = 4
+"""Stream slots of one launch; ``align`` launches once per group of this many streams."""
+
+# method codes (constexpr)
+LINEAR, PREVIOUS, NEAREST, SLERP = 0, 1, 2, 3
+# out-of-range policy codes (constexpr); "error" runs as CLAMP and checks the mask on the host
+CLAMP, EXTRAPOLATE, FILL_NAN = 0, 1, 2
+# time dtype codes (constexpr)
+TIME_F32, TIME_F64, TIME_I64 = 0, 1, 2
+
+NEARLY_PARALLEL = 0.9995
+"""|cos(angle)| above which slerp falls back to normalised lerp (sin(angle) too small)."""
+
+
+@triton.jit
+def _acos_unit_interval(x):
+    # acos on [0, 1] (Abramowitz & Stegun 4.4.46, |error| <= 2e-8): tl has no acos that exists
+    # in every supported Triton version and in the interpreter.
+    p = -0.0012624911
+    p = p * x + 0.0066700901
+    p = p * x - 0.0170881256
+    p = p * x + 0.0308918810
+    p = p * x - 0.0501743046
+    p = p * x + 0.0889789874
+    p = p * x - 0.2145988016
+    p = p * x + 1.5707963050
+    return tl.sqrt(1.0 - x) * p
+
+
+@triton.jit
+def _interval_weight(q, ta, tb, TIME_KIND: tl.constexpr):
+    """(q - ta) / (tb - ta), 0 for a zero-width interval; float64 for float64/int64 times."""
+    if TIME_KIND == TIME_F32:
+        width = tb - ta
+        w = tl.where(width > 0, (q - ta) / tl.where(width > 0, width, 1.0), 0.0)
+    else:
+        width = (tb - ta).to(tl.float64)
+        offset = (q - ta).to(tl.float64)
+        w = tl.where(width > 0, offset / tl.where(width > 0, width, 1.0), 0.0)
+    return w
+
+
+@triton.jit
+def _resample_tile(
+    q_ptr,
+    q_stride_b,
+    q_stride_t,
+    T,
+    v_ptr,
+    v_stride_b,
+    v_stride_s,
+    t_ptr,
+    t_stride_b,
+    t_stride_s,
+    n,
+    out_ptr,
+    out_stride_b,
+    out_stride_t,
+    out_col,
+    D,
+    mask_ptr,
+    row,
+    t_block,
+    d_block,
+    NUM_STEPS,
+    METHOD: tl.constexpr,
+    POLICY: tl.constexpr,
+    TIME_KIND: tl.constexpr,
+    COMPUTE_F64: tl.constexpr,
+    WRITE_MASK: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    row64 = row.to(tl.int64)
+    offs_t = t_block * BLOCK_T + tl.arange(0, BLOCK_T)
+    t_in = offs_t < T
+    q = tl.load(q_ptr + row64 * q_stride_b + offs_t.to(tl.int64) * q_stride_t, mask=t_in, other=0)
+    times_row = t_ptr + row64 * t_stride_b
+
+    # count = number of source times <= q (searchsorted right), by a fixed-step binary search
+    lo = tl.zeros([BLOCK_T], dtype=tl.int32)
+    hi = tl.zeros([BLOCK_T], dtype=tl.int32) + n
+    for _ in range(NUM_STEPS):
+        active = lo < hi
+        mid = (lo + hi) // 2
+        t_mid = tl.load(times_row + mid.to(tl.int64) * t_stride_s, mask=active & t_in, other=0)
+        go_right = active & (t_mid <= q)
+        lo = tl.where(go_right, mid + 1, lo)
+        hi = tl.where(active & (t_mid > q), mid, hi)
+    count = lo
+
+    # n may be a specialised constant (S == 1): broadcast it to a vector before any cast
+    last = tl.zeros([BLOCK_T], dtype=tl.int32) + (n - 1)
+    t_first = tl.load(times_row + offs_t * 0)
+    t_last = tl.load(times_row + last.to(tl.int64) * t_stride_s)
+    below = q < t_first
+    above = q > t_last
+    is_nan = q != q  # NaN queries never compare: they yield NaN and a False mask
+    in_range = (~below) & (~above) & (~is_nan)
+
+    i0 = tl.minimum(tl.maximum(count - 1, 0), last)
+    i1 = tl.minimum(i0 + 1, last)
+    if METHOD == PREVIOUS:
+        i1 = i0
+    if METHOD == NEAREST:
+        ta0 = tl.load(times_row + i0.to(tl.int64) * t_stride_s, mask=t_in, other=0)
+        tb0 = tl.load(times_row + i1.to(tl.int64) * t_stride_s, mask=t_in, other=0)
+        pick = tl.where((q - ta0) <= (tb0 - q), i0, i1)  # ties go to v[i]
+        i0 = pick
+        i1 = pick
+    # out of range: hold the edge sample, or for linear extrapolation use the edge interval
+    if POLICY == EXTRAPOLATE and METHOD == LINEAR:
+        lo_b = tl.minimum(last, 1)
+        hi_a = tl.maximum(last - 1, 0)
+        ia = tl.where(below, 0, tl.where(above, hi_a, i0))
+        ib = tl.where(below, lo_b, tl.where(above, last, i1))
+    else:
+        ia = tl.where(below, 0, tl.where(above, last, i0))
+        ib = tl.where(below, 0, tl.where(above, last, i1))
+    ta = tl.load(times_row + ia.to(tl.int64) * t_stride_s, mask=t_in, other=0)
+    tb = tl.load(times_row + ib.to(tl.int64) * t_stride_s, mask=t_in, other=0)
+    if POLICY == EXTRAPOLATE and METHOD == LINEAR:
+        # a zero-width edge interval holds the edge sample itself
+        ia = tl.where(above & (tb == ta), ib, ia)
+    if METHOD == LINEAR or METHOD == SLERP:
+        w = _interval_weight(q, ta, tb, TIME_KIND)
+    else:
+        w = tl.zeros([BLOCK_T], dtype=tl.float32)
+    if COMPUTE_F64:
+        w = w.to(tl.float64)
+    else:
+        w = w.to(tl.float32)
+
+    offs_d = d_block * BLOCK_D + tl.arange(0, BLOCK_D)
+    d_in = offs_d < D
+    tile_in = t_in[:, None] & d_in[None, :]
+    values_row = v_ptr + row64 * v_stride_b
+    va = tl.load(values_row + ia.to(tl.int64)[:, None] * v_stride_s + offs_d[None, :], mask=tile_in)
+    vb = tl.load(values_row + ib.to(tl.int64)[:, None] * v_stride_s + offs_d[None, :], mask=tile_in)
+    if COMPUTE_F64:
+        va = va.to(tl.float64)
+        vb = vb.to(tl.float64)
+    else:
+        va = va.to(tl.float32)
+        vb = vb.to(tl.float32)
+    w2 = w[:, None]
+    if METHOD == SLERP:
+        dot = tl.sum(va * vb, axis=1)
+        vb = tl.where((dot < 0)[:, None], -vb, vb)  # shortest path: same hemisphere
+        cos_angle = tl.minimum(tl.abs(dot), 1.0)
+        parallel = cos_angle > NEARLY_PARALLEL
+        angle = _acos_unit_interval(tl.where(parallel, 0.5, cos_angle))
+        inv_sin = 1.0 / tl.sin(angle)
+        ca = tl.where(parallel, 1.0 - w, tl.sin((1.0 - w) * angle) * inv_sin)
+        cb = tl.where(parallel, w, tl.sin(w * angle) * inv_sin)
+        result = ca[:, None] * va + cb[:, None] * vb
+        norm_sq = tl.sum(result * result, axis=1)
+        result = result / tl.sqrt(norm_sq)[:, None]
+    else:
+        # w == 0 returns v[i] exactly (q == t[n-1], holds, previous, nearest)
+        result = tl.where(w2 == 0, va, va + w2 * (vb - va))
+    if POLICY == FILL_NAN:
+        result = tl.where(in_range[:, None], result, float("nan"))
+    result = tl.where(is_nan[:, None], float("nan"), result)
+
+    out_offs = (
+        row64 * out_stride_b
+        + offs_t.to(tl.int64)[:, None] * out_stride_t
+        + (out_col + offs_d)[None, :]
+    )
+    tl.store(out_ptr + out_offs, result.to(out_ptr.dtype.element_ty), mask=tile_in)
+    if WRITE_MASK:
+        if d_block == 0:
+            tl.store(mask_ptr + row64 * T + offs_t, in_range.to(tl.uint8), mask=t_in)
+
+
+@triton.jit
+def _stream_slot(
+    pid_d,
+    first_block,
+    q_ptr,
+    q_stride_b,
+    q_stride_t,
+    T,
+    v_ptr,
+    v_stride_b,
+    v_stride_s,
+    t_ptr,
+    t_stride_b,
+    t_stride_s,
+    lengths_ptr,
+    S,
+    out_ptr,
+    out_stride_b,
+    out_stride_t,
+    out_col,
+    D,
+    mask_ptr,
+    row,
+    t_block,
+    NUM_STEPS,
+    METHOD: tl.constexpr,
+    POLICY: tl.constexpr,
+    TIME_KIND: tl.constexpr,
+    COMPUTE_F64: tl.constexpr,
+    HAS_LENGTHS: tl.constexpr,
+    WRITE_MASK: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    num_blocks = tl.cdiv(D, BLOCK_D)
+    if (pid_d >= first_block) & (pid_d < first_block + num_blocks):
+        if HAS_LENGTHS:
+            # clamp keeps memory safe when checks were skipped (assume_sorted=True)
+            n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 1), S)
+        else:
+            n = S
+        _resample_tile(
+            q_ptr, q_stride_b, q_stride_t, T,
+            v_ptr, v_stride_b, v_stride_s,
+            t_ptr, t_stride_b, t_stride_s, n,
+            out_ptr, out_stride_b, out_stride_t, out_col, D,
+            mask_ptr, row, t_block, pid_d - first_block, NUM_STEPS,
+            METHOD, POLICY, TIME_KIND, COMPUTE_F64, WRITE_MASK, BLOCK_T, BLOCK_D,
+        )  # fmt: skip
+
+
+@triton.jit
+def resample_streams_kernel(
+    q_ptr, q_stride_b, q_stride_t, T, num_t_blocks, lengths_ptr,
+    # stream slot 0
+    v0, v0_sb, v0_ss, t0, t0_sb, t0_ss, S0, o0, o0_sb, o0_st, col0, D0, m0, first0, steps0,
+    # stream slot 1
+    v1, v1_sb, v1_ss, t1, t1_sb, t1_ss, S1, o1, o1_sb, o1_st, col1, D1, m1, first1, steps1,
+    # stream slot 2
+    v2, v2_sb, v2_ss, t2, t2_sb, t2_ss, S2, o2, o2_sb, o2_st, col2, D2, m2, first2, steps2,
+    # stream slot 3
+    v3, v3_sb, v3_ss, t3, t3_sb, t3_ss, S3, o3, o3_sb, o3_st, col3, D3, m3, first3, steps3,
+    NUM_STREAMS: tl.constexpr,
+    METHOD0: tl.constexpr, METHOD1: tl.constexpr, METHOD2: tl.constexpr, METHOD3: tl.constexpr,
+    BLOCK_D0: tl.constexpr, BLOCK_D1: tl.constexpr, BLOCK_D2: tl.constexpr,
+    BLOCK_D3: tl.constexpr,
+    POLICY: tl.constexpr,
+    TIME_KIND: tl.constexpr,
+    COMPUTE_F64: tl.constexpr,
+    HAS_LENGTHS: tl.constexpr,
+    WRITE_MASK: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+):  # fmt: skip
+    # axis 0: (row, query block), query blocks fastest so neighbours share value rows in L2;
+    # axis 1: column blocks of all streams, stream after stream.
+    pid = tl.program_id(0)
+    pid_d = tl.program_id(1)
+    row = pid // num_t_blocks
+    t_block = pid % num_t_blocks
+    _stream_slot(
+        pid_d, first0, q_ptr, q_stride_b, q_stride_t, T, v0, v0_sb, v0_ss, t0, t0_sb, t0_ss,
+        lengths_ptr, S0, o0, o0_sb, o0_st, col0, D0, m0, row, t_block, steps0,
+        METHOD0, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, BLOCK_T, BLOCK_D0,
+    )  # fmt: skip
+    if NUM_STREAMS > 1:
+        _stream_slot(
+            pid_d, first1, q_ptr, q_stride_b, q_stride_t, T, v1, v1_sb, v1_ss, t1, t1_sb, t1_ss,
+            lengths_ptr, S1, o1, o1_sb, o1_st, col1, D1, m1, row, t_block, steps1,
+            METHOD1, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, BLOCK_T, BLOCK_D1,
+        )  # fmt: skip
+    if NUM_STREAMS > 2:
+        _stream_slot(
+            pid_d, first2, q_ptr, q_stride_b, q_stride_t, T, v2, v2_sb, v2_ss, t2, t2_sb, t2_ss,
+            lengths_ptr, S2, o2, o2_sb, o2_st, col2, D2, m2, row, t_block, steps2,
+            METHOD2, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, BLOCK_T, BLOCK_D2,
+        )  # fmt: skip
+    if NUM_STREAMS > 3:
+        _stream_slot(
+            pid_d, first3, q_ptr, q_stride_b, q_stride_t, T, v3, v3_sb, v3_ss, t3, t3_sb, t3_ss,
+            lengths_ptr, S3, o3, o3_sb, o3_st, col3, D3, m3, row, t_block, steps3,
+            METHOD3, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, BLOCK_T, BLOCK_D3,
+        )  # fmt: skip

@@ -1,0 +1,485 @@
+"""Batched trajectory resampling: ``resample(values, times, query_times)``.
+
+Semantics for one row with source times ``t[0..n-1]`` (non-decreasing, duplicates allowed) and a
+query ``q``: ``i = searchsorted(t, q, right=True) - 1``. ``q < t[0]`` or ``q > t[n-1]`` is out of
+range (``out_of_range`` decides); ``q == t[n-1]`` is in range and returns ``v[n-1]`` exactly.
+``linear`` returns ``v[i] + (q - t[i]) / (t[i+1] - t[i]) * (v[i+1] - v[i])`` (a zero-width
+interval returns ``v[i]``), ``previous`` returns ``v[i]``, ``nearest`` the closer of ``v[i]`` and
+``v[i+1]`` (ties to ``v[i]``), ``slerp`` interpolates unit quaternions (xyzw) on the shortest
+path. A NaN query yields NaN and a False mask entry under every policy.
+
+The public function validates, then runs the ``warpforge_robotics::resample`` custom op: the
+Triton kernel on CUDA or under the interpreter, :func:`resample_reference` (identical semantics)
+otherwise. Gradients are the vector-Jacobian product of :func:`resample_reference`.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from warpforge.runtime import ExecutionPath, execution_path
+from warpforge.validation import check_choice, check_same_device, check_tensor, describe
+
+METHODS: tuple[str, ...] = ("linear", "previous", "nearest", "slerp")
+OUT_OF_RANGE: tuple[str, ...] = ("clamp", "extrapolate", "nan", "error")
+VALUE_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+TIME_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float64, torch.int64)
+LENGTH_DTYPES: tuple[torch.dtype, ...] = (torch.int32, torch.int64)
+
+NEARLY_PARALLEL = 0.9995
+"""|cos(angle)| above which slerp falls back to normalised lerp; the kernel uses the same."""
+
+
+# ----------------------------------------------------------------------------------------------
+# argument normalisation
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResampleArgs:
+    """Validated arguments in batched form: values [B, S, D], times [B, S], query [B, T]."""
+
+    values: torch.Tensor
+    times: torch.Tensor
+    query: torch.Tensor
+    lengths: torch.Tensor | None
+    batched: bool
+
+
+def common_time_dtype(times_name: str, times: torch.Tensor, query: torch.Tensor) -> torch.dtype:
+    """The dtype both source and query times are searched in; float32 widens to float64."""
+    if times.dtype == query.dtype:
+        return times.dtype
+    if times.dtype.is_floating_point and query.dtype.is_floating_point:
+        return torch.float64
+    raise TypeError(
+        f"query_times: expected the dtype of {times_name} ({str(times.dtype)[6:]}), or both "
+        f"floating point, got {describe(query)}; int64 nanosecond times need int64 queries"
+    )
+
+
+def batch_times(
+    name: str, times: torch.Tensor, batch: int, samples: int, *, batched: bool
+) -> torch.Tensor:
+    """``times`` as [B, S]; a [S] or [1, S] tensor becomes a stride-0 view (no copy)."""
+    if times.dim() == 1 and times.shape[0] == samples:
+        return times.unsqueeze(0).expand(batch, samples)
+    if batched and times.dim() == 2 and times.shape[1] == samples:
+        if times.shape[0] == batch:
+            return times
+        if times.shape[0] == 1:
+            return times.expand(batch, samples)
+    expected = f"[{batch}, {samples}] or [{samples}]" if batched else f"[{samples}]"
+    raise ValueError(
+        f"{name}: expected shape {expected} (one time per sample of values), got {describe(times)}"
+    )
+
+
+def _batch_query(query: torch.Tensor, batch: int, *, batched: bool) -> torch.Tensor:
+    if query.dim() == 1:
+        return query.unsqueeze(0).expand(batch, query.shape[0])
+    if batched and query.dim() == 2 and query.shape[0] in (batch, 1):
+        return query.expand(batch, query.shape[1])
+    expected = f"[{batch}, T] or [T]" if batched else "[T]"
+    raise ValueError(f"query_times: expected shape {expected}, got {describe(query)}")
+
+
+def _normalize(
+    values: object, times: object, query_times: object, lengths: object, method: str
+) -> ResampleArgs:
+    values = check_tensor("values", values, dtypes=VALUE_DTYPES, ndim=(2, 3))
+    times = check_tensor("times", times, dtypes=TIME_DTYPES, ndim=(1, 2))
+    query = check_tensor("query_times", query_times, dtypes=TIME_DTYPES, ndim=(1, 2))
+    if lengths is not None:
+        lengths = check_tensor("lengths", lengths, dtypes=LENGTH_DTYPES, ndim=1)
+    check_same_device(values=values, times=times, query_times=query, lengths=lengths)
+    batched = values.dim() == 3
+    if not batched:
+        values = values.unsqueeze(0)
+    batch, samples, width = values.shape
+    if method == "slerp" and width != 4:
+        raise ValueError(
+            f"values: method='slerp' expects unit quaternions (xyzw) in the last dimension "
+            f"(size 4), got {describe(values)}"
+        )
+    times = batch_times("times", times, batch, samples, batched=batched)
+    query = _batch_query(query, batch, batched=batched)
+    dtype = common_time_dtype("times", times, query)
+    times, query = times.to(dtype), query.to(dtype)
+    if lengths is not None and lengths.shape[0] != batch:
+        raise ValueError(
+            f"lengths: expected shape [{batch}] (one length per batch row of values), "
+            f"got {describe(lengths)}"
+        )
+    if values.stride(-1) != 1:
+        values = values.contiguous()  # 16-byte loads along D need unit stride there
+    return ResampleArgs(values, times, query, lengths, batched)
+
+
+def check_sorted_times(name: str, times: torch.Tensor, lengths: torch.Tensor | None) -> None:
+    """Raise ValueError naming the first row whose valid times decrease, hold NaN, or whose length
+    is outside ``[1, S]``. Costs a few reductions and one device-to-host sync."""
+    samples = times.shape[1]
+    rows = times[:1] if times.stride(0) == 0 and lengths is None else times
+    if lengths is not None:
+        valid = torch.arange(samples, device=times.device) < lengths.unsqueeze(1)
+    else:
+        valid = torch.ones((1, samples), dtype=torch.bool, device=times.device)
+    decreasing = (rows[:, 1:] < rows[:, :-1]) & valid[:, 1:] if samples > 1 else None
+    nan = torch.isnan(rows) & valid if rows.dtype.is_floating_point else None
+    bad_rows = torch.zeros(rows.shape[0], dtype=torch.bool, device=rows.device)
+    if decreasing is not None:
+        bad_rows |= decreasing.any(dim=1)
+    if nan is not None:
+        bad_rows |= nan.any(dim=1)
+    if lengths is not None:
+        bad_rows |= (lengths < 1) | (lengths > samples)
+    if not bool(bad_rows.any()):  # the one sync of the common case
+        return
+    row = int(bad_rows.nonzero()[0, 0])
+    if lengths is not None and not 1 <= int(lengths[row]) <= samples:
+        raise ValueError(
+            f"lengths: expected every length in [1, {samples}], got {int(lengths[row])} in row {row}"
+        )
+    if nan is not None and bool(nan[row].any()):
+        col = int(nan[row].nonzero()[0, 0])
+        raise ValueError(f"{name}: row {row} holds NaN at sample {col}; times must be numbers")
+    col = int(decreasing[row].nonzero()[0, 0]) + 1
+    raise ValueError(
+        f"{name}: expected non-decreasing times in every row, but row {row} decreases at sample "
+        f"{col} ({rows[row, col - 1].item()!r} -> {rows[row, col].item()!r}); sort it, or pass "
+        "assume_sorted=True only when it is sorted"
+    )
+
+
+def raise_out_of_range(mask: torch.Tensor, query: torch.Tensor, what: str = "") -> None:
+    """For ``out_of_range='error'``: raise naming the first out-of-range row and query time."""
+    if bool(mask.all()):  # one device-to-host sync
+        return
+    row, col = (int(i) for i in (~mask).nonzero()[0])
+    raise ValueError(
+        f"query_times: {what}row {row} query {col} (time {query[row, col].item()!r}) lies outside "
+        "the source times [t[0], t[n-1]] and out_of_range='error'"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# the PyTorch reference path (same semantics as the kernel; also the autograd formula)
+# ----------------------------------------------------------------------------------------------
+
+
+def _slerp(va: torch.Tensor, vb: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    dot = (va * vb).sum(-1, keepdim=True)
+    vb = torch.where(dot < 0, -vb, vb)
+    cos_angle = dot.abs().clamp(max=1.0)
+    parallel = cos_angle > NEARLY_PARALLEL
+    # a safe angle on the lerp branch keeps acos' infinite slope out of the gradient
+    angle = torch.acos(torch.where(parallel, torch.full_like(cos_angle, 0.5), cos_angle))
+    inv_sin = 1.0 / torch.sin(angle)
+    ca = torch.where(parallel, 1.0 - w, torch.sin((1.0 - w) * angle) * inv_sin)
+    cb = torch.where(parallel, w, torch.sin(w * angle) * inv_sin)
+    result = ca * va + cb * vb
+    return result / result.norm(dim=-1, keepdim=True)
+
+
+def resample_reference(
+    values: torch.Tensor,
+    times: torch.Tensor,
+    query: torch.Tensor,
+    lengths: torch.Tensor | None = None,
+    method: str = "linear",
+    out_of_range: str = "clamp",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batched ``searchsorted`` + gather + lerp in PyTorch: ``(out [B, T, D], in-range mask)``.
+
+    ``values`` [B, S, D], ``times`` [B, S] and ``query`` [B, T] (same dtype). Computes in float32
+    (float64 for float64 values); weights in float64 for float64/int64 times. Differentiable.
+    """
+    batch, samples, width = values.shape
+    compute = torch.float64 if values.dtype == torch.float64 else torch.float32
+    times = times.expand(batch, samples).contiguous()
+    query = query.expand(batch, query.shape[-1]).contiguous()
+    if lengths is None:
+        n = torch.full((batch, 1), samples, dtype=torch.int64, device=values.device)
+        searched = times
+    else:
+        n = lengths.to(torch.int64).clamp(1, samples).unsqueeze(1)
+        pad = torch.arange(samples, device=times.device) >= n
+        top = torch.finfo(times.dtype).max if times.dtype.is_floating_point else 2**63 - 1
+        searched = times.masked_fill(pad, top)  # padding sorts after every valid time
+    count = torch.minimum(torch.searchsorted(searched, query.detach(), right=True), n)
+    last = n - 1
+    t_first = times[:, :1]
+    t_last = times.gather(1, last)
+    below, above = query < t_first, query > t_last
+    is_nan = torch.isnan(query) if query.dtype.is_floating_point else torch.zeros_like(below)
+    in_range = ~below & ~above & ~is_nan
+
+    i0 = torch.minimum((count - 1).clamp(min=0), last)
+    i1 = torch.minimum(i0 + 1, last)
+    if method == "previous":
+        i1 = i0
+    elif method == "nearest":
+        ta0, tb0 = times.gather(1, i0), times.gather(1, i1)
+        i0 = i1 = torch.where((query - ta0) <= (tb0 - query), i0, i1)
+    zero = torch.zeros_like(i0)
+    extrapolate = out_of_range == "extrapolate" and method == "linear"
+    if extrapolate:
+        ia = torch.where(below, zero, torch.where(above, (last - 1).clamp(min=0), i0))
+        ib = torch.where(below, torch.minimum(last, zero + 1), torch.where(above, last, i1))
+    else:
+        ia = torch.where(below, zero, torch.where(above, last, i0))
+        ib = torch.where(below, zero, torch.where(above, last, i1))
+    ta, tb = times.gather(1, ia), times.gather(1, ib)
+    if extrapolate:
+        ia = torch.where(above & (tb == ta), ib, ia)
+
+    if method in ("linear", "slerp"):
+        weight_dtype = torch.float32 if times.dtype == torch.float32 else torch.float64
+        width_t = (tb - ta).to(weight_dtype)
+        positive = width_t > 0
+        safe = torch.where(positive, width_t, torch.ones_like(width_t))
+        w = torch.where(positive, (query - ta).to(weight_dtype) / safe, torch.zeros_like(safe))
+        w = w.to(compute)
+    else:
+        w = torch.zeros(query.shape, dtype=compute, device=values.device)
+
+    def rows(index: torch.Tensor) -> torch.Tensor:
+        return values.gather(1, index.unsqueeze(-1).expand(batch, index.shape[1], width))
+
+    va, vb = rows(ia).to(compute), rows(ib).to(compute)
+    w3 = w.unsqueeze(-1)
+    if method == "slerp":
+        result = _slerp(va, vb, w3)
+    else:
+        result = torch.where(w3 == 0, va, va + w3 * (vb - va))
+    nan = torch.full_like(result, float("nan"))
+    if out_of_range == "nan":
+        result = torch.where(in_range.unsqueeze(-1), result, nan)
+    result = torch.where(is_nan.unsqueeze(-1), nan, result)
+    return result.to(values.dtype), in_range
+
+
+# ----------------------------------------------------------------------------------------------
+# the Triton launch (shared with align)
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamLaunch:
+    """One stream of a launch: values [B, S, D], times [B, S] and where its output goes."""
+
+    values: torch.Tensor
+    times: torch.Tensor
+    out: torch.Tensor
+    """[B, T, >= out_col + D] with unit stride along the last dimension."""
+    out_col: int
+    method: str
+    mask: torch.Tensor | None
+    """[B, T] uint8, written when the launch writes masks."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _launch_config(queries: int, width: int, element_size: int, method: str) -> tuple[int, int]:
+    """Tuning knobs of the resample kernel: ``(BLOCK_T, BLOCK_D)`` for one stream.
+
+    A column block spans the whole row up to 256 elements (16-byte vectors for every dtype); the
+    query block fills a tile of about 4096 elements so each program has enough loads in flight
+    to hide the binary search's latency, but no more queries than exist.
+    """
+    if method == "slerp":
+        block_d = 4
+    else:
+        block_d = min(triton_next_power_of_2(width), 256 if element_size <= 2 else 128)
+    block_t = max(1, min(4096 // block_d, 256, triton_next_power_of_2(queries)))
+    return block_t, block_d
+
+
+def triton_next_power_of_2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+_METHOD_CODES = {"linear": 0, "previous": 1, "nearest": 2, "slerp": 3}
+_POLICY_CODES = {"clamp": 0, "extrapolate": 1, "nan": 2, "error": 0}
+_TIME_CODES = {torch.float32: 0, torch.float64: 1, torch.int64: 2}
+
+
+def launch_streams(
+    streams: list[StreamLaunch],
+    query: torch.Tensor,
+    lengths: torch.Tensor | None,
+    out_of_range: str,
+) -> None:
+    """Resample up to ``MAX_STREAMS`` streams onto ``query`` [B, T] in one kernel launch."""
+    from warpforge.robotics._kernels import resample as kernels
+
+    if len(streams) > kernels.MAX_STREAMS:
+        raise ValueError(f"at most {kernels.MAX_STREAMS} streams per launch, got {len(streams)}")
+    batch, queries = query.shape
+    block_t = max(
+        _launch_config(queries, s.values.shape[2], s.values.element_size(), s.method)[0]
+        for s in streams
+    )
+    num_t_blocks = -(-queries // block_t)
+    write_mask = streams[0].mask is not None
+    slot_args: list[object] = []
+    methods: list[int] = []
+    block_ds: list[int] = []
+    first_block = 0
+    for slot in range(kernels.MAX_STREAMS):
+        s = streams[min(slot, len(streams) - 1)]
+        _, samples, width = s.values.shape
+        _, block_d = _launch_config(queries, width, s.values.element_size(), s.method)
+        mask = s.mask if s.mask is not None else query
+        slot_args += [
+            s.values, s.values.stride(0), s.values.stride(1),
+            s.times, s.times.stride(0), s.times.stride(1), samples,
+            s.out, s.out.stride(0), s.out.stride(1), s.out_col, width,
+            mask, first_block, samples.bit_length(),
+        ]  # fmt: skip
+        methods.append(_METHOD_CODES[s.method])
+        block_ds.append(block_d)
+        if slot < len(streams):
+            first_block += -(-width // block_d)
+    tile = block_t * max(block_ds[: len(streams)])
+    kernels.resample_streams_kernel[(batch * num_t_blocks, first_block)](
+        query, query.stride(0), query.stride(1), queries, num_t_blocks,
+        lengths if lengths is not None else query,
+        *slot_args,
+        NUM_STREAMS=len(streams),
+        METHOD0=methods[0], METHOD1=methods[1], METHOD2=methods[2], METHOD3=methods[3],
+        BLOCK_D0=block_ds[0], BLOCK_D1=block_ds[1], BLOCK_D2=block_ds[2], BLOCK_D3=block_ds[3],
+        POLICY=_POLICY_CODES[out_of_range],
+        TIME_KIND=_TIME_CODES[query.dtype],
+        COMPUTE_F64=streams[0].values.dtype == torch.float64,
+        HAS_LENGTHS=lengths is not None,
+        WRITE_MASK=write_mask,
+        BLOCK_T=block_t,
+        num_warps=4 if tile >= 2048 else 2,
+    )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------
+# the custom op
+# ----------------------------------------------------------------------------------------------
+
+
+def _resample_impl(
+    values: torch.Tensor,
+    times: torch.Tensor,
+    query: torch.Tensor,
+    lengths: torch.Tensor | None,
+    method: str,
+    out_of_range: str,
+    write_mask: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    if execution_path(values.device) is ExecutionPath.TORCH_REFERENCE:
+        out, mask = resample_reference(values, times, query, lengths, method, out_of_range)
+        return out, mask if write_mask else mask.new_empty(0)
+    batch, queries = query.shape
+    out = values.new_empty(batch, queries, values.shape[2])
+    mask = torch.empty(batch, queries if write_mask else 0, dtype=torch.uint8, device=query.device)
+    stream = StreamLaunch(values, times, out, 0, method, mask if write_mask else None)
+    launch_streams([stream], query, lengths, out_of_range)
+    return out, mask.view(torch.bool) if write_mask else mask.view(torch.bool).reshape(0)
+
+
+@torch.library.custom_op("warpforge_robotics::resample", mutates_args=())
+def _resample_op(
+    values: torch.Tensor,
+    times: torch.Tensor,
+    query: torch.Tensor,
+    lengths: torch.Tensor | None,
+    method: str,
+    out_of_range: str,
+    write_mask: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _resample_impl(values, times, query, lengths, method, out_of_range, write_mask)
+
+
+@_resample_op.register_fake
+def _(values, times, query, lengths, method, out_of_range, write_mask):
+    batch, queries = query.shape
+    out = values.new_empty(batch, queries, values.shape[2])
+    mask = query.new_empty((batch, queries) if write_mask else (0,), dtype=torch.bool)
+    return out, mask
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    values, times, query, lengths, method, out_of_range, _ = inputs
+    ctx.save_for_backward(values, times, query, lengths)
+    ctx.method, ctx.out_of_range = method, out_of_range
+
+
+def _backward(ctx, grad_out, grad_mask):
+    values, times, query, lengths = ctx.saved_tensors
+    need_values, _, need_query = ctx.needs_input_grad[:3]
+    need_query = need_query and query.dtype.is_floating_point
+    with torch.enable_grad():
+        v = values.detach().requires_grad_(need_values)
+        q = query.detach().requires_grad_(need_query)
+        out, _ = resample_reference(v, times, q, lengths, ctx.method, ctx.out_of_range)
+        wrt = [x for x, need in ((v, need_values), (q, need_query)) if need]
+        grads = iter(torch.autograd.grad(out, wrt, grad_out, allow_unused=True)) if wrt else None
+    grad_values = next(grads) if need_values else None
+    grad_query = next(grads) if need_query else None
+    if grad_query is not None:
+        grad_query = torch.nan_to_num(grad_query, nan=0.0)  # NaN queries have no slope
+    return grad_values, None, grad_query, None, None, None, None
+
+
+_resample_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _needs_op(*tensors: torch.Tensor) -> bool:
+    """The dispatcher is needed for autograd and torch.compile; plain calls skip its overhead."""
+    compiling = getattr(torch.compiler, "is_compiling", lambda: False)()
+    return compiling or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+
+
+def resample(
+    values: torch.Tensor,
+    times: torch.Tensor,
+    query_times: torch.Tensor,
+    *,
+    method: str = "linear",
+    out_of_range: str = "clamp",
+    lengths: torch.Tensor | None = None,
+    return_mask: bool = False,
+    assume_sorted: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Resample ``values`` sampled at ``times`` onto ``query_times``.
+
+    Args:
+        values: [B, S, D] or [S, D]; float32, float16, bfloat16 (or float64).
+        times: [B, S] or [S] (broadcast / stride-0 views welcome); float32, float64 or int64 ns.
+        query_times: [B, T] or [T]; the dtype of ``times`` (floats may mix; they widen).
+        method: ``"linear"``, ``"previous"``, ``"nearest"`` or ``"slerp"`` (D == 4, xyzw).
+        out_of_range: ``"clamp"``, ``"extrapolate"`` (linear only; others clamp), ``"nan"`` or
+            ``"error"`` (ValueError naming the row and query; one device sync).
+        lengths: [B] int; only the first ``lengths[b]`` samples of row b are valid.
+        return_mask: also return the bool [B, T] mask of in-range queries.
+        assume_sorted: skip the check that valid times are non-decreasing and not NaN (and that
+            lengths lie in [1, S]); the check costs a few reductions and one device sync.
+
+    Returns:
+        [B, T, D] (or [T, D]) in the dtype of ``values``; with ``return_mask``, also the mask.
+    """
+    check_choice("method", method, METHODS)
+    check_choice("out_of_range", out_of_range, OUT_OF_RANGE)
+    args = _normalize(values, times, query_times, lengths, method)
+    if not assume_sorted:
+        check_sorted_times("times", args.times, args.lengths)
+    write_mask = return_mask or out_of_range == "error"
+    call = _resample_op if _needs_op(args.values, args.query) else _resample_impl
+    out, mask = call(
+        args.values, args.times, args.query, args.lengths, method, out_of_range, write_mask
+    )
+    if out_of_range == "error":
+        raise_out_of_range(mask, args.query)
+    if not args.batched:
+        out, mask = out[0], mask[0] if write_mask else mask
+    return (out, mask) if return_mask else out
