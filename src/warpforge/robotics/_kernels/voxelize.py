@@ -38,12 +38,7 @@ def voxelize_kernel(
     N,
     C,
     num_batches,
-    min_x,
-    min_y,
-    min_z,
-    size_x,
-    size_y,
-    size_z,
+    grid_ptr,
     X,
     Y,
     Z,
@@ -57,6 +52,13 @@ def voxelize_kernel(
     offs = tl.program_id(0).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     in_n = offs < N
     base = points_ptr + offs * points_stride_n
+    # grid_min and voxel_size as float64 (a float argument would arrive as float32)
+    min_x = tl.load(grid_ptr)
+    min_y = tl.load(grid_ptr + 1)
+    min_z = tl.load(grid_ptr + 2)
+    size_x = tl.load(grid_ptr + 3)
+    size_y = tl.load(grid_ptr + 4)
+    size_z = tl.load(grid_ptr + 5)
     ix, in_x = _axis_index(tl.load(base, mask=in_n, other=0), min_x, size_x, X)
     iy, in_y = _axis_index(tl.load(base + points_stride_k, mask=in_n, other=0), min_y, size_y, Y)
     iz, in_z = _axis_index(
