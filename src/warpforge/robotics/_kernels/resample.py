@@ -178,7 +178,8 @@ def _resample_tile(
         cb = tl.where(parallel, w, tl.sin(w * angle) * inv_sin)
         result = ca[:, None] * va + cb[:, None] * vb
         norm_sq = tl.sum(result * result, axis=1)
-        result = result / tl.sqrt(norm_sq)[:, None]
+        # masked-off lanes hold zeros: keep them away from 0 / 0
+        result = result / tl.sqrt(tl.where(norm_sq > 0, norm_sq, 1.0))[:, None]
     else:
         # w == 0 returns v[i] exactly (q == t[n-1], holds, previous, nearest)
         result = tl.where(w2 == 0, va, va + w2 * (vb - va))
