@@ -115,10 +115,12 @@ def _align_impl(
     batch, queries = query.shape
     widths = [v.shape[2] for v in values]
     if execution_path(query.device) is ExecutionPath.TORCH_REFERENCE:
+        # concatenated output is float32 straight from the float32 arithmetic, as in the kernel
         results = [
-            resample_reference(v, t, query, None, m, out_of_range)
+            resample_reference(v.float() if concat and v.dtype != torch.float64 else v, t, query,
+                               None, m, out_of_range)
             for v, t, m in zip(values, times, methods)
-        ]
+        ]  # fmt: skip
         masks = [mask for _, mask in results]
         outs = [out for out, _ in results]
         if concat:
@@ -200,7 +202,7 @@ def _backward(ctx, grads):
             out, _ = resample_reference(leaf, t, query, None, ctx.methods[k], ctx.out_of_range)
             (grad,) = torch.autograd.grad(out, [leaf], g.to(out.dtype))
         grad_values.append(grad)
-    return grad_values, None, None, None, None, None
+    return grad_values, [None] * n, None, None, None, None
 
 
 _align_op.register_autograd(_backward, setup_context=_setup_context)
