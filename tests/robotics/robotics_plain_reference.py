@@ -14,7 +14,7 @@ NAN = float("nan")
 
 
 def _lerp(a: list[float], b: list[float], w: float) -> list[float]:
-    return [x + w * (y - x) for x, y in zip(a, b)]
+    return [x + w * (y - x) for x, y in zip(a, b, strict=True)]
 
 
 def _weight(q, ta, tb) -> float:
@@ -23,7 +23,7 @@ def _weight(q, ta, tb) -> float:
 
 
 def _slerp(a: list[float], b: list[float], w: float) -> list[float]:
-    dot = sum(x * y for x, y in zip(a, b))
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
     if dot < 0:
         b, dot = [-y for y in b], -dot
     dot = min(dot, 1.0)
@@ -33,7 +33,7 @@ def _slerp(a: list[float], b: list[float], w: float) -> list[float]:
         angle = math.acos(dot)
         ca = math.sin((1 - w) * angle) / math.sin(angle)
         cb = math.sin(w * angle) / math.sin(angle)
-        out = [ca * x + cb * y for x, y in zip(a, b)]
+        out = [ca * x + cb * y for x, y in zip(a, b, strict=True)]
     norm = math.sqrt(sum(x * x for x in out))
     return [x / norm for x in out]
 
@@ -108,11 +108,13 @@ def voxelize(
     for k, p in enumerate(points.double().tolist()):
         index = []
         for axis in range(3):
-            cell = math.floor((p[axis] - grid_min[axis]) / voxel_size[axis]) if not math.isnan(
-                p[axis]
-            ) else -1
+            cell = (
+                math.floor((p[axis] - grid_min[axis]) / voxel_size[axis])
+                if not math.isnan(p[axis])
+                else -1
+            )
             index.append(cell)
-        inside = all(0 <= c < s for c, s in zip(index, grid_size))
+        inside = all(0 <= c < s for c, s in zip(index, grid_size, strict=True))
         if not inside or not 0 <= batches[k] < batch_size:
             continue
         cells.setdefault((batches[k], *index), []).append(feats[k] if feats else [1.0])
@@ -125,9 +127,11 @@ def voxelize(
         elif reduce == "count":
             out[key] = len(rows)
         elif reduce == "sum":
-            out[key] = torch.tensor([sum(c) for c in zip(*rows)], dtype=torch.float64)
+            out[key] = torch.tensor([sum(c) for c in zip(*rows, strict=True)], dtype=torch.float64)
         elif reduce == "mean":
-            out[key] = torch.tensor([sum(c) / len(c) for c in zip(*rows)], dtype=torch.float64)
+            out[key] = torch.tensor(
+                [sum(c) / len(c) for c in zip(*rows, strict=True)], dtype=torch.float64
+            )
         else:
-            out[key] = torch.tensor([max(c) for c in zip(*rows)], dtype=torch.float64)
+            out[key] = torch.tensor([max(c) for c in zip(*rows, strict=True)], dtype=torch.float64)
     return out

@@ -42,7 +42,7 @@ def test_list_output_in_own_dtypes_and_per_stream_methods(cpu_path: str) -> None
     query = torch.rand(2, 11, generator=g) * 12 - 1
     outs = align(streams, query, methods=methods, out_of_range="nan", concat=False)
     assert [o.dtype for o in outs] == [v.dtype for v, _ in streams]
-    for out, (v, t), method in zip(outs, streams, methods):
+    for out, (v, t), method in zip(outs, streams, methods, strict=True):
         expected = resample(v, t, query, method=method, out_of_range="nan")
         assert torch.equal(out.isnan(), expected.isnan())
         assert torch.equal(out.nan_to_num(0), expected.nan_to_num(0))

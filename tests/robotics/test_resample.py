@@ -42,9 +42,7 @@ def resample_case(draw: st.DrawFn) -> dict:
         sorted(draw(st.lists(st.integers(0, 12), min_size=samples, max_size=samples)))
         for _ in range(batch - 1)
     ]
-    query = [
-        [draw(st.integers(-16, 112)) / 8 for _ in range(queries)] for _ in range(batch)
-    ]
+    query = [[draw(st.integers(-16, 112)) / 8 for _ in range(queries)] for _ in range(batch)]
     use_lengths = draw(st.booleans())
     lengths = [draw(st.integers(1, samples)) for _ in range(batch)] if use_lengths else None
     return {

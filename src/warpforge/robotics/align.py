@@ -47,7 +47,9 @@ def _normalize(
     streams: object, query_times: object, methods: object
 ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor, list[str], bool]:
     if isinstance(streams, (str, bytes, torch.Tensor)) or not isinstance(streams, Sequence):
-        raise TypeError(f"streams: expected a sequence of (values, times) pairs, got {describe(streams)}")
+        raise TypeError(
+            f"streams: expected a sequence of (values, times) pairs, got {describe(streams)}"
+        )
     if len(streams) == 0:
         raise ValueError("streams: expected at least one (values, times) pair, got none")
     if isinstance(methods, str):
@@ -86,15 +88,15 @@ def _normalize(
             )
     dtype = _common_dtype(times_list, query)
     if query.dim() == 2 and not (batched and query.shape[0] in (batch, 1)):
-        raise ValueError(
-            f"query_times: expected shape [{batch}, T] or [T], got {describe(query)}"
-        )
+        raise ValueError(f"query_times: expected shape [{batch}, T] or [T], got {describe(query)}")
     query = query.to(dtype)
-    query = query.expand(batch, query.shape[-1]) if query.dim() == 2 else query.unsqueeze(0).expand(
-        batch, query.shape[0]
+    query = (
+        query.expand(batch, query.shape[-1])
+        if query.dim() == 2
+        else query.unsqueeze(0).expand(batch, query.shape[0])
     )
     values_out, times_out = [], []
-    for k, (v, t) in enumerate(zip(values_list, times_list)):
+    for k, (v, t) in enumerate(zip(values_list, times_list, strict=True)):
         v = v if batched else v.unsqueeze(0)
         if v.stride(-1) != 1:
             v = v.contiguous()
@@ -119,7 +121,7 @@ def _align_impl(
         results = [
             resample_reference(v.float() if concat and v.dtype != torch.float64 else v, t, query,
                                None, m, out_of_range)
-            for v, t, m in zip(values, times, methods)
+            for v, t, m in zip(values, times, methods, strict=True)
         ]  # fmt: skip
         masks = [mask for _, mask in results]
         outs = [out for out, _ in results]
@@ -139,7 +141,7 @@ def _align_impl(
         targets = [(o, 0) for o in outs]
     launches = [
         StreamLaunch(v, t, out, col, m, masks[k] if write_mask else None)
-        for k, (v, t, m, (out, col)) in enumerate(zip(values, times, methods, targets))
+        for k, (v, t, m, (out, col)) in enumerate(zip(values, times, methods, targets, strict=True))
     ]
     from warpforge.robotics._kernels.resample import MAX_STREAMS
 
@@ -187,7 +189,7 @@ def _backward(ctx, grads):
     values, times = rest[:n], rest[n:]
     grad_values = []
     column = 0
-    for k, (v, t) in enumerate(zip(values, times)):
+    for k, (v, t) in enumerate(zip(values, times, strict=True)):
         width = v.shape[2]
         if ctx.concat:
             g = grads[0][..., column : column + width]

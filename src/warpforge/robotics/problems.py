@@ -151,7 +151,7 @@ def _align_inputs(
     widths = (shape["D_camera"], shape["D_joint"], shape["D_force"])
     dtypes = (camera, torch.float32, torch.float32)
     inputs: list[torch.Tensor] = []
-    for rate, width, value_dtype in zip(_STREAM_RATES_HZ, widths, dtypes):
+    for rate, width, value_dtype in zip(_STREAM_RATES_HZ, widths, dtypes, strict=True):
         samples = rate * seconds
         values = torch.randn(b, samples, width, generator=generator).to(value_dtype)
         times = _sorted_times(b, samples, generator) * (seconds / _SPAN_S)
@@ -188,7 +188,7 @@ def _align_bytes(shape: Shape, dtype: torch.dtype) -> float:
     sizes = (2, 4, 4)
     queries = 50 * seconds
     total = b * queries * 4 + b * queries * sum(widths) * 4  # queries, float32 output
-    for rate, width, size in zip(_STREAM_RATES_HZ, widths, sizes):
+    for rate, width, size in zip(_STREAM_RATES_HZ, widths, sizes, strict=True):
         total += b * rate * seconds * (width * size + 4)  # values once, times
     return float(total)
 

@@ -25,7 +25,12 @@ from warpforge.validation import check_choice, check_same_device, check_tensor, 
 
 METHODS: tuple[str, ...] = ("linear", "previous", "nearest", "slerp")
 OUT_OF_RANGE: tuple[str, ...] = ("clamp", "extrapolate", "nan", "error")
-VALUE_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+VALUE_DTYPES: tuple[torch.dtype, ...] = (
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.float64,
+)
 TIME_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float64, torch.int64)
 LENGTH_DTYPES: tuple[torch.dtype, ...] = (torch.int32, torch.int64)
 

@@ -35,13 +35,15 @@ _INDEX_DTYPES = (torch.int32, torch.int64)
 
 
 def _triple(name: str, value: object, *, positive: bool) -> list[float]:
-    items = [value] * 3 if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+    items = (
+        [value] * 3 if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+    )
     if isinstance(items, torch.Tensor):
         items = items.tolist()
     if not isinstance(items, Sequence) or len(items) != 3:
         raise ValueError(f"{name}: expected a number or three (x, y, z), got {describe(value)}")
     out = []
-    for axis, item in zip("xyz", items):
+    for axis, item in zip("xyz", items, strict=True):
         if positive:
             out.append(check_positive(f"{name}[{axis}]", item))
         elif isinstance(item, bool) or not isinstance(item, (int, float)) or item != item:
@@ -57,14 +59,17 @@ def _grid_size(value: object) -> list[int]:
         raise ValueError(
             f"grid_size: expected an int or three ints (X, Y, Z), got {describe(value)}"
         )
-    for axis, item in zip("xyz", items):
+    for axis, item in zip("xyz", items, strict=True):
         if isinstance(item, bool) or not isinstance(item, int) or item < 1:
             raise ValueError(f"grid_size[{axis}]: expected an int >= 1, got {describe(item)}")
     return [int(i) for i in items]
 
 
 def _voxel_indices(
-    points: torch.Tensor, grid_min: Sequence[float], voxel_size: Sequence[float], size: Sequence[int]
+    points: torch.Tensor,
+    grid_min: Sequence[float],
+    voxel_size: Sequence[float],
+    size: Sequence[int],
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per point: (flat spatial voxel index, inside-grid flag), in float64 like the kernel."""
     cells = torch.floor(

@@ -145,7 +145,7 @@ def _resample_tile(
     if POLICY == EXTRAPOLATE and METHOD == LINEAR:
         # a zero-width edge interval holds the edge sample itself
         ia = tl.where(above & (tb == ta), ib, ia)
-    if METHOD == LINEAR or METHOD == SLERP:
+    if METHOD == LINEAR or METHOD == SLERP:  # noqa: SIM109 (Triton constexpr test)
         w = _interval_weight(q, ta, tb, TIME_KIND)
     else:
         w = tl.zeros([BLOCK_T], dtype=tl.float32)
@@ -193,7 +193,7 @@ def _resample_tile(
         + (out_col + offs_d)[None, :]
     )
     tl.store(out_ptr + out_offs, result.to(out_ptr.dtype.element_ty), mask=tile_in)
-    if WRITE_MASK:
+    if WRITE_MASK:  # noqa: SIM102 (constexpr guard, then a run-time test)
         if d_block == 0:
             tl.store(mask_ptr + row64 * T + offs_t, in_range.to(tl.uint8), mask=t_in)
 
