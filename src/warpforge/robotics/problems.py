@@ -84,8 +84,10 @@ def _compiled(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any]]:
 def _resample_bytes(shape: Shape, dtype: torch.dtype) -> float:
     b, s, t, d = shape["B"], shape["S"], shape["T"], shape["D"]
     size = torch.empty((), dtype=dtype).element_size()
-    # values once, times, queries (float32), the output once
-    return float(b * s * d * size + b * s * 4 + b * t * 4 + b * t * d * size)
+    # the samples that can bracket a query (all of them unless T < S / 2) with their times,
+    # the queries, the output once
+    needed = min(s, 2 * t)
+    return float(b * needed * (d * size + 4) + b * t * 4 + b * t * d * size)
 
 
 def _resample_flops(shape: Shape, dtype: torch.dtype) -> float:
@@ -189,7 +191,8 @@ def _align_bytes(shape: Shape, dtype: torch.dtype) -> float:
     queries = 50 * seconds
     total = b * queries * 4 + b * queries * sum(widths) * 4  # queries, float32 output
     for rate, width, size in zip(_STREAM_RATES_HZ, widths, sizes, strict=True):
-        total += b * rate * seconds * (width * size + 4)  # values once, times
+        # at most two bracketing samples per query (the 1 kHz stream is read sparsely)
+        total += b * min(rate * seconds, 2 * queries) * (width * size + 4)
     return float(total)
 
 

@@ -321,50 +321,61 @@ def launch_streams(
     """Resample up to ``MAX_STREAMS`` streams onto ``query`` [B, T] in one kernel launch."""
     from warpforge.robotics._kernels import resample as kernels
 
-    if len(streams) > kernels.MAX_STREAMS:
-        raise ValueError(f"at most {kernels.MAX_STREAMS} streams per launch, got {len(streams)}")
+    if not 1 <= len(streams) <= kernels.MAX_STREAMS:
+        raise ValueError(f"1 to {kernels.MAX_STREAMS} streams per launch, got {len(streams)}")
     batch, queries = query.shape
-    block_t = max(
-        _launch_config(queries, s.values.shape[2], s.values.element_size(), s.method)[0]
+    configs = [
+        _launch_config(queries, s.values.shape[2], s.values.element_size(), s.method)
         for s in streams
-    )
+    ]
+    # the query block is shared: the smallest keeps the widest stream's tile in registers
+    block_t = min(block for block, _ in configs)
     num_t_blocks = -(-queries // block_t)
-    write_mask = streams[0].mask is not None
+    tile = block_t * max(block_d for _, block_d in configs)
+    common = {
+        "POLICY": _POLICY_CODES[out_of_range],
+        "TIME_KIND": _TIME_CODES[query.dtype],
+        "COMPUTE_F64": any(s.values.dtype == torch.float64 for s in streams),
+        "HAS_LENGTHS": lengths is not None,
+        "WRITE_MASK": streams[0].mask is not None,
+        "BLOCK_T": block_t,
+        "num_warps": 4 if tile >= 2048 else 2,
+    }
+    head = (query, query.stride(0), query.stride(1), queries, num_t_blocks,
+            lengths if lengths is not None else query)  # fmt: skip
     slot_args: list[object] = []
-    methods: list[int] = []
-    block_ds: list[int] = []
     first_block = 0
-    for slot in range(kernels.MAX_STREAMS):
-        s = streams[min(slot, len(streams) - 1)]
+    for s, (_, block_d) in zip(streams, configs, strict=True):
         _, samples, width = s.values.shape
-        _, block_d = _launch_config(queries, width, s.values.element_size(), s.method)
-        mask = s.mask if s.mask is not None else query
-        slot_args += [
+        slot_args.append([
             s.values, s.values.stride(0), s.values.stride(1),
             s.times, s.times.stride(0), s.times.stride(1), samples,
             s.out, s.out.stride(0), s.out.stride(1), s.out_col, width,
-            mask, first_block, samples.bit_length(),
-        ]  # fmt: skip
-        methods.append(_METHOD_CODES[s.method])
-        block_ds.append(block_d)
-        if slot < len(streams):
-            first_block += -(-width // block_d)
-    tile = block_t * max(block_ds[: len(streams)])
-    kernels.resample_streams_kernel[(batch * num_t_blocks, first_block)](
-        query, query.stride(0), query.stride(1), queries, num_t_blocks,
-        lengths if lengths is not None else query,
-        *slot_args,
-        NUM_STREAMS=len(streams),
-        METHOD0=methods[0], METHOD1=methods[1], METHOD2=methods[2], METHOD3=methods[3],
-        BLOCK_D0=block_ds[0], BLOCK_D1=block_ds[1], BLOCK_D2=block_ds[2], BLOCK_D3=block_ds[3],
-        POLICY=_POLICY_CODES[out_of_range],
-        TIME_KIND=_TIME_CODES[query.dtype],
-        COMPUTE_F64=streams[0].values.dtype == torch.float64,
-        HAS_LENGTHS=lengths is not None,
-        WRITE_MASK=write_mask,
-        BLOCK_T=block_t,
-        num_warps=4 if tile >= 2048 else 2,
-    )  # fmt: skip
+            s.mask if s.mask is not None else query, first_block, samples.bit_length(),
+        ])  # fmt: skip
+        first_block += -(-width // block_d)
+    grid = (batch * num_t_blocks, first_block)
+    if len(streams) == 1:
+        args = slot_args[0]
+        del args[13], args[10]  # the single-stream kernel has no column offset or first block
+        kernels.resample_kernel[grid](
+            *head, *args, METHOD=_METHOD_CODES[streams[0].method], BLOCK_D=configs[0][1], **common
+        )
+        return
+    # unused slots repeat the last stream; NUM_STREAMS keeps them from running
+    num_streams = len(streams)
+    while len(slot_args) < kernels.MAX_STREAMS:
+        slot_args.append(slot_args[-1])
+        streams = [*streams, streams[-1]]
+        configs = [*configs, configs[-1]]
+    kernels.resample_streams_kernel[grid](
+        *head,
+        *[arg for args in slot_args for arg in args],
+        NUM_STREAMS=num_streams,
+        **{f"METHOD{k}": _METHOD_CODES[s.method] for k, s in enumerate(streams)},
+        **{f"BLOCK_D{k}": block_d for k, (_, block_d) in enumerate(configs)},
+        **common,
+    )
 
 
 # ----------------------------------------------------------------------------------------------

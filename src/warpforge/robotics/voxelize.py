@@ -145,44 +145,52 @@ def _voxelize_impl(
     channels = features.shape[1] if features is not None else 1
     write_occupancy = reduce in ("occupancy", "max")
     write_count = reduce in ("count", "mean")
-    occupancy = torch.zeros(total if write_occupancy else 1, dtype=torch.uint8, device=device)
-    count = torch.zeros(total if write_count else 1, dtype=torch.int32, device=device)
+    # buffers a reduction does not use are one-element placeholders, never written
+    occupancy = (torch.zeros if write_occupancy else torch.empty)(
+        total if write_occupancy else 1, dtype=torch.uint8, device=device
+    )
+    count = (torch.zeros if write_count else torch.empty)(
+        total if write_count else 1, dtype=torch.int32, device=device
+    )
     if reduce in _FEATURE_REDUCTIONS:
         fill = float("-inf") if reduce == "max" else 0.0
         accum = torch.full((total, channels), fill, dtype=torch.float32, device=device)
     else:
-        accum = count  # unused
-    accumulate = {"sum": kernels.SUM, "mean": kernels.SUM, "max": kernels.MAX}.get(
-        reduce, kernels.NO_FEATURES
-    )
+        accum = count
     block_n = 1024 if channels <= 4 else 256
-    kernels.voxelize_kernel[(triton_cdiv(points.shape[0], block_n),)](
-        points, points.stride(0), points.stride(1),
-        features if features is not None else points,
-        features.stride(0) if features is not None else 0,
-        batch_index if batch_index is not None else points,
-        accum, count, occupancy,
-        points.shape[0], channels, batch_size,
-        _grid_parameters(tuple(grid_min), tuple(voxel_size), str(device)), *grid_size,
-        ACCUMULATE=accumulate,
-        WRITE_COUNT=write_count,
-        HAS_BATCH=batch_index is not None,
-        WRITE_OCCUPANCY=write_occupancy,
-        BLOCK_N=block_n,
-        BLOCK_C=1 << max(0, (channels - 1).bit_length()),
-        num_warps=4,
-    )  # fmt: skip
+    params = _grid_parameters(tuple(grid_min), tuple(voxel_size), str(device))
+
+    def run(accumulate: int, count_pass: bool, divide: bool) -> None:
+        kernels.voxelize_kernel[(triton_cdiv(points.shape[0], block_n),)](
+            points, points.stride(0), points.stride(1),
+            features if features is not None else points,
+            features.stride(0) if features is not None else 0,
+            batch_index if batch_index is not None else points,
+            accum, count, occupancy,
+            points.shape[0], channels, batch_size, params, *grid_size,
+            ACCUMULATE=accumulate,
+            WRITE_COUNT=count_pass,
+            DIVIDE_BY_COUNT=divide,
+            HAS_BATCH=batch_index is not None,
+            WRITE_OCCUPANCY=write_occupancy,
+            BLOCK_N=block_n,
+            BLOCK_C=1 << max(0, (channels - 1).bit_length()),
+            num_warps=4,
+        )  # fmt: skip
+
+    if reduce == "mean":
+        run(kernels.NO_FEATURES, count_pass=True, divide=False)
+        run(kernels.SUM, count_pass=False, divide=True)
+    else:
+        accumulate = {"sum": kernels.SUM, "max": kernels.MAX}.get(reduce, kernels.NO_FEATURES)
+        run(accumulate, count_pass=write_count, divide=False)
     if reduce == "occupancy":
         return occupancy.view(torch.bool).view(shape)
     if reduce == "count":
         return count.view(shape)
-    if reduce == "max":
-        out = accum.masked_fill_(occupancy.view(torch.bool).logical_not().unsqueeze(1), 0.0)
-    elif reduce == "mean":
-        out = accum.div_(count.clamp_(min=1).unsqueeze(1))
-    else:
-        out = accum
-    return out.view(*shape, channels)
+    if reduce == "max":  # empty voxels still hold -inf
+        accum.masked_fill_(occupancy.view(torch.bool).logical_not().unsqueeze(1), 0.0)
+    return accum.view(*shape, channels)
 
 
 def triton_cdiv(a: int, b: int) -> int:

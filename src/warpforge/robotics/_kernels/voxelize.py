@@ -4,7 +4,7 @@ Each program takes ``BLOCK_N`` points, computes ``[ix, iy, iz] = floor((p - grid
 voxel_size)`` in float64 (IEEE division, so the CPU reference finds the very same voxel), drops
 points outside the grid (NaN included) and scatters into a ``[B, X, Y, Z(, C)]`` grid whose first
 spatial axis is X. Occupancy stores a constant 1 and count adds integers, so both are
-deterministic; max uses ``atomic_max`` (order independent, correct for negative floats); sum
+deterministic; mean runs a count pass, then adds ``f / count`` per point; max uses ``atomic_max`` (order independent, correct for negative floats); sum
 adds float32 atomically (order may vary in the last bits between runs).
 """
 
@@ -44,6 +44,7 @@ def voxelize_kernel(
     Z,
     ACCUMULATE: tl.constexpr,
     WRITE_COUNT: tl.constexpr,
+    DIVIDE_BY_COUNT: tl.constexpr,
     HAS_BATCH: tl.constexpr,
     WRITE_OCCUPANCY: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -86,6 +87,10 @@ def voxelize_kernel(
         feats = tl.load(
             features_ptr + offs[:, None] * features_stride_n + offs_c[None, :], mask=tile, other=0
         ).to(tl.float32)
+        if DIVIDE_BY_COUNT:
+            # mean as a sum of f / n over a finished count: no pass over the whole grid after
+            n = tl.load(count_ptr + voxel, mask=keep, other=1).to(tl.float32)
+            feats = feats / n[:, None]
         targets = features_out_ptr + voxel[:, None] * C + offs_c[None, :]
         if ACCUMULATE == SUM:
             tl.atomic_add(targets, feats, mask=tile)
