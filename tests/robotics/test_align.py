@@ -127,3 +127,16 @@ def test_error_policy_names_stream(cpu_path: str) -> None:
 def test_invalid_arguments(streams, query, kwargs, error, match) -> None:
     with pytest.raises(error, match=match):
         align(streams, query, **kwargs)
+
+
+def test_five_streams_concat_in_two_launches(cpu_path: str) -> None:
+    g = torch.Generator().manual_seed(26)
+    spec = [*SPEC, (6, 4, torch.float32, 9), (7, 2, torch.float32, 9)]  # the 5th launches alone
+    streams = make_streams(spec, 2, g)
+    query = torch.rand(2, 9, generator=g) * 12 - 1
+    out = align(streams, query, out_of_range="extrapolate")
+    expected = torch.cat(
+        [plain.resample(v, t, query, "linear", "extrapolate")[0] for v, t in streams], dim=-1
+    )
+    assert out.shape == (2, 9, 19)
+    assert (out.double() - expected).abs().max().item() < 1e-4

@@ -146,7 +146,7 @@ def _align_impl(
     from warpforge.robotics._kernels.resample import MAX_STREAMS
 
     for first in range(0, len(launches), MAX_STREAMS):
-        launch_streams(launches[first : first + MAX_STREAMS], query, None, out_of_range)
+        launch_streams(launches[first : first + MAX_STREAMS], query, out_of_range)
     return outs + (list(masks.view(torch.bool).unbind(0)) if write_mask else [])
 
 

@@ -113,7 +113,10 @@ def _normalize(
     times = batch_times("times", times, batch, samples, batched=batched)
     query = _batch_query(query, batch, batched=batched)
     dtype = common_time_dtype("times", times, query)
-    times, query = times.to(dtype), query.to(dtype)
+    if times.dtype != dtype:
+        times = times.to(dtype)
+    if query.dtype != dtype:
+        query = query.to(dtype)
     if lengths is not None and lengths.shape[0] != batch:
         raise ValueError(
             f"lengths: expected shape [{batch}] (one length per batch row of values), "
@@ -312,17 +315,85 @@ _POLICY_CODES = {"clamp": 0, "extrapolate": 1, "nan": 2, "error": 0}
 _TIME_CODES = {torch.float32: 0, torch.float64: 1, torch.int64: 2}
 
 
-def launch_streams(
-    streams: list[StreamLaunch],
-    query: torch.Tensor,
-    lengths: torch.Tensor | None,
-    out_of_range: str,
-) -> None:
-    """Resample up to ``MAX_STREAMS`` streams onto ``query`` [B, T] in one kernel launch."""
+@functools.cache
+def _kernels():
+    """The kernel module, imported on the first launch (``import warpforge`` stays Triton-free)."""
     from warpforge.robotics._kernels import resample as kernels
 
+    return kernels
+
+
+@functools.lru_cache(maxsize=1024)
+def _single_plan(
+    batch: int,
+    queries: int,
+    samples: int,
+    width: int,
+    element_size: int,
+    method: str,
+    out_of_range: str,
+    time_dtype: torch.dtype,
+    compute_f64: bool,
+    has_lengths: bool,
+    write_mask: bool,
+) -> tuple[tuple[int, int], int, int, dict[str, object]]:
+    """Grid, query blocks, search steps and constexprs of one single-stream launch, cached: the
+    small shapes are bound by host work per call."""
+    block_t, block_d = _launch_config(queries, width, element_size, method)
+    num_t_blocks = -(-queries // block_t)
+    kwargs = {
+        "METHOD": _METHOD_CODES[method],
+        "POLICY": _POLICY_CODES[out_of_range],
+        "TIME_KIND": _TIME_CODES[time_dtype],
+        "COMPUTE_F64": compute_f64,
+        "HAS_LENGTHS": has_lengths,
+        "WRITE_MASK": write_mask,
+        "BLOCK_T": block_t,
+        "BLOCK_D": block_d,
+        "num_warps": 4 if block_t * block_d >= 2048 else 2,
+    }
+    grid = (batch * num_t_blocks, -(-width // block_d))
+    return grid, num_t_blocks, samples.bit_length(), kwargs
+
+
+def launch_single(
+    values: torch.Tensor,
+    times: torch.Tensor,
+    query: torch.Tensor,
+    lengths: torch.Tensor | None,
+    out: torch.Tensor,
+    mask: torch.Tensor | None,
+    method: str,
+    out_of_range: str,
+) -> None:
+    """Resample one stream: values [B, S, D], times [B, S], query [B, T] into out [B, T, D]."""
+    batch, samples, width = values.shape
+    queries = query.shape[1]
+    grid, num_t_blocks, steps, kwargs = _single_plan(
+        batch, queries, samples, width, values.element_size(), method, out_of_range,
+        query.dtype, values.dtype == torch.float64, lengths is not None, mask is not None,
+    )  # fmt: skip
+    _kernels().resample_kernel[grid](
+        query, query.stride(0), query.stride(1), queries, num_t_blocks,
+        lengths if lengths is not None else query,
+        values, values.stride(0), values.stride(1),
+        times, times.stride(0), times.stride(1), samples,
+        out, out.stride(0), out.stride(1), width,
+        mask if mask is not None else query, steps,
+        **kwargs,
+    )  # fmt: skip
+
+
+def launch_streams(streams: list[StreamLaunch], query: torch.Tensor, out_of_range: str) -> None:
+    """Resample up to ``MAX_STREAMS`` streams onto ``query`` [B, T] in one kernel launch."""
+    kernels = _kernels()
     if not 1 <= len(streams) <= kernels.MAX_STREAMS:
         raise ValueError(f"1 to {kernels.MAX_STREAMS} streams per launch, got {len(streams)}")
+    if len(streams) == 1:
+        s = streams[0]
+        out = s.out[:, :, s.out_col :]  # a view: the single-stream kernel has no column offset
+        launch_single(s.values, s.times, query, None, out, s.mask, s.method, out_of_range)
+        return
     batch, queries = query.shape
     configs = [
         _launch_config(queries, s.values.shape[2], s.values.element_size(), s.method)
@@ -332,50 +403,37 @@ def launch_streams(
     block_t = min(block for block, _ in configs)
     num_t_blocks = -(-queries // block_t)
     tile = block_t * max(block_d for _, block_d in configs)
-    common = {
-        "POLICY": _POLICY_CODES[out_of_range],
-        "TIME_KIND": _TIME_CODES[query.dtype],
-        "COMPUTE_F64": any(s.values.dtype == torch.float64 for s in streams),
-        "HAS_LENGTHS": lengths is not None,
-        "WRITE_MASK": streams[0].mask is not None,
-        "BLOCK_T": block_t,
-        "num_warps": 4 if tile >= 2048 else 2,
-    }
-    head = (query, query.stride(0), query.stride(1), queries, num_t_blocks,
-            lengths if lengths is not None else query)  # fmt: skip
     slot_args: list[object] = []
     first_block = 0
     for s, (_, block_d) in zip(streams, configs, strict=True):
         _, samples, width = s.values.shape
-        slot_args.append([
+        slot_args += [
             s.values, s.values.stride(0), s.values.stride(1),
             s.times, s.times.stride(0), s.times.stride(1), samples,
             s.out, s.out.stride(0), s.out.stride(1), s.out_col, width,
             s.mask if s.mask is not None else query, first_block, samples.bit_length(),
-        ])  # fmt: skip
+        ]  # fmt: skip
         first_block += -(-width // block_d)
-    grid = (batch * num_t_blocks, first_block)
-    if len(streams) == 1:
-        args = slot_args[0]
-        del args[13], args[10]  # the single-stream kernel has no column offset or first block
-        kernels.resample_kernel[grid](
-            *head, *args, METHOD=_METHOD_CODES[streams[0].method], BLOCK_D=configs[0][1], **common
-        )
-        return
     # unused slots repeat the last stream; NUM_STREAMS keeps them from running
-    num_streams = len(streams)
-    while len(slot_args) < kernels.MAX_STREAMS:
-        slot_args.append(slot_args[-1])
-        streams = [*streams, streams[-1]]
-        configs = [*configs, configs[-1]]
-    kernels.resample_streams_kernel[grid](
-        *head,
-        *[arg for args in slot_args for arg in args],
-        NUM_STREAMS=num_streams,
-        **{f"METHOD{k}": _METHOD_CODES[s.method] for k, s in enumerate(streams)},
-        **{f"BLOCK_D{k}": block_d for k, (_, block_d) in enumerate(configs)},
-        **common,
-    )
+    per_slot = len(slot_args) // len(streams)
+    padding = kernels.MAX_STREAMS - len(streams)
+    slot_args += slot_args[-per_slot:] * padding
+    methods = [s.method for s in streams] + [streams[-1].method] * padding
+    block_ds = [block_d for _, block_d in configs] + [configs[-1][1]] * padding
+    kernels.resample_streams_kernel[(batch * num_t_blocks, first_block)](
+        query, query.stride(0), query.stride(1), queries, num_t_blocks, query,
+        *slot_args,
+        NUM_STREAMS=len(streams),
+        **{f"METHOD{k}": _METHOD_CODES[m] for k, m in enumerate(methods)},
+        **{f"BLOCK_D{k}": block_d for k, block_d in enumerate(block_ds)},
+        POLICY=_POLICY_CODES[out_of_range],
+        TIME_KIND=_TIME_CODES[query.dtype],
+        COMPUTE_F64=any(s.values.dtype == torch.float64 for s in streams),
+        HAS_LENGTHS=False,
+        WRITE_MASK=streams[0].mask is not None,
+        BLOCK_T=block_t,
+        num_warps=4 if tile >= 2048 else 2,
+    )  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------
@@ -383,7 +441,7 @@ def launch_streams(
 # ----------------------------------------------------------------------------------------------
 
 
-def _resample_impl(
+def _run(
     values: torch.Tensor,
     times: torch.Tensor,
     query: torch.Tensor,
@@ -391,16 +449,16 @@ def _resample_impl(
     method: str,
     out_of_range: str,
     write_mask: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The forward on the path the runtime picks; the mask only when asked for."""
     if execution_path(values.device) is ExecutionPath.TORCH_REFERENCE:
         out, mask = resample_reference(values, times, query, lengths, method, out_of_range)
-        return out, mask if write_mask else mask.new_empty(0)
+        return out, mask if write_mask else None
     batch, queries = query.shape
     out = values.new_empty(batch, queries, values.shape[2])
-    mask = torch.empty(batch, queries if write_mask else 0, dtype=torch.uint8, device=query.device)
-    stream = StreamLaunch(values, times, out, 0, method, mask if write_mask else None)
-    launch_streams([stream], query, lengths, out_of_range)
-    return out, mask.view(torch.bool) if write_mask else mask.view(torch.bool).reshape(0)
+    mask = query.new_empty(batch, queries, dtype=torch.uint8) if write_mask else None
+    launch_single(values, times, query, lengths, out, mask, method, out_of_range)
+    return out, mask.view(torch.bool) if mask is not None else None
 
 
 @torch.library.custom_op("warpforge_robotics::resample", mutates_args=())
@@ -413,7 +471,8 @@ def _resample_op(
     out_of_range: str,
     write_mask: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    return _resample_impl(values, times, query, lengths, method, out_of_range, write_mask)
+    out, mask = _run(values, times, query, lengths, method, out_of_range, write_mask)
+    return out, mask if mask is not None else query.new_empty(0, dtype=torch.bool)
 
 
 @_resample_op.register_fake
@@ -490,7 +549,7 @@ def resample(
     if not assume_sorted:
         check_sorted_times("times", args.times, args.lengths)
     write_mask = return_mask or out_of_range == "error"
-    call = _resample_op if _needs_op(args.values, args.query) else _resample_impl
+    call = _resample_op if _needs_op(args.values, args.query) else _run
     out, mask = call(
         args.values, args.times, args.query, args.lengths, method, out_of_range, write_mask
     )
