@@ -96,7 +96,8 @@ def _normalize(
         else query.unsqueeze(0).expand(batch, query.shape[0])
     )
     values_out, times_out = [], []
-    for k, (v, t) in enumerate(zip(values_list, times_list, strict=True)):
+    for k in range(len(values_list)):  # no zip(strict=...): this runs under torch.compile too
+        v, t = values_list[k], times_list[k]
         v = v if batched else v.unsqueeze(0)
         if v.stride(-1) != 1:
             v = v.contiguous()

@@ -35,7 +35,7 @@ TIME_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float64, torch.int6
 LENGTH_DTYPES: tuple[torch.dtype, ...] = (torch.int32, torch.int64)
 
 NEARLY_PARALLEL = 0.9995
-"""|cos(angle)| above which slerp falls back to normalised lerp; the kernel uses the same."""
+"""|cos(angle)| above which slerp falls back to normalised lerp (the kernel's NEARLY_PARALLEL)."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -310,11 +310,6 @@ def triton_next_power_of_2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
 
-_METHOD_CODES = {"linear": 0, "previous": 1, "nearest": 2, "slerp": 3}
-_POLICY_CODES = {"clamp": 0, "extrapolate": 1, "nan": 2, "error": 0}
-_TIME_CODES = {torch.float32: 0, torch.float64: 1, torch.int64: 2}
-
-
 @functools.cache
 def _kernels():
     """The kernel module, imported on the first launch (``import warpforge`` stays Triton-free)."""
@@ -341,10 +336,11 @@ def _single_plan(
     small shapes are bound by host work per call."""
     block_t, block_d = _launch_config(queries, width, element_size, method)
     num_t_blocks = -(-queries // block_t)
+    kernels = _kernels()
     kwargs = {
-        "METHOD": _METHOD_CODES[method],
-        "POLICY": _POLICY_CODES[out_of_range],
-        "TIME_KIND": _TIME_CODES[time_dtype],
+        "METHOD": kernels.METHOD_CODES[method],
+        "POLICY": kernels.POLICY_CODES[out_of_range],
+        "TIME_KIND": kernels.TIME_CODES[str(time_dtype).removeprefix("torch.")],
         "COMPUTE_F64": compute_f64,
         "HAS_LENGTHS": has_lengths,
         "WRITE_MASK": write_mask,
@@ -424,10 +420,10 @@ def launch_streams(streams: list[StreamLaunch], query: torch.Tensor, out_of_rang
         query, query.stride(0), query.stride(1), queries, num_t_blocks, query,
         *slot_args,
         NUM_STREAMS=len(streams),
-        **{f"METHOD{k}": _METHOD_CODES[m] for k, m in enumerate(methods)},
+        **{f"METHOD{k}": kernels.METHOD_CODES[m] for k, m in enumerate(methods)},
         **{f"BLOCK_D{k}": block_d for k, block_d in enumerate(block_ds)},
-        POLICY=_POLICY_CODES[out_of_range],
-        TIME_KIND=_TIME_CODES[query.dtype],
+        POLICY=kernels.POLICY_CODES[out_of_range],
+        TIME_KIND=kernels.TIME_CODES[str(query.dtype).removeprefix("torch.")],
         COMPUTE_F64=any(s.values.dtype == torch.float64 for s in streams),
         HAS_LENGTHS=False,
         WRITE_MASK=streams[0].mask is not None,

@@ -43,7 +43,8 @@ def _triple(name: str, value: object, *, positive: bool) -> list[float]:
     if not isinstance(items, Sequence) or len(items) != 3:
         raise ValueError(f"{name}: expected a number or three (x, y, z), got {describe(value)}")
     out = []
-    for axis, item in zip("xyz", items, strict=True):
+    for index, item in enumerate(items):  # no zip(strict=...): this runs under torch.compile
+        axis = "xyz"[index]
         if positive:
             out.append(check_positive(f"{name}[{axis}]", item))
         elif isinstance(item, bool) or not isinstance(item, (int, float)) or item != item:
@@ -59,7 +60,8 @@ def _grid_size(value: object) -> list[int]:
         raise ValueError(
             f"grid_size: expected an int or three ints (X, Y, Z), got {describe(value)}"
         )
-    for axis, item in zip("xyz", items, strict=True):
+    for index, item in enumerate(items):
+        axis = "xyz"[index]
         if isinstance(item, bool) or not isinstance(item, int) or item < 1:
             raise ValueError(f"grid_size[{axis}]: expected an int >= 1, got {describe(item)}")
     return [int(i) for i in items]
@@ -179,11 +181,11 @@ def _voxelize_impl(
         )  # fmt: skip
 
     if reduce == "mean":
-        run(kernels.NO_FEATURES, count_pass=True, divide=False)
-        run(kernels.SUM, count_pass=False, divide=True)
+        run(kernels.NO_FEATURES.value, count_pass=True, divide=False)
+        run(kernels.SUM.value, count_pass=False, divide=True)
     else:
         accumulate = {"sum": kernels.SUM, "max": kernels.MAX}.get(reduce, kernels.NO_FEATURES)
-        run(accumulate, count_pass=write_count, divide=False)
+        run(accumulate.value, count_pass=write_count, divide=False)
     if reduce == "occupancy":
         return occupancy.view(torch.bool).view(shape)
     if reduce == "count":

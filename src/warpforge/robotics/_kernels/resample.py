@@ -24,14 +24,17 @@ import triton.language as tl
 MAX_STREAMS = 4
 """Stream slots of one launch; ``align`` launches once per group of this many streams."""
 
-# method codes (constexpr)
-LINEAR, PREVIOUS, NEAREST, SLERP = 0, 1, 2, 3
-# out-of-range policy codes (constexpr); "error" runs as CLAMP and checks the mask on the host
-CLAMP, EXTRAPOLATE, FILL_NAN = 0, 1, 2
-# time dtype codes (constexpr)
-TIME_F32, TIME_F64, TIME_I64 = 0, 1, 2
+# Codes of the constexpr switches. Globals read inside @triton.jit must be tl.constexpr objects;
+# the launcher passes the plain ints from the *_CODES tables.
+LINEAR, PREVIOUS, NEAREST, SLERP = (tl.constexpr(code) for code in range(4))
+CLAMP, EXTRAPOLATE, FILL_NAN = (tl.constexpr(code) for code in range(3))
+TIME_F32, TIME_F64, TIME_I64 = (tl.constexpr(code) for code in range(3))
+METHOD_CODES = {"linear": 0, "previous": 1, "nearest": 2, "slerp": 3}
+# "error" runs as clamp; the host then checks the mask
+POLICY_CODES = {"clamp": 0, "extrapolate": 1, "nan": 2, "error": 0}
+TIME_CODES = {"float32": 0, "float64": 1, "int64": 2}
 
-NEARLY_PARALLEL = 0.9995
+NEARLY_PARALLEL = tl.constexpr(0.9995)
 """|cos(angle)| above which slerp falls back to normalised lerp (sin(angle) too small)."""
 
 

@@ -14,7 +14,8 @@ import triton
 import triton.language as tl
 
 # feature accumulation codes (constexpr)
-NO_FEATURES, SUM, MAX = 0, 1, 2
+# (globals read inside @triton.jit must be tl.constexpr objects)
+NO_FEATURES, SUM, MAX = (tl.constexpr(code) for code in range(3))
 
 
 @triton.jit
