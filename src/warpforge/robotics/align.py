@@ -228,17 +228,17 @@ def align(
         query_times: [B, T] or [T]; float times widen to float64 if any stream uses float64;
             int64 nanoseconds need int64 everywhere.
         methods: one method for all streams or one per stream (see ``resample``).
-        out_of_range: as in ``resample``; ``"error"`` costs one device sync per stream.
+        out_of_range: as in ``resample``; ``"error"`` costs a device sync per stream.
         concat: return one float32 [B, T, sum D_k] tensor; else a list in each stream's dtype.
-        assume_sorted: skip the per-stream sortedness/NaN check (one device sync each).
+        assume_sorted: skip the sortedness/NaN check of every stream's times (a few reductions
+            per stream and one device sync for all).
     """
     check_choice("out_of_range", out_of_range, OUT_OF_RANGE)
     if not isinstance(concat, bool):
         raise TypeError(f"concat: expected a bool, got {describe(concat)}")
     values, times, query, methods, batched = _normalize(streams, query_times, methods)
     if not assume_sorted:
-        for k, t in enumerate(times):
-            check_sorted_times(f"streams[{k}] times", t, None)
+        check_sorted_times([(f"streams[{k}] times", t, None) for k, t in enumerate(times)])
     compiling = getattr(torch.compiler, "is_compiling", lambda: False)()
     needs_grad = torch.is_grad_enabled() and any(v.requires_grad for v in values)
     if compiling or needs_grad:

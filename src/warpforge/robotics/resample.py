@@ -16,6 +16,7 @@ otherwise. Gradients are the vector-Jacobian product of :func:`resample_referenc
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -127,40 +128,73 @@ def _normalize(
     return ResampleArgs(values, times, query, lengths, batched)
 
 
-def check_sorted_times(name: str, times: torch.Tensor, lengths: torch.Tensor | None) -> None:
-    """Raise ValueError naming the first row whose valid times decrease, hold NaN, or whose length
-    is outside ``[1, S]``. Costs a few reductions and one device-to-host sync."""
-    samples = times.shape[1]
-    rows = times[:1] if times.stride(0) == 0 and lengths is None else times
-    if lengths is not None:
-        valid = torch.arange(samples, device=times.device) < lengths.unsqueeze(1)
-    else:
-        valid = torch.ones((1, samples), dtype=torch.bool, device=times.device)
-    decreasing = (rows[:, 1:] < rows[:, :-1]) & valid[:, 1:] if samples > 1 else None
-    nan = torch.isnan(rows) & valid if rows.dtype.is_floating_point else None
-    bad_rows = torch.zeros(rows.shape[0], dtype=torch.bool, device=rows.device)
-    if decreasing is not None:
-        bad_rows |= decreasing.any(dim=1)
-    if nan is not None:
-        bad_rows |= nan.any(dim=1)
-    if lengths is not None:
-        bad_rows |= (lengths < 1) | (lengths > samples)
-    if not bool(bad_rows.any()):  # the one sync of the common case
-        return
-    row = int(bad_rows.nonzero()[0, 0])
-    if lengths is not None and not 1 <= int(lengths[row]) <= samples:
+@dataclass(frozen=True)
+class _TimeAnomalies:
+    """Device-side findings of one times tensor: nothing here has been read back yet."""
+
+    name: str
+    rows: torch.Tensor
+    lengths: torch.Tensor | None
+    decreasing: torch.Tensor | None
+    nan: torch.Tensor | None
+    bad_rows: torch.Tensor
+
+    @classmethod
+    def find(cls, name: str, times: torch.Tensor, lengths: torch.Tensor | None) -> _TimeAnomalies:
+        samples = times.shape[1]
+        rows = times[:1] if times.stride(0) == 0 and lengths is None else times
+        if lengths is not None:
+            valid = torch.arange(samples, device=times.device) < lengths.unsqueeze(1)
+        else:
+            valid = torch.ones((1, samples), dtype=torch.bool, device=times.device)
+        decreasing = (rows[:, 1:] < rows[:, :-1]) & valid[:, 1:] if samples > 1 else None
+        nan = torch.isnan(rows) & valid if rows.dtype.is_floating_point else None
+        bad_rows = torch.zeros(rows.shape[0], dtype=torch.bool, device=rows.device)
+        if decreasing is not None:
+            bad_rows |= decreasing.any(dim=1)
+        if nan is not None:
+            bad_rows |= nan.any(dim=1)
+        if lengths is not None:
+            bad_rows |= (lengths < 1) | (lengths > samples)
+        return cls(name, rows, lengths, decreasing, nan, bad_rows)
+
+    def raise_first(self) -> None:
+        """Raise for the first bad row (reads back; only on the error path)."""
+        if not bool(self.bad_rows.any()):
+            return
+        samples = self.rows.shape[1]
+        row = int(self.bad_rows.nonzero()[0, 0])
+        if self.lengths is not None and not 1 <= int(self.lengths[row]) <= samples:
+            raise ValueError(
+                f"lengths: expected every length in [1, {samples}], "
+                f"got {int(self.lengths[row])} in row {row}"
+            )
+        if self.nan is not None and bool(self.nan[row].any()):
+            col = int(self.nan[row].nonzero()[0, 0])
+            raise ValueError(
+                f"{self.name}: row {row} holds NaN at sample {col}; times must be numbers"
+            )
+        col = int(self.decreasing[row].nonzero()[0, 0]) + 1
+        before, after = self.rows[row, col - 1].item(), self.rows[row, col].item()
         raise ValueError(
-            f"lengths: expected every length in [1, {samples}], got {int(lengths[row])} in row {row}"
+            f"{self.name}: expected non-decreasing times in every row, but row {row} decreases "
+            f"at sample {col} ({before!r} -> {after!r}); sort it, or pass assume_sorted=True "
+            "only when it is sorted"
         )
-    if nan is not None and bool(nan[row].any()):
-        col = int(nan[row].nonzero()[0, 0])
-        raise ValueError(f"{name}: row {row} holds NaN at sample {col}; times must be numbers")
-    col = int(decreasing[row].nonzero()[0, 0]) + 1
-    raise ValueError(
-        f"{name}: expected non-decreasing times in every row, but row {row} decreases at sample "
-        f"{col} ({rows[row, col - 1].item()!r} -> {rows[row, col].item()!r}); sort it, or pass "
-        "assume_sorted=True only when it is sorted"
-    )
+
+
+def check_sorted_times(
+    checks: Sequence[tuple[str, torch.Tensor, torch.Tensor | None]],
+) -> None:
+    """For each ``(name, times [B, S], lengths or None)``: raise ValueError naming the first row
+    whose valid times decrease or hold NaN, or whose length is outside ``[1, S]``. A few
+    reductions per tensor and one device-to-host sync for all of them together."""
+    found = [_TimeAnomalies.find(name, times, lengths) for name, times, lengths in checks]
+    flags = torch.stack([f.bad_rows.any() for f in found])
+    if not bool(flags.any()):  # the one sync of the common case
+        return
+    for f in found:
+        f.raise_first()
 
 
 def raise_out_of_range(mask: torch.Tensor, query: torch.Tensor, what: str = "") -> None:
@@ -543,7 +577,7 @@ def resample(
     check_choice("out_of_range", out_of_range, OUT_OF_RANGE)
     args = _normalize(values, times, query_times, lengths, method)
     if not assume_sorted:
-        check_sorted_times("times", args.times, args.lengths)
+        check_sorted_times([("times", args.times, args.lengths)])
     write_mask = return_mask or out_of_range == "error"
     call = _resample_op if _needs_op(args.values, args.query) else _run
     out, mask = call(
