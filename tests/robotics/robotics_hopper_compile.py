@@ -34,21 +34,22 @@ def resample_cases(kernels) -> dict[str, str]:
                  "q_stride_t": 1, "t_ss": 1, "v_ss": 128, "o_st": 128}  # fmt: skip
     types = {"q_ptr": "*fp32", "lengths_ptr": "*i64", "v": "*bf16", "t": "*fp32", "o": "*bf16",
              "m": "*u8"}  # fmt: skip
-    divisible = ["q_ptr", "v", "t", "o", "m", "v_sb", "o_sb", "t_sb", "q_stride_b", "D", "T"]
+    divisible = ["q_ptr", "v", "t", "o", "m", "v_sb", "o_sb", "t_sb", "q_stride_b", "D", "T", "B"]
     out = {"resample_bf16": compile_for_hopper(kernels.resample_kernel, types, constants,
                                                divisible)}  # fmt: skip
     slerp = {**constants, "METHOD": 3, "BLOCK_D": 4, "TIME_KIND": 2, "v_ss": 4, "o_st": 4}
     types64 = {**types, "q_ptr": "*i64", "t": "*i64", "v": "*fp32", "o": "*fp32"}
     out["resample_slerp_int64"] = compile_for_hopper(kernels.resample_kernel, types64, slerp, [])
     for time_kind, time_type in ((1, "fp64"), (2, "i64")):
-        types = {"q_ptr": f"*{time_type}", "lengths_ptr": "*i64"}
+        types = {"q_ptr": f"*{time_type}"}
         for k, value_type in enumerate(("bf16", "fp32", "fp16", "fp32")):
             types |= {f"v{k}": f"*{value_type}", f"t{k}": f"*{time_type}", f"o{k}": "*fp32",
                       f"m{k}": "*u8"}  # fmt: skip
         constants = {"NUM_STREAMS": 4, "METHOD0": 0, "METHOD1": 1, "METHOD2": 2, "METHOD3": 3,
-                     "BLOCK_D0": 256, "BLOCK_D1": 32, "BLOCK_D2": 8, "BLOCK_D3": 4, "POLICY": 2,
-                     "TIME_KIND": time_kind, "COMPUTE_F64": False, "HAS_LENGTHS": False,
-                     "WRITE_MASK": True, "BLOCK_T": 16}  # fmt: skip
+                     "BLOCK_D0": 256, "BLOCK_D1": 32, "BLOCK_D2": 8, "BLOCK_D3": 4,
+                     "BLOCK_T0": 16, "BLOCK_T1": 128, "BLOCK_T2": 256, "BLOCK_T3": 256,
+                     "POLICY": 2, "TIME_KIND": time_kind, "COMPUTE_F64": False,
+                     "WRITE_MASK": True}  # fmt: skip
         out[f"streams_{time_type}"] = compile_for_hopper(
             kernels.resample_streams_kernel, types, constants, []
         )

@@ -352,6 +352,11 @@ def _kernels():
     return kernels
 
 
+def _num_items(batch: int, queries: int, width: int, block_t: int, block_d: int) -> int:
+    """Work items (programs) of one stream: rows x query blocks x column blocks."""
+    return batch * -(-queries // block_t) * -(-width // block_d)
+
+
 @functools.lru_cache(maxsize=1024)
 def _single_plan(
     batch: int,
@@ -365,11 +370,10 @@ def _single_plan(
     compute_f64: bool,
     has_lengths: bool,
     write_mask: bool,
-) -> tuple[tuple[int, int], int, int, dict[str, object]]:
-    """Grid, query blocks, search steps and constexprs of one single-stream launch, cached: the
-    small shapes are bound by host work per call."""
+) -> tuple[tuple[int], int, dict[str, object]]:
+    """Grid, search steps and constexprs of one single-stream launch, cached: the small shapes
+    are bound by host work per call."""
     block_t, block_d = _launch_config(queries, width, element_size, method)
-    num_t_blocks = -(-queries // block_t)
     kernels = _kernels()
     kwargs = {
         "METHOD": kernels.METHOD_CODES[method],
@@ -380,10 +384,14 @@ def _single_plan(
         "WRITE_MASK": write_mask,
         "BLOCK_T": block_t,
         "BLOCK_D": block_d,
-        "num_warps": 4 if block_t * block_d >= 2048 else 2,
+        "num_warps": _num_warps(block_t * block_d),
     }
-    grid = (batch * num_t_blocks, -(-width // block_d))
-    return grid, num_t_blocks, samples.bit_length(), kwargs
+    grid = (_num_items(batch, queries, width, block_t, block_d),)
+    return grid, samples.bit_length(), kwargs
+
+
+def _num_warps(tile: int) -> int:
+    return 4 if tile >= 2048 else 2
 
 
 def launch_single(
@@ -399,12 +407,12 @@ def launch_single(
     """Resample one stream: values [B, S, D], times [B, S], query [B, T] into out [B, T, D]."""
     batch, samples, width = values.shape
     queries = query.shape[1]
-    grid, num_t_blocks, steps, kwargs = _single_plan(
+    grid, steps, kwargs = _single_plan(
         batch, queries, samples, width, values.element_size(), method, out_of_range,
         query.dtype, values.dtype == torch.float64, lengths is not None, mask is not None,
     )  # fmt: skip
     _kernels().resample_kernel[grid](
-        query, query.stride(0), query.stride(1), queries, num_t_blocks,
+        query, query.stride(0), query.stride(1), queries, batch,
         lengths if lengths is not None else query,
         values, values.stride(0), values.stride(1),
         times, times.stride(0), times.stride(1), samples,
@@ -425,44 +433,41 @@ def launch_streams(streams: list[StreamLaunch], query: torch.Tensor, out_of_rang
         launch_single(s.values, s.times, query, None, out, s.mask, s.method, out_of_range)
         return
     batch, queries = query.shape
-    configs = [
-        _launch_config(queries, s.values.shape[2], s.values.element_size(), s.method)
-        for s in streams
-    ]
-    # the query block is shared: the smallest keeps the widest stream's tile in registers
-    block_t = min(block for block, _ in configs)
-    num_t_blocks = -(-queries // block_t)
-    tile = block_t * max(block_d for _, block_d in configs)
     slot_args: list[object] = []
-    first_block = 0
-    for s, (_, block_d) in zip(streams, configs, strict=True):
+    block_ts: list[int] = []
+    block_ds: list[int] = []
+    first_item = 0
+    for s in streams:
         _, samples, width = s.values.shape
+        block_t, block_d = _launch_config(queries, width, s.values.element_size(), s.method)
         slot_args += [
             s.values, s.values.stride(0), s.values.stride(1),
             s.times, s.times.stride(0), s.times.stride(1), samples,
             s.out, s.out.stride(0), s.out.stride(1), s.out_col, width,
-            s.mask if s.mask is not None else query, first_block, samples.bit_length(),
+            s.mask if s.mask is not None else query, first_item, samples.bit_length(),
         ]  # fmt: skip
-        first_block += -(-width // block_d)
+        block_ts.append(block_t)
+        block_ds.append(block_d)
+        first_item += _num_items(batch, queries, width, block_t, block_d)
     # unused slots repeat the last stream; NUM_STREAMS keeps them from running
     per_slot = len(slot_args) // len(streams)
     padding = kernels.MAX_STREAMS - len(streams)
     slot_args += slot_args[-per_slot:] * padding
     methods = [s.method for s in streams] + [streams[-1].method] * padding
-    block_ds = [block_d for _, block_d in configs] + [configs[-1][1]] * padding
-    kernels.resample_streams_kernel[(batch * num_t_blocks, first_block)](
-        query, query.stride(0), query.stride(1), queries, num_t_blocks, query,
+    block_ts += block_ts[-1:] * padding
+    block_ds += block_ds[-1:] * padding
+    kernels.resample_streams_kernel[(first_item,)](
+        query, query.stride(0), query.stride(1), queries, batch,
         *slot_args,
         NUM_STREAMS=len(streams),
         **{f"METHOD{k}": kernels.METHOD_CODES[m] for k, m in enumerate(methods)},
+        **{f"BLOCK_T{k}": block_t for k, block_t in enumerate(block_ts)},
         **{f"BLOCK_D{k}": block_d for k, block_d in enumerate(block_ds)},
         POLICY=kernels.POLICY_CODES[out_of_range],
         TIME_KIND=kernels.TIME_CODES[str(query.dtype).removeprefix("torch.")],
         COMPUTE_F64=any(s.values.dtype == torch.float64 for s in streams),
-        HAS_LENGTHS=False,
         WRITE_MASK=streams[0].mask is not None,
-        BLOCK_T=block_t,
-        num_warps=4 if tile >= 2048 else 2,
+        num_warps=max(_num_warps(t * d) for t, d in zip(block_ts, block_ds, strict=True)),
     )  # fmt: skip
 
 

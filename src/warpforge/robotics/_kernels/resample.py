@@ -1,7 +1,7 @@
 """Triton kernels for trajectory resampling and N-stream alignment.
 
-One program handles one batch row, a block of ``BLOCK_T`` queries and a block of ``BLOCK_D``
-value columns of one stream. Each query finds its interval by a branch-free binary search over
+One program (a work item of a 1-D grid) handles one batch row, a block of ``BLOCK_T`` queries and
+a block of ``BLOCK_D`` value columns of one stream. Each query finds its interval by a branch-free binary search over
 the row's source times (``NUM_STEPS = bit_length(S)`` dependent loads that stay in L1/L2), then
 gathers the two bracketing value rows with contiguous (16-byte) loads along D and writes one
 output row segment. Values are read once per query pair, times and queries once: the kernel is
@@ -12,8 +12,9 @@ weight is formed from differences in that dtype and divided in float64 for float
 so an hour-long 1 kHz int64 stream interpolates as exactly as float64 allows.
 
 Alignment of several streams runs in the same launch: the kernel has ``MAX_STREAMS`` stream slots
-(pointers cannot be indexed at run time in Triton), and grid axis 1 enumerates the column blocks
-of all streams; ``tl.static_range`` unrolls one guarded tile call per slot.
+(pointers cannot be indexed at run time in Triton); its 1-D grid lists the work items of every
+stream in turn, each stream with its own tile shape, and one guarded tile call per slot picks the
+programs of its stream.
 """
 
 from __future__ import annotations
@@ -203,8 +204,9 @@ def _resample_tile(
 
 @triton.jit
 def _stream_slot(
-    pid_d,
-    first_block,
+    pid,
+    first_item,
+    B,
     q_ptr,
     q_stride_b,
     q_stride_t,
@@ -223,8 +225,6 @@ def _stream_slot(
     out_col,
     D,
     mask_ptr,
-    row,
-    t_block,
     NUM_STEPS,
     METHOD: tl.constexpr,
     POLICY: tl.constexpr,
@@ -235,8 +235,16 @@ def _stream_slot(
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
-    num_blocks = tl.cdiv(D, BLOCK_D)
-    if (pid_d >= first_block) & (pid_d < first_block + num_blocks):
+    # this stream owns work items [first_item, first_item + B * t_blocks * d_blocks) of the
+    # 1-D grid, column blocks fastest: neighbouring programs share queries and search path
+    num_d_blocks = tl.cdiv(D, BLOCK_D)
+    num_t_blocks = tl.cdiv(T, BLOCK_T)
+    local = pid - first_item
+    if (local >= 0) & (local < B * num_t_blocks * num_d_blocks):
+        d_block = local % num_d_blocks
+        rest = local // num_d_blocks
+        t_block = rest % num_t_blocks
+        row = rest // num_t_blocks
         if HAS_LENGTHS:
             # clamp keeps memory safe when checks were skipped (assume_sorted=True)
             n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 1), S)
@@ -247,14 +255,14 @@ def _stream_slot(
             v_ptr, v_stride_b, v_stride_s,
             t_ptr, t_stride_b, t_stride_s, n,
             out_ptr, out_stride_b, out_stride_t, out_col, D,
-            mask_ptr, row, t_block, pid_d - first_block, NUM_STEPS,
+            mask_ptr, row, t_block, d_block, NUM_STEPS,
             METHOD, POLICY, TIME_KIND, COMPUTE_F64, WRITE_MASK, BLOCK_T, BLOCK_D,
         )  # fmt: skip
 
 
 @triton.jit
 def resample_streams_kernel(
-    q_ptr, q_stride_b, q_stride_t, T, num_t_blocks, lengths_ptr,
+    q_ptr, q_stride_b, q_stride_t, T, B,
     # stream slot 0
     v0, v0_sb, v0_ss, t0, t0_sb, t0_ss, S0, o0, o0_sb, o0_st, col0, D0, m0, first0, steps0,
     # stream slot 1
@@ -265,49 +273,46 @@ def resample_streams_kernel(
     v3, v3_sb, v3_ss, t3, t3_sb, t3_ss, S3, o3, o3_sb, o3_st, col3, D3, m3, first3, steps3,
     NUM_STREAMS: tl.constexpr,
     METHOD0: tl.constexpr, METHOD1: tl.constexpr, METHOD2: tl.constexpr, METHOD3: tl.constexpr,
+    BLOCK_T0: tl.constexpr, BLOCK_T1: tl.constexpr, BLOCK_T2: tl.constexpr,
+    BLOCK_T3: tl.constexpr,
     BLOCK_D0: tl.constexpr, BLOCK_D1: tl.constexpr, BLOCK_D2: tl.constexpr,
     BLOCK_D3: tl.constexpr,
     POLICY: tl.constexpr,
     TIME_KIND: tl.constexpr,
     COMPUTE_F64: tl.constexpr,
-    HAS_LENGTHS: tl.constexpr,
     WRITE_MASK: tl.constexpr,
-    BLOCK_T: tl.constexpr,
 ):  # fmt: skip
-    # axis 0: (row, query block), query blocks fastest so neighbours share value rows in L2;
-    # axis 1: column blocks of all streams, stream after stream.
+    # one 1-D grid over the work items of all streams, stream after stream; each stream has its
+    # own tile shape, so a narrow 1 kHz stream gets long query blocks and a wide one wide columns
     pid = tl.program_id(0)
-    pid_d = tl.program_id(1)
-    row = pid // num_t_blocks
-    t_block = pid % num_t_blocks
     _stream_slot(
-        pid_d, first0, q_ptr, q_stride_b, q_stride_t, T, v0, v0_sb, v0_ss, t0, t0_sb, t0_ss,
-        lengths_ptr, S0, o0, o0_sb, o0_st, col0, D0, m0, row, t_block, steps0,
-        METHOD0, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, BLOCK_T, BLOCK_D0,
+        pid, first0, B, q_ptr, q_stride_b, q_stride_t, T, v0, v0_sb, v0_ss, t0, t0_sb, t0_ss,
+        q_ptr, S0, o0, o0_sb, o0_st, col0, D0, m0, steps0,
+        METHOD0, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, BLOCK_T0, BLOCK_D0,
     )  # fmt: skip
     if NUM_STREAMS > 1:
         _stream_slot(
-            pid_d, first1, q_ptr, q_stride_b, q_stride_t, T, v1, v1_sb, v1_ss, t1, t1_sb, t1_ss,
-            lengths_ptr, S1, o1, o1_sb, o1_st, col1, D1, m1, row, t_block, steps1,
-            METHOD1, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, BLOCK_T, BLOCK_D1,
+            pid, first1, B, q_ptr, q_stride_b, q_stride_t, T, v1, v1_sb, v1_ss, t1, t1_sb, t1_ss,
+            q_ptr, S1, o1, o1_sb, o1_st, col1, D1, m1, steps1,
+            METHOD1, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, BLOCK_T1, BLOCK_D1,
         )  # fmt: skip
     if NUM_STREAMS > 2:
         _stream_slot(
-            pid_d, first2, q_ptr, q_stride_b, q_stride_t, T, v2, v2_sb, v2_ss, t2, t2_sb, t2_ss,
-            lengths_ptr, S2, o2, o2_sb, o2_st, col2, D2, m2, row, t_block, steps2,
-            METHOD2, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, BLOCK_T, BLOCK_D2,
+            pid, first2, B, q_ptr, q_stride_b, q_stride_t, T, v2, v2_sb, v2_ss, t2, t2_sb, t2_ss,
+            q_ptr, S2, o2, o2_sb, o2_st, col2, D2, m2, steps2,
+            METHOD2, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, BLOCK_T2, BLOCK_D2,
         )  # fmt: skip
     if NUM_STREAMS > 3:
         _stream_slot(
-            pid_d, first3, q_ptr, q_stride_b, q_stride_t, T, v3, v3_sb, v3_ss, t3, t3_sb, t3_ss,
-            lengths_ptr, S3, o3, o3_sb, o3_st, col3, D3, m3, row, t_block, steps3,
-            METHOD3, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, BLOCK_T, BLOCK_D3,
+            pid, first3, B, q_ptr, q_stride_b, q_stride_t, T, v3, v3_sb, v3_ss, t3, t3_sb, t3_ss,
+            q_ptr, S3, o3, o3_sb, o3_st, col3, D3, m3, steps3,
+            METHOD3, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, BLOCK_T3, BLOCK_D3,
         )  # fmt: skip
 
 
 @triton.jit
 def resample_kernel(
-    q_ptr, q_stride_b, q_stride_t, T, num_t_blocks, lengths_ptr,
+    q_ptr, q_stride_b, q_stride_t, T, B, lengths_ptr,
     v, v_sb, v_ss, t, t_sb, t_ss, S, o, o_sb, o_st, D, m, steps,
     METHOD: tl.constexpr,
     POLICY: tl.constexpr,
@@ -320,9 +325,8 @@ def resample_kernel(
 ):  # fmt: skip
     # one stream: a third of the arguments of resample_streams_kernel, so a third of the
     # launcher's per-call host work (the small shapes are launch bound)
-    pid = tl.program_id(0)
     _stream_slot(
-        tl.program_id(1), 0, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss,
-        lengths_ptr, S, o, o_sb, o_st, 0, D, m, pid // num_t_blocks, pid % num_t_blocks, steps,
+        tl.program_id(0), 0, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss,
+        lengths_ptr, S, o, o_sb, o_st, 0, D, m, steps,
         METHOD, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, BLOCK_T, BLOCK_D,
     )  # fmt: skip
