@@ -23,8 +23,14 @@ from warpforge.environment import environment_fingerprint
 from warpforge.harness.problem import BaselineUnavailable
 from warpforge.harness.registry import get_problem
 
-PROBLEMS = ("resample.fwd.bf16", "resample.fwd.fp32", "align.fwd", "voxelize.occupancy",
-            "voxelize.mean")  # fmt: skip
+PROBLEMS = (
+    "resample.fwd.bf16",
+    "resample.fwd.fp32",
+    "resample.bwd.fp32",
+    "align.fwd",
+    "voxelize.occupancy",
+    "voxelize.mean",
+)
 _FLUSH = None
 
 

@@ -7,8 +7,14 @@ import torch
 
 from warpforge.harness.registry import get_problem
 
-PROBLEMS = ("resample.fwd.bf16", "resample.fwd.fp32", "align.fwd", "voxelize.occupancy",
-            "voxelize.mean")  # fmt: skip
+PROBLEMS = (
+    "resample.fwd.bf16",
+    "resample.fwd.fp32",
+    "resample.bwd.fp32",
+    "align.fwd",
+    "voxelize.occupancy",
+    "voxelize.mean",
+)
 
 
 def float64_copy(x: object) -> object:

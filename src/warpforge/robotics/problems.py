@@ -1,7 +1,9 @@
 """Harness problems of the robotics ops: importing this module registers them.
 
 Each problem's dtype is fixed by the issue's shape list, so there is one problem per dtype:
-``resample.fwd.bf16`` and ``resample.fwd.fp32`` share one reference and cost model. ``align.fwd``
+``resample.fwd.bf16`` and ``resample.fwd.fp32`` share one reference and cost model;
+``resample.bwd.fp32`` times the gradient to values (the backward is the vector-Jacobian product
+of the PyTorch reference, so this measures PyTorch ops, not a warpforge kernel). ``align.fwd``
 and the ``voxelize.*`` problems mix dtypes per input, chosen in ``make_inputs``.
 
 Baselines run in the same process: a batched ``torch.searchsorted`` + gather + lerp written
@@ -134,6 +136,53 @@ RESAMPLE_FP32 = register_problem(
         dtypes=(torch.float32,),
         baselines=_RESAMPLE_BASELINES,
         description="linear trajectory resampling, clamp, float32 times (B, S -> T, D)",
+    )
+)
+
+
+def _resample_grad_inputs(
+    shape: Shape, dtype: torch.dtype, device: torch.device, generator: torch.Generator
+) -> tuple[Any, ...]:
+    values, times, query = _resample_inputs(shape, dtype, device, generator)
+    grad_out = torch.randn(query.shape[0], query.shape[1], values.shape[2], generator=generator)
+    return values, times, query, grad_out.to(dtype).to(device)
+
+
+def _grad_of(forward: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``(values, times, query, grad_out) -> d<out, grad_out>/d values`` through ``forward``."""
+
+    def run(values, times, query, grad_out) -> torch.Tensor:
+        with torch.enable_grad():
+            leaf = values.detach().requires_grad_(True)
+            (grad,) = torch.autograd.grad(forward(leaf, times, query), leaf, grad_out)
+        return grad
+
+    return run
+
+
+def _resample_grad_bytes(shape: Shape, dtype: torch.dtype) -> float:
+    b, s, t, d = shape["B"], shape["S"], shape["T"], shape["D"]
+    size = torch.empty((), dtype=dtype).element_size()
+    # grad_out once, grad_values once, times and queries
+    return float(b * t * d * size + b * s * d * size + b * s * 4 + b * t * 4)
+
+
+RESAMPLE_BWD_FP32 = register_problem(
+    Problem(
+        name="resample.bwd.fp32",
+        reference=_grad_of(_resample_reference),
+        implementation=_grad_of(_resample_candidate),
+        make_inputs=_resample_grad_inputs,
+        flops=_resample_flops,
+        bytes_moved=_resample_grad_bytes,
+        shapes=[{"B": 1024, "S": 1000, "T": 2000, "D": 32}],
+        cpu_shapes=_RESAMPLE_CPU_SHAPES,
+        dtypes=(torch.float32,),
+        baselines={
+            "torch.searchsorted+lerp": lambda: _grad_of(searchsorted_lerp),
+            "torch.compile": _compiled(_grad_of(searchsorted_lerp)),
+        },
+        description="gradient of linear resampling to values (B, S -> T, D)",
     )
 )
 
