@@ -56,48 +56,40 @@ def _acos_unit_interval(x):
 
 @triton.jit
 def _interval_weight(q, ta, tb, TIME_KIND: tl.constexpr):
-    """(q - ta) / (tb - ta), 0 for a zero-width interval; float64 for float64/int64 times."""
+    """``(w, dw/dq)``: (q - ta) / (tb - ta) and 1 / (tb - ta), both 0 for a zero-width
+    interval; in float64 for float64/int64 times."""
     if TIME_KIND == TIME_F32:
         width = tb - ta
-        w = tl.where(width > 0, (q - ta) / tl.where(width > 0, width, 1.0), 0.0)
+        offset = q - ta
     else:
         width = (tb - ta).to(tl.float64)
         offset = (q - ta).to(tl.float64)
-        w = tl.where(width > 0, offset / tl.where(width > 0, width, 1.0), 0.0)
-    return w
+    safe = tl.where(width > 0, width, 1.0)
+    return tl.where(width > 0, offset / safe, 0.0), tl.where(width > 0, 1.0 / safe, 0.0)
 
 
 @triton.jit
-def _resample_tile(
+def _bracket(
     q_ptr,
     q_stride_b,
     q_stride_t,
     T,
-    v_ptr,
-    v_stride_b,
-    v_stride_s,
     t_ptr,
     t_stride_b,
     t_stride_s,
     n,
-    out_ptr,
-    out_stride_b,
-    out_stride_t,
-    out_col,
-    D,
-    mask_ptr,
     row,
     t_block,
-    d_block,
     NUM_STEPS,
     METHOD: tl.constexpr,
     POLICY: tl.constexpr,
     TIME_KIND: tl.constexpr,
     COMPUTE_F64: tl.constexpr,
-    WRITE_MASK: tl.constexpr,
     BLOCK_T: tl.constexpr,
-    BLOCK_D: tl.constexpr,
 ):
+    """For a block of queries of one row: the two samples ``ia``, ``ib`` to blend, the weight
+    ``w`` of ``ib`` (the result is ``v[ia] + w * (v[ib] - v[ia])``), ``dw/dq``, the in-range
+    mask and the NaN-query mask. Shared by the forward and the backward."""
     row64 = row.to(tl.int64)
     offs_t = t_block * BLOCK_T + tl.arange(0, BLOCK_T)
     t_in = offs_t < T
@@ -150,14 +142,55 @@ def _resample_tile(
         # a zero-width edge interval holds the edge sample itself
         ia = tl.where(above & (tb == ta), ib, ia)
     if METHOD == LINEAR or METHOD == SLERP:  # noqa: SIM109 (Triton constexpr test)
-        w = _interval_weight(q, ta, tb, TIME_KIND)
+        w, inv_width = _interval_weight(q, ta, tb, TIME_KIND)
     else:
         w = tl.zeros([BLOCK_T], dtype=tl.float32)
+        inv_width = w
     if COMPUTE_F64:
         w = w.to(tl.float64)
+        inv_width = inv_width.to(tl.float64)
     else:
         w = w.to(tl.float32)
+        inv_width = inv_width.to(tl.float32)
+    return offs_t, t_in, ia, ib, w, inv_width, in_range, is_nan
 
+
+@triton.jit
+def _resample_tile(
+    q_ptr,
+    q_stride_b,
+    q_stride_t,
+    T,
+    v_ptr,
+    v_stride_b,
+    v_stride_s,
+    t_ptr,
+    t_stride_b,
+    t_stride_s,
+    n,
+    out_ptr,
+    out_stride_b,
+    out_stride_t,
+    out_col,
+    D,
+    mask_ptr,
+    row,
+    t_block,
+    d_block,
+    NUM_STEPS,
+    METHOD: tl.constexpr,
+    POLICY: tl.constexpr,
+    TIME_KIND: tl.constexpr,
+    COMPUTE_F64: tl.constexpr,
+    WRITE_MASK: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    offs_t, t_in, ia, ib, w, _, in_range, is_nan = _bracket(
+        q_ptr, q_stride_b, q_stride_t, T, t_ptr, t_stride_b, t_stride_s, n, row, t_block,
+        NUM_STEPS, METHOD, POLICY, TIME_KIND, COMPUTE_F64, BLOCK_T,
+    )  # fmt: skip
+    row64 = row.to(tl.int64)
     offs_d = d_block * BLOCK_D + tl.arange(0, BLOCK_D)
     d_in = offs_d < D
     tile_in = t_in[:, None] & d_in[None, :]
