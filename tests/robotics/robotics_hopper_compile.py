@@ -40,6 +40,13 @@ def resample_cases(kernels) -> dict[str, str]:
     slerp = {**constants, "METHOD": 3, "BLOCK_D": 4, "TIME_KIND": 2, "v_ss": 4, "o_st": 4}
     types64 = {**types, "q_ptr": "*i64", "t": "*i64", "v": "*fp32", "o": "*fp32"}
     out["resample_slerp_int64"] = compile_for_hopper(kernels.resample_kernel, types64, slerp, [])
+    backward = {"METHOD": 0, "POLICY": 2, "TIME_KIND": 1, "COMPUTE_F64": False,
+                "HAS_LENGTHS": True, "QUERY_GRAD": True, "BLOCK_T": 32, "BLOCK_D": 128}  # fmt: skip
+    backward_types = {"q_ptr": "*fp64", "lengths_ptr": "*i64", "v": "*bf16", "t": "*fp64",
+                      "g": "*bf16", "gv": "*fp32", "gq": "*fp32"}  # fmt: skip
+    out["resample_backward"] = compile_for_hopper(
+        kernels.resample_backward_kernel, backward_types, backward, []
+    )
     for time_kind, time_type in ((1, "fp64"), (2, "i64")):
         types = {"q_ptr": f"*{time_type}"}
         for k, value_type in enumerate(("bf16", "fp32", "fp16", "fp32")):

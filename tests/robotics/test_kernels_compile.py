@@ -33,7 +33,9 @@ def test_resample_reads_values_in_16_byte_vectors(compiled: dict) -> None:
 
 
 def test_every_variant_compiled(compiled: dict) -> None:
-    expected = {"resample_bf16", "resample_slerp_int64", "streams_fp64", "streams_i64",
+    expected = {"resample_bf16", "resample_slerp_int64", "resample_backward", "streams_fp64",
+                "streams_i64",
                 "voxelize_010", "voxelize_101", "voxelize_200"}  # fmt: skip
     assert set(compiled) == expected
-    assert all(compiled[name]["atomics"] > 0 for name in expected if name.startswith("voxelize"))
+    atomic = [name for name in expected if name.startswith(("voxelize", "resample_backward"))]
+    assert all(compiled[name]["atomics"] > 0 for name in atomic)

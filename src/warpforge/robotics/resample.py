@@ -10,7 +10,9 @@ path. A NaN query yields NaN and a False mask entry under every policy.
 
 The public function validates, then runs the ``warpforge_robotics::resample`` custom op: the
 Triton kernel on CUDA or under the interpreter, :func:`resample_reference` (identical semantics)
-otherwise. Gradients are the vector-Jacobian product of :func:`resample_reference`.
+otherwise. The backward is its own custom op: a Triton kernel (float32 atomics) for linear,
+previous and nearest, the vector-Jacobian product of :func:`resample_reference` for slerp and
+on the reference path.
 """
 
 from __future__ import annotations
@@ -524,21 +526,118 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.method, ctx.out_of_range = method, out_of_range
 
 
+def _reference_vjp(
+    grad_out: torch.Tensor,
+    values: torch.Tensor,
+    times: torch.Tensor,
+    query: torch.Tensor,
+    lengths: torch.Tensor | None,
+    method: str,
+    out_of_range: str,
+    query_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradients to values and query as the vector-Jacobian product of the reference path."""
+    with torch.enable_grad():
+        v = values.detach().requires_grad_(True)
+        q = query.detach().requires_grad_(query_grad)
+        out, _ = resample_reference(v, times, q, lengths, method, out_of_range)
+        wrt = [v, q] if query_grad else [v]
+        grads = torch.autograd.grad(out, wrt, grad_out, allow_unused=True)
+    grad_query = query.new_empty(0)
+    if query_grad:
+        grad_query = grads[1] if grads[1] is not None else torch.zeros_like(query)
+        grad_query = torch.nan_to_num(grad_query, nan=0.0)  # NaN queries have no slope
+    return grads[0], grad_query
+
+
+@torch.library.custom_op("warpforge_robotics::resample_backward", mutates_args=())
+def _resample_backward_op(
+    grad_out: torch.Tensor,
+    values: torch.Tensor,
+    times: torch.Tensor,
+    query: torch.Tensor,
+    lengths: torch.Tensor | None,
+    method: str,
+    out_of_range: str,
+    query_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    # autograd does not record below the dispatcher: the reference vjp runs outside this op
+    return launch_backward(
+        grad_out, values, times, query, lengths, method, out_of_range, query_grad
+    )
+
+
+@_resample_backward_op.register_fake
+def _(grad_out, values, times, query, lengths, method, out_of_range, query_grad):
+    return values.new_empty(values.shape), query.new_empty(query.shape if query_grad else (0,))
+
+
+def launch_backward(
+    grad_out: torch.Tensor,
+    values: torch.Tensor,
+    times: torch.Tensor,
+    query: torch.Tensor,
+    lengths: torch.Tensor | None,
+    method: str,
+    out_of_range: str,
+    query_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The backward kernel for linear, previous and nearest: float32 (float64) atomics, so the
+    last bits of a gradient may vary between runs where queries share a sample."""
+    batch, samples, width = values.shape
+    queries = query.shape[1]
+    if grad_out.stride(-1) != 1:
+        grad_out = grad_out.contiguous()  # e.g. the stride-0 gradient of a sum()
+    accumulate = torch.float64 if values.dtype == torch.float64 else torch.float32
+    grad_values = torch.zeros(values.shape, dtype=accumulate, device=values.device)
+    grad_query = torch.zeros(
+        query.shape if query_grad else (1,), dtype=accumulate, device=values.device
+    )
+    block_t, block_d = _launch_config(queries, width, values.element_size(), method)
+    kernels = _kernels()
+    kernels.resample_backward_kernel[(_num_items(batch, queries, width, block_t, block_d),)](
+        query, query.stride(0), query.stride(1), queries, batch,
+        lengths if lengths is not None else query,
+        values, values.stride(0), values.stride(1),
+        times, times.stride(0), times.stride(1), samples,
+        grad_out, grad_out.stride(0), grad_out.stride(1), width,
+        grad_values, grad_values.stride(0), grad_values.stride(1), grad_query,
+        samples.bit_length(),
+        METHOD=kernels.METHOD_CODES[method],
+        POLICY=kernels.POLICY_CODES[out_of_range],
+        TIME_KIND=kernels.TIME_CODES[str(query.dtype).removeprefix("torch.")],
+        COMPUTE_F64=values.dtype == torch.float64,
+        HAS_LENGTHS=lengths is not None,
+        QUERY_GRAD=query_grad,
+        BLOCK_T=block_t,
+        BLOCK_D=block_d,
+        num_warps=_num_warps(block_t * block_d),
+    )  # fmt: skip
+    grad_query = grad_query.to(query.dtype) if query_grad else query.new_empty(0)
+    return grad_values.to(values.dtype), grad_query
+
+
 def _backward(ctx, grad_out, grad_mask):
     values, times, query, lengths = ctx.saved_tensors
     need_values, _, need_query = ctx.needs_input_grad[:3]
-    need_query = need_query and query.dtype.is_floating_point
-    with torch.enable_grad():
-        v = values.detach().requires_grad_(need_values)
-        q = query.detach().requires_grad_(need_query)
-        out, _ = resample_reference(v, times, q, lengths, ctx.method, ctx.out_of_range)
-        wrt = [x for x, need in ((v, need_values), (q, need_query)) if need]
-        grads = iter(torch.autograd.grad(out, wrt, grad_out, allow_unused=True)) if wrt else None
-    grad_values = next(grads) if need_values else None
-    grad_query = next(grads) if need_query else None
-    if grad_query is not None:
-        grad_query = torch.nan_to_num(grad_query, nan=0.0)  # NaN queries have no slope
-    return grad_values, None, grad_query, None, None, None, None
+    # previous and nearest are piecewise constant in q: their slope is 0 wherever it exists
+    slope = bool(need_query) and ctx.method in ("linear", "slerp")
+    args = (grad_out, values, times, query, lengths, ctx.method, ctx.out_of_range, slope)
+    if ctx.method == "slerp" or execution_path(values.device) is ExecutionPath.TORCH_REFERENCE:
+        grad_values, grad_query = _reference_vjp(*args)
+    else:
+        grad_values, grad_query = _resample_backward_op(*args)
+    if need_query and not slope:
+        grad_query = torch.zeros_like(query)
+    return (
+        grad_values if need_values else None,
+        None,
+        grad_query if need_query else None,
+        None,
+        None,
+        None,
+        None,
+    )
 
 
 _resample_op.register_autograd(_backward, setup_context=_setup_context)

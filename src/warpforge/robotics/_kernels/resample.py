@@ -363,3 +363,70 @@ def resample_kernel(
         lengths_ptr, S, o, o_sb, o_st, 0, D, m, steps,
         METHOD, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, BLOCK_T, BLOCK_D,
     )  # fmt: skip
+
+
+@triton.jit
+def resample_backward_kernel(
+    q_ptr, q_stride_b, q_stride_t, T, B, lengths_ptr,
+    v, v_sb, v_ss, t, t_sb, t_ss, S, g, g_sb, g_st, D, gv, gv_sb, gv_ss, gq, steps,
+    METHOD: tl.constexpr,
+    POLICY: tl.constexpr,
+    TIME_KIND: tl.constexpr,
+    COMPUTE_F64: tl.constexpr,
+    HAS_LENGTHS: tl.constexpr,
+    QUERY_GRAD: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    # gradient of out = v[ia] + w * (v[ib] - v[ia]) (linear, previous, nearest): scatter
+    # (1 - w) * g to row ia and w * g to row ib of a zeroed float32/64 buffer by atomics, and
+    # for linear sum_d g * (v[ib] - v[ia]) * dw/dq into the query gradient
+    pid = tl.program_id(0)
+    num_d_blocks = tl.cdiv(D, BLOCK_D)
+    num_t_blocks = tl.cdiv(T, BLOCK_T)
+    d_block = pid % num_d_blocks
+    t_block = (pid // num_d_blocks) % num_t_blocks
+    row = pid // (num_d_blocks * num_t_blocks)
+    if HAS_LENGTHS:
+        n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 1), S)
+    else:
+        n = S
+    offs_t, t_in, ia, ib, w, dw_dq, in_range, is_nan = _bracket(
+        q_ptr, q_stride_b, q_stride_t, T, t, t_sb, t_ss, n, row, t_block,
+        steps, METHOD, POLICY, TIME_KIND, COMPUTE_F64, BLOCK_T,
+    )  # fmt: skip
+    # constant outputs (NaN fills, NaN queries) pass no gradient
+    live = ~is_nan
+    if POLICY == FILL_NAN:
+        live = live & in_range
+    row64 = row.to(tl.int64)
+    offs_d = d_block * BLOCK_D + tl.arange(0, BLOCK_D)
+    tile_in = (t_in & live)[:, None] & (offs_d < D)[None, :]
+    grad = tl.load(
+        g + row64 * g_sb + offs_t.to(tl.int64)[:, None] * g_st + offs_d[None, :],
+        mask=tile_in, other=0,
+    )  # fmt: skip
+    if COMPUTE_F64:
+        grad = grad.to(tl.float64)
+    else:
+        grad = grad.to(tl.float32)
+    w2 = w[:, None]
+    grad_row = gv + row64 * gv_sb
+    tl.atomic_add(
+        grad_row + ia.to(tl.int64)[:, None] * gv_ss + offs_d[None, :], (1.0 - w2) * grad,
+        mask=tile_in,
+    )  # fmt: skip
+    tl.atomic_add(
+        grad_row + ib.to(tl.int64)[:, None] * gv_ss + offs_d[None, :], w2 * grad,
+        mask=tile_in & (w2 != 0),
+    )  # fmt: skip
+    if QUERY_GRAD:
+        values_row = v + row64 * v_sb
+        va = tl.load(values_row + ia.to(tl.int64)[:, None] * v_ss + offs_d[None, :], mask=tile_in,
+                     other=0)  # fmt: skip
+        vb = tl.load(values_row + ib.to(tl.int64)[:, None] * v_ss + offs_d[None, :], mask=tile_in,
+                     other=0)  # fmt: skip
+        slope = tl.sum(grad * (vb.to(grad.dtype) - va.to(grad.dtype)), axis=1)
+        # at w == 0 the forward selects v[ia] itself: no slope there (as in the reference)
+        dq = tl.where(w != 0, slope * dw_dq, 0.0)
+        tl.atomic_add(gq + row64 * T + offs_t, dq, mask=t_in & live)
