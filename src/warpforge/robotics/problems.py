@@ -2,8 +2,7 @@
 
 Each problem's dtype is fixed by the issue's shape list, so there is one problem per dtype:
 ``resample.fwd.bf16`` and ``resample.fwd.fp32`` share one reference and cost model;
-``resample.bwd.fp32`` times the gradient to values (the backward is the vector-Jacobian product
-of the PyTorch reference, so this measures PyTorch ops, not a warpforge kernel). ``align.fwd``
+``resample.bwd.fp32`` times the gradient to values (warpforge's backward kernel with atomics). ``align.fwd``
 and the ``voxelize.*`` problems mix dtypes per input, chosen in ``make_inputs``.
 
 Baselines run in the same process: a batched ``torch.searchsorted`` + gather + lerp written
@@ -182,6 +181,7 @@ RESAMPLE_BWD_FP32 = register_problem(
             "torch.searchsorted+lerp": lambda: _grad_of(searchsorted_lerp),
             "torch.compile": _compiled(_grad_of(searchsorted_lerp)),
         },
+        tolerance=Tolerance(repeat_atol=1e-5),  # float32 atomics add in varying order
         description="gradient of linear resampling to values (B, S -> T, D)",
     )
 )

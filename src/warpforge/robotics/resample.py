@@ -550,28 +550,6 @@ def _reference_vjp(
     return grads[0], grad_query
 
 
-@torch.library.custom_op("warpforge_robotics::resample_backward", mutates_args=())
-def _resample_backward_op(
-    grad_out: torch.Tensor,
-    values: torch.Tensor,
-    times: torch.Tensor,
-    query: torch.Tensor,
-    lengths: torch.Tensor | None,
-    method: str,
-    out_of_range: str,
-    query_grad: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    # autograd does not record below the dispatcher: the reference vjp runs outside this op
-    return launch_backward(
-        grad_out, values, times, query, lengths, method, out_of_range, query_grad
-    )
-
-
-@_resample_backward_op.register_fake
-def _(grad_out, values, times, query, lengths, method, out_of_range, query_grad):
-    return values.new_empty(values.shape), query.new_empty(query.shape if query_grad else (0,))
-
-
 def launch_backward(
     grad_out: torch.Tensor,
     values: torch.Tensor,
@@ -615,6 +593,18 @@ def launch_backward(
     )  # fmt: skip
     grad_query = grad_query.to(query.dtype) if query_grad else query.new_empty(0)
     return grad_values.to(values.dtype), grad_query
+
+
+# the backward as a custom op of its own, so torch.compile traces around the kernel launch;
+# autograd does not record below the dispatcher, so the reference vjp stays outside it
+_resample_backward_op = torch.library.custom_op(
+    "warpforge_robotics::resample_backward", mutates_args=()
+)(launch_backward)
+
+
+@_resample_backward_op.register_fake
+def _(grad_out, values, times, query, lengths, method, out_of_range, query_grad):
+    return values.new_empty(values.shape), query.new_empty(query.shape if query_grad else (0,))
 
 
 def _backward(ctx, grad_out, grad_mask):
