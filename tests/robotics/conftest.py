@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from robotics_paths import use_interpreter, use_torch_reference
 
 
 @pytest.fixture(params=["interpreter", "torch-reference"])
@@ -10,8 +11,17 @@ def cpu_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     """Run the test once through the Triton interpreter and once through the PyTorch reference
     path (the CPU path without interpretation); both must give the same semantics."""
     if request.param == "torch-reference":
-        monkeypatch.setenv("TRITON_INTERPRET", "0")
-        monkeypatch.setenv("WARPFORGE_INTERPRET", "0")
+        use_torch_reference(monkeypatch)
     else:
-        monkeypatch.setenv("TRITON_INTERPRET", "1")
+        use_interpreter(monkeypatch)
     return request.param
+
+
+@pytest.fixture
+def interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_interpreter(monkeypatch)
+
+
+@pytest.fixture
+def torch_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_torch_reference(monkeypatch)

@@ -9,6 +9,7 @@ import robotics_plain_reference as plain
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from robotics_paths import INTERPRETER, use_interpreter, use_torch_reference
 
 from warpforge.robotics import resample
 from warpforge.robotics.resample import METHODS, resample_reference
@@ -59,7 +60,8 @@ def resample_case(draw: st.DrawFn) -> dict:
 @settings(max_examples=40, deadline=None)
 @given(case=resample_case())
 def test_property_matches_plain_reference(case: dict) -> None:
-    for path in ("1", "0"):  # interpreter, then the torch reference path
+    paths = ("1", "0") if INTERPRETER else ("0",)  # interpreter, then the torch reference path
+    for path in paths:
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("TRITON_INTERPRET", path)
             mp.setenv("WARPFORGE_INTERPRET", path)
@@ -197,8 +199,7 @@ def test_float32_queries_widen_to_float64_times(cpu_path: str) -> None:
 
 
 def test_large_rows_reference_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRITON_INTERPRET", "0")
-    monkeypatch.setenv("WARPFORGE_INTERPRET", "0")
+    use_torch_reference(monkeypatch)
     g = torch.Generator().manual_seed(7)
     samples = queries = 100_000
     times = torch.cumsum(torch.randint(0, 3, (samples,), generator=g), 0).double()
@@ -209,7 +210,7 @@ def test_large_rows_reference_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_large_rows_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    use_interpreter(monkeypatch)
     g = torch.Generator().manual_seed(8)
     samples = 100_000  # 17 search steps; past the 512-sample limit of other implementations
     times = torch.cumsum(torch.randint(1, 3, (samples,), generator=g), 0).float()
@@ -256,8 +257,7 @@ def test_gradients_match_plain_lerp_derivatives(cpu_path: str) -> None:
 def test_gradcheck_float64(monkeypatch: pytest.MonkeyPatch, method: str) -> None:
     # the reference path on CPU (the interpreter is too slow for gradcheck's many calls); the
     # same check runs on CUDA in test_resample_gpu.py
-    monkeypatch.setenv("TRITON_INTERPRET", "0")
-    monkeypatch.setenv("WARPFORGE_INTERPRET", "0")
+    use_torch_reference(monkeypatch)
     gradcheck_resample(method, torch.device("cpu"))
 
 
@@ -285,7 +285,7 @@ def gradcheck_resample(method: str, device: torch.device) -> None:
 def test_backward_kernel_matches_reference_vjp(
     monkeypatch: pytest.MonkeyPatch, time_dtype: torch.dtype
 ) -> None:
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    use_interpreter(monkeypatch)
     g = torch.Generator().manual_seed(12)
     values = torch.randn(3, 9, 5, generator=g)
     times = torch.sort(torch.randint(0, 6, (3, 9), generator=g), dim=1).values.to(time_dtype)
@@ -323,7 +323,7 @@ def test_torch_reference_agrees_with_interpreter_including_lengths(
     times = torch.sort(torch.randint(0, 8, (3, 12), generator=g).float(), dim=1).values
     query = torch.randint(-8, 80, (3, 9), generator=g).float() / 8
     lengths = torch.tensor([12, 1, 5])
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    use_interpreter(monkeypatch)
     for method in METHODS[:3]:
         for policy in POLICIES:
             kernel = resample(values, times, query, method=method, out_of_range=policy,
