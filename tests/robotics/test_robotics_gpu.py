@@ -37,7 +37,8 @@ def test_cuda_matches_cpu_reference_path(method: str, policy: str) -> None:
                          out_of_range=policy, lengths=lengths.to(CUDA), return_mask=True)  # fmt: skip
     assert torch.equal(mask.cpu(), expected_mask)
     assert torch.equal(out.cpu().isnan(), expected.isnan())
-    tol = 1e-6 if method in ("linear", "slerp") else 0.0
+    # linear: FMA vs separate rounding; slerp: polynomial acos vs torch.acos near parallel
+    tol = {"linear": 1e-6, "slerp": 1e-5}.get(method, 0.0)
     assert torch.allclose(out.cpu().nan_to_num(0), expected.nan_to_num(0), atol=tol, rtol=tol)
 
 
