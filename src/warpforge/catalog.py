@@ -10,7 +10,7 @@ import importlib
 from warpforge.harness.problem import Problem
 from warpforge.harness.registry import registered_problems
 
-PROBLEM_MODULES: tuple[str, ...] = ()
+PROBLEM_MODULES: tuple[str, ...] = ("warpforge.robotics.problems",)
 
 
 def load_builtin_problems() -> list[Problem]:

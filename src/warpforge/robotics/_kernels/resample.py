@@ -1,0 +1,432 @@
+"""Triton kernels for trajectory resampling and N-stream alignment.
+
+One program (a work item of a 1-D grid) handles one batch row, a block of ``BLOCK_T`` queries and
+a block of ``BLOCK_D`` value columns of one stream. Each query finds its interval by a branch-free binary search over
+the row's source times (``NUM_STEPS = bit_length(S)`` dependent loads that stay in L1/L2), then
+gathers the two bracketing value rows with contiguous (16-byte) loads along D and writes one
+output row segment. Values are read once per query pair, times and queries once: the kernel is
+memory bound like a copy.
+
+Times are searched in their own dtype (float32, float64 or int64 nanoseconds); the interpolation
+weight is formed from differences in that dtype and divided in float64 for float64/int64 times,
+so an hour-long 1 kHz int64 stream interpolates as exactly as float64 allows.
+
+Alignment of several streams runs in the same launch: the kernel has ``MAX_STREAMS`` stream slots
+(pointers cannot be indexed at run time in Triton); its 1-D grid lists the work items of every
+stream in turn, each stream with its own tile shape, and one guarded tile call per slot picks the
+programs of its stream.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+MAX_STREAMS = 4
+"""Stream slots of one launch; ``align`` launches once per group of this many streams."""
+
+# Codes of the constexpr switches. Globals read inside @triton.jit must be tl.constexpr objects;
+# the launcher passes the plain ints from the *_CODES tables.
+LINEAR, PREVIOUS, NEAREST, SLERP = (tl.constexpr(code) for code in range(4))
+CLAMP, EXTRAPOLATE, FILL_NAN = (tl.constexpr(code) for code in range(3))
+TIME_F32, TIME_F64, TIME_I64 = (tl.constexpr(code) for code in range(3))
+METHOD_CODES = {"linear": 0, "previous": 1, "nearest": 2, "slerp": 3}
+# "error" runs as clamp; the host then checks the mask
+POLICY_CODES = {"clamp": 0, "extrapolate": 1, "nan": 2, "error": 0}
+TIME_CODES = {"float32": 0, "float64": 1, "int64": 2}
+
+NEARLY_PARALLEL = tl.constexpr(0.9995)
+"""|cos(angle)| above which slerp falls back to normalised lerp (sin(angle) too small)."""
+
+
+@triton.jit
+def _acos_unit_interval(x):
+    # acos on [0, 1] (Abramowitz & Stegun 4.4.46, |error| <= 2e-8): tl has no acos that exists
+    # in every supported Triton version and in the interpreter.
+    p = -0.0012624911
+    p = p * x + 0.0066700901
+    p = p * x - 0.0170881256
+    p = p * x + 0.0308918810
+    p = p * x - 0.0501743046
+    p = p * x + 0.0889789874
+    p = p * x - 0.2145988016
+    p = p * x + 1.5707963050
+    return tl.sqrt(1.0 - x) * p
+
+
+@triton.jit
+def _interval_weight(q, ta, tb, TIME_KIND: tl.constexpr):
+    """``(w, dw/dq)``: (q - ta) / (tb - ta) and 1 / (tb - ta), both 0 for a zero-width
+    interval; in float64 for float64/int64 times."""
+    if TIME_KIND == TIME_F32:
+        width = tb - ta
+        offset = q - ta
+    else:
+        width = (tb - ta).to(tl.float64)
+        offset = (q - ta).to(tl.float64)
+    safe = tl.where(width > 0, width, 1.0)
+    return tl.where(width > 0, offset / safe, 0.0), tl.where(width > 0, 1.0 / safe, 0.0)
+
+
+@triton.jit
+def _bracket(
+    q_ptr,
+    q_stride_b,
+    q_stride_t,
+    T,
+    t_ptr,
+    t_stride_b,
+    t_stride_s,
+    n,
+    row,
+    t_block,
+    NUM_STEPS,
+    METHOD: tl.constexpr,
+    POLICY: tl.constexpr,
+    TIME_KIND: tl.constexpr,
+    COMPUTE_F64: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+):
+    """For a block of queries of one row: the two samples ``ia``, ``ib`` to blend, the weight
+    ``w`` of ``ib`` (the result is ``v[ia] + w * (v[ib] - v[ia])``), ``dw/dq``, the in-range
+    mask and the NaN-query mask. Shared by the forward and the backward."""
+    row64 = row.to(tl.int64)
+    offs_t = t_block * BLOCK_T + tl.arange(0, BLOCK_T)
+    t_in = offs_t < T
+    q = tl.load(q_ptr + row64 * q_stride_b + offs_t.to(tl.int64) * q_stride_t, mask=t_in, other=0)
+    times_row = t_ptr + row64 * t_stride_b
+
+    # count = number of source times <= q (searchsorted right), by a fixed-step binary search
+    lo = tl.zeros([BLOCK_T], dtype=tl.int32)
+    hi = tl.zeros([BLOCK_T], dtype=tl.int32) + n
+    for _ in range(NUM_STEPS):
+        active = lo < hi
+        mid = (lo + hi) // 2
+        t_mid = tl.load(times_row + mid.to(tl.int64) * t_stride_s, mask=active & t_in, other=0)
+        go_right = active & (t_mid <= q)
+        lo = tl.where(go_right, mid + 1, lo)
+        hi = tl.where(active & (t_mid > q), mid, hi)
+    count = lo
+
+    # n may be a specialised constant (S == 1): broadcast it to a vector before any cast
+    last = tl.zeros([BLOCK_T], dtype=tl.int32) + (n - 1)
+    t_first = tl.load(times_row + offs_t * 0)
+    t_last = tl.load(times_row + last.to(tl.int64) * t_stride_s)
+    below = q < t_first
+    above = q > t_last
+    is_nan = q != q  # NaN queries never compare: they yield NaN and a False mask
+    in_range = (~below) & (~above) & (~is_nan)
+
+    i0 = tl.minimum(tl.maximum(count - 1, 0), last)
+    i1 = tl.minimum(i0 + 1, last)
+    if METHOD == PREVIOUS:
+        i1 = i0
+    if METHOD == NEAREST:
+        ta0 = tl.load(times_row + i0.to(tl.int64) * t_stride_s, mask=t_in, other=0)
+        tb0 = tl.load(times_row + i1.to(tl.int64) * t_stride_s, mask=t_in, other=0)
+        pick = tl.where((q - ta0) <= (tb0 - q), i0, i1)  # ties go to v[i]
+        i0 = pick
+        i1 = pick
+    # out of range: hold the edge sample, or for linear extrapolation use the edge interval
+    if POLICY == EXTRAPOLATE and METHOD == LINEAR:
+        lo_b = tl.minimum(last, 1)
+        hi_a = tl.maximum(last - 1, 0)
+        ia = tl.where(below, 0, tl.where(above, hi_a, i0))
+        ib = tl.where(below, lo_b, tl.where(above, last, i1))
+    else:
+        ia = tl.where(below, 0, tl.where(above, last, i0))
+        ib = tl.where(below, 0, tl.where(above, last, i1))
+    ta = tl.load(times_row + ia.to(tl.int64) * t_stride_s, mask=t_in, other=0)
+    tb = tl.load(times_row + ib.to(tl.int64) * t_stride_s, mask=t_in, other=0)
+    if POLICY == EXTRAPOLATE and METHOD == LINEAR:
+        # a zero-width edge interval holds the edge sample itself
+        ia = tl.where(above & (tb == ta), ib, ia)
+    if METHOD == LINEAR or METHOD == SLERP:  # noqa: SIM109 (Triton constexpr test)
+        w, inv_width = _interval_weight(q, ta, tb, TIME_KIND)
+    else:
+        w = tl.zeros([BLOCK_T], dtype=tl.float32)
+        inv_width = w
+    if COMPUTE_F64:
+        w = w.to(tl.float64)
+        inv_width = inv_width.to(tl.float64)
+    else:
+        w = w.to(tl.float32)
+        inv_width = inv_width.to(tl.float32)
+    return offs_t, t_in, ia, ib, w, inv_width, in_range, is_nan
+
+
+@triton.jit
+def _resample_tile(
+    q_ptr,
+    q_stride_b,
+    q_stride_t,
+    T,
+    v_ptr,
+    v_stride_b,
+    v_stride_s,
+    t_ptr,
+    t_stride_b,
+    t_stride_s,
+    n,
+    out_ptr,
+    out_stride_b,
+    out_stride_t,
+    out_col,
+    D,
+    mask_ptr,
+    row,
+    t_block,
+    d_block,
+    NUM_STEPS,
+    METHOD: tl.constexpr,
+    POLICY: tl.constexpr,
+    TIME_KIND: tl.constexpr,
+    COMPUTE_F64: tl.constexpr,
+    WRITE_MASK: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    offs_t, t_in, ia, ib, w, _, in_range, is_nan = _bracket(
+        q_ptr, q_stride_b, q_stride_t, T, t_ptr, t_stride_b, t_stride_s, n, row, t_block,
+        NUM_STEPS, METHOD, POLICY, TIME_KIND, COMPUTE_F64, BLOCK_T,
+    )  # fmt: skip
+    row64 = row.to(tl.int64)
+    offs_d = d_block * BLOCK_D + tl.arange(0, BLOCK_D)
+    d_in = offs_d < D
+    tile_in = t_in[:, None] & d_in[None, :]
+    values_row = v_ptr + row64 * v_stride_b
+    va = tl.load(values_row + ia.to(tl.int64)[:, None] * v_stride_s + offs_d[None, :], mask=tile_in)
+    vb = tl.load(values_row + ib.to(tl.int64)[:, None] * v_stride_s + offs_d[None, :], mask=tile_in)
+    if COMPUTE_F64:
+        va = va.to(tl.float64)
+        vb = vb.to(tl.float64)
+    else:
+        va = va.to(tl.float32)
+        vb = vb.to(tl.float32)
+    w2 = w[:, None]
+    if METHOD == SLERP:
+        dot = tl.sum(va * vb, axis=1)
+        vb = tl.where((dot < 0)[:, None], -vb, vb)  # shortest path: same hemisphere
+        cos_angle = tl.minimum(tl.abs(dot), 1.0)
+        parallel = cos_angle > NEARLY_PARALLEL
+        angle = _acos_unit_interval(tl.where(parallel, 0.5, cos_angle))
+        inv_sin = 1.0 / tl.sin(angle)
+        ca = tl.where(parallel, 1.0 - w, tl.sin((1.0 - w) * angle) * inv_sin)
+        cb = tl.where(parallel, w, tl.sin(w * angle) * inv_sin)
+        result = ca[:, None] * va + cb[:, None] * vb
+        norm_sq = tl.sum(result * result, axis=1)
+        # masked-off lanes hold zeros: keep them away from 0 / 0
+        result = result / tl.sqrt(tl.where(norm_sq > 0, norm_sq, 1.0))[:, None]
+    else:
+        # w == 0 returns v[i] exactly (q == t[n-1], holds, previous, nearest)
+        result = tl.where(w2 == 0, va, va + w2 * (vb - va))
+    if POLICY == FILL_NAN:
+        result = tl.where(in_range[:, None], result, float("nan"))
+    result = tl.where(is_nan[:, None], float("nan"), result)
+
+    out_offs = (
+        row64 * out_stride_b
+        + offs_t.to(tl.int64)[:, None] * out_stride_t
+        + (out_col + offs_d)[None, :]
+    )
+    tl.store(out_ptr + out_offs, result.to(out_ptr.dtype.element_ty), mask=tile_in)
+    if WRITE_MASK:  # noqa: SIM102 (constexpr guard, then a run-time test)
+        if d_block == 0:
+            tl.store(mask_ptr + row64 * T + offs_t, in_range.to(tl.uint8), mask=t_in)
+
+
+@triton.jit
+def _stream_slot(
+    pid,
+    first_item,
+    B,
+    q_ptr,
+    q_stride_b,
+    q_stride_t,
+    T,
+    v_ptr,
+    v_stride_b,
+    v_stride_s,
+    t_ptr,
+    t_stride_b,
+    t_stride_s,
+    lengths_ptr,
+    S,
+    out_ptr,
+    out_stride_b,
+    out_stride_t,
+    out_col,
+    D,
+    mask_ptr,
+    NUM_STEPS,
+    METHOD: tl.constexpr,
+    POLICY: tl.constexpr,
+    TIME_KIND: tl.constexpr,
+    COMPUTE_F64: tl.constexpr,
+    HAS_LENGTHS: tl.constexpr,
+    WRITE_MASK: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):
+    # this stream owns work items [first_item, first_item + B * t_blocks * d_blocks) of the
+    # 1-D grid, column blocks fastest: neighbouring programs share queries and search path
+    num_d_blocks = tl.cdiv(D, BLOCK_D)
+    num_t_blocks = tl.cdiv(T, BLOCK_T)
+    local = pid - first_item
+    if (local >= 0) & (local < B * num_t_blocks * num_d_blocks):
+        d_block = local % num_d_blocks
+        rest = local // num_d_blocks
+        t_block = rest % num_t_blocks
+        row = rest // num_t_blocks
+        if HAS_LENGTHS:
+            # clamp keeps memory safe when checks were skipped (assume_sorted=True)
+            n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 1), S)
+        else:
+            n = S
+        _resample_tile(
+            q_ptr, q_stride_b, q_stride_t, T,
+            v_ptr, v_stride_b, v_stride_s,
+            t_ptr, t_stride_b, t_stride_s, n,
+            out_ptr, out_stride_b, out_stride_t, out_col, D,
+            mask_ptr, row, t_block, d_block, NUM_STEPS,
+            METHOD, POLICY, TIME_KIND, COMPUTE_F64, WRITE_MASK, BLOCK_T, BLOCK_D,
+        )  # fmt: skip
+
+
+@triton.jit
+def resample_streams_kernel(
+    q_ptr, q_stride_b, q_stride_t, T, B,
+    # stream slot 0
+    v0, v0_sb, v0_ss, t0, t0_sb, t0_ss, S0, o0, o0_sb, o0_st, col0, D0, m0, first0, steps0,
+    # stream slot 1
+    v1, v1_sb, v1_ss, t1, t1_sb, t1_ss, S1, o1, o1_sb, o1_st, col1, D1, m1, first1, steps1,
+    # stream slot 2
+    v2, v2_sb, v2_ss, t2, t2_sb, t2_ss, S2, o2, o2_sb, o2_st, col2, D2, m2, first2, steps2,
+    # stream slot 3
+    v3, v3_sb, v3_ss, t3, t3_sb, t3_ss, S3, o3, o3_sb, o3_st, col3, D3, m3, first3, steps3,
+    NUM_STREAMS: tl.constexpr,
+    METHOD0: tl.constexpr, METHOD1: tl.constexpr, METHOD2: tl.constexpr, METHOD3: tl.constexpr,
+    BLOCK_T0: tl.constexpr, BLOCK_T1: tl.constexpr, BLOCK_T2: tl.constexpr,
+    BLOCK_T3: tl.constexpr,
+    BLOCK_D0: tl.constexpr, BLOCK_D1: tl.constexpr, BLOCK_D2: tl.constexpr,
+    BLOCK_D3: tl.constexpr,
+    POLICY: tl.constexpr,
+    TIME_KIND: tl.constexpr,
+    COMPUTE_F64: tl.constexpr,
+    WRITE_MASK: tl.constexpr,
+):  # fmt: skip
+    # one 1-D grid over the work items of all streams, stream after stream; each stream has its
+    # own tile shape, so a narrow 1 kHz stream gets long query blocks and a wide one wide columns
+    pid = tl.program_id(0)
+    _stream_slot(
+        pid, first0, B, q_ptr, q_stride_b, q_stride_t, T, v0, v0_sb, v0_ss, t0, t0_sb, t0_ss,
+        q_ptr, S0, o0, o0_sb, o0_st, col0, D0, m0, steps0,
+        METHOD0, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, BLOCK_T0, BLOCK_D0,
+    )  # fmt: skip
+    if NUM_STREAMS > 1:
+        _stream_slot(
+            pid, first1, B, q_ptr, q_stride_b, q_stride_t, T, v1, v1_sb, v1_ss, t1, t1_sb, t1_ss,
+            q_ptr, S1, o1, o1_sb, o1_st, col1, D1, m1, steps1,
+            METHOD1, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, BLOCK_T1, BLOCK_D1,
+        )  # fmt: skip
+    if NUM_STREAMS > 2:
+        _stream_slot(
+            pid, first2, B, q_ptr, q_stride_b, q_stride_t, T, v2, v2_sb, v2_ss, t2, t2_sb, t2_ss,
+            q_ptr, S2, o2, o2_sb, o2_st, col2, D2, m2, steps2,
+            METHOD2, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, BLOCK_T2, BLOCK_D2,
+        )  # fmt: skip
+    if NUM_STREAMS > 3:
+        _stream_slot(
+            pid, first3, B, q_ptr, q_stride_b, q_stride_t, T, v3, v3_sb, v3_ss, t3, t3_sb, t3_ss,
+            q_ptr, S3, o3, o3_sb, o3_st, col3, D3, m3, steps3,
+            METHOD3, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, BLOCK_T3, BLOCK_D3,
+        )  # fmt: skip
+
+
+@triton.jit
+def resample_kernel(
+    q_ptr, q_stride_b, q_stride_t, T, B, lengths_ptr,
+    v, v_sb, v_ss, t, t_sb, t_ss, S, o, o_sb, o_st, D, m, steps,
+    METHOD: tl.constexpr,
+    POLICY: tl.constexpr,
+    TIME_KIND: tl.constexpr,
+    COMPUTE_F64: tl.constexpr,
+    HAS_LENGTHS: tl.constexpr,
+    WRITE_MASK: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    # one stream: a third of the arguments of resample_streams_kernel, so a third of the
+    # launcher's per-call host work (the small shapes are launch bound)
+    _stream_slot(
+        tl.program_id(0), 0, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss,
+        lengths_ptr, S, o, o_sb, o_st, 0, D, m, steps,
+        METHOD, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, BLOCK_T, BLOCK_D,
+    )  # fmt: skip
+
+
+@triton.jit
+def resample_backward_kernel(
+    q_ptr, q_stride_b, q_stride_t, T, B, lengths_ptr,
+    v, v_sb, v_ss, t, t_sb, t_ss, S, g, g_sb, g_st, D, gv, gv_sb, gv_ss, gq, steps,
+    METHOD: tl.constexpr,
+    POLICY: tl.constexpr,
+    TIME_KIND: tl.constexpr,
+    COMPUTE_F64: tl.constexpr,
+    HAS_LENGTHS: tl.constexpr,
+    QUERY_GRAD: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    # gradient of out = v[ia] + w * (v[ib] - v[ia]) (linear, previous, nearest): scatter
+    # (1 - w) * g to row ia and w * g to row ib of a zeroed float32/64 buffer by atomics, and
+    # for linear sum_d g * (v[ib] - v[ia]) * dw/dq into the query gradient
+    pid = tl.program_id(0)
+    num_d_blocks = tl.cdiv(D, BLOCK_D)
+    num_t_blocks = tl.cdiv(T, BLOCK_T)
+    d_block = pid % num_d_blocks
+    t_block = (pid // num_d_blocks) % num_t_blocks
+    row = pid // (num_d_blocks * num_t_blocks)
+    if HAS_LENGTHS:
+        n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 1), S)
+    else:
+        n = S
+    offs_t, t_in, ia, ib, w, dw_dq, in_range, is_nan = _bracket(
+        q_ptr, q_stride_b, q_stride_t, T, t, t_sb, t_ss, n, row, t_block,
+        steps, METHOD, POLICY, TIME_KIND, COMPUTE_F64, BLOCK_T,
+    )  # fmt: skip
+    # constant outputs (NaN fills, NaN queries) pass no gradient
+    live = ~is_nan
+    if POLICY == FILL_NAN:
+        live = live & in_range
+    row64 = row.to(tl.int64)
+    offs_d = d_block * BLOCK_D + tl.arange(0, BLOCK_D)
+    tile_in = (t_in & live)[:, None] & (offs_d < D)[None, :]
+    grad = tl.load(
+        g + row64 * g_sb + offs_t.to(tl.int64)[:, None] * g_st + offs_d[None, :],
+        mask=tile_in, other=0,
+    )  # fmt: skip
+    if COMPUTE_F64:
+        grad = grad.to(tl.float64)
+    else:
+        grad = grad.to(tl.float32)
+    w2 = w[:, None]
+    grad_row = gv + row64 * gv_sb
+    tl.atomic_add(
+        grad_row + ia.to(tl.int64)[:, None] * gv_ss + offs_d[None, :], (1.0 - w2) * grad,
+        mask=tile_in,
+    )  # fmt: skip
+    tl.atomic_add(
+        grad_row + ib.to(tl.int64)[:, None] * gv_ss + offs_d[None, :], w2 * grad,
+        mask=tile_in & (w2 != 0),
+    )  # fmt: skip
+    if QUERY_GRAD:
+        values_row = v + row64 * v_sb
+        va = tl.load(values_row + ia.to(tl.int64)[:, None] * v_ss + offs_d[None, :], mask=tile_in,
+                     other=0)  # fmt: skip
+        vb = tl.load(values_row + ib.to(tl.int64)[:, None] * v_ss + offs_d[None, :], mask=tile_in,
+                     other=0)  # fmt: skip
+        slope = tl.sum(grad * (vb.to(grad.dtype) - va.to(grad.dtype)), axis=1)
+        # at w == 0 the forward selects v[ia] itself: no slope there (as in the reference)
+        dq = tl.where(w != 0, slope * dw_dq, 0.0)
+        tl.atomic_add(gq + row64 * T + offs_t, dq, mask=t_in & live)

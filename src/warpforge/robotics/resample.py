@@ -1,0 +1,684 @@
+"""Batched trajectory resampling: ``resample(values, times, query_times)``.
+
+Semantics for one row with source times ``t[0..n-1]`` (non-decreasing, duplicates allowed) and a
+query ``q``: ``i = searchsorted(t, q, right=True) - 1``. ``q < t[0]`` or ``q > t[n-1]`` is out of
+range (``out_of_range`` decides); ``q == t[n-1]`` is in range and returns ``v[n-1]`` exactly.
+``linear`` returns ``v[i] + (q - t[i]) / (t[i+1] - t[i]) * (v[i+1] - v[i])`` (a zero-width
+interval returns ``v[i]``), ``previous`` returns ``v[i]``, ``nearest`` the closer of ``v[i]`` and
+``v[i+1]`` (ties to ``v[i]``), ``slerp`` interpolates unit quaternions (xyzw) on the shortest
+path. A NaN query yields NaN and a False mask entry under every policy.
+
+The public function validates, then runs the ``warpforge_robotics::resample`` custom op: the
+Triton kernel on CUDA or under the interpreter, :func:`resample_reference` (identical semantics)
+otherwise. The backward is its own custom op: a Triton kernel (float32 atomics) for linear,
+previous and nearest, the vector-Jacobian product of :func:`resample_reference` for slerp and
+on the reference path.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from warpforge.runtime import ExecutionPath, execution_path
+from warpforge.validation import check_choice, check_same_device, check_tensor, describe
+
+METHODS: tuple[str, ...] = ("linear", "previous", "nearest", "slerp")
+OUT_OF_RANGE: tuple[str, ...] = ("clamp", "extrapolate", "nan", "error")
+VALUE_DTYPES: tuple[torch.dtype, ...] = (
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.float64,
+)
+TIME_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float64, torch.int64)
+LENGTH_DTYPES: tuple[torch.dtype, ...] = (torch.int32, torch.int64)
+
+NEARLY_PARALLEL = 0.9995
+"""|cos(angle)| above which slerp falls back to normalised lerp (the kernel's NEARLY_PARALLEL)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# argument normalisation
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResampleArgs:
+    """Validated arguments in batched form: values [B, S, D], times [B, S], query [B, T]."""
+
+    values: torch.Tensor
+    times: torch.Tensor
+    query: torch.Tensor
+    lengths: torch.Tensor | None
+    batched: bool
+
+
+def common_time_dtype(times_name: str, times: torch.Tensor, query: torch.Tensor) -> torch.dtype:
+    """The dtype both source and query times are searched in; float32 widens to float64."""
+    if times.dtype == query.dtype:
+        return times.dtype
+    if times.dtype.is_floating_point and query.dtype.is_floating_point:
+        return torch.float64
+    raise TypeError(
+        f"query_times: expected the dtype of {times_name} ({str(times.dtype)[6:]}), or both "
+        f"floating point, got {describe(query)}; int64 nanosecond times need int64 queries"
+    )
+
+
+def batch_times(
+    name: str, times: torch.Tensor, batch: int, samples: int, *, batched: bool
+) -> torch.Tensor:
+    """``times`` as [B, S]; a [S] or [1, S] tensor becomes a stride-0 view (no copy)."""
+    if times.dim() == 1 and times.shape[0] == samples:
+        return times.unsqueeze(0).expand(batch, samples)
+    if batched and times.dim() == 2 and times.shape[1] == samples:
+        if times.shape[0] == batch:
+            return times
+        if times.shape[0] == 1:
+            return times.expand(batch, samples)
+    expected = f"[{batch}, {samples}] or [{samples}]" if batched else f"[{samples}]"
+    raise ValueError(
+        f"{name}: expected shape {expected} (one time per sample of values), got {describe(times)}"
+    )
+
+
+def _batch_query(query: torch.Tensor, batch: int, *, batched: bool) -> torch.Tensor:
+    if query.dim() == 1:
+        return query.unsqueeze(0).expand(batch, query.shape[0])
+    if batched and query.dim() == 2 and query.shape[0] in (batch, 1):
+        return query.expand(batch, query.shape[1])
+    expected = f"[{batch}, T] or [T]" if batched else "[T]"
+    raise ValueError(f"query_times: expected shape {expected}, got {describe(query)}")
+
+
+def _normalize(
+    values: object, times: object, query_times: object, lengths: object, method: str
+) -> ResampleArgs:
+    values = check_tensor("values", values, dtypes=VALUE_DTYPES, ndim=(2, 3))
+    times = check_tensor("times", times, dtypes=TIME_DTYPES, ndim=(1, 2))
+    query = check_tensor("query_times", query_times, dtypes=TIME_DTYPES, ndim=(1, 2))
+    if lengths is not None:
+        lengths = check_tensor("lengths", lengths, dtypes=LENGTH_DTYPES, ndim=1)
+    check_same_device(values=values, times=times, query_times=query, lengths=lengths)
+    batched = values.dim() == 3
+    if not batched:
+        values = values.unsqueeze(0)
+    batch, samples, width = values.shape
+    if method == "slerp" and width != 4:
+        raise ValueError(
+            f"values: method='slerp' expects unit quaternions (xyzw) in the last dimension "
+            f"(size 4), got {describe(values)}"
+        )
+    times = batch_times("times", times, batch, samples, batched=batched)
+    query = _batch_query(query, batch, batched=batched)
+    dtype = common_time_dtype("times", times, query)
+    if times.dtype != dtype:
+        times = times.to(dtype)
+    if query.dtype != dtype:
+        query = query.to(dtype)
+    if lengths is not None and lengths.shape[0] != batch:
+        raise ValueError(
+            f"lengths: expected shape [{batch}] (one length per batch row of values), "
+            f"got {describe(lengths)}"
+        )
+    if values.stride(-1) != 1:
+        values = values.contiguous()  # 16-byte loads along D need unit stride there
+    return ResampleArgs(values, times, query, lengths, batched)
+
+
+@dataclass(frozen=True)
+class _TimeAnomalies:
+    """Device-side findings of one times tensor: nothing here has been read back yet."""
+
+    name: str
+    rows: torch.Tensor
+    lengths: torch.Tensor | None
+    decreasing: torch.Tensor | None
+    nan: torch.Tensor | None
+    bad_rows: torch.Tensor
+
+    @classmethod
+    def find(cls, name: str, times: torch.Tensor, lengths: torch.Tensor | None) -> _TimeAnomalies:
+        samples = times.shape[1]
+        rows = times[:1] if times.stride(0) == 0 and lengths is None else times
+        if lengths is not None:
+            valid = torch.arange(samples, device=times.device) < lengths.unsqueeze(1)
+        else:
+            valid = torch.ones((1, samples), dtype=torch.bool, device=times.device)
+        decreasing = (rows[:, 1:] < rows[:, :-1]) & valid[:, 1:] if samples > 1 else None
+        nan = torch.isnan(rows) & valid if rows.dtype.is_floating_point else None
+        bad_rows = torch.zeros(rows.shape[0], dtype=torch.bool, device=rows.device)
+        if decreasing is not None:
+            bad_rows |= decreasing.any(dim=1)
+        if nan is not None:
+            bad_rows |= nan.any(dim=1)
+        if lengths is not None:
+            bad_rows |= (lengths < 1) | (lengths > samples)
+        return cls(name, rows, lengths, decreasing, nan, bad_rows)
+
+    def raise_first(self) -> None:
+        """Raise for the first bad row (reads back; only on the error path)."""
+        if not bool(self.bad_rows.any()):
+            return
+        samples = self.rows.shape[1]
+        row = int(self.bad_rows.nonzero()[0, 0])
+        if self.lengths is not None and not 1 <= int(self.lengths[row]) <= samples:
+            raise ValueError(
+                f"lengths: expected every length in [1, {samples}], "
+                f"got {int(self.lengths[row])} in row {row}"
+            )
+        if self.nan is not None and bool(self.nan[row].any()):
+            col = int(self.nan[row].nonzero()[0, 0])
+            raise ValueError(
+                f"{self.name}: row {row} holds NaN at sample {col}; times must be numbers"
+            )
+        col = int(self.decreasing[row].nonzero()[0, 0]) + 1
+        before, after = self.rows[row, col - 1].item(), self.rows[row, col].item()
+        raise ValueError(
+            f"{self.name}: expected non-decreasing times in every row, but row {row} decreases "
+            f"at sample {col} ({before!r} -> {after!r}); sort it, or pass assume_sorted=True "
+            "only when it is sorted"
+        )
+
+
+def check_sorted_times(
+    checks: Sequence[tuple[str, torch.Tensor, torch.Tensor | None]],
+) -> None:
+    """For each ``(name, times [B, S], lengths or None)``: raise ValueError naming the first row
+    whose valid times decrease or hold NaN, or whose length is outside ``[1, S]``. A few
+    reductions per tensor and one device-to-host sync for all of them together."""
+    found = [_TimeAnomalies.find(name, times, lengths) for name, times, lengths in checks]
+    flags = torch.stack([f.bad_rows.any() for f in found])
+    if not bool(flags.any()):  # the one sync of the common case
+        return
+    for f in found:
+        f.raise_first()
+
+
+def raise_out_of_range(mask: torch.Tensor, query: torch.Tensor, what: str = "") -> None:
+    """For ``out_of_range='error'``: raise naming the first out-of-range row and query time."""
+    if bool(mask.all()):  # one device-to-host sync
+        return
+    row, col = (int(i) for i in (~mask).nonzero()[0])
+    raise ValueError(
+        f"query_times: {what}row {row} query {col} (time {query[row, col].item()!r}) lies outside "
+        "the source times [t[0], t[n-1]] and out_of_range='error'"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# the PyTorch reference path (same semantics as the kernel; also the autograd formula)
+# ----------------------------------------------------------------------------------------------
+
+
+def _slerp(va: torch.Tensor, vb: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    dot = (va * vb).sum(-1, keepdim=True)
+    vb = torch.where(dot < 0, -vb, vb)
+    cos_angle = dot.abs().clamp(max=1.0)
+    parallel = cos_angle > NEARLY_PARALLEL
+    # a safe angle on the lerp branch keeps acos' infinite slope out of the gradient
+    angle = torch.acos(torch.where(parallel, torch.full_like(cos_angle, 0.5), cos_angle))
+    inv_sin = 1.0 / torch.sin(angle)
+    ca = torch.where(parallel, 1.0 - w, torch.sin((1.0 - w) * angle) * inv_sin)
+    cb = torch.where(parallel, w, torch.sin(w * angle) * inv_sin)
+    result = ca * va + cb * vb
+    return result / result.norm(dim=-1, keepdim=True)
+
+
+def resample_reference(
+    values: torch.Tensor,
+    times: torch.Tensor,
+    query: torch.Tensor,
+    lengths: torch.Tensor | None = None,
+    method: str = "linear",
+    out_of_range: str = "clamp",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batched ``searchsorted`` + gather + lerp in PyTorch: ``(out [B, T, D], in-range mask)``.
+
+    ``values`` [B, S, D], ``times`` [B, S] and ``query`` [B, T] (same dtype). Computes in float32
+    (float64 for float64 values); weights in float64 for float64/int64 times. Differentiable.
+    """
+    batch, samples, width = values.shape
+    compute = torch.float64 if values.dtype == torch.float64 else torch.float32
+    times = times.expand(batch, samples).contiguous()
+    query = query.expand(batch, query.shape[-1]).contiguous()
+    if lengths is None:
+        n = torch.full((batch, 1), samples, dtype=torch.int64, device=values.device)
+        searched = times
+    else:
+        n = lengths.to(torch.int64).clamp(1, samples).unsqueeze(1)
+        pad = torch.arange(samples, device=times.device) >= n
+        top = torch.finfo(times.dtype).max if times.dtype.is_floating_point else 2**63 - 1
+        searched = times.masked_fill(pad, top)  # padding sorts after every valid time
+    count = torch.minimum(torch.searchsorted(searched, query.detach(), right=True), n)
+    last = n - 1
+    t_first = times[:, :1]
+    t_last = times.gather(1, last)
+    below, above = query < t_first, query > t_last
+    is_nan = torch.isnan(query) if query.dtype.is_floating_point else torch.zeros_like(below)
+    in_range = ~below & ~above & ~is_nan
+
+    i0 = torch.minimum((count - 1).clamp(min=0), last)
+    i1 = torch.minimum(i0 + 1, last)
+    if method == "previous":
+        i1 = i0
+    elif method == "nearest":
+        ta0, tb0 = times.gather(1, i0), times.gather(1, i1)
+        i0 = i1 = torch.where((query - ta0) <= (tb0 - query), i0, i1)
+    zero = torch.zeros_like(i0)
+    extrapolate = out_of_range == "extrapolate" and method == "linear"
+    if extrapolate:
+        ia = torch.where(below, zero, torch.where(above, (last - 1).clamp(min=0), i0))
+        ib = torch.where(below, torch.minimum(last, zero + 1), torch.where(above, last, i1))
+    else:
+        ia = torch.where(below, zero, torch.where(above, last, i0))
+        ib = torch.where(below, zero, torch.where(above, last, i1))
+    ta, tb = times.gather(1, ia), times.gather(1, ib)
+    if extrapolate:
+        ia = torch.where(above & (tb == ta), ib, ia)
+
+    if method in ("linear", "slerp"):
+        weight_dtype = torch.float32 if times.dtype == torch.float32 else torch.float64
+        width_t = (tb - ta).to(weight_dtype)
+        positive = width_t > 0
+        safe = torch.where(positive, width_t, torch.ones_like(width_t))
+        w = torch.where(positive, (query - ta).to(weight_dtype) / safe, torch.zeros_like(safe))
+        w = w.to(compute)
+    else:
+        w = torch.zeros(query.shape, dtype=compute, device=values.device)
+
+    def rows(index: torch.Tensor) -> torch.Tensor:
+        return values.gather(1, index.unsqueeze(-1).expand(batch, index.shape[1], width))
+
+    va, vb = rows(ia).to(compute), rows(ib).to(compute)
+    w3 = w.unsqueeze(-1)
+    if method == "slerp":
+        result = _slerp(va, vb, w3)
+    else:
+        result = torch.where(w3 == 0, va, va + w3 * (vb - va))
+    nan = torch.full_like(result, float("nan"))
+    if out_of_range == "nan":
+        result = torch.where(in_range.unsqueeze(-1), result, nan)
+    result = torch.where(is_nan.unsqueeze(-1), nan, result)
+    return result.to(values.dtype), in_range
+
+
+# ----------------------------------------------------------------------------------------------
+# the Triton launch (shared with align)
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StreamLaunch:
+    """One stream of a launch: values [B, S, D], times [B, S] and where its output goes."""
+
+    values: torch.Tensor
+    times: torch.Tensor
+    out: torch.Tensor
+    """[B, T, >= out_col + D] with unit stride along the last dimension."""
+    out_col: int
+    method: str
+    mask: torch.Tensor | None
+    """[B, T] uint8, written when the launch writes masks."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _launch_config(queries: int, width: int, element_size: int, method: str) -> tuple[int, int]:
+    """Tuning knobs of the resample kernel: ``(BLOCK_T, BLOCK_D)`` for one stream.
+
+    A column block spans the whole row up to 256 elements (16-byte vectors for every dtype); the
+    query block fills a tile of about 4096 elements so each program has enough loads in flight
+    to hide the binary search's latency, but no more queries than exist.
+    """
+    if method == "slerp":
+        block_d = 4
+    else:
+        block_d = min(triton_next_power_of_2(width), 256 if element_size <= 2 else 128)
+    block_t = max(1, min(4096 // block_d, 256, triton_next_power_of_2(queries)))
+    return block_t, block_d
+
+
+def triton_next_power_of_2(n: int) -> int:
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
+@functools.cache
+def _kernels():
+    """The kernel module, imported on the first launch (``import warpforge`` stays Triton-free)."""
+    from warpforge.robotics._kernels import resample as kernels
+
+    return kernels
+
+
+def _num_items(batch: int, queries: int, width: int, block_t: int, block_d: int) -> int:
+    """Work items (programs) of one stream: rows x query blocks x column blocks."""
+    return batch * -(-queries // block_t) * -(-width // block_d)
+
+
+@functools.lru_cache(maxsize=1024)
+def _single_plan(
+    batch: int,
+    queries: int,
+    samples: int,
+    width: int,
+    element_size: int,
+    method: str,
+    out_of_range: str,
+    time_dtype: torch.dtype,
+    compute_f64: bool,
+    has_lengths: bool,
+    write_mask: bool,
+) -> tuple[tuple[int], int, dict[str, object]]:
+    """Grid, search steps and constexprs of one single-stream launch, cached: the small shapes
+    are bound by host work per call."""
+    block_t, block_d = _launch_config(queries, width, element_size, method)
+    kernels = _kernels()
+    kwargs = {
+        "METHOD": kernels.METHOD_CODES[method],
+        "POLICY": kernels.POLICY_CODES[out_of_range],
+        "TIME_KIND": kernels.TIME_CODES[str(time_dtype).removeprefix("torch.")],
+        "COMPUTE_F64": compute_f64,
+        "HAS_LENGTHS": has_lengths,
+        "WRITE_MASK": write_mask,
+        "BLOCK_T": block_t,
+        "BLOCK_D": block_d,
+        "num_warps": _num_warps(block_t * block_d),
+    }
+    grid = (_num_items(batch, queries, width, block_t, block_d),)
+    return grid, samples.bit_length(), kwargs
+
+
+def _num_warps(tile: int) -> int:
+    return 4 if tile >= 2048 else 2
+
+
+def launch_single(
+    values: torch.Tensor,
+    times: torch.Tensor,
+    query: torch.Tensor,
+    lengths: torch.Tensor | None,
+    out: torch.Tensor,
+    mask: torch.Tensor | None,
+    method: str,
+    out_of_range: str,
+) -> None:
+    """Resample one stream: values [B, S, D], times [B, S], query [B, T] into out [B, T, D]."""
+    batch, samples, width = values.shape
+    queries = query.shape[1]
+    grid, steps, kwargs = _single_plan(
+        batch, queries, samples, width, values.element_size(), method, out_of_range,
+        query.dtype, values.dtype == torch.float64, lengths is not None, mask is not None,
+    )  # fmt: skip
+    _kernels().resample_kernel[grid](
+        query, query.stride(0), query.stride(1), queries, batch,
+        lengths if lengths is not None else query,
+        values, values.stride(0), values.stride(1),
+        times, times.stride(0), times.stride(1), samples,
+        out, out.stride(0), out.stride(1), width,
+        mask if mask is not None else query, steps,
+        **kwargs,
+    )  # fmt: skip
+
+
+def launch_streams(streams: list[StreamLaunch], query: torch.Tensor, out_of_range: str) -> None:
+    """Resample up to ``MAX_STREAMS`` streams onto ``query`` [B, T] in one kernel launch."""
+    kernels = _kernels()
+    if not 1 <= len(streams) <= kernels.MAX_STREAMS:
+        raise ValueError(f"1 to {kernels.MAX_STREAMS} streams per launch, got {len(streams)}")
+    if len(streams) == 1:
+        s = streams[0]
+        out = s.out[:, :, s.out_col :]  # a view: the single-stream kernel has no column offset
+        launch_single(s.values, s.times, query, None, out, s.mask, s.method, out_of_range)
+        return
+    batch, queries = query.shape
+    slot_args: list[object] = []
+    block_ts: list[int] = []
+    block_ds: list[int] = []
+    first_item = 0
+    for s in streams:
+        _, samples, width = s.values.shape
+        block_t, block_d = _launch_config(queries, width, s.values.element_size(), s.method)
+        slot_args += [
+            s.values, s.values.stride(0), s.values.stride(1),
+            s.times, s.times.stride(0), s.times.stride(1), samples,
+            s.out, s.out.stride(0), s.out.stride(1), s.out_col, width,
+            s.mask if s.mask is not None else query, first_item, samples.bit_length(),
+        ]  # fmt: skip
+        block_ts.append(block_t)
+        block_ds.append(block_d)
+        first_item += _num_items(batch, queries, width, block_t, block_d)
+    # unused slots repeat the last stream; NUM_STREAMS keeps them from running
+    per_slot = len(slot_args) // len(streams)
+    padding = kernels.MAX_STREAMS - len(streams)
+    slot_args += slot_args[-per_slot:] * padding
+    methods = [s.method for s in streams] + [streams[-1].method] * padding
+    block_ts += block_ts[-1:] * padding
+    block_ds += block_ds[-1:] * padding
+    kernels.resample_streams_kernel[(first_item,)](
+        query, query.stride(0), query.stride(1), queries, batch,
+        *slot_args,
+        NUM_STREAMS=len(streams),
+        **{f"METHOD{k}": kernels.METHOD_CODES[m] for k, m in enumerate(methods)},
+        **{f"BLOCK_T{k}": block_t for k, block_t in enumerate(block_ts)},
+        **{f"BLOCK_D{k}": block_d for k, block_d in enumerate(block_ds)},
+        POLICY=kernels.POLICY_CODES[out_of_range],
+        TIME_KIND=kernels.TIME_CODES[str(query.dtype).removeprefix("torch.")],
+        COMPUTE_F64=any(s.values.dtype == torch.float64 for s in streams),
+        WRITE_MASK=streams[0].mask is not None,
+        num_warps=max(_num_warps(t * d) for t, d in zip(block_ts, block_ds, strict=True)),
+    )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------
+# the custom op
+# ----------------------------------------------------------------------------------------------
+
+
+def _run(
+    values: torch.Tensor,
+    times: torch.Tensor,
+    query: torch.Tensor,
+    lengths: torch.Tensor | None,
+    method: str,
+    out_of_range: str,
+    write_mask: bool,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The forward on the path the runtime picks; the mask only when asked for."""
+    if execution_path(values.device) is ExecutionPath.TORCH_REFERENCE:
+        out, mask = resample_reference(values, times, query, lengths, method, out_of_range)
+        return out, mask if write_mask else None
+    batch, queries = query.shape
+    out = values.new_empty(batch, queries, values.shape[2])
+    mask = query.new_empty(batch, queries, dtype=torch.uint8) if write_mask else None
+    launch_single(values, times, query, lengths, out, mask, method, out_of_range)
+    return out, mask.view(torch.bool) if mask is not None else None
+
+
+@torch.library.custom_op("warpforge_robotics::resample", mutates_args=())
+def _resample_op(
+    values: torch.Tensor,
+    times: torch.Tensor,
+    query: torch.Tensor,
+    lengths: torch.Tensor | None,
+    method: str,
+    out_of_range: str,
+    write_mask: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    out, mask = _run(values, times, query, lengths, method, out_of_range, write_mask)
+    return out, mask if mask is not None else query.new_empty(0, dtype=torch.bool)
+
+
+@_resample_op.register_fake
+def _(values, times, query, lengths, method, out_of_range, write_mask):
+    batch, queries = query.shape
+    out = values.new_empty(batch, queries, values.shape[2])
+    mask = query.new_empty((batch, queries) if write_mask else (0,), dtype=torch.bool)
+    return out, mask
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    values, times, query, lengths, method, out_of_range, _ = inputs
+    ctx.save_for_backward(values, times, query, lengths)
+    ctx.method, ctx.out_of_range = method, out_of_range
+
+
+def _reference_vjp(
+    grad_out: torch.Tensor,
+    values: torch.Tensor,
+    times: torch.Tensor,
+    query: torch.Tensor,
+    lengths: torch.Tensor | None,
+    method: str,
+    out_of_range: str,
+    query_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradients to values and query as the vector-Jacobian product of the reference path."""
+    with torch.enable_grad():
+        v = values.detach().requires_grad_(True)
+        q = query.detach().requires_grad_(query_grad)
+        out, _ = resample_reference(v, times, q, lengths, method, out_of_range)
+        wrt = [v, q] if query_grad else [v]
+        grads = torch.autograd.grad(out, wrt, grad_out, allow_unused=True)
+    grad_query = query.new_empty(0)
+    if query_grad:
+        grad_query = grads[1] if grads[1] is not None else torch.zeros_like(query)
+        grad_query = torch.nan_to_num(grad_query, nan=0.0)  # NaN queries have no slope
+    return grads[0], grad_query
+
+
+def launch_backward(
+    grad_out: torch.Tensor,
+    values: torch.Tensor,
+    times: torch.Tensor,
+    query: torch.Tensor,
+    lengths: torch.Tensor | None,
+    method: str,
+    out_of_range: str,
+    query_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The backward kernel for linear, previous and nearest: float32 (float64) atomics, so the
+    last bits of a gradient may vary between runs where queries share a sample."""
+    batch, samples, width = values.shape
+    queries = query.shape[1]
+    if grad_out.stride(-1) != 1:
+        grad_out = grad_out.contiguous()  # e.g. the stride-0 gradient of a sum()
+    accumulate = torch.float64 if values.dtype == torch.float64 else torch.float32
+    grad_values = torch.zeros(values.shape, dtype=accumulate, device=values.device)
+    grad_query = torch.zeros(
+        query.shape if query_grad else (1,), dtype=accumulate, device=values.device
+    )
+    block_t, block_d = _launch_config(queries, width, values.element_size(), method)
+    kernels = _kernels()
+    kernels.resample_backward_kernel[(_num_items(batch, queries, width, block_t, block_d),)](
+        query, query.stride(0), query.stride(1), queries, batch,
+        lengths if lengths is not None else query,
+        values, values.stride(0), values.stride(1),
+        times, times.stride(0), times.stride(1), samples,
+        grad_out, grad_out.stride(0), grad_out.stride(1), width,
+        grad_values, grad_values.stride(0), grad_values.stride(1), grad_query,
+        samples.bit_length(),
+        METHOD=kernels.METHOD_CODES[method],
+        POLICY=kernels.POLICY_CODES[out_of_range],
+        TIME_KIND=kernels.TIME_CODES[str(query.dtype).removeprefix("torch.")],
+        COMPUTE_F64=values.dtype == torch.float64,
+        HAS_LENGTHS=lengths is not None,
+        QUERY_GRAD=query_grad,
+        BLOCK_T=block_t,
+        BLOCK_D=block_d,
+        num_warps=_num_warps(block_t * block_d),
+    )  # fmt: skip
+    grad_query = grad_query.to(query.dtype) if query_grad else query.new_empty(0)
+    return grad_values.to(values.dtype), grad_query
+
+
+# the backward as a custom op of its own, so torch.compile traces around the kernel launch;
+# autograd does not record below the dispatcher, so the reference vjp stays outside it
+_resample_backward_op = torch.library.custom_op(
+    "warpforge_robotics::resample_backward", mutates_args=()
+)(launch_backward)
+
+
+@_resample_backward_op.register_fake
+def _(grad_out, values, times, query, lengths, method, out_of_range, query_grad):
+    return values.new_empty(values.shape), query.new_empty(query.shape if query_grad else (0,))
+
+
+def _backward(ctx, grad_out, grad_mask):
+    values, times, query, lengths = ctx.saved_tensors
+    need_values, _, need_query = ctx.needs_input_grad[:3]
+    # previous and nearest are piecewise constant in q: their slope is 0 wherever it exists
+    slope = bool(need_query) and ctx.method in ("linear", "slerp")
+    args = (grad_out, values, times, query, lengths, ctx.method, ctx.out_of_range, slope)
+    if ctx.method == "slerp" or execution_path(values.device) is ExecutionPath.TORCH_REFERENCE:
+        grad_values, grad_query = _reference_vjp(*args)
+    else:
+        grad_values, grad_query = _resample_backward_op(*args)
+    if need_query and not slope:
+        grad_query = torch.zeros_like(query)
+    return (
+        grad_values if need_values else None,
+        None,
+        grad_query if need_query else None,
+        None,
+        None,
+        None,
+        None,
+    )
+
+
+_resample_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _needs_op(*tensors: torch.Tensor) -> bool:
+    """The dispatcher is needed for autograd and torch.compile; plain calls skip its overhead."""
+    compiling = getattr(torch.compiler, "is_compiling", lambda: False)()
+    return compiling or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+
+
+def resample(
+    values: torch.Tensor,
+    times: torch.Tensor,
+    query_times: torch.Tensor,
+    *,
+    method: str = "linear",
+    out_of_range: str = "clamp",
+    lengths: torch.Tensor | None = None,
+    return_mask: bool = False,
+    assume_sorted: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Resample ``values`` sampled at ``times`` onto ``query_times``.
+
+    Args:
+        values: [B, S, D] or [S, D]; float32, float16, bfloat16 (or float64).
+        times: [B, S] or [S] (broadcast / stride-0 views welcome); float32, float64 or int64 ns.
+        query_times: [B, T] or [T]; the dtype of ``times`` (floats may mix; they widen).
+        method: ``"linear"``, ``"previous"``, ``"nearest"`` or ``"slerp"`` (D == 4, xyzw).
+        out_of_range: ``"clamp"``, ``"extrapolate"`` (linear only; others clamp), ``"nan"`` or
+            ``"error"`` (ValueError naming the row and query; one device sync).
+        lengths: [B] int; only the first ``lengths[b]`` samples of row b are valid.
+        return_mask: also return the bool [B, T] mask of in-range queries.
+        assume_sorted: skip the check that valid times are non-decreasing and not NaN (and that
+            lengths lie in [1, S]); the check costs a few reductions and one device sync.
+
+    Returns:
+        [B, T, D] (or [T, D]) in the dtype of ``values``; with ``return_mask``, also the mask.
+    """
+    check_choice("method", method, METHODS)
+    check_choice("out_of_range", out_of_range, OUT_OF_RANGE)
+    args = _normalize(values, times, query_times, lengths, method)
+    if not assume_sorted:
+        check_sorted_times([("times", args.times, args.lengths)])
+    write_mask = return_mask or out_of_range == "error"
+    call = _resample_op if _needs_op(args.values, args.query) else _run
+    out, mask = call(
+        args.values, args.times, args.query, args.lengths, method, out_of_range, write_mask
+    )
+    if out_of_range == "error":
+        raise_out_of_range(mask, args.query)
+    if not args.batched:
+        out, mask = out[0], mask[0] if write_mask else mask
+    return (out, mask) if return_mask else out

@@ -1,0 +1,96 @@
+"""Compile the robotics kernels for Hopper (sm_90) without a GPU and print a JSON summary.
+
+Run as a script with TRITON_INTERPRET=0 (under the interpreter @triton.jit yields functions the
+compiler cannot take): ``python robotics_hopper_compile.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+HOPPER = GPUTarget("cuda", 90, 32)
+
+
+def compile_for_hopper(fn, types: dict[str, str], constants: dict, divisible: list[str]) -> str:
+    """PTX of ``fn``; integer arguments are i32 unless given, and pointers and ``divisible``
+    sizes are specialised as multiples of 16, as a launch with such values would be."""
+    signature = {
+        name: "constexpr" if name in constants else types.get(name, "i32") for name in fn.arg_names
+    }
+    attrs = {(fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in divisible}
+    source = ASTSource(fn, signature, constexprs=constants, attrs=attrs)
+    return triton.compile(source, target=HOPPER, options={"num_warps": 4}).asm["ptx"]
+
+
+def resample_cases(kernels) -> dict[str, str]:
+    constants = {"METHOD": 0, "POLICY": 1, "TIME_KIND": 0, "COMPUTE_F64": False,
+                 "HAS_LENGTHS": True, "WRITE_MASK": True, "BLOCK_T": 32, "BLOCK_D": 128,
+                 "q_stride_t": 1, "t_ss": 1, "v_ss": 128, "o_st": 128}  # fmt: skip
+    types = {"q_ptr": "*fp32", "lengths_ptr": "*i64", "v": "*bf16", "t": "*fp32", "o": "*bf16",
+             "m": "*u8"}  # fmt: skip
+    divisible = ["q_ptr", "v", "t", "o", "m", "v_sb", "o_sb", "t_sb", "q_stride_b", "D", "T", "B"]
+    out = {"resample_bf16": compile_for_hopper(kernels.resample_kernel, types, constants,
+                                               divisible)}  # fmt: skip
+    slerp = {**constants, "METHOD": 3, "BLOCK_D": 4, "TIME_KIND": 2, "v_ss": 4, "o_st": 4}
+    types64 = {**types, "q_ptr": "*i64", "t": "*i64", "v": "*fp32", "o": "*fp32"}
+    out["resample_slerp_int64"] = compile_for_hopper(kernels.resample_kernel, types64, slerp, [])
+    backward = {"METHOD": 0, "POLICY": 2, "TIME_KIND": 1, "COMPUTE_F64": False,
+                "HAS_LENGTHS": True, "QUERY_GRAD": True, "BLOCK_T": 32, "BLOCK_D": 128}  # fmt: skip
+    backward_types = {"q_ptr": "*fp64", "lengths_ptr": "*i64", "v": "*bf16", "t": "*fp64",
+                      "g": "*bf16", "gv": "*fp32", "gq": "*fp32"}  # fmt: skip
+    out["resample_backward"] = compile_for_hopper(
+        kernels.resample_backward_kernel, backward_types, backward, []
+    )
+    for time_kind, time_type in ((1, "fp64"), (2, "i64")):
+        types = {"q_ptr": f"*{time_type}"}
+        for k, value_type in enumerate(("bf16", "fp32", "fp16", "fp32")):
+            types |= {f"v{k}": f"*{value_type}", f"t{k}": f"*{time_type}", f"o{k}": "*fp32",
+                      f"m{k}": "*u8"}  # fmt: skip
+        constants = {"NUM_STREAMS": 4, "METHOD0": 0, "METHOD1": 1, "METHOD2": 2, "METHOD3": 3,
+                     "BLOCK_D0": 256, "BLOCK_D1": 32, "BLOCK_D2": 8, "BLOCK_D3": 4,
+                     "BLOCK_T0": 16, "BLOCK_T1": 128, "BLOCK_T2": 256, "BLOCK_T3": 256,
+                     "POLICY": 2, "TIME_KIND": time_kind, "COMPUTE_F64": False,
+                     "WRITE_MASK": True}  # fmt: skip
+        out[f"streams_{time_type}"] = compile_for_hopper(
+            kernels.resample_streams_kernel, types, constants, []
+        )
+    return out
+
+
+def voxelize_cases(kernels) -> dict[str, str]:
+    types = {"points_ptr": "*fp32", "features_ptr": "*bf16", "batch_ptr": "*i64",
+             "features_out_ptr": "*fp32", "count_ptr": "*i32", "occupancy_ptr": "*u8",
+             "grid_ptr": "*fp64"}  # fmt: skip
+    out = {}
+    for accumulate, count, divide, occupancy in [(0, True, False, True), (1, False, True, False),
+                                                 (2, False, False, True)]:  # fmt: skip
+        constants = {"ACCUMULATE": accumulate, "WRITE_COUNT": count, "DIVIDE_BY_COUNT": divide,
+                     "HAS_BATCH": True, "WRITE_OCCUPANCY": occupancy, "BLOCK_N": 1024,
+                     "BLOCK_C": 4}  # fmt: skip
+        out[f"voxelize_{accumulate}{int(count)}{int(divide)}"] = compile_for_hopper(
+            kernels.voxelize_kernel, types, constants, []
+        )
+    return out
+
+
+def main() -> None:
+    from warpforge.robotics._kernels import resample, voxelize
+
+    summary = {}
+    for name, ptx in {**resample_cases(resample), **voxelize_cases(voxelize)}.items():
+        summary[name] = {
+            "v4_loads": len(re.findall(r"ld\.global(?:\.\w+)*\.v4\.b32", ptx)),
+            "b16_loads": len(re.findall(r"ld\.global(?:\.\w+)*\.b16", ptx)),
+            "atomics": len(re.findall(r"\batom\.", ptx)) + len(re.findall(r"\bred\.", ptx)),
+        }
+    json.dump(summary, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

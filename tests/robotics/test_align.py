@@ -1,0 +1,142 @@
+"""align: N streams onto one clock in one launch, each with resample's semantics."""
+
+from __future__ import annotations
+
+import pytest
+import robotics_plain_reference as plain
+import torch
+
+from warpforge.robotics import align, resample
+
+
+def make_streams(spec, batch: int, generator: torch.Generator) -> list:
+    streams = []
+    for samples, width, dtype, span in spec:
+        values = torch.randn(batch, samples, width, generator=generator).to(dtype)
+        times = torch.sort(torch.rand(batch, samples, generator=generator) * span, dim=1).values
+        streams.append((values, times))
+    return streams
+
+
+SPEC = [(5, 9, torch.float16, 10), (8, 3, torch.float32, 8), (20, 1, torch.float32, 12)]
+
+
+def test_concat_matches_plain_reference(cpu_path: str) -> None:
+    g = torch.Generator().manual_seed(20)
+    streams = make_streams(SPEC, 3, g)
+    query = torch.rand(3, 13, generator=g) * 14 - 1
+    out = align(streams, query)
+    assert out.dtype == torch.float32 and out.shape == (3, 13, 13)
+    expected = torch.cat([plain.resample(v, t, query)[0] for v, t in streams], dim=-1)
+    diff = (out.double() - expected).abs().max().item()
+    assert diff < 1e-5  # float32 output keeps the float16 stream unrounded
+
+
+def test_list_output_in_own_dtypes_and_per_stream_methods(cpu_path: str) -> None:
+    g = torch.Generator().manual_seed(21)
+    spec = [*SPEC, (6, 4, torch.float32, 9), (7, 2, torch.float16, 9)]  # 5 streams: two groups
+    streams = make_streams(spec, 2, g)
+    quat = streams[3][0]
+    streams[3] = (quat / quat.norm(dim=-1, keepdim=True), streams[3][1])
+    methods = ["linear", "previous", "nearest", "slerp", "linear"]
+    query = torch.rand(2, 11, generator=g) * 12 - 1
+    outs = align(streams, query, methods=methods, out_of_range="nan", concat=False)
+    assert [o.dtype for o in outs] == [v.dtype for v, _ in streams]
+    for out, (v, t), method in zip(outs, streams, methods, strict=True):
+        expected = resample(v, t, query, method=method, out_of_range="nan")
+        assert torch.equal(out.isnan(), expected.isnan())
+        assert torch.equal(out.nan_to_num(0), expected.nan_to_num(0))
+
+
+def test_unbatched_int64_nanoseconds(cpu_path: str) -> None:
+    g = torch.Generator().manual_seed(22)
+    hour = 3600 * 10**9
+    fast_t = hour + torch.arange(500, dtype=torch.int64) * 1_000_000
+    slow_t = hour + torch.arange(16, dtype=torch.int64) * 33_333_333
+    fast_v, slow_v = torch.randn(500, 6, generator=g), torch.randn(16, 5, generator=g)
+    query = hour + torch.arange(25, dtype=torch.int64) * 20_000_000
+    out = align([(fast_v, fast_t), (slow_v, slow_t)], query)
+    assert out.shape == (25, 11)
+    expected = torch.cat(
+        [plain.resample(v[None], t[None], query[None])[0][0] for v, t in
+         [(fast_v, fast_t), (slow_v, slow_t)]], dim=-1,
+    )  # fmt: skip
+    assert (out.double() - expected).abs().max().item() < 2e-6
+
+
+def test_stride_zero_times(cpu_path: str) -> None:
+    g = torch.Generator().manual_seed(23)
+    values = torch.randn(4, 6, 3, generator=g)
+    row = torch.sort(torch.rand(6, generator=g), dim=0).values
+    query = torch.rand(4, 5, generator=g)
+    expected = align([(values, row.expand(4, 6).contiguous())], query)
+    assert torch.equal(align([(values, row)], query), expected)
+    assert torch.equal(align([(values, row.expand(4, 6))], query), expected)
+
+
+def test_gradient_flows_like_resample(cpu_path: str) -> None:
+    g = torch.Generator().manual_seed(24)
+    a = torch.randn(2, 5, 3, generator=g, requires_grad=True)
+    b = torch.randn(2, 7, 2, generator=g, requires_grad=True)
+    ta = torch.sort(torch.rand(2, 5, generator=g), dim=1).values
+    tb = torch.sort(torch.rand(2, 7, generator=g), dim=1).values
+    query = torch.rand(2, 6, generator=g)
+    weights = torch.randn(2, 6, 5, generator=g)
+    (align([(a, ta), (b, tb)], query) * weights).sum().backward()
+    a2, b2 = a.detach().requires_grad_(), b.detach().requires_grad_()
+    expected = torch.cat([resample(a2, ta, query), resample(b2, tb, query)], dim=-1)
+    (expected * weights).sum().backward()
+    assert torch.allclose(a.grad, a2.grad) and torch.allclose(b.grad, b2.grad)
+
+
+def test_error_policy_names_stream(cpu_path: str) -> None:
+    g = torch.Generator().manual_seed(25)
+    streams = make_streams(SPEC, 2, g)
+    with pytest.raises(ValueError, match=r"streams\[\d\]: row \d query \d+"):
+        align(streams, torch.full((2, 3), 50.0), out_of_range="error")
+
+
+@pytest.mark.parametrize(
+    ("streams", "query", "kwargs", "error", "match"),
+    [
+        ([], torch.rand(4), {}, ValueError, "streams: expected at least one"),
+        (torch.rand(3), torch.rand(4), {}, TypeError, "streams: expected a sequence"),
+        ([(torch.rand(3, 2),)], torch.rand(4), {}, TypeError, r"streams\[0\]: expected a"),
+        (
+            [(torch.rand(2, 3, 2), torch.rand(2, 3)), (torch.rand(3, 3, 2), torch.rand(3))],
+            torch.rand(4), {}, ValueError, r"streams\[1\] values: expected batch size 2",
+        ),
+        (
+            [(torch.rand(3, 2), torch.arange(3).long())], torch.rand(4), {}, TypeError,
+            "int64 nanosecond",
+        ),
+        (
+            [(torch.rand(3, 2), torch.arange(3.0))], torch.rand(4), {"methods": ["linear"] * 2},
+            ValueError, "methods: expected one method name or one per stream",
+        ),
+        (
+            [(torch.rand(3, 2), torch.arange(3.0))], torch.rand(4), {"methods": "slerp"},
+            ValueError, "expects quaternions",
+        ),
+        (
+            [(torch.rand(3, 2), torch.tensor([0.0, 2.0, 1.0]))], torch.rand(4), {}, ValueError,
+            r"streams\[0\] times: .* row 0 decreases",
+        ),
+    ],
+)  # fmt: skip
+def test_invalid_arguments(streams, query, kwargs, error, match) -> None:
+    with pytest.raises(error, match=match):
+        align(streams, query, **kwargs)
+
+
+def test_five_streams_concat_in_two_launches(cpu_path: str) -> None:
+    g = torch.Generator().manual_seed(26)
+    spec = [*SPEC, (6, 4, torch.float32, 9), (7, 2, torch.float32, 9)]  # the 5th launches alone
+    streams = make_streams(spec, 2, g)
+    query = torch.rand(2, 9, generator=g) * 12 - 1
+    out = align(streams, query, out_of_range="extrapolate")
+    expected = torch.cat(
+        [plain.resample(v, t, query, "linear", "extrapolate")[0] for v, t in streams], dim=-1
+    )
+    assert out.shape == (2, 9, 19)
+    assert (out.double() - expected).abs().max().item() < 1e-4

@@ -1,0 +1,161 @@
+"""GPU checks of the robotics ops: bf16, CUDA against the CPU paths, torch.compile, big offsets."""
+
+from __future__ import annotations
+
+import pytest
+import robotics_plain_reference as plain
+import torch
+from test_resample import assert_matches, gradcheck_resample, random_quaternions
+
+from warpforge.robotics import align, resample, voxelize
+from warpforge.robotics.resample import METHODS, resample_reference
+from warpforge.robotics.voxelize import REDUCTIONS, voxelize_reference
+
+pytestmark = pytest.mark.gpu
+CUDA = torch.device("cuda")
+
+
+def _case(method: str, seed: int, dtype: torch.dtype = torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    b, s, t = 5, 37, 300
+    if method == "slerp":
+        values = random_quaternions(b, s, generator=g)
+    else:
+        values = torch.randn(b, s, 24, generator=g)
+    times = torch.sort(torch.randint(0, 30, (b, s), generator=g).float(), dim=1).values
+    query = torch.randint(-16, 260, (b, t), generator=g).float() / 8
+    lengths = torch.randint(1, s + 1, (b,), generator=g)
+    return values.to(dtype), times, query, lengths
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("policy", ["clamp", "extrapolate", "nan"])
+def test_cuda_matches_cpu_reference_path(method: str, policy: str) -> None:
+    values, times, query, lengths = _case(method, seed=40)
+    expected, expected_mask = resample_reference(values, times, query, lengths, method, policy)
+    out, mask = resample(values.to(CUDA), times.to(CUDA), query.to(CUDA), method=method,
+                         out_of_range=policy, lengths=lengths.to(CUDA), return_mask=True)  # fmt: skip
+    assert torch.equal(mask.cpu(), expected_mask)
+    assert torch.equal(out.cpu().isnan(), expected.isnan())
+    # linear: FMA vs separate rounding; slerp: polynomial acos vs torch.acos near parallel
+    tol = {"linear": 1e-6, "slerp": 1e-5}.get(method, 0.0)
+    assert torch.allclose(out.cpu().nan_to_num(0), expected.nan_to_num(0), atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_bfloat16_against_plain_reference(method: str) -> None:
+    values, times, query, lengths = _case(method, seed=41, dtype=torch.bfloat16)
+    out = resample(values.to(CUDA), times.to(CUDA), query.to(CUDA), method=method,
+                   lengths=lengths.to(CUDA))  # fmt: skip
+    expected, _ = plain.resample(values, times, query, method, "clamp", lengths.tolist())
+    assert out.dtype == torch.bfloat16
+    assert_matches(out.cpu(), expected, tol=1e-2)
+
+
+def test_int64_nanoseconds_and_long_rows_on_cuda() -> None:
+    g = torch.Generator().manual_seed(42)
+    hour = 3600 * 10**9
+    samples = 100_000
+    times = hour + torch.cumsum(torch.randint(0, 2_000_000, (samples,), generator=g), 0)
+    query = times[0] - 10**6 + torch.randint(0, int(times[-1] - times[0]) + 2 * 10**6, (4096,),
+                                             generator=g)  # fmt: skip
+    values = torch.randn(samples, 3, generator=g)
+    out = resample(values.to(CUDA), times.to(CUDA), query.to(CUDA), out_of_range="nan")
+    expected, _ = plain.resample(values[None], times[None], query[None], "linear", "nan")
+    assert_matches(out.cpu(), expected[0], tol=2e-6)
+
+
+def test_widths_up_to_1024_and_stride_zero_times() -> None:
+    g = torch.Generator().manual_seed(43)
+    for width in (1, 5, 64, 1000, 1024):
+        values = torch.randn(3, 50, width, generator=g)
+        row = torch.sort(torch.rand(50, generator=g), dim=0).values
+        query = torch.rand(3, 70, generator=g)
+        out = resample(values.to(CUDA), row.to(CUDA).expand(3, 50), query.to(CUDA))
+        expected, _ = plain.resample(values, row.expand(3, 50), query)
+        assert_matches(out.cpu(), expected)
+
+
+def test_offsets_beyond_int32() -> None:
+    # values of 2 x 2^20 x 1100 bf16 elements: 2.3e9 > 2^31, read near the far end
+    samples, width = 2**20, 1100
+    values = torch.empty(2, samples, width, dtype=torch.bfloat16, device=CUDA)
+    values[:, -2:] = torch.tensor([1.0, 3.0], device=CUDA).view(1, 2, 1).to(torch.bfloat16)
+    times = torch.arange(samples, dtype=torch.float64, device=CUDA)
+    query = torch.full((2, 3), samples - 1.5, dtype=torch.float64, device=CUDA)
+    out = resample(values, times, query, assume_sorted=True)
+    assert bool((out == 2.0).all())
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_gradcheck_float64_cuda(method: str) -> None:
+    gradcheck_resample(method, CUDA)
+
+
+def test_torch_compile_fullgraph() -> None:
+    values, times, query, _ = _case("linear", seed=44, dtype=torch.bfloat16)
+    values, times, query = values.to(CUDA), times.to(CUDA), query.to(CUDA)
+
+    def f(v, t, q):
+        return resample(v, t, q, assume_sorted=True) * 2
+
+    compiled = torch.compile(f, fullgraph=True)
+    assert torch.equal(compiled(values, times, query), f(values, times, query))
+
+    streams = [(values, times), (values[..., :6].float(), times)]
+    g = torch.compile(lambda q: align(streams, q, assume_sorted=True), fullgraph=True)
+    assert torch.equal(g(query), align(streams, query, assume_sorted=True))
+
+    points = torch.rand(1000, 3, device=CUDA)
+    kwargs = {"voxel_size": 0.1, "grid_min": 0.0, "grid_size": 10, "reduce": "count"}
+    h = torch.compile(lambda p: voxelize(p, **kwargs), fullgraph=True)
+    assert torch.equal(h(points), voxelize(points, **kwargs))
+
+
+def test_torch_compile_backward() -> None:
+    values, times, query, _ = _case("linear", seed=45)
+    values = values.to(CUDA).requires_grad_(True)
+    times, query = times.to(CUDA), query.to(CUDA)
+    compiled = torch.compile(lambda v: resample(v, times, query, assume_sorted=True).square().sum(),
+                             fullgraph=True)  # fmt: skip
+    (grad,) = torch.autograd.grad(compiled(values), values)
+    (expected,) = torch.autograd.grad(
+        resample(values, times, query, assume_sorted=True).square().sum(), values
+    )
+    assert torch.allclose(grad, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("reduce", REDUCTIONS)
+def test_voxelize_cuda_matches_cpu(reduce: str) -> None:
+    g = torch.Generator().manual_seed(46)
+    points = torch.rand(20000, 3, generator=g) * 2.2 - 0.1
+    features = torch.randn(20000, 4, generator=g) - 2.0  # mostly negative: max must cope
+    batch_index = torch.randint(0, 2, (20000,), generator=g)
+    feats = features if reduce in ("sum", "mean", "max") else None
+    grid = ([0.0, 0.0, 0.0], [0.1, 0.2, 0.25], [20, 10, 8])
+    out = voxelize(points.to(CUDA), feats.to(CUDA) if feats is not None else None,
+                   voxel_size=grid[1], grid_min=grid[0], grid_size=grid[2], reduce=reduce,
+                   batch_index=batch_index.to(CUDA), batch_size=2)  # fmt: skip
+    expected = voxelize_reference(points, feats, batch_index, *grid, 2, reduce)
+    if reduce in ("occupancy", "count", "max"):
+        assert torch.equal(out.cpu(), expected)
+        again = voxelize(points.to(CUDA), feats.to(CUDA) if feats is not None else None,
+                         voxel_size=grid[1], grid_min=grid[0], grid_size=grid[2], reduce=reduce,
+                         batch_index=batch_index.to(CUDA), batch_size=2)  # fmt: skip
+        assert torch.equal(out, again)
+    else:
+        assert torch.allclose(out.cpu(), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_align_bf16_on_cuda() -> None:
+    g = torch.Generator().manual_seed(47)
+    specs = [(30, 512, torch.bfloat16), (100, 32, torch.float32), (1000, 6, torch.float32)]
+    streams = []
+    for samples, width, dtype in specs:
+        values = torch.randn(4, samples, width, generator=g).to(dtype)
+        times = torch.sort(torch.rand(4, samples, generator=g), dim=1).values
+        streams.append((values, times))
+    query = torch.rand(4, 50, generator=g)
+    out = align([(v.to(CUDA), t.to(CUDA)) for v, t in streams], query.to(CUDA))
+    expected = torch.cat([plain.resample(v, t, query)[0] for v, t in streams], dim=-1)
+    assert_matches(out.cpu(), expected, tol=1e-5)
