@@ -16,9 +16,12 @@ HELPER = Path(__file__).with_name("robotics_hopper_compile.py")
 
 
 @pytest.fixture(scope="module")
-def compiled() -> dict[str, dict[str, int]]:
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, int]]:
+    # a private Triton cache: other processes compiling the same kernel into the shared cache
+    # can make Triton read an entry that is still being written
     env = {**os.environ, "TRITON_INTERPRET": "0", "WARPFORGE_INTERPRET": "0",
-           "TRITON_DEFAULT_FP_FUSION": "1"}  # fmt: skip
+           "TRITON_DEFAULT_FP_FUSION": "1",
+           "TRITON_CACHE_DIR": str(tmp_path_factory.mktemp("triton-cache"))}  # fmt: skip
     src = str(Path(__file__).parents[2] / "src")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
     result = subprocess.run([sys.executable, str(HELPER)], env=env, capture_output=True,
