@@ -66,8 +66,9 @@ def _norm_forward(
     M, N = x.shape
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     h = torch.empty((M, N) if residual is not None else (0,), dtype=x.dtype, device=x.device)
-    mean = torch.empty((M,) if center else (0,), dtype=torch.float32, device=x.device)
-    rstd = torch.empty((M,), dtype=torch.float32, device=x.device)
+    stats_dtype = torch.promote_types(x.dtype, torch.float32)  # float64 only via gradcheck
+    mean = torch.empty((M,) if center else (0,), dtype=stats_dtype, device=x.device)
+    rstd = torch.empty((M,), dtype=stats_dtype, device=x.device)
     if M == 0:
         return y, h, mean, rstd
     if execution_path(x.device) is ExecutionPath.TORCH_REFERENCE:
@@ -188,34 +189,39 @@ def _norm_backward(
 # --------------------------------------------------------------------------- PyTorch reference
 
 
+def _compute(t: torch.Tensor) -> torch.Tensor:
+    """fp32 for the supported dtypes; float64 stays float64 so gradcheck can test the wiring."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))
+
+
 def _reference_forward(x, weight, bias, residual, eps, offset, center, y, h, mean, rstd):
     if residual is not None:
         h.copy_(x + residual)
         x = h
-    xf = x.float()
+    xf = _compute(x)
     if center:
         mean.copy_(xf.mean(dim=-1))
         xf = xf - mean[:, None]
     rstd.copy_(torch.rsqrt(xf.square().mean(dim=-1) + eps))
     out = xf * rstd[:, None]
     if weight is not None:
-        out = out * (offset + weight.float())
+        out = out * (offset + _compute(weight))
     if bias is not None:
-        out = out + bias.float()
+        out = out + _compute(bias)
     y.copy_(out)
     return y, h, mean, rstd
 
 
 def _reference_backward(dy, x, weight, mean, rstd, dh, offset, center, dx, dw, db):
-    xf, dyf = x.float(), dy.float()
+    xf, dyf = _compute(x), _compute(dy)
     xhat = ((xf - mean[:, None]) if center else xf) * rstd[:, None]
-    wdy = dyf * (offset + weight.float()) if weight is not None else dyf
+    wdy = dyf * (offset + _compute(weight)) if weight is not None else dyf
     grad = wdy - xhat * (xhat * wdy).mean(dim=-1, keepdim=True)
     if center:
         grad = grad - wdy.mean(dim=-1, keepdim=True)
     grad = grad * rstd[:, None]
     if dh is not None:
-        grad = grad + dh.float()
+        grad = grad + _compute(dh)
     dx.copy_(grad)
     if dw.numel():
         dw.copy_((dyf * xhat).sum(dim=0))
@@ -246,7 +252,7 @@ def _(x, weight, residual, eps, offset):
     return (
         x.new_empty((M, N)),
         x.new_empty(h_shape),
-        x.new_empty((M,), dtype=torch.float32),
+        x.new_empty((M,), dtype=torch.promote_types(x.dtype, torch.float32)),
     )
 
 
@@ -306,7 +312,7 @@ def _layer_norm_fwd(
 @_layer_norm_fwd.register_fake
 def _(x, weight, bias, eps):
     M, N = x.shape
-    stats = x.new_empty((M,), dtype=torch.float32)
+    stats = x.new_empty((M,), dtype=torch.promote_types(x.dtype, torch.float32))
     return x.new_empty((M, N)), stats, stats.clone()
 
 

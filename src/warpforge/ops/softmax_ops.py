@@ -35,7 +35,7 @@ def _softmax_fwd(x: torch.Tensor, log: bool) -> torch.Tensor:
     if M == 0 or N == 0:
         return y
     if execution_path(x.device) is ExecutionPath.TORCH_REFERENCE:
-        xf = x.float()
+        xf = x.to(torch.promote_types(x.dtype, torch.float32))  # float64 kept for gradcheck
         return y.copy_(torch.log_softmax(xf, dim=-1) if log else torch.softmax(xf, dim=-1))
 
     from warpforge.ops._kernels import softmax as kernels
@@ -70,7 +70,8 @@ def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
     if M == 0 or N == 0:
         return dx
     if execution_path(y.device) is ExecutionPath.TORCH_REFERENCE:
-        dyf, yf = dy.float(), y.float()
+        compute = torch.promote_types(y.dtype, torch.float32)
+        dyf, yf = dy.to(compute), y.to(compute)
         if log:
             return dx.copy_(dyf - yf.exp() * dyf.sum(dim=-1, keepdim=True))
         return dx.copy_(yf * (dyf - (dyf * yf).sum(dim=-1, keepdim=True)))
