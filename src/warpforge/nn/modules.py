@@ -28,6 +28,14 @@ def _last_dim_size(normalized_shape: object) -> int:
     return int(shape[0])
 
 
+def _check_last_dim(x: object, size: int) -> None:
+    """A clearer error than the op's weight-shape one: the module owns the weight."""
+    if isinstance(x, torch.Tensor) and (x.dim() == 0 or x.shape[-1] != size):
+        raise ValueError(
+            f"x: expected a last dimension of size {size} (normalized_shape), got {describe(x)}"
+        )
+
+
 class RMSNorm(nn.Module):
     """RMSNorm over the last dimension: ``x * rsqrt(mean(x**2) + eps) * (offset + weight)``.
 
@@ -61,6 +69,7 @@ class RMSNorm(nn.Module):
     def forward(
         self, x: torch.Tensor, residual: torch.Tensor | None = None
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        _check_last_dim(x, self.normalized_shape[0])
         eps = self.eps if self.eps is not None else torch.finfo(x.dtype).eps
         return rms_norm(x, self.weight, eps, residual=residual, offset=self.offset)
 
@@ -94,6 +103,7 @@ class LayerNorm(nn.Module):
             self.register_parameter("bias", None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _check_last_dim(x, self.normalized_shape[0])
         return layer_norm(x, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:

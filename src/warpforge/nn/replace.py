@@ -139,7 +139,10 @@ def replace_modules(model: nn.Module) -> ReplacementReport:
         )
     replaced: dict[int, nn.Module] = {}
     for parent_path, parent in list(model.named_modules(remove_duplicate=False)):
-        for name, child in list(parent.named_children()):
+        # _modules, not named_children(): the latter hides the second name of a shared module
+        for name, child in list(parent._modules.items()):
+            if child is None:
+                continue
             path = f"{parent_path}.{name}" if parent_path else name
             convert = _converter(child)
             if convert is None:
