@@ -191,8 +191,6 @@ def norm_bwd_rows_kernel(
     num_programs = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < N
-    if HAS_WEIGHT:
-        scale = offset + tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
     dw_acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
 
@@ -211,7 +209,14 @@ def norm_bwd_rows_kernel(
             xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
         else:
             xhat = x * rstd[:, None]
+        # Accumulate the parameter gradients first so dy is dead across the row reduction.
+        if WEIGHT_GRAD:
+            dw_acc += dy * xhat
+        if BIAS_GRAD:
+            db_acc += dy
         if HAS_WEIGHT:
+            # re-read per tile (an L1 hit) rather than pinning BLOCK_N registers for the loop
+            scale = offset + tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
             wdy = dy * scale[None, :]
         else:
             wdy = dy
@@ -227,10 +232,6 @@ def norm_bwd_rows_kernel(
         tl.store(
             DX + rows[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask
         )
-        if WEIGHT_GRAD:
-            dw_acc += dy * xhat
-        if BIAS_GRAD:
-            db_acc += dy
 
     if WEIGHT_GRAD:
         tl.store(DW_PARTIAL + pid * N + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
