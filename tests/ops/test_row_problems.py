@@ -50,7 +50,9 @@ def test_implementation_matches_reference_on_cpu_shapes(name, device):
 @pytest.mark.parametrize("name", NAMES)
 def test_eager_baseline_matches_reference(name, device):
     problem = get_problem(name)
-    _check_against_float64(problem, problem.baselines["torch-eager"](), problem.cpu_shapes[0], device)
+    _check_against_float64(
+        problem, problem.baselines["torch-eager"](), problem.cpu_shapes[0], device
+    )
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n != "log_softmax.fwd"])

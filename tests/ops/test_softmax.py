@@ -200,3 +200,9 @@ def test_more_than_2_to_31_elements_gpu():
     torch.testing.assert_close(
         y[tail].double(), reference("softmax", x[tail], -1), atol=1e-3, rtol=1.6e-2
     )
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_chunked_persistent_rows(name, device, poison_outputs):
+    """More rows than persistent programs: each program loops over several long rows."""
+    check(name, randn(6, 16385, device=device), -1, 1e-5, 1e-4)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from warpforge.ops._rows import RowLaunchConfig, as_rows, cdiv, row_launch_config
-from warpforge.runtime import ExecutionPath, device_capabilities, execution_path
+from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import (
     FLOAT_DTYPES,
     check_positive,
@@ -30,20 +30,27 @@ __all__ = ["layer_norm", "rms_norm"]
 # --------------------------------------------------------------------------- launch shapes
 
 
-def _fwd_launch_config(M: int, N: int, dtype: torch.dtype) -> RowLaunchConfig:
-    """Forward kernels: whole rows in registers up to 16K columns, chunked beyond."""
-    return row_launch_config(M, N, dtype)
+def _fwd_launch_config(M: int, N: int, dtype: torch.dtype, device: torch.device) -> RowLaunchConfig:
+    """Forward kernels: whole rows in registers up to 16K columns, chunked beyond (the chunked
+    kernel re-reads x, or h with a residual, once)."""
+    return row_launch_config(M, N, dtype, device, reread_operands=1)
 
 
-def _bwd_launch_config(
-    M: int, N: int, dtype: torch.dtype, sm_count: int | None
-) -> tuple[RowLaunchConfig, int]:
-    """Backward kernels: the row shape plus the persistent grid size. Each program owns one row
-    of the fp32 partial weight-gradient buffer, so the grid is a few waves of SMs, not M."""
-    config = row_launch_config(M, N, dtype)
-    tiles = cdiv(M, config.rows_per_program)
-    waves = 4 if sm_count else 1
-    return config, max(1, min(tiles, (sm_count or 4) * waves))
+def _bwd_launch_config(M: int, N: int, dtype: torch.dtype, device: torch.device) -> RowLaunchConfig:
+    """Backward kernels: ~8 elements per thread (they keep x, dy, dweight partials live), and a
+    persistent grid that fills each SM once: each program owns one row of the fp32 partial
+    weight-gradient buffer, which a second small kernel reduces."""
+    return row_launch_config(
+        M,
+        N,
+        dtype,
+        device,
+        elements_per_thread=8,
+        max_warps=32,
+        tile_elements=2048,
+        reread_operands=2,
+        resident_warps=32,  # ~64 registers per thread at 8 elements per thread
+    )
 
 
 _PARTIAL_BLOCK_P = 64
@@ -78,7 +85,7 @@ def _norm_forward(
 
     x = as_rows(x)
     residual = as_rows(residual) if residual is not None else None
-    config = _fwd_launch_config(M, N, x.dtype)
+    config = _fwd_launch_config(M, N, x.dtype, x.device)
     args = (
         x,
         residual if residual is not None else x,
@@ -105,11 +112,11 @@ def _norm_forward(
         "BLOCK_N": config.block_n,
         "num_warps": config.num_warps,
     }
+    grid = (config.num_programs,)
     if config.single_pass:
-        grid = (cdiv(M, config.rows_per_program),)
         kernels.norm_fwd_rows_kernel[grid](*args, ROWS=config.rows_per_program, **flags)
     else:
-        kernels.norm_fwd_chunked_kernel[(M,)](*args, **flags)
+        kernels.norm_fwd_chunked_kernel[grid](*args, **flags)
     return y, h, mean, rstd
 
 
@@ -142,7 +149,8 @@ def _norm_backward(
 
     x, dy = as_rows(x), as_rows(dy)
     dh = as_rows(dh) if dh is not None else None
-    config, programs = _bwd_launch_config(M, N, x.dtype, device_capabilities(x.device).sm_count)
+    config = _bwd_launch_config(M, N, x.dtype, x.device)
+    programs = config.num_programs
     alloc = torch.empty if config.single_pass else torch.zeros  # chunked kernel accumulates
     dw_partial = alloc((programs, N) if weight_grad else (1,), dtype=torch.float32, device=x.device)
     db_partial = alloc((programs, N) if bias_grad else (1,), dtype=torch.float32, device=x.device)

@@ -11,21 +11,22 @@ from __future__ import annotations
 
 import torch
 
-from warpforge.ops._rows import RowLaunchConfig, as_rows, cdiv, row_launch_config
+from warpforge.ops._rows import RowLaunchConfig, as_rows, row_launch_config
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_tensor, normalize_dim
 
 __all__ = ["log_softmax", "softmax"]
 
 
-def _fwd_launch_config(M: int, N: int, dtype: torch.dtype) -> RowLaunchConfig:
-    """Forward: whole rows in registers up to 16K columns, online two-pass beyond."""
-    return row_launch_config(M, N, dtype)
+def _fwd_launch_config(M: int, N: int, dtype: torch.dtype, device: torch.device) -> RowLaunchConfig:
+    """Forward: whole rows in registers up to 16K columns; beyond, one online pass for the row
+    max and sum, then the output pass re-reads x (from L2 when the grid allows)."""
+    return row_launch_config(M, N, dtype, device, reread_operands=1)
 
 
-def _bwd_launch_config(M: int, N: int, dtype: torch.dtype) -> RowLaunchConfig:
-    """Backward: two operands per row (dy, y), so the same element budget per program."""
-    return row_launch_config(M, N, dtype)
+def _bwd_launch_config(M: int, N: int, dtype: torch.dtype, device: torch.device) -> RowLaunchConfig:
+    """Backward: two operands per row (dy, y); the chunked kernel re-reads both."""
+    return row_launch_config(M, N, dtype, device, reread_operands=2)
 
 
 @torch.library.custom_op("warpforge::softmax_fwd", mutates_args=())
@@ -41,10 +42,10 @@ def _softmax_fwd(x: torch.Tensor, log: bool) -> torch.Tensor:
     from warpforge.ops._kernels import softmax as kernels
 
     x = as_rows(x)
-    config = _fwd_launch_config(M, N, x.dtype)
+    config = _fwd_launch_config(M, N, x.dtype, x.device)
     args = (x, y, x.stride(0), y.stride(0), M, N)
     if config.single_pass:
-        kernels.softmax_fwd_rows_kernel[(cdiv(M, config.rows_per_program),)](
+        kernels.softmax_fwd_rows_kernel[(config.num_programs,)](
             *args,
             LOG=log,
             ROWS=config.rows_per_program,
@@ -52,7 +53,7 @@ def _softmax_fwd(x: torch.Tensor, log: bool) -> torch.Tensor:
             num_warps=config.num_warps,
         )
     else:
-        kernels.softmax_fwd_chunked_kernel[(M,)](
+        kernels.softmax_fwd_chunked_kernel[(config.num_programs,)](
             *args, LOG=log, BLOCK_N=config.block_n, num_warps=config.num_warps
         )
     return y
@@ -79,10 +80,10 @@ def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
     from warpforge.ops._kernels import softmax as kernels
 
     dy, y = as_rows(dy), as_rows(y)
-    config = _bwd_launch_config(M, N, y.dtype)
+    config = _bwd_launch_config(M, N, y.dtype, y.device)
     args = (dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N)
     if config.single_pass:
-        kernels.softmax_bwd_rows_kernel[(cdiv(M, config.rows_per_program),)](
+        kernels.softmax_bwd_rows_kernel[(config.num_programs,)](
             *args,
             LOG=log,
             ROWS=config.rows_per_program,
@@ -90,7 +91,7 @@ def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
             num_warps=config.num_warps,
         )
     else:
-        kernels.softmax_bwd_chunked_kernel[(M,)](
+        kernels.softmax_bwd_chunked_kernel[(config.num_programs,)](
             *args, LOG=log, BLOCK_N=config.block_n, num_warps=config.num_warps
         )
     return dx

@@ -102,62 +102,66 @@ def norm_fwd_chunked_kernel(
     HAS_BIAS: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
-    x_row = X + row * stride_x
-    h_row = H + row * stride_h
+    """Persistent over rows (grid sized so the rows in flight stay in L2)."""
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
     num_chunks = tl.cdiv(N, BLOCK_N)
+    for i in range(0, tl.cdiv(M - pid, num_programs)):
+        row = pid.to(tl.int64) + i * num_programs
+        x_row = X + row * stride_x
+        h_row = H + row * stride_h
 
-    # Pass 1 (forwards): the row sum (LayerNorm) or sum of squares (RMSNorm); writes h.
-    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-    for chunk in range(0, num_chunks):
-        c = chunk * BLOCK_N + cols
-        m = c < N
-        x = tl.load(x_row + c, mask=m, other=0.0)
-        if HAS_RESIDUAL:
-            r = tl.load(R + row * stride_r + c, mask=m, other=0.0)
-            x = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
-            tl.store(h_row + c, x, mask=m)
-        x = x.to(tl.float32)
-        if CENTER:
-            acc += x
-        else:
-            acc += x * x
-    if HAS_RESIDUAL:
-        tl.debug_barrier()  # later passes re-read h written by other threads of this program
-        src_row = h_row
-    else:
-        src_row = x_row
-
-    if CENTER:
-        mean = tl.sum(acc, axis=0) / N
-        # A separate pass for the centred sum of squares avoids E[x^2] - mean^2 cancellation.
+        # Pass 1 (forwards): the row sum (LayerNorm) or sum of squares (RMSNorm); writes h.
         acc = tl.zeros([BLOCK_N], dtype=tl.float32)
         for chunk in range(0, num_chunks):
             c = chunk * BLOCK_N + cols
             m = c < N
-            x = tl.load(src_row + c, mask=m, other=0.0).to(tl.float32)
-            x = tl.where(m, x - mean, 0.0)
-            acc += x * x
-        tl.store(MEAN + row, mean)
-    else:
-        mean = 0.0
-    rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
-    tl.store(RSTD + row, rstd)
+            x = tl.load(x_row + c, mask=m, other=0.0)
+            if HAS_RESIDUAL:
+                r = tl.load(R + row * stride_r + c, mask=m, other=0.0)
+                x = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
+                tl.store(h_row + c, x, mask=m)
+            x = x.to(tl.float32)
+            if CENTER:
+                acc += x
+            else:
+                acc += x * x
+        if HAS_RESIDUAL:
+            tl.debug_barrier()  # later passes re-read h written by other threads of this program
+            src_row = h_row
+        else:
+            src_row = x_row
 
-    # Pass 2 (backwards): normalise and write y.
-    y_row = Y + row * stride_y
-    for chunk in range(0, num_chunks):
-        c = (num_chunks - 1 - chunk) * BLOCK_N + cols
-        m = c < N
-        x = tl.load(src_row + c, mask=m, other=0.0).to(tl.float32)
-        y = (x - mean) * rstd
-        if HAS_WEIGHT:
-            w = tl.load(W + c, mask=m, other=0.0).to(tl.float32)
-            y = y * (offset + w)
-        if HAS_BIAS:
-            y = y + tl.load(B + c, mask=m, other=0.0).to(tl.float32)
-        tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=m)
+        if CENTER:
+            mean = tl.sum(acc, axis=0) / N
+            # A separate pass for the centred sum of squares avoids E[x^2] - mean^2 cancellation.
+            acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+            for chunk in range(0, num_chunks):
+                c = chunk * BLOCK_N + cols
+                m = c < N
+                x = tl.load(src_row + c, mask=m, other=0.0).to(tl.float32)
+                x = tl.where(m, x - mean, 0.0)
+                acc += x * x
+            tl.store(MEAN + row, mean)
+        else:
+            mean = 0.0
+        rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
+        tl.store(RSTD + row, rstd)
+
+        # Pass 2 (backwards): normalise and write y.
+        y_row = Y + row * stride_y
+        for chunk in range(0, num_chunks):
+            c = (num_chunks - 1 - chunk) * BLOCK_N + cols
+            m = c < N
+            x = tl.load(src_row + c, mask=m, other=0.0).to(tl.float32)
+            y = (x - mean) * rstd
+            if HAS_WEIGHT:
+                w = tl.load(W + c, mask=m, other=0.0).to(tl.float32)
+                y = y * (offset + w)
+            if HAS_BIAS:
+                y = y + tl.load(B + c, mask=m, other=0.0).to(tl.float32)
+            tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=m)
 
 
 @triton.jit

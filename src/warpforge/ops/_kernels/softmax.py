@@ -43,39 +43,42 @@ def softmax_fwd_rows_kernel(
 def softmax_fwd_chunked_kernel(
     X, Y, stride_x, stride_y, M, N, LOG: tl.constexpr, BLOCK_N: tl.constexpr
 ):
-    row = tl.program_id(0).to(tl.int64)
-    x_row = X + row * stride_x
-    y_row = Y + row * stride_y
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
     num_chunks = tl.cdiv(N, BLOCK_N)
     neg_inf = -float("inf")
+    for i in range(0, tl.cdiv(M - pid, num_programs)):  # persistent: rows in flight fit L2
+        row = pid.to(tl.int64) + i * num_programs
+        x_row = X + row * stride_x
+        y_row = Y + row * stride_y
 
-    # Online pass: per lane, a running max and the sum of exp(x - running max).
-    lane_max = tl.full([BLOCK_N], neg_inf, dtype=tl.float32)
-    lane_sum = tl.zeros([BLOCK_N], dtype=tl.float32)
-    for chunk in range(0, num_chunks):
-        c = chunk * BLOCK_N + cols
-        x = tl.load(x_row + c, mask=c < N, other=neg_inf).to(tl.float32)
-        new_max = tl.maximum(lane_max, x)
-        # A lane that has only seen -inf keeps a zero sum (avoids -inf - -inf = NaN).
-        seen = new_max != neg_inf
-        safe_max = tl.where(seen, new_max, 0.0)
-        lane_sum = lane_sum * tl.exp(lane_max - safe_max) + tl.exp(x - safe_max)
-        lane_max = new_max
-    row_max = tl.max(lane_max, axis=0)
-    safe_row_max = tl.where(row_max != neg_inf, row_max, 0.0)
-    total = tl.sum(lane_sum * tl.exp(lane_max - safe_row_max), axis=0)
-    log_total = tl.log(total)
+        # Online pass: per lane, a running max and the sum of exp(x - running max).
+        lane_max = tl.full([BLOCK_N], neg_inf, dtype=tl.float32)
+        lane_sum = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for chunk in range(0, num_chunks):
+            c = chunk * BLOCK_N + cols
+            x = tl.load(x_row + c, mask=c < N, other=neg_inf).to(tl.float32)
+            new_max = tl.maximum(lane_max, x)
+            # A lane that has only seen -inf keeps a zero sum (avoids -inf - -inf = NaN).
+            seen = new_max != neg_inf
+            safe_max = tl.where(seen, new_max, 0.0)
+            lane_sum = lane_sum * tl.exp(lane_max - safe_max) + tl.exp(x - safe_max)
+            lane_max = new_max
+        row_max = tl.max(lane_max, axis=0)
+        safe_row_max = tl.where(row_max != neg_inf, row_max, 0.0)
+        total = tl.sum(lane_sum * tl.exp(lane_max - safe_row_max), axis=0)
+        log_total = tl.log(total)
 
-    for chunk in range(0, num_chunks):
-        c = (num_chunks - 1 - chunk) * BLOCK_N + cols
-        m = c < N
-        x = tl.load(x_row + c, mask=m, other=neg_inf).to(tl.float32)
-        if LOG:
-            y = x - safe_row_max - log_total
-        else:
-            y = tl.exp(x - safe_row_max) / total
-        tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=m)
+        for chunk in range(0, num_chunks):
+            c = (num_chunks - 1 - chunk) * BLOCK_N + cols
+            m = c < N
+            x = tl.load(x_row + c, mask=m, other=neg_inf).to(tl.float32)
+            if LOG:
+                y = x - safe_row_max - log_total
+            else:
+                y = tl.exp(x - safe_row_max) / total
+            tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=m)
 
 
 @triton.jit
@@ -112,30 +115,33 @@ def softmax_bwd_rows_kernel(
 def softmax_bwd_chunked_kernel(
     DY, Y, DX, stride_dy, stride_y, stride_dx, M, N, LOG: tl.constexpr, BLOCK_N: tl.constexpr
 ):
-    row = tl.program_id(0).to(tl.int64)
-    dy_row = DY + row * stride_dy
-    y_row = Y + row * stride_y
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
     num_chunks = tl.cdiv(N, BLOCK_N)
+    for i in range(0, tl.cdiv(M - pid, num_programs)):  # persistent: rows in flight fit L2
+        row = pid.to(tl.int64) + i * num_programs
+        dy_row = DY + row * stride_dy
+        y_row = Y + row * stride_y
 
-    acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-    for chunk in range(0, num_chunks):
-        c = chunk * BLOCK_N + cols
-        m = c < N
-        dy = tl.load(dy_row + c, mask=m, other=0.0).to(tl.float32)
-        if LOG:
-            acc += dy
-        else:
-            acc += dy * tl.load(y_row + c, mask=m, other=0.0).to(tl.float32)
-    total = tl.sum(acc, axis=0)
+        acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for chunk in range(0, num_chunks):
+            c = chunk * BLOCK_N + cols
+            m = c < N
+            dy = tl.load(dy_row + c, mask=m, other=0.0).to(tl.float32)
+            if LOG:
+                acc += dy
+            else:
+                acc += dy * tl.load(y_row + c, mask=m, other=0.0).to(tl.float32)
+        total = tl.sum(acc, axis=0)
 
-    for chunk in range(0, num_chunks):
-        c = (num_chunks - 1 - chunk) * BLOCK_N + cols
-        m = c < N
-        dy = tl.load(dy_row + c, mask=m, other=0.0).to(tl.float32)
-        y = tl.load(y_row + c, mask=m, other=0.0).to(tl.float32)
-        if LOG:
-            dx = dy - tl.exp(y) * total
-        else:
-            dx = y * (dy - total)
-        tl.store(DX + row * stride_dx + c, dx.to(DX.dtype.element_ty), mask=m)
+        for chunk in range(0, num_chunks):
+            c = (num_chunks - 1 - chunk) * BLOCK_N + cols
+            m = c < N
+            dy = tl.load(dy_row + c, mask=m, other=0.0).to(tl.float32)
+            y = tl.load(y_row + c, mask=m, other=0.0).to(tl.float32)
+            if LOG:
+                dx = dy - tl.exp(y) * total
+            else:
+                dx = y * (dy - total)
+            tl.store(DX + row * stride_dx + c, dx.to(DX.dtype.element_ty), mask=m)
