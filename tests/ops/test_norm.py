@@ -465,3 +465,14 @@ def test_chunked_persistent_rows(device, poison_outputs):
     want = torch.autograd.grad(y64, (x64, w64), dy.double())
     for g, e in zip(got, want, strict=True):
         close(g, e, 1e-4, "grad")
+
+
+def test_leaf_gradients_do_not_alias(device):
+    """x and residual share one gradient value, but two leaves must not share its storage."""
+    x, r, w = leaves(
+        randn(3, 8, device=device), randn(3, 8, device=device), randn(8, device=device)
+    )
+    y, _ = rms_norm(x, w, residual=r)
+    y.sum().backward()
+    assert x.grad.data_ptr() != r.grad.data_ptr()
+    torch.testing.assert_close(x.grad, r.grad)

@@ -370,6 +370,22 @@ _layer_norm_fwd.register_autograd(_layer_norm_backward, setup_context=_layer_nor
 # --------------------------------------------------------------------------- public API
 
 
+class _OwnGradient(torch.autograd.Function):
+    """Identity whose backward copies the gradient.
+
+    x and residual receive the same gradient tensor from the backward op. When one of them is a
+    leaf, autograd would store that one tensor as both ``.grad`` attributes (aliased storage);
+    this copy keeps them apart. Activations inside a model share it for free."""
+
+    @staticmethod
+    def forward(ctx, t: torch.Tensor) -> torch.Tensor:
+        return t.view_as(t)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        return grad.clone()
+
+
 def _check_input(x: object) -> torch.Tensor:
     x = check_tensor("x", x, dtypes=FLOAT_DTYPES, min_ndim=1, allow_empty=True)
     if x.shape[-1] == 0:
@@ -413,6 +429,13 @@ def rms_norm(
         raise ValueError(f"offset: expected 0.0 when weight is None, got {offset!r}")
     check_same_device(x=x, weight=weight, residual=residual)
 
+    if (
+        residual is not None
+        and residual.requires_grad
+        and x.requires_grad
+        and (x.is_leaf or residual.is_leaf)
+    ):
+        residual = _OwnGradient.apply(residual)
     N = x.shape[-1]
     y, h, _ = _rms_norm_fwd(
         x.reshape(-1, N),
