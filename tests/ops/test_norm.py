@@ -13,6 +13,7 @@ from warpforge.ops import layer_norm, rms_norm
 from warpforge.ops import norm as norm_module
 
 FWD_TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # hypothesis tests cannot take fixtures
 BWD_TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}
 
 
@@ -194,8 +195,8 @@ def test_mixed_weight_dtype(device):
 )
 def test_rms_norm_property(m, n, offset, eps, use_residual, seed):
     torch.manual_seed(seed)
-    x, w = randn(m, n), randn(n)
-    r = randn(m, n) if use_residual else None
+    x, w = randn(m, n, device=DEVICE), randn(n, device=DEVICE)
+    r = randn(m, n, device=DEVICE) if use_residual else None
     out = rms_norm(x, w, eps, residual=r, offset=offset)
     y = out[0] if use_residual else out
     y64, h64 = rms_norm_ref(x, w, eps, residual=r, offset=offset)

@@ -13,6 +13,7 @@ from warpforge.ops import log_softmax, softmax, softmax_ops
 
 FWD_TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 BWD_TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # hypothesis tests cannot take fixtures
 OPS = {"softmax": (softmax, torch.softmax), "log_softmax": (log_softmax, torch.log_softmax)}
 
 
@@ -110,7 +111,7 @@ def test_public_name_is_the_function_after_module_import():
 def test_property_any_dim(shape, dim_seed, name, seed):
     torch.manual_seed(seed)
     dim = dim_seed % len(shape) - (len(shape) if dim_seed % 2 else 0)
-    x = randn(*shape)
+    x = randn(*shape, device=DEVICE)
     torch.testing.assert_close(
         OPS[name][0](x, dim).double(), reference(name, x, dim), atol=1e-5, rtol=1e-5
     )
@@ -180,7 +181,9 @@ def test_torch_compile_and_cuda_graph_gpu():
     x = randn(64, 4096, dtype=torch.bfloat16, device="cuda")
     compiled = torch.compile(lambda x: softmax(x * 2, -1), fullgraph=True)
     torch.testing.assert_close(compiled(x), softmax(x * 2, -1))
-    softmax(x)  # compile the kernel outside the capture
+    softmax(x)  # compile both kernels outside the capture
+    log_softmax(x)
+    torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         y = log_softmax(x)

@@ -17,6 +17,7 @@ Why the defaults (H100, measured register counts from ``ptxas -v`` on sm_90):
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -44,6 +45,11 @@ def as_rows(x: torch.Tensor) -> torch.Tensor:
     if rows.stride(1) != 1 and n > 1:
         rows = rows.contiguous()
     return rows
+
+
+def kernel_device(t: torch.Tensor) -> contextlib.AbstractContextManager:
+    """Make ``t``'s GPU current: Triton launches on the current device, not the tensor's."""
+    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
 
 
 def cdiv(a: int, b: int) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from warpforge.ops._rows import RowLaunchConfig, as_rows, cdiv, row_launch_config
+from warpforge.ops._rows import RowLaunchConfig, as_rows, cdiv, kernel_device, row_launch_config
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import (
     FLOAT_DTYPES,
@@ -113,10 +113,11 @@ def _norm_forward(
         "num_warps": config.num_warps,
     }
     grid = (config.num_programs,)
-    if config.single_pass:
-        kernels.norm_fwd_rows_kernel[grid](*args, ROWS=config.rows_per_program, **flags)
-    else:
-        kernels.norm_fwd_chunked_kernel[grid](*args, **flags)
+    with kernel_device(x):
+        if config.single_pass:
+            kernels.norm_fwd_rows_kernel[grid](*args, ROWS=config.rows_per_program, **flags)
+        else:
+            kernels.norm_fwd_chunked_kernel[grid](*args, **flags)
     return y, h, mean, rstd
 
 
@@ -181,16 +182,17 @@ def _norm_backward(
         "BLOCK_N": config.block_n,
         "num_warps": config.num_warps,
     }
-    if config.single_pass:
-        kernels.norm_bwd_rows_kernel[(programs,)](*args, ROWS=config.rows_per_program, **flags)
-    else:
-        kernels.norm_bwd_chunked_kernel[(programs,)](*args, **flags)
-    for partial, out in ((dw_partial, dw), (db_partial, db)):
-        if out.numel():
-            grid = (cdiv(N, _PARTIAL_BLOCK_N),)
-            kernels.partial_sum_kernel[grid](
-                partial, out, programs, N, BLOCK_P=_PARTIAL_BLOCK_P, BLOCK_N=_PARTIAL_BLOCK_N
-            )
+    with kernel_device(x):
+        if config.single_pass:
+            kernels.norm_bwd_rows_kernel[(programs,)](*args, ROWS=config.rows_per_program, **flags)
+        else:
+            kernels.norm_bwd_chunked_kernel[(programs,)](*args, **flags)
+        for partial, out in ((dw_partial, dw), (db_partial, db)):
+            if out.numel():
+                grid = (cdiv(N, _PARTIAL_BLOCK_N),)
+                kernels.partial_sum_kernel[grid](
+                    partial, out, programs, N, BLOCK_P=_PARTIAL_BLOCK_P, BLOCK_N=_PARTIAL_BLOCK_N
+                )
     return dx, dw, db
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from warpforge.ops._rows import RowLaunchConfig, as_rows, row_launch_config
+from warpforge.ops._rows import RowLaunchConfig, as_rows, kernel_device, row_launch_config
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_tensor, normalize_dim
 
@@ -44,18 +44,19 @@ def _softmax_fwd(x: torch.Tensor, log: bool) -> torch.Tensor:
     x = as_rows(x)
     config = _fwd_launch_config(M, N, x.dtype, x.device)
     args = (x, y, x.stride(0), y.stride(0), M, N)
-    if config.single_pass:
-        kernels.softmax_fwd_rows_kernel[(config.num_programs,)](
-            *args,
-            LOG=log,
-            ROWS=config.rows_per_program,
-            BLOCK_N=config.block_n,
-            num_warps=config.num_warps,
-        )
-    else:
-        kernels.softmax_fwd_chunked_kernel[(config.num_programs,)](
-            *args, LOG=log, BLOCK_N=config.block_n, num_warps=config.num_warps
-        )
+    with kernel_device(x):
+        if config.single_pass:
+            kernels.softmax_fwd_rows_kernel[(config.num_programs,)](
+                *args,
+                LOG=log,
+                ROWS=config.rows_per_program,
+                BLOCK_N=config.block_n,
+                num_warps=config.num_warps,
+            )
+        else:
+            kernels.softmax_fwd_chunked_kernel[(config.num_programs,)](
+                *args, LOG=log, BLOCK_N=config.block_n, num_warps=config.num_warps
+            )
     return y
 
 
@@ -82,18 +83,19 @@ def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
     dy, y = as_rows(dy), as_rows(y)
     config = _bwd_launch_config(M, N, y.dtype, y.device)
     args = (dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N)
-    if config.single_pass:
-        kernels.softmax_bwd_rows_kernel[(config.num_programs,)](
-            *args,
-            LOG=log,
-            ROWS=config.rows_per_program,
-            BLOCK_N=config.block_n,
-            num_warps=config.num_warps,
-        )
-    else:
-        kernels.softmax_bwd_chunked_kernel[(config.num_programs,)](
-            *args, LOG=log, BLOCK_N=config.block_n, num_warps=config.num_warps
-        )
+    with kernel_device(y):
+        if config.single_pass:
+            kernels.softmax_bwd_rows_kernel[(config.num_programs,)](
+                *args,
+                LOG=log,
+                ROWS=config.rows_per_program,
+                BLOCK_N=config.block_n,
+                num_warps=config.num_warps,
+            )
+        else:
+            kernels.softmax_bwd_chunked_kernel[(config.num_programs,)](
+                *args, LOG=log, BLOCK_N=config.block_n, num_warps=config.num_warps
+            )
     return dx
 
 
