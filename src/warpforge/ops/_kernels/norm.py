@@ -7,7 +7,8 @@ row is only scaled by its reciprocal root mean square (RMSNorm). Statistics are 
   registers and touches memory once (several rows per program keep small-N launches busy).
 * ``*_chunked_kernel``: a row is longer than one block. The statistics pass walks the row
   forwards and the output pass walks it backwards, so the chunks read last (still in L2) are the
-  first ones re-read.
+  first ones re-read; first-pass loads ask L2 to keep their lines (``evict_last``) and the
+  final pass lets them go (``evict_first``).
 * ``partial_sum_kernel``: backward programs write per-program partial weight/bias gradients
   ``[num_programs, N]`` in fp32; this kernel sums them in a fixed order (deterministic, no atomics).
 
@@ -117,9 +118,9 @@ def norm_fwd_chunked_kernel(
         for chunk in range(0, num_chunks):
             c = chunk * BLOCK_N + cols
             m = c < N
-            x = tl.load(x_row + c, mask=m, other=0.0)
+            x = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_last")
             if HAS_RESIDUAL:
-                r = tl.load(R + row * stride_r + c, mask=m, other=0.0)
+                r = tl.load(R + row * stride_r + c, mask=m, other=0.0, eviction_policy="evict_first")
                 x = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
                 tl.store(h_row + c, x, mask=m)
             x = x.to(tl.float32)
@@ -140,7 +141,9 @@ def norm_fwd_chunked_kernel(
             for chunk in range(0, num_chunks):
                 c = chunk * BLOCK_N + cols
                 m = c < N
-                x = tl.load(src_row + c, mask=m, other=0.0).to(tl.float32)
+                x = tl.load(src_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(
+                    tl.float32
+                )
                 x = tl.where(m, x - mean, 0.0)
                 acc += x * x
             tl.store(MEAN + row, mean)
@@ -154,7 +157,9 @@ def norm_fwd_chunked_kernel(
         for chunk in range(0, num_chunks):
             c = (num_chunks - 1 - chunk) * BLOCK_N + cols
             m = c < N
-            x = tl.load(src_row + c, mask=m, other=0.0).to(tl.float32)
+            x = tl.load(src_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(
+                tl.float32
+            )
             y = (x - mean) * rstd
             if HAS_WEIGHT:
                 w = tl.load(W + c, mask=m, other=0.0).to(tl.float32)
@@ -294,8 +299,8 @@ def norm_bwd_chunked_kernel(
         for chunk in range(0, num_chunks):
             c = chunk * BLOCK_N + cols
             m = c < N
-            x = tl.load(x_row + c, mask=m, other=0.0).to(tl.float32)
-            dy = tl.load(dy_row + c, mask=m, other=0.0).to(tl.float32)
+            x = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            dy = tl.load(dy_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
             xhat = tl.where(m, (x - mean) * rstd, 0.0)
             if HAS_WEIGHT:
                 dy = dy * (offset + tl.load(W + c, mask=m, other=0.0).to(tl.float32))
@@ -306,8 +311,10 @@ def norm_bwd_chunked_kernel(
         for chunk in range(0, num_chunks):
             c = (num_chunks - 1 - chunk) * BLOCK_N + cols
             m = c < N
-            x = tl.load(x_row + c, mask=m, other=0.0).to(tl.float32)
-            dy = tl.load(dy_row + c, mask=m, other=0.0).to(tl.float32)
+            x = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            dy = tl.load(dy_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(
+                tl.float32
+            )
             xhat = tl.where(m, (x - mean) * rstd, 0.0)
             if HAS_WEIGHT:
                 wdy = dy * (offset + tl.load(W + c, mask=m, other=0.0).to(tl.float32))

@@ -4,8 +4,10 @@
 
 * ``*_rows_kernel``: a row fits one block; a [ROWS, BLOCK_N] tile stays in registers, so memory
   is read once and written once.
-* ``*_chunked_kernel``: long rows. Forward makes one online pass (running max and rescaled sum),
-  then writes the output walking the row backwards, so the chunks still in L2 are re-read first.
+* ``*_chunked_kernel``: long rows, on a persistent grid sized so the rows in flight fit in L2.
+  Forward makes one online pass (running max and rescaled sum), then writes the output walking
+  the row backwards, so the chunks still in L2 are re-read first (first-pass loads are marked
+  ``evict_last``, the final pass ``evict_first``).
 
 Row offsets are int64 so operands larger than 2**31 elements address correctly.
 """
@@ -58,7 +60,9 @@ def softmax_fwd_chunked_kernel(
         lane_sum = tl.zeros([BLOCK_N], dtype=tl.float32)
         for chunk in range(0, num_chunks):
             c = chunk * BLOCK_N + cols
-            x = tl.load(x_row + c, mask=c < N, other=neg_inf).to(tl.float32)
+            x = tl.load(x_row + c, mask=c < N, other=neg_inf, eviction_policy="evict_last").to(
+                tl.float32
+            )
             new_max = tl.maximum(lane_max, x)
             # A lane that has only seen -inf keeps a zero sum (avoids -inf - -inf = NaN).
             seen = new_max != neg_inf
@@ -73,7 +77,9 @@ def softmax_fwd_chunked_kernel(
         for chunk in range(0, num_chunks):
             c = (num_chunks - 1 - chunk) * BLOCK_N + cols
             m = c < N
-            x = tl.load(x_row + c, mask=m, other=neg_inf).to(tl.float32)
+            x = tl.load(x_row + c, mask=m, other=neg_inf, eviction_policy="evict_first").to(
+                tl.float32
+            )
             if LOG:
                 y = x - safe_row_max - log_total
             else:
@@ -128,18 +134,22 @@ def softmax_bwd_chunked_kernel(
         for chunk in range(0, num_chunks):
             c = chunk * BLOCK_N + cols
             m = c < N
-            dy = tl.load(dy_row + c, mask=m, other=0.0).to(tl.float32)
+            dy = tl.load(dy_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
             if LOG:
                 acc += dy
             else:
-                acc += dy * tl.load(y_row + c, mask=m, other=0.0).to(tl.float32)
+                acc += dy * tl.load(y_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(
+                    tl.float32
+                )
         total = tl.sum(acc, axis=0)
 
         for chunk in range(0, num_chunks):
             c = (num_chunks - 1 - chunk) * BLOCK_N + cols
             m = c < N
-            dy = tl.load(dy_row + c, mask=m, other=0.0).to(tl.float32)
-            y = tl.load(y_row + c, mask=m, other=0.0).to(tl.float32)
+            dy = tl.load(dy_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(
+                tl.float32
+            )
+            y = tl.load(y_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
             if LOG:
                 dx = dy - tl.exp(y) * total
             else:
