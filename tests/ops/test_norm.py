@@ -477,3 +477,20 @@ def test_leaf_gradients_do_not_alias(device):
     y.sum().backward()
     assert x.grad.data_ptr() != r.grad.data_ptr()
     torch.testing.assert_close(x.grad, r.grad)
+
+
+def test_strided_weight_and_bias(device):
+    """Parameters that are views with a stride (e.g. slices of a packed buffer) are read right."""
+    (packed,) = leaves(randn(3, 40, device=device))
+    x, dy = randn(4, 20, device=device), randn(4, 20, device=device)
+    w, b = packed[0, ::2], packed[1, ::2]
+    close(layer_norm(x, w, b), layer_norm_ref(x, w.detach(), b.detach()), 1e-5, "layer_norm")
+    (xs,) = leaves(x)
+    y = rms_norm(xs, w)
+    (x64, packed64) = leaves(x.double(), packed.detach().double())
+    y64, _ = rms_norm_ref(x64, packed64[0, ::2])
+    close(y, y64, 1e-5, "rms_norm")
+    got = torch.autograd.grad(y, (xs, packed), dy)
+    want = torch.autograd.grad(y64, (x64, packed64), dy.double())
+    for g, e in zip(got, want, strict=True):
+        close(g, e, 1e-4, "grad")

@@ -89,8 +89,8 @@ def _norm_forward(
     args = (
         x,
         residual if residual is not None else x,
-        weight if weight is not None else x,
-        bias if bias is not None else x,
+        weight.contiguous() if weight is not None else x,  # the kernels index it densely
+        bias.contiguous() if bias is not None else x,
         y,
         h if residual is not None else y,
         mean if center else rstd,
@@ -158,7 +158,7 @@ def _norm_backward(
     args = (
         dy,
         x,
-        weight if weight is not None else x,
+        weight.contiguous() if weight is not None else x,
         mean if center else rstd,
         rstd,
         dh if dh is not None else dy,

@@ -120,7 +120,9 @@ def norm_fwd_chunked_kernel(
             m = c < N
             x = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_last")
             if HAS_RESIDUAL:
-                r = tl.load(R + row * stride_r + c, mask=m, other=0.0, eviction_policy="evict_first")
+                r = tl.load(
+                    R + row * stride_r + c, mask=m, other=0.0, eviction_policy="evict_first"
+                )
                 x = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
                 tl.store(h_row + c, x, mask=m)
             x = x.to(tl.float32)
