@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from torch import nn
@@ -109,7 +110,7 @@ def _check_parameter_dtypes(module: nn.Module) -> None:
             )
 
 
-def _converter(module: nn.Module):
+def _converter(module: nn.Module) -> Callable[[nn.Module], nn.Module] | None:
     """The conversion for ``module``, or None when it is not a norm warpforge knows."""
     if isinstance(module, (LayerNorm, RMSNorm)):
         return None

@@ -9,7 +9,8 @@ Backward passes are custom ops of their own, so both directions work under
 ``torch.compile(fullgraph=True)`` and CUDA graphs.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: torch.library infers the custom ops' schemas from
+# these annotations, and older torch releases do not resolve string annotations.
 
 import torch
 

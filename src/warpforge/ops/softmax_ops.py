@@ -7,7 +7,8 @@ the layout needs one); ``torch.library`` custom ops ``warpforge::softmax_fwd`` a
 on the reference path, PyTorch in fp32 with the result cast back to the input dtype.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations``: torch.library infers the custom ops' schemas from
+# these annotations, and older torch releases do not resolve string annotations.
 
 import torch
 
