@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -77,6 +78,8 @@ COMPILE_ALL = textwrap.dedent(
 
 
 def test_kernels_compile_for_sm90():
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present: the GPU tier compiles and runs these kernels for real")
     try:
         from triton.backends.compiler import GPUTarget  # noqa: F401
         from triton.compiler import ASTSource  # noqa: F401
