@@ -77,7 +77,7 @@ COMPILE_ALL = textwrap.dedent(
 )
 
 
-def test_kernels_compile_for_sm90():
+def test_kernels_compile_for_sm90(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("CUDA present: the GPU tier compiles and runs these kernels for real")
     try:
@@ -87,6 +87,7 @@ def test_kernels_compile_for_sm90():
         pytest.skip(f"this Triton cannot compile for a named target: {exc}")
     env = dict(os.environ, TRITON_INTERPRET="0", WARPFORGE_INTERPRET="0", PYTHONPATH=str(SRC))
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")  # private: no races with other runs
     done = subprocess.run(
         [sys.executable, "-c", COMPILE_ALL], env=env, capture_output=True, text=True, timeout=600
     )
