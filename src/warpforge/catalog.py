@@ -10,7 +10,15 @@ import importlib
 from warpforge.harness.problem import Problem
 from warpforge.harness.registry import registered_problems
 
-PROBLEM_MODULES: tuple[str, ...] = ("warpforge.robotics.problems",)
+PROBLEM_MODULES: tuple[str, ...] = (
+    "warpforge.ops.norm_problems",
+    "warpforge.ops.softmax_problems",
+    "warpforge.ops.loss_problems",
+    "warpforge.ops.activation_problems",
+    "warpforge.ops.rope_problems",
+    "warpforge.robotics.problems",
+    "warpforge.blueprint.problems",
+)
 
 
 def load_builtin_problems() -> list[Problem]:

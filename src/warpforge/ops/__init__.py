@@ -11,12 +11,13 @@ import sys
 import types
 from typing import Any
 
-# public function -> module that defines it
+# public function -> module that defines it. A module must not share its function's name:
+# importing ``warpforge.ops.<name>`` would bind the module over the function on this package.
 _OPS: dict[str, str] = {
     "rms_norm": "warpforge.ops.norm",
     "layer_norm": "warpforge.ops.norm",
-    "softmax": "warpforge.ops.softmax",
-    "log_softmax": "warpforge.ops.softmax",
+    "softmax": "warpforge.ops.softmax_ops",
+    "log_softmax": "warpforge.ops.softmax_ops",
     "cross_entropy": "warpforge.ops.cross_entropy",
     "fused_linear_cross_entropy": "warpforge.ops.fused_linear_cross_entropy",
     "swiglu": "warpforge.ops.activations",

@@ -1,1 +1,1 @@
-"""Triton kernels, one module per op family; imported only when a kernel launches."""
+"""Triton kernels, one module per op family. Importing a module here imports triton."""

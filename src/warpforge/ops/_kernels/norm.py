@@ -1,0 +1,349 @@
+"""Triton kernels for RMSNorm and LayerNorm over the last dimension of a (M, N) row view.
+
+One kernel family serves both norms: ``CENTER`` subtracts the row mean (LayerNorm), otherwise the
+row is only scaled by its reciprocal root mean square (RMSNorm). Statistics are always fp32.
+
+* ``*_rows_kernel``: a row fits one block, so each program keeps a [ROWS, BLOCK_N] tile in
+  registers and touches memory once (several rows per program keep small-N launches busy).
+* ``*_chunked_kernel``: a row is longer than one block. The statistics pass walks the row
+  forwards and the output pass walks it backwards, so the chunks read last (still in L2) are the
+  first ones re-read; first-pass loads ask L2 to keep their lines (``evict_last``) and the
+  final pass lets them go (``evict_first``).
+* ``partial_sum_kernel``: backward programs write per-program partial weight/bias gradients
+  ``[num_programs, N]`` in fp32; this kernel sums them in a fixed order (deterministic, no atomics).
+
+Row offsets are computed in int64 so operands larger than 2**31 elements address correctly.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def norm_fwd_rows_kernel(
+    X,
+    R,
+    W,
+    B,
+    Y,
+    H,
+    MEAN,
+    RSTD,
+    stride_x,
+    stride_r,
+    stride_y,
+    stride_h,
+    M,
+    N,
+    eps,
+    offset,
+    CENTER: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    rows = (pid * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    row_mask = rows < M
+    col_mask = cols < N
+    mask = row_mask[:, None] & col_mask[None, :]
+
+    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
+    if HAS_RESIDUAL:
+        r = tl.load(R + rows[:, None] * stride_r + cols[None, :], mask=mask, other=0.0)
+        # h is rounded to the input dtype before it is normalised, exactly as an eager
+        # ``h = x + residual`` followed by the norm; backward re-reads this stored h.
+        x = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
+        tl.store(H + rows[:, None] * stride_h + cols[None, :], x, mask=mask)
+    x = x.to(tl.float32)
+
+    if CENTER:
+        mean = tl.sum(x, axis=1) / N
+        x = tl.where(mask, x - mean[:, None], 0.0)
+        tl.store(MEAN + rows, mean, mask=row_mask)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / N + eps)
+    tl.store(RSTD + rows, rstd, mask=row_mask)
+
+    y = x * rstd[:, None]
+    if HAS_WEIGHT:
+        w = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
+        y = y * (offset + w)[None, :]
+    if HAS_BIAS:
+        b = tl.load(B + cols, mask=col_mask, other=0.0).to(tl.float32)
+        y = y + b[None, :]
+    tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def norm_fwd_chunked_kernel(
+    X,
+    R,
+    W,
+    B,
+    Y,
+    H,
+    MEAN,
+    RSTD,
+    stride_x,
+    stride_r,
+    stride_y,
+    stride_h,
+    M,
+    N,
+    eps,
+    offset,
+    CENTER: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """Persistent over rows (grid sized so the rows in flight stay in L2)."""
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    num_chunks = tl.cdiv(N, BLOCK_N)
+    for i in range(0, tl.cdiv(M - pid, num_programs)):
+        row = pid.to(tl.int64) + i * num_programs
+        x_row = X + row * stride_x
+        h_row = H + row * stride_h
+
+        # Pass 1 (forwards): the row sum (LayerNorm) or sum of squares (RMSNorm); writes h.
+        acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for chunk in range(0, num_chunks):
+            c = chunk * BLOCK_N + cols
+            m = c < N
+            x = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_last")
+            if HAS_RESIDUAL:
+                r = tl.load(
+                    R + row * stride_r + c, mask=m, other=0.0, eviction_policy="evict_first"
+                )
+                x = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
+                tl.store(h_row + c, x, mask=m)
+            x = x.to(tl.float32)
+            if CENTER:
+                acc += x
+            else:
+                acc += x * x
+        if HAS_RESIDUAL:
+            tl.debug_barrier()  # later passes re-read h written by other threads of this program
+            src_row = h_row
+        else:
+            src_row = x_row
+
+        if CENTER:
+            mean = tl.sum(acc, axis=0) / N
+            # A separate pass for the centred sum of squares avoids E[x^2] - mean^2 cancellation.
+            acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+            for chunk in range(0, num_chunks):
+                c = chunk * BLOCK_N + cols
+                m = c < N
+                x = tl.load(src_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(
+                    tl.float32
+                )
+                x = tl.where(m, x - mean, 0.0)
+                acc += x * x
+            tl.store(MEAN + row, mean)
+        else:
+            mean = 0.0
+        rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / N + eps)
+        tl.store(RSTD + row, rstd)
+
+        # Pass 2 (backwards): normalise and write y.
+        y_row = Y + row * stride_y
+        for chunk in range(0, num_chunks):
+            c = (num_chunks - 1 - chunk) * BLOCK_N + cols
+            m = c < N
+            x = tl.load(src_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(
+                tl.float32
+            )
+            y = (x - mean) * rstd
+            if HAS_WEIGHT:
+                w = tl.load(W + c, mask=m, other=0.0).to(tl.float32)
+                y = y * (offset + w)
+            if HAS_BIAS:
+                y = y + tl.load(B + c, mask=m, other=0.0).to(tl.float32)
+            tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def norm_bwd_rows_kernel(
+    DY,
+    X,
+    W,
+    MEAN,
+    RSTD,
+    DH,
+    DX,
+    DW_PARTIAL,
+    DB_PARTIAL,
+    stride_dy,
+    stride_x,
+    stride_dh,
+    stride_dx,
+    M,
+    N,
+    offset,
+    CENTER: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    WEIGHT_GRAD: tl.constexpr,
+    BIAS_GRAD: tl.constexpr,
+    HAS_DH: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """dx = rstd * (w*dy - xhat * mean(w*dy*xhat) [- mean(w*dy)]); persistent over row tiles."""
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    dw_acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
+    db_acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
+
+    num_tiles = tl.cdiv(M, ROWS)
+    for tile in range(pid, num_tiles, num_programs):
+        rows = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+        row_mask = rows < M
+        mask = row_mask[:, None] & col_mask[None, :]
+        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
+        dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0)
+        x = x.to(tl.float32)
+        dy = dy.to(tl.float32)
+        rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
+        if CENTER:
+            mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
+            xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+        else:
+            xhat = x * rstd[:, None]
+        # Accumulate the parameter gradients first so dy is dead across the row reduction.
+        if WEIGHT_GRAD:
+            dw_acc += dy * xhat
+        if BIAS_GRAD:
+            db_acc += dy
+        if HAS_WEIGHT:
+            # re-read per tile (an L1 hit) rather than pinning BLOCK_N registers for the loop
+            scale = offset + tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
+            wdy = dy * scale[None, :]
+        else:
+            wdy = dy
+        c1 = tl.sum(xhat * wdy, axis=1) / N
+        if CENTER:
+            c2 = tl.sum(wdy, axis=1) / N
+            dx = (wdy - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
+        else:
+            dx = (wdy - xhat * c1[:, None]) * rstd[:, None]
+        if HAS_DH:
+            dh = tl.load(DH + rows[:, None] * stride_dh + cols[None, :], mask=mask, other=0.0)
+            dx += dh.to(tl.float32)
+        tl.store(
+            DX + rows[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask
+        )
+
+    if WEIGHT_GRAD:
+        tl.store(DW_PARTIAL + pid * N + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
+    if BIAS_GRAD:
+        tl.store(DB_PARTIAL + pid * N + cols, tl.sum(db_acc, axis=0), mask=col_mask)
+
+
+@triton.jit
+def norm_bwd_chunked_kernel(
+    DY,
+    X,
+    W,
+    MEAN,
+    RSTD,
+    DH,
+    DX,
+    DW_PARTIAL,
+    DB_PARTIAL,
+    stride_dy,
+    stride_x,
+    stride_dh,
+    stride_dx,
+    M,
+    N,
+    offset,
+    CENTER: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    WEIGHT_GRAD: tl.constexpr,
+    BIAS_GRAD: tl.constexpr,
+    HAS_DH: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """Long rows: per row, pass 1 sums the projections, pass 2 (backwards) writes dx.
+
+    Partial weight/bias gradients accumulate in this program's own row of the fp32 partial
+    buffers (zero-initialised by the caller), so no two programs ever touch the same address.
+    """
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    num_chunks = tl.cdiv(N, BLOCK_N)
+    dw_row = DW_PARTIAL + pid.to(tl.int64) * N
+    db_row = DB_PARTIAL + pid.to(tl.int64) * N
+
+    for i in range(0, tl.cdiv(M - pid, num_programs)):
+        row = pid.to(tl.int64) + i * num_programs
+        x_row = X + row * stride_x
+        dy_row = DY + row * stride_dy
+        rstd = tl.load(RSTD + row)
+        if CENTER:
+            mean = tl.load(MEAN + row)
+        else:
+            mean = 0.0
+        acc1 = tl.zeros([BLOCK_N], dtype=tl.float32)
+        acc2 = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for chunk in range(0, num_chunks):
+            c = chunk * BLOCK_N + cols
+            m = c < N
+            x = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            dy = tl.load(dy_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            xhat = tl.where(m, (x - mean) * rstd, 0.0)
+            if HAS_WEIGHT:
+                dy = dy * (offset + tl.load(W + c, mask=m, other=0.0).to(tl.float32))
+            acc1 += xhat * dy
+            acc2 += dy
+        c1 = tl.sum(acc1, axis=0) / N
+        c2 = tl.sum(acc2, axis=0) / N
+        for chunk in range(0, num_chunks):
+            c = (num_chunks - 1 - chunk) * BLOCK_N + cols
+            m = c < N
+            x = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            dy = tl.load(dy_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(
+                tl.float32
+            )
+            xhat = tl.where(m, (x - mean) * rstd, 0.0)
+            if HAS_WEIGHT:
+                wdy = dy * (offset + tl.load(W + c, mask=m, other=0.0).to(tl.float32))
+            else:
+                wdy = dy
+            if CENTER:
+                dx = (wdy - xhat * c1 - c2) * rstd
+            else:
+                dx = (wdy - xhat * c1) * rstd
+            if HAS_DH:
+                dx += tl.load(DH + row * stride_dh + c, mask=m, other=0.0).to(tl.float32)
+            tl.store(DX + row * stride_dx + c, dx.to(DX.dtype.element_ty), mask=m)
+            if WEIGHT_GRAD:
+                tl.store(dw_row + c, tl.load(dw_row + c, mask=m, other=0.0) + dy * xhat, mask=m)
+            if BIAS_GRAD:
+                tl.store(db_row + c, tl.load(db_row + c, mask=m, other=0.0) + dy, mask=m)
+
+
+@triton.jit
+def partial_sum_kernel(PARTIAL, OUT, num_partials, N, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
+    """OUT[n] = sum_p PARTIAL[p, n], in a fixed order (the same bits on every run)."""
+    pid = tl.program_id(0)
+    cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < N
+    acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
+    for start in range(0, num_partials, BLOCK_P):
+        p = (start + tl.arange(0, BLOCK_P)).to(tl.int64)
+        mask = (p < num_partials)[:, None] & col_mask[None, :]
+        acc += tl.load(PARTIAL + p[:, None] * N + cols[None, :], mask=mask, other=0.0)
+    tl.store(OUT + cols, tl.sum(acc, axis=0).to(OUT.dtype.element_ty), mask=col_mask)

@@ -1,0 +1,157 @@
+"""Triton kernels for softmax and log-softmax over the last dimension of a (M, N) row view.
+
+``LOG`` selects log-softmax. Statistics (row max, sum of exponentials) are fp32.
+
+* ``*_rows_kernel``: a row fits one block; a [ROWS, BLOCK_N] tile stays in registers, so memory
+  is read once and written once.
+* ``*_chunked_kernel``: long rows, on a persistent grid sized so the rows in flight fit in L2.
+  Forward makes one online pass (running max and rescaled sum), then writes the output walking
+  the row backwards, so the chunks still in L2 are re-read first (first-pass loads are marked
+  ``evict_last``, the final pass ``evict_first``).
+
+Row offsets are int64 so operands larger than 2**31 elements address correctly.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_fwd_rows_kernel(
+    X, Y, stride_x, stride_y, M, N, LOG: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr
+):
+    pid = tl.program_id(0)
+    rows = (pid * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    row_mask = rows < M
+    mask = row_mask[:, None] & (cols < N)[None, :]
+    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=-float("inf"))
+    x = x.to(tl.float32)
+    # Rows past M are all -inf; keep their max finite so no NaN is ever computed.
+    row_max = tl.where(row_mask, tl.max(x, axis=1), 0.0)
+    shifted = x - row_max[:, None]
+    e = tl.exp(shifted)
+    total = tl.where(row_mask, tl.sum(e, axis=1), 1.0)
+    if LOG:
+        y = shifted - tl.log(total)[:, None]
+    else:
+        y = e / total[:, None]
+    tl.store(Y + rows[:, None] * stride_y + cols[None, :], y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def softmax_fwd_chunked_kernel(
+    X, Y, stride_x, stride_y, M, N, LOG: tl.constexpr, BLOCK_N: tl.constexpr
+):
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    num_chunks = tl.cdiv(N, BLOCK_N)
+    neg_inf = -float("inf")
+    for i in range(0, tl.cdiv(M - pid, num_programs)):  # persistent: rows in flight fit L2
+        row = pid.to(tl.int64) + i * num_programs
+        x_row = X + row * stride_x
+        y_row = Y + row * stride_y
+
+        # Online pass: per lane, a running max and the sum of exp(x - running max).
+        lane_max = tl.full([BLOCK_N], neg_inf, dtype=tl.float32)
+        lane_sum = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for chunk in range(0, num_chunks):
+            c = chunk * BLOCK_N + cols
+            x = tl.load(x_row + c, mask=c < N, other=neg_inf, eviction_policy="evict_last").to(
+                tl.float32
+            )
+            new_max = tl.maximum(lane_max, x)
+            # A lane that has only seen -inf keeps a zero sum (avoids -inf - -inf = NaN).
+            seen = new_max != neg_inf
+            safe_max = tl.where(seen, new_max, 0.0)
+            lane_sum = lane_sum * tl.exp(lane_max - safe_max) + tl.exp(x - safe_max)
+            lane_max = new_max
+        row_max = tl.max(lane_max, axis=0)
+        safe_row_max = tl.where(row_max != neg_inf, row_max, 0.0)
+        total = tl.sum(lane_sum * tl.exp(lane_max - safe_row_max), axis=0)
+        log_total = tl.log(total)
+
+        for chunk in range(0, num_chunks):
+            c = (num_chunks - 1 - chunk) * BLOCK_N + cols
+            m = c < N
+            x = tl.load(x_row + c, mask=m, other=neg_inf, eviction_policy="evict_first").to(
+                tl.float32
+            )
+            if LOG:
+                y = x - safe_row_max - log_total
+            else:
+                y = tl.exp(x - safe_row_max) / total
+            tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def softmax_bwd_rows_kernel(
+    DY,
+    Y,
+    DX,
+    stride_dy,
+    stride_y,
+    stride_dx,
+    M,
+    N,
+    LOG: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """softmax: dx = y * (dy - sum(dy * y));  log-softmax: dx = dy - exp(y) * sum(dy)."""
+    pid = tl.program_id(0)
+    rows = (pid * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mask = (rows < M)[:, None] & (cols < N)[None, :]
+    dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0)
+    y = tl.load(Y + rows[:, None] * stride_y + cols[None, :], mask=mask, other=0.0)
+    dy = dy.to(tl.float32)
+    y = y.to(tl.float32)
+    if LOG:
+        dx = dy - tl.exp(y) * tl.sum(dy, axis=1)[:, None]
+    else:
+        dx = y * (dy - tl.sum(dy * y, axis=1)[:, None])
+    tl.store(DX + rows[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def softmax_bwd_chunked_kernel(
+    DY, Y, DX, stride_dy, stride_y, stride_dx, M, N, LOG: tl.constexpr, BLOCK_N: tl.constexpr
+):
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    cols = tl.arange(0, BLOCK_N)
+    num_chunks = tl.cdiv(N, BLOCK_N)
+    for i in range(0, tl.cdiv(M - pid, num_programs)):  # persistent: rows in flight fit L2
+        row = pid.to(tl.int64) + i * num_programs
+        dy_row = DY + row * stride_dy
+        y_row = Y + row * stride_y
+
+        acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for chunk in range(0, num_chunks):
+            c = chunk * BLOCK_N + cols
+            m = c < N
+            dy = tl.load(dy_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            if LOG:
+                acc += dy
+            else:
+                acc += dy * tl.load(y_row + c, mask=m, other=0.0, eviction_policy="evict_last").to(
+                    tl.float32
+                )
+        total = tl.sum(acc, axis=0)
+
+        for chunk in range(0, num_chunks):
+            c = (num_chunks - 1 - chunk) * BLOCK_N + cols
+            m = c < N
+            dy = tl.load(dy_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(
+                tl.float32
+            )
+            y = tl.load(y_row + c, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            if LOG:
+                dx = dy - tl.exp(y) * total
+            else:
+                dx = y * (dy - total)
+            tl.store(DX + row * stride_dx + c, dx.to(DX.dtype.element_ty), mask=m)

@@ -1,0 +1,82 @@
+"""Pieces shared by the row-wise ops' benchmark problems (norms, softmax): seeded inputs,
+forward+backward runners, the byte model and lazy baselines."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from warpforge.harness.problem import BaselineUnavailable, Tolerance
+
+SWEEP: tuple[dict[str, int], ...] = tuple(
+    {"M": m, "N": n}
+    for m, n in (
+        (32768, 256),
+        (32768, 1024),
+        (16384, 2048),
+        (16384, 4096),
+        (8192, 8192),
+        (4096, 16384),
+        (4096, 32768),
+        (8192, 65536),
+        (8192, 131072),
+        (8192, 262144),
+    )
+)
+CPU_SHAPES = (  # small enough for the Triton interpreter; 4099 = prime, one block
+    {"M": 3, "N": 67},
+    {"M": 2, "N": 4099},
+)
+BACKWARD_TOLERANCE = Tolerance(  # dx sums N terms, so a little looser than forward
+    atol={torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 1.6e-2},
+    rtol={torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 1.6e-2},
+)
+
+
+def randn(dtype: torch.dtype, device: torch.device, generator: torch.Generator, *size: int):
+    """Standard normal values drawn in fp32 (same stream for every dtype), cast to ``dtype``."""
+    return torch.randn(*size, generator=generator, device=device, dtype=torch.float32).to(dtype)
+
+
+def gradients(forward: Callable[..., Any]) -> Callable[..., tuple[torch.Tensor, ...]]:
+    """A backward problem function: ``forward`` on fresh leaves, then the gradients for ``dy``
+    (the last input) with respect to every other input. Times forward + backward, as training
+    runs them."""
+
+    def run(*inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        *args, dy = inputs
+        leaves = [a.detach().requires_grad_() for a in args]
+        return torch.autograd.grad(forward(*leaves), leaves, dy)
+
+    return run
+
+
+def row_bytes(row_tensors: int, vectors: int = 0, stats: int = 0) -> Callable[[Any, Any], float]:
+    """Bytes of ``row_tensors`` (M, N) and ``vectors`` (N,) tensors at the problem dtype, plus
+    ``stats`` fp32 (M,) per-row statistics."""
+
+    def count(shape, dtype: torch.dtype) -> float:
+        M, N, size = shape["M"], shape["N"], dtype.itemsize
+        return float(row_tensors * M * N * size + vectors * N * size + stats * M * 4)
+
+    return count
+
+
+def per_element_flops(flops: int) -> Callable[[Any, Any], float]:
+    return lambda shape, dtype: float(flops * shape["M"] * shape["N"])
+
+
+def compiled(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any]]:
+    """A baseline factory: ``torch.compile`` of the eager function (compiled on first call)."""
+    return lambda: torch.compile(fn)
+
+
+def liger_function(module: str, name: str) -> Any:
+    """Liger-Kernel's autograd Function ``module.name``, or BaselineUnavailable."""
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise BaselineUnavailable(f"Liger-Kernel's {module}.{name} is unavailable: {exc}") from exc

@@ -1,0 +1,121 @@
+"""Row-wise ops (norms, softmax) see their input as a (M, N) matrix with unit column stride.
+
+This module holds that view and the launch shape shared by every row-wise kernel. Each kernel's
+``_launch_config`` in its op module calls :func:`row_launch_config` with its own budget, so the
+tuner can replace one function per kernel.
+
+Why the defaults (H100, measured register counts from ``ptxas -v`` on sm_90):
+
+* A row up to 16K columns stays in registers (one read, one write). The backward kernels keep
+  about 8-9 registers per element, so they target 8 elements per thread (up to 32 warps);
+  forward kernels keep fewer and target 16 (16-byte vectors for 2-byte types).
+* Short rows are batched several per program (N=256: 16 rows forward), so a program moves
+  enough bytes to hide latency.
+* Longer rows are processed in chunks by a persistent grid whose size keeps the rows in flight
+  inside L2: the output pass walks each row backwards, so the re-read comes from L2, not HBM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+from warpforge.runtime import device_capabilities
+
+MAX_SINGLE_PASS_N = 16384
+"""Widest row kept whole in registers."""
+
+CHUNK_N = 8192
+"""Block width of the chunked (long-row) kernels."""
+
+_INTERPRETER_PROGRAMS = 4
+"""Persistent grid size under the Triton interpreter (each program runs serially)."""
+
+_L2_FRACTION = 0.75
+"""Share of L2 the rows in flight may occupy (the rest serves other traffic)."""
+
+
+def as_rows(x: torch.Tensor) -> torch.Tensor:
+    """A (M, N) view of ``x`` over its last dimension with column stride 1; copies only when the
+    layout cannot be expressed that way (e.g. a transposed last dimension)."""
+    n = x.shape[-1]
+    rows = x.reshape(-1, n)  # a view whenever the leading dims flatten to one stride
+    if rows.stride(1) != 1 and n > 1:
+        rows = rows.contiguous()
+    return rows
+
+
+def kernel_device(t: torch.Tensor) -> contextlib.AbstractContextManager:
+    """Make ``t``'s GPU current: Triton launches on the current device, not the tensor's."""
+    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division for grid sizes."""
+    return -(-a // b)
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+@dataclass(frozen=True)
+class RowLaunchConfig:
+    """How a row-wise kernel is launched for one (M, N, dtype)."""
+
+    block_n: int
+    """Columns per block: the whole (padded) row when ``single_pass``, else the chunk width."""
+    rows_per_program: int
+    """Rows per block (single pass only; chunked kernels take one row at a time)."""
+    single_pass: bool
+    """True when a row fits one block and stays in registers (one read of memory)."""
+    num_warps: int
+    num_programs: int
+    """Grid size. Persistent kernels loop over row tiles ``pid, pid + num_programs, ...``."""
+
+
+def row_launch_config(
+    M: int,
+    N: int,
+    dtype: torch.dtype,
+    device: torch.device | str,
+    *,
+    elements_per_thread: int = 16,
+    max_warps: int = 16,
+    tile_elements: int = 4096,
+    reread_operands: int = 1,
+    resident_warps: int | None = None,
+) -> RowLaunchConfig:
+    """The launch shape of a row-wise kernel.
+
+    ``reread_operands`` is how many (M, N) operands the chunked kernel reads twice (their rows
+    in flight are kept within L2). ``resident_warps`` (warps per SM that the kernel's register
+    use allows) makes a single-pass kernel persistent, one program per resident slot, as the
+    norm backward needs for its per-program partial sums.
+    """
+    caps = device_capabilities(device)
+    sm_count = caps.sm_count
+    block = _next_power_of_2(N)
+    if block <= MAX_SINGLE_PASS_N:
+        rows = max(1, min(tile_elements // block, _next_power_of_2(M)))
+        warps = max(1, min(max_warps, block * rows // (32 * elements_per_thread)))
+        tiles = cdiv(M, rows)
+        if resident_warps is None:
+            programs = tiles
+        elif sm_count is None:
+            programs = min(tiles, _INTERPRETER_PROGRAMS)
+        else:
+            programs = min(tiles, sm_count * max(1, resident_warps // warps))
+        return RowLaunchConfig(block, rows, True, warps, max(1, programs))
+
+    warps = max(1, min(max_warps, CHUNK_N // (32 * elements_per_thread)))
+    if sm_count is None:
+        programs = min(M, _INTERPRETER_PROGRAMS)
+    else:
+        row_bytes = reread_operands * N * dtype.itemsize
+        l2 = caps.l2_bytes or 50 * 2**20
+        per_sm = int(_L2_FRACTION * l2 // (sm_count * row_bytes))
+        programs = min(M, sm_count * max(1, min(4, per_sm)))
+    return RowLaunchConfig(CHUNK_N, 1, False, warps, max(1, programs))

@@ -1,0 +1,471 @@
+"""RMSNorm (optionally fused with the residual add) and LayerNorm over the last dimension.
+
+Public functions validate their arguments, flatten leading dimensions into rows and call
+``torch.library`` custom ops (``warpforge::rms_norm_fwd`` ...), which pick the execution path
+from :func:`warpforge.runtime.execution_path`: the Triton kernels in
+``warpforge.ops._kernels.norm`` (compiled on GPU, interpreted on CPU when asked), or a PyTorch
+reference with the same semantics (statistics in fp32, output cast back to the input dtype).
+Backward passes are custom ops of their own, so both directions work under
+``torch.compile(fullgraph=True)`` and CUDA graphs.
+"""
+
+# No ``from __future__ import annotations``: torch.library infers the custom ops' schemas from
+# these annotations, and older torch releases do not resolve string annotations.
+
+import torch
+
+from warpforge.ops._rows import RowLaunchConfig, as_rows, cdiv, kernel_device, row_launch_config
+from warpforge.runtime import ExecutionPath, execution_path
+from warpforge.validation import (
+    FLOAT_DTYPES,
+    check_positive,
+    check_same_device,
+    check_shape,
+    check_tensor,
+    describe,
+)
+
+__all__ = ["layer_norm", "rms_norm"]
+
+
+# --------------------------------------------------------------------------- launch shapes
+
+
+def _fwd_launch_config(M: int, N: int, dtype: torch.dtype, device: torch.device) -> RowLaunchConfig:
+    """Forward kernels: whole rows in registers up to 16K columns, chunked beyond (the chunked
+    kernel re-reads x, or h with a residual, once)."""
+    return row_launch_config(M, N, dtype, device, reread_operands=1)
+
+
+def _bwd_launch_config(M: int, N: int, dtype: torch.dtype, device: torch.device) -> RowLaunchConfig:
+    """Backward kernels: ~8 elements per thread (they keep x, dy, dweight partials live), and a
+    persistent grid that fills each SM once: each program owns one row of the fp32 partial
+    weight-gradient buffer, which a second small kernel reduces."""
+    return row_launch_config(
+        M,
+        N,
+        dtype,
+        device,
+        elements_per_thread=8,
+        max_warps=32,
+        tile_elements=2048,
+        reread_operands=2,
+        resident_warps=32,  # ~64 registers per thread at 8 elements per thread
+    )
+
+
+_PARTIAL_BLOCK_P = 64
+_PARTIAL_BLOCK_N = 128
+
+
+# --------------------------------------------------------------------------- shared kernels path
+
+
+def _norm_forward(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    eps: float,
+    offset: float,
+    center: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(y, h, mean, rstd) for a (M, N) input; h is empty without residual, mean without center."""
+    M, N = x.shape
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    h = torch.empty((M, N) if residual is not None else (0,), dtype=x.dtype, device=x.device)
+    stats_dtype = torch.promote_types(x.dtype, torch.float32)  # float64 only via gradcheck
+    mean = torch.empty((M,) if center else (0,), dtype=stats_dtype, device=x.device)
+    rstd = torch.empty((M,), dtype=stats_dtype, device=x.device)
+    if M == 0:
+        return y, h, mean, rstd
+    if execution_path(x.device) is ExecutionPath.TORCH_REFERENCE:
+        return _reference_forward(x, weight, bias, residual, eps, offset, center, y, h, mean, rstd)
+
+    from warpforge.ops._kernels import norm as kernels
+
+    x = as_rows(x)
+    residual = as_rows(residual) if residual is not None else None
+    config = _fwd_launch_config(M, N, x.dtype, x.device)
+    args = (
+        x,
+        residual if residual is not None else x,
+        weight.contiguous() if weight is not None else x,  # the kernels index it densely
+        bias.contiguous() if bias is not None else x,
+        y,
+        h if residual is not None else y,
+        mean if center else rstd,
+        rstd,
+        x.stride(0),
+        residual.stride(0) if residual is not None else 0,
+        y.stride(0),
+        N,
+        M,
+        N,
+        eps,
+        offset,
+    )
+    flags = {
+        "CENTER": center,
+        "HAS_RESIDUAL": residual is not None,
+        "HAS_WEIGHT": weight is not None,
+        "HAS_BIAS": bias is not None,
+        "BLOCK_N": config.block_n,
+        "num_warps": config.num_warps,
+    }
+    grid = (config.num_programs,)
+    with kernel_device(x):
+        if config.single_pass:
+            kernels.norm_fwd_rows_kernel[grid](*args, ROWS=config.rows_per_program, **flags)
+        else:
+            kernels.norm_fwd_chunked_kernel[grid](*args, **flags)
+    return y, h, mean, rstd
+
+
+def _norm_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    mean: torch.Tensor | None,
+    rstd: torch.Tensor,
+    dh: torch.Tensor | None,
+    offset: float,
+    center: bool,
+    weight_grad: bool,
+    bias_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, dweight, dbias) for a (M, N) input; dweight/dbias are empty when not asked for."""
+    M, N = x.shape
+    dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    wdtype = weight.dtype if weight is not None else x.dtype
+    dw = torch.empty((N,) if weight_grad else (0,), dtype=wdtype, device=x.device)
+    db = torch.empty((N,) if bias_grad else (0,), dtype=wdtype, device=x.device)
+    if M == 0:
+        dw.zero_()
+        db.zero_()
+        return dx, dw, db
+    if execution_path(x.device) is ExecutionPath.TORCH_REFERENCE:
+        return _reference_backward(dy, x, weight, mean, rstd, dh, offset, center, dx, dw, db)
+
+    from warpforge.ops._kernels import norm as kernels
+
+    x, dy = as_rows(x), as_rows(dy)
+    dh = as_rows(dh) if dh is not None else None
+    config = _bwd_launch_config(M, N, x.dtype, x.device)
+    programs = config.num_programs
+    alloc = torch.empty if config.single_pass else torch.zeros  # chunked kernel accumulates
+    dw_partial = alloc((programs, N) if weight_grad else (1,), dtype=torch.float32, device=x.device)
+    db_partial = alloc((programs, N) if bias_grad else (1,), dtype=torch.float32, device=x.device)
+    args = (
+        dy,
+        x,
+        weight.contiguous() if weight is not None else x,
+        mean if center else rstd,
+        rstd,
+        dh if dh is not None else dy,
+        dx,
+        dw_partial,
+        db_partial,
+        dy.stride(0),
+        x.stride(0),
+        dh.stride(0) if dh is not None else 0,
+        dx.stride(0),
+        M,
+        N,
+        offset,
+    )
+    flags = {
+        "CENTER": center,
+        "HAS_WEIGHT": weight is not None,
+        "WEIGHT_GRAD": weight_grad,
+        "BIAS_GRAD": bias_grad,
+        "HAS_DH": dh is not None,
+        "BLOCK_N": config.block_n,
+        "num_warps": config.num_warps,
+    }
+    with kernel_device(x):
+        if config.single_pass:
+            kernels.norm_bwd_rows_kernel[(programs,)](*args, ROWS=config.rows_per_program, **flags)
+        else:
+            kernels.norm_bwd_chunked_kernel[(programs,)](*args, **flags)
+        for partial, out in ((dw_partial, dw), (db_partial, db)):
+            if out.numel():
+                grid = (cdiv(N, _PARTIAL_BLOCK_N),)
+                kernels.partial_sum_kernel[grid](
+                    partial, out, programs, N, BLOCK_P=_PARTIAL_BLOCK_P, BLOCK_N=_PARTIAL_BLOCK_N
+                )
+    return dx, dw, db
+
+
+# --------------------------------------------------------------------------- PyTorch reference
+
+
+def _compute(t: torch.Tensor) -> torch.Tensor:
+    """fp32 for the supported dtypes; float64 stays float64 so gradcheck can test the wiring."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))
+
+
+def _reference_forward(x, weight, bias, residual, eps, offset, center, y, h, mean, rstd):
+    if residual is not None:
+        h.copy_(x + residual)
+        x = h
+    xf = _compute(x)
+    if center:
+        mean.copy_(xf.mean(dim=-1))
+        xf = xf - mean[:, None]
+    rstd.copy_(torch.rsqrt(xf.square().mean(dim=-1) + eps))
+    out = xf * rstd[:, None]
+    if weight is not None:
+        out = out * (offset + _compute(weight))
+    if bias is not None:
+        out = out + _compute(bias)
+    y.copy_(out)
+    return y, h, mean, rstd
+
+
+def _reference_backward(dy, x, weight, mean, rstd, dh, offset, center, dx, dw, db):
+    xf, dyf = _compute(x), _compute(dy)
+    xhat = ((xf - mean[:, None]) if center else xf) * rstd[:, None]
+    wdy = dyf * (offset + _compute(weight)) if weight is not None else dyf
+    grad = wdy - xhat * (xhat * wdy).mean(dim=-1, keepdim=True)
+    if center:
+        grad = grad - wdy.mean(dim=-1, keepdim=True)
+    grad = grad * rstd[:, None]
+    if dh is not None:
+        grad = grad + _compute(dh)
+    dx.copy_(grad)
+    if dw.numel():
+        dw.copy_((dyf * xhat).sum(dim=0))
+    if db.numel():
+        db.copy_(dyf.sum(dim=0))
+    return dx, dw, db
+
+
+# --------------------------------------------------------------------------- custom ops
+
+
+@torch.library.custom_op("warpforge::rms_norm_fwd", mutates_args=())
+def _rms_norm_fwd(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    eps: float,
+    offset: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    y, h, _, rstd = _norm_forward(x, weight, None, residual, eps, offset, center=False)
+    return y, h, rstd
+
+
+@_rms_norm_fwd.register_fake
+def _(x, weight, residual, eps, offset):
+    M, N = x.shape
+    h_shape = (M, N) if residual is not None else (0,)
+    return (
+        x.new_empty((M, N)),
+        x.new_empty(h_shape),
+        x.new_empty((M,), dtype=torch.promote_types(x.dtype, torch.float32)),
+    )
+
+
+@torch.library.custom_op("warpforge::rms_norm_bwd", mutates_args=())
+def _rms_norm_bwd(
+    dy: torch.Tensor,
+    h: torch.Tensor,
+    weight: torch.Tensor | None,
+    rstd: torch.Tensor,
+    dh: torch.Tensor | None,
+    offset: float,
+    weight_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    dx, dw, _ = _norm_backward(
+        dy, h, weight, None, rstd, dh, offset, False, weight_grad, bias_grad=False
+    )
+    return dx, dw
+
+
+@_rms_norm_bwd.register_fake
+def _(dy, h, weight, rstd, dh, offset, weight_grad):
+    M, N = h.shape
+    wdtype = weight.dtype if weight is not None else h.dtype
+    return h.new_empty((M, N)), h.new_empty((N,) if weight_grad else (0,), dtype=wdtype)
+
+
+def _rms_norm_setup_context(ctx, inputs, output) -> None:
+    x, weight, residual, _eps, offset = inputs
+    _y, h, rstd = output
+    ctx.has_residual = residual is not None
+    ctx.offset = offset
+    ctx.save_for_backward(h if residual is not None else x, weight, rstd)
+
+
+def _rms_norm_backward(ctx, dy, dh, _drstd):
+    saved, weight, rstd = ctx.saved_tensors
+    if dy is None:
+        dy = torch.zeros_like(saved)
+    weight_grad = weight is not None and ctx.needs_input_grad[1]
+    dx, dw = _rms_norm_bwd(
+        dy, saved, weight, rstd, dh if ctx.has_residual else None, ctx.offset, weight_grad
+    )
+    return dx, dw if weight_grad else None, dx if ctx.has_residual else None, None, None
+
+
+_rms_norm_fwd.register_autograd(_rms_norm_backward, setup_context=_rms_norm_setup_context)
+
+
+@torch.library.custom_op("warpforge::layer_norm_fwd", mutates_args=())
+def _layer_norm_fwd(
+    x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    y, _, mean, rstd = _norm_forward(x, weight, bias, None, eps, 0.0, center=True)
+    return y, mean, rstd
+
+
+@_layer_norm_fwd.register_fake
+def _(x, weight, bias, eps):
+    M, N = x.shape
+    stats = x.new_empty((M,), dtype=torch.promote_types(x.dtype, torch.float32))
+    return x.new_empty((M, N)), stats, stats.clone()
+
+
+@torch.library.custom_op("warpforge::layer_norm_bwd", mutates_args=())
+def _layer_norm_bwd(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight_grad: bool,
+    bias_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _norm_backward(dy, x, weight, mean, rstd, None, 0.0, True, weight_grad, bias_grad)
+
+
+@_layer_norm_bwd.register_fake
+def _(dy, x, weight, mean, rstd, weight_grad, bias_grad):
+    M, N = x.shape
+    wdtype = weight.dtype if weight is not None else x.dtype
+    return (
+        x.new_empty((M, N)),
+        x.new_empty((N,) if weight_grad else (0,), dtype=wdtype),
+        x.new_empty((N,) if bias_grad else (0,), dtype=wdtype),
+    )
+
+
+def _layer_norm_setup_context(ctx, inputs, output) -> None:
+    x, weight, bias, _eps = inputs
+    _y, mean, rstd = output
+    ctx.has_bias = bias is not None
+    ctx.bias_dtype = bias.dtype if bias is not None else None
+    ctx.save_for_backward(x, weight, mean, rstd)
+
+
+def _layer_norm_backward(ctx, dy, _dmean, _drstd):
+    x, weight, mean, rstd = ctx.saved_tensors
+    weight_grad = weight is not None and ctx.needs_input_grad[1]
+    bias_grad = ctx.has_bias and ctx.needs_input_grad[2]
+    dx, dw, db = _layer_norm_bwd(dy, x, weight, mean, rstd, weight_grad, bias_grad)
+    return dx, dw if weight_grad else None, db.to(ctx.bias_dtype) if bias_grad else None, None
+
+
+_layer_norm_fwd.register_autograd(_layer_norm_backward, setup_context=_layer_norm_setup_context)
+
+
+# --------------------------------------------------------------------------- public API
+
+
+class _OwnGradient(torch.autograd.Function):
+    """Identity whose backward copies the gradient.
+
+    x and residual receive the same gradient tensor from the backward op. When one of them is a
+    leaf, autograd would store that one tensor as both ``.grad`` attributes (aliased storage);
+    this copy keeps them apart. Activations inside a model share it for free."""
+
+    @staticmethod
+    def forward(ctx, t: torch.Tensor) -> torch.Tensor:
+        return t.view_as(t)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        return grad.clone()
+
+
+def _check_input(x: object) -> torch.Tensor:
+    x = check_tensor("x", x, dtypes=FLOAT_DTYPES, min_ndim=1, allow_empty=True)
+    if x.shape[-1] == 0:
+        raise ValueError(
+            f"x: expected a last (normalised) dimension of size >= 1, got {describe(x)}"
+        )
+    return x
+
+
+def _check_vector(name: str, v: object, x: torch.Tensor) -> torch.Tensor:
+    v = check_tensor(name, v, dtypes=FLOAT_DTYPES, ndim=1)
+    check_shape(name, v, (x.shape[-1],), what="the size of the last dimension of x")
+    return v
+
+
+def rms_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    eps: float = 1e-6,
+    *,
+    residual: torch.Tensor | None = None,
+    offset: float = 0.0,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Root-mean-square normalisation over the last dimension of ``x``.
+
+    ``y = h * rsqrt(mean(h**2, -1) + eps) * (offset + weight)`` where ``h = x`` or, with
+    ``residual``, ``h = x + residual`` (rounded to the input dtype, as eagerly added), and the
+    call returns ``(y, h)``: the pre-norm residual stream in one pass over memory. ``offset=1``
+    gives Gemma's ``(1 + weight)`` scaling. Statistics are fp32; ``y`` has ``x``'s dtype.
+    """
+    x = _check_input(x)
+    if weight is not None:
+        weight = _check_vector("weight", weight, x)
+    if residual is not None:
+        residual = check_tensor("residual", residual, dtypes=(x.dtype,), allow_empty=True)
+        check_shape("residual", residual, tuple(x.shape), what="the shape of x")
+    eps = check_positive("eps", eps)
+    if isinstance(offset, bool) or not isinstance(offset, (int, float)):
+        raise TypeError(f"offset: expected a number, got {describe(offset)}")
+    if offset != 0 and weight is None:
+        raise ValueError(f"offset: expected 0.0 when weight is None, got {offset!r}")
+    check_same_device(x=x, weight=weight, residual=residual)
+
+    if (
+        residual is not None
+        and residual.requires_grad
+        and x.requires_grad
+        and (x.is_leaf or residual.is_leaf)
+    ):
+        residual = _OwnGradient.apply(residual)
+    N = x.shape[-1]
+    y, h, _ = _rms_norm_fwd(
+        x.reshape(-1, N),
+        weight,
+        residual.reshape(-1, N) if residual is not None else None,
+        eps,
+        float(offset),
+    )
+    if residual is None:
+        return y.view(x.shape)
+    return y.view(x.shape), h.view(x.shape)
+
+
+def layer_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> torch.Tensor:
+    """Layer normalisation over the last dimension: ``(x - mean) * rsqrt(var + eps) * weight +
+    bias`` with the biased variance, statistics in fp32, output in ``x``'s dtype."""
+    x = _check_input(x)
+    if weight is not None:
+        weight = _check_vector("weight", weight, x)
+    if bias is not None:
+        bias = _check_vector("bias", bias, x)
+    eps = check_positive("eps", eps)
+    check_same_device(x=x, weight=weight, bias=bias)
+    y, _, _ = _layer_norm_fwd(x.reshape(-1, x.shape[-1]), weight, bias, eps)
+    return y.view(x.shape)

@@ -1,0 +1,140 @@
+"""Softmax and log-softmax along any dimension (``warpforge.ops.softmax`` and ``log_softmax``;
+the module is not named ``softmax`` so that importing it cannot shadow the function).
+
+The reduced dimension is moved last and leading dimensions flatten into rows (a copy only when
+the layout needs one); ``torch.library`` custom ops ``warpforge::softmax_fwd`` and
+``warpforge::softmax_bwd`` then run the Triton kernels in ``warpforge.ops._kernels.softmax`` or,
+on the reference path, PyTorch in fp32 with the result cast back to the input dtype.
+"""
+
+# No ``from __future__ import annotations``: torch.library infers the custom ops' schemas from
+# these annotations, and older torch releases do not resolve string annotations.
+
+import torch
+
+from warpforge.ops._rows import RowLaunchConfig, as_rows, kernel_device, row_launch_config
+from warpforge.runtime import ExecutionPath, execution_path
+from warpforge.validation import FLOAT_DTYPES, check_tensor, normalize_dim
+
+__all__ = ["log_softmax", "softmax"]
+
+
+def _fwd_launch_config(M: int, N: int, dtype: torch.dtype, device: torch.device) -> RowLaunchConfig:
+    """Forward: whole rows in registers up to 16K columns; beyond, one online pass for the row
+    max and sum, then the output pass re-reads x (from L2 when the grid allows)."""
+    return row_launch_config(M, N, dtype, device, reread_operands=1)
+
+
+def _bwd_launch_config(M: int, N: int, dtype: torch.dtype, device: torch.device) -> RowLaunchConfig:
+    """Backward: two operands per row (dy, y); the chunked kernel re-reads both."""
+    return row_launch_config(M, N, dtype, device, reread_operands=2)
+
+
+@torch.library.custom_op("warpforge::softmax_fwd", mutates_args=())
+def _softmax_fwd(x: torch.Tensor, log: bool) -> torch.Tensor:
+    M, N = x.shape
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    if M == 0 or N == 0:
+        return y
+    if execution_path(x.device) is ExecutionPath.TORCH_REFERENCE:
+        xf = x.to(torch.promote_types(x.dtype, torch.float32))  # float64 kept for gradcheck
+        return y.copy_(torch.log_softmax(xf, dim=-1) if log else torch.softmax(xf, dim=-1))
+
+    from warpforge.ops._kernels import softmax as kernels
+
+    x = as_rows(x)
+    config = _fwd_launch_config(M, N, x.dtype, x.device)
+    args = (x, y, x.stride(0), y.stride(0), M, N)
+    with kernel_device(x):
+        if config.single_pass:
+            kernels.softmax_fwd_rows_kernel[(config.num_programs,)](
+                *args,
+                LOG=log,
+                ROWS=config.rows_per_program,
+                BLOCK_N=config.block_n,
+                num_warps=config.num_warps,
+            )
+        else:
+            kernels.softmax_fwd_chunked_kernel[(config.num_programs,)](
+                *args, LOG=log, BLOCK_N=config.block_n, num_warps=config.num_warps
+            )
+    return y
+
+
+@_softmax_fwd.register_fake
+def _(x, log):
+    return x.new_empty(x.shape)
+
+
+@torch.library.custom_op("warpforge::softmax_bwd", mutates_args=())
+def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
+    M, N = y.shape
+    dx = torch.empty((M, N), dtype=y.dtype, device=y.device)
+    if M == 0 or N == 0:
+        return dx
+    if execution_path(y.device) is ExecutionPath.TORCH_REFERENCE:
+        compute = torch.promote_types(y.dtype, torch.float32)
+        dyf, yf = dy.to(compute), y.to(compute)
+        if log:
+            return dx.copy_(dyf - yf.exp() * dyf.sum(dim=-1, keepdim=True))
+        return dx.copy_(yf * (dyf - (dyf * yf).sum(dim=-1, keepdim=True)))
+
+    from warpforge.ops._kernels import softmax as kernels
+
+    dy, y = as_rows(dy), as_rows(y)
+    config = _bwd_launch_config(M, N, y.dtype, y.device)
+    args = (dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N)
+    with kernel_device(y):
+        if config.single_pass:
+            kernels.softmax_bwd_rows_kernel[(config.num_programs,)](
+                *args,
+                LOG=log,
+                ROWS=config.rows_per_program,
+                BLOCK_N=config.block_n,
+                num_warps=config.num_warps,
+            )
+        else:
+            kernels.softmax_bwd_chunked_kernel[(config.num_programs,)](
+                *args, LOG=log, BLOCK_N=config.block_n, num_warps=config.num_warps
+            )
+    return dx
+
+
+@_softmax_bwd.register_fake
+def _(dy, y, log):
+    return y.new_empty(y.shape)
+
+
+def _softmax_setup_context(ctx, inputs, output) -> None:
+    ctx.log = inputs[1]
+    ctx.save_for_backward(output)
+
+
+def _softmax_backward(ctx, dy):
+    (y,) = ctx.saved_tensors
+    return _softmax_bwd(dy, y, ctx.log), None
+
+
+_softmax_fwd.register_autograd(_softmax_backward, setup_context=_softmax_setup_context)
+
+
+def _row_softmax(x: object, dim: object, log: bool) -> torch.Tensor:
+    x = check_tensor("x", x, dtypes=FLOAT_DTYPES, allow_empty=True)
+    dim = normalize_dim("dim", dim, max(x.dim(), 1))
+    if x.dim() == 0:
+        return _row_softmax(x.reshape(1), 0, log).reshape(())
+    if x.numel() == 0:
+        return x.clone()  # nothing to normalise; clone keeps the autograd graph connected
+    moved = x.movedim(dim, -1) if dim != x.dim() - 1 else x
+    y = _softmax_fwd(moved.reshape(-1, moved.shape[-1]), log).view(moved.shape)
+    return y.movedim(-1, dim) if dim != x.dim() - 1 else y
+
+
+def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """``exp(x - max) / sum(exp(x - max))`` along ``dim``; fp32 statistics, ``x``'s dtype out."""
+    return _row_softmax(x, dim, log=False)
+
+
+def log_softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """``x - max - log(sum(exp(x - max)))`` along ``dim``; fp32 statistics, ``x``'s dtype out."""
+    return _row_softmax(x, dim, log=True)

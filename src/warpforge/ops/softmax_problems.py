@@ -1,0 +1,136 @@
+"""Benchmark problems for softmax and log-softmax over the last dimension (importing registers
+them). ``softmax.bwd`` times forward + backward and counts both: forward reads x, writes y;
+backward reads y and dy, writes dx."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from warpforge.harness.problem import Problem
+from warpforge.harness.registry import register_problem
+from warpforge.ops._row_problems import (
+    BACKWARD_TOLERANCE,
+    CPU_SHAPES,
+    SWEEP,
+    compiled,
+    gradients,
+    liger_function,
+    per_element_flops,
+    randn,
+    row_bytes,
+)
+
+SHAPES = (
+    {"M": 32768, "N": 256},
+    {"M": 16384, "N": 4096},
+    {"M": 4096, "N": 16384},
+    {"M": 8192, "N": 262144},
+)
+
+
+def softmax_reference(x: torch.Tensor) -> torch.Tensor:
+    xf = x.float() if x.dtype != torch.float64 else x
+    e = (xf - xf.amax(dim=-1, keepdim=True)).exp()
+    return (e / e.sum(dim=-1, keepdim=True)).to(x.dtype)
+
+
+def log_softmax_reference(x: torch.Tensor) -> torch.Tensor:
+    xf = x.float() if x.dtype != torch.float64 else x
+    shifted = xf - xf.amax(dim=-1, keepdim=True)
+    return (shifted - shifted.exp().sum(dim=-1, keepdim=True).log()).to(x.dtype)
+
+
+def _warpforge_softmax(x: torch.Tensor) -> torch.Tensor:
+    from warpforge.ops.softmax_ops import softmax
+
+    return softmax(x, -1)
+
+
+def _warpforge_log_softmax(x: torch.Tensor) -> torch.Tensor:
+    from warpforge.ops.softmax_ops import log_softmax
+
+    return log_softmax(x, -1)
+
+
+def _eager_softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x, dim=-1)
+
+
+def _eager_log_softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.log_softmax(x, dim=-1)
+
+
+def _liger_softmax() -> Callable[[torch.Tensor], torch.Tensor]:
+    return liger_function("liger_kernel.ops.softmax", "LigerSoftmaxFunction").apply
+
+
+def _inputs(shape, dtype, device, generator):
+    return (randn(dtype, device, generator, shape["M"], shape["N"]),)
+
+
+def _bwd_inputs(shape, dtype, device, generator):
+    M, N = shape["M"], shape["N"]
+    return randn(dtype, device, generator, M, N), randn(dtype, device, generator, M, N)
+
+
+register_problem(
+    Problem(
+        name="softmax.fwd",
+        reference=softmax_reference,
+        implementation=_warpforge_softmax,
+        make_inputs=_inputs,
+        flops=per_element_flops(4),
+        bytes_moved=row_bytes(2),  # read x, write y
+        shapes=SHAPES,
+        cpu_shapes=CPU_SHAPES,
+        baselines={
+            "torch-eager": lambda: _eager_softmax,
+            "torch-compile": compiled(_eager_softmax),
+            "liger-kernel": _liger_softmax,
+        },
+        sweep=SWEEP,
+        description="softmax over the last dim of (M, N)",
+    )
+)
+
+register_problem(
+    Problem(
+        name="softmax.bwd",
+        reference=gradients(softmax_reference),
+        implementation=gradients(_warpforge_softmax),
+        make_inputs=_bwd_inputs,
+        flops=per_element_flops(8),
+        bytes_moved=row_bytes(5),  # forward: read x, write y; backward: read y, dy, write dx
+        shapes=SHAPES,
+        cpu_shapes=CPU_SHAPES,
+        baselines={
+            "torch-eager": lambda: gradients(_eager_softmax),
+            "torch-compile": lambda: gradients(torch.compile(_eager_softmax)),
+            "liger-kernel": lambda: gradients(_liger_softmax()),
+        },
+        tolerance=BACKWARD_TOLERANCE,
+        sweep=SWEEP,
+        description="forward + backward of softmax.fwd; returns dx for dy",
+    )
+)
+
+register_problem(
+    Problem(
+        name="log_softmax.fwd",
+        reference=log_softmax_reference,
+        implementation=_warpforge_log_softmax,
+        make_inputs=_inputs,
+        flops=per_element_flops(4),
+        bytes_moved=row_bytes(2),  # read x, write y
+        shapes=SHAPES,
+        cpu_shapes=CPU_SHAPES,
+        baselines={
+            "torch-eager": lambda: _eager_log_softmax,
+            "torch-compile": compiled(_eager_log_softmax),
+        },
+        sweep=SWEEP,
+        description="log-softmax over the last dim of (M, N)",
+    )
+)

@@ -1,0 +1,496 @@
+"""rms_norm (with residual and offset) and layer_norm against float64 references, forward and
+backward, on the Triton interpreter (CPU) or the GPU; bf16/compile/graphs/huge inputs on GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import warpforge.ops._kernels.norm  # noqa: F401  (decorate kernels while the interpreter is on)
+from warpforge.ops import layer_norm, rms_norm
+from warpforge.ops import norm as norm_module
+
+FWD_TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # hypothesis tests cannot take fixtures
+BWD_TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}
+
+
+# --------------------------------------------------------------------------- references (fp64)
+
+
+def rms_norm_ref(x, weight=None, eps=1e-6, residual=None, offset=0.0):
+    """h = x + residual rounded to the input dtype (the op's documented semantics), then fp64."""
+    h = (x + residual) if residual is not None else x
+    h64 = h.double()
+    y = h64 / torch.sqrt(h64.pow(2).mean(dim=-1, keepdim=True) + eps)
+    if weight is not None:
+        y = y * (offset + weight.double())
+    return y, h64
+
+
+def layer_norm_ref(x, weight=None, bias=None, eps=1e-5):
+    x64 = x.double()
+    mean = x64.mean(dim=-1, keepdim=True)
+    var = (x64 - mean).pow(2).mean(dim=-1, keepdim=True)
+    y = (x64 - mean) / torch.sqrt(var + eps)
+    if weight is not None:
+        y = y * weight.double()
+    if bias is not None:
+        y = y + bias.double()
+    return y
+
+
+def leaves(*tensors):
+    return [t.detach().clone().requires_grad_() if t is not None else None for t in tensors]
+
+
+def close(actual, expected, tol, what):
+    torch.testing.assert_close(actual.double(), expected, atol=tol, rtol=tol, msg=what)
+
+
+def randn(*shape, dtype=torch.float32, device="cpu"):
+    return torch.randn(*shape, device=device).to(dtype)
+
+
+def grads_of(outputs, inputs, grad_outputs):
+    """Gradients for the inputs that are tensors (None entries skipped)."""
+    present = [t for t in inputs if t is not None]
+    return torch.autograd.grad(outputs, present, grad_outputs)
+
+
+# --------------------------------------------------------------------------- rms_norm
+
+
+SHAPES = [(1, 1), (1, 67), (5, 300), (3, 7, 33), (2, 3, 4, 17)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("with_weight", [True, False])
+def test_rms_norm_forward_backward(shape, with_weight, device, cpu_float_dtypes, poison_outputs):
+    for dtype in cpu_float_dtypes:
+        x = randn(*shape, dtype=dtype, device=device)
+        w = randn(shape[-1], dtype=dtype, device=device) if with_weight else None
+        dy = randn(*shape, dtype=dtype, device=device)
+        xs, ws = leaves(x, w)
+        y = rms_norm(xs, ws, 1e-6)
+        assert y.shape == x.shape and y.dtype == dtype
+        x64, w64 = leaves(x.double(), w.double() if w is not None else None)
+        y64, _ = rms_norm_ref(x64, w64)
+        close(y, y64, FWD_TOL[dtype], f"y {dtype}")
+        got = grads_of(y, [xs, ws], dy)
+        want = grads_of(y64, [x64, w64], dy.double())
+        for g, e, name in zip(got, want, ["dx", "dweight"][: len(got)], strict=True):
+            assert g.dtype == dtype
+            close(g, e, BWD_TOL[dtype], f"{name} {dtype}")
+
+
+@pytest.mark.parametrize("n", [67, 65537], ids=["one-block", "chunked"])
+def test_add_rms_norm_with_offset(n, device, poison_outputs):
+    """Residual and Gemma offset; the loss uses both y and h, so dh flows into dx too."""
+    m = 3 if n < 1000 else 1
+    x, r = randn(m, n, device=device), randn(m, n, device=device)
+    w = randn(n, device=device)
+    dy, dh = randn(m, n, device=device), randn(m, n, device=device)
+    xs, rs, ws = leaves(x, r, w)
+    y, h = rms_norm(xs, ws, 1e-5, residual=rs, offset=1.0)
+    x64, r64, w64 = leaves(x.double(), r.double(), w.double())
+    y64, h64 = rms_norm_ref(x64, w64, 1e-5, residual=r64, offset=1.0)
+    close(y, y64, 1e-5, "y")
+    close(h, h64, 1e-6, "h")
+    got = torch.autograd.grad((y, h), (xs, rs, ws), (dy, dh))
+    want = torch.autograd.grad((y64, h64), (x64, r64, w64), (dy.double(), dh.double()))
+    for g, e, name in zip(got, want, ["dx", "dresidual", "dweight"], strict=True):
+        close(g, e, 1e-4, name)
+
+
+def test_residual_grad_without_using_h(device):
+    """Only y feeds the loss: dresidual equals dx (h's gradient is absent, not garbage)."""
+    x, r, w, dy = (
+        randn(4, 40, device=device),
+        randn(4, 40, device=device),
+        randn(40, device=device),
+        randn(4, 40, device=device),
+    )
+    xs, rs, ws = leaves(x, r, w)
+    y, _ = rms_norm(xs, ws, residual=rs)
+    dx, dr = torch.autograd.grad(y, (xs, rs), dy)
+    x64, r64, w64 = leaves(x.double(), r.double(), w.double())
+    y64, _ = rms_norm_ref(x64, w64, residual=r64)
+    dx64, dr64 = torch.autograd.grad(y64, (x64, r64), dy.double())
+    close(dx, dx64, 1e-4, "dx")
+    close(dr, dr64, 1e-4, "dresidual")
+
+
+@pytest.mark.parametrize("layout", ["transposed", "column-stride-2", "row-slice", "expanded-rows"])
+def test_rms_norm_non_contiguous(layout, device):
+    base = randn(12, 40, device=device)
+    x = {
+        "transposed": base.t(),  # (40, 12), last dim has stride 40
+        "column-stride-2": base[:, ::2],
+        "row-slice": base[::3],
+        "expanded-rows": base[:1].expand(5, 40),
+    }[layout]
+    w = randn(x.shape[-1], device=device)
+    dy = randn(*x.shape, device=device)
+    xs, ws = leaves(x, w)
+    xs = xs if layout != "expanded-rows" else base[:1].clone().requires_grad_()
+    inp = xs if layout != "expanded-rows" else xs.expand(5, 40)
+    y = rms_norm(inp, ws)
+    x64, w64 = leaves(xs.detach().double(), w.double())
+    inp64 = x64 if layout != "expanded-rows" else x64.expand(5, 40)
+    y64, _ = rms_norm_ref(inp64, w64)
+    close(y, y64, 1e-5, "y")
+    for g, e in zip(
+        torch.autograd.grad(y, (xs, ws), dy),
+        torch.autograd.grad(y64, (x64, w64), dy.double()),
+        strict=True,
+    ):
+        close(g, e, 1e-4, "grad")
+
+
+def test_rms_norm_zero_rows(device):
+    x = randn(0, 8, device=device).requires_grad_()
+    w = randn(8, device=device).requires_grad_()
+    y = rms_norm(x, w)
+    assert y.shape == (0, 8)
+    dx, dw = torch.autograd.grad(y.sum(), (x, w))
+    assert dx.shape == (0, 8)
+    assert torch.equal(dw, torch.zeros(8, device=device))
+
+
+def test_weight_gradients_are_deterministic(device):
+    """Partial sums then a fixed-order reduction: repeated backward passes match bitwise."""
+    for n, m in ((300, 37), (16385, 5)):
+        x, w, dy = randn(m, n, device=device), randn(n, device=device), randn(m, n, device=device)
+        runs = []
+        for _ in range(2):
+            xs, ws = leaves(x, w)
+            runs.append(torch.autograd.grad(layer_norm(xs, ws, ws * 0 + 1), ws, dy)[0])
+        assert torch.equal(runs[0], runs[1])
+
+
+def test_mixed_weight_dtype(device):
+    x, w = randn(3, 20, dtype=torch.float16, device=device), randn(20, device=device)
+    xs, ws = leaves(x, w)
+    y = rms_norm(xs, ws)
+    assert y.dtype == torch.float16
+    (dw,) = torch.autograd.grad(y.float().sum(), ws)
+    assert dw.dtype == torch.float32
+    x64, w64 = leaves(x.double(), w.double())
+    y64, _ = rms_norm_ref(x64, w64)
+    close(y, y64, FWD_TOL[torch.float16], "y")
+    close(dw, torch.autograd.grad(y64.sum(), w64)[0], 1e-2, "dweight")
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    m=st.integers(1, 4),
+    n=st.integers(1, 70),
+    offset=st.sampled_from([0.0, 1.0]),
+    eps=st.sampled_from([1e-6, 1e-2]),
+    use_residual=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_rms_norm_property(m, n, offset, eps, use_residual, seed):
+    torch.manual_seed(seed)
+    x, w = randn(m, n, device=DEVICE), randn(n, device=DEVICE)
+    r = randn(m, n, device=DEVICE) if use_residual else None
+    out = rms_norm(x, w, eps, residual=r, offset=offset)
+    y = out[0] if use_residual else out
+    y64, h64 = rms_norm_ref(x, w, eps, residual=r, offset=offset)
+    close(y, y64, 1e-5, "y")
+    if use_residual:
+        close(out[1], h64, 0.0, "h")
+
+
+# --------------------------------------------------------------------------- layer_norm
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (1, 67), (4, 257), (2, 3, 31)], ids=str)
+@pytest.mark.parametrize("affine", ["none", "weight", "weight+bias", "bias"])
+def test_layer_norm_forward_backward(shape, affine, device, cpu_float_dtypes, poison_outputs):
+    for dtype in cpu_float_dtypes:
+        n = shape[-1]
+        x = randn(*shape, dtype=dtype, device=device) * 3 + 2  # a mean far from zero
+        w = randn(n, dtype=dtype, device=device) if "weight" in affine else None
+        b = randn(n, dtype=dtype, device=device) if "bias" in affine else None
+        dy = randn(*shape, dtype=dtype, device=device)
+        xs, ws, bs = leaves(x, w, b)
+        y = layer_norm(xs, ws, bs)
+        x64, w64, b64 = leaves(x.double(), *(t.double() if t is not None else None for t in (w, b)))
+        y64 = layer_norm_ref(x64, w64, b64)
+        close(y, y64, FWD_TOL[dtype] * 2, f"y {dtype}")
+        got = grads_of(y, [xs, ws, bs], dy)
+        want = grads_of(y64, [x64, w64, b64], dy.double())
+        for g, e in zip(got, want, strict=True):
+            close(g, e, BWD_TOL[dtype], f"grad {dtype} {affine}")
+
+
+def test_layer_norm_chunked(device, poison_outputs):
+    n = 65537
+    x, w, b, dy = (
+        randn(1, n, device=device) + 5,
+        randn(n, device=device),
+        randn(n, device=device),
+        randn(1, n, device=device),
+    )
+    xs, ws, bs = leaves(x, w, b)
+    y = layer_norm(xs, ws, bs)
+    x64, w64, b64 = leaves(x.double(), w.double(), b.double())
+    y64 = layer_norm_ref(x64, w64, b64)
+    close(y, y64, 1e-5, "y")
+    got = torch.autograd.grad(y, (xs, ws, bs), dy)
+    want = torch.autograd.grad(y64, (x64, w64, b64), dy.double())
+    for g, e in zip(got, want, strict=True):
+        close(g, e, 1e-4, "grad")
+
+
+def test_layer_norm_bias_only_keeps_bias_dtype(device):
+    x, b = randn(3, 9, device=device), randn(9, dtype=torch.float16, device=device)
+    xs, bs = leaves(x, b)
+    (db,) = torch.autograd.grad(layer_norm(xs, None, bs).sum(), bs)
+    assert db.dtype == torch.float16
+    torch.testing.assert_close(db, torch.full((9,), 3.0, dtype=torch.float16))
+
+
+# --------------------------------------------------------------------------- reference path
+
+
+@pytest.fixture
+def reference_path(monkeypatch):
+    """CPU without the interpreter: ops take their PyTorch reference path."""
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setenv("WARPFORGE_INTERPRET", "0")
+
+
+def test_reference_path_matches_float64(reference_path):
+    x, r, w, dy = randn(5, 33), randn(5, 33), randn(33), randn(5, 33)
+    xs, rs, ws = leaves(x, r, w)
+    y, _h = rms_norm(xs, ws, residual=rs, offset=0.5)
+    x64, r64, w64 = leaves(x.double(), r.double(), w.double())
+    y64, _h64 = rms_norm_ref(x64, w64, residual=r64, offset=0.5)
+    close(y, y64, 1e-5, "y")
+    for g, e in zip(
+        torch.autograd.grad(y, (xs, rs, ws), dy),
+        torch.autograd.grad(y64, (x64, r64, w64), dy.double()),
+        strict=True,
+    ):
+        close(g, e, 1e-4, "grad")
+    b = randn(33)
+    close(layer_norm(x, w, b), layer_norm_ref(x, w, b), 1e-5, "layer_norm")
+
+
+def test_gradcheck_reference_path(reference_path):
+    """The autograd wiring (residual, dh, offset, bias) in float64 on the reference path."""
+    g = dict(dtype=torch.float64, requires_grad=True)
+    x, r, w, b = (
+        torch.randn(3, 6, **g),
+        torch.randn(3, 6, **g),
+        torch.randn(6, **g),
+        torch.randn(6, **g),
+    )
+    assert torch.autograd.gradcheck(
+        lambda x, r, w: norm_module._rms_norm_fwd(x, w, r, 1e-6, 0.5)[:2], (x, r, w)
+    )
+    assert torch.autograd.gradcheck(
+        lambda x, w, b: norm_module._layer_norm_fwd(x, w, b, 1e-5)[0], (x, w, b)
+    )
+
+
+def test_custom_ops_pass_opcheck():
+    """Schemas, fake (meta) implementations and autograd registrations are consistent."""
+    x, r, w, b = randn(3, 20), randn(3, 20), randn(20), randn(20)
+    for args in ((x, w, r, 1e-6, 1.0), (x, None, None, 1e-6, 0.0)):
+        torch.library.opcheck(torch.ops.warpforge.rms_norm_fwd.default, args)
+    torch.library.opcheck(torch.ops.warpforge.layer_norm_fwd.default, (x, w, b, 1e-5))
+    rstd = torch.rand(3) + 0.5
+    torch.library.opcheck(
+        torch.ops.warpforge.rms_norm_bwd.default, (randn(3, 20), x, w, rstd, r, 0.0, True)
+    )
+    torch.library.opcheck(
+        torch.ops.warpforge.layer_norm_bwd.default, (randn(3, 20), x, w, randn(3), rstd, True, True)
+    )
+
+
+def test_compiles_with_fullgraph():
+    """Dynamo traces the public function through the custom ops without graph breaks."""
+    x, w, r = leaves(randn(4, 24), randn(24), randn(4, 24))
+    fn = torch.compile(
+        lambda x, w, r: rms_norm(x, w, residual=r, offset=1.0), backend="aot_eager", fullgraph=True
+    )
+    y, h = fn(x, w, r)
+    y64, _h64 = rms_norm_ref(x.detach(), w.detach(), residual=r.detach(), offset=1.0)
+    close(y, y64, 1e-5, "y")
+    (y.sum() + h.sum()).backward()
+    assert x.grad is not None and w.grad is not None and r.grad is not None
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_errors_name_the_argument():
+    x = randn(2, 8)
+    with pytest.raises(TypeError, match=r"x: expected a torch.Tensor, got list"):
+        rms_norm([1.0, 2.0])
+    with pytest.raises(TypeError, match=r"x: expected dtype in .*got tensor .* dtype int64"):
+        rms_norm(torch.ones(2, 8, dtype=torch.int64))
+    with pytest.raises(TypeError, match=r"x: expected dtype in .*float64"):
+        layer_norm(x.double())
+    with pytest.raises(
+        ValueError, match=r"weight: expected shape \(8,\).*got tensor of shape \(7,\)"
+    ):
+        rms_norm(x, randn(7))
+    with pytest.raises(ValueError, match=r"bias: expected shape \(8,\)"):
+        layer_norm(x, randn(8), randn(9))
+    with pytest.raises(ValueError, match=r"weight: expected a 1-D tensor"):
+        layer_norm(x, randn(1, 8))
+    with pytest.raises(ValueError, match=r"residual: expected shape \(2, 8\)"):
+        rms_norm(x, randn(8), residual=randn(2, 9))
+    with pytest.raises(TypeError, match=r"residual: expected dtype in \(float32\)"):
+        rms_norm(x, randn(8), residual=randn(2, 8, dtype=torch.float16))
+    with pytest.raises(ValueError, match=r"eps: expected a number > 0, got 0"):
+        rms_norm(x, eps=0)
+    with pytest.raises(ValueError, match=r"eps: expected a number > 0, got -1"):
+        layer_norm(x, eps=-1e-5)
+    with pytest.raises(TypeError, match=r"eps: expected a number"):
+        rms_norm(x, eps="small")
+    with pytest.raises(ValueError, match=r"offset: expected 0.0 when weight is None"):
+        rms_norm(x, offset=1.0)
+    with pytest.raises(
+        ValueError, match=r"expected all tensors on one device, got x on cpu, weight on meta"
+    ):
+        rms_norm(x, torch.empty(8, device="meta"))
+    with pytest.raises(
+        ValueError, match=r"x: expected a last \(normalised\) dimension of size >= 1"
+    ):
+        rms_norm(randn(3, 0))
+
+
+# --------------------------------------------------------------------------- GPU only
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [256, 4096, 16384, 65537])
+def test_bf16_forward_backward_gpu(n):
+    x, r, w, dy = (
+        randn(*s, dtype=torch.bfloat16, device="cuda") for s in ((64, n), (64, n), (n,), (64, n))
+    )
+    xs, rs, ws = leaves(x, r, w)
+    y, h = rms_norm(xs, ws, residual=rs)
+    x64, r64, w64 = leaves(x.double(), r.double(), w.double())
+    y64, _h64 = rms_norm_ref(x64, w64, residual=r64)
+    close(y, y64, 1.6e-2, "y")
+    assert torch.equal(h, x + r)
+    for g, e in zip(
+        torch.autograd.grad(y, (xs, rs, ws), dy),
+        torch.autograd.grad(y64, (x64, r64, w64), dy.double()),
+        strict=True,
+    ):
+        torch.testing.assert_close(g.double(), e, atol=5e-2, rtol=2e-2)
+    b = randn(n, dtype=torch.bfloat16, device="cuda")
+    close(layer_norm(x, w, b), layer_norm_ref(x, w, b), 3e-2, "layer_norm")
+
+
+@pytest.mark.gpu
+def test_torch_compile_inductor_fullgraph_gpu():
+    x, w, r = leaves(
+        *(
+            randn(*s, dtype=torch.bfloat16, device="cuda")
+            for s in ((128, 4096), (4096,), (128, 4096))
+        )
+    )
+
+    def block(x, w, r):
+        y, h = rms_norm(x, w, residual=r)
+        return layer_norm(y * 2, w) + h
+
+    compiled = torch.compile(block, fullgraph=True)
+    out = compiled(x, w, r)
+    ref = block(x, w, r)
+    torch.testing.assert_close(out, ref)
+    out.float().sum().backward()
+    assert all(t.grad is not None for t in (x, w, r))
+
+
+@pytest.mark.gpu
+def test_cuda_graph_capture_gpu():
+    x = randn(256, 1024, dtype=torch.bfloat16, device="cuda")
+    w = randn(1024, dtype=torch.bfloat16, device="cuda")
+    r = randn(256, 1024, dtype=torch.bfloat16, device="cuda")
+    rms_norm(x, w, residual=r)  # warm-up compiles the kernels outside the capture
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        rms_norm(x, w, residual=r)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y, h = rms_norm(x, w, residual=r)
+    x.copy_(randn(256, 1024, dtype=torch.bfloat16, device="cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    y_eager, h_eager = rms_norm(x, w, residual=r)
+    assert torch.equal(y, y_eager) and torch.equal(h, h_eager)
+
+
+@pytest.mark.gpu
+def test_more_than_2_to_31_elements_gpu():
+    """Row offsets in int64: the last rows of a 2**31 + 16384 element input are right."""
+    n = 16384
+    m = 2**31 // n + 1
+    x = torch.empty(m, n, dtype=torch.bfloat16, device="cuda").normal_()
+    w = randn(n, dtype=torch.bfloat16, device="cuda")
+    y = rms_norm(x, w)
+    tail = slice(m - 3, m)
+    close(y[tail], rms_norm_ref(x[tail], w)[0], 1.6e-2, "y tail")
+    dy = torch.empty_like(x).normal_()
+    xs = x.requires_grad_()
+    (dx,) = torch.autograd.grad(rms_norm(xs, w), xs, dy)
+    x64 = x[tail].detach().double().requires_grad_()
+    (dx64,) = torch.autograd.grad(rms_norm_ref(x64, w)[0], x64, dy[tail].double())
+    torch.testing.assert_close(dx[tail].double(), dx64, atol=5e-2, rtol=2e-2)
+
+
+def test_chunked_persistent_rows(device, poison_outputs):
+    """More rows than persistent programs: each program loops over several long rows."""
+    m, n = 6, 16385  # one column past the single-pass limit
+    x, w, dy = (randn(*s, device=device) for s in ((m, n), (n,), (m, n)))
+    xs, ws = leaves(x, w)
+    y = rms_norm(xs, ws)
+    x64, w64 = leaves(x.double(), w.double())
+    y64, _ = rms_norm_ref(x64, w64)
+    close(y, y64, 1e-5, "y")
+    got = torch.autograd.grad(y, (xs, ws), dy)
+    want = torch.autograd.grad(y64, (x64, w64), dy.double())
+    for g, e in zip(got, want, strict=True):
+        close(g, e, 1e-4, "grad")
+
+
+def test_leaf_gradients_do_not_alias(device):
+    """x and residual share one gradient value, but two leaves must not share its storage."""
+    x, r, w = leaves(
+        randn(3, 8, device=device), randn(3, 8, device=device), randn(8, device=device)
+    )
+    y, _ = rms_norm(x, w, residual=r)
+    y.sum().backward()
+    assert x.grad.data_ptr() != r.grad.data_ptr()
+    torch.testing.assert_close(x.grad, r.grad)
+
+
+def test_strided_weight_and_bias(device):
+    """Parameters that are views with a stride (e.g. slices of a packed buffer) are read right."""
+    (packed,) = leaves(randn(3, 40, device=device))
+    x, dy = randn(4, 20, device=device), randn(4, 20, device=device)
+    w, b = packed[0, ::2], packed[1, ::2]
+    close(layer_norm(x, w, b), layer_norm_ref(x, w.detach(), b.detach()), 1e-5, "layer_norm")
+    (xs,) = leaves(x)
+    y = rms_norm(xs, w)
+    (x64, packed64) = leaves(x.double(), packed.detach().double())
+    y64, _ = rms_norm_ref(x64, packed64[0, ::2])
+    close(y, y64, 1e-5, "rms_norm")
+    got = torch.autograd.grad(y, (xs, packed), dy)
+    want = torch.autograd.grad(y64, (x64, packed64), dy.double())
+    for g, e in zip(got, want, strict=True):
+        close(g, e, 1e-4, "grad")

@@ -1,0 +1,83 @@
+"""The norm and softmax benchmark problems: registered, correct on their CPU shapes, honest
+byte counts, and baselines that either run or say why not."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+import warpforge.ops.norm_problems
+import warpforge.ops.softmax_problems  # noqa: F401  (registers)
+from warpforge.harness import BaselineUnavailable, get_problem
+
+NAMES = [
+    "rms_norm.fwd",
+    "rms_norm.bwd",
+    "add_rms_norm.fwd",
+    "layer_norm.fwd",
+    "layer_norm.bwd",
+    "softmax.fwd",
+    "softmax.bwd",
+    "log_softmax.fwd",
+]
+
+
+def _flat(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _check_against_float64(problem, candidate, shape, device):
+    gen = torch.Generator(device=device).manual_seed(1234)
+    inputs = problem.make_inputs(shape, torch.float32, torch.device(device), gen)
+    expected = _flat(problem.reference(*(t.double() for t in inputs)))
+    got = _flat(candidate(*inputs))
+    assert len(got) == len(expected)
+    atol, rtol = problem.tolerance.for_dtype(torch.float32)
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == torch.float32
+        torch.testing.assert_close(g.double(), e, atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_implementation_matches_reference_on_cpu_shapes(name, device):
+    problem = get_problem(name)
+    for shape in problem.cpu_shapes:
+        _check_against_float64(problem, problem.implementation, shape, device)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_eager_baseline_matches_reference(name, device):
+    problem = get_problem(name)
+    _check_against_float64(
+        problem, problem.baselines["torch-eager"](), problem.cpu_shapes[0], device
+    )
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "log_softmax.fwd"])
+def test_liger_baseline_unavailable_is_explicit(name):
+    if importlib.util.find_spec("liger_kernel") is not None:
+        pytest.skip("Liger-Kernel is installed here; the GPU run exercises it")
+    with pytest.raises(BaselineUnavailable, match="Liger-Kernel"):
+        get_problem(name).baselines["liger-kernel"]()
+
+
+def test_byte_counts_are_the_minimum():
+    shape, bf16 = {"M": 16384, "N": 4096}, torch.bfloat16
+    mn = 16384 * 4096 * 2
+    assert get_problem("rms_norm.fwd").bytes_moved(shape, bf16) == 2 * mn + 4096 * 2
+    assert get_problem("add_rms_norm.fwd").bytes_moved(shape, bf16) == 4 * mn + 4096 * 2
+    assert get_problem("softmax.fwd").bytes_moved(shape, bf16) == 2 * mn
+    assert get_problem("softmax.bwd").bytes_moved(shape, bf16) == 5 * mn
+    rms_bwd = get_problem("rms_norm.bwd").bytes_moved(shape, bf16)
+    assert 5 * mn < rms_bwd < 5.01 * mn
+
+
+def test_shapes_cover_the_brief():
+    softmax_shapes = [(s["M"], s["N"]) for s in get_problem("softmax.fwd").shapes]
+    assert (8192, 262144) in softmax_shapes and (32768, 256) in softmax_shapes
+    for name in NAMES:
+        problem = get_problem(name)
+        assert problem.dtypes == (torch.float32, torch.bfloat16)
+        assert {"torch-eager", "torch-compile"} <= set(problem.baselines)

@@ -1,0 +1,211 @@
+"""softmax and log_softmax along any dimension against float64 references, forward and backward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import warpforge.ops
+import warpforge.ops._kernels.softmax
+from warpforge.ops import log_softmax, softmax, softmax_ops
+
+FWD_TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+BWD_TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # hypothesis tests cannot take fixtures
+OPS = {"softmax": (softmax, torch.softmax), "log_softmax": (log_softmax, torch.log_softmax)}
+
+
+def reference(name: str, x: torch.Tensor, dim: int) -> torch.Tensor:
+    """Plain fp64 formulas (not torch.softmax) so the check is independent of PyTorch's kernel."""
+    x64 = x.double()
+    shifted = x64 - x64.amax(dim=dim, keepdim=True)
+    log_total = shifted.exp().sum(dim=dim, keepdim=True).log()
+    return shifted - log_total if name == "log_softmax" else (shifted - log_total).exp()
+
+
+def randn(*shape, dtype=torch.float32, device="cpu"):
+    return (torch.randn(*shape, device=device) * 3).to(dtype)
+
+
+def check(name, x, dim, tol_fwd, tol_bwd):
+    fn = OPS[name][0]
+    xs = x.detach().clone().requires_grad_()
+    y = fn(xs, dim)
+    assert y.shape == x.shape and y.dtype == x.dtype
+    x64 = x.detach().double().requires_grad_()
+    y64 = reference(name, x64, dim)
+    torch.testing.assert_close(y.double(), y64, atol=tol_fwd, rtol=tol_fwd)
+    dy = torch.randn(x.shape, device=x.device).to(x.dtype)
+    (dx,) = torch.autograd.grad(y, xs, dy)
+    (dx64,) = torch.autograd.grad(y64, x64, dy.double())
+    assert dx.dtype == x.dtype
+    torch.testing.assert_close(dx.double(), dx64, atol=tol_bwd, rtol=tol_bwd)
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+@pytest.mark.parametrize(
+    ("shape", "dim"),
+    [((1, 1), -1), ((1, 67), -1), ((7, 300), 1), ((3, 5, 33), 1), ((2, 3, 4, 17), 0), ((9,), 0)],
+    ids=str,
+)
+def test_forward_backward(name, shape, dim, device, cpu_float_dtypes, poison_outputs):
+    for dtype in cpu_float_dtypes:
+        check(name, randn(*shape, dtype=dtype, device=device), dim, FWD_TOL[dtype], BWD_TOL[dtype])
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_chunked_long_row(name, device, poison_outputs):
+    x = randn(1, 65537, device=device)
+    x[0, 12345] = 40.0  # one dominant logit: the online max must rescale earlier chunks
+    check(name, x, -1, 1e-5, 1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+@pytest.mark.parametrize("layout", ["transposed", "column-stride-2", "row-slice"])
+def test_non_contiguous(name, layout, device):
+    base = randn(12, 40, device=device)
+    x = {"transposed": base.t(), "column-stride-2": base[:, ::2], "row-slice": base[::3]}[layout]
+    check(name, x, -1, 1e-5, 1e-4)
+
+
+def test_masked_logits(device):
+    """-inf entries give exact zeros (softmax) / -inf (log_softmax); no NaN in other entries."""
+    x = randn(4, 50, device=device)
+    x[:, ::3] = float("-inf")
+    y = softmax(x)
+    assert torch.equal(y[:, ::3], torch.zeros_like(y[:, ::3]))
+    torch.testing.assert_close(y.double(), reference("softmax", x, -1), atol=1e-6, rtol=1e-5)
+    ly = log_softmax(x)
+    assert torch.isneginf(ly[:, ::3]).all() and torch.isfinite(ly[:, 1::3]).all()
+
+
+def test_empty_inputs(device):
+    for shape in ((0, 5), (3, 0)):
+        x = randn(*shape, device=device).requires_grad_()
+        y = softmax(x)
+        assert y.shape == shape
+        (dx,) = torch.autograd.grad(y.sum(), x, allow_unused=True)
+        assert dx is None or dx.shape == shape
+
+
+def test_zero_dim_tensor():
+    assert softmax(torch.tensor(3.0)).item() == 1.0
+    assert log_softmax(torch.tensor(3.0), 0).item() == 0.0
+
+
+def test_public_name_is_the_function_after_module_import():
+    """Importing the implementation module must not shadow ``warpforge.ops.softmax``."""
+    assert callable(warpforge.ops.softmax) and callable(warpforge.ops.log_softmax)
+    assert warpforge.ops.softmax is softmax_ops.softmax
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 9), min_size=1, max_size=3),
+    dim_seed=st.integers(0, 100),
+    name=st.sampled_from(sorted(OPS)),
+    seed=st.integers(0, 2**16),
+)
+def test_property_any_dim(shape, dim_seed, name, seed):
+    torch.manual_seed(seed)
+    dim = dim_seed % len(shape) - (len(shape) if dim_seed % 2 else 0)
+    x = randn(*shape, device=DEVICE)
+    torch.testing.assert_close(
+        OPS[name][0](x, dim).double(), reference(name, x, dim), atol=1e-5, rtol=1e-5
+    )
+
+
+@pytest.fixture
+def reference_path(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setenv("WARPFORGE_INTERPRET", "0")
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_reference_path(name, reference_path):
+    check(name, randn(4, 3, 30), 1, 1e-5, 1e-4)
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_gradcheck_reference_path(log, reference_path):
+    x = torch.randn(3, 7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x: softmax_ops._softmax_fwd(x, log), (x,))
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_custom_ops_pass_opcheck(log):
+    x = randn(3, 20)
+    torch.library.opcheck(torch.ops.warpforge.softmax_fwd.default, (x, log))
+    y = torch.softmax(x, -1) if not log else torch.log_softmax(x, -1)
+    torch.library.opcheck(torch.ops.warpforge.softmax_bwd.default, (randn(3, 20), y, log))
+
+
+def test_compiles_with_fullgraph():
+    x = randn(4, 6, 10).requires_grad_()
+    fn = torch.compile(
+        lambda x: softmax(x, 1) + log_softmax(x, -1), backend="aot_eager", fullgraph=True
+    )
+    out = fn(x)
+    expected = reference("softmax", x.detach(), 1) + reference("log_softmax", x.detach(), -1)
+    torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=1e-5)
+    out.sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
+def test_errors_name_the_argument():
+    with pytest.raises(
+        TypeError, match=r"x: expected a torch.Tensor, got ndarray|x: expected a torch.Tensor"
+    ):
+        softmax([1.0, 2.0])
+    with pytest.raises(TypeError, match=r"x: expected dtype in .*int32"):
+        log_softmax(torch.ones(3, dtype=torch.int32))
+    with pytest.raises(
+        ValueError, match=r"dim: expected a dimension in \[-2, 1\] for a 2-D tensor, got 2"
+    ):
+        softmax(randn(2, 3), 2)
+    with pytest.raises(TypeError, match=r"dim: expected an int, got float"):
+        softmax(randn(2, 3), 1.0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(OPS))
+@pytest.mark.parametrize("n", [256, 4096, 16384, 262144])
+def test_bf16_gpu(name, n):
+    check(name, randn(8, n, dtype=torch.bfloat16, device="cuda"), -1, 1.6e-2, 5e-2)
+
+
+@pytest.mark.gpu
+def test_torch_compile_and_cuda_graph_gpu():
+    x = randn(64, 4096, dtype=torch.bfloat16, device="cuda")
+    compiled = torch.compile(lambda x: softmax(x * 2, -1), fullgraph=True)
+    torch.testing.assert_close(compiled(x), softmax(x * 2, -1))
+    softmax(x)  # compile both kernels outside the capture
+    log_softmax(x)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = log_softmax(x)
+    x.copy_(randn(64, 4096, dtype=torch.bfloat16, device="cuda"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, log_softmax(x))
+
+
+@pytest.mark.gpu
+def test_more_than_2_to_31_elements_gpu():
+    n = 262144
+    m = 2**31 // n + 1
+    x = torch.empty(m, n, dtype=torch.bfloat16, device="cuda").normal_()
+    y = softmax(x)
+    tail = slice(m - 2, m)
+    torch.testing.assert_close(
+        y[tail].double(), reference("softmax", x[tail], -1), atol=1e-3, rtol=1.6e-2
+    )
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_chunked_persistent_rows(name, device, poison_outputs):
+    """More rows than persistent programs: each program loops over several long rows."""
+    check(name, randn(6, 16385, device=device), -1, 1e-5, 1e-4)
