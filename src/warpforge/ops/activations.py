@@ -13,6 +13,7 @@ import math
 
 import torch
 
+from warpforge.ops._dispatch import dispatched_op
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_choice, check_same_device, check_tensor
 
@@ -81,7 +82,7 @@ def _gelu_reference(gate: torch.Tensor, approximate: str) -> tuple[torch.Tensor,
 # --- SwiGLU ---------------------------------------------------------------------------------
 
 
-@torch.library.custom_op("warpforge::swiglu_fwd", mutates_args=())
+@dispatched_op("warpforge::swiglu_fwd", mutates_args=())
 def _swiglu_fwd(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     if execution_path(gate.device) is ExecutionPath.TORCH_REFERENCE:
         g = gate.float()
@@ -97,7 +98,7 @@ def _(gate, up):
     return gate.new_empty(gate.shape)
 
 
-@torch.library.custom_op("warpforge::swiglu_bwd", mutates_args=())
+@dispatched_op("warpforge::swiglu_bwd", mutates_args=())
 def _swiglu_bwd(
     grad_out: torch.Tensor, gate: torch.Tensor, up: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -133,7 +134,7 @@ _swiglu_fwd.register_autograd(_swiglu_backward, setup_context=_save_gate_up)
 # --- GeGLU ----------------------------------------------------------------------------------
 
 
-@torch.library.custom_op("warpforge::geglu_fwd", mutates_args=())
+@dispatched_op("warpforge::geglu_fwd", mutates_args=())
 def _geglu_fwd(gate: torch.Tensor, up: torch.Tensor, approximate: str) -> torch.Tensor:
     if execution_path(gate.device) is ExecutionPath.TORCH_REFERENCE:
         gelu, _ = _gelu_reference(gate.float(), approximate)
@@ -149,7 +150,7 @@ def _(gate, up, approximate):
     return gate.new_empty(gate.shape)
 
 
-@torch.library.custom_op("warpforge::geglu_bwd", mutates_args=())
+@dispatched_op("warpforge::geglu_bwd", mutates_args=())
 def _geglu_bwd(
     grad_out: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, approximate: str
 ) -> tuple[torch.Tensor, torch.Tensor]:

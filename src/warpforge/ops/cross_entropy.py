@@ -18,6 +18,7 @@ import math
 
 import torch
 
+from warpforge.ops._dispatch import dispatched_op
 from warpforge.runtime import ExecutionPath, checks_enabled, execution_path
 from warpforge.validation import check_choice, check_same_device, check_tensor, describe
 
@@ -222,7 +223,7 @@ def _reference_row_grads(logits, target, lse, grad_loss, ignore_index, label_smo
 # ----------------------------------------------------------------------------------------------
 
 
-@torch.library.custom_op("warpforge::cross_entropy_fwd", mutates_args=())
+@dispatched_op("warpforge::cross_entropy_fwd", mutates_args=())
 def _cross_entropy_fwd(
     logits: torch.Tensor,
     target: torch.Tensor,
@@ -242,7 +243,7 @@ def _(logits, target, ignore_index, label_smoothing, z_loss):
     )
 
 
-@torch.library.custom_op("warpforge::cross_entropy_bwd", mutates_args=())
+@dispatched_op("warpforge::cross_entropy_bwd", mutates_args=())
 def _cross_entropy_bwd(
     grad_loss: torch.Tensor,
     logits: torch.Tensor,
@@ -285,7 +286,7 @@ def _reduction_scale(target: torch.Tensor, ignore_index: int, reduction: str) ->
     return torch.ones(1, device=target.device, dtype=torch.float32)
 
 
-@torch.library.custom_op("warpforge::cross_entropy_fwd_grad", mutates_args=())
+@dispatched_op("warpforge::cross_entropy_fwd_grad", mutates_args=())
 def _cross_entropy_fwd_grad(
     logits: torch.Tensor,
     target: torch.Tensor,
@@ -312,7 +313,7 @@ def _(logits, target, ignore_index, label_smoothing, z_loss, reduction):
     )
 
 
-@torch.library.custom_op("warpforge::cross_entropy_scale_grad_", mutates_args=("grad",))
+@dispatched_op("warpforge::cross_entropy_scale_grad_", mutates_args=("grad",))
 def _cross_entropy_scale_grad_(grad: torch.Tensor, grad_loss: torch.Tensor) -> None:
     scale_row_grads(grad, grad_loss)
 

@@ -21,6 +21,7 @@ from typing import Optional
 
 import torch
 
+from warpforge.ops._dispatch import dispatched_op
 from warpforge.ops.cross_entropy import (
     reduce_rows,
     row_grads,
@@ -57,7 +58,7 @@ def _fold_chunk_grads(grad_logits, hidden, weight, grad_hidden_rows, grad_weight
         grad_bias += grad_logits.sum(dim=0, dtype=torch.float32)
 
 
-@torch.library.custom_op("warpforge::fused_linear_cross_entropy_fwd", mutates_args=())
+@dispatched_op("warpforge::fused_linear_cross_entropy_fwd", mutates_args=())
 def _flce_fwd(
     hidden: torch.Tensor,
     weight: torch.Tensor,
@@ -126,7 +127,7 @@ def _(hidden, weight, target, bias, ignore_index, label_smoothing, reduction, ch
     )
 
 
-@torch.library.custom_op("warpforge::fused_linear_cross_entropy_bwd_rows", mutates_args=())
+@dispatched_op("warpforge::fused_linear_cross_entropy_bwd_rows", mutates_args=())
 def _flce_bwd_rows(
     grad_loss: torch.Tensor,
     hidden: torch.Tensor,

@@ -14,6 +14,7 @@ Backward passes are custom ops of their own, so both directions work under
 
 import torch
 
+from warpforge.ops._dispatch import dispatched_op
 from warpforge.ops._rows import RowLaunchConfig, as_rows, cdiv, kernel_device, row_launch_config
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import (
@@ -244,7 +245,7 @@ def _reference_backward(dy, x, weight, mean, rstd, dh, offset, center, dx, dw, d
 # --------------------------------------------------------------------------- custom ops
 
 
-@torch.library.custom_op("warpforge::rms_norm_fwd", mutates_args=())
+@dispatched_op("warpforge::rms_norm_fwd", mutates_args=())
 def _rms_norm_fwd(
     x: torch.Tensor,
     weight: torch.Tensor | None,
@@ -267,7 +268,7 @@ def _(x, weight, residual, eps, offset):
     )
 
 
-@torch.library.custom_op("warpforge::rms_norm_bwd", mutates_args=())
+@dispatched_op("warpforge::rms_norm_bwd", mutates_args=())
 def _rms_norm_bwd(
     dy: torch.Tensor,
     h: torch.Tensor,
@@ -312,7 +313,7 @@ def _rms_norm_backward(ctx, dy, dh, _drstd):
 _rms_norm_fwd.register_autograd(_rms_norm_backward, setup_context=_rms_norm_setup_context)
 
 
-@torch.library.custom_op("warpforge::layer_norm_fwd", mutates_args=())
+@dispatched_op("warpforge::layer_norm_fwd", mutates_args=())
 def _layer_norm_fwd(
     x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -327,7 +328,7 @@ def _(x, weight, bias, eps):
     return x.new_empty((M, N)), stats, stats.clone()
 
 
-@torch.library.custom_op("warpforge::layer_norm_bwd", mutates_args=())
+@dispatched_op("warpforge::layer_norm_bwd", mutates_args=())
 def _layer_norm_bwd(
     dy: torch.Tensor,
     x: torch.Tensor,

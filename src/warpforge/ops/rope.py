@@ -16,6 +16,7 @@ import contextlib
 
 import torch
 
+from warpforge.ops._dispatch import dispatched_op
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_same_device, check_tensor, describe
 
@@ -120,7 +121,7 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-@torch.library.custom_op("warpforge::rope_fwd", mutates_args=())
+@dispatched_op("warpforge::rope_fwd", mutates_args=())
 def _rope_fwd(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool
 ) -> torch.Tensor:
@@ -132,7 +133,7 @@ def _(x, cos, sin, interleaved):
     return x.new_empty(x.shape)
 
 
-@torch.library.custom_op("warpforge::rope_bwd", mutates_args=())
+@dispatched_op("warpforge::rope_bwd", mutates_args=())
 def _rope_bwd(
     grad_out: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool
 ) -> torch.Tensor:

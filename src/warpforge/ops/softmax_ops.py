@@ -12,6 +12,7 @@ on the reference path, PyTorch in fp32 with the result cast back to the input dt
 
 import torch
 
+from warpforge.ops._dispatch import dispatched_op
 from warpforge.ops._rows import RowLaunchConfig, as_rows, kernel_device, row_launch_config
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_tensor, normalize_dim
@@ -30,7 +31,7 @@ def _bwd_launch_config(M: int, N: int, dtype: torch.dtype, device: torch.device)
     return row_launch_config(M, N, dtype, device, reread_operands=2)
 
 
-@torch.library.custom_op("warpforge::softmax_fwd", mutates_args=())
+@dispatched_op("warpforge::softmax_fwd", mutates_args=())
 def _softmax_fwd(x: torch.Tensor, log: bool) -> torch.Tensor:
     M, N = x.shape
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
@@ -66,7 +67,7 @@ def _(x, log):
     return x.new_empty(x.shape)
 
 
-@torch.library.custom_op("warpforge::softmax_bwd", mutates_args=())
+@dispatched_op("warpforge::softmax_bwd", mutates_args=())
 def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
     M, N = y.shape
     dx = torch.empty((M, N), dtype=y.dtype, device=y.device)

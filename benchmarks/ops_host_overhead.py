@@ -1,0 +1,73 @@
+"""Host (Python) overhead per eager call of each ``warpforge.ops`` function.
+
+Runs on tiny CPU tensors on the PyTorch reference path (``TRITON_INTERPRET`` unset), where the
+math costs a few microseconds, so the time per call is dominated by the Python path: validation,
+dispatch and autograd wiring. Prints the median of several repeats, in microseconds per call,
+for a plain call (no input requires grad) and for a call whose inputs require grad (forward
+only; the graph is dropped). Usage: ``PYTHONPATH=src python benchmarks/ops_host_overhead.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+os.environ.pop("TRITON_INTERPRET", None)
+os.environ.pop("WARPFORGE_INTERPRET", None)
+
+import torch
+
+from warpforge import ops
+
+
+def _per_call_us(fn, calls: int = 2000, repeats: int = 5) -> float:
+    for _ in range(100):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def _cases(grad: bool):
+    g = torch.Generator().manual_seed(0)
+
+    def t(*shape):
+        return torch.randn(*shape, generator=g).requires_grad_(grad)
+
+    x, w, b, r = t(4, 8), t(8), t(8), t(4, 8)
+    target = torch.randint(0, 8, (4,), generator=g)
+    q, k = t(1, 2, 2, 4), t(1, 2, 1, 4)
+    cos, sin = torch.randn(2, 4), torch.randn(2, 4)
+    hidden, weight = t(4, 8), t(16, 8)
+    target16 = torch.randint(0, 16, (4,), generator=g)
+    return {
+        "rms_norm": lambda: ops.rms_norm(x, w),
+        "rms_norm+residual": lambda: ops.rms_norm(x, w, residual=r),
+        "layer_norm": lambda: ops.layer_norm(x, w, b),
+        "softmax": lambda: ops.softmax(x),
+        "log_softmax": lambda: ops.log_softmax(x),
+        "cross_entropy": lambda: ops.cross_entropy(x, target),
+        "fused_linear_cross_entropy": lambda: ops.fused_linear_cross_entropy(
+            hidden, weight, target16
+        ),
+        "swiglu": lambda: ops.swiglu(x, r),
+        "geglu": lambda: ops.geglu(x, r),
+        "rope": lambda: ops.rope(q, k, cos, sin),
+    }
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    print(f"{'op':30s} {'no grad us':>11s} {'grad us':>9s}")
+    plain, grad = _cases(False), _cases(True)
+    for name in plain:
+        print(f"{name:30s} {_per_call_us(plain[name]):11.1f} {_per_call_us(grad[name]):9.1f}")
+
+
+if __name__ == "__main__":
+    main()
