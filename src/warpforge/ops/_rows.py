@@ -88,34 +88,62 @@ def row_launch_config(
     reread_operands: int = 1,
     resident_warps: int | None = None,
 ) -> RowLaunchConfig:
-    """The launch shape of a row-wise kernel.
+    """The hand-picked launch shape of a row-wise kernel (the tuner's default).
 
     ``reread_operands`` is how many (M, N) operands the chunked kernel reads twice (their rows
     in flight are kept within L2). ``resident_warps`` (warps per SM that the kernel's register
     use allows) makes a single-pass kernel persistent, one program per resident slot, as the
     norm backward needs for its per-program partial sums.
     """
-    caps = device_capabilities(device)
-    sm_count = caps.sm_count
     block = _next_power_of_2(N)
     if block <= MAX_SINGLE_PASS_N:
         rows = max(1, min(tile_elements // block, _next_power_of_2(M)))
         warps = max(1, min(max_warps, block * rows // (32 * elements_per_thread)))
-        tiles = cdiv(M, rows)
+    else:
+        block, rows = CHUNK_N, 1
+        warps = max(1, min(max_warps, CHUNK_N // (32 * elements_per_thread)))
+    return row_launch_shape(
+        M,
+        N,
+        dtype,
+        device,
+        block_n=block,
+        rows_per_program=rows,
+        num_warps=warps,
+        reread_operands=reread_operands,
+        resident_warps=resident_warps,
+    )
+
+
+def row_launch_shape(
+    M: int,
+    N: int,
+    dtype: torch.dtype,
+    device: torch.device | str,
+    *,
+    block_n: int,
+    rows_per_program: int,
+    num_warps: int,
+    reread_operands: int = 1,
+    resident_warps: int | None = None,
+) -> RowLaunchConfig:
+    """The launch for a chosen (block_n, rows_per_program, num_warps), tuned or hand-picked:
+    single pass when the block covers the row, and the grid size that goes with it."""
+    sm_count = device_capabilities(device).sm_count
+    if block_n >= N:
+        tiles = cdiv(M, rows_per_program)
         if resident_warps is None:
             programs = tiles
         elif sm_count is None:
             programs = min(tiles, _INTERPRETER_PROGRAMS)
         else:
-            programs = min(tiles, sm_count * max(1, resident_warps // warps))
-        return RowLaunchConfig(block, rows, True, warps, max(1, programs))
-
-    warps = max(1, min(max_warps, CHUNK_N // (32 * elements_per_thread)))
+            programs = min(tiles, sm_count * max(1, resident_warps // num_warps))
+        return RowLaunchConfig(block_n, rows_per_program, True, num_warps, max(1, programs))
     if sm_count is None:
         programs = min(M, _INTERPRETER_PROGRAMS)
     else:
         row_bytes = reread_operands * N * dtype.itemsize
-        l2 = caps.l2_bytes or 50 * 2**20
+        l2 = device_capabilities(device).l2_bytes or 50 * 2**20
         per_sm = int(_L2_FRACTION * l2 // (sm_count * row_bytes))
         programs = min(M, sm_count * max(1, min(4, per_sm)))
-    return RowLaunchConfig(CHUNK_N, 1, False, warps, max(1, programs))
+    return RowLaunchConfig(block_n, 1, False, num_warps, max(1, programs))

@@ -14,6 +14,7 @@ Without grad the forward only reads the logits.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -26,13 +27,33 @@ REDUCTIONS = ("mean", "sum", "none")
 TARGET_DTYPES = (torch.int64, torch.int32)
 
 
-def _launch_config(n_cols: int, element_size: int) -> tuple[int, int]:
+def launch_heuristic(n_cols: int, element_size: int) -> tuple[int, int]:
     """(BLOCK, num_warps) for one row of ``n_cols`` logits: 16-byte vectors, <= 16 KB a chunk."""
     max_block = 16384 // element_size
     block = min(_next_power_of_2(n_cols), max_block)
     block = max(block, 16)
     num_warps = max(1, min(16, block * element_size // 512))
     return block, num_warps
+
+
+_launch_config = functools.lru_cache(maxsize=256)(launch_heuristic)
+
+
+@functools.lru_cache(maxsize=1024)
+def _fwd_launch_config(
+    n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.device
+) -> tuple[int, int]:
+    """(BLOCK, num_warps) of the loss-only forward kernel: tuned (``cross_entropy.fwd`` in
+    warpforge.tune) when known, else the heuristic."""
+    from warpforge.ops.tunables import tuned_config
+    from warpforge.tune.tunable import dtype_name
+
+    block, warps = launch_heuristic(n_cols, dtype.itemsize)
+    features = {"M": n_rows, "V": n_cols, "dtype": dtype_name(dtype)}
+    chosen = tuned_config(
+        "cross_entropy.fwd", features, {"BLOCK": block, "num_warps": warps}, device
+    )
+    return int(chosen["BLOCK"]), int(chosen["num_warps"])  # type: ignore[call-overload]
 
 
 def _next_power_of_2(n: int) -> int:
@@ -70,12 +91,14 @@ def row_losses(
     *,
     grad_out: torch.Tensor | None = None,
     grad_loss: torch.Tensor | None = None,
+    launch: tuple[int, int] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-row loss and logsumexp (float32) of 2-D ``logits`` whose last stride is 1.
 
     With ``grad_out`` (a [rows, V] buffer, which may be ``logits`` itself) the same launch also
     writes ``grad_loss[row] * d(loss_row)/d(logits)`` there; ``grad_loss`` is float32 with one
-    value per row or a single broadcast value.
+    value per row or a single broadcast value. ``launch`` = (BLOCK, num_warps) overrides the
+    launch config (the tuner's trials).
     """
     n_rows, n_cols = logits.shape
     loss = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
@@ -93,7 +116,12 @@ def row_losses(
         return loss, lse
     from warpforge.ops._kernels import cross_entropy as kernels
 
-    block, num_warps = _launch_config(n_cols, logits.element_size())
+    if launch is not None:
+        block, num_warps = launch
+    elif grad_out is None:
+        block, num_warps = _fwd_launch_config(n_rows, n_cols, logits.dtype, logits.device)
+    else:
+        block, num_warps = _launch_config(n_cols, logits.element_size())
     common = (n_cols, ignore_index, float(label_smoothing), float(z_loss))
     options = {
         "BLOCK": block,

@@ -12,6 +12,8 @@ Backward passes are custom ops of their own, so both directions work under
 # No ``from __future__ import annotations``: torch.library infers the custom ops' schemas from
 # these annotations, and older torch releases do not resolve string annotations.
 
+import functools
+
 import torch
 
 from warpforge.ops._dispatch import dispatched_op
@@ -32,13 +34,17 @@ __all__ = ["layer_norm", "rms_norm"]
 # --------------------------------------------------------------------------- launch shapes
 
 
-def _fwd_launch_config(M: int, N: int, dtype: torch.dtype, device: torch.device) -> RowLaunchConfig:
+def fwd_launch_heuristic(
+    M: int, N: int, dtype: torch.dtype, device: torch.device | str
+) -> RowLaunchConfig:
     """Forward kernels: whole rows in registers up to 16K columns, chunked beyond (the chunked
     kernel re-reads x, or h with a residual, once)."""
     return row_launch_config(M, N, dtype, device, reread_operands=1)
 
 
-def _bwd_launch_config(M: int, N: int, dtype: torch.dtype, device: torch.device) -> RowLaunchConfig:
+def bwd_launch_heuristic(
+    M: int, N: int, dtype: torch.dtype, device: torch.device | str
+) -> RowLaunchConfig:
     """Backward kernels: ~8 elements per thread (they keep x, dy, dweight partials live), and a
     persistent grid that fills each SM once: each program owns one row of the fp32 partial
     weight-gradient buffer, which a second small kernel reduces."""
@@ -51,7 +57,41 @@ def _bwd_launch_config(M: int, N: int, dtype: torch.dtype, device: torch.device)
         max_warps=32,
         tile_elements=2048,
         reread_operands=2,
-        resident_warps=32,  # ~64 registers per thread at 8 elements per thread
+        resident_warps=_BWD_RESIDENT_WARPS,
+    )
+
+
+_BWD_RESIDENT_WARPS = 32  # ~64 registers per thread at 8 elements per thread
+
+
+@functools.lru_cache(maxsize=1024)
+def _fwd_launch_config(
+    M: int, N: int, dtype: torch.dtype, device: torch.device | str, kernel: str = "rms_norm.fwd"
+) -> RowLaunchConfig:
+    """The forward launch: tuned (warpforge.tune) when known, else the heuristic."""
+    from warpforge.ops.tunables import tuned_row_launch
+
+    heuristic = fwd_launch_heuristic(M, N, dtype, device)
+    return tuned_row_launch(kernel, M, N, dtype, device, heuristic, reread_operands=1)
+
+
+@functools.lru_cache(maxsize=1024)
+def _bwd_launch_config(
+    M: int, N: int, dtype: torch.dtype, device: torch.device | str, kernel: str = "rms_norm.bwd"
+) -> RowLaunchConfig:
+    """The backward launch: tuned (warpforge.tune) when known, else the heuristic."""
+    from warpforge.ops.tunables import tuned_row_launch
+
+    heuristic = bwd_launch_heuristic(M, N, dtype, device)
+    return tuned_row_launch(
+        kernel,
+        M,
+        N,
+        dtype,
+        device,
+        heuristic,
+        reread_operands=2,
+        resident_warps=_BWD_RESIDENT_WARPS,
     )
 
 
@@ -70,8 +110,10 @@ def _norm_forward(
     eps: float,
     offset: float,
     center: bool,
+    launch: RowLaunchConfig | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(y, h, mean, rstd) for a (M, N) input; h is empty without residual, mean without center."""
+    """(y, h, mean, rstd) for a (M, N) input; h is empty without residual, mean without center.
+    ``launch`` overrides the launch config (the tuner's trials)."""
     M, N = x.shape
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     h = torch.empty((M, N) if residual is not None else (0,), dtype=x.dtype, device=x.device)
@@ -87,7 +129,9 @@ def _norm_forward(
 
     x = as_rows(x)
     residual = as_rows(residual) if residual is not None else None
-    config = _fwd_launch_config(M, N, x.dtype, x.device)
+    config = launch or _fwd_launch_config(
+        M, N, x.dtype, x.device, "layer_norm.fwd" if center else "rms_norm.fwd"
+    )
     args = (
         x,
         residual if residual is not None else x,
@@ -134,6 +178,7 @@ def _norm_backward(
     center: bool,
     weight_grad: bool,
     bias_grad: bool,
+    launch: RowLaunchConfig | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) for a (M, N) input; dweight/dbias are empty when not asked for."""
     M, N = x.shape
@@ -152,7 +197,9 @@ def _norm_backward(
 
     x, dy = as_rows(x), as_rows(dy)
     dh = as_rows(dh) if dh is not None else None
-    config = _bwd_launch_config(M, N, x.dtype, x.device)
+    config = launch or _bwd_launch_config(
+        M, N, x.dtype, x.device, "layer_norm.bwd" if center else "rms_norm.bwd"
+    )
     programs = config.num_programs
     alloc = torch.empty if config.single_pass else torch.zeros  # chunked kernel accumulates
     dw_partial = alloc((programs, N) if weight_grad else (1,), dtype=torch.float32, device=x.device)

@@ -10,6 +10,8 @@ on the reference path, PyTorch in fp32 with the result cast back to the input dt
 # No ``from __future__ import annotations``: torch.library infers the custom ops' schemas from
 # these annotations, and older torch releases do not resolve string annotations.
 
+import functools
+
 import torch
 
 from warpforge.ops._dispatch import dispatched_op
@@ -20,19 +22,39 @@ from warpforge.validation import FLOAT_DTYPES, check_tensor, normalize_dim
 __all__ = ["log_softmax", "softmax"]
 
 
-def _fwd_launch_config(M: int, N: int, dtype: torch.dtype, device: torch.device) -> RowLaunchConfig:
+def fwd_launch_heuristic(
+    M: int, N: int, dtype: torch.dtype, device: torch.device | str
+) -> RowLaunchConfig:
     """Forward: whole rows in registers up to 16K columns; beyond, one online pass for the row
     max and sum, then the output pass re-reads x (from L2 when the grid allows)."""
     return row_launch_config(M, N, dtype, device, reread_operands=1)
 
 
-def _bwd_launch_config(M: int, N: int, dtype: torch.dtype, device: torch.device) -> RowLaunchConfig:
+@functools.lru_cache(maxsize=1024)
+def _fwd_launch_config(
+    M: int, N: int, dtype: torch.dtype, device: torch.device | str
+) -> RowLaunchConfig:
+    """The forward launch: tuned (``softmax.fwd`` in warpforge.tune) when known, else the
+    heuristic."""
+    from warpforge.ops.tunables import tuned_row_launch
+
+    heuristic = fwd_launch_heuristic(M, N, dtype, device)
+    return tuned_row_launch("softmax.fwd", M, N, dtype, device, heuristic, reread_operands=1)
+
+
+@functools.lru_cache(maxsize=1024)
+def _bwd_launch_config(
+    M: int, N: int, dtype: torch.dtype, device: torch.device | str
+) -> RowLaunchConfig:
     """Backward: two operands per row (dy, y); the chunked kernel re-reads both."""
     return row_launch_config(M, N, dtype, device, reread_operands=2)
 
 
-@dispatched_op("warpforge::softmax_fwd", mutates_args=())
-def _softmax_fwd(x: torch.Tensor, log: bool) -> torch.Tensor:
+def softmax_forward(
+    x: torch.Tensor, log: bool, launch: RowLaunchConfig | None = None
+) -> torch.Tensor:
+    """(log-)softmax of the rows of a (M, N) tensor; ``launch`` overrides the launch config
+    (the tuner's trials)."""
     M, N = x.shape
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     if M == 0 or N == 0:
@@ -44,7 +66,7 @@ def _softmax_fwd(x: torch.Tensor, log: bool) -> torch.Tensor:
     from warpforge.ops._kernels import softmax as kernels
 
     x = as_rows(x)
-    config = _fwd_launch_config(M, N, x.dtype, x.device)
+    config = launch or _fwd_launch_config(M, N, x.dtype, x.device)
     args = (x, y, x.stride(0), y.stride(0), M, N)
     with kernel_device(x):
         if config.single_pass:
@@ -60,6 +82,11 @@ def _softmax_fwd(x: torch.Tensor, log: bool) -> torch.Tensor:
                 *args, LOG=log, BLOCK_N=config.block_n, num_warps=config.num_warps
             )
     return y
+
+
+@dispatched_op("warpforge::softmax_fwd", mutates_args=())
+def _softmax_fwd(x: torch.Tensor, log: bool) -> torch.Tensor:
+    return softmax_forward(x, log)
 
 
 @_softmax_fwd.register_fake

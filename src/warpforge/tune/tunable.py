@@ -30,7 +30,7 @@ Shape = Mapping[str, int]
 _REGISTRY: dict[str, TunableKernel] = {}
 
 # Modules whose import registers tunables; loaded the first time the registry is asked.
-_PROVIDERS: tuple[str, ...] = ("warpforge.tune.examples", "warpforge.ops")
+_PROVIDERS: tuple[str, ...] = ("warpforge.tune.examples", "warpforge.ops.tunables")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,458 @@
+"""The op kernels as ``warpforge.tune`` tunables, and the launch-config lookup the ops call.
+
+Each tunable kernel family picks its launch parameters in one function of its op module
+(``_fwd_launch_config`` / ``_bwd_launch_config`` / ``_launch_config``). That function is
+``functools.lru_cache``-d per (shape, dtype, device) and, on a miss, asks :func:`tuned_config`:
+``warpforge.tune.config_for(name, features, default=<the hand-picked heuristic>)``, i.e. the shipped
+JSON or the performance database when they know the problem (exactly or by nearest neighbour),
+else the heuristic. A broken database, a malformed shipped entry or a config the kernel's space
+rejects never fails an op: the heuristic is used and the reason is logged.
+
+Registered here (``warpforge tune NAME`` tunes them): ``rms_norm.fwd``, ``rms_norm.bwd``,
+``layer_norm.fwd``, ``layer_norm.bwd``, ``softmax.fwd`` and ``cross_entropy.fwd``. The
+registry imports this module when a name is looked up (``warpforge.tune.tunable._PROVIDERS``);
+it imports Triton, so ``import warpforge.ops`` never loads it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import math
+from collections.abc import Mapping
+
+import torch
+
+from warpforge.ops._row_problems import SWEEP
+from warpforge.ops._rows import RowLaunchConfig, row_launch_shape
+from warpforge.tune.space import ConfigSpace, at_most, register_budget, relation
+from warpforge.tune.tunable import (
+    Shape,
+    TunableKernel,
+    dtype_name,
+    register_tunable,
+    source_hash,
+)
+
+logger = logging.getLogger("warpforge.ops")
+
+_POWERS_OF_2 = tuple(1 << i for i in range(15))  # 1 .. 16384
+_WARPS = (1, 2, 4, 8, 16, 32)
+_CHUNK_BLOCKS_MIN = 1024
+"""Narrowest chunk the chunked (long-row) kernels are tuned with: narrower ones only add loop
+iterations."""
+
+ROW_KEYS = ("BLOCK_N", "ROWS", "num_warps")
+"""Parameters of a row-wise kernel's tunable config (see :class:`RowLaunchConfig`)."""
+
+
+# --------------------------------------------------------------------------- the lookup
+
+
+def tuned_config(
+    kernel: str,
+    features: Mapping[str, object],
+    default: Mapping[str, object],
+    device: torch.device | str,
+) -> dict[str, object]:
+    """``config_for(kernel, features, default)``, checked against the kernel's space; the
+    ``default`` when the lookup fails or returns a config the space rejects."""
+    try:
+        from warpforge.tune.lookup import config_for
+        from warpforge.tune.tunable import find_tunable
+
+        chosen = config_for(kernel, features, default, device=device)
+        if chosen == dict(default):
+            return chosen
+        tunable = find_tunable(kernel)
+        why = (
+            "not registered" if tunable is None else tunable.space.rejection(chosen, dict(features))
+        )
+        if why is None:
+            return chosen
+        logger.warning("ignoring tuned config %s for %s %s: %s", chosen, kernel, features, why)
+    except Exception as exc:  # tuning must never break an op
+        logger.warning("tuned config lookup failed for %s %s: %s", kernel, features, exc)
+    return dict(default)
+
+
+def row_features(M: int, N: int, dtype: torch.dtype) -> dict[str, object]:
+    return {"M": int(M), "N": int(N), "dtype": dtype_name(dtype)}
+
+
+def row_config_dict(config: RowLaunchConfig) -> dict[str, object]:
+    return {
+        "BLOCK_N": config.block_n,
+        "ROWS": config.rows_per_program,
+        "num_warps": config.num_warps,
+    }
+
+
+def tuned_row_launch(
+    kernel: str,
+    M: int,
+    N: int,
+    dtype: torch.dtype,
+    device: torch.device | str,
+    heuristic: RowLaunchConfig,
+    *,
+    reread_operands: int,
+    resident_warps: int | None = None,
+) -> RowLaunchConfig:
+    """The launch of row-wise ``kernel``: tuned when known, else ``heuristic``."""
+    default = row_config_dict(heuristic)
+    chosen = tuned_config(kernel, row_features(M, N, dtype), default, device)
+    if chosen == default:
+        return heuristic
+    return row_launch_from_config(
+        chosen, M, N, dtype, device, reread_operands=reread_operands, resident_warps=resident_warps
+    )
+
+
+def row_launch_from_config(
+    config: Mapping[str, object],
+    M: int,
+    N: int,
+    dtype: torch.dtype,
+    device: torch.device | str,
+    *,
+    reread_operands: int,
+    resident_warps: int | None = None,
+) -> RowLaunchConfig:
+    return row_launch_shape(
+        M,
+        N,
+        dtype,
+        device,
+        block_n=int(config["BLOCK_N"]),  # type: ignore[call-overload]
+        rows_per_program=int(config["ROWS"]),  # type: ignore[call-overload]
+        num_warps=int(config["num_warps"]),  # type: ignore[call-overload]
+        reread_operands=reread_operands,
+        resident_warps=resident_warps,
+    )
+
+
+# --------------------------------------------------------------------------- config spaces
+
+
+def _int(mapping: Mapping[str, object], key: str) -> int:
+    return int(mapping[key])  # type: ignore[call-overload]
+
+
+def _next_power_of_2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _row_block_fits(config: Mapping[str, object], features: Mapping[str, object]) -> str | None:
+    block, rows, n = _int(config, "BLOCK_N"), _int(config, "ROWS"), _int(features, "N")
+    if block >= n:
+        if block != _next_power_of_2(n):
+            return f"BLOCK_N={block} covers N={n} with a wider block than its power of 2"
+        return None
+    if rows != 1:
+        return f"the chunked kernel (BLOCK_N={block} < N={n}) takes one row per program"
+    if block < _CHUNK_BLOCKS_MIN:
+        return f"chunks narrower than {_CHUNK_BLOCKS_MIN} only add loop iterations"
+    return None
+
+
+def _threads_have_work(config: Mapping[str, object], _features: Mapping[str, object]) -> str | None:
+    tile = _int(config, "BLOCK_N") * _int(config, "ROWS")
+    threads = 32 * _int(config, "num_warps")
+    if tile < threads and threads > 32:
+        return f"a {tile}-element tile leaves some of the {threads} threads idle"
+    return None
+
+
+def row_space(registers_per_element: int) -> ConfigSpace:
+    """Launch configs of a row-wise kernel whose tile costs ``registers_per_element``
+    registers per element held by a thread (forward ~4, backward ~8: x, dy and partials)."""
+
+    def registers(config: Mapping[str, object], _features: Mapping[str, object]) -> int:
+        tile = _int(config, "BLOCK_N") * _int(config, "ROWS")
+        per_thread = math.ceil(tile / (32 * _int(config, "num_warps")))
+        return registers_per_element * per_thread + 32  # + addressing and statistics
+
+    return ConfigSpace(
+        {"BLOCK_N": _POWERS_OF_2, "ROWS": _POWERS_OF_2[:7], "num_warps": _WARPS},
+        constraints=(
+            relation("row_block", _row_block_fits),
+            at_most("ROWS", lambda c, f: _next_power_of_2(_int(f, "M")), "M rounded up"),
+            relation("idle_threads", _threads_have_work),
+            register_budget(registers),
+        ),
+    )
+
+
+FORWARD_ROW_SPACE = row_space(registers_per_element=4)
+BACKWARD_ROW_SPACE = row_space(registers_per_element=8)
+
+
+def _cross_entropy_block_fits(
+    config: Mapping[str, object], features: Mapping[str, object]
+) -> str | None:
+    block, vocab = _int(config, "BLOCK"), _int(features, "V")
+    if block > max(16, _next_power_of_2(vocab)):
+        return f"BLOCK={block} is wider than V={vocab} rounded up"
+    return None
+
+
+CROSS_ENTROPY_SPACE = ConfigSpace(
+    {"BLOCK": _POWERS_OF_2[4:], "num_warps": _WARPS[:5]},
+    constraints=(
+        relation("block", _cross_entropy_block_fits),
+        relation(
+            "idle_threads",
+            lambda c, f: (
+                f"a {c['BLOCK']}-element chunk leaves some of the {32 * _int(c, 'num_warps')} "
+                "threads idle"
+                if _int(c, "BLOCK") < 32 * _int(c, "num_warps") and _int(c, "num_warps") > 1
+                else None
+            ),
+        ),
+        register_budget(
+            lambda c, f: 4 * math.ceil(_int(c, "BLOCK") / (32 * _int(c, "num_warps"))) + 32
+        ),
+    ),
+)
+
+
+# --------------------------------------------------------------------------- tunables
+
+
+_ROW_SHAPES = ({"M": 16384, "N": 4096}, {"M": 32768, "N": 1024}, {"M": 4096, "N": 16384})
+_ROW_CPU_SHAPES = ({"M": 5, "N": 37}, {"M": 3, "N": 130})
+_ROW_SWEEP = SWEEP  # the benchmark sweep of the row-wise ops
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_BACKWARD_TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+def _row_features(shape: Shape, dtype: torch.dtype) -> dict[str, object]:
+    return row_features(shape["M"], shape["N"], dtype)
+
+
+def _randn(generator: torch.Generator, dtype: torch.dtype, device: torch.device, *size: int):
+    return torch.randn(*size, generator=generator, dtype=torch.float32).to(device, dtype)
+
+
+def _norm_inputs(center: bool, backward: bool):
+    def make(shape: Shape, dtype: torch.dtype, device: torch.device, generator: torch.Generator):
+        M, N = int(shape["M"]), int(shape["N"])
+        x = _randn(generator, dtype, device, M, N)
+        weight = _randn(generator, dtype, device, N)
+        if not backward:
+            bias = _randn(generator, dtype, device, N)
+            return (x, weight, bias) if center else (x, weight)
+        return (_randn(generator, dtype, device, M, N), x, weight)
+
+    return make
+
+
+def _norm_reference(center: bool):
+    def normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
+        xf = x.float() if x.dtype != torch.float64 else x
+        if center:
+            xf = xf - xf.mean(dim=-1, keepdim=True)
+        return xf * torch.rsqrt(xf.square().mean(dim=-1, keepdim=True) + eps)
+
+    return normalize
+
+
+def _eps(center: bool) -> float:
+    return 1e-5 if center else 1e-6
+
+
+def _norm_forward_run(center: bool):
+    def run(config: Mapping[str, object], x, weight, bias=None):
+        from warpforge.ops import norm
+
+        launch = row_launch_from_config(config, *x.shape, x.dtype, x.device, reread_operands=1)
+        y, *_ = norm._norm_forward(x, weight, bias, None, _eps(center), 0.0, center, launch=launch)
+        return y
+
+    return run
+
+
+def _norm_forward_reference(center: bool):
+    normalize = _norm_reference(center)
+
+    def reference(x, weight, bias=None):
+        out = normalize(x, _eps(center)) * weight.to(
+            torch.promote_types(weight.dtype, torch.float32)
+        )
+        if bias is not None:
+            out = out + bias
+        return out.to(x.dtype)
+
+    return reference
+
+
+def _norm_backward_run(center: bool):
+    def run(config: Mapping[str, object], dy, x, weight):
+        from warpforge.ops import norm
+
+        M, N = x.shape
+        launch = row_launch_from_config(
+            config, M, N, x.dtype, x.device, reread_operands=2, resident_warps=32
+        )
+        _, _, mean, rstd = norm._norm_forward(x, None, None, None, _eps(center), 0.0, center)
+        dx, dw, _ = norm._norm_backward(
+            dy, x, weight, mean if center else None, rstd, None, 0.0, center, True, False,
+            launch=launch,
+        )  # fmt: skip
+        return dx, dw
+
+    return run
+
+
+def _norm_backward_reference(center: bool):
+    normalize = _norm_reference(center)
+
+    def reference(dy, x, weight):
+        leaf = x.detach().requires_grad_()
+        w = weight.detach().requires_grad_()
+        with torch.enable_grad():
+            y = normalize(leaf, _eps(center)) * w
+            dx, dw = torch.autograd.grad(y, (leaf, w), dy.to(y.dtype))
+        return dx.to(x.dtype), dw.to(weight.dtype)
+
+    return reference
+
+
+def _norm_tunable(name: str, center: bool, backward: bool) -> TunableKernel:
+    from warpforge.ops import norm
+    from warpforge.ops._kernels import norm as kernels
+
+    if backward:
+        source = source_hash(
+            kernels.norm_bwd_rows_kernel, kernels.norm_bwd_chunked_kernel, norm._norm_backward
+        )
+        run, reference = _norm_backward_run(center), _norm_backward_reference(center)
+        default = norm.bwd_launch_heuristic
+    else:
+        source = source_hash(
+            kernels.norm_fwd_rows_kernel, kernels.norm_fwd_chunked_kernel, norm._norm_forward
+        )
+        run, reference = _norm_forward_run(center), _norm_forward_reference(center)
+        default = norm.fwd_launch_heuristic
+    tolerance = _BACKWARD_TOLERANCE if backward else None
+    return TunableKernel(
+        name=name,
+        space=BACKWARD_ROW_SPACE if backward else FORWARD_ROW_SPACE,
+        source_hash=source,
+        features=_row_features,
+        make_inputs=_norm_inputs(center, backward),
+        run=run,
+        reference=reference,
+        default_config=lambda f: row_config_dict(
+            default(_int(f, "M"), _int(f, "N"), _dtype(f), _default_device())
+        ),
+        shapes=_ROW_SHAPES,
+        cpu_shapes=_ROW_CPU_SHAPES,
+        sweep=_ROW_SWEEP,
+        dtypes=_DTYPES,
+        description=f"warpforge.ops {name.replace('.', ' ')}ward kernel",
+        **({"atol": tolerance, "rtol": tolerance} if tolerance else {}),
+    )
+
+
+def _dtype(features: Mapping[str, object]) -> torch.dtype:
+    return getattr(torch, str(features["dtype"]))
+
+
+def _default_device() -> torch.device:
+    from warpforge.runtime import default_device
+
+    return default_device()
+
+
+def _softmax_tunable() -> TunableKernel:
+    from warpforge.ops import softmax_ops
+    from warpforge.ops._kernels import softmax as kernels
+
+    def run(config: Mapping[str, object], x):
+        launch = row_launch_from_config(config, *x.shape, x.dtype, x.device, reread_operands=1)
+        return softmax_ops.softmax_forward(x, False, launch=launch)
+
+    return TunableKernel(
+        name="softmax.fwd",
+        space=FORWARD_ROW_SPACE,
+        source_hash=source_hash(
+            kernels.softmax_fwd_rows_kernel,
+            kernels.softmax_fwd_chunked_kernel,
+            softmax_ops.softmax_forward,
+        ),
+        features=_row_features,
+        make_inputs=lambda s, dt, dev, g: (_randn(g, dt, dev, int(s["M"]), int(s["N"])),),
+        run=run,
+        reference=lambda x: torch.softmax(x.float() if x.dtype != torch.float64 else x, -1).to(
+            x.dtype
+        ),
+        default_config=lambda f: row_config_dict(
+            softmax_ops.fwd_launch_heuristic(
+                _int(f, "M"), _int(f, "N"), _dtype(f), _default_device()
+            )
+        ),
+        shapes=_ROW_SHAPES,
+        cpu_shapes=_ROW_CPU_SHAPES,
+        sweep=_ROW_SWEEP,
+        dtypes=_DTYPES,
+        description="warpforge.ops softmax forward kernel",
+    )
+
+
+def _cross_entropy_tunable() -> TunableKernel:
+    from warpforge.ops._kernels import cross_entropy as kernels
+
+    # by path: ``warpforge.ops.cross_entropy`` as an attribute is the function
+    cross_entropy = importlib.import_module("warpforge.ops.cross_entropy")
+
+    def make_inputs(shape: Shape, dtype, device, generator):
+        M, V = int(shape["M"]), int(shape["V"])
+        logits = _randn(generator, dtype, device, M, V)
+        target = torch.randint(0, V, (M,), generator=generator).to(device)
+        return logits, target
+
+    def run(config: Mapping[str, object], logits, target):
+        block, warps = _int(config, "BLOCK"), _int(config, "num_warps")
+        loss, _ = cross_entropy.row_losses(logits, target, -100, 0.0, 0.0, launch=(block, warps))
+        return loss
+
+    def reference(logits, target):
+        x = logits.float() if logits.dtype != torch.float64 else logits
+        return torch.logsumexp(x, -1) - x.gather(1, target[:, None])[:, 0]
+
+    def default(features: Mapping[str, object]) -> dict[str, object]:
+        block, warps = cross_entropy.launch_heuristic(
+            _int(features, "V"), _dtype(features).itemsize
+        )
+        return {"BLOCK": block, "num_warps": warps}
+
+    return TunableKernel(
+        name="cross_entropy.fwd",
+        space=CROSS_ENTROPY_SPACE,
+        source_hash=source_hash(kernels.cross_entropy_fwd_kernel, cross_entropy.row_losses),
+        features=lambda s, dt: {"M": int(s["M"]), "V": int(s["V"]), "dtype": dtype_name(dt)},
+        make_inputs=make_inputs,
+        run=run,
+        reference=reference,
+        default_config=default,
+        shapes=({"M": 16384, "V": 32000}, {"M": 8192, "V": 128256}, {"M": 4096, "V": 262144}),
+        cpu_shapes=({"M": 3, "V": 37}, {"M": 2, "V": 300}),
+        sweep=tuple({"M": m, "V": v} for m in (4096, 16384) for v in (32000, 128256, 262144)),
+        dtypes=_DTYPES,
+        atol={torch.float32: 1e-4, torch.float16: 1e-3, torch.bfloat16: 1e-2},
+        rtol={torch.float32: 1e-4, torch.float16: 1e-3, torch.bfloat16: 1e-2},
+        description="warpforge.ops cross-entropy forward kernel (loss only)",
+    )
+
+
+for _tunable in (
+    _norm_tunable("rms_norm.fwd", center=False, backward=False),
+    _norm_tunable("rms_norm.bwd", center=False, backward=True),
+    _norm_tunable("layer_norm.fwd", center=True, backward=False),
+    _norm_tunable("layer_norm.bwd", center=True, backward=True),
+    _softmax_tunable(),
+    _cross_entropy_tunable(),
+):
+    register_tunable(_tunable, replace=True)

@@ -1,0 +1,202 @@
+"""The op kernels read their launch configs from warpforge.tune, and tune from its CLI."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from warpforge import ops
+from warpforge.cli import app
+from warpforge.ops import norm, softmax_ops, tunables
+from warpforge.ops._kernels import norm as norm_kernels
+from warpforge.tune import lookup
+from warpforge.tune.database import PerfDatabase
+from warpforge.tune.search import Trial
+from warpforge.tune.tunable import device_fingerprint, get_tunable
+
+cross_entropy_module = importlib.import_module("warpforge.ops.cross_entropy")
+LAUNCH_CACHES = (
+    norm._fwd_launch_config,
+    norm._bwd_launch_config,
+    softmax_ops._fwd_launch_config,
+    cross_entropy_module._fwd_launch_config,
+)
+
+
+@pytest.fixture(autouse=True)
+def private_lookup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+    """A fresh lookup over an empty shipped directory and a database in ``tmp_path``."""
+    url = f"sqlite:///{tmp_path / 'perf.db'}"
+    monkeypatch.setenv("WARPFORGE_DB_URL", url)
+    monkeypatch.setenv("WARPFORGE_TUNE_DB", "1")
+    (tmp_path / "shipped").mkdir()
+    monkeypatch.setattr(lookup, "_LOOKUP", lookup.ConfigLookup(shipped_dir=tmp_path / "shipped"))
+    for cache in LAUNCH_CACHES:
+        cache.cache_clear()
+    yield url
+    for cache in LAUNCH_CACHES:
+        cache.cache_clear()
+
+
+class LaunchSpy:
+    """Stands in for a Triton kernel: records each launch's keyword arguments, then runs it."""
+
+    def __init__(self, kernel) -> None:
+        self.kernel = kernel
+        self.launches: list[dict[str, object]] = []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.launches.append(dict(kwargs, grid=grid))
+            return self.kernel[grid](*args, **kwargs)
+
+        return launch
+
+
+def _store_best(url: str, kernel: str, features: dict, config: dict) -> None:
+    with PerfDatabase(url) as db:
+        db.record_trial(
+            kernel=kernel,
+            source_hash=get_tunable(kernel).source_hash,
+            device=device_fingerprint("cpu"),
+            features=features,
+            trial=Trial(config, "ok", 1e-6),
+        )
+
+
+def _rms_norm64(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    x64 = x.double()
+    return x64 * torch.rsqrt(x64.square().mean(-1, keepdim=True) + 1e-6) * w.double()
+
+
+def _spy_rms_norm(monkeypatch: pytest.MonkeyPatch) -> tuple[LaunchSpy, torch.Tensor]:
+    spy = LaunchSpy(norm_kernels.norm_fwd_rows_kernel)
+    monkeypatch.setattr(norm_kernels, "norm_fwd_rows_kernel", spy)
+    x, w = torch.randn(5, 37), torch.randn(37)
+    y = ops.rms_norm(x, w)
+    torch.testing.assert_close(y.double(), _rms_norm64(x, w), rtol=1e-5, atol=1e-5)
+    return spy, y
+
+
+@pytest.mark.usefixtures("private_lookup")
+def test_heuristic_is_the_default_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    spy, _ = _spy_rms_norm(monkeypatch)
+    heuristic = norm.fwd_launch_heuristic(5, 37, torch.float32, "cpu")
+    (launch,) = spy.launches
+    assert (launch["ROWS"], launch["num_warps"], launch["BLOCK_N"]) == (
+        heuristic.rows_per_program,
+        heuristic.num_warps,
+        heuristic.block_n,
+    )
+
+
+def test_a_stored_config_changes_the_launch(
+    private_lookup: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    heuristic = norm.fwd_launch_heuristic(5, 37, torch.float32, "cpu")
+    tuned = {"BLOCK_N": 64, "ROWS": 2, "num_warps": 2}
+    assert tuned != tunables.row_config_dict(heuristic)
+    _store_best(private_lookup, "rms_norm.fwd", {"M": 5, "N": 37, "dtype": "float32"}, tuned)
+    spy, _ = _spy_rms_norm(monkeypatch)
+    (launch,) = spy.launches
+    assert (launch["BLOCK_N"], launch["ROWS"], launch["num_warps"]) == (64, 2, 2)
+    assert launch["grid"] == (3,)  # ceil(5 rows / 2 per program)
+
+
+def test_a_stored_cross_entropy_config_changes_the_launch(
+    private_lookup: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from warpforge.ops._kernels import cross_entropy as kernels
+
+    _store_best(
+        private_lookup, "cross_entropy.fwd", {"M": 3, "V": 300, "dtype": "float32"},
+        {"BLOCK": 64, "num_warps": 2},
+    )  # fmt: skip
+    spy = LaunchSpy(kernels.cross_entropy_fwd_kernel)
+    monkeypatch.setattr(kernels, "cross_entropy_fwd_kernel", spy)
+    logits, target = torch.randn(3, 300), torch.randint(0, 300, (3,))
+    loss = ops.cross_entropy(logits, target, reduction="none")
+    expected = torch.nn.functional.cross_entropy(logits.double(), target, reduction="none")
+    torch.testing.assert_close(loss.double(), expected, rtol=1e-5, atol=1e-5)
+    (launch,) = spy.launches
+    assert (launch["BLOCK"], launch["num_warps"]) == (64, 2)
+
+
+def test_a_config_the_space_rejects_is_not_used(
+    private_lookup: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ROWS=2 with a chunk narrower than the row: the chunked kernel takes one row per program
+    bad = {"BLOCK_N": 16, "ROWS": 2, "num_warps": 1}
+    assert get_tunable("rms_norm.fwd").space.rejection(bad, {"M": 5, "N": 37}) is not None
+    _store_best(private_lookup, "rms_norm.fwd", {"M": 5, "N": 37, "dtype": "float32"}, bad)
+    spy, _ = _spy_rms_norm(monkeypatch)
+    heuristic = norm.fwd_launch_heuristic(5, 37, torch.float32, "cpu")
+    assert spy.launches[0]["ROWS"] == heuristic.rows_per_program
+
+
+def test_a_broken_database_never_breaks_an_op(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not a database" * 100)
+    monkeypatch.setenv("WARPFORGE_DB_URL", f"sqlite:///{garbage}")
+    spy, _ = _spy_rms_norm(monkeypatch)
+    heuristic = norm.fwd_launch_heuristic(5, 37, torch.float32, "cpu")
+    assert spy.launches[0]["num_warps"] == heuristic.num_warps
+
+
+def test_a_failing_lookup_never_breaks_an_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    def explode(*args, **kwargs):
+        raise RuntimeError("lookup exploded")
+
+    monkeypatch.setattr(lookup, "config_for", explode)
+    x = torch.randn(4, 50)
+    torch.testing.assert_close(
+        ops.softmax(x).double(), torch.softmax(x.double(), -1), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_launch_configs_are_cached_per_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+    real = tunables.tuned_config
+
+    def counting(kernel, *args, **kwargs):
+        calls.append(kernel)
+        return real(kernel, *args, **kwargs)
+
+    monkeypatch.setattr(tunables, "tuned_config", counting)
+    x, w = torch.randn(3, 20), torch.randn(20)
+    for _ in range(3):
+        ops.rms_norm(x, w)
+    ops.rms_norm(torch.randn(4, 20), w)
+    assert calls == ["rms_norm.fwd", "rms_norm.fwd"]  # one lookup per shape
+
+
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [
+        ("rms_norm.fwd", "M=3,N=20"),
+        ("rms_norm.bwd", "M=3,N=20"),
+        ("layer_norm.fwd", "M=2,N=9"),
+        ("layer_norm.bwd", "M=2,N=9"),
+        ("softmax.fwd", "M=3,N=20"),
+        ("cross_entropy.fwd", "M=2,V=40"),
+    ],
+)
+def test_warpforge_tune_tunes_the_op_kernels(private_lookup: str, name: str, shape: str) -> None:
+    result = CliRunner().invoke(
+        app, ["tune", name, "--shape", shape, "--db", private_lookup], env={"COLUMNS": "250"}
+    )
+    assert result.exit_code == 0, result.output
+    with PerfDatabase(private_lookup) as db:
+        trials = db.trials(kernel=name)
+        best = db.best_configs(kernel=name)
+    assert trials and all(t.status == "ok" for t in trials), [
+        (t.config, t.status, t.error) for t in trials if t.status != "ok"
+    ]
+    assert len(best) == 1
