@@ -1,10 +1,17 @@
 """Host (Python) overhead per eager call of each ``warpforge.ops`` function.
 
-Runs on tiny CPU tensors on the PyTorch reference path (``TRITON_INTERPRET`` unset), where the
-math costs a few microseconds, so the time per call is dominated by the Python path: validation,
-dispatch and autograd wiring. Prints the median of several repeats, in microseconds per call,
-for a plain call (no input requires grad) and for a call whose inputs require grad (forward
-only; the graph is dropped). Usage: ``PYTHONPATH=src python benchmarks/ops_host_overhead.py``.
+Runs on tiny CPU tensors. Two modes:
+
+* ``reference`` (default): the PyTorch reference path (``TRITON_INTERPRET`` unset), where the
+  math costs a few microseconds, so the time is mostly the Python path: validation, dispatch
+  and autograd wiring.
+* ``--stub-kernels``: the Triton path (interpreter mode) with every Triton kernel replaced by a
+  launch that does nothing, so the time is exactly the Python work the op adds around its
+  kernel launches on a GPU (allocation, views, launch configs), without Triton's own launcher.
+
+Prints the median of several repeats, in microseconds per call, for a plain call (no input
+requires grad) and for a call whose inputs require grad (forward only; the graph is dropped).
+Usage: ``PYTHONPATH=src python benchmarks/ops_host_overhead.py [--stub-kernels]``.
 """
 
 from __future__ import annotations
@@ -13,8 +20,14 @@ import os
 import statistics
 import time
 
-os.environ.pop("TRITON_INTERPRET", None)
+import sys
+
+STUB_KERNELS = "--stub-kernels" in sys.argv
 os.environ.pop("WARPFORGE_INTERPRET", None)
+if STUB_KERNELS:
+    os.environ["TRITON_INTERPRET"] = "1"
+else:
+    os.environ.pop("TRITON_INTERPRET", None)
 
 import torch
 
@@ -61,8 +74,30 @@ def _cases(grad: bool):
     }
 
 
+class _NoLaunch:
+    """A Triton kernel stand-in whose launches do nothing."""
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: None
+
+
+def _stub_kernels() -> None:
+    import importlib
+    import pkgutil
+
+    import warpforge.ops._kernels as package
+
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for name in dir(module):
+            if name.endswith("_kernel"):
+                setattr(module, name, _NoLaunch())
+
+
 def main() -> None:
     torch.set_num_threads(1)
+    if STUB_KERNELS:
+        _stub_kernels()
     print(f"{'op':30s} {'no grad us':>11s} {'grad us':>9s}")
     plain, grad = _cases(False), _cases(True)
     for name in plain:

@@ -82,20 +82,17 @@ class DispatchedOp:
         self.custom_op.register_autograd(backward, setup_context=setup_context)
         implementation = self.implementation
 
-        def forward(*args: Any) -> Any:
-            return implementation(*args)
-
-        def setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
-            setup_context(ctx=ctx, inputs=inputs, output=output)
+        # ctx-style forward calling setup_context itself: with a separate setup_context,
+        # Function.apply binds default arguments through inspect.signature on every call.
+        def forward(ctx: Any, *args: Any) -> Any:
+            output = implementation(*args)
+            setup_context(ctx=ctx, inputs=args, output=output)
+            return output
 
         self._autograd_function = type(
             "Eager_" + self.name.replace("::", "_"),
             (torch.autograd.Function,),
-            {
-                "forward": staticmethod(forward),
-                "setup_context": staticmethod(setup),
-                "backward": staticmethod(backward),
-            },
+            {"forward": staticmethod(forward), "backward": staticmethod(backward)},
         )
 
     def __call__(self, *args: Any) -> Any:

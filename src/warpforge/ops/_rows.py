@@ -57,7 +57,8 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _next_power_of_2(n: int) -> int:
+def next_power_of_2(n: int) -> int:
+    """The smallest power of 2 >= n (1 for n <= 1)."""
     return 1 << max(0, (n - 1).bit_length())
 
 
@@ -95,9 +96,9 @@ def row_launch_config(
     use allows) makes a single-pass kernel persistent, one program per resident slot, as the
     norm backward needs for its per-program partial sums.
     """
-    block = _next_power_of_2(N)
+    block = next_power_of_2(N)
     if block <= MAX_SINGLE_PASS_N:
-        rows = max(1, min(tile_elements // block, _next_power_of_2(M)))
+        rows = max(1, min(tile_elements // block, next_power_of_2(M)))
         warps = max(1, min(max_warps, block * rows // (32 * elements_per_thread)))
     else:
         block, rows = CHUNK_N, 1

@@ -8,18 +8,20 @@ than saving it. Math runs in float32 for every input dtype.
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import math
 
 import torch
 
 from warpforge.ops._dispatch import dispatched_op
+from warpforge.ops._rows import cdiv, kernel_device
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_choice, check_same_device, check_tensor
 
 GELU_APPROXIMATIONS = ("tanh", "none")
 
 
+@functools.lru_cache(maxsize=16)
 def _launch_config(element_size: int) -> tuple[int, int]:
     """(BLOCK, num_warps): 4 KB of each operand per program, 16-byte vectors per thread."""
     return 4096 // element_size * 2, 4
@@ -53,9 +55,8 @@ def _launch(kernel, inputs: list[torch.Tensor], n_outputs: int, **constexprs: ob
     views = _row_views(*inputs)
     rows, cols = views[0].shape
     block, num_warps = _launch_config(views[0].element_size())
-    n_col_blocks = math.ceil(cols / block)
-    guard = torch.cuda.device(views[0].device) if views[0].is_cuda else contextlib.nullcontext()
-    with guard:
+    n_col_blocks = cdiv(cols, block)
+    with kernel_device(views[0]):
         kernel[(rows * n_col_blocks,)](
             *views, *outputs, cols, n_col_blocks, *(v.stride(0) for v in views),
             BLOCK=block, num_warps=num_warps, **constexprs,

@@ -20,6 +20,7 @@ import math
 import torch
 
 from warpforge.ops._dispatch import dispatched_op
+from warpforge.ops._rows import kernel_device, next_power_of_2
 from warpforge.runtime import ExecutionPath, checks_enabled, execution_path
 from warpforge.validation import check_choice, check_same_device, check_tensor, describe
 
@@ -30,7 +31,7 @@ TARGET_DTYPES = (torch.int64, torch.int32)
 def launch_heuristic(n_cols: int, element_size: int) -> tuple[int, int]:
     """(BLOCK, num_warps) for one row of ``n_cols`` logits: 16-byte vectors, <= 16 KB a chunk."""
     max_block = 16384 // element_size
-    block = min(_next_power_of_2(n_cols), max_block)
+    block = min(next_power_of_2(n_cols), max_block)
     block = max(block, 16)
     num_warps = max(1, min(16, block * element_size // 512))
     return block, num_warps
@@ -54,16 +55,6 @@ def _fwd_launch_config(
         "cross_entropy.fwd", features, {"BLOCK": block, "num_warps": warps}, device
     )
     return int(chosen["BLOCK"]), int(chosen["num_warps"])  # type: ignore[call-overload]
-
-
-def _next_power_of_2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
-def _cuda_guard(t: torch.Tensor):
-    import contextlib
-
-    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -129,7 +120,7 @@ def row_losses(
         "num_warps": num_warps,
         **_target_check_options(logits),
     }
-    with _cuda_guard(logits):
+    with kernel_device(logits):
         if grad_out is None:
             kernels.cross_entropy_fwd_kernel[(n_rows,)](
                 logits, target, loss, lse, logits.stride(0), *common, **options
@@ -155,7 +146,7 @@ def scale_row_grads(grad: torch.Tensor, grad_loss: torch.Tensor) -> None:
     from warpforge.ops._kernels.cross_entropy import cross_entropy_scale_grad_kernel
 
     block, num_warps = _launch_config(n_cols, grad.element_size())
-    with _cuda_guard(grad):
+    with kernel_device(grad):
         cross_entropy_scale_grad_kernel[(n_rows,)](
             grad, grad_loss, _row_stride(grad_loss), grad.stride(0), n_cols,
             BLOCK=block, num_warps=num_warps,
@@ -187,7 +178,7 @@ def row_grads(
     from warpforge.ops._kernels.cross_entropy import cross_entropy_bwd_kernel
 
     block, num_warps = _launch_config(n_cols, logits.element_size())
-    with _cuda_guard(logits):
+    with kernel_device(logits):
         cross_entropy_bwd_kernel[(n_rows,)](
             grad_logits,
             logits,

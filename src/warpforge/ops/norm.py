@@ -437,6 +437,11 @@ class _OwnGradient(torch.autograd.Function):
         return grad.clone()
 
 
+def _flat_rows(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as (rows, last dimension); a 2-D tensor as it is."""
+    return t if t.dim() == 2 else t.reshape(-1, t.shape[-1])
+
+
 def _check_input(x: object) -> torch.Tensor:
     x = check_tensor("x", x, dtypes=FLOAT_DTYPES, min_ndim=1, allow_empty=True)
     if x.shape[-1] == 0:
@@ -487,17 +492,16 @@ def rms_norm(
         and (x.is_leaf or residual.is_leaf)
     ):
         residual = _OwnGradient.apply(residual)
-    N = x.shape[-1]
     y, h, _ = _rms_norm_fwd(
-        x.reshape(-1, N),
+        _flat_rows(x),
         weight,
-        residual.reshape(-1, N) if residual is not None else None,
+        _flat_rows(residual) if residual is not None else None,
         eps,
         float(offset),
     )
-    if residual is None:
-        return y.view(x.shape)
-    return y.view(x.shape), h.view(x.shape)
+    if x.dim() != 2:  # back to the caller's shape (2-D skips a no-op view)
+        y, h = y.view(x.shape), (h.view(x.shape) if residual is not None else h)
+    return y if residual is None else (y, h)
 
 
 def layer_norm(
@@ -515,5 +519,5 @@ def layer_norm(
         bias = _check_vector("bias", bias, x)
     eps = check_positive("eps", eps)
     check_same_device(x=x, weight=weight, bias=bias)
-    y, _, _ = _layer_norm_fwd(x.reshape(-1, x.shape[-1]), weight, bias, eps)
-    return y.view(x.shape)
+    y, _, _ = _layer_norm_fwd(_flat_rows(x), weight, bias, eps)
+    return y if x.dim() == 2 else y.view(x.shape)

@@ -12,22 +12,20 @@ Hugging Face convention, e.g. ``cat([freqs, freqs])`` for half rotation) or ``D 
 
 from __future__ import annotations
 
-import contextlib
+import functools
 
 import torch
 
 from warpforge.ops._dispatch import dispatched_op
+from warpforge.ops._rows import cdiv, kernel_device, next_power_of_2
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_same_device, check_tensor, describe
 
 
-def _next_power_of_2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
+@functools.lru_cache(maxsize=256)
 def _launch_config(n_heads: int, head_dim: int) -> tuple[int, int]:
     """(BLOCK_H, num_warps): up to 4096 elements per program, all heads of a token if they fit."""
-    block_h = min(_next_power_of_2(n_heads), max(1, 4096 // head_dim))
+    block_h = min(next_power_of_2(n_heads), max(1, 4096 // head_dim))
     num_warps = 4 if block_h * head_dim >= 2048 else 2
     return block_h, num_warps
 
@@ -91,9 +89,8 @@ def _rotate(
         return out
     block_h, num_warps = _launch_config(n_heads, head_dim)
     kernel = rope_bwd_kernel if backward else rope_fwd_kernel
-    guard = torch.cuda.device(x.device) if x.is_cuda else contextlib.nullcontext()
-    with guard:
-        kernel[(batch * seq, _cdiv(n_heads, block_h))](
+    with kernel_device(x):
+        kernel[(batch * seq, cdiv(n_heads, block_h))](
             x,
             out,
             cos,
@@ -111,14 +108,10 @@ def _rotate(
             HALF_TABLE=cos.shape[-1] != head_dim,
             INTERLEAVED=interleaved,
             BLOCK_H=block_h,
-            BLOCK_D=_next_power_of_2(head_dim // 2),
+            BLOCK_D=next_power_of_2(head_dim // 2),
             num_warps=num_warps,
         )
     return out
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dispatched_op("warpforge::rope_fwd", mutates_args=())

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 import torch
 
 from warpforge.ops._row_problems import SWEEP
-from warpforge.ops._rows import RowLaunchConfig, row_launch_shape
+from warpforge.ops._rows import RowLaunchConfig, next_power_of_2, row_launch_shape
 from warpforge.tune.space import ConfigSpace, at_most, register_budget, relation
 from warpforge.tune.tunable import (
     Shape,
@@ -139,14 +139,10 @@ def _int(mapping: Mapping[str, object], key: str) -> int:
     return int(mapping[key])  # type: ignore[call-overload]
 
 
-def _next_power_of_2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
-
-
 def _row_block_fits(config: Mapping[str, object], features: Mapping[str, object]) -> str | None:
     block, rows, n = _int(config, "BLOCK_N"), _int(config, "ROWS"), _int(features, "N")
     if block >= n:
-        if block != _next_power_of_2(n):
+        if block != next_power_of_2(n):
             return f"BLOCK_N={block} covers N={n} with a wider block than its power of 2"
         return None
     if rows != 1:
@@ -177,7 +173,7 @@ def row_space(registers_per_element: int) -> ConfigSpace:
         {"BLOCK_N": _POWERS_OF_2, "ROWS": _POWERS_OF_2[:7], "num_warps": _WARPS},
         constraints=(
             relation("row_block", _row_block_fits),
-            at_most("ROWS", lambda c, f: _next_power_of_2(_int(f, "M")), "M rounded up"),
+            at_most("ROWS", lambda c, f: next_power_of_2(_int(f, "M")), "M rounded up"),
             relation("idle_threads", _threads_have_work),
             register_budget(registers),
         ),
@@ -192,7 +188,7 @@ def _cross_entropy_block_fits(
     config: Mapping[str, object], features: Mapping[str, object]
 ) -> str | None:
     block, vocab = _int(config, "BLOCK"), _int(features, "V")
-    if block > max(16, _next_power_of_2(vocab)):
+    if block > max(16, next_power_of_2(vocab)):
         return f"BLOCK={block} is wider than V={vocab} rounded up"
     return None
 
