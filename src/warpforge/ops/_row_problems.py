@@ -1,15 +1,15 @@
 """Pieces shared by the row-wise ops' benchmark problems (norms, softmax): seeded inputs,
-forward+backward runners, the byte model and lazy baselines."""
+forward+backward runners, the byte model and the torch.compile baseline (Liger-Kernel
+baselines load through :mod:`warpforge.ops.liger_baselines`)."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from warpforge.harness.problem import BaselineUnavailable, Tolerance
+from warpforge.harness.problem import Tolerance
 
 SWEEP: tuple[dict[str, int], ...] = tuple(
     {"M": m, "N": n}
@@ -72,11 +72,3 @@ def per_element_flops(flops: int) -> Callable[[Any, Any], float]:
 def compiled(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any]]:
     """A baseline factory: ``torch.compile`` of the eager function (compiled on first call)."""
     return lambda: torch.compile(fn)
-
-
-def liger_function(module: str, name: str) -> Any:
-    """Liger-Kernel's autograd Function ``module.name``, or BaselineUnavailable."""
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise BaselineUnavailable(f"Liger-Kernel's {module}.{name} is unavailable: {exc}") from exc

@@ -21,11 +21,11 @@ from warpforge.ops._row_problems import (
     SWEEP,
     compiled,
     gradients,
-    liger_function,
     per_element_flops,
     randn,
     row_bytes,
 )
+from warpforge.ops.liger_baselines import liger_attribute
 
 EPS = 1e-6
 LN_EPS = 1e-5
@@ -96,18 +96,18 @@ def _eager_layer_norm(x, weight, bias):
 
 
 def _liger_rms_norm() -> Callable[..., torch.Tensor]:
-    fn = liger_function("liger_kernel.ops.rms_norm", "LigerRMSNormFunction")
+    fn = liger_attribute("liger_kernel.ops.rms_norm", "LigerRMSNormFunction")
     # in_place=False: Liger's default overwrites dy with dx, which would corrupt repeated runs.
     return lambda x, w: fn.apply(x, w, EPS, 0.0, "llama", False)
 
 
 def _liger_add_rms_norm() -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
-    fn = liger_function("liger_kernel.ops.fused_add_rms_norm", "LigerFusedAddRMSNormFunction")
+    fn = liger_attribute("liger_kernel.ops.fused_add_rms_norm", "LigerFusedAddRMSNormFunction")
     return lambda x, r, w: fn.apply(x, r, w, EPS, 0.0, "llama", False)
 
 
 def _liger_layer_norm() -> Callable[..., torch.Tensor]:
-    fn = liger_function("liger_kernel.ops.layer_norm", "LigerLayerNormFunction")
+    fn = liger_attribute("liger_kernel.ops.layer_norm", "LigerLayerNormFunction")
     return lambda x, w, b: fn.apply(x, w, b, LN_EPS)
 
 

@@ -16,11 +16,11 @@ from warpforge.ops._row_problems import (
     SWEEP,
     compiled,
     gradients,
-    liger_function,
     per_element_flops,
     randn,
     row_bytes,
 )
+from warpforge.ops.liger_baselines import liger_attribute
 
 SHAPES = (
     {"M": 32768, "N": 256},
@@ -63,7 +63,7 @@ def _eager_log_softmax(x: torch.Tensor) -> torch.Tensor:
 
 
 def _liger_softmax() -> Callable[[torch.Tensor], torch.Tensor]:
-    return liger_function("liger_kernel.ops.softmax", "LigerSoftmaxFunction").apply
+    return liger_attribute("liger_kernel.ops.softmax", "LigerSoftmaxFunction").apply
 
 
 def _inputs(shape, dtype, device, generator):
