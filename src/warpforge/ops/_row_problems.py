@@ -1,5 +1,5 @@
-"""Pieces shared by the row-wise ops' benchmark problems (norms, softmax): seeded inputs,
-forward+backward runners, the byte model and the torch.compile baseline (Liger-Kernel
+"""Pieces shared by the ops' benchmark problems: the baseline sets (every family) and, for the
+row-wise ones (norms, softmax), seeded inputs, forward+backward runners and the byte model (Liger-Kernel
 baselines load through :mod:`warpforge.ops.liger_baselines`)."""
 
 from __future__ import annotations
@@ -72,3 +72,33 @@ def per_element_flops(flops: int) -> Callable[[Any, Any], float]:
 def compiled(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any]]:
     """A baseline factory: ``torch.compile`` of the eager function (compiled on first call)."""
     return lambda: torch.compile(fn)
+
+
+BaselineFactory = Callable[[], Callable[..., Any]]
+
+
+def forward_baselines(
+    eager: Callable[..., Any], liger: BaselineFactory | None = None
+) -> dict[str, BaselineFactory]:
+    """Baselines of a problem, named as in every ops problem: ``torch`` (eager), ``torch.compile``
+    of it and, when given, ``liger`` (Liger-Kernel)."""
+    baselines: dict[str, BaselineFactory] = {
+        "torch": lambda: eager,
+        "torch.compile": compiled(eager),
+    }
+    if liger is not None:
+        baselines["liger"] = liger
+    return baselines
+
+
+def backward_baselines(
+    eager: Callable[..., Any], liger: BaselineFactory | None = None
+) -> dict[str, BaselineFactory]:
+    """The same baselines for a forward + backward problem (see :func:`gradients`)."""
+    baselines: dict[str, BaselineFactory] = {
+        "torch": lambda: gradients(eager),
+        "torch.compile": lambda: gradients(torch.compile(eager)),
+    }
+    if liger is not None:
+        baselines["liger"] = lambda: gradients(liger())
+    return baselines

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from warpforge.harness.problem import Problem, Shape
 from warpforge.harness.registry import register_problem
+from warpforge.ops._row_problems import forward_baselines
 from warpforge.ops.liger_baselines import liger_attribute
 
 # Llama-3 MLPs: 8B (batch 4 x seq 2048 tokens, intermediate 14336), 70B (4096 x 28672)
@@ -60,13 +61,10 @@ SWIGLU_FWD = register_problem(
         bytes_moved=lambda s, d: 3 * _elements(s) * d.itemsize,
         shapes=SHAPES,
         cpu_shapes=CPU_SHAPES,
-        baselines={
-            "torch": lambda: swiglu_reference,
-            "torch.compile": lambda: torch.compile(swiglu_reference),
-            "liger": lambda: (
-                liger_attribute("liger_kernel.ops.swiglu", "LigerSiLUMulFunction").apply
-            ),
-        },
+        baselines=forward_baselines(
+            swiglu_reference,
+            lambda: liger_attribute("liger_kernel.ops.swiglu", "LigerSiLUMulFunction").apply,
+        ),
         description="silu(gate) * up",
     )
 )
@@ -104,11 +102,7 @@ SWIGLU_BWD = register_problem(
         bytes_moved=lambda s, d: 5 * _elements(s) * d.itemsize,
         shapes=SHAPES,
         cpu_shapes=CPU_SHAPES,
-        baselines={
-            "torch": lambda: swiglu_backward_reference,
-            "torch.compile": lambda: torch.compile(swiglu_backward_reference),
-            "liger": _liger_swiglu_backward,
-        },
+        baselines=forward_baselines(swiglu_backward_reference, _liger_swiglu_backward),
         description="gradients of silu(gate) * up w.r.t. gate and up, given grad_out",
     )
 )
@@ -137,13 +131,10 @@ GEGLU_FWD = register_problem(
         bytes_moved=lambda s, d: 3 * _elements(s) * d.itemsize,
         shapes=SHAPES,
         cpu_shapes=CPU_SHAPES,
-        baselines={
-            "torch": lambda: geglu_reference,
-            "torch.compile": lambda: torch.compile(geglu_reference),
-            "liger": lambda: (
-                liger_attribute("liger_kernel.ops.geglu", "LigerGELUMulFunction").apply
-            ),
-        },
+        baselines=forward_baselines(
+            geglu_reference,
+            lambda: liger_attribute("liger_kernel.ops.geglu", "LigerGELUMulFunction").apply,
+        ),
         description="gelu(gate, approximate='tanh') * up",
     )
 )

@@ -4,20 +4,16 @@ linear cross entropy (forward+backward). Importing this module registers them.""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from warpforge.harness.problem import Problem, Shape, Tolerance
 from warpforge.harness.registry import register_problem
+from warpforge.ops._row_problems import forward_baselines
 from warpforge.ops.liger_baselines import liger_attribute, loss_only
 
 IGNORE_INDEX = -100
-
-
-def _compiled(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any]]:
-    return lambda: torch.compile(fn)
 
 
 def _logits_and_target(
@@ -63,11 +59,7 @@ CROSS_ENTROPY_FWD = register_problem(
         bytes_moved=lambda s, d: s["M"] * s["V"] * d.itemsize + s["M"] * 8,
         shapes=CE_SHAPES,
         cpu_shapes=CE_CPU_SHAPES,
-        baselines={
-            "torch": lambda: cross_entropy_reference,
-            "torch.compile": _compiled(cross_entropy_reference),
-            "liger": _liger_cross_entropy,
-        },
+        baselines=forward_baselines(cross_entropy_reference, _liger_cross_entropy),
         sweep=({"M": 32768, "V": 256}, {"M": 4096, "V": 50257}, {"M": 2048, "V": 151936}),
         description="mean cross entropy over the last dim, 1 in 16 targets ignored",
     )

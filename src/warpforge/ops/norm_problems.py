@@ -8,7 +8,6 @@ and weight/bias vectors are counted too, though they are a rounding error at the
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -19,7 +18,8 @@ from warpforge.ops._row_problems import (
     BACKWARD_TOLERANCE,
     CPU_SHAPES,
     SWEEP,
-    compiled,
+    backward_baselines,
+    forward_baselines,
     gradients,
     per_element_flops,
     randn,
@@ -111,16 +111,6 @@ def _liger_layer_norm() -> Callable[..., torch.Tensor]:
     return lambda x, w, b: fn.apply(x, w, b, LN_EPS)
 
 
-def _backward_baselines(
-    eager: Callable[..., Any], liger: Callable[[], Callable[..., Any]]
-) -> dict[str, Callable[[], Callable[..., Any]]]:
-    return {
-        "torch-eager": lambda: gradients(eager),
-        "torch-compile": lambda: gradients(torch.compile(eager)),
-        "liger-kernel": lambda: gradients(liger()),
-    }
-
-
 # --------------------------------------------------------------------------- inputs and costs
 
 
@@ -162,11 +152,7 @@ register_problem(
         bytes_moved=row_bytes(2, 1, 0),  # read x, weight; write y
         shapes=SHAPES,
         cpu_shapes=CPU_SHAPES,
-        baselines={
-            "torch-eager": lambda: _eager_rms_norm,
-            "torch-compile": compiled(_eager_rms_norm),
-            "liger-kernel": _liger_rms_norm,
-        },
+        baselines=forward_baselines(_eager_rms_norm, _liger_rms_norm),
         sweep=SWEEP,
         description="y = x * rsqrt(mean(x^2) + 1e-6) * weight over the last dim of (M, N)",
     )
@@ -183,7 +169,7 @@ register_problem(
         bytes_moved=row_bytes(5, 3, 2),
         shapes=SHAPES,
         cpu_shapes=CPU_SHAPES,
-        baselines=_backward_baselines(_eager_rms_norm, _liger_rms_norm),
+        baselines=backward_baselines(_eager_rms_norm, _liger_rms_norm),
         tolerance=BACKWARD_TOLERANCE,
         sweep=SWEEP,
         description="forward + backward of rms_norm.fwd; returns (dx, dweight) for dy",
@@ -200,11 +186,7 @@ register_problem(
         bytes_moved=row_bytes(4, 1, 0),  # read x, residual, weight; write y, h
         shapes=SHAPES,
         cpu_shapes=CPU_SHAPES,
-        baselines={
-            "torch-eager": lambda: _eager_add_rms_norm,
-            "torch-compile": compiled(_eager_add_rms_norm),
-            "liger-kernel": _liger_add_rms_norm,
-        },
+        baselines=forward_baselines(_eager_add_rms_norm, _liger_add_rms_norm),
         sweep=SWEEP,
         description="h = x + residual; y = rms_norm(h) * weight; returns (y, h)",
     )
@@ -220,11 +202,7 @@ register_problem(
         bytes_moved=row_bytes(2, 2, 0),  # read x, weight, bias; write y
         shapes=SHAPES,
         cpu_shapes=CPU_SHAPES,
-        baselines={
-            "torch-eager": lambda: _eager_layer_norm,
-            "torch-compile": compiled(_eager_layer_norm),
-            "liger-kernel": _liger_layer_norm,
-        },
+        baselines=forward_baselines(_eager_layer_norm, _liger_layer_norm),
         sweep=SWEEP,
         description="y = (x - mean) * rsqrt(var + 1e-5) * weight + bias over the last dim",
     )
@@ -241,7 +219,7 @@ register_problem(
         bytes_moved=row_bytes(5, 5, 4),
         shapes=SHAPES,
         cpu_shapes=CPU_SHAPES,
-        baselines=_backward_baselines(_eager_layer_norm, _liger_layer_norm),
+        baselines=backward_baselines(_eager_layer_norm, _liger_layer_norm),
         tolerance=BACKWARD_TOLERANCE,
         sweep=SWEEP,
         description="forward + backward of layer_norm.fwd; returns (dx, dweight, dbias) for dy",

@@ -9,6 +9,7 @@ import torch
 
 from warpforge.harness.problem import Problem, Shape
 from warpforge.harness.registry import register_problem
+from warpforge.ops._row_problems import forward_baselines
 from warpforge.ops.liger_baselines import liger_attribute
 
 # Llama-3 8B (32 query / 8 key heads) and 70B (64 / 8), head_dim 128
@@ -95,11 +96,7 @@ ROPE_FWD = register_problem(
         bytes_moved=_bytes,
         shapes=SHAPES,
         cpu_shapes=CPU_SHAPES,
-        baselines={
-            "torch": lambda: rope_reference,
-            "torch.compile": lambda: torch.compile(rope_reference),
-            "liger": _liger_rope,
-        },
+        baselines=forward_baselines(rope_reference, _liger_rope),
         description="rotary embedding (rotate_half) of q and k, [batch, seq, heads, head_dim]",
     )
 )
@@ -114,10 +111,7 @@ ROPE_BWD = register_problem(
         bytes_moved=_bytes,
         shapes=SHAPES,
         cpu_shapes=CPU_SHAPES,
-        baselines={
-            "torch": lambda: rope_backward_reference,
-            "torch.compile": lambda: torch.compile(rope_backward_reference),
-        },
+        baselines=forward_baselines(rope_backward_reference),
         description="gradient of rope for q and k (rotation by -sin), given output gradients",
     )
 )

@@ -14,7 +14,8 @@ from warpforge.ops._row_problems import (
     BACKWARD_TOLERANCE,
     CPU_SHAPES,
     SWEEP,
-    compiled,
+    backward_baselines,
+    forward_baselines,
     gradients,
     per_element_flops,
     randn,
@@ -85,11 +86,7 @@ register_problem(
         bytes_moved=row_bytes(2),  # read x, write y
         shapes=SHAPES,
         cpu_shapes=CPU_SHAPES,
-        baselines={
-            "torch-eager": lambda: _eager_softmax,
-            "torch-compile": compiled(_eager_softmax),
-            "liger-kernel": _liger_softmax,
-        },
+        baselines=forward_baselines(_eager_softmax, _liger_softmax),
         sweep=SWEEP,
         description="softmax over the last dim of (M, N)",
     )
@@ -105,11 +102,7 @@ register_problem(
         bytes_moved=row_bytes(5),  # forward: read x, write y; backward: read y, dy, write dx
         shapes=SHAPES,
         cpu_shapes=CPU_SHAPES,
-        baselines={
-            "torch-eager": lambda: gradients(_eager_softmax),
-            "torch-compile": lambda: gradients(torch.compile(_eager_softmax)),
-            "liger-kernel": lambda: gradients(_liger_softmax()),
-        },
+        baselines=backward_baselines(_eager_softmax, _liger_softmax),
         tolerance=BACKWARD_TOLERANCE,
         sweep=SWEEP,
         description="forward + backward of softmax.fwd; returns dx for dy",
@@ -126,10 +119,7 @@ register_problem(
         bytes_moved=row_bytes(2),  # read x, write y
         shapes=SHAPES,
         cpu_shapes=CPU_SHAPES,
-        baselines={
-            "torch-eager": lambda: _eager_log_softmax,
-            "torch-compile": compiled(_eager_log_softmax),
-        },
+        baselines=forward_baselines(_eager_log_softmax),
         sweep=SWEEP,
         description="log-softmax over the last dim of (M, N)",
     )
