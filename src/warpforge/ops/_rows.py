@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -148,3 +149,28 @@ def row_launch_shape(
         per_sm = int(_L2_FRACTION * l2 // (sm_count * row_bytes))
         programs = min(M, sm_count * max(1, min(4, per_sm)))
     return RowLaunchConfig(block_n, 1, False, num_warps, max(1, programs))
+
+
+def launch_rows(
+    config: RowLaunchConfig,
+    rows_kernel: Any,
+    chunked_kernel: Any,
+    args: tuple[Any, ...],
+    **constexprs: Any,
+) -> None:
+    """Launch a row-wise kernel family as ``config`` says: ``rows_kernel`` (whole rows,
+    ``ROWS`` per program) when a row fits one block, else ``chunked_kernel``; both take
+    ``BLOCK_N`` and ``num_warps`` from the config. Call inside :func:`kernel_device`."""
+    grid = (config.num_programs,)
+    if config.single_pass:
+        rows_kernel[grid](
+            *args,
+            ROWS=config.rows_per_program,
+            BLOCK_N=config.block_n,
+            num_warps=config.num_warps,
+            **constexprs,
+        )
+    else:
+        chunked_kernel[grid](
+            *args, BLOCK_N=config.block_n, num_warps=config.num_warps, **constexprs
+        )

@@ -17,7 +17,14 @@ import functools
 import torch
 
 from warpforge.ops._dispatch import dispatched_op
-from warpforge.ops._rows import RowLaunchConfig, as_rows, cdiv, kernel_device, row_launch_config
+from warpforge.ops._rows import (
+    RowLaunchConfig,
+    as_rows,
+    cdiv,
+    kernel_device,
+    launch_rows,
+    row_launch_config,
+)
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import (
     FLOAT_DTYPES,
@@ -155,15 +162,11 @@ def _norm_forward(
         "HAS_RESIDUAL": residual is not None,
         "HAS_WEIGHT": weight is not None,
         "HAS_BIAS": bias is not None,
-        "BLOCK_N": config.block_n,
-        "num_warps": config.num_warps,
     }
-    grid = (config.num_programs,)
     with kernel_device(x):
-        if config.single_pass:
-            kernels.norm_fwd_rows_kernel[grid](*args, ROWS=config.rows_per_program, **flags)
-        else:
-            kernels.norm_fwd_chunked_kernel[grid](*args, **flags)
+        launch_rows(
+            config, kernels.norm_fwd_rows_kernel, kernels.norm_fwd_chunked_kernel, args, **flags
+        )
     return y, h, mean, rstd
 
 
@@ -228,14 +231,11 @@ def _norm_backward(
         "WEIGHT_GRAD": weight_grad,
         "BIAS_GRAD": bias_grad,
         "HAS_DH": dh is not None,
-        "BLOCK_N": config.block_n,
-        "num_warps": config.num_warps,
     }
     with kernel_device(x):
-        if config.single_pass:
-            kernels.norm_bwd_rows_kernel[(programs,)](*args, ROWS=config.rows_per_program, **flags)
-        else:
-            kernels.norm_bwd_chunked_kernel[(programs,)](*args, **flags)
+        launch_rows(
+            config, kernels.norm_bwd_rows_kernel, kernels.norm_bwd_chunked_kernel, args, **flags
+        )
         for partial, out in ((dw_partial, dw), (db_partial, db)):
             if out.numel():
                 grid = (cdiv(N, _PARTIAL_BLOCK_N),)

@@ -15,7 +15,13 @@ import functools
 import torch
 
 from warpforge.ops._dispatch import dispatched_op
-from warpforge.ops._rows import RowLaunchConfig, as_rows, kernel_device, row_launch_config
+from warpforge.ops._rows import (
+    RowLaunchConfig,
+    as_rows,
+    kernel_device,
+    launch_rows,
+    row_launch_config,
+)
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_tensor, normalize_dim
 
@@ -69,18 +75,13 @@ def softmax_forward(
     config = launch or _fwd_launch_config(M, N, x.dtype, x.device)
     args = (x, y, x.stride(0), y.stride(0), M, N)
     with kernel_device(x):
-        if config.single_pass:
-            kernels.softmax_fwd_rows_kernel[(config.num_programs,)](
-                *args,
-                LOG=log,
-                ROWS=config.rows_per_program,
-                BLOCK_N=config.block_n,
-                num_warps=config.num_warps,
-            )
-        else:
-            kernels.softmax_fwd_chunked_kernel[(config.num_programs,)](
-                *args, LOG=log, BLOCK_N=config.block_n, num_warps=config.num_warps
-            )
+        launch_rows(
+            config,
+            kernels.softmax_fwd_rows_kernel,
+            kernels.softmax_fwd_chunked_kernel,
+            args,
+            LOG=log,
+        )
     return y
 
 
@@ -113,18 +114,13 @@ def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
     config = _bwd_launch_config(M, N, y.dtype, y.device)
     args = (dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N)
     with kernel_device(y):
-        if config.single_pass:
-            kernels.softmax_bwd_rows_kernel[(config.num_programs,)](
-                *args,
-                LOG=log,
-                ROWS=config.rows_per_program,
-                BLOCK_N=config.block_n,
-                num_warps=config.num_warps,
-            )
-        else:
-            kernels.softmax_bwd_chunked_kernel[(config.num_programs,)](
-                *args, LOG=log, BLOCK_N=config.block_n, num_warps=config.num_warps
-            )
+        launch_rows(
+            config,
+            kernels.softmax_bwd_rows_kernel,
+            kernels.softmax_bwd_chunked_kernel,
+            args,
+            LOG=log,
+        )
     return dx
 
 
