@@ -200,3 +200,48 @@ def test_warpforge_tune_tunes_the_op_kernels(private_lookup: str, name: str, sha
         (t.config, t.status, t.error) for t in trials if t.status != "ok"
     ]
     assert len(best) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("name", "shape"),
+    [("rms_norm.fwd", "M=4096,N=4096"), ("rms_norm.bwd", "M=4096,N=4096")],
+)
+def test_gpu_tuned_config_is_used_by_the_op(
+    private_lookup: str, monkeypatch: pytest.MonkeyPatch, name: str, shape: str
+) -> None:
+    result = CliRunner().invoke(
+        app,
+        [
+            "tune",
+            name,
+            "--shape",
+            shape,
+            "--dtype",
+            "bf16",
+            "--budget",
+            "5",
+            "--db",
+            private_lookup,
+        ],
+        env={"COLUMNS": "250"},
+    )
+    assert result.exit_code == 0, result.output
+    with PerfDatabase(private_lookup) as db:
+        (best,) = db.best_configs(kernel=name)
+    direction = name.rsplit(".", 1)[1]
+    spies = []
+    for kind in ("rows", "chunked"):  # the tuned config may pick either kernel
+        kernel_name = f"norm_{direction}_{kind}_kernel"
+        spies.append(LaunchSpy(getattr(norm_kernels, kernel_name)))
+        monkeypatch.setattr(norm_kernels, kernel_name, spies[-1])
+    x = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    y = ops.rms_norm(x, w)
+    y.backward(torch.randn_like(y))
+    torch.testing.assert_close(y.double(), _rms_norm64(x, w), rtol=1.6e-2, atol=1.6e-2)
+    (launch,) = [launch for spy in spies for launch in spy.launches]
+    expected = dict(best.config)
+    if expected["BLOCK_N"] < 4096:  # chunked kernels take one row per program, no ROWS
+        assert expected.pop("ROWS") == 1
+    assert {k: launch[k] for k in expected} == expected

@@ -69,7 +69,7 @@ def _row_stride(t: torch.Tensor) -> int:
 
 def _target_check_options(logits: torch.Tensor) -> dict[str, object]:
     """Compile the device-side target check in (debug build) only under WARPFORGE_CHECKS=1."""
-    check = checks_enabled() and logits.is_cuda
+    check = logits.is_cuda and checks_enabled()
     return {"CHECK_TARGETS": check, "debug": True} if check else {"CHECK_TARGETS": False}
 
 
