@@ -49,8 +49,11 @@ def as_rows(x: torch.Tensor) -> torch.Tensor:
 
 
 def kernel_device(t: torch.Tensor) -> contextlib.AbstractContextManager:
-    """Make ``t``'s GPU current: Triton launches on the current device, not the tensor's."""
-    return torch.cuda.device(t.device) if t.is_cuda else contextlib.nullcontext()
+    """Make ``t``'s GPU current: Triton launches on the current device, not the tensor's.
+    Nothing to do (and no device switch to pay for) when it already is."""
+    if not t.is_cuda or t.device.index == torch.cuda.current_device():
+        return contextlib.nullcontext()
+    return torch.cuda.device(t.device)
 
 
 def cdiv(a: int, b: int) -> int:
