@@ -347,7 +347,7 @@ def _norm_tunable(name: str, center: bool, backward: bool) -> TunableKernel:
         cpu_shapes=_ROW_CPU_SHAPES,
         sweep=_ROW_SWEEP,
         dtypes=_DTYPES,
-        description=f"warpforge.ops {name.replace('.', ' ')}ward kernel",
+        description=f"warpforge.ops {name.split('.')[0]} {'backward' if backward else 'forward'} kernel",
         **({"atol": tolerance, "rtol": tolerance} if tolerance else {}),
     )
 

@@ -27,6 +27,7 @@ import json
 import os
 import socket
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,6 +232,19 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
 
 
+def _enable_wal(conn: sqlite3.Connection, attempts: int = 50) -> None:
+    """Switch to WAL. SQLite does not call the busy handler for this switch, so two processes
+    opening a new file at once can see "database is locked": retry briefly."""
+    for attempt in range(attempts):
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(0.02 * (attempt + 1))
+
+
 class PerfDatabase:
     """A connection to the performance database (one per process or thread).
 
@@ -304,7 +318,7 @@ class PerfDatabase:
             )
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             if path != ":memory:":
-                conn.execute("PRAGMA journal_mode = WAL")
+                _enable_wal(conn)
                 conn.execute("PRAGMA synchronous = NORMAL")
         except sqlite3.Error as exc:
             raise DatabaseUnavailable(f"{path}: cannot open the SQLite database: {exc}") from exc
