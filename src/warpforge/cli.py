@@ -51,6 +51,9 @@ def env(
 
 def _register_package_commands() -> None:
     """Each package's ``commands.register(app)`` adds its commands (one line per package)."""
+    from warpforge.harness import commands as harness_commands
+
+    harness_commands.register(app, problem_loader="warpforge.catalog:load_builtin_problems")
 
 
 _register_package_commands()

@@ -198,7 +198,15 @@ class _Poison:
         return tensor
 
 
-def _install_allocation_poison() -> None:
+_ALLOCATORS = (
+    (torch, ("empty", "empty_like", "empty_strided")),
+    (torch.Tensor, ("new_empty", "new_empty_strided")),
+)
+
+
+def _install_allocation_poison() -> list[tuple[Any, str, Any]]:
+    """Wrap the torch.empty family to fill new memory with ``_Poison.byte``; return originals."""
+
     def wrap(fn: Any) -> Any:
         @functools.wraps(fn)
         def poisoned(*args: Any, **kwargs: Any) -> Any:
@@ -206,10 +214,33 @@ def _install_allocation_poison() -> None:
 
         return poisoned
 
-    for name in ("empty", "empty_like", "empty_strided"):
-        setattr(torch, name, wrap(getattr(torch, name)))
-    for name in ("new_empty", "new_empty_strided"):
-        setattr(torch.Tensor, name, wrap(getattr(torch.Tensor, name)))
+    originals = []
+    for owner, names in _ALLOCATORS:
+        for name in names:
+            original = getattr(owner, name)
+            originals.append((owner, name, original))
+            setattr(owner, name, wrap(original))
+    return originals
+
+
+@contextlib.contextmanager
+def poisoned_memory(byte: int, device: torch.device) -> Iterator[None]:
+    """In this process: new allocations (and, on GPU, the allocator's free blocks) hold ``byte``.
+
+    Used for warpforge's own (trusted) kernels, verified in the harness process; candidates get
+    the same treatment inside their worker.
+    """
+    originals = _install_allocation_poison()
+    _Poison.byte = byte
+    try:
+        if device.type == "cuda":
+            _poison_cuda_free_blocks(byte, device)
+            torch.cuda.synchronize()
+        yield
+    finally:
+        _Poison.byte = None
+        for owner, name, original in originals:
+            setattr(owner, name, original)
 
 
 def _poison_cuda_free_blocks(byte: int, device: torch.device) -> None:
@@ -235,7 +266,7 @@ def _storage_range(t: torch.Tensor) -> tuple[int, int]:
     return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
 
 
-def _overlaps(out: torch.Tensor, inputs: Sequence[Any]) -> bool:
+def overlaps_inputs(out: torch.Tensor, inputs: Sequence[Any]) -> bool:
     lo, hi = _storage_range(out)
     for x in inputs:
         if isinstance(x, torch.Tensor) and x.device == out.device:
@@ -245,7 +276,7 @@ def _overlaps(out: torch.Tensor, inputs: Sequence[Any]) -> bool:
     return False
 
 
-def _plain(value: Any) -> torch.Tensor | None:
+def plain_copy(value: Any) -> torch.Tensor | None:
     """A plain CPU copy of an output (subclasses unwrapped), or None if it is not a tensor."""
     if not isinstance(value, torch.Tensor):
         return None
@@ -323,18 +354,22 @@ class _Worker:
             torch.cuda.synchronize()
         outputs = tuple(result) if isinstance(result, (tuple, list)) else (result,)
         reply = {
-            "outputs": [_plain(o) for o in outputs],
+            "outputs": [plain_copy(o) for o in outputs],
             "types": [f"{type(o).__module__}.{type(o).__qualname__}" for o in outputs],
             "plain": [type(o) is torch.Tensor for o in outputs],
             "devices": [str(o.device) if isinstance(o, torch.Tensor) else "" for o in outputs],
-            "aliasing": [isinstance(o, torch.Tensor) and _overlaps(o, inputs) for o in outputs],
-            "inputs_after": [_plain(x) if isinstance(x, torch.Tensor) else None for x in inputs],
+            "aliasing": [
+                isinstance(o, torch.Tensor) and overlaps_inputs(o, inputs) for o in outputs
+            ],
+            "inputs_after": [
+                plain_copy(x) if isinstance(x, torch.Tensor) else None for x in inputs
+            ],
             "ops": recorder.compute_ops(),
             "kernels": kernels,
             "threads_left": max(0, threading.active_count() - threads_before),
         }
         if command.get("keep"):
-            self.slots.append((inputs, tuple(_plain(o) for o in outputs)))
+            self.slots.append((inputs, tuple(plain_copy(o) for o in outputs)))
         return reply
 
     def _profiled(self, inputs: tuple[Any, ...]) -> tuple[Any, list[str]]:
@@ -359,7 +394,7 @@ class _Worker:
         if len(outs) != len(expected):
             return False
         for out, ref in zip(outs, expected, strict=False):
-            plain = _plain(out)
+            plain = plain_copy(out)
             if plain is None or ref is None:
                 return False
             if bitwise_equal(plain, ref):
@@ -385,7 +420,7 @@ class _Worker:
         """Time candidate, reference and baselines interleaved; check every candidate output."""
         from warpforge.harness import kernelbench
 
-        contenders: dict[str, Any] = {"candidate": self._call}
+        contenders: dict[str, Any] = {"candidate": lambda *inputs: self._call(inputs)}
         init = self.config["init_inputs"]
         seed = self.config["init_seed"]
         if self.config.get("reference_path"):
