@@ -5,7 +5,8 @@ vendor libraries, try/except fallbacks, new streams, threads and processes, patc
 attributes (timers, events, synchronisation), access to the harness, dynamic code
 (``__import__``, ``eval``, ``getattr`` with a computed name) and introspection of other objects
 (``gc``, ``inspect``, frames). Code inside ``@triton.jit`` functions is Triton, not PyTorch, and
-is exempt from the PyTorch-operator rule. The run-time operator trace (``torch-compute``) and the
+is exempt from the PyTorch-operator rule, and so is ``__init__`` (parameters must be built the
+way the reference builds them; the constructor's work is never timed nor returned). The run-time operator trace (``torch-compute``) and the
 GPU profiler catch what a static reading cannot see, such as calling an ``nn.Linear``.
 """
 
@@ -120,7 +121,7 @@ class _Auditor(ast.NodeVisitor):
         self.policy = policy
         self.findings: list[Finding] = []
         self.aliases: dict[str, str] = {}  # local name -> full module/attribute path
-        self._in_jit = 0
+        self._exempt_depth = 0
 
     def flag(self, reason: Reason, node: ast.AST, what: str) -> None:
         line = getattr(node, "lineno", 0)
@@ -176,10 +177,12 @@ class _Auditor(ast.NodeVisitor):
 
     # structure -------------------------------------------------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        jit = _is_triton_jit(node)
-        self._in_jit += jit
+        # Triton kernels are not PyTorch; a constructor must build parameters exactly as the
+        # reference does (torch.rand, uniform_, ...), and its work is never timed or returned
+        exempt = _is_triton_jit(node) or node.name == "__init__"
+        self._exempt_depth += exempt
         self.generic_visit(node)
-        self._in_jit -= jit
+        self._exempt_depth -= exempt
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
 
@@ -239,7 +242,11 @@ class _Auditor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
-        if isinstance(node.op, ast.MatMult) and not self._in_jit and not self.policy.allow_torch:
+        if (
+            isinstance(node.op, ast.MatMult)
+            and not self._exempt_depth
+            and not self.policy.allow_torch
+        ):
             self.flag(Reason.AUDIT_TORCH_OP, node, "uses the @ operator: a PyTorch matmul")
         self.generic_visit(node)
 
@@ -275,7 +282,7 @@ class _Auditor(ast.NodeVisitor):
             self._check_torch_call(full, node)
         if (
             isinstance(func, ast.Attribute)
-            and not self._in_jit
+            and not self._exempt_depth
             and not self.policy.allow_torch
             and func.attr in _TENSOR_COMPUTE_METHODS
         ):
@@ -287,7 +294,7 @@ class _Auditor(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _check_torch_call(self, full: str, node: ast.AST) -> None:
-        if self._in_jit or self.policy.allow_torch or not full.startswith("torch."):
+        if self._exempt_depth or self.policy.allow_torch or not full.startswith("torch."):
             return
         parts = full.split(".")
         if parts[1] == "nn" and len(parts) >= 3 and parts[2] not in {"functional", "init"}:
