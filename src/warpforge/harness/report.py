@@ -212,6 +212,7 @@ def _fmt_time(seconds: float | None) -> str:
 def render_table(report: Mapping[str, Any], console: Any = None) -> None:
     """Print the report as a rich table."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     if console is None:
@@ -251,4 +252,5 @@ def render_table(report: Mapping[str, Any], console: Any = None) -> None:
     console.print(table)
     for r in results:
         for finding in [*r.get("verification", {}).get("findings", []), *r.get("findings", [])]:
-            console.print(f"[red]{r['problem']}[/red] [{finding['reason']}] {finding['message']}")
+            line = f"{r['problem']} [{finding['reason']}] {finding['message']}"
+            console.print(escape(line), style="red")
