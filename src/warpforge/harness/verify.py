@@ -258,7 +258,8 @@ class PairSession:
             return None
         found += checks.check_structure(outputs, expected, str(self.device))
         self.result.add(found)
-        return tuple(outputs)
+        # compared where the reference lives (the GPU when there is one: large float64 checks)
+        return tuple(o.to(self.device) for o in outputs)
 
     def verify(self) -> VerificationResult:
         """Run every check; the result lists one finding per failed check."""
@@ -287,8 +288,8 @@ class PairSession:
                 raise LoadError(
                     f"reference: running Model failed: {type(exc).__name__}: {exc}"
                 ) from exc
-            ref64 = tuple(_cpu(r) for r in ref64)
-            native = tuple(_cpu(r) for r in native)
+            ref64 = tuple(_detached(r) for r in ref64)
+            native = tuple(_detached(r) for r in native)
             if trial == 0:
                 self.sample_inputs, self.sample_outputs = inputs, native
             references.append(ref64)
@@ -391,6 +392,10 @@ class PairSession:
 
 
 _STRUCTURAL = {Reason.WRONG_SHAPE, Reason.WRONG_DTYPE, Reason.WRONG_STRUCTURE, Reason.OUTPUT_TYPE}
+
+
+def _detached(value: Any) -> Any:
+    return value.detach() if isinstance(value, torch.Tensor) else value
 
 
 def _cpu(value: Any) -> Any:
