@@ -319,7 +319,7 @@ class _Worker:
         self.timing = timing
         self.device = torch.device(config["device"])
         self.config = config
-        _install_allocation_poison()
+        self._originals = _install_allocation_poison()
         module = kernelbench.load_module(config["candidate_path"], role="candidate")
         cls = kernelbench.model_class(module, config["candidate_path"], role="candidate")
         self.model = kernelbench.build_model(
@@ -457,15 +457,23 @@ class _Worker:
                 mismatches.append(calls[0])
             calls[0] += 1
 
-        measurements = self.timing.measure_interleaved(
-            contenders,
-            [inputs for inputs, _ in self.slots],
-            cold=command.get("cold", True),
-            max_time_s=command.get("max_time_s", 2.0),
-            min_samples=command.get("min_samples", 10),
-            cuda_graph=command.get("cuda_graph", False),
-            on_output=check,
-        )
+        # the plain allocators while timing: the poison wrappers would cost the candidate time
+        wrappers = [(owner, name, getattr(owner, name)) for owner, name, _ in self._originals]
+        for owner, name, original in self._originals:
+            setattr(owner, name, original)
+        try:
+            measurements = self.timing.measure_interleaved(
+                contenders,
+                [inputs for inputs, _ in self.slots],
+                cold=command.get("cold", True),
+                max_time_s=command.get("max_time_s", 2.0),
+                min_samples=command.get("min_samples", 10),
+                cuda_graph=command.get("cuda_graph", False),
+                on_output=check,
+            )
+        finally:
+            for owner, name, wrapper in wrappers:
+                setattr(owner, name, wrapper)
         return {
             "measurements": {
                 name: m.as_dict() | {"samples_s": list(m.samples_s)}

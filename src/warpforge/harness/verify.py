@@ -111,7 +111,13 @@ class PairSession:
         device: torch.device | None = None,
     ) -> None:
         self.options = options or VerifyOptions()
-        self.device = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if device is None:
+            # an explicit index: under torchrun each rank's worker must use the rank's GPU
+            cuda = torch.cuda.is_available()
+            device = (
+                torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
+            )
+        self.device = device
         self.reference = kernelbench.load_reference(reference_path)
         self.candidate_path = Path(candidate_path)
         try:
