@@ -32,16 +32,16 @@ def test_values_accept_pytorch_level_error_and_reject_lower_precision() -> None:
 
 
 def test_values_allow_twice_pytorch_error_at_the_dtype() -> None:
-    # a long fp16 sum: PyTorch's own error is far above the fp16 atol, so 1.5x of it passes
-    x = torch.rand(4, 4096, dtype=torch.float16)
-    ref64 = x.double().sum(-1)
-    native = x.sum(-1)
-    err = (native.double() - ref64).abs().max().item()
-    shifted = (ref64 + 1.5 * err).half()
-    tol = Tolerance(atol={torch.float16: 0.0}, rtol={torch.float16: 0.0})
-    assert checks.check_values((shifted,), (ref64,), (native,), tol, trial=0) == []
-    far = (ref64 + 4 * err + 0.1).half()
-    assert _reasons(checks.check_values((far,), (ref64,), (native,), tol, trial=0)) == {"tolerance"}
+    # with a zero atol/rtol the bound is exactly 2x PyTorch's own max error on these inputs
+    ref64 = torch.randn(256, dtype=torch.float64)
+    native = ref64 + 1e-3  # "PyTorch at the candidate's dtype", off by 1e-3
+    tol = Tolerance(atol={torch.float64: 0.0}, rtol={torch.float64: 0.0})
+    within = ref64 + 1.5e-3
+    assert checks.check_values((within,), (ref64,), (native,), tol, trial=0) == []
+    beyond = ref64 + 2.5e-3
+    found = checks.check_values((beyond,), (ref64,), (native,), tol, trial=0)
+    assert _reasons(found) == {"tolerance"}
+    assert "2 x PyTorch's own error 1.000e-03" in found[0].message
 
 
 def test_nonfinite_only_where_the_reference_has_them() -> None:

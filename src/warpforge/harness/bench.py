@@ -31,6 +31,7 @@ from warpforge.harness.verify import (
     VerificationResult,
     VerifyOptions,
 )
+from warpforge.validation import check_positive
 
 Progress = Callable[[str], None]
 
@@ -65,6 +66,7 @@ def bench_pair(
     name: str | None = None,
 ) -> dict[str, Any]:
     """Verify then time one KernelBench pair; a report row (LoadError if a file cannot load)."""
+    check_positive("max_time_s", max_time_s)
     with PairSession(
         reference_path, candidate_path, options=options, baseline_paths=baseline_paths
     ) as session:
@@ -243,6 +245,9 @@ def time_problem(
     Every output of the implementation produced while timing is compared with its output on the
     same inputs before timing (check 11). Returns (times, skipped baselines, findings).
     """
+    check_positive("max_time_s", max_time_s)
+    if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:
+        raise ValueError(f"pool: expected an int >= 1, got {pool!r}")
     input_sets = []
     for _ in range(pool):
         generator = torch.Generator(device=device)
@@ -261,7 +266,7 @@ def time_problem(
         got = checks.as_outputs(output)
         want = expected[id(inputs)]
         if len(got) != len(want) or not all(
-            _repeat_equal(g, w, problem.tolerance.repeat_atol)
+            checks.repeat_equal(g, w, problem.tolerance.repeat_atol)
             for g, w in zip(got, want, strict=False)
         ):
             mismatches[0] += 1
@@ -284,19 +289,10 @@ def time_problem(
     return times, skipped, findings
 
 
-def _repeat_equal(got: Any, want: torch.Tensor, atol: float) -> bool:
-    if not isinstance(got, torch.Tensor) or got.shape != want.shape or got.dtype != want.dtype:
-        return False
-    if checks.bitwise_equal(got, want):
-        return True
-    if atol <= 0 or not got.is_floating_point():
-        return False
-    diff = (got.double() - want.double()).abs()
-    return not bool(torch.isnan(diff).any()) and float(diff.max()) <= atol
-
-
 def select_problems(problems: Sequence[Problem], pattern: str | None) -> list[Problem]:
     """Problems whose name matches the glob ``pattern`` (all when None)."""
+    if pattern is not None and not isinstance(pattern, str):
+        raise TypeError(f"pattern: expected a glob string or None, got {type(pattern).__name__}")
     if pattern is None:
         return list(problems)
     chosen = [p for p in problems if fnmatch.fnmatchcase(p.name, pattern)]
@@ -342,6 +338,9 @@ def run_builtin_suite(
     progress: Progress | None = None,
 ) -> list[dict[str, Any]]:
     """Verify (and on GPU time) every task; one report row each."""
+    check_positive("max_time_s", max_time_s)
+    if trials < MIN_TRIALS:
+        raise ValueError(f"trials: expected >= {MIN_TRIALS}, got {trials}")
     rows = []
     for problem, shape, dtype, skip in tasks:
         if progress is not None:

@@ -106,6 +106,19 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.equal(a_bytes, b_bytes))
 
 
+def repeat_equal(got: Any, want: torch.Tensor, atol: float) -> bool:
+    """``got`` is a plain tensor equal to ``want`` bitwise, or within ``atol`` (no NaN) if > 0."""
+    if type(got) is not torch.Tensor or got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    want = want.to(got.device)
+    if bitwise_equal(got, want):
+        return True
+    if atol <= 0 or not got.is_floating_point():
+        return False
+    diff = (got.double() - want.double()).abs()
+    return not bool(torch.isnan(diff).any()) and float(diff.max()) <= atol
+
+
 def check_structure(
     outputs: Sequence[torch.Tensor], expected: Sequence[torch.Tensor], device: str
 ) -> list[Finding]:
