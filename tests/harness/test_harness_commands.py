@@ -146,3 +146,26 @@ def test_ceilings_command_json_uses_cache(tmp_path: Path, monkeypatch) -> None:
     second = json.loads(runner.invoke(_app(), ["ceilings", "--json"]).output)
     assert second["from_cache"] is True
     assert ceilings.cached_ceilings() is not None
+
+
+def test_suite_sharded_under_torchrun_merges_one_report(tmp_path: Path) -> None:
+    pairs = tmp_path / "pairs"
+    pairs.mkdir()
+    for name in ("a", "b", "c"):
+        (pairs / f"{name}.py").write_text((CHEATS / "ref_scale.py").read_text())
+        (pairs / f"{name}_new.py").write_text((CHEATS / "honest_scale.py").read_text())
+    out = tmp_path / "merged.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    run = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m",
+         "warpforge",
+         "suite", str(pairs), "--out", str(out), "--no-ceilings", "--max-time", "0.2"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
+    )  # fmt: skip
+    assert out.exists(), run.stdout[-3000:] + run.stderr[-3000:]
+    data = report.load_report(out)
+    findings = [(r["problem"], r["verification"].get("findings")) for r in data["results"]]
+    assert data["world_size"] == 2
+    assert [r["problem"] for r in data["results"]] == ["a", "b", "c"]
+    assert data["summary"]["correct"] == 3, findings
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

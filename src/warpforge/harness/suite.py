@@ -121,6 +121,9 @@ def gather_rows(rows: list[dict[str, Any]], shard: Shard) -> list[dict[str, Any]
 
     gathered: list[Any] = [None] * shard.world
     dist.all_gather_object(gathered, rows)
+    # tear down before exiting: a rank leaving with a live gloo/NCCL group aborts (SIGABRT)
+    dist.barrier()
+    dist.destroy_process_group()
     if shard.rank != 0:
         return None
     merged = [row for part in gathered for row in (part or [])]
