@@ -3,6 +3,7 @@
 #   ceilings (fresh), the KernelBench suite twice (JSON each), run-to-run stability of the
 #   medians, the roofline PNG, and the GPU-marked harness tests.
 # Usage: bash scripts/gpu/harness_check.sh OUT_DIR     (run from the repository root)
+#        HARNESS_GPU_FULL=1 also runs every harness test (the cheating gallery) on the GPU.
 # Everything it produces lands in OUT_DIR: *.json reports, *.log, roofline.png, summary.txt.
 set -uo pipefail
 OUT="${1:-${OUT:-harness-gpu-out}}"
@@ -49,6 +50,9 @@ sys.exit(0 if worst <= 0.02 else 1)
 PY
 step roofline 60 "$PY" -m warpforge roofline "$OUT/suite-run1.json" -o "$OUT/roofline.png"
 step pytest-gpu 300 "$PY" -m pytest tests/harness -m gpu -q -p no:cacheprovider
+if [ "${HARNESS_GPU_FULL:-0}" = 1 ]; then  # the whole harness suite (cheating gallery) on the GPU
+    step pytest-full 540 "$PY" -m pytest tests/harness -q -p no:cacheprovider
+fi
 echo "--- ceilings" >> "$SUMMARY"; cat "$OUT/ceilings.json" >> "$SUMMARY"
 echo "--- stability" >> "$SUMMARY"; cat "$OUT/stability.log" >> "$SUMMARY"
 tail -n 3 "$OUT/suite-run1.log" >> "$SUMMARY"

@@ -130,3 +130,11 @@ def test_aliasing_detects_views_of_inputs() -> None:
     x = torch.randn(8, 4)
     assert isolation.overlaps_inputs(x[2:4], [x])
     assert not isolation.overlaps_inputs(x.clone(), [x])
+
+
+def test_timers_untouched_sees_patched_event_methods(monkeypatch) -> None:
+    from warpforge.harness import timing
+
+    assert timing.timers_untouched()
+    monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, other: 0.0)
+    assert not timing.timers_untouched()

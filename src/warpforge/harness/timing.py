@@ -21,6 +21,8 @@ import torch
 _perf_counter = time.perf_counter
 _cuda_synchronize = torch.cuda.synchronize
 _cuda_event = torch.cuda.Event
+_event_record = torch.cuda.Event.record
+_event_elapsed_time = torch.cuda.Event.elapsed_time
 
 WARMUP_CALLS = 3
 """Fixed warm-up count: independent of the candidate's speed, so a slow first call can't hide."""
@@ -409,6 +411,8 @@ def timers_untouched() -> bool:
         time.perf_counter is _perf_counter
         and torch.cuda.synchronize is _cuda_synchronize
         and torch.cuda.Event is _cuda_event
+        and torch.cuda.Event.record is _event_record
+        and torch.cuda.Event.elapsed_time is _event_elapsed_time
     )
 
 
