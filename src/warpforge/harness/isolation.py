@@ -320,6 +320,7 @@ class _Worker:
         self.device = torch.device(config["device"])
         self.config = config
         self._originals = _install_allocation_poison()
+        self.candidate_file = os.path.realpath(config["candidate_path"])
         module = kernelbench.load_module(config["candidate_path"], role="candidate")
         cls = kernelbench.model_class(module, config["candidate_path"], role="candidate")
         self.model = kernelbench.build_model(
@@ -335,11 +336,11 @@ class _Worker:
         inputs = tuple(
             x.to(self.device) if isinstance(x, torch.Tensor) else x for x in command["inputs"]
         )
-        _Poison.byte = command["poison"]
         if self.device.type == "cuda":
             _poison_cuda_free_blocks(command["poison"], self.device)
             torch.cuda.synchronize()
-        threads_before = threading.active_count()
+        _Poison.byte = command["poison"]
+        threads_before = set(threading.enumerate())
         recorder = _OpRecorder()
         kernels: list[str] = []
         try:
@@ -366,11 +367,20 @@ class _Worker:
             ],
             "ops": recorder.compute_ops(),
             "kernels": kernels,
-            "threads_left": max(0, threading.active_count() - threads_before),
+            "threads_left": len(
+                [t for t in set(threading.enumerate()) - threads_before if self._started_here(t)]
+            ),
         }
         if command.get("keep"):
             self.slots.append((inputs, tuple(plain_copy(o) for o in outputs)))
         return reply
+
+    def _started_here(self, thread: threading.Thread) -> bool:
+        """True for a live thread running code from the candidate's file (not a library's)."""
+        target = getattr(thread, "_target", None) or type(thread).run
+        code = getattr(target, "__code__", None)
+        path = getattr(code, "co_filename", "")
+        return thread.is_alive() and os.path.realpath(path) == self.candidate_file
 
     def _profiled(self, inputs: tuple[Any, ...], recorder: _OpRecorder) -> tuple[Any, list[str]]:
         """The call under the profiler (kernels launched, check 10) and the operator trace."""
