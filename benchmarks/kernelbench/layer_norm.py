@@ -31,3 +31,8 @@ def get_init_inputs():
 
 def bytes_moved(x):
     return 2 * x.numel() * x.element_size() + 2 * x.shape[-1] * 4
+
+
+def flops(x):
+    # mean, centre, square, sum, scale, weight, bias
+    return 8.0 * x.numel()
