@@ -169,3 +169,26 @@ def test_suite_sharded_under_torchrun_merges_one_report(tmp_path: Path) -> None:
     assert [r["problem"] for r in data["results"]] == ["a", "b", "c"]
     assert data["summary"]["correct"] == 3, findings
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+
+def test_bench_pair_with_baseline_times_all_in_one_run(tmp_path: Path) -> None:
+    out = tmp_path / "pair.json"
+    result = CliRunner().invoke(
+        _app(),
+        ["bench", str(CHEATS / "ref_scale.py"), str(CHEATS / "honest_scale.py"), "--baseline",
+         str(CHEATS / "ref_scale.py"), "--out", str(out), "--max-time", "0.2", "--no-ceilings"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    row = report.load_report(out)["results"][0]
+    assert set(row["times"]) == {"candidate", "reference", "baseline:ref_scale.py"}
+    assert set(row["speedup"]["vs"]) == {"reference", "baseline:ref_scale.py"}
+    assert all(t["samples"] >= 10 for t in row["times"].values())
+    if not torch.cuda.is_available():
+        assert "CPU times" in result.output
+    rejected = CliRunner().invoke(
+        _app(),
+        ["bench", str(CHEATS / "ref_scale.py"), str(CHEATS / "lower_precision.py"), "--out",
+         str(tmp_path / "bad.json"), "--no-ceilings"],
+    )  # fmt: skip
+    assert rejected.exit_code == 1
+    assert report.load_report(tmp_path / "bad.json")["results"][0]["times"] == {}
