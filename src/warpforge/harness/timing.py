@@ -54,6 +54,12 @@ class Measurement:
     """Clock samples taken while NVML reported power/thermal throttling."""
     event_wall_consistent: bool = True
     """False when event time exceeded the host clock over the same calls (tampering)."""
+    host_enqueue_s: float | None = None
+    """Median host time to enqueue one call (Python, dispatch, launches): what an eager caller
+    pays on the CPU, reported beside the device time rather than hidden in it."""
+    launch_bound_samples: int = 0
+    """GPU samples whose enqueue outlasted the hold kernel: the device may have waited on the host
+    during them, so their event time includes host overhead."""
 
     @property
     def samples(self) -> int:
@@ -78,6 +84,8 @@ class Measurement:
             ),
             "throttled_samples": self.throttled_samples,
             "event_wall_consistent": self.event_wall_consistent,
+            "host_enqueue_s": self.host_enqueue_s,
+            "launch_bound_samples": self.launch_bound_samples,
         }
 
 
@@ -115,6 +123,39 @@ class L2Flusher:
 
     def __call__(self) -> None:
         self._buffer.zero_()
+
+
+class LaunchHold:
+    """Holds the stream busy while the host enqueues the timed call, so events time the device.
+
+    Without it, a call whose Python and launch overhead exceeds its GPU work is timed as host
+    latency: the device idles between ``begin`` and the first kernel. A spin kernel
+    (``torch.cuda._sleep``) queued before ``begin`` lets the host get ahead, as nvbench's blocking
+    kernel does. The hold is sized from the measured enqueue time; samples whose enqueue outlasts
+    it are counted (``launch_bound_samples``), never silently mixed in.
+    """
+
+    MAX_HOLD_S = 0.02
+
+    def __init__(self) -> None:
+        # calibrate the spin: cycles per second on this device and clock
+        cycles = 2_000_000
+        begin, end = _cuda_event(enable_timing=True), _cuda_event(enable_timing=True)
+        torch.cuda._sleep(cycles // 10)  # warm the kernel
+        begin.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        _cuda_synchronize()
+        self._cycles_per_s = cycles / max(begin.elapsed_time(end) / 1e3, 1e-6)
+        self.hold_s = 50e-6
+
+    def fit(self, enqueue_s: Sequence[float]) -> None:
+        """Size the hold to 2x the slowest enqueue seen (at least 50 us, at most 20 ms)."""
+        if enqueue_s:
+            self.hold_s = min(max(2.0 * max(enqueue_s), 50e-6), self.MAX_HOLD_S)
+
+    def __call__(self) -> None:
+        torch.cuda._sleep(int(self.hold_s * self._cycles_per_s))
 
 
 def _summarise(
@@ -197,6 +238,8 @@ class _Contender:
         self.fn = fn
         self.samples: list[float] = []
         self.host_s: list[float] = []
+        self.enqueue_s: list[float] = []
+        self.launch_bound = 0
         self.graphs: dict[int, tuple[Any, Any]] = {}
         self.notes: list[str] = []
 
@@ -237,7 +280,9 @@ def measure_interleaved(
     ratio stays honest. Round ``r`` uses ``input_sets[r % len(input_sets)]`` for everyone.
 
     On CUDA each call is bracketed by events after a device-wide synchronisation (work queued on
-    any stream counts), the host clock brackets the same span as a cross-check, L2 is flushed
+    any stream counts) and a :class:`LaunchHold` spin (so the events time the device, and the
+    host's enqueue time is reported separately as ``host_enqueue_s``), the host clock brackets
+    the same span as a cross-check, L2 is flushed
     before each call when ``cold``, and NVML clocks are sampled (``nvidia-ml-py``) with throttled
     samples counted. ``cuda_graph`` replays a graph of ``GRAPH_CALLS`` calls per sample, for
     microsecond kernels where launch overhead would dominate. On CPU the host clock is used.
@@ -265,10 +310,13 @@ def measure_interleaved(
     notes: list[str] = []
     rng = random.Random(seed)
 
+    warmup_enqueue: list[float] = []
     for contender in contenders:
         for i in range(warmup):
             inputs = input_sets[i % len(input_sets)]
+            t0 = _perf_counter()
             out = contender.fn(*inputs)
+            warmup_enqueue.append(_perf_counter() - t0)
             if on_output is not None:
                 on_output(contender.name, inputs, out)
     if on_gpu:
@@ -286,6 +334,7 @@ def measure_interleaved(
 
     flush: Callable[[], None] | None = None
     clocks: ClockSampler | None = None
+    hold: LaunchHold | None = None
     if on_gpu:
         props = torch.cuda.get_device_properties(device)
         if cold:
@@ -293,6 +342,9 @@ def measure_interleaved(
         clocks = ClockSampler(device)
         if not clocks.available:
             notes.append("nvml unavailable: clocks not sampled")
+        hold = LaunchHold()
+        # the first warm-up call compiles; size the hold from the later ones
+        hold.fit(warmup_enqueue[1:] if len(warmup_enqueue) > 1 else warmup_enqueue)
     elif cold:
         notes.append("cpu: no L2 flush")
 
@@ -319,6 +371,8 @@ def measure_interleaved(
                     flush()
                 begin, end = _cuda_event(enable_timing=True), _cuda_event(enable_timing=True)
                 _cuda_synchronize()
+                assert hold is not None
+                hold()
                 t0 = _perf_counter()
                 begin.record()
                 if graph is not None:
@@ -327,11 +381,16 @@ def measure_interleaved(
                 else:
                     out = contender.fn(*inputs)
                 end.record()
+                enqueue = _perf_counter() - t0
                 _cuda_synchronize()
                 host = _perf_counter() - t0
+                if enqueue > hold.hold_s:
+                    contender.launch_bound += 1
                 sample = begin.elapsed_time(end) / 1e3
                 if graph is not None:
                     sample, host = sample / GRAPH_CALLS, host / GRAPH_CALLS
+                    enqueue /= GRAPH_CALLS
+                contender.enqueue_s.append(enqueue)
                 if clocks is not None and round_index % 4 == 0:
                     clocks.sample()
             else:
@@ -355,6 +414,11 @@ def measure_interleaved(
                 f"relative standard error {rse:.2%} above target {target_rel_stderr:.0%} "
                 "when the time budget ran out"
             )
+        if contender.launch_bound:
+            own.append(
+                f"{contender.launch_bound} of {len(contender.samples)} samples launch-bound: "
+                "host enqueue outlasted the hold, so those include host overhead"
+            )
         wall = float(sum(contender.host_s))
         consistent = not (on_gpu and sum(contender.samples) > wall * 1.05)
         if not consistent:
@@ -370,6 +434,8 @@ def measure_interleaved(
             clocks_mhz=tuple(clocks.clocks_mhz) if clocks is not None else (),
             throttled_samples=clocks.throttled if clocks is not None else 0,
             event_wall_consistent=consistent,
+            host_enqueue_s=float(np.median(contender.enqueue_s)) if contender.enqueue_s else None,
+            launch_bound_samples=contender.launch_bound,
         )
     return results
 
