@@ -290,12 +290,13 @@ def time_problem(
 
 
 def select_problems(problems: Sequence[Problem], pattern: str | None) -> list[Problem]:
-    """Problems whose name matches the glob ``pattern`` (all when None)."""
+    """Problems whose name matches the glob ``pattern`` (all when None); commas separate globs."""
     if pattern is not None and not isinstance(pattern, str):
         raise TypeError(f"pattern: expected a glob string or None, got {type(pattern).__name__}")
     if pattern is None:
         return list(problems)
-    chosen = [p for p in problems if fnmatch.fnmatchcase(p.name, pattern)]
+    globs = [g.strip() for g in pattern.split(",") if g.strip()]
+    chosen = [p for p in problems if any(fnmatch.fnmatchcase(p.name, g) for g in globs)]
     if not chosen:
         known = ", ".join(p.name for p in problems) or "none registered"
         raise ValueError(f"problem: no problem matches {pattern!r}; known: {known}")

@@ -157,7 +157,9 @@ def register(
         candidate: Path | None = typer.Argument(None, help="Candidate file (ModelNew)."),
         baseline: list[Path] = typer.Option([], "--baseline", help="Baseline file(s) to time too."),
         problem: str | None = typer.Option(
-            None, "--problem", help="Built-in problems matching this glob."
+            None,
+            "--problem",
+            help="Built-in problems matching this glob (comma-separated globs: any).",
         ),
         dtype: str | None = typer.Option(
             None, "--dtype", help="Only this dtype (fp32, fp16, bf16)."
