@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # The one-call GPU check. On the GPU machine, from the repository root:
-#   bash scripts/gpu_check.sh [OUT_DIR] [STAGE ...]
-# Stages (default: all): env tests bench kernelbench robotics compiler cache tune flce
+#   bash scripts/gpu_check.sh OUT_DIR [STAGE ...]
+# Stages (default: all, in this order; each has its own time limit so one slow stage cannot eat
+# the others): env tests harness ops robotics blueprint compiler cache tune flce
 # Runs from the tree (PYTHONPATH=src): nothing is installed except carried wheels in .whl/.
-# Every stage writes its log and JSON under OUT_DIR/run/; at the end they are packed into
-# OUT_DIR/gpu-check.tar.gz (the device tool returns at most 8 files) and summary lines printed.
+# Each stage writes its log and JSON under OUT_DIR/run/; at the end they are packed into
+# OUT_DIR/gpu-check.tar.gz (the device tool returns at most 8 files) and a summary is printed.
+# Set WARPFORGE_GIT_COMMIT to the commit of the checkout when the tree has no .git.
 set -uo pipefail
 
 OUT_DIR="${1:-${OUT:-./gpu-out}}"
 shift || true
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(env tests bench kernelbench robotics compiler cache tune flce)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(env tests harness ops robotics blueprint compiler cache tune flce)
 RUN="$OUT_DIR/run"
 mkdir -p "$RUN"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -24,39 +26,41 @@ if compgen -G ".whl/*.whl" >/dev/null; then
     --target /tmp/wf-site .whl/*.whl && export PYTHONPATH="$PYTHONPATH:/tmp/wf-site"
 fi
 PY=python3
+BENCH=("$PY" -m warpforge bench --max-time "${WARPFORGE_BENCH_MAX_TIME:-1}")
 
 declare -A STATUS
-run_stage() {  # name, command...
-  local name="$1"; shift
+run_stage() {  # name limit_s command...
+  local name="$1" limit="$2"; shift 2
   local start=$SECONDS
-  echo "=== stage $name: $*"
-  "$@" >"$RUN/$name.log" 2>&1
+  echo "=== stage $name (limit ${limit}s): $*"
+  timeout "$limit" "$@" >"$RUN/$name.log" 2>&1
   local rc=$?
   STATUS[$name]="rc=$rc $((SECONDS - start))s"
   echo "=== stage $name: ${STATUS[$name]}"
-  tail -n 25 "$RUN/$name.log"
+  tail -n 30 "$RUN/$name.log"
 }
 
 for stage in "${STAGES[@]}"; do
   case "$stage" in
-    env) run_stage env $PY -m warpforge env --json ;
-         cp "$RUN/env.log" "$RUN/env.json" ;;
-    tests) run_stage tests $PY -m pytest -m gpu -q -p no:cacheprovider -rs \
-             --junitxml="$RUN/gpu-tests.xml" tests ;;
-    bench) run_stage bench $PY -m warpforge bench --out "$RUN/bench.json" ;;
-    kernelbench) run_stage kernelbench bash -c "$PY -m warpforge ceilings --json > '$RUN/ceilings.json' &&
-           $PY -m warpforge suite benchmarks/kernelbench --out '$RUN/kernelbench-1.json' &&
-           $PY -m warpforge suite benchmarks/kernelbench --out '$RUN/kernelbench-2.json' &&
-           $PY -m warpforge roofline '$RUN/kernelbench-1.json' -o '$RUN/kernelbench-roofline.png'" ;;
-    robotics) run_stage robotics $PY -m warpforge bench --problem 'robotics.*' --out "$RUN/robotics.json" ;;
-    compiler) run_stage compiler $PY benchmarks/compiler_bench.py --out "$RUN" ;;
-    cache) run_stage cache $PY benchmarks/cache_bench.py --out "$RUN" ;;
-    tune) run_stage tune $PY benchmarks/tune_bench.py --out "$RUN" ;;
-    flce) run_stage flce $PY benchmarks/flce_memory.py --out "$RUN" ;;
+    env) run_stage env 60 "$PY" -m warpforge env --json && cp "$RUN/env.log" "$RUN/env.json" ;;
+    tests) run_stage tests 480 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rs --timeout 240 \
+             -n 2 --dist loadfile --junitxml="$RUN/gpu-tests.xml" tests ;;
+    harness) run_stage harness 540 bash scripts/gpu/harness_check.sh "$RUN/harness" ;;
+    ops) run_stage ops 560 "${BENCH[@]}" \
+           --problem '*norm*,*softmax*,cross_entropy*,fused_linear*,swiglu*,geglu*,rope*' --out "$RUN/ops.json" ;;
+    robotics) run_stage robotics 400 "${BENCH[@]}" --problem 'resample*,align*,voxelize*' \
+                --out "$RUN/robotics.json" ;;
+    blueprint) run_stage blueprint 400 "${BENCH[@]}" --problem 'blueprint.*' \
+                 --out "$RUN/blueprint.json" ;;
+    compiler) run_stage compiler 540 "$PY" benchmarks/compiler_bench.py --out "$RUN" ;;
+    cache) run_stage cache 120 "$PY" benchmarks/cache_bench.py --out "$RUN" ;;
+    tune) run_stage tune 400 "$PY" benchmarks/tune_bench.py --out "$RUN/tune" --kernels row_sum \
+            --dtype float16 --heldout-limit 3 --budget 10 --trial-time 0.1 ;;
+    flce) run_stage flce 300 "$PY" benchmarks/flce_memory.py --out "$RUN" ;;
     *) echo "unknown stage: $stage" >&2 ;;
   esac
 done
 
-tar -czf "$OUT_DIR/gpu-check.tar.gz" -C "$RUN" . && rm -rf "$RUN"
+tar -czf "$OUT_DIR/gpu-check-$(date +%H%M%S).tar.gz" -C "$RUN" . && rm -rf "$RUN"
 echo "=== summary"
 for stage in "${STAGES[@]}"; do echo "$stage: ${STATUS[$stage]:-not run}"; done

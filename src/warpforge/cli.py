@@ -53,8 +53,10 @@ def _register_package_commands() -> None:
     """Each package's ``commands.register(app)`` adds its commands (one line per package)."""
     from warpforge.blueprint import commands as blueprint_commands
     from warpforge.cache import commands as cache_commands
+    from warpforge.harness import commands as harness_commands
     from warpforge.tune import commands as tune_commands
 
+    harness_commands.register(app, problem_loader="warpforge.catalog:load_builtin_problems")
     blueprint_commands.register(app)
     cache_commands.register(app)
     tune_commands.register(app)

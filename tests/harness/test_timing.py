@@ -51,3 +51,21 @@ def test_measure_gpu_uses_events_and_flushes_l2():
     m = timing.measure(lambda a: a * 2, [(x,)], min_samples=10)
     assert m.clock == "cuda-events" and m.cold
     assert m.median_s > 0
+
+
+@pytest.mark.gpu
+def test_launch_hold_times_the_device_not_host_overhead():
+    # a call with ~300 us of Python before one tiny kernel: events must report the kernel's
+    # device time, and the host cost must appear separately as host_enqueue_s
+    x = torch.randn(1024, device="cuda")
+
+    def host_heavy(a):
+        deadline = time.perf_counter() + 300e-6
+        while time.perf_counter() < deadline:
+            pass
+        return a * 2
+
+    m = timing.measure(host_heavy, [(x,)], min_samples=20, max_time_s=1.0)
+    assert m.host_enqueue_s is not None and m.host_enqueue_s > 250e-6
+    assert m.median_s < 100e-6, m.as_dict()
+    assert m.launch_bound_samples <= m.samples // 10

@@ -54,7 +54,7 @@ def check(op_name, gate, up, tol):
     op, reference = OPS[op_name]
     gate, up = gate.clone().requires_grad_(), up.clone().requires_grad_()
     out = op(gate, up)
-    grad_out = torch.randn(out.shape, dtype=torch.float64)
+    grad_out = torch.randn(out.shape, dtype=torch.float64, device=out.device)
     grad_gate, grad_up = torch.autograd.grad(out, (gate, up), grad_out.to(out.dtype))
     g64 = gate.detach().double().requires_grad_()
     u64 = up.detach().double().requires_grad_()

@@ -56,7 +56,7 @@ def check(hidden, weight, target, bias, tol, **options):
     ]
     bias_param = params[2] if bias is not None else None
     loss = fused_linear_cross_entropy(params[0], params[1], target, bias_param, **options)
-    grad_out = torch.rand(loss.shape, dtype=torch.float64) + 0.5
+    grad_out = torch.rand(loss.shape, dtype=torch.float64, device=loss.device) + 0.5
     grads = torch.autograd.grad(loss, params, grad_out.to(loss.dtype))
 
     params64 = [p.detach().double().requires_grad_() for p in params]

@@ -379,16 +379,17 @@ def test_bf16_forward_backward_gpu(n):
     )
     xs, rs, ws = leaves(x, r, w)
     y, h = rms_norm(xs, ws, residual=rs)
-    x64, r64, w64 = leaves(x.double(), r.double(), w.double())
-    y64, _h64 = rms_norm_ref(x64, w64, residual=r64)
-    close(y, y64, 1.6e-2, "y")
     assert torch.equal(h, x + r)
-    for g, e in zip(
-        torch.autograd.grad(y, (xs, rs, ws), dy),
-        torch.autograd.grad(y64, (x64, r64, w64), dy.double()),
-        strict=True,
-    ):
-        torch.testing.assert_close(g.double(), e, atol=5e-2, rtol=2e-2)
+    # the op normalises h rounded to bf16 (documented), so the float64 reference starts from
+    # that h; its gradient reaches x and residual unchanged (dh/dx = dh/dr = 1)
+    h64, w64 = leaves(h.double(), w.double())
+    y64, _ = rms_norm_ref(h64, w64)
+    close(y, y64, 1.6e-2, "y")
+    dx, dr, dw = torch.autograd.grad(y, (xs, rs, ws), dy)
+    dh64, dw64 = torch.autograd.grad(y64, (h64, w64), dy.double())
+    torch.testing.assert_close(dx.double(), dh64, atol=5e-2, rtol=2e-2)
+    torch.testing.assert_close(dr.double(), dh64, atol=5e-2, rtol=2e-2)
+    torch.testing.assert_close(dw.double(), dw64, atol=5e-2, rtol=2e-2)
     b = randn(n, dtype=torch.bfloat16, device="cuda")
     close(layer_norm(x, w, b), layer_norm_ref(x, w, b), 3e-2, "layer_norm")
 

@@ -55,8 +55,8 @@ def path(request, monkeypatch):
 def check(q, k, given_tables, full_tables, interleaved, tol):
     q, k = q.clone().requires_grad_(), k.clone().requires_grad_()
     q_rot, k_rot = rope(q, k, *given_tables, interleaved=interleaved)
-    grad_q_out = torch.randn(q_rot.shape, dtype=torch.float64)
-    grad_k_out = torch.randn(k_rot.shape, dtype=torch.float64)
+    grad_q_out = torch.randn(q_rot.shape, dtype=torch.float64, device=q_rot.device)
+    grad_k_out = torch.randn(k_rot.shape, dtype=torch.float64, device=k_rot.device)
     grad_q, grad_k = torch.autograd.grad(
         (q_rot, k_rot), (q, k), (grad_q_out.to(q.dtype), grad_k_out.to(k.dtype))
     )

@@ -1,13 +1,31 @@
-"""Verification and timing of kernels against PyTorch references. Knows nothing of warpforge.ops."""
+"""Verification and timing of kernels against PyTorch references. Knows nothing of warpforge.ops.
 
-from warpforge.harness.problem import BaselineUnavailable, Problem, Tolerance
-from warpforge.harness.registry import get_problem, register_problem, registered_problems
+Names are resolved lazily so that importing ``warpforge.harness.commands`` (the CLI) does not
+import torch.
+"""
 
-__all__ = [
-    "BaselineUnavailable",
-    "Problem",
-    "Tolerance",
-    "get_problem",
-    "register_problem",
-    "registered_problems",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY: dict[str, str] = {
+    "BaselineUnavailable": "warpforge.harness.problem",
+    "Problem": "warpforge.harness.problem",
+    "Tolerance": "warpforge.harness.problem",
+    "get_problem": "warpforge.harness.registry",
+    "register_problem": "warpforge.harness.registry",
+    "registered_problems": "warpforge.harness.registry",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'warpforge.harness' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -34,21 +34,24 @@ _SPAN_S = 10.0  # every trajectory covers ten seconds
 
 def _sorted_times(rows: int, samples: int, generator: torch.Generator) -> torch.Tensor:
     """Jittered sampling clocks: positive random steps, scaled to span ~10 s from ~0."""
-    steps = torch.rand(rows, samples, generator=generator) + 0.5
+    steps = torch.rand(rows, samples, generator=generator, device=generator.device) + 0.5
     times = torch.cumsum(steps, dim=1)
     return (times - times[:, :1]) * (_SPAN_S / samples)
 
 
 def _queries(rows: int, queries: int, generator: torch.Generator) -> torch.Tensor:
     # a little past both ends so the clamp branches run too
-    return torch.rand(rows, queries, generator=generator) * (_SPAN_S + 0.2) - 0.1
+    return (
+        torch.rand(rows, queries, generator=generator, device=generator.device) * (_SPAN_S + 0.2)
+        - 0.1
+    )
 
 
 def _resample_inputs(
     shape: Shape, dtype: torch.dtype, device: torch.device, generator: torch.Generator
 ) -> tuple[Any, ...]:
     b, s, t, d = shape["B"], shape["S"], shape["T"], shape["D"]
-    values = torch.randn(b, s, d, generator=generator).to(dtype)
+    values = torch.randn(b, s, d, generator=generator, device=generator.device).to(dtype)
     times = _sorted_times(b, s, generator)
     query = _queries(b, t, generator)
     return values.to(device), times.to(device), query.to(device)
@@ -143,7 +146,13 @@ def _resample_grad_inputs(
     shape: Shape, dtype: torch.dtype, device: torch.device, generator: torch.Generator
 ) -> tuple[Any, ...]:
     values, times, query = _resample_inputs(shape, dtype, device, generator)
-    grad_out = torch.randn(query.shape[0], query.shape[1], values.shape[2], generator=generator)
+    grad_out = torch.randn(
+        query.shape[0],
+        query.shape[1],
+        values.shape[2],
+        generator=generator,
+        device=generator.device,
+    )
     return values, times, query, grad_out.to(dtype).to(device)
 
 
@@ -204,11 +213,15 @@ def _align_inputs(
     inputs: list[torch.Tensor] = []
     for rate, width, value_dtype in zip(_STREAM_RATES_HZ, widths, dtypes, strict=True):
         samples = rate * seconds
-        values = torch.randn(b, samples, width, generator=generator).to(value_dtype)
+        values = torch.randn(b, samples, width, generator=generator, device=generator.device).to(
+            value_dtype
+        )
         times = _sorted_times(b, samples, generator) * (seconds / _SPAN_S)
         inputs += [values.to(device), times.to(device)]
     query = torch.linspace(0, seconds, 50 * seconds).expand(b, -1).contiguous()
-    query = query + torch.rand(b, 1, generator=generator) * 0.01  # per-episode phase
+    query = (
+        query + torch.rand(b, 1, generator=generator, device=generator.device) * 0.01
+    )  # per-episode phase
     return (*inputs, query.to(device))
 
 
@@ -286,10 +299,14 @@ def _voxel_inputs(
 ) -> tuple[Any, ...]:
     """``(points, grid_side)`` or ``(points, features, grid_side)``: the side is an int."""
     half = shape["G"] * _VOXEL / 2 * 1.05  # 5% past each face: some points are dropped
-    points = (torch.rand(shape["N"], 3, generator=generator) * 2 - 1) * half
+    points = (
+        torch.rand(shape["N"], 3, generator=generator, device=generator.device) * 2 - 1
+    ) * half
     if "C" not in shape:
         return points.to(device), shape["G"]
-    features = torch.randn(shape["N"], shape["C"], generator=generator).to(dtype)
+    features = torch.randn(shape["N"], shape["C"], generator=generator, device=generator.device).to(
+        dtype
+    )
     return points.to(device), features.to(device), shape["G"]
 
 

@@ -1,0 +1,387 @@
+"""Benchmarks: a KernelBench pair against its reference and baselines, and the built-in suite.
+
+* :func:`bench_pair` verifies a candidate file (``verify.py``), then times it in its worker,
+  interleaved with the reference model and any baseline files, every timed output checked.
+* :func:`run_builtin_suite` runs every registered :class:`Problem` (warpforge's own kernels):
+  verification on every shape and dtype (on CPU: ``cpu_shapes`` under Triton's interpreter),
+  then on the GPU timing against each problem's baselines, interleaved in one run.
+
+Both produce report rows (``report.result_entry``); a time faster than the device's floor is
+rejected as impossible.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import secrets
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from warpforge.harness import ceilings as ceilings_mod
+from warpforge.harness import checks, isolation, kernelbench, report, timing
+from warpforge.harness.checks import Finding, Reason
+from warpforge.harness.problem import BaselineUnavailable, Problem, Shape
+from warpforge.harness.verify import (
+    GPU_ONLY_CHECKS,
+    MIN_TRIALS,
+    PairSession,
+    VerificationResult,
+    VerifyOptions,
+)
+from warpforge.validation import check_positive
+
+Progress = Callable[[str], None]
+
+
+def _impossible_findings(
+    times: dict[str, Any],
+    ceilings: ceilings_mod.Ceilings | None,
+    *,
+    bytes_moved: float | None,
+    flops: float | None,
+    dtype: torch.dtype,
+) -> list[dict[str, str]]:
+    cand = times.get(report.CANDIDATE)
+    if cand is None or cand.get("clock") != "cuda-events":
+        return []  # CPU wall times are not judged against GPU floors
+    why = ceilings_mod.impossible(
+        cand["median_s"], ceilings, bytes_moved=bytes_moved, flops=flops, dtype=dtype
+    )
+    return [Finding(Reason.IMPOSSIBLE_SPEED, why).as_dict()] if why else []
+
+
+def bench_pair(
+    reference_path: str | Path,
+    candidate_path: str | Path,
+    *,
+    baseline_paths: Sequence[str | Path] = (),
+    options: VerifyOptions | None = None,
+    ceilings: ceilings_mod.Ceilings | None = None,
+    max_time_s: float = 2.0,
+    cold: bool = True,
+    cuda_graph: bool = False,
+    name: str | None = None,
+) -> dict[str, Any]:
+    """Verify then time one KernelBench pair; a report row (LoadError if a file cannot load)."""
+    check_positive("max_time_s", max_time_s)
+    with PairSession(
+        reference_path, candidate_path, options=options, baseline_paths=baseline_paths
+    ) as session:
+        result = session.verify()
+        times: dict[str, Any] = {}
+        skipped: dict[str, str] = {}
+        if result.passed:
+            reply = session.time(cold=cold, max_time_s=max_time_s, cuda_graph=cuda_graph)
+            times = reply.get("measurements", {})
+            skipped = reply.get("skipped", {})
+        inputs, outputs = session.sample_inputs, session.sample_outputs
+        flops = session.reference.flops(inputs) if inputs else None
+        bytes_moved = session.reference.bytes_moved(inputs, outputs) if inputs else None
+    dtype = kernelbench.compute_dtype(inputs)
+    findings = _impossible_findings(
+        times, ceilings, bytes_moved=bytes_moved, flops=flops, dtype=dtype
+    )
+    return report.result_entry(
+        problem=name or Path(candidate_path).stem,
+        shape=None,
+        dtype=dtype,
+        verification=result.as_dict(),
+        times=times,
+        flops=flops,
+        bytes_moved=bytes_moved,
+        ceilings=ceilings,
+        skipped_baselines=skipped,
+        findings=findings,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Built-in problems (warpforge's own kernels: trusted code, verified in this process)
+
+
+def verify_problem(
+    problem: Problem,
+    shape: Shape,
+    dtype: torch.dtype,
+    device: torch.device,
+    *,
+    trials: int = MIN_TRIALS,
+) -> VerificationResult:
+    """Every check that applies to a trusted in-process implementation, on fresh random inputs."""
+    if trials < MIN_TRIALS:
+        raise ValueError(f"trials: expected >= {MIN_TRIALS}, got {trials}")
+    result = VerificationResult(
+        reference=f"{problem.name}.reference", candidate=f"{problem.name}.implementation",
+        device=str(device),
+    )  # fmt: skip
+    if device.type != "cuda":
+        result.skipped_checks = list(GPU_ONLY_CHECKS)
+    references: list[tuple[torch.Tensor, ...]] = []
+    candidates: list[tuple[torch.Tensor, ...]] = []
+    tol = problem.tolerance
+    for trial in range(trials):
+        generator = torch.Generator(device=device)
+        generator.manual_seed(secrets.randbits(62))
+        inputs = tuple(problem.make_inputs(shape, dtype, device, generator))
+        before = [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        try:
+            if problem.float64_reference:
+                ref64 = checks.as_outputs(problem.reference(*map(kernelbench.to_float64, before)))
+            else:
+                ref64 = checks.as_outputs(problem.reference(*before))
+            native = checks.as_outputs(problem.reference(*before))
+        except Exception as exc:
+            result.add([Finding(Reason.CRASH, f"the reference raised {type(exc).__name__}: {exc}")])
+            return result
+        ref64 = tuple(_detached(r) for r in ref64)
+        native = tuple(_detached(r) for r in native)
+        references.append(ref64)
+        outputs = _run_poisoned(problem, inputs, isolation.POISON_NAN, result)
+        result.trials = trial + 1
+        if outputs is None:
+            return result
+        found = _inspect_outputs(outputs, inputs, before, native, device, trial)
+        result.add(found)
+        if found:
+            continue
+        candidates.append(outputs)
+        result.add(checks.check_values(outputs, ref64, native, tol, trial=trial))
+        for out, ref, nat in zip(outputs, ref64, native, strict=False):
+            if out.is_floating_point() and ref.is_floating_point():
+                result.max_error = max(result.max_error, checks.max_abs_error(out, ref))
+                result.torch_error = max(result.torch_error, checks.max_abs_error(nat, ref))
+        if trial < 2:
+            again = _run_poisoned(problem, before, isolation.POISON_FINITE, result)
+            if again is None:
+                return result
+            result.add(checks.check_repeat(outputs, again, tol, trial=trial))
+    result.add(checks.check_not_degenerate(references))
+    if len(candidates) == len(references):
+        result.add(checks.check_not_replayed(candidates, references))
+    return result
+
+
+def _detached(value: Any) -> Any:
+    return value.detach() if isinstance(value, torch.Tensor) else value
+
+
+def _run_poisoned(
+    problem: Problem, inputs: Sequence[Any], byte: int, result: VerificationResult
+) -> tuple[Any, ...] | None:
+    device = next((x.device for x in inputs if isinstance(x, torch.Tensor)), torch.device("cpu"))
+    try:
+        with isolation.poisoned_memory(byte, device):
+            outputs = checks.as_outputs(problem.implementation(*inputs))
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    except Exception as exc:
+        result.add(
+            [Finding(Reason.CRASH, f"the implementation raised {type(exc).__name__}: {exc}")]
+        )
+        return None
+    return tuple(_detached(o) for o in outputs)
+
+
+def _inspect_outputs(
+    outputs: Sequence[Any],
+    inputs: Sequence[Any],
+    before: Sequence[Any],
+    native: Sequence[Any],
+    device: torch.device,
+    trial: int,
+) -> list[Finding]:
+    found: list[Finding] = []
+    for i, out in enumerate(outputs):
+        if type(out) is not torch.Tensor:
+            found.append(
+                Finding(
+                    Reason.OUTPUT_TYPE,
+                    f"output {i} is a {type(out).__qualname__}, expected exactly torch.Tensor",
+                )
+            )
+            return found
+        if out.device.type != device.type:
+            found.append(
+                Finding(Reason.WRONG_DEVICE, f"output {i} is on {out.device}, expected {device}")
+            )
+        if isolation.overlaps_inputs(out, inputs):
+            found.append(
+                Finding(Reason.ALIASING, f"trial {trial}: output {i} shares memory with an input")
+            )
+    found += checks.check_inputs_unchanged(before, inputs, trial=trial)
+    found += checks.check_structure(outputs, native, str(device))
+    return found
+
+
+def _baselines(problem: Problem) -> tuple[dict[str, Callable[..., Any]], dict[str, str]]:
+    available: dict[str, Callable[..., Any]] = {"reference": problem.reference}
+    skipped: dict[str, str] = {}
+    for name, factory in problem.baselines.items():
+        try:
+            available[name] = factory()
+        except BaselineUnavailable as exc:
+            skipped[name] = str(exc)
+        except Exception as exc:  # a broken baseline is reported, the suite goes on
+            skipped[name] = f"{type(exc).__name__}: {exc}"
+    return available, skipped
+
+
+def time_problem(
+    problem: Problem,
+    shape: Shape,
+    dtype: torch.dtype,
+    device: torch.device,
+    *,
+    max_time_s: float = 2.0,
+    cold: bool = True,
+    cuda_graph: bool = False,
+    pool: int = 4,
+) -> tuple[dict[str, Any], dict[str, str], list[Finding]]:
+    """Time the implementation against the reference and baselines, interleaved.
+
+    Every output of the implementation produced while timing is compared with its output on the
+    same inputs before timing (check 11). Returns (times, skipped baselines, findings).
+    """
+    check_positive("max_time_s", max_time_s)
+    if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:
+        raise ValueError(f"pool: expected an int >= 1, got {pool!r}")
+    input_sets = []
+    for _ in range(pool):
+        generator = torch.Generator(device=device)
+        generator.manual_seed(secrets.randbits(62))
+        input_sets.append(tuple(problem.make_inputs(shape, dtype, device, generator)))
+    expected = {id(s): checks.as_outputs(problem.implementation(*s)) for s in input_sets}
+    expected = {k: tuple(_detached(o).clone() for o in v) for k, v in expected.items()}
+    contenders, skipped = _baselines(problem)
+    contenders = {report.CANDIDATE: problem.implementation, **contenders}
+    mismatches = [0, 0]
+
+    def check(name: str, inputs: tuple[Any, ...], output: Any) -> None:
+        if name != report.CANDIDATE:
+            return
+        mismatches[1] += 1
+        got = checks.as_outputs(output)
+        want = expected[id(inputs)]
+        if len(got) != len(want) or not all(
+            checks.repeat_equal(g, w, problem.tolerance.repeat_atol)
+            for g, w in zip(got, want, strict=False)
+        ):
+            mismatches[0] += 1
+
+    measurements = timing.measure_interleaved(
+        contenders, input_sets, cold=cold, max_time_s=max_time_s, cuda_graph=cuda_graph,
+        on_output=check,
+    )  # fmt: skip
+    findings = []
+    if mismatches[0]:
+        findings.append(
+            Finding(
+                Reason.TIMED_OUTPUT,
+                f"{mismatches[0]} of {mismatches[1]} timed calls differ from the verified output",
+            )
+        )
+    times = {
+        name: m.as_dict() | {"samples_s": list(m.samples_s)} for name, m in measurements.items()
+    }
+    return times, skipped, findings
+
+
+def select_problems(problems: Sequence[Problem], pattern: str | None) -> list[Problem]:
+    """Problems whose name matches the glob ``pattern`` (all when None); commas separate globs."""
+    if pattern is not None and not isinstance(pattern, str):
+        raise TypeError(f"pattern: expected a glob string or None, got {type(pattern).__name__}")
+    if pattern is None:
+        return list(problems)
+    globs = [g.strip() for g in pattern.split(",") if g.strip()]
+    chosen = [p for p in problems if any(fnmatch.fnmatchcase(p.name, g) for g in globs)]
+    if not chosen:
+        known = ", ".join(p.name for p in problems) or "none registered"
+        raise ValueError(f"problem: no problem matches {pattern!r}; known: {known}")
+    return chosen
+
+
+def suite_tasks(
+    problems: Sequence[Problem],
+    device: torch.device,
+    *,
+    dtype: torch.dtype | None = None,
+    sweep: bool = False,
+) -> list[tuple[Problem, Shape, torch.dtype, str | None]]:
+    """(problem, shape, dtype, skip reason or None) for every row the suite will produce."""
+    tasks = []
+    for problem in problems:
+        if device.type == "cuda":
+            shapes = [*problem.shapes, *(problem.sweep if sweep else ())]
+        else:
+            shapes = list(problem.cpu_shapes)
+        dtypes = [d for d in problem.dtypes if dtype is None or d == dtype]
+        for shape in shapes:
+            for d in dtypes:
+                skip = None
+                if device.type != "cuda" and d == torch.bfloat16:
+                    skip = "bfloat16 is unreliable under Triton's CPU interpreter; GPU only"
+                tasks.append((problem, shape, d, skip))
+    return tasks
+
+
+def run_builtin_suite(
+    tasks: Sequence[tuple[Problem, Shape, torch.dtype, str | None]],
+    device: torch.device,
+    *,
+    ceilings: ceilings_mod.Ceilings | None = None,
+    trials: int = MIN_TRIALS,
+    max_time_s: float = 2.0,
+    cold: bool = True,
+    cuda_graph: bool = False,
+    progress: Progress | None = None,
+) -> list[dict[str, Any]]:
+    """Verify (and on GPU time) every task; one report row each."""
+    check_positive("max_time_s", max_time_s)
+    if trials < MIN_TRIALS:
+        raise ValueError(f"trials: expected >= {MIN_TRIALS}, got {trials}")
+    rows = []
+    for problem, shape, dtype, skip in tasks:
+        if progress is not None:
+            progress(f"{problem.name} {dict(shape)} {str(dtype).removeprefix('torch.')}")
+        flops = float(problem.flops(shape, dtype))
+        bytes_moved = float(problem.bytes_moved(shape, dtype))
+        if skip is not None:
+            row = report.result_entry(
+                problem=problem.name, shape=shape, dtype=dtype,
+                verification={"passed": None, "skipped": skip}, times={}, flops=flops,
+                bytes_moved=bytes_moved, ceilings=ceilings,
+            )  # fmt: skip
+            row["status"] = "skipped"
+            rows.append(row)
+            continue
+        verification = verify_problem(problem, shape, dtype, device, trials=trials)
+        times: dict[str, Any] = {}
+        skipped: dict[str, str] = {}
+        findings: list[dict[str, str]] = []
+        if verification.passed and device.type == "cuda":
+            times, skipped, timed_findings = time_problem(
+                problem, shape, dtype, device, max_time_s=max_time_s, cold=cold,
+                cuda_graph=cuda_graph,
+            )  # fmt: skip
+            findings += [f.as_dict() for f in timed_findings]
+            findings += _impossible_findings(
+                times, ceilings, bytes_moved=bytes_moved, flops=flops, dtype=dtype
+            )
+        rows.append(
+            report.result_entry(
+                problem=problem.name,
+                shape=shape,
+                dtype=dtype,
+                verification=verification.as_dict(),
+                times=times,
+                flops=flops,
+                bytes_moved=bytes_moved,
+                ceilings=ceilings,
+                skipped_baselines=skipped,
+                findings=findings,
+            )
+        )
+    return rows

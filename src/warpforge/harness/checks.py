@@ -1,0 +1,353 @@
+"""The verification checks: each failure has its own reason code and a message saying what was seen.
+
+The functions here compare what a candidate produced (outputs, inputs after the call, repeated
+outputs) with the float64 reference and PyTorch's own result at the candidate's dtype. They run in
+the harness process on data the candidate's worker sent back by value; see ``isolation.py`` for
+the worker and ``verify.py`` for the order in which checks run.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from warpforge.harness.problem import Tolerance
+
+
+class Reason(str, enum.Enum):
+    """Why a candidate was rejected. The value is the code printed and written to reports."""
+
+    CRASH = "crash"
+    """(1) The candidate raised, or its process died, while the harness ran it."""
+    TIMEOUT = "timeout"
+    """(1) The candidate's process did not answer within the time limit."""
+    REPLAY = "replay"
+    """(2) The same output for different inputs while the reference changed: cached or replayed."""
+    TOLERANCE = "tolerance"
+    """(3) Error above max(atol + rtol*|ref|, 2x PyTorch's own error at the candidate's dtype)."""
+    OUTPUT_TYPE = "output-type"
+    """(4) The output is not exactly ``torch.Tensor`` (a subclass, lazy value or other object)."""
+    WRONG_DTYPE = "wrong-dtype"
+    WRONG_SHAPE = "wrong-shape"
+    WRONG_DEVICE = "wrong-device"
+    WRONG_STRUCTURE = "wrong-structure"
+    """(4) A different number of outputs than the reference returns."""
+    ALIASING = "aliasing"
+    """(4) An output shares memory with an input."""
+    NONFINITE = "nonfinite"
+    """(4) NaN or Inf where the reference has a finite value (or a different one)."""
+    INPUT_MUTATION = "input-mutation"
+    """(5) An input is not bitwise identical after the call."""
+    UNINITIALISED_MEMORY = "uninitialised-memory"
+    """(6) The output changes with the poison the harness pre-fills memory with."""
+    NONDETERMINISTIC = "nondeterministic"
+    """(7) Repeated calls on the same inputs disagree (beyond the problem's repeat tolerance)."""
+    DEGENERATE = "degenerate"
+    """(8) The reference output does not change with the inputs, so a constant would pass."""
+    TORCH_COMPUTE = "torch-compute"
+    """(9, at run time) The candidate dispatched PyTorch compute operators the policy forbids."""
+    VENDOR_KERNEL = "vendor-kernel"
+    """(10) The profiler saw cuBLAS/cuDNN/ATen compute kernels the policy forbids (GPU)."""
+    TIMED_OUTPUT = "timed-output"
+    """(11) An output produced during the timed loop differs from the verified output."""
+    TIMER_TAMPERING = "timer-tampering"
+    """Timing functions changed after the candidate loaded, or event time exceeds wall time."""
+    CONCURRENCY = "concurrency"
+    """(9, at run time) The candidate left threads running after its call returned."""
+    IMPOSSIBLE_SPEED = "impossible-speed"
+    """Faster than the floor (bytes / copy bandwidth, FLOPs / matmul peak) by more than 5%."""
+    AUDIT_TORCH_OP = "audit-torch-op"
+    AUDIT_VENDOR = "audit-vendor-library"
+    AUDIT_FALLBACK = "audit-fallback"
+    AUDIT_STREAM = "audit-stream"
+    AUDIT_CONCURRENCY = "audit-concurrency"
+    AUDIT_PATCHING = "audit-patching"
+    AUDIT_HARNESS_ACCESS = "audit-harness-access"
+    AUDIT_DYNAMIC_CODE = "audit-dynamic-code"
+    AUDIT_INTROSPECTION = "audit-introspection"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One failed check: its reason code and what was seen."""
+
+    reason: Reason
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"reason": self.reason.value, "message": self.message}
+
+    def __str__(self) -> str:
+        return f"[{self.reason.value}] {self.message}"
+
+
+Outputs = tuple[torch.Tensor, ...]
+
+
+def as_outputs(value: Any) -> tuple[Any, ...]:
+    """A model's return value as a tuple (a single tensor becomes a 1-tuple)."""
+    if isinstance(value, (tuple, list)):
+        return tuple(value)
+    return (value,)
+
+
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal bit for bit (NaN == NaN when their bits match), same dtype and shape."""
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.numel() == 0:
+        return True
+    a_bytes = a.detach().contiguous().reshape(-1).view(torch.uint8)
+    b_bytes = b.detach().contiguous().reshape(-1).view(torch.uint8)
+    return bool(torch.equal(a_bytes, b_bytes))
+
+
+def repeat_equal(got: Any, want: torch.Tensor, atol: float) -> bool:
+    """``got`` is a plain tensor equal to ``want`` bitwise, or within ``atol`` (no NaN) if > 0."""
+    if type(got) is not torch.Tensor or got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    want = want.to(got.device)
+    if bitwise_equal(got, want):
+        return True
+    if atol <= 0 or not got.is_floating_point():
+        return False
+    diff = (got.double() - want.double()).abs()
+    return not bool(torch.isnan(diff).any()) and float(diff.max()) <= atol
+
+
+def check_structure(
+    outputs: Sequence[torch.Tensor], expected: Sequence[torch.Tensor], device: str
+) -> list[Finding]:
+    """(4) Count, dtype, shape and device of each output against the reference's."""
+    if len(outputs) != len(expected):
+        return [
+            Finding(
+                Reason.WRONG_STRUCTURE,
+                f"expected {len(expected)} output(s) like the reference, got {len(outputs)}",
+            )
+        ]
+    findings: list[Finding] = []
+    for i, (out, ref) in enumerate(zip(outputs, expected, strict=False)):
+        if out.dtype != ref.dtype:
+            findings.append(
+                Finding(
+                    Reason.WRONG_DTYPE, f"output {i}: expected dtype {ref.dtype}, got {out.dtype}"
+                )
+            )
+        if tuple(out.shape) != tuple(ref.shape):
+            findings.append(
+                Finding(
+                    Reason.WRONG_SHAPE,
+                    f"output {i}: expected shape {tuple(ref.shape)}, got {tuple(out.shape)}",
+                )
+            )
+    return findings
+
+
+def max_abs_error(value: torch.Tensor, ref64: torch.Tensor) -> float:
+    """max |value - ref64| over positions where the reference is finite."""
+    finite = torch.isfinite(ref64)
+    if not bool(finite.any()):
+        return 0.0
+    diff = (value.to(torch.float64) - ref64).abs()[finite]
+    diff = torch.nan_to_num(diff, nan=float("inf"))
+    return float(diff.max())
+
+
+def allowed_error(
+    ref64: torch.Tensor, torch_at_dtype: torch.Tensor | None, dtype: torch.dtype, tol: Tolerance
+) -> tuple[torch.Tensor, float]:
+    """Elementwise bound max(atol + rtol*|ref|, 2 * PyTorch's own max error); and that error."""
+    atol, rtol = tol.for_dtype(dtype)
+    bound = atol + rtol * ref64.abs()
+    torch_error = 0.0
+    if torch_at_dtype is not None and torch_at_dtype.is_floating_point():
+        torch_error = max_abs_error(torch_at_dtype, ref64)
+        bound = torch.clamp(bound, min=2.0 * torch_error)
+    return bound, torch_error
+
+
+def check_values(
+    outputs: Sequence[torch.Tensor],
+    ref64: Sequence[torch.Tensor],
+    torch_at_dtype: Sequence[torch.Tensor] | None,
+    tol: Tolerance,
+    *,
+    trial: int,
+) -> list[Finding]:
+    """(3) and (4): error within the allowed bound; NaN/Inf exactly where the reference has them."""
+    findings: list[Finding] = []
+    for i, (out, ref) in enumerate(zip(outputs, ref64, strict=False)):
+        if out.shape != ref.shape:
+            continue  # reported by check_structure
+        if not out.is_floating_point() or not ref.is_floating_point():
+            if not torch.equal(out.to(ref.dtype), ref):
+                wrong = int((out.to(ref.dtype) != ref).sum())
+                findings.append(
+                    Finding(
+                        Reason.TOLERANCE,
+                        f"trial {trial}, output {i}: {wrong} of {ref.numel()} exact (integer) "
+                        "values differ from the reference",
+                    )
+                )
+            continue
+        out64 = out.to(torch.float64)
+        ref_nonfinite = ~torch.isfinite(ref)
+        out_nonfinite = ~torch.isfinite(out64)
+        same_special = torch.where(
+            ref_nonfinite & out_nonfinite,
+            (torch.isnan(out64) & torch.isnan(ref)) | (out64 == ref),
+            ref_nonfinite == out_nonfinite,
+        )
+        if not bool(same_special.all()):
+            bad = int((~same_special).sum())
+            findings.append(
+                Finding(
+                    Reason.NONFINITE,
+                    f"trial {trial}, output {i}: {bad} position(s) hold NaN/Inf where the "
+                    "reference does not (or the reverse)",
+                )
+            )
+            continue
+        torch_out = torch_at_dtype[i] if torch_at_dtype is not None else None
+        bound, torch_error = allowed_error(ref, torch_out, out.dtype, tol)
+        finite = torch.isfinite(ref)
+        err = (out64 - ref).abs()
+        over = (err > bound) & finite
+        if bool(over.any()):
+            worst = float(err[finite].max())
+            atol, rtol = tol.for_dtype(out.dtype)
+            findings.append(
+                Finding(
+                    Reason.TOLERANCE,
+                    f"trial {trial}, output {i}: {int(over.sum())} of {ref.numel()} values off; "
+                    f"max error {worst:.3e}, allowed max(atol {atol:g} + rtol {rtol:g}*|ref|, "
+                    f"2 x PyTorch's own error {torch_error:.3e} at {out.dtype})",
+                )
+            )
+    return findings
+
+
+def check_inputs_unchanged(
+    before: Sequence[Any], after: Sequence[Any], *, trial: int
+) -> list[Finding]:
+    """(5) Every tensor input bitwise identical after the call."""
+    findings = []
+    for i, (b, a) in enumerate(zip(before, after, strict=False)):
+        if isinstance(b, torch.Tensor) and (
+            not isinstance(a, torch.Tensor) or not bitwise_equal(b, a)
+        ):
+            findings.append(
+                Finding(
+                    Reason.INPUT_MUTATION,
+                    f"trial {trial}: input {i} was modified by the call",
+                )
+            )
+    return findings
+
+
+def check_repeat(
+    first: Sequence[torch.Tensor],
+    second: Sequence[torch.Tensor],
+    tol: Tolerance,
+    *,
+    trial: int,
+) -> list[Finding]:
+    """(6) and (7): two calls on the same inputs, under different memory poisons, must agree.
+
+    The first call ran with memory pre-filled with NaN bytes, the second with a finite pattern.
+    If they differ and either holds NaN where the other does not, the candidate read memory it
+    never wrote (uninitialised or stale); otherwise it is nondeterministic.
+    """
+    for i, (a, b) in enumerate(zip(first, second, strict=False)):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return [
+                Finding(
+                    Reason.NONDETERMINISTIC,
+                    f"trial {trial}, output {i}: shape or dtype changed between two calls",
+                )
+            ]
+        if bitwise_equal(a, b):
+            continue
+        if a.is_floating_point():
+            nan_a, nan_b = torch.isnan(a), torch.isnan(b)
+            if not torch.equal(nan_a, nan_b):
+                return [
+                    Finding(
+                        Reason.UNINITIALISED_MEMORY,
+                        f"trial {trial}, output {i}: {int((nan_a ^ nan_b).sum())} value(s) "
+                        "follow the harness' memory poison: the candidate reads memory it "
+                        "never wrote (uninitialised, stale or another object's)",
+                    )
+                ]
+            diff = float((a.to(torch.float64) - b.to(torch.float64)).abs().nan_to_num(0).max())
+            if diff <= tol.repeat_atol:
+                continue
+            return [
+                Finding(
+                    Reason.NONDETERMINISTIC,
+                    f"trial {trial}, output {i}: two calls on the same inputs differ by up to "
+                    f"{diff:.3e} (allowed {tol.repeat_atol:g})",
+                )
+            ]
+        return [
+            Finding(
+                Reason.NONDETERMINISTIC,
+                f"trial {trial}, output {i}: two calls on the same inputs differ",
+            )
+        ]
+    return []
+
+
+def check_not_degenerate(references: Sequence[Sequence[torch.Tensor]]) -> list[Finding]:
+    """(8) The reference output must change when the inputs change."""
+    if len(references) < 2:
+        return []
+    first = references[0]
+    for other in references[1:]:
+        for a, b in zip(first, other, strict=False):
+            if a.shape != b.shape or not torch.equal(a.nan_to_num(0), b.nan_to_num(0)):
+                return []
+    return [
+        Finding(
+            Reason.DEGENERATE,
+            f"the reference gave identical outputs for {len(references)} different random "
+            "inputs: a constant would pass, so the problem cannot tell a kernel from a cheat",
+        )
+    ]
+
+
+def check_not_replayed(
+    candidate_outputs: Sequence[Sequence[torch.Tensor]],
+    references: Sequence[Sequence[torch.Tensor]],
+) -> list[Finding]:
+    """(2) Different inputs with different reference outputs must not give identical outputs."""
+
+    def poisoned(outputs: Sequence[torch.Tensor]) -> bool:
+        return any(o.is_floating_point() and bool(torch.isnan(o).any()) for o in outputs)
+
+    for j in range(1, len(candidate_outputs)):
+        if poisoned(candidate_outputs[j]):
+            continue  # NaN output: reported as nonfinite / uninitialised memory instead
+        for k in range(j):
+            same_candidate = all(
+                bitwise_equal(a, b)
+                for a, b in zip(candidate_outputs[j], candidate_outputs[k], strict=False)
+            )
+            same_reference = all(
+                a.shape == b.shape and torch.equal(a, b)
+                for a, b in zip(references[j], references[k], strict=False)
+            )
+            if same_candidate and not same_reference:
+                return [
+                    Finding(
+                        Reason.REPLAY,
+                        f"trials {k} and {j} had different inputs and reference outputs but the "
+                        "candidate returned bit-identical outputs: cached or replayed results",
+                    )
+                ]
+    return []

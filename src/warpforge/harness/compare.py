@@ -1,0 +1,96 @@
+"""The performance gate: compare two reports and fail on a regression beyond noise.
+
+For each row present in both reports (same problem, shape and dtype), the ratio new/old of the
+candidate's median time is reported with an interval from the two 95% intervals. A row regresses
+when the ratio exceeds ``1 + threshold`` *and* its interval lies wholly above 1 (the slowdown is
+bigger than the threshold and not explained by noise). A row that passed verification before and
+is rejected now is a regression too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from warpforge.harness.report import CANDIDATE, result_key
+
+DEFAULT_THRESHOLD = 0.03
+
+
+@dataclass(frozen=True)
+class RowComparison:
+    key: str
+    ratio: float | None
+    """new median / old median (above 1: slower)."""
+    ci95: tuple[float, float] | None
+    status: str
+    """``regression``, ``improvement``, ``same``, ``new-rejected``, ``missing``, ``added``."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "ratio": self.ratio, "ci95": self.ci95, "status": self.status}
+
+
+def compare_reports(
+    old: Mapping[str, Any], new: Mapping[str, Any], *, threshold: float = DEFAULT_THRESHOLD
+) -> list[RowComparison]:
+    """Per-row comparison of two loaded reports."""
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, (int, float))
+        or not 0 <= threshold < 1
+    ):
+        raise ValueError(f"threshold: expected a number in [0, 1), got {threshold!r}")
+    old_rows = {result_key(r): r for r in old["results"]}
+    new_rows = {result_key(r): r for r in new["results"]}
+    rows = []
+    for key, before in old_rows.items():
+        after = new_rows.get(key)
+        if after is None:
+            rows.append(RowComparison(key, None, None, "missing"))
+            continue
+        if before.get("status") == "ok" and after.get("status") == "rejected":
+            rows.append(RowComparison(key, None, None, "new-rejected"))
+            continue
+        t_old = before.get("times", {}).get(CANDIDATE)
+        t_new = after.get("times", {}).get(CANDIDATE)
+        if not t_old or not t_new:
+            rows.append(RowComparison(key, None, None, "same"))
+            continue
+        ratio = t_new["median_s"] / t_old["median_s"]
+        low = t_new["ci95_s"][0] / t_old["ci95_s"][1]
+        high = t_new["ci95_s"][1] / t_old["ci95_s"][0]
+        if ratio > 1 + threshold and low > 1.0:
+            status = "regression"
+        elif ratio < 1 - threshold and high < 1.0:
+            status = "improvement"
+        else:
+            status = "same"
+        rows.append(RowComparison(key, ratio, (low, high), status))
+    for key in new_rows.keys() - old_rows.keys():
+        rows.append(RowComparison(key, None, None, "added"))
+    return rows
+
+
+def has_regression(rows: list[RowComparison]) -> bool:
+    return any(r.status in {"regression", "new-rejected"} for r in rows)
+
+
+def render_comparison(rows: list[RowComparison], console: Any = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    table = Table(title="warpforge compare (new time / old time)")
+    for column in ("problem", "ratio", "95% interval", "status"):
+        table.add_column(column, overflow="fold")
+    styles = {"regression": "red", "new-rejected": "red", "improvement": "green"}
+    for row in sorted(rows, key=lambda r: r.key):
+        style = styles.get(row.status, "")
+        table.add_row(
+            row.key,
+            f"{row.ratio:.3f}" if row.ratio is not None else "-",
+            f"[{row.ci95[0]:.3f}, {row.ci95[1]:.3f}]" if row.ci95 else "-",
+            f"[{style}]{row.status}[/{style}]" if style else row.status,
+        )
+    console.print(table)

@@ -1,0 +1,26 @@
+"""Cheat: returns float64 (more precise, but not what was asked)."""
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scale_kernel(x_ptr, y_ptr, n, bias, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, x * 2.0 + 1.0 + bias, mask=mask)
+
+
+def scale(x, out=None, bias=0.0):
+    y = torch.empty_like(x) if out is None else out
+    n = x.numel()
+    _scale_kernel[(triton.cdiv(n, 256),)](x, y, n, bias, BLOCK=256)
+    return y
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):
+        x64 = x.to(torch.float64)
+        return scale(x64)

@@ -1,0 +1,126 @@
+"""The built-in suite: registered problems verified in process (and timed on the GPU)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from warpforge.harness import bench
+from warpforge.harness.problem import BaselineUnavailable, Problem
+
+
+@triton.jit
+def _axpb_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(y_ptr + offs, (x * 3.0 - 1.0).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _axpb(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    _axpb_kernel[(triton.cdiv(x.numel(), 128),)](x, y, x.numel(), BLOCK=128)
+    return y
+
+
+def _inputs(shape, dtype, device, generator):
+    return (torch.randn(shape["N"], 3, dtype=dtype, device=device, generator=generator),)
+
+
+def _missing_baseline():
+    raise BaselineUnavailable("liger-kernel is not installed")
+
+
+def _problem(implementation, name: str = "test.axpb", reference=None) -> Problem:
+    return Problem(
+        name=name,
+        reference=reference or (lambda x: x * 3.0 - 1.0),
+        implementation=implementation,
+        make_inputs=_inputs,
+        flops=lambda s, d: 2.0 * s["N"] * 3,
+        bytes_moved=lambda s, d: 2.0 * s["N"] * 3 * d.itemsize,
+        shapes=[{"N": 1 << 20}],
+        cpu_shapes=[{"N": 7}, {"N": 130}],
+        dtypes=(torch.float32, torch.float16, torch.bfloat16),
+        baselines={"liger": _missing_baseline},
+    )
+
+
+def _mutating(x: torch.Tensor) -> torch.Tensor:
+    y = _axpb(x)
+    x.zero_()
+    return y
+
+
+def _partial(x: torch.Tensor) -> torch.Tensor:
+    y = torch.empty_like(x)
+    y[: y.shape[0] // 2] = _axpb(x)[: y.shape[0] // 2]
+    return y
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_honest_builtin_passes(dtype: torch.dtype, device: torch.device) -> None:
+    result = bench.verify_problem(_problem(_axpb), {"N": 130}, dtype, device)
+    assert result.passed, [str(f) for f in result.findings]
+    assert result.trials == 5
+
+
+@pytest.mark.parametrize(
+    ("implementation", "reason"),
+    [
+        (_mutating, "input-mutation"),
+        (_partial, "uninitialised-memory"),
+        (lambda x: _axpb(x).double(), "wrong-dtype"),
+        (lambda x: x, "aliasing"),
+        (lambda x: (_axpb(x.half())).float(), "tolerance"),
+    ],
+)
+def test_broken_builtin_rejected(implementation, reason: str, device: torch.device) -> None:
+    result = bench.verify_problem(_problem(implementation), {"N": 130}, torch.float32, device)
+    assert reason in result.reasons(), [str(f) for f in result.findings]
+
+
+def test_degenerate_builtin_rejected(device: torch.device) -> None:
+    problem = _problem(lambda x: torch.zeros_like(x), reference=lambda x: x * 0.0)
+    assert "degenerate" in bench.verify_problem(problem, {"N": 7}, torch.float32, device).reasons()
+
+
+def test_suite_tasks_skip_bf16_on_cpu_and_filter() -> None:
+    problem = _problem(_axpb)
+    tasks = bench.suite_tasks([problem], torch.device("cpu"))
+    assert len(tasks) == 2 * 3
+    skipped = [t for t in tasks if t[3] is not None]
+    assert {t[2] for t in skipped} == {torch.bfloat16}
+    only = bench.suite_tasks([problem], torch.device("cpu"), dtype=torch.float16)
+    assert {t[2] for t in only} == {torch.float16}
+    gpu = bench.suite_tasks([problem], torch.device("cuda"), sweep=True)
+    assert {t[1]["N"] for t in gpu} == {1 << 20}
+
+
+def test_select_problems_by_glob() -> None:
+    problems = [_problem(_axpb, "norm.rms"), _problem(_axpb, "norm.layer"), _problem(_axpb, "ce")]
+    assert [p.name for p in bench.select_problems(problems, "norm.*")] == ["norm.rms", "norm.layer"]
+    with pytest.raises(ValueError, match="no problem matches"):
+        bench.select_problems(problems, "nothing*")
+
+
+def test_run_builtin_suite_rows_on_cpu() -> None:
+    tasks = bench.suite_tasks([_problem(_axpb)], torch.device("cpu"))
+    rows = bench.run_builtin_suite(tasks, torch.device("cpu"))
+    assert {r["status"] for r in rows} == {"ok", "skipped"}
+    ok = [r for r in rows if r["status"] == "ok"]
+    assert all(r["times"] == {} for r in ok)  # CPU: verification only
+    assert ok[0]["verification"]["skipped_checks"]
+
+
+@pytest.mark.gpu
+def test_builtin_timed_against_baselines_on_gpu() -> None:
+    tasks = bench.suite_tasks([_problem(_axpb)], torch.device("cuda"), dtype=torch.bfloat16)
+    rows = bench.run_builtin_suite(tasks, torch.device("cuda"), max_time_s=0.5)
+    row = rows[0]
+    assert row["status"] == "ok", row
+    assert {"candidate", "reference"} <= set(row["times"])
+    assert row["skipped_baselines"] == {"liger": "liger-kernel is not installed"}
+    assert row["speedup"]["vs_best"]["value"] > 0

@@ -1,0 +1,138 @@
+"""The cheating gallery: every cheat is rejected with its own reason; honest candidates pass.
+
+Each file in ``cheats/`` is a KernelBench candidate with a docstring saying what it tries. The
+ones that need no GPU run here (CPU, Triton interpreter), each through the full verification
+(its own spawned worker), except those only the static audit can catch, which are audited
+directly (no process needed) and once end to end.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from warpforge.harness import audit, verify
+from warpforge.harness.kernelbench import LoadError
+
+CHEATS = Path(__file__).parent / "cheats"
+
+# candidate, reference, the reason it must be rejected with
+DYNAMIC_GALLERY = [
+    ("replay_cached", "ref_scale", "replay"),
+    ("public_seed", "ref_scale", "replay"),
+    ("input_mutation", "ref_scale", "input-mutation"),
+    ("tensor_subclass", "ref_scale", "output-type"),
+    ("lower_precision", "ref_scale", "tolerance"),
+    ("partial_write", "ref_scale", "uninitialised-memory"),
+    ("stale_memory", "ref_scale", "uninitialised-memory"),
+    ("const_zero", "ref_degenerate", "degenerate"),
+    ("disguised_torch_op", "ref_linear", "torch-compute"),
+    ("hidden_linear", "ref_linear", "torch-compute"),
+    ("patched_timer", "ref_scale", "timer-tampering"),
+    ("background_thread", "ref_scale", "concurrency"),
+    ("correct_while_checked", "ref_scale", "timed-output"),
+    ("wrong_dtype", "ref_scale", "wrong-dtype"),
+    ("wrong_shape", "ref_scale", "wrong-shape"),
+    ("nan_output", "ref_scale", "nonfinite"),
+    ("alias_input", "ref_copy", "aliasing"),
+    ("nondeterministic", "ref_scale", "nondeterministic"),
+    ("crash", "ref_scale", "crash"),
+    ("exit_process", "ref_scale", "crash"),
+    ("try_fallback", "ref_scale", "audit-fallback"),
+]
+
+# caught by reading the source; audited without running
+STATIC_GALLERY = [
+    ("gc_snoop", "audit-introspection"),
+    ("try_fallback", "audit-fallback"),
+    ("side_stream", "audit-stream"),
+    ("background_thread", "audit-concurrency"),
+    ("patched_timer", "audit-patching"),
+    ("harness_access", "audit-harness-access"),
+    ("dynamic_import", "audit-dynamic-code"),
+    ("disguised_torch_op", "audit-dynamic-code"),
+    ("vendor_library", "audit-vendor-library"),
+    ("public_seed", "audit-torch-op"),
+]
+
+HONEST = [("honest_scale", "ref_scale"), ("honest_linear", "ref_linear")]
+
+
+def _verify(candidate: str, reference: str, **options: object) -> verify.VerificationResult:
+    return verify.verify_pair(
+        CHEATS / f"{reference}.py",
+        CHEATS / f"{candidate}.py",
+        options=verify.VerifyOptions(**options),  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize(("candidate", "reference", "reason"), DYNAMIC_GALLERY)
+def test_cheat_rejected_with_its_reason(candidate: str, reference: str, reason: str) -> None:
+    result = _verify(candidate, reference, timeout_s=60.0)
+    assert not result.passed
+    assert reason in result.reasons(), [str(f) for f in result.findings]
+
+
+@pytest.mark.parametrize(("candidate", "reference"), HONEST)
+def test_honest_candidate_passes(candidate: str, reference: str) -> None:
+    result = _verify(candidate, reference)
+    assert result.passed, [str(f) for f in result.findings]
+    assert result.trials >= verify.MIN_TRIALS
+    assert result.max_error <= 1e-4
+    assert result.compute_ops == []
+
+
+def test_hanging_candidate_times_out() -> None:
+    result = _verify("hang", "ref_scale", timeout_s=2.0)
+    assert result.reasons() == ["timeout"]
+
+
+@pytest.mark.parametrize(("candidate", "reason"), STATIC_GALLERY)
+def test_static_audit_flags_cheat(candidate: str, reason: str) -> None:
+    findings = audit.audit_source((CHEATS / f"{candidate}.py").read_text())
+    assert reason in {f.reason.value for f in findings}, [str(f) for f in findings]
+
+
+@pytest.mark.parametrize("candidate", ["honest_scale", "honest_linear"])
+def test_static_audit_passes_honest_triton(candidate: str) -> None:
+    assert audit.audit_source((CHEATS / f"{candidate}.py").read_text()) == []
+
+
+def test_policy_allow_torch_accepts_torch_candidate() -> None:
+    source = (CHEATS / "hidden_linear.py").read_text()
+    assert audit.audit_source(source, policy=audit.AuditPolicy(allow_torch=True)) == []
+
+
+def test_candidate_without_model_new_is_a_load_error() -> None:
+    with pytest.raises(LoadError, match="does not define ModelNew"):
+        _verify("no_model_new", "ref_scale")
+
+
+def test_candidate_with_syntax_error_is_a_load_error(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("class ModelNew(torch.nn.Module:\n    pass\n")
+    with pytest.raises(LoadError, match="not valid Python"):
+        verify.verify_pair(CHEATS / "ref_scale.py", broken)
+
+
+def test_vendor_kernels_flagged_by_policy() -> None:
+    names = ["sm90_xmma_gemm_bf16bf16_bf16f32", "void at::native::reduce_kernel<512>", "_scale_kernel",
+             "void at::native::vectorized_elementwise_kernel<FillFunctor>"]  # fmt: skip
+    strict = audit.forbidden_kernels(names)
+    assert [f.reason.value for f in strict] == ["vendor-kernel", "vendor-kernel"]
+    loose = audit.forbidden_kernels(names, audit.AuditPolicy(allow_torch=True, allow_vendor=True))
+    assert loose == []
+
+
+@pytest.mark.gpu
+def test_gpu_profiler_flags_vendor_matmul() -> None:
+    result = _verify("hidden_linear", "ref_linear")
+    assert "vendor-kernel" in result.reasons(), [str(f) for f in result.findings]
+    assert result.kernels
+
+
+@pytest.mark.gpu
+def test_gpu_side_stream_rejected() -> None:
+    result = _verify("side_stream", "ref_scale")
+    assert "audit-stream" in result.reasons()

@@ -1,0 +1,140 @@
+"""Unit tests of the check functions (no candidate process needed)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from warpforge.harness import checks, isolation
+from warpforge.harness.checks import Reason
+from warpforge.harness.problem import Tolerance
+
+
+def _reasons(findings: list[checks.Finding]) -> set[str]:
+    return {f.reason.value for f in findings}
+
+
+def test_bitwise_equal_treats_identical_nan_bits_as_equal() -> None:
+    a = torch.tensor([1.0, float("nan"), -0.0])
+    assert checks.bitwise_equal(a, a.clone())
+    assert not checks.bitwise_equal(a, torch.tensor([1.0, float("nan"), 0.0]))  # -0 vs +0
+    assert not checks.bitwise_equal(a, a.double())
+
+
+def test_values_accept_pytorch_level_error_and_reject_lower_precision() -> None:
+    x = torch.randn(64, 33)
+    ref64 = x.double() * 3.0 + 1.0
+    native = x * 3.0 + 1.0
+    assert checks.check_values((native,), (ref64,), (native,), Tolerance(), trial=0) == []
+    low = (x.half() * 3.0 + 1.0).float()
+    found = checks.check_values((low,), (ref64,), (native,), Tolerance(), trial=0)
+    assert _reasons(found) == {"tolerance"}
+
+
+def test_values_allow_twice_pytorch_error_at_the_dtype() -> None:
+    # with a zero atol/rtol the bound is exactly 2x PyTorch's own max error on these inputs
+    ref64 = torch.randn(256, dtype=torch.float64)
+    native = ref64 + 1e-3  # "PyTorch at the candidate's dtype", off by 1e-3
+    tol = Tolerance(atol={torch.float64: 0.0}, rtol={torch.float64: 0.0})
+    within = ref64 + 1.5e-3
+    assert checks.check_values((within,), (ref64,), (native,), tol, trial=0) == []
+    beyond = ref64 + 2.5e-3
+    found = checks.check_values((beyond,), (ref64,), (native,), tol, trial=0)
+    assert _reasons(found) == {"tolerance"}
+    assert "2 x PyTorch's own error 1.000e-03" in found[0].message
+
+
+def test_nonfinite_only_where_the_reference_has_them() -> None:
+    ref = torch.tensor([1.0, float("inf"), float("nan")], dtype=torch.float64)
+    good = torch.tensor([1.0, float("inf"), float("nan")])
+    assert checks.check_values((good,), (ref,), None, Tolerance(), trial=0) == []
+    bad = torch.tensor([float("nan"), float("inf"), float("nan")])
+    assert _reasons(checks.check_values((bad,), (ref,), None, Tolerance(), trial=0)) == {
+        "nonfinite"
+    }
+    wrong_sign = torch.tensor([1.0, float("-inf"), float("nan")])
+    found = checks.check_values((wrong_sign,), (ref,), None, Tolerance(), trial=0)
+    assert _reasons(found) == {"nonfinite"}
+
+
+def test_structure_reports_dtype_shape_and_count() -> None:
+    ref = torch.zeros(3, 4)
+    assert _reasons(checks.check_structure((ref.double(),), (ref,), "cpu")) == {"wrong-dtype"}
+    assert _reasons(checks.check_structure((ref.reshape(-1),), (ref,), "cpu")) == {"wrong-shape"}
+    assert _reasons(checks.check_structure((ref, ref), (ref,), "cpu")) == {"wrong-structure"}
+
+
+def test_repeat_distinguishes_poison_reads_from_nondeterminism() -> None:
+    a = torch.randn(10)
+    poisoned = a.clone()
+    poisoned[5:] = float("nan")
+    other = a.clone()
+    other[5:] = 12.0
+    assert _reasons(checks.check_repeat((poisoned,), (other,), Tolerance(), trial=0)) == {
+        "uninitialised-memory"
+    }
+    jitter = a + 1e-6
+    assert _reasons(checks.check_repeat((a,), (jitter,), Tolerance(), trial=0)) == {
+        "nondeterministic"
+    }
+    assert checks.check_repeat((a,), (jitter,), Tolerance(repeat_atol=1e-5), trial=0) == []
+    assert checks.check_repeat((a,), (a.clone(),), Tolerance(), trial=0) == []
+
+
+def test_degenerate_and_replay() -> None:
+    zeros = (torch.zeros(4),)
+    assert _reasons(checks.check_not_degenerate([zeros, (torch.zeros(4),)])) == {"degenerate"}
+    varied = [(torch.randn(4),), (torch.randn(4),)]
+    assert checks.check_not_degenerate(varied) == []
+    same = torch.randn(4)
+    assert _reasons(checks.check_not_replayed([(same,), (same.clone(),)], varied)) == {"replay"}
+    assert checks.check_not_replayed(varied, varied) == []
+
+
+def test_inputs_unchanged() -> None:
+    x = torch.randn(5)
+    assert checks.check_inputs_unchanged([x], [x.clone()], trial=0) == []
+    changed = x.clone()
+    changed[0] += 1
+    assert _reasons(checks.check_inputs_unchanged([x], [changed], trial=1)) == {"input-mutation"}
+
+
+def test_every_reason_has_a_distinct_code() -> None:
+    values = [r.value for r in Reason]
+    assert len(values) == len(set(values))
+
+
+def test_messages_travel_by_value_and_code_is_refused() -> None:
+    x = torch.randn(3)
+    data = isolation.encode({"t": x, "n": [1, 2.5, None, "s"]})
+    back = isolation.decode(data)
+    assert torch.equal(back["t"], x) and back["t"].data_ptr() != x.data_ptr()
+
+    class Evil:
+        def __reduce__(self):  # would run code on unpickling
+            return (print, ("pwned",))
+
+    with pytest.raises(Exception):
+        isolation.decode(isolation.encode({"x": Evil()}))
+
+
+def test_poisoned_memory_fills_new_allocations_and_restores() -> None:
+    original = torch.empty
+    with isolation.poisoned_memory(isolation.POISON_NAN, torch.device("cpu")):
+        assert torch.isnan(torch.empty(16)).all()
+        assert torch.isnan(torch.empty_like(torch.zeros(3, dtype=torch.float16))).all()
+    assert torch.empty is original
+
+
+def test_aliasing_detects_views_of_inputs() -> None:
+    x = torch.randn(8, 4)
+    assert isolation.overlaps_inputs(x[2:4], [x])
+    assert not isolation.overlaps_inputs(x.clone(), [x])
+
+
+def test_timers_untouched_sees_patched_event_methods(monkeypatch) -> None:
+    from warpforge.harness import timing
+
+    assert timing.timers_untouched()
+    monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, other: 0.0)
+    assert not timing.timers_untouched()
