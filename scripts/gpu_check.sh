@@ -27,6 +27,8 @@ if compgen -G ".whl/*.whl" >/dev/null; then
 fi
 PY=python3
 BENCH=("$PY" -m warpforge bench --max-time "${WARPFORGE_BENCH_MAX_TIME:-1}")
+# WARPFORGE_BENCH_DTYPE=bf16 limits the built-in suites to one dtype (to fit a 10-minute call)
+[ -n "${WARPFORGE_BENCH_DTYPE:-}" ] && BENCH+=(--dtype "$WARPFORGE_BENCH_DTYPE")
 
 declare -A STATUS
 run_stage() {  # name limit_s command...

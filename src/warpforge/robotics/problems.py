@@ -218,7 +218,7 @@ def _align_inputs(
         )
         times = _sorted_times(b, samples, generator) * (seconds / _SPAN_S)
         inputs += [values.to(device), times.to(device)]
-    query = torch.linspace(0, seconds, 50 * seconds).expand(b, -1).contiguous()
+    query = torch.linspace(0, seconds, 50 * seconds, device=generator.device).expand(b, -1)
     query = (
         query + torch.rand(b, 1, generator=generator, device=generator.device) * 0.01
     )  # per-episode phase
