@@ -124,3 +124,20 @@ def test_builtin_timed_against_baselines_on_gpu() -> None:
     assert {"candidate", "reference"} <= set(row["times"])
     assert row["skipped_baselines"] == {"liger": "liger-kernel is not installed"}
     assert row["speedup"]["vs_best"]["value"] > 0
+
+
+def test_baseline_failing_on_the_inputs_is_skipped_not_fatal() -> None:
+    def broken_baseline():
+        def run(x):
+            raise TypeError("forward() missing 1 required positional argument: 'weight'")
+
+        return run
+
+    problem = _problem(_axpb)
+    problem = Problem(**{**problem.__dict__, "baselines": {"broken": broken_baseline}})
+    times, skipped, findings = bench.time_problem(
+        problem, {"N": 130}, torch.float32, torch.device("cpu"), max_time_s=0.05
+    )
+    assert "broken" not in times and "candidate" in times
+    assert skipped["broken"].startswith("failed on these inputs: TypeError: forward() missing")
+    assert findings == []

@@ -43,7 +43,8 @@ def cross_entropy_implementation(logits: torch.Tensor, target: torch.Tensor) -> 
 def _liger_cross_entropy() -> Callable[..., torch.Tensor]:
     function = liger_attribute("liger_kernel.ops.cross_entropy", "LigerCrossEntropyFunction")
     # Liger writes its gradient over the logits it is given; timing is unaffected.
-    return lambda logits, target: loss_only(function.apply(logits, target))
+    # weight=None (no class weights): the third positional argument in Liger >= 0.5
+    return lambda logits, target: loss_only(function.apply(logits, target, None))
 
 
 CE_SHAPES = ({"M": 16384, "V": 32000}, {"M": 8192, "V": 128256}, {"M": 4096, "V": 262144})
