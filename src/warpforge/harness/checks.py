@@ -9,7 +9,7 @@ the worker and ``verify.py`` for the order in which checks run.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,27 +148,27 @@ def check_structure(
     return findings
 
 
+ERROR_CHUNK = 1 << 24
+"""Elements compared at a time: float64 temporaries of a multi-GB output would not fit beside it."""
+
+
+def _chunks(*tensors: torch.Tensor) -> Iterator[list[torch.Tensor]]:
+    """Aligned flat slices of equally shaped tensors, ``ERROR_CHUNK`` elements each."""
+    flat = [t.reshape(-1) for t in tensors]
+    for start in range(0, flat[0].numel(), ERROR_CHUNK):
+        yield [f[start : start + ERROR_CHUNK] for f in flat]
+
+
 def max_abs_error(value: torch.Tensor, ref64: torch.Tensor) -> float:
-    """max |value - ref64| over positions where the reference is finite."""
-    finite = torch.isfinite(ref64)
-    if not bool(finite.any()):
-        return 0.0
-    diff = (value.to(torch.float64) - ref64).abs()[finite]
-    diff = torch.nan_to_num(diff, nan=float("inf"))
-    return float(diff.max())
-
-
-def allowed_error(
-    ref64: torch.Tensor, torch_at_dtype: torch.Tensor | None, dtype: torch.dtype, tol: Tolerance
-) -> tuple[torch.Tensor, float]:
-    """Elementwise bound max(atol + rtol*|ref|, 2 * PyTorch's own max error); and that error."""
-    atol, rtol = tol.for_dtype(dtype)
-    bound = atol + rtol * ref64.abs()
-    torch_error = 0.0
-    if torch_at_dtype is not None and torch_at_dtype.is_floating_point():
-        torch_error = max_abs_error(torch_at_dtype, ref64)
-        bound = torch.clamp(bound, min=2.0 * torch_error)
-    return bound, torch_error
+    """max |value - ref64| over positions where the reference is finite (NaN counts as inf)."""
+    worst = 0.0
+    for v, r in _chunks(value, ref64):
+        finite = torch.isfinite(r)
+        if not bool(finite.any()):
+            continue
+        diff = torch.nan_to_num((v.to(torch.float64) - r).abs()[finite], nan=float("inf"))
+        worst = max(worst, float(diff.max()))
+    return worst
 
 
 def check_values(
@@ -179,7 +179,11 @@ def check_values(
     *,
     trial: int,
 ) -> list[Finding]:
-    """(3) and (4): error within the allowed bound; NaN/Inf exactly where the reference has them."""
+    """(3) and (4): error within the allowed bound; NaN/Inf exactly where the reference has them.
+
+    The bound is elementwise max(atol + rtol*|ref|, 2 * PyTorch's own max error at the output's
+    dtype), so computing in a lower precision than asked fails.
+    """
     findings: list[Finding] = []
     for i, (out, ref) in enumerate(zip(outputs, ref64, strict=False)):
         if out.shape != ref.shape:
@@ -195,36 +199,41 @@ def check_values(
                     )
                 )
             continue
-        out64 = out.to(torch.float64)
-        ref_nonfinite = ~torch.isfinite(ref)
-        out_nonfinite = ~torch.isfinite(out64)
-        same_special = torch.where(
-            ref_nonfinite & out_nonfinite,
-            (torch.isnan(out64) & torch.isnan(ref)) | (out64 == ref),
-            ref_nonfinite == out_nonfinite,
-        )
-        if not bool(same_special.all()):
-            bad = int((~same_special).sum())
+        torch_out = torch_at_dtype[i] if torch_at_dtype is not None else None
+        torch_error = 0.0
+        if torch_out is not None and torch_out.is_floating_point():
+            torch_error = max_abs_error(torch_out, ref)
+        atol, rtol = tol.for_dtype(out.dtype)
+        misplaced_special = over = 0
+        worst = 0.0
+        for o, r in _chunks(out, ref):
+            o64 = o.to(torch.float64)
+            ref_nonfinite, out_nonfinite = ~torch.isfinite(r), ~torch.isfinite(o64)
+            same_special = torch.where(
+                ref_nonfinite & out_nonfinite,
+                (torch.isnan(o64) & torch.isnan(r)) | (o64 == r),
+                ref_nonfinite == out_nonfinite,
+            )
+            misplaced_special += int((~same_special).sum())
+            bound = torch.clamp(atol + rtol * r.abs(), min=2.0 * torch_error)
+            finite = ~ref_nonfinite
+            err = (o64 - r).abs()
+            over += int(((err > bound) & finite).sum())
+            if bool(finite.any()):
+                worst = max(worst, float(err[finite].max()))
+        if misplaced_special:
             findings.append(
                 Finding(
                     Reason.NONFINITE,
-                    f"trial {trial}, output {i}: {bad} position(s) hold NaN/Inf where the "
-                    "reference does not (or the reverse)",
+                    f"trial {trial}, output {i}: {misplaced_special} position(s) hold NaN/Inf "
+                    "where the reference does not (or the reverse)",
                 )
             )
-            continue
-        torch_out = torch_at_dtype[i] if torch_at_dtype is not None else None
-        bound, torch_error = allowed_error(ref, torch_out, out.dtype, tol)
-        finite = torch.isfinite(ref)
-        err = (out64 - ref).abs()
-        over = (err > bound) & finite
-        if bool(over.any()):
-            worst = float(err[finite].max())
-            atol, rtol = tol.for_dtype(out.dtype)
+        elif over:
             findings.append(
                 Finding(
                     Reason.TOLERANCE,
-                    f"trial {trial}, output {i}: {int(over.sum())} of {ref.numel()} values off; "
+                    f"trial {trial}, output {i}: {over} of {ref.numel()} values off; "
                     f"max error {worst:.3e}, allowed max(atol {atol:g} + rtol {rtol:g}*|ref|, "
                     f"2 x PyTorch's own error {torch_error:.3e} at {out.dtype})",
                 )
