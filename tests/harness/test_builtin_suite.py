@@ -141,3 +141,21 @@ def test_baseline_failing_on_the_inputs_is_skipped_not_fatal() -> None:
     assert "broken" not in times and "candidate" in times
     assert skipped["broken"].startswith("failed on these inputs: TypeError: forward() missing")
     assert findings == []
+
+
+def test_a_crashing_row_is_reported_and_the_suite_goes_on() -> None:
+    def exploding_inputs(shape, dtype, device, generator):
+        raise MemoryError("simulated out of memory")
+
+    good = _problem(_axpb, name="test.good")
+    bad = Problem(
+        **{**_problem(_axpb).__dict__, "name": "test.bad", "make_inputs": exploding_inputs}
+    )
+    tasks = bench.suite_tasks([bad, good], torch.device("cpu"), dtype=torch.float32)
+    rows = bench.run_builtin_suite(tasks, torch.device("cpu"))
+    by_name = {}
+    for row in rows:
+        by_name.setdefault(row["problem"], set()).add(row["status"])
+    assert by_name["test.bad"] == {"error"}
+    assert by_name["test.good"] == {"ok"}
+    assert "MemoryError: simulated out of memory" in rows[0]["verification"]["error"]

@@ -381,31 +381,43 @@ def run_builtin_suite(
             row["status"] = "skipped"
             rows.append(row)
             continue
-        verification = verify_problem(problem, shape, dtype, device, trials=trials)
-        times: dict[str, Any] = {}
-        skipped: dict[str, str] = {}
-        findings: list[dict[str, str]] = []
-        if verification.passed and device.type == "cuda":
-            times, skipped, timed_findings = time_problem(
-                problem, shape, dtype, device, max_time_s=max_time_s, cold=cold,
-                cuda_graph=cuda_graph,
+        try:
+            verification = verify_problem(problem, shape, dtype, device, trials=trials)
+            times: dict[str, Any] = {}
+            skipped: dict[str, str] = {}
+            findings: list[dict[str, str]] = []
+            if verification.passed and device.type == "cuda":
+                times, skipped, timed_findings = time_problem(
+                    problem, shape, dtype, device, max_time_s=max_time_s, cold=cold,
+                    cuda_graph=cuda_graph,
+                )  # fmt: skip
+                findings += [f.as_dict() for f in timed_findings]
+                findings += _impossible_findings(
+                    times, ceilings, bytes_moved=bytes_moved, flops=flops, dtype=dtype
+                )
+            rows.append(
+                report.result_entry(
+                    problem=problem.name,
+                    shape=shape,
+                    dtype=dtype,
+                    verification=verification.as_dict(),
+                    times=times,
+                    flops=flops,
+                    bytes_moved=bytes_moved,
+                    ceilings=ceilings,
+                    skipped_baselines=skipped,
+                    findings=findings,
+                )
+            )
+        except Exception as exc:  # one broken row (a crash, out of memory) must not end the suite
+            row = report.result_entry(
+                problem=problem.name, shape=shape, dtype=dtype,
+                verification={"passed": False, "error": f"{type(exc).__name__}: {exc}"[:500]},
+                times={}, flops=flops, bytes_moved=bytes_moved, ceilings=ceilings,
             )  # fmt: skip
-            findings += [f.as_dict() for f in timed_findings]
-            findings += _impossible_findings(
-                times, ceilings, bytes_moved=bytes_moved, flops=flops, dtype=dtype
-            )
-        rows.append(
-            report.result_entry(
-                problem=problem.name,
-                shape=shape,
-                dtype=dtype,
-                verification=verification.as_dict(),
-                times=times,
-                flops=flops,
-                bytes_moved=bytes_moved,
-                ceilings=ceilings,
-                skipped_baselines=skipped,
-                findings=findings,
-            )
-        )
+            row["status"] = "error"
+            rows.append(row)
+        finally:
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
     return rows

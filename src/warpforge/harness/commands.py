@@ -249,7 +249,7 @@ def register(
             for skipped in GPU_ONLY_CHECKS:
                 typer.echo(f"  - {skipped}")
         typer.echo(f"report: {path}")
-        failed = [r for r in rows if r["status"] == "rejected"]
+        failed = [r for r in rows if r["status"] in ("rejected", "error")]
         raise typer.Exit(1 if failed else 0)
 
     @app.command()
