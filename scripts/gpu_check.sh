@@ -45,14 +45,14 @@ run_stage() {  # name limit_s command...
 for stage in "${STAGES[@]}"; do
   case "$stage" in
     env) run_stage env 60 "$PY" -m warpforge env --json && cp "$RUN/env.log" "$RUN/env.json" ;;
-    tests) run_stage tests 480 "$PY" -m pytest -m gpu -q -p no:cacheprovider -rs --timeout 240 \
+    tests) run_stage tests "${WARPFORGE_TESTS_LIMIT:-480}" "$PY" -m pytest -m gpu -q -p no:cacheprovider -rs --timeout 240 \
              -n 2 --dist loadfile --junitxml="$RUN/gpu-tests.xml" tests ;;
     harness) run_stage harness 540 bash scripts/gpu/harness_check.sh "$RUN/harness" ;;
     ops) run_stage ops 560 "${BENCH[@]}" \
            --problem '*norm*,*softmax*,cross_entropy*,fused_linear*,swiglu*,geglu*,rope*' --out "$RUN/ops.json" ;;
-    robotics) run_stage robotics 400 "${BENCH[@]}" --problem 'resample*,align*,voxelize*' \
+    robotics) run_stage robotics "${WARPFORGE_ROBOTICS_LIMIT:-400}" "${BENCH[@]}" --problem 'resample*,align*,voxelize*' \
                 --out "$RUN/robotics.json" ;;
-    blueprint) run_stage blueprint 400 "${BENCH[@]}" --problem 'blueprint.*' \
+    blueprint) run_stage blueprint "${WARPFORGE_BLUEPRINT_LIMIT:-400}" "${BENCH[@]}" --problem 'blueprint.*' \
                  --out "$RUN/blueprint.json" ;;
     compiler) run_stage compiler 540 "$PY" benchmarks/compiler_bench.py --out "$RUN" ;;
     cache) run_stage cache 120 "$PY" benchmarks/cache_bench.py --out "$RUN" ;;

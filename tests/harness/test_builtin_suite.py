@@ -159,3 +159,20 @@ def test_a_crashing_row_is_reported_and_the_suite_goes_on() -> None:
     assert by_name["test.bad"] == {"error"}
     assert by_name["test.good"] == {"ok"}
     assert "MemoryError: simulated out of memory" in rows[0]["verification"]["error"]
+
+
+def test_baseline_that_writes_its_inputs_runs_on_private_copies() -> None:
+    def in_place_baseline():
+        def run(x):
+            return x.mul_(3.0).sub_(1.0)  # right answer, but it overwrites x (Liger-style)
+
+        return run
+
+    problem = _problem(_axpb)
+    problem = Problem(**{**problem.__dict__, "baselines": {"in_place": in_place_baseline}})
+    times, skipped, findings = bench.time_problem(
+        problem, {"N": 130}, torch.float32, torch.device("cpu"), max_time_s=0.05
+    )
+    assert findings == []  # the candidate saw uncorrupted inputs in every timed call
+    assert skipped == {}
+    assert "writes its inputs: timed on private copies of them" in times["in_place"]["notes"]

@@ -89,6 +89,16 @@ def test_degenerate_and_replay() -> None:
     same = torch.randn(4)
     assert _reasons(checks.check_not_replayed([(same,), (same.clone(),)], varied)) == {"replay"}
     assert checks.check_not_replayed(varied, varied) == []
+    # float64 references that differ below bf16 resolution: identical bf16 outputs are honest
+    close = [
+        (torch.tensor(10.0, dtype=torch.float64),),
+        (torch.tensor(10.001, dtype=torch.float64),),
+    ]
+    bf16 = [
+        (torch.tensor(10.0, dtype=torch.bfloat16),),
+        (torch.tensor(10.0, dtype=torch.bfloat16),),
+    ]
+    assert checks.check_not_replayed(bf16, close) == []
 
 
 def test_inputs_unchanged() -> None:

@@ -216,6 +216,33 @@ def _inspect_outputs(
     return found
 
 
+def _clone_tensors(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values)
+
+
+def _restore_if_changed(values: tuple[Any, ...], snapshot: tuple[Any, ...]) -> bool:
+    """Copy ``snapshot`` back over tensors of ``values`` that changed; True if any had."""
+    changed = False
+    for value, saved in zip(values, snapshot, strict=True):
+        if isinstance(value, torch.Tensor) and not checks.bitwise_equal(value.detach(), saved):
+            with torch.no_grad():
+                value.copy_(saved)
+            changed = True
+    return changed
+
+
+def _on_private_copies(
+    fn: Callable[..., Any], input_sets: Sequence[tuple[Any, ...]]
+) -> Callable[..., Any]:
+    """``fn`` called on its own copy of whichever input set it is given."""
+    copies = {tuple(map(id, s)): _clone_tensors(s) for s in input_sets}
+
+    def run(*inputs: Any) -> Any:
+        return fn(*copies[tuple(map(id, inputs))])
+
+    return run
+
+
 TRIAL_SAMPLE = 1 << 20
 """Elements of each output kept per trial for the degenerate and replay checks (8, 2)."""
 
@@ -272,14 +299,24 @@ def time_problem(
     expected = {id(s): checks.as_outputs(problem.implementation(*s)) for s in input_sets}
     expected = {k: tuple(_detached(o).clone() for o in v) for k, v in expected.items()}
     contenders, skipped = _baselines(problem)
+    private_inputs: list[str] = []
     for name in list(contenders):
         # a baseline that cannot run these inputs (an API change in its library, say) is
         # reported as skipped with its error; it must not end the run for everyone else
+        snapshot = _clone_tensors(input_sets[0])
         try:
             contenders[name](*input_sets[0])
         except Exception as exc:
             skipped[name] = f"failed on these inputs: {type(exc).__name__}: {exc}"[:300]
             del contenders[name]
+            continue
+        finally:
+            changed = _restore_if_changed(input_sets[0], snapshot)
+        if changed:
+            # a baseline that writes its inputs (Liger's in-place gradients) would feed every
+            # other contender corrupted inputs: it runs on its own copies instead
+            contenders[name] = _on_private_copies(contenders[name], input_sets)
+            private_inputs.append(name)
     contenders = {report.CANDIDATE: problem.implementation, **contenders}
     mismatches = [0, 0]
 
@@ -310,6 +347,8 @@ def time_problem(
     times = {
         name: m.as_dict() | {"samples_s": list(m.samples_s)} for name, m in measurements.items()
     }
+    for name in private_inputs:
+        times[name]["notes"].append("writes its inputs: timed on private copies of them")
     return times, skipped, findings
 
 

@@ -132,9 +132,11 @@ def _linear_loss_and_grads(
 
 
 def unfused_linear_cross_entropy(hidden, weight, target):
-    """The usual training code (e.g. Hugging Face models): logits, upcast, cross entropy."""
+    """The usual training code (e.g. Hugging Face models): logits, upcast, cross entropy; the
+    loss comes back in the inputs' dtype, as warpforge's fused op returns it."""
     logits = hidden @ weight.t()
-    return F.cross_entropy(logits.float() if logits.dtype != torch.float64 else logits, target)
+    loss = F.cross_entropy(logits.float() if logits.dtype != torch.float64 else logits, target)
+    return loss.to(hidden.dtype)
 
 
 def fused_linear_cross_entropy_implementation(hidden, weight, target):
