@@ -49,7 +49,7 @@ for stage in "${STAGES[@]}"; do
              -n 2 --dist loadfile --junitxml="$RUN/gpu-tests.xml" tests ;;
     harness) run_stage harness 540 bash scripts/gpu/harness_check.sh "$RUN/harness" ;;
     ops) run_stage ops 560 "${BENCH[@]}" \
-           --problem '*norm*,*softmax*,cross_entropy*,fused_linear*,swiglu*,geglu*,rope*' --out "$RUN/ops.json" ;;
+           --problem 'rms_norm*,add_rms_norm*,layer_norm*,softmax*,log_softmax*,cross_entropy*,fused_linear*,swiglu*,geglu*,rope*' --out "$RUN/ops.json" ;;
     robotics) run_stage robotics "${WARPFORGE_ROBOTICS_LIMIT:-400}" "${BENCH[@]}" --problem 'resample*,align*,voxelize*' \
                 --out "$RUN/robotics.json" ;;
     blueprint) run_stage blueprint "${WARPFORGE_BLUEPRINT_LIMIT:-400}" "${BENCH[@]}" --problem 'blueprint.*' \
