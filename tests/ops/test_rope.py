@@ -213,7 +213,10 @@ def test_gpu_torch_compile_fullgraph_and_cuda_graph():
     (cos, sin), _ = tables(256, 64, False, gen)
     cos, sin = cos.cuda(), sin.cuda()
 
-    def step(q, k):
+    def step(q0, k0):
+        # fresh leaves per call: a leaf whose gradient accumulator was created outside the
+        # capture (by the eager calls above) ties the backward to the default stream
+        q, k = q0.detach().requires_grad_(), k0.detach().requires_grad_()
         q_rot, k_rot = rope(q, k, cos, sin)
         return (q_rot, k_rot, *torch.autograd.grad((q_rot, k_rot), (q, k), (q_rot, k_rot)))
 
