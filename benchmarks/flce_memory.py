@@ -25,7 +25,6 @@ import torch.nn.functional as F
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
 
-
 def _time(fn, inputs) -> dict:
     """Median and 95% interval through the harness' timing (events, L2 flush, launch hold)."""
     from warpforge.harness.timing import measure
@@ -33,6 +32,7 @@ def _time(fn, inputs) -> dict:
     m = measure(fn, [inputs], max_time_s=3.0)
     return {"median_s": m.median_s, "ci_low_s": m.ci_low_s, "ci_high_s": m.ci_high_s,
             "method": "warpforge.harness.timing.measure"}  # fmt: skip
+
 
 def unfused(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy((hidden @ weight.t()).float(), target)
