@@ -48,7 +48,9 @@ def _liger_cross_entropy() -> Callable[..., torch.Tensor]:
 
 
 CE_SHAPES = ({"M": 16384, "V": 32000}, {"M": 8192, "V": 128256}, {"M": 4096, "V": 262144})
-CE_CPU_SHAPES = ({"M": 5, "V": 37}, {"M": 3, "V": 4099}, {"M": 1, "V": 1})
+# one class (V=1) gives a constant loss, which the harness rightly rejects as degenerate; that
+# edge case is covered by tests/ops/test_cross_entropy.py instead
+CE_CPU_SHAPES = ({"M": 5, "V": 37}, {"M": 3, "V": 4099}, {"M": 1, "V": 3})
 
 CROSS_ENTROPY_FWD = register_problem(
     Problem(
