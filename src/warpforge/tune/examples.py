@@ -158,6 +158,11 @@ ROW_SUM = register_tunable(
             for n in (256, 512, 1024, 2048, 4096, 8192, 16384)
         ),
         dtypes=(torch.float32, torch.float16, torch.bfloat16),
+        # fp32 rows of up to 16384 unit-normal values: a config that accumulates 64-wide chunks
+        # sequentially carries ~1e-4 of rounding error where the row sum is near zero, while
+        # torch's cascade sum carries ~1e-6, so the default 1e-5 floor rejected correct configs
+        # on the H100; a wrong config is off by O(1) and still fails
+        atol={torch.float32: 5e-4, torch.float16: 1e-3, torch.bfloat16: 8e-3},
         description="sum of each row of a 2-D tensor (example tunable)",
     ),
     replace=True,
