@@ -73,14 +73,18 @@ SWIGLU_FWD = register_problem(
 # --- swiglu.bwd -----------------------------------------------------------------------------
 
 
-def swiglu_backward_reference(gate, up, grad_out):
+def swiglu_backward_reference(
+    gate: torch.Tensor, up: torch.Tensor, grad_out: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Both input gradients of silu(gate) * up, written out."""
     sig = torch.sigmoid(gate)
     grad_gate = grad_out * up * sig * (1 + gate * (1 - sig))
     return grad_gate, grad_out * gate * sig
 
 
-def swiglu_backward_implementation(gate, up, grad_out):
+def swiglu_backward_implementation(
+    gate: torch.Tensor, up: torch.Tensor, grad_out: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     from warpforge.ops.activations import swiglu_backward
 
     return swiglu_backward(grad_out, gate, up)

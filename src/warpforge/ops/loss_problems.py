@@ -133,7 +133,9 @@ def _linear_loss_and_grads(
     return run
 
 
-def unfused_linear_cross_entropy(hidden, weight, target):
+def unfused_linear_cross_entropy(
+    hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor
+) -> torch.Tensor:
     """The usual training code (e.g. Hugging Face models): logits, upcast, cross entropy; the
     loss comes back in the inputs' dtype, as warpforge's fused op returns it."""
     logits = hidden @ weight.t()
@@ -141,7 +143,9 @@ def unfused_linear_cross_entropy(hidden, weight, target):
     return loss.to(hidden.dtype)
 
 
-def fused_linear_cross_entropy_implementation(hidden, weight, target):
+def fused_linear_cross_entropy_implementation(
+    hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor
+) -> torch.Tensor:
     from warpforge.ops import fused_linear_cross_entropy
 
     return fused_linear_cross_entropy(hidden, weight, target)

@@ -41,25 +41,33 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
 
 
-def rope_reference(q, k, cos, sin):
+def rope_reference(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The Hugging Face Llama formula: x * cos + rotate_half(x) * sin."""
     cos, sin = cos[:, None, :], sin[:, None, :]
     return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
 
 
-def rope_backward_reference(grad_q, grad_k, cos, sin):
+def rope_backward_reference(
+    grad_q: torch.Tensor, grad_k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradient of rope: the rotation by -sin."""
     cos, sin = cos[:, None, :], -sin[:, None, :]
     return grad_q * cos + _rotate_half(grad_q) * sin, grad_k * cos + _rotate_half(grad_k) * sin
 
 
-def rope_implementation(q, k, cos, sin):
+def rope_implementation(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     from warpforge.ops import rope
 
     return rope(q, k, cos, sin)
 
 
-def rope_backward_implementation(grad_q, grad_k, cos, sin):
+def rope_backward_implementation(
+    grad_q: torch.Tensor, grad_k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     from warpforge.ops.rope import rope_backward
 
     return rope_backward(grad_q, grad_k, cos, sin)

@@ -65,7 +65,9 @@ def _resample_candidate(values, times, query) -> torch.Tensor:
     return resample(values, times, query, assume_sorted=True)
 
 
-def searchsorted_lerp(values: torch.Tensor, times: torch.Tensor, query: torch.Tensor):
+def searchsorted_lerp(
+    values: torch.Tensor, times: torch.Tensor, query: torch.Tensor
+) -> torch.Tensor:
     """The baseline: batched searchsorted + gather + lerp with clamping, no Python loops."""
     samples, width = values.shape[1], values.shape[2]
     upper = torch.searchsorted(times, query, right=True)
