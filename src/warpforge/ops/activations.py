@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from warpforge.ops._dispatch import dispatched_op
+from warpforge.dispatch import dispatched_op
 from warpforge.ops._rows import cdiv, kernel_device
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_choice, check_same_device, check_tensor

@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from warpforge.ops._dispatch import dispatched_op
+from warpforge.dispatch import dispatched_op
 from warpforge.ops._rows import kernel_device, next_power_of_2
 from warpforge.runtime import ExecutionPath, checks_enabled, execution_path
 from warpforge.validation import check_choice, check_same_device, check_tensor, describe

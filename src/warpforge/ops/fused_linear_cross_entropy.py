@@ -21,7 +21,7 @@ from typing import Optional
 
 import torch
 
-from warpforge.ops._dispatch import dispatched_op
+from warpforge.dispatch import dispatched_op
 from warpforge.ops.cross_entropy import (
     reduce_rows,
     row_grads,

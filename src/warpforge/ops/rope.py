@@ -16,7 +16,7 @@ import functools
 
 import torch
 
-from warpforge.ops._dispatch import dispatched_op
+from warpforge.dispatch import dispatched_op
 from warpforge.ops._rows import cdiv, kernel_device, next_power_of_2
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_same_device, check_tensor, describe

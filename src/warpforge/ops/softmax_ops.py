@@ -14,7 +14,7 @@ import functools
 
 import torch
 
-from warpforge.ops._dispatch import dispatched_op
+from warpforge.dispatch import dispatched_op
 from warpforge.ops._rows import (
     RowLaunchConfig,
     as_rows,

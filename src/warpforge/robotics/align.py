@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import torch
 
+from warpforge.dispatch import eager_call_allowed
 from warpforge.robotics.resample import (
     METHODS,
     OUT_OF_RANGE,
@@ -239,12 +240,10 @@ def align(
     values, times, query, methods, batched = _normalize(streams, query_times, methods)
     if not assume_sorted:
         check_sorted_times([(f"streams[{k}] times", t, None) for k, t in enumerate(times)])
-    compiling = getattr(torch.compiler, "is_compiling", lambda: False)()
-    needs_grad = torch.is_grad_enabled() and any(v.requires_grad for v in values)
-    if compiling or needs_grad:
-        results = _align_op(values, times, query, ",".join(methods), out_of_range, concat)
-    else:
+    if eager_call_allowed(values):  # gradients flow to the values only
         results = _align_impl(values, times, query, methods, out_of_range, concat)
+    else:
+        results = _align_op(values, times, query, ",".join(methods), out_of_range, concat)
     outs = results[: 1 if concat else len(values)]
     if out_of_range == "error":
         for k, mask in enumerate(results[len(outs) :]):

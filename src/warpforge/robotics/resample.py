@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from warpforge.dispatch import eager_call_allowed
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import check_choice, check_same_device, check_tensor, describe
 
@@ -633,12 +634,6 @@ def _backward(ctx, grad_out, grad_mask):
 _resample_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-def _needs_op(*tensors: torch.Tensor) -> bool:
-    """The dispatcher is needed for autograd and torch.compile; plain calls skip its overhead."""
-    compiling = getattr(torch.compiler, "is_compiling", lambda: False)()
-    return compiling or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
-
-
 def resample(
     values: torch.Tensor,
     times: torch.Tensor,
@@ -673,7 +668,7 @@ def resample(
     if not assume_sorted:
         check_sorted_times([("times", args.times, args.lengths)])
     write_mask = return_mask or out_of_range == "error"
-    call = _resample_op if _needs_op(args.values, args.query) else _run
+    call = _run if eager_call_allowed((args.values, args.query)) else _resample_op
     out, mask = call(
         args.values, args.times, args.query, args.lengths, method, out_of_range, write_mask
     )

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import torch
 
+from warpforge.dispatch import dispatcher_required
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import (
     check_choice,
@@ -308,7 +309,8 @@ def voxelize(
         raise ValueError("batch_size: given without batch_index; pass both or neither")
     check_same_device(points=points, features=features, batch_index=batch_index)
     batches = batch_size if batch_index is not None else 1
-    compiling = getattr(torch.compiler, "is_compiling", lambda: False)()
-    call = _voxelize_op if compiling else _voxelize_impl
+    # no autograd here, so only tracing (and subclasses / modes) needs the custom op
+    needs_op = dispatcher_required((points, features, batch_index))
+    call = _voxelize_op if needs_op else _voxelize_impl
     out = call(points, features, batch_index, corner, sizes, grid, batches, reduce)
     return out if batch_index is not None else out[0]

@@ -1,5 +1,5 @@
-"""How every ``warpforge.ops`` function reaches its implementation: custom op when compiling,
-a direct call in eager mode.
+"""How every warpforge op (``warpforge.ops``, ``warpforge.robotics``) reaches its implementation:
+custom op when compiling, a direct call in eager mode.
 
 A ``torch.library`` custom op is what ``torch.compile(fullgraph=True)``, CUDA graphs and
 ``opcheck`` need: an opaque node with a fake (meta) implementation. Called eagerly, though, it
@@ -52,6 +52,16 @@ def _route(args: tuple[Any, ...]) -> int:
             if grad_enabled and a.requires_grad:
                 route = _AUTOGRAD
     return route
+
+
+def eager_call_allowed(args: Sequence[Any]) -> bool:
+    """True when a call may skip the custom op: eager, plain tensors, nothing requires grad."""
+    return _route(tuple(args)) == _DIRECT
+
+
+def dispatcher_required(args: Sequence[Any]) -> bool:
+    """True when only the custom op will do: compiling, a dispatch mode, functorch or a subclass."""
+    return _route(tuple(args)) == _DISPATCHER
 
 
 class DispatchedOp:

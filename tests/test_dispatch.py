@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from warpforge import dispatch as _dispatch
 from warpforge import ops
-from warpforge.ops import _dispatch
 
 
 def _randn(*shape: int, grad: bool = True) -> torch.Tensor:
