@@ -310,16 +310,12 @@ class DiskTier:
 
     # --- maintenance (under the lock file) ---
     @contextlib.contextmanager
-    def _locked(self, *, blocking: bool) -> Iterator[bool]:
+    def _locked(self) -> Iterator[None]:
         self.root.mkdir(parents=True, exist_ok=True)
         with open(self.root / LOCK_NAME, "a+b") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
-            except BlockingIOError:
-                yield False
-                return
-            try:
-                yield True
+                yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
@@ -369,12 +365,11 @@ class DiskTier:
     def evict(self, *, protect: str | None = None) -> int:
         """Delete least-recently-used entries until the store fits ``max_bytes``; returns how many.
 
-        Skipped (returns 0) when another process holds the lock: it is doing the same work.
+        Waits for the lock: a process already evicting may have measured the store before this
+        process's entry was published, so skipping would leave the store over its bound.
         """
         try:
-            with self._locked(blocking=False) as locked:
-                if not locked:
-                    return 0
+            with self._locked():
                 self._remove_stale()
                 usage = sorted(self._usage())
                 total = sum(size for _, size, _, _ in usage)
@@ -399,7 +394,7 @@ class DiskTier:
     def verify(self) -> VerifyReport:
         """Check every entry against its manifest; quarantine those that fail."""
         checked, ok, corrupted = 0, 0, []
-        with self._locked(blocking=True):
+        with self._locked():
             for digest, entry in list(self._iter_entries()):
                 checked += 1
                 try:
@@ -420,7 +415,7 @@ class DiskTier:
         removed = 0
         if not self.root.is_dir():
             return 0
-        with self._locked(blocking=True):
+        with self._locked():
             for _, entry in list(self._iter_entries()):
                 removed += self._remove(entry)
             shutil.rmtree(self.root / QUARANTINE, ignore_errors=True)
