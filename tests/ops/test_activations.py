@@ -62,7 +62,12 @@ def check(op_name, gate, up, tol):
     expected_gate, expected_up = torch.autograd.grad(expected, (g64, u64), grad_out)
     assert out.dtype == gate.dtype and out.shape == gate.shape
     torch.testing.assert_close(out.double(), expected, atol=tol, rtol=tol)
-    torch.testing.assert_close(grad_gate.double(), expected_gate, atol=tol, rtol=tol)
+    # the gelu/silu derivative cancels terms of size |grad_out * up * gate|, so fp32 rounding
+    # is absolute at that scale, not at the (possibly tiny) gradient's
+    scale = (grad_out * up.detach().double() * gate.detach().double()).abs().clamp(min=1.0)
+    error = (grad_gate.double() - expected_gate).abs()
+    bound = tol * scale + tol * expected_gate.abs()
+    assert bool((error <= bound).all()), f"grad_gate: max error {float(error.max()):.3e}"
     torch.testing.assert_close(grad_up.double(), expected_up, atol=tol, rtol=tol)
 
 
