@@ -32,8 +32,8 @@ if [ "${HARNESS_GPU_FULL:-0}" = 1 ]; then  # the whole harness suite (cheating g
 fi
 step ceilings 120 "$PY" -m warpforge ceilings --json --refresh
 cp "$OUT/ceilings.log" "$OUT/ceilings.json"
-step suite-run1 200 "$PY" -m warpforge suite benchmarks/kernelbench --out "$OUT/suite-run1.json" --max-time 1
-step suite-run2 200 "$PY" -m warpforge suite benchmarks/kernelbench --out "$OUT/suite-run2.json" --max-time 1
+step suite-run1 300 "$PY" -m warpforge suite benchmarks/kernelbench --out "$OUT/suite-run1.json" --max-time 1
+step suite-run2 300 "$PY" -m warpforge suite benchmarks/kernelbench --out "$OUT/suite-run2.json" --max-time 1
 step compare 60 "$PY" -m warpforge compare "$OUT/suite-run1.json" "$OUT/suite-run2.json" --threshold 0.02 --json
 cp "$OUT/compare.log" "$OUT/compare.json"
 step stability 60 "$PY" - "$OUT/suite-run1.json" "$OUT/suite-run2.json" <<'PY'

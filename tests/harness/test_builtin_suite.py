@@ -9,6 +9,12 @@ import triton.language as tl
 
 from warpforge.harness import bench
 from warpforge.harness.problem import BaselineUnavailable, Problem
+from warpforge.runtime import interpreter_enabled
+
+requires_interpreter = pytest.mark.skipif(
+    not interpreter_enabled(),
+    reason="checks the CPU (interpreter) path: Triton here compiles for the GPU instead",
+)
 
 
 @triton.jit
@@ -106,6 +112,7 @@ def test_select_problems_by_glob() -> None:
         bench.select_problems(problems, "nothing*")
 
 
+@requires_interpreter
 def test_run_builtin_suite_rows_on_cpu() -> None:
     tasks = bench.suite_tasks([_problem(_axpb)], torch.device("cpu"))
     rows = bench.run_builtin_suite(tasks, torch.device("cpu"))
@@ -126,7 +133,7 @@ def test_builtin_timed_against_baselines_on_gpu() -> None:
     assert row["speedup"]["vs_best"]["value"] > 0
 
 
-def test_baseline_failing_on_the_inputs_is_skipped_not_fatal() -> None:
+def test_baseline_failing_on_the_inputs_is_skipped_not_fatal(device: torch.device) -> None:
     def broken_baseline():
         def run(x):
             raise TypeError("forward() missing 1 required positional argument: 'weight'")
@@ -136,14 +143,14 @@ def test_baseline_failing_on_the_inputs_is_skipped_not_fatal() -> None:
     problem = _problem(_axpb)
     problem = Problem(**{**problem.__dict__, "baselines": {"broken": broken_baseline}})
     times, skipped, findings = bench.time_problem(
-        problem, {"N": 130}, torch.float32, torch.device("cpu"), max_time_s=0.05
+        problem, {"N": 130}, torch.float32, device, max_time_s=0.05
     )
     assert "broken" not in times and "candidate" in times
     assert skipped["broken"].startswith("failed on these inputs: TypeError: forward() missing")
     assert findings == []
 
 
-def test_a_crashing_row_is_reported_and_the_suite_goes_on() -> None:
+def test_a_crashing_row_is_reported_and_the_suite_goes_on(device: torch.device) -> None:
     def exploding_inputs(shape, dtype, device, generator):
         raise MemoryError("simulated out of memory")
 
@@ -151,8 +158,8 @@ def test_a_crashing_row_is_reported_and_the_suite_goes_on() -> None:
     bad = Problem(
         **{**_problem(_axpb).__dict__, "name": "test.bad", "make_inputs": exploding_inputs}
     )
-    tasks = bench.suite_tasks([bad, good], torch.device("cpu"), dtype=torch.float32)
-    rows = bench.run_builtin_suite(tasks, torch.device("cpu"))
+    tasks = bench.suite_tasks([bad, good], device, dtype=torch.float32)
+    rows = bench.run_builtin_suite(tasks, device, max_time_s=0.05)
     by_name = {}
     for row in rows:
         by_name.setdefault(row["problem"], set()).add(row["status"])
@@ -161,7 +168,7 @@ def test_a_crashing_row_is_reported_and_the_suite_goes_on() -> None:
     assert "MemoryError: simulated out of memory" in rows[0]["verification"]["error"]
 
 
-def test_baseline_that_writes_its_inputs_runs_on_private_copies() -> None:
+def test_baseline_that_writes_its_inputs_runs_on_private_copies(device: torch.device) -> None:
     def in_place_baseline():
         def run(x):
             return x.mul_(3.0).sub_(1.0)  # right answer, but it overwrites x (Liger-style)
@@ -171,7 +178,7 @@ def test_baseline_that_writes_its_inputs_runs_on_private_copies() -> None:
     problem = _problem(_axpb)
     problem = Problem(**{**problem.__dict__, "baselines": {"in_place": in_place_baseline}})
     times, skipped, findings = bench.time_problem(
-        problem, {"N": 130}, torch.float32, torch.device("cpu"), max_time_s=0.05
+        problem, {"N": 130}, torch.float32, device, max_time_s=0.05
     )
     assert findings == []  # the candidate saw uncorrupted inputs in every timed call
     assert skipped == {}

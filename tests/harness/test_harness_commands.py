@@ -81,7 +81,8 @@ def test_bench_default_suite_writes_report_and_fails_on_rejection(tmp_path: Path
     assert result.exit_code == 0, result.output
     data = report.load_report(out)
     assert data["kind"] == "builtin-suite"
-    assert [r["status"] for r in data["results"]] == ["ok", "ok"]
+    shapes = good.shapes if torch.cuda.is_available() else good.cpu_shapes  # bench's default device
+    assert [r["status"] for r in data["results"]] == ["ok"] * len(shapes)
     assert data["results"][0]["verification"]["passed"] is True
     bad = _problem(_mutating, "test.bad")
     result = CliRunner().invoke(
@@ -148,27 +149,43 @@ def test_ceilings_command_json_uses_cache(tmp_path: Path, monkeypatch) -> None:
     assert ceilings.cached_ceilings() is not None
 
 
-def test_suite_sharded_under_torchrun_merges_one_report(tmp_path: Path) -> None:
+def _sharded_suite(tmp_path: Path, nproc: int, env_overrides: dict[str, str]) -> None:
+    """Run ``warpforge suite`` under torchrun over ``nproc`` ranks; check the one merged report."""
     pairs = tmp_path / "pairs"
     pairs.mkdir()
-    for name in ("a", "b", "c"):
+    names = ["a", "b", "c"]
+    for name in names:
         (pairs / f"{name}.py").write_text((CHEATS / "ref_scale.py").read_text())
         (pairs / f"{name}_new.py").write_text((CHEATS / "honest_scale.py").read_text())
     out = tmp_path / "merged.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **env_overrides}
     run = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m",
-         "warpforge",
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+         "-m", "warpforge",
          "suite", str(pairs), "--out", str(out), "--no-ceilings", "--max-time", "0.2"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
     )  # fmt: skip
     assert out.exists(), run.stdout[-3000:] + run.stderr[-3000:]
     data = report.load_report(out)
     findings = [(r["problem"], r["verification"].get("findings")) for r in data["results"]]
-    assert data["world_size"] == 2
-    assert [r["problem"] for r in data["results"]] == ["a", "b", "c"]
-    assert data["summary"]["correct"] == 3, findings
+    assert data["world_size"] == nproc
+    assert [r["problem"] for r in data["results"]] == names
+    assert data["summary"]["correct"] == len(names), findings
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+
+def test_suite_sharded_under_torchrun_merges_one_report(tmp_path: Path) -> None:
+    # two CPU ranks (gloo) whatever GPUs this machine has; NCCL over GPUs is the test below
+    _sharded_suite(tmp_path, 2, {"CUDA_VISIBLE_DEVICES": "", "TRITON_INTERPRET": "1"})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+    reason="needs at least 2 visible GPUs for NCCL sharding",
+)
+def test_gpu_suite_sharded_over_gpus_with_nccl(tmp_path: Path) -> None:
+    _sharded_suite(tmp_path, torch.cuda.device_count(), {})
 
 
 def test_bench_pair_with_baseline_times_all_in_one_run(tmp_path: Path) -> None:

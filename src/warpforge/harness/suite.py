@@ -108,7 +108,14 @@ def distributed_shard() -> Shard:
     if not dist.is_initialized():
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         if backend == "nccl":
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+            local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+            if local_rank >= torch.cuda.device_count():
+                raise RuntimeError(
+                    f"torchrun started local rank {local_rank}, but only "
+                    f"{torch.cuda.device_count()} GPU(s) are visible: use --nproc-per-node <= "
+                    f"{torch.cuda.device_count()} (one process per GPU)"
+                )
+            torch.cuda.set_device(local_rank)
         dist.init_process_group(backend=backend)
     return Shard(dist.get_rank(), dist.get_world_size())
 
