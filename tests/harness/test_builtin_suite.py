@@ -183,3 +183,62 @@ def test_baseline_that_writes_its_inputs_runs_on_private_copies(device: torch.de
     assert findings == []  # the candidate saw uncorrupted inputs in every timed call
     assert skipped == {}
     assert "writes its inputs: timed on private copies of them" in times["in_place"]["notes"]
+
+
+def _row_softmax_problem(implementation) -> Problem:
+    def inputs(shape, dtype, device, generator):
+        return (
+            torch.randn(shape["M"], shape["N"], dtype=dtype, device=device, generator=generator),
+        )
+
+    return Problem(
+        name="test.row_softmax",
+        reference=lambda x: torch.softmax(x, dim=-1),
+        implementation=implementation,
+        make_inputs=inputs,
+        flops=lambda s, d: 5.0 * s["M"] * s["N"],
+        bytes_moved=lambda s, d: 2.0 * s["M"] * s["N"] * d.itemsize,
+        shapes=[],
+        cpu_shapes=[{"M": 37, "N": 50}],
+        row_split=lambda inputs, rows: (inputs[0][rows],),
+    )
+
+
+def _softmax_wrong_in_last_rows(x: torch.Tensor) -> torch.Tensor:
+    y = torch.softmax(x.double(), dim=-1).to(x.dtype)
+    y[-3:] *= 1.01
+    return y
+
+
+@pytest.mark.parametrize(
+    ("implementation", "reason"),
+    [
+        (lambda x: torch.softmax(x.double(), dim=-1).to(x.dtype), None),
+        (_softmax_wrong_in_last_rows, "tolerance"),
+        (lambda x: torch.softmax(x.half(), dim=-1).to(x.dtype), "tolerance"),
+    ],
+)
+def test_float64_reference_in_row_blocks(monkeypatch, implementation, reason) -> None:
+    # a reference "too large" for memory is computed 37 rows -> blocks of a few rows
+    monkeypatch.setattr(bench, "CPU_REFERENCE_BYTES", 3 * 8 * 37 * 50 // 5)
+    problem = _row_softmax_problem(implementation)
+    x = torch.randn(37, 50)
+    blocks = bench._reference_blocks(problem, (x,), torch.device("cpu"))
+    assert blocks is not None and len(blocks) >= 5 and blocks[-1].stop == 37
+    result = bench.verify_problem(problem, {"M": 37, "N": 50}, torch.float32, torch.device("cpu"))
+    if reason is None:
+        assert result.passed, [str(f) for f in result.findings]
+        assert 0 < result.max_error < 1e-6
+    else:
+        assert reason in result.reasons(), [str(f) for f in result.findings]
+    if implementation is _softmax_wrong_in_last_rows:
+        first_bad = next(b for b in blocks if b.start <= 34 < b.stop)  # rows 34..36 are off
+        assert f"(rows {first_bad.start}:{first_bad.stop})" in str(result.findings[0])
+
+
+def test_block_samples_match_the_whole_output_sample(monkeypatch) -> None:
+    monkeypatch.setattr(bench, "TRIAL_SAMPLE", 64)
+    whole = torch.randn(37, 50, dtype=torch.float64)
+    blocks = [slice(0, 7), slice(7, 20), slice(20, 37)]
+    parts = [bench._block_sample(whole[b], b, whole) for b in blocks]
+    assert torch.equal(torch.cat(parts), bench._trial_sample(whole))

@@ -127,32 +127,38 @@ def verify_problem(
         generator.manual_seed(secrets.randbits(62))
         inputs = tuple(problem.make_inputs(shape, dtype, device, generator))
         before = [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        blocks = _reference_blocks(problem, before, device)
+        ref64: tuple[Any, ...] | None = None
         try:
-            if problem.float64_reference:
-                ref64 = checks.as_outputs(problem.reference(*map(kernelbench.to_float64, before)))
-            else:
-                ref64 = checks.as_outputs(problem.reference(*before))
-            native = checks.as_outputs(problem.reference(*before))
+            if blocks is None:  # else computed block by block after the candidate ran
+                ref64 = tuple(map(_detached, _float64_reference(problem, before)))
+            native = tuple(map(_detached, checks.as_outputs(problem.reference(*before))))
         except Exception as exc:
             result.add([Finding(Reason.CRASH, f"the reference raised {type(exc).__name__}: {exc}")])
             return result
-        ref64 = tuple(_detached(r) for r in ref64)
-        native = tuple(_detached(r) for r in native)
-        references.append(tuple(_trial_sample(r) for r in ref64))
+        if ref64 is not None:
+            references.append(tuple(_trial_sample(r) for r in ref64))
         outputs = _run_poisoned(problem, inputs, isolation.POISON_NAN, result)
         result.trials = trial + 1
         if outputs is None:
             return result
         found = _inspect_outputs(outputs, inputs, before, native, device, trial)
         result.add(found)
+        if ref64 is None:
+            assert blocks is not None
+            references.append(
+                _verify_in_row_blocks(problem, before, outputs, native, blocks, trial, result,
+                                      compare=not found)
+            )  # fmt: skip
         if found:
             continue
         candidates.append(tuple(_trial_sample(o) for o in outputs))
-        result.add(checks.check_values(outputs, ref64, native, tol, trial=trial))
-        for out, ref, nat in zip(outputs, ref64, native, strict=False):
-            if out.is_floating_point() and ref.is_floating_point():
-                result.max_error = max(result.max_error, checks.max_abs_error(out, ref))
-                result.torch_error = max(result.torch_error, checks.max_abs_error(nat, ref))
+        if ref64 is not None:
+            result.add(checks.check_values(outputs, ref64, native, tol, trial=trial))
+            for out, ref, nat in zip(outputs, ref64, native, strict=False):
+                if out.is_floating_point() and ref.is_floating_point():
+                    result.max_error = max(result.max_error, checks.max_abs_error(out, ref))
+                    result.torch_error = max(result.torch_error, checks.max_abs_error(nat, ref))
         if trial < 2:
             again = _run_poisoned(problem, before, isolation.POISON_FINITE, result)
             if again is None:
@@ -162,6 +168,98 @@ def verify_problem(
     if len(candidates) == len(references):
         result.add(checks.check_not_replayed(candidates, references))
     return result
+
+
+def _float64_reference(problem: Problem, inputs: Sequence[Any]) -> tuple[Any, ...]:
+    """The ground truth: the reference on float64 copies (or as given, for exact outputs)."""
+    if problem.float64_reference:
+        return checks.as_outputs(problem.reference(*map(kernelbench.to_float64, inputs)))
+    return checks.as_outputs(problem.reference(*inputs))
+
+
+REFERENCE_MEMORY_SHARE = 4
+"""The float64 reference may use at most 1/this of the free memory in one piece."""
+CPU_REFERENCE_BYTES = 4 << 30
+
+
+def _reference_blocks(
+    problem: Problem, inputs: Sequence[Any], device: torch.device
+) -> list[slice] | None:
+    """Row blocks for a float64 reference too large to compute in one piece (None: it fits).
+
+    The estimate is three float64 copies of the inputs (inputs, outputs, one temporary)."""
+    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+    if problem.row_split is None or not tensors or tensors[0].dim() == 0:
+        return None
+    rows = tensors[0].shape[0]
+    need = 3 * 8 * sum(x.numel() for x in tensors)
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        budget = free // REFERENCE_MEMORY_SHARE
+    else:
+        budget = CPU_REFERENCE_BYTES
+    if need <= budget or rows <= 1:
+        return None
+    per_block = max(1, rows * budget // need)
+    return [slice(start, min(start + per_block, rows)) for start in range(0, rows, per_block)]
+
+
+def _verify_in_row_blocks(
+    problem: Problem,
+    before: Sequence[Any],
+    outputs: Sequence[torch.Tensor],
+    native: Sequence[Any],
+    blocks: list[slice],
+    trial: int,
+    result: VerificationResult,
+    *,
+    compare: bool,
+) -> tuple[torch.Tensor, ...]:
+    """Check ``outputs`` against a float64 reference computed one block of rows at a time.
+
+    Pass 1 measures PyTorch's own error over the whole output (the tolerance bound must not
+    depend on the blocking); pass 2 recomputes each block and checks the candidate's rows.
+    Returns the reference's trial sample (the same positions as :func:`_trial_sample`)."""
+    assert problem.row_split is not None
+    torch_errors = [0.0] * len(native)
+    samples: list[list[torch.Tensor]] = [[] for _ in native]
+    for rows, ref in _reference_by_rows(problem, before, blocks):
+        for i, r in enumerate(ref):
+            nat = native[i][rows]
+            if nat.is_floating_point() and r.is_floating_point():
+                torch_errors[i] = max(torch_errors[i], checks.max_abs_error(nat, r))
+            samples[i].append(_block_sample(r, rows, native[i]))
+    result.torch_error = max([result.torch_error, *torch_errors])
+    if compare:
+        for rows, ref in _reference_by_rows(problem, before, blocks):
+            part = [o[rows] for o in outputs]
+            found = checks.check_values(
+                part, ref, None, problem.tolerance, trial=trial, torch_errors=torch_errors
+            )
+            for out, r in zip(part, ref, strict=False):
+                if out.is_floating_point() and r.is_floating_point():
+                    result.max_error = max(result.max_error, checks.max_abs_error(out, r))
+            if found:
+                result.add([Finding(f.reason, f"{f.message} (rows {rows.start}:{rows.stop})")
+                            for f in found])  # fmt: skip
+                break
+    return tuple(torch.cat(parts) for parts in samples)
+
+
+def _reference_by_rows(problem: Problem, before: Sequence[Any], blocks: list[slice]):
+    assert problem.row_split is not None
+    for rows in blocks:
+        part = problem.row_split(before, rows)
+        yield rows, tuple(map(_detached, _float64_reference(problem, part)))
+
+
+def _block_sample(ref_block: torch.Tensor, rows: slice, whole: torch.Tensor) -> torch.Tensor:
+    """The elements of ``ref_block`` (rows ``rows`` of an output shaped like ``whole``) that
+    :func:`_trial_sample` picks from the whole output."""
+    step = max(1, -(-whole.numel() // TRIAL_SAMPLE))
+    base = rows.start * (whole.numel() // max(1, whole.shape[0]))
+    return ref_block.reshape(-1)[(-base) % step :: step].clone()
 
 
 def _detached(value: Any) -> Any:

@@ -83,6 +83,11 @@ class Problem:
     """Extra shapes for ``--sweep``."""
     float64_reference: bool = True
     """False for integer or index outputs, where the reference runs at the input dtype."""
+    row_split: Callable[[Sequence[Any], slice], Sequence[Any]] | None = None
+    """For row-independent problems: the inputs of the rows ``rows`` (every output's leading
+    dimension is those rows). Lets the harness compute the float64 reference of a shape too
+    large for device memory one block of rows at a time; None for problems whose outputs mix
+    rows (a mean loss, a weight gradient)."""
     description: str = ""
 
 

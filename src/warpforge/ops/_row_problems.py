@@ -36,6 +36,11 @@ BACKWARD_TOLERANCE = Tolerance(  # dx sums N terms, so a little looser than forw
 )
 
 
+def split_rows(inputs: Any, rows: slice) -> tuple[Any, ...]:
+    """A problem's ``row_split``: rows ``rows`` of every (M, N) input; (N,) vectors whole."""
+    return tuple(x[rows] if isinstance(x, torch.Tensor) and x.dim() >= 2 else x for x in inputs)
+
+
 def randn(dtype: torch.dtype, device: torch.device, generator: torch.Generator, *size: int):
     """Standard normal values drawn in fp32 (same stream for every dtype), cast to ``dtype``."""
     return torch.randn(*size, generator=generator, device=device, dtype=torch.float32).to(dtype)

@@ -20,6 +20,7 @@ from warpforge.ops._row_problems import (
     per_element_flops,
     randn,
     row_bytes,
+    split_rows,
 )
 from warpforge.ops.liger_baselines import liger_attribute
 
@@ -88,6 +89,7 @@ register_problem(
         cpu_shapes=CPU_SHAPES,
         baselines=forward_baselines(_eager_softmax, _liger_softmax),
         sweep=SWEEP,
+        row_split=split_rows,
         description="softmax over the last dim of (M, N)",
     )
 )
@@ -123,6 +125,7 @@ register_problem(
         cpu_shapes=CPU_SHAPES,
         baselines=forward_baselines(_eager_log_softmax),
         sweep=SWEEP,
+        row_split=split_rows,
         description="log-softmax over the last dim of (M, N)",
     )
 )
