@@ -469,7 +469,7 @@ class _Worker:
                 [inputs for inputs, _ in self.slots],
                 cold=command.get("cold", True),
                 max_time_s=command.get("max_time_s", 2.0),
-                min_samples=command.get("min_samples", 10),
+                min_samples=command.get("min_samples", self.timing.MIN_SAMPLES),
                 cuda_graph=command.get("cuda_graph", False),
                 on_output=check,
             )
