@@ -1,8 +1,10 @@
 """``warpforge.compile``: a blueprint (or a traced function) as a module running fused kernels.
 
-Path of a call: validate and bind the inputs -> specialisation (device, divisibility by 16 and
-power-of-two bucket of each input's last dim) -> per-module dict of loaded programs (the
-microsecond hit path) -> on a miss, the :class:`~warpforge.cache.KernelRegistry` (memory -> disk
+Path of a call: the call signature (type, shape, dtype and device of each input) -> per-module
+dict of resolved calls (the hit path: one tuple and one dict lookup, no validation repeated,
+because an equal signature validates and binds identically) -> on a miss, validate and bind the
+inputs -> specialisation (device, divisibility by 16 and power-of-two bucket of each input's
+last dim) -> per-module dict of loaded programs -> on a miss, the :class:`~warpforge.cache.KernelRegistry` (memory -> disk
 -> Redis) by a :class:`~warpforge.cache.CacheKey` of canonical hash + specialisation -> on a full
 miss, code generation -> the source is written beside the cache under ``<cache dir>/blueprint``
 and imported from that file (Triton's JIT reads kernel source from files; Triton's own cache keeps
@@ -15,7 +17,6 @@ compiles) falls back to the PyTorch reference: logged once per blueprint and rea
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import logging
@@ -78,6 +79,20 @@ def specialisation(tensors: Sequence[torch.Tensor]) -> tuple[Any, ...]:
     return tuple(parts)
 
 
+MAX_CALL_SIGNATURES = 512
+"""Exact input signatures remembered per module (ragged shapes each add one); the table is
+cleared when full, so a model cycling through more shapes only pays the bind again."""
+
+
+def call_signature(tensors: Sequence[object]) -> tuple[Any, ...] | None:
+    """What fixes validation, bindings and the program of a call: each input's type, shape,
+    dtype and device. None when an argument is not tensor-like (the slow path reports it)."""
+    try:
+        return tuple([(type(t), t.shape, t.dtype, t.device) for t in tensors])  # type: ignore[attr-defined]
+    except AttributeError:
+        return None
+
+
 def _module_path(digest: str) -> Path:
     from warpforge.environment import cache_dir
 
@@ -133,6 +148,8 @@ class CompiledBlueprint(torch.nn.Module):
         self.graph_hash = ir.canonical_hash(None if registry is None else registry)
         ir.infer(self.registry)
         self._programs: dict[tuple[Any, ...], Any] = {}
+        # call signature -> (program or _FALLBACK, bindings, device): the per-call hit path.
+        self._calls: dict[tuple[Any, ...], tuple[Any, dict[str, int], torch.device]] = {}
         self._prepared: dict[tuple[Any, ...], Any] = {}  # loaded, first launch still to come
         self._plan: Plan | None = None
         self._generator: KernelSourceGenerator | None = None
@@ -154,13 +171,39 @@ class CompiledBlueprint(torch.nn.Module):
         return self._generator.source(plan)
 
     def forward(self, *tensors: torch.Tensor) -> Any:
+        resolved = self._calls.get(call_signature(tensors))  # type: ignore[arg-type]
+        if resolved is None:
+            return self._forward_resolving(tensors)
+        program, bindings, device = resolved
+        if device.type != "cuda" and (
+            runtime.execution_path(device) is runtime.ExecutionPath.TORCH_REFERENCE
+        ):  # the interpreter is switched by the environment, so CPU asks every time
+            outputs = run_reference(self.ir, tensors, self.registry)
+        elif torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            outputs = _KernelFunction.apply(self, *tensors)
+        elif program is _FALLBACK:
+            outputs = run_reference(self.ir, tensors, self.registry)
+        else:
+            outputs = program.run(tensors, bindings)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _forward_resolving(self, tensors: Sequence[torch.Tensor]) -> Any:
+        """A call whose exact signature is new: validate, bind, run, then remember it."""
         bindings = bind_inputs(self.ir, tensors)
-        if runtime.execution_path(tensors[0].device) is runtime.ExecutionPath.TORCH_REFERENCE:
+        device = tensors[0].device
+        if runtime.execution_path(device) is runtime.ExecutionPath.TORCH_REFERENCE:
             outputs = run_reference(self.ir, tensors, self.registry)
         elif torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             outputs = _KernelFunction.apply(self, *tensors)
         else:
             outputs = self.run_kernels(tensors, bindings)
+        spec = specialisation(tensors)
+        if spec in self._programs:
+            signature = call_signature(tensors)
+            if signature is not None:
+                if len(self._calls) >= MAX_CALL_SIGNATURES:
+                    self._calls.clear()
+                self._calls[signature] = (self._programs[spec], bindings, device)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def run_kernels(
@@ -178,8 +221,13 @@ class CompiledBlueprint(torch.nn.Module):
         return program.run(tensors, bindings)
 
     def lookup(self, tensors: Sequence[torch.Tensor]) -> KernelProgram | None:
-        """The in-process hit path alone: the loaded program for these inputs, if any."""
-        program = self._programs.get(specialisation(tensors))
+        """The in-process hit path alone (what every call does before launching): the loaded
+        program for these inputs, if any."""
+        resolved = self._calls.get(call_signature(tensors))
+        if resolved is not None:
+            program = resolved[0]
+        else:  # a new exact signature whose specialisation is loaded already
+            program = self._programs.get(specialisation(tensors))
         return program if isinstance(program, KernelProgram) else None
 
     def prepare(self, tensors: Sequence[torch.Tensor]) -> bool:
@@ -391,9 +439,12 @@ def compile(
     key = (ir.canonical_hash(), strict)
     module = _COMPILED.get(key)
     if module is not None:
-        # Least recently used goes first; another thread may have evicted it meanwhile.
-        with contextlib.suppress(KeyError):
+        # Least recently used goes first; another thread may have evicted it meanwhile
+        # (try/except, not contextlib.suppress: this is the per-call path of compile()).
+        try:  # noqa: SIM105
             _COMPILED.move_to_end(key)
+        except KeyError:
+            pass
     else:
         with _LOCK:
             module = _COMPILED.get(key)
