@@ -14,7 +14,8 @@ Measures, for each blueprint of the suite (``warpforge.blueprint.problems``):
   every earlier stage is timed too (``stages``: interpreter start, torch import, CUDA context,
   inputs, triton import, warpforge import, compile returned, first call returned,
   synchronised). One more run leaves triton unimported (its import falls inside the window),
-  and one runs the window under cProfile (``profile_top_cumulative``: where the time went).
+  one runs the window under cProfile (``profile_top_cumulative``: where the time went), and
+  one starts with an empty ``TRITON_CACHE_DIR`` (the binaries come from the registry entry).
 * **in-memory hit lookup**: in a process of its own, p50/p99 (pooled and per round) of the
   per-call hit path alone (``CompiledBlueprint.lookup``), of a whole call (lookup + output
   allocation + Triton launch, host time), of ``warpforge.compile`` on an already compiled
@@ -213,7 +214,7 @@ def _hit_lookup_child(args: argparse.Namespace) -> None:
             pooled: list[int] = []
             per_round = []
             for _ in range(rounds):
-                for _ in range(max(200, samples // (rounds * 5))):
+                for _ in range(max(10, samples // (rounds * 5))):
                     call()
                 if device.type == "cuda":
                     torch.cuda.synchronize()
@@ -492,6 +493,11 @@ def main() -> None:
             entry["warm_first_result_triton_not_imported"] = triton_cold
             entry["warm_first_result_including_triton_import_ms"] = (
                 triton_cold["seconds"] * 1000 if "seconds" in triton_cold else None
+            )
+            # Triton's own cache emptied: the kernels come from the registry entry's binaries.
+            empty_triton = {**caches, "TRITON_CACHE_DIR": tempfile.mkdtemp(dir=scratch)}
+            entry["warm_first_result_empty_triton_cache"] = _run_child(
+                "warm", problem.name, use, shape, empty_triton, args.timeout
             )
             if not args.no_profile:
                 entry["warm_first_result_profile"] = _run_child(

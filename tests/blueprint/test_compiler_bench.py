@@ -46,6 +46,7 @@ def test_compiler_bench_smoke(tmp_path: Path) -> None:
     assert stages["triton_import_s"] > 0 and stages["torch_import_s"] > 0
     triton_cold = entry["warm_first_result_triton_not_imported"]
     assert triton_cold["stages"]["triton_import_s"] is None and triton_cold["disk_hits"] == 1
+    assert entry["warm_first_result_empty_triton_cache"]["disk_hits"] == 1
     profile = entry["warm_first_result_profile"]["profile_top_cumulative"]
     assert any("compiler.py" in row["function"] for row in profile)
     lookup = report["hit_lookup"]

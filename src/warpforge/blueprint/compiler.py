@@ -152,6 +152,8 @@ class CompiledBlueprint(torch.nn.Module):
         # call signature -> (program or _FALLBACK, bindings, device): the per-call hit path.
         self._calls: dict[tuple[Any, ...], tuple[Any, dict[str, int], torch.device]] = {}
         self._prepared: dict[tuple[Any, ...], Any] = {}  # loaded, first launch still to come
+        # specialisation -> (kernel registry, binaries key, stored already) until first launch
+        self._binaries: dict[tuple[Any, ...], tuple[Any, Any, bool]] = {}
         self._plan: Plan | None = None
         self._generator: KernelSourceGenerator | None = None
         self._backward: Any = None  # (CompiledBlueprint, input names) | False once decided
@@ -249,6 +251,7 @@ class CompiledBlueprint(torch.nn.Module):
             on_gpu = tensors[0].is_cuda
             if on_gpu:  # skip Triton's ~0.3 s self-hash when an earlier process recorded it
                 triton_startup.install()
+            program.launched = []
             try:
                 outputs = program.run(tensors)
             except Exception as error:  # the first launch is where Triton compiles the kernels
@@ -257,7 +260,11 @@ class CompiledBlueprint(torch.nn.Module):
                 self._programs[spec] = program
                 if on_gpu:
                     triton_startup.record()
+                    self._store_binaries(spec, program.launched)
                 return outputs
+            finally:
+                if program is not _FALLBACK:
+                    program.launched = None
         self._programs[spec] = program
         return run_reference(self.ir, tensors, self.registry)
 
@@ -296,9 +303,40 @@ class CompiledBlueprint(torch.nn.Module):
 
             artifact = registry.get_or_build(key, build)
             module = load_source_module(artifact.files[SOURCE_FILE], key.digest())
+            if device.type == "cuda":
+                self._restore_binaries(spec, registry, key)
             return KernelProgram(self.ir, plan, module, self.registry)
         except Exception as error:
             return self._fail(spec, "codegen", error)
+
+    def _restore_binaries(self, spec: tuple[Any, ...], registry: Any, key: Any) -> None:
+        """Put this program's stored Triton binaries into Triton's cache before the first
+        launch, so a registry hit does not recompile where Triton's own cache is empty."""
+        from warpforge.blueprint import triton_binaries
+
+        binaries_key = triton_binaries.binaries_key(key)
+        try:
+            stored = triton_binaries.fetch(registry, binaries_key)
+            if stored is not None:
+                triton_binaries.restore(stored)
+        except Exception as error:  # an optimisation only: Triton compiles as usual
+            logger.debug("Triton binaries for %s not restored: %s", self.ir.name, error)
+            stored = None
+        self._binaries[spec] = (registry, binaries_key, stored is not None)
+
+    def _store_binaries(self, spec: tuple[Any, ...], launched: Sequence[Any] | None) -> None:
+        """After the first successful GPU launch: store the Triton binaries if not stored yet."""
+        from warpforge.blueprint import triton_binaries
+
+        registry, binaries_key, present = self._binaries.pop(spec, (None, None, True))
+        if present or not launched:
+            return
+        try:
+            artifact = triton_binaries.collect(launched)
+            if artifact is not None:
+                triton_binaries.store(registry, binaries_key, artifact)
+        except Exception as error:  # never fail a launch over the cache
+            logger.debug("Triton binaries for %s not stored: %s", self.ir.name, error)
 
     def _fail(self, spec: tuple[Any, ...], reason: str, error: Exception) -> Any:
         if self.strict:

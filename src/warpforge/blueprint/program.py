@@ -114,6 +114,9 @@ class KernelProgram:
         self.plan = plan
         self.module = module
         self.registry = registry
+        # While a list, each launch appends what Triton returns (its CompiledKernel on a GPU):
+        # the compiler sets it for the first run to collect the binaries it stores.
+        self.launched: list[Any] | None = None
 
     def run(
         self, tensors: Sequence[torch.Tensor], bindings: Mapping[str, int] | None = None
@@ -210,9 +213,11 @@ class KernelProgram:
                 f"more than the {_MAX_GRID_Y} a CUDA grid allows"
             )
         kernel = getattr(self.module, group.kernel_name)
-        kernel[grid](
+        launched = kernel[grid](
             *args, BLOCK_M=block_m, BLOCK_N=block_n, INDEX_64=index_64, num_warps=num_warps
         )
+        if self.launched is not None:
+            self.launched.append(launched)
 
     def _run_matmul(
         self, group: FusionGroup, env: dict[str, torch.Tensor], bindings: Mapping[str, int]
@@ -255,7 +260,7 @@ class KernelProgram:
         args += [m, n, k]
         grid = (math.ceil(m / block_m) * math.ceil(n / block_n) * n_batch,)
         kernel = getattr(self.module, group.kernel_name)
-        kernel[grid](
+        launched = kernel[grid](
             *args,
             BLOCK_M=block_m,
             BLOCK_N=block_n,
@@ -265,3 +270,5 @@ class KernelProgram:
             num_warps=num_warps,
             num_stages=num_stages,
         )
+        if self.launched is not None:
+            self.launched.append(launched)
