@@ -338,3 +338,26 @@ def test_cached_cpu_call_follows_the_interpreter_switch(monkeypatch: pytest.Monk
     inputs = _inputs()
     torch.testing.assert_close(module(*inputs), run_reference(ir, inputs, default_registry())[0])
     assert called == [1]
+
+
+def test_launch_plans_follow_input_strides() -> None:
+    """Same shapes, other strides (a transposed view, a broadcast bias): a plan of its own."""
+    ir = _bias_gelu()
+    module = warpforge.compile(ir)
+    layouts = {
+        "contiguous": lambda: _inputs(rows=6),
+        "transposed": lambda: [
+            torch.randn(24, 6, device=DEVICE).t(),
+            torch.randn(24, device=DEVICE),
+        ],
+        "strided bias": lambda: [
+            torch.randn(6, 24, device=DEVICE),
+            torch.randn(48, device=DEVICE)[::2],
+        ],
+    }
+    for name in ("contiguous", "transposed", "strided bias", "contiguous", "transposed"):
+        inputs = layouts[name]()  # fresh random data every call
+        want = run_reference(ir, inputs, default_registry())[0]
+        torch.testing.assert_close(module(*inputs), want, msg=name)
+    (program,) = {id(p): p for p in module._programs.values()}.values()
+    assert len(program._row_launches) == 3
