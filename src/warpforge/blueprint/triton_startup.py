@@ -7,8 +7,8 @@ files, so warpforge records it beside its cache after the first launch and, in l
 hands Triton the recorded value instead of hashing again.
 
 The record is trusted only while the files it was computed from are unchanged: it stores a
-fingerprint of Triton's version and the path, size and modification time of every file
-``triton_key()`` reads. Any difference (an upgrade, a reinstall, an edited file) makes it stale
+fingerprint of Triton's version and the path, size and modification time of every Python file
+of the triton package and of ``libtriton`` (a superset of what ``triton_key()`` reads). Any difference (an upgrade, a reinstall, an edited file) makes it stale
 and Triton hashes as usual; the next launch records the new value. ``WARPFORGE_TRITON_STARTUP_MEMO=0``
 turns the whole mechanism off.
 
@@ -65,16 +65,17 @@ def _original_triton_key() -> Any:
 
 
 def triton_fingerprint() -> str:
-    """SHA-256 over Triton's version and (path, size, mtime) of every file triton_key() reads."""
+    """SHA-256 over Triton's version and (path, size, mtime) of every Python file in the triton
+    package and of ``libtriton``: a superset of what ``triton_key()`` reads in any Triton 3.x
+    (which files it hashes has moved between releases), for a few milliseconds of ``stat``."""
     import triton
 
     root = Path(triton.__file__).resolve().parent
     lines = [f"triton {triton.__version__}", f"root {root}"]
-    files = [root / "runtime" / "cache.py"]
-    for sub in ("compiler", "backends", "language"):
-        for directory, subdirs, names in os.walk(root / sub):
-            subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
-            files += [Path(directory) / n for n in sorted(names) if n.endswith(".py")]
+    files: list[Path] = []
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+        files += [Path(directory) / n for n in sorted(names) if n.endswith(".py")]
     files += sorted((root / "_C").glob("libtriton.*"))
     for path in files:
         try:
