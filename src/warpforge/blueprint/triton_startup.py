@@ -49,19 +49,24 @@ def memo_path() -> Path:
     return cache_dir() / "blueprint" / MEMO_FILE
 
 
+# Where Triton 3.x releases define triton_key() (its home moved between releases).
+_HOMES = ("triton.runtime.cache", "triton.compiler.compiler", "triton.runtime.jit")
+
+
 def _original_triton_key() -> Any:
     """Triton's own ``triton_key`` (an lru_cache wrapper), or None if this Triton differs."""
-    cache_module = sys.modules.get("triton.runtime.cache")
-    if cache_module is None:
+    import importlib
+
+    for home in _HOMES:
         try:
-            import triton.runtime.cache as cache_module
+            module = sys.modules.get(home) or importlib.import_module(home)
         except ImportError:
-            return None
-    function = getattr(cache_module, "triton_key", None)
-    function = getattr(function, "__warpforge_original__", function)
-    if function is None or not hasattr(function, "cache_info"):
-        return None
-    return function
+            continue
+        function = getattr(module, "triton_key", None)
+        function = getattr(function, "__warpforge_original__", function)
+        if function is not None and hasattr(function, "cache_info"):
+            return function
+    return None
 
 
 def triton_fingerprint() -> str:
