@@ -8,11 +8,19 @@ Measures, for each blueprint of the suite (``warpforge.blueprint.problems``):
   TORCHINDUCTOR_CACHE_DIR runs ``warpforge.compile`` and the first call to a synchronised
   result; another fresh process does the same with
   ``torch.compile(mode="max-autotune-no-cudagraphs")`` on the reference function.
-* **warm first result**: a new process reusing the cold run's caches, timed from before
-  ``warpforge.compile`` to the synchronised result (module imports — torch, triton and
-  warpforge's own modules — excluded and reported separately).
-* **in-memory hit lookup**: p50/p99 of the per-call hit path (specialisation + dict lookup), of
-  ``warpforge.compile`` on an already compiled blueprint, and of the kernel registry's memory tier.
+* **warm first result**: a new process reusing the cold run's caches. The headline is timed
+  from calling ``warpforge.compile`` to the synchronised result, in a process where torch, the
+  CUDA context, the inputs, triton and warpforge are already there (as in a training job);
+  every earlier stage is timed too (``stages``: interpreter start, torch import, CUDA context,
+  inputs, triton import, warpforge import, compile returned, first call returned,
+  synchronised). One more run leaves triton unimported (its import falls inside the window),
+  one runs the window under cProfile (``profile_top_cumulative``: where the time went), and
+  one starts with an empty ``TRITON_CACHE_DIR`` (the binaries come from the registry entry).
+* **in-memory hit lookup**: in a process of its own, p50/p99 (pooled and per round) of the
+  per-call hit path alone (``CompiledBlueprint.lookup``), of a whole call (lookup + output
+  allocation + Triton launch, host time), of ``warpforge.compile`` on an already compiled
+  blueprint, of the kernel registry's memory tier, of the same math in eager torch, and of an
+  empty call (the timer floor).
 * **hit ratio**: a replay of 10 000 training-step calls over the suite with new blueprint variants
   swapped in during the run.
 
@@ -46,72 +54,201 @@ TARGETS = {
 
 # ------------------------------------------------------------------------------ child process
 def _child(args: argparse.Namespace) -> None:
-    """One measurement in a fresh process; prints one JSON line."""
-    t_import = time.perf_counter()
+    """One measurement in a fresh process; prints one JSON line.
+
+    Stages are timed in order so the first-result claim starts from a defined point: process
+    spawn -> interpreter running -> torch imported -> CUDA context ready (a tensor on the GPU,
+    synchronised) -> inputs made -> triton imported (mode ``warm``; mode ``warm-triton-cold``
+    leaves it to the measured window) -> warpforge imported -> ``warpforge.compile`` returned
+    -> first call returned (launch queued) -> synchronised result.
+    """
+    main_at = time.time()
+    stages: dict[str, float] = {"interpreter_start_s": main_at - args.spawned_at}
+    t = time.perf_counter()
     import torch
 
-    torch_import_s = time.perf_counter() - t_import
-    import warpforge.blueprint.problems
-    from warpforge.harness import get_problem
-
-    problem = get_problem(args.problem)
-    dtype = getattr(torch, args.dtype)
+    stages["torch_import_s"] = time.perf_counter() - t
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    shape = json.loads(args.shape)
-    generator = torch.Generator(device=device).manual_seed(0)
-    inputs = problem.make_inputs(shape, dtype, device, generator)
-    triton_import_s = None
-    if args.mode != "torch.compile":
-        t = time.perf_counter()
-        import triton  # noqa: F401 - a package import, reported apart from the compile time
-
-        triton_import_s = time.perf_counter() - t
-    t = time.perf_counter()
-    import warpforge
-    import warpforge.blueprint.compiler
-    import warpforge.cache
-    from warpforge.blueprint import problems
-
-    warpforge_import_s = time.perf_counter() - t
-
-    builder = getattr(problems, f"{args.blueprint}_blueprint")
-    ir = builder(args.dtype)
 
     def sync() -> None:
         if device.type == "cuda":
             torch.cuda.synchronize()
 
+    t = time.perf_counter()
+    if device.type == "cuda":
+        torch.zeros(1, device=device)  # creates the CUDA context
+        sync()
+    stages["cuda_context_s"] = time.perf_counter() - t
+    import warpforge.blueprint.problems
+    from warpforge.harness import get_problem
+
+    problem = get_problem(args.problem)
+    dtype = getattr(torch, args.dtype)
+    shape = json.loads(args.shape)
+    generator = torch.Generator(device=device).manual_seed(0)
+    t = time.perf_counter()
+    inputs = problem.make_inputs(shape, dtype, device, generator)
+    sync()
+    stages["inputs_s"] = time.perf_counter() - t
+    stages["triton_import_s"] = None  # type: ignore[assignment]
+    if args.mode in ("warpforge", "warm", "warm-profile"):
+        t = time.perf_counter()
+        import triton  # noqa: F401 - a package import, reported apart from the compile time
+
+        stages["triton_import_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    import warpforge
+    import warpforge.blueprint.compiler
+    import warpforge.cache
+    from warpforge.blueprint import problems, triton_startup
+
+    stages["warpforge_import_s"] = time.perf_counter() - t
+    builder = getattr(problems, f"{args.blueprint}_blueprint")
+    ir = builder(args.dtype)
+    profiler = None
+    if args.mode == "warm-profile":
+        import cProfile
+
+        profiler = cProfile.Profile()
     sync()
     start = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
     if args.mode == "torch.compile":
         fn = torch.compile(problem.reference, mode="max-autotune-no-cudagraphs")
+        compiled_at = time.perf_counter()
         out = fn(*inputs)
     else:
-        out = warpforge.compile(ir)(*inputs)
+        module = warpforge.compile(ir)
+        compiled_at = time.perf_counter()
+        out = module(*inputs)
+    called_at = time.perf_counter()
     sync()
-    elapsed = time.perf_counter() - start
+    done_at = time.perf_counter()
+    if profiler is not None:
+        profiler.disable()
+    stages["compile_returned_s"] = compiled_at - start
+    stages["first_call_returned_s"] = called_at - compiled_at
+    stages["synchronised_s"] = done_at - called_at
     from warpforge.cache import default_metrics
 
     snapshot = default_metrics().snapshot()
     outs = out if isinstance(out, tuple) else (out,)
-    print(
-        json.dumps(
+    result: dict[str, Any] = {
+        "seconds": done_at - start,
+        "stages": stages,
+        "process_spawn_to_result_s": time.time() - args.spawned_at,
+        "torch_import_s": stages["torch_import_s"],
+        "triton_import_s": stages["triton_import_s"],
+        "warpforge_import_s": stages["warpforge_import_s"],
+        "disk_lookup_s": snapshot["lookup_latency"]["disk"]["sum_s"],
+        "triton_startup_memo_used": bool(triton_startup._STATE["installed"]),
+        "builds": snapshot["builds"]["count"],
+        "disk_hits": snapshot["hits"]["disk"],
+        "fallbacks": snapshot["fallbacks"],
+        "output_shapes": [list(o.shape) for o in outs],
+    }
+    if profiler is not None:
+        result["profile_top_cumulative"] = _profile_rows(profiler, 30)
+    print(json.dumps(result))
+
+
+def _profile_rows(profiler: Any, limit: int) -> list[dict[str, Any]]:
+    """The ``limit`` functions with the largest cumulative time: where the window went."""
+    import pstats
+
+    stats = pstats.Stats(profiler)
+    rows = []
+    for (filename, line, name), (_cc, calls, _tt, cumulative, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        short = "/".join(Path(filename).parts[-3:]) if filename != "~" else "builtin"
+        rows.append(
             {
-                "seconds": elapsed,
-                "torch_import_s": torch_import_s,
-                "triton_import_s": triton_import_s,
-                "warpforge_import_s": warpforge_import_s,
-                "builds": snapshot["builds"]["count"],
-                "disk_hits": snapshot["hits"]["disk"],
-                "fallbacks": snapshot["fallbacks"],
-                "output_shapes": [list(o.shape) for o in outs],
+                "function": f"{short}:{line}({name})",
+                "calls": calls,
+                "cumulative_ms": cumulative * 1e3,
             }
         )
+    rows.sort(key=lambda r: -r["cumulative_ms"])
+    return rows[:limit]
+
+
+def _hit_lookup_child(args: argparse.Namespace) -> None:
+    """In-memory hit path in a process of its own (no progress thread, no earlier children).
+
+    GC stays enabled (a training job has it on); each loop is preceded by warm-up calls and a
+    ``gc.collect()`` so a collection owed by the setup is not charged to the loop.
+    """
+    import gc
+
+    import torch
+
+    import warpforge
+    from warpforge.blueprint.problems import bias_gelu_blueprint
+    from warpforge.cache import CacheKey, KernelArtifact, KernelRegistry
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    samples, rounds = args.lookup_samples, 5
+    ir = bias_gelu_blueprint("float32")
+    module = warpforge.compile(ir)
+    inputs = [torch.randn(8, 64, device=device), torch.randn(64, device=device)]
+    module(*inputs)  # load (and on GPU compile) once
+    registry = KernelRegistry()  # memory tier only: the registry's own hit path
+    key = CacheKey.for_current_environment("bench", {"x": "float32"})
+    registry.put(key, KernelArtifact({"kernels.py": b"# bench"}, {}))
+    bias_add = torch.nn.functional.gelu
+
+    def eager_call() -> None:
+        bias_add(inputs[0] + inputs[1], approximate="tanh")
+
+    cases: dict[str, Any] = {
+        "timer_floor": lambda: None,
+        "per_call_hit_path": lambda: module.lookup(inputs),
+        "compile_of_compiled_blueprint": lambda: warpforge.compile(ir),
+        "kernel_registry_memory_get": lambda: registry.get(key),
+        "call_lookup_and_launch": lambda: module(*inputs),
+        "eager_torch_same_math": eager_call,
+    }
+    with torch.no_grad():
+        results = {}
+        for name, call in cases.items():
+            pooled: list[int] = []
+            per_round = []
+            for _ in range(rounds):
+                for _ in range(max(10, samples // (rounds * 5))):
+                    call()
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                gc.collect()
+                timings = []
+                clock = time.perf_counter_ns
+                for _ in range(max(1, samples // rounds)):
+                    t = clock()
+                    call()
+                    timings.append(clock() - t)
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                pooled += timings
+                per_round.append(_percentiles(timings)["p99_us"])
+            results[name] = {**_percentiles(pooled), "p99_us_per_round": per_round}
+    results["what"] = (
+        "per_call_hit_path = CompiledBlueprint.lookup: the call signature (type, shape, dtype, "
+        "device per input) and one dict lookup, the work every call does before launching; "
+        "call_lookup_and_launch = module(*inputs) host time (lookup + output allocation + "
+        "Triton launch, no synchronisation); eager_torch_same_math = the same bias+GELU as two "
+        "eager torch ops, for scale; timer_floor = an empty call. Separate process, GC on, "
+        f"{rounds} rounds with warm-up and gc.collect() before each."
     )
+    print(json.dumps(results))
 
 
 def _run_child(
-    mode: str, name: str, dtype: str, shape: dict, caches: dict[str, str], timeout: float
+    mode: str,
+    name: str,
+    dtype: str,
+    shape: dict,
+    caches: dict[str, str],
+    timeout: float,
+    extra: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     blueprint = name.removeprefix("blueprint.")
     builder = {
@@ -127,6 +264,8 @@ def _run_child(
     command = [
         sys.executable,
         __file__,
+        "--spawned-at",
+        repr(time.time()),
         "--child",
         "--mode",
         mode,
@@ -138,6 +277,7 @@ def _run_child(
         dtype,
         "--shape",
         json.dumps(shape),
+        *extra,
     ]
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
@@ -175,41 +315,17 @@ def _percentiles(samples_ns: list[int]) -> dict[str, float]:
     }
 
 
-def _hit_lookup(device: Any, samples: int) -> dict[str, Any]:
-    import torch
-
-    import warpforge
-    from warpforge.blueprint.problems import bias_gelu_blueprint
-    from warpforge.cache import CacheKey, KernelArtifact, KernelRegistry
-
-    ir = bias_gelu_blueprint("float32")
-    module = warpforge.compile(ir)
-    inputs = [torch.randn(8, 64, device=device), torch.randn(64, device=device)]
-    module(*inputs)  # load (and on GPU compile) once
-    per_call, recompile = [], []
-    for _ in range(samples):
-        t = time.perf_counter_ns()
-        module.lookup(inputs)
-        per_call.append(time.perf_counter_ns() - t)
-    for _ in range(samples):
-        t = time.perf_counter_ns()
-        warpforge.compile(ir)
-        recompile.append(time.perf_counter_ns() - t)
-    registry = KernelRegistry()  # memory tier only: the registry's own hit path
-    key = CacheKey.for_current_environment("bench", {"x": "float32"})
-    registry.put(key, KernelArtifact({"kernels.py": b"# bench"}, {}))
-    memory = []
-    for _ in range(samples):
-        t = time.perf_counter_ns()
-        registry.get(key)
-        memory.append(time.perf_counter_ns() - t)
-    return {
-        "per_call_hit_path": _percentiles(per_call),
-        "compile_of_compiled_blueprint": _percentiles(recompile),
-        "kernel_registry_memory_get": _percentiles(memory),
-        "what": "per_call_hit_path = specialisation of the inputs + dict lookup of the loaded "
-        "program, the work every call of a compiled blueprint does before launching",
-    }
+def _hit_lookup(caches: dict[str, str], samples: int, timeout: float) -> dict[str, Any]:
+    """The in-memory hit path, measured in a process of its own (see _hit_lookup_child)."""
+    return _run_child(
+        "hit-lookup",
+        "blueprint.bias_gelu",
+        "float32",
+        {},
+        caches,
+        timeout,
+        ("--lookup-samples", str(samples)),
+    )
 
 
 def _replay(device: Any, steps: int, seed: int) -> dict[str, Any]:
@@ -298,6 +414,9 @@ def main() -> None:
         "--skip-torch-compile", action="store_true", help="skip torch.compile cold runs"
     )
     parser.add_argument("--warm-repeats", type=int, default=3)
+    parser.add_argument(
+        "--no-profile", action="store_true", help="skip the cProfile'd warm run per blueprint"
+    )
     parser.add_argument("--lookup-samples", type=int, default=20000)
     parser.add_argument("--replay-steps", type=int, default=10000)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per child process")
@@ -307,9 +426,13 @@ def main() -> None:
     parser.add_argument("--problem", help=argparse.SUPPRESS)
     parser.add_argument("--blueprint", help=argparse.SUPPRESS)
     parser.add_argument("--shape", help=argparse.SUPPRESS)
+    parser.add_argument("--spawned-at", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        _child(args)
+        if args.mode == "hit-lookup":
+            _hit_lookup_child(args)
+        else:
+            _child(args)
         return
     if args.out is None:
         parser.error("--out DIR is required")
@@ -363,6 +486,23 @@ def main() -> None:
             entry["warm_first_result"] = warm
             ok_warm = [w["seconds"] * 1000 for w in warm if "seconds" in w]
             entry["warm_first_result_ms_median"] = statistics.median(ok_warm) if ok_warm else None
+            # The same, with triton's import inside the window (a process that never used it).
+            triton_cold = _run_child(
+                "warm-triton-cold", problem.name, use, shape, caches, args.timeout
+            )
+            entry["warm_first_result_triton_not_imported"] = triton_cold
+            entry["warm_first_result_including_triton_import_ms"] = (
+                triton_cold["seconds"] * 1000 if "seconds" in triton_cold else None
+            )
+            # Triton's own cache emptied: the kernels come from the registry entry's binaries.
+            empty_triton = {**caches, "TRITON_CACHE_DIR": tempfile.mkdtemp(dir=scratch)}
+            entry["warm_first_result_empty_triton_cache"] = _run_child(
+                "warm", problem.name, use, shape, empty_triton, args.timeout
+            )
+            if not args.no_profile:
+                entry["warm_first_result_profile"] = _run_child(
+                    "warm-profile", problem.name, use, shape, caches, args.timeout
+                )
             if not args.skip_torch_compile:
                 entry["torch_compile_cold"] = _run_child(
                     "torch.compile",
@@ -380,8 +520,8 @@ def main() -> None:
             results.append(entry)
             progress.advance(task)
         progress.add_task("hit lookup + replay", total=None)
+        lookup = _hit_lookup(_fresh_caches(scratch, "lookup"), args.lookup_samples, args.timeout)
         os.environ["WARPFORGE_CACHE_DIR"] = tempfile.mkdtemp(prefix="replay-", dir=scratch)
-        lookup = _hit_lookup(device, args.lookup_samples)
         replay = _replay(device, args.replay_steps, seed=0)
     report = {
         "benchmark": "blueprint compiler",

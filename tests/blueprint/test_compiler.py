@@ -278,3 +278,86 @@ def test_sum_without_keepdim_backward_uses_reference_autograd() -> None:
     assert module.backward_program() is None
     module(x).sum().backward()
     torch.testing.assert_close(x.grad, torch.exp(x.detach()))
+
+
+def test_repeated_signature_skips_validation_and_stays_correct(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from warpforge.blueprint import compiler
+
+    ir = _bias_gelu()
+    module = warpforge.compile(ir)
+    first = _inputs(rows=6)
+    torch.testing.assert_close(module(*first), run_reference(ir, first, default_registry())[0])
+    assert module.lookup(first) is not None
+
+    def no_bind(*args: object) -> None:
+        raise AssertionError("the hit path validated again")
+
+    # Same signature, fresh data: served from the resolved-call table, no bind_inputs.
+    monkeypatch.setattr(compiler, "bind_inputs", no_bind)
+    again = _inputs(rows=6)
+    torch.testing.assert_close(module(*again), run_reference(ir, again, default_registry())[0])
+    # A new shape is a new signature: it takes the validating path.
+    with pytest.raises(AssertionError, match="validated again"):
+        module(*_inputs(rows=9))
+    monkeypatch.undo()
+    # Bad inputs after cached calls still fail with the validation error.
+    with pytest.raises(TypeError, match="bias: expected dtype float32"):
+        module(torch.randn(6, 24, device=DEVICE), torch.randn(24, device=DEVICE).half())
+    with pytest.raises(TypeError, match=r"x: expected a torch\.Tensor"):
+        module([[1.0] * 24] * 6, torch.randn(24, device=DEVICE))
+
+
+def test_signature_table_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    from warpforge.blueprint import compiler
+
+    monkeypatch.setattr(compiler, "MAX_CALL_SIGNATURES", 3)
+    ir = _bias_gelu()
+    module = warpforge.compile(ir)
+    for rows in (1, 2, 3, 4, 5):
+        inputs = _inputs(rows=rows)
+        torch.testing.assert_close(
+            module(*inputs), run_reference(ir, inputs, default_registry())[0]
+        )
+        assert len(module._calls) <= 3
+    assert module.lookup(_inputs(rows=5)) is not None
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="switches the CPU interpreter off")
+def test_cached_cpu_call_follows_the_interpreter_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    from warpforge.blueprint import compiler
+
+    ir = _bias_gelu()
+    module = warpforge.compile(ir)
+    module(*_inputs())  # resolved with the interpreter on
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.delenv("WARPFORGE_INTERPRET", raising=False)
+    called = []
+    monkeypatch.setattr(compiler, "run_reference", lambda *a: called.append(1) or run_reference(*a))
+    inputs = _inputs()
+    torch.testing.assert_close(module(*inputs), run_reference(ir, inputs, default_registry())[0])
+    assert called == [1]
+
+
+def test_launch_plans_follow_input_strides() -> None:
+    """Same shapes, other strides (a transposed view, a broadcast bias): a plan of its own."""
+    ir = _bias_gelu()
+    module = warpforge.compile(ir)
+    layouts = {
+        "contiguous": lambda: _inputs(rows=6),
+        "transposed": lambda: [
+            torch.randn(24, 6, device=DEVICE).t(),
+            torch.randn(24, device=DEVICE),
+        ],
+        "strided bias": lambda: [
+            torch.randn(6, 24, device=DEVICE),
+            torch.randn(48, device=DEVICE)[::2],
+        ],
+    }
+    for name in ("contiguous", "transposed", "strided bias", "contiguous", "transposed"):
+        inputs = layouts[name]()  # fresh random data every call
+        want = run_reference(ir, inputs, default_registry())[0]
+        torch.testing.assert_close(module(*inputs), want, msg=name)
+    (program,) = {id(p): p for p in module._programs.values()}.values()
+    assert len(program._row_launches) == 3

@@ -1,8 +1,10 @@
 """``warpforge.compile``: a blueprint (or a traced function) as a module running fused kernels.
 
-Path of a call: validate and bind the inputs -> specialisation (device, divisibility by 16 and
-power-of-two bucket of each input's last dim) -> per-module dict of loaded programs (the
-microsecond hit path) -> on a miss, the :class:`~warpforge.cache.KernelRegistry` (memory -> disk
+Path of a call: the call signature (type, shape, dtype and device of each input) -> per-module
+dict of resolved calls (the hit path: one tuple and one dict lookup, no validation repeated,
+because an equal signature validates and binds identically) -> on a miss, validate and bind the
+inputs -> specialisation (device, divisibility by 16 and power-of-two bucket of each input's
+last dim) -> per-module dict of loaded programs -> on a miss, the :class:`~warpforge.cache.KernelRegistry` (memory -> disk
 -> Redis) by a :class:`~warpforge.cache.CacheKey` of canonical hash + specialisation -> on a full
 miss, code generation -> the source is written beside the cache under ``<cache dir>/blueprint``
 and imported from that file (Triton's JIT reads kernel source from files; Triton's own cache keeps
@@ -15,7 +17,6 @@ compiles) falls back to the PyTorch reference: logged once per blueprint and rea
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import logging
@@ -32,6 +33,7 @@ from typing import Any
 import torch
 
 from warpforge import runtime
+from warpforge.blueprint import triton_startup
 from warpforge.blueprint.codegen import GENERATOR_VERSION, KernelSourceGenerator, Plan
 from warpforge.blueprint.ir import BlueprintIR
 from warpforge.blueprint.program import KernelProgram, bind_inputs, run_reference
@@ -76,6 +78,20 @@ def specialisation(tensors: Sequence[torch.Tensor]) -> tuple[Any, ...]:
         last = tensor.shape[-1] if tensor.dim() else 1
         parts.append((last % 16 == 0, _bucket(last)))
     return tuple(parts)
+
+
+MAX_CALL_SIGNATURES = 512
+"""Exact input signatures remembered per module (ragged shapes each add one); the table is
+cleared when full, so a model cycling through more shapes only pays the bind again."""
+
+
+def call_signature(tensors: Sequence[object]) -> tuple[Any, ...] | None:
+    """What fixes validation, bindings and the program of a call: each input's type, shape,
+    dtype and device. None when an argument is not tensor-like (the slow path reports it)."""
+    try:
+        return tuple([(type(t), t.shape, t.dtype, t.device) for t in tensors])  # type: ignore[attr-defined]
+    except AttributeError:
+        return None
 
 
 def _module_path(digest: str) -> Path:
@@ -133,7 +149,11 @@ class CompiledBlueprint(torch.nn.Module):
         self.graph_hash = ir.canonical_hash(None if registry is None else registry)
         ir.infer(self.registry)
         self._programs: dict[tuple[Any, ...], Any] = {}
+        # call signature -> (program or _FALLBACK, bindings, device): the per-call hit path.
+        self._calls: dict[tuple[Any, ...], tuple[Any, dict[str, int], torch.device]] = {}
         self._prepared: dict[tuple[Any, ...], Any] = {}  # loaded, first launch still to come
+        # specialisation -> (kernel registry, binaries key, stored already) until first launch
+        self._binaries: dict[tuple[Any, ...], tuple[Any, Any, bool]] = {}
         self._plan: Plan | None = None
         self._generator: KernelSourceGenerator | None = None
         self._backward: Any = None  # (CompiledBlueprint, input names) | False once decided
@@ -154,13 +174,39 @@ class CompiledBlueprint(torch.nn.Module):
         return self._generator.source(plan)
 
     def forward(self, *tensors: torch.Tensor) -> Any:
+        resolved = self._calls.get(call_signature(tensors))  # type: ignore[arg-type]
+        if resolved is None:
+            return self._forward_resolving(tensors)
+        program, bindings, device = resolved
+        if device.type != "cuda" and (
+            runtime.execution_path(device) is runtime.ExecutionPath.TORCH_REFERENCE
+        ):  # the interpreter is switched by the environment, so CPU asks every time
+            outputs = run_reference(self.ir, tensors, self.registry)
+        elif torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            outputs = _KernelFunction.apply(self, *tensors)
+        elif program is _FALLBACK:
+            outputs = run_reference(self.ir, tensors, self.registry)
+        else:
+            outputs = program.run(tensors, bindings)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _forward_resolving(self, tensors: Sequence[torch.Tensor]) -> Any:
+        """A call whose exact signature is new: validate, bind, run, then remember it."""
         bindings = bind_inputs(self.ir, tensors)
-        if runtime.execution_path(tensors[0].device) is runtime.ExecutionPath.TORCH_REFERENCE:
+        device = tensors[0].device
+        if runtime.execution_path(device) is runtime.ExecutionPath.TORCH_REFERENCE:
             outputs = run_reference(self.ir, tensors, self.registry)
         elif torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             outputs = _KernelFunction.apply(self, *tensors)
         else:
             outputs = self.run_kernels(tensors, bindings)
+        spec = specialisation(tensors)
+        if spec in self._programs:
+            signature = call_signature(tensors)
+            if signature is not None:
+                if len(self._calls) >= MAX_CALL_SIGNATURES:
+                    self._calls.clear()
+                self._calls[signature] = (self._programs[spec], bindings, device)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def run_kernels(
@@ -178,8 +224,13 @@ class CompiledBlueprint(torch.nn.Module):
         return program.run(tensors, bindings)
 
     def lookup(self, tensors: Sequence[torch.Tensor]) -> KernelProgram | None:
-        """The in-process hit path alone: the loaded program for these inputs, if any."""
-        program = self._programs.get(specialisation(tensors))
+        """The in-process hit path alone (what every call does before launching): the loaded
+        program for these inputs, if any."""
+        resolved = self._calls.get(call_signature(tensors))
+        if resolved is not None:
+            program = resolved[0]
+        else:  # a new exact signature whose specialisation is loaded already
+            program = self._programs.get(specialisation(tensors))
         return program if isinstance(program, KernelProgram) else None
 
     def prepare(self, tensors: Sequence[torch.Tensor]) -> bool:
@@ -197,13 +248,23 @@ class CompiledBlueprint(torch.nn.Module):
         spec = specialisation(tensors)
         program = self._prepared.pop(spec, None) or self._load(spec, tensors[0].device)
         if program is not _FALLBACK:
+            on_gpu = tensors[0].is_cuda
+            if on_gpu:  # skip Triton's ~0.3 s self-hash when an earlier process recorded it
+                triton_startup.install()
+            program.launched = []
             try:
                 outputs = program.run(tensors)
             except Exception as error:  # the first launch is where Triton compiles the kernels
                 program = self._fail(spec, "triton-compile", error)
             else:
                 self._programs[spec] = program
+                if on_gpu:
+                    triton_startup.record()
+                    self._store_binaries(spec, program.launched)
                 return outputs
+            finally:
+                if program is not _FALLBACK:
+                    program.launched = None
         self._programs[spec] = program
         return run_reference(self.ir, tensors, self.registry)
 
@@ -242,9 +303,40 @@ class CompiledBlueprint(torch.nn.Module):
 
             artifact = registry.get_or_build(key, build)
             module = load_source_module(artifact.files[SOURCE_FILE], key.digest())
+            if device.type == "cuda":
+                self._restore_binaries(spec, registry, key)
             return KernelProgram(self.ir, plan, module, self.registry)
         except Exception as error:
             return self._fail(spec, "codegen", error)
+
+    def _restore_binaries(self, spec: tuple[Any, ...], registry: Any, key: Any) -> None:
+        """Put this program's stored Triton binaries into Triton's cache before the first
+        launch, so a registry hit does not recompile where Triton's own cache is empty."""
+        from warpforge.blueprint import triton_binaries
+
+        binaries_key = triton_binaries.binaries_key(key)
+        try:
+            stored = triton_binaries.fetch(registry, binaries_key)
+            if stored is not None:
+                triton_binaries.restore(stored)
+        except Exception as error:  # an optimisation only: Triton compiles as usual
+            logger.debug("Triton binaries for %s not restored: %s", self.ir.name, error)
+            stored = None
+        self._binaries[spec] = (registry, binaries_key, stored is not None)
+
+    def _store_binaries(self, spec: tuple[Any, ...], launched: Sequence[Any] | None) -> None:
+        """After the first successful GPU launch: store the Triton binaries if not stored yet."""
+        from warpforge.blueprint import triton_binaries
+
+        registry, binaries_key, present = self._binaries.pop(spec, (None, None, True))
+        if present or not launched:
+            return
+        try:
+            artifact = triton_binaries.collect(launched)
+            if artifact is not None:
+                triton_binaries.store(registry, binaries_key, artifact)
+        except Exception as error:  # never fail a launch over the cache
+            logger.debug("Triton binaries for %s not stored: %s", self.ir.name, error)
 
     def _fail(self, spec: tuple[Any, ...], reason: str, error: Exception) -> Any:
         if self.strict:
@@ -391,9 +483,12 @@ def compile(
     key = (ir.canonical_hash(), strict)
     module = _COMPILED.get(key)
     if module is not None:
-        # Least recently used goes first; another thread may have evicted it meanwhile.
-        with contextlib.suppress(KeyError):
+        # Least recently used goes first; another thread may have evicted it meanwhile
+        # (try/except, not contextlib.suppress: this is the per-call path of compile()).
+        try:  # noqa: SIM105
             _COMPILED.move_to_end(key)
+        except KeyError:
+            pass
     else:
         with _LOCK:
             module = _COMPILED.get(key)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -104,6 +105,23 @@ def _max_offset(tensor: torch.Tensor) -> int:
     )
 
 
+MAX_LAUNCH_PLANS = 256
+"""Row-group launch plans kept per program (one per input shapes/strides); cleared when full."""
+
+
+@dataclass(frozen=True)
+class _RowLaunch:
+    """A row group's launch for one input layout: all but the tensors themselves."""
+
+    outputs: tuple[tuple[str, tuple[int, ...], torch.dtype], ...]  # value, shape, dtype
+    input_strides: tuple[tuple[int, ...], ...]  # of each input's broadcast view
+    output_strides: tuple[tuple[int, ...], ...]  # of each output's view over the domain
+    sizes: tuple[int, ...]  # inner domain sizes, then n_rows, n_cols
+    grid: tuple[int, int] | None  # None: an empty domain, nothing to launch
+    options: dict[str, Any]
+    kernel: Any  # the @triton.jit function of this program's module
+
+
 class KernelProgram:
     """A plan plus its loaded Triton module; ``run`` executes it on validated inputs."""
 
@@ -114,6 +132,12 @@ class KernelProgram:
         self.plan = plan
         self.module = module
         self.registry = registry
+        # While a list, each launch appends what Triton returns (its CompiledKernel on a GPU):
+        # the compiler sets it for the first run to collect the binaries it stores.
+        self.launched: list[Any] | None = None
+        self._row_launches: dict[tuple[Any, ...], _RowLaunch] = {}
+        self._input_names = tuple(ir.input_names)
+        self._output_values = tuple(v for _, v in ir.outputs)
 
     def run(
         self, tensors: Sequence[torch.Tensor], bindings: Mapping[str, int] | None = None
@@ -121,7 +145,7 @@ class KernelProgram:
         """Outputs for ``tensors``; ``bindings`` (from :func:`bind_inputs`) skips re-validation."""
         if bindings is None:
             bindings = bind_inputs(self.ir, tensors)
-        env: dict[str, torch.Tensor] = dict(zip(self.ir.input_names, tensors, strict=True))
+        env: dict[str, torch.Tensor] = dict(zip(self._input_names, tensors, strict=True))
         for group in self.plan.groups:
             if group.kind == "torch":
                 node = group.nodes[0]
@@ -132,7 +156,7 @@ class KernelProgram:
                 self._run_rows(group, env, bindings)
             else:
                 self._run_matmul(group, env, bindings)
-        return tuple(env[v] for _, v in self.ir.outputs)
+        return tuple([env[v] for v in self._output_values])
 
     # ------------------------------------------------------------------------ helpers
     def _outputs(
@@ -165,20 +189,59 @@ class KernelProgram:
     def _run_rows(
         self, group: FusionGroup, env: dict[str, torch.Tensor], bindings: Mapping[str, int]
     ) -> None:
+        inputs = [env[v] for v in group.inputs]
+        # Everything but the tensors themselves follows from the bindings and the inputs'
+        # shapes and strides: worked out once per such key, then each call only allocates the
+        # outputs and launches.
+        key = (
+            group.index,
+            tuple(bindings.values()),
+            *[(t.shape, t.stride()) for t in inputs],
+        )
+        launch = self._row_launches.get(key)
+        if launch is None:
+            launch = self._plan_rows(group, inputs, bindings)
+            if len(self._row_launches) >= MAX_LAUNCH_PLANS:
+                self._row_launches.clear()
+            self._row_launches[key] = launch
+        device = inputs[0].device if inputs else torch.device("cpu")
+        args: list[Any] = []
+        for tensor, strides in zip(inputs, launch.input_strides, strict=True):
+            args.append(tensor)  # same data pointer as the broadcast view the strides describe
+            args += strides
+        for (value, shape, dtype), strides in zip(
+            launch.outputs, launch.output_strides, strict=True
+        ):
+            buffer = torch.empty(shape, dtype=dtype, device=device)
+            if POISON_OUTPUTS:
+                buffer.fill_(True if dtype == torch.bool else float("nan"))
+            env[value] = buffer
+            args.append(buffer)
+            args += strides
+        if launch.grid is None:
+            return
+        args += launch.sizes
+        launched = launch.kernel[launch.grid](*args, **launch.options)
+        if self.launched is not None:
+            self.launched.append(launched)
+
+    def _plan_rows(
+        self, group: FusionGroup, inputs: Sequence[torch.Tensor], bindings: Mapping[str, int]
+    ) -> _RowLaunch:
+        """Block sizes, grid, strides and output layouts of a row group for these inputs."""
         shape = concrete(group.domain, bindings)
         domain = shape or (1,)
         n_cols = domain[-1]
         n_rows = math.prod(domain[:-1])
-        device = env[group.inputs[0]].device if group.inputs else torch.device("cpu")
-        views = [
-            env[v].expand(domain) if env[v].dim() else env[v].reshape(1).expand(domain)
-            for v in group.inputs
-        ]
-        outputs = self._outputs(group, domain, device, bindings)
-        for value, _, handed in outputs:
-            env[value] = handed
+        views = [t.expand(domain) if t.dim() else t.reshape(1).expand(domain) for t in inputs]
+        # Output layouts from meta tensors: shapes and strides without allocating.
+        outputs = self._outputs(group, domain, torch.device("meta"), bindings)
+        out_specs = tuple((value, tuple(b.shape), b.dtype) for value, _, b in outputs)
+        out_views = [view for _, view, _ in outputs]
+        input_strides = tuple(tuple(v.stride()) for v in views)
+        output_strides = tuple(tuple(v.stride()) for v in out_views)
         if n_rows == 0 or n_cols == 0:
-            return
+            return _RowLaunch(out_specs, input_strides, output_strides, (), None, {}, None)
         if group.has_row_op:
             block_n = _next_pow2(n_cols)
             if block_n > MAX_ROW_BLOCK:
@@ -192,27 +255,24 @@ class KernelProgram:
             block_m = max(1, min(4096 // block_n, _next_pow2(n_rows)))
         tile = block_m * block_n
         num_warps = 4 if tile <= 2048 else 8 if tile <= 8192 else 16
-        buffers = [buffer for _, buffer, _ in outputs]
         index_64 = n_rows + block_m > _INT32_LIMIT or any(
-            _max_offset(t) + block_n > _INT32_LIMIT for t in (*views, *buffers)
+            _max_offset(t) + block_n > _INT32_LIMIT for t in (*views, *out_views)
         )
-        args: list[Any] = []
-        for tensor in views:
-            args += [tensor, *tensor.stride()]
-        for buffer in buffers:
-            args += [buffer, *buffer.stride()]
-        args += [domain[d] for d in range(1, len(domain) - 1)]
-        args += [n_rows, n_cols]
+        sizes = (*(domain[d] for d in range(1, len(domain) - 1)), n_rows, n_cols)
         grid = (math.ceil(n_rows / block_m), math.ceil(n_cols / block_n))
         if grid[1] > _MAX_GRID_Y:
             raise CodegenError(
                 f"row group {group.kernel_name}: {n_cols} columns need {grid[1]} column tiles, "
                 f"more than the {_MAX_GRID_Y} a CUDA grid allows"
             )
+        options = {
+            "BLOCK_M": block_m,
+            "BLOCK_N": block_n,
+            "INDEX_64": index_64,
+            "num_warps": num_warps,
+        }
         kernel = getattr(self.module, group.kernel_name)
-        kernel[grid](
-            *args, BLOCK_M=block_m, BLOCK_N=block_n, INDEX_64=index_64, num_warps=num_warps
-        )
+        return _RowLaunch(out_specs, input_strides, output_strides, sizes, grid, options, kernel)
 
     def _run_matmul(
         self, group: FusionGroup, env: dict[str, torch.Tensor], bindings: Mapping[str, int]
@@ -255,7 +315,7 @@ class KernelProgram:
         args += [m, n, k]
         grid = (math.ceil(m / block_m) * math.ceil(n / block_n) * n_batch,)
         kernel = getattr(self.module, group.kernel_name)
-        kernel[grid](
+        launched = kernel[grid](
             *args,
             BLOCK_M=block_m,
             BLOCK_N=block_n,
@@ -265,3 +325,5 @@ class KernelProgram:
             num_warps=num_warps,
             num_stages=num_stages,
         )
+        if self.launched is not None:
+            self.launched.append(launched)

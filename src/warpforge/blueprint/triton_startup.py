@@ -1,0 +1,200 @@
+"""Triton's per-process start-up cost on a warm cache hit, remembered between processes.
+
+The first kernel launch of a process makes Triton compute ``triton_key()``: a SHA-256 over its
+own Python sources and the whole ``libtriton`` shared library (about 500 MB), roughly 0.3 s,
+even when the compiled kernel is already in Triton's cache. The result depends only on those
+files, so warpforge records it beside its cache after the first launch and, in later processes,
+hands Triton the recorded value instead of hashing again.
+
+The record is trusted only while the files it was computed from are unchanged: it stores a
+fingerprint of Triton's version and the path, size and modification time of every Python file
+of the triton package and of ``libtriton`` (a superset of what ``triton_key()`` reads). Any difference (an upgrade, a reinstall, an edited file) makes it stale
+and Triton hashes as usual; the next launch records the new value. ``WARPFORGE_TRITON_STARTUP_MEMO=0``
+turns the whole mechanism off.
+
+Only ``triton.runtime.cache.triton_key`` (and modules that imported that same function object)
+are replaced, and only with a function returning the value Triton itself computed for those
+files, so every cache key Triton builds is unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger("warpforge.blueprint")
+
+MEMO_FILE = "triton-startup.json"
+SWITCH = "WARPFORGE_TRITON_STARTUP_MEMO"
+_FORMAT = 1
+_LOCK = threading.Lock()
+_STATE: dict[str, Any] = {"installed": None, "recorded": False}
+
+
+def enabled() -> bool:
+    """False when ``WARPFORGE_TRITON_STARTUP_MEMO`` is ``0``/``false``/``no``/``off``."""
+    return os.environ.get(SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def memo_path() -> Path:
+    from warpforge.environment import cache_dir
+
+    return cache_dir() / "blueprint" / MEMO_FILE
+
+
+# Where Triton 3.x releases define triton_key() (its home moved between releases).
+_HOMES = ("triton.runtime.cache", "triton.compiler.compiler", "triton.runtime.jit")
+
+
+def _original_triton_key() -> Any:
+    """Triton's own ``triton_key`` (an lru_cache wrapper), or None if this Triton differs."""
+    import importlib
+
+    for home in _HOMES:
+        try:
+            module = sys.modules.get(home) or importlib.import_module(home)
+        except ImportError:
+            continue
+        function = getattr(module, "triton_key", None)
+        function = getattr(function, "__warpforge_original__", function)
+        if function is not None and hasattr(function, "cache_info"):
+            return function
+    return None
+
+
+def triton_fingerprint() -> str:
+    """SHA-256 over Triton's version and (path, size, mtime) of every Python file in the triton
+    package and of ``libtriton``: a superset of what ``triton_key()`` reads in any Triton 3.x
+    (which files it hashes has moved between releases), for a few milliseconds of ``stat``."""
+    import triton
+
+    root = Path(triton.__file__).resolve().parent
+    lines = [f"triton {triton.__version__}", f"root {root}"]
+    files: list[Path] = []
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+        files += [Path(directory) / n for n in sorted(names) if n.endswith(".py")]
+    files += sorted((root / "_C").glob("libtriton.*"))
+    for path in files:
+        try:
+            stat = path.stat()
+        except OSError:
+            lines.append(f"{path} missing")
+            continue
+        lines.append(f"{path} {stat.st_size} {stat.st_mtime_ns}")
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def _read_memo() -> dict[str, Any] | None:
+    try:
+        data = json.loads(memo_path().read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != _FORMAT:
+        return None
+    if not isinstance(data.get("triton_key"), str) or not isinstance(data.get("fingerprint"), str):
+        return None
+    return data
+
+
+def _triton_modules() -> list[Any]:
+    """Triton's loaded modules (only these: other modules' __getattr__ may do anything)."""
+    return [
+        module
+        for name, module in list(sys.modules.items())
+        if module is not None and (name == "triton" or name.startswith("triton."))
+    ]
+
+
+def install() -> bool:
+    """Before a process's first Triton launch: use the recorded ``triton_key`` if it is current.
+
+    Returns True when Triton will use the recorded value. Safe to call repeatedly (cheap after
+    the first call) and from several threads.
+    """
+    if _STATE["installed"] is not None:
+        return _STATE["installed"]
+    with _LOCK:
+        if _STATE["installed"] is not None:
+            return _STATE["installed"]
+        _STATE["installed"] = _install()
+        return _STATE["installed"]
+
+
+def _install() -> bool:
+    if not enabled():
+        return False
+    original = _original_triton_key()
+    if original is None or original.cache_info().currsize:
+        return False  # another Triton layout, or already computed in this process
+    memo = _read_memo()
+    if memo is None:
+        return False
+    try:
+        current = triton_fingerprint()
+    except (ImportError, OSError):
+        return False
+    if memo["fingerprint"] != current:
+        return False
+    key: str = memo["triton_key"]
+
+    def remembered_triton_key() -> str:
+        return key
+
+    remembered_triton_key.__warpforge_original__ = original  # type: ignore[attr-defined]
+    remembered_triton_key.__wrapped__ = original  # type: ignore[attr-defined]
+    for module in _triton_modules():
+        if getattr(module, "triton_key", None) is original:
+            module.triton_key = remembered_triton_key  # type: ignore[attr-defined]
+    return True
+
+
+def record() -> bool:
+    """After a successful Triton launch: store this process's ``triton_key`` if it is not
+    recorded for the current files yet. Returns True when a record was written."""
+    if _STATE["recorded"] or not enabled() or _STATE["installed"]:
+        return False
+    _STATE["recorded"] = True
+    original = _original_triton_key()
+    if original is None or not original.cache_info().currsize:
+        return False  # Triton did not compute it (interpreter, or another layout)
+    try:
+        fingerprint = triton_fingerprint()
+        memo = _read_memo()
+        if memo is not None and memo["fingerprint"] == fingerprint:
+            return False
+        payload = {"format": _FORMAT, "fingerprint": fingerprint, "triton_key": original()}
+        path = memo_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w") as handle:
+                json.dump(payload, handle)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except (ImportError, OSError) as error:  # an optimisation only: never fail a launch
+        logger.debug("could not record Triton's start-up key: %s", error)
+        return False
+    return True
+
+
+def reset_for_tests() -> None:
+    """Undo :func:`install` in this process and forget what was done (tests only)."""
+    with _LOCK:
+        original = _original_triton_key()
+        if original is not None:
+            for module in _triton_modules():
+                current = getattr(module, "triton_key", None)
+                if getattr(current, "__warpforge_original__", None) is original:
+                    module.triton_key = original  # type: ignore[attr-defined]
+        _STATE["installed"] = None
+        _STATE["recorded"] = False

@@ -1,0 +1,89 @@
+"""Triton's start-up key: recorded after a launch, reused only while Triton's files are unchanged."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from warpforge.blueprint import triton_startup
+
+triton_cache = pytest.importorskip("triton.runtime.cache")
+
+
+@pytest.fixture
+def clean_state() -> Iterator[None]:
+    triton_startup.reset_for_tests()
+    yield
+    triton_startup.reset_for_tests()
+
+
+def _original():  # type: ignore[no-untyped-def]
+    function = triton_cache.triton_key
+    return getattr(function, "__warpforge_original__", function)
+
+
+def test_record_then_install_hands_triton_the_same_key(
+    clean_state: None, fresh_blueprint_cache: Path
+) -> None:
+    original = _original()
+    original.cache_clear()
+    assert triton_startup.record() is False  # nothing computed yet: nothing to record
+    triton_startup.reset_for_tests()
+    real = original()  # what Triton computes by hashing its files
+    assert triton_startup.record() is True
+    memo = json.loads(triton_startup.memo_path().read_text())
+    assert memo["triton_key"] == real
+    assert memo["fingerprint"] == triton_startup.triton_fingerprint()
+    assert triton_startup.record() is False  # once per process
+
+    # A "new process": Triton has not hashed yet.
+    triton_startup.reset_for_tests()
+    original.cache_clear()
+    assert triton_startup.install() is True
+    assert triton_cache.triton_key() == real
+    assert original.cache_info().currsize == 0  # the 500 MB hash did not run
+    assert triton_startup.record() is False  # nothing new to record
+    triton_startup.reset_for_tests()
+    assert triton_cache.triton_key is original
+
+
+def test_stale_or_missing_record_is_not_used(
+    clean_state: None, fresh_blueprint_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = _original()
+    original.cache_clear()
+    assert triton_startup.install() is False  # no record yet
+    triton_startup.reset_for_tests()
+    path = triton_startup.memo_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"format": 1, "fingerprint": "0" * 64, "triton_key": "stale"}))
+    assert triton_startup.install() is False  # Triton's files differ from the recorded ones
+    assert triton_cache.triton_key is original
+    triton_startup.reset_for_tests()
+    path.write_text("{ torn")
+    assert triton_startup.install() is False
+    triton_startup.reset_for_tests()
+    fingerprint = triton_startup.triton_fingerprint()
+    path.write_text(json.dumps({"format": 1, "fingerprint": fingerprint, "triton_key": "k"}))
+    monkeypatch.setenv(triton_startup.SWITCH, "0")
+    assert triton_startup.install() is False  # switched off
+    assert triton_cache.triton_key is original
+
+
+def test_fingerprint_changes_with_triton_files(
+    clean_state: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = triton_startup.triton_fingerprint()
+    real_stat = Path.stat
+
+    def touched(self: Path, *args, **kwargs):  # type: ignore[no-untyped-def]
+        result = real_stat(self, *args, **kwargs)
+        if self.name.startswith("libtriton"):
+            return type(result)((*result[:6], result[6] + 1, *result[7:]))  # size + 1
+        return result
+
+    monkeypatch.setattr(Path, "stat", touched)
+    assert triton_startup.triton_fingerprint() != before
