@@ -114,6 +114,8 @@ class KernelProgram:
         self.plan = plan
         self.module = module
         self.registry = registry
+        self._launches: dict[tuple[Any, ...], dict[str, int]] = {}
+        """Launch configs per (group, sizes, device): warpforge.tune is asked once for each."""
 
     def run(
         self, tensors: Sequence[torch.Tensor], bindings: Mapping[str, int] | None = None
@@ -162,9 +164,25 @@ class KernelProgram:
             out.append((value, view.expand(size), buffer))
         return out
 
+    def _launch(self, group: FusionGroup, sizes: tuple[Any, ...], device: torch.device) -> dict:
+        key = (group.index, sizes, device)
+        config = self._launches.get(key)
+        if config is None:
+            from warpforge.blueprint.launch import launch_config
+
+            config = self._launches[key] = launch_config(
+                self.ir, self.plan, group, sizes, device, self.registry
+            )
+        return config
+
     def _run_rows(
-        self, group: FusionGroup, env: dict[str, torch.Tensor], bindings: Mapping[str, int]
+        self,
+        group: FusionGroup,
+        env: dict[str, torch.Tensor],
+        bindings: Mapping[str, int],
+        config: Mapping[str, int] | None = None,
     ) -> None:
+        """Launch a row group; ``config`` (BLOCK_M, BLOCK_N, num_warps) overrides the tuned one."""
         shape = concrete(group.domain, bindings)
         domain = shape or (1,)
         n_cols = domain[-1]
@@ -179,19 +197,13 @@ class KernelProgram:
             env[value] = handed
         if n_rows == 0 or n_cols == 0:
             return
-        if group.has_row_op:
-            block_n = _next_pow2(n_cols)
-            if block_n > MAX_ROW_BLOCK:
-                raise CodegenError(
-                    f"row group {group.kernel_name}: rows of {n_cols} elements exceed the "
-                    f"{MAX_ROW_BLOCK}-element register budget of a row kernel"
-                )
-            block_m = max(1, min(4096 // block_n, _next_pow2(n_rows)))
-        else:
-            block_n = min(_next_pow2(n_cols), 1024)
-            block_m = max(1, min(4096 // block_n, _next_pow2(n_rows)))
-        tile = block_m * block_n
-        num_warps = 4 if tile <= 2048 else 8 if tile <= 8192 else 16
+        if group.has_row_op and _next_pow2(n_cols) > MAX_ROW_BLOCK:
+            raise CodegenError(
+                f"row group {group.kernel_name}: rows of {n_cols} elements exceed the "
+                f"{MAX_ROW_BLOCK}-element register budget of a row kernel"
+            )
+        config = config or self._launch(group, (n_rows, n_cols), device)
+        block_m, block_n, num_warps = config["BLOCK_M"], config["BLOCK_N"], config["num_warps"]
         buffers = [buffer for _, buffer, _ in outputs]
         index_64 = n_rows + block_m > _INT32_LIMIT or any(
             _max_offset(t) + block_n > _INT32_LIMIT for t in (*views, *buffers)
@@ -215,8 +227,14 @@ class KernelProgram:
         )
 
     def _run_matmul(
-        self, group: FusionGroup, env: dict[str, torch.Tensor], bindings: Mapping[str, int]
+        self,
+        group: FusionGroup,
+        env: dict[str, torch.Tensor],
+        bindings: Mapping[str, int],
+        config: Mapping[str, int] | None = None,
     ) -> None:
+        """Launch a matmul group; ``config`` (BLOCK_M/N/K, GROUP_M, num_warps, num_stages)
+        overrides the tuned one."""
         mm = group.nodes[0]
         a, b = env[mm.inputs[0]], env[mm.inputs[1]]
         if mm.op == "linear":
@@ -236,14 +254,8 @@ class KernelProgram:
             return
         if k == 0:
             raise CodegenError(f"matmul group {group.kernel_name}: an empty inner dimension")
-        on_gpu = a.is_cuda
-        if on_gpu:
-            block_m, block_n = 128, (128 if n >= 128 else 64)
-            block_k = 32 if a.dtype == torch.float32 else 64
-            num_warps, num_stages = 8, 3
-        else:  # interpreter: small tiles keep numpy fast
-            block_m = block_n = block_k = 16
-            num_warps, num_stages = 4, 1
+        config = config or self._launch(group, (n_batch, m, n, k), a.device)
+        block_m, block_n, block_k = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
         buffers = [buffer for _, buffer, _ in outputs]
         index_64 = any(_max_offset(t) + block_n > _INT32_LIMIT for t in (a3, b3, *views, *buffers))
         args: list[Any] = [a3, *a3.stride(), b3, *b3.stride()]
@@ -260,8 +272,8 @@ class KernelProgram:
             BLOCK_M=block_m,
             BLOCK_N=block_n,
             BLOCK_K=block_k,
-            GROUP_M=8,
+            GROUP_M=config["GROUP_M"],
             INDEX_64=index_64,
-            num_warps=num_warps,
-            num_stages=num_stages,
+            num_warps=config["num_warps"],
+            num_stages=config["num_stages"],
         )

@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from warpforge.tune.space import ConfigSpace
 from warpforge.tune.tunable import TunableKernel, device_fingerprint, dtype_name, find_tunable
 from warpforge.validation import describe
 
@@ -364,6 +365,33 @@ def config_for(
     missing or broken database; raises ``TypeError``/``ValueError`` for malformed arguments.
     """
     return _LOOKUP.config_for(kernel, features, default, device=device)
+
+
+def checked_config_for(
+    kernel: str,
+    features: Mapping[str, object],
+    default: Mapping[str, object],
+    *,
+    space: ConfigSpace | None = None,
+    device: torch.device | str | None = None,
+) -> dict[str, object]:
+    """:func:`config_for` for a launch that must not fail: ``default`` when the lookup raises or
+    its answer is not allowed by ``space`` (by default the registered tunable's space; a kernel
+    neither registered nor given a space takes its stored config unchecked). Reasons are logged."""
+    try:
+        chosen = config_for(kernel, features, default, device=device)
+        if chosen == dict(default):
+            return chosen
+        if space is None:
+            tunable = find_tunable(kernel)
+            space = tunable.space if tunable is not None else None
+        why = None if space is None else space.rejection(chosen, dict(features))
+        if why is None:
+            return chosen
+        logger.warning("ignoring tuned config %s for %s %s: %s", chosen, kernel, features, why)
+    except Exception as exc:  # tuning must never break a launch
+        logger.warning("tuned config lookup failed for %s %s: %s", kernel, features, exc)
+    return dict(default)
 
 
 def starting_configs(

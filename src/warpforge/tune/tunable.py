@@ -30,7 +30,11 @@ Shape = Mapping[str, int]
 _REGISTRY: dict[str, TunableKernel] = {}
 
 # Modules whose import registers tunables; loaded the first time the registry is asked.
-_PROVIDERS: tuple[str, ...] = ("warpforge.tune.examples", "warpforge.ops.tunables")
+_PROVIDERS: tuple[str, ...] = (
+    "warpforge.tune.examples",
+    "warpforge.ops.tunables",
+    "warpforge.blueprint.tunables",
+)
 
 
 @dataclass(frozen=True)
