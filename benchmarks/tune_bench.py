@@ -27,7 +27,7 @@ under ``skipped`` in the JSON, never silently dropped):
 
 Shapes: ``--train``/``--heldout`` (each kernel takes those naming exactly its sizes, e.g. ``M=..,N=..``
 for the norms), else the kernel's ``sweep`` with every third shape held out; then cut to
-``--train-count``/``--heldout-count``. ``--smoke`` uses the interpreter's
+``--train-count``/``--heldout-count``. ``--kernels`` takes shell patterns (``'blueprint.*'``). ``--smoke`` uses the interpreter's
 CPU shapes (held out: the first CPU shape with every size + 1).
 """
 
@@ -110,6 +110,26 @@ def _fitting_shapes(
     return shapes
 
 
+def expand_kernel_names(patterns: list[str]) -> list[str]:
+    """Registered tunable names matching ``patterns`` (shell-style), in the order given."""
+    import fnmatch
+
+    from warpforge.tune.tunable import registered_tunables
+
+    known = [k.name for k in registered_tunables()]
+    names: dict[str, None] = {}
+    for pattern in patterns:
+        matched = (
+            sorted(fnmatch.filter(known, pattern))
+            if any(c in pattern for c in "*?[")
+            else [pattern]
+        )
+        if not matched:
+            raise SystemExit(f"--kernels: {pattern!r} matches no registered tunable")
+        names.update(dict.fromkeys(matched))
+    return list(names)
+
+
 def split_shapes(
     kernel: TunableKernel, args: argparse.Namespace
 ) -> tuple[list[dict[str, int]], list[dict[str, int]]]:
@@ -131,10 +151,10 @@ def split_shapes(
             )
         heldout = shapes[1::3]
         train = [s for s in shapes if s not in heldout]
-    if args.train_count is not None:
-        train = train[: args.train_count]
-    if args.heldout_count is not None:
-        heldout = heldout[: args.heldout_count]
+        if args.train_count is not None:
+            train = train[: args.train_count]
+        if args.heldout_count is not None:
+            heldout = heldout[: args.heldout_count]
     return train, heldout
 
 
@@ -389,6 +409,34 @@ def _summarise(report: dict[str, Any]) -> dict[str, Any]:
     return report
 
 
+def write_plan(plan: list[dict[str, Any]], budget_names: set[str], args: argparse.Namespace) -> int:
+    """``--plan-only``: every (kernel, dtype, shape) the run would search and its valid configs."""
+    rows = []
+    for item in plan:
+        kernel, dtype = item["kernel"], item["dtype"]
+        for role in ("train", "heldout"):
+            for shape in item[role]:
+                features = kernel.features(shape, dtype)
+                rows.append(
+                    {
+                        "kernel": kernel.name,
+                        "dtype": dtype_name(dtype),
+                        "role": role,
+                        "shape": shape,
+                        "valid_configs": len(kernel.space.valid_configs(features)),
+                        "budget": role == "heldout" and kernel.name in budget_names,
+                    }
+                )
+    document = {"benchmark": "tune_bench plan", "budget_s": args.budget, "searches": rows}
+    path = args.out / "plan.json"
+    path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    for row in rows:
+        print(f"{row['kernel']:60s} {row['role']:8s} {row['shape']} {row['valid_configs']} configs")
+    trials = sum(r["valid_configs"] for r in rows)
+    print(f"{len(rows)} exhaustive searches, {trials} trials; wrote {path}")
+    return 0
+
+
 def device_slug(fingerprint: str) -> str:
     """A file name for a device fingerprint: ``NVIDIA H100 80GB HBM3/sm_90`` ->
     ``nvidia-h100-80gb-hbm3-sm_90``."""
@@ -403,12 +451,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", required=True, type=Path, help="Directory for JSON and databases.")
-    parser.add_argument("--kernels", nargs="+", default=None, help="Registered tunable names.")
+    parser.add_argument(
+        "--kernels", nargs="+", default=None, help="Registered tunable names or shell patterns."
+    )
     parser.add_argument("--dtype", action="append", default=None, help="Repeatable; default: the kernel's first dtype.")  # fmt: skip
     parser.add_argument("--train", action="append", default=None, help="Training shape NAME=SIZE,... (repeatable); used by the kernels whose sizes it names.")  # fmt: skip
     parser.add_argument("--heldout", action="append", default=None, help="Held-out shape (repeatable); as --train.")  # fmt: skip
-    parser.add_argument("--train-count", type=int, default=None, help="Use only the first N training shapes.")  # fmt: skip
-    parser.add_argument("--heldout-count", type=int, default=None, help="Use only the first N held-out shapes.")  # fmt: skip
+    parser.add_argument("--train-count", type=int, default=None, help="Use only the first N training shapes of a sweep.")  # fmt: skip
+    parser.add_argument("--heldout-count", "--heldout-limit", type=int, default=None, help="Use only the first N held-out shapes of a sweep.")  # fmt: skip
     parser.add_argument("--budget", type=float, default=60.0, help="Seconds per budgeted search (0: skip).")  # fmt: skip
     parser.add_argument("--budget-kernels", nargs="+", default=None, help="Kernels given the budget check (default: all).")  # fmt: skip
     parser.add_argument("--budget-shapes", type=int, default=1, help="Held-out shapes per budget kernel.")  # fmt: skip
@@ -423,6 +473,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default=None, help="Default: cuda when available, else cpu.")  # fmt: skip
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes, seconds: checks the plumbing only.")  # fmt: skip
+    parser.add_argument("--plan-only", action="store_true", help="Resolve kernels and shapes, count valid configs, write plan.json; run nothing.")  # fmt: skip
     parser.add_argument("--no-export", action="store_true", help="Do not write the shipped-configs file.")  # fmt: skip
     args = parser.parse_args(argv)
     if args.smoke:
@@ -458,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     bench = Bench(args)
     plan: list[dict[str, Any]] = []
-    for name in args.kernels:
+    for name in expand_kernel_names(args.kernels):
         try:
             kernel = get_tunable(name)
         except KeyError as exc:
@@ -469,7 +520,9 @@ def main(argv: list[str] | None = None) -> int:
             if dtype not in kernel.dtypes:
                 raise SystemExit(f"--dtype: {name} is tuned for {list(map(dtype_name, kernel.dtypes))}, got {dtype_name(dtype)}")  # fmt: skip
             plan.append({"kernel": kernel, "dtype": dtype, "train": train, "heldout": heldout})
-    budget_names = set(args.budget_kernels or args.kernels)
+    budget_names = set(expand_kernel_names(args.budget_kernels or args.kernels))
+    if args.plan_only:
+        return write_plan(plan, budget_names, args)
 
     budgets = run_budget_phase(bench, plan, budget_names)
     results = []
@@ -481,7 +534,10 @@ def main(argv: list[str] | None = None) -> int:
             for item in ordered:
                 results.append(run_kernel(bench, item, budgets, db))
     finally:
+        compile_ahead = {"workers": args.compile_workers, "configs_run": 0, "broke": False}
         if bench.pool is not None:
+            compile_ahead["configs_run"] = bench.pool.compiled
+            compile_ahead["broke"] = not bench.pool.usable
             bench.pool.close()
 
     fingerprint = device_fingerprint(bench.device)
@@ -506,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
             "quality": "exhaustive best median / contender median, re-timed interleaved",
             "targets": {"nearest": NEAREST_TARGET, "budget": BUDGET_TARGET},
         },
+        "compile_ahead": compile_ahead,
         "wall_s": bench.clock.elapsed(),
         "max_wall_s": args.max_wall,
         "skipped": bench.skipped,
