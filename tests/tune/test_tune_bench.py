@@ -19,14 +19,19 @@ from warpforge.tune.tunable import register_tunable, unregister_tunable
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks" / "tune_bench.py"
 SCRIPT = ROOT / "scripts" / "gpu" / "tune_check.sh"
+TABLE = ROOT / "scripts" / "tune_table.py"
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture
 def bench():
-    spec = importlib.util.spec_from_file_location("tune_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _load(BENCH)
 
 
 @pytest.fixture
@@ -63,6 +68,9 @@ def test_bench_writes_json_with_fingerprint_qualities_and_shipped_file(
         assert set(entry["retimed"]) == {"exhaustive", "nearest", "default", "budgeted"}
         assert entry["budgeted"]["elapsed_s"] > 0
     assert result["summary"]["nearest_match"]["shapes"] == 1
+    table = _load(TABLE).render(document)
+    assert f"| {synthetic} | float32 | N=1024 |" in table
+    assert "nearest match >= 0.95 of exhaustive: " in table
     # Every exhaustive best (3 training shapes + 1 held-out) is exported for shipping.
     shipped = tmp_path / document["shipped_file"]
     entries = json.loads(shipped.read_text())["kernels"][synthetic]

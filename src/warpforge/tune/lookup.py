@@ -4,9 +4,10 @@
 (a dict hit after the first call per problem) and it never fails an op: order is
 
 1. the in-process cache;
-2. an exact match in the shipped JSON (package data, ``warpforge/tune/shipped/*.json``);
-3. an exact match in the performance database (only if it exists or a URL is configured; it is
+2. an exact match in the performance database (only if it exists or a URL is configured; it is
    never created or migrated by a lookup; ``WARPFORGE_TUNE_DB=0`` turns this off);
+3. an exact match in the shipped JSON (package data, ``warpforge/tune/shipped/*.json``): what
+   users get with no database and no tuning;
 4. the nearest neighbour among shipped and stored bests: categorical features (dtype, any string)
    and the device must match exactly, sizes are compared as ``log2`` distances;
 5. ``default``.
@@ -207,12 +208,10 @@ class ConfigLookup:
     def _resolve(
         self, kernel: str, features: dict[str, object], device: str
     ) -> dict[str, object] | None:
-        shipped = [s for s in self._shipped_for(kernel) if self._matches(kernel, s, device)]
-        for stored in shipped:
-            if stored.features == features and self._fits(kernel, stored.config, features):
-                return dict(stored.config)
+        # What this machine measured for this very problem beats what the package shipped.
         stored_rows = self._database_rows(kernel, device)
-        for stored in stored_rows:
+        shipped = [s for s in self._shipped_for(kernel) if self._matches(kernel, s, device)]
+        for stored in (*stored_rows, *shipped):
             if stored.features == features and self._fits(kernel, stored.config, features):
                 return dict(stored.config)
         for _, stored in nearest(
