@@ -9,7 +9,8 @@ under ``skipped`` in the JSON, never silently dropped):
    config only (nothing is tuned yet). Its trials go to ``OUT/budget.db``.
 2. **Exhaustive** search of every kernel's training shapes into ``OUT/tune.db``.
 3. **Nearest match**: for each held-out shape, the config a fresh
-   :class:`~warpforge.tune.lookup.ConfigLookup` picks from the training results alone, taken
+   :class:`~warpforge.tune.lookup.ConfigLookup` picks from the training results alone (a
+   neighbour's config carried over by the kernel's transfer; ``nearest_origin`` says which), taken
    *before* the held-out shape is searched; then an **exhaustive** search of the held-out shape
    (into ``OUT/tune.db`` too).
 4. **Re-timing**: exhaustive best, nearest match, default and (where run) budget best are timed
@@ -338,13 +339,16 @@ def run_kernel(
         return _summarise(report)
 
     # Nearest matches from the training results alone, before any held-out shape is stored.
-    lookup = ConfigLookup(database_url=bench.tune_url, shipped_dir=bench.args.out / "no-shipped")
-    nearest = {}
+    lookup = ConfigLookup(
+        database_url=bench.tune_url, shipped_dir=bench.args.out / "no-shipped", use_database=True
+    )
+    nearest, origins = {}, {}
     for shape in item["heldout"]:
         features = kernel.features(shape, dtype)
         nearest[config_key(shape)] = lookup.config_for(
             kernel.name, features, kernel.default_config(features), device=bench.device
         )
+        origins[config_key(shape)] = lookup.origin(kernel.name, features, device=bench.device)
     lookup.clear()
 
     for shape in item["heldout"]:
@@ -359,6 +363,7 @@ def run_kernel(
             "features": features,
             "exhaustive": search_summary(result, valid),
             "nearest_config": nearest[config_key(shape)],
+            "nearest_origin": origins[config_key(shape)],
             "default_config": kernel.default_config(features),
         }
         budget = budgets.get((kernel.name, dtype_name(dtype), config_key(shape)))

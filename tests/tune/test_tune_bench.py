@@ -50,8 +50,9 @@ FAST = ["--device", "cpu", "--trial-time", "0.002", "--retime-time", "0.002",
 
 
 def test_bench_writes_json_with_fingerprint_qualities_and_shipped_file(
-    bench, synthetic: str, tmp_path: Path
+    bench, synthetic: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("WARPFORGE_TUNE_DB", "0")  # as the GPU script sets it: ops must not look
     args = ["--out", str(tmp_path), "--kernels", synthetic, "--budget", "0.05", *FAST]
     assert bench.main(args) == 0
     document = json.loads((tmp_path / "tune_bench.json").read_text())
@@ -64,6 +65,8 @@ def test_bench_writes_json_with_fingerprint_qualities_and_shipped_file(
         assert entry["exhaustive"]["best_config"] not in (None, WRONG_BUT_FAST)
         assert entry["exhaustive"]["status_counts"]["incorrect"] == 1
         assert entry["exhaustive"]["covered_space"] is True
+        # the bench's own database was read, whatever WARPFORGE_TUNE_DB says
+        assert entry["nearest_origin"].startswith("database nearest")
         assert entry["nearest_quality"] > 0 and entry["budget_quality"] > 0
         assert set(entry["retimed"]) == {"exhaustive", "nearest", "default", "budgeted"}
         assert entry["budgeted"]["elapsed_s"] > 0
@@ -157,7 +160,10 @@ def test_gpu_script_smoke_resolves_the_plan_runs_and_ships(tmp_path: Path) -> No
     by_kernel = {r["kernel"]: r for r in document["results"]}
     matmul = by_kernel["blueprint.layernorm_linear_gelu.k1_linear_gelu"]
     assert "budget_quality" in matmul["heldout"][0]
-    assert "nearest_quality" in by_kernel["add_rms_norm.bwd"]["heldout"][0]
+    fused = by_kernel["add_rms_norm.bwd"]["heldout"][0]
+    assert "nearest_quality" in fused
+    # M=5,N=37's best carried over to M=3,N=130 (a whole-row block of 64 becomes 256)
+    assert fused["nearest_origin"].startswith("database nearest"), fused
 
     shipped = out / document["shipped_file"]
     entry = json.loads(shipped.read_text())["kernels"]["add_rms_norm.bwd"][0]

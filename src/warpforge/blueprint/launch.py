@@ -27,6 +27,7 @@ from warpforge.blueprint.codegen import (
 from warpforge.blueprint.ir import BlueprintIR
 from warpforge.blueprint.registry import OperatorRegistry, broadcast_shapes
 from warpforge.tune.space import ConfigSpace, Constraint, register_budget, relation
+from warpforge.tune.transfer import row_tile_transfer
 
 _MAX_GRID_Y = 65535
 _POWERS_OF_2 = tuple(1 << i for i in range(16))  # 1 .. 32768
@@ -98,6 +99,12 @@ ROWS_SPACE = ConfigSpace(
     ),
 )
 """Launch configs of a row group: rows per program, columns per program, warps."""
+
+
+ROWS_TRANSFER = row_tile_transfer(
+    rows="BLOCK_M", whole_rows=lambda features: bool(features["whole_rows"]), max_rows=128
+)
+"""A neighbour's row config for another row length: whole rows re-blocked, the tile kept."""
 
 
 def rows_default(n_rows: int, n_cols: int, whole_rows: bool) -> dict[str, int]:
@@ -202,8 +209,9 @@ def tunable_name(ir: BlueprintIR, group: FusionGroup) -> str:
 
 
 def graph_identity(ir: BlueprintIR, registry: OperatorRegistry | None = None) -> str:
-    """What the generated code depends on: the graph (dtypes included) and the generator."""
-    return f"{ir.canonical_hash(registry)[:16]}/g{GENERATOR_VERSION}"
+    """What a launch config depends on: the graph (dtypes included), the generator and the
+    launchers (a bump of either retires every tuned config of the blueprint)."""
+    return f"{ir.canonical_hash(registry)[:16]}/g{GENERATOR_VERSION}/l{LAUNCH_VERSION}"
 
 
 def _group_dtype(plan: Plan, group: FusionGroup) -> str:
@@ -252,12 +260,12 @@ def launch_config(
     features = group_features(graph_identity(ir, registry), plan, group, sizes)
     if group.kind == "rows":
         default = rows_default(sizes[0], sizes[1], group.has_row_op)
-        space = ROWS_SPACE
+        space, transfer = ROWS_SPACE, ROWS_TRANSFER
     else:
         default = matmul_default(features, torch.device(device).type == "cuda")
-        space = MATMUL_SPACE
+        space, transfer = MATMUL_SPACE, None
     chosen = checked_config_for(
-        tunable_name(ir, group), features, default, space=space, device=device
+        tunable_name(ir, group), features, default, space=space, transfer=transfer, device=device
     )
     return {k: int(v) for k, v in chosen.items()}  # type: ignore[call-overload]
 

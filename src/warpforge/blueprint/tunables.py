@@ -29,6 +29,7 @@ from warpforge.blueprint.launch import (
     LAUNCH_VERSION,
     MATMUL_SPACE,
     ROWS_SPACE,
+    ROWS_TRANSFER,
     graph_identity,
     group_features,
     matmul_default,
@@ -144,6 +145,7 @@ def _group_tunable(
     return TunableKernel(
         name=name,
         space=ROWS_SPACE if group.kind == "rows" else MATMUL_SPACE,
+        transfer=ROWS_TRANSFER if group.kind == "rows" else None,
         source_hash=source_hash(
             f"blueprint launch v{LAUNCH_VERSION}", f"generator v{GENERATOR_VERSION}", group.kind
         ),

@@ -25,6 +25,7 @@ import torch
 from warpforge.ops._row_problems import SWEEP
 from warpforge.ops._rows import RowLaunchConfig, next_power_of_2, row_launch_shape
 from warpforge.tune.space import ConfigSpace, at_most, register_budget, relation
+from warpforge.tune.transfer import row_tile_transfer
 from warpforge.tune.tunable import (
     Shape,
     TunableKernel,
@@ -163,6 +164,8 @@ def row_space(registers_per_element: int) -> ConfigSpace:
     )
 
 
+ROW_TRANSFER = row_tile_transfer()
+"""A neighbour's row config for another row length: whole rows re-blocked, the tile kept."""
 FORWARD_ROW_SPACE = row_space(registers_per_element=4)
 BACKWARD_ROW_SPACE = row_space(registers_per_element=8)
 
@@ -358,6 +361,7 @@ def _norm_tunable(name: str, center: bool, backward: bool, residual: bool = Fals
         shapes=_ROW_SHAPES,
         cpu_shapes=_ROW_CPU_SHAPES,
         sweep=_ROW_SWEEP,
+        transfer=ROW_TRANSFER,
         dtypes=_DTYPES,
         description=f"warpforge.ops {family} {'backward' if backward else 'forward'} kernel",
         **({"atol": tolerance, "rtol": tolerance} if tolerance else {}),
@@ -404,6 +408,7 @@ def _softmax_tunable() -> TunableKernel:
         shapes=_ROW_SHAPES,
         cpu_shapes=_ROW_CPU_SHAPES,
         sweep=_ROW_SWEEP,
+        transfer=ROW_TRANSFER,
         dtypes=_DTYPES,
         description="warpforge.ops softmax forward kernel",
     )
