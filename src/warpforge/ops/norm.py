@@ -102,10 +102,12 @@ def _bwd_launch_config(
     )
 
 
-def _kernel_name(center: bool, residual: torch.Tensor | None, backward: bool = False) -> str:
-    """The tunable whose config a launch reads: the fused residual add moves twice the bytes of
-    a plain RMSNorm, so it is tuned on its own (``add_rms_norm``)."""
-    family = "layer_norm" if center else "add_rms_norm" if residual is not None else "rms_norm"
+def _kernel_name(center: bool, residual_stream: torch.Tensor | None, backward: bool = False) -> str:
+    """The tunable whose config a launch reads. ``residual_stream`` is the residual (forward) or
+    the gradient of ``h`` (backward): the fused residual add moves more bytes than a plain
+    RMSNorm, so it is tuned on its own (``add_rms_norm``)."""
+    fused = residual_stream is not None
+    family = "layer_norm" if center else "add_rms_norm" if fused else "rms_norm"
     return f"{family}.{'bwd' if backward else 'fwd'}"
 
 
