@@ -529,8 +529,47 @@ def main(argv: list[str] | None = None) -> int:
     if args.plan_only:
         return write_plan(plan, budget_names, args)
 
+    fingerprint = device_fingerprint(bench.device)
+    shipped_path = None if args.no_export else args.out / f"shipped-{device_slug(fingerprint)}.json"
+    results: list[dict[str, Any]] = []
+    compile_ahead = {"workers": args.compile_workers, "configs_run": 0, "broke": False}
+
+    def write(complete: bool) -> Path:
+        """The evidence so far (rewritten after every kernel: a killed run keeps what it did)."""
+        if bench.pool is not None:
+            compile_ahead.update(configs_run=bench.pool.compiled, broke=not bench.pool.usable)
+        if shipped_path is not None and Path(bench.tune_url.removeprefix("sqlite:///")).exists():
+            with PerfDatabase(bench.tune_url) as db:
+                names = [i["kernel"].name for i in plan]
+                export_shipped(names, shipped_path, database=db, device=fingerprint)
+        document = {
+            "benchmark": "tune_bench",
+            "complete": complete,  # False: the run was interrupted after these results
+            "environment_fingerprint": environment,
+            "device_fingerprint": fingerprint,
+            "arguments": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+            "method": {
+                "budget": "cold: budgeted searches ran first, before any config of their kernel "
+                "was compiled, seeded with the default config only; no compile-ahead workers",
+                "budget_kernels": sorted(budget_names) if args.budget > 0 else [],
+                "nearest": "ConfigLookup over the training shapes' exhaustive results only",
+                "quality": "exhaustive best median / contender median, re-timed interleaved",
+                "targets": {"nearest": NEAREST_TARGET, "budget": BUDGET_TARGET},
+            },
+            "compile_ahead": compile_ahead,
+            "wall_s": bench.clock.elapsed(),
+            "max_wall_s": args.max_wall,
+            "skipped": bench.skipped,
+            "shipped_file": None if shipped_path is None else shipped_path.name,
+            "results": results,
+        }
+        path = args.out / "tune_bench.json"
+        path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+        return path
+
+    environment = environment_fingerprint()
     budgets = run_budget_phase(bench, plan, budget_names)
-    results = []
+    finished = False
     try:
         bench.start_pool()
         with PerfDatabase(bench.tune_url) as db:
@@ -538,44 +577,14 @@ def main(argv: list[str] | None = None) -> int:
             ordered = sorted(plan, key=lambda i: i["kernel"].name not in budget_names)
             for item in ordered:
                 results.append(run_kernel(bench, item, budgets, db))
+                write(complete=False)
+        finished = True
     finally:
-        compile_ahead = {"workers": args.compile_workers, "configs_run": 0, "broke": False}
+        path = write(complete=finished)
         if bench.pool is not None:
-            compile_ahead["configs_run"] = bench.pool.compiled
-            compile_ahead["broke"] = not bench.pool.usable
             bench.pool.close()
-
-    fingerprint = device_fingerprint(bench.device)
-    shipped_path = None
-    if not args.no_export:
-        shipped_path = args.out / f"shipped-{device_slug(fingerprint)}.json"
-        with PerfDatabase(bench.tune_url) as db:
-            exported = export_shipped(
-                [i["kernel"].name for i in plan], shipped_path, database=db, device=fingerprint
-            )
-        print(f"exported {exported} tuned configs to {shipped_path}")
-    document = {
-        "benchmark": "tune_bench",
-        "environment_fingerprint": environment_fingerprint(),
-        "device_fingerprint": fingerprint,
-        "arguments": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "method": {
-            "budget": "cold: budgeted searches ran first, before any config of their kernel was "
-            "compiled, seeded with the default config only; no compile-ahead workers",
-            "budget_kernels": sorted(budget_names) if args.budget > 0 else [],
-            "nearest": "ConfigLookup over the training shapes' exhaustive results only",
-            "quality": "exhaustive best median / contender median, re-timed interleaved",
-            "targets": {"nearest": NEAREST_TARGET, "budget": BUDGET_TARGET},
-        },
-        "compile_ahead": compile_ahead,
-        "wall_s": bench.clock.elapsed(),
-        "max_wall_s": args.max_wall,
-        "skipped": bench.skipped,
-        "shipped_file": None if shipped_path is None else shipped_path.name,
-        "results": results,
-    }
-    path = args.out / "tune_bench.json"
-    path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    if shipped_path is not None:
+        print(f"exported the tuned configs to {shipped_path}")
     for r in results:
         s = r["summary"]
         print(f"{r['kernel']} {r['dtype']}:")

@@ -57,7 +57,8 @@ def test_bench_writes_json_with_fingerprint_qualities_and_shipped_file(
     assert bench.main(args) == 0
     document = json.loads((tmp_path / "tune_bench.json").read_text())
     assert document["environment_fingerprint"]["torch"]
-    assert document["skipped"] == [] and document["method"]["budget_kernels"] == [synthetic]
+    assert document["complete"] is True and document["skipped"] == []
+    assert document["method"]["budget_kernels"] == [synthetic]
     (result,) = document["results"]
     assert [e["shape"]["N"] for e in result["train"]] == [512, 4096, 8192]
     assert [e["shape"]["N"] for e in result["heldout"]] == [1024]
