@@ -28,3 +28,20 @@ def test_workers_run_each_config_once_and_survive_failures() -> None:
         assert pool.usable and pool.compiled == len(configs)
     assert not pool.usable
     assert pool.compile(kernel.name, shape, torch.float32, "cpu", configs) is False
+
+
+@pytest.mark.gpu
+def test_gpu_configs_compiled_ahead_are_what_the_search_then_runs() -> None:
+    from warpforge.tune.search import exhaustive_search
+
+    kernel = get_tunable("rms_norm.bwd")
+    shape = {"M": 4096, "N": 4096}
+    configs = kernel.space.valid_configs(kernel.features(shape, torch.bfloat16))
+    with CompilePool(4) as pool:
+        assert pool.compile(kernel.name, shape, torch.bfloat16, "cuda", configs) is True
+        assert pool.compiled == len(configs)
+    result = exhaustive_search(kernel, shape, torch.bfloat16, "cuda")
+    assert len(result.trials) == len(configs)
+    assert all(t.ok for t in result.trials), [
+        (t.config, t.error) for t in result.trials if not t.ok
+    ]
