@@ -3,8 +3,8 @@
 Every generated kernel reads its launch config through :func:`launch_config`:
 ``warpforge.tune.config_for("blueprint.<blueprint name>.<kernel name>", features, default)``, once
 per (kernel, sizes, device) per loaded program. The features identify the generated code
-(``graph``: the blueprint's canonical hash and the generator version, so a tuned config never
-reaches different code) and the sizes (``M``/``N`` rows and columns of a row group, ``B``/``M``/
+(``graph``: the blueprint's canonical hash, the generator's and the launchers' versions, so a
+tuned config never reaches different code) and the sizes (``M``/``N`` rows and columns of a row group, ``B``/``M``/
 ``N``/``K`` and the operand dtype of a matmul); a row group also says whether it holds whole rows
 (``whole_rows``). The default is the hand-written heuristic. A stored config is checked against
 :data:`ROWS_SPACE` or :data:`MATMUL_SPACE` before use, so a bad shipped entry costs speed, never
@@ -26,7 +26,13 @@ from warpforge.blueprint.codegen import (
 )
 from warpforge.blueprint.ir import BlueprintIR
 from warpforge.blueprint.registry import OperatorRegistry, broadcast_shapes
-from warpforge.tune.space import ConfigSpace, Constraint, register_budget, relation
+from warpforge.tune.space import (
+    ConfigSpace,
+    next_power_of_2,
+    register_budget,
+    relation,
+    shared_memory_budget,
+)
 from warpforge.tune.transfer import row_tile_transfer
 
 _MAX_GRID_Y = 65535
@@ -34,10 +40,6 @@ _POWERS_OF_2 = tuple(1 << i for i in range(16))  # 1 .. 32768
 
 LAUNCH_VERSION = 1
 """Bumped when the launchers change what a config means; part of every suite tunable's hash."""
-
-
-def _next_pow2(n: int) -> int:
-    return 1 << max(int(n) - 1, 0).bit_length()
 
 
 def _int(mapping: Mapping[str, object], key: str) -> int:
@@ -50,12 +52,12 @@ def _int(mapping: Mapping[str, object], key: str) -> int:
 def _row_block(config: Mapping[str, object], features: Mapping[str, object]) -> str | None:
     block_n, n = _int(config, "BLOCK_N"), _int(features, "N")
     if features["whole_rows"]:
-        if block_n != _next_pow2(n):
+        if block_n != next_power_of_2(n):
             return f"a whole-row kernel takes BLOCK_N = N={n} rounded up to a power of 2"
         return None
-    if block_n > max(16, _next_pow2(n)):
+    if block_n > max(16, next_power_of_2(n)):
         return f"BLOCK_N={block_n} is wider than N={n} rounded up"
-    if block_n < min(512, _next_pow2(n)):
+    if block_n < min(512, next_power_of_2(n)):
         return "column tiles narrower than 512 (or the row) only add programs"
     if math.ceil(n / block_n) > _MAX_GRID_Y:
         return f"{math.ceil(n / block_n)} column tiles exceed the CUDA grid's {_MAX_GRID_Y}"
@@ -64,7 +66,7 @@ def _row_block(config: Mapping[str, object], features: Mapping[str, object]) -> 
 
 def _row_tile(config: Mapping[str, object], features: Mapping[str, object]) -> str | None:
     block_m, block_n, warps = (_int(config, k) for k in ("BLOCK_M", "BLOCK_N", "num_warps"))
-    if block_m > _next_pow2(_int(features, "M")):
+    if block_m > next_power_of_2(_int(features, "M")):
         return f"BLOCK_M={block_m} exceeds M rounded up"
     tile = block_m * block_n
     if block_m > 1 and tile > 8192:
@@ -73,7 +75,9 @@ def _row_tile(config: Mapping[str, object], features: Mapping[str, object]) -> s
     if tile < threads and warps > 1:
         return f"a {tile}-element tile leaves some of the {threads} threads idle"
     if not features["whole_rows"]:
-        if tile < min(1024, _next_pow2(_int(features, "M")) * _next_pow2(_int(features, "N"))):
+        if tile < min(
+            1024, next_power_of_2(_int(features, "M")) * next_power_of_2(_int(features, "N"))
+        ):
             return f"a {tile}-element tile: pointwise programs that small only add launches"
         if not 8 * threads <= tile <= 32 * threads:
             return f"{tile / threads:g} elements per thread (8 to 32 keep loads 16-byte wide)"
@@ -109,8 +113,8 @@ ROWS_TRANSFER = row_tile_transfer(
 
 def rows_default(n_rows: int, n_cols: int, whole_rows: bool) -> dict[str, int]:
     """The untuned launch: whole rows (or 1024-column tiles), ~4K-element tiles, warps by size."""
-    block_n = _next_pow2(n_cols) if whole_rows else min(_next_pow2(n_cols), 1024)
-    block_m = max(1, min(4096 // block_n, _next_pow2(n_rows)))
+    block_n = next_power_of_2(n_cols) if whole_rows else min(next_power_of_2(n_cols), 1024)
+    block_m = max(1, min(4096 // block_n, next_power_of_2(n_rows)))
     tile = block_m * block_n
     warps = 4 if tile <= 2048 else 8 if tile <= 8192 else 16
     return {"BLOCK_M": block_m, "BLOCK_N": block_n, "num_warps": warps}
@@ -128,23 +132,12 @@ def _matmul_shared_memory(config: Mapping[str, object], features: Mapping[str, o
 def _matmul_tiles(config: Mapping[str, object], features: Mapping[str, object]) -> str | None:
     # Small tiles exist for small problems (and the interpreter); large problems take >= 64 (K: 32).
     for block, size, floor in (("BLOCK_M", "M", 64), ("BLOCK_N", "N", 64), ("BLOCK_K", "K", 32)):
-        tile, rounded = _int(config, block), max(16, _next_pow2(_int(features, size)))
+        tile, rounded = _int(config, block), max(16, next_power_of_2(_int(features, size)))
         if tile > rounded:
             return f"{block}={tile} exceeds {size} rounded up ({rounded})"
         if tile < min(floor, rounded):
             return f"{block}={tile} is below {min(floor, rounded)} for {size}={features[size]}"
     return None
-
-
-def _matmul_shared_memory_fits(
-    config: Mapping[str, object], features: Mapping[str, object]
-) -> str | None:
-    from warpforge.tune.space import _device_shared_memory
-
-    need, budget = _matmul_shared_memory(config, features), _device_shared_memory()
-    return (
-        None if need <= budget else f"needs {need} bytes of shared memory, the budget is {budget}"
-    )
 
 
 MATMUL_SPACE = ConfigSpace(
@@ -158,7 +151,7 @@ MATMUL_SPACE = ConfigSpace(
     },
     constraints=(
         relation("tiles", _matmul_tiles),
-        Constraint("shared_memory", _matmul_shared_memory_fits),
+        shared_memory_budget(_matmul_shared_memory),
         # the fp32 accumulator: BLOCK_M * BLOCK_N / threads registers per thread
         register_budget(
             lambda c, f: (
