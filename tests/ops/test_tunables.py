@@ -182,6 +182,8 @@ def test_launch_configs_are_cached_per_problem(monkeypatch: pytest.MonkeyPatch) 
     [
         ("rms_norm.fwd", "M=3,N=20"),
         ("rms_norm.bwd", "M=3,N=20"),
+        ("add_rms_norm.fwd", "M=3,N=20"),
+        ("add_rms_norm.bwd", "M=3,N=20"),
         ("layer_norm.fwd", "M=2,N=9"),
         ("layer_norm.bwd", "M=2,N=9"),
         ("softmax.fwd", "M=3,N=20"),

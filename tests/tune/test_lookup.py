@@ -264,7 +264,7 @@ def test_a_broken_database_falls_back_and_warns_once(
     assert len(warnings) == 1
 
 
-def test_shipped_exact_match_comes_before_the_database(
+def test_database_exact_match_comes_before_shipped_and_shipped_before_neighbours(
     sqlite_url: str, kernel, tmp_path: Path
 ) -> None:
     from warpforge.tune.shipped import export_shipped
@@ -276,20 +276,18 @@ def test_shipped_exact_match_comes_before_the_database(
     shipped_dir = tmp_path / "shipped"
     with PerfDatabase(f"sqlite:///{other}") as db:
         export_shipped(kernel.name, shipped_dir / "configs.json", database=db)
-    _store(sqlite_url, kernel, 1024, {"BLOCK": 128, "num_warps": 4, "unroll": 2})
+    measured_here = {"BLOCK": 128, "num_warps": 4, "unroll": 2}
+    _store(sqlite_url, kernel, 1024, measured_here)
     _store(sqlite_url, kernel, 4096, {"BLOCK": 128, "num_warps": 2, "unroll": 2})
     lookup = ConfigLookup(database_url=sqlite_url, shipped_dir=shipped_dir)
-    assert (
-        lookup.config_for(kernel.name, {"N": 1024, "dtype": "float32"}, DEFAULT, device="cpu")
-        == shipped
-    )
-    # An exact database match beats a shipped neighbour.
-    assert (
-        lookup.config_for(kernel.name, {"N": 4096, "dtype": "float32"}, DEFAULT, device="cpu")[
-            "num_warps"
-        ]
-        == 2
-    )
+
+    def ask(n: int) -> dict[str, object]:
+        return lookup.config_for(kernel.name, {"N": n, "dtype": "float32"}, DEFAULT, device="cpu")
+
+    assert ask(1024) == measured_here  # this machine's measurement beats the shipped one
+    assert ask(4096)["num_warps"] == 2
+    # No database entry for 2^20: the shipped exact match, not the database's nearest (4096).
+    assert ask(1 << 20) == {"BLOCK": 1024, "num_warps": 8, "unroll": 4}
     # With no database, the shipped neighbour is used.
     offline = ConfigLookup(database_url=sqlite_url, shipped_dir=shipped_dir, use_database=False)
     assert (

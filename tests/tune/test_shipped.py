@@ -159,3 +159,98 @@ def test_export_rejects_bad_kernel_names(tmp_path: Path) -> None:
         pytest.raises(TypeError, match="kernels"),
     ):
         export_shipped([1], tmp_path / "o.json", database=db)  # type: ignore[list-item]
+
+
+def test_ops_and_blueprints_launch_with_shipped_configs_and_no_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A temporary file in the package's shipped directory tunes an op and a compiled blueprint
+    with no database anywhere (the case of a user who installed warpforge and tuned nothing)."""
+    import torch
+
+    from warpforge import ops
+    from warpforge.blueprint import problems
+    from warpforge.blueprint.compiler import clear_compiled
+    from warpforge.blueprint.compiler import compile as compile_blueprint
+    from warpforge.blueprint.launch import rows_default
+    from warpforge.ops import norm
+    from warpforge.ops._kernels import norm as norm_kernels
+    from warpforge.tune import lookup
+    from warpforge.tune.tunable import device_fingerprint, get_tunable
+
+    fused, blueprint = (
+        get_tunable("add_rms_norm.fwd"),
+        get_tunable("blueprint.bias_gelu.k0_add_gelu"),
+    )
+    fused_config = {"BLOCK_N": 64, "ROWS": 2, "num_warps": 2}
+    fused_features = {"M": 5, "N": 37, "dtype": "float32"}
+    assert fused.space.rejection(fused_config, fused_features) is None
+    bp_features = blueprint.features({"T": 7, "H": 33}, torch.float32)
+    bp_config = next(
+        c for c in blueprint.space.valid_configs(bp_features) if c != rows_default(7, 33, False)
+    )
+    shipped_dir = tmp_path / "package" / "shipped"
+    shipped_dir.mkdir(parents=True)
+    (shipped_dir / "cpu.json").write_text(
+        json.dumps(
+            {
+                "format": CONFIGS_FORMAT,
+                "version": 1,
+                "kernels": {
+                    kernel.name: [
+                        {
+                            "source_hash": kernel.source_hash,
+                            "device": device_fingerprint("cpu"),
+                            "features": features,
+                            "config": config,
+                        }
+                    ]
+                    for kernel, features, config in (
+                        (fused, fused_features, fused_config),
+                        (blueprint, bp_features, bp_config),
+                    )
+                },
+            }
+        )
+    )
+    monkeypatch.setattr(lookup, "shipped_directory", lambda: shipped_dir)
+    monkeypatch.setattr(lookup, "_LOOKUP", lookup.ConfigLookup())
+    monkeypatch.setenv("WARPFORGE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("WARPFORGE_DB_URL", raising=False)
+    norm._fwd_launch_config.cache_clear()
+    clear_compiled()
+    launches: list[dict] = []
+    real_kernel = norm_kernels.norm_fwd_rows_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                launches.append(kwargs)
+                return real_kernel[grid](*args, **kwargs)
+
+            return launch
+
+    monkeypatch.setattr(norm_kernels, "norm_fwd_rows_kernel", Spy())
+    try:
+        x, r, w = torch.randn(5, 37), torch.randn(5, 37), torch.randn(37)
+        y, h = ops.rms_norm(x, w, residual=r)
+        torch.testing.assert_close(h, x + r)
+        h64 = h.double()
+        y64 = h64 * torch.rsqrt(h64.square().mean(-1, keepdim=True) + 1e-6) * w.double()
+        torch.testing.assert_close(y.double(), y64, rtol=1e-5, atol=1e-5)
+        ops.rms_norm(x, w)  # the plain RMSNorm has no shipped entry: its heuristic
+        fused_launch, plain_launch = launches
+        assert {k: fused_launch[k] for k in fused_config} == fused_config
+        heuristic = norm.fwd_launch_heuristic(5, 37, torch.float32, "cpu")
+        assert plain_launch["ROWS"] == heuristic.rows_per_program
+
+        module = compile_blueprint(problems.bias_gelu_blueprint("float32"))
+        xb, b = torch.randn(7, 33), torch.randn(33)
+        expected = problems.bias_gelu_reference(xb.double(), b.double())
+        torch.testing.assert_close(module(xb, b).double(), expected, rtol=1e-5, atol=1e-5)
+        (program,) = [p for p in module._programs.values() if hasattr(p, "_launches")]
+        assert list(program._launches.values()) == [bp_config]
+        assert lookup._LOOKUP.db_queries == 0  # no database was ever asked
+    finally:
+        norm._fwd_launch_config.cache_clear()
+        clear_compiled()

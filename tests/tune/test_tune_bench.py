@@ -1,26 +1,37 @@
-"""The tune benchmark runs end to end for any registered tunable (here the synthetic one, on CPU)."""
+"""The tuning benchmark and its GPU script run end to end on the CPU, so neither can rot."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from tune_synthetic import WRONG_BUT_FAST, make_synthetic
 
+from warpforge.tune.lookup import ConfigLookup
 from warpforge.tune.tunable import register_tunable, unregister_tunable
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "tune_bench.py"
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = ROOT / "benchmarks" / "tune_bench.py"
+SCRIPT = ROOT / "scripts" / "gpu" / "tune_check.sh"
+TABLE = ROOT / "scripts" / "tune_table.py"
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture
 def bench():
-    spec = importlib.util.spec_from_file_location("tune_bench", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _load(BENCH)
 
 
 @pytest.fixture
@@ -34,20 +45,131 @@ def synthetic() -> Iterator[str]:
     unregister_tunable(kernel.name)
 
 
-def test_bench_writes_json_with_fingerprint_and_qualities(
-    bench, synthetic: str, tmp_path: Path
+FAST = ["--device", "cpu", "--trial-time", "0.002", "--retime-time", "0.002",
+        "--min-samples", "2", "--max-samples", "4", "--input-sets", "1"]  # fmt: skip
+
+
+def test_bench_writes_json_with_fingerprint_qualities_and_shipped_file(
+    bench, synthetic: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    args = ["--out", str(tmp_path), "--kernels", synthetic, "--device", "cpu", "--budget", "0.05",
-            "--trial-time", "0.002", "--retime-time", "0.002", "--retime-rounds", "1", "--min-samples", "2", "--max-samples", "4"]  # fmt: skip
+    monkeypatch.setenv("WARPFORGE_TUNE_DB", "0")  # as the GPU script sets it: ops must not look
+    args = ["--out", str(tmp_path), "--kernels", synthetic, "--budget", "0.05", *FAST]
     assert bench.main(args) == 0
     document = json.loads((tmp_path / "tune_bench.json").read_text())
-    assert "environment_fingerprint" in document and document["environment_fingerprint"]["torch"]
+    assert document["environment_fingerprint"]["torch"]
+    assert document["complete"] is True and document["skipped"] == []
+    assert document["method"]["budget_kernels"] == [synthetic]
     (result,) = document["results"]
     assert [e["shape"]["N"] for e in result["train"]] == [512, 4096, 8192]
     assert [e["shape"]["N"] for e in result["heldout"]] == [1024]
     for entry in result["heldout"]:
         assert entry["exhaustive"]["best_config"] not in (None, WRONG_BUT_FAST)
         assert entry["exhaustive"]["status_counts"]["incorrect"] == 1
+        assert entry["exhaustive"]["covered_space"] is True
+        # the bench's own database was read, whatever WARPFORGE_TUNE_DB says
+        assert entry["nearest_origin"].startswith("database nearest")
         assert entry["nearest_quality"] > 0 and entry["budget_quality"] > 0
         assert set(entry["retimed"]) == {"exhaustive", "nearest", "default", "budgeted"}
+        assert entry["budgeted"]["elapsed_s"] > 0
     assert result["summary"]["nearest_match"]["shapes"] == 1
+    table = _load(TABLE).render(document)
+    assert f"| {synthetic} | float32 | N=1024 |" in table
+    assert "nearest match >= 0.95 of exhaustive: " in table
+    # Every exhaustive best (3 training shapes + 1 held-out) is exported for shipping.
+    shipped = tmp_path / document["shipped_file"]
+    entries = json.loads(shipped.read_text())["kernels"][synthetic]
+    assert sorted(e["features"]["N"] for e in entries) == [512, 1024, 4096, 8192]
+
+
+def test_wall_time_bound_skips_and_says_so(bench, synthetic: str, tmp_path: Path) -> None:
+    args = ["--out", str(tmp_path), "--kernels", synthetic, "--budget", "0", "--max-wall",
+            "0.001", "--reserve", "0", *FAST]  # fmt: skip
+    assert bench.main(args) == 0
+    document = json.loads((tmp_path / "tune_bench.json").read_text())
+    skipped = {(s["what"], s["shape"]["N"]) for s in document["skipped"]}
+    assert skipped == {("training shape", 512), ("training shape", 4096), ("training shape", 8192)}
+    assert document["results"][0]["train"] == []
+
+
+def test_given_shapes_go_to_the_kernels_whose_sizes_they_name(bench, synthetic: str) -> None:
+    args = bench.parse_args(
+        ["--out", "x", "--kernels", synthetic, "rms_norm.fwd", "--train", "N=64",
+         "--heldout", "N=128", "--train", "M=4,N=8", "--heldout", "M=2,N=8"]
+    )  # fmt: skip
+    from warpforge.tune.tunable import get_tunable
+
+    assert bench.split_shapes(get_tunable(synthetic), args) == ([{"N": 64}], [{"N": 128}])
+    assert bench.split_shapes(get_tunable("rms_norm.fwd"), args) == (
+        [{"M": 4, "N": 8}],
+        [{"M": 2, "N": 8}],
+    )
+
+
+def test_kernel_patterns_expand_and_unknown_names_fail(bench) -> None:
+    names = bench.expand_kernel_names(["rms_norm.*", "blueprint.mlp_block.*", "rms_norm.fwd"])
+    assert names == [
+        "rms_norm.bwd",
+        "rms_norm.fwd",
+        "blueprint.mlp_block.k0_linear_gelu",
+        "blueprint.mlp_block.k1_linear_add",
+    ]
+    with pytest.raises(SystemExit, match="matches no registered tunable"):
+        bench.expand_kernel_names(["no_such_kernel.*"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--budget", "-1"], "--budget"),
+        (["--max-wall", "0"], "--max-wall"),
+        (["--train", "M=x"], "--train"),
+        ([], "--kernels"),
+    ],
+)
+def test_bad_arguments_are_refused(bench, argv: list[str], message: str, capsys) -> None:
+    kernels = [] if not argv else ["--kernels", "rms_norm.fwd"]
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--out", "x", *kernels, *argv])
+    assert message in capsys.readouterr().err
+
+
+def test_device_slug_is_a_file_name(bench) -> None:
+    assert bench.device_slug("NVIDIA H100 80GB HBM3/sm_90") == "nvidia-h100-80gb-hbm3-sm_90"
+
+
+def test_gpu_script_smoke_resolves_the_plan_runs_and_ships(tmp_path: Path) -> None:
+    """``tune_check.sh --smoke``: the GPU plan resolves (names, shapes, spaces), a few kernels run
+    under the interpreter with a compile-ahead worker, and the exported file feeds the lookup."""
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(
+        ["bash", str(SCRIPT), str(out), "--smoke"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    logs = {p.name: p.read_text() for p in out.glob("*.log")}
+    assert done.returncode == 0, (done.stdout, done.stderr, logs)
+    plan = json.loads((out / "plan.json").read_text())
+    planned = {row["kernel"] for row in plan["searches"]}
+    assert {"rms_norm.bwd", "add_rms_norm.fwd", "layer_norm.bwd"} <= planned
+    assert sum(name.startswith("blueprint.") for name in planned) >= 10
+    assert all(row["valid_configs"] > 0 for row in plan["searches"]), plan
+    assert sum(row["budget"] for row in plan["searches"]) == 2
+
+    document = json.loads((out / "tune_bench.json").read_text())
+    assert document["compile_ahead"]["configs_run"] > 0
+    assert not document["compile_ahead"]["broke"]
+    by_kernel = {r["kernel"]: r for r in document["results"]}
+    matmul = by_kernel["blueprint.layernorm_linear_gelu.k1_linear_gelu"]
+    assert "budget_quality" in matmul["heldout"][0]
+    fused = by_kernel["add_rms_norm.bwd"]["heldout"][0]
+    assert "nearest_quality" in fused
+    # M=5,N=37's best carried over to M=3,N=130 (a whole-row block of 64 becomes 256)
+    assert fused["nearest_origin"].startswith("database nearest"), fused
+
+    shipped = out / document["shipped_file"]
+    entry = json.loads(shipped.read_text())["kernels"]["add_rms_norm.bwd"][0]
+    lookup = ConfigLookup(shipped_dir=shipped.parent, use_database=False)
+    assert (
+        lookup.config_for("add_rms_norm.bwd", entry["features"], {}, device="cpu")
+        == (entry["config"])
+    )

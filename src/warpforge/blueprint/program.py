@@ -138,6 +138,8 @@ class KernelProgram:
         self._row_launches: dict[tuple[Any, ...], _RowLaunch] = {}
         self._input_names = tuple(ir.input_names)
         self._output_values = tuple(v for _, v in ir.outputs)
+        self._launches: dict[tuple[Any, ...], dict[str, int]] = {}
+        """Launch configs per (group, sizes, device): warpforge.tune is asked once for each."""
 
     def run(
         self, tensors: Sequence[torch.Tensor], bindings: Mapping[str, int] | None = None
@@ -186,9 +188,25 @@ class KernelProgram:
             out.append((value, view.expand(size), buffer))
         return out
 
+    def _launch(self, group: FusionGroup, sizes: tuple[Any, ...], device: torch.device) -> dict:
+        key = (group.index, sizes, device)
+        config = self._launches.get(key)
+        if config is None:
+            from warpforge.blueprint.launch import launch_config
+
+            config = self._launches[key] = launch_config(
+                self.ir, self.plan, group, sizes, device, self.registry
+            )
+        return config
+
     def _run_rows(
-        self, group: FusionGroup, env: dict[str, torch.Tensor], bindings: Mapping[str, int]
+        self,
+        group: FusionGroup,
+        env: dict[str, torch.Tensor],
+        bindings: Mapping[str, int],
+        config: Mapping[str, int] | None = None,
     ) -> None:
+        """Launch a row group; ``config`` (BLOCK_M, BLOCK_N, num_warps) overrides the tuned one."""
         inputs = [env[v] for v in group.inputs]
         # Everything but the tensors themselves follows from the bindings and the inputs'
         # shapes and strides: worked out once per such key, then each call only allocates the
@@ -197,10 +215,11 @@ class KernelProgram:
             group.index,
             tuple(bindings.values()),
             *[(t.shape, t.stride()) for t in inputs],
+            tuple(sorted(config.items())) if config else None,
         )
         launch = self._row_launches.get(key)
         if launch is None:
-            launch = self._plan_rows(group, inputs, bindings)
+            launch = self._plan_rows(group, inputs, bindings, config)
             if len(self._row_launches) >= MAX_LAUNCH_PLANS:
                 self._row_launches.clear()
             self._row_launches[key] = launch
@@ -226,9 +245,14 @@ class KernelProgram:
             self.launched.append(launched)
 
     def _plan_rows(
-        self, group: FusionGroup, inputs: Sequence[torch.Tensor], bindings: Mapping[str, int]
+        self,
+        group: FusionGroup,
+        inputs: Sequence[torch.Tensor],
+        bindings: Mapping[str, int],
+        config: Mapping[str, int] | None,
     ) -> _RowLaunch:
-        """Block sizes, grid, strides and output layouts of a row group for these inputs."""
+        """Block sizes, grid, strides and output layouts of a row group for these inputs;
+        ``config`` (BLOCK_M, BLOCK_N, num_warps) overrides the tuned one."""
         shape = concrete(group.domain, bindings)
         domain = shape or (1,)
         n_cols = domain[-1]
@@ -242,19 +266,14 @@ class KernelProgram:
         output_strides = tuple(tuple(v.stride()) for v in out_views)
         if n_rows == 0 or n_cols == 0:
             return _RowLaunch(out_specs, input_strides, output_strides, (), None, {}, None)
-        if group.has_row_op:
-            block_n = _next_pow2(n_cols)
-            if block_n > MAX_ROW_BLOCK:
-                raise CodegenError(
-                    f"row group {group.kernel_name}: rows of {n_cols} elements exceed the "
-                    f"{MAX_ROW_BLOCK}-element register budget of a row kernel"
-                )
-            block_m = max(1, min(4096 // block_n, _next_pow2(n_rows)))
-        else:
-            block_n = min(_next_pow2(n_cols), 1024)
-            block_m = max(1, min(4096 // block_n, _next_pow2(n_rows)))
-        tile = block_m * block_n
-        num_warps = 4 if tile <= 2048 else 8 if tile <= 8192 else 16
+        if group.has_row_op and _next_pow2(n_cols) > MAX_ROW_BLOCK:
+            raise CodegenError(
+                f"row group {group.kernel_name}: rows of {n_cols} elements exceed the "
+                f"{MAX_ROW_BLOCK}-element register budget of a row kernel"
+            )
+        device = inputs[0].device if inputs else torch.device("cpu")
+        config = config or self._launch(group, (n_rows, n_cols), device)
+        block_m, block_n, num_warps = config["BLOCK_M"], config["BLOCK_N"], config["num_warps"]
         index_64 = n_rows + block_m > _INT32_LIMIT or any(
             _max_offset(t) + block_n > _INT32_LIMIT for t in (*views, *out_views)
         )
@@ -275,8 +294,14 @@ class KernelProgram:
         return _RowLaunch(out_specs, input_strides, output_strides, sizes, grid, options, kernel)
 
     def _run_matmul(
-        self, group: FusionGroup, env: dict[str, torch.Tensor], bindings: Mapping[str, int]
+        self,
+        group: FusionGroup,
+        env: dict[str, torch.Tensor],
+        bindings: Mapping[str, int],
+        config: Mapping[str, int] | None = None,
     ) -> None:
+        """Launch a matmul group; ``config`` (BLOCK_M/N/K, GROUP_M, num_warps, num_stages)
+        overrides the tuned one."""
         mm = group.nodes[0]
         a, b = env[mm.inputs[0]], env[mm.inputs[1]]
         if mm.op == "linear":
@@ -296,14 +321,8 @@ class KernelProgram:
             return
         if k == 0:
             raise CodegenError(f"matmul group {group.kernel_name}: an empty inner dimension")
-        on_gpu = a.is_cuda
-        if on_gpu:
-            block_m, block_n = 128, (128 if n >= 128 else 64)
-            block_k = 32 if a.dtype == torch.float32 else 64
-            num_warps, num_stages = 8, 3
-        else:  # interpreter: small tiles keep numpy fast
-            block_m = block_n = block_k = 16
-            num_warps, num_stages = 4, 1
+        config = config or self._launch(group, (n_batch, m, n, k), a.device)
+        block_m, block_n, block_k = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
         buffers = [buffer for _, buffer, _ in outputs]
         index_64 = any(_max_offset(t) + block_n > _INT32_LIMIT for t in (a3, b3, *views, *buffers))
         args: list[Any] = [a3, *a3.stride(), b3, *b3.stride()]
@@ -320,10 +339,10 @@ class KernelProgram:
             BLOCK_M=block_m,
             BLOCK_N=block_n,
             BLOCK_K=block_k,
-            GROUP_M=8,
+            GROUP_M=config["GROUP_M"],
             INDEX_64=index_64,
-            num_warps=num_warps,
-            num_stages=num_stages,
+            num_warps=config["num_warps"],
+            num_stages=config["num_stages"],
         )
         if self.launched is not None:
             self.launched.append(launched)

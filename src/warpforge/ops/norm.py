@@ -102,6 +102,15 @@ def _bwd_launch_config(
     )
 
 
+def _kernel_name(center: bool, residual_stream: torch.Tensor | None, backward: bool = False) -> str:
+    """The tunable whose config a launch reads. ``residual_stream`` is the residual (forward) or
+    the gradient of ``h`` (backward): the fused residual add moves more bytes than a plain
+    RMSNorm, so it is tuned on its own (``add_rms_norm``)."""
+    fused = residual_stream is not None
+    family = "layer_norm" if center else "add_rms_norm" if fused else "rms_norm"
+    return f"{family}.{'bwd' if backward else 'fwd'}"
+
+
 _PARTIAL_BLOCK_P = 64
 _PARTIAL_BLOCK_N = 128
 
@@ -136,9 +145,7 @@ def _norm_forward(
 
     x = as_rows(x)
     residual = as_rows(residual) if residual is not None else None
-    config = launch or _fwd_launch_config(
-        M, N, x.dtype, x.device, "layer_norm.fwd" if center else "rms_norm.fwd"
-    )
+    config = launch or _fwd_launch_config(M, N, x.dtype, x.device, _kernel_name(center, residual))
     args = (
         x,
         residual if residual is not None else x,
@@ -201,7 +208,7 @@ def _norm_backward(
     x, dy = as_rows(x), as_rows(dy)
     dh = as_rows(dh) if dh is not None else None
     config = launch or _bwd_launch_config(
-        M, N, x.dtype, x.device, "layer_norm.bwd" if center else "rms_norm.bwd"
+        M, N, x.dtype, x.device, _kernel_name(center, dh, backward=True)
     )
     programs = config.num_programs
     alloc = torch.empty if config.single_pass else torch.zeros  # chunked kernel accumulates

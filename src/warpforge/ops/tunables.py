@@ -9,7 +9,7 @@ else the heuristic. A broken database, a malformed shipped entry or a config the
 rejects never fails an op: the heuristic is used and the reason is logged.
 
 Registered here (``warpforge tune NAME`` tunes them): ``rms_norm.fwd``, ``rms_norm.bwd``,
-``layer_norm.fwd``, ``layer_norm.bwd``, ``softmax.fwd`` and ``cross_entropy.fwd``. The
+``add_rms_norm.fwd``/``.bwd`` (RMSNorm fused with the residual add), ``layer_norm.fwd``, ``layer_norm.bwd``, ``softmax.fwd`` and ``cross_entropy.fwd``. The
 registry imports this module when a name is looked up (``warpforge.tune.tunable._PROVIDERS``);
 it imports Triton, so ``import warpforge.ops`` never loads it.
 """
@@ -17,7 +17,6 @@ it imports Triton, so ``import warpforge.ops`` never loads it.
 from __future__ import annotations
 
 import importlib
-import logging
 import math
 from collections.abc import Mapping
 
@@ -26,6 +25,7 @@ import torch
 from warpforge.ops._row_problems import SWEEP
 from warpforge.ops._rows import RowLaunchConfig, next_power_of_2, row_launch_shape
 from warpforge.tune.space import ConfigSpace, at_most, register_budget, relation
+from warpforge.tune.transfer import row_tile_transfer
 from warpforge.tune.tunable import (
     Shape,
     TunableKernel,
@@ -33,8 +33,6 @@ from warpforge.tune.tunable import (
     register_tunable,
     source_hash,
 )
-
-logger = logging.getLogger("warpforge.ops")
 
 _POWERS_OF_2 = tuple(1 << i for i in range(15))  # 1 .. 16384
 _WARPS = (1, 2, 4, 8, 16, 32)
@@ -57,23 +55,9 @@ def tuned_config(
 ) -> dict[str, object]:
     """``config_for(kernel, features, default)``, checked against the kernel's space; the
     ``default`` when the lookup fails or returns a config the space rejects."""
-    try:
-        from warpforge.tune.lookup import config_for
-        from warpforge.tune.tunable import find_tunable
+    from warpforge.tune.lookup import checked_config_for
 
-        chosen = config_for(kernel, features, default, device=device)
-        if chosen == dict(default):
-            return chosen
-        tunable = find_tunable(kernel)
-        why = (
-            "not registered" if tunable is None else tunable.space.rejection(chosen, dict(features))
-        )
-        if why is None:
-            return chosen
-        logger.warning("ignoring tuned config %s for %s %s: %s", chosen, kernel, features, why)
-    except Exception as exc:  # tuning must never break an op
-        logger.warning("tuned config lookup failed for %s %s: %s", kernel, features, exc)
-    return dict(default)
+    return checked_config_for(kernel, features, default, device=device)
 
 
 def row_features(M: int, N: int, dtype: torch.dtype) -> dict[str, object]:
@@ -180,6 +164,8 @@ def row_space(registers_per_element: int) -> ConfigSpace:
     )
 
 
+ROW_TRANSFER = row_tile_transfer()
+"""A neighbour's row config for another row length: whole rows re-blocked, the tile kept."""
 FORWARD_ROW_SPACE = row_space(registers_per_element=4)
 BACKWARD_ROW_SPACE = row_space(registers_per_element=8)
 
@@ -231,15 +217,30 @@ def _randn(generator: torch.Generator, dtype: torch.dtype, device: torch.device,
     return torch.randn(*size, generator=generator, dtype=torch.float32).to(device, dtype)
 
 
-def _norm_inputs(center: bool, backward: bool):
+def _row_statistics(x: torch.Tensor, center: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean, rstd) in fp32 as the forward kernel saves them, computed with PyTorch so that a
+    backward trial times the backward alone."""
+    xf = x.float()
+    mean = xf.mean(dim=-1)
+    centered = xf - mean[:, None] if center else xf
+    rstd = torch.rsqrt(centered.square().mean(dim=-1) + _eps(center))
+    return mean if center else rstd, rstd
+
+
+def _norm_inputs(center: bool, backward: bool, residual: bool):
     def make(shape: Shape, dtype: torch.dtype, device: torch.device, generator: torch.Generator):
         M, N = int(shape["M"]), int(shape["N"])
         x = _randn(generator, dtype, device, M, N)
         weight = _randn(generator, dtype, device, N)
         if not backward:
+            if residual:
+                return (x, _randn(generator, dtype, device, M, N), weight)
             bias = _randn(generator, dtype, device, N)
             return (x, weight, bias) if center else (x, weight)
-        return (_randn(generator, dtype, device, M, N), x, weight)
+        dy = _randn(generator, dtype, device, M, N)
+        dh = _randn(generator, dtype, device, M, N) if residual else dy
+        mean, rstd = _row_statistics(x, center)
+        return (dy, dh, x, weight, mean, rstd)
 
     return make
 
@@ -258,64 +259,75 @@ def _eps(center: bool) -> float:
     return 1e-5 if center else 1e-6
 
 
-def _norm_forward_run(center: bool):
-    def run(config: Mapping[str, object], x, weight, bias=None):
+def _norm_forward_run(center: bool, residual: bool):
+    def run(config: Mapping[str, object], x, *operands):
         from warpforge.ops import norm
 
         launch = row_launch_from_config(config, *x.shape, x.dtype, x.device, reread_operands=1)
+        if residual:
+            res, weight = operands
+            y, h, *_ = norm._norm_forward(x, weight, None, res, _eps(False), 0.0, False, launch)
+            return y, h
+        weight, bias = (*operands, None)[:2]
         y, *_ = norm._norm_forward(x, weight, bias, None, _eps(center), 0.0, center, launch=launch)
         return y
 
     return run
 
 
-def _norm_forward_reference(center: bool):
+def _norm_forward_reference(center: bool, residual: bool):
     normalize = _norm_reference(center)
 
-    def reference(x, weight, bias=None):
+    def reference(x, *operands):
+        if residual:
+            res, weight = operands
+            x = x + res  # rounded to the input dtype, as the op's h output is
+        else:
+            weight, bias = (*operands, None)[:2]
         out = normalize(x, _eps(center)) * weight.to(
             torch.promote_types(weight.dtype, torch.float32)
         )
-        if bias is not None:
+        if not residual and bias is not None:
             out = out + bias
-        return out.to(x.dtype)
+        return (out.to(x.dtype), x) if residual else out.to(x.dtype)
 
     return reference
 
 
-def _norm_backward_run(center: bool):
-    def run(config: Mapping[str, object], dy, x, weight):
+def _norm_backward_run(center: bool, residual: bool):
+    def run(config: Mapping[str, object], dy, dh, x, weight, mean, rstd):
         from warpforge.ops import norm
 
         M, N = x.shape
         launch = row_launch_from_config(
             config, M, N, x.dtype, x.device, reread_operands=2, resident_warps=32
         )
-        _, _, mean, rstd = norm._norm_forward(x, None, None, None, _eps(center), 0.0, center)
         dx, dw, _ = norm._norm_backward(
-            dy, x, weight, mean if center else None, rstd, None, 0.0, center, True, False,
-            launch=launch,
+            dy, x, weight, mean if center else None, rstd, dh if residual else None, 0.0, center,
+            True, False, launch=launch,
         )  # fmt: skip
         return dx, dw
 
     return run
 
 
-def _norm_backward_reference(center: bool):
+def _norm_backward_reference(center: bool, residual: bool):
     normalize = _norm_reference(center)
 
-    def reference(dy, x, weight):
+    def reference(dy, dh, x, weight, _mean, _rstd):
         leaf = x.detach().requires_grad_()
         w = weight.detach().requires_grad_()
         with torch.enable_grad():
             y = normalize(leaf, _eps(center)) * w
             dx, dw = torch.autograd.grad(y, (leaf, w), dy.to(y.dtype))
+        if residual:  # h also feeds the residual stream: its gradient adds to dx
+            dx = dx + dh.to(dx.dtype)
         return dx.to(x.dtype), dw.to(weight.dtype)
 
     return reference
 
 
-def _norm_tunable(name: str, center: bool, backward: bool) -> TunableKernel:
+def _norm_tunable(name: str, center: bool, backward: bool, residual: bool = False) -> TunableKernel:
     from warpforge.ops import norm
     from warpforge.ops._kernels import norm as kernels
 
@@ -323,21 +335,24 @@ def _norm_tunable(name: str, center: bool, backward: bool) -> TunableKernel:
         source = source_hash(
             kernels.norm_bwd_rows_kernel, kernels.norm_bwd_chunked_kernel, norm._norm_backward
         )
-        run, reference = _norm_backward_run(center), _norm_backward_reference(center)
+        run = _norm_backward_run(center, residual)
+        reference = _norm_backward_reference(center, residual)
         default = norm.bwd_launch_heuristic
     else:
         source = source_hash(
             kernels.norm_fwd_rows_kernel, kernels.norm_fwd_chunked_kernel, norm._norm_forward
         )
-        run, reference = _norm_forward_run(center), _norm_forward_reference(center)
+        run = _norm_forward_run(center, residual)
+        reference = _norm_forward_reference(center, residual)
         default = norm.fwd_launch_heuristic
     tolerance = _BACKWARD_TOLERANCE if backward else None
+    family = name.split(".")[0].replace("_", " ")
     return TunableKernel(
         name=name,
         space=BACKWARD_ROW_SPACE if backward else FORWARD_ROW_SPACE,
         source_hash=source,
         features=_row_features,
-        make_inputs=_norm_inputs(center, backward),
+        make_inputs=_norm_inputs(center, backward, residual),
         run=run,
         reference=reference,
         default_config=lambda f: row_config_dict(
@@ -346,8 +361,9 @@ def _norm_tunable(name: str, center: bool, backward: bool) -> TunableKernel:
         shapes=_ROW_SHAPES,
         cpu_shapes=_ROW_CPU_SHAPES,
         sweep=_ROW_SWEEP,
+        transfer=ROW_TRANSFER,
         dtypes=_DTYPES,
-        description=f"warpforge.ops {name.split('.')[0]} {'backward' if backward else 'forward'} kernel",
+        description=f"warpforge.ops {family} {'backward' if backward else 'forward'} kernel",
         **({"atol": tolerance, "rtol": tolerance} if tolerance else {}),
     )
 
@@ -392,6 +408,7 @@ def _softmax_tunable() -> TunableKernel:
         shapes=_ROW_SHAPES,
         cpu_shapes=_ROW_CPU_SHAPES,
         sweep=_ROW_SWEEP,
+        transfer=ROW_TRANSFER,
         dtypes=_DTYPES,
         description="warpforge.ops softmax forward kernel",
     )
@@ -446,6 +463,8 @@ def _cross_entropy_tunable() -> TunableKernel:
 for _tunable in (
     _norm_tunable("rms_norm.fwd", center=False, backward=False),
     _norm_tunable("rms_norm.bwd", center=False, backward=True),
+    _norm_tunable("add_rms_norm.fwd", center=False, backward=False, residual=True),
+    _norm_tunable("add_rms_norm.bwd", center=False, backward=True, residual=True),
     _norm_tunable("layer_norm.fwd", center=True, backward=False),
     _norm_tunable("layer_norm.bwd", center=True, backward=True),
     _softmax_tunable(),

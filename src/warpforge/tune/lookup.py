@@ -4,9 +4,10 @@
 (a dict hit after the first call per problem) and it never fails an op: order is
 
 1. the in-process cache;
-2. an exact match in the shipped JSON (package data, ``warpforge/tune/shipped/*.json``);
-3. an exact match in the performance database (only if it exists or a URL is configured; it is
+2. an exact match in the performance database (only if it exists or a URL is configured; it is
    never created or migrated by a lookup; ``WARPFORGE_TUNE_DB=0`` turns this off);
+3. an exact match in the shipped JSON (package data, ``warpforge/tune/shipped/*.json``): what
+   users get with no database and no tuning;
 4. the nearest neighbour among shipped and stored bests: categorical features (dtype, any string)
    and the device must match exactly, sizes are compared as ``log2`` distances;
 5. ``default``.
@@ -31,6 +32,8 @@ from typing import Any
 
 import torch
 
+from warpforge.tune.space import ConfigSpace
+from warpforge.tune.transfer import Transfer
 from warpforge.tune.tunable import TunableKernel, device_fingerprint, dtype_name, find_tunable
 from warpforge.validation import describe
 
@@ -143,6 +146,8 @@ class ConfigLookup:
             if db is not None:
                 db.close()
             self._results: dict[tuple[Any, ...], dict[str, object]] = {}
+            self._origins: dict[tuple[Any, ...], str] = {}
+            self._hints: dict[str, tuple[ConfigSpace | None, Transfer | None]] = {}
             self._shipped: dict[str, list[StoredConfig]] | None = None
             self._db_rows: dict[tuple[str, str], list[StoredConfig]] = {}
             self._db: Any = None
@@ -159,8 +164,14 @@ class ConfigLookup:
         default: Mapping[str, object],
         *,
         device: torch.device | str | None = None,
+        space: ConfigSpace | None = None,
+        transfer: Transfer | None = None,
     ) -> dict[str, object]:
-        """The tuned config for ``kernel`` on ``features``, or a copy of ``default``."""
+        """The tuned config for ``kernel`` on ``features``, or a copy of ``default``.
+
+        ``space`` and ``transfer`` stand in for a registered tunable's (generated kernels that
+        are not registered): stored configs are checked against ``space`` and neighbours are
+        carried over with ``transfer``. A registered tunable's own always win."""
         fingerprint = self._device(device)
         raw_key = (kernel, fingerprint, _key(features) if isinstance(features, Mapping) else None)
         try:
@@ -177,9 +188,13 @@ class ConfigLookup:
             )
         normalized = normalize_features(features)
         with self._lock:
-            config = self._resolve(kernel, normalized, fingerprint) or dict(default)
+            if space is not None or transfer is not None:
+                self._hints[kernel] = (space, transfer)
+            found = self._resolve(kernel, normalized, fingerprint)
+            config, origin = found if found is not None else (dict(default), "default")
             with contextlib.suppress(TypeError):  # unhashable feature values are not cached
                 self._results[raw_key] = config
+                self._origins[raw_key] = origin
         return dict(config)
 
     def starting_configs(
@@ -198,28 +213,61 @@ class ConfigLookup:
         found = nearest(normalized, pool, k=max(1, k) * 4)
         seeds: list[dict[str, object]] = []
         for _, stored in found:
-            if stored.config not in seeds and self._fits(kernel, stored.config, normalized):
-                seeds.append(dict(stored.config))
+            config = self._transfer(kernel, stored, normalized)
+            if (
+                config is not None
+                and config not in seeds
+                and self._fits(kernel, config, normalized)
+            ):
+                seeds.append(config)
         return seeds[:k]
 
     # -- resolution ------------------------------------------------------------------------------
     def _resolve(
         self, kernel: str, features: dict[str, object], device: str
-    ) -> dict[str, object] | None:
-        shipped = [s for s in self._shipped_for(kernel) if self._matches(kernel, s, device)]
-        for stored in shipped:
-            if stored.features == features and self._fits(kernel, stored.config, features):
-                return dict(stored.config)
+    ) -> tuple[dict[str, object], str] | None:
+        """(config, where it came from) or ``None`` for the default."""
+        # What this machine measured for this very problem beats what the package shipped.
         stored_rows = self._database_rows(kernel, device)
-        for stored in stored_rows:
+        shipped = [s for s in self._shipped_for(kernel) if self._matches(kernel, s, device)]
+        for stored in (*stored_rows, *shipped):
             if stored.features == features and self._fits(kernel, stored.config, features):
-                return dict(stored.config)
+                return dict(stored.config), f"{stored.origin} exact"
         for _, stored in nearest(
             features, shipped + stored_rows, k=len(shipped) + len(stored_rows)
         ):
-            if self._fits(kernel, stored.config, features):
-                return dict(stored.config)
+            config = self._transfer(kernel, stored, features)
+            if config is not None and self._fits(kernel, config, features):
+                return config, f"{stored.origin} nearest {stored.features}"
         return None
+
+    def _transfer(
+        self, kernel: str, stored: StoredConfig, features: Mapping[str, object]
+    ) -> dict[str, object] | None:
+        tunable = self._tunable(kernel)
+        transfer = (
+            tunable.transfer if tunable is not None else self._hints.get(kernel, (None,) * 2)[1]
+        )
+        if transfer is None:
+            return dict(stored.config)
+        try:
+            return dict(transfer(stored.config, stored.features, features))
+        except (KeyError, TypeError, ValueError) as exc:
+            logger.debug(
+                "cannot carry %s from %s to %s: %s", kernel, stored.features, features, exc
+            )
+            return None
+
+    def origin(
+        self,
+        kernel: str,
+        features: Mapping[str, object],
+        *,
+        device: torch.device | str | None = None,
+    ) -> str | None:
+        """Where :meth:`config_for` took its answer for this problem from (``"database exact"``,
+        ``"shipped nearest {...}"``, ``"default"``...); ``None`` when it was not asked yet."""
+        return self._origins.get((kernel, self._device(device), _key(features)))
 
     def _candidates(self, kernel: str, device: str) -> list[StoredConfig]:
         shipped = [s for s in self._shipped_for(kernel) if self._matches(kernel, s, device)]
@@ -240,10 +288,11 @@ class ConfigLookup:
         self, kernel: str, config: Mapping[str, object], features: Mapping[str, object]
     ) -> bool:
         tunable = self._tunable(kernel)
-        if tunable is None:
+        space = tunable.space if tunable is not None else self._hints.get(kernel, (None,) * 2)[0]
+        if space is None:
             return True
         try:
-            return tunable.space.allows(config, features)
+            return space.allows(config, features)
         except (KeyError, TypeError, ValueError) as exc:
             # Features the space cannot judge (e.g. a size its constraints need is missing): the
             # stored config cannot be vouched for, so it is not used; the op still runs.
@@ -356,14 +405,50 @@ def config_for(
     default: Mapping[str, object],
     *,
     device: torch.device | str | None = None,
+    space: ConfigSpace | None = None,
+    transfer: Transfer | None = None,
 ) -> dict[str, object]:
     """The config ops and the compiler launch ``kernel`` with for a problem described by
-    ``features``: tuned if known (shipped JSON or database, exact or nearest), else ``default``.
+    ``features``: tuned if known (database or shipped JSON, exact or nearest), else ``default``.
 
-    ``device`` defaults to the current CUDA device (the CPU when there is none). Never raises for a
-    missing or broken database; raises ``TypeError``/``ValueError`` for malformed arguments.
+    ``device`` defaults to the current CUDA device (the CPU when there is none). ``space`` and
+    ``transfer`` describe a kernel that is not a registered tunable (see
+    :meth:`ConfigLookup.config_for`). Never raises for a missing or broken database; raises
+    ``TypeError``/``ValueError`` for malformed arguments.
     """
-    return _LOOKUP.config_for(kernel, features, default, device=device)
+    return _LOOKUP.config_for(
+        kernel, features, default, device=device, space=space, transfer=transfer
+    )
+
+
+def checked_config_for(
+    kernel: str,
+    features: Mapping[str, object],
+    default: Mapping[str, object],
+    *,
+    space: ConfigSpace | None = None,
+    transfer: Transfer | None = None,
+    device: torch.device | str | None = None,
+) -> dict[str, object]:
+    """:func:`config_for` for a launch that must not fail: ``default`` when the lookup raises or
+    its answer is not allowed by ``space`` (by default the registered tunable's space; a kernel
+    neither registered nor given a space takes its stored config unchecked). Reasons are logged."""
+    try:
+        chosen = config_for(
+            kernel, features, default, device=device, space=space, transfer=transfer
+        )
+        if chosen == dict(default):
+            return chosen
+        if space is None:
+            tunable = find_tunable(kernel)
+            space = tunable.space if tunable is not None else None
+        why = None if space is None else space.rejection(chosen, dict(features))
+        if why is None:
+            return chosen
+        logger.warning("ignoring tuned config %s for %s %s: %s", chosen, kernel, features, why)
+    except Exception as exc:  # tuning must never break a launch
+        logger.warning("tuned config lookup failed for %s %s: %s", kernel, features, exc)
+    return dict(default)
 
 
 def starting_configs(

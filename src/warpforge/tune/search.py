@@ -196,12 +196,14 @@ def check_output(problem: TuningProblem, output: Any) -> str | None:
             return f"output {i}: expected a tensor, got {describe(out)}"
         if tuple(out.shape) != tuple(ref.shape):
             return f"output {i}: expected shape {tuple(ref.shape)}, got {tuple(out.shape)}"
-        got = out.detach().to(torch.float64).cpu()
-        ref64 = ref.detach().to(torch.float64).cpu()
-        own_err = (own.detach().to(torch.float64).cpu() - ref64).abs()
+        # Compared where the output lives: copying a large float64 tensor to the host costs more
+        # than a GPU trial itself.
+        got = out.detach().to(torch.float64)
+        ref64 = ref.detach().to(device=got.device, dtype=torch.float64)
+        own_err = (own.detach().to(device=got.device, dtype=torch.float64) - ref64).abs()
         allowed = torch.maximum(atol + rtol * ref64.abs(), 2 * own_err)
         err = (got - ref64).abs()
-        bad = ~(err <= allowed)  # NaN counts as bad
+        bad = ~((err <= allowed) | (got == ref64))  # NaN is bad; the same infinity is not
         if bool(bad.any()):
             worst = float(torch.nan_to_num(err - allowed, nan=math.inf).max())
             return f"output {i}: {int(bad.sum())} element(s) off the reference (worst excess {worst:.3g})"

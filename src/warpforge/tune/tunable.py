@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from warpforge.tune.space import ConfigSpace
+from warpforge.tune.transfer import Transfer
 from warpforge.validation import describe
 
 logger = logging.getLogger("warpforge.tune")
@@ -30,7 +31,11 @@ Shape = Mapping[str, int]
 _REGISTRY: dict[str, TunableKernel] = {}
 
 # Modules whose import registers tunables; loaded the first time the registry is asked.
-_PROVIDERS: tuple[str, ...] = ("warpforge.tune.examples", "warpforge.ops.tunables")
+_PROVIDERS: tuple[str, ...] = (
+    "warpforge.tune.examples",
+    "warpforge.ops.tunables",
+    "warpforge.blueprint.tunables",
+)
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,9 @@ class TunableKernel:
         default_factory=lambda: {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 8e-3}
     )
     description: str = ""
+    transfer: Transfer | None = None
+    """How a neighbour's config is carried to another shape by the nearest-match lookup
+    (:mod:`warpforge.tune.transfer`); ``None`` uses it unchanged."""
 
     def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
         return self.atol.get(dtype, 1e-5), self.rtol.get(dtype, 1e-5)

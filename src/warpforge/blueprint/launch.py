@@ -1,0 +1,275 @@
+"""Launch configs of generated blueprint kernels, read from ``warpforge.tune``.
+
+Every generated kernel reads its launch config through :func:`launch_config`:
+``warpforge.tune.config_for("blueprint.<blueprint name>.<kernel name>", features, default)``, once
+per (kernel, sizes, device) per loaded program. The features identify the generated code
+(``graph``: the blueprint's canonical hash, the generator's and the launchers' versions, so a
+tuned config never reaches different code) and the sizes (``M``/``N`` rows and columns of a row group, ``B``/``M``/
+``N``/``K`` and the operand dtype of a matmul); a row group also says whether it holds whole rows
+(``whole_rows``). The default is the hand-written heuristic. A stored config is checked against
+:data:`ROWS_SPACE` or :data:`MATMUL_SPACE` before use, so a bad shipped entry costs speed, never
+correctness. The suite's kernels are registered as tunables by :mod:`warpforge.blueprint.tunables`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from warpforge.blueprint.codegen import (
+    GENERATOR_VERSION,
+    FusionGroup,
+    KernelSourceGenerator,
+    Plan,
+)
+from warpforge.blueprint.ir import BlueprintIR
+from warpforge.blueprint.registry import OperatorRegistry, broadcast_shapes
+from warpforge.tune.space import (
+    ConfigSpace,
+    next_power_of_2,
+    register_budget,
+    relation,
+    shared_memory_budget,
+)
+from warpforge.tune.transfer import row_tile_transfer
+
+_MAX_GRID_Y = 65535
+_POWERS_OF_2 = tuple(1 << i for i in range(16))  # 1 .. 32768
+
+LAUNCH_VERSION = 1
+"""Bumped when the launchers change what a config means; part of every suite tunable's hash."""
+
+
+def _int(mapping: Mapping[str, object], key: str) -> int:
+    return int(mapping[key])  # type: ignore[call-overload]
+
+
+# ------------------------------------------------------------------------------ row groups
+
+
+def _row_block(config: Mapping[str, object], features: Mapping[str, object]) -> str | None:
+    block_n, n = _int(config, "BLOCK_N"), _int(features, "N")
+    if features["whole_rows"]:
+        if block_n != next_power_of_2(n):
+            return f"a whole-row kernel takes BLOCK_N = N={n} rounded up to a power of 2"
+        return None
+    if block_n > max(16, next_power_of_2(n)):
+        return f"BLOCK_N={block_n} is wider than N={n} rounded up"
+    if block_n < min(512, next_power_of_2(n)):
+        return "column tiles narrower than 512 (or the row) only add programs"
+    if math.ceil(n / block_n) > _MAX_GRID_Y:
+        return f"{math.ceil(n / block_n)} column tiles exceed the CUDA grid's {_MAX_GRID_Y}"
+    return None
+
+
+def _row_tile(config: Mapping[str, object], features: Mapping[str, object]) -> str | None:
+    block_m, block_n, warps = (_int(config, k) for k in ("BLOCK_M", "BLOCK_N", "num_warps"))
+    if block_m > next_power_of_2(_int(features, "M")):
+        return f"BLOCK_M={block_m} exceeds M rounded up"
+    tile = block_m * block_n
+    if block_m > 1 and tile > 8192:
+        return f"a {tile}-element tile of several rows (at most 8192)"
+    threads = 32 * warps
+    if tile < threads and warps > 1:
+        return f"a {tile}-element tile leaves some of the {threads} threads idle"
+    if not features["whole_rows"]:
+        if tile < min(
+            1024, next_power_of_2(_int(features, "M")) * next_power_of_2(_int(features, "N"))
+        ):
+            return f"a {tile}-element tile: pointwise programs that small only add launches"
+        if not 8 * threads <= tile <= 32 * threads:
+            return f"{tile / threads:g} elements per thread (8 to 32 keep loads 16-byte wide)"
+    return None
+
+
+ROWS_SPACE = ConfigSpace(
+    {
+        "BLOCK_M": _POWERS_OF_2[:8],
+        "BLOCK_N": _POWERS_OF_2[4:],
+        "num_warps": (1, 2, 4, 8, 16, 32),
+    },
+    constraints=(
+        relation("row_block", _row_block),
+        relation("tile", _row_tile),
+        # a generated row kernel keeps a few fp32 values per element live (inputs, the chain)
+        register_budget(
+            lambda c, f: (
+                4 * math.ceil(_int(c, "BLOCK_M") * _int(c, "BLOCK_N") / (32 * _int(c, "num_warps")))
+                + 32
+            )
+        ),
+    ),
+)
+"""Launch configs of a row group: rows per program, columns per program, warps."""
+
+
+ROWS_TRANSFER = row_tile_transfer(
+    rows="BLOCK_M", whole_rows=lambda features: bool(features["whole_rows"]), max_rows=128
+)
+"""A neighbour's row config for another row length: whole rows re-blocked, the tile kept."""
+
+
+def rows_default(n_rows: int, n_cols: int, whole_rows: bool) -> dict[str, int]:
+    """The untuned launch: whole rows (or 1024-column tiles), ~4K-element tiles, warps by size."""
+    block_n = next_power_of_2(n_cols) if whole_rows else min(next_power_of_2(n_cols), 1024)
+    block_m = max(1, min(4096 // block_n, next_power_of_2(n_rows)))
+    tile = block_m * block_n
+    warps = 4 if tile <= 2048 else 8 if tile <= 8192 else 16
+    return {"BLOCK_M": block_m, "BLOCK_N": block_n, "num_warps": warps}
+
+
+# ------------------------------------------------------------------------------ matmul groups
+
+
+def _matmul_shared_memory(config: Mapping[str, object], features: Mapping[str, object]) -> int:
+    itemsize = 4 if features["dtype"] == "float32" else 2
+    per_stage = (_int(config, "BLOCK_M") + _int(config, "BLOCK_N")) * _int(config, "BLOCK_K")
+    return per_stage * itemsize * _int(config, "num_stages")
+
+
+def _matmul_tiles(config: Mapping[str, object], features: Mapping[str, object]) -> str | None:
+    # Small tiles exist for small problems (and the interpreter); large problems take >= 64 (K: 32).
+    for block, size, floor in (("BLOCK_M", "M", 64), ("BLOCK_N", "N", 64), ("BLOCK_K", "K", 32)):
+        tile, rounded = _int(config, block), max(16, next_power_of_2(_int(features, size)))
+        if tile > rounded:
+            return f"{block}={tile} exceeds {size} rounded up ({rounded})"
+        if tile < min(floor, rounded):
+            return f"{block}={tile} is below {min(floor, rounded)} for {size}={features[size]}"
+    return None
+
+
+MATMUL_SPACE = ConfigSpace(
+    {
+        "BLOCK_M": (16, 32, 64, 128, 256),
+        "BLOCK_N": (16, 32, 64, 128, 256),
+        "BLOCK_K": (16, 32, 64),
+        "GROUP_M": (8,),
+        "num_warps": (4, 8),
+        "num_stages": (3, 4),
+    },
+    constraints=(
+        relation("tiles", _matmul_tiles),
+        shared_memory_budget(_matmul_shared_memory),
+        # the fp32 accumulator: BLOCK_M * BLOCK_N / threads registers per thread
+        register_budget(
+            lambda c, f: (
+                _int(c, "BLOCK_M") * _int(c, "BLOCK_N") // (32 * _int(c, "num_warps")) + 64
+            ),
+            limit=192,
+        ),
+    ),
+)
+"""Launch configs of a matmul group (the usual Hopper GEMM tiles; pruned by the accumulator's
+registers and the pipeline's shared memory)."""
+
+
+def matmul_default(features: Mapping[str, object], on_gpu: bool) -> dict[str, int]:
+    """The untuned launch: 128x128 (x64 for narrow N) tiles, 8 warps, 3 stages on the GPU; small
+    tiles under the interpreter (they keep numpy fast)."""
+    if not on_gpu:
+        return {
+            "BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 8,
+            "num_warps": 4, "num_stages": 1,
+        }  # fmt: skip
+    return {
+        "BLOCK_M": 128,
+        "BLOCK_N": 128 if _int(features, "N") >= 128 else 64,
+        "BLOCK_K": 32 if features["dtype"] == "float32" else 64,
+        "GROUP_M": 8,
+        "num_warps": 8,
+        "num_stages": 3,
+    }
+
+
+def matmul_sizes(
+    op: str, a_shape: Sequence[int], b_shape: Sequence[int]
+) -> tuple[int, int, int, int]:
+    """(batch, M, N, K) of ``matmul(a, b)`` or ``linear(a, b)`` (b is ``[N, K]``), as launched."""
+    if op == "linear":
+        a_shape = (math.prod(a_shape[:-1]), a_shape[-1])
+        b_shape = (b_shape[1], b_shape[0])
+    batch = broadcast_shapes([tuple(a_shape[:-2]), tuple(b_shape[:-2])])
+    return math.prod(batch), int(a_shape[-2]), int(b_shape[-1]), int(a_shape[-1])
+
+
+# ------------------------------------------------------------------------------ the lookup
+
+
+def tunable_name(ir: BlueprintIR, group: FusionGroup) -> str:
+    return f"blueprint.{ir.name}.{group.kernel_name}"
+
+
+def graph_identity(ir: BlueprintIR, registry: OperatorRegistry | None = None) -> str:
+    """What a launch config depends on: the graph (dtypes included), the generator and the
+    launchers (a bump of either retires every tuned config of the blueprint)."""
+    return f"{ir.canonical_hash(registry)[:16]}/g{GENERATOR_VERSION}/l{LAUNCH_VERSION}"
+
+
+def _group_dtype(plan: Plan, group: FusionGroup) -> str:
+    return plan.schemas[group.nodes[0].name].dtype
+
+
+def group_features(
+    graph: str, plan: Plan, group: FusionGroup, sizes: tuple[int, ...]
+) -> dict[str, object]:
+    """The database key of one launch of ``group`` of the blueprint ``graph`` (its
+    :func:`graph_identity`): ``sizes`` is (rows, columns) for a row group, (batch, M, N, K) for a
+    matmul."""
+    if group.kind == "rows":
+        n_rows, n_cols = sizes
+        return {
+            "graph": graph,
+            "M": int(n_rows),
+            "N": int(n_cols),
+            "whole_rows": bool(group.has_row_op),
+        }
+    batch, m, n, k = sizes
+    operand_dtype = plan.schemas[group.nodes[0].inputs[0]].dtype
+    return {
+        "graph": graph,
+        "B": int(batch),
+        "M": int(m),
+        "N": int(n),
+        "K": int(k),
+        "dtype": operand_dtype,
+    }
+
+
+def launch_config(
+    ir: BlueprintIR,
+    plan: Plan,
+    group: FusionGroup,
+    sizes: tuple[int, ...],
+    device: torch.device,
+    registry: OperatorRegistry | None = None,
+) -> dict[str, int]:
+    """The config a generated kernel of ``plan`` launches with: tuned when known, else the
+    heuristic. ``sizes`` as for :func:`group_features`; ``registry`` is the blueprint's operator
+    registry (the default one when ``None``)."""
+    from warpforge.tune.lookup import checked_config_for
+
+    features = group_features(graph_identity(ir, registry), plan, group, sizes)
+    if group.kind == "rows":
+        default = rows_default(sizes[0], sizes[1], group.has_row_op)
+        space, transfer = ROWS_SPACE, ROWS_TRANSFER
+    else:
+        default = matmul_default(features, torch.device(device).type == "cuda")
+        space, transfer = MATMUL_SPACE, None
+    chosen = checked_config_for(
+        tunable_name(ir, group), features, default, space=space, transfer=transfer, device=device
+    )
+    return {k: int(v) for k, v in chosen.items()}  # type: ignore[call-overload]
+
+
+_PLANS: dict[str, Plan] = {}
+
+
+def plan_of(ir: BlueprintIR) -> Plan:
+    """The fusion plan of ``ir`` (kept per graph: the tuner asks for it on every trial)."""
+    key = ir.canonical_hash()
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = KernelSourceGenerator(ir).plan()
+    return plan
