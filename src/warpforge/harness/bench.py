@@ -265,6 +265,24 @@ def _block_sample(ref_block: torch.Tensor, rows: slice, whole: torch.Tensor) -> 
     return ref_block.reshape(-1)[(-base) % step :: step].clone()
 
 
+POOL_MEMORY_SHARE = 3
+"""The rotating input pool (inputs and their expected outputs) may use at most 1/this of the
+free device memory: the rest is for the contenders' outputs and temporaries."""
+
+
+def _pool_that_fits(inputs: Sequence[Any], outputs: Sequence[Any], device: torch.device) -> int:
+    """How many input sets like ``inputs`` (with ``outputs``) fit the pool's memory share; at
+    least 1. A set that large is far beyond the L2, so fewer sets still time cold calls."""
+    if device.type != "cuda":
+        return 1 << 30
+    per_set = sum(t.numel() * t.element_size() for t in (*inputs, *outputs)
+                  if isinstance(t, torch.Tensor))  # fmt: skip
+    free, _ = torch.cuda.mem_get_info(device)
+    free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    held = per_set  # the first set is already allocated
+    return max(1, (free + held) // POOL_MEMORY_SHARE // max(1, per_set))
+
+
 def _detached(value: Any) -> Any:
     return value.detach() if isinstance(value, torch.Tensor) else value
 
@@ -392,13 +410,18 @@ def time_problem(
     check_positive("max_time_s", max_time_s)
     if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:
         raise ValueError(f"pool: expected an int >= 1, got {pool!r}")
-    input_sets = []
-    for _ in range(pool):
+    input_sets: list[tuple[Any, ...]] = []
+    expected: dict[int, tuple[Any, ...]] = {}
+    while len(input_sets) < pool:
         generator = torch.Generator(device=device)
         generator.manual_seed(secrets.randbits(62))
-        input_sets.append(tuple(problem.make_inputs(shape, dtype, device, generator)))
-    expected = {id(s): checks.as_outputs(problem.implementation(*s)) for s in input_sets}
-    expected = {k: tuple(_detached(o).clone() for o in v) for k, v in expected.items()}
+        inputs = tuple(problem.make_inputs(shape, dtype, device, generator))
+        outputs = checks.as_outputs(problem.implementation(*inputs))
+        input_sets.append(inputs)
+        expected[id(inputs)] = tuple(_detached(o).clone() for o in outputs)
+        del outputs
+        if len(input_sets) == 1:
+            pool = min(pool, _pool_that_fits(input_sets[0], expected[id(inputs)], device))
     contenders, skipped = _baselines(problem)
     private_inputs: list[str] = []
     for name in list(contenders):
