@@ -89,6 +89,8 @@ def main() -> None:
             "v4_loads": len(re.findall(r"ld\.global(?:\.\w+)*\.v4\.b32", ptx)),
             "b16_loads": len(re.findall(r"ld\.global(?:\.\w+)*\.b16", ptx)),
             "atomics": len(re.findall(r"\batom\.", ptx)) + len(re.findall(r"\bred\.", ptx)),
+            # acq_rel atomics compile to a GPU-wide fence and an L1 invalidation each
+            "ordered_atomics": len(re.findall(r"\b(?:atom|red)\.[\w.]*acq_rel", ptx)),
         }
     json.dump(summary, sys.stdout)
 

@@ -505,11 +505,11 @@ def resample_backward_kernel(
     grad_row = gv + row64 * gv_sb
     tl.atomic_add(
         grad_row + ia.to(tl.int64)[:, None] * gv_ss + offs_d[None, :], (1.0 - w2) * grad,
-        mask=tile_in,
+        mask=tile_in, sem="relaxed",
     )  # fmt: skip
     tl.atomic_add(
         grad_row + ib.to(tl.int64)[:, None] * gv_ss + offs_d[None, :], w2 * grad,
-        mask=tile_in & (w2 != 0),
+        mask=tile_in & (w2 != 0), sem="relaxed",
     )  # fmt: skip
     if QUERY_GRAD:
         values_row = v + row64 * v_sb
@@ -520,4 +520,4 @@ def resample_backward_kernel(
         slope = tl.sum(grad * (vb.to(grad.dtype) - va.to(grad.dtype)), axis=1)
         # at w == 0 the forward selects v[ia] itself: no slope there (as in the reference)
         dq = tl.where(w != 0, slope * dw_dq, 0.0)
-        tl.atomic_add(gq + row64 * T + offs_t, dq, mask=t_in & live)
+        tl.atomic_add(gq + row64 * T + offs_t, dq, mask=t_in & live, sem="relaxed")
