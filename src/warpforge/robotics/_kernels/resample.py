@@ -1,11 +1,14 @@
 """Triton kernels for trajectory resampling and N-stream alignment.
 
 One program (a work item of a 1-D grid) handles one batch row, a block of ``BLOCK_T`` queries and
-a block of ``BLOCK_D`` value columns of one stream. Each query finds its interval by a branch-free binary search over
-the row's source times (``NUM_STEPS = bit_length(S)`` dependent loads that stay in L1/L2), then
-gathers the two bracketing value rows with contiguous (16-byte) loads along D and writes one
-output row segment. Values are read once per query pair, times and queries once: the kernel is
-memory bound like a copy.
+a block of ``BLOCK_D`` value columns of one stream. Each query finds its interval by the guided
+search of :func:`_guided_interval` (``PROBES >= 2``: an interpolated guess verified by a few
+parallel loads; one round on a uniform clock, a handful on jittered ones, a bisection safeguard
+on adversarial ones) or by a fixed-step binary search (``PROBES == 0``: ``bit_length(S)``
+dependent loads), then gathers the two bracketing value rows with contiguous (16-byte) loads
+along D and writes one output row segment. Values are read once per query pair, times and queries
+once: the kernel is memory bound like a copy, provided the search does not leave the memory
+system idle, which is why it is guided.
 
 Times are searched in their own dtype (float32, float64 or int64 nanoseconds); the interpolation
 weight is formed from differences in that dtype and divided in float64 for float64/int64 times,
