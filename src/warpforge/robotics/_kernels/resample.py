@@ -106,7 +106,8 @@ def _guided_interval(
     b = last
     ta = t_first
     tb = t_last
-    step = 0
+    # the round count as a tensor: some Triton versions refuse a loop-carried Python int
+    rounds = tl.zeros([BLOCK_T], dtype=tl.int32)
     while tl.max((interior & (b - a > 1)).to(tl.int32), axis=0) > 0:
         active = interior & (b - a > 1)
         width = b - a
@@ -117,7 +118,7 @@ def _guided_interval(
         # NaN / inf from flushed or overflowing differences: look in the middle instead
         frac = tl.where((frac >= 0.0) & (frac < 1.0), frac, 0.5)
         guess = a + (frac * width.to(tl.float32)).to(tl.int32)
-        bisect = (step >= 3) & (step % 2 == 1)
+        bisect = (rounds >= 3) & (rounds % 2 == 1)
         guess = tl.where(bisect, a + width // 2, guess)
         first = tl.minimum(tl.maximum(guess, a), b - 1) - (PROBES // 2 - 1)
         a_start = a
@@ -134,7 +135,7 @@ def _guided_interval(
             lower_b = active & (t_j > q) & (j < b)
             b = tl.where(lower_b, j, b)
             tb = tl.where(lower_b, t_j, tb)
-        step += 1
+        rounds += 1
     return a, ta, tb
 
 
