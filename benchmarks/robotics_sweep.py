@@ -356,6 +356,12 @@ def sweep_case(case: Case, device, budget: Budget, args) -> dict[str, Any]:
         input_sets.append(tuple(case.problem.make_inputs(case.shape, case.dtype, device,
                                                          generator)))  # fmt: skip
     context, notes = context_fns(case, args.smoke)
+    for name, fn in list(context.items()):  # compiles torch.compile once; a failure is a row
+        try:
+            fn(*input_sets[0])
+        except Exception as exc:
+            del context[name]
+            notes.append(Row(name, "context", None, "error", f"{type(exc).__name__}: {exc}"[:300]))
     current = check_against_reference(case, case.problem.implementation, input_sets[0])
     if current:
         notes.append(Row("warpforge (public API)", "check", None, "wrong", current))
