@@ -159,3 +159,38 @@ def test_align_bf16_on_cuda() -> None:
     out = align([(v.to(CUDA), t.to(CUDA)) for v, t in streams], query.to(CUDA))
     expected = torch.cat([plain.resample(v, t, query)[0] for v, t in streams], dim=-1)
     assert_matches(out.cpu(), expected, tol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["random-walk", "exponential", "int64-jitter"])
+def test_every_search_and_tile_gives_identical_bits_on_cuda(kind: str) -> None:
+    # the search only chooses the interval, which is exact: binary and guided searches and every
+    # tile must agree bit for bit on clocks that help and that defeat the guess
+    from warpforge.robotics.resample import LaunchConfig, launch_single
+
+    g = torch.Generator().manual_seed(44)
+    rows, samples, queries, width = 6, 5000, 3000, 40
+    if kind == "random-walk":
+        times = torch.cumsum(torch.rand(rows, samples, generator=g) + 0.5, dim=1)
+        query = torch.rand(rows, queries, generator=g) * (float(times.max()) + 4) - 2
+    elif kind == "exponential":
+        times = torch.exp(torch.arange(samples, dtype=torch.float64) * 0.01).expand(rows, -1)
+        query = torch.exp(torch.rand(rows, queries, generator=g, dtype=torch.float64) * 51 - 1)
+    else:
+        hour = 3600 * 10**9
+        grid = torch.arange(samples, dtype=torch.int64) * 1_000_000
+        times = hour + grid + torch.randint(0, 900_000, (rows, samples), generator=g)
+        query = hour + torch.randint(
+            -(10**6), samples * 10**6 + 10**6, (rows, queries), generator=g
+        )
+    values = torch.randn(rows, samples, width, generator=g).to(torch.bfloat16)
+    values, times, query = values.to(CUDA), times.contiguous().to(CUDA), query.to(CUDA)
+    outs = []
+    for config in [LaunchConfig(64, 64, 4, 0), LaunchConfig(64, 64, 4, 2), LaunchConfig(16, 64, 4, 4),
+                   LaunchConfig(256, 32, 8, 4), LaunchConfig(1, 64, 1, 3)]:  # fmt: skip
+        out = torch.full((rows, queries, width), float("nan"), dtype=values.dtype, device=CUDA)
+        launch_single(values, times, query, None, out, None, "linear", "extrapolate", config)
+        outs.append(out)
+    for out in outs[1:]:
+        assert torch.equal(out, outs[0])
+    expected, _ = resample_reference(values, times, query, None, "linear", "extrapolate")
+    assert torch.allclose(outs[0].float(), expected.float(), atol=2e-2, rtol=2e-2)

@@ -327,20 +327,60 @@ class StreamLaunch:
     """[B, T] uint8, written when the launch writes masks."""
 
 
+GUIDED_PROBES = 4
+"""Times each round of the guided search reads around its guess (0 selects the binary search)."""
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Tuning knobs of one stream's launch of the resample kernels.
+
+    ``block_t`` queries by ``block_d`` value columns per program, ``num_warps`` per program, and
+    the interval search: ``probes == 0`` is a fixed-step binary search (``bit_length(S)`` dependent
+    loads per query), ``probes >= 2`` the guided search that interpolates a guess and reads that
+    many consecutive times around it per round (one round on a uniform clock). Every choice gives
+    the same results; only the speed differs.
+    """
+
+    block_t: int
+    block_d: int
+    num_warps: int
+    probes: int = GUIDED_PROBES
+
+    def __post_init__(self) -> None:
+        for name in ("block_t", "block_d", "num_warps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1 or value & (value - 1):
+                raise ValueError(f"{name}: expected a power of two >= 1, got {value!r}")
+        if self.num_warps > 16:
+            raise ValueError(f"num_warps: expected at most 16, got {self.num_warps}")
+        if not isinstance(self.probes, int) or not (self.probes == 0 or 2 <= self.probes <= 8):
+            raise ValueError(
+                f"probes: expected 0 (binary search) or 2 to 8 (guided search), got {self.probes!r}"
+            )
+
+    def check_method(self, method: str) -> None:
+        """Slerp normalises a whole quaternion per program: its column block must be 4."""
+        if method == "slerp" and self.block_d != 4:
+            raise ValueError(
+                f"config: method='slerp' needs block_d == 4 (one quaternion), got {self.block_d}"
+            )
+
+
 @functools.lru_cache(maxsize=1024)
-def _launch_config(queries: int, width: int, element_size: int, method: str) -> tuple[int, int]:
-    """Tuning knobs of the resample kernel: ``(BLOCK_T, BLOCK_D)`` for one stream.
+def default_config(queries: int, width: int, element_size: int, method: str) -> LaunchConfig:
+    """The launch configuration of one stream when the caller gives none.
 
     A column block spans the whole row up to 256 elements (16-byte vectors for every dtype); the
-    query block fills a tile of about 4096 elements so each program has enough loads in flight
-    to hide the binary search's latency, but no more queries than exist.
+    query block fills a tile of about 4096 elements so each program has enough loads in flight,
+    but no more queries than exist.
     """
     if method == "slerp":
         block_d = 4
     else:
         block_d = min(triton_next_power_of_2(width), 256 if element_size <= 2 else 128)
     block_t = max(1, min(4096 // block_d, 256, triton_next_power_of_2(queries)))
-    return block_t, block_d
+    return LaunchConfig(block_t, block_d, _num_warps(block_t * block_d))
 
 
 def triton_next_power_of_2(n: int) -> int:
@@ -373,10 +413,14 @@ def _single_plan(
     compute_f64: bool,
     has_lengths: bool,
     write_mask: bool,
+    config: LaunchConfig | None,
 ) -> tuple[tuple[int], int, dict[str, object]]:
     """Grid, search steps and constexprs of one single-stream launch, cached: the small shapes
     are bound by host work per call."""
-    block_t, block_d = _launch_config(queries, width, element_size, method)
+    if config is None:
+        config = default_config(queries, width, element_size, method)
+    config.check_method(method)
+    block_t, block_d = config.block_t, config.block_d
     kernels = _kernels()
     kwargs = {
         "METHOD": kernels.METHOD_CODES[method],
@@ -385,9 +429,10 @@ def _single_plan(
         "COMPUTE_F64": compute_f64,
         "HAS_LENGTHS": has_lengths,
         "WRITE_MASK": write_mask,
+        "PROBES": config.probes,
         "BLOCK_T": block_t,
         "BLOCK_D": block_d,
-        "num_warps": _num_warps(block_t * block_d),
+        "num_warps": config.num_warps,
     }
     grid = (_num_items(batch, queries, width, block_t, block_d),)
     return grid, samples.bit_length(), kwargs
@@ -406,13 +451,16 @@ def launch_single(
     mask: torch.Tensor | None,
     method: str,
     out_of_range: str,
+    config: LaunchConfig | None = None,
 ) -> None:
-    """Resample one stream: values [B, S, D], times [B, S], query [B, T] into out [B, T, D]."""
+    """Resample one stream: values [B, S, D], times [B, S], query [B, T] into out [B, T, D].
+
+    ``config`` overrides :func:`default_config` (benchmarks/robotics_sweep.py compares choices)."""
     batch, samples, width = values.shape
     queries = query.shape[1]
     grid, steps, kwargs = _single_plan(
         batch, queries, samples, width, values.element_size(), method, out_of_range,
-        query.dtype, values.dtype == torch.float64, lengths is not None, mask is not None,
+        query.dtype, values.dtype == torch.float64, lengths is not None, mask is not None, config,
     )  # fmt: skip
     _kernels().resample_kernel[grid](
         query, query.stride(0), query.stride(1), queries, batch,
@@ -425,24 +473,44 @@ def launch_single(
     )  # fmt: skip
 
 
-def launch_streams(streams: list[StreamLaunch], query: torch.Tensor, out_of_range: str) -> None:
-    """Resample up to ``MAX_STREAMS`` streams onto ``query`` [B, T] in one kernel launch."""
+def launch_streams(
+    streams: list[StreamLaunch],
+    query: torch.Tensor,
+    out_of_range: str,
+    configs: Sequence[LaunchConfig] | None = None,
+) -> None:
+    """Resample up to ``MAX_STREAMS`` streams onto ``query`` [B, T] in one kernel launch.
+
+    ``configs`` (one per stream) override :func:`default_config`; the launch runs the largest
+    ``num_warps`` among them and the first one's search (``probes``)."""
     kernels = _kernels()
     if not 1 <= len(streams) <= kernels.MAX_STREAMS:
         raise ValueError(f"1 to {kernels.MAX_STREAMS} streams per launch, got {len(streams)}")
+    batch, queries = query.shape
+    if configs is None:
+        configs = [
+            default_config(queries, s.values.shape[2], s.values.element_size(), s.method)
+            for s in streams
+        ]
+    elif len(configs) != len(streams):
+        raise ValueError(
+            f"configs: expected one LaunchConfig per stream ({len(streams)}), got {len(configs)}"
+        )
     if len(streams) == 1:
         s = streams[0]
         out = s.out[:, :, s.out_col :]  # a view: the single-stream kernel has no column offset
-        launch_single(s.values, s.times, query, None, out, s.mask, s.method, out_of_range)
+        launch_single(
+            s.values, s.times, query, None, out, s.mask, s.method, out_of_range, configs[0]
+        )
         return
-    batch, queries = query.shape
     slot_args: list[object] = []
     block_ts: list[int] = []
     block_ds: list[int] = []
     first_item = 0
-    for s in streams:
+    for s, config in zip(streams, configs, strict=True):
         _, samples, width = s.values.shape
-        block_t, block_d = _launch_config(queries, width, s.values.element_size(), s.method)
+        config.check_method(s.method)
+        block_t, block_d = config.block_t, config.block_d
         slot_args += [
             s.values, s.values.stride(0), s.values.stride(1),
             s.times, s.times.stride(0), s.times.stride(1), samples,
@@ -470,7 +538,8 @@ def launch_streams(streams: list[StreamLaunch], query: torch.Tensor, out_of_rang
         TIME_KIND=kernels.TIME_CODES[str(query.dtype).removeprefix("torch.")],
         COMPUTE_F64=any(s.values.dtype == torch.float64 for s in streams),
         WRITE_MASK=streams[0].mask is not None,
-        num_warps=max(_num_warps(t * d) for t, d in zip(block_ts, block_ds, strict=True)),
+        PROBES=configs[0].probes,
+        num_warps=max(config.num_warps for config in configs),
     )  # fmt: skip
 
 
@@ -563,6 +632,24 @@ def launch_backward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The backward kernel for linear, previous and nearest: float32 (float64) atomics, so the
     last bits of a gradient may vary between runs where queries share a sample."""
+    return run_backward_kernel(
+        grad_out, values, times, query, lengths, method, out_of_range, query_grad
+    )
+
+
+def run_backward_kernel(
+    grad_out: torch.Tensor,
+    values: torch.Tensor,
+    times: torch.Tensor,
+    query: torch.Tensor,
+    lengths: torch.Tensor | None,
+    method: str,
+    out_of_range: str,
+    query_grad: bool,
+    config: LaunchConfig | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`launch_backward` with an optional :class:`LaunchConfig` (outside the custom op,
+    whose schema cannot carry one)."""
     batch, samples, width = values.shape
     queries = query.shape[1]
     if grad_out.stride(-1) != 1:
@@ -572,7 +659,10 @@ def launch_backward(
     grad_query = torch.zeros(
         query.shape if query_grad else (1,), dtype=accumulate, device=values.device
     )
-    block_t, block_d = _launch_config(queries, width, values.element_size(), method)
+    if config is None:
+        config = default_config(queries, width, values.element_size(), method)
+    config.check_method(method)
+    block_t, block_d = config.block_t, config.block_d
     kernels = _kernels()
     kernels.resample_backward_kernel[(_num_items(batch, queries, width, block_t, block_d),)](
         query, query.stride(0), query.stride(1), queries, batch,
@@ -588,9 +678,10 @@ def launch_backward(
         COMPUTE_F64=values.dtype == torch.float64,
         HAS_LENGTHS=lengths is not None,
         QUERY_GRAD=query_grad,
+        PROBES=config.probes,
         BLOCK_T=block_t,
         BLOCK_D=block_d,
-        num_warps=_num_warps(block_t * block_d),
+        num_warps=config.num_warps,
     )  # fmt: skip
     grad_query = grad_query.to(query.dtype) if query_grad else query.new_empty(0)
     return grad_values.to(values.dtype), grad_query

@@ -1,11 +1,14 @@
 """Triton kernels for trajectory resampling and N-stream alignment.
 
 One program (a work item of a 1-D grid) handles one batch row, a block of ``BLOCK_T`` queries and
-a block of ``BLOCK_D`` value columns of one stream. Each query finds its interval by a branch-free binary search over
-the row's source times (``NUM_STEPS = bit_length(S)`` dependent loads that stay in L1/L2), then
-gathers the two bracketing value rows with contiguous (16-byte) loads along D and writes one
-output row segment. Values are read once per query pair, times and queries once: the kernel is
-memory bound like a copy.
+a block of ``BLOCK_D`` value columns of one stream. Each query finds its interval by the guided
+search of :func:`_guided_interval` (``PROBES >= 2``: an interpolated guess verified by a few
+parallel loads; one round on a uniform clock, a handful on jittered ones, a bisection safeguard
+on adversarial ones) or by a fixed-step binary search (``PROBES == 0``: ``bit_length(S)``
+dependent loads), then gathers the two bracketing value rows with contiguous (16-byte) loads
+along D and writes one output row segment. Values are read once per query pair, times and queries
+once: the kernel is memory bound like a copy, provided the search does not leave the memory
+system idle, which is why it is guided.
 
 Times are searched in their own dtype (float32, float64 or int64 nanoseconds); the interpolation
 weight is formed from differences in that dtype and divided in float64 for float64/int64 times,
@@ -69,6 +72,74 @@ def _interval_weight(q, ta, tb, TIME_KIND: tl.constexpr):
 
 
 @triton.jit
+def _binary_count(q, times_row, t_stride_s, n, t_in, NUM_STEPS, BLOCK_T: tl.constexpr):
+    """Number of source times <= q (searchsorted right) by a fixed-step binary search: ``NUM_STEPS``
+    dependent loads whatever the data."""
+    lo = tl.zeros([BLOCK_T], dtype=tl.int32)
+    hi = tl.zeros([BLOCK_T], dtype=tl.int32) + n
+    for _ in range(NUM_STEPS):
+        active = lo < hi
+        mid = (lo + hi) // 2
+        t_mid = tl.load(times_row + mid.to(tl.int64) * t_stride_s, mask=active & t_in, other=0)
+        go_right = active & (t_mid <= q)
+        lo = tl.where(go_right, mid + 1, lo)
+        hi = tl.where(active & (t_mid > q), mid, hi)
+    return lo
+
+
+@triton.jit
+def _guided_interval(
+    q, times_row, t_stride_s, last, t_first, t_last, interior,
+    TIME_KIND: tl.constexpr, PROBES: tl.constexpr, BLOCK_T: tl.constexpr,
+):  # fmt: skip
+    """For ``interior`` lanes (t[0] <= q < t[n-1]): ``(a, t[a], t[a+1])`` with t[a] <= q < t[a+1].
+
+    Keeps a bracket ``t[a] <= q < t[b]`` (initially ``a = 0, b = n-1``) and narrows it in rounds:
+    each round guesses q's position by interpolating between t[a] and t[b] (on a uniform clock the
+    first guess is right), reads ``PROBES`` consecutive times around the guess in parallel, and
+    keeps the tightest bracket they prove. The guess only chooses where to look; the comparisons
+    decide, so rounding in the float32 guess cannot change the result. Every round shrinks the
+    bracket; after three rounds every other round bisects instead, so adversarial spacing costs
+    at most about ``3 + 2 * log2(n)`` rounds. The loop runs while any lane of the block is open.
+    """
+    a = tl.zeros([BLOCK_T], dtype=tl.int32)
+    b = last
+    ta = t_first
+    tb = t_last
+    # the round count as a tensor: some Triton versions refuse a loop-carried Python int
+    rounds = tl.zeros([BLOCK_T], dtype=tl.int32)
+    while tl.max((interior & (b - a > 1)).to(tl.int32), axis=0) > 0:
+        active = interior & (b - a > 1)
+        width = b - a
+        if TIME_KIND == TIME_F32:
+            frac = (q - ta) / (tb - ta)
+        else:
+            frac = (q - ta).to(tl.float32) / (tb - ta).to(tl.float32)
+        # NaN / inf from flushed or overflowing differences: look in the middle instead
+        frac = tl.where((frac >= 0.0) & (frac < 1.0), frac, 0.5)
+        guess = a + (frac * width.to(tl.float32)).to(tl.int32)
+        bisect = (rounds >= 3) & (rounds % 2 == 1)
+        guess = tl.where(bisect, a + width // 2, guess)
+        first = tl.minimum(tl.maximum(guess, a), b - 1) - (PROBES // 2 - 1)
+        a_start = a
+        b_start = b
+        for k in tl.static_range(PROBES):
+            # indices from the round's start bracket only: the loads do not wait on each other
+            j = tl.minimum(tl.maximum(first + k, a_start), b_start)
+            t_j = tl.load(times_row + j.to(tl.int64) * t_stride_s, mask=active, other=0)
+            # probes ascend: the last one <= q is the tightest lower bound, the first one > q
+            # the tightest upper bound
+            raise_a = active & (t_j <= q) & (j > a)
+            a = tl.where(raise_a, j, a)
+            ta = tl.where(raise_a, t_j, ta)
+            lower_b = active & (t_j > q) & (j < b)
+            b = tl.where(lower_b, j, b)
+            tb = tl.where(lower_b, t_j, tb)
+        rounds += 1
+    return a, ta, tb
+
+
+@triton.jit
 def _bracket(
     q_ptr,
     q_stride_b,
@@ -85,28 +156,20 @@ def _bracket(
     POLICY: tl.constexpr,
     TIME_KIND: tl.constexpr,
     COMPUTE_F64: tl.constexpr,
+    PROBES: tl.constexpr,
     BLOCK_T: tl.constexpr,
 ):
     """For a block of queries of one row: the two samples ``ia``, ``ib`` to blend, the weight
     ``w`` of ``ib`` (the result is ``v[ia] + w * (v[ib] - v[ia])``), ``dw/dq``, the in-range
-    mask and the NaN-query mask. Shared by the forward and the backward."""
+    mask and the NaN-query mask. Shared by the forward and the backward.
+
+    ``PROBES == 0`` finds the interval by a fixed-step binary search, then reads its two times;
+    ``PROBES >= 2`` by :func:`_guided_interval`, which ends holding both times."""
     row64 = row.to(tl.int64)
     offs_t = t_block * BLOCK_T + tl.arange(0, BLOCK_T)
     t_in = offs_t < T
     q = tl.load(q_ptr + row64 * q_stride_b + offs_t.to(tl.int64) * q_stride_t, mask=t_in, other=0)
     times_row = t_ptr + row64 * t_stride_b
-
-    # count = number of source times <= q (searchsorted right), by a fixed-step binary search
-    lo = tl.zeros([BLOCK_T], dtype=tl.int32)
-    hi = tl.zeros([BLOCK_T], dtype=tl.int32) + n
-    for _ in range(NUM_STEPS):
-        active = lo < hi
-        mid = (lo + hi) // 2
-        t_mid = tl.load(times_row + mid.to(tl.int64) * t_stride_s, mask=active & t_in, other=0)
-        go_right = active & (t_mid <= q)
-        lo = tl.where(go_right, mid + 1, lo)
-        hi = tl.where(active & (t_mid > q), mid, hi)
-    count = lo
 
     # n may be a specialised constant (S == 1): broadcast it to a vector before any cast
     last = tl.zeros([BLOCK_T], dtype=tl.int32) + (n - 1)
@@ -117,30 +180,53 @@ def _bracket(
     is_nan = q != q  # NaN queries never compare: they yield NaN and a False mask
     in_range = (~below) & (~above) & (~is_nan)
 
-    i0 = tl.minimum(tl.maximum(count - 1, 0), last)
-    i1 = tl.minimum(i0 + 1, last)
+    # i0 = clamp(count - 1, 0, last), i1 = min(i0 + 1, last) and their times t0, t1, where count
+    # is the number of source times <= q (searchsorted right)
+    if PROBES == 0:
+        count = _binary_count(q, times_row, t_stride_s, n, t_in, NUM_STEPS, BLOCK_T)
+        i0 = tl.minimum(tl.maximum(count - 1, 0), last)
+        i1 = tl.minimum(i0 + 1, last)
+        t0 = tl.load(times_row + i0.to(tl.int64) * t_stride_s, mask=t_in, other=0)
+        t1 = tl.load(times_row + i1.to(tl.int64) * t_stride_s, mask=t_in, other=0)
+    else:
+        interior = t_in & (q >= t_first) & (q < t_last)  # False for NaN queries and n == 1
+        a, ta_found, tb_found = _guided_interval(
+            q, times_row, t_stride_s, last, t_first, t_last, interior, TIME_KIND, PROBES, BLOCK_T
+        )
+        # q >= t[n-1] counts every sample (i0 = last); q < t[0] (or NaN) none (i0 = 0); their
+        # times below are placeholders that the out-of-range selection replaces
+        at_end = q >= t_last
+        i0 = tl.where(interior, a, tl.where(at_end, last, 0))
+        i1 = tl.minimum(i0 + 1, last)
+        t0 = tl.where(interior, ta_found, tl.where(at_end, t_last, t_first))
+        t1 = tl.where(interior, tb_found, tl.where(at_end, t_last, t_first))
+
     if METHOD == PREVIOUS:
         i1 = i0
+        t1 = t0
     if METHOD == NEAREST:
-        ta0 = tl.load(times_row + i0.to(tl.int64) * t_stride_s, mask=t_in, other=0)
-        tb0 = tl.load(times_row + i1.to(tl.int64) * t_stride_s, mask=t_in, other=0)
-        pick = tl.where((q - ta0) <= (tb0 - q), i0, i1)  # ties go to v[i]
-        i0 = pick
-        i1 = pick
+        take_first = (q - t0) <= (t1 - q)  # ties go to v[i]
+        i0 = tl.where(take_first, i0, i1)
+        t0 = tl.where(take_first, t0, t1)
+        i1 = i0
+        t1 = t0
     # out of range: hold the edge sample, or for linear extrapolation use the edge interval
     if POLICY == EXTRAPOLATE and METHOD == LINEAR:
-        lo_b = tl.minimum(last, 1)
-        hi_a = tl.maximum(last - 1, 0)
-        ia = tl.where(below, 0, tl.where(above, hi_a, i0))
-        ib = tl.where(below, lo_b, tl.where(above, last, i1))
+        second = tl.minimum(last, 1)
+        penultimate = tl.maximum(last - 1, 0)
+        t_second = tl.load(times_row + second.to(tl.int64) * t_stride_s)
+        t_penultimate = tl.load(times_row + penultimate.to(tl.int64) * t_stride_s)
+        ia = tl.where(below, 0, tl.where(above, penultimate, i0))
+        ib = tl.where(below, second, tl.where(above, last, i1))
+        ta = tl.where(below, t_first, tl.where(above, t_penultimate, t0))
+        tb = tl.where(below, t_second, tl.where(above, t_last, t1))
+        # a zero-width edge interval holds the edge sample itself
+        ia = tl.where(above & (tb == ta), ib, ia)
     else:
         ia = tl.where(below, 0, tl.where(above, last, i0))
         ib = tl.where(below, 0, tl.where(above, last, i1))
-    ta = tl.load(times_row + ia.to(tl.int64) * t_stride_s, mask=t_in, other=0)
-    tb = tl.load(times_row + ib.to(tl.int64) * t_stride_s, mask=t_in, other=0)
-    if POLICY == EXTRAPOLATE and METHOD == LINEAR:
-        # a zero-width edge interval holds the edge sample itself
-        ia = tl.where(above & (tb == ta), ib, ia)
+        ta = tl.where(below, t_first, tl.where(above, t_last, t0))
+        tb = tl.where(below, t_first, tl.where(above, t_last, t1))
     if METHOD == LINEAR or METHOD == SLERP:  # noqa: SIM109 (Triton constexpr test)
         w, inv_width = _interval_weight(q, ta, tb, TIME_KIND)
     else:
@@ -183,12 +269,13 @@ def _resample_tile(
     TIME_KIND: tl.constexpr,
     COMPUTE_F64: tl.constexpr,
     WRITE_MASK: tl.constexpr,
+    PROBES: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
     offs_t, t_in, ia, ib, w, _, in_range, is_nan = _bracket(
         q_ptr, q_stride_b, q_stride_t, T, t_ptr, t_stride_b, t_stride_s, n, row, t_block,
-        NUM_STEPS, METHOD, POLICY, TIME_KIND, COMPUTE_F64, BLOCK_T,
+        NUM_STEPS, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, BLOCK_T,
     )  # fmt: skip
     row64 = row.to(tl.int64)
     offs_d = d_block * BLOCK_D + tl.arange(0, BLOCK_D)
@@ -265,6 +352,7 @@ def _stream_slot(
     COMPUTE_F64: tl.constexpr,
     HAS_LENGTHS: tl.constexpr,
     WRITE_MASK: tl.constexpr,
+    PROBES: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
@@ -289,7 +377,7 @@ def _stream_slot(
             t_ptr, t_stride_b, t_stride_s, n,
             out_ptr, out_stride_b, out_stride_t, out_col, D,
             mask_ptr, row, t_block, d_block, NUM_STEPS,
-            METHOD, POLICY, TIME_KIND, COMPUTE_F64, WRITE_MASK, BLOCK_T, BLOCK_D,
+            METHOD, POLICY, TIME_KIND, COMPUTE_F64, WRITE_MASK, PROBES, BLOCK_T, BLOCK_D,
         )  # fmt: skip
 
 
@@ -314,6 +402,7 @@ def resample_streams_kernel(
     TIME_KIND: tl.constexpr,
     COMPUTE_F64: tl.constexpr,
     WRITE_MASK: tl.constexpr,
+    PROBES: tl.constexpr,
 ):  # fmt: skip
     # one 1-D grid over the work items of all streams, stream after stream; each stream has its
     # own tile shape, so a narrow 1 kHz stream gets long query blocks and a wide one wide columns
@@ -321,25 +410,29 @@ def resample_streams_kernel(
     _stream_slot(
         pid, first0, B, q_ptr, q_stride_b, q_stride_t, T, v0, v0_sb, v0_ss, t0, t0_sb, t0_ss,
         q_ptr, S0, o0, o0_sb, o0_st, col0, D0, m0, steps0,
-        METHOD0, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, BLOCK_T0, BLOCK_D0,
+        METHOD0, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, BLOCK_T0,
+        BLOCK_D0,
     )  # fmt: skip
     if NUM_STREAMS > 1:
         _stream_slot(
             pid, first1, B, q_ptr, q_stride_b, q_stride_t, T, v1, v1_sb, v1_ss, t1, t1_sb, t1_ss,
             q_ptr, S1, o1, o1_sb, o1_st, col1, D1, m1, steps1,
-            METHOD1, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, BLOCK_T1, BLOCK_D1,
+            METHOD1, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, BLOCK_T1,
+        BLOCK_D1,
         )  # fmt: skip
     if NUM_STREAMS > 2:
         _stream_slot(
             pid, first2, B, q_ptr, q_stride_b, q_stride_t, T, v2, v2_sb, v2_ss, t2, t2_sb, t2_ss,
             q_ptr, S2, o2, o2_sb, o2_st, col2, D2, m2, steps2,
-            METHOD2, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, BLOCK_T2, BLOCK_D2,
+            METHOD2, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, BLOCK_T2,
+        BLOCK_D2,
         )  # fmt: skip
     if NUM_STREAMS > 3:
         _stream_slot(
             pid, first3, B, q_ptr, q_stride_b, q_stride_t, T, v3, v3_sb, v3_ss, t3, t3_sb, t3_ss,
             q_ptr, S3, o3, o3_sb, o3_st, col3, D3, m3, steps3,
-            METHOD3, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, BLOCK_T3, BLOCK_D3,
+            METHOD3, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, BLOCK_T3,
+        BLOCK_D3,
         )  # fmt: skip
 
 
@@ -353,6 +446,7 @@ def resample_kernel(
     COMPUTE_F64: tl.constexpr,
     HAS_LENGTHS: tl.constexpr,
     WRITE_MASK: tl.constexpr,
+    PROBES: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):  # fmt: skip
@@ -361,7 +455,7 @@ def resample_kernel(
     _stream_slot(
         tl.program_id(0), 0, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss,
         lengths_ptr, S, o, o_sb, o_st, 0, D, m, steps,
-        METHOD, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, BLOCK_T, BLOCK_D,
+        METHOD, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, PROBES, BLOCK_T, BLOCK_D,
     )  # fmt: skip
 
 
@@ -375,6 +469,7 @@ def resample_backward_kernel(
     COMPUTE_F64: tl.constexpr,
     HAS_LENGTHS: tl.constexpr,
     QUERY_GRAD: tl.constexpr,
+    PROBES: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):  # fmt: skip
@@ -393,7 +488,7 @@ def resample_backward_kernel(
         n = S
     offs_t, t_in, ia, ib, w, dw_dq, in_range, is_nan = _bracket(
         q_ptr, q_stride_b, q_stride_t, T, t, t_sb, t_ss, n, row, t_block,
-        steps, METHOD, POLICY, TIME_KIND, COMPUTE_F64, BLOCK_T,
+        steps, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, BLOCK_T,
     )  # fmt: skip
     # constant outputs (NaN fills, NaN queries) pass no gradient
     live = ~is_nan
@@ -414,11 +509,11 @@ def resample_backward_kernel(
     grad_row = gv + row64 * gv_sb
     tl.atomic_add(
         grad_row + ia.to(tl.int64)[:, None] * gv_ss + offs_d[None, :], (1.0 - w2) * grad,
-        mask=tile_in,
+        mask=tile_in, sem="relaxed",
     )  # fmt: skip
     tl.atomic_add(
         grad_row + ib.to(tl.int64)[:, None] * gv_ss + offs_d[None, :], w2 * grad,
-        mask=tile_in & (w2 != 0),
+        mask=tile_in & (w2 != 0), sem="relaxed",
     )  # fmt: skip
     if QUERY_GRAD:
         values_row = v + row64 * v_sb
@@ -429,4 +524,4 @@ def resample_backward_kernel(
         slope = tl.sum(grad * (vb.to(grad.dtype) - va.to(grad.dtype)), axis=1)
         # at w == 0 the forward selects v[ia] itself: no slope there (as in the reference)
         dq = tl.where(w != 0, slope * dw_dq, 0.0)
-        tl.atomic_add(gq + row64 * T + offs_t, dq, mask=t_in & live)
+        tl.atomic_add(gq + row64 * T + offs_t, dq, mask=t_in & live, sem="relaxed")

@@ -1,0 +1,36 @@
+"""benchmarks/robotics_sweep.py keeps working: its ``--smoke`` run on the CPU (interpreter)
+checks every variant it would time against the float64 reference and writes the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_sweep_smoke_run_writes_a_checked_report(tmp_path: Path) -> None:
+    env = {**os.environ, "TRITON_INTERPRET": "1", "WARPFORGE_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"),
+                                                        os.environ.get("PYTHONPATH")]))}  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "robotics_sweep.py"), "--smoke", "--out",
+         str(tmp_path)], env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = json.loads((tmp_path / "robotics-sweep.json").read_text())
+    assert report["smoke"] is True and "device" in report["environment"]
+    kinds = {case["kind"] for case in report["cases"]}
+    assert kinds == {"fwd", "bwd", "align"}
+    for case in report["cases"]:
+        rows = case["rows"]
+        wrong = [r for r in rows if r["status"] not in ("ok", "skipped")]
+        assert not wrong, (case["case"], wrong)
+        variants = {r["variant"] for r in rows if r["median_us"]}
+        # both searches were checked and timed, and the tile stage ran
+        assert {"binary (default tile)", "guided4 (default tile)"} <= variants, case["case"]
+        assert any(r["stage"] == "tile" and r["config"] and r["median_us"] for r in rows)
+        assert case["best_variant"] in variants
