@@ -316,7 +316,10 @@ def test_property_matches_reference(rows, n_classes, smoothing, z_loss, reductio
     )  # fmt: skip
 
 
-def test_compiles_fullgraph_with_fake_kernels():
+@pytest.mark.parametrize("strategy", ["fused", "split"])
+def test_compiles_fullgraph_with_fake_kernels(strategy, monkeypatch):
+    if strategy == "split":  # the forward saves lse, the backward op streams the logits
+        monkeypatch.setattr(ce_module, "FUSED_GRAD_MAX_COLS", 8)
     gen = torch.Generator().manual_seed(10)
     logits = torch.randn(5, 12, generator=gen, requires_grad=True)
     target = random_target((5,), 12, gen)
@@ -420,10 +423,11 @@ def test_gpu_matches_reference(shape, dtype):
 
 
 @pytest.mark.gpu
-def test_gpu_torch_compile_fullgraph_and_cuda_graph():
+@pytest.mark.parametrize("vocab", [32000, 128256], ids=["fused", "split"])
+def test_gpu_torch_compile_fullgraph_and_cuda_graph(vocab):
     gen = torch.Generator().manual_seed(21)
-    logits = (torch.randn(128, 32000, generator=gen) * 2).cuda().to(torch.bfloat16).requires_grad_()
-    target = random_target((128,), 32000, gen).cuda()
+    logits = (torch.randn(128, vocab, generator=gen) * 2).cuda().to(torch.bfloat16).requires_grad_()
+    target = random_target((128,), vocab, gen).cuda()
 
     def step(x, t):
         loss = cross_entropy(x, t, label_smoothing=0.1)
@@ -446,7 +450,7 @@ def test_gpu_torch_compile_fullgraph_and_cuda_graph():
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         graph_loss, graph_grad = step(static_x, target)
-    fresh = (torch.randn(128, 32000, generator=gen) * 2).cuda().to(torch.bfloat16)
+    fresh = (torch.randn(128, vocab, generator=gen) * 2).cuda().to(torch.bfloat16)
     with torch.no_grad():
         static_x.copy_(fresh)
     graph.replay()
