@@ -91,7 +91,7 @@ COMPILE_ALL = textwrap.dedent(
             f.write(kernel.asm["cubin"])
             f.flush()
             usage = subprocess.run([cuobjdump, "-res-usage", f.name], capture_output=True, text=True).stdout
-        return int(re.search(r"STACK:(\d+)", usage).group(1))
+        return int(re.search(r"STACK:([0-9]+)", usage).group(1))
 
     for dt, tdt in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
         p = "*" + dt
