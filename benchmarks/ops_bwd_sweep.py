@@ -287,11 +287,11 @@ def _norm_bwd_case(family: str, shape, dtype, device, generator, knobs) -> Case:
     inputs = (x, w, b, dy, mean, rstd)
     case = Case(family, shape, dtype, inputs, float(kernel_bytes), check)
 
-    def backward(launch, in_memory=None):
+    def backward(launch, in_memory=None, prefetch=None):
         def run(x, w, b, dy, mean, rstd):
             dx, dw, db = norm._norm_backward(
                 dy, x, w, mean if center else None, rstd, None, 0.0, center, True, center,
-                launch=launch, in_memory=in_memory,
+                launch=launch, in_memory=in_memory, prefetch=prefetch,
             )  # fmt: skip
             return (dx, dw, db) if center else (dx, dw)
 
@@ -300,25 +300,32 @@ def _norm_bwd_case(family: str, shape, dtype, device, generator, knobs) -> Case:
     heuristic = norm.bwd_launch_heuristic(M, N, dtype, device)
     operands = norm._bwd_row_operands(center, True, center)
 
-    def describe(config: RowLaunchConfig, in_memory: bool | None) -> dict[str, Any]:
+    def describe(config: RowLaunchConfig, in_memory=None, prefetch=None) -> dict[str, Any]:
         memory = norm.partials_in_memory(config, operands) if in_memory is None else in_memory
+        ahead = norm.prefetch_tiles(config) if prefetch is None else prefetch
         return {"BLOCK_N": config.block_n, "ROWS": config.rows_per_program,
                 "num_warps": config.num_warps, "single_pass": config.single_pass,
                 "partials_in_memory": memory and config.single_pass,
+                "prefetch": ahead and config.single_pass,
                 "programs_before_clamp": config.num_programs}  # fmt: skip
 
-    case.contenders.append(Contender("default", backward(None), describe(heuristic, None)))
+    case.contenders.append(Contender("default", backward(None), describe(heuristic)))
     if heuristic.single_pass:
         flipped = not norm.partials_in_memory(heuristic, operands)
         case.contenders.append(
             Contender(f"default, partials in {'memory' if flipped else 'registers'}",
                       backward(heuristic, flipped), describe(heuristic, flipped))
         )  # fmt: skip
+        ahead = not norm.prefetch_tiles(heuristic)
+        case.contenders.append(
+            Contender(f"default, {'with' if ahead else 'without'} prefetch",
+                      backward(heuristic, prefetch=ahead), describe(heuristic, prefetch=ahead))
+        )  # fmt: skip
         sm_count = norm.device_capabilities(device).sm_count or 1
         one_per_sm = RowLaunchConfig(heuristic.block_n, heuristic.rows_per_program, True,
                                      heuristic.num_warps, min(heuristic.num_programs, sm_count))  # fmt: skip
         case.contenders.append(
-            Contender("default, 1 program per SM", backward(one_per_sm), describe(one_per_sm, None))
+            Contender("default, 1 program per SM", backward(one_per_sm), describe(one_per_sm))
         )  # fmt: skip
     block = next_power_of_2(N)
     tiles = knobs["norm_tiles_small"] if block <= 1024 else knobs["norm_tiles_wide"]
@@ -344,7 +351,7 @@ def _norm_bwd_case(family: str, shape, dtype, device, generator, knobs) -> Case:
                                           num_warps=warps, reread_operands=2)  # fmt: skip
                 case.contenders.append(
                     Contender(f"chunked BLOCK_N={chunk} warps={warps}", backward(config),
-                              describe(config, None))
+                              describe(config))
                 )  # fmt: skip
 
     def public(fn):
@@ -406,7 +413,7 @@ GPU_KNOBS: dict[str, Any] = {
     "ce_blocks": (2048, 4096, 8192),
     "ce_warps": (4, 8, 16),
     "ce_row_warps": (16, 32),
-    "ce_chunked": ((4096, 16), (8192, 32)),
+    "ce_chunked": ((4096, 16), (8192, 32), (16384, 32)),
     "ce_split_bwd": ((8192, 8), (2048, 4)),
     "norm_tiles_small": ((4, 4), (16, 16), (32, 16)),
     "norm_tiles_wide": ((1, 16),),

@@ -499,11 +499,14 @@ def test_strided_weight_and_bias(device):
 
 @pytest.mark.parametrize("center", [False, True], ids=["rms", "layer"])
 @pytest.mark.parametrize("rows", [1, 4])
-@pytest.mark.parametrize("in_memory", [False, True])
-def test_backward_partials_in_registers_or_in_memory(center, rows, in_memory, device):
+@pytest.mark.parametrize(
+    "in_memory, prefetch", [(False, False), (True, False), (False, True), (True, True)]
+)
+def test_backward_partials_in_registers_or_in_memory(center, rows, in_memory, prefetch, device):
     """The rows kernel's partial dweight/dbias kept in registers or in its rows of the partial
-    buffers (wide LayerNorm rows), over a persistent grid with several tiles per program; the
-    one partial-sum launch reduces both."""
+    buffers (wide LayerNorm rows), with or without loading the next tile ahead, over a
+    persistent grid with several tiles per program (the last one ragged); the one partial-sum
+    launch reduces both."""
     from warpforge.ops._rows import RowLaunchConfig
 
     m, n = 11, 37
@@ -515,7 +518,7 @@ def test_backward_partials_in_registers_or_in_memory(center, rows, in_memory, de
     config = RowLaunchConfig(64, rows, True, 1, num_programs=2)  # 2 programs, tiles of `rows`
     dx, dw, db = norm_module._norm_backward(
         dy, x, w, mean.float() if center else None, rstd.float(), None, 0.0, center,
-        True, center, launch=config, in_memory=in_memory,
+        True, center, launch=config, in_memory=in_memory, prefetch=prefetch,
     )  # fmt: skip
     xs, ws = leaves(x64, w64)
     bs = leaves(torch.zeros(n, dtype=torch.float64))[0]
@@ -538,6 +541,8 @@ def test_wide_layer_norm_rows_keep_partials_in_memory_and_grids_fit_the_sms():
         wide, norm_module._bwd_row_operands(False, True, False)
     )
     narrow = RowLaunchConfig(256, 8, True, 8, 528)  # N=256: 8 rows a program, 8 warps
-    assert norm_module._bwd_resident_programs(narrow, 3, False) == 3  # 76 registers (ptxas)
-    assert norm_module._bwd_resident_programs(narrow, 4, False) == 2  # 108 registers
-    assert norm_module._bwd_resident_programs(wide, 4, True) == 1
+    assert norm_module.prefetch_tiles(narrow) and not norm_module.prefetch_tiles(wide)
+    assert norm_module._bwd_resident_programs(narrow, 3, False, False) == 3  # 76 registers
+    assert norm_module._bwd_resident_programs(narrow, 3, False, True) == 2  # 87 (ptxas)
+    assert norm_module._bwd_resident_programs(narrow, 4, False, True) == 2  # 127
+    assert norm_module._bwd_resident_programs(wide, 4, True, False) == 1

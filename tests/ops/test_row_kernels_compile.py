@@ -61,7 +61,7 @@ COMPILE_ALL = textwrap.dedent(
                 flags = dict(CENTER=center, HAS_WEIGHT=True, WEIGHT_GRAD=True, BIAS_GRAD=center, HAS_DH=not center, BLOCK_N=b.block_n)
                 if b.single_pass:
                     in_memory = norm.partials_in_memory(b, norm._bwd_row_operands(center, True, center))
-                    build(nk.norm_bwd_rows_kernel, bwd_types, dict(flags, ROWS=b.rows_per_program, PARTIALS_IN_MEMORY=in_memory), b.num_warps)
+                    build(nk.norm_bwd_rows_kernel, bwd_types, dict(flags, ROWS=b.rows_per_program, PARTIALS_IN_MEMORY=in_memory, PREFETCH=norm.prefetch_tiles(b)), b.num_warps)
                 else:
                     build(nk.norm_bwd_chunked_kernel, bwd_types, flags, b.num_warps)
             f = softmax_ops._fwd_launch_config(M, N, tdt, "cuda")
@@ -73,7 +73,7 @@ COMPILE_ALL = textwrap.dedent(
                 else:
                     build(sk.softmax_fwd_chunked_kernel, sm_types, dict(LOG=log, BLOCK_N=f.block_n), f.num_warps)
                     build(sk.softmax_bwd_chunked_kernel, sm_types, dict(LOG=log, BLOCK_N=b.block_n), b.num_warps)
-        build(nk.partial_sum_kernel, {"DW_PARTIAL": "*fp32", "DW": p, "DB_PARTIAL": "*fp32", "DB": p, "num_partials": "i32", "N": "i32"}, dict(BLOCK_P=128, BLOCK_N=32), 4)
+        build(nk.partial_sum_kernel, {"DW_PARTIAL": "*fp32", "DW": p, "DB_PARTIAL": "*fp32", "DB": p, "num_partials": "i32", "N": "i32"}, dict(BLOCK_P=256, BLOCK_N=16), 4)
     import importlib, os, re, subprocess, tempfile
     from warpforge.ops._kernels import cross_entropy as ck
     ce = importlib.import_module("warpforge.ops.cross_entropy")

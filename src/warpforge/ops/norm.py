@@ -104,10 +104,11 @@ def _bwd_launch_config(
     )
 
 
-_PARTIAL_BLOCK_N = 32
-"""Columns per program of the partial-sum kernel: 128-byte rows of the fp32 partials, and
-enough programs (N / 32 per buffer) to spread even a 256-column reduction over several SMs."""
-_PARTIAL_MAX_BLOCK_P = 128
+_PARTIAL_BLOCK_N = 16
+"""Columns per program of the partial-sum kernel: enough programs (N / 16 per buffer) to spread
+even a 256-column reduction over 32 SMs, each reading 64-byte row pieces of the partials."""
+_PARTIAL_MAX_BLOCK_P = 256
+"""Partial rows per load: up to 256 (two SMs' worth of persistent programs) in one round trip."""
 
 _REGISTER_FILE = 65536
 """32-bit registers per SM (sm_80/sm_90), shared by the resident threads."""
@@ -131,15 +132,25 @@ def partials_in_memory(config: RowLaunchConfig, operands: int) -> bool:
     return operands * per_thread > 48
 
 
-def _bwd_resident_programs(config: RowLaunchConfig, operands: int, in_memory: bool) -> int:
+def prefetch_tiles(config: RowLaunchConfig) -> bool:
+    """Whether the backward rows kernel loads its next tile while processing the current one:
+    when a thread holds at most 8 elements of a tile (the prefetched x and dy then cost ~11-19
+    more registers on sm_90; at 16 elements they would spill)."""
+    per_thread = cdiv(config.block_n * config.rows_per_program, 32 * config.num_warps)
+    return config.single_pass and per_thread <= 8
+
+
+def _bwd_resident_programs(
+    config: RowLaunchConfig, operands: int, in_memory: bool, prefetch: bool
+) -> int:
     """Backward rows-kernel programs one SM holds at once, from its register use: about
     32 + 2 * (live arrays) * (elements a thread) registers a thread (ptxas on sm_90: 76 for
-    RMSNorm and 108 for LayerNorm at 8 elements a thread; one live array in memory mode),
-    capped by what the warps may have. A persistent grid larger than this runs in waves with
+    RMSNorm and 108 for LayerNorm at 8 elements a thread, 87 and 127 with prefetch; one live
+    array in memory mode, one more with prefetch), capped by what the warps may have. A persistent grid larger than this runs in waves with
     a ragged tail."""
     warps = config.num_warps
     per_thread = cdiv(config.block_n * config.rows_per_program, 32 * warps)
-    live = 1 if in_memory else operands
+    live = (1 if in_memory else operands) + int(prefetch)
     registers = 32 + 2 * live * per_thread
     cap = _REGISTER_FILE // (32 * warps)
     registers = min(255, cap, -(-registers // 8) * 8)
@@ -223,10 +234,12 @@ def _norm_backward(
     bias_grad: bool,
     launch: RowLaunchConfig | None = None,
     in_memory: bool | None = None,
+    prefetch: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) for a (M, N) input; dweight/dbias are empty when not asked for.
-    ``launch`` overrides the launch config (the tuner's trials, benchmark sweeps) and
-    ``in_memory`` the choice of :func:`partials_in_memory` (benchmark sweeps)."""
+    ``launch`` overrides the launch config (the tuner's trials, benchmark sweeps), ``in_memory``
+    and ``prefetch`` the choices of :func:`partials_in_memory` and :func:`prefetch_tiles`
+    (benchmark sweeps)."""
     M, N = x.shape
     dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
     wdtype = weight.dtype if weight is not None else x.dtype
@@ -248,10 +261,12 @@ def _norm_backward(
     )
     operands = _bwd_row_operands(center, weight_grad, bias_grad)
     in_memory = partials_in_memory(config, operands) if in_memory is None else in_memory
+    prefetch = prefetch_tiles(config) if prefetch is None else prefetch
     programs = config.num_programs
     sm_count = device_capabilities(x.device).sm_count
     if config.single_pass and sm_count is not None:  # no waves of a persistent grid
-        programs = min(programs, sm_count * _bwd_resident_programs(config, operands, in_memory))
+        resident = _bwd_resident_programs(config, operands, in_memory, prefetch)
+        programs = min(programs, sm_count * resident)
     # the chunked kernel and the in-memory mode accumulate into the partials
     alloc = torch.zeros if in_memory or not config.single_pass else torch.empty
     dw_partial = alloc((programs, N) if weight_grad else (1,), dtype=torch.float32, device=x.device)
@@ -282,7 +297,7 @@ def _norm_backward(
         "HAS_DH": dh is not None,
     }
     if config.single_pass:
-        flags["PARTIALS_IN_MEMORY"] = in_memory
+        flags.update(PARTIALS_IN_MEMORY=in_memory, PREFETCH=prefetch)
     config = dataclasses.replace(config, num_programs=programs)
     with kernel_device(x):
         launch_rows(

@@ -173,6 +173,16 @@ def norm_fwd_chunked_kernel(
 
 
 @triton.jit
+def _load_tile(X, DY, tile, stride_x, stride_dy, M, cols, col_mask, ROWS: tl.constexpr):
+    """(x, dy) of row tile ``tile`` in their storage dtype; rows past M read nothing."""
+    rows = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+    mask = (rows < M)[:, None] & col_mask[None, :]
+    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
+    dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0)
+    return x, dy
+
+
+@triton.jit
 def norm_bwd_rows_kernel(
     DY,
     X,
@@ -198,8 +208,13 @@ def norm_bwd_rows_kernel(
     ROWS: tl.constexpr,
     BLOCK_N: tl.constexpr,
     PARTIALS_IN_MEMORY: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     """dx = rstd * (w*dy - xhat * mean(w*dy*xhat) [- mean(w*dy)]); persistent over row tiles.
+
+    With PREFETCH (small tiles, where a persistent program would otherwise wait for each
+    tile's loads with nothing else in flight) the next tile's x and dy are loaded while the
+    current one is processed.
 
     The program's partial weight/bias gradients live in registers across its tiles, or, with
     PARTIALS_IN_MEMORY (wide rows, where two more register-resident rows would spill), in its
@@ -216,12 +231,22 @@ def norm_bwd_rows_kernel(
     db_acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
 
     num_tiles = tl.cdiv(M, ROWS)
+    if PREFETCH:
+        x_next, dy_next = _load_tile(X, DY, pid, stride_x, stride_dy, M, cols, col_mask, ROWS)
     for tile in range(pid, num_tiles, num_programs):
         rows = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)
         row_mask = rows < M
         mask = row_mask[:, None] & col_mask[None, :]
-        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
-        dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0)
+        if PREFETCH:
+            # this tile was loaded during the previous one; start loading the next (masked off
+            # past the end), so a program's loads overlap its own arithmetic and stores
+            x, dy = x_next, dy_next
+            x_next, dy_next = _load_tile(
+                X, DY, tile + num_programs, stride_x, stride_dy, M, cols, col_mask, ROWS
+            )
+        else:
+            x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
+            dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0)
         x = x.to(tl.float32)
         dy = dy.to(tl.float32)
         rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
