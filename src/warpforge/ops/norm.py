@@ -157,6 +157,19 @@ def _bwd_resident_programs(
     return max(1, min(_MAX_WARPS_PER_SM // warps, _REGISTER_FILE // (32 * warps * registers)))
 
 
+@functools.lru_cache(maxsize=1024)
+def _bwd_grid(
+    config: RowLaunchConfig, operands: int, in_memory: bool, prefetch: bool, device: torch.device
+) -> int:
+    """The backward's persistent grid: ``config.num_programs``, at most what the SMs hold at
+    once for the rows kernel (no waves with a ragged tail)."""
+    sm_count = device_capabilities(device).sm_count
+    if not config.single_pass or sm_count is None:
+        return config.num_programs
+    resident = _bwd_resident_programs(config, operands, in_memory, prefetch)
+    return min(config.num_programs, sm_count * resident)
+
+
 # --------------------------------------------------------------------------- shared kernels path
 
 
@@ -262,11 +275,7 @@ def _norm_backward(
     operands = _bwd_row_operands(center, weight_grad, bias_grad)
     in_memory = partials_in_memory(config, operands) if in_memory is None else in_memory
     prefetch = prefetch_tiles(config) if prefetch is None else prefetch
-    programs = config.num_programs
-    sm_count = device_capabilities(x.device).sm_count
-    if config.single_pass and sm_count is not None:  # no waves of a persistent grid
-        resident = _bwd_resident_programs(config, operands, in_memory, prefetch)
-        programs = min(programs, sm_count * resident)
+    programs = _bwd_grid(config, operands, in_memory, prefetch, x.device)
     # the chunked kernel and the in-memory mode accumulate into the partials
     alloc = torch.zeros if in_memory or not config.single_pass else torch.empty
     dw_partial = alloc((programs, N) if weight_grad else (1,), dtype=torch.float32, device=x.device)
