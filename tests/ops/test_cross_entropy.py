@@ -423,6 +423,31 @@ def test_gpu_matches_reference(shape, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpu_chunked_forward_with_grad_in_place(dtype):
+    """The chunked forward-with-gradient kernel (rows longer than one block, as the fused linear
+    cross entropy's chunks are at large vocabularies): a persistent grid of fewer programs than
+    rows, writing the gradient over the logits."""
+    gen = torch.Generator().manual_seed(23)
+    rows, vocab = 300, 128256
+    logits = (torch.randn(rows, vocab, generator=gen) * 3).to("cuda", dtype)
+    target = random_target((rows,), vocab, gen).cuda()
+    grad_loss = (torch.rand(rows, generator=gen) + 0.5).cuda()
+    x64 = logits.double().requires_grad_()
+    expected_rows = reference_cross_entropy(
+        x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-4
+    )
+    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
+    in_place = logits.clone()
+    loss, _ = ce_module.row_losses(
+        in_place, target, IGNORE, 0.1, 1e-4, grad_out=in_place, grad_loss=grad_loss
+    )
+    tol = 1e-5 if dtype == torch.float32 else 1.6e-2
+    torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=tol, rtol=tol)
+    torch.testing.assert_close(in_place.double(), expected, atol=tol * 1e-3, rtol=tol)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("vocab", [32000, 128256], ids=["fused", "split"])
 def test_gpu_torch_compile_fullgraph_and_cuda_graph(vocab):
     gen = torch.Generator().manual_seed(21)

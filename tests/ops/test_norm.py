@@ -546,3 +546,27 @@ def test_wide_layer_norm_rows_keep_partials_in_memory_and_grids_fit_the_sms():
     assert norm_module._bwd_resident_programs(narrow, 3, False, True) == 2  # 87 (ptxas)
     assert norm_module._bwd_resident_programs(narrow, 4, False, True) == 2  # 127
     assert norm_module._bwd_resident_programs(wide, 4, True, False) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [256, 4096, 16384])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpu_backward_kernel_paths(n, dtype):
+    """The backward launch shapes of the benchmark widths on the GPU: prefetching tiles of short
+    rows over a persistent grid of several tiles a program, and LayerNorm's in-memory partials
+    at 16384 columns; dx, dweight and dbias against float64."""
+    m = 4096 if n < 16384 else 600
+    x, w, b, dy = (randn(*s, dtype=dtype, device="cuda") for s in ((m, n), (n,), (n,), (m, n)))
+    tol = 1e-4 if dtype == torch.float32 else 5e-2
+    for center in (False, True):
+        xs, ws, bs = leaves(x, w, b)
+        y = layer_norm(xs, ws, bs) if center else rms_norm(xs, ws)
+        got = torch.autograd.grad(y, (xs, ws, bs) if center else (xs, ws), dy)
+        x64, w64, b64 = leaves(x.double(), w.double(), b.double())
+        y64 = layer_norm_ref(x64, w64, b64) if center else rms_norm_ref(x64, w64)[0]
+        want = torch.autograd.grad(y64, (x64, w64, b64) if center else (x64, w64), dy.double())
+        for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=False):
+            scale = e.abs().max().item()  # dweight sums m rows: compare relative to its size
+            torch.testing.assert_close(
+                g.double() / scale, e / scale, atol=tol, rtol=tol, msg=f"{center} {name}"
+            )
