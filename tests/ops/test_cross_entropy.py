@@ -194,6 +194,65 @@ def test_forward_with_grad_fills_a_poisoned_buffer_even_in_place(path):
     torch.testing.assert_close(in_place.double(), expected, atol=2e-6, rtol=2e-5)
 
 
+def test_chunked_forward_with_grad_loops_rows_and_chunks_in_place(path):
+    """Rows longer than the block: the persistent chunked kernel (more rows than programs, the
+    gradient pass walking each row backwards), into a poisoned buffer and in place."""
+    gen = torch.Generator().manual_seed(18)
+    logits = torch.randn(9, 37, generator=gen) * 3
+    target = random_target((9,), 37, gen)
+    target[0], target[1] = 0, 36  # first and last column
+    grad_loss = torch.rand(9, generator=gen) + 0.5
+    x64 = logits.double().requires_grad_()
+    rows = reference_cross_entropy(x64, target, reduction="none", label_smoothing=0.1, z_loss=0.01)
+    (expected,) = torch.autograd.grad(rows, x64, grad_loss.double())
+    for out in (torch.full_like(logits, float("nan")), logits.clone()):
+        source = out if not out.isnan().any() else logits
+        loss, _ = ce_module.row_losses(
+            source, target, IGNORE, 0.1, 0.01, grad_out=out, grad_loss=grad_loss, launch=(16, 1)
+        )
+        torch.testing.assert_close(loss.double(), rows.detach(), atol=2e-5, rtol=2e-5)
+        torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
+
+
+def test_streaming_backward_covers_every_column_block(path):
+    """The backward's (row, block) grid with several blocks per row and a ragged last block."""
+    gen = torch.Generator().manual_seed(19)
+    logits = torch.randn(4, 53, generator=gen) * 2
+    target = torch.tensor([52, IGNORE, 0, 17])
+    _, lse = ce_module.row_losses(logits, target, IGNORE, 0.0, 0.05)
+    grad_loss = torch.rand(4, generator=gen) + 0.5
+    poisoned = torch.full_like(logits, float("nan"))
+    ce_module.row_grads(poisoned, logits, target, lse, grad_loss, IGNORE, 0.0, 0.05, launch=(16, 1))
+    x64 = logits.double().requires_grad_()
+    rows = reference_cross_entropy(x64, target, reduction="none", z_loss=0.05)
+    (expected,) = torch.autograd.grad(rows, x64, grad_loss.double())
+    torch.testing.assert_close(poisoned.double(), expected, atol=2e-6, rtol=2e-5)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_long_rows_save_lse_for_the_streaming_backward(reduction, path, monkeypatch):
+    """Past FUSED_GRAD_MAX_COLS the forward saves lse and the backward streams the logits (made
+    to apply to small rows here), with grad_output applied in that one pass."""
+    monkeypatch.setattr(ce_module, "FUSED_GRAD_MAX_COLS", 16)
+    backward_calls = []
+    row_grads = ce_module.row_grads
+    monkeypatch.setattr(
+        ce_module, "row_grads", lambda *a, **k: backward_calls.append(1) or row_grads(*a, **k)
+    )
+    gen = torch.Generator().manual_seed(20)
+    logits = torch.randn(3, 5, 41, generator=gen) * 3
+    target = random_target((3, 5), 41, gen)
+    target[0, 0] = 40
+    check_forward_backward(
+        logits, target, torch.float32, 2e-5,
+        reduction=reduction, label_smoothing=0.1, z_loss=1e-3,
+    )  # fmt: skip
+    assert backward_calls == [1]
+    small = torch.randn(4, 16, generator=gen, requires_grad=True)  # 16 columns: fused again
+    cross_entropy(small, torch.tensor([0, 15, IGNORE, 3])).backward()
+    assert backward_calls == [1]
+
+
 def test_unit_grad_output_skips_scaling_and_keeps_user_logits(path):
     gen = torch.Generator().manual_seed(15)
     logits = (torch.randn(7, 45, generator=gen) * 2).requires_grad_()
@@ -257,7 +316,10 @@ def test_property_matches_reference(rows, n_classes, smoothing, z_loss, reductio
     )  # fmt: skip
 
 
-def test_compiles_fullgraph_with_fake_kernels():
+@pytest.mark.parametrize("strategy", ["fused", "split"])
+def test_compiles_fullgraph_with_fake_kernels(strategy, monkeypatch):
+    if strategy == "split":  # the forward saves lse, the backward op streams the logits
+        monkeypatch.setattr(ce_module, "FUSED_GRAD_MAX_COLS", 8)
     gen = torch.Generator().manual_seed(10)
     logits = torch.randn(5, 12, generator=gen, requires_grad=True)
     target = random_target((5,), 12, gen)
@@ -361,10 +423,36 @@ def test_gpu_matches_reference(shape, dtype):
 
 
 @pytest.mark.gpu
-def test_gpu_torch_compile_fullgraph_and_cuda_graph():
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpu_chunked_forward_with_grad_in_place(dtype):
+    """The chunked forward-with-gradient kernel (rows longer than one block, as the fused linear
+    cross entropy's chunks are at large vocabularies): a persistent grid of fewer programs than
+    rows, writing the gradient over the logits."""
+    gen = torch.Generator().manual_seed(23)
+    rows, vocab = 300, 128256
+    logits = (torch.randn(rows, vocab, generator=gen) * 3).to("cuda", dtype)
+    target = random_target((rows,), vocab, gen).cuda()
+    grad_loss = (torch.rand(rows, generator=gen) + 0.5).cuda()
+    x64 = logits.double().requires_grad_()
+    expected_rows = reference_cross_entropy(
+        x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-4
+    )
+    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
+    in_place = logits.clone()
+    loss, _ = ce_module.row_losses(
+        in_place, target, IGNORE, 0.1, 1e-4, grad_out=in_place, grad_loss=grad_loss
+    )
+    tol = 1e-5 if dtype == torch.float32 else 1.6e-2
+    torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=tol, rtol=tol)
+    torch.testing.assert_close(in_place.double(), expected, atol=tol * 1e-3, rtol=tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("vocab", [32000, 128256], ids=["fused", "split"])
+def test_gpu_torch_compile_fullgraph_and_cuda_graph(vocab):
     gen = torch.Generator().manual_seed(21)
-    logits = (torch.randn(128, 32000, generator=gen) * 2).cuda().to(torch.bfloat16).requires_grad_()
-    target = random_target((128,), 32000, gen).cuda()
+    logits = (torch.randn(128, vocab, generator=gen) * 2).cuda().to(torch.bfloat16).requires_grad_()
+    target = random_target((128,), vocab, gen).cuda()
 
     def step(x, t):
         loss = cross_entropy(x, t, label_smoothing=0.1)
@@ -387,7 +475,7 @@ def test_gpu_torch_compile_fullgraph_and_cuda_graph():
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         graph_loss, graph_grad = step(static_x, target)
-    fresh = (torch.randn(128, 32000, generator=gen) * 2).cuda().to(torch.bfloat16)
+    fresh = (torch.randn(128, vocab, generator=gen) * 2).cuda().to(torch.bfloat16)
     with torch.no_grad():
         static_x.copy_(fresh)
     graph.replay()

@@ -17,6 +17,7 @@ MODULES = (
 )
 NAMES = (
     "cross_entropy.fwd",
+    "cross_entropy.bwd",
     "cross_entropy.fwd_bwd",
     "fused_linear_cross_entropy.fwd_bwd",
     "swiglu.fwd",

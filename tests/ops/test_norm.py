@@ -495,3 +495,78 @@ def test_strided_weight_and_bias(device):
     want = torch.autograd.grad(y64, (x64, packed64), dy.double())
     for g, e in zip(got, want, strict=True):
         close(g, e, 1e-4, "grad")
+
+
+@pytest.mark.parametrize("center", [False, True], ids=["rms", "layer"])
+@pytest.mark.parametrize("rows", [1, 4])
+@pytest.mark.parametrize(
+    "in_memory, prefetch", [(False, False), (True, False), (False, True), (True, True)]
+)
+def test_backward_partials_in_registers_or_in_memory(center, rows, in_memory, prefetch, device):
+    """The rows kernel's partial dweight/dbias kept in registers or in its rows of the partial
+    buffers (wide LayerNorm rows), with or without loading the next tile ahead, over a
+    persistent grid with several tiles per program (the last one ragged); the one partial-sum
+    launch reduces both."""
+    from warpforge.ops._rows import RowLaunchConfig
+
+    m, n = 11, 37
+    x, w, dy = (randn(*s, device=device) for s in ((m, n), (n,), (m, n)))
+    x64, w64 = x.double(), w.double()
+    mean = x64.mean(-1) if center else None
+    xc = x64 - mean[:, None] if center else x64
+    rstd = torch.rsqrt(xc.pow(2).mean(-1) + 1e-5)
+    config = RowLaunchConfig(64, rows, True, 1, num_programs=2)  # 2 programs, tiles of `rows`
+    dx, dw, db = norm_module._norm_backward(
+        dy, x, w, mean.float() if center else None, rstd.float(), None, 0.0, center,
+        True, center, launch=config, in_memory=in_memory, prefetch=prefetch,
+    )  # fmt: skip
+    xs, ws = leaves(x64, w64)
+    bs = leaves(torch.zeros(n, dtype=torch.float64))[0]
+    y = layer_norm_ref(xs, ws, bs) if center else rms_norm_ref(xs, ws, eps=1e-5)[0]
+    want = torch.autograd.grad(y, (xs, ws, bs) if center else (xs, ws), dy.double())
+    close(dx, want[0], 1e-4, "dx")
+    close(dw, want[1], 1e-4, "dweight")
+    if center:
+        close(db, want[2], 1e-4, "dbias")
+
+
+def test_wide_layer_norm_rows_keep_partials_in_memory_and_grids_fit_the_sms():
+    """Launch policy (no kernel run): LayerNorm's 4 live rows at 16 elements a thread go to
+    memory, RMSNorm's 3 stay in registers; persistent grids never exceed the resident slots."""
+    from warpforge.ops._rows import RowLaunchConfig
+
+    wide = RowLaunchConfig(16384, 1, True, 32, 132)
+    assert norm_module.partials_in_memory(wide, norm_module._bwd_row_operands(True, True, True))
+    assert not norm_module.partials_in_memory(
+        wide, norm_module._bwd_row_operands(False, True, False)
+    )
+    narrow = RowLaunchConfig(256, 8, True, 8, 528)  # N=256: 8 rows a program, 8 warps
+    assert norm_module.prefetch_tiles(narrow) and not norm_module.prefetch_tiles(wide)
+    assert norm_module._bwd_resident_programs(narrow, 3, False, False) == 3  # 76 registers
+    assert norm_module._bwd_resident_programs(narrow, 3, False, True) == 2  # 87 (ptxas)
+    assert norm_module._bwd_resident_programs(narrow, 4, False, True) == 2  # 127
+    assert norm_module._bwd_resident_programs(wide, 4, True, False) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [256, 4096, 16384])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpu_backward_kernel_paths(n, dtype):
+    """The backward launch shapes of the benchmark widths on the GPU: prefetching tiles of short
+    rows over a persistent grid of several tiles a program, and LayerNorm's in-memory partials
+    at 16384 columns; dx, dweight and dbias against float64."""
+    m = 4096 if n < 16384 else 600
+    x, w, b, dy = (randn(*s, dtype=dtype, device="cuda") for s in ((m, n), (n,), (n,), (m, n)))
+    tol = 1e-4 if dtype == torch.float32 else 5e-2
+    for center in (False, True):
+        xs, ws, bs = leaves(x, w, b)
+        y = layer_norm(xs, ws, bs) if center else rms_norm(xs, ws)
+        got = torch.autograd.grad(y, (xs, ws, bs) if center else (xs, ws), dy)
+        x64, w64, b64 = leaves(x.double(), w.double(), b.double())
+        y64 = layer_norm_ref(x64, w64, b64) if center else rms_norm_ref(x64, w64)[0]
+        want = torch.autograd.grad(y64, (x64, w64, b64) if center else (x64, w64), dy.double())
+        for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=False):
+            scale = e.abs().max().item()  # dweight sums m rows: compare relative to its size
+            torch.testing.assert_close(
+                g.double() / scale, e / scale, atol=tol, rtol=tol, msg=f"{center} {name}"
+            )

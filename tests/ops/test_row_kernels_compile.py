@@ -1,6 +1,7 @@
-"""The norm and softmax kernels compile for sm_90 with the launch shapes the ops pick for the
-benchmark shapes. Runs without a GPU: Triton lowers to PTX and cubin for a named target, which
-catches what the interpreter cannot (type rules of compiled loops, constexpr branches)."""
+"""The norm, softmax and cross-entropy kernels compile for sm_90 with the launch shapes the ops
+pick for the benchmark shapes, the whole-row cross-entropy kernel without register spills. Runs
+without a GPU: Triton lowers to PTX and cubin for a named target, which catches what the
+interpreter cannot (type rules of compiled loops, constexpr branches)."""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ COMPILE_ALL = textwrap.dedent(
                     build(nk.norm_fwd_chunked_kernel, fwd_types, flags, f.num_warps)
                 flags = dict(CENTER=center, HAS_WEIGHT=True, WEIGHT_GRAD=True, BIAS_GRAD=center, HAS_DH=not center, BLOCK_N=b.block_n)
                 if b.single_pass:
-                    build(nk.norm_bwd_rows_kernel, bwd_types, dict(flags, ROWS=b.rows_per_program), b.num_warps)
+                    in_memory = norm.partials_in_memory(b, norm._bwd_row_operands(center, True, center))
+                    build(nk.norm_bwd_rows_kernel, bwd_types, dict(flags, ROWS=b.rows_per_program, PARTIALS_IN_MEMORY=in_memory, PREFETCH=norm.prefetch_tiles(b)), b.num_warps)
                 else:
                     build(nk.norm_bwd_chunked_kernel, bwd_types, flags, b.num_warps)
             f = softmax_ops._fwd_launch_config(M, N, tdt, "cuda")
@@ -71,7 +73,42 @@ COMPILE_ALL = textwrap.dedent(
                 else:
                     build(sk.softmax_fwd_chunked_kernel, sm_types, dict(LOG=log, BLOCK_N=f.block_n), f.num_warps)
                     build(sk.softmax_bwd_chunked_kernel, sm_types, dict(LOG=log, BLOCK_N=b.block_n), b.num_warps)
-        build(nk.partial_sum_kernel, {"PARTIAL": "*fp32", "OUT": p, "num_partials": "i32", "N": "i32"}, dict(BLOCK_P=64, BLOCK_N=128), 4)
+        build(nk.partial_sum_kernel, {"DW_PARTIAL": "*fp32", "DW": p, "DB_PARTIAL": "*fp32", "DB": p, "num_partials": "i32", "N": "i32"}, dict(BLOCK_P=256, BLOCK_N=16), 4)
+    import importlib, os, re, subprocess, tempfile
+    from warpforge.ops._kernels import cross_entropy as ck
+    ce = importlib.import_module("warpforge.ops.cross_entropy")
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/cuobjdump")
+
+    def spilled_bytes(fn, types, constexprs, num_warps):
+        signature = {a: "constexpr" if a in constexprs else types.get(a, "i32") for a in fn.arg_names}
+        kernel = triton.compile(
+            ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+            target=target, options={"num_warps": num_warps},
+        )
+        if not os.path.exists(cuobjdump):
+            return 0
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+            f.write(kernel.asm["cubin"])
+            f.flush()
+            usage = subprocess.run([cuobjdump, "-res-usage", f.name], capture_output=True, text=True).stdout
+        return int(re.search(r"STACK:([0-9]+)", usage).group(1))
+
+    for dt, tdt in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+        p = "*" + dt
+        types = dict(logits_ptr=p, grad_ptr=p, grad_logits_ptr=p, target_ptr="*i64", loss_ptr="*fp32",
+                     lse_ptr="*fp32", grad_loss_ptr="*fp32", label_smoothing="fp32", z_loss="fp32")
+        for vocab in (32000, 128256, 262144):
+            flags = dict(HAS_SMOOTHING=True, CHECK_TARGETS=False)
+            block, warps = ce.fused_grad_launch_heuristic(vocab, tdt.itemsize)
+            if block >= vocab:  # the whole row stays in registers: it must not spill
+                stack = spilled_bytes(ck.cross_entropy_fwd_grad_row_kernel, types, dict(flags, BLOCK=block), warps)
+                assert stack == 0, f"whole-row kernel spills {stack} bytes ({dt}, BLOCK={block})"
+            else:
+                spilled_bytes(ck.cross_entropy_fwd_grad_kernel, types, dict(flags, BLOCK=block), warps)
+            block, warps = ce.launch_heuristic(vocab, tdt.itemsize)
+            spilled_bytes(ck.cross_entropy_fwd_kernel, types, dict(flags, BLOCK=block), warps)
+            block, warps = ce.bwd_launch_heuristic(vocab, tdt.itemsize)
+            spilled_bytes(ck.cross_entropy_bwd_kernel, types, dict(BLOCK=block), warps)
     print("compiled-all")
     """
 )

@@ -5,10 +5,17 @@
 every non-ignored row. The class dimension is the *last* one (torch puts it at dim 1 for
 inputs with more than two dimensions).
 
-When the logits require grad, the forward kernel reads them once and also writes the gradient
-of the reduced loss into its own buffer (the user's logits are never overwritten and need not be
-kept alive); the backward multiplies that buffer by ``grad_output`` in place, skipping rows whose
-factor is exactly 1, so ``loss.backward()`` costs one read and one write of the logits in all.
+When the logits require grad, how the gradient is made depends on the row length:
+
+* rows up to ``FUSED_GRAD_MAX_COLS`` classes fit in registers, so the forward kernel reads them
+  once and also writes the gradient of the reduced loss into its own buffer (the user's logits
+  are never overwritten and need not be kept alive); the backward multiplies that buffer by
+  ``grad_output`` in place, skipping rows whose factor is exactly 1, so ``loss.backward()``
+  costs one read and one write of the logits in all;
+* longer rows would have to be read twice by such a kernel (from DRAM: the rows in flight do
+  not fit in L2), so the forward only reads them and saves ``lse``, and the backward streams
+  them once more (read logits, write gradient) at copy speed, scaled by ``grad_output`` there.
+
 Without grad the forward only reads the logits.
 """
 
@@ -20,8 +27,13 @@ import math
 import torch
 
 from warpforge.dispatch import dispatched_op
-from warpforge.ops._rows import kernel_device, next_power_of_2
-from warpforge.runtime import ExecutionPath, checks_enabled, execution_path
+from warpforge.ops._rows import cdiv, kernel_device, next_power_of_2
+from warpforge.runtime import (
+    ExecutionPath,
+    checks_enabled,
+    device_capabilities,
+    execution_path,
+)
 from warpforge.validation import check_choice, check_same_device, check_tensor, describe
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -38,6 +50,58 @@ def launch_heuristic(n_cols: int, element_size: int) -> tuple[int, int]:
 
 
 _launch_config = functools.lru_cache(maxsize=256)(launch_heuristic)
+
+WHOLE_ROW_MAX_BLOCK = 32768
+"""Widest row the forward-with-gradient kernel keeps in registers: at 32 warps it needs 54
+registers a thread on sm_90 (ptxas), inside the 64 that 1024 threads may have, without spills."""
+
+FUSED_GRAD_MAX_COLS = WHOLE_ROW_MAX_BLOCK
+"""Rows of up to this many classes get their gradient in the forward (one read, one write);
+longer rows save lse for the streaming backward (see the module docstring)."""
+
+
+def fused_grad_launch_heuristic(n_cols: int, element_size: int) -> tuple[int, int]:
+    """(BLOCK, num_warps) of the forward-with-gradient kernels: the whole (padded) row as one
+    block with ~32 elements a thread when it fits in registers; else 8192-element chunks at 32
+    warps (53-58 registers, no spills on sm_90), since the chunked kernel's persistent grid
+    holds one row per SM and each chunk in flight is all that SM reads at a time."""
+    block = max(16, next_power_of_2(n_cols))
+    if block <= WHOLE_ROW_MAX_BLOCK:
+        return block, max(1, min(32, block // 1024))
+    return 8192, 32
+
+
+def bwd_launch_heuristic(n_cols: int, element_size: int) -> tuple[int, int]:
+    """(BLOCK, num_warps) of the streaming backward: 4096-element slices (16 KB fp32, 8 KB in
+    16-bit types) with 16 elements a thread (~56 registers on sm_90, so 4 programs an SM)."""
+    block = max(16, min(next_power_of_2(n_cols), 4096))
+    return block, max(1, min(8, block // 512))
+
+
+_fused_grad_launch_config = functools.lru_cache(maxsize=256)(fused_grad_launch_heuristic)
+_bwd_launch_config = functools.lru_cache(maxsize=256)(bwd_launch_heuristic)
+
+_L2_SHARE = 0.5
+"""Share of L2 that the rows in flight of the chunked forward-with-gradient kernel may fill
+(the gradient it writes passes through L2 too)."""
+
+_INTERPRETER_PROGRAMS = 4
+
+
+def _chunked_grad_programs(n_rows: int, n_cols: int, element_size: int, device) -> int:
+    """Persistent grid of the chunked forward-with-gradient kernel: 1-4 rows in flight per SM,
+    as many as fit in ``_L2_SHARE`` of L2, so the gradient pass re-reads its row from L2."""
+    caps = device_capabilities(device)
+    if caps.sm_count is None:
+        return max(1, min(n_rows, _INTERPRETER_PROGRAMS))
+    l2 = caps.l2_bytes or 50 * 2**20
+    per_sm = int(_L2_SHARE * l2 // (caps.sm_count * n_cols * element_size))
+    return max(1, min(n_rows, caps.sm_count * max(1, min(4, per_sm))))
+
+
+def gradient_in_forward(n_cols: int) -> bool:
+    """True when a forward with grad should write the gradient itself (see the docstring)."""
+    return next_power_of_2(n_cols) <= FUSED_GRAD_MAX_COLS
 
 
 @functools.lru_cache(maxsize=1024)
@@ -112,7 +176,7 @@ def row_losses(
     elif grad_out is None:
         block, num_warps = _fwd_launch_config(n_rows, n_cols, logits.dtype, logits.device)
     else:
-        block, num_warps = _launch_config(n_cols, logits.element_size())
+        block, num_warps = _fused_grad_launch_config(n_cols, logits.element_size())
     common = (n_cols, ignore_index, float(label_smoothing), float(z_loss))
     options = {
         "BLOCK": block,
@@ -125,10 +189,16 @@ def row_losses(
             kernels.cross_entropy_fwd_kernel[(n_rows,)](
                 logits, target, loss, lse, logits.stride(0), *common, **options
             )
-        else:
-            kernels.cross_entropy_fwd_grad_kernel[(n_rows,)](
+        elif block >= n_cols:  # the whole row in registers
+            kernels.cross_entropy_fwd_grad_row_kernel[(n_rows,)](
                 logits, target, loss, lse, grad_out, grad_loss, _row_stride(grad_loss),
                 logits.stride(0), grad_out.stride(0), *common, **options,
+            )  # fmt: skip
+        else:
+            programs = _chunked_grad_programs(n_rows, n_cols, logits.element_size(), logits.device)
+            kernels.cross_entropy_fwd_grad_kernel[(programs,)](
+                logits, target, loss, lse, grad_out, grad_loss, _row_stride(grad_loss),
+                logits.stride(0), grad_out.stride(0), n_rows, *common, **options,
             )  # fmt: skip
     return loss, lse
 
@@ -162,10 +232,13 @@ def row_grads(
     ignore_index: int,
     label_smoothing: float,
     z_loss: float,
+    *,
+    launch: tuple[int, int] | None = None,
 ) -> torch.Tensor:
     """Write d(loss . grad_loss)/d(logits) into ``grad_logits`` (may be ``logits`` itself).
 
     ``grad_loss`` is float32 with one value per row, or one value broadcast (stride 0).
+    ``launch`` = (BLOCK, num_warps) overrides the launch config (benchmark sweeps).
     """
     n_rows, n_cols = logits.shape
     if n_rows == 0:
@@ -177,9 +250,9 @@ def row_grads(
         return grad_logits.copy_(grad)
     from warpforge.ops._kernels.cross_entropy import cross_entropy_bwd_kernel
 
-    block, num_warps = _launch_config(n_cols, logits.element_size())
+    block, num_warps = launch or _bwd_launch_config(n_cols, logits.element_size())
     with kernel_device(logits):
-        cross_entropy_bwd_kernel[(n_rows,)](
+        cross_entropy_bwd_kernel[(n_rows, cdiv(n_cols, block))](
             grad_logits,
             logits,
             target,
@@ -465,7 +538,7 @@ def cross_entropy(
     target1d = target.reshape(-1)
     if not target1d.is_contiguous():
         target1d = target1d.contiguous()
-    if torch.is_grad_enabled() and logits.requires_grad:
+    if torch.is_grad_enabled() and logits.requires_grad and gradient_in_forward(n_classes):
         loss, _ = _cross_entropy_fwd_grad(
             logits2d, target1d, ignore_index, label_smoothing, float(z_loss), reduction
         )

@@ -1,5 +1,6 @@
-"""Benchmark problems for the losses: cross entropy (forward; forward+backward) and the fused
-linear cross entropy (forward+backward). Importing this module registers them."""
+"""Benchmark problems for the losses: cross entropy (forward; backward alone from the saved
+forward state; forward+backward) and the fused linear cross entropy (forward+backward).
+Importing this module registers them."""
 
 from __future__ import annotations
 
@@ -103,6 +104,76 @@ CROSS_ENTROPY_FWD_BWD = register_problem(
             "liger": _liger_cross_entropy_fwd_bwd,
         },
         description="mean cross entropy and its gradient w.r.t. the logits (grad_output 1)",
+    )
+)
+
+
+# --- cross_entropy.bwd ----------------------------------------------------------------------
+
+
+def _backward_inputs(
+    shape: Shape, dtype: torch.dtype, device: torch.device, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What a backward starts from: the logits and targets, the forward's saved fp32 logsumexp
+    and a per-row grad_output (reduction="none": the general case, every row scaled)."""
+    logits, target = _logits_and_target(shape, dtype, device, generator)
+    lse = torch.logsumexp(logits.float(), dim=-1)
+    grad_output = torch.rand(shape["M"], generator=generator, device=device) + 0.5
+    return logits, target, lse, grad_output
+
+
+def cross_entropy_grad_reference(
+    logits: torch.Tensor, target: torch.Tensor, lse: torch.Tensor, grad_output: torch.Tensor
+) -> torch.Tensor:
+    """d(sum_rows grad_output * loss_row)/d(logits) from the logits alone (lse is ignored, so the
+    ground truth does not depend on the state the implementation is given)."""
+    x = logits.float() if logits.dtype != torch.float64 else logits
+    valid = target != IGNORE_INDEX
+    one_hot = F.one_hot(torch.where(valid, target, 0), x.shape[-1]).to(x.dtype)
+    scale = torch.where(valid, grad_output.to(x.dtype), 0.0)
+    return ((torch.softmax(x, dim=-1) - one_hot) * scale[:, None]).to(logits.dtype)
+
+
+def _grad_from_lse(
+    logits: torch.Tensor, target: torch.Tensor, lse: torch.Tensor, grad_output: torch.Tensor
+) -> torch.Tensor:
+    """The same gradient from the saved lse, in eager PyTorch: what a hand-written backward
+    does (torch.compile fuses it into one read-logits, write-gradient kernel)."""
+    x = logits.float()
+    valid = target != IGNORE_INDEX
+    scale = torch.where(valid, grad_output.float(), 0.0)
+    grad = torch.exp(x - lse[:, None]) * scale[:, None]
+    rows = torch.arange(x.shape[0], device=x.device)
+    grad[rows, torch.where(valid, target, 0)] -= scale
+    return grad.to(logits.dtype)
+
+
+def cross_entropy_backward_implementation(
+    logits: torch.Tensor, target: torch.Tensor, lse: torch.Tensor, grad_output: torch.Tensor
+) -> torch.Tensor:
+    """warpforge's backward op as autograd calls it, from the saved forward state."""
+    from warpforge.ops.cross_entropy import _cross_entropy_bwd
+
+    return _cross_entropy_bwd(grad_output, logits, target, lse, IGNORE_INDEX, 0.0, 0.0)
+
+
+CROSS_ENTROPY_BWD = register_problem(
+    Problem(
+        name="cross_entropy.bwd",
+        reference=cross_entropy_grad_reference,
+        implementation=cross_entropy_backward_implementation,
+        make_inputs=_backward_inputs,
+        flops=lambda s, d: 5.0 * s["M"] * s["V"],
+        # read the logits, write their gradient; per row: lse (4), target (8), grad_output (4)
+        bytes_moved=lambda s, d: 2 * s["M"] * s["V"] * d.itemsize + s["M"] * 16,
+        shapes=CE_SHAPES,
+        cpu_shapes=CE_CPU_SHAPES,
+        baselines={
+            "torch": lambda: _grad_from_lse,
+            "torch.compile": lambda: torch.compile(_grad_from_lse),
+        },
+        description="cross-entropy backward alone: gradient of the logits from the saved lse, "
+        "per-row grad_output, 1 in 16 targets ignored (Liger has no separate backward)",
     )
 )
 

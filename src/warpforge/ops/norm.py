@@ -12,6 +12,7 @@ Backward passes are custom ops of their own, so both directions work under
 # No ``from __future__ import annotations``: torch.library infers the custom ops' schemas from
 # these annotations, and older torch releases do not resolve string annotations.
 
+import dataclasses
 import functools
 
 import torch
@@ -23,9 +24,10 @@ from warpforge.ops._rows import (
     cdiv,
     kernel_device,
     launch_rows,
+    next_power_of_2,
     row_launch_config,
 )
-from warpforge.runtime import ExecutionPath, execution_path
+from warpforge.runtime import ExecutionPath, device_capabilities, execution_path
 from warpforge.validation import (
     FLOAT_DTYPES,
     check_positive,
@@ -111,8 +113,70 @@ def _kernel_name(center: bool, residual_stream: torch.Tensor | None, backward: b
     return f"{family}.{'bwd' if backward else 'fwd'}"
 
 
-_PARTIAL_BLOCK_P = 64
-_PARTIAL_BLOCK_N = 128
+_PARTIAL_BLOCK_N = 16
+"""Columns per program of the partial-sum kernel: enough programs (N / 16 per buffer) to spread
+even a 256-column reduction over 32 SMs, each reading 64-byte row pieces of the partials."""
+_PARTIAL_MAX_BLOCK_P = 256
+"""Partial rows per load: up to 256 (two SMs' worth of persistent programs) in one round trip."""
+
+_REGISTER_FILE = 65536
+"""32-bit registers per SM (sm_80/sm_90), shared by the resident threads."""
+_MAX_WARPS_PER_SM = 64
+
+
+def _bwd_row_operands(center: bool, weight_grad: bool, bias_grad: bool) -> int:
+    """Row-sized fp32 arrays the backward rows kernel keeps live per element: x, dy and the
+    partial weight/bias gradients it accumulates in registers."""
+    return 2 + int(weight_grad) + int(bias_grad and center)
+
+
+def partials_in_memory(config: RowLaunchConfig, operands: int) -> bool:
+    """Whether the backward rows kernel keeps its partial dweight/dbias in its own rows of the
+    partial buffers rather than in registers: one row per program with more than 48 live
+    values a thread. LayerNorm with both gradients at N=16384 (4 x 16) would spill 176 bytes a
+    thread otherwise (ptxas, sm_90); RMSNorm (3 x 16) fits."""
+    if not config.single_pass or config.rows_per_program != 1:
+        return False
+    per_thread = cdiv(config.block_n, 32 * config.num_warps)
+    return operands * per_thread > 48
+
+
+def prefetch_tiles(config: RowLaunchConfig) -> bool:
+    """Whether the backward rows kernel loads its next tile while processing the current one:
+    when a thread holds at most 8 elements of a tile (the prefetched x and dy then cost ~11-19
+    more registers on sm_90; at 16 elements they would spill)."""
+    per_thread = cdiv(config.block_n * config.rows_per_program, 32 * config.num_warps)
+    return config.single_pass and per_thread <= 8
+
+
+def _bwd_resident_programs(
+    config: RowLaunchConfig, operands: int, in_memory: bool, prefetch: bool
+) -> int:
+    """Backward rows-kernel programs one SM holds at once, from its register use: about
+    32 + 2 * (live arrays) * (elements a thread) registers a thread (ptxas on sm_90: 76 for
+    RMSNorm and 108 for LayerNorm at 8 elements a thread, 87 and 127 with prefetch; one live
+    array in memory mode, one more with prefetch), capped by what the warps may have. A persistent grid larger than this runs in waves with
+    a ragged tail."""
+    warps = config.num_warps
+    per_thread = cdiv(config.block_n * config.rows_per_program, 32 * warps)
+    live = (1 if in_memory else operands) + int(prefetch)
+    registers = 32 + 2 * live * per_thread
+    cap = _REGISTER_FILE // (32 * warps)
+    registers = min(255, cap, -(-registers // 8) * 8)
+    return max(1, min(_MAX_WARPS_PER_SM // warps, _REGISTER_FILE // (32 * warps * registers)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _bwd_grid(
+    config: RowLaunchConfig, operands: int, in_memory: bool, prefetch: bool, device: torch.device
+) -> int:
+    """The backward's persistent grid: ``config.num_programs``, at most what the SMs hold at
+    once for the rows kernel (no waves with a ragged tail)."""
+    sm_count = device_capabilities(device).sm_count
+    if not config.single_pass or sm_count is None:
+        return config.num_programs
+    resident = _bwd_resident_programs(config, operands, in_memory, prefetch)
+    return min(config.num_programs, sm_count * resident)
 
 
 # --------------------------------------------------------------------------- shared kernels path
@@ -189,8 +253,13 @@ def _norm_backward(
     weight_grad: bool,
     bias_grad: bool,
     launch: RowLaunchConfig | None = None,
+    in_memory: bool | None = None,
+    prefetch: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dx, dweight, dbias) for a (M, N) input; dweight/dbias are empty when not asked for."""
+    """(dx, dweight, dbias) for a (M, N) input; dweight/dbias are empty when not asked for.
+    ``launch`` overrides the launch config (the tuner's trials, benchmark sweeps), ``in_memory``
+    and ``prefetch`` the choices of :func:`partials_in_memory` and :func:`prefetch_tiles`
+    (benchmark sweeps)."""
     M, N = x.shape
     dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
     wdtype = weight.dtype if weight is not None else x.dtype
@@ -210,8 +279,12 @@ def _norm_backward(
     config = launch or _bwd_launch_config(
         M, N, x.dtype, x.device, _kernel_name(center, dh, backward=True)
     )
-    programs = config.num_programs
-    alloc = torch.empty if config.single_pass else torch.zeros  # chunked kernel accumulates
+    operands = _bwd_row_operands(center, weight_grad, bias_grad)
+    in_memory = partials_in_memory(config, operands) if in_memory is None else in_memory
+    prefetch = prefetch_tiles(config) if prefetch is None else prefetch
+    programs = _bwd_grid(config, operands, in_memory, prefetch, x.device)
+    # the chunked kernel and the in-memory mode accumulate into the partials
+    alloc = torch.zeros if in_memory or not config.single_pass else torch.empty
     dw_partial = alloc((programs, N) if weight_grad else (1,), dtype=torch.float32, device=x.device)
     db_partial = alloc((programs, N) if bias_grad else (1,), dtype=torch.float32, device=x.device)
     args = (
@@ -239,16 +312,21 @@ def _norm_backward(
         "BIAS_GRAD": bias_grad,
         "HAS_DH": dh is not None,
     }
+    if config.single_pass:
+        flags.update(PARTIALS_IN_MEMORY=in_memory, PREFETCH=prefetch)
+    config = dataclasses.replace(config, num_programs=programs)
     with kernel_device(x):
         launch_rows(
             config, kernels.norm_bwd_rows_kernel, kernels.norm_bwd_chunked_kernel, args, **flags
         )
-        for partial, out in ((dw_partial, dw), (db_partial, db)):
-            if out.numel():
-                grid = (cdiv(N, _PARTIAL_BLOCK_N),)
-                kernels.partial_sum_kernel[grid](
-                    partial, out, programs, N, BLOCK_P=_PARTIAL_BLOCK_P, BLOCK_N=_PARTIAL_BLOCK_N
-                )
+        if weight_grad or bias_grad:
+            # dweight on grid axis 1 = 0, dbias on 1; with one of them, it takes slot 0
+            first = (dw_partial, dw) if weight_grad else (db_partial, db)
+            grid = (cdiv(N, _PARTIAL_BLOCK_N), int(weight_grad) + int(bias_grad))
+            block_p = min(_PARTIAL_MAX_BLOCK_P, next_power_of_2(programs))
+            kernels.partial_sum_kernel[grid](
+                *first, db_partial, db, programs, N, BLOCK_P=block_p, BLOCK_N=_PARTIAL_BLOCK_N
+            )
     return dx, dw, db
 
 

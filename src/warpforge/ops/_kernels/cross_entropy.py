@@ -1,25 +1,29 @@
-"""Cross-entropy kernels: one program per row, the vocabulary walked in chunks.
+"""Cross-entropy kernels over the rows of a [rows, V] logits matrix.
 
-Forward: a single read of the row. Each lane keeps its own running max and rescaled sum of
-exponentials (an online softmax without a cross-lane reduction per chunk, and with one
-exponential per element); the lanes are combined once at the end into ``lse = logsumexp(row)``. The same pass accumulates the row sum
-(for label smoothing); the target logit is one extra scalar load.
+Forward (loss only): one program per row, a single read of the row in chunks. Each lane keeps
+its own running max and rescaled sum of exponentials (an online softmax without a cross-lane
+reduction per chunk, and with one exponential per element); the lanes are combined once at the
+end into ``lse = logsumexp(row)``. The same pass accumulates the row sum (for label smoothing);
+the target logit is one extra scalar load.
 
-Forward with gradient (used when the logits require grad): after the online pass, a second
-pass over the same row (mostly served from L2) writes the gradient of the *reduced* loss into a
-separate buffer, so training reads the logits from DRAM once and writes the gradient once. The
-backward then only has to multiply by ``grad_output``; ``cross_entropy_scale_grad_kernel`` does
-that in place and skips every row whose factor is exactly 1 (``loss.backward()``), deciding on
-the device so nothing synchronises.
+Forward with gradient (``*_fwd_grad_*``): the loss and lse as above, plus the gradient of the
+*reduced* loss written into a separate buffer, so training needs no second visit to the logits.
+``cross_entropy_fwd_grad_row_kernel`` keeps a whole row in registers (V <= the widest block):
+one read and one write of memory. ``cross_entropy_fwd_grad_kernel`` (longer rows) re-reads the
+row for the gradient pass, backwards, from L2 when the rows in flight fit there (the caller
+sizes its persistent grid for that). The backward then only multiplies by ``grad_output``;
+``cross_entropy_scale_grad_kernel`` does that in place and skips every row whose factor is
+exactly 1 (``loss.backward()``), deciding on the device so nothing synchronises.
 
-Backward from ``lse`` (no precomputed gradient): reads the row again and writes
+Backward from the saved ``lse`` (``cross_entropy_bwd_kernel``): one program per (row, block), a
+pure read-one-write-one stream of
 
     grad_j = g * (p_j * (1 + 2 * z_loss * lse) - eps / V - (1 - eps) * [j == target])
 
 with ``p_j = exp(x_j - lse)``: the derivative of
-``lse - (1 - eps) * x_t - eps / V * sum_j x_j + z_loss * lse**2``. Each element is read and
-then written by the same program, so the gradient may overwrite the logits in place (the fused
-linear cross entropy does that with its private chunk buffer).
+``lse - (1 - eps) * x_t - eps / V * sum_j x_j + z_loss * lse**2``. Every gradient kernel reads
+each element before the same program writes it, so the gradient may overwrite the logits in
+place (the fused linear cross entropy does that with its private chunk buffer).
 
 Rows, offsets and the target index are int64 so logits beyond 2**31 elements address correctly.
 A target outside ``[0, V)`` that is not ``ignore_index`` gives a NaN loss and gradient (never an
@@ -36,9 +40,12 @@ _NEG_BIG = tl.constexpr(-1.0e30)
 
 
 @triton.jit
-def _row_logsumexp(row_ptr, n_cols, BLOCK: tl.constexpr, NEED_SUM: tl.constexpr):
+def _row_logsumexp(
+    row_ptr, n_cols, BLOCK: tl.constexpr, NEED_SUM: tl.constexpr, KEEP: tl.constexpr
+):
     """(logsumexp, sum) of one row, reading it once in BLOCK-wide chunks; the sum (needed for
-    label smoothing only) is 0 unless NEED_SUM, sparing a register per element otherwise."""
+    label smoothing only) is 0 unless NEED_SUM, sparing a register per element otherwise.
+    KEEP asks L2 to keep the lines (a gradient pass re-reads the row next)."""
     cols = tl.arange(0, BLOCK)
     lane_max = tl.full([BLOCK], _NEG_BIG, tl.float32)
     lane_sum = tl.zeros([BLOCK], tl.float32)
@@ -46,7 +53,13 @@ def _row_logsumexp(row_ptr, n_cols, BLOCK: tl.constexpr, NEED_SUM: tl.constexpr)
     for start in range(0, n_cols, BLOCK):
         offs = start + cols
         mask = offs < n_cols
-        x = tl.load(row_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
+        if KEEP:
+            x = tl.load(
+                row_ptr + offs, mask=mask, other=float("-inf"), eviction_policy="evict_last"
+            )
+        else:
+            x = tl.load(row_ptr + offs, mask=mask, other=float("-inf"))
+        x = x.to(tl.float32)
         # One exponential per element (the MUFU unit is nearly as busy as DRAM here):
         # e = exp(-|x - m|) is exp(x - m) when x <= m, else the factor rescaling the old sum.
         e = tl.exp(tl.minimum(lane_max, x) - tl.maximum(lane_max, x))
@@ -72,8 +85,12 @@ def _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS: tl.constex
 
 
 @triton.jit
-def _row_loss(row_ptr, lse, row_total, target, ignored, in_range, n_cols, label_smoothing, z_loss):
-    target_logit = tl.load(row_ptr + tl.where(in_range, target, 0)).to(tl.float32)
+def _target_logit(row_ptr, target, in_range):
+    return tl.load(row_ptr + tl.where(in_range, target, 0)).to(tl.float32)
+
+
+@triton.jit
+def _row_loss(lse, row_total, target_logit, ignored, in_range, n_cols, label_smoothing, z_loss):
     loss = (
         lse
         - (1.0 - label_smoothing) * target_logit
@@ -84,22 +101,32 @@ def _row_loss(row_ptr, lse, row_total, target, ignored, in_range, n_cols, label_
 
 
 @triton.jit
+def _grad_values(x, offs, lse, scale, target, n_cols, label_smoothing, z_loss):
+    """scale * (p_j (1 + 2 z lse) - eps / V - (1 - eps) [j == target]) for logits x at offs."""
+    prob_scale = scale * (1.0 + 2.0 * z_loss * lse)
+    uniform = scale * (label_smoothing / n_cols)
+    hit = scale * (1.0 - label_smoothing)
+    return tl.exp(x - lse) * prob_scale - uniform - tl.where(offs == target, hit, 0.0)
+
+
+@triton.jit
 def _write_row_grad(
     out_row, in_row, lse, scale, target, n_cols, label_smoothing, z_loss, BLOCK: tl.constexpr
 ):
-    """grad_j = scale * (p_j (1 + 2 z lse) - eps / V - (1 - eps) [j == target]).
+    """The gradient of one row, chunk by chunk, walking the row *backwards*: the chunks the
+    statistics pass read last are the likeliest still in L2, and this pass lets them go.
 
     Each chunk is read before it is written by this same program, so out_row may be in_row.
     """
     cols = tl.arange(0, BLOCK)
-    prob_scale = scale * (1.0 + 2.0 * z_loss * lse)
-    uniform = scale * (label_smoothing / n_cols)
-    hit = scale * (1.0 - label_smoothing)
-    for start in range(0, n_cols, BLOCK):
-        offs = start + cols
+    num_chunks = tl.cdiv(n_cols, BLOCK)
+    for chunk in range(0, num_chunks):
+        offs = (num_chunks - 1 - chunk) * BLOCK + cols
         mask = offs < n_cols
-        x = tl.load(in_row + offs, mask=mask, other=0.0).to(tl.float32)
-        grad = tl.exp(x - lse) * prob_scale - uniform - tl.where(offs == target, hit, 0.0)
+        x = tl.load(in_row + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+        grad = _grad_values(
+            x.to(tl.float32), offs, lse, scale, target, n_cols, label_smoothing, z_loss
+        )
         tl.store(out_row + offs, grad.to(out_row.dtype.element_ty), mask=mask)
 
 
@@ -114,13 +141,15 @@ def _row_forward(
     logits_ptr, target_ptr, loss_ptr, lse_ptr, row, logits_row_stride, n_cols,
     ignore_index, label_smoothing, z_loss,
     BLOCK: tl.constexpr, HAS_SMOOTHING: tl.constexpr, CHECK_TARGETS: tl.constexpr,
+    KEEP: tl.constexpr,
 ):  # fmt: skip
     """Store one row's loss and lse; return what a gradient pass over the row needs."""
     row_ptr = logits_ptr + row * logits_row_stride
-    lse, row_total = _row_logsumexp(row_ptr, n_cols, BLOCK, HAS_SMOOTHING)
+    lse, row_total = _row_logsumexp(row_ptr, n_cols, BLOCK, HAS_SMOOTHING, KEEP)
     target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS)
+    target_logit = _target_logit(row_ptr, target, in_range)
     loss = _row_loss(
-        row_ptr, lse, row_total, target, ignored, in_range, n_cols, label_smoothing, z_loss
+        lse, row_total, target_logit, ignored, in_range, n_cols, label_smoothing, z_loss
     )
     tl.store(loss_ptr + row, loss)
     tl.store(lse_ptr + row, lse)
@@ -145,12 +174,51 @@ def cross_entropy_fwd_kernel(
     row = tl.program_id(0).to(tl.int64)
     _row_forward(
         logits_ptr, target_ptr, loss_ptr, lse_ptr, row, logits_row_stride, n_cols,
-        ignore_index, label_smoothing, z_loss, BLOCK, HAS_SMOOTHING, CHECK_TARGETS,
+        ignore_index, label_smoothing, z_loss, BLOCK, HAS_SMOOTHING, CHECK_TARGETS, False,
     )  # fmt: skip
 
 
 @triton.jit
 def cross_entropy_fwd_grad_kernel(
+    logits_ptr,
+    target_ptr,
+    loss_ptr,
+    lse_ptr,
+    grad_ptr,
+    grad_loss_ptr,
+    grad_loss_stride,
+    logits_row_stride,
+    grad_row_stride,
+    n_rows,
+    n_cols,
+    ignore_index,
+    label_smoothing,
+    z_loss,
+    BLOCK: tl.constexpr,
+    HAS_SMOOTHING: tl.constexpr,
+    CHECK_TARGETS: tl.constexpr,
+):
+    """Loss and lse as the forward, plus grad_loss[row] * d(loss_row)/d(logits) in grad_ptr
+    (which may alias logits_ptr). Rows longer than one block: persistent over rows, the grid
+    sized by the caller so that the rows in flight fit in L2 for the gradient pass's re-read."""
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    for i in range(0, tl.cdiv(n_rows - pid, num_programs)):
+        row = pid.to(tl.int64) + i * num_programs
+        row_ptr, lse, target, ignored, in_range = _row_forward(
+            logits_ptr, target_ptr, loss_ptr, lse_ptr, row, logits_row_stride, n_cols,
+            ignore_index, label_smoothing, z_loss, BLOCK, HAS_SMOOTHING, CHECK_TARGETS, True,
+        )  # fmt: skip
+        grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
+        _write_row_grad(
+            grad_ptr + row * grad_row_stride, row_ptr, lse,
+            _grad_scale(grad_loss, ignored, in_range), target, n_cols, label_smoothing, z_loss,
+            BLOCK,
+        )  # fmt: skip
+
+
+@triton.jit
+def cross_entropy_fwd_grad_row_kernel(
     logits_ptr,
     target_ptr,
     loss_ptr,
@@ -168,18 +236,42 @@ def cross_entropy_fwd_grad_kernel(
     HAS_SMOOTHING: tl.constexpr,
     CHECK_TARGETS: tl.constexpr,
 ):
-    """Loss and lse as the forward, plus grad_loss[row] * d(loss_row)/d(logits) in grad_ptr
-    (which may alias logits_ptr)."""
+    """The same as ``cross_entropy_fwd_grad_kernel`` for a row that fits one block (BLOCK >=
+    n_cols): the row stays in registers, so memory sees one read and one write."""
     row = tl.program_id(0).to(tl.int64)
-    row_ptr, lse, target, ignored, in_range = _row_forward(
-        logits_ptr, target_ptr, loss_ptr, lse_ptr, row, logits_row_stride, n_cols,
-        ignore_index, label_smoothing, z_loss, BLOCK, HAS_SMOOTHING, CHECK_TARGETS,
-    )  # fmt: skip
+    row_ptr = logits_ptr + row * logits_row_stride
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(row_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
+    # clamped so that a row of -inf gives exp(-inf) = 0 terms rather than NaN (lse = -inf)
+    row_max = tl.maximum(tl.max(x, axis=0), _NEG_BIG)
+    lse = row_max + tl.log(tl.sum(tl.exp(x - row_max), axis=0))
+    if HAS_SMOOTHING:
+        row_total = tl.sum(tl.where(mask, x, 0.0), axis=0)
+    else:
+        row_total = 0.0
+    target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS)
+    # loaded before any store: grad_ptr may alias the logits
+    target_logit = _target_logit(row_ptr, target, in_range)
+    loss = _row_loss(
+        lse, row_total, target_logit, ignored, in_range, n_cols, label_smoothing, z_loss
+    )
+    tl.store(loss_ptr + row, loss)
+    tl.store(lse_ptr + row, lse)
     grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
-    _write_row_grad(
-        grad_ptr + row * grad_row_stride, row_ptr, lse,
-        _grad_scale(grad_loss, ignored, in_range), target, n_cols, label_smoothing, z_loss, BLOCK,
-    )  # fmt: skip
+    scale = _grad_scale(grad_loss, ignored, in_range)
+    # The row without its one-hot term first, then the target element alone: comparing every
+    # column with the target would cost a register per element (ptxas: spills at BLOCK=32768).
+    prob_scale = scale * (1.0 + 2.0 * z_loss * lse)
+    uniform = scale * (label_smoothing / n_cols)
+    out_row = grad_ptr + row * grad_row_stride
+    grad = tl.exp(x - lse) * prob_scale - uniform
+    tl.store(out_row + offs, grad.to(grad_ptr.dtype.element_ty), mask=mask)
+    tl.debug_barrier()  # every thread's row store lands before the target element is rewritten
+    hit = tl.exp(target_logit - lse) * prob_scale - uniform - scale * (1.0 - label_smoothing)
+    tl.store(
+        out_row + tl.where(in_range, target, 0), hit.to(grad_ptr.dtype.element_ty), mask=in_range
+    )
 
 
 @triton.jit
@@ -198,14 +290,31 @@ def cross_entropy_bwd_kernel(
     z_loss,
     BLOCK: tl.constexpr,
 ):
+    """Program (row, block): the gradient of one BLOCK-wide slice of one row from the saved lse.
+
+    A pure stream (read a slice, write a slice) like a copy kernel: no loop, no reduction, and
+    enough programs to fill every SM whatever the row length. Each element is read before this
+    program writes it, so grad_logits may be logits itself.
+    """
     row = tl.program_id(0).to(tl.int64)
+    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    x = tl.load(
+        logits_ptr + row * logits_row_stride + offs,
+        mask=mask,
+        other=0.0,
+        eviction_policy="evict_first",
+    )
     target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, False)
     lse = tl.load(lse_ptr + row)
     grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
-    _write_row_grad(
-        grad_logits_ptr + row * grad_row_stride, logits_ptr + row * logits_row_stride, lse,
-        _grad_scale(grad_loss, ignored, in_range), target, n_cols, label_smoothing, z_loss, BLOCK,
-    )  # fmt: skip
+    scale = _grad_scale(grad_loss, ignored, in_range)
+    grad = _grad_values(x.to(tl.float32), offs, lse, scale, target, n_cols, label_smoothing, z_loss)
+    tl.store(
+        grad_logits_ptr + row * grad_row_stride + offs,
+        grad.to(grad_logits_ptr.dtype.element_ty),
+        mask=mask,
+    )
 
 
 @triton.jit

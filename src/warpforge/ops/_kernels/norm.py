@@ -10,7 +10,8 @@ row is only scaled by its reciprocal root mean square (RMSNorm). Statistics are 
   first ones re-read; first-pass loads ask L2 to keep their lines (``evict_last``) and the
   final pass lets them go (``evict_first``).
 * ``partial_sum_kernel``: backward programs write per-program partial weight/bias gradients
-  ``[num_programs, N]`` in fp32; this kernel sums them in a fixed order (deterministic, no atomics).
+  ``[num_programs, N]`` in fp32; this kernel sums them (both in one launch) in a fixed order
+  (deterministic, no atomics).
 
 Row offsets are computed in int64 so operands larger than 2**31 elements address correctly.
 """
@@ -172,6 +173,16 @@ def norm_fwd_chunked_kernel(
 
 
 @triton.jit
+def _load_tile(X, DY, tile, stride_x, stride_dy, M, cols, col_mask, ROWS: tl.constexpr):
+    """(x, dy) of row tile ``tile`` in their storage dtype; rows past M read nothing."""
+    rows = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+    mask = (rows < M)[:, None] & col_mask[None, :]
+    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
+    dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0)
+    return x, dy
+
+
+@triton.jit
 def norm_bwd_rows_kernel(
     DY,
     X,
@@ -196,22 +207,46 @@ def norm_bwd_rows_kernel(
     HAS_DH: tl.constexpr,
     ROWS: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    PARTIALS_IN_MEMORY: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
-    """dx = rstd * (w*dy - xhat * mean(w*dy*xhat) [- mean(w*dy)]); persistent over row tiles."""
+    """dx = rstd * (w*dy - xhat * mean(w*dy*xhat) [- mean(w*dy)]); persistent over row tiles.
+
+    With PREFETCH (small tiles, where a persistent program would otherwise wait for each
+    tile's loads with nothing else in flight) the next tile's x and dy are loaded while the
+    current one is processed.
+
+    The program's partial weight/bias gradients live in registers across its tiles, or, with
+    PARTIALS_IN_MEMORY (wide rows, where two more register-resident rows would spill), in its
+    own rows of the zero-initialised partial buffers, updated tile by tile (L2-resident: each
+    program only ever touches its own row, with the same threads, so there are no races).
+    """
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
     col_mask = cols < N
+    dw_row = DW_PARTIAL + pid.to(tl.int64) * N + cols
+    db_row = DB_PARTIAL + pid.to(tl.int64) * N + cols
     dw_acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
 
     num_tiles = tl.cdiv(M, ROWS)
+    if PREFETCH:
+        x_next, dy_next = _load_tile(X, DY, pid, stride_x, stride_dy, M, cols, col_mask, ROWS)
     for tile in range(pid, num_tiles, num_programs):
         rows = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)
         row_mask = rows < M
         mask = row_mask[:, None] & col_mask[None, :]
-        x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
-        dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0)
+        if PREFETCH:
+            # this tile was loaded during the previous one; start loading the next (masked off
+            # past the end), so a program's loads overlap its own arithmetic and stores
+            x, dy = x_next, dy_next
+            x_next, dy_next = _load_tile(
+                X, DY, tile + num_programs, stride_x, stride_dy, M, cols, col_mask, ROWS
+            )
+        else:
+            x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
+            dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0)
         x = x.to(tl.float32)
         dy = dy.to(tl.float32)
         rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
@@ -221,10 +256,18 @@ def norm_bwd_rows_kernel(
         else:
             xhat = x * rstd[:, None]
         # Accumulate the parameter gradients first so dy is dead across the row reduction.
-        if WEIGHT_GRAD:
-            dw_acc += dy * xhat
-        if BIAS_GRAD:
-            db_acc += dy
+        if PARTIALS_IN_MEMORY:
+            if WEIGHT_GRAD:
+                dw_part = tl.load(dw_row, mask=col_mask, other=0.0)
+                tl.store(dw_row, dw_part + tl.sum(dy * xhat, axis=0), mask=col_mask)
+            if BIAS_GRAD:
+                db_part = tl.load(db_row, mask=col_mask, other=0.0)
+                tl.store(db_row, db_part + tl.sum(dy, axis=0), mask=col_mask)
+        else:
+            if WEIGHT_GRAD:
+                dw_acc += dy * xhat
+            if BIAS_GRAD:
+                db_acc += dy
         if HAS_WEIGHT:
             # re-read per tile (an L1 hit) rather than pinning BLOCK_N registers for the loop
             scale = offset + tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
@@ -244,10 +287,11 @@ def norm_bwd_rows_kernel(
             DX + rows[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask
         )
 
-    if WEIGHT_GRAD:
-        tl.store(DW_PARTIAL + pid * N + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
-    if BIAS_GRAD:
-        tl.store(DB_PARTIAL + pid * N + cols, tl.sum(db_acc, axis=0), mask=col_mask)
+    if not PARTIALS_IN_MEMORY:
+        if WEIGHT_GRAD:
+            tl.store(dw_row, tl.sum(dw_acc, axis=0), mask=col_mask)
+        if BIAS_GRAD:
+            tl.store(db_row, tl.sum(db_acc, axis=0), mask=col_mask)
 
 
 @triton.jit
@@ -336,10 +380,8 @@ def norm_bwd_chunked_kernel(
 
 
 @triton.jit
-def partial_sum_kernel(PARTIAL, OUT, num_partials, N, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
-    """OUT[n] = sum_p PARTIAL[p, n], in a fixed order (the same bits on every run)."""
-    pid = tl.program_id(0)
-    cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+def _sum_partials(PARTIAL, OUT, num_partials, N, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
+    cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < N
     acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
     for start in range(0, num_partials, BLOCK_P):
@@ -347,3 +389,22 @@ def partial_sum_kernel(PARTIAL, OUT, num_partials, N, BLOCK_P: tl.constexpr, BLO
         mask = (p < num_partials)[:, None] & col_mask[None, :]
         acc += tl.load(PARTIAL + p[:, None] * N + cols[None, :], mask=mask, other=0.0)
     tl.store(OUT + cols, tl.sum(acc, axis=0).to(OUT.dtype.element_ty), mask=col_mask)
+
+
+@triton.jit
+def partial_sum_kernel(
+    DW_PARTIAL,
+    DW,
+    DB_PARTIAL,
+    DB,
+    num_partials,
+    N,
+    BLOCK_P: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """DW[n] = sum_p DW_PARTIAL[p, n] (grid axis 1 = 0) and DB likewise (axis 1 = 1): both in
+    one launch, each column block summed in a fixed order (the same bits on every run)."""
+    if tl.program_id(1) == 0:
+        _sum_partials(DW_PARTIAL, DW, num_partials, N, BLOCK_P, BLOCK_N)
+    else:
+        _sum_partials(DB_PARTIAL, DB, num_partials, N, BLOCK_P, BLOCK_N)
