@@ -304,7 +304,8 @@ def _norm_bwd_case(family: str, shape, dtype, device, generator, knobs) -> Case:
     operands = norm._bwd_row_operands(center, True, center)
 
     def describe(config: RowLaunchConfig, in_memory=None, prefetch=None) -> dict[str, Any]:
-        memory = norm.partials_in_memory(config, operands) if in_memory is None else in_memory
+        memory = (norm.partials_in_memory(config, operands, dtype.itemsize)
+                  if in_memory is None else in_memory)  # fmt: skip
         ahead = norm.prefetch_tiles(config) if prefetch is None else prefetch
         return {"BLOCK_N": config.block_n, "ROWS": config.rows_per_program,
                 "num_warps": config.num_warps, "single_pass": config.single_pass,
@@ -314,7 +315,7 @@ def _norm_bwd_case(family: str, shape, dtype, device, generator, knobs) -> Case:
 
     case.contenders.append(Contender("default", backward(None), describe(heuristic)))
     if heuristic.single_pass:
-        flipped = not norm.partials_in_memory(heuristic, operands)
+        flipped = not norm.partials_in_memory(heuristic, operands, dtype.itemsize)
         case.contenders.append(
             Contender(f"default, partials in {'memory' if flipped else 'registers'}",
                       backward(heuristic, flipped), describe(heuristic, flipped))
