@@ -192,7 +192,9 @@ RESAMPLE_BWD_FP32 = register_problem(
             "torch.searchsorted+lerp": lambda: _grad_of(searchsorted_lerp),
             "torch.compile": _compiled(_grad_of(searchsorted_lerp)),
         },
-        tolerance=Tolerance(repeat_atol=1e-5),  # float32 atomics add in varying order
+        # float32 atomics add in varying order: a source row hit by k queries sums k O(1) terms,
+        # whose rounding may differ by ~k * k * 6e-8 between runs (k reaches ~20 here)
+        tolerance=Tolerance(repeat_atol=1e-4),
         description="gradient of linear resampling to values (B, S -> T, D)",
     )
 )
@@ -422,7 +424,9 @@ VOXELIZE_MEAN = register_problem(
             "torch.index_add_": lambda: mean_index_add,
             "torch.compile": _compiled(mean_index_add),
         },
-        tolerance=Tolerance(repeat_atol=1e-5),  # float32 atomics add in varying order
+        # float32 atomics add in varying order: a source row hit by k queries sums k O(1) terms,
+        # whose rounding may differ by ~k * k * 6e-8 between runs (k reaches ~20 here)
+        tolerance=Tolerance(repeat_atol=1e-4),
         description="mean of 4 float32 features per voxel, 256^3 grid, [X, Y, Z, C] float32",
     )
 )
