@@ -56,8 +56,7 @@ for stage in "${STAGES[@]}"; do
                  --out "$RUN/blueprint.json" ;;
     compiler) run_stage compiler 540 "$PY" benchmarks/compiler_bench.py --out "$RUN" ;;
     cache) run_stage cache 120 "$PY" benchmarks/cache_bench.py --out "$RUN" ;;
-    tune) run_stage tune 400 "$PY" benchmarks/tune_bench.py --out "$RUN/tune" --kernels row_sum \
-            --dtype float16 --heldout-limit 3 --budget 10 --trial-time 0.1 ;;
+    tune) run_stage tune 560 bash scripts/gpu/tune_check.sh "$RUN/tune" ;;
     flce) run_stage flce 300 "$PY" benchmarks/flce_memory.py --out "$RUN" ;;
     *) echo "unknown stage: $stage" >&2 ;;
   esac
