@@ -318,6 +318,10 @@ class _Worker:
 
         self.timing = timing
         self.device = torch.device(config["device"])
+        if self.device.type == "cuda" and self.device.index is not None:
+            # the candidate's kernels launch on the current device: make it this one (a torchrun
+            # rank on cuda:1 otherwise hands Triton cuda:1 tensors while cuda:0 is current)
+            torch.cuda.set_device(self.device)
         self.config = config
         self._originals = _install_allocation_poison()
         self.candidate_file = os.path.realpath(config["candidate_path"])
