@@ -242,3 +242,12 @@ def test_block_samples_match_the_whole_output_sample(monkeypatch) -> None:
     blocks = [slice(0, 7), slice(7, 20), slice(20, 37)]
     parts = [bench._block_sample(whole[b], b, whole) for b in blocks]
     assert torch.equal(torch.cat(parts), bench._trial_sample(whole))
+
+
+def test_timing_pool_shrinks_to_fit_device_memory() -> None:
+    gib = 1 << 30
+    # 8 GB inputs + 8 GB expected outputs a set, 80 GB free besides the first: (80 + 16) / 3 / 16
+    assert bench.pool_sets_within(16 * gib, 80 * gib) == 2
+    assert bench.pool_sets_within(16 * gib, 10 * gib) == 1  # never below one set
+    assert bench.pool_sets_within(64 << 20, 60 * gib) > 4  # small problems keep the full pool
+    assert bench._pool_that_fits((torch.randn(4),), (torch.randn(4),), torch.device("cpu")) > 4

@@ -271,16 +271,22 @@ free device memory: the rest is for the contenders' outputs and temporaries."""
 
 
 def _pool_that_fits(inputs: Sequence[Any], outputs: Sequence[Any], device: torch.device) -> int:
-    """How many input sets like ``inputs`` (with ``outputs``) fit the pool's memory share; at
-    least 1. A set that large is far beyond the L2, so fewer sets still time cold calls."""
+    """How many input sets like ``inputs`` (with ``outputs``) fit the pool's memory share."""
     if device.type != "cuda":
         return 1 << 30
     per_set = sum(t.numel() * t.element_size() for t in (*inputs, *outputs)
                   if isinstance(t, torch.Tensor))  # fmt: skip
     free, _ = torch.cuda.mem_get_info(device)
     free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    held = per_set  # the first set is already allocated
-    return max(1, (free + held) // POOL_MEMORY_SHARE // max(1, per_set))
+    return pool_sets_within(per_set, free)
+
+
+def pool_sets_within(per_set_bytes: int, free_bytes: int) -> int:
+    """Input sets of ``per_set_bytes`` (one already allocated) that fit a ``POOL_MEMORY_SHARE``
+    share of ``free_bytes``; at least 1. A set that large is far beyond the L2, so fewer sets
+    still time cold calls."""
+    budget = (free_bytes + per_set_bytes) // POOL_MEMORY_SHARE
+    return max(1, budget // max(1, per_set_bytes))
 
 
 def _detached(value: Any) -> Any:
