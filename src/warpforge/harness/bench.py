@@ -197,9 +197,7 @@ def _reference_blocks(
     rows = tensors[0].shape[0]
     need = 3 * 8 * sum(x.numel() for x in tensors)
     if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-        budget = free // REFERENCE_MEMORY_SHARE
+        budget = _free_device_bytes(device) // REFERENCE_MEMORY_SHARE
     else:
         budget = CPU_REFERENCE_BYTES
     if need <= budget or rows <= 1:
@@ -276,9 +274,14 @@ def _pool_that_fits(inputs: Sequence[Any], outputs: Sequence[Any], device: torch
         return 1 << 30
     per_set = sum(t.numel() * t.element_size() for t in (*inputs, *outputs)
                   if isinstance(t, torch.Tensor))  # fmt: skip
+    return pool_sets_within(per_set, _free_device_bytes(device))
+
+
+def _free_device_bytes(device: torch.device) -> int:
+    """Memory a new allocation can get: free on the device plus what the caching allocator
+    holds unused."""
     free, _ = torch.cuda.mem_get_info(device)
-    free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    return pool_sets_within(per_set, free)
+    return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
 
 
 def pool_sets_within(per_set_bytes: int, free_bytes: int) -> int:

@@ -245,8 +245,7 @@ def norm_bwd_rows_kernel(
                 X, DY, tile + num_programs, stride_x, stride_dy, M, cols, col_mask, ROWS
             )
         else:
-            x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
-            dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0)
+            x, dy = _load_tile(X, DY, tile, stride_x, stride_dy, M, cols, col_mask, ROWS)
         x = x.to(tl.float32)
         dy = dy.to(tl.float32)
         rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)

@@ -418,21 +418,21 @@ def resample_streams_kernel(
             pid, first1, B, q_ptr, q_stride_b, q_stride_t, T, v1, v1_sb, v1_ss, t1, t1_sb, t1_ss,
             q_ptr, S1, o1, o1_sb, o1_st, col1, D1, m1, steps1,
             METHOD1, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, BLOCK_T1,
-        BLOCK_D1,
+            BLOCK_D1,
         )  # fmt: skip
     if NUM_STREAMS > 2:
         _stream_slot(
             pid, first2, B, q_ptr, q_stride_b, q_stride_t, T, v2, v2_sb, v2_ss, t2, t2_sb, t2_ss,
             q_ptr, S2, o2, o2_sb, o2_st, col2, D2, m2, steps2,
             METHOD2, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, BLOCK_T2,
-        BLOCK_D2,
+            BLOCK_D2,
         )  # fmt: skip
     if NUM_STREAMS > 3:
         _stream_slot(
             pid, first3, B, q_ptr, q_stride_b, q_stride_t, T, v3, v3_sb, v3_ss, t3, t3_sb, t3_ss,
             q_ptr, S3, o3, o3_sb, o3_st, col3, D3, m3, steps3,
             METHOD3, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, BLOCK_T3,
-        BLOCK_D3,
+            BLOCK_D3,
         )  # fmt: skip
 
 
