@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from warpforge.ops import geglu, swiglu
+from warpforge.ops.activations import geglu_backward, swiglu_backward
 from warpforge.runtime import ExecutionPath
 
 activations_module = importlib.import_module("warpforge.ops.activations")
@@ -162,11 +163,36 @@ def test_custom_ops_pass_opcheck():
         (lambda g, u: swiglu(g, u.long()), TypeError, "up: expected dtype"),
         (lambda g, u: geglu(g, u, approximate="erf"), ValueError, "approximate: expected one of"),
         (lambda g, u: geglu(g.tolist(), u), TypeError, "gate: expected a torch.Tensor"),
+        (lambda g, u: geglu_backward(g[:1], g, u), ValueError, "grad_out: expected the shape"),
+        (lambda g, u: geglu_backward(g.half(), g, u), TypeError, "grad_out: expected dtype"),
+        (lambda g, u: geglu_backward(g, g, u, approximate="x"), ValueError, "approximate"),
+        (lambda g, u: swiglu_backward(None, g, u), TypeError, "grad_out: expected a torch"),
     ],
 )
 def test_invalid_arguments_raise_naming_the_argument(call, error, match):
     with pytest.raises(error, match=match):
         call(torch.randn(2, 4), torch.randn(2, 4))
+
+
+@pytest.mark.parametrize("name", ["swiglu.fwd", "swiglu.bwd", "geglu.fwd", "geglu.bwd"])
+def test_problems_match_float64_reference(name, device):
+    import warpforge.ops.activation_problems  # noqa: F401  (registers)
+    from warpforge.harness import get_problem
+
+    problem = get_problem(name)
+    for seed, shape in enumerate(problem.cpu_shapes):
+        gen = torch.Generator(device=device).manual_seed(100 + seed)
+        inputs = problem.make_inputs(shape, torch.float32, torch.device(device), gen)
+        expected = problem.reference(*(t.double() for t in inputs))
+        for fn in (problem.implementation, problem.baselines["torch"]()):
+            got = fn(*inputs)
+            for g, e in zip(
+                got if isinstance(got, tuple) else (got,),
+                expected if isinstance(expected, tuple) else (expected,),
+                strict=True,
+            ):
+                assert g.dtype == torch.float32
+                torch.testing.assert_close(g.double(), e, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.gpu

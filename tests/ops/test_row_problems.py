@@ -16,6 +16,7 @@ NAMES = [
     "rms_norm.fwd",
     "rms_norm.bwd",
     "add_rms_norm.fwd",
+    "add_rms_norm.bwd",
     "layer_norm.fwd",
     "layer_norm.bwd",
     "softmax.fwd",
@@ -68,6 +69,8 @@ def test_byte_counts_are_the_minimum():
     assert get_problem("add_rms_norm.fwd").bytes_moved(shape, bf16) == 4 * mn + 4096 * 2
     assert get_problem("softmax.fwd").bytes_moved(shape, bf16) == 2 * mn
     assert get_problem("softmax.bwd").bytes_moved(shape, bf16) == 5 * mn
+    add_bwd = get_problem("add_rms_norm.bwd").bytes_moved(shape, bf16)
+    assert 8 * mn < add_bwd < 8.01 * mn
     rms_bwd = get_problem("rms_norm.bwd").bytes_moved(shape, bf16)
     assert 5 * mn < rms_bwd < 5.01 * mn
 

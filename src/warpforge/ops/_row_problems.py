@@ -46,15 +46,19 @@ def randn(dtype: torch.dtype, device: torch.device, generator: torch.Generator, 
     return torch.randn(*size, generator=generator, device=device, dtype=torch.float32).to(dtype)
 
 
-def gradients(forward: Callable[..., Any]) -> Callable[..., tuple[torch.Tensor, ...]]:
-    """A backward problem function: ``forward`` on fresh leaves, then the gradients for ``dy``
-    (the last input) with respect to every other input. Times forward + backward, as training
-    runs them."""
+def gradients(
+    forward: Callable[..., Any], outputs: int = 1
+) -> Callable[..., tuple[torch.Tensor, ...]]:
+    """A backward problem function: ``forward`` on fresh leaves, then the gradients for the
+    output gradients (the last ``outputs`` inputs, one per output of ``forward``) with respect
+    to every other input. Times forward + backward, as training runs them."""
 
     def run(*inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        *args, dy = inputs
+        args, output_grads = inputs[:-outputs], inputs[-outputs:]
         leaves = [a.detach().requires_grad_() for a in args]
-        return torch.autograd.grad(forward(*leaves), leaves, dy)
+        result = forward(*leaves)
+        result = result if isinstance(result, tuple) else (result,)
+        return torch.autograd.grad(result, leaves, output_grads)
 
     return run
 
@@ -97,13 +101,13 @@ def forward_baselines(
 
 
 def backward_baselines(
-    eager: Callable[..., Any], liger: BaselineFactory | None = None
+    eager: Callable[..., Any], liger: BaselineFactory | None = None, outputs: int = 1
 ) -> dict[str, BaselineFactory]:
     """The same baselines for a forward + backward problem (see :func:`gradients`)."""
     baselines: dict[str, BaselineFactory] = {
-        "torch": lambda: gradients(eager),
-        "torch.compile": lambda: gradients(torch.compile(eager)),
+        "torch": lambda: gradients(eager, outputs),
+        "torch.compile": lambda: gradients(torch.compile(eager), outputs),
     }
     if liger is not None:
-        baselines["liger"] = lambda: gradients(liger())
+        baselines["liger"] = lambda: gradients(liger(), outputs)
     return baselines

@@ -1,5 +1,5 @@
-"""Benchmark problems for the gated activations: swiglu (forward, backward) and geglu (forward).
-Importing this module registers them."""
+"""Benchmark problems for the gated activations swiglu and geglu, forward and backward (the
+backward kernel alone, given grad_out). Importing this module registers them."""
 
 from __future__ import annotations
 
@@ -140,5 +140,51 @@ GEGLU_FWD = register_problem(
             lambda: liger_attribute("liger_kernel.ops.geglu", "LigerGELUMulFunction").apply,
         ),
         description="gelu(gate, approximate='tanh') * up",
+    )
+)
+
+
+# --- geglu.bwd ------------------------------------------------------------------------------
+
+
+def geglu_backward_reference(
+    gate: torch.Tensor, up: torch.Tensor, grad_out: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both input gradients of gelu_tanh(gate) * up, written out."""
+    inner = 0.7978845608028654 * (gate + 0.044715 * gate.pow(3))
+    t = torch.tanh(inner)
+    gelu = 0.5 * gate * (1 + t)
+    d_gelu = 0.5 * (1 + t) + 0.5 * gate * (1 - t * t) * 0.7978845608028654 * (
+        1 + 3 * 0.044715 * gate * gate
+    )
+    return grad_out * up * d_gelu, grad_out * gelu
+
+
+def geglu_backward_implementation(
+    gate: torch.Tensor, up: torch.Tensor, grad_out: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    from warpforge.ops.activations import geglu_backward
+
+    return geglu_backward(grad_out, gate, up, approximate="tanh")
+
+
+def _liger_geglu_backward() -> Callable[..., Any]:
+    backward = liger_attribute("liger_kernel.ops.geglu", "geglu_backward")
+    # Liger writes the gradients over gate and up (returned as views of them).
+    return lambda gate, up, grad_out: backward(gate, up, grad_out)
+
+
+GEGLU_BWD = register_problem(
+    Problem(
+        name="geglu.bwd",
+        reference=geglu_backward_reference,
+        implementation=geglu_backward_implementation,
+        make_inputs=_gate_up_grad,
+        flops=lambda s, d: 20.0 * _elements(s),
+        bytes_moved=lambda s, d: 5 * _elements(s) * d.itemsize,
+        shapes=SHAPES,
+        cpu_shapes=CPU_SHAPES,
+        baselines=forward_baselines(geglu_backward_reference, _liger_geglu_backward),
+        description="gradients of gelu(gate, approximate='tanh') * up w.r.t. gate and up",
     )
 )

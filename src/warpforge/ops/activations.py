@@ -213,14 +213,22 @@ def swiglu_backward(
     grad_out: torch.Tensor, gate: torch.Tensor, up: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(grad_gate, grad_up) of :func:`swiglu` for ``grad_out``: the backward kernel alone."""
+    grad_out, gate, up = _validate_backward_inputs(grad_out, gate, up)
+    grad_gate, grad_up = _swiglu_bwd(grad_out, gate, up)
+    return grad_gate, grad_up
+
+
+def _validate_backward_inputs(
+    grad_out: object, gate: object, up: object
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     gate, up = _validate_gate_up(gate, up)
-    check_tensor("grad_out", grad_out, dtypes=(gate.dtype,), allow_empty=True)
+    grad_out = check_tensor("grad_out", grad_out, dtypes=(gate.dtype,), allow_empty=True)
     if grad_out.shape != gate.shape:
         raise ValueError(
             f"grad_out: expected the shape of gate {tuple(gate.shape)}, got {tuple(grad_out.shape)}"
         )
-    grad_gate, grad_up = _swiglu_bwd(grad_out, gate, up)
-    return grad_gate, grad_up
+    check_same_device(gate=gate, grad_out=grad_out)
+    return grad_out, gate, up
 
 
 def geglu(gate: torch.Tensor, up: torch.Tensor, approximate: str = "tanh") -> torch.Tensor:
@@ -230,3 +238,13 @@ def geglu(gate: torch.Tensor, up: torch.Tensor, approximate: str = "tanh") -> to
     check_choice("approximate", approximate, GELU_APPROXIMATIONS)
     gate, up = _validate_gate_up(gate, up)
     return _geglu_fwd(gate, up, approximate)
+
+
+def geglu_backward(
+    grad_out: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, approximate: str = "tanh"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(grad_gate, grad_up) of :func:`geglu` for ``grad_out``: the backward kernel alone."""
+    check_choice("approximate", approximate, GELU_APPROXIMATIONS)
+    grad_out, gate, up = _validate_backward_inputs(grad_out, gate, up)
+    grad_gate, grad_up = _geglu_bwd(grad_out, gate, up, approximate)
+    return grad_gate, grad_up

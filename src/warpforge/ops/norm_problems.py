@@ -131,6 +131,18 @@ def _add_rms_inputs(shape, dtype, device, generator):
     return x, residual, randn(dtype, device, generator, N)
 
 
+def _add_rms_bwd_inputs(shape, dtype, device, generator):
+    x, residual, w = _add_rms_inputs(shape, dtype, device, generator)
+    M, N = shape["M"], shape["N"]
+    return (
+        x,
+        residual,
+        w,
+        randn(dtype, device, generator, M, N),
+        randn(dtype, device, generator, M, N),
+    )
+
+
 def _ln_inputs(shape, dtype, device, generator):
     M, N = shape["M"], shape["N"]
     x = randn(dtype, device, generator, M, N)
@@ -189,6 +201,27 @@ register_problem(
         baselines=forward_baselines(_eager_add_rms_norm, _liger_add_rms_norm),
         sweep=SWEEP,
         description="h = x + residual; y = rms_norm(h) * weight; returns (y, h)",
+    )
+)
+
+register_problem(
+    Problem(
+        name="add_rms_norm.bwd",
+        reference=gradients(add_rms_norm_reference, outputs=2),
+        implementation=gradients(_warpforge_add_rms_norm, outputs=2),
+        make_inputs=_add_rms_bwd_inputs,
+        flops=per_element_flops(14),
+        # forward: read x, residual, w, write y, h (rstd); backward: read h, dy, dh (rstd),
+        # write one (M, N) gradient (d x = d residual: the math allows one tensor for both) and
+        # dweight
+        bytes_moved=row_bytes(8, 3, 2),
+        shapes=SHAPES,
+        cpu_shapes=CPU_SHAPES,
+        baselines=backward_baselines(_eager_add_rms_norm, _liger_add_rms_norm, outputs=2),
+        tolerance=BACKWARD_TOLERANCE,
+        sweep=SWEEP,
+        description="forward + backward of add_rms_norm.fwd; returns (dx, dresidual, dweight) "
+        "for (dy, dh)",
     )
 )
 
