@@ -510,22 +510,6 @@ _layer_norm_fwd.register_autograd(_layer_norm_backward, setup_context=_layer_nor
 # --------------------------------------------------------------------------- public API
 
 
-class _OwnGradient(torch.autograd.Function):
-    """Identity whose backward copies the gradient.
-
-    x and residual receive the same gradient tensor from the backward op. When one of them is a
-    leaf, autograd would store that one tensor as both ``.grad`` attributes (aliased storage);
-    this copy keeps them apart. Activations inside a model share it for free."""
-
-    @staticmethod
-    def forward(ctx, t: torch.Tensor) -> torch.Tensor:
-        return t.view_as(t)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
-        return grad.clone()
-
-
 def _flat_rows(t: torch.Tensor) -> torch.Tensor:
     """``t`` as (rows, last dimension); a 2-D tensor as it is."""
     return t if t.dim() == 2 else t.reshape(-1, t.shape[-1])
@@ -574,13 +558,9 @@ def rms_norm(
         raise ValueError(f"offset: expected 0.0 when weight is None, got {offset!r}")
     check_same_device(x=x, weight=weight, residual=residual)
 
-    if (
-        residual is not None
-        and residual.requires_grad
-        and x.requires_grad
-        and (x.is_leaf or residual.is_leaf)
-    ):
-        residual = _OwnGradient.apply(residual)
+    # The backward hands x and residual one gradient tensor, as autograd does for x + residual:
+    # no copy. Where both are leaves, autograd's gradient accumulation copies it for the
+    # second .grad itself (tested), so the two .grad tensors never share storage.
     y, h, _ = _rms_norm_fwd(
         _flat_rows(x),
         weight,
