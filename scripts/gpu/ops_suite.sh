@@ -7,7 +7,7 @@ set -uo pipefail
 OUT="${1:?usage: ops_suite.sh OUT_DIR norms|rest|all}"
 PART="${2:-all}"
 NORMS=("rms_norm.*:120" "add_rms_norm.*:120" "layer_norm.*:120" "softmax.*:120" "log_softmax.*:90")
-REST=("cross_entropy.*:200" "fused_linear_cross_entropy.*:90" "swiglu.*:60" "geglu.*:60"
+REST=("cross_entropy.*:200" "fused_linear_cross_entropy.*:240" "swiglu.*:60" "geglu.*:60"
       "rope.*:60")
 case "$PART" in
   norms) PIECES=("${NORMS[@]}") ;;
