@@ -69,9 +69,31 @@ def test_bench_writes_json_with_fingerprint_qualities_and_shipped_file(
         # the bench's own database was read, whatever WARPFORGE_TUNE_DB says
         assert entry["nearest_origin"].startswith("database nearest")
         assert entry["nearest_quality"] > 0 and entry["budget_quality"] > 0
-        assert set(entry["retimed"]) == {"exhaustive", "nearest", "default", "budgeted"}
+        assert set(entry["retimed"]) == {
+            "exhaustive", "nearest", "refined", "default", "budgeted"
+        }  # fmt: skip
         assert entry["budgeted"]["elapsed_s"] > 0
+        # the refinement starts from the training shapes' configs carried over, the nearest first
+        assert entry["refine_seeds"][0] == entry["nearest_config"]
+        assert 1 <= entry["refined"]["trials"] <= 12 and entry["refined_quality"] > 0
+        assert entry["refined"]["status_counts"]["incorrect"] <= 1
+        (evidence,) = entry["budget_evidence"]  # no --short-budget asked
+        assert evidence["search"] == "budget"
+        assert evidence["valid_configs"] == entry["exhaustive"]["valid_configs"]
+        assert evidence["configs_tried"] == entry["budgeted"]["trials"]
+        assert evidence["best_over_exhaustive_best"] == entry["budget_quality"]
+        if entry["budgeted"]["covered_space"]:
+            assert evidence["exhaustive_cold_wall_s"] == entry["budgeted"]["elapsed_s"]
+        else:  # no --cold-exhaustive asked: the cold exhaustive time is unknown
+            assert evidence["exhaustive_cold_wall_s"] is None
+        assert evidence["budget_below_exhaustive"] is False
+        replay = {r["fraction"]: r for r in entry["budget_replay"]}
+        assert set(replay) == {0.25, 0.5}
+        assert replay[0.5]["max_trials"] == entry["exhaustive"]["valid_configs"] // 2
+        assert 0 < replay[0.25]["quality_min"] <= replay[0.25]["quality_median"] <= 1.0
+        assert replay[0.5]["seeds"] == 20
     assert result["summary"]["nearest_match"]["shapes"] == 1
+    assert result["summary"]["refined_match"]["shapes"] == 1
     table = _load(TABLE).render(document)
     assert f"| {synthetic} | float32 | N=1024 |" in table
     assert "nearest match >= 0.95 of exhaustive: " in table
@@ -173,3 +195,45 @@ def test_gpu_script_smoke_resolves_the_plan_runs_and_ships(tmp_path: Path) -> No
         lookup.config_for("add_rms_norm.bwd", entry["features"], {}, device="cpu")
         == (entry["config"])
     )
+
+
+def test_probe_runs_one_exhaustive_search_and_stops_at_its_limit(
+    bench, synthetic: str, tmp_path: Path
+) -> None:
+    def probe(limit: str) -> dict:
+        args = ["--out", str(tmp_path), "--probe", synthetic, "--probe-shape",
+                "N=1024", "--probe-limit", limit, *FAST]  # fmt: skip
+        assert bench.main(args) == 0
+        return json.loads((tmp_path / "probe.json").read_text())
+
+    whole = probe("1000")
+    assert whole["finished"] is True and whole["trials"] == whole["valid_configs"] > 10
+    assert whole["status_counts"] == {"ok": whole["trials"] - 2, "incorrect": 1, "error": 1}
+    assert whole["best_config"] != WRONG_BUT_FAST and whole["search_wall_s"] > 0
+    stopped = probe("0")
+    assert stopped["finished"] is False and stopped["trials"] == 1
+
+
+def test_probes_run_in_a_fresh_process(
+    bench, tmp_path: Path
+) -> None:
+    from warpforge.tune.tunable import get_tunable
+
+    args = bench.parse_args(
+        ["--out", str(tmp_path), "--kernels", "rms_norm.fwd", "--cold-exhaustive", "0", *FAST]
+    )
+    bench_run = bench.Bench(args)
+    kernel = get_tunable("rms_norm.fwd")
+    import torch
+
+    cold = bench_run.probe(kernel, {"M": 3, "N": 130}, torch.float32, budget_s=0, limit_s=0)
+    assert "failure" not in cold, cold
+    assert cold["kernel"] == "rms_norm.fwd" and cold["shape"] == {"M": 3, "N": 130}
+    assert cold["finished"] is False and cold["trials"] == 1  # stopped at its 0 s limit
+    assert cold["process_wall_s"] >= cold["search_wall_s"] > 0
+    short = bench_run.probe(kernel, {"M": 3, "N": 130}, torch.float32, budget_s=0.5, limit_s=0)
+    assert "failure" not in short, short
+    assert short["strategy"] == "budgeted" and short["budget_s"] == 0.5
+    assert short["finished"] is True and short["best_config"] is not None
+    assert 1 <= short["trials"] <= short["valid_configs"]
+    assert len(list(tmp_path.glob("wf-probe-*/probe.json"))) == 2
