@@ -51,6 +51,7 @@ import json
 import math
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -394,7 +395,7 @@ class Bench:
             database=db,
             seed=self.args.seed,
         )
-        return search_summary(result, valid)
+        return {**search_summary(result, valid), "budget_s": self.args.budget}
 
     def refine(
         self,
@@ -457,6 +458,8 @@ class Bench:
         except subprocess.TimeoutExpired:
             failure = f"the probe process did not finish within {allowed:g} s"
         out: dict[str, Any] = {"process_wall_s": time.monotonic() - started, "limit_s": limit_s}
+        for cache in ("triton", "cache"):  # compiled kernels: not evidence, and large
+            shutil.rmtree(probe_dir / cache, ignore_errors=True)
         if report.exists():
             out.update(json.loads(report.read_text()))
         if failure is not None:
@@ -518,7 +521,8 @@ def run_budget_phase(
     """Phase 1: cold budgeted searches; returns summaries by (kernel, dtype, shape key).
 
     Per budget problem: the ``--budget`` search in this process, first (so cold); then, each in a
-    fresh process with an empty Triton cache, the ``--short-budget`` search (``"short"``) and,
+    fresh process with an empty Triton cache, the ``--short-budget`` search (``"short"``; only
+    when the ``--budget`` search took longer than the short budget) and,
     when the budget did not cover the space, an exhaustive search stopped after
     ``--cold-exhaustive`` seconds (``"exhaustive_cold"``)."""
     found: dict[tuple[str, str, str], dict[str, Any]] = {}
@@ -537,7 +541,8 @@ def run_budget_phase(
                 print(f"[budget] {kernel.name} {shape}: {args.budget:g} s", flush=True)
                 key = (kernel.name, dtype_name(dtype), config_key(shape))
                 budget = found[key] = bench.budgeted(kernel, shape, dtype, db)
-                if args.short_budget > 0:
+                # A shorter budget only tells something when the space takes longer, cold.
+                if 0 < args.short_budget < budget["elapsed_s"]:
                     if bench.clock.allows(args.short_budget + 60 + args.reserve):
                         print(f"[budget] {kernel.name} {shape}: {args.short_budget:g} s, fresh process", flush=True)  # fmt: skip
                         budget["short"] = bench.probe(

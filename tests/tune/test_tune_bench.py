@@ -97,6 +97,9 @@ def test_bench_writes_json_with_fingerprint_qualities_and_shipped_file(
     table = _load(TABLE).render(document)
     assert f"| {synthetic} | float32 | N=1024 |" in table
     assert "nearest match >= 0.95 of exhaustive: " in table
+    assert "refined match >= 0.95 of exhaustive: " in table
+    assert f"| {synthetic} | N=1024 | 0.05 s, this process, before any other compile |" in table
+    assert "cap 25%: trials: min / median / seeds within 3%" in table
     # Every exhaustive best (3 training shapes + 1 held-out) is exported for shipping.
     shipped = tmp_path / document["shipped_file"]
     entries = json.loads(shipped.read_text())["kernels"][synthetic]
@@ -181,8 +184,23 @@ def test_gpu_script_smoke_resolves_the_plan_runs_and_ships(tmp_path: Path) -> No
     assert document["compile_ahead"]["configs_run"] > 0
     assert not document["compile_ahead"]["broke"]
     by_kernel = {r["kernel"]: r for r in document["results"]}
-    matmul = by_kernel["blueprint.layernorm_linear_gelu.k1_linear_gelu"]
-    assert "budget_quality" in matmul["heldout"][0]
+    matmul = by_kernel["blueprint.layernorm_linear_gelu.k1_linear_gelu"]["heldout"][0]
+    assert "budget_quality" in matmul and "refined_quality" in matmul
+    # the 0.2 s search runs in a fresh process when the 0.5 s one took longer than 0.2 s; the
+    # exhaustive one (stopped after 1 s) when the 0.5 s one could not try every config
+    searches = {row["search"]: row for row in matmul["budget_evidence"]}
+    budget = searches["budget"]
+    assert budget["budget_s"] == 0.5 and budget["configs_tried"] == matmul["budgeted"]["trials"]
+    assert ("short" in searches) == (matmul["budgeted"]["elapsed_s"] > 0.2)
+    if "short" in searches:
+        assert searches["short"]["budget_s"] == 0.2 and searches["short"]["configs_tried"] >= 1
+        assert "short_budget_quality" in matmul
+    if budget["covered_space"]:
+        assert budget["exhaustive_cold_source"] == "the budgeted search tried every valid config"
+    else:
+        assert matmul["budgeted"]["exhaustive_cold"]["strategy"] == "exhaustive"
+        assert budget["exhaustive_cold_source"] in (None, "exhaustive search in a fresh process")
+    assert not (set(out.glob("wf-probe-*/triton")) | set(out.glob("wf-probe-*/cache")))
     fused = by_kernel["add_rms_norm.bwd"]["heldout"][0]
     assert "nearest_quality" in fused
     # M=5,N=37's best carried over to M=3,N=130 (a whole-row block of 64 becomes 256)
@@ -214,9 +232,7 @@ def test_probe_runs_one_exhaustive_search_and_stops_at_its_limit(
     assert stopped["finished"] is False and stopped["trials"] == 1
 
 
-def test_probes_run_in_a_fresh_process(
-    bench, tmp_path: Path
-) -> None:
+def test_probes_run_in_a_fresh_process(bench, tmp_path: Path) -> None:
     from warpforge.tune.tunable import get_tunable
 
     args = bench.parse_args(
