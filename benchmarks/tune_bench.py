@@ -600,6 +600,7 @@ def budget_evidence(
                 "exhaustive_cold_source": source,
                 "exhaustive_cold_stopped_after_s": stopped,
                 "best_over_exhaustive_best": qualities.get(name),
+                "failure": search.get("failure"),
                 # the check means something only when the search could not try every config
                 # and a cold exhaustive search took (or would take) longer than it did
                 "budget_below_exhaustive": not covered

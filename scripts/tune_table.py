@@ -70,8 +70,12 @@ def budget_table(document: dict[str, Any], pattern: str | None = None) -> list[s
                 if stopped is not None
                 else "not measured"
             )
+            budget_s = search.get("budget_s")
+            budget_text = "?" if budget_s is None else f"{budget_s:g} s"
+            if search.get("failure"):
+                budget_text += " (failed: see the JSON)"
             rows.append(
-                f"| {result['kernel']} | {_shape(entry['shape'])} | {search['budget_s']:g} s, "
+                f"| {result['kernel']} | {_shape(entry['shape'])} | {budget_text}, "
                 f"{search['where']} | {search['configs_tried']} of {search['valid_configs']} | "
                 f"{_seconds(search['budget_wall_s'])} | {cold_text} | "
                 f"{_quality(search['best_over_exhaustive_best'], 0.97)} |"

@@ -253,3 +253,36 @@ def test_probes_run_in_a_fresh_process(bench, tmp_path: Path) -> None:
     assert short["finished"] is True and short["best_config"] is not None
     assert 1 <= short["trials"] <= short["valid_configs"]
     assert len(list(tmp_path.glob("wf-probe-*/probe.json"))) == 2
+
+
+def _search(trials: int, valid: int, wall: float, **extra) -> dict:
+    return {"trials": trials, "valid_configs": valid, "covered_space": trials >= valid,
+            "elapsed_s": wall, **extra}  # fmt: skip
+
+
+def test_budget_evidence_compares_each_budget_with_a_cold_exhaustive_search(bench) -> None:
+    # The 60 s search tried all 56 configs in 48 s: that was the cold exhaustive search; the 20 s
+    # one (a probe: search_wall_s, no elapsed_s) tried 20 of them.
+    short = {"trials": 20, "valid_configs": 56, "covered_space": False, "search_wall_s": 21.0,
+             "budget_s": 20.0}  # fmt: skip
+    covered = {**_search(56, 56, 48.0, budget_s=60.0), "short": short}
+    rows = bench.budget_evidence(covered, {"budget": 1.0, "short": 0.99})
+    assert [r["search"] for r in rows] == ["budget", "short"]
+    assert rows[0]["exhaustive_cold_wall_s"] == rows[1]["exhaustive_cold_wall_s"] == 48.0
+    assert rows[0]["budget_below_exhaustive"] is False  # it covered the space
+    assert rows[1]["budget_below_exhaustive"] is True
+    assert (rows[1]["configs_tried"], rows[1]["budget_wall_s"]) == (20, 21.0)
+    assert rows[1]["best_over_exhaustive_best"] == 0.99
+
+    # 60 s tried 70 of 200; the cold exhaustive search finished in 150 s, or was stopped at 90 s.
+    finished = {"finished": True, "search_wall_s": 150.0, "trials": 200}
+    partial = _search(70, 200, 60.5, budget_s=60.0, exhaustive_cold=finished)
+    (row,) = bench.budget_evidence(partial, {"budget": 0.98})
+    assert row["exhaustive_cold_wall_s"] == 150.0 and row["budget_below_exhaustive"] is True
+    stopped = {**partial, "exhaustive_cold": {"finished": False, "search_wall_s": 90.0}}
+    (row,) = bench.budget_evidence(stopped, {"budget": 0.98})
+    assert row["exhaustive_cold_wall_s"] is None
+    assert row["exhaustive_cold_stopped_after_s"] == 90.0 and row["budget_below_exhaustive"]
+    unknown = _search(70, 200, 60.5, budget_s=60.0)  # no cold search asked: proves nothing
+    (row,) = bench.budget_evidence(unknown, {"budget": 0.98})
+    assert row["exhaustive_cold_source"] is None and row["budget_below_exhaustive"] is False
