@@ -6,11 +6,13 @@ under ``skipped`` in the JSON, never silently dropped):
 1. **Budgeted search, cold** (``--budget`` seconds, default 60) on one held-out shape of each
    ``--budget-kernels`` kernel, *first*, while Triton's cache holds none of their configs: the
    budget pays for every compile, as it would for a user. Seeded with the kernel's default
-   config only (nothing is tuned yet). Its trials go to ``OUT/budget.db``. With
-   ``--cold-exhaustive S``, the same (kernel, shape) is then searched exhaustively in a fresh
-   process with its own empty Triton cache and no compile-ahead (``exhaustive_cold`` in the JSON:
-   its wall time, or how far it got when stopped after ``S`` seconds), so the JSON says whether
-   the budget was smaller than the whole search.
+   config only (nothing is tuned yet). Its trials go to ``OUT/budget.db``. Then, each in a fresh
+   process with its own empty Triton cache and no compile-ahead (``OUT/wf-probe-*/probe.json``):
+   with ``--short-budget S``, a second budgeted search of ``S`` seconds where the first took
+   longer than ``S``; with ``--cold-exhaustive L``, where the budget could not try every valid
+   config, an exhaustive search stopped after ``L`` seconds. ``budget_evidence`` in the JSON sets
+   each budgeted search against the cold exhaustive wall time, so it says whether the budget was
+   smaller than the whole search.
 2. **Exhaustive** search of every kernel's training shapes into ``OUT/tune.db``.
 3. **Nearest match**: for each held-out shape, the config a fresh
    :class:`~warpforge.tune.lookup.ConfigLookup` picks from the training results alone (a
