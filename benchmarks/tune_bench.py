@@ -668,7 +668,7 @@ def run_kernel(
             try:
                 refined = bench.refine(kernel, shape, dtype, seeds[config_key(shape)], refine_db)
             except ValueError as exc:  # no carried config is valid here
-                refined = {"error": str(exc), "best_config": None}
+                refined = {"error": str(exc), "best_config": None, "trials": 0, "elapsed_s": 0.0}
         print(f"[heldout] {kernel.name} {shape}: exhaustive", flush=True)
         result, valid = bench.exhaustive(kernel, shape, dtype, db)
         entry: dict[str, Any] = {

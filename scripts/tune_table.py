@@ -43,6 +43,8 @@ def _refined_cell(entry: dict[str, Any]) -> str:
     refined = entry.get("refined")
     if refined is None or "refined_quality" not in entry:
         return "—"
+    if refined.get("error"):
+        return f"{_quality(entry['refined_quality'], 0.95)} (no valid seed)"
     return (
         f"{_quality(entry['refined_quality'], 0.95)} "
         f"({refined['trials']} trials, {refined['elapsed_s']:.1f} s)"
