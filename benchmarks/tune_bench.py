@@ -19,7 +19,8 @@ under ``skipped`` in the JSON, never silently dropped):
    neighbour's config carried over by the kernel's transfer; ``nearest_origin`` says which), taken
    *before* the held-out shape is searched; then the **refined** match: a short descent
    (:func:`~warpforge.tune.search.refine_search`, at most ``--refine-trials`` configs) from the
-   configs of the 3 nearest training shapes carried over, into ``OUT/refine.db``; then an
+   configs of the 3 nearest training shapes carried over and the default config (as
+   ``warpforge tune OP --refine N`` seeds it), into ``OUT/refine.db``; then an
    **exhaustive** search of the held-out shape (into ``OUT/tune.db`` too). Held-out shapes never
    inform a lookup or a refinement.
 4. **Re-timing**: exhaustive best, nearest match, refined match, default and (where run) budget
@@ -650,9 +651,11 @@ def run_kernel(
             kernel.name, features, kernel.default_config(features), device=bench.device
         )
         origins[config_key(shape)] = lookup.origin(kernel.name, features, device=bench.device)
-        seeds[config_key(shape)] = lookup.starting_configs(
-            kernel.name, features, device=bench.device, k=NEIGHBOURS
-        ) or [nearest[config_key(shape)]]
+        # as ``warpforge tune OP --refine N`` seeds it: the neighbours' configs, the heuristic last
+        seeds[config_key(shape)] = [
+            *lookup.starting_configs(kernel.name, features, device=bench.device, k=NEIGHBOURS),
+            kernel.default_config(features),
+        ]
     lookup.clear()
 
     for shape in item["heldout"]:
@@ -913,7 +916,8 @@ def main(argv: list[str] | None = None) -> int:
                 "budget_kernels": sorted(budget_names) if args.budget > 0 else [],
                 "nearest": "ConfigLookup over the training shapes' exhaustive results only",
                 "refined": f"refine_search from the configs of the {NEIGHBOURS} nearest training "
-                f"shapes carried over, at most {args.refine_trials} trials, before the held-out "
+                "shapes carried over, then the default config (as warpforge tune --refine), at "
+                f"most {args.refine_trials} trials, before the held-out "
                 "shape's exhaustive search (Triton's disk cache holds the training searches' "
                 "compiles, as it would after shipping tuned configs)",
                 "budget_replay": "budgeted_search replayed on the held-out exhaustive search's "

@@ -75,6 +75,7 @@ def test_bench_writes_json_with_fingerprint_qualities_and_shipped_file(
         assert entry["budgeted"]["elapsed_s"] > 0
         # the refinement starts from the training shapes' configs carried over, the nearest first
         assert entry["refine_seeds"][0] == entry["nearest_config"]
+        assert entry["refine_seeds"][-1] == entry["default_config"]  # as tune --refine seeds it
         assert 1 <= entry["refined"]["trials"] <= 12 and entry["refined_quality"] > 0
         assert entry["refined"]["status_counts"]["incorrect"] <= 1
         (evidence,) = entry["budget_evidence"]  # no --short-budget asked
