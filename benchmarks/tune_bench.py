@@ -8,8 +8,8 @@ under ``skipped`` in the JSON, never silently dropped):
    budget pays for every compile, as it would for a user. Seeded with the kernel's default
    config only (nothing is tuned yet). Its trials go to ``OUT/budget.db``. Then, each in a fresh
    process with its own empty Triton cache and no compile-ahead (``OUT/wf-probe-*/probe.json``):
-   with ``--short-budget S``, a second budgeted search of ``S`` seconds where the first took
-   longer than ``S``; with ``--cold-exhaustive L``, where the budget could not try every valid
+   with ``--short-budget S``, a second budgeted search of ``S`` seconds with no seed config
+   (random sampling + descent alone) where the first took longer than ``S``; with ``--cold-exhaustive L``, where the budget could not try every valid
    config, an exhaustive search stopped after ``L`` seconds. ``budget_evidence`` in the JSON sets
    each budgeted search against the cold exhaustive wall time, so it says whether the budget was
    smaller than the whole search.
@@ -29,8 +29,8 @@ under ``skipped`` in the JSON, never silently dropped):
    Targets: nearest (and refined) >= 0.95, budget >= 0.97 (within 3%).
 5. **Budget replay** (no GPU time): the budgeted search's algorithm (random sampling + coordinate
    descent) replayed on each held-out shape's measured exhaustive times, capped at 25% and 50% of
-   the valid configs, over ``--replay-seeds`` seeds: how close to the best it gets when the budget
-   cannot cover the space (``budget_replay`` in the JSON; qualities from search medians).
+   the valid configs, over ``--replay-seeds`` random seeds and with no seed config: how close to
+   the best it gets when the budget cannot cover the space (``budget_replay`` in the JSON; qualities from search medians).
 6. **Export**: every exhaustive best (training and held-out shapes) as a shipped-configs file,
    ``OUT/shipped-<device>.json`` (commit it as ``src/warpforge/tune/shipped/<device>.json``).
 
@@ -214,8 +214,9 @@ class _ProbeStopped(Exception):
 
 def run_probe(args: argparse.Namespace) -> int:
     """``--probe KERNEL``: one search in this (fresh) process, writing its progress to
-    ``OUT/probe.json`` after every trial: budgeted for ``--probe-budget`` seconds (seeded with the
-    default config, as the budget phase), or exhaustive (``--probe-budget 0``) stopped after
+    ``OUT/probe.json`` after every trial: budgeted for ``--probe-budget`` seconds with no seed
+    (random sampling + descent alone: the default config is the best on some problems, and a seed
+    would hide what the search does), or exhaustive (``--probe-budget 0``) stopped after
     ``--probe-limit`` seconds."""
     kernel = get_tunable(args.probe)
     shape = kernel.check_shape(parse_shape(args.probe_shape))
@@ -267,8 +268,7 @@ def run_probe(args: argparse.Namespace) -> int:
     try:
         if strategy == "budgeted":
             budgeted_search(
-                kernel, shape, dtype, device, budget_s=args.probe_budget,
-                initial=[kernel.default_config(features)], **common,
+                kernel, shape, dtype, device, budget_s=args.probe_budget, **common,
             )  # fmt: skip
         else:
             exhaustive_search(kernel, shape, dtype, device, **common)
@@ -285,10 +285,10 @@ def replay_budget(
     result: SearchResult,
     *,
     seeds: int,
-    initial: dict[str, object],
 ) -> list[dict[str, Any]]:
     """The budgeted search's algorithm on ``result``'s measured times (no GPU work): for each
-    :data:`REPLAY_FRACTIONS` cap of the valid configs, the best found over ``seeds`` seeds."""
+    :data:`REPLAY_FRACTIONS` cap of the valid configs, the best found over ``seeds`` random seeds,
+    with no seed config (random sampling + descent alone)."""
     measured = {config_key(t.config): t for t in result.trials}
     best = result.best
     if best is None or best.median_s is None:
@@ -320,7 +320,7 @@ def replay_budget(
         for seed in range(seeds):
             found = budgeted_search(
                 stand_in, shape, dtype, "cpu", budget_s=1e9, max_trials=cap,
-                initial=[initial], timer=timer, seed=seed,
+                timer=timer, seed=seed,
             ).best  # fmt: skip
             qualities.append(best.median_s / found.median_s if found and found.median_s else 0.0)
         out.append(
@@ -687,9 +687,8 @@ def run_kernel(
             entry["refined"] = refined
         if bench.args.replay_seeds > 0 and valid >= 8:
             entry["budget_replay"] = replay_budget(
-                kernel, shape, dtype, result, seeds=bench.args.replay_seeds,
-                initial=entry["default_config"],
-            )  # fmt: skip
+                kernel, shape, dtype, result, seeds=bench.args.replay_seeds
+            )
         budget = budgets.get((kernel.name, dtype_name(dtype), config_key(shape)))
         if budget is not None:
             entry["budgeted"] = budget
@@ -922,10 +921,10 @@ def main(argv: list[str] | None = None) -> int:
                 "compiles, as it would after shipping tuned configs)",
                 "budget_replay": "budgeted_search replayed on the held-out exhaustive search's "
                 f"medians (no GPU work), capped at {list(REPLAY_FRACTIONS)} of the valid configs, "
-                "seeded with the default config; quality = exhaustive best median / found median",
+                "no seed config; quality = exhaustive best median / found median",
                 "short_budget": f"a second budgeted search of {args.short_budget:g} s per budget "
-                "problem in a fresh process with an empty Triton cache, seeded with the default "
-                "config only",
+                "problem in a fresh process with an empty Triton cache, with no seed config "
+                "(random sampling + descent alone)",
                 "cold_exhaustive": "exhaustive search of each budget problem whose budget did not "
                 "cover the space, in a fresh process with an empty Triton cache, serial, no "
                 f"compile-ahead; stopped after {args.cold_exhaustive:g} s",

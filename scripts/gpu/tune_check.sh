@@ -5,8 +5,8 @@
 #   * budgeted searches, first and with a cold Triton cache, on one held-out shape of
 #     rms_norm.bwd and of the layernorm_linear_gelu matmul (the largest space of the suite):
 #     60 s in this process; then, each in a fresh process with an empty Triton cache, a 20 s
-#     search (only where the 60 s one took longer than 20 s, i.e. where 20 s cannot cover the
-#     space) and, where the 60 s search could not try every valid config, an exhaustive search
+#     search with no seed config (only where the 60 s one took longer than 20 s, i.e. where 20 s
+#     cannot cover the space) and, where the 60 s search could not try every valid config, an exhaustive search
 #     stopped after 90 s, so the JSON says how the budget compares with the whole search;
 #   * exhaustive searches of the training shapes (norms: 3 given below; blueprint kernels: the
 #     first 2 of their sweep), compiled ahead in worker processes;
