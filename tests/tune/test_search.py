@@ -205,3 +205,62 @@ def test_a_triton_compile_error_is_recorded_not_raised() -> None:
     bad = {"BLOCK_N": 48, "ROWS": 1, "num_warps": 1, "num_stages": 1}
     trial = evaluate_config(problem, bad, HarnessTimer(TimingOptions.quick()))
     assert trial.status == "error" and trial.median_s is None and trial.error
+
+
+def test_refine_search_descends_from_the_seeds_to_the_best_in_few_trials() -> None:
+    from warpforge.tune.search import refine_search
+
+    # Two steps from the best (BLOCK 128 -> 256, num_warps 4 -> 8): the descent walks back.
+    seed = {"BLOCK": 256, "num_warps": 8, "unroll": 2}
+    seen = []
+    result = refine_search(
+        make_synthetic(), SHAPE, torch.float32, "cpu", initial=[seed], timer=FakeTimer(),
+        on_trial=seen.append,
+    )  # fmt: skip
+    assert seen[0].config == seed
+    assert result.strategy == "refined" and result.best.config == BEST
+    valid = make_synthetic().space.valid_configs({"N": 1024, "dtype": "float32"})
+    assert len(result.trials) <= 12 < len(valid)
+
+
+def test_refine_search_stops_at_max_trials_and_skips_invalid_seeds() -> None:
+    from warpforge.tune.search import refine_search
+
+    invalid = {"BLOCK": 1000, "num_warps": 4, "unroll": 2}  # 1000 is not a BLOCK of the space
+    far = {"BLOCK": 1024, "num_warps": 1, "unroll": 4}
+    result = refine_search(
+        make_synthetic(), SHAPE, torch.float32, "cpu", initial=[invalid, far, far],
+        max_trials=3, timer=FakeTimer(),
+    )  # fmt: skip
+    assert len(result.trials) == 3
+    assert result.trials[0].config == far
+
+
+def test_refine_search_never_picks_a_wrong_seed() -> None:
+    from warpforge.tune.search import refine_search
+
+    result = refine_search(
+        make_synthetic(), SHAPE, torch.float32, "cpu",
+        initial=[WRONG_BUT_FAST, {"BLOCK": 512, "num_warps": 8, "unroll": 1}], timer=FakeTimer(),
+    )  # fmt: skip
+    statuses = {config_key(t.config): t.status for t in result.trials}
+    assert statuses[config_key(WRONG_BUT_FAST)] == "incorrect"
+    assert result.best is not None and result.best.config != WRONG_BUT_FAST
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"initial": []}, ValueError, "initial: none of the 0"),
+        ({"initial": [{"BLOCK": 3, "num_warps": 1, "unroll": 1}]}, ValueError, "none of the 1"),
+        ({"initial": {"BLOCK": 64}}, TypeError, "initial: expected a sequence"),
+        ({"initial": [3]}, TypeError, "initial: expected configs as mappings"),
+        ({"initial": [BEST], "max_trials": 0}, ValueError, "max_trials"),
+        ({"initial": [BEST], "budget_s": -1}, ValueError, "budget_s"),
+    ],
+)
+def test_refine_search_bad_arguments(kwargs: dict, error: type[Exception], match: str) -> None:
+    from warpforge.tune.search import refine_search
+
+    with pytest.raises(error, match=match):
+        refine_search(make_synthetic(), SHAPE, torch.float32, "cpu", timer=FakeTimer(), **kwargs)

@@ -69,12 +69,38 @@ def test_bench_writes_json_with_fingerprint_qualities_and_shipped_file(
         # the bench's own database was read, whatever WARPFORGE_TUNE_DB says
         assert entry["nearest_origin"].startswith("database nearest")
         assert entry["nearest_quality"] > 0 and entry["budget_quality"] > 0
-        assert set(entry["retimed"]) == {"exhaustive", "nearest", "default", "budgeted"}
+        assert set(entry["retimed"]) == {
+            "exhaustive", "nearest", "refined", "default", "budgeted"
+        }  # fmt: skip
         assert entry["budgeted"]["elapsed_s"] > 0
+        # the refinement starts from the training shapes' configs carried over, the nearest first
+        assert entry["refine_seeds"][0] == entry["nearest_config"]
+        assert entry["refine_seeds"][-1] == entry["default_config"]  # as tune --refine seeds it
+        assert 1 <= entry["refined"]["trials"] <= 12 and entry["refined_quality"] > 0
+        assert entry["refined"]["status_counts"]["incorrect"] <= 1
+        (evidence,) = entry["budget_evidence"]  # no --short-budget asked
+        assert evidence["search"] == "budget"
+        assert evidence["valid_configs"] == entry["exhaustive"]["valid_configs"]
+        assert evidence["configs_tried"] == entry["budgeted"]["trials"]
+        assert evidence["best_over_exhaustive_best"] == entry["budget_quality"]
+        if entry["budgeted"]["covered_space"]:
+            assert evidence["exhaustive_cold_wall_s"] == entry["budgeted"]["elapsed_s"]
+        else:  # no --cold-exhaustive asked: the cold exhaustive time is unknown
+            assert evidence["exhaustive_cold_wall_s"] is None
+        assert evidence["budget_below_exhaustive"] is False
+        replay = {r["fraction"]: r for r in entry["budget_replay"]}
+        assert set(replay) == {0.25, 0.5}
+        assert replay[0.5]["max_trials"] == entry["exhaustive"]["valid_configs"] // 2
+        assert 0 < replay[0.25]["quality_min"] <= replay[0.25]["quality_median"] <= 1.0
+        assert replay[0.5]["seeds"] == 20
     assert result["summary"]["nearest_match"]["shapes"] == 1
+    assert result["summary"]["refined_match"]["shapes"] == 1
     table = _load(TABLE).render(document)
     assert f"| {synthetic} | float32 | N=1024 |" in table
     assert "nearest match >= 0.95 of exhaustive: " in table
+    assert "refined match >= 0.95 of exhaustive: " in table
+    assert f"| {synthetic} | N=1024 | 0.05 s, this process, before any other compile |" in table
+    assert "cap 25%: trials: min / median / seeds within 3%" in table
     # Every exhaustive best (3 training shapes + 1 held-out) is exported for shipping.
     shipped = tmp_path / document["shipped_file"]
     entries = json.loads(shipped.read_text())["kernels"][synthetic]
@@ -159,8 +185,23 @@ def test_gpu_script_smoke_resolves_the_plan_runs_and_ships(tmp_path: Path) -> No
     assert document["compile_ahead"]["configs_run"] > 0
     assert not document["compile_ahead"]["broke"]
     by_kernel = {r["kernel"]: r for r in document["results"]}
-    matmul = by_kernel["blueprint.layernorm_linear_gelu.k1_linear_gelu"]
-    assert "budget_quality" in matmul["heldout"][0]
+    matmul = by_kernel["blueprint.layernorm_linear_gelu.k1_linear_gelu"]["heldout"][0]
+    assert "budget_quality" in matmul and "refined_quality" in matmul
+    # the 0.2 s search runs in a fresh process when the 0.5 s one took longer than 0.2 s; the
+    # exhaustive one (stopped after 1 s) when the 0.5 s one could not try every config
+    searches = {row["search"]: row for row in matmul["budget_evidence"]}
+    budget = searches["budget"]
+    assert budget["budget_s"] == 0.5 and budget["configs_tried"] == matmul["budgeted"]["trials"]
+    assert ("short" in searches) == (matmul["budgeted"]["elapsed_s"] > 0.2)
+    if "short" in searches:
+        assert searches["short"]["budget_s"] == 0.2 and searches["short"]["configs_tried"] >= 1
+        assert "short_budget_quality" in matmul
+    if budget["covered_space"]:
+        assert budget["exhaustive_cold_source"] == "the budgeted search tried every valid config"
+    else:
+        assert matmul["budgeted"]["exhaustive_cold"]["strategy"] == "exhaustive"
+        assert budget["exhaustive_cold_source"] in (None, "exhaustive search in a fresh process")
+    assert not (set(out.glob("wf-probe-*/triton")) | set(out.glob("wf-probe-*/cache")))
     fused = by_kernel["add_rms_norm.bwd"]["heldout"][0]
     assert "nearest_quality" in fused
     # M=5,N=37's best carried over to M=3,N=130 (a whole-row block of 64 becomes 256)
@@ -173,3 +214,76 @@ def test_gpu_script_smoke_resolves_the_plan_runs_and_ships(tmp_path: Path) -> No
         lookup.config_for("add_rms_norm.bwd", entry["features"], {}, device="cpu")
         == (entry["config"])
     )
+
+
+def test_probe_runs_one_exhaustive_search_and_stops_at_its_limit(
+    bench, synthetic: str, tmp_path: Path
+) -> None:
+    def probe(limit: str) -> dict:
+        args = ["--out", str(tmp_path), "--probe", synthetic, "--probe-shape",
+                "N=1024", "--probe-limit", limit, *FAST]  # fmt: skip
+        assert bench.main(args) == 0
+        return json.loads((tmp_path / "probe.json").read_text())
+
+    whole = probe("1000")
+    assert whole["finished"] is True and whole["trials"] == whole["valid_configs"] > 10
+    assert whole["status_counts"] == {"ok": whole["trials"] - 2, "incorrect": 1, "error": 1}
+    assert whole["best_config"] != WRONG_BUT_FAST and whole["search_wall_s"] > 0
+    stopped = probe("0")
+    assert stopped["finished"] is False and stopped["trials"] == 1
+
+
+def test_probes_run_in_a_fresh_process(bench, tmp_path: Path) -> None:
+    from warpforge.tune.tunable import get_tunable
+
+    args = bench.parse_args(
+        ["--out", str(tmp_path), "--kernels", "rms_norm.fwd", "--cold-exhaustive", "0", *FAST]
+    )
+    bench_run = bench.Bench(args)
+    kernel = get_tunable("rms_norm.fwd")
+    import torch
+
+    cold = bench_run.probe(kernel, {"M": 3, "N": 130}, torch.float32, budget_s=0, limit_s=0)
+    assert "failure" not in cold, cold
+    assert cold["kernel"] == "rms_norm.fwd" and cold["shape"] == {"M": 3, "N": 130}
+    assert cold["finished"] is False and cold["trials"] == 1  # stopped at its 0 s limit
+    assert cold["process_wall_s"] >= cold["search_wall_s"] > 0
+    short = bench_run.probe(kernel, {"M": 3, "N": 130}, torch.float32, budget_s=0.5, limit_s=0)
+    assert "failure" not in short, short
+    assert short["strategy"] == "budgeted" and short["budget_s"] == 0.5
+    assert short["finished"] is True and short["best_config"] is not None
+    assert 1 <= short["trials"] <= short["valid_configs"]
+    assert len(list(tmp_path.glob("wf-probe-*/probe.json"))) == 2
+
+
+def _search(trials: int, valid: int, wall: float, **extra) -> dict:
+    return {"trials": trials, "valid_configs": valid, "covered_space": trials >= valid,
+            "elapsed_s": wall, **extra}  # fmt: skip
+
+
+def test_budget_evidence_compares_each_budget_with_a_cold_exhaustive_search(bench) -> None:
+    # The 60 s search tried all 56 configs in 48 s: that was the cold exhaustive search; the 20 s
+    # one (a probe: search_wall_s, no elapsed_s) tried 20 of them.
+    short = {"trials": 20, "valid_configs": 56, "covered_space": False, "search_wall_s": 21.0,
+             "budget_s": 20.0}  # fmt: skip
+    covered = {**_search(56, 56, 48.0, budget_s=60.0), "short": short}
+    rows = bench.budget_evidence(covered, {"budget": 1.0, "short": 0.99})
+    assert [r["search"] for r in rows] == ["budget", "short"]
+    assert rows[0]["exhaustive_cold_wall_s"] == rows[1]["exhaustive_cold_wall_s"] == 48.0
+    assert rows[0]["budget_below_exhaustive"] is False  # it covered the space
+    assert rows[1]["budget_below_exhaustive"] is True
+    assert (rows[1]["configs_tried"], rows[1]["budget_wall_s"]) == (20, 21.0)
+    assert rows[1]["best_over_exhaustive_best"] == 0.99
+
+    # 60 s tried 70 of 200; the cold exhaustive search finished in 150 s, or was stopped at 90 s.
+    finished = {"finished": True, "search_wall_s": 150.0, "trials": 200}
+    partial = _search(70, 200, 60.5, budget_s=60.0, exhaustive_cold=finished)
+    (row,) = bench.budget_evidence(partial, {"budget": 0.98})
+    assert row["exhaustive_cold_wall_s"] == 150.0 and row["budget_below_exhaustive"] is True
+    stopped = {**partial, "exhaustive_cold": {"finished": False, "search_wall_s": 90.0}}
+    (row,) = bench.budget_evidence(stopped, {"budget": 0.98})
+    assert row["exhaustive_cold_wall_s"] is None
+    assert row["exhaustive_cold_stopped_after_s"] == 90.0 and row["budget_below_exhaustive"]
+    unknown = _search(70, 200, 60.5, budget_s=60.0)  # no cold search asked: proves nothing
+    (row,) = bench.budget_evidence(unknown, {"budget": 0.98})
+    assert row["exhaustive_cold_source"] is None and row["budget_below_exhaustive"] is False

@@ -63,6 +63,29 @@ def test_budgeted_tune_with_two_dtypes(url: str) -> None:
     assert "/?" in result.output  # a budgeted search: its progress has no known total
 
 
+def test_refine_starts_from_the_nearest_tuned_shape_and_stops_at_its_trials(url: str) -> None:
+    assert _invoke("tune", "row_sum", *SHAPE, "--db", url).exit_code == 0
+    seen: list[dict] = []
+    from warpforge.tune import search
+
+    real = search.evaluate_config
+
+    def spy(problem, config, timer):
+        seen.append(dict(config))
+        return real(problem, config, timer)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search, "evaluate_config", spy)
+        result = _invoke("tune", "row_sum", "--shape", "M=3,N=40", "--refine", "3", "--db", url)
+    assert result.exit_code == 0, result.output
+    with PerfDatabase(url) as db:
+        tuned = db.best_configs(kernel="row_sum")
+        refined = [t for t in db.trials(kernel="row_sum") if t.features["N"] == 40]
+    near = next(b for b in tuned if b.features["N"] == 20)
+    assert 1 <= len(refined) <= 3 and len(seen) == len(refined)
+    assert seen[0] == near.config  # the nearest tuned shape's best is tried first
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -72,6 +95,8 @@ def test_budgeted_tune_with_two_dtypes(url: str) -> None:
         (["tune", "row_sum", "--dtype", "int8"], "dtype"),
         (["tune", "row_sum", "--budget", "0"], "--budget"),
         (["tune", "row_sum", "--budget", "1", "--exhaustive"], "exclude"),
+        (["tune", "row_sum", "--refine", "0"], "--refine"),
+        (["tune", "row_sum", "--refine", "3", "--exhaustive"], "--refine excludes"),
     ],
 )
 def test_tune_errors_are_clear(args: list[str], message: str, url: str) -> None:

@@ -3,7 +3,8 @@
 * :mod:`~warpforge.tune.space`: config spaces with constraints that prune before compiling;
 * :mod:`~warpforge.tune.tunable`: the registry of tunable kernels;
 * :mod:`~warpforge.tune.search`: exhaustive and budgeted (random + coordinate descent) search,
-  every candidate checked against the reference before it can win;
+  and the short descent that refines a nearest match; every candidate checked against the
+  reference before it can win;
 * :mod:`~warpforge.tune.database`: every trial stored in SQLite or PostgreSQL, with migrations;
 * :mod:`~warpforge.tune.lookup`: :func:`config_for`, the cached lookup ops and the compiler use;
 * :mod:`~warpforge.tune.shipped`: the JSON the package ships, export and import.
@@ -27,6 +28,7 @@ _LAZY: dict[str, str] = {
     "tune": "warpforge.tune.search",
     "exhaustive_search": "warpforge.tune.search",
     "budgeted_search": "warpforge.tune.search",
+    "refine_search": "warpforge.tune.search",
     "PerfDatabase": "warpforge.tune.database",
     "config_for": "warpforge.tune.lookup",
     "starting_configs": "warpforge.tune.lookup",

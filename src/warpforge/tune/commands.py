@@ -49,6 +49,12 @@ def tune_command(
         None, "--budget", help="Seconds per problem: random + local search."
     ),
     exhaustive: bool = typer.Option(False, "--exhaustive", help="Try every valid config."),
+    refine: int = typer.Option(
+        None,
+        "--refine",
+        help="At most this many trials: a short descent from the configs of the nearest tuned "
+        "shapes (for a shape near tuned ones).",
+    ),
     db: str = typer.Option(
         None, "--db", help="Database URL (default: WARPFORGE_DB_URL or ~/.cache/warpforge/perf.db)."
     ),
@@ -70,6 +76,10 @@ def tune_command(
         _fail(f"--budget: expected seconds > 0, got {budget}")
     if budget is not None and exhaustive:
         _fail("--budget and --exhaustive exclude each other")
+    if refine is not None and refine < 1:
+        _fail(f"--refine: expected a number of trials >= 1, got {refine}")
+    if refine is not None and (budget is not None or exhaustive):
+        _fail("--refine excludes --budget and --exhaustive")
     try:
         kernel = get_tunable(op)
         shapes = [parse_shape(s) for s in shape or ()]
@@ -92,7 +102,15 @@ def tune_command(
     except ValueError as exc:
         _fail(str(exc))
     problems = [(s, d) for s in shapes for d in dtypes]
-    _tune_problems(kernel, problems, budget=budget, exhaustive=exhaustive, db_url=db, seed=seed)
+    _tune_problems(
+        kernel,
+        problems,
+        budget=budget,
+        exhaustive=exhaustive,
+        refine=refine,
+        db_url=db,
+        seed=seed,
+    )
 
 
 def _list_tunables(kernels: list[Any]) -> None:
@@ -115,6 +133,7 @@ def _tune_problems(
     exhaustive: bool,
     db_url: str | None,
     seed: int,
+    refine: int | None = None,
 ) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -122,7 +141,7 @@ def _tune_problems(
     from warpforge.tune import distributed
     from warpforge.tune.database import DatabaseUnavailable, PerfDatabase
     from warpforge.tune.lookup import ConfigLookup
-    from warpforge.tune.search import budgeted_search, exhaustive_search
+    from warpforge.tune.search import budgeted_search, exhaustive_search, refine_search
     from warpforge.tune.tunable import dtype_name
 
     rank = distributed.init_from_environment()
@@ -151,14 +170,24 @@ def _tune_problems(
                 features = kernel.features(shape, dtype)
                 valid = kernel.space.valid_configs(features)
                 label = f"{kernel.name} {_shape_text(shape)} {dtype_name(dtype)}"
-                use_budget = budget is not None or (not exhaustive and len(valid) > 256)
-                task = progress.add_task(label, total=None if use_budget else len(valid))
+                use_budget = budget is not None or (
+                    not exhaustive and refine is None and len(valid) > 256
+                )
+                total = None if use_budget else min(refine or len(valid), len(valid))
+                task = progress.add_task(label, total=total)
                 common: dict[str, Any] = {
                     "database": database,
                     "on_trial": lambda _t, task=task: progress.advance(task),
                     "seed": seed + (rank.rank if plan.config_shard else 0),
                 }
-                if use_budget:
+                if refine is not None:
+                    # the neighbours' configs carried over first, the built-in heuristic last
+                    initial = seeds_from.starting_configs(kernel.name, features, device=device)
+                    initial.append(kernel.default_config(features))
+                    refine_search(
+                        kernel, shape, dtype, device, initial=initial, max_trials=refine, **common
+                    )
+                elif use_budget:
                     initial = seeds_from.starting_configs(kernel.name, features, device=device)
                     initial.append(kernel.default_config(features))
                     budgeted_search(

@@ -1,4 +1,5 @@
-"""Searching a config space: exhaustive for small spaces, random + coordinate descent under a budget.
+"""Searching a config space: exhaustive for small spaces, random + coordinate descent under a budget,
+and a short descent from carried-over configs that refines a nearest match (:func:`refine_search`).
 
 Every candidate goes through :func:`evaluate_config`: it runs once on fresh random inputs and is
 compared with the float64 reference *before* it is timed, so a fast wrong config is recorded as
@@ -393,6 +394,93 @@ def budgeted_search(
         problem.features,
         record.fingerprint,
         "budgeted",
+        list(record.trials.values()),
+        clock() - start,
+        len(rejected),
+    )
+
+
+REFINE_TRIALS = 12
+"""Trials of the short search that refines a nearest match (:func:`refine_search`)."""
+
+
+def refine_search(
+    kernel: TunableKernel,
+    shape: Shape,
+    dtype: torch.dtype,
+    device: torch.device | str,
+    *,
+    initial: Sequence[Mapping[str, object]],
+    max_trials: int = REFINE_TRIALS,
+    budget_s: float = 30.0,
+    timer: TrialTimer | None = None,
+    timing: TimingOptions | None = None,
+    on_trial: Callable[[Trial], None] | None = None,
+    database: PerfDatabase | None = None,
+    seed: int = 0,
+    clock: Callable[[], float] = time.monotonic,
+) -> SearchResult:
+    """The short search that refines a nearest match on an unseen problem.
+
+    Tries the ``initial`` configs (the nearest stored neighbours' bests carried to this problem,
+    see :meth:`~warpforge.tune.lookup.ConfigLookup.starting_configs`), then descends from the
+    fastest correct one, one parameter one step at a time, until no move improves, ``max_trials``
+    configs were tried or ``budget_s`` seconds passed. No random sampling: the neighbours are the
+    prior, the descent only corrects what the transfer got slightly wrong (rows per program, warps)
+    at the price of a few compiles. Raises ``ValueError`` when no ``initial`` config is valid.
+    """
+    check_positive("budget_s", budget_s)
+    if isinstance(max_trials, bool) or not isinstance(max_trials, int) or max_trials < 1:
+        raise ValueError(f"max_trials: expected a positive int, got {max_trials!r}")
+    if isinstance(initial, Mapping) or not isinstance(initial, Sequence):
+        raise TypeError(f"initial: expected a sequence of configs, got {describe(initial)}")
+    problem, timer = _prepare(kernel, shape, dtype, device, timer, timing, seed)
+    space = kernel.space
+    seeds: dict[str, dict[str, object]] = {}
+    for config in initial:
+        if not isinstance(config, Mapping):
+            raise TypeError(f"initial: expected configs as mappings, got {describe(config)}")
+        try:
+            allowed = space.allows(config, problem.features)
+        except (KeyError, TypeError, ValueError):  # e.g. a config of another space's parameters
+            allowed = False
+        if allowed:
+            seeds.setdefault(config_key(config), dict(config))
+    if not seeds:
+        raise ValueError(
+            f"initial: none of the {len(initial)} config(s) is valid for {kernel.name} "
+            f"{problem.features}"
+        )
+    record = _Recorder(problem, timer, on_trial, database)
+    start = clock()
+
+    def spent() -> bool:
+        return len(record.trials) >= max_trials or clock() - start >= budget_s
+
+    tried = []
+    for config in seeds.values():
+        if tried and spent():
+            break
+        tried.append(record(config))
+    current = min(tried, key=_score)
+    while current.ok and not spent():
+        moves = []
+        for candidate in space.neighbours(current.config, problem.features):
+            if config_key(candidate) in record.trials:
+                continue
+            if spent():
+                break
+            moves.append(record(candidate))
+        better = min(moves, key=_score, default=None)
+        if better is None or _score(better) >= _score(current):
+            break
+        current = better
+    _, rejected = space.enumerate(problem.features)
+    return SearchResult(
+        kernel.name,
+        problem.features,
+        record.fingerprint,
+        "refined",
         list(record.trials.values()),
         clock() - start,
         len(rejected),
