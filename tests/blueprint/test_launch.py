@@ -145,7 +145,7 @@ def test_heuristics_lie_in_their_spaces_for_gpu_shapes() -> None:
     for dtype in ("bfloat16", "float32"):
         features = {"graph": "g", "B": 1, "M": 4096, "N": 4096, "K": 4096, "dtype": dtype}
         assert MATMUL_SPACE.rejection(matmul_default(features, on_gpu=True), features) is None
-        assert 20 <= len(MATMUL_SPACE.valid_configs(features)) <= 64
+        assert 20 <= len(MATMUL_SPACE.valid_configs(features)) <= 110
 
 
 def test_whole_row_kernels_take_the_row_and_matmul_tiles_fit_shared_memory() -> None:

@@ -332,17 +332,22 @@ class KernelProgram:
             args += [buffer, *buffer.stride()]
         args += [domain[d] for d in range(1, len(domain) - 1)]
         args += [m, n, k]
-        grid = (math.ceil(m / block_m) * math.ceil(n / block_n) * n_batch,)
+        options: dict[str, Any] = {
+            "BLOCK_M": block_m,
+            "BLOCK_N": block_n,
+            "BLOCK_K": block_k,
+            "GROUP_M": config["GROUP_M"],
+            "EVEN_K": k % block_k == 0,
+            "INDEX_64": index_64,
+            "num_warps": config["num_warps"],
+            "num_stages": config["num_stages"],
+        }
+        if group.has_row_op:  # each program walks whole rows: one per BLOCK_M rows
+            grid = (math.ceil(m / block_m) * n_batch,)
+            options["SINGLE_K"] = k <= block_k
+        else:
+            grid = (math.ceil(m / block_m) * math.ceil(n / block_n) * n_batch,)
         kernel = getattr(self.module, group.kernel_name)
-        launched = kernel[grid](
-            *args,
-            BLOCK_M=block_m,
-            BLOCK_N=block_n,
-            BLOCK_K=block_k,
-            GROUP_M=config["GROUP_M"],
-            INDEX_64=index_64,
-            num_warps=config["num_warps"],
-            num_stages=config["num_stages"],
-        )
+        launched = kernel[grid](*args, **options)
         if self.launched is not None:
             self.launched.append(launched)
