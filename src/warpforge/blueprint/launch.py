@@ -185,10 +185,12 @@ def matmul_default(
         }  # fmt: skip
     block_k = 32 if features["dtype"] == "float32" else 64
     block_k = min(block_k, max(16, next_power_of_2(_int(features, "K"))))
-    if row_passes:
+    if row_passes:  # K in one block when it fits 128: the A tile is then loaded once
+        single_k = max(16, next_power_of_2(_int(features, "K")))
         return {
             "BLOCK_M": 64, "BLOCK_N": 128 if _int(features, "N") >= 128 else 64,
-            "BLOCK_K": block_k, "GROUP_M": 8, "num_warps": 4, "num_stages": 3,
+            "BLOCK_K": single_k if single_k <= 128 else block_k,
+            "GROUP_M": 8, "num_warps": 4, "num_stages": 3,
         }  # fmt: skip
     return {
         "BLOCK_M": 128,
