@@ -43,3 +43,7 @@ for name in blueprint.causal_attention_scores blueprint.layernorm_linear_gelu bl
 done
 timeout 60 "$PY" scripts/merge_results.py "$OUT/blueprint-gemm.json" "$OUT"/parts/*.json > "$OUT/merge.log" 2>&1
 echo "merge: exit $?; total $((SECONDS - start)) s" | tee -a "$SUMMARY"
+if [ -n "${GEMM_PYTEST:-}" ]; then
+  timeout 120 "$PY" -m pytest tests/blueprint/test_codegen.py -m gpu -q -p no:cacheprovider > "$OUT/pytest-gpu.log" 2>&1
+  echo "gpu tests: exit $? at $((SECONDS - start)) s" | tee -a "$SUMMARY"
+fi

@@ -375,3 +375,33 @@ def test_bf16_matmul_kernels_on_gpu() -> None:
     got = warpforge.compile(b.build(), strict=True)(x_val, w_val)
     want = torch.nn.functional.gelu(x_val.double() @ w_val.double().t(), approximate="tanh")
     torch.testing.assert_close(got.double(), want, atol=3e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("use_tma", [True, False], ids=["tma", "pointer"])
+@pytest.mark.parametrize(
+    "m, k, n", [(13, 40, 24), (70, 36, 36), (5, 9, 7)], ids=["aligned", "ragged-tiles", "odd-k"]
+)
+def test_two_d_matmuls_on_the_persistent_tma_and_pointer_kernels(
+    use_tma: bool, m: int, k: int, n: int, monkeypatch: pytest.MonkeyPatch, check
+) -> None:  # type: ignore[no-untyped-def]
+    from warpforge.blueprint import program
+
+    monkeypatch.setattr(program, "USE_TMA", use_tma)
+    chosen: list[bool] = []
+    real = program.tma_operands
+    monkeypatch.setattr(
+        program, "tma_operands", lambda a, b: chosen.append(real(a, b) is not None) or real(a, b)
+    )
+    b = BlueprintBuilder("two_d_matmuls")
+    x = b.input("x", ("M", "K"), "float32")
+    w = b.input("w", ("N", "K"), "float32")  # linear: B stored [N, K]
+    bias = b.input("bias", ("N",), "float32")
+    kn = b.input("kn", ("K", "N"), "float32")  # matmul: B stored [K, N]
+    b.output("y", b.op("gelu", b.op("linear", x, w, bias), approximate="tanh"))
+    b.output("z", b.op("mul", b.op("matmul", x, kn), scalar=0.5))
+    ir = b.build()
+    assert "def k0_linear_gelu_tma(" in KernelSourceGenerator(ir).source()
+    inputs = [torch.randn(m, k), torch.randn(n, k), torch.randn(n), torch.randn(k, n)]
+    check(ir, inputs, atol=1e-4, rtol=1e-5)
+    aligned = (k * 4) % 16 == 0 and (n * 4) % 16 == 0
+    assert chosen == [use_tma and (k * 4) % 16 == 0, use_tma and aligned]

@@ -44,6 +44,9 @@ TEMPLATE_VERSIONS = {"rows": 1, "matmul": 2}
 """Bumped when one kernel template changes what a launch config means: part of the key of its
 tuned configs (a change to the matmul template leaves the row kernels' tuned configs valid)."""
 
+PERSISTENT_SUFFIX = "_tma"
+"""Name suffix of a plain matmul group's persistent TMA kernel (beside the pointer kernel)."""
+
 STREAMING_ROW_OPS = ("softmax", "sum", "mean", "amax")
 """Row ops a matmul group computes over its N tiles (statistics that stream)."""
 
@@ -481,7 +484,9 @@ class _KernelWriter:
             f"tl.store({addr}, {self.var(value)}.to(p_{value}.dtype.element_ty), mask={mask})"
         )
 
-    def signature(self, head: list[str], sizes: list[str], constexprs: list[str]) -> list[str]:
+    def signature(
+        self, head: list[str], sizes: list[str], constexprs: list[str], suffix: str = ""
+    ) -> list[str]:
         args = list(head)
         for value in loaded_inputs(self.group):
             args += self.tensor_args(value)
@@ -489,7 +494,7 @@ class _KernelWriter:
             args += self.tensor_args(value)
         args += sizes
         args += [f"{c}: tl.constexpr" for c in constexprs]
-        lines = ["@triton.jit", f"def {self.group.kernel_name}("]
+        lines = ["@triton.jit", f"def {self.group.kernel_name}{suffix}("]
         lines += [f"    {a}," for a in args]
         lines.append("):")
         return lines
@@ -559,7 +564,10 @@ class _MatmulKernelWriter(_KernelWriter):
             self._write_tiles(mm)
             doc = '    """Tiled tl.dot matmul (fp32 accumulator) with the fused pointwise epilogue."""'
         signature = self.signature(head, sizes, constexprs)
-        return [*self.header_comment(), *signature, doc, *self.body]
+        lines = [*self.header_comment(), *signature, doc, *self.body]
+        if not group.has_row_op:
+            lines += ["", "", *self._write_persistent(mm, sizes)]
+        return lines
 
     # ------------------------------------------------------------------ shared pieces
     def _precision(self) -> str:
@@ -645,6 +653,56 @@ class _MatmulKernelWriter(_KernelWriter):
         for value in group.outputs:
             self.store(value)
 
+    # ------------------------------------------------------------------ persistent TMA matmul
+    def _write_persistent(self, mm: IRNode, sizes: list[str]) -> list[str]:
+        """The same matmul and epilogue for one 2-D problem (batch 1), reading A and B through
+        TMA tensor descriptors (out-of-range rows, columns and the K tail read as zeros) in a
+        persistent loop: NUM_PROGRAMS programs (one per SM) take the tiles in GROUP_M order."""
+        self.body, self.loaded, self.depth = [], {}, 1
+        e = self.emit
+        e("num_m = tl.cdiv(M, BLOCK_M)")
+        e("num_n = tl.cdiv(N, BLOCK_N)")
+        e("group_size = GROUP_M * num_n")
+        e(f"# {_describe_node(mm, self.gen.schemas[mm.name])}")
+        e("for tile in range(tl.program_id(0), num_m * num_n, NUM_PROGRAMS):")
+        self.depth += 1
+        e("first_m = (tile // group_size) * GROUP_M")
+        e("rows_in_group = tl.minimum(num_m - first_m, GROUP_M)")
+        e("pid_m = first_m + (tile % group_size) % rows_in_group")
+        e("pid_n = (tile % group_size) // rows_in_group")
+        e("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
+        e("for k in range(0, tl.cdiv(K, BLOCK_K)):")
+        e("    a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])")
+        e("    if B_NK:  # B stored [N, K] (a linear's weight)")
+        e("        b = b_desc.load([pid_n * BLOCK_N, k * BLOCK_K]).T")
+        e("    else:")
+        e("        b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])")
+        e(f"    acc += tl.dot(a, b{self._precision()})")
+        e("offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")
+        e("offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
+        e("if INDEX_64:")
+        e("    offs_m = offs_m.to(tl.int64)")
+        e("    offs_n = offs_n.to(tl.int64)")
+        e("# epilogue over the output domain (one batch entry: row = m)")
+        e("rows = offs_m")
+        e("row_mask = offs_m < M")
+        self._tile_masks()
+        self.row_coordinates()
+        self._matmul_value(mm)
+        for node in self.group.nodes[1:]:
+            self.node_body(node)
+        for value in self.group.outputs:
+            self.store(value)
+        constexprs = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "B_NK", "NUM_PROGRAMS"]
+        signature = self.signature(
+            ["a_desc", "b_desc"], sizes, [*constexprs, "INDEX_64"], suffix=PERSISTENT_SUFFIX
+        )
+        doc = (
+            '    """Persistent TMA matmul (batch 1, Hopper tensor descriptors) with the same '
+            'epilogue."""'
+        )
+        return [f"# kernel {self.group.index}, persistent TMA variant", *signature, doc, *self.body]
+
     # ------------------------------------------------------------------ matmul + row ops
     def _write_row_passes(self, mm: IRNode) -> None:
         group = self.group
@@ -697,6 +755,7 @@ class _MatmulKernelWriter(_KernelWriter):
                 stat = self._stat(node)
                 e("# a row of only -inf keeps a 0 shift (torch gives NaN there, so do we: 0 / 0)")
                 e(f"{stat}_shift = tl.where({stat}_max == {NEG_INF}, 0.0, {stat}_max)")
+                e(f"{stat}_scale = 1.0 / {stat}_sum  # one division per row, not per element")
         self._n_loop(mm)
         row_names = {n.name for n in row_ops}
         for node in group.nodes[1:]:
@@ -766,7 +825,7 @@ class _MatmulKernelWriter(_KernelWriter):
         self.emit(f"# {_describe_node(node, schema)}")
         if node.op == "softmax":
             x = self.operand(node.inputs[0])
-            expr = f"tl.exp({x} - {stat}_shift) / {stat}_sum"
+            expr = f"tl.exp({x} - {stat}_shift) * {stat}_scale"
         elif node.op == "sum":
             expr = f"{stat}_sum"
         elif node.op == "mean":
