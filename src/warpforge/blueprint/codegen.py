@@ -664,7 +664,9 @@ class _MatmulKernelWriter(_KernelWriter):
         e("num_n = tl.cdiv(N, BLOCK_N)")
         e("group_size = GROUP_M * num_n")
         e(f"# {_describe_node(mm, self.gen.schemas[mm.name])}")
-        e("for tile in range(tl.program_id(0), num_m * num_n, NUM_PROGRAMS):")
+        e("# flatten: the K loops of consecutive tiles form one software pipeline, so the next")
+        e("# tile's loads are in flight while this one's epilogue runs")
+        e("for tile in tl.range(tl.program_id(0), num_m * num_n, NUM_PROGRAMS, flatten=True):")
         self.depth += 1
         e("first_m = (tile // group_size) * GROUP_M")
         e("rows_in_group = tl.minimum(num_m - first_m, GROUP_M)")
