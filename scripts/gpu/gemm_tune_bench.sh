@@ -4,6 +4,8 @@
 # shapes) into OUT/tune.db, the shipped-configs export of what was found, then the harness bench
 # of the three problems against eager and torch.compile(max-autotune-no-cudagraphs) with those
 # configs. Usage: bash scripts/gpu/gemm_tune_bench.sh OUT_DIR [TUNE_BUDGET_S]   (repository root)
+# GEMM_TUNE_ONLY=REGEX tunes only the matching kernels; GEMM_PYTEST=1 adds the GPU tests;
+# GEMM_VARIANTS=SECONDS runs scripts/gpu/gemm_variants.py until that many seconds have passed.
 set -uo pipefail
 OUT="${1:-gemm-out}"
 BUDGET="${2:-40}"
@@ -49,4 +51,9 @@ echo "merge: exit $?; total $((SECONDS - start)) s" | tee -a "$SUMMARY"
 if [ -n "${GEMM_PYTEST:-}" ]; then
   timeout 120 "$PY" -m pytest tests/blueprint/test_codegen.py -m gpu -q -p no:cacheprovider > "$OUT/pytest-gpu.log" 2>&1
   echo "gpu tests: exit $? at $((SECONDS - start)) s" | tee -a "$SUMMARY"
+fi
+if [ -n "${GEMM_VARIANTS:-}" ]; then
+  left=$((GEMM_VARIANTS - (SECONDS - start)))
+  [ "$left" -gt 20 ] && timeout "$left" "$PY" scripts/gpu/gemm_variants.py "$OUT/variants.json" > "$OUT/variants.log" 2>&1
+  echo "variants: exit $? at $((SECONDS - start)) s" | tee -a "$SUMMARY"
 fi

@@ -176,7 +176,7 @@ def matmul_default(
     features: Mapping[str, object], on_gpu: bool, row_passes: bool = False
 ) -> dict[str, int]:
     """The untuned launch: 128x256 tiles (128x128 or x64 for narrow N), 8 warps, 4 stages (3 for
-    float32) on the GPU (a kernel with row passes: 64x128 tiles, 4 warps); small tiles under the
+    float32) on the GPU (a kernel with row passes: 64x64 tiles, 4 warps); small tiles under the
     interpreter (they keep numpy fast)."""
     if not on_gpu:
         return {
@@ -188,7 +188,7 @@ def matmul_default(
     if row_passes:  # K in one block when it fits 128: the A tile is then loaded once
         single_k = max(16, next_power_of_2(_int(features, "K")))
         return {
-            "BLOCK_M": 64, "BLOCK_N": 128 if _int(features, "N") >= 128 else 64,
+            "BLOCK_M": 64, "BLOCK_N": 64,
             "BLOCK_K": single_k if single_k <= 128 else block_k,
             "GROUP_M": 8, "num_warps": 4, "num_stages": 3,
         }  # fmt: skip
