@@ -23,7 +23,8 @@ CASES = {
 }
 
 
-def _time(fn, iters: int = 20) -> float:
+def median_event_us(fn, iters: int = 20) -> float:
+    """Median CUDA-event time of ``fn`` in microseconds (after 3 warm-up calls)."""
     for _ in range(3):
         fn()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -51,8 +52,8 @@ def main(out: str) -> None:
             want = problem.reference(*[t.double() if t.is_floating_point() else t for t in inputs])
             row["max_abs_err"] = float((got.double() - want).abs().nan_to_num(0.0).max())
             row["nan_mismatch"] = bool((got.isnan() != want.isnan()).any())
-            row["ours_us"] = _time(lambda m=module, i=inputs: m(*i))
-            row["eager_us"] = _time(lambda p=problem, i=inputs: p.reference(*i))
+            row["ours_us"] = median_event_us(lambda m=module, i=inputs: m(*i))
+            row["eager_us"] = median_event_us(lambda p=problem, i=inputs: p.reference(*i))
         except Exception as error:  # report and go on with the next problem
             row["error"] = f"{type(error).__name__}: {error}"[:2000]
         results[name] = row
@@ -60,7 +61,7 @@ def main(out: str) -> None:
     for m, n, k in ((8192, 4096, 4096), (8192, 8192, 2048), (8192, 2048, 8192)):
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
-        us = _time(lambda a=a, b=b: torch.nn.functional.linear(a, b))
+        us = median_event_us(lambda a=a, b=b: torch.nn.functional.linear(a, b))
         results[f"cublas_{m}x{n}x{k}"] = {"us": us, "tflops": 2 * m * n * k / us / 1e6}
         print(m, n, k, us, flush=True)
     with open(out, "w") as handle:

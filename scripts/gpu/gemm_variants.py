@@ -13,6 +13,16 @@ import sys
 import torch
 import triton
 import triton.language as tl
+from gemm_smoke import median_event_us  # this script's folder is on sys.path
+
+
+@triton.jit
+def _grouped_tile(tile, num_m, num_n, GROUP_M: tl.constexpr):
+    """(row block, column block) of ``tile`` in GROUP_M order (as the blueprint kernels)."""
+    group_size = GROUP_M * num_n
+    first_m = (tile // group_size) * GROUP_M
+    rows_in_group = tl.minimum(num_m - first_m, GROUP_M)
+    return first_m + (tile % group_size) % rows_in_group, (tile % group_size) // rows_in_group
 
 
 @triton.jit
@@ -31,11 +41,7 @@ def _pointer_tiles(
     pid = tl.program_id(0)
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
-    group_size = GROUP_M * num_n
-    first_m = (pid // group_size) * GROUP_M
-    rows_in_group = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % group_size) % rows_in_group
-    pid_n = (pid % group_size) // rows_in_group
+    pid_m, pid_n = _grouped_tile(pid, num_m, num_n, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
@@ -66,11 +72,7 @@ def _tma_tiles(
     pid = tl.program_id(0)
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
-    group_size = GROUP_M * num_n
-    first_m = (pid // group_size) * GROUP_M
-    rows_in_group = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % group_size) % rows_in_group
-    pid_n = (pid % group_size) // rows_in_group
+    pid_m, pid_n = _grouped_tile(pid, num_m, num_n, GROUP_M)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_K)):
         a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
@@ -95,32 +97,14 @@ def _tma_persistent(
 ):
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
-    group_size = GROUP_M * num_n
     for tile in range(tl.program_id(0), num_m * num_n, NUM_PROGRAMS):
-        first_m = (tile // group_size) * GROUP_M
-        rows_in_group = tl.minimum(num_m - first_m, GROUP_M)
-        pid_m = first_m + (tile % group_size) % rows_in_group
-        pid_n = (tile % group_size) // rows_in_group
+        pid_m, pid_n = _grouped_tile(tile, num_m, num_n, GROUP_M)
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k in range(0, tl.cdiv(K, BLOCK_K)):
             a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
             b = b_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
             acc = tl.dot(a, b.T, acc)
         c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.bfloat16))
-
-
-def _time(fn) -> float:
-    for _ in range(3):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for _ in range(15):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return sorted(times)[len(times) // 2]
 
 
 def _measure(mnk: tuple[int, int, int], config: tuple[int, ...], sms: int) -> dict:
@@ -155,7 +139,7 @@ def _measure(mnk: tuple[int, int, int], config: tuple[int, ...], sms: int) -> di
             fn()
             torch.cuda.synchronize()
             err = float((c.float() - want.float()).abs().max())
-            us = _time(fn)
+            us = median_event_us(fn, iters=15)
             row[name] = {"us": us, "tflops": 2 * m * n * k / us / 1e6, "max_err": err}
         except Exception as error:
             row[name] = {"error": f"{type(error).__name__}: {error}"[:500]}
