@@ -608,6 +608,14 @@ class _MatmulKernelWriter(_KernelWriter):
             result = f"acc + {self.load(mm.inputs[2], FULL)}"
         self.emit(f"{self.var(mm.name)} = {result}")
 
+    def _grouped_tile(self, index: str) -> None:
+        """``pid_m``/``pid_n`` of tile ``index`` in GROUP_M order (``group_size`` bound before)."""
+        e = self.emit
+        e(f"first_m = ({index} // group_size) * GROUP_M")
+        e("rows_in_group = tl.minimum(num_m - first_m, GROUP_M)")
+        e(f"pid_m = first_m + ({index} % group_size) % rows_in_group")
+        e(f"pid_n = ({index} % group_size) // rows_in_group")
+
     def _tile_masks(self) -> None:
         e = self.emit
         e("cols = offs_n")
@@ -628,10 +636,7 @@ class _MatmulKernelWriter(_KernelWriter):
         e("    pid_b = pid_b.to(tl.int64)")
         e("# grouped ordering: GROUP_M row-blocks share B column tiles while they sit in L2")
         e("group_size = GROUP_M * num_n")
-        e("first_m = (pid // group_size) * GROUP_M")
-        e("rows_in_group = tl.minimum(num_m - first_m, GROUP_M)")
-        e("pid_m = first_m + (pid % group_size) % rows_in_group")
-        e("pid_n = (pid % group_size) // rows_in_group")
+        self._grouped_tile("pid")
         e("offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")
         e("offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
         e("offs_k = tl.arange(0, BLOCK_K)")
@@ -668,10 +673,7 @@ class _MatmulKernelWriter(_KernelWriter):
         e("# tile's loads are in flight while this one's epilogue runs")
         e("for tile in tl.range(tl.program_id(0), num_m * num_n, NUM_PROGRAMS, flatten=True):")
         self.depth += 1
-        e("first_m = (tile // group_size) * GROUP_M")
-        e("rows_in_group = tl.minimum(num_m - first_m, GROUP_M)")
-        e("pid_m = first_m + (tile % group_size) % rows_in_group")
-        e("pid_n = (tile % group_size) // rows_in_group")
+        self._grouped_tile("tile")
         e("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
         e("for k in range(0, tl.cdiv(K, BLOCK_K)):")
         e("    a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])")
