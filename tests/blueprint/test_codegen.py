@@ -251,3 +251,157 @@ def test_per_row_values_in_a_column_tiled_kernel(check) -> None:  # type: ignore
     plan = KernelSourceGenerator(ir).plan()
     assert plan.kernel_count == 1 and not plan.groups[0].has_row_op
     check(ir, [torch.randn(3, 1500), torch.randn(3, 1)])
+
+
+def _scores_softmax(name: str, inner: object, dtype: str = "float32") -> object:
+    """softmax(causal_mask(q @ k^T * scale)) with symbolic sizes (``inner``: the K dim)."""
+    b = BlueprintBuilder(name)
+    q = b.input("q", ("B", "H", "T", inner), dtype)
+    k = b.input("k", ("B", "H", "S", inner), dtype)
+    keep = b.input("keep", ("T", "S"), "bool")
+    scores = b.op("mul", b.op("matmul", q, b.op("transpose", k, dim0=-2, dim1=-1)), scalar=0.3)
+    b.output("p", b.op("softmax", b.op("where", keep, scores, other="-inf")))
+    return b.build()
+
+
+@pytest.mark.parametrize(
+    "t, s, inner",
+    [(17, 17, 16), (5, 33, 8), (9, 40, 40), (1, 1, 3)],
+    ids=["one-k-block", "k-tail-in-one-block", "k-loop-with-tail", "single-element"],
+)
+def test_matmul_then_softmax_is_one_two_pass_kernel(t, s, inner, check) -> None:  # type: ignore[no-untyped-def]
+    ir = _scores_softmax("scores_softmax", "DH")
+    gen = KernelSourceGenerator(ir)
+    plan = gen.plan()
+    assert [g.kind for g in plan.groups] == ["torch", "matmul"]
+    group = plan.groups[1]
+    assert group.has_row_op and [n.op for n in group.nodes] == ["matmul", "mul", "where", "softmax"]
+    assert group.outputs == ["softmax_0"]  # the product never reaches memory
+    source = gen.source(plan)
+    assert "# pass 1: running statistics" in source and "# pass 2: the tiles again" in source
+    keep = torch.rand(t, s) < 0.7
+    keep[:, 0] = True  # every row keeps a column (a row of only -inf is checked separately)
+    q, k = torch.randn(2, 3, t, inner), torch.randn(2, 3, s, inner)
+    check(ir, [q, k.transpose(-2, -1).contiguous().transpose(-2, -1), keep], atol=1e-5, rtol=1e-5)
+
+
+def test_matmul_softmax_of_a_fully_masked_row_is_nan_like_torch() -> None:
+    ir = _scores_softmax("scores_masked_row", 8)
+    keep = torch.rand(6, 20) < 0.5
+    keep[:, 0] = True
+    keep[2] = False  # torch.softmax of a row of -inf is NaN
+    q, k = torch.randn(1, 2, 6, 8), torch.randn(1, 2, 20, 8)
+    got = warpforge.compile(ir, strict=True)(q, k, keep)
+    want = torch.softmax(
+        (q.double() @ k.double().transpose(-2, -1) * 0.3).masked_fill(~keep, float("-inf")), -1
+    )
+    assert got[:, :, 2].isnan().all()
+    torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, equal_nan=True)
+
+
+def test_matmul_then_softmax_in_float16(check) -> None:  # type: ignore[no-untyped-def]
+    ir = _scores_softmax("scores_fp16", "DH", "float16")
+    keep = torch.ones(11, 19, dtype=torch.bool)
+    q, k = torch.randn(1, 2, 11, 16).half(), torch.randn(1, 2, 19, 16).half()
+    check(ir, [q, k, keep], atol=2e-3, rtol=1e-2)
+
+
+def test_matmul_row_reductions_stream_over_the_n_tiles(check) -> None:  # type: ignore[no-untyped-def]
+    b = BlueprintBuilder("linear_row_stats")
+    x = b.input("x", ("T", 24), "float32")
+    w = b.input("w", (37, 24), "float32")
+    bias = b.input("bias", (37,), "float32")
+    y = b.op("tanh", b.op("linear", x, w, bias))
+    mean = b.op("mean", y, keepdim=True)
+    peak = b.op("amax", y, keepdim=True)
+    b.output("centered", b.op("sub", y, mean))  # a full value from a row value
+    b.output("spread", b.op("sub", peak, mean))  # a per-row value from two statistics
+    b.output("total", b.op("sum", y))  # no keepdim: stored as [T]
+    ir = b.build()
+    plan = KernelSourceGenerator(ir).plan()
+    assert plan.kernel_count == 1 and plan.groups[0].kind == "matmul"
+    got = check(ir, [torch.randn(7, 24), torch.randn(37, 24), torch.randn(37)], atol=1e-5)
+    assert got[2].shape == (7,)
+
+
+def test_row_ops_after_a_matmul_fuse_only_one_level_and_small_k() -> None:
+    b = BlueprintBuilder("softmax_then_sum")
+    x = b.input("x", ("T", "K"), "float32")
+    w = b.input("w", ("N", "K"), "float32")
+    p = b.op("softmax", b.op("linear", x, w))
+    b.output("s", b.op("sum", b.op("mul", p, p), keepdim=True))  # fed by a row op: next kernel
+    plan = KernelSourceGenerator(b.build()).plan()
+    assert [(g.kind, [n.op for n in g.nodes]) for g in plan.groups] == [
+        ("matmul", ["linear", "softmax", "mul"]),
+        ("rows", ["sum"]),
+    ]
+    b = BlueprintBuilder("wide_k_softmax")
+    x = b.input("x", ("T", 4096), "float32")  # a fixed K above ROW_FUSION_MAX_K
+    w = b.input("w", ("N", 4096), "float32")
+    b.output("p", b.op("softmax", b.op("linear", x, w)))
+    plan = KernelSourceGenerator(b.build()).plan()
+    assert [g.kind for g in plan.groups] == ["matmul", "rows"]
+
+
+@pytest.mark.parametrize("inner", [32, 40], ids=["even-k", "k-tail"])
+def test_matmul_k_loop_with_and_without_a_tail(inner: int, check) -> None:  # type: ignore[no-untyped-def]
+    b = BlueprintBuilder("plain_matmul")
+    a = b.input("a", (3, "M", "K"), "float32")
+    m = b.input("m", ("K", "N"), "float32")  # broadcast over the batch
+    b.output("y", b.op("add", b.op("matmul", a, m), scalar=1.0))
+    ir = b.build()
+    source = KernelSourceGenerator(ir).source()
+    assert "if EVEN_K:" in source and "% M" in source
+    check(ir, [torch.randn(3, 19, inner), torch.randn(inner, 21)], atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_bf16_matmul_kernels_on_gpu() -> None:
+    ir = _scores_softmax("scores_bf16", "DH", "bfloat16")
+    keep = torch.ones(300, 300, dtype=torch.bool, device="cuda").tril()
+    q = torch.randn(2, 3, 300, 64, dtype=torch.bfloat16, device="cuda")
+    k = torch.randn(2, 3, 300, 64, dtype=torch.bfloat16, device="cuda")
+    got = warpforge.compile(ir, strict=True)(q, k, keep)
+    want = torch.softmax(
+        (q.double() @ k.double().transpose(-2, -1) * 0.3).masked_fill(~keep, float("-inf")), -1
+    )
+    torch.testing.assert_close(got.double(), want, atol=1e-2, rtol=2e-2)
+    b = BlueprintBuilder("linear_bf16")
+    x = b.input("x", ("T", "D"), "bfloat16")
+    w = b.input("w", ("N", "D"), "bfloat16")
+    b.output("y", b.op("gelu", b.op("linear", x, w), approximate="tanh"))
+    x_val = torch.randn(1000, 1000, dtype=torch.bfloat16, device="cuda")  # ragged for every tile
+    w_val = torch.randn(333, 1000, dtype=torch.bfloat16, device="cuda") / 32
+    got = warpforge.compile(b.build(), strict=True)(x_val, w_val)
+    want = torch.nn.functional.gelu(x_val.double() @ w_val.double().t(), approximate="tanh")
+    torch.testing.assert_close(got.double(), want, atol=3e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("use_tma", [True, False], ids=["tma", "pointer"])
+@pytest.mark.parametrize(
+    "m, k, n", [(13, 40, 24), (70, 36, 36), (5, 9, 7)], ids=["aligned", "ragged-tiles", "odd-k"]
+)
+def test_two_d_matmuls_on_the_persistent_tma_and_pointer_kernels(
+    use_tma: bool, m: int, k: int, n: int, monkeypatch: pytest.MonkeyPatch, check
+) -> None:  # type: ignore[no-untyped-def]
+    from warpforge.blueprint import program
+
+    monkeypatch.setattr(program, "USE_TMA", use_tma)
+    chosen: list[bool] = []
+    real = program.tma_operands
+    monkeypatch.setattr(
+        program, "tma_operands", lambda a, b: chosen.append(real(a, b) is not None) or real(a, b)
+    )
+    b = BlueprintBuilder("two_d_matmuls")
+    x = b.input("x", ("M", "K"), "float32")
+    w = b.input("w", ("N", "K"), "float32")  # linear: B stored [N, K]
+    bias = b.input("bias", ("N",), "float32")
+    kn = b.input("kn", ("K", "N"), "float32")  # matmul: B stored [K, N]
+    b.output("y", b.op("gelu", b.op("linear", x, w, bias), approximate="tanh"))
+    b.output("z", b.op("mul", b.op("matmul", x, kn), scalar=0.5))
+    ir = b.build()
+    assert "def k0_linear_gelu_tma(" in KernelSourceGenerator(ir).source()
+    inputs = [torch.randn(m, k), torch.randn(n, k), torch.randn(n), torch.randn(k, n)]
+    check(ir, inputs, atol=1e-4, rtol=1e-5)
+    aligned = (k * 4) % 16 == 0 and (n * 4) % 16 == 0
+    assert chosen == [use_tma and (k * 4) % 16 == 0, use_tma and aligned]

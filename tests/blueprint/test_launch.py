@@ -145,7 +145,26 @@ def test_heuristics_lie_in_their_spaces_for_gpu_shapes() -> None:
     for dtype in ("bfloat16", "float32"):
         features = {"graph": "g", "B": 1, "M": 4096, "N": 4096, "K": 4096, "dtype": dtype}
         assert MATMUL_SPACE.rejection(matmul_default(features, on_gpu=True), features) is None
-        assert 20 <= len(MATMUL_SPACE.valid_configs(features)) <= 64
+        assert 20 <= len(MATMUL_SPACE.valid_configs(features)) <= 110
+    # attention scores: K = head dim, the row-pass kernel's own default
+    for head_dim in (64, 40, 128):
+        features = {"graph": "g", "B": 64, "M": 1024, "N": 1024, "K": head_dim, "dtype": "bfloat16"}
+        config = matmul_default(features, on_gpu=True, row_passes=True)
+        assert MATMUL_SPACE.rejection(config, features) is None
+        assert config["BLOCK_K"] >= head_dim  # one K block: the A tile is loaded once
+
+
+def test_row_tuned_configs_keep_their_key_when_the_matmul_template_changes() -> None:
+    from warpforge.blueprint.codegen import TEMPLATE_VERSIONS
+    from warpforge.blueprint.launch import graph_identity
+
+    ir = problems.layernorm_linear_gelu_blueprint("bfloat16")
+    rows, matmul = graph_identity(ir, kind="rows"), graph_identity(ir, kind="matmul")
+    assert rows.endswith(f"/g{TEMPLATE_VERSIONS['rows']}/l1")
+    assert matmul.endswith(f"/g{TEMPLATE_VERSIONS['matmul']}/l1") and rows != matmul
+    layer_norm = get_tunable("blueprint.layernorm_linear_gelu.k0_layer_norm")
+    linear = get_tunable("blueprint.layernorm_linear_gelu.k1_linear_gelu")
+    assert layer_norm.source_hash != linear.source_hash
 
 
 def test_whole_row_kernels_take_the_row_and_matmul_tiles_fit_shared_memory() -> None:

@@ -12,6 +12,13 @@ Fusion rules (see docs/compiler.md):
 * A **matmul group** is a tiled ``tl.dot`` matmul (``matmul``/``linear``) whose pointwise
   consumers of the output's shape form the epilogue, applied to the fp32 accumulator before the
   single store.
+* A matmul group also takes **streaming row ops** over its output's last dim (the matmul's N):
+  softmax and sum/mean/amax of values computed from the accumulator (no row op feeding another),
+  and the pointwise ops after them. Its kernel gives each program ``BLOCK_M`` whole rows and walks
+  the N tiles twice: pass 1 keeps running statistics (an online max and rescaled sum for softmax),
+  pass 2 recomputes each tile (cheap when the inner dim K is small, as for attention scores) and
+  stores the results. Only the outputs reach memory, never the matmul's product. A graph whose K
+  is a fixed size above :data:`ROW_FUSION_MAX_K` keeps the product in memory instead.
 * Everything else (layout ops, integer arithmetic, float64 matmul, a reduction without keepdim
   feeding more ops) runs as a PyTorch op between kernels.
 
@@ -30,8 +37,22 @@ from typing import Any
 from warpforge.blueprint.ir import BlueprintIR, IRNode, TensorSchema
 from warpforge.blueprint.registry import OperatorRegistry, default_registry
 
-GENERATOR_VERSION = 1
-"""Bumped when generated code changes meaning; part of every cache key."""
+GENERATOR_VERSION = 2
+"""Bumped when generated code changes; part of every cache key of the generated source."""
+
+TEMPLATE_VERSIONS = {"rows": 1, "matmul": 2}
+"""Bumped when one kernel template changes what a launch config means: part of the key of its
+tuned configs (a change to the matmul template leaves the row kernels' tuned configs valid)."""
+
+PERSISTENT_SUFFIX = "_tma"
+"""Name suffix of a plain matmul group's persistent TMA kernel (beside the pointer kernel)."""
+
+STREAMING_ROW_OPS = ("softmax", "sum", "mean", "amax")
+"""Row ops a matmul group computes over its N tiles (statistics that stream)."""
+
+ROW_FUSION_MAX_K = 512
+"""A matmul with a fixed inner dim above this keeps its product in memory before row ops: the
+fused kernel computes every tile twice, which pays off only while K is small."""
 
 NEG_INF = 'float("-inf")'
 FULL = "full"
@@ -187,13 +208,51 @@ class KernelSourceGenerator:
         if None in spaces:
             return False
         if group.kind == "matmul":
-            return kind == "pointwise" and out == domain and all(s == FULL for s in spaces)
+            return self._fits_matmul(group, node, kind, out, spaces)
         if kind == "row":
             shape = tuple(self.schemas[node.inputs[0]].shape)
             return shape == domain and spaces[0] == FULL and len(domain) > 0
         # A pointwise value smaller than the domain is recomputed per tile (cheap math) instead
         # of costing its own kernel and a round trip through memory.
         return _broadcastable(out, domain)
+
+    def _fits_matmul(
+        self,
+        group: FusionGroup,
+        node: IRNode,
+        kind: str,
+        out: tuple[Any, ...],
+        spaces: list[str | None],
+    ) -> bool:
+        """Epilogue pointwise ops over the output (or over per-row values), and streaming row
+        ops over the output's last dim whose input no row op of the group feeds."""
+        domain = group.domain
+        if kind == "pointwise":
+            if out == domain:
+                return True
+            per_row = (*domain[:-1], 1)
+            return bool(domain) and out == per_row and all(s == ROW for s in spaces)
+        if node.op not in STREAMING_ROW_OPS or not domain or not self._small_inner_dim(group):
+            return False
+        source = node.inputs[0]
+        return (
+            tuple(self.schemas[source].shape) == domain
+            and spaces[0] == FULL
+            and source not in self._after_row_ops(group)
+        )
+
+    def _small_inner_dim(self, group: FusionGroup) -> bool:
+        mm = group.nodes[0]
+        inner = self.schemas[mm.inputs[0]].shape[-1]
+        return not isinstance(inner, int) or inner <= ROW_FUSION_MAX_K
+
+    def _after_row_ops(self, group: FusionGroup) -> set[str]:
+        """Values of ``group`` computed from a row op's result (or the row op's own)."""
+        after: set[str] = set()
+        for n in group.nodes:
+            if self.registry.get(n.op).kind == "row" or any(v in after for v in n.inputs):
+                after.add(n.name)
+        return after
 
     def _dropped_dim(self, group: FusionGroup, value: str) -> bool:
         if value not in group.space:
@@ -313,6 +372,8 @@ class _KernelWriter:
         self.compute = "tl.float32"
         self.n_cols = "n_cols"
         self._current = ""
+        self.depth = 1
+        """Indentation level of emitted statements (loops nest deeper)."""
 
     # names
     @staticmethod
@@ -323,7 +384,7 @@ class _KernelWriter:
         return [f"p_{name}", *(f"p_{name}_s{d}" for d in range(self.rank))]
 
     def emit(self, line: str) -> None:
-        self.body.append("    " + line)
+        self.body.append("    " * self.depth + line)
 
     def row_coordinates(self) -> None:
         """Split the flat row index into the domain's leading coordinates (row-major)."""
@@ -423,7 +484,9 @@ class _KernelWriter:
             f"tl.store({addr}, {self.var(value)}.to(p_{value}.dtype.element_ty), mask={mask})"
         )
 
-    def signature(self, head: list[str], sizes: list[str], constexprs: list[str]) -> list[str]:
+    def signature(
+        self, head: list[str], sizes: list[str], constexprs: list[str], suffix: str = ""
+    ) -> list[str]:
         args = list(head)
         for value in loaded_inputs(self.group):
             args += self.tensor_args(value)
@@ -431,7 +494,7 @@ class _KernelWriter:
             args += self.tensor_args(value)
         args += sizes
         args += [f"{c}: tl.constexpr" for c in constexprs]
-        lines = ["@triton.jit", f"def {self.group.kernel_name}("]
+        lines = ["@triton.jit", f"def {self.group.kernel_name}{suffix}("]
         lines += [f"    {a}," for a in args]
         lines.append("):")
         return lines
@@ -480,27 +543,88 @@ class _RowKernelWriter(_KernelWriter):
 
 
 class _MatmulKernelWriter(_KernelWriter):
+    """A tiled ``tl.dot`` matmul with its epilogue; with streaming row ops, the two-pass kernel."""
+
     def write(self) -> list[str]:
         group = self.group
         mm = group.nodes[0]
-        schemas = self.gen.schemas
-        fp32 = schemas[mm.inputs[0]].dtype == "float32"
-        precision = ', input_precision="ieee"' if fp32 else ""
         # The matmul operands are passed as 3-D [batch, rows, inner] views by the launcher.
-        head = [
-            "a_ptr",
-            "a_sb",
-            "a_sm",
-            "a_sk",
-            "b_ptr",
-            "b_sb",
-            "b_sk",
-            "b_sn",
-        ]
+        head = ["a_ptr", "a_sb", "a_sm", "a_sk", "b_ptr", "b_sb", "b_sk", "b_sn"]
         sizes = [f"size{d}" for d in range(1, self.rank - 1)] + ["M", "N", "K"]
-        signature = self.signature(
-            head, sizes, ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "INDEX_64"]
+        constexprs = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "EVEN_K", "INDEX_64"]
+        if group.has_row_op:
+            self.n_cols = "N"
+            self._write_row_passes(mm)
+            constexprs.insert(-1, "SINGLE_K")
+            doc = (
+                '    """Matmul + streaming row ops: each program owns BLOCK_M whole rows and walks '
+                'the N tiles twice\n    (statistics, then recomputed tiles and stores)."""'
+            )
+        else:
+            self._write_tiles(mm)
+            doc = '    """Tiled tl.dot matmul (fp32 accumulator) with the fused pointwise epilogue."""'
+        signature = self.signature(head, sizes, constexprs)
+        lines = [*self.header_comment(), *signature, doc, *self.body]
+        if not group.has_row_op:
+            lines += ["", "", *self._write_persistent(mm, sizes)]
+        return lines
+
+    # ------------------------------------------------------------------ shared pieces
+    def _precision(self) -> str:
+        fp32 = self.gen.schemas[self.group.nodes[0].inputs[0]].dtype == "float32"
+        return ', input_precision="ieee"' if fp32 else ""
+
+    def _load_operands(self, a_mask: str, b_mask: str) -> None:
+        """``a``/``b`` tiles at ``a_ptrs``/``b_ptrs``: unmasked when EVEN_K (no K tail), so the
+        loop pipelines without predicates. Rows past M and columns past N wrap around
+        (``% M``/``% N`` in the pointers) and are never stored, so they need no mask."""
+        e = self.emit
+        e("if EVEN_K:")
+        e("    a = tl.load(a_ptrs)")
+        e("    b = tl.load(b_ptrs)")
+        e("else:")
+        e(f"    a = tl.load(a_ptrs, mask={a_mask}, other=0.0)")
+        e(f"    b = tl.load(b_ptrs, mask={b_mask}, other=0.0)")
+
+    def _k_loop(self) -> None:
+        """``acc`` = the [BLOCK_M, BLOCK_N] product at ``a_ptrs``/``b_ptrs`` (advanced over K)."""
+        e = self.emit
+        e("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
+        e("for k in range(0, tl.cdiv(K, BLOCK_K)):")
+        self.depth += 1
+        self._load_operands(
+            "offs_k[None, :] < K - k * BLOCK_K", "offs_k[:, None] < K - k * BLOCK_K"
         )
+        e(f"acc += tl.dot(a, b{self._precision()})")
+        e("a_ptrs += BLOCK_K * a_sk")
+        e("b_ptrs += BLOCK_K * b_sk")
+        self.depth -= 1
+
+    def _matmul_value(self, mm: IRNode) -> None:
+        """The matmul node's value (plus a linear's bias) from ``acc``."""
+        self._current = mm.name
+        result = "acc"
+        if mm.op == "linear" and len(mm.inputs) == 3:
+            result = f"acc + {self.load(mm.inputs[2], FULL)}"
+        self.emit(f"{self.var(mm.name)} = {result}")
+
+    def _grouped_tile(self, index: str) -> None:
+        """``pid_m``/``pid_n`` of tile ``index`` in GROUP_M order (``group_size`` bound before)."""
+        e = self.emit
+        e(f"first_m = ({index} // group_size) * GROUP_M")
+        e("rows_in_group = tl.minimum(num_m - first_m, GROUP_M)")
+        e(f"pid_m = first_m + ({index} % group_size) % rows_in_group")
+        e(f"pid_n = ({index} % group_size) // rows_in_group")
+
+    def _tile_masks(self) -> None:
+        e = self.emit
+        e("cols = offs_n")
+        e("col_mask = offs_n < N")
+        e("mask = row_mask[:, None] & col_mask[None, :]")
+
+    # ------------------------------------------------------------------ plain tiled matmul
+    def _write_tiles(self, mm: IRNode) -> None:
+        group = self.group
         e = self.emit
         e("# one 1-D grid over batch x tiles (grid dims 1 and 2 are limited to 65535)")
         e("pid = tl.program_id(0)")
@@ -512,48 +636,204 @@ class _MatmulKernelWriter(_KernelWriter):
         e("    pid_b = pid_b.to(tl.int64)")
         e("# grouped ordering: GROUP_M row-blocks share B column tiles while they sit in L2")
         e("group_size = GROUP_M * num_n")
-        e("first_m = (pid // group_size) * GROUP_M")
-        e("rows_in_group = tl.minimum(num_m - first_m, GROUP_M)")
-        e("pid_m = first_m + (pid % group_size) % rows_in_group")
-        e("pid_n = (pid % group_size) // rows_in_group")
+        self._grouped_tile("pid")
         e("offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")
         e("offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
         e("offs_k = tl.arange(0, BLOCK_K)")
         e("if INDEX_64:")
         e("    offs_m = offs_m.to(tl.int64)")
         e("    offs_n = offs_n.to(tl.int64)")
-        e(f"# {_describe_node(mm, schemas[mm.name])}")
-        e("a_ptrs = a_ptr + pid_b * a_sb + offs_m[:, None] * a_sm + offs_k[None, :] * a_sk")
-        e("b_ptrs = b_ptr + pid_b * b_sb + offs_k[:, None] * b_sk + offs_n[None, :] * b_sn")
-        e("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
-        e("for k in range(0, tl.cdiv(K, BLOCK_K)):")
-        e("    k_left = K - k * BLOCK_K")
-        e(
-            "    a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < k_left), other=0.0)"
-        )
-        e(
-            "    b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & (offs_n[None, :] < N), other=0.0)"
-        )
-        e(f"    acc += tl.dot(a, b{precision})")
-        e("    a_ptrs += BLOCK_K * a_sk")
-        e("    b_ptrs += BLOCK_K * b_sk")
+        e(f"# {_describe_node(mm, self.gen.schemas[mm.name])}")
+        e("a_ptrs = a_ptr + pid_b * a_sb + (offs_m % M)[:, None] * a_sm + offs_k[None, :] * a_sk")
+        e("b_ptrs = b_ptr + pid_b * b_sb + offs_k[:, None] * b_sk + (offs_n % N)[None, :] * b_sn")
+        self._k_loop()
         e("# epilogue over the output domain: row = batch index * M + m")
         e("rows = pid_b * M + offs_m")
-        e("cols = offs_n")
         e("row_mask = offs_m < M")
-        e("col_mask = offs_n < N")
-        e("mask = row_mask[:, None] & col_mask[None, :]")
+        self._tile_masks()
         self.row_coordinates()
-        self._current = mm.name
-        result = "acc"
-        if mm.op == "linear" and len(mm.inputs) == 3:
-            result = f"acc + {self.load(mm.inputs[2], FULL)}"
-        e(f"{self.var(mm.name)} = {result}")
+        self._matmul_value(mm)
         for node in group.nodes[1:]:
             self.node_body(node)
         for value in group.outputs:
             self.store(value)
-        doc = [
-            '    """Tiled tl.dot matmul (fp32 accumulator) with the fused pointwise epilogue."""'
-        ]
-        return [*self.header_comment(), *signature, *doc, *self.body]
+
+    # ------------------------------------------------------------------ persistent TMA matmul
+    def _write_persistent(self, mm: IRNode, sizes: list[str]) -> list[str]:
+        """The same matmul and epilogue for one 2-D problem (batch 1), reading A and B through
+        TMA tensor descriptors (out-of-range rows, columns and the K tail read as zeros) in a
+        persistent loop: NUM_PROGRAMS programs (one per SM) take the tiles in GROUP_M order."""
+        self.body, self.loaded, self.depth = [], {}, 1
+        e = self.emit
+        e("num_m = tl.cdiv(M, BLOCK_M)")
+        e("num_n = tl.cdiv(N, BLOCK_N)")
+        e("group_size = GROUP_M * num_n")
+        e(f"# {_describe_node(mm, self.gen.schemas[mm.name])}")
+        e("# flatten: the K loops of consecutive tiles form one software pipeline, so the next")
+        e("# tile's loads are in flight while this one's epilogue runs")
+        e("for tile in tl.range(tl.program_id(0), num_m * num_n, NUM_PROGRAMS, flatten=True):")
+        self.depth += 1
+        self._grouped_tile("tile")
+        e("acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)")
+        e("for k in range(0, tl.cdiv(K, BLOCK_K)):")
+        e("    a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])")
+        e("    if B_NK:  # B stored [N, K] (a linear's weight)")
+        e("        b = b_desc.load([pid_n * BLOCK_N, k * BLOCK_K]).T")
+        e("    else:")
+        e("        b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])")
+        e(f"    acc += tl.dot(a, b{self._precision()})")
+        e("offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")
+        e("offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
+        e("if INDEX_64:")
+        e("    offs_m = offs_m.to(tl.int64)")
+        e("    offs_n = offs_n.to(tl.int64)")
+        e("# epilogue over the output domain (one batch entry: row = m)")
+        e("rows = offs_m")
+        e("row_mask = offs_m < M")
+        self._tile_masks()
+        self.row_coordinates()
+        self._matmul_value(mm)
+        for node in self.group.nodes[1:]:
+            self.node_body(node)
+        for value in self.group.outputs:
+            self.store(value)
+        constexprs = ["BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "B_NK", "NUM_PROGRAMS"]
+        signature = self.signature(
+            ["a_desc", "b_desc"], sizes, [*constexprs, "INDEX_64"], suffix=PERSISTENT_SUFFIX
+        )
+        doc = (
+            '    """Persistent TMA matmul (batch 1, Hopper tensor descriptors) with the same '
+            'epilogue."""'
+        )
+        return [f"# kernel {self.group.index}, persistent TMA variant", *signature, doc, *self.body]
+
+    # ------------------------------------------------------------------ matmul + row ops
+    def _write_row_passes(self, mm: IRNode) -> None:
+        group = self.group
+        e = self.emit
+        after = self.gen._after_row_ops(group)
+        row_ops = [n for n in group.nodes if self.gen.registry.get(n.op).kind == "row"]
+        e(
+            "# one program per BLOCK_M whole rows of one batch entry (a 1-D grid: batch x row blocks)"
+        )
+        e("pid = tl.program_id(0)")
+        e("num_m = tl.cdiv(M, BLOCK_M)")
+        e("pid_b = pid // num_m")
+        e("pid_m = pid % num_m")
+        e("if INDEX_64:")
+        e("    pid_b = pid_b.to(tl.int64)")
+        e("offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")
+        e("offs_k = tl.arange(0, BLOCK_K)")
+        e("if INDEX_64:")
+        e("    offs_m = offs_m.to(tl.int64)")
+        e(f"# {_describe_node(mm, self.gen.schemas[mm.name])}")
+        e("a_start = a_ptr + pid_b * a_sb + (offs_m % M)[:, None] * a_sm + offs_k[None, :] * a_sk")
+        e("b_start = b_ptr + pid_b * b_sb + offs_k[:, None] * b_sk")
+        e("if SINGLE_K:")
+        e("    # the whole inner dim fits one block: the A tile is loaded once for every N tile")
+        e("    if EVEN_K:")
+        e("        a_whole = tl.load(a_start)")
+        e("    else:")
+        e("        a_whole = tl.load(a_start, mask=offs_k[None, :] < K, other=0.0)")
+        e("rows = pid_b * M + offs_m")
+        e("row_mask = offs_m < M")
+        self.row_coordinates()
+        e("# pass 1: running statistics of the row ops over the N tiles")
+        for node in row_ops:
+            stat = self._stat(node)
+            if node.op in ("softmax", "amax"):
+                e(f"{stat}_max = tl.full((BLOCK_M, 1), {NEG_INF}, tl.float32)")
+            if node.op != "amax":
+                e(f"{stat}_sum = tl.zeros((BLOCK_M, 1), dtype=tl.float32)")
+        self._n_loop(mm)
+        for node in group.nodes[1:]:
+            if node.name in after:
+                continue
+            self.node_body(node)
+        for node in row_ops:
+            self._update_stat(node)
+        self.depth -= 1
+        e("# pass 2: the tiles again (recomputed: only the outputs reach memory)")
+        for node in row_ops:
+            if node.op == "softmax":
+                stat = self._stat(node)
+                e("# a row of only -inf keeps a 0 shift (torch gives NaN there, so do we: 0 / 0)")
+                e(f"{stat}_shift = tl.where({stat}_max == {NEG_INF}, 0.0, {stat}_max)")
+                e(f"{stat}_scale = 1.0 / {stat}_sum  # one division per row, not per element")
+        self._n_loop(mm)
+        row_names = {n.name for n in row_ops}
+        for node in group.nodes[1:]:
+            if node.name in row_names:
+                self._row_result(node)
+            else:
+                self.node_body(node)
+        for value in group.outputs:
+            # per-row values: stored by the first tile only
+            once = " & ((rows * 0 + n_start) == 0)[:, None]" if group.space[value] == ROW else ""
+            self.store(value, extra_mask=once)
+        self.depth -= 1
+
+    @staticmethod
+    def _stat(node: IRNode) -> str:
+        return f"s_{node.name}"
+
+    def _n_loop(self, mm: IRNode) -> None:
+        """Open a loop over the N tiles whose body starts with the tile's matmul value."""
+        e = self.emit
+        e("for n_start in range(0, N, BLOCK_N):")
+        self.depth += 1
+        self.loaded = {}  # loads are per tile
+        e("offs_n = n_start + tl.arange(0, BLOCK_N)")
+        e("if INDEX_64:")
+        e("    offs_n = offs_n.to(tl.int64)")
+        e("b_ptrs = b_start + (offs_n % N)[None, :] * b_sn")
+        e("if SINGLE_K:")
+        self.depth += 1
+        e("if EVEN_K:")
+        e("    b = tl.load(b_ptrs)")
+        e("else:")
+        e("    b = tl.load(b_ptrs, mask=offs_k[:, None] < K, other=0.0)")
+        e(f"acc = tl.dot(a_whole, b{self._precision()})")
+        self.depth -= 1
+        e("else:")
+        self.depth += 1
+        e("a_ptrs = a_start")
+        self._k_loop()
+        self.depth -= 1
+        self._tile_masks()
+        self._matmul_value(mm)
+
+    def _update_stat(self, node: IRNode) -> None:
+        e = self.emit
+        stat, x = self._stat(node), self.operand(node.inputs[0])
+        e(f"# {_describe_node(node, self.gen.schemas[node.name])}: running statistics")
+        if node.op in ("sum", "mean"):
+            e(f"{stat}_sum += tl.sum({self.masked(x, '0.0')}, axis=1)[:, None]")
+            return
+        e(f"tile_max = tl.max({self.masked(x, NEG_INF)}, axis=1)[:, None]")
+        if node.op == "amax":
+            e(f"{stat}_max = tl.maximum({stat}_max, tile_max)")
+            return
+        # online softmax: rescale the running sum to the new max
+        e(f"new_max = tl.maximum({stat}_max, tile_max)")
+        e(f"shift = tl.where(new_max == {NEG_INF}, 0.0, new_max)")
+        e(
+            f"{stat}_sum = {stat}_sum * tl.exp({stat}_max - shift) + "
+            f"tl.sum({self.masked(f'tl.exp({x} - shift)', '0.0')}, axis=1)[:, None]"
+        )
+        e(f"{stat}_max = new_max")
+
+    def _row_result(self, node: IRNode) -> None:
+        schema = self.gen.schemas[node.name]
+        stat = self._stat(node)
+        self.emit(f"# {_describe_node(node, schema)}")
+        if node.op == "softmax":
+            x = self.operand(node.inputs[0])
+            expr = f"tl.exp({x} - {stat}_shift) * {stat}_scale"
+        elif node.op == "sum":
+            expr = f"{stat}_sum"
+        elif node.op == "mean":
+            expr = f"{stat}_sum / N"
+        else:
+            expr = f"{stat}_max"
+        self.emit(f"{self.var(node.name)} = ({expr}).to({self.compute})")

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from warpforge.blueprint.codegen import (
-    GENERATOR_VERSION,
+    TEMPLATE_VERSIONS,
     FusionGroup,
     KernelSourceGenerator,
     Plan,
@@ -130,8 +130,14 @@ def _matmul_shared_memory(config: Mapping[str, object], features: Mapping[str, o
 
 
 def _matmul_tiles(config: Mapping[str, object], features: Mapping[str, object]) -> str | None:
-    # Small tiles exist for small problems (and the interpreter); large problems take >= 64 (K: 32).
-    for block, size, floor in (("BLOCK_M", "M", 64), ("BLOCK_N", "N", 64), ("BLOCK_K", "K", 32)):
+    # Small tiles exist for small problems (and the interpreter); large problems take >= 64 (K: 32
+    # for float32, 64 for 16-bit operands, whose K steps of 32 starve the tensor cores' pipeline).
+    k_floor = 32 if features["dtype"] == "float32" else 64
+    for block, size, floor in (
+        ("BLOCK_M", "M", 64),
+        ("BLOCK_N", "N", 64),
+        ("BLOCK_K", "K", k_floor),
+    ):
         tile, rounded = _int(config, block), max(16, next_power_of_2(_int(features, size)))
         if tile > rounded:
             return f"{block}={tile} exceeds {size} rounded up ({rounded})"
@@ -144,10 +150,10 @@ MATMUL_SPACE = ConfigSpace(
     {
         "BLOCK_M": (16, 32, 64, 128, 256),
         "BLOCK_N": (16, 32, 64, 128, 256),
-        "BLOCK_K": (16, 32, 64),
+        "BLOCK_K": (16, 32, 64, 128),
         "GROUP_M": (8,),
         "num_warps": (4, 8),
-        "num_stages": (3, 4),
+        "num_stages": (2, 3, 4, 5),
     },
     constraints=(
         relation("tiles", _matmul_tiles),
@@ -162,24 +168,38 @@ MATMUL_SPACE = ConfigSpace(
     ),
 )
 """Launch configs of a matmul group (the usual Hopper GEMM tiles; pruned by the accumulator's
-registers and the pipeline's shared memory)."""
+registers and the pipeline's shared memory). A matmul group with row ops reads the same keys:
+``BLOCK_N`` is then the width of the N tiles each program walks (``GROUP_M`` is unused)."""
 
 
-def matmul_default(features: Mapping[str, object], on_gpu: bool) -> dict[str, int]:
-    """The untuned launch: 128x128 (x64 for narrow N) tiles, 8 warps, 3 stages on the GPU; small
-    tiles under the interpreter (they keep numpy fast)."""
+def matmul_default(
+    features: Mapping[str, object], on_gpu: bool, row_passes: bool = False
+) -> dict[str, int]:
+    """The untuned launch: 128x256 tiles (128x128 or x64 for narrow N), 8 warps, 4 stages (3 for
+    float32) on the GPU (a kernel with row passes: 64x64 tiles, 4 warps); small tiles under the
+    interpreter (they keep numpy fast)."""
     if not on_gpu:
         return {
             "BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 8,
             "num_warps": 4, "num_stages": 1,
         }  # fmt: skip
-    return {
+    block_k = 32 if features["dtype"] == "float32" else 64
+    block_k = min(block_k, max(16, next_power_of_2(_int(features, "K"))))
+    if row_passes:  # K in one block when it fits 128: the A tile is then loaded once
+        single_k = max(16, next_power_of_2(_int(features, "K")))
+        return {
+            "BLOCK_M": 64, "BLOCK_N": 64,
+            "BLOCK_K": single_k if single_k <= 128 else block_k,
+            "GROUP_M": 8, "num_warps": 4, "num_stages": 3,
+        }  # fmt: skip
+    n = _int(features, "N")
+    return {  # the best measured tile of the suite's large GEMMs on the H100 (2026-11-22)
         "BLOCK_M": 128,
-        "BLOCK_N": 128 if _int(features, "N") >= 128 else 64,
-        "BLOCK_K": 32 if features["dtype"] == "float32" else 64,
+        "BLOCK_N": 256 if n >= 256 else 128 if n >= 128 else 64,
+        "BLOCK_K": block_k,
         "GROUP_M": 8,
         "num_warps": 8,
-        "num_stages": 3,
+        "num_stages": 3 if features["dtype"] == "float32" else 4,
     }
 
 
@@ -201,10 +221,13 @@ def tunable_name(ir: BlueprintIR, group: FusionGroup) -> str:
     return f"blueprint.{ir.name}.{group.kernel_name}"
 
 
-def graph_identity(ir: BlueprintIR, registry: OperatorRegistry | None = None) -> str:
-    """What a launch config depends on: the graph (dtypes included), the generator and the
-    launchers (a bump of either retires every tuned config of the blueprint)."""
-    return f"{ir.canonical_hash(registry)[:16]}/g{GENERATOR_VERSION}/l{LAUNCH_VERSION}"
+def graph_identity(
+    ir: BlueprintIR, registry: OperatorRegistry | None = None, kind: str = "rows"
+) -> str:
+    """What a launch config of a ``kind`` ("rows" or "matmul") group depends on: the graph (dtypes
+    included), that kernel template's version and the launchers' (a bump of the template retires
+    its tuned configs; a bump of the launchers retires every tuned config of the blueprint)."""
+    return f"{ir.canonical_hash(registry)[:16]}/g{TEMPLATE_VERSIONS[kind]}/l{LAUNCH_VERSION}"
 
 
 def _group_dtype(plan: Plan, group: FusionGroup) -> str:
@@ -250,12 +273,13 @@ def launch_config(
     registry (the default one when ``None``)."""
     from warpforge.tune.lookup import checked_config_for
 
-    features = group_features(graph_identity(ir, registry), plan, group, sizes)
+    features = group_features(graph_identity(ir, registry, group.kind), plan, group, sizes)
     if group.kind == "rows":
         default = rows_default(sizes[0], sizes[1], group.has_row_op)
         space, transfer = ROWS_SPACE, ROWS_TRANSFER
     else:
-        default = matmul_default(features, torch.device(device).type == "cuda")
+        on_gpu = torch.device(device).type == "cuda"
+        default = matmul_default(features, on_gpu, group.has_row_op)
         space, transfer = MATMUL_SPACE, None
     chosen = checked_config_for(
         tunable_name(ir, group), features, default, space=space, transfer=transfer, device=device

@@ -14,7 +14,14 @@ from typing import Any
 
 import torch
 
-from warpforge.blueprint.codegen import FULL, CodegenError, FusionGroup, Plan, loaded_inputs
+from warpforge.blueprint.codegen import (
+    FULL,
+    PERSISTENT_SUFFIX,
+    CodegenError,
+    FusionGroup,
+    Plan,
+    loaded_inputs,
+)
 from warpforge.blueprint.ir import BlueprintIR, IRNode, TensorSchema
 from warpforge.blueprint.registry import OperatorRegistry, broadcast_shapes, torch_dtype
 from warpforge.validation import describe
@@ -23,6 +30,10 @@ MAX_ROW_BLOCK = 32768
 """Longest row a row group holds in registers; longer rows fall back to PyTorch."""
 _INT32_LIMIT = 2**31 - 1
 _MAX_GRID_Y = 65535
+
+USE_TMA = True
+"""Plain matmul groups launch their persistent TMA kernel where the operands allow it (see
+:func:`tma_operands`); tests switch it off to run the pointer kernel."""
 
 POISON_OUTPUTS = False
 """Tests set this to fill output buffers with NaN (or True for bool) before kernels write them,
@@ -97,6 +108,51 @@ def run_reference(
 
 def _next_pow2(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
+
+
+def _tma_ready(tensor: torch.Tensor) -> bool:
+    """A 2-D tensor a TMA descriptor can address: unit last stride, 16-byte aligned base and
+    row stride."""
+    size = tensor.element_size()
+    return (
+        tensor.stride(-1) == 1
+        and tensor.data_ptr() % 16 == 0
+        and (tensor.stride(0) * size) % 16 == 0
+        and tensor.stride(0) > 0
+    )
+
+
+def tma_operands(
+    a3: torch.Tensor, b3: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, bool] | None:
+    """(A [M, K], B as stored, whether B is [N, K]) for the persistent TMA kernel, or None when it
+    cannot run: a batch, operands without a unit-stride dim, or misaligned strides. TMA needs a
+    Hopper GPU (or Triton's interpreter, which emulates it)."""
+    if not USE_TMA or a3.shape[0] != 1:
+        return None
+    device = a3.device
+    if device.type == "cuda":
+        from warpforge import runtime
+
+        if not runtime.device_capabilities(device).has_tma:
+            return None
+    a, b = a3[0], b3[0]
+    if not _tma_ready(a):
+        return None
+    if b.stride(-1) == 1 and _tma_ready(b):
+        return a, b, False
+    if b.stride(0) == 1 and _tma_ready(b.t()):
+        return a, b.t(), True
+    return None
+
+
+def _persistent_programs(device: torch.device, tiles: int) -> int:
+    """One program per SM (at most one per tile); 4 under the interpreter."""
+    if device.type != "cuda":
+        return max(1, min(tiles, 4))
+    from warpforge import runtime
+
+    return max(1, min(tiles, runtime.device_capabilities(device).sm_count or 1))
 
 
 def _max_offset(tensor: torch.Tensor) -> int:
@@ -332,17 +388,38 @@ class KernelProgram:
             args += [buffer, *buffer.stride()]
         args += [domain[d] for d in range(1, len(domain) - 1)]
         args += [m, n, k]
-        grid = (math.ceil(m / block_m) * math.ceil(n / block_n) * n_batch,)
-        kernel = getattr(self.module, group.kernel_name)
-        launched = kernel[grid](
-            *args,
-            BLOCK_M=block_m,
-            BLOCK_N=block_n,
-            BLOCK_K=block_k,
-            GROUP_M=config["GROUP_M"],
-            INDEX_64=index_64,
-            num_warps=config["num_warps"],
-            num_stages=config["num_stages"],
-        )
+        options: dict[str, Any] = {
+            "BLOCK_M": block_m,
+            "BLOCK_N": block_n,
+            "BLOCK_K": block_k,
+            "GROUP_M": config["GROUP_M"],
+            "INDEX_64": index_64,
+            "num_warps": config["num_warps"],
+            "num_stages": config["num_stages"],
+        }
+        tiles = math.ceil(m / block_m) * math.ceil(n / block_n)
+        tma = None if group.has_row_op else tma_operands(a3, b3)
+        if tma is not None:
+            from triton.tools.tensor_descriptor import TensorDescriptor
+
+            a2, b2, b_nk = tma
+            programs = _persistent_programs(a.device, tiles)
+            b_block = [block_n, block_k] if b_nk else [block_k, block_n]
+            args[: len(a3.stride()) + len(b3.stride()) + 2] = [
+                TensorDescriptor.from_tensor(a2, [block_m, block_k]),
+                TensorDescriptor.from_tensor(b2, b_block),
+            ]
+            options.update(B_NK=b_nk, NUM_PROGRAMS=programs)
+            grid = (programs,)
+            kernel = getattr(self.module, group.kernel_name + PERSISTENT_SUFFIX)
+        else:
+            options["EVEN_K"] = k % block_k == 0
+            if group.has_row_op:  # each program walks whole rows: one per BLOCK_M rows
+                grid = (math.ceil(m / block_m) * n_batch,)
+                options["SINGLE_K"] = k <= block_k
+            else:
+                grid = (tiles * n_batch,)
+            kernel = getattr(self.module, group.kernel_name)
+        launched = kernel[grid](*args, **options)
         if self.launched is not None:
             self.launched.append(launched)

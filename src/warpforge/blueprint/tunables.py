@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 import torch
 
 from warpforge.blueprint.codegen import (
-    GENERATOR_VERSION,
+    TEMPLATE_VERSIONS,
     FusionGroup,
     KernelSourceGenerator,
     Plan,
@@ -105,7 +105,7 @@ def _group_tunable(
     def features(shape: Shape, dtype: torch.dtype) -> dict[str, object]:
         ir = ir_for(dtype)
         plan, grp = this_group(ir)
-        return group_features(graph_identity(ir), plan, grp, sizes(ir, shape))
+        return group_features(graph_identity(ir, kind=grp.kind), plan, grp, sizes(ir, shape))
 
     def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, generator):
         ir = ir_for(dtype)
@@ -140,14 +140,17 @@ def _group_tunable(
             return dict(rows_default(_int(feats, "M"), _int(feats, "N"), group.has_row_op))
         from warpforge import runtime
 
-        return dict(matmul_default(feats, runtime.default_device().type == "cuda"))
+        on_gpu = runtime.default_device().type == "cuda"
+        return dict(matmul_default(feats, on_gpu, group.has_row_op))
 
     return TunableKernel(
         name=name,
         space=ROWS_SPACE if group.kind == "rows" else MATMUL_SPACE,
         transfer=ROWS_TRANSFER if group.kind == "rows" else None,
         source_hash=source_hash(
-            f"blueprint launch v{LAUNCH_VERSION}", f"generator v{GENERATOR_VERSION}", group.kind
+            f"blueprint launch v{LAUNCH_VERSION}",
+            f"generator v{TEMPLATE_VERSIONS[group.kind]}",
+            group.kind,
         ),
         features=features,
         make_inputs=make_inputs,
