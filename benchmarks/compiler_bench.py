@@ -103,6 +103,17 @@ def _child(args: argparse.Namespace) -> None:
     from warpforge.blueprint import problems, triton_startup
 
     stages["warpforge_import_s"] = time.perf_counter() - t
+    import logging
+
+    log_lines: list[str] = []  # why a warm launch left the fast path, if it did
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            log_lines.append(f"{record.levelname}: {record.getMessage()}"[:500])
+
+    blueprint_logger = logging.getLogger("warpforge.blueprint")
+    blueprint_logger.addHandler(_Collect(logging.INFO))
+    blueprint_logger.setLevel(logging.INFO)
     builder = getattr(problems, f"{args.blueprint}_blueprint")
     ir = builder(args.dtype)
     profiler = None
@@ -148,6 +159,7 @@ def _child(args: argparse.Namespace) -> None:
         "fallbacks": snapshot["fallbacks"],
         "direct_launch": snapshot.get("direct_launch", {}),
         "pycache_prefix": sys.pycache_prefix,
+        "log": log_lines,
         "output_shapes": [list(o.shape) for o in outs],
     }
     if profiler is not None:

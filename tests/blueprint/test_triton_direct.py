@@ -84,6 +84,7 @@ def test_a_consistent_launch_is_recorded_with_everything_needed_to_replay_it() -
     record = triton_direct.describe_launch(_fake_kernel(NAMES), args, options, _triton_choice())
     assert record is not None
     assert record["kernel"] == "k" and record["arg_names"] == NAMES
+    assert record["signature"] == ["*fp32", "constexpr", "i32", "*fp32", "constexpr", "constexpr"]
     assert record["options"] == options
     assert record["key"][1] == ["i", "i32", True, False]
     assert record["constants"] == [[1, 1], [4, 64], [5, False]]
@@ -211,6 +212,20 @@ def test_a_matching_launch_runs_the_recorded_binary_with_arguments_in_parameter_
     assert default_metrics().snapshot()["direct_launch"] == {"loaded": 1}
 
 
+def test_the_signature_keeps_parameter_order_through_the_registry_json(recorded: Any) -> None:
+    """The registry stores metadata as JSON with sorted keys; Triton's launcher reads the
+    signature in dict order, so it must come back in parameter order."""
+    (stored,) = recorded.artifact.metadata["launches"]
+    loaded = triton_direct._Record(stored, Path("unused"))
+    assert list(loaded.signature) == NAMES
+    assert list(loaded.signature.values())[:3] == ["*fp32", "constexpr", "i32"]
+    short = {**stored, "signature": stored["signature"][:-1]}
+    with pytest.raises(ValueError):
+        triton_direct._Record(short, Path("unused"))
+    metadata = {**recorded.artifact.metadata, "launches": [short]}
+    assert _direct(SimpleNamespace(metadata=metadata)) is None
+
+
 def test_other_argument_classes_or_options_go_through_the_jit(recorded: Any) -> None:
     direct = _direct(recorded.artifact)
     assert direct is not None
@@ -287,7 +302,7 @@ def test_loading_checks_the_triton_folder_before_trusting_it(tmp_path: Path) -> 
         "key": [["n"]] * 4,
         "constants": [],
         "attrs": [],
-        "signature": {},
+        "signature": ["*fp32", "i32", "i32", "*fp32", "constexpr", "constexpr"],
         "options": {},
         "hash": "00",
         "kernel": "k",

@@ -260,7 +260,9 @@ def _describe(
         "arg_names": arg_names,
         "options": dict(options),
         "key": [list(c) for c in key],
-        "signature": signature,
+        # A list in parameter order: the registry stores metadata as JSON with sorted keys, and
+        # Triton's launcher reads the signature in its dict order.
+        "signature": types,
         "constants": [[i, v] for i, v in sorted(constants.items())],
         "attrs": [[i, v] for i, v in sorted(attrs.items())],
         "hash": digest,
@@ -276,6 +278,8 @@ class _Record:
         self.folder = folder
         self.arg_names = tuple(record["arg_names"])
         self.constexpr_names = self.arg_names[len(record["key"]) :]
+        # Triton's signature: parameter name -> type, in parameter order (the launcher's order).
+        self.signature = dict(zip(self.arg_names, record["signature"], strict=True))
         self.compiled: dict[int, Any] = {}
 
     def load(self, kernel: Any) -> Any:
@@ -299,7 +303,7 @@ class _Record:
             metadata_group[child] = str(located)
         constants = {(i,): v for i, v in record["constants"]}
         attrs = {(i,): [list(p) for p in v] for i, v in record["attrs"]}
-        src = ASTSource(kernel, dict(record["signature"]), constants, attrs)
+        src = ASTSource(kernel, dict(self.signature), constants, attrs)
         compiled = CompiledKernel(src, metadata_group, record["hash"])
         num_warps = record["options"].get("num_warps")
         if compiled.hash != record["hash"] or compiled.name != record["kernel"]:
@@ -345,7 +349,7 @@ class DirectLaunches:
                     tuple(tuple(c) for c in record["key"]),
                 )
                 records[key] = _Record(record, root / folder)
-            except (KeyError, IndexError, TypeError):
+            except (KeyError, IndexError, TypeError, ValueError):
                 continue
         return cls(records, label) if records else None
 
@@ -395,6 +399,7 @@ class DirectLaunches:
         except Exception as error:
             self._drop(name, options, args)
             _count("error", self._label, f"{type(error).__name__}: {error}")
+            logger.debug("direct launch of %s failed", name, exc_info=error)
             return False
         return True
 
