@@ -135,12 +135,19 @@ def environment() -> dict[str, Any]:
     }
 
 
+_KNOBS: list[Any] = []
+
+
 def _knob(group: str, name: str) -> Any:
-    try:
-        from triton import knobs
-    except ImportError:
-        return None
-    return getattr(getattr(knobs, group, None), name, None)
+    """``triton.knobs.<group>.<name>`` or None (the module is looked up once: launches ask for
+    hooks every time, and ``from triton import knobs`` per launch costs ~10 µs)."""
+    if not _KNOBS:
+        try:
+            from triton import knobs
+        except ImportError:
+            knobs = None
+        _KNOBS.append(knobs)
+    return getattr(getattr(_KNOBS[0], group, None), name, None)
 
 
 def _hooks_installed(kernel: Any) -> bool:
