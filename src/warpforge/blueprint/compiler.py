@@ -325,13 +325,17 @@ class CompiledBlueprint(torch.nn.Module):
             stored = triton_binaries.fetch(registry, binaries_key)
             if stored is not None:
                 triton_binaries.restore(stored)
-                direct = triton_direct.DirectLaunches.from_metadata(
-                    stored.metadata, triton_binaries.triton_cache_dir(), self.ir.name
-                )
         except Exception as error:  # an optimisation only: Triton compiles as usual
             logger.debug("Triton binaries for %s not restored: %s", self.ir.name, error)
             stored = None
         self._binaries[spec] = (registry, binaries_key, stored is not None)
+        if stored is not None:
+            try:
+                direct = triton_direct.DirectLaunches.from_metadata(
+                    stored.metadata, triton_binaries.triton_cache_dir(), self.ir.name
+                )
+            except Exception as error:  # an optimisation only: launches go through the JIT
+                logger.debug("launch records of %s not used: %s", self.ir.name, error)
         return direct
 
     def _store_binaries(
