@@ -304,10 +304,12 @@ def test_loading_checks_the_triton_folder_before_trusting_it(tmp_path: Path) -> 
         "attrs": [],
         "signature": ["*fp32", "i32", "i32", "*fp32", "constexpr", "constexpr"],
         "options": {},
-        "hash": "00",
+        "hash": "ab" * 32,
         "kernel": "k",
     }
-    folder = tmp_path / "folder"
+    with pytest.raises(ValueError, match="cache folder"):  # the hash names another folder
+        triton_direct._Record(record, tmp_path / "elsewhere").load(_fake_kernel(NAMES))
+    folder = tmp_path / triton_binaries.folder_for_hash(record["hash"])
     folder.mkdir()
     loader = triton_direct._Record(record, folder)
     with pytest.raises(ValueError, match="parameters"):

@@ -63,7 +63,11 @@ def triton_cache_dir() -> Path | None:
 
 def _folder_name(compiled: Any) -> str | None:
     """The folder Triton keeps ``compiled`` (a CompiledKernel) in: named by its cache hash."""
-    digest = getattr(compiled, "hash", None)
+    return folder_for_hash(getattr(compiled, "hash", None))
+
+
+def folder_for_hash(digest: object) -> str | None:
+    """The name of the folder Triton's file cache keeps the kernel of cache hash ``digest`` in."""
     if not isinstance(digest, str):
         return None
     try:

@@ -293,9 +293,13 @@ class _Record:
         """Triton's CompiledKernel for the recorded binary, checked against the record."""
         from triton.compiler.compiler import ASTSource, CompiledKernel
 
+        from warpforge.blueprint.triton_binaries import folder_for_hash
+
         record = self.record
         if tuple(getattr(kernel, "arg_names", ())) != self.arg_names:
             raise ValueError("the kernel's parameters differ from the record's")
+        if folder_for_hash(record["hash"]) != self.folder.name:
+            raise ValueError("the record's binary is not the one in its Triton cache folder")
         groups = list(self.folder.glob("__grp__*.json"))
         if len(groups) != 1:
             raise FileNotFoundError(f"no single Triton group file in {self.folder}")
