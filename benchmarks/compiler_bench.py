@@ -103,6 +103,17 @@ def _child(args: argparse.Namespace) -> None:
     from warpforge.blueprint import problems, triton_startup
 
     stages["warpforge_import_s"] = time.perf_counter() - t
+    import logging
+
+    log_lines: list[str] = []  # why a warm launch left the fast path, if it did
+
+    class _Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            log_lines.append(f"{record.levelname}: {record.getMessage()}"[:500])
+
+    blueprint_logger = logging.getLogger("warpforge.blueprint")
+    blueprint_logger.addHandler(_Collect(logging.INFO))
+    blueprint_logger.setLevel(logging.INFO)
     builder = getattr(problems, f"{args.blueprint}_blueprint")
     ir = builder(args.dtype)
     profiler = None
@@ -146,30 +157,84 @@ def _child(args: argparse.Namespace) -> None:
         "builds": snapshot["builds"]["count"],
         "disk_hits": snapshot["hits"]["disk"],
         "fallbacks": snapshot["fallbacks"],
+        "direct_launch": snapshot.get("direct_launch", {}),
+        "pycache_prefix": sys.pycache_prefix,
+        "log": log_lines,
         "output_shapes": [list(o.shape) for o in outs],
     }
     if profiler is not None:
-        result["profile_top_cumulative"] = _profile_rows(profiler, 30)
+        result["profile_top_cumulative"] = _profile_rows(profiler, 60, "cumulative_ms")
+        result["profile_top_self"] = _profile_rows(profiler, 25, "self_ms")
     print(json.dumps(result))
 
 
-def _profile_rows(profiler: Any, limit: int) -> list[dict[str, Any]]:
-    """The ``limit`` functions with the largest cumulative time: where the window went."""
+def _profile_rows(profiler: Any, limit: int, order: str) -> list[dict[str, Any]]:
+    """The ``limit`` functions with the largest ``order`` time (``cumulative_ms`` or
+    ``self_ms``): where the window went."""
     import pstats
 
     stats = pstats.Stats(profiler)
     rows = []
-    for (filename, line, name), (_cc, calls, _tt, cumulative, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+    for (filename, line, name), (_cc, calls, own, cumulative, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         short = "/".join(Path(filename).parts[-3:]) if filename != "~" else "builtin"
         rows.append(
             {
                 "function": f"{short}:{line}({name})",
                 "calls": calls,
                 "cumulative_ms": cumulative * 1e3,
+                "self_ms": own * 1e3,
             }
         )
-    rows.sort(key=lambda r: -r["cumulative_ms"])
+    rows.sort(key=lambda r: -r[order])
     return rows[:limit]
+
+
+# Modules whose bytecode decides the warm window (imported inside it on Triton 3.6) or the
+# stages before it: if their .pyc is missing next to the source, every process compiles them.
+_BYTECODE_PROBES = (
+    ("triton", "experimental/gluon/__init__.py"),
+    ("triton", "experimental/gluon/language/_semantic.py"),
+    ("triton", "compiler/compiler.py"),
+    ("torch", "__init__.py"),
+    ("torch", "_tensor.py"),
+)
+
+
+def bytecode_state() -> dict[str, Any]:
+    """Whether the Python environment has cached bytecode for the modules the measurement
+    imports, and whether it could write it (a normal ``pip install`` writes it)."""
+    import importlib.util
+    import sysconfig
+
+    probes: dict[str, Any] = {}
+    for package, relative in _BYTECODE_PROBES:
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        source = Path(next(iter(spec.submodule_search_locations))) / relative
+        if not source.is_file():
+            continue
+        pyc = source.parent / "__pycache__" / f"{source.stem}.{sys.implementation.cache_tag}.pyc"
+        folder = pyc.parent if pyc.parent.is_dir() else source.parent
+        try:
+            read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+        except OSError:
+            read_only = None
+        probes[f"{package}/{relative}"] = {
+            "pyc_exists": pyc.is_file(),
+            "folder_writable": (not read_only) and os.access(folder, os.W_OK),
+            "filesystem_read_only": read_only,
+        }
+    missing = [name for name, probe in probes.items() if not probe["pyc_exists"]]
+    return {
+        "python": sys.executable,
+        "purelib": sysconfig.get_paths().get("purelib"),
+        "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE"),
+        "dont_write_bytecode": sys.flags.dont_write_bytecode,
+        "inherited_PYTHONPYCACHEPREFIX": os.environ.get("PYTHONPYCACHEPREFIX"),
+        "probes": probes,
+        "pyc_missing_for": missing,
+    }
 
 
 def _hit_lookup_child(args: argparse.Namespace) -> None:
@@ -249,7 +314,10 @@ def _run_child(
     caches: dict[str, str],
     timeout: float,
     extra: tuple[str, ...] = (),
+    bytecode: bool = True,
 ) -> dict[str, Any]:
+    """One child process; ``bytecode=False`` leaves out the benchmark's bytecode prefix (the
+    environment's own bytecode state, as a process of it gets without the prefix)."""
     blueprint = name.removeprefix("blueprint.")
     builder = {
         "scaled_masked_softmax": "masked_softmax",
@@ -259,8 +327,11 @@ def _run_child(
     env = {
         **os.environ,
         **caches,
+        **(_CHILD_BYTECODE_ENV if bytecode else {}),
         "PYTHONPATH": str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""),
     }
+    if bytecode and _CHILD_BYTECODE_ENV:  # bytecode is written into the prefix, as pip would
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
     command = [
         sys.executable,
         __file__,
@@ -286,6 +357,11 @@ def _run_child(
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1][:500]}
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+_CHILD_BYTECODE_ENV: dict[str, str] = {}
+"""Set by main: ``PYTHONPYCACHEPREFIX`` for every child where the environment lacks bytecode
+(those children also run without ``PYTHONDONTWRITEBYTECODE``, so the prefix gets written)."""
 
 
 def _fresh_caches(root: Path, label: str) -> dict[str, str]:
@@ -420,6 +496,14 @@ def main() -> None:
     parser.add_argument("--lookup-samples", type=int, default=20000)
     parser.add_argument("--replay-steps", type=int, default=10000)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per child process")
+    parser.add_argument(
+        "--bytecode",
+        choices=("auto", "prefix", "off"),
+        default="auto",
+        help="children's bytecode: 'prefix' runs them with PYTHONPYCACHEPREFIX=OUT/pycache, "
+        "primed by one untimed child (what a normal install with written .pyc files gives); "
+        "'auto' does so only where .pyc files are missing; 'off' never",
+    )
     # child-process arguments
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mode", help=argparse.SUPPRESS)
@@ -465,8 +549,34 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="warpforge-compiler-bench-"))
     results: list[dict[str, Any]] = []
+    bytecode = bytecode_state()
+    use_prefix = args.bytecode == "prefix" or (
+        args.bytecode == "auto" and bool(bytecode["pyc_missing_for"])
+    )
+    bytecode["children_use_prefix"] = use_prefix
+    if use_prefix:
+        prefix = (args.out / "pycache").resolve()
+        prefix.mkdir(parents=True, exist_ok=True)
+        _CHILD_BYTECODE_ENV["PYTHONPYCACHEPREFIX"] = str(prefix)
+        bytecode["prefix"] = str(prefix)
     with Progress() as progress:
         task = progress.add_task("cold/warm compiles", total=len(problems))
+        if use_prefix and problems:
+            # Untimed: writes the bytecode of everything a child imports into the prefix.
+            first = problems[0]
+            shape = dict((first.shapes if cuda else first.cpu_shapes)[0])
+            use = dtype if getattr(torch, dtype) in first.dtypes else "float32"
+            primers = ["warpforge"] + ([] if args.skip_torch_compile else ["torch.compile"])
+            bytecode["primed_by"] = [
+                {
+                    "mode": mode,
+                    "ok": "error"
+                    not in _run_child(
+                        mode, first.name, use, shape, _fresh_caches(scratch, "prime"), args.timeout
+                    ),
+                }
+                for mode in primers
+            ]
         for problem in problems:
             use = (
                 dtype
@@ -486,6 +596,16 @@ def main() -> None:
             entry["warm_first_result"] = warm
             ok_warm = [w["seconds"] * 1000 for w in warm if "seconds" in w]
             entry["warm_first_result_ms_median"] = statistics.median(ok_warm) if ok_warm else None
+            if use_prefix:  # the same without the prefix: the environment's own bytecode state
+                plain = [
+                    _run_child("warm", problem.name, use, shape, caches, args.timeout, (), False)
+                    for _ in range(args.warm_repeats)
+                ]
+                entry["warm_first_result_without_bytecode_prefix"] = plain
+                ok_plain = [w["seconds"] * 1000 for w in plain if "seconds" in w]
+                entry["warm_first_result_without_bytecode_prefix_ms_median"] = (
+                    statistics.median(ok_plain) if ok_plain else None
+                )
             # The same, with triton's import inside the window (a process that never used it).
             triton_cold = _run_child(
                 "warm-triton-cold", problem.name, use, shape, caches, args.timeout
@@ -530,6 +650,7 @@ def main() -> None:
         if cuda
         else "triton-interpreter (CPU: numbers are not meaningful)",
         "targets": TARGETS,
+        "bytecode": bytecode,
         "blueprints": results,
         "hit_lookup": lookup,
         "replay": replay,

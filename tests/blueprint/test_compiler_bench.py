@@ -26,6 +26,7 @@ def test_compiler_bench_smoke(tmp_path: Path) -> None:
         "--warm-repeats", "1",
         "--lookup-samples", "300",
         "--replay-steps", "1200",
+        "--bytecode", "prefix",
     ]  # fmt: skip
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -49,6 +50,18 @@ def test_compiler_bench_smoke(tmp_path: Path) -> None:
     assert entry["warm_first_result_empty_triton_cache"]["disk_hits"] == 1
     profile = entry["warm_first_result_profile"]["profile_top_cumulative"]
     assert any("compiler.py" in row["function"] for row in profile)
+    assert entry["warm_first_result_profile"]["profile_top_self"]
+    # Children ran with a primed bytecode prefix under OUT, and once more without it.
+    bytecode = report["bytecode"]
+    assert bytecode["children_use_prefix"] and bytecode["primed_by"] == [
+        {"mode": "warpforge", "ok": True}
+    ]
+    assert Path(bytecode["prefix"]) == (tmp_path / "out" / "pycache").resolve()
+    assert any(Path(bytecode["prefix"]).rglob("*.pyc"))
+    assert warm["pycache_prefix"] == bytecode["prefix"]
+    assert all("pyc_exists" in probe for probe in bytecode["probes"].values())
+    (plain,) = entry["warm_first_result_without_bytecode_prefix"]
+    assert plain["pycache_prefix"] is None and plain["disk_hits"] == 1
     lookup = report["hit_lookup"]
     for case in ("per_call_hit_path", "call_lookup_and_launch", "timer_floor"):
         assert lookup[case]["samples"] == 300 and len(lookup[case]["p99_us_per_round"]) == 5

@@ -89,5 +89,7 @@ def test_torchrun_over_gpus_with_nccl_shares_the_configs_into_one_database(
     assert len(best) == 1, output
     ok = f"{len(expected)}/0/0"
     assert stdout.count("rms_norm.fwd on ") == 1 and ok in stdout, output
+
+
 def json_key(config: dict) -> str:
     return repr(sorted(config.items()))

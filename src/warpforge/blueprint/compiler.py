@@ -252,6 +252,7 @@ class CompiledBlueprint(torch.nn.Module):
             if on_gpu:  # skip Triton's ~0.3 s self-hash when an earlier process recorded it
                 triton_startup.install()
             program.launched = []
+            program.launch_calls = []
             try:
                 outputs = program.run(tensors)
             except Exception as error:  # the first launch is where Triton compiles the kernels
@@ -260,11 +261,12 @@ class CompiledBlueprint(torch.nn.Module):
                 self._programs[spec] = program
                 if on_gpu:
                     triton_startup.record()
-                    self._store_binaries(spec, program.launched)
+                    self._store_binaries(spec, program.launched, program.launch_calls)
                 return outputs
             finally:
                 if program is not _FALLBACK:
                     program.launched = None
+                    program.launch_calls = None
         self._programs[spec] = program
         return run_reference(self.ir, tensors, self.registry)
 
@@ -303,18 +305,22 @@ class CompiledBlueprint(torch.nn.Module):
 
             artifact = registry.get_or_build(key, build)
             module = load_source_module(artifact.files[SOURCE_FILE], key.digest())
+            program = KernelProgram(self.ir, plan, module, self.registry)
             if device.type == "cuda":
-                self._restore_binaries(spec, registry, key)
-            return KernelProgram(self.ir, plan, module, self.registry)
+                program.direct = self._restore_binaries(spec, registry, key)
+            return program
         except Exception as error:
             return self._fail(spec, "codegen", error)
 
-    def _restore_binaries(self, spec: tuple[Any, ...], registry: Any, key: Any) -> None:
+    def _restore_binaries(self, spec: tuple[Any, ...], registry: Any, key: Any) -> Any:
         """Put this program's stored Triton binaries into Triton's cache before the first
-        launch, so a registry hit does not recompile where Triton's own cache is empty."""
-        from warpforge.blueprint import triton_binaries
+        launch, so a registry hit does not recompile where Triton's own cache is empty.
+
+        Returns the entry's recorded launches (a ``triton_direct.DirectLaunches``) or None."""
+        from warpforge.blueprint import triton_binaries, triton_direct
 
         binaries_key = triton_binaries.binaries_key(key)
+        direct = None
         try:
             stored = triton_binaries.fetch(registry, binaries_key)
             if stored is not None:
@@ -323,16 +329,36 @@ class CompiledBlueprint(torch.nn.Module):
             logger.debug("Triton binaries for %s not restored: %s", self.ir.name, error)
             stored = None
         self._binaries[spec] = (registry, binaries_key, stored is not None)
+        if stored is not None:
+            try:
+                direct = triton_direct.DirectLaunches.from_metadata(
+                    stored.metadata, triton_binaries.triton_cache_dir(), self.ir.name
+                )
+            except Exception as error:  # an optimisation only: launches go through the JIT
+                logger.debug("launch records of %s not used: %s", self.ir.name, error)
+        return direct
 
-    def _store_binaries(self, spec: tuple[Any, ...], launched: Sequence[Any] | None) -> None:
-        """After the first successful GPU launch: store the Triton binaries if not stored yet."""
-        from warpforge.blueprint import triton_binaries
+    def _store_binaries(
+        self,
+        spec: tuple[Any, ...],
+        launched: Sequence[Any] | None,
+        calls: Sequence[tuple[Any, tuple[Any, ...], dict[str, Any]]] | None = None,
+    ) -> None:
+        """After the first successful GPU launch: store the Triton binaries if not stored yet,
+        with a launch record (``triton_direct``) for each launch Triton's choice is vouched for."""
+        from warpforge.blueprint import triton_binaries, triton_direct
 
         registry, binaries_key, present = self._binaries.pop(spec, (None, None, True))
         if present or not launched:
             return
         try:
-            artifact = triton_binaries.collect(launched)
+            records = None
+            if calls is not None and len(calls) == len(launched) and triton_direct.enabled():
+                records = [
+                    triton_direct.describe_launch(kernel, args, options, compiled)
+                    for (kernel, args, options), compiled in zip(calls, launched, strict=True)
+                ]
+            artifact = triton_binaries.collect(launched, records)
             if artifact is not None:
                 triton_binaries.store(registry, binaries_key, artifact)
         except Exception as error:  # never fail a launch over the cache

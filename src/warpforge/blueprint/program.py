@@ -188,9 +188,13 @@ class KernelProgram:
         self.plan = plan
         self.module = module
         self.registry = registry
-        # While a list, each launch appends what Triton returns (its CompiledKernel on a GPU):
-        # the compiler sets it for the first run to collect the binaries it stores.
+        # While lists, each JIT launch appends what Triton returns (its CompiledKernel on a GPU)
+        # and (kernel, args, options): the compiler sets them for the first run to collect the
+        # binaries it stores and the launch records (warpforge.blueprint.triton_direct).
         self.launched: list[Any] | None = None
+        self.launch_calls: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] | None = None
+        # Recorded launches of the registry entry this program was loaded from (CUDA only).
+        self.direct: Any = None
         self._row_launches: dict[tuple[Any, ...], _RowLaunch] = {}
         self._input_names = tuple(ir.input_names)
         self._output_values = tuple(v for _, v in ir.outputs)
@@ -296,9 +300,20 @@ class KernelProgram:
         if launch.grid is None:
             return
         args += launch.sizes
-        launched = launch.kernel[launch.grid](*args, **launch.options)
+        self._launch_kernel(launch.kernel, launch.grid, args, launch.options)
+
+    def _launch_kernel(
+        self, kernel: Any, grid: tuple[int, ...], args: list[Any], options: dict[str, Any]
+    ) -> None:
+        """``kernel[grid](*args, **options)``, through the recorded binary where one applies."""
+        direct = self.direct
+        if direct is not None and direct.launch(kernel, grid, args, options):
+            return
+        launched = kernel[grid](*args, **options)
         if self.launched is not None:
             self.launched.append(launched)
+        if self.launch_calls is not None:
+            self.launch_calls.append((kernel, tuple(args), dict(options)))
 
     def _plan_rows(
         self,
@@ -420,6 +435,4 @@ class KernelProgram:
             else:
                 grid = (tiles * n_batch,)
             kernel = getattr(self.module, group.kernel_name)
-        launched = kernel[grid](*args, **options)
-        if self.launched is not None:
-            self.launched.append(launched)
+        self._launch_kernel(kernel, grid, args, options)

@@ -21,7 +21,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +63,11 @@ def triton_cache_dir() -> Path | None:
 
 def _folder_name(compiled: Any) -> str | None:
     """The folder Triton keeps ``compiled`` (a CompiledKernel) in: named by its cache hash."""
-    digest = getattr(compiled, "hash", None)
+    return folder_for_hash(getattr(compiled, "hash", None))
+
+
+def folder_for_hash(digest: object) -> str | None:
+    """The name of the folder Triton's file cache keeps the kernel of cache hash ``digest`` in."""
     if not isinstance(digest, str):
         return None
     try:
@@ -76,8 +80,14 @@ def _folder_name(compiled: Any) -> str | None:
         return None
 
 
-def collect(compiled_kernels: Iterable[Any]) -> KernelArtifact | None:
-    """The Triton cache folders of ``compiled_kernels`` as one artifact (None if any is missing)."""
+def collect(
+    compiled_kernels: Iterable[Any], launches: Sequence[dict[str, Any] | None] | None = None
+) -> KernelArtifact | None:
+    """The Triton cache folders of ``compiled_kernels`` as one artifact (None if any is missing).
+
+    ``launches`` (one launch record of ``triton_direct.describe_launch`` or None per compiled
+    kernel) are kept in the metadata with the folder each one's binary is in, and the
+    environment they are valid in."""
     root = triton_cache_dir()
     if root is None:
         return None
@@ -94,7 +104,19 @@ def collect(compiled_kernels: Iterable[Any]) -> KernelArtifact | None:
         folders.append(name)  # type: ignore[arg-type]
     if not folders:
         return None
-    return KernelArtifact(files, {"format": _FORMAT, "triton_folders": folders})
+    metadata: dict[str, Any] = {"format": _FORMAT, "triton_folders": folders}
+    recorded = [
+        {**record, "folder": index}
+        for index, record in enumerate(launches or ())
+        if record is not None and index < len(folders)
+    ]
+    if recorded:
+        from warpforge.blueprint import triton_direct
+
+        metadata["launches"] = recorded
+        metadata["launch_format"] = triton_direct.FORMAT
+        metadata["launch_environment"] = triton_direct.environment()
+    return KernelArtifact(files, metadata)
 
 
 def restore(artifact: KernelArtifact) -> int:

@@ -35,7 +35,7 @@ MEMO_FILE = "triton-startup.json"
 SWITCH = "WARPFORGE_TRITON_STARTUP_MEMO"
 _FORMAT = 1
 _LOCK = threading.Lock()
-_STATE: dict[str, Any] = {"installed": None, "recorded": False}
+_STATE: dict[str, Any] = {"installed": None, "recorded": False, "fingerprint": None}
 
 
 def enabled() -> bool:
@@ -92,6 +92,15 @@ def triton_fingerprint() -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
+def process_fingerprint() -> str:
+    """:func:`triton_fingerprint` computed once per process: Triton's files do not change under
+    a running process that imported them (used before launches, where each ms counts)."""
+    value = _STATE["fingerprint"]
+    if value is None:
+        value = _STATE["fingerprint"] = triton_fingerprint()
+    return value
+
+
 def _read_memo() -> dict[str, Any] | None:
     try:
         data = json.loads(memo_path().read_text())
@@ -138,7 +147,7 @@ def _install() -> bool:
     if memo is None:
         return False
     try:
-        current = triton_fingerprint()
+        current = process_fingerprint()
     except (ImportError, OSError):
         return False
     if memo["fingerprint"] != current:
@@ -198,3 +207,4 @@ def reset_for_tests() -> None:
                     module.triton_key = original  # type: ignore[attr-defined]
         _STATE["installed"] = None
         _STATE["recorded"] = False
+        _STATE["fingerprint"] = None

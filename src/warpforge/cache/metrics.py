@@ -75,6 +75,7 @@ class CacheMetrics:
             self._build = _Histogram(BUILD_BUCKETS_S)
             self._build_failures = 0
             self._fallbacks: dict[str, int] = {}
+            self._direct_launches: dict[str, int] = {}
 
     # --- recording (hot path first) ---
     def record_lookup(self, outcome: str, elapsed_ns: int, missed: Sequence[str] = ()) -> None:
@@ -104,6 +105,13 @@ class CacheMetrics:
         reason = reason[:_MAX_REASON]
         with self._lock:
             self._fallbacks[reason] = self._fallbacks.get(reason, 0) + 1
+
+    def record_direct_launch(self, outcome: str) -> None:
+        """A blueprint kernel's recorded Triton binary was ``"loaded"`` for direct launches, or a
+        launch went through Triton's JIT instead (``"no-record"``, ``"hooks"``, ``"stale"``,
+        ``"error"``); see :mod:`warpforge.blueprint.triton_direct`."""
+        with self._lock:
+            self._direct_launches[outcome] = self._direct_launches.get(outcome, 0) + 1
 
     def record_error(self, tier: str) -> None:
         """An I/O or connection error in ``tier`` that was turned into a miss or a skipped put."""
@@ -138,6 +146,7 @@ class CacheMetrics:
                 "builds": self._build.as_dict(),
                 "build_failures": self._build_failures,
                 "fallbacks": dict(self._fallbacks),
+                "direct_launch": dict(self._direct_launches),
             }
 
     def register_prometheus(self, registry: Any = None) -> Any:
