@@ -53,11 +53,13 @@ def render(report: dict, pattern: str | None) -> str:
         best = row["speedup"]["vs_best"]
         base = times[best["baseline"]]
         lo, hi = best["ci95"]
+        share = row.get("percent_of_ceiling")
+        share_text = f"{share:.0f}%" if share is not None else "- (no ceilings measured)"
         lines.append(
             f"| {row['problem']} | {_shape(row['shape'])} | {row['dtype']} | {row['status']} | "
             f"{_us(cand['median_s'])} | {best['baseline']} | {_us(base['median_s'])} | "
             f"{best['value']:.2f}x [{lo:.2f}, {hi:.2f}] | {row['achieved']['gb_per_s']:,.0f} | "
-            f"{row['percent_of_ceiling']:.0f}% |"
+            f"{share_text} |"
         )
     lines += ["", *summary(report, pattern)]
     return "\n".join(lines)
@@ -86,6 +88,7 @@ def summary(report: dict, pattern: str | None) -> list[str]:
     if vs_compile:
         geomean = math.exp(sum(math.log(v) for v in vs_compile) / len(vs_compile))
         out.append(f"- geometric-mean speedup over torch.compile: {geomean:.2f}x")
+    big = [r for r in big if r.get("percent_of_ceiling") is not None]
     if big:
         out.append(
             f"- rows moving >= 256 MB: {len(big)}; at >= 90% of the copy ceiling: "
