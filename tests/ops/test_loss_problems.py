@@ -23,6 +23,7 @@ NAMES = (
     "swiglu.fwd",
     "swiglu.bwd",
     "geglu.fwd",
+    "geglu.bwd",
     "rope.fwd",
     "rope.bwd",
 )
@@ -71,3 +72,23 @@ def test_liger_baselines_report_unavailable_without_liger():
                     factory()
     else:
         pytest.skip("liger_kernel is installed here; its baselines load")
+
+
+def test_flce_float64_reference_in_chunks_equals_autograd_of_the_unfused_code(monkeypatch):
+    """The ground truth is computed a chunk of tokens at a time (its whole logits would not fit
+    on the device); it must equal autograd through the plain unfused code, chunk size aside."""
+    from warpforge.ops import loss_problems
+
+    problem = get_problem("fused_linear_cross_entropy.fwd_bwd")
+    shape = {"tokens": 37, "hidden": 12, "vocab": 29}
+    gen = torch.Generator().manual_seed(11)
+    hidden, weight, target = problem.make_inputs(shape, torch.float64, torch.device("cpu"), gen)
+    assert (target == loss_problems.IGNORE_INDEX).any()
+    unfused = loss_problems._linear_loss_and_grads(loss_problems.unfused_linear_cross_entropy)
+    want = unfused(hidden, weight, target)
+    for chunk_elements in (2**27, 29 * 5, 1):  # one chunk, several, one token each
+        monkeypatch.setattr(loss_problems, "REFERENCE_CHUNK_ELEMENTS", chunk_elements)
+        got = problem.reference(hidden, weight, target)
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == torch.float64 and g.shape == w.shape
+            torch.testing.assert_close(g, w, atol=1e-12, rtol=1e-12)

@@ -214,6 +214,52 @@ def unfused_linear_cross_entropy(
     return loss.to(hidden.dtype)
 
 
+REFERENCE_CHUNK_ELEMENTS = 2**27
+"""Logits per chunk of the reference below: 1 GiB in float64."""
+
+
+def chunked_linear_cross_entropy_reference(
+    hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(mean loss, d loss/d hidden, d loss/d weight) of ``unfused_linear_cross_entropy`` in
+    closed form, a chunk of tokens at a time: the float64 logits of the whole problem (16.8 GB
+    at 16384 x 128256) do not fit next to everything else on the device, a chunk does.
+    Per chunk: p = softmax(h W^T); p[target] -= 1; ignored rows 0; all / the non-ignored count;
+    d hidden = p W, d weight += p^T h."""
+    tokens, vocab = hidden.shape[0], weight.shape[0]
+    keep = target != IGNORE_INDEX
+    count = keep.sum()
+    rows = max(1, REFERENCE_CHUNK_ELEMENTS // max(vocab, 1))
+    total = hidden.new_zeros((), dtype=torch.float64)
+    grad_hidden = torch.empty_like(hidden)
+    grad_weight = torch.zeros_like(weight, dtype=total.dtype)
+    for start in range(0, tokens, rows):
+        h = hidden[start : start + rows].to(total.dtype)
+        t, k = target[start : start + rows], keep[start : start + rows]
+        logits = h @ weight.to(total.dtype).t()
+        lse = torch.logsumexp(logits, dim=-1)
+        safe_t = torch.where(k, t, torch.zeros_like(t))
+        picked = logits.gather(1, safe_t[:, None]).squeeze(1)
+        total += torch.where(k, lse - picked, torch.zeros_like(lse)).sum()
+        p = torch.exp(logits - lse[:, None])
+        p.scatter_add_(1, safe_t[:, None], -torch.ones_like(lse)[:, None])
+        p *= (k.to(p.dtype) / count)[:, None]
+        grad_hidden[start : start + rows] = (p @ weight.to(p.dtype)).to(hidden.dtype)
+        grad_weight += p.t() @ h
+        del logits, p
+    return (total / count).to(hidden.dtype), grad_hidden, grad_weight.to(weight.dtype)
+
+
+def _flce_reference(
+    hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor
+) -> tuple[torch.Tensor, ...]:
+    """The ground truth (float64) in chunks; at the candidate's dtype, the unfused training code
+    itself, so "PyTorch's own error" is that of the code users run."""
+    if hidden.dtype == torch.float64:
+        return chunked_linear_cross_entropy_reference(hidden, weight, target)
+    return _linear_loss_and_grads(unfused_linear_cross_entropy)(hidden, weight, target)
+
+
 def fused_linear_cross_entropy_implementation(
     hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor
 ) -> torch.Tensor:
@@ -242,7 +288,7 @@ def _flce_bytes(s: Shape, d: torch.dtype) -> float:
 FUSED_LINEAR_CROSS_ENTROPY_FWD_BWD = register_problem(
     Problem(
         name="fused_linear_cross_entropy.fwd_bwd",
-        reference=_linear_loss_and_grads(unfused_linear_cross_entropy),
+        reference=_flce_reference,
         implementation=_linear_loss_and_grads(fused_linear_cross_entropy_implementation),
         make_inputs=_flce_inputs,
         flops=_flce_flops,
