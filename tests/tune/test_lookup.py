@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -352,3 +353,33 @@ def test_distance_is_a_metric_on_log_sizes(a: int, b: int, c: int, dtype: str) -
     assert (feature_distance(fa, fb) == 0) == (a == b)
     assert feature_distance(fa, fc) <= feature_distance(fa, fb) + feature_distance(fb, fc) + 1e-9
     assert feature_distance(fa, {"N": b, "dtype": "bfloat16"}) is None
+
+
+def test_lookup_without_a_database_file_never_imports_the_database_layer(tmp_path) -> None:
+    """A new process's first launch asks for configs; with no database file there is nothing
+    to open, and importing the database layer only to learn that would cost its first result."""
+    import subprocess
+    import sys
+
+    import warpforge
+
+    src = str(Path(warpforge.__file__).resolve().parents[1])
+    code = (
+        "import sys\n"
+        "from warpforge.tune.lookup import ConfigLookup\n"
+        "lookup = ConfigLookup()\n"
+        "got = lookup.config_for('rms_norm.fwd', {'M': 64, 'N': 128, 'dtype': 'float32'},\n"
+        "                        {'BLOCK_N': 128, 'ROWS': 1, 'num_warps': 4}, device='cpu')\n"
+        "print(sorted(got), 'warpforge.tune.database' in sys.modules)\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]),
+        "WARPFORGE_DB_URL": f"sqlite:///{tmp_path / 'absent' / 'perf.db'}",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("False"), done.stdout + done.stderr
+    assert not (tmp_path / "absent").exists()

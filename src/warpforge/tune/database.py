@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from warpforge.tune.sqlite_location import sqlite_path
 from warpforge.validation import describe
 
 if TYPE_CHECKING:
@@ -214,18 +215,6 @@ _BEST_COLUMNS = (
     "trial_id",
     "updated_at",
 )
-
-
-def sqlite_path(url: str) -> str | None:
-    """The file path of a ``sqlite:///PATH`` URL (``:memory:`` kept), or ``None`` if not SQLite."""
-    if not url.startswith("sqlite:"):
-        return None
-    if not url.startswith("sqlite:///"):
-        raise ValueError(f"url: expected sqlite:///PATH, got {url!r}")
-    path = url[len("sqlite:///") :]
-    if path == ":memory:":
-        return path
-    return str(Path(path).expanduser())
 
 
 def _now() -> str:

@@ -372,7 +372,7 @@ class ConfigLookup:
             self._db_state = "disabled"
             return None
         from warpforge.environment import database_url
-        from warpforge.tune.database import PerfDatabase, sqlite_path
+        from warpforge.tune.sqlite_location import sqlite_path
 
         url = self._database_url or database_url()
         try:
@@ -380,6 +380,8 @@ class ConfigLookup:
             if path is not None and path != ":memory:" and not Path(path).exists():
                 self._db_state = "unavailable"  # nothing tuned here yet: not worth a warning
                 return None
+            from warpforge.tune.database import PerfDatabase  # only when there is one to open
+
             self._db = PerfDatabase(url, create=False, migrate=False, connect_timeout_s=2)
         except Exception as exc:
             self._give_up_database(str(exc))

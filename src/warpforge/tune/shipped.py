@@ -37,11 +37,13 @@ import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from warpforge.tune.database import PerfDatabase, database_or_default
 from warpforge.tune.lookup import StoredConfig, normalize_features
 from warpforge.validation import describe
+
+if TYPE_CHECKING:  # the database layer loads only for export/import, never for reading
+    from warpforge.tune.database import PerfDatabase
 
 CONFIGS_FORMAT = "warpforge.tune.configs"
 TRIALS_FORMAT = "warpforge.tune.trials"
@@ -143,6 +145,8 @@ def export_shipped(
         names = list(kernels)
         if not all(isinstance(n, str) and n for n in names):
             raise TypeError(f"kernels: expected kernel names, got {names!r}")
+    from warpforge.tune.database import database_or_default
+
     with database_or_default(database) as db:
         records = db.best_configs(device=device)
     grouped: dict[str, list[dict[str, Any]]] = {}
@@ -176,6 +180,8 @@ def export_trials(
     path: str | Path, *, database: PerfDatabase | None = None, kernel: str | None = None
 ) -> int:
     """Write every stored trial (of ``kernel``, or all) as a trials file; returns the count."""
+    from warpforge.tune.database import database_or_default
+
     with database_or_default(database) as db:
         trials = db.trials(kernel=kernel)
     rows = []
@@ -253,6 +259,8 @@ def import_file(path: str | Path, *, database: PerfDatabase | None = None) -> in
                     ),
                 }
             )
+    from warpforge.tune.database import database_or_default
+
     with database_or_default(database) as db:
         for item in pending:
             db.record_trial(**item)
