@@ -48,12 +48,10 @@ for stage in "${STAGES[@]}"; do
     tests) run_stage tests "${WARPFORGE_TESTS_LIMIT:-480}" "$PY" -m pytest -m gpu -q -p no:cacheprovider -rs --timeout 240 \
              -n 2 --dist loadfile --junitxml="$RUN/gpu-tests.xml" tests ;;
     harness) run_stage harness 540 bash scripts/gpu/harness_check.sh "$RUN/harness" ;;
-    ops) run_stage ops 560 "${BENCH[@]}" \
-           --problem 'rms_norm*,add_rms_norm*,layer_norm*,softmax*,log_softmax*,cross_entropy*,fused_linear*,swiglu*,geglu*,rope*' --out "$RUN/ops.json" ;;
+    ops) SUITE_DTYPE="${WARPFORGE_BENCH_DTYPE:-}" run_stage ops 580 bash -c 'SUITE_BUDGET_S=560 bash scripts/gpu/ops_suite.sh "$1" all' _ "$RUN/ops" ;;
     robotics) run_stage robotics "${WARPFORGE_ROBOTICS_LIMIT:-400}" "${BENCH[@]}" --problem 'resample*,align*,voxelize*' \
                 --out "$RUN/robotics.json" ;;
-    blueprint) run_stage blueprint "${WARPFORGE_BLUEPRINT_LIMIT:-400}" "${BENCH[@]}" --problem 'blueprint.*' \
-                 --out "$RUN/blueprint.json" ;;
+    blueprint) run_stage blueprint "${WARPFORGE_BLUEPRINT_LIMIT:-560}" bash scripts/gpu/blueprint_suite.sh "$RUN/blueprint" ;;
     compiler) run_stage compiler 540 "$PY" benchmarks/compiler_bench.py --out "$RUN" ;;
     cache) run_stage cache 120 "$PY" benchmarks/cache_bench.py --out "$RUN" ;;
     tune) run_stage tune 560 bash scripts/gpu/tune_check.sh "$RUN/tune" ;;
