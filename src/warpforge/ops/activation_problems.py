@@ -90,10 +90,15 @@ def swiglu_backward_implementation(
     return swiglu_backward(grad_out, gate, up)
 
 
-def _liger_swiglu_backward() -> Callable[..., Any]:
-    backward = liger_attribute("liger_kernel.ops.swiglu", "swiglu_backward")
-    # Liger writes the gradients over gate and up; timing is unaffected.
-    return lambda gate, up, grad_out: backward(gate, up, grad_out)
+def _liger_backward(module: str, name: str) -> Callable[[], Callable[..., Any]]:
+    """Baseline factory for Liger-Kernel's gated-activation backward ``name(gate, up, grad_out)``.
+    Liger writes the gradients over gate and up (the harness times it on private copies)."""
+
+    def factory() -> Callable[..., Any]:
+        backward = liger_attribute(module, name)
+        return lambda gate, up, grad_out: backward(gate, up, grad_out)
+
+    return factory
 
 
 SWIGLU_BWD = register_problem(
@@ -106,7 +111,9 @@ SWIGLU_BWD = register_problem(
         bytes_moved=lambda s, d: 5 * _elements(s) * d.itemsize,
         shapes=SHAPES,
         cpu_shapes=CPU_SHAPES,
-        baselines=forward_baselines(swiglu_backward_reference, _liger_swiglu_backward),
+        baselines=forward_baselines(
+            swiglu_backward_reference, _liger_backward("liger_kernel.ops.swiglu", "swiglu_backward")
+        ),
         description="gradients of silu(gate) * up w.r.t. gate and up, given grad_out",
     )
 )
@@ -168,12 +175,6 @@ def geglu_backward_implementation(
     return geglu_backward(grad_out, gate, up, approximate="tanh")
 
 
-def _liger_geglu_backward() -> Callable[..., Any]:
-    backward = liger_attribute("liger_kernel.ops.geglu", "geglu_backward")
-    # Liger writes the gradients over gate and up (returned as views of them).
-    return lambda gate, up, grad_out: backward(gate, up, grad_out)
-
-
 GEGLU_BWD = register_problem(
     Problem(
         name="geglu.bwd",
@@ -184,7 +185,9 @@ GEGLU_BWD = register_problem(
         bytes_moved=lambda s, d: 5 * _elements(s) * d.itemsize,
         shapes=SHAPES,
         cpu_shapes=CPU_SHAPES,
-        baselines=forward_baselines(geglu_backward_reference, _liger_geglu_backward),
+        baselines=forward_baselines(
+            geglu_backward_reference, _liger_backward("liger_kernel.ops.geglu", "geglu_backward")
+        ),
         description="gradients of gelu(gate, approximate='tanh') * up w.r.t. gate and up",
     )
 )
