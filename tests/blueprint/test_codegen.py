@@ -405,3 +405,33 @@ def test_two_d_matmuls_on_the_persistent_tma_and_pointer_kernels(
     check(ir, inputs, atol=1e-4, rtol=1e-5)
     aligned = (k * 4) % 16 == 0 and (n * 4) % 16 == 0
     assert chosen == [use_tma and (k * 4) % 16 == 0, use_tma and aligned]
+
+
+def test_persistent_matmul_keeps_one_tile_stride_for_every_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The persistent kernel's tile stride is a constexpr: fixed per device, so a new problem
+    size reuses the compiled kernel; fewer tiles than the stride launch one program per tile."""
+    from warpforge.blueprint import program
+
+    launches: list[tuple[tuple[int, ...], dict]] = []
+    real = program.KernelProgram._launch_kernel
+
+    def spy(self, kernel, grid, args, options):  # type: ignore[no-untyped-def]
+        if "NUM_PROGRAMS" in options:
+            launches.append((tuple(grid), dict(options)))
+        return real(self, kernel, grid, args, options)
+
+    monkeypatch.setattr(program.KernelProgram, "_launch_kernel", spy)
+    b = BlueprintBuilder("persistent_stride")
+    x = b.input("x", ("M", "K"), "float32")
+    w = b.input("w", ("N", "K"), "float32")
+    b.output("y", b.op("linear", x, w))
+    compiled = warpforge.compile(b.build(), strict=True)
+    for m in (5, 200):  # 1 tile row, then many
+        x_val, w_val = torch.randn(m, 32), torch.randn(48, 32)
+        torch.testing.assert_close(compiled(x_val, w_val), x_val @ w_val.t(), atol=1e-4, rtol=1e-5)
+    assert len(launches) == 2, launches
+    (small_grid, small), (big_grid, big) = launches
+    assert small["NUM_PROGRAMS"] == big["NUM_PROGRAMS"] == program._persistent_stride(x_val.device)
+    assert small_grid[0] < small["NUM_PROGRAMS"] and big_grid[0] == big["NUM_PROGRAMS"]

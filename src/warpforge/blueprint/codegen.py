@@ -662,7 +662,8 @@ class _MatmulKernelWriter(_KernelWriter):
     def _write_persistent(self, mm: IRNode, sizes: list[str]) -> list[str]:
         """The same matmul and epilogue for one 2-D problem (batch 1), reading A and B through
         TMA tensor descriptors (out-of-range rows, columns and the K tail read as zeros) in a
-        persistent loop: NUM_PROGRAMS programs (one per SM) take the tiles in GROUP_M order."""
+        persistent loop: program p takes tiles p, p + NUM_PROGRAMS, ... in GROUP_M order
+        (NUM_PROGRAMS is one per SM; fewer tiles than that launch one program per tile)."""
         self.body, self.loaded, self.depth = [], {}, 1
         e = self.emit
         e("num_m = tl.cdiv(M, BLOCK_M)")

@@ -146,13 +146,15 @@ def tma_operands(
     return None
 
 
-def _persistent_programs(device: torch.device, tiles: int) -> int:
-    """One program per SM (at most one per tile); 4 under the interpreter."""
+def _persistent_stride(device: torch.device) -> int:
+    """Programs of a persistent matmul when there are enough tiles: one per SM (4 under the
+    interpreter). It is the kernel's tile stride (a constexpr), fixed per device, so a new
+    problem size never compiles a new kernel; fewer tiles launch fewer programs."""
     if device.type != "cuda":
-        return max(1, min(tiles, 4))
+        return 4
     from warpforge import runtime
 
-    return max(1, min(tiles, runtime.device_capabilities(device).sm_count or 1))
+    return max(1, runtime.device_capabilities(device).sm_count or 1)
 
 
 def _max_offset(tensor: torch.Tensor) -> int:
@@ -418,13 +420,15 @@ class KernelProgram:
             from triton.tools.tensor_descriptor import TensorDescriptor
 
             a2, b2, b_nk = tma
-            programs = _persistent_programs(a.device, tiles)
+            stride = _persistent_stride(a.device)
+            # program p takes tiles p, p + stride, ...: with fewer tiles than `stride`, one each
+            programs = min(tiles, stride)
             b_block = [block_n, block_k] if b_nk else [block_k, block_n]
             args[: len(a3.stride()) + len(b3.stride()) + 2] = [
                 TensorDescriptor.from_tensor(a2, [block_m, block_k]),
                 TensorDescriptor.from_tensor(b2, b_block),
             ]
-            options.update(B_NK=b_nk, NUM_PROGRAMS=programs)
+            options.update(B_NK=b_nk, NUM_PROGRAMS=stride)
             grid = (programs,)
             kernel = getattr(self.module, group.kernel_name + PERSISTENT_SUFFIX)
         else:
