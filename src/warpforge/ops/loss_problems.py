@@ -214,6 +214,11 @@ def unfused_linear_cross_entropy(
     return loss.to(hidden.dtype)
 
 
+unfused_loss_and_grads = _linear_loss_and_grads(unfused_linear_cross_entropy)
+"""(loss, d hidden, d weight) through the unfused training code: the eager baseline, and the
+reference at the candidate's dtype."""
+
+
 REFERENCE_CHUNK_ELEMENTS = 2**27
 """Logits per chunk of the reference below: 1 GiB in float64."""
 
@@ -257,7 +262,7 @@ def _flce_reference(
     itself, so "PyTorch's own error" is that of the code users run."""
     if hidden.dtype == torch.float64:
         return chunked_linear_cross_entropy_reference(hidden, weight, target)
-    return _linear_loss_and_grads(unfused_linear_cross_entropy)(hidden, weight, target)
+    return unfused_loss_and_grads(hidden, weight, target)
 
 
 def fused_linear_cross_entropy_implementation(
@@ -300,7 +305,7 @@ FUSED_LINEAR_CROSS_ENTROPY_FWD_BWD = register_problem(
         ),
         dtypes=(torch.bfloat16, torch.float32),
         baselines={
-            "torch": lambda: _linear_loss_and_grads(unfused_linear_cross_entropy),
+            "torch": lambda: unfused_loss_and_grads,
             "torch.compile": lambda: _linear_loss_and_grads(
                 torch.compile(unfused_linear_cross_entropy)
             ),
