@@ -78,6 +78,54 @@ def test_argument_classes_capture_what_triton_specialises_on() -> None:
     assert triton_direct.argument_key([base, object()]) is None
 
 
+def test_tensor_descriptors_are_classed_by_dtype_and_block_shape() -> None:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    a = torch.randn(64, 48, dtype=torch.float16)
+    described = triton_direct.argument_class(TensorDescriptor.from_tensor(a, [32, 16]))
+    assert described is not None
+    assert described[:3] == ("d", "torch.float16", "32, 16")
+    # another base of the same dtype and block: the same class (Triton's type is the same)
+    other = TensorDescriptor.from_tensor(torch.randn(128, 80, dtype=torch.float16), [32, 16])
+    assert triton_direct.argument_class(other) == described
+    assert triton_direct.argument_class(TensorDescriptor.from_tensor(a, [16, 16])) != described
+    assert triton_direct.argument_class(TensorDescriptor.from_tensor(a.float(), [32, 16])) != (
+        described
+    )
+    # the class survives the registry's JSON (lists) back into a hashable key
+    key = triton_direct.argument_key([TensorDescriptor.from_tensor(a, [32, 16]), 3])
+    assert key is not None
+    assert tuple(tuple(c) for c in json.loads(json.dumps([list(c) for c in key]))) == key
+
+
+def _descriptor_launch(block: list[int]) -> tuple[list[Any], dict[str, Any], Any]:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    a = TensorDescriptor.from_tensor(torch.randn(64, 32, dtype=torch.float16), [16, 16])
+    args: list[Any] = [a, torch.randn(64), 32]
+    options = {"BLOCK": 64, "num_warps": 4}
+    signature = {
+        "a_desc": f"tensordesc<fp16{block}>",
+        "y_ptr": "*fp32",
+        "n": "i32",
+        "BLOCK": "constexpr",
+    }
+    compiled = _compiled(signature, {(3,): 64}, {(1,): DIV, (2,): DIV})
+    return args, options, compiled
+
+
+def test_a_tensor_descriptor_launch_is_recorded_when_triton_typed_it_as_classed() -> None:
+    names = ["a_desc", "y_ptr", "n", "BLOCK"]
+    args, options, compiled = _descriptor_launch([16, 16])
+    record = triton_direct.describe_launch(_fake_kernel(names), args, options, compiled)
+    assert record is not None and record["key"][0][:3] == ["d", "torch.float16", "16, 16"]
+    args, options, compiled = _descriptor_launch([32, 16])  # Triton saw another block shape
+    assert triton_direct.describe_launch(_fake_kernel(names), args, options, compiled) is None
+    args, options, compiled = _descriptor_launch([16, 16])
+    compiled.src.attrs[(0,)] = DIV  # a hint the descriptor's class does not capture
+    assert triton_direct.describe_launch(_fake_kernel(names), args, options, compiled) is None
+
+
 def test_a_consistent_launch_is_recorded_with_everything_needed_to_replay_it() -> None:
     x, y = torch.randn(64), torch.randn(64)
     args, options = _launch(x, 1, 32, y)

@@ -30,7 +30,8 @@ exception) launches through ``JITFunction.run`` as always: logged once per reaso
 ``warpforge.cache`` metrics (``direct_launch``). ``WARPFORGE_TRITON_DIRECT_LAUNCH=0`` turns it off.
 
 Argument classes are at least as fine as Triton's specialisation on NVIDIA GPUs (Triton 3.x): a
-tensor's dtype and whether its data pointer is 16-byte aligned; an int's range (i32, i64, u64),
+tensor's dtype and whether its data pointer is 16-byte aligned; a tensor descriptor's dtype and
+block shape; an int's range (i32, i64, u64),
 whether it equals 1 and whether it is divisible by 16; bool, float and None. Equal classes
 therefore give Triton's equal specialisation, hence its equal cache key, hence the recorded
 binary. The interpreter (CPU) never takes this path.
@@ -79,8 +80,9 @@ def argument_class(value: object) -> tuple[Any, ...] | None:
     """warpforge's specialisation of one positional kernel argument (None: not supported).
 
     Tensor: ``("t", dtype, 16-byte aligned)``; int: ``("i", range, == 1, divisible by 16)``
-    with range ``"i32"``/``"i64"``/``"u64"`` as Triton picks the type; bool, float and None by
-    kind alone (Triton specialises none of them on the value).
+    with range ``"i32"``/``"i64"``/``"u64"`` as Triton picks the type; a TMA tensor descriptor:
+    ``("d", dtype, block shape, padding, tf32 rounding)``; bool, float and None by kind alone
+    (Triton specialises none of them on the value).
     """
     kind = type(value)
     if kind is int:
@@ -97,11 +99,31 @@ def argument_class(value: object) -> tuple[Any, ...] | None:
         return ("f",)
     if value is None:
         return ("n",)
+    if kind.__name__ == "TensorDescriptor":
+        return _descriptor_class(value)
     data_ptr = getattr(value, "data_ptr", None)
     dtype = getattr(value, "dtype", None)
     if data_ptr is None or dtype is None:
         return None
     return ("t", str(dtype), data_ptr() % 16 == 0)
+
+
+def _descriptor_class(descriptor: Any) -> tuple[Any, ...] | None:
+    """A host-side ``TensorDescriptor`` (TMA): Triton types it ``tensordesc<dtype[block]>`` and
+    builds the TMA map from its base, shape and strides at every launch, so the class is the
+    base's dtype and the block shape (as text, to stay hashable through JSON), plus the padding
+    and tf32 rounding the launcher reads."""
+    base = getattr(descriptor, "base", None)
+    block_shape = getattr(descriptor, "block_shape", None)
+    dtype = getattr(base, "dtype", None)
+    if dtype is None or not isinstance(block_shape, (list, tuple)):
+        return None
+    if not all(type(size) is int for size in block_shape):
+        return None
+    block = ", ".join(str(size) for size in block_shape)
+    padding = getattr(descriptor, "padding", "zero")
+    tf32 = bool(getattr(descriptor, "round_f32_to_tf32", False))
+    return ("d", str(dtype), block, str(padding), tf32)
 
 
 def argument_key(args: Sequence[object]) -> tuple[Any, ...] | None:
@@ -190,6 +212,12 @@ def _consistent(cls: tuple[Any, ...], triton_type: object, divisible: bool, cons
         return cls[0] == "n" or (cls[0] == "i" and cls[2] and constant == 1)
     if cls[0] == "t":
         return triton_type.startswith("*") and (cls[2] or not divisible)
+    if cls[0] == "d":
+        return (
+            triton_type.startswith("tensordesc<")
+            and f"[{cls[2]}]" in triton_type
+            and (not divisible and constant is None)
+        )
     if cls[0] == "i":
         return triton_type == cls[1] and (cls[3] or not divisible)
     if cls[0] == "b":
