@@ -83,7 +83,7 @@ def test_lookup_carries_a_registered_row_kernels_neighbour_to_a_new_row_length(t
         "num_warps": 4,
     }
     assert lookup.origin(kernel.name, target, device="cpu") == (
-        "database nearest {'M': 16384, 'N': 1024, 'dtype': 'bfloat16'}"
+        "database consensus of 1 nearest, nearest {'M': 16384, 'N': 1024, 'dtype': 'bfloat16'}"
     )
     assert lookup.origin(kernel.name, _row(1, 1), device="cpu") is None  # never asked
 

@@ -67,7 +67,7 @@ def test_bench_writes_json_with_fingerprint_qualities_and_shipped_file(
         assert entry["exhaustive"]["status_counts"]["incorrect"] == 1
         assert entry["exhaustive"]["covered_space"] is True
         # the bench's own database was read, whatever WARPFORGE_TUNE_DB says
-        assert entry["nearest_origin"].startswith("database nearest")
+        assert entry["nearest_origin"].startswith("database consensus of 3 nearest")
         assert entry["nearest_quality"] > 0 and entry["budget_quality"] > 0
         assert set(entry["retimed"]) == {
             "exhaustive", "nearest", "refined", "default", "budgeted"
@@ -205,7 +205,7 @@ def test_gpu_script_smoke_resolves_the_plan_runs_and_ships(tmp_path: Path) -> No
     fused = by_kernel["add_rms_norm.bwd"]["heldout"][0]
     assert "nearest_quality" in fused
     # M=5,N=37's best carried over to M=3,N=130 (a whole-row block of 64 becomes 256)
-    assert fused["nearest_origin"].startswith("database nearest"), fused
+    assert fused["nearest_origin"].startswith("database consensus of 1 nearest"), fused
 
     shipped = out / document["shipped_file"]
     entry = json.loads(shipped.read_text())["kernels"]["add_rms_norm.bwd"][0]
