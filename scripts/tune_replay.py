@@ -143,7 +143,7 @@ def replay_case(
         },
     }
     for source, options in (
-        ("database", {"database_url": url, "shipped_dir": case_dir / "none"}),
+        ("database", {"database_url": url, "shipped_dir": case_dir / "none", "use_database": True}),
         ("shipped", {"shipped_dir": shipped_dir, "use_database": False}),
     ):
         for selection in SELECTIONS:
