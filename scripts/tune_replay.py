@@ -14,7 +14,7 @@ exhaustive search (every valid config was timed there). The config the GPU run i
     PYTHONPATH=src python scripts/tune_replay.py \\
         benchmarks/results/tune-2026-11-22-h100.json \\
         --databases benchmarks/results/tune-2026-11-22-logs/tune-dbs-logs.tgz \\
-        --out benchmarks/results/tune-replay-2026-11-22-h100.json
+        --out benchmarks/results/tune-replay-2026-11-22-h100.json --sensitivity
 
 Recorded trials keep their stored source hash; the replay relabels them with each kernel's current
 one, so the current code's spaces and transfers judge them (a config the current space rejects is
@@ -24,14 +24,16 @@ never chosen). Qualities come from search medians, not from an interleaved re-ti
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
+import itertools
 import json
 import math
 import sqlite3
 import sys
 import tarfile
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +181,62 @@ def summarise(cases: list[dict[str, Any]]) -> dict[str, Any]:
     return {name: stats(values) for name, values in columns.items()}
 
 
+SENSITIVITY = {
+    "neighbours": (2, 3, 4),
+    "min_support": (0.34, 0.5, 0.67),
+    "evidence_min_relative": (0.7, 0.8, 0.9),
+}
+"""The consensus's constants varied around their defaults by ``--sensitivity``."""
+
+
+@contextlib.contextmanager
+def consensus_constants(
+    neighbours: int, min_support: float, evidence_min_relative: float
+) -> Iterator[None]:
+    """The consensus rule with other constants, for this replay only (restored on exit)."""
+    from warpforge.tune import consensus, lookup
+
+    saved = (lookup.NEIGHBOURS, consensus.MIN_SUPPORT, consensus.EVIDENCE_MIN_RELATIVE)
+    lookup.NEIGHBOURS, consensus.MIN_SUPPORT = neighbours, min_support
+    consensus.EVIDENCE_MIN_RELATIVE = evidence_min_relative
+    try:
+        yield
+    finally:
+        lookup.NEIGHBOURS, consensus.MIN_SUPPORT, consensus.EVIDENCE_MIN_RELATIVE = saved
+
+
+def replay_all(run: Mapping[str, Any], db_path: Path, work: Path) -> list[dict[str, Any]]:
+    cases = []
+    for result in run["results"]:
+        problems = recorded_problems(db_path, result["kernel"])
+        for heldout in result["heldout"]:
+            cases.append(replay_case(result["kernel"], heldout, problems, work))
+    return cases
+
+
+def sensitivity(run: Mapping[str, Any], db_path: Path, work: Path) -> list[dict[str, Any]]:
+    """The consensus (database) over the :data:`SENSITIVITY` grid of its constants."""
+    rows = []
+    for neighbours, support, relative in itertools.product(*SENSITIVITY.values()):
+        with consensus_constants(neighbours, support, relative):
+            cases = replay_all(run, db_path, work)
+        stats = summarise(cases)["consensus_database"]
+        rows.append(
+            {
+                "neighbours": neighbours,
+                "min_support": support,
+                "evidence_min_relative": relative,
+                **stats,
+                "misses": {
+                    c["kernel"]: c["consensus_database"]["quality"]
+                    for c in cases
+                    if (c.get("consensus_database", {}).get("quality") or 0.0) < TARGET
+                },
+            }
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -188,18 +246,22 @@ def main(argv: list[str] | None = None) -> int:
         "--databases", type=Path, required=True, help="its tune.db, or the .tgz holding it"
     )
     parser.add_argument("--out", type=Path, default=None, help="write the replay JSON here")
+    parser.add_argument(
+        "--sensitivity",
+        action="store_true",
+        help="also replay the consensus with its constants varied (SENSITIVITY)",
+    )
     args = parser.parse_args(argv)
     run = json.loads(args.run.read_text())
     if run.get("benchmark") != "tune_bench":
         parser.error(f"{args.run}: expected a tune_bench JSON")
-    cases = []
+    grid = None
     with tempfile.TemporaryDirectory(prefix="wf-tune-replay-") as tmp:
         work = Path(tmp)
         db_path = trials_database(args.databases, work)
-        for result in run["results"]:
-            problems = recorded_problems(db_path, result["kernel"])
-            for heldout in result["heldout"]:
-                cases.append(replay_case(result["kernel"], heldout, problems, work))
+        cases = replay_all(run, db_path, work)
+        if args.sensitivity:
+            grid = sensitivity(run, db_path, work)
     document = {
         "benchmark": "tune_replay",
         "note": "offline replay of the lookup on recorded GPU trials (no new measurement): "
@@ -214,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         "cases": cases,
         "summary": summarise(cases),
     }
+    if grid is not None:
+        document["sensitivity"] = grid
     if args.out is not None:
         args.out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
     columns = ["gpu_run", "nearest_database", "consensus_database", "consensus_shipped"]
@@ -224,6 +288,12 @@ def main(argv: list[str] | None = None) -> int:
         ]
         cells = " ".join(f"{'-' if v is None else f'{v:.4f}':>18s}" for v in values)
         print(f"{case['kernel'][-70:]:70s} {cells}")
+    for row in grid or ():
+        print(
+            f"neighbours {row['neighbours']} min_support {row['min_support']} evidence >= "
+            f"{row['evidence_min_relative']}: {row['meeting_target']}/{row['cases']}, "
+            f"min {row['min']:.4f}"
+        )
     for name, stats in document["summary"].items():
         if stats.get("cases"):
             print(

@@ -80,11 +80,11 @@ def test_export_writes_the_documented_format_and_reads_back(tmp_path: Path, db_u
 
 
 def test_export_ships_the_fastest_measured_configs_with_their_relative_speed(
-    tmp_path: Path,
+    tmp_path: Path, db_url: str
 ) -> None:
     path = tmp_path / "configs.json"
     medians = {b: 1e-5 * (1 + 0.01 * b) for b in range(SHIPPED_MEASURED_MAX + 4)}
-    with PerfDatabase(f"sqlite:///{tmp_path / 'a.db'}") as db:
+    with PerfDatabase(db_url) as db:
         for b, median in medians.items():
             for repeat in (1.0, 1.5):  # a config timed twice counts with its faster median
                 db.record_trial(

@@ -10,6 +10,8 @@ config's time), so the lookup asks the ``k`` nearest problems together:
    config that was measured (the round trip): a config the transfer had to change in kind (a
    chunked row made whole, a tile clipped to a smaller problem, a pipeline depth clamped) was
    measured as something else, so its speed says nothing about the carried one;
+   Each problem's evidence is its fastest configs (:data:`EVIDENCE_MAX`, none slower than
+   :data:`EVIDENCE_MIN_RELATIVE` of its best's speed);
 2. a neighbour's weight is ``1 / distance`` (log2 sizes, :func:`warpforge.tune.lookup.feature_distance`);
    a config is a candidate when the neighbours that measured it hold at least half the total weight;
 3. the chosen config has the highest weighted geometric mean of its relative speeds over the
@@ -33,6 +35,12 @@ NEIGHBOURS = 3
 
 MIN_SUPPORT = 0.5
 """Share of the neighbours' total weight that must have measured a candidate."""
+
+EVIDENCE_MIN_RELATIVE = 0.8
+EVIDENCE_MAX = 16
+"""Per tuned problem, the evidence is its fastest configs: at most :data:`EVIDENCE_MAX`, none slower
+than :data:`EVIDENCE_MIN_RELATIVE` of its best's speed (the contest is among the configs near the
+top; the shipped file keeps the same ones, so a database and the shipped file answer alike)."""
 
 _MIN_DISTANCE = 1e-6
 _TIE = 1e-12
@@ -62,6 +70,14 @@ Carry = Callable[[int, Mapping[str, object]], "dict[str, object] | None"]
 """``carry(i, config)``: neighbour ``i``'s config carried to the target and allowed there
 (``None`` when it cannot be); ``carry_back(i, config)``: a target config carried to neighbour
 ``i``'s problem (``None`` when it cannot be)."""
+
+
+def top_evidence(
+    measured: Sequence[tuple[Mapping[str, object], float]],
+) -> list[tuple[Mapping[str, object], float]]:
+    """The fastest of ``measured`` (config, relative speed) pairs kept as evidence, fastest first."""
+    ranked = sorted(measured, key=lambda item: -item[1])[:EVIDENCE_MAX]
+    return [item for item in ranked if item[1] >= EVIDENCE_MIN_RELATIVE]
 
 
 def consensus_config(

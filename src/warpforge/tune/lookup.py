@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from warpforge.tune.consensus import NEIGHBOURS, Neighbour, consensus_config
+from warpforge.tune.consensus import NEIGHBOURS, Neighbour, consensus_config, top_evidence
 from warpforge.tune.space import ConfigSpace
 from warpforge.tune.transfer import Transfer
 from warpforge.tune.tunable import TunableKernel, device_fingerprint, dtype_name, find_tunable
@@ -164,7 +164,12 @@ def _stored_problems(records: Iterable[Any], device: str) -> list[StoredConfig]:
         best = group[0]
         if best.median_s <= 0:
             continue
-        measured = tuple((dict(r.config), best.median_s / r.median_s) for r in group)
+        measured = tuple(
+            (dict(config), relative)
+            for config, relative in top_evidence(
+                [(r.config, best.median_s / r.median_s) for r in group]
+            )
+        )
         problems.append(
             StoredConfig(
                 dict(best.features),

@@ -47,6 +47,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from warpforge.tune.consensus import EVIDENCE_MAX, EVIDENCE_MIN_RELATIVE, top_evidence
 from warpforge.tune.lookup import StoredConfig, normalize_features
 from warpforge.validation import describe
 
@@ -60,10 +61,10 @@ FORMAT_VERSION = 1
 CONFIGS_VERSION = 2
 """Version of the shipped-configs format written; :data:`CONFIGS_VERSIONS` are read."""
 CONFIGS_VERSIONS = (1, 2)
-SHIPPED_MEASURED_MAX = 16
-SHIPPED_MEASURED_MIN_RELATIVE = 0.8
-"""Configs slower than this share of the best's speed are not shipped: the consensus weighs the
-configs near the top, and the file stays small."""
+SHIPPED_MEASURED_MAX = EVIDENCE_MAX
+SHIPPED_MEASURED_MIN_RELATIVE = EVIDENCE_MIN_RELATIVE
+"""What is shipped per problem is what the consensus lookup weighs: its fastest configs, at most
+:data:`SHIPPED_MEASURED_MAX` and none slower than this share of the best's speed."""
 
 
 def _write_json_atomically(path: Path, document: Mapping[str, Any]) -> None:
@@ -227,14 +228,11 @@ def _problem_key(source_hash: str, features: Mapping[str, object]) -> str:
 
 def _shipped_measured(best_s: float, measured: list[Any]) -> list[dict[str, Any]]:
     """The fastest configs of one problem with their relative speed, as shipped."""
-    ranked = sorted(measured, key=lambda m: m.median_s)
-    out = []
-    for m in ranked[:SHIPPED_MEASURED_MAX]:
-        relative = min(1.0, best_s / m.median_s) if m.median_s > 0 else 0.0
-        if relative < SHIPPED_MEASURED_MIN_RELATIVE:
-            break
-        out.append({"config": m.config, "relative": round(relative, 4)})
-    return out
+    pairs = [(m.config, min(1.0, best_s / m.median_s)) for m in measured if m.median_s > 0]
+    return [
+        {"config": config, "relative": round(relative, 4)}
+        for config, relative in top_evidence(pairs)
+    ]
 
 
 def export_trials(
