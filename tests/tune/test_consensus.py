@@ -154,3 +154,14 @@ def test_ties_go_to_the_nearest_neighbours_order() -> None:
 def test_the_selection_rule_is_checked(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="selection"):
         ConfigLookup(shipped_dir=tmp_path, selection="best-guess")
+
+
+def test_a_problems_evidence_always_holds_its_best() -> None:
+    from warpforge.tune.lookup import StoredConfig
+
+    best, other = {"c": "best"}, {"c": "other"}
+    listed = StoredConfig({"N": 1}, best, "h", "d", 1.0, "shipped", ((best, 1.0), (other, 0.9)))
+    assert listed.evidence() == ((best, 1.0), (other, 0.9))
+    without_best = StoredConfig({"N": 1}, best, "h", "d", 1.0, "shipped", ((other, 0.9),))
+    assert without_best.evidence() == ((best, 1.0), (other, 0.9))
+    assert StoredConfig({"N": 1}, best, "h", "d", 1.0, "shipped").evidence() == ((best, 1.0),)

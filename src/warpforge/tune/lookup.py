@@ -1,4 +1,4 @@
-"""Finding the config for a problem: exact stored best, else the nearest stored neighbour's.
+"""The config for a problem: the exact stored best, else the nearest tuned problems' consensus.
 
 :func:`config_for` is what ops and the compiler call on every launch, so it is cached in the process
 (a dict hit after the first call per problem) and it never fails an op: order is
@@ -11,12 +11,12 @@
 4. the consensus of the nearest tuned problems among shipped and stored results (categorical
    features such as the dtype, and the device, must match exactly; sizes are compared as ``log2``
    distances): the config with the best weighted geometric mean of its relative speeds on the 3
-   nearest, from every config measured there (:mod:`warpforge.tune.consensus`); when nothing
-   they measured carries over faithfully, the nearest neighbour's best carried over;
+   nearest, from the fastest configs measured there (:mod:`warpforge.tune.consensus`); when
+   nothing they measured carries over faithfully, the nearest neighbour's best carried over;
 5. ``default``.
 
 The database is asked once per (kernel, device) per process: that one query returns every config
-measured on every stored problem of the kernel (its fastest time per problem), and later shapes, in
+measured on every stored problem of the kernel (each with its fastest time), and later shapes, in
 any bucket, are answered from memory. If the database cannot be opened, the lookup logs once and
 goes on without it.
 """
@@ -61,8 +61,11 @@ class StoredConfig:
     best's is 1.0), fastest first; empty when only the best is known."""
 
     def evidence(self) -> tuple[tuple[dict[str, object], float], ...]:
-        """What was measured here: :attr:`measured`, or the best alone at relative speed 1."""
-        return self.measured or ((self.config, 1.0),)
+        """What was measured here: :attr:`measured`, with the best at relative speed 1 first if
+        it is missing (a file that lists only the best, or none)."""
+        if any(config == self.config for config, _ in self.measured):
+            return self.measured
+        return ((self.config, 1.0), *self.measured)
 
 
 def normalize_features(features: Mapping[str, object]) -> dict[str, object]:
