@@ -15,16 +15,18 @@ under ``skipped`` in the JSON, never silently dropped):
    smaller than the whole search.
 2. **Exhaustive** search of every kernel's training shapes into ``OUT/tune.db``.
 3. **Nearest match**: for each held-out shape, the config a fresh
-   :class:`~warpforge.tune.lookup.ConfigLookup` picks from the training results alone (a
-   neighbour's config carried over by the kernel's transfer; ``nearest_origin`` says which), taken
-   *before* the held-out shape is searched; then the **refined** match: a short descent
+   :class:`~warpforge.tune.lookup.ConfigLookup` picks from the training results alone (the
+   consensus of the 3 nearest training shapes, :mod:`warpforge.tune.consensus`;
+   ``nearest_origin`` says where from), and the config the rule before it picks (the single
+   nearest neighbour's best carried over, ``nearest_single_config``), taken *before* the held-out
+   shape is searched; then the **refined** match: a short descent
    (:func:`~warpforge.tune.search.refine_search`, at most ``--refine-trials`` configs) from the
    configs of the 3 nearest training shapes carried over and the default config (as
    ``warpforge tune OP --refine N`` seeds it), into ``OUT/refine.db``; then an
    **exhaustive** search of the held-out shape (into ``OUT/tune.db`` too). Held-out shapes never
    inform a lookup or a refinement.
-4. **Re-timing**: exhaustive best, nearest match, refined match, default and (where run) budget
-   best are timed interleaved in one run (``warpforge.harness.timing.measure_interleaved``), so a
+4. **Re-timing**: exhaustive best, nearest match, single nearest, refined match, default and
+   (where run) budget best are timed interleaved in one run (``warpforge.harness.timing.measure_interleaved``), so a
    lucky sample in a search does not count. Quality = exhaustive best time / contender time.
    Targets: nearest (and refined) >= 0.95, budget >= 0.97 (within 3%).
 5. **Budget replay** (no GPU time): the budgeted search's algorithm (random sampling + coordinate
@@ -641,22 +643,33 @@ def run_kernel(
         return _summarise(report)
 
     # Nearest matches from the training results alone, before any held-out shape is stored.
-    lookup = ConfigLookup(
-        database_url=bench.tune_url, shipped_dir=bench.args.out / "no-shipped", use_database=True
+    lookup, single_lookup = (
+        ConfigLookup(
+            database_url=bench.tune_url,
+            shipped_dir=bench.args.out / "no-shipped",
+            use_database=True,
+            selection=selection,
+        )
+        for selection in ("consensus", "nearest")
     )
-    nearest, origins, seeds = {}, {}, {}
+    nearest, origins, seeds, single = {}, {}, {}, {}
     for shape in item["heldout"]:
         features = kernel.features(shape, dtype)
         nearest[config_key(shape)] = lookup.config_for(
             kernel.name, features, kernel.default_config(features), device=bench.device
         )
         origins[config_key(shape)] = lookup.origin(kernel.name, features, device=bench.device)
+        # the rule before the consensus: the single nearest neighbour's best, carried over
+        single[config_key(shape)] = single_lookup.config_for(
+            kernel.name, features, kernel.default_config(features), device=bench.device
+        )
         # as ``warpforge tune OP --refine N`` seeds it: the neighbours' configs, the heuristic last
         seeds[config_key(shape)] = [
             *lookup.starting_configs(kernel.name, features, device=bench.device, k=NEIGHBOURS),
             kernel.default_config(features),
         ]
     lookup.clear()
+    single_lookup.clear()
 
     for shape in item["heldout"]:
         features = kernel.features(shape, dtype)
@@ -680,6 +693,7 @@ def run_kernel(
             "exhaustive": search_summary(result, valid),
             "nearest_config": nearest[config_key(shape)],
             "nearest_origin": origins[config_key(shape)],
+            "nearest_single_config": single[config_key(shape)],
             "refine_seeds": seeds[config_key(shape)],
             "default_config": kernel.default_config(features),
         }
@@ -699,6 +713,7 @@ def run_kernel(
         contenders = {
             "exhaustive": result.best.config,
             "nearest": entry["nearest_config"],
+            "nearest_single": entry["nearest_single_config"],
             "default": entry["default_config"],
         }
         if refined is not None and refined["best_config"] is not None:
@@ -711,6 +726,7 @@ def run_kernel(
         entry["retimed"] = retimed
         best_s = retimed["exhaustive"]["median_s"]
         entry["nearest_quality"] = best_s / retimed["nearest"]["median_s"]
+        entry["nearest_single_quality"] = best_s / retimed["nearest_single"]["median_s"]
         entry["default_quality"] = best_s / retimed["default"]["median_s"]
         if "refined" in retimed:
             entry["refined_quality"] = best_s / retimed["refined"]["median_s"]
@@ -748,6 +764,7 @@ def _summarise(report: dict[str, Any]) -> dict[str, Any]:
 
     report["summary"] = {
         "nearest_match": summary("nearest_quality", NEAREST_TARGET),
+        "nearest_single": summary("nearest_single_quality", NEAREST_TARGET),
         "refined_match": summary("refined_quality", NEAREST_TARGET),
         "budgeted": summary("budget_quality", BUDGET_TARGET),
         "budgeted_short": summary("short_budget_quality", BUDGET_TARGET),
@@ -913,7 +930,10 @@ def main(argv: list[str] | None = None) -> int:
                 "budget": "cold: budgeted searches ran first, before any config of their kernel "
                 "was compiled, seeded with the default config only; no compile-ahead workers",
                 "budget_kernels": sorted(budget_names) if args.budget > 0 else [],
-                "nearest": "ConfigLookup over the training shapes' exhaustive results only",
+                "nearest": "ConfigLookup over the training shapes' exhaustive results only: the "
+                "consensus of the 3 nearest training shapes (warpforge.tune.consensus)",
+                "nearest_single": "the same lookup with selection='nearest': the single nearest "
+                "training shape's best carried over (the rule before the consensus)",
                 "refined": f"refine_search from the configs of the {NEIGHBOURS} nearest training "
                 "shapes carried over, then the default config (as warpforge tune --refine), at "
                 f"most {args.refine_trials} trials, before the held-out "
@@ -965,6 +985,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['kernel']} {r['dtype']}:")
         for key in (
             "nearest_match",
+            "nearest_single",
             "refined_match",
             "budgeted",
             "budgeted_short",

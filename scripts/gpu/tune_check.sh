@@ -10,9 +10,11 @@
 #     stopped after 90 s, so the JSON says how the budget compares with the whole search;
 #   * exhaustive searches of the training shapes (norms: 3 given below; blueprint kernels: the
 #     first 2 of their sweep), compiled ahead in worker processes;
-#   * per held-out shape (one per kernel, never a training shape): the nearest-match config and
-#     the refined match (at most 10 trials descending from the 3 nearest training shapes'
-#     configs), both from the training results alone, then the exhaustive search;
+#   * per held-out shape (one per kernel, never a training shape): the nearest-match config (the
+#     consensus of the 3 nearest training shapes), the single nearest training shape's best (the
+#     rule before the consensus) and the refined match (at most 10 trials descending from the
+#     consensus and the 3 nearest training shapes' configs), all from the training results
+#     alone, then the exhaustive search;
 #   * all contenders re-timed interleaved; the budget search replayed on the measured times at
 #     25% and 50% of the valid configs (no GPU time);
 #   * the shipped-configs export of every exhaustive best.

@@ -175,9 +175,11 @@ def test_one_database_query_per_kernel_however_many_shapes(
     for n in (256, 1024, 4096):
         _store(sqlite_url, kernel, n, {"BLOCK": min(n, 512), "num_warps": 4, "unroll": 1})
     calls = []
-    original = PerfDatabase.best_configs
+    original = PerfDatabase.measured_configs
     monkeypatch.setattr(
-        PerfDatabase, "best_configs", lambda self, **kw: calls.append(kw) or original(self, **kw)
+        PerfDatabase,
+        "measured_configs",
+        lambda self, **kw: calls.append(kw) or original(self, **kw),
     )
     lookup = ConfigLookup(database_url=sqlite_url, shipped_dir=tmp_path)
     shapes = [2**i for i in range(4, 17)] * 20  # 13 size buckets, each looked up 20 times

@@ -9,6 +9,8 @@ from warpforge.tune.database import PerfDatabase
 from warpforge.tune.search import Trial
 from warpforge.tune.shipped import (
     CONFIGS_FORMAT,
+    SHIPPED_MEASURED_MAX,
+    SHIPPED_MEASURED_MIN_RELATIVE,
     TRIALS_FORMAT,
     export_shipped,
     export_trials,
@@ -57,10 +59,14 @@ def test_export_writes_the_documented_format_and_reads_back(tmp_path: Path, db_u
         _fill(db)
         assert export_shipped("kx", path, database=db) == 2
     document = json.loads(path.read_text())
-    assert document["format"] == CONFIGS_FORMAT and document["version"] == 1
+    assert document["format"] == CONFIGS_FORMAT and document["version"] == 2
     assert set(document["kernels"]) == {"kx"}
     entries = {json.dumps(e["features"], sort_keys=True): e for e in document["kernels"]["kx"]}
     assert entries[json.dumps(F1, sort_keys=True)]["config"] == {"B": 2}
+    # B=1 (3x slower) is below the shipped share of the best's speed; failed configs never ship
+    assert entries[json.dumps(F1, sort_keys=True)]["measured"] == [
+        {"config": {"B": 2}, "relative": 1.0}
+    ]
     assert entries[json.dumps(F1, sort_keys=True)]["ci_s"] == [
         pytest.approx(9e-6),
         pytest.approx(1.1e-5),
@@ -71,6 +77,45 @@ def test_export_writes_the_documented_format_and_reads_back(tmp_path: Path, db_u
         (4096, 4, "gpu/sm_90", "h"),
     }
     assert not list(path.parent.glob(".*"))  # no temporary file left behind
+
+
+def test_export_ships_the_fastest_measured_configs_with_their_relative_speed(
+    tmp_path: Path, db_url: str
+) -> None:
+    path = tmp_path / "configs.json"
+    medians = {b: 1e-5 * (1 + 0.01 * b) for b in range(SHIPPED_MEASURED_MAX + 4)}
+    with PerfDatabase(db_url) as db:
+        for b, median in medians.items():
+            for repeat in (1.0, 1.5):  # a config timed twice counts with its faster median
+                db.record_trial(
+                    kernel="kx",
+                    source_hash="h",
+                    device="gpu/sm_90",
+                    features=F1,
+                    trial=Trial({"B": b}, "ok", median * repeat),
+                )
+        export_shipped("kx", path, database=db)
+    (entry,) = json.loads(path.read_text())["kernels"]["kx"]
+    shipped = [(m["config"]["B"], m["relative"]) for m in entry["measured"]]
+    expected = [
+        (b, round(medians[0] / m, 4))
+        for b, m in medians.items()
+        if medians[0] / m >= SHIPPED_MEASURED_MIN_RELATIVE
+    ][:SHIPPED_MEASURED_MAX]
+    assert shipped == expected and len(shipped) == SHIPPED_MEASURED_MAX
+    (stored,) = read_shipped(path)["kx"]
+    assert stored.measured[0] == ({"B": 0}, 1.0) and len(stored.measured) == len(expected)
+
+
+def test_version_1_files_still_load_as_their_best_alone(tmp_path: Path) -> None:
+    path = tmp_path / "old.json"
+    entry = {"source_hash": "h", "device": "d", "features": F1, "config": {"B": 2}}
+    path.write_text(
+        json.dumps({"format": CONFIGS_FORMAT, "version": 1, "kernels": {"kx": [entry]}})
+    )
+    (stored,) = read_shipped(path)["kx"]
+    assert stored.config == {"B": 2} and stored.measured == ()
+    assert stored.evidence() == (({"B": 2}, 1.0),)
 
 
 def test_shipped_configs_import_into_another_database(tmp_path: Path, db_url: str) -> None:
@@ -104,6 +149,25 @@ def test_trials_round_trip_through_json(tmp_path: Path, db_url: str) -> None:
         ("not json", "not valid JSON"),
         ({"format": "something"}, "expected a JSON object with format"),
         ({"format": CONFIGS_FORMAT, "version": 7, "kernels": {}}, "version"),
+        ({"format": TRIALS_FORMAT, "version": 2, "trials": []}, "version"),
+        (
+            {
+                "format": CONFIGS_FORMAT,
+                "version": 2,
+                "kernels": {
+                    "k": [
+                        {
+                            "source_hash": "h",
+                            "device": "d",
+                            "features": {},
+                            "config": {},
+                            "measured": [{"config": {}, "relative": 1.5}],
+                        }
+                    ]
+                },
+            },
+            "measured",
+        ),
         (
             {"format": CONFIGS_FORMAT, "version": 1, "kernels": {"k": [{"device": "d"}]}},
             "missing field",

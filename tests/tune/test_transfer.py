@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from warpforge.tune.transfer import row_tile_transfer
+from warpforge.tune.transfer import matmul_tile_transfer, row_tile_transfer
 
 ROWS = row_tile_transfer()
 TILED = row_tile_transfer(rows="BLOCK_M", whole_rows=lambda f: bool(f["whole_rows"]))
@@ -83,7 +83,7 @@ def test_lookup_carries_a_registered_row_kernels_neighbour_to_a_new_row_length(t
         "num_warps": 4,
     }
     assert lookup.origin(kernel.name, target, device="cpu") == (
-        "database nearest {'M': 16384, 'N': 1024, 'dtype': 'bfloat16'}"
+        "database consensus of 1 nearest, nearest {'M': 16384, 'N': 1024, 'dtype': 'bfloat16'}"
     )
     assert lookup.origin(kernel.name, _row(1, 1), device="cpu") is None  # never asked
 
@@ -172,3 +172,60 @@ def test_refining_the_carried_configs_reaches_a_best_a_few_steps_away(
         kernel, {"N": 1024}, torch.float32, "cpu", initial=seeds, max_trials=10, timer=timer
     )
     assert result.best.config == best and len(result.trials) <= 10
+
+
+MATMUL = matmul_tile_transfer()
+
+
+def _mm(b: int, m: int, n: int, k: int) -> dict[str, object]:
+    return {"B": b, "M": m, "N": n, "K": k, "dtype": "bfloat16"}
+
+
+def _tile(bm: int, bn: int, bk: int, stages: int) -> dict[str, object]:
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": 4,
+            "num_stages": stages}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("config", "source", "target", "expected"),
+    [
+        # the whole reduction in one K tile follows K; K in flight (stages x BLOCK_K) is kept
+        (_tile(64, 64, 64, 4), _mm(64, 1024, 1024, 64), _mm(32, 1024, 1024, 128),
+         _tile(64, 64, 128, 2)),
+        # ... clamped to the fewest stages when it cannot be kept exactly
+        (_tile(64, 64, 64, 3), _mm(64, 1024, 1024, 64), _mm(32, 1024, 1024, 128),
+         _tile(64, 64, 128, 2)),
+        # a K too long for one tile: the whole-K tile becomes the loop's step
+        (_tile(64, 64, 64, 3), _mm(1, 512, 512, 64), _mm(1, 512, 512, 4096),
+         _tile(64, 64, 64, 3)),
+        # a K loop stays a K loop with its step
+        (_tile(128, 256, 64, 4), _mm(1, 4096, 4096, 1024), _mm(1, 2048, 8192, 2048),
+         _tile(128, 256, 64, 4)),
+        # a step wider than the target's K shrinks to it, deeper pipeline (at most 5 stages)
+        (_tile(128, 128, 64, 3), _mm(1, 4096, 4096, 1024), _mm(1, 4096, 4096, 16),
+         _tile(128, 128, 16, 5)),
+        # M and N tiles wider than the target's sizes shrink to them (at least 16)
+        (_tile(128, 256, 64, 4), _mm(1, 4096, 4096, 1024), _mm(1, 40, 8, 1024),
+         _tile(64, 16, 64, 4)),
+    ],
+)  # fmt: skip
+def test_matmul_tiles_follow_the_sizes_they_are_tied_to(config, source, target, expected) -> None:
+    before = dict(config)
+    assert MATMUL(config, source, target) == expected
+    assert config == before
+
+
+def test_an_exact_matmul_carry_round_trips_and_a_clamped_one_does_not() -> None:
+    source, target = _mm(64, 1024, 1024, 64), _mm(32, 1024, 1024, 128)
+    exact, clamped = _tile(64, 64, 64, 4), _tile(64, 64, 64, 3)
+    assert MATMUL(MATMUL(exact, source, target), target, source) == exact
+    assert MATMUL(MATMUL(clamped, source, target), target, source) != clamped
+
+
+def test_the_blueprint_matmul_space_allows_a_whole_k_tile_carried_to_a_longer_k() -> None:
+    from warpforge.blueprint.launch import MATMUL_SPACE, MATMUL_TRANSFER
+
+    source, target = _mm(64, 1024, 1024, 64), _mm(32, 1024, 1024, 128)
+    tuned = _tile(64, 64, 64, 3)
+    assert MATMUL_SPACE.allows(tuned, source)
+    assert MATMUL_SPACE.allows(MATMUL_TRANSFER(tuned, source, target), target)

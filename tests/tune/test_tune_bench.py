@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks" / "tune_bench.py"
 SCRIPT = ROOT / "scripts" / "gpu" / "tune_check.sh"
 TABLE = ROOT / "scripts" / "tune_table.py"
+REPLAY = ROOT / "scripts" / "tune_replay.py"
 
 
 def _load(path: Path):
@@ -67,11 +68,12 @@ def test_bench_writes_json_with_fingerprint_qualities_and_shipped_file(
         assert entry["exhaustive"]["status_counts"]["incorrect"] == 1
         assert entry["exhaustive"]["covered_space"] is True
         # the bench's own database was read, whatever WARPFORGE_TUNE_DB says
-        assert entry["nearest_origin"].startswith("database nearest")
+        assert entry["nearest_origin"].startswith("database consensus of 3 nearest")
         assert entry["nearest_quality"] > 0 and entry["budget_quality"] > 0
         assert set(entry["retimed"]) == {
-            "exhaustive", "nearest", "refined", "default", "budgeted"
+            "exhaustive", "nearest", "nearest_single", "refined", "default", "budgeted"
         }  # fmt: skip
+        assert entry["nearest_single_quality"] > 0  # the rule before the consensus, re-timed too
         assert entry["budgeted"]["elapsed_s"] > 0
         # the refinement starts from the training shapes' configs carried over, the nearest first
         assert entry["refine_seeds"][0] == entry["nearest_config"]
@@ -94,8 +96,10 @@ def test_bench_writes_json_with_fingerprint_qualities_and_shipped_file(
         assert 0 < replay[0.25]["quality_min"] <= replay[0.25]["quality_median"] <= 1.0
         assert replay[0.5]["seeds"] == 20
     assert result["summary"]["nearest_match"]["shapes"] == 1
+    assert result["summary"]["nearest_single"]["shapes"] == 1
     assert result["summary"]["refined_match"]["shapes"] == 1
     table = _load(TABLE).render(document)
+    assert "single nearest (old rule) >= 0.95 of exhaustive: " in table
     assert f"| {synthetic} | float32 | N=1024 |" in table
     assert "nearest match >= 0.95 of exhaustive: " in table
     assert "refined match >= 0.95 of exhaustive: " in table
@@ -105,6 +109,27 @@ def test_bench_writes_json_with_fingerprint_qualities_and_shipped_file(
     shipped = tmp_path / document["shipped_file"]
     entries = json.loads(shipped.read_text())["kernels"][synthetic]
     assert sorted(e["features"]["N"] for e in entries) == [512, 1024, 4096, 8192]
+    assert all(e["measured"][0] == {"config": e["config"], "relative": 1.0} for e in entries)
+
+    # The offline replay reads this run's databases and scores every rule from its trials.
+    replay_out = tmp_path / "replay.json"
+    assert _load(REPLAY).main([str(tmp_path / "tune_bench.json"), "--databases",
+                               str(tmp_path / "tune.db"), "--out", str(replay_out)]) == 0  # fmt: skip
+    replay = json.loads(replay_out.read_text())
+    (case,) = replay["cases"]
+    assert case["kernel"] == synthetic and case["shape"] == {"N": 1024}
+    assert case["training_shapes"] == 3
+    assert case["consensus_database"]["config"] == entry["nearest_config"]
+    assert case["nearest_database"]["config"] == entry["nearest_single_config"]
+    assert case["gpu_run"]["config"] == entry["nearest_config"]
+    for column in (
+        "nearest_database",
+        "consensus_database",
+        "nearest_shipped",
+        "consensus_shipped",
+    ):
+        assert 0 < case[column]["quality"] <= 1.0
+        assert replay["summary"][column]["cases"] == 1
 
 
 def test_wall_time_bound_skips_and_says_so(bench, synthetic: str, tmp_path: Path) -> None:
@@ -205,7 +230,7 @@ def test_gpu_script_smoke_resolves_the_plan_runs_and_ships(tmp_path: Path) -> No
     fused = by_kernel["add_rms_norm.bwd"]["heldout"][0]
     assert "nearest_quality" in fused
     # M=5,N=37's best carried over to M=3,N=130 (a whole-row block of 64 becomes 256)
-    assert fused["nearest_origin"].startswith("database nearest"), fused
+    assert fused["nearest_origin"].startswith("database consensus of 1 nearest"), fused
 
     shipped = out / document["shipped_file"]
     entry = json.loads(shipped.read_text())["kernels"]["add_rms_norm.bwd"][0]

@@ -33,7 +33,7 @@ from warpforge.tune.space import (
     relation,
     shared_memory_budget,
 )
-from warpforge.tune.transfer import row_tile_transfer
+from warpforge.tune.transfer import matmul_tile_transfer, row_tile_transfer
 
 _MAX_GRID_Y = 65535
 _POWERS_OF_2 = tuple(1 << i for i in range(16))  # 1 .. 32768
@@ -171,6 +171,13 @@ MATMUL_SPACE = ConfigSpace(
 registers and the pipeline's shared memory). A matmul group with row ops reads the same keys:
 ``BLOCK_N`` is then the width of the N tiles each program walks (``GROUP_M`` is unused)."""
 
+MATMUL_TRANSFER = matmul_tile_transfer(
+    max_whole_k=max(MATMUL_SPACE.parameters["BLOCK_K"]),  # type: ignore[type-var]
+    min_stages=min(MATMUL_SPACE.parameters["num_stages"]),  # type: ignore[type-var]
+    max_stages=max(MATMUL_SPACE.parameters["num_stages"]),  # type: ignore[type-var]
+)
+"""A neighbour's matmul tile for other sizes: a K tile that held the whole reduction follows K."""
+
 
 def matmul_default(
     features: Mapping[str, object], on_gpu: bool, row_passes: bool = False
@@ -280,7 +287,7 @@ def launch_config(
     else:
         on_gpu = torch.device(device).type == "cuda"
         default = matmul_default(features, on_gpu, group.has_row_op)
-        space, transfer = MATMUL_SPACE, None
+        space, transfer = MATMUL_SPACE, MATMUL_TRANSFER
     chosen = checked_config_for(
         tunable_name(ir, group), features, default, space=space, transfer=transfer, device=device
     )

@@ -28,6 +28,7 @@ from warpforge.blueprint.ir import BlueprintIR
 from warpforge.blueprint.launch import (
     LAUNCH_VERSION,
     MATMUL_SPACE,
+    MATMUL_TRANSFER,
     ROWS_SPACE,
     ROWS_TRANSFER,
     graph_identity,
@@ -146,7 +147,7 @@ def _group_tunable(
     return TunableKernel(
         name=name,
         space=ROWS_SPACE if group.kind == "rows" else MATMUL_SPACE,
-        transfer=ROWS_TRANSFER if group.kind == "rows" else None,
+        transfer=ROWS_TRANSFER if group.kind == "rows" else MATMUL_TRANSFER,
         source_hash=source_hash(
             f"blueprint launch v{LAUNCH_VERSION}",
             f"generator v{TEMPLATE_VERSIONS[group.kind]}",

@@ -52,8 +52,8 @@ def tune_command(
     refine: int = typer.Option(
         None,
         "--refine",
-        help="At most this many trials: a short descent from the configs of the nearest tuned "
-        "shapes (for a shape near tuned ones).",
+        help="At most this many trials: a short descent from the nearest tuned shapes' consensus "
+        "config and their bests (for a shape near tuned ones).",
     ),
     db: str = typer.Option(
         None, "--db", help="Database URL (default: WARPFORGE_DB_URL or ~/.cache/warpforge/perf.db)."

@@ -195,6 +195,16 @@ class BestRecord:
     updated_at: str
 
 
+@dataclass(frozen=True)
+class MeasuredRecord:
+    """The fastest correct time of one config on one stored problem."""
+
+    source_hash: str
+    features: dict[str, object]
+    config: dict[str, object]
+    median_s: float
+
+
 class DatabaseUnavailable(RuntimeError):
     """The database cannot be opened (missing file, server down, wrong schema)."""
 
@@ -531,6 +541,25 @@ class PerfDatabase:
             "ORDER BY kernel, device, features"
         )
         return [_best_record(r) for r in self._execute(sql, params).fetchall()]
+
+    def measured_configs(
+        self, *, kernel: str, device: str, source_hash: str | None = None
+    ) -> list[MeasuredRecord]:
+        """Every config measured correct on each stored problem of ``kernel`` on ``device``, with
+        its fastest median (one query; what the consensus lookup weighs)."""
+        for name, value in (("kernel", kernel), ("device", device)):
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{name}: expected a non-empty string, got {value!r}")
+        where, params = self._filters(kernel=kernel, device=device, source_hash=source_hash)
+        sql = (
+            f"SELECT source_hash, features, config, MIN(median_s) FROM trials{where} "
+            "AND status = 'ok' AND median_s IS NOT NULL "
+            "GROUP BY source_hash, features, config ORDER BY source_hash, features, config"
+        )
+        return [
+            MeasuredRecord(r[0], json.loads(r[1]), json.loads(r[2]), float(r[3]))
+            for r in self._execute(sql, params).fetchall()
+        ]
 
     def best(
         self, kernel: str, source_hash: str, device: str, features: Mapping[str, object]

@@ -1,4 +1,4 @@
-"""Finding the config for a problem: exact stored best, else the nearest stored neighbour's.
+"""The config for a problem: the exact stored best, else the nearest tuned problems' consensus.
 
 :func:`config_for` is what ops and the compiler call on every launch, so it is cached in the process
 (a dict hit after the first call per problem) and it never fails an op: order is
@@ -8,13 +8,17 @@
    never created or migrated by a lookup; ``WARPFORGE_TUNE_DB=0`` turns this off);
 3. an exact match in the shipped JSON (package data, ``warpforge/tune/shipped/*.json``): what
    users get with no database and no tuning;
-4. the nearest neighbour among shipped and stored bests: categorical features (dtype, any string)
-   and the device must match exactly, sizes are compared as ``log2`` distances;
+4. the consensus of the nearest tuned problems among shipped and stored results (categorical
+   features such as the dtype, and the device, must match exactly; sizes are compared as ``log2``
+   distances): the config with the best weighted geometric mean of its relative speeds on the 3
+   nearest, from the fastest configs measured there (:mod:`warpforge.tune.consensus`); when
+   nothing they measured carries over faithfully, the nearest neighbour's best carried over;
 5. ``default``.
 
-The database is asked once per (kernel, device) per process: that one query returns every stored
-best of the kernel (a few rows per tuned shape), and later shapes, in any bucket, are answered from
-memory. If the database cannot be opened, the lookup logs once and goes on without it.
+The database is asked once per (kernel, device) per process: that one query returns every config
+measured on every stored problem of the kernel (each with its fastest time), and later shapes, in
+any bucket, are answered from memory. If the database cannot be opened, the lookup logs once and
+goes on without it.
 """
 
 from __future__ import annotations
@@ -32,10 +36,11 @@ from typing import Any
 
 import torch
 
+from warpforge.tune.consensus import NEIGHBOURS, Neighbour, consensus_config, top_evidence
 from warpforge.tune.space import ConfigSpace
 from warpforge.tune.transfer import Transfer
 from warpforge.tune.tunable import TunableKernel, device_fingerprint, dtype_name, find_tunable
-from warpforge.validation import describe
+from warpforge.validation import check_choice, describe
 
 logger = logging.getLogger("warpforge.tune")
 
@@ -51,6 +56,16 @@ class StoredConfig:
     median_s: float | None
     origin: str
     """``"shipped"`` or ``"database"``."""
+    measured: tuple[tuple[dict[str, object], float], ...] = ()
+    """Every config measured on this problem with its relative speed (best time / its time, the
+    best's is 1.0), fastest first; empty when only the best is known."""
+
+    def evidence(self) -> tuple[tuple[dict[str, object], float], ...]:
+        """What was measured here: :attr:`measured`, with the best at relative speed 1 first if
+        it is missing (a file that lists only the best, or none)."""
+        if any(config == self.config for config, _ in self.measured):
+            return self.measured
+        return ((self.config, 1.0), *self.measured)
 
 
 def normalize_features(features: Mapping[str, object]) -> dict[str, object]:
@@ -119,8 +134,57 @@ def _key(features: Mapping[str, object]) -> tuple[tuple[str, object], ...]:
     return tuple(sorted(features.items()))
 
 
+def _distinct_problems(stored: Iterable[StoredConfig]) -> list[StoredConfig]:
+    """One entry per problem (the first given wins: the database's before the shipped file's)."""
+    seen: set[str] = set()
+    out = []
+    for entry in stored:
+        key = repr(_key(entry.features))
+        if key not in seen:
+            seen.add(key)
+            out.append(entry)
+    return out
+
+
+SELECTIONS = ("consensus", "nearest")
+"""How an unseen problem's config is chosen: the consensus of the nearest tuned problems, or the
+single nearest neighbour's best (the rule before the consensus, kept to compare them)."""
+
+
 def shipped_directory() -> Path:
     return Path(str(resources.files("warpforge.tune") / "shipped"))
+
+
+def _stored_problems(records: Iterable[Any], device: str) -> list[StoredConfig]:
+    """Measured configs (:class:`~warpforge.tune.database.MeasuredRecord`) grouped per problem:
+    its best, and every config with its relative speed, fastest first."""
+    grouped: dict[tuple[str, str], list[Any]] = {}
+    for record in records:
+        grouped.setdefault((record.source_hash, repr(_key(record.features))), []).append(record)
+    problems = []
+    for group in grouped.values():
+        group.sort(key=lambda r: r.median_s)
+        best = group[0]
+        if best.median_s <= 0:
+            continue
+        measured = tuple(
+            (dict(config), relative)
+            for config, relative in top_evidence(
+                [(r.config, best.median_s / r.median_s) for r in group]
+            )
+        )
+        problems.append(
+            StoredConfig(
+                dict(best.features),
+                dict(best.config),
+                best.source_hash,
+                device,
+                best.median_s,
+                "database",
+                measured,
+            )
+        )
+    return problems
 
 
 class ConfigLookup:
@@ -132,7 +196,10 @@ class ConfigLookup:
         database_url: str | None = None,
         shipped_dir: str | Path | None = None,
         use_database: bool | None = None,
+        selection: str = "consensus",
     ) -> None:
+        check_choice("selection", selection, SELECTIONS)
+        self._selection = selection
         self._database_url = database_url
         self._shipped_dir = Path(shipped_dir) if shipped_dir is not None else None
         self._use_database = use_database
@@ -205,22 +272,31 @@ class ConfigLookup:
         device: torch.device | str | None = None,
         k: int = 3,
     ) -> list[dict[str, object]]:
-        """Configs of the ``k`` nearest stored problems (exact match first): seeds for a search."""
+        """Seeds for a search on an unseen problem: the consensus config of the nearest stored
+        problems first (see :mod:`warpforge.tune.consensus`), then the bests of the ``k`` nearest
+        carried over (exact match first), duplicates dropped."""
         normalized = normalize_features(features)
         fingerprint = self._device(device)
         with self._lock:
-            pool = self._candidates(kernel, fingerprint)
-        found = nearest(normalized, pool, k=max(1, k) * 4)
-        seeds: list[dict[str, object]] = []
+            pool = _distinct_problems(self._candidates(kernel, fingerprint))
+        found = nearest(normalized, pool, k=len(pool))
+        carried: list[dict[str, object]] = []
         for _, stored in found:
-            config = self._transfer(kernel, stored, normalized)
+            if len(carried) >= max(1, k):
+                break
+            config = self._transfer(kernel, stored.config, stored.features, normalized)
             if (
                 config is not None
-                and config not in seeds
+                and config not in carried
                 and self._fits(kernel, config, normalized)
             ):
-                seeds.append(config)
-        return seeds[:k]
+                carried.append(config)
+        choice = (
+            self._consensus(kernel, normalized, found) if self._selection == "consensus" else None
+        )
+        if choice is None:
+            return carried
+        return [choice, *(c for c in carried if c != choice)]
 
     # -- resolution ------------------------------------------------------------------------------
     def _resolve(
@@ -228,34 +304,70 @@ class ConfigLookup:
     ) -> tuple[dict[str, object], str] | None:
         """(config, where it came from) or ``None`` for the default."""
         # What this machine measured for this very problem beats what the package shipped.
-        stored_rows = self._database_rows(kernel, device)
-        shipped = [s for s in self._shipped_for(kernel) if self._matches(kernel, s, device)]
-        for stored in (*stored_rows, *shipped):
+        candidates = self._candidates(kernel, device)
+        for stored in candidates:
             if stored.features == features and self._fits(kernel, stored.config, features):
                 return dict(stored.config), f"{stored.origin} exact"
-        for _, stored in nearest(
-            features, shipped + stored_rows, k=len(shipped) + len(stored_rows)
-        ):
-            config = self._transfer(kernel, stored, features)
+        pool = _distinct_problems(candidates)
+        ranked = nearest(features, pool, k=len(pool))
+        if self._selection == "consensus":
+            choice = self._consensus(kernel, features, ranked)
+            if choice is not None:
+                asked = ranked[:NEIGHBOURS]
+                where = sorted({stored.origin for _, stored in asked})
+                return choice, (
+                    f"{'+'.join(where)} consensus of {len(asked)} nearest, nearest "
+                    f"{asked[0][1].features}"
+                )
+        for _, stored in ranked:
+            config = self._transfer(kernel, stored.config, stored.features, features)
             if config is not None and self._fits(kernel, config, features):
                 return config, f"{stored.origin} nearest {stored.features}"
         return None
 
-    def _transfer(
-        self, kernel: str, stored: StoredConfig, features: Mapping[str, object]
+    def _consensus(
+        self,
+        kernel: str,
+        features: dict[str, object],
+        ranked: list[tuple[float, StoredConfig]],
     ) -> dict[str, object] | None:
+        """The config the :data:`NEIGHBOURS` nearest problems agree on (``None``: no evidence)."""
+        asked = ranked[:NEIGHBOURS]
+
+        def carry(i: int, config: Mapping[str, object]) -> dict[str, object] | None:
+            carried = self._transfer(kernel, config, asked[i][1].features, features)
+            return (
+                carried if carried is not None and self._fits(kernel, carried, features) else None
+            )
+
+        def carry_back(i: int, config: Mapping[str, object]) -> dict[str, object] | None:
+            return self._transfer(kernel, config, features, asked[i][1].features)
+
+        choice = consensus_config(
+            [Neighbour(distance, stored.evidence()) for distance, stored in asked],
+            carry,
+            carry_back,
+        )
+        return None if choice is None else choice.config
+
+    def _transfer(
+        self,
+        kernel: str,
+        config: Mapping[str, object],
+        source: Mapping[str, object],
+        target: Mapping[str, object],
+    ) -> dict[str, object] | None:
+        """``config``, measured on the problem ``source``, carried to ``target``."""
         tunable = self._tunable(kernel)
         transfer = (
             tunable.transfer if tunable is not None else self._hints.get(kernel, (None,) * 2)[1]
         )
         if transfer is None:
-            return dict(stored.config)
+            return dict(config)
         try:
-            return dict(transfer(stored.config, stored.features, features))
+            return dict(transfer(config, source, target))
         except (KeyError, TypeError, ValueError) as exc:
-            logger.debug(
-                "cannot carry %s from %s to %s: %s", kernel, stored.features, features, exc
-            )
+            logger.debug("cannot carry %s from %s to %s: %s", kernel, source, target, exc)
             return None
 
     def origin(
@@ -271,7 +383,7 @@ class ConfigLookup:
 
     def _candidates(self, kernel: str, device: str) -> list[StoredConfig]:
         shipped = [s for s in self._shipped_for(kernel) if self._matches(kernel, s, device)]
-        return shipped + self._database_rows(kernel, device)
+        return self._database_rows(kernel, device) + shipped
 
     @staticmethod
     def _tunable(kernel: str) -> TunableKernel | None:
@@ -347,17 +459,12 @@ class ConfigLookup:
             try:
                 self.db_queries += 1
                 tunable = self._tunable(kernel)
-                records = db.best_configs(
+                records = db.measured_configs(
                     kernel=kernel,
                     device=device,
                     source_hash=tunable.source_hash if tunable is not None else None,
                 )
-                rows = [
-                    StoredConfig(
-                        r.features, r.config, r.source_hash, r.device, r.median_s, "database"
-                    )
-                    for r in records
-                ]
+                rows = _stored_problems(records, device)
             except Exception as exc:  # a broken database must never fail an op
                 self._give_up_database(f"query failed: {exc}")
         self._db_rows[(kernel, device)] = rows

@@ -422,8 +422,9 @@ def refine_search(
 ) -> SearchResult:
     """The short search that refines a nearest match on an unseen problem.
 
-    Tries the ``initial`` configs (the nearest stored neighbours' bests carried to this problem,
-    see :meth:`~warpforge.tune.lookup.ConfigLookup.starting_configs`), then descends from the
+    Tries the ``initial`` configs (the lookup's consensus config, then the nearest stored
+    neighbours' bests carried to this problem, see
+    :meth:`~warpforge.tune.lookup.ConfigLookup.starting_configs`), then descends from the
     fastest correct one, one parameter one step at a time, until no move improves, ``max_trials``
     configs were tried or ``budget_s`` seconds passed. No random sampling: the neighbours are the
     prior, the descent only corrects what the transfer got slightly wrong (rows per program, warps)

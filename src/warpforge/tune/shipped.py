@@ -2,12 +2,12 @@
 
 Two formats, both UTF-8 JSON objects with a ``format`` tag and a ``version``:
 
-**Shipped configs** (``"format": "warpforge.tune.configs"``, version 1): the best config per
+**Shipped configs** (``"format": "warpforge.tune.configs"``, version 2): the best config per
 problem, what :func:`warpforge.tune.lookup.config_for` reads from ``warpforge/tune/shipped/*.json``::
 
     {
       "format": "warpforge.tune.configs",
-      "version": 1,
+      "version": 2,
       "generated": "2026-11-21T20:00:00+00:00",
       "kernels": {
         "row_sum": [
@@ -15,13 +15,21 @@ problem, what :func:`warpforge.tune.lookup.config_for` reads from ``warpforge/tu
            "device": "NVIDIA H100 80GB HBM3/sm_90",
            "features": {"M": 4096, "N": 4096, "dtype": "float16"},
            "config": {"BLOCK_N": 1024, "ROWS": 1, "num_warps": 4, "num_stages": 2},
-           "median_s": 1.1e-05, "ci_s": [1.0e-05, 1.2e-05]}
+           "median_s": 1.1e-05, "ci_s": [1.0e-05, 1.2e-05],
+           "measured": [{"config": {"BLOCK_N": 1024, "ROWS": 1, "num_warps": 4,
+                                    "num_stages": 2}, "relative": 1.0},
+                        {"config": {"BLOCK_N": 512, "ROWS": 2, "num_warps": 4,
+                                    "num_stages": 2}, "relative": 0.96}]}
         ]
       }
     }
 
-``median_s`` and ``ci_s`` are optional (informational). An entry applies to a registered kernel only
-while its ``source_hash`` matches the kernel's current source.
+``median_s`` and ``ci_s`` are optional (informational). ``measured`` (version 2, optional) lists the
+fastest configs measured on the problem with their relative speed (best time / their time), at most
+:data:`SHIPPED_MEASURED_MAX` of them and none slower than :data:`SHIPPED_MEASURED_MIN_RELATIVE`: the
+evidence the consensus lookup (:mod:`warpforge.tune.consensus`) weighs. Version 1 files (no
+``measured``) still load; their entries count as their best alone. An entry applies to a registered
+kernel only while its ``source_hash`` matches the kernel's current source.
 
 **Trials** (``"format": "warpforge.tune.trials"``, version 1): every stored trial, one object per
 trial with the columns of the ``trials`` table (``kernel, source_hash, device, features, config,
@@ -39,6 +47,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from warpforge.tune.consensus import EVIDENCE_MAX, EVIDENCE_MIN_RELATIVE, top_evidence
 from warpforge.tune.lookup import StoredConfig, normalize_features
 from warpforge.validation import describe
 
@@ -48,6 +57,14 @@ if TYPE_CHECKING:  # the database layer loads only for export/import, never for 
 CONFIGS_FORMAT = "warpforge.tune.configs"
 TRIALS_FORMAT = "warpforge.tune.trials"
 FORMAT_VERSION = 1
+"""Version of the trials format."""
+CONFIGS_VERSION = 2
+"""Version of the shipped-configs format written; :data:`CONFIGS_VERSIONS` are read."""
+CONFIGS_VERSIONS = (1, 2)
+SHIPPED_MEASURED_MAX = EVIDENCE_MAX
+SHIPPED_MEASURED_MIN_RELATIVE = EVIDENCE_MIN_RELATIVE
+"""What is shipped per problem is what the consensus lookup weighs: its fastest configs, at most
+:data:`SHIPPED_MEASURED_MAX` and none slower than this share of the best's speed."""
 
 
 def _write_json_atomically(path: Path, document: Mapping[str, Any]) -> None:
@@ -77,9 +94,11 @@ def _read_document(path: str | Path) -> dict[str, Any]:
         raise ValueError(
             f"{path}: expected a JSON object with format {CONFIGS_FORMAT!r} or {TRIALS_FORMAT!r}"
         )
-    if document.get("version") != FORMAT_VERSION:
+    versions = CONFIGS_VERSIONS if document["format"] == CONFIGS_FORMAT else (FORMAT_VERSION,)
+    if document.get("version") not in versions:
         raise ValueError(
-            f"{path}: expected format version {FORMAT_VERSION}, got {document.get('version')!r}"
+            f"{path}: expected format version {' or '.join(map(str, versions))}, "
+            f"got {document.get('version')!r}"
         )
     return document
 
@@ -93,6 +112,23 @@ def _entry(kernel: str, raw: object, where: str) -> StoredConfig:
     if not isinstance(raw["features"], dict) or not isinstance(raw["config"], dict):
         raise ValueError(f"{where}: features and config must be objects")
     median = raw.get("median_s")
+    measured = raw.get("measured", [])
+    if not isinstance(measured, list):
+        raise ValueError(f"{where}: measured must be a list, got {describe(measured)}")
+    pairs = []
+    for i, item in enumerate(measured):
+        if (
+            not isinstance(item, dict)
+            or not isinstance(item.get("config"), dict)
+            or isinstance(item.get("relative"), bool)
+            or not isinstance(item.get("relative"), (int, float))
+            or not 0 < item["relative"] <= 1
+        ):
+            raise ValueError(
+                f"{where}: measured[{i}] must be {{'config': {{...}}, 'relative': a number in "
+                f"(0, 1]}}, got {item!r}"
+            )
+        pairs.append((dict(item["config"]), float(item["relative"])))
     return StoredConfig(
         normalize_features(raw["features"]),
         dict(raw["config"]),
@@ -100,6 +136,7 @@ def _entry(kernel: str, raw: object, where: str) -> StoredConfig:
         str(raw["device"]),
         None if median is None else float(median),
         "shipped",
+        tuple(sorted(pairs, key=lambda pair: -pair[1])),
     )
 
 
@@ -149,31 +186,53 @@ def export_shipped(
 
     with database_or_default(database) as db:
         records = db.best_configs(device=device)
-    grouped: dict[str, list[dict[str, Any]]] = {}
-    for r in records:
-        if names is not None and r.kernel not in names:
-            continue
-        tunable = find_tunable(r.kernel)
-        if current_source_only and tunable is not None and r.source_hash != tunable.source_hash:
-            continue
-        grouped.setdefault(r.kernel, []).append(
-            {
-                "source_hash": r.source_hash,
-                "device": r.device,
-                "features": r.features,
-                "config": r.config,
-                "median_s": r.median_s,
-                "ci_s": [r.ci_low_s, r.ci_high_s],
-            }
-        )
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        measured: dict[tuple[str, str], dict[str, list[Any]]] = {}
+        for r in records:
+            if names is not None and r.kernel not in names:
+                continue
+            tunable = find_tunable(r.kernel)
+            if current_source_only and tunable is not None and r.source_hash != tunable.source_hash:
+                continue
+            if (r.kernel, r.device) not in measured:  # one query per (kernel, device)
+                by_problem: dict[str, list[Any]] = {}
+                for m in db.measured_configs(kernel=r.kernel, device=r.device):
+                    key = _problem_key(m.source_hash, m.features)
+                    by_problem.setdefault(key, []).append(m)
+                measured[(r.kernel, r.device)] = by_problem
+            others = measured[(r.kernel, r.device)].get(_problem_key(r.source_hash, r.features), [])
+            grouped.setdefault(r.kernel, []).append(
+                {
+                    "source_hash": r.source_hash,
+                    "device": r.device,
+                    "features": r.features,
+                    "config": r.config,
+                    "median_s": r.median_s,
+                    "ci_s": [r.ci_low_s, r.ci_high_s],
+                    "measured": _shipped_measured(r.median_s, others),
+                }
+            )
     document = {
         "format": CONFIGS_FORMAT,
-        "version": FORMAT_VERSION,
+        "version": CONFIGS_VERSION,
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "kernels": grouped,
     }
     _write_json_atomically(Path(path), document)
     return sum(len(v) for v in grouped.values())
+
+
+def _problem_key(source_hash: str, features: Mapping[str, object]) -> str:
+    return json.dumps([source_hash, dict(features)], sort_keys=True)
+
+
+def _shipped_measured(best_s: float, measured: list[Any]) -> list[dict[str, Any]]:
+    """The fastest configs of one problem with their relative speed, as shipped."""
+    pairs = [(m.config, min(1.0, best_s / m.median_s)) for m in measured if m.median_s > 0]
+    return [
+        {"config": config, "relative": round(relative, 4)}
+        for config, relative in top_evidence(pairs)
+    ]
 
 
 def export_trials(

@@ -70,3 +70,51 @@ def row_tile_transfer(
         return out
 
     return transfer
+
+
+def matmul_tile_transfer(
+    *,
+    block_m: str = "BLOCK_M",
+    block_n: str = "BLOCK_N",
+    block_k: str = "BLOCK_K",
+    stages: str = "num_stages",
+    m: str = "M",
+    n: str = "N",
+    k: str = "K",
+    max_whole_k: int = 128,
+    min_stages: int = 2,
+    max_stages: int = 5,
+) -> Transfer:
+    """A transfer for matmul tiles: a ``block_k`` that held the whole reduction follows ``K``.
+
+    A tile tuned where one ``block_k`` step covered all of ``K`` (``K`` rounded up to a power of
+    2, at least 16) covers the target's whole ``K`` too while that stays at most ``max_whole_k``:
+    the kernel then loads each operand tile once, which is what the tuning chose. A ``block_k``
+    wider than the target's ``K`` rounded up shrinks to it. When ``block_k`` changes, the
+    pipeline keeps the ``K`` elements it holds in flight (``num_stages * block_k``, so its shared
+    memory), clamped to ``[min_stages, max_stages]``. ``block_m``/``block_n`` wider than the
+    target's ``M``/``N`` rounded up (at least 16) shrink to it; otherwise the tile carries over.
+    """
+
+    def rounded(size: int) -> int:
+        return max(16, next_power_of_2(size))
+
+    def transfer(
+        config: Mapping[str, object], source: Mapping[str, object], target: Mapping[str, object]
+    ) -> dict[str, object]:
+        out = dict(config)
+        old_k = _int(config, block_k)
+        whole_k = rounded(_int(target, k))
+        if old_k >= rounded(_int(source, k)) and whole_k <= max_whole_k:
+            new_k = whole_k  # the reduction in one step, before and after
+        else:
+            new_k = min(old_k, whole_k)
+        if new_k != old_k:
+            in_flight = _int(config, stages) * old_k
+            out[block_k] = new_k
+            out[stages] = max(min_stages, min(max_stages, in_flight // new_k))
+        for block, size in ((block_m, m), (block_n, n)):
+            out[block] = min(_int(config, block), rounded(_int(target, size)))
+        return out
+
+    return transfer
