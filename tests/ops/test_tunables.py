@@ -245,9 +245,15 @@ def test_gpu_tuned_config_is_used_by_the_op(
     torch.testing.assert_close(y.double(), _rms_norm64(x, w), rtol=1.6e-2, atol=1.6e-2)
     (launch,) = [launch for spy in spies for launch in spy.launches]
     expected = dict(best.config)
+    programs_per_sm = expected.pop("PROGRAMS_PER_SM", 0)  # the backward's grid, not a kwarg
     if expected["BLOCK_N"] < 4096:  # chunked kernels take one row per program, no ROWS
         assert expected.pop("ROWS") == 1
+        assert not expected.pop("RELOAD", False) and not programs_per_sm
     assert {k: launch[k] for k in expected} == expected
+    if programs_per_sm:
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        tiles = -(-4096 // expected["ROWS"])
+        assert launch["grid"] == (min(tiles, sms * programs_per_sm),)
 
 
 def test_a_stored_backward_config_sets_the_knobs(
