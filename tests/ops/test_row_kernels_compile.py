@@ -51,7 +51,7 @@ COMPILE_ALL = textwrap.dedent(
         sm_types.update(dict.fromkeys(["stride_x", "stride_y", "stride_dy", "stride_dx", "M", "N"], "i32"))
         for M, N in ((32768, 256), (4096, 16384), (8192, 262144)):
             f = norm._fwd_launch_config(M, N, tdt, "cuda")
-            b = norm._bwd_launch_config(M, N, tdt, "cuda")
+            b, knobs = norm._bwd_launch_config(M, N, tdt, "cuda")
             for center in (False, True):
                 flags = dict(CENTER=center, HAS_RESIDUAL=not center, HAS_WEIGHT=True, HAS_BIAS=center, BLOCK_N=f.block_n)
                 if f.single_pass:
@@ -61,7 +61,7 @@ COMPILE_ALL = textwrap.dedent(
                 flags = dict(CENTER=center, HAS_WEIGHT=True, WEIGHT_GRAD=True, BIAS_GRAD=center, HAS_DH=not center, BLOCK_N=b.block_n)
                 if b.single_pass:
                     in_memory = norm.partials_in_memory(b, norm._bwd_row_operands(center, True, center))
-                    build(nk.norm_bwd_rows_kernel, bwd_types, dict(flags, ROWS=b.rows_per_program, PARTIALS_IN_MEMORY=in_memory, PREFETCH=norm.prefetch_tiles(b)), b.num_warps)
+                    build(nk.norm_bwd_rows_kernel, bwd_types, dict(flags, ROWS=b.rows_per_program, PARTIALS_IN_MEMORY=in_memory, PREFETCH=norm.prefetch_tiles(b), RELOAD=knobs.reload), b.num_warps)
                 else:
                     build(nk.norm_bwd_chunked_kernel, bwd_types, flags, b.num_warps)
             f = softmax_ops._fwd_launch_config(M, N, tdt, "cuda")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -244,6 +245,81 @@ def test_gpu_tuned_config_is_used_by_the_op(
     torch.testing.assert_close(y.double(), _rms_norm64(x, w), rtol=1.6e-2, atol=1.6e-2)
     (launch,) = [launch for spy in spies for launch in spy.launches]
     expected = dict(best.config)
+    programs_per_sm = expected.pop("PROGRAMS_PER_SM", 0)  # the backward's grid, not a kwarg
     if expected["BLOCK_N"] < 4096:  # chunked kernels take one row per program, no ROWS
         assert expected.pop("ROWS") == 1
+        assert not expected.pop("RELOAD", False) and not programs_per_sm
     assert {k: launch[k] for k in expected} == expected
+    if programs_per_sm:
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        tiles = -(-4096 // expected["ROWS"])
+        assert launch["grid"] == (min(tiles, sms * programs_per_sm),)
+
+
+def test_a_stored_backward_config_sets_the_knobs(
+    private_lookup: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tuned LayerNorm backward config reaches the rows kernel: tile, RELOAD, and its
+    PROGRAMS_PER_SM grid (on a device whose SM count is faked, the grid is that many per SM)."""
+    tuned = {"BLOCK_N": 64, "ROWS": 2, "num_warps": 1, "RELOAD": True, "PROGRAMS_PER_SM": 2}
+    features = {"M": 11, "N": 37, "dtype": "float32"}
+    assert get_tunable("layer_norm.bwd").space.rejection(tuned, features) is None
+    _store_best(private_lookup, "layer_norm.bwd", features, tuned)
+    caps = norm.device_capabilities("cpu")
+    monkeypatch.setattr(
+        norm, "device_capabilities", lambda d: dataclasses.replace(caps, sm_count=2)
+    )
+    norm._bwd_grid.cache_clear()
+    spy = LaunchSpy(norm_kernels.norm_bwd_rows_kernel)
+    monkeypatch.setattr(norm_kernels, "norm_bwd_rows_kernel", spy)
+    x, w, b, dy = torch.randn(11, 37), torch.randn(37), torch.randn(37), torch.randn(11, 37)
+    leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+    got = torch.autograd.grad(ops.layer_norm(*leaves), leaves, dy)
+    leaves64 = [t.double().requires_grad_() for t in (x, w, b)]
+    y64 = torch.nn.functional.layer_norm(leaves64[0], (37,), leaves64[1], leaves64[2], 1e-5)
+    want = torch.autograd.grad(y64, leaves64, dy.double())
+    for g, e in zip(got, want, strict=True):
+        torch.testing.assert_close(g.double(), e, rtol=1e-4, atol=1e-4)
+    (launch,) = spy.launches
+    assert (launch["BLOCK_N"], launch["ROWS"], launch["num_warps"]) == (64, 2, 1)
+    assert launch["RELOAD"] is True and launch["PARTIALS_IN_MEMORY"] is False
+    assert launch["grid"] == (4,)  # 2 SMs x 2 programs (6 tiles of 2 rows)
+    norm._bwd_grid.cache_clear()
+
+
+def test_backward_knobs_transfer_only_where_they_apply() -> None:
+    space = get_tunable("layer_norm.bwd").space
+    transfer = get_tunable("layer_norm.bwd").transfer
+    tuned = {"BLOCK_N": 4096, "ROWS": 1, "num_warps": 8, "RELOAD": True, "PROGRAMS_PER_SM": 3}
+    source = {"M": 16384, "N": 4096, "dtype": "bfloat16"}
+    wider = {"M": 8192, "N": 8192, "dtype": "bfloat16"}
+    out = transfer(tuned, source, wider)  # twice the row at the same share a thread: 16 warps
+    assert out["num_warps"] == 16 and out["RELOAD"] and out["PROGRAMS_PER_SM"] == 3
+    assert space.rejection(out, wider) is None
+    chunked = {"M": 4096, "N": 65536, "dtype": "bfloat16"}
+    out = transfer({**tuned, "BLOCK_N": 8192}, {**source, "N": 16384}, chunked)
+    assert (out["RELOAD"], out["PROGRAMS_PER_SM"]) == (False, 0)
+    assert space.rejection(out, chunked) is None
+    assert "whole rows" in space.rejection({**out, "RELOAD": True}, chunked)
+    assert "warps per SM" in space.rejection({**tuned, "num_warps": 32}, source)
+
+
+def test_shipped_norm_configs_match_the_current_kernels() -> None:
+    """Every shipped norm entry names the kernel source it applies to and a config its space
+    accepts: an edit to a kernel without re-tuning (or re-hashing, when its code for the
+    shipped configs is unchanged) would silently drop them all to the heuristics."""
+    import json
+
+    shipped = lookup.shipped_directory()
+    names = [f"{family}.{d}" for family in ("rms_norm", "add_rms_norm", "layer_norm")
+             for d in ("fwd", "bwd")]  # fmt: skip
+    seen = 0
+    for path in sorted(shipped.glob("*.json")):
+        kernels = json.loads(path.read_text())["kernels"]
+        for name in names:
+            tunable = get_tunable(name)
+            for entry in kernels.get(name, []):
+                assert entry["source_hash"] == tunable.source_hash, (path.name, name)
+                assert tunable.space.rejection(entry["config"], entry["features"]) is None
+                seen += 1
+    assert seen > 0

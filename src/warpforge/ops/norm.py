@@ -84,24 +84,29 @@ def _fwd_launch_config(
     return tuned_row_launch(kernel, M, N, dtype, device, heuristic, reread_operands=1)
 
 
+@dataclasses.dataclass(frozen=True)
+class BwdKnobs:
+    """The backward rows kernel's launch choices beyond its tile (tuned with it)."""
+
+    reload: bool = False
+    """Read each tile a second time after the row reductions (see the kernel) instead of
+    keeping x and dy live across them: fewer registers, so more programs fit an SM."""
+    programs_per_sm: int = 0
+    """Persistent programs per SM; 0: as many as the register model says fit."""
+
+
 @functools.lru_cache(maxsize=1024)
 def _bwd_launch_config(
     M: int, N: int, dtype: torch.dtype, device: torch.device | str, kernel: str = "rms_norm.bwd"
-) -> RowLaunchConfig:
-    """The backward launch: tuned (warpforge.tune) when known, else the heuristic."""
-    from warpforge.ops.tunables import tuned_row_launch
+) -> tuple[RowLaunchConfig, BwdKnobs]:
+    """The backward launch and knobs: tuned (warpforge.tune) when known, else the heuristic."""
+    from warpforge.ops.tunables import tuned_norm_bwd_launch
 
     heuristic = bwd_launch_heuristic(M, N, dtype, device)
-    return tuned_row_launch(
-        kernel,
-        M,
-        N,
-        dtype,
-        device,
-        heuristic,
-        reread_operands=2,
-        resident_warps=_BWD_RESIDENT_WARPS,
+    config, knobs = tuned_norm_bwd_launch(
+        kernel, M, N, dtype, device, heuristic, resident_warps=_BWD_RESIDENT_WARPS
     )
+    return config, BwdKnobs(bool(knobs["RELOAD"]), int(knobs["PROGRAMS_PER_SM"]))  # type: ignore[call-overload]
 
 
 def _kernel_name(center: bool, residual_stream: torch.Tensor | None, backward: bool = False) -> str:
@@ -130,14 +135,18 @@ def _bwd_row_operands(center: bool, weight_grad: bool, bias_grad: bool) -> int:
     return 2 + int(weight_grad) + int(bias_grad and center)
 
 
-def partials_in_memory(config: RowLaunchConfig, operands: int, element_size: int = 4) -> bool:
+def partials_in_memory(
+    config: RowLaunchConfig, operands: int, element_size: int = 4, reload: bool = False
+) -> bool:
     """Whether the backward rows kernel keeps its partial dweight/dbias in its own rows of the
     partial buffers rather than in registers: fp32 rows, one row per program with more than 48
     live values a thread. LayerNorm with both gradients at N=16384 (4 x 16) would spill 176
     bytes a thread otherwise (ptxas, sm_90); RMSNorm (3 x 16) fits. Measured on the H100
     (ops_bwd_sweep, 4096 x 16384): fp32 ran 1.26x faster in memory, but bf16 ran 2.4x faster
-    in registers, so 16-bit rows keep them there."""
-    if not config.single_pass or config.rows_per_program != 1 or element_size < 4:
+    in registers, so 16-bit rows keep them there. With ``reload`` (x and dy not held across the
+    reductions) they stay in registers: LayerNorm fp32 at 4096 x 16384 ran 1.23x faster so
+    (32 warps; benchmarks/norm_launch_sweep.py)."""
+    if not config.single_pass or config.rows_per_program != 1 or element_size < 4 or reload:
         return False
     per_thread = cdiv(config.block_n, 32 * config.num_warps)
     return operands * per_thread > 48
@@ -170,13 +179,23 @@ def _bwd_resident_programs(
 
 @functools.lru_cache(maxsize=1024)
 def _bwd_grid(
-    config: RowLaunchConfig, operands: int, in_memory: bool, prefetch: bool, device: torch.device
+    config: RowLaunchConfig,
+    operands: int,
+    in_memory: bool,
+    prefetch: bool,
+    device: torch.device,
+    rows: int = 0,
+    programs_per_sm: int = 0,
 ) -> int:
     """The backward's persistent grid: ``config.num_programs``, at most what the SMs hold at
-    once for the rows kernel (no waves with a ragged tail)."""
+    once for the rows kernel (no waves with a ragged tail); with ``programs_per_sm`` (tuned:
+    the register model overestimates some kernels, RELOAD's for one), that many per SM, at
+    most one per tile of the ``rows`` rows."""
     sm_count = device_capabilities(device).sm_count
     if not config.single_pass or sm_count is None:
         return config.num_programs
+    if programs_per_sm:
+        return max(1, min(cdiv(rows, config.rows_per_program), sm_count * programs_per_sm))
     resident = _bwd_resident_programs(config, operands, in_memory, prefetch)
     return min(config.num_programs, sm_count * resident)
 
@@ -257,11 +276,12 @@ def _norm_backward(
     launch: RowLaunchConfig | None = None,
     in_memory: bool | None = None,
     prefetch: bool | None = None,
+    knobs: BwdKnobs | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) for a (M, N) input; dweight/dbias are empty when not asked for.
-    ``launch`` overrides the launch config (the tuner's trials, benchmark sweeps), ``in_memory``
-    and ``prefetch`` the choices of :func:`partials_in_memory` and :func:`prefetch_tiles`
-    (benchmark sweeps)."""
+    ``launch`` and ``knobs`` override the tuned launch (the tuner's trials, benchmark sweeps;
+    ``launch`` alone runs with the default knobs), ``in_memory`` and ``prefetch`` the choices
+    of :func:`partials_in_memory` and :func:`prefetch_tiles` (benchmark sweeps)."""
     M, N = x.shape
     dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
     wdtype = weight.dtype if weight is not None else x.dtype
@@ -278,15 +298,17 @@ def _norm_backward(
 
     x, dy = as_rows(x), as_rows(dy)
     dh = as_rows(dh) if dh is not None else None
-    config = launch or _bwd_launch_config(
-        M, N, x.dtype, x.device, _kernel_name(center, dh, backward=True)
-    )
+    if launch is None:
+        launch, tuned = _bwd_launch_config(
+            M, N, x.dtype, x.device, _kernel_name(center, dh, backward=True)
+        )
+        knobs = tuned if knobs is None else knobs
+    config, knobs = launch, knobs or BwdKnobs()
     operands = _bwd_row_operands(center, weight_grad, bias_grad)
-    in_memory = (
-        partials_in_memory(config, operands, x.element_size()) if in_memory is None else in_memory
-    )
+    if in_memory is None:
+        in_memory = partials_in_memory(config, operands, x.element_size(), knobs.reload)
     prefetch = prefetch_tiles(config) if prefetch is None else prefetch
-    programs = _bwd_grid(config, operands, in_memory, prefetch, x.device)
+    programs = _bwd_grid(config, operands, in_memory, prefetch, x.device, M, knobs.programs_per_sm)
     # the chunked kernel and the in-memory mode accumulate into the partials
     alloc = torch.zeros if in_memory or not config.single_pass else torch.empty
     dw_partial = alloc((programs, N) if weight_grad else (1,), dtype=torch.float32, device=x.device)
@@ -317,7 +339,7 @@ def _norm_backward(
         "HAS_DH": dh is not None,
     }
     if config.single_pass:
-        flags.update(PARTIALS_IN_MEMORY=in_memory, PREFETCH=prefetch)
+        flags.update(PARTIALS_IN_MEMORY=in_memory, PREFETCH=prefetch, RELOAD=knobs.reload)
     config = dataclasses.replace(config, num_programs=programs)
     with kernel_device(x):
         launch_rows(

@@ -84,13 +84,51 @@ def tuned_row_launch(
     resident_warps: int | None = None,
 ) -> RowLaunchConfig:
     """The launch of row-wise ``kernel``: tuned when known, else ``heuristic``."""
-    default = row_config_dict(heuristic)
+    launch, _ = _tuned_row(kernel, M, N, dtype, device, heuristic, {}, reread_operands,
+                           resident_warps)  # fmt: skip
+    return launch
+
+
+NORM_BWD_KNOBS: dict[str, object] = {"RELOAD": False, "PROGRAMS_PER_SM": 0}
+"""The norm backward's knobs beyond :data:`ROW_KEYS` (``warpforge.ops.norm.BwdKnobs``), at the
+values that leave the launch to the heuristics."""
+
+
+def tuned_norm_bwd_launch(
+    kernel: str,
+    M: int,
+    N: int,
+    dtype: torch.dtype,
+    device: torch.device | str,
+    heuristic: RowLaunchConfig,
+    *,
+    resident_warps: int,
+) -> tuple[RowLaunchConfig, dict[str, object]]:
+    """The norm backward's launch (tuned when known, else ``heuristic``) and its knobs."""
+    return _tuned_row(kernel, M, N, dtype, device, heuristic, NORM_BWD_KNOBS, 2, resident_warps)
+
+
+def _tuned_row(
+    kernel: str,
+    M: int,
+    N: int,
+    dtype: torch.dtype,
+    device: torch.device | str,
+    heuristic: RowLaunchConfig,
+    knobs: Mapping[str, object],
+    reread_operands: int,
+    resident_warps: int | None,
+) -> tuple[RowLaunchConfig, dict[str, object]]:
+    """The tuned row launch and the tuned values of ``knobs`` (their defaults when untuned)."""
+    default = {**row_config_dict(heuristic), **knobs}
     chosen = tuned_config(kernel, row_features(M, N, dtype), default, device)
-    if chosen == default:
-        return heuristic
-    return row_launch_from_config(
+    tuned_knobs = {key: chosen[key] for key in knobs}
+    if all(chosen[key] == default[key] for key in ROW_KEYS):
+        return heuristic, tuned_knobs
+    launch = row_launch_from_config(
         chosen, M, N, dtype, device, reread_operands=reread_operands, resident_warps=resident_warps
     )
+    return launch, tuned_knobs
 
 
 def row_launch_from_config(
@@ -164,10 +202,61 @@ def row_space(registers_per_element: int) -> ConfigSpace:
     )
 
 
+def _whole_row_knobs(config: Mapping[str, object], features: Mapping[str, object]) -> str | None:
+    if _int(config, "BLOCK_N") >= _int(features, "N"):
+        return None
+    if config["RELOAD"] or config["PROGRAMS_PER_SM"]:
+        return "RELOAD and PROGRAMS_PER_SM apply to whole rows (BLOCK_N >= N) only"
+    return None
+
+
+def _programs_fit(config: Mapping[str, object], _features: Mapping[str, object]) -> str | None:
+    warps = _int(config, "PROGRAMS_PER_SM") * _int(config, "num_warps")
+    if warps > _MAX_WARPS_PER_SM:
+        return f"{warps} warps per SM exceed the {_MAX_WARPS_PER_SM} an SM holds"
+    return None
+
+
+_MAX_WARPS_PER_SM = 64
+
+
+def norm_backward_space() -> ConfigSpace:
+    """The norm backward's launch configs: the row tile and :data:`NORM_BWD_KNOBS`. The register
+    estimate is 6 a held element, not :data:`BACKWARD_ROW_SPACE`'s 8: LayerNorm's 16K-column
+    rows at 32 elements a thread (16 warps) compile to 128 registers and a few dozen spilled
+    words (ptxas, sm_90) and measured fastest there on the H100 (benchmarks/norm_launch_sweep.py)."""
+    rows = row_space(registers_per_element=6)
+    return ConfigSpace(
+        {**rows.parameters, "RELOAD": (False, True), "PROGRAMS_PER_SM": (0, 1, 2, 3, 4)},
+        constraints=(
+            *rows.constraints,
+            relation("whole_row_knobs", _whole_row_knobs),
+            relation("programs_fit", _programs_fit),
+        ),
+    )
+
+
 ROW_TRANSFER = row_tile_transfer()
 """A neighbour's row config for another row length: whole rows re-blocked, the tile kept."""
+
+
+def _norm_backward_transfer(
+    config: Mapping[str, object], source: Mapping[str, object], target: Mapping[str, object]
+) -> dict[str, object]:
+    """:data:`ROW_TRANSFER` keeping the knobs where they still apply: none for chunked rows,
+    no more programs per SM than the (re-scaled) warps allow."""
+    out = ROW_TRANSFER(config, source, target)
+    if _int(out, "BLOCK_N") < _int(target, "N"):
+        out.update(NORM_BWD_KNOBS)
+    else:
+        fit = _MAX_WARPS_PER_SM // _int(out, "num_warps")
+        out["PROGRAMS_PER_SM"] = min(_int(out, "PROGRAMS_PER_SM"), fit)
+    return out
+
+
 FORWARD_ROW_SPACE = row_space(registers_per_element=4)
 BACKWARD_ROW_SPACE = row_space(registers_per_element=8)
+NORM_BACKWARD_SPACE = norm_backward_space()
 
 
 def _cross_entropy_block_fits(
@@ -302,9 +391,10 @@ def _norm_backward_run(center: bool, residual: bool):
         launch = row_launch_from_config(
             config, M, N, x.dtype, x.device, reread_operands=2, resident_warps=32
         )
+        knobs = norm.BwdKnobs(bool(config["RELOAD"]), _int(config, "PROGRAMS_PER_SM"))
         dx, dw, _ = norm._norm_backward(
             dy, x, weight, mean if center else None, rstd, dh if residual else None, 0.0, center,
-            True, False, launch=launch,
+            True, False, launch=launch, knobs=knobs,
         )  # fmt: skip
         return dx, dw
 
@@ -347,21 +437,23 @@ def _norm_tunable(name: str, center: bool, backward: bool, residual: bool = Fals
         default = norm.fwd_launch_heuristic
     tolerance = _BACKWARD_TOLERANCE if backward else None
     family = name.split(".")[0].replace("_", " ")
+    knobs = NORM_BWD_KNOBS if backward else {}
     return TunableKernel(
         name=name,
-        space=BACKWARD_ROW_SPACE if backward else FORWARD_ROW_SPACE,
+        space=NORM_BACKWARD_SPACE if backward else FORWARD_ROW_SPACE,
         source_hash=source,
         features=_row_features,
         make_inputs=_norm_inputs(center, backward, residual),
         run=run,
         reference=reference,
-        default_config=lambda f: row_config_dict(
-            default(_int(f, "M"), _int(f, "N"), _dtype(f), _default_device())
-        ),
+        default_config=lambda f: {
+            **row_config_dict(default(_int(f, "M"), _int(f, "N"), _dtype(f), _default_device())),
+            **knobs,
+        },
         shapes=_ROW_SHAPES,
         cpu_shapes=_ROW_CPU_SHAPES,
         sweep=_ROW_SWEEP,
-        transfer=ROW_TRANSFER,
+        transfer=_norm_backward_transfer if backward else ROW_TRANSFER,
         dtypes=_DTYPES,
         description=f"warpforge.ops {family} {'backward' if backward else 'forward'} kernel",
         **({"atol": tolerance, "rtol": tolerance} if tolerance else {}),

@@ -173,13 +173,60 @@ def norm_fwd_chunked_kernel(
 
 
 @triton.jit
-def _load_tile(X, DY, tile, stride_x, stride_dy, M, cols, col_mask, ROWS: tl.constexpr):
-    """(x, dy) of row tile ``tile`` in their storage dtype; rows past M read nothing."""
+def _load_tile(
+    X, DY, tile, stride_x, stride_dy, M, cols, col_mask, ROWS: tl.constexpr, KEEP: tl.constexpr
+):
+    """(x, dy) of row tile ``tile`` in their storage dtype; rows past M read nothing. ``KEEP``
+    asks the cache to hold the lines for a re-read (see RELOAD below)."""
     rows = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)
     mask = (rows < M)[:, None] & col_mask[None, :]
-    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
-    dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0)
+    x_ptrs = X + rows[:, None] * stride_x + cols[None, :]
+    dy_ptrs = DY + rows[:, None] * stride_dy + cols[None, :]
+    if KEEP:
+        x = tl.load(x_ptrs, mask=mask, other=0.0, eviction_policy="evict_last")
+        dy = tl.load(dy_ptrs, mask=mask, other=0.0, eviction_policy="evict_last")
+    else:
+        x = tl.load(x_ptrs, mask=mask, other=0.0)
+        dy = tl.load(dy_ptrs, mask=mask, other=0.0)
     return x, dy
+
+
+@triton.jit
+def _reload_tile(X, DY, rows, stride_x, stride_dy, cols, mask):
+    """The second read of a tile that ``_load_tile(KEEP=True)`` read (served by the cache): a
+    different eviction policy, so the compiler cannot merge it into the first load and keep
+    those values live instead."""
+    x = tl.load(
+        X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0,
+        eviction_policy="evict_first",
+    )  # fmt: skip
+    dy = tl.load(
+        DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0,
+        eviction_policy="evict_first",
+    )  # fmt: skip
+    return x, dy
+
+
+@triton.jit
+def _add_partials(
+    dw_acc, db_acc, dw_row, db_row, dy, xhat, col_mask,
+    WEIGHT_GRAD: tl.constexpr, BIAS_GRAD: tl.constexpr, PARTIALS_IN_MEMORY: tl.constexpr,
+):  # fmt: skip
+    """One tile's dweight (dy * xhat) and dbias (dy) added to the program's partials: the
+    register accumulators (returned), or its own rows of the partial buffers."""
+    if PARTIALS_IN_MEMORY:
+        if WEIGHT_GRAD:
+            dw_part = tl.load(dw_row, mask=col_mask, other=0.0)
+            tl.store(dw_row, dw_part + tl.sum(dy * xhat, axis=0), mask=col_mask)
+        if BIAS_GRAD:
+            db_part = tl.load(db_row, mask=col_mask, other=0.0)
+            tl.store(db_row, db_part + tl.sum(dy, axis=0), mask=col_mask)
+    else:
+        if WEIGHT_GRAD:
+            dw_acc += dy * xhat
+        if BIAS_GRAD:
+            db_acc += dy
+    return dw_acc, db_acc
 
 
 @triton.jit
@@ -209,6 +256,7 @@ def norm_bwd_rows_kernel(
     BLOCK_N: tl.constexpr,
     PARTIALS_IN_MEMORY: tl.constexpr,
     PREFETCH: tl.constexpr,
+    RELOAD: tl.constexpr,
 ):
     """dx = rstd * (w*dy - xhat * mean(w*dy*xhat) [- mean(w*dy)]); persistent over row tiles.
 
@@ -220,6 +268,12 @@ def norm_bwd_rows_kernel(
     PARTIALS_IN_MEMORY (wide rows, where two more register-resident rows would spill), in its
     own rows of the zero-initialised partial buffers, updated tile by tile (L2-resident: each
     program only ever touches its own row, with the same threads, so there are no races).
+
+    With RELOAD the tile's x and dy are not kept across the row reductions: the first pass
+    accumulates the partials and the two row sums, and dx is computed from a second read of
+    the tile, which the first read asked the cache to keep (no extra DRAM traffic). Across the
+    reductions' barriers only the partials are live, so LayerNorm's two register-resident
+    partial rows fit beside a 16K-column row without spilling.
     """
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
@@ -232,7 +286,9 @@ def norm_bwd_rows_kernel(
 
     num_tiles = tl.cdiv(M, ROWS)
     if PREFETCH:
-        x_next, dy_next = _load_tile(X, DY, pid, stride_x, stride_dy, M, cols, col_mask, ROWS)
+        x_next, dy_next = _load_tile(
+            X, DY, pid, stride_x, stride_dy, M, cols, col_mask, ROWS, RELOAD
+        )
     for tile in range(pid, num_tiles, num_programs):
         rows = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)
         row_mask = rows < M
@@ -242,10 +298,10 @@ def norm_bwd_rows_kernel(
             # past the end), so a program's loads overlap its own arithmetic and stores
             x, dy = x_next, dy_next
             x_next, dy_next = _load_tile(
-                X, DY, tile + num_programs, stride_x, stride_dy, M, cols, col_mask, ROWS
+                X, DY, tile + num_programs, stride_x, stride_dy, M, cols, col_mask, ROWS, RELOAD
             )
         else:
-            x, dy = _load_tile(X, DY, tile, stride_x, stride_dy, M, cols, col_mask, ROWS)
+            x, dy = _load_tile(X, DY, tile, stride_x, stride_dy, M, cols, col_mask, ROWS, RELOAD)
         x = x.to(tl.float32)
         dy = dy.to(tl.float32)
         rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
@@ -254,19 +310,12 @@ def norm_bwd_rows_kernel(
             xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
         else:
             xhat = x * rstd[:, None]
-        # Accumulate the parameter gradients first so dy is dead across the row reduction.
-        if PARTIALS_IN_MEMORY:
-            if WEIGHT_GRAD:
-                dw_part = tl.load(dw_row, mask=col_mask, other=0.0)
-                tl.store(dw_row, dw_part + tl.sum(dy * xhat, axis=0), mask=col_mask)
-            if BIAS_GRAD:
-                db_part = tl.load(db_row, mask=col_mask, other=0.0)
-                tl.store(db_row, db_part + tl.sum(dy, axis=0), mask=col_mask)
-        else:
-            if WEIGHT_GRAD:
-                dw_acc += dy * xhat
-            if BIAS_GRAD:
-                db_acc += dy
+        if not RELOAD:
+            # accumulate the parameter gradients first so dy is dead across the row reduction
+            dw_acc, db_acc = _add_partials(
+                dw_acc, db_acc, dw_row, db_row, dy, xhat, col_mask,
+                WEIGHT_GRAD, BIAS_GRAD, PARTIALS_IN_MEMORY,
+            )  # fmt: skip
         if HAS_WEIGHT:
             # re-read per tile (an L1 hit) rather than pinning BLOCK_N registers for the loop
             scale = offset + tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
@@ -276,6 +325,24 @@ def norm_bwd_rows_kernel(
         c1 = tl.sum(xhat * wdy, axis=1) / N
         if CENTER:
             c2 = tl.sum(wdy, axis=1) / N
+        if RELOAD:
+            x, dy = _reload_tile(X, DY, rows, stride_x, stride_dy, cols, mask)
+            x = x.to(tl.float32)
+            if CENTER:
+                xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+            else:
+                xhat = x * rstd[:, None]
+            if HAS_WEIGHT:
+                # read again too (an L1 hit), so the scale is not live across the reductions
+                w = tl.load(W + cols, mask=col_mask, other=0.0, eviction_policy="evict_first")
+                wdy = dy.to(tl.float32) * (offset + w.to(tl.float32))[None, :]
+            else:
+                wdy = dy.to(tl.float32)
+            dw_acc, db_acc = _add_partials(
+                dw_acc, db_acc, dw_row, db_row, dy.to(tl.float32), xhat, col_mask,
+                WEIGHT_GRAD, BIAS_GRAD, PARTIALS_IN_MEMORY,
+            )  # fmt: skip
+        if CENTER:
             dx = (wdy - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
         else:
             dx = (wdy - xhat * c1[:, None]) * rstd[:, None]
