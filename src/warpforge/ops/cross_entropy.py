@@ -12,9 +12,12 @@ When the logits require grad, how the gradient is made depends on the row length
   are never overwritten and need not be kept alive); the backward multiplies that buffer by
   ``grad_output`` in place, skipping rows whose factor is exactly 1, so ``loss.backward()``
   costs one read and one write of the logits in all;
-* longer rows would have to be read twice by such a kernel (from DRAM: the rows in flight do
-  not fit in L2), so the forward only reads them and saves ``lse``, and the backward streams
-  them once more (read logits, write gradient) at copy speed, scaled by ``grad_output`` there.
+* longer rows are split over several programs that each hold a chunk in registers and meet
+  through a small workspace (``warpforge.ops._split_rows``): again one read and one write;
+* rows too long even for that (more chunks than the GPU holds programs at once) would have to
+  be read twice (from DRAM: the rows in flight do not fit in L2), so the forward only reads
+  them and saves ``lse``, and the backward streams them once more (read logits, write
+  gradient) at copy speed, scaled by ``grad_output`` there.
 
 Without grad the forward only reads the logits.
 """
@@ -28,6 +31,7 @@ import torch
 
 from warpforge.dispatch import dispatched_op
 from warpforge.ops._rows import cdiv, kernel_device, next_power_of_2
+from warpforge.ops._split_rows import SplitRowPlan, split_row_plan
 from warpforge.runtime import (
     ExecutionPath,
     checks_enabled,
@@ -99,9 +103,21 @@ def _chunked_grad_programs(n_rows: int, n_cols: int, element_size: int, device) 
     return max(1, min(n_rows, caps.sm_count * max(1, min(4, per_sm))))
 
 
-def gradient_in_forward(n_cols: int) -> bool:
+@functools.lru_cache(maxsize=1024)
+def _fwd_grad_split_plan(n_rows: int, n_cols: int, device: torch.device) -> SplitRowPlan | None:
+    """Rows wider than the whole-row kernel's block: split over programs, or None when a row
+    needs more programs than the GPU holds at once."""
+    if next_power_of_2(n_cols) <= WHOLE_ROW_MAX_BLOCK:
+        return None
+    return split_row_plan(n_rows, n_cols, device)
+
+
+def gradient_in_forward(n_rows: int, n_cols: int, device: torch.device) -> bool:
     """True when a forward with grad should write the gradient itself (see the docstring)."""
-    return next_power_of_2(n_cols) <= FUSED_GRAD_MAX_COLS
+    return (
+        next_power_of_2(n_cols) <= FUSED_GRAD_MAX_COLS
+        or _fwd_grad_split_plan(n_rows, n_cols, device) is not None
+    )
 
 
 @functools.lru_cache(maxsize=1024)
@@ -147,13 +163,16 @@ def row_losses(
     grad_out: torch.Tensor | None = None,
     grad_loss: torch.Tensor | None = None,
     launch: tuple[int, int] | None = None,
+    split: SplitRowPlan | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-row loss and logsumexp (float32) of 2-D ``logits`` whose last stride is 1.
 
     With ``grad_out`` (a [rows, V] buffer, which may be ``logits`` itself) the same launch also
     writes ``grad_loss[row] * d(loss_row)/d(logits)`` there; ``grad_loss`` is float32 with one
     value per row or a single broadcast value. ``launch`` = (BLOCK, num_warps) overrides the
-    launch config (the tuner's trials).
+    launch config (the tuner's trials; with ``grad_out``, a BLOCK narrower than the row picks
+    the one-program-per-row chunked kernel); ``split`` forces the split-row kernel with that
+    plan (tests, benchmarks).
     """
     n_rows, n_cols = logits.shape
     loss = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
@@ -184,6 +203,11 @@ def row_losses(
         "num_warps": num_warps,
         **_target_check_options(logits),
     }
+    if grad_out is not None and split is None and launch is None:
+        split = _fwd_grad_split_plan(n_rows, n_cols, logits.device)
+    if grad_out is not None and split is not None:
+        _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, split, options)
+        return loss, lse
     with kernel_device(logits):
         if grad_out is None:
             kernels.cross_entropy_fwd_kernel[(n_rows,)](
@@ -201,6 +225,23 @@ def row_losses(
                 logits.stride(0), grad_out.stride(0), n_rows, *common, **options,
             )  # fmt: skip
     return loss, lse
+
+
+def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, plan, options):
+    """The forward with gradient of rows split over ``plan.chunks`` programs each."""
+    from warpforge.ops._kernels.cross_entropy import cross_entropy_fwd_grad_split_kernel
+
+    n_rows = logits.shape[0]
+    options = dict(options, BLOCK=plan.block, num_warps=plan.num_warps)
+    partials = plan.workspace(n_rows, 4, logits.device)
+    arrivals = plan.arrivals(n_rows, logits.device)
+    with kernel_device(logits):
+        for stage in plan.stages():
+            cross_entropy_fwd_grad_split_kernel[(plan.programs,)](
+                logits, target, loss, lse, grad_out, grad_loss, partials, arrivals,
+                _row_stride(grad_loss), logits.stride(0), grad_out.stride(0), n_rows, *common,
+                CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, LAG=plan.lag, **options,
+            )  # fmt: skip
 
 
 def scale_row_grads(grad: torch.Tensor, grad_loss: torch.Tensor) -> None:
@@ -538,7 +579,11 @@ def cross_entropy(
     target1d = target.reshape(-1)
     if not target1d.is_contiguous():
         target1d = target1d.contiguous()
-    if torch.is_grad_enabled() and logits.requires_grad and gradient_in_forward(n_classes):
+    if (
+        torch.is_grad_enabled()
+        and logits.requires_grad
+        and gradient_in_forward(logits2d.shape[0], n_classes, logits.device)
+    ):
         loss, _ = _cross_entropy_fwd_grad(
             logits2d, target1d, ignore_index, label_smoothing, float(z_loss), reduction
         )
