@@ -342,6 +342,22 @@ def test_unit_grad_output_skips_scaling_and_keeps_user_logits(path):
     assert torch.equal(logits.detach(), before)
 
 
+def test_backward_gets_no_zero_filled_gradient_for_the_gradient_output(path):
+    """The forward's gradient output receives no gradient; autograd must not materialize a
+    zero [rows, V] tensor for it (a full extra write of the logits' size in every backward)."""
+    gen = torch.Generator().manual_seed(28)
+    logits = (torch.randn(6, 50, generator=gen) * 2).requires_grad_()
+    target = random_target((6,), 50, gen)
+    loss = cross_entropy(logits, target)
+    with torch.profiler.profile(record_shapes=True) as prof:
+        (grad,) = torch.autograd.grad(loss, logits)
+    filled = [e.name for e in prof.events() if [6, 50] in e.input_shapes and "zero" in e.name]
+    assert filled == []
+    x64 = logits.detach().double().requires_grad_()
+    (expected,) = torch.autograd.grad(reference_cross_entropy(x64, target), x64)
+    torch.testing.assert_close(grad.double(), expected, atol=2e-6, rtol=2e-5)
+
+
 def test_second_backward_through_one_forward_raises(path):
     logits = torch.randn(3, 6, requires_grad=True)
     loss = cross_entropy(logits, torch.tensor([0, 1, 2]))

@@ -459,10 +459,15 @@ def _(grad, grad_loss):
 def _setup_fwd_grad_context(ctx, inputs, output):
     ctx.mark_non_differentiable(output[1])
     ctx.save_for_backward(output[1])
+    # The gradient output never receives a gradient; without this autograd would hand the
+    # backward a zero-filled [rows, V] tensor for it (a full extra write of the logits' size).
+    ctx.set_materialize_grads(False)
     ctx.grad_used = False
 
 
 def _fwd_grad_backward(ctx, grad_loss, _grad_of_grad):
+    if grad_loss is None:  # nothing flowed into the loss (grads are not materialized)
+        return None, None, None, None, None, None
     if ctx.grad_used:
         raise RuntimeError(
             "warpforge.ops.cross_entropy: backward ran twice through one forward (retain_graph); "
