@@ -539,10 +539,9 @@ def test_gpu_chunked_forward_with_grad_in_place(dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("lag", [0, 1])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize(("rows", "vocab"), [(700, 131072 + 5), (40, 262144), (500, 40000)])
-def test_gpu_split_forward_with_grad(lag, dtype, rows, vocab):
+def test_gpu_split_forward_with_grad(dtype, rows, vocab):
     """The split kernel's one-launch path (programs of a row meeting through the arrival
     counter, rows in several waves), in place over the logits, smoothing and z-loss."""
     gen = torch.Generator().manual_seed(27)
@@ -555,7 +554,7 @@ def test_gpu_split_forward_with_grad(lag, dtype, rows, vocab):
         x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-4
     )
     (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
-    plan = split_row_plan(rows, vocab, "cuda", lag=lag)
+    plan = split_row_plan(rows, vocab, "cuda")
     in_place = logits.clone()
     loss, _ = ce_module.row_losses(
         in_place, target, IGNORE, 0.1, 1e-4, grad_out=in_place, grad_loss=grad_loss, split=plan

@@ -212,17 +212,6 @@ def test_split_rows_gpu(name, dtype, M, N, poison_outputs):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("lag", [0, 1])
-def test_split_rows_lag_variants_gpu(lag, poison_outputs):
-    x = randn(700, 262144, dtype=torch.bfloat16, device="cuda")
-    plan = split_row_plan(700, 262144, "cuda", lag=lag)
-    for log in (False, True):
-        y = softmax_ops.softmax_forward(x, log, split=plan)
-        expected = reference("log_softmax" if log else "softmax", x, -1)
-        torch.testing.assert_close(y.double(), expected, atol=1e-4, rtol=1.6e-2)
-
-
-@pytest.mark.gpu
 def test_more_than_2_to_31_elements_gpu():
     n = 262144
     m = 2**31 // n + 1

@@ -41,9 +41,8 @@ def test_gpu_plan_refuses_rows_needing_more_programs_than_resident(on_h100):
 
 
 def test_interpreter_plan_runs_two_launches_without_waiting():
-    plan = _split_rows.split_row_plan(10, 100, "cpu", block=16, lag=1)
+    plan = _split_rows.split_row_plan(10, 100, "cpu", block=16)
     assert plan is not None and not plan.synchronized and plan.stages() == (1, 2)
-    assert plan.lag == 0  # the lagged variant waits on other programs: GPU only
     assert plan.chunks == 7 and plan.chunks_pow2 == 8
     assert plan.programs == 7 * min(10, _split_rows._INTERPRETER_SLOTS)
 

@@ -48,9 +48,6 @@ class SplitRowPlan:
     """Grid size: whole rows of ``chunks`` programs, persistent over the rows."""
     synchronized: bool
     """One launch whose programs wait for each other (GPU); else two launches (STAGE 1, 2)."""
-    lag: int
-    """0: a chunk stays in registers across the wait; 1: the output of the previous row is
-    written (from an L2 re-read) while this row's partials are in flight (synchronized only)."""
 
     def workspace(self, rows: int, values: int, device: torch.device) -> torch.Tensor:
         """fp32 partials: ``values`` statistics of each chunk of each row."""
@@ -73,7 +70,6 @@ def split_row_plan(
     block: int = SPLIT_BLOCK,
     num_warps: int = SPLIT_WARPS,
     programs_per_sm: int = 1,
-    lag: int = 0,
 ) -> SplitRowPlan | None:
     """The split launch of (M, N) rows, or None when a row needs more programs than the GPU
     holds at once (the caller then uses its one-program-per-row chunked kernel)."""
@@ -96,5 +92,4 @@ def split_row_plan(
         num_warps=num_warps,
         programs=slots * chunks,
         synchronized=synchronized,
-        lag=lag if synchronized else 0,
     )

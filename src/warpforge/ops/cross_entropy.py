@@ -240,7 +240,7 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
             cross_entropy_fwd_grad_split_kernel[(plan.programs,)](
                 logits, target, loss, lse, grad_out, grad_loss, partials, arrivals,
                 _row_stride(grad_loss), logits.stride(0), grad_out.stride(0), n_rows, *common,
-                CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, LAG=plan.lag, **options,
+                CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, **options,
             )  # fmt: skip
 
 

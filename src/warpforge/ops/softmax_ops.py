@@ -115,7 +115,7 @@ def _split_softmax_forward(x: torch.Tensor, y: torch.Tensor, log: bool, plan: Sp
             softmax_fwd_split_kernel[(plan.programs,)](
                 x, y, partials, arrivals, x.stride(0), y.stride(0), M, N,
                 LOG=log, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=stage,
-                LAG=plan.lag, num_warps=plan.num_warps,
+                num_warps=plan.num_warps,
             )  # fmt: skip
 
 

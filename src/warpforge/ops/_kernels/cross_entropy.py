@@ -35,7 +35,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from warpforge.ops._kernels.split_rows import arrivals_of, arrive, wait_for_row
+from warpforge.ops._kernels.split_rows import arrive, combined_partials, wait_for_row
 
 # Lanes start from a finite "minus infinity" so that exp(m_old - m_new) never sees inf - inf.
 _NEG_BIG = tl.constexpr(-1.0e30)
@@ -344,12 +344,8 @@ def _split_chunk_grad(
 ):  # fmt: skip
     """One chunk's gradient from the row's combined partials; the chunk-0 program also stores
     the row's loss and lse."""
-    maxes = tl.load(partial + parts, mask=parts < chunks, other=float("-inf"), cache_modifier=".cg")
-    sums = tl.load(
-        partial + CHUNKS_POW2 + parts, mask=parts < chunks, other=0.0, cache_modifier=".cg"
-    )
-    row_max = tl.max(maxes, axis=0)
-    lse = row_max + tl.log(tl.sum(sums * tl.exp(maxes - row_max), axis=0))
+    row_max, total = combined_partials(partial, parts, chunks, CHUNKS_POW2)
+    lse = row_max + tl.log(total)
     target_logit = tl.load(partial + 3 * CHUNKS_POW2, cache_modifier=".cg")
     if HAS_SMOOTHING:
         totals = tl.load(
@@ -404,23 +400,20 @@ def cross_entropy_fwd_grad_split_kernel(
     BLOCK: tl.constexpr,
     CHUNKS_POW2: tl.constexpr,
     STAGE: tl.constexpr,
-    LAG: tl.constexpr,
     HAS_SMOOTHING: tl.constexpr,
     CHECK_TARGETS: tl.constexpr,
 ):
-    """``cross_entropy_fwd_grad_kernel`` for rows split over ``cdiv(n_cols, BLOCK)`` programs.
+    """``cross_entropy_fwd_grad_kernel`` for rows split over ``cdiv(n_cols, BLOCK)`` programs,
+    each holding its chunk in registers: one read of the logits, one write of the gradient.
 
     Program ``pid`` owns chunk ``pid % chunks`` of rows ``slot, slot + slots, ...``. It stores
     its chunk's (max, sum of exp, sum) in ``partials_ptr[row]`` (chunk 0 also the target
     logit, read before any gradient of the row is written, so grad_ptr may alias the logits),
     combines the row's partials into lse and writes its chunk of the gradient; chunk 0 stores
-    the loss and lse. STAGE and LAG as in ``softmax_fwd_split_kernel``: STAGE 0 meets through
-    the atomic counter ``arrivals_ptr[row]`` (zeroed by the caller; every program resident at
-    once), LAG 0 keeping the chunk in registers (one read, one write of memory), LAG 1 writing
-    the previous row's gradient from an L2 re-read while this row's partials are in flight;
-    STAGE 1 / 2 are the partials and the gradient as two launches (the interpreter).
+    the loss and lse. STAGE as in ``softmax_fwd_split_kernel``: 0 meets through the atomic
+    counter ``arrivals_ptr[row]`` (zeroed by the caller; every program resident at once),
+    1 / 2 are the partials and the gradient as two launches (the interpreter).
     """
-    tl.static_assert(STAGE == 0 or LAG == 0, "LAG needs the one-launch STAGE 0")
     pid = tl.program_id(0)
     chunks = tl.cdiv(n_cols, BLOCK)
     chunk = pid % chunks
@@ -431,58 +424,27 @@ def cross_entropy_fwd_grad_split_kernel(
     offs = chunk_start + tl.arange(0, BLOCK)
     mask = offs < n_cols
     parts = tl.arange(0, CHUNKS_POW2)
-    rows_here = tl.cdiv(n_rows - slot, slots)
-    for i in range(0, rows_here + LAG):
-        if i < rows_here:
-            row = slot.to(tl.int64) + i * slots
-            row_ptr = logits_ptr + row * logits_row_stride
-            if LAG > 0:
-                x = tl.load(
-                    row_ptr + offs, mask=mask, other=float("-inf"), eviction_policy="evict_last"
+    for i in range(0, tl.cdiv(n_rows - slot, slots)):
+        row = slot.to(tl.int64) + i * slots
+        row_ptr = logits_ptr + row * logits_row_stride
+        x = tl.load(row_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
+        partial = partials_ptr + row * (4 * CHUNKS_POW2)
+        if STAGE != 2:
+            chunk_max = tl.maximum(tl.max(x, axis=0), _NEG_BIG)
+            tl.store(partial + chunk, chunk_max)
+            tl.store(partial + CHUNKS_POW2 + chunk, tl.sum(tl.exp(x - chunk_max), axis=0))
+            if HAS_SMOOTHING:
+                tl.store(partial + 2 * CHUNKS_POW2 + chunk, tl.sum(tl.where(mask, x, 0.0), axis=0))
+            if chunk == 0:
+                target, _, in_range = _row_target(
+                    target_ptr, row, n_cols, ignore_index, CHECK_TARGETS
                 )
-            else:
-                x = tl.load(row_ptr + offs, mask=mask, other=float("-inf"))
-            x = x.to(tl.float32)
-            partial = partials_ptr + row * (4 * CHUNKS_POW2)
-            if STAGE != 2:
-                chunk_max = tl.maximum(tl.max(x, axis=0), _NEG_BIG)
-                tl.store(partial + chunk, chunk_max)
-                tl.store(partial + CHUNKS_POW2 + chunk, tl.sum(tl.exp(x - chunk_max), axis=0))
-                if HAS_SMOOTHING:
-                    tl.store(
-                        partial + 2 * CHUNKS_POW2 + chunk, tl.sum(tl.where(mask, x, 0.0), axis=0)
-                    )
-                if chunk == 0:
-                    target, _, in_range = _row_target(
-                        target_ptr, row, n_cols, ignore_index, CHECK_TARGETS
-                    )
-                    tl.store(partial + 3 * CHUNKS_POW2, _target_logit(row_ptr, target, in_range))
-            if STAGE == 0:
-                arrived = arrive(arrivals_ptr, row)
-            if LAG == 0:
-                if STAGE == 0:
-                    wait_for_row(arrivals_ptr, row, chunks, arrived)
-                if STAGE != 1:
-                    _split_chunk_grad(
-                        x, offs, mask, chunk_start, chunk_end, row, partial, parts, chunks,
-                        target_ptr, loss_ptr, lse_ptr, grad_ptr, grad_loss_ptr, grad_loss_stride,
-                        grad_row_stride, n_cols, ignore_index, label_smoothing, z_loss,
-                        CHUNKS_POW2, HAS_SMOOTHING,
-                    )  # fmt: skip
-        if LAG > 0:  # noqa: SIM102 (a compile-time branch around a runtime one)
-            if i >= LAG:
-                row = slot.to(tl.int64) + (i - LAG) * slots
-                partial = partials_ptr + row * (4 * CHUNKS_POW2)
-                wait_for_row(arrivals_ptr, row, chunks, arrivals_of(arrivals_ptr, row))
-                x = tl.load(
-                    logits_ptr + row * logits_row_stride + offs,
-                    mask=mask,
-                    other=float("-inf"),
-                    eviction_policy="evict_first",
-                ).to(tl.float32)
-                _split_chunk_grad(
-                    x, offs, mask, chunk_start, chunk_end, row, partial, parts, chunks,
-                    target_ptr, loss_ptr, lse_ptr, grad_ptr, grad_loss_ptr, grad_loss_stride,
-                    grad_row_stride, n_cols, ignore_index, label_smoothing, z_loss,
-                    CHUNKS_POW2, HAS_SMOOTHING,
-                )  # fmt: skip
+                tl.store(partial + 3 * CHUNKS_POW2, _target_logit(row_ptr, target, in_range))
+        if STAGE == 0:
+            wait_for_row(arrivals_ptr, row, chunks, arrive(arrivals_ptr, row))
+        if STAGE != 1:
+            _split_chunk_grad(
+                x, offs, mask, chunk_start, chunk_end, row, partial, parts, chunks, target_ptr,
+                loss_ptr, lse_ptr, grad_ptr, grad_loss_ptr, grad_loss_stride, grad_row_stride,
+                n_cols, ignore_index, label_smoothing, z_loss, CHUNKS_POW2, HAS_SMOOTHING,
+            )  # fmt: skip

@@ -17,7 +17,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from warpforge.ops._kernels.split_rows import arrivals_of, arrive, wait_for_row
+from warpforge.ops._kernels.split_rows import arrive, combined_partials, wait_for_row
 
 # A finite "minus infinity" for chunk maxima: exp(x - max) of an all -inf chunk is then 0.
 _NEG_BIG = tl.constexpr(-1.0e30)
@@ -163,25 +163,6 @@ def softmax_bwd_chunked_kernel(
 
 
 @triton.jit
-def _combined_partials(partial, parts, chunks, CHUNKS_POW2: tl.constexpr):
-    """(row max, sum of exp(x - row max)) from the chunks' partials, read from L2 (.cg: never a
-    stale L1 line of another program's store)."""
-    maxes = tl.load(partial + parts, mask=parts < chunks, other=float("-inf"), cache_modifier=".cg")
-    sums = tl.load(
-        partial + CHUNKS_POW2 + parts, mask=parts < chunks, other=0.0, cache_modifier=".cg"
-    )
-    row_max = tl.max(maxes, axis=0)
-    return row_max, tl.sum(sums * tl.exp(maxes - row_max), axis=0)
-
-
-@triton.jit
-def _normalized(x, row_max, total, LOG: tl.constexpr):
-    if LOG:
-        return x - row_max - tl.log(total)
-    return tl.exp(x - row_max) / total
-
-
-@triton.jit
 def softmax_fwd_split_kernel(
     X,
     Y,
@@ -195,9 +176,9 @@ def softmax_fwd_split_kernel(
     BLOCK_N: tl.constexpr,
     CHUNKS_POW2: tl.constexpr,
     STAGE: tl.constexpr,
-    LAG: tl.constexpr,
 ):
-    """Long rows split over ``cdiv(N, BLOCK_N)`` programs, each reading one chunk of a row.
+    """Long rows split over ``cdiv(N, BLOCK_N)`` programs, each holding one chunk of a row in
+    registers from its read to its write: memory sees one read and one write.
 
     Program ``pid`` owns chunk ``pid % chunks`` of rows ``slot, slot + slots, ...`` (``slot =
     pid // chunks``). It stores its chunk's (max, sum of exp) in ``PARTIALS[row]``, then
@@ -205,14 +186,10 @@ def softmax_fwd_split_kernel(
 
     STAGE 0 (GPU): one launch; the programs of a row meet through ``ARRIVALS[row]`` (an atomic
     counter, zeroed by the caller) and wait until all have arrived, so the caller launches no
-    more programs than can be resident at once. LAG 0 keeps the chunk in registers across the
-    wait (one read, one write of memory); LAG 1 writes row ``i - 1``'s output while row ``i``'s
-    partials are in flight, re-reading that chunk from L2 (loaded ``evict_last``), so a
-    program rarely waits for the others.
+    more programs than can be resident at once.
     STAGE 1 / 2: the partials only / the output only (two launches, the output re-reading x):
     for the interpreter, where programs run one after the other and a wait could never end.
     """
-    tl.static_assert(STAGE == 0 or LAG == 0, "LAG needs the one-launch STAGE 0")
     pid = tl.program_id(0)
     chunks = tl.cdiv(N, BLOCK_N)
     chunk = pid % chunks
@@ -221,46 +198,21 @@ def softmax_fwd_split_kernel(
     cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = cols < N
     parts = tl.arange(0, CHUNKS_POW2)
-    rows_here = tl.cdiv(M - slot, slots)
-    for i in range(0, rows_here + LAG):
-        if i < rows_here:
-            row = slot.to(tl.int64) + i * slots
-            if LAG > 0:
-                x = tl.load(
-                    X + row * stride_x + cols,
-                    mask=mask,
-                    other=-float("inf"),
-                    eviction_policy="evict_last",
-                )
+    for i in range(0, tl.cdiv(M - slot, slots)):
+        row = slot.to(tl.int64) + i * slots
+        x = tl.load(X + row * stride_x + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        partial = PARTIALS + row * (2 * CHUNKS_POW2)
+        if STAGE != 2:
+            # clamped: a chunk of only -inf has a zero sum, never exp(-inf - -inf) = NaN
+            chunk_max = tl.maximum(tl.max(x, axis=0), _NEG_BIG)
+            tl.store(partial + chunk, chunk_max)
+            tl.store(partial + CHUNKS_POW2 + chunk, tl.sum(tl.exp(x - chunk_max), axis=0))
+        if STAGE == 0:
+            wait_for_row(ARRIVALS, row, chunks, arrive(ARRIVALS, row))
+        if STAGE != 1:
+            row_max, total = combined_partials(partial, parts, chunks, CHUNKS_POW2)
+            if LOG:
+                y = x - row_max - tl.log(total)
             else:
-                x = tl.load(X + row * stride_x + cols, mask=mask, other=-float("inf"))
-            x = x.to(tl.float32)
-            partial = PARTIALS + row * (2 * CHUNKS_POW2)
-            if STAGE != 2:
-                # clamped: a chunk of only -inf has a zero sum, never exp(-inf - -inf) = NaN
-                chunk_max = tl.maximum(tl.max(x, axis=0), _NEG_BIG)
-                tl.store(partial + chunk, chunk_max)
-                tl.store(partial + CHUNKS_POW2 + chunk, tl.sum(tl.exp(x - chunk_max), axis=0))
-            if STAGE == 0:
-                arrived = arrive(ARRIVALS, row)
-            if LAG == 0:
-                if STAGE == 0:
-                    wait_for_row(ARRIVALS, row, chunks, arrived)
-                if STAGE != 1:
-                    row_max, total = _combined_partials(partial, parts, chunks, CHUNKS_POW2)
-                    y = _normalized(x, row_max, total, LOG)
-                    tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
-        if LAG > 0:  # noqa: SIM102 (a compile-time branch around a runtime one)
-            if i >= LAG:
-                row = slot.to(tl.int64) + (i - LAG) * slots
-                partial = PARTIALS + row * (2 * CHUNKS_POW2)
-                wait_for_row(ARRIVALS, row, chunks, arrivals_of(ARRIVALS, row))
-                row_max, total = _combined_partials(partial, parts, chunks, CHUNKS_POW2)
-                x = tl.load(
-                    X + row * stride_x + cols,
-                    mask=mask,
-                    other=-float("inf"),
-                    eviction_policy="evict_first",
-                ).to(tl.float32)
-                y = _normalized(x, row_max, total, LOG)
-                tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+                y = tl.exp(x - row_max) / total
+            tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)

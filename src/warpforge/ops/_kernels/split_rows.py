@@ -32,6 +32,13 @@ def arrive(arrivals_ptr, row):
 
 
 @triton.jit
-def arrivals_of(arrivals_ptr, row):
-    """The count of programs that have arrived at ``row`` so far (acquire)."""
-    return tl.atomic_add(arrivals_ptr + row, 0)
+def combined_partials(partial, parts, chunks, CHUNKS_POW2: tl.constexpr):
+    """(row max, sum of exp(x - row max)) from the chunks' (max, sum of exp) partials at
+    ``partial`` and ``partial + CHUNKS_POW2``, read from L2 (.cg: never a stale L1 line of
+    another program's store)."""
+    maxes = tl.load(partial + parts, mask=parts < chunks, other=float("-inf"), cache_modifier=".cg")
+    sums = tl.load(
+        partial + CHUNKS_POW2 + parts, mask=parts < chunks, other=0.0, cache_modifier=".cg"
+    )
+    row_max = tl.max(maxes, axis=0)
+    return row_max, tl.sum(sums * tl.exp(maxes - row_max), axis=0)
