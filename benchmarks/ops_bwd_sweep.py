@@ -197,9 +197,10 @@ def _ce_fwd_bwd_case(shape, dtype, device, generator, knobs) -> Case:
         lp.CROSS_ENTROPY_FWD_BWD.bytes_moved(shape, dtype), check,
     )  # fmt: skip
     vocab = shape["V"]
-    if not ce.gradient_in_forward(shape["M"], vocab, logits.device):
+    size = logits.element_size()
+    if not ce.gradient_in_forward(shape["M"], vocab, size, logits.device):
         strategy = "streaming backward"
-    elif ce._fwd_grad_split_plan(shape["M"], vocab, logits.device) is not None:
+    elif ce._fwd_grad_split_plan(shape["M"], vocab, size, logits.device) is not None:
         strategy = "split rows"
     else:
         strategy = "whole rows"

@@ -263,6 +263,17 @@ def test_split_forward_with_grad_float16_and_masked_chunks():
     torch.testing.assert_close(grad.double(), expected, atol=1e-3, rtol=1e-3)
 
 
+def test_split_forward_with_grad_only_for_long_four_byte_rows():
+    cpu = torch.device("cpu")
+    plan = ce_module._fwd_grad_split_plan
+    assert plan(4, 40000, 4, cpu) is not None  # float32 past the whole-row block
+    assert plan(4, 40000, 2, cpu) is None  # 2-byte logits: the streaming backward
+    assert plan(4, 32768, 4, cpu) is None  # fits the whole-row kernel
+    assert ce_module.gradient_in_forward(4, 40000, 4, cpu)
+    assert not ce_module.gradient_in_forward(4, 40000, 2, cpu)
+    assert ce_module.gradient_in_forward(4, 32000, 2, cpu)
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_long_rows_take_the_split_forward_with_grad(reduction, monkeypatch):
     """Past the whole-row block the public op writes the gradient in the forward through the
@@ -270,7 +281,7 @@ def test_long_rows_take_the_split_forward_with_grad(reduction, monkeypatch):
     monkeypatch.setattr(ce_module, "FUSED_GRAD_MAX_COLS", 16)
     monkeypatch.setattr(
         ce_module, "_fwd_grad_split_plan",
-        lambda n_rows, n_cols, device: split_row_plan(n_rows, n_cols, device, block=16, num_warps=1),
+        lambda n_rows, n_cols, size, device: split_row_plan(n_rows, n_cols, device, block=16, num_warps=1),
     )  # fmt: skip
     split_calls = []
     split_losses = ce_module._split_row_losses

@@ -12,12 +12,13 @@ When the logits require grad, how the gradient is made depends on the row length
   are never overwritten and need not be kept alive); the backward multiplies that buffer by
   ``grad_output`` in place, skipping rows whose factor is exactly 1, so ``loss.backward()``
   costs one read and one write of the logits in all;
-* longer rows are split over several programs that each hold a chunk in registers and meet
-  through a small workspace (``warpforge.ops._split_rows``): again one read and one write;
-* rows too long even for that (more chunks than the GPU holds programs at once) would have to
-  be read twice (from DRAM: the rows in flight do not fit in L2), so the forward only reads
-  them and saves ``lse``, and the backward streams them once more (read logits, write
-  gradient) at copy speed, scaled by ``grad_output`` there.
+* longer float32 rows are split over several programs that each hold a chunk in registers and
+  meet through a small workspace (``warpforge.ops._split_rows``): again one read and one write;
+* 2-byte rows that long (where the split measured no faster, ``SPLIT_GRAD_MIN_ELEMENT_SIZE``)
+  and rows too long even for a split (more chunks than the GPU holds programs at once): one
+  program per row would read them twice (from DRAM: the rows in flight do not fit in L2), so
+  the forward only reads them and saves ``lse``, and the backward streams them once more (read
+  logits, write gradient) at copy speed, scaled by ``grad_output`` there.
 
 Without grad the forward only reads the logits.
 """
@@ -103,20 +104,30 @@ def _chunked_grad_programs(n_rows: int, n_cols: int, element_size: int, device) 
     return max(1, min(n_rows, caps.sm_count * max(1, min(4, per_sm))))
 
 
+SPLIT_GRAD_MIN_ELEMENT_SIZE = 4
+"""Narrowest logits dtype (bytes) whose long rows take the split forward with gradient. Measured
+on the H100 (harness, 128256 and 262144 classes): float32 87% of copy against 64% for the
+save-lse forward + streaming backward; bfloat16 60-62% against 61-62%, so 2-byte logits keep
+the streaming backward (each split program moves half the bytes per wait there)."""
+
+
 @functools.lru_cache(maxsize=1024)
-def _fwd_grad_split_plan(n_rows: int, n_cols: int, device: torch.device) -> SplitRowPlan | None:
-    """Rows wider than the whole-row kernel's block: split over programs, or None when a row
-    needs more programs than the GPU holds at once."""
-    if next_power_of_2(n_cols) <= WHOLE_ROW_MAX_BLOCK:
+def _fwd_grad_split_plan(
+    n_rows: int, n_cols: int, element_size: int, device: torch.device
+) -> SplitRowPlan | None:
+    """Rows wider than the whole-row kernel's block: split over programs, or None when the
+    dtype is too narrow to gain (``SPLIT_GRAD_MIN_ELEMENT_SIZE``) or a row needs more programs
+    than the GPU holds at once."""
+    if next_power_of_2(n_cols) <= WHOLE_ROW_MAX_BLOCK or element_size < SPLIT_GRAD_MIN_ELEMENT_SIZE:
         return None
     return split_row_plan(n_rows, n_cols, device)
 
 
-def gradient_in_forward(n_rows: int, n_cols: int, device: torch.device) -> bool:
+def gradient_in_forward(n_rows: int, n_cols: int, element_size: int, device: torch.device) -> bool:
     """True when a forward with grad should write the gradient itself (see the docstring)."""
     return (
         next_power_of_2(n_cols) <= FUSED_GRAD_MAX_COLS
-        or _fwd_grad_split_plan(n_rows, n_cols, device) is not None
+        or _fwd_grad_split_plan(n_rows, n_cols, element_size, device) is not None
     )
 
 
@@ -204,7 +215,7 @@ def row_losses(
         **_target_check_options(logits),
     }
     if grad_out is not None and split is None and launch is None:
-        split = _fwd_grad_split_plan(n_rows, n_cols, logits.device)
+        split = _fwd_grad_split_plan(n_rows, n_cols, logits.element_size(), logits.device)
     if grad_out is not None and split is not None:
         _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, split, options)
         return loss, lse
@@ -587,7 +598,7 @@ def cross_entropy(
     if (
         torch.is_grad_enabled()
         and logits.requires_grad
-        and gradient_in_forward(logits2d.shape[0], n_classes, logits.device)
+        and gradient_in_forward(logits2d.shape[0], n_classes, logits.element_size(), logits.device)
     ):
         loss, _ = _cross_entropy_fwd_grad(
             logits2d, target1d, ignore_index, label_smoothing, float(z_loss), reduction
