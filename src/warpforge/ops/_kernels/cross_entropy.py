@@ -9,7 +9,9 @@ the target logit is one extra scalar load.
 Forward with gradient (``*_fwd_grad_*``): the loss and lse as above, plus the gradient of the
 *reduced* loss written into a separate buffer, so training needs no second visit to the logits.
 ``cross_entropy_fwd_grad_row_kernel`` keeps a whole row in registers (V <= the widest block):
-one read and one write of memory. ``cross_entropy_fwd_grad_kernel`` (longer rows) re-reads the
+one read and one write of memory; ``cross_entropy_fwd_grad_split_kernel`` does the same for a
+longer row split over several programs that meet through a per-row atomic counter (see
+``warpforge.ops._split_rows``). ``cross_entropy_fwd_grad_kernel`` (longer rows) re-reads the
 row for the gradient pass, backwards, from L2 when the rows in flight fit there (the caller
 sizes its persistent grid for that). The backward then only multiplies by ``grad_output``;
 ``cross_entropy_scale_grad_kernel`` does that in place and skips every row whose factor is

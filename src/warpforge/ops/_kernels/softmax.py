@@ -4,7 +4,11 @@
 
 * ``*_rows_kernel``: a row fits one block; a [ROWS, BLOCK_N] tile stays in registers, so memory
   is read once and written once.
-* ``*_chunked_kernel``: long rows, on a persistent grid sized so the rows in flight fit in L2.
+* ``softmax_fwd_split_kernel``: the forward of long rows, each split over several programs
+  that keep their chunk in registers and meet through a per-row atomic counter (see
+  ``warpforge.ops._split_rows``): one read, one write.
+* ``*_chunked_kernel``: long rows, on a persistent grid sized so the rows in flight fit in L2
+  (the backward; the forward where a row needs more programs than the GPU holds at once).
   Forward makes one online pass (running max and rescaled sum), then writes the output walking
   the row backwards, so the chunks still in L2 are re-read first (first-pass loads are marked
   ``evict_last``, the final pass ``evict_first``).
