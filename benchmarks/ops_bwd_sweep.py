@@ -197,7 +197,13 @@ def _ce_fwd_bwd_case(shape, dtype, device, generator, knobs) -> Case:
         lp.CROSS_ENTROPY_FWD_BWD.bytes_moved(shape, dtype), check,
     )  # fmt: skip
     vocab = shape["V"]
-    strategy = "fused" if ce.gradient_in_forward(vocab) else "split"
+    size = logits.element_size()
+    if not ce.gradient_in_forward(shape["M"], vocab, size, logits.device):
+        strategy = "streaming backward"
+    elif ce._fwd_grad_split_plan(shape["M"], vocab, size, logits.device) is not None:
+        strategy = "split rows"
+    else:
+        strategy = "whole rows"
     case.contenders.append(
         Contender("default (public op)", lp._loss_and_grad(lp.cross_entropy_implementation),
                   {"strategy": strategy, "FUSED_GRAD_MAX_COLS": ce.FUSED_GRAD_MAX_COLS})

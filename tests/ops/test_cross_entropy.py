@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from warpforge.ops import cross_entropy
+from warpforge.ops._split_rows import split_row_plan
 from warpforge.runtime import ExecutionPath
 
 # `import warpforge.ops.cross_entropy as m` would bind the function of the same name.
@@ -214,6 +215,91 @@ def test_chunked_forward_with_grad_loops_rows_and_chunks_in_place(path):
         torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
 
 
+@pytest.mark.parametrize(("rows", "vocab"), [(9, 37), (4, 16), (7, 100)])
+def test_split_forward_with_grad_over_small_chunks(path, rows, vocab):
+    """Rows split over 16-column programs (ragged last chunk; targets at the first and last
+    column, at a chunk boundary, ignored), more rows than slots, smoothing and z-loss, into a
+    poisoned buffer and in place (chunk 0 reads the target logit before any gradient lands)."""
+    gen = torch.Generator().manual_seed(24)
+    logits = torch.randn(rows, vocab, generator=gen) * 3
+    target = random_target((rows,), vocab, gen)
+    target[0], target[1], target[2 % rows] = 0, vocab - 1, min(16, vocab - 1)
+    target[rows - 1] = IGNORE
+    grad_loss = torch.rand(rows, generator=gen) + 0.5
+    x64 = logits.double().requires_grad_()
+    expected_rows = reference_cross_entropy(
+        x64, target, reduction="none", label_smoothing=0.1, z_loss=0.01
+    )
+    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
+    plan = split_row_plan(rows, vocab, "cpu", block=16, num_warps=1)
+    for out in (torch.full_like(logits, float("nan")), logits.clone()):
+        source = out if not out.isnan().any() else logits
+        loss, lse = ce_module.row_losses(
+            source, target, IGNORE, 0.1, 0.01, grad_out=out, grad_loss=grad_loss, split=plan
+        )
+        torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=2e-5, rtol=2e-5)
+        torch.testing.assert_close(lse.double(), logits.double().logsumexp(-1), atol=1e-5, rtol=0)
+        torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
+
+
+def test_split_forward_with_grad_float16_and_masked_chunks():
+    gen = torch.Generator().manual_seed(25)
+    logits = torch.randn(5, 70, generator=gen) * 2
+    logits[1, 16:48] = float("-inf")  # whole chunks of -inf: zero sums, never NaN
+    target = torch.tensor([3, 60, IGNORE, 69, 16])
+    x = logits.half()
+    grad = torch.full_like(x, float("nan"))
+    scale = torch.full((1,), 0.25)
+    plan = split_row_plan(5, 70, "cpu", block=16, num_warps=1)
+    loss, _ = ce_module.row_losses(
+        x, target, IGNORE, 0.0, 0.0, grad_out=grad, grad_loss=scale, split=plan
+    )
+    x64 = x.double().requires_grad_()
+    expected_rows = reference_cross_entropy(x64, target, reduction="none")
+    (expected,) = torch.autograd.grad(
+        expected_rows, x64, torch.full((5,), 0.25, dtype=torch.float64)
+    )
+    torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(grad.double(), expected, atol=1e-3, rtol=1e-3)
+
+
+def test_split_forward_with_grad_only_for_long_four_byte_rows():
+    cpu = torch.device("cpu")
+    plan = ce_module._fwd_grad_split_plan
+    assert plan(4, 40000, 4, cpu) is not None  # float32 past the whole-row block
+    assert plan(4, 40000, 2, cpu) is None  # 2-byte logits: the streaming backward
+    assert plan(4, 32768, 4, cpu) is None  # fits the whole-row kernel
+    assert ce_module.gradient_in_forward(4, 40000, 4, cpu)
+    assert not ce_module.gradient_in_forward(4, 40000, 2, cpu)
+    assert ce_module.gradient_in_forward(4, 32000, 2, cpu)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_long_rows_take_the_split_forward_with_grad(reduction, monkeypatch):
+    """Past the whole-row block the public op writes the gradient in the forward through the
+    split kernel (made to apply to small rows here), not the streaming backward."""
+    monkeypatch.setattr(ce_module, "FUSED_GRAD_MAX_COLS", 16)
+    monkeypatch.setattr(
+        ce_module, "_fwd_grad_split_plan",
+        lambda n_rows, n_cols, size, device: split_row_plan(n_rows, n_cols, device, block=16, num_warps=1),
+    )  # fmt: skip
+    split_calls = []
+    split_losses = ce_module._split_row_losses
+    monkeypatch.setattr(
+        ce_module, "_split_row_losses", lambda *a: split_calls.append(1) or split_losses(*a)
+    )
+    monkeypatch.setattr(ce_module, "row_grads", lambda *a, **k: pytest.fail("streamed backward"))
+    gen = torch.Generator().manual_seed(26)
+    logits = torch.randn(3, 4, 41, generator=gen) * 3
+    target = random_target((3, 4), 41, gen)
+    target[0, 0] = 40
+    check_forward_backward(
+        logits, target, torch.float32, 2e-5,
+        reduction=reduction, label_smoothing=0.1, z_loss=1e-3,
+    )  # fmt: skip
+    assert split_calls == [1]
+
+
 def test_streaming_backward_covers_every_column_block(path):
     """The backward's (row, block) grid with several blocks per row and a ragged last block."""
     gen = torch.Generator().manual_seed(19)
@@ -265,6 +351,22 @@ def test_unit_grad_output_skips_scaling_and_keeps_user_logits(path):
     )
     torch.testing.assert_close(logits.grad.double(), expected, atol=2e-6, rtol=2e-5)
     assert torch.equal(logits.detach(), before)
+
+
+def test_backward_gets_no_zero_filled_gradient_for_the_gradient_output(path):
+    """The forward's gradient output receives no gradient; autograd must not materialize a
+    zero [rows, V] tensor for it (a full extra write of the logits' size in every backward)."""
+    gen = torch.Generator().manual_seed(28)
+    logits = (torch.randn(6, 50, generator=gen) * 2).requires_grad_()
+    target = random_target((6,), 50, gen)
+    loss = cross_entropy(logits, target)
+    with torch.profiler.profile(record_shapes=True) as prof:
+        (grad,) = torch.autograd.grad(loss, logits)
+    filled = [e.name for e in prof.events() if [6, 50] in e.input_shapes and "zero" in e.name]
+    assert filled == []
+    x64 = logits.detach().double().requires_grad_()
+    (expected,) = torch.autograd.grad(reference_cross_entropy(x64, target), x64)
+    torch.testing.assert_close(grad.double(), expected, atol=2e-6, rtol=2e-5)
 
 
 def test_second_backward_through_one_forward_raises(path):
@@ -443,6 +545,32 @@ def test_gpu_chunked_forward_with_grad_in_place(dtype):
         in_place, target, IGNORE, 0.1, 1e-4, grad_out=in_place, grad_loss=grad_loss
     )
     tol = 1e-5 if dtype == torch.float32 else 1.6e-2
+    torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=tol, rtol=tol)
+    torch.testing.assert_close(in_place.double(), expected, atol=tol * 1e-3, rtol=tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(("rows", "vocab"), [(700, 131072 + 5), (40, 262144), (500, 40000)])
+def test_gpu_split_forward_with_grad(dtype, rows, vocab):
+    """The split kernel's one-launch path (programs of a row meeting through the arrival
+    counter, rows in several waves), in place over the logits, smoothing and z-loss."""
+    gen = torch.Generator().manual_seed(27)
+    logits = (torch.randn(rows, vocab, generator=gen) * 3).to("cuda", dtype)
+    target = random_target((rows,), vocab, gen).cuda()
+    target[0], target[1], target[2] = 0, vocab - 1, 32768  # first, last, a chunk's first
+    grad_loss = (torch.rand(rows, generator=gen) + 0.5).cuda()
+    x64 = logits.double().requires_grad_()
+    expected_rows = reference_cross_entropy(
+        x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-4
+    )
+    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
+    plan = split_row_plan(rows, vocab, "cuda")
+    in_place = logits.clone()
+    loss, _ = ce_module.row_losses(
+        in_place, target, IGNORE, 0.1, 1e-4, grad_out=in_place, grad_loss=grad_loss, split=plan
+    )
+    tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
     torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=tol, rtol=tol)
     torch.testing.assert_close(in_place.double(), expected, atol=tol * 1e-3, rtol=tol)
 

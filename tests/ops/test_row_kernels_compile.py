@@ -1,7 +1,8 @@
-"""The norm, softmax and cross-entropy kernels compile for sm_90 with the launch shapes the ops
-pick for the benchmark shapes, the whole-row cross-entropy kernel without register spills. Runs
-without a GPU: Triton lowers to PTX and cubin for a named target, which catches what the
-interpreter cannot (type rules of compiled loops, constexpr branches)."""
+"""The norm, softmax and cross-entropy kernels (the split-row ones included) compile for sm_90
+with the launch shapes the ops pick for the benchmark shapes, the whole-row cross-entropy
+kernel without register spills. Runs without a GPU: Triton lowers to PTX and cubin for a named
+target, which catches what the interpreter cannot (type rules of compiled loops, constexpr
+branches)."""
 
 from __future__ import annotations
 
@@ -22,11 +23,13 @@ COMPILE_ALL = textwrap.dedent(
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     import warpforge.ops._rows as rows
+    import warpforge.ops._split_rows as split_rows
+    from warpforge.ops._split_rows import split_row_plan
     from warpforge.runtime import DeviceCapabilities
     from warpforge.ops._kernels import norm as nk, softmax as sk
     from warpforge.ops import norm, softmax_ops
 
-    rows.device_capabilities = lambda device: DeviceCapabilities(
+    rows.device_capabilities = split_rows.device_capabilities = lambda device: DeviceCapabilities(
         "H100", (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448
     )
     target = GPUTarget("cuda", 90, 32)
@@ -72,6 +75,9 @@ COMPILE_ALL = textwrap.dedent(
                     build(sk.softmax_bwd_rows_kernel, sm_types, dict(LOG=log, ROWS=b.rows_per_program, BLOCK_N=b.block_n), b.num_warps)
                 else:
                     build(sk.softmax_fwd_chunked_kernel, sm_types, dict(LOG=log, BLOCK_N=f.block_n), f.num_warps)
+                    split = split_row_plan(M, N, "cuda")
+                    split_types = dict(sm_types, PARTIALS="*fp32", ARRIVALS="*i32")
+                    build(sk.softmax_fwd_split_kernel, split_types, dict(LOG=log, BLOCK_N=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0), split.num_warps)
                     build(sk.softmax_bwd_chunked_kernel, sm_types, dict(LOG=log, BLOCK_N=b.block_n), b.num_warps)
         build(nk.partial_sum_kernel, {"DW_PARTIAL": "*fp32", "DW": p, "DB_PARTIAL": "*fp32", "DB": p, "num_partials": "i32", "N": "i32"}, dict(BLOCK_P=256, BLOCK_N=16), 4)
     import importlib, os, re, subprocess, tempfile
@@ -105,6 +111,9 @@ COMPILE_ALL = textwrap.dedent(
                 assert stack == 0, f"whole-row kernel spills {stack} bytes ({dt}, BLOCK={block})"
             else:
                 spilled_bytes(ck.cross_entropy_fwd_grad_kernel, types, dict(flags, BLOCK=block), warps)
+                split = split_row_plan(4096, vocab, "cuda")
+                split_types = dict(types, partials_ptr="*fp32", arrivals_ptr="*i32")
+                spilled_bytes(ck.cross_entropy_fwd_grad_split_kernel, split_types, dict(flags, BLOCK=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0), split.num_warps)
             block, warps = ce.launch_heuristic(vocab, tdt.itemsize)
             spilled_bytes(ck.cross_entropy_fwd_kernel, types, dict(flags, BLOCK=block), warps)
             block, warps = ce.bwd_launch_heuristic(vocab, tdt.itemsize)

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 import warpforge.ops
 import warpforge.ops._kernels.softmax
 from warpforge.ops import log_softmax, softmax, softmax_ops
+from warpforge.ops._rows import RowLaunchConfig
+from warpforge.ops._split_rows import split_row_plan
 
 FWD_TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 BWD_TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}
@@ -194,6 +196,22 @@ def test_torch_compile_and_cuda_graph_gpu():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(OPS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(("M", "N"), [(300, 262144), (5, 131072 + 7), (200, 40000)])
+def test_split_rows_gpu(name, dtype, M, N, poison_outputs):
+    """The split kernel's one-launch path: programs of a row meet through the arrival counter
+    (rows in several waves, a ragged last chunk, a chunk of only -inf, a dominant late logit)."""
+    x = randn(M, N, dtype=dtype, device="cuda")
+    x[0, N - 1] = 40.0
+    x[M - 1, 32768 : 2 * 32768] = float("-inf")
+    y = OPS[name][0](x)
+    tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+    expected = reference(name, x, -1)
+    torch.testing.assert_close(y.double(), expected, atol=tol * 1e-2, rtol=tol)
+
+
+@pytest.mark.gpu
 def test_more_than_2_to_31_elements_gpu():
     n = 262144
     m = 2**31 // n + 1
@@ -206,6 +224,56 @@ def test_more_than_2_to_31_elements_gpu():
 
 
 @pytest.mark.parametrize("name", sorted(OPS))
-def test_chunked_persistent_rows(name, device, poison_outputs):
-    """More rows than persistent programs: each program loops over several long rows."""
+def test_split_persistent_rows(name, device, poison_outputs):
+    """Past 16384 columns a row is split over programs (one chunk here), more rows than the
+    persistent grid holds at once: each program loops over several rows."""
     check(name, randn(6, 16385, device=device), -1, 1e-5, 1e-4)
+
+
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize(("M", "N"), [(7, 37), (1, 16), (4, 100), (5, 17)])
+def test_split_kernel_small_chunks(log, M, N, device, poison_outputs):
+    """Rows over several 16-column chunks (ragged last chunk, a chunk of only -inf, a dominant
+    logit in a late chunk), more rows than slots, every float dtype the interpreter runs."""
+    plan = split_row_plan(M, N, device, block=16, num_warps=1)
+    for dtype in (torch.float32, torch.float16):
+        x = randn(M, N, dtype=dtype, device=device)
+        x[0, N - 1] = 30.0
+        if N > 32:
+            x[M - 1, 16:32] = float("-inf")
+        y = softmax_ops.softmax_forward(x, log, split=plan)
+        expected = reference("log_softmax" if log else "softmax", x, -1)
+        torch.testing.assert_close(y.double(), expected, atol=FWD_TOL[dtype], rtol=FWD_TOL[dtype])
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_chunked_kernel_still_serves_explicit_launches(log, device, poison_outputs):
+    """The one-program-per-row chunked kernel (rows needing more programs than the GPU holds,
+    and the tuner's trials): chunks of 16, more rows than programs."""
+    launch = RowLaunchConfig(16, 1, False, 1, 3)
+    x = randn(7, 53, device=device)
+    y = softmax_ops.softmax_forward(x, log, launch=launch)
+    expected = reference("log_softmax" if log else "softmax", x, -1)
+    torch.testing.assert_close(y.double(), expected, atol=1e-5, rtol=1e-5)
+
+
+class _LaunchSpy:
+    """Stands in for a Triton kernel: records each launch grid, then launches the real one."""
+
+    def __init__(self, kernel):
+        self.kernel, self.grids = kernel, []
+
+    def __getitem__(self, grid):
+        self.grids.append(grid)
+        return self.kernel[grid]
+
+
+def test_rows_too_long_for_a_split_fall_back_to_the_chunked_kernel(monkeypatch, device):
+    kernels = warpforge.ops._kernels.softmax
+    monkeypatch.setattr(softmax_ops, "_fwd_split_plan", lambda M, N, device: None)
+    spy = _LaunchSpy(kernels.softmax_fwd_chunked_kernel)
+    monkeypatch.setattr(kernels, "softmax_fwd_chunked_kernel", spy)
+    x = randn(2, 16400, device=device)
+    expected = reference("softmax", x, -1)
+    torch.testing.assert_close(softmax(x).double(), expected, atol=1e-6, rtol=1e-5)
+    assert len(spy.grids) == 1

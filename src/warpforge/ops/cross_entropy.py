@@ -12,9 +12,13 @@ When the logits require grad, how the gradient is made depends on the row length
   are never overwritten and need not be kept alive); the backward multiplies that buffer by
   ``grad_output`` in place, skipping rows whose factor is exactly 1, so ``loss.backward()``
   costs one read and one write of the logits in all;
-* longer rows would have to be read twice by such a kernel (from DRAM: the rows in flight do
-  not fit in L2), so the forward only reads them and saves ``lse``, and the backward streams
-  them once more (read logits, write gradient) at copy speed, scaled by ``grad_output`` there.
+* longer float32 rows are split over several programs that each hold a chunk in registers and
+  meet through a small workspace (``warpforge.ops._split_rows``): again one read and one write;
+* 2-byte rows that long (where the split measured no faster, ``SPLIT_GRAD_MIN_ELEMENT_SIZE``)
+  and rows too long even for a split (more chunks than the GPU holds programs at once): one
+  program per row would read them twice (from DRAM: the rows in flight do not fit in L2), so
+  the forward only reads them and saves ``lse``, and the backward streams them once more (read
+  logits, write gradient) at copy speed, scaled by ``grad_output`` there.
 
 Without grad the forward only reads the logits.
 """
@@ -28,6 +32,7 @@ import torch
 
 from warpforge.dispatch import dispatched_op
 from warpforge.ops._rows import cdiv, kernel_device, next_power_of_2
+from warpforge.ops._split_rows import SplitRowPlan, split_row_plan
 from warpforge.runtime import (
     ExecutionPath,
     checks_enabled,
@@ -99,9 +104,31 @@ def _chunked_grad_programs(n_rows: int, n_cols: int, element_size: int, device) 
     return max(1, min(n_rows, caps.sm_count * max(1, min(4, per_sm))))
 
 
-def gradient_in_forward(n_cols: int) -> bool:
+SPLIT_GRAD_MIN_ELEMENT_SIZE = 4
+"""Narrowest logits dtype (bytes) whose long rows take the split forward with gradient. Measured
+on the H100 (harness, 128256 and 262144 classes): float32 87% of copy against 64% for the
+save-lse forward + streaming backward; bfloat16 60-62% against 61-62%, so 2-byte logits keep
+the streaming backward (each split program moves half the bytes per wait there)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _fwd_grad_split_plan(
+    n_rows: int, n_cols: int, element_size: int, device: torch.device
+) -> SplitRowPlan | None:
+    """Rows wider than the whole-row kernel's block: split over programs, or None when the
+    dtype is too narrow to gain (``SPLIT_GRAD_MIN_ELEMENT_SIZE``) or a row needs more programs
+    than the GPU holds at once."""
+    if next_power_of_2(n_cols) <= WHOLE_ROW_MAX_BLOCK or element_size < SPLIT_GRAD_MIN_ELEMENT_SIZE:
+        return None
+    return split_row_plan(n_rows, n_cols, device)
+
+
+def gradient_in_forward(n_rows: int, n_cols: int, element_size: int, device: torch.device) -> bool:
     """True when a forward with grad should write the gradient itself (see the docstring)."""
-    return next_power_of_2(n_cols) <= FUSED_GRAD_MAX_COLS
+    return (
+        next_power_of_2(n_cols) <= FUSED_GRAD_MAX_COLS
+        or _fwd_grad_split_plan(n_rows, n_cols, element_size, device) is not None
+    )
 
 
 @functools.lru_cache(maxsize=1024)
@@ -147,13 +174,16 @@ def row_losses(
     grad_out: torch.Tensor | None = None,
     grad_loss: torch.Tensor | None = None,
     launch: tuple[int, int] | None = None,
+    split: SplitRowPlan | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-row loss and logsumexp (float32) of 2-D ``logits`` whose last stride is 1.
 
     With ``grad_out`` (a [rows, V] buffer, which may be ``logits`` itself) the same launch also
     writes ``grad_loss[row] * d(loss_row)/d(logits)`` there; ``grad_loss`` is float32 with one
     value per row or a single broadcast value. ``launch`` = (BLOCK, num_warps) overrides the
-    launch config (the tuner's trials).
+    launch config (the tuner's trials; with ``grad_out``, a BLOCK narrower than the row picks
+    the one-program-per-row chunked kernel); ``split`` forces the split-row kernel with that
+    plan (tests, benchmarks).
     """
     n_rows, n_cols = logits.shape
     loss = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
@@ -184,6 +214,11 @@ def row_losses(
         "num_warps": num_warps,
         **_target_check_options(logits),
     }
+    if grad_out is not None and split is None and launch is None:
+        split = _fwd_grad_split_plan(n_rows, n_cols, logits.element_size(), logits.device)
+    if grad_out is not None and split is not None:
+        _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, split, options)
+        return loss, lse
     with kernel_device(logits):
         if grad_out is None:
             kernels.cross_entropy_fwd_kernel[(n_rows,)](
@@ -201,6 +236,23 @@ def row_losses(
                 logits.stride(0), grad_out.stride(0), n_rows, *common, **options,
             )  # fmt: skip
     return loss, lse
+
+
+def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, plan, options):
+    """The forward with gradient of rows split over ``plan.chunks`` programs each."""
+    from warpforge.ops._kernels.cross_entropy import cross_entropy_fwd_grad_split_kernel
+
+    n_rows = logits.shape[0]
+    options = dict(options, BLOCK=plan.block, num_warps=plan.num_warps)
+    partials = plan.workspace(n_rows, 4, logits.device)
+    arrivals = plan.arrivals(n_rows, logits.device)
+    with kernel_device(logits):
+        for stage in plan.stages():
+            cross_entropy_fwd_grad_split_kernel[(plan.programs,)](
+                logits, target, loss, lse, grad_out, grad_loss, partials, arrivals,
+                _row_stride(grad_loss), logits.stride(0), grad_out.stride(0), n_rows, *common,
+                CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, **options,
+            )  # fmt: skip
 
 
 def scale_row_grads(grad: torch.Tensor, grad_loss: torch.Tensor) -> None:
@@ -418,10 +470,15 @@ def _(grad, grad_loss):
 def _setup_fwd_grad_context(ctx, inputs, output):
     ctx.mark_non_differentiable(output[1])
     ctx.save_for_backward(output[1])
+    # The gradient output never receives a gradient; without this autograd would hand the
+    # backward a zero-filled [rows, V] tensor for it (a full extra write of the logits' size).
+    ctx.set_materialize_grads(False)
     ctx.grad_used = False
 
 
 def _fwd_grad_backward(ctx, grad_loss, _grad_of_grad):
+    if grad_loss is None:  # nothing flowed into the loss (grads are not materialized)
+        return None, None, None, None, None, None
     if ctx.grad_used:
         raise RuntimeError(
             "warpforge.ops.cross_entropy: backward ran twice through one forward (retain_graph); "
@@ -538,7 +595,11 @@ def cross_entropy(
     target1d = target.reshape(-1)
     if not target1d.is_contiguous():
         target1d = target1d.contiguous()
-    if torch.is_grad_enabled() and logits.requires_grad and gradient_in_forward(n_classes):
+    if (
+        torch.is_grad_enabled()
+        and logits.requires_grad
+        and gradient_in_forward(logits2d.shape[0], n_classes, logits.element_size(), logits.device)
+    ):
         loss, _ = _cross_entropy_fwd_grad(
             logits2d, target1d, ignore_index, label_smoothing, float(z_loss), reduction
         )

@@ -16,12 +16,14 @@ import torch
 
 from warpforge.dispatch import dispatched_op
 from warpforge.ops._rows import (
+    MAX_SINGLE_PASS_N,
     RowLaunchConfig,
     as_rows,
     kernel_device,
     launch_rows,
     row_launch_config,
 )
+from warpforge.ops._split_rows import SplitRowPlan, split_row_plan
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_tensor, normalize_dim
 
@@ -49,6 +51,15 @@ def _fwd_launch_config(
 
 
 @functools.lru_cache(maxsize=1024)
+def _fwd_split_plan(M: int, N: int, device: torch.device | str) -> SplitRowPlan | None:
+    """Rows wider than one program's registers: split over programs (one read, one write; see
+    warpforge.ops._split_rows), or None when a row needs more programs than the GPU holds."""
+    if N <= MAX_SINGLE_PASS_N:
+        return None
+    return split_row_plan(M, N, device)
+
+
+@functools.lru_cache(maxsize=1024)
 def _bwd_launch_config(
     M: int, N: int, dtype: torch.dtype, device: torch.device | str
 ) -> RowLaunchConfig:
@@ -57,10 +68,13 @@ def _bwd_launch_config(
 
 
 def softmax_forward(
-    x: torch.Tensor, log: bool, launch: RowLaunchConfig | None = None
+    x: torch.Tensor,
+    log: bool,
+    launch: RowLaunchConfig | None = None,
+    split: SplitRowPlan | None = None,
 ) -> torch.Tensor:
-    """(log-)softmax of the rows of a (M, N) tensor; ``launch`` overrides the launch config
-    (the tuner's trials)."""
+    """(log-)softmax of the rows of a (M, N) tensor; ``launch`` (the tuner's trials) or
+    ``split`` (tests, benchmarks of the split kernel) overrides the launch."""
     M, N = x.shape
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     if M == 0 or N == 0:
@@ -73,6 +87,11 @@ def softmax_forward(
 
     x = as_rows(x)
     config = launch or _fwd_launch_config(M, N, x.dtype, x.device)
+    if split is None and launch is None and not config.single_pass:
+        split = _fwd_split_plan(M, N, x.device)
+    if split is not None:
+        _split_softmax_forward(x, y, log, split)
+        return y
     args = (x, y, x.stride(0), y.stride(0), M, N)
     with kernel_device(x):
         launch_rows(
@@ -83,6 +102,21 @@ def softmax_forward(
             LOG=log,
         )
     return y
+
+
+def _split_softmax_forward(x: torch.Tensor, y: torch.Tensor, log: bool, plan: SplitRowPlan) -> None:
+    from warpforge.ops._kernels.softmax import softmax_fwd_split_kernel
+
+    M, N = x.shape
+    partials = plan.workspace(M, 2, x.device)
+    arrivals = plan.arrivals(M, x.device)
+    with kernel_device(x):
+        for stage in plan.stages():
+            softmax_fwd_split_kernel[(plan.programs,)](
+                x, y, partials, arrivals, x.stride(0), y.stride(0), M, N,
+                LOG=log, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=stage,
+                num_warps=plan.num_warps,
+            )  # fmt: skip
 
 
 @dispatched_op("warpforge::softmax_fwd", mutates_args=())

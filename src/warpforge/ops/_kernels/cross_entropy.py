@@ -9,7 +9,9 @@ the target logit is one extra scalar load.
 Forward with gradient (``*_fwd_grad_*``): the loss and lse as above, plus the gradient of the
 *reduced* loss written into a separate buffer, so training needs no second visit to the logits.
 ``cross_entropy_fwd_grad_row_kernel`` keeps a whole row in registers (V <= the widest block):
-one read and one write of memory. ``cross_entropy_fwd_grad_kernel`` (longer rows) re-reads the
+one read and one write of memory; ``cross_entropy_fwd_grad_split_kernel`` does the same for a
+longer row split over several programs that meet through a per-row atomic counter (see
+``warpforge.ops._split_rows``). ``cross_entropy_fwd_grad_kernel`` (longer rows) re-reads the
 row for the gradient pass, backwards, from L2 when the rows in flight fit there (the caller
 sizes its persistent grid for that). The backward then only multiplies by ``grad_output``;
 ``cross_entropy_scale_grad_kernel`` does that in place and skips every row whose factor is
@@ -34,6 +36,8 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+from warpforge.ops._kernels.split_rows import arrive, combined_partials, wait_for_row
 
 # Lanes start from a finite "minus infinity" so that exp(m_old - m_new) never sees inf - inf.
 _NEG_BIG = tl.constexpr(-1.0e30)
@@ -332,3 +336,117 @@ def cross_entropy_scale_grad_kernel(
             mask = offs < n_cols
             g = tl.load(row_ptr + offs, mask=mask, other=0.0).to(tl.float32)
             tl.store(row_ptr + offs, (g * factor).to(grad_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _split_chunk_grad(
+    x, offs, mask, chunk_start, chunk_end, row, partial, parts, chunks, target_ptr, loss_ptr,
+    lse_ptr, grad_ptr, grad_loss_ptr, grad_loss_stride, grad_row_stride, n_cols, ignore_index,
+    label_smoothing, z_loss, CHUNKS_POW2: tl.constexpr, HAS_SMOOTHING: tl.constexpr,
+):  # fmt: skip
+    """One chunk's gradient from the row's combined partials; the chunk-0 program also stores
+    the row's loss and lse."""
+    row_max, total = combined_partials(partial, parts, chunks, CHUNKS_POW2)
+    lse = row_max + tl.log(total)
+    target_logit = tl.load(partial + 3 * CHUNKS_POW2, cache_modifier=".cg")
+    if HAS_SMOOTHING:
+        totals = tl.load(
+            partial + 2 * CHUNKS_POW2 + parts, mask=parts < chunks, other=0.0, cache_modifier=".cg"
+        )
+        row_total = tl.sum(totals, axis=0)
+    else:
+        row_total = 0.0
+    target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, False)
+    if chunk_start == 0:
+        loss = _row_loss(
+            lse, row_total, target_logit, ignored, in_range, n_cols, label_smoothing, z_loss
+        )
+        tl.store(loss_ptr + row, loss)
+        tl.store(lse_ptr + row, lse)
+    grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
+    scale = _grad_scale(grad_loss, ignored, in_range)
+    # as the whole-row kernel: the chunk without its one-hot term, then the target alone
+    prob_scale = scale * (1.0 + 2.0 * z_loss * lse)
+    uniform = scale * (label_smoothing / n_cols)
+    out_row = grad_ptr + row * grad_row_stride
+    grad = tl.exp(x - lse) * prob_scale - uniform
+    tl.store(out_row + offs, grad.to(grad_ptr.dtype.element_ty), mask=mask)
+    owns_target = in_range & (target >= chunk_start) & (target < chunk_end)
+    tl.debug_barrier()  # the chunk's store lands before the target element is rewritten
+    hit = tl.exp(target_logit - lse) * prob_scale - uniform - scale * (1.0 - label_smoothing)
+    tl.store(
+        out_row + tl.where(owns_target, target, 0),
+        hit.to(grad_ptr.dtype.element_ty),
+        mask=owns_target,
+    )
+
+
+@triton.jit
+def cross_entropy_fwd_grad_split_kernel(
+    logits_ptr,
+    target_ptr,
+    loss_ptr,
+    lse_ptr,
+    grad_ptr,
+    grad_loss_ptr,
+    partials_ptr,
+    arrivals_ptr,
+    grad_loss_stride,
+    logits_row_stride,
+    grad_row_stride,
+    n_rows,
+    n_cols,
+    ignore_index,
+    label_smoothing,
+    z_loss,
+    BLOCK: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    STAGE: tl.constexpr,
+    HAS_SMOOTHING: tl.constexpr,
+    CHECK_TARGETS: tl.constexpr,
+):
+    """``cross_entropy_fwd_grad_kernel`` for rows split over ``cdiv(n_cols, BLOCK)`` programs,
+    each holding its chunk in registers: one read of the logits, one write of the gradient.
+
+    Program ``pid`` owns chunk ``pid % chunks`` of rows ``slot, slot + slots, ...``. It stores
+    its chunk's (max, sum of exp, sum) in ``partials_ptr[row]`` (chunk 0 also the target
+    logit, read before any gradient of the row is written, so grad_ptr may alias the logits),
+    combines the row's partials into lse and writes its chunk of the gradient; chunk 0 stores
+    the loss and lse. STAGE as in ``softmax_fwd_split_kernel``: 0 meets through the atomic
+    counter ``arrivals_ptr[row]`` (zeroed by the caller; every program resident at once),
+    1 / 2 are the partials and the gradient as two launches (the interpreter).
+    """
+    pid = tl.program_id(0)
+    chunks = tl.cdiv(n_cols, BLOCK)
+    chunk = pid % chunks
+    slot = pid // chunks
+    slots = tl.num_programs(0) // chunks
+    chunk_start = chunk * BLOCK
+    chunk_end = tl.minimum(chunk_start + BLOCK, n_cols)
+    offs = chunk_start + tl.arange(0, BLOCK)
+    mask = offs < n_cols
+    parts = tl.arange(0, CHUNKS_POW2)
+    for i in range(0, tl.cdiv(n_rows - slot, slots)):
+        row = slot.to(tl.int64) + i * slots
+        row_ptr = logits_ptr + row * logits_row_stride
+        x = tl.load(row_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
+        partial = partials_ptr + row * (4 * CHUNKS_POW2)
+        if STAGE != 2:
+            chunk_max = tl.maximum(tl.max(x, axis=0), _NEG_BIG)
+            tl.store(partial + chunk, chunk_max)
+            tl.store(partial + CHUNKS_POW2 + chunk, tl.sum(tl.exp(x - chunk_max), axis=0))
+            if HAS_SMOOTHING:
+                tl.store(partial + 2 * CHUNKS_POW2 + chunk, tl.sum(tl.where(mask, x, 0.0), axis=0))
+            if chunk == 0:
+                target, _, in_range = _row_target(
+                    target_ptr, row, n_cols, ignore_index, CHECK_TARGETS
+                )
+                tl.store(partial + 3 * CHUNKS_POW2, _target_logit(row_ptr, target, in_range))
+        if STAGE == 0:
+            wait_for_row(arrivals_ptr, row, chunks, arrive(arrivals_ptr, row))
+        if STAGE != 1:
+            _split_chunk_grad(
+                x, offs, mask, chunk_start, chunk_end, row, partial, parts, chunks, target_ptr,
+                loss_ptr, lse_ptr, grad_ptr, grad_loss_ptr, grad_loss_stride, grad_row_stride,
+                n_cols, ignore_index, label_smoothing, z_loss, CHUNKS_POW2, HAS_SMOOTHING,
+            )  # fmt: skip

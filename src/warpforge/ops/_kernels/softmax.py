@@ -4,7 +4,11 @@
 
 * ``*_rows_kernel``: a row fits one block; a [ROWS, BLOCK_N] tile stays in registers, so memory
   is read once and written once.
-* ``*_chunked_kernel``: long rows, on a persistent grid sized so the rows in flight fit in L2.
+* ``softmax_fwd_split_kernel``: the forward of long rows, each split over several programs
+  that keep their chunk in registers and meet through a per-row atomic counter (see
+  ``warpforge.ops._split_rows``): one read, one write.
+* ``*_chunked_kernel``: long rows, on a persistent grid sized so the rows in flight fit in L2
+  (the backward; the forward where a row needs more programs than the GPU holds at once).
   Forward makes one online pass (running max and rescaled sum), then writes the output walking
   the row backwards, so the chunks still in L2 are re-read first (first-pass loads are marked
   ``evict_last``, the final pass ``evict_first``).
@@ -16,6 +20,11 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+from warpforge.ops._kernels.split_rows import arrive, combined_partials, wait_for_row
+
+# A finite "minus infinity" for chunk maxima: exp(x - max) of an all -inf chunk is then 0.
+_NEG_BIG = tl.constexpr(-1.0e30)
 
 
 @triton.jit
@@ -155,3 +164,59 @@ def softmax_bwd_chunked_kernel(
             else:
                 dx = y * (dy - total)
             tl.store(DX + row * stride_dx + c, dx.to(DX.dtype.element_ty), mask=m)
+
+
+@triton.jit
+def softmax_fwd_split_kernel(
+    X,
+    Y,
+    PARTIALS,
+    ARRIVALS,
+    stride_x,
+    stride_y,
+    M,
+    N,
+    LOG: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    STAGE: tl.constexpr,
+):
+    """Long rows split over ``cdiv(N, BLOCK_N)`` programs, each holding one chunk of a row in
+    registers from its read to its write: memory sees one read and one write.
+
+    Program ``pid`` owns chunk ``pid % chunks`` of rows ``slot, slot + slots, ...`` (``slot =
+    pid // chunks``). It stores its chunk's (max, sum of exp) in ``PARTIALS[row]``, then
+    combines all the row's partials and writes its chunk of the output.
+
+    STAGE 0 (GPU): one launch; the programs of a row meet through ``ARRIVALS[row]`` (an atomic
+    counter, zeroed by the caller) and wait until all have arrived, so the caller launches no
+    more programs than can be resident at once.
+    STAGE 1 / 2: the partials only / the output only (two launches, the output re-reading x):
+    for the interpreter, where programs run one after the other and a wait could never end.
+    """
+    pid = tl.program_id(0)
+    chunks = tl.cdiv(N, BLOCK_N)
+    chunk = pid % chunks
+    slot = pid // chunks
+    slots = tl.num_programs(0) // chunks
+    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = cols < N
+    parts = tl.arange(0, CHUNKS_POW2)
+    for i in range(0, tl.cdiv(M - slot, slots)):
+        row = slot.to(tl.int64) + i * slots
+        x = tl.load(X + row * stride_x + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        partial = PARTIALS + row * (2 * CHUNKS_POW2)
+        if STAGE != 2:
+            # clamped: a chunk of only -inf has a zero sum, never exp(-inf - -inf) = NaN
+            chunk_max = tl.maximum(tl.max(x, axis=0), _NEG_BIG)
+            tl.store(partial + chunk, chunk_max)
+            tl.store(partial + CHUNKS_POW2 + chunk, tl.sum(tl.exp(x - chunk_max), axis=0))
+        if STAGE == 0:
+            wait_for_row(ARRIVALS, row, chunks, arrive(ARRIVALS, row))
+        if STAGE != 1:
+            row_max, total = combined_partials(partial, parts, chunks, CHUNKS_POW2)
+            if LOG:
+                y = x - row_max - tl.log(total)
+            else:
+                y = tl.exp(x - row_max) / total
+            tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)

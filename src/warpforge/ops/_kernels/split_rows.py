@@ -1,0 +1,44 @@
+"""Meeting points of the split-row kernels (``softmax_fwd_split_kernel``,
+``cross_entropy_fwd_grad_split_kernel``): the programs that share a row publish partial
+statistics in a global workspace and count their arrivals in an int32 counter per row.
+
+The pattern is a grid barrier restricted to one row: every thread's stores, a CTA barrier, one
+atomic add (acq_rel at GPU scope, so the stores are released with it); the waiter polls with
+atomics (acquire) and a CTA barrier lets every thread read what was published. It terminates
+only when all programs of the row are resident at once (see warpforge.ops._split_rows).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def wait_for_row(arrivals_ptr, row, chunks, arrived):
+    """Spin until all ``chunks`` programs of ``row`` have bumped its arrival counter, last seen
+    at ``arrived`` (acquire; the barrier then lets every thread read what they published)."""
+    while arrived < chunks:
+        arrived = tl.atomic_add(arrivals_ptr + row, 0)
+    tl.debug_barrier()
+
+
+@triton.jit
+def arrive(arrivals_ptr, row):
+    """Publish this program's partials of ``row`` (every thread's stores precede the release);
+    returns the count of arrived programs, this one included."""
+    tl.debug_barrier()
+    return tl.atomic_add(arrivals_ptr + row, 1) + 1
+
+
+@triton.jit
+def combined_partials(partial, parts, chunks, CHUNKS_POW2: tl.constexpr):
+    """(row max, sum of exp(x - row max)) from the chunks' (max, sum of exp) partials at
+    ``partial`` and ``partial + CHUNKS_POW2``, read from L2 (.cg: never a stale L1 line of
+    another program's store)."""
+    maxes = tl.load(partial + parts, mask=parts < chunks, other=float("-inf"), cache_modifier=".cg")
+    sums = tl.load(
+        partial + CHUNKS_POW2 + parts, mask=parts < chunks, other=0.0, cache_modifier=".cg"
+    )
+    row_max = tl.max(maxes, axis=0)
+    return row_max, tl.sum(sums * tl.exp(maxes - row_max), axis=0)

@@ -1,0 +1,95 @@
+"""Launch plans for rows too long for one program: each row split over several programs.
+
+A row of N elements is cut into ``chunks = cdiv(N, block)`` pieces, one program each, and every
+program keeps its piece in registers from the read of the input to the write of the output, so
+memory sees one read and one write (a single program per row would have to read a long row
+twice, and at 262144 columns the rows in flight of a full grid do not fit in L2 for the second
+read). The programs of a row exchange partial statistics through a small global workspace.
+
+On the GPU they meet in one launch: each one bumps an atomic arrival counter of its row and
+spins until the counter reaches ``chunks``. That only terminates when all programs of the row
+are resident together, so the grid is persistent and never larger than what the SMs hold at
+once: ``sm_count * programs_per_sm`` programs (whole groups of ``chunks``), looping over rows.
+``programs_per_sm`` is 1 unless the caller knows better: any kernel that launches at all fits
+one program on every SM. Under the interpreter programs run one after another and a wait could
+never end, so the same kernel runs as two launches (partials, then output from a second read).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from warpforge.ops._rows import cdiv, next_power_of_2
+from warpforge.runtime import device_capabilities
+
+SPLIT_BLOCK = 32768
+"""Columns a program holds: 32 a thread at 32 warps (58-64 registers on sm_90)."""
+
+SPLIT_WARPS = 32
+
+_INTERPRETER_SLOTS = 3
+"""Rows in flight under the interpreter: fewer than most test shapes, so slots loop over rows."""
+
+
+@dataclass(frozen=True)
+class SplitRowPlan:
+    """How a split-row kernel is launched for one (M, N)."""
+
+    block: int
+    """Columns per program (a power of 2)."""
+    chunks: int
+    """Programs per row: ``cdiv(N, block)``."""
+    chunks_pow2: int
+    """``chunks`` rounded up to a power of 2: the row stride of the partials workspace."""
+    num_warps: int
+    programs: int
+    """Grid size: whole rows of ``chunks`` programs, persistent over the rows."""
+    synchronized: bool
+    """One launch whose programs wait for each other (GPU); else two launches (STAGE 1, 2)."""
+
+    def workspace(self, rows: int, values: int, device: torch.device) -> torch.Tensor:
+        """fp32 partials: ``values`` statistics of each chunk of each row."""
+        return torch.empty(rows * values * self.chunks_pow2, dtype=torch.float32, device=device)
+
+    def arrivals(self, rows: int, device: torch.device) -> torch.Tensor:
+        """The zeroed per-row arrival counters of a synchronized launch (one int32 each)."""
+        return torch.zeros(rows if self.synchronized else 1, dtype=torch.int32, device=device)
+
+    def stages(self) -> tuple[int, ...]:
+        """The kernel's STAGE of each launch."""
+        return (0,) if self.synchronized else (1, 2)
+
+
+def split_row_plan(
+    M: int,
+    N: int,
+    device: torch.device | str,
+    *,
+    block: int = SPLIT_BLOCK,
+    num_warps: int = SPLIT_WARPS,
+    programs_per_sm: int = 1,
+) -> SplitRowPlan | None:
+    """The split launch of (M, N) rows, or None when a row needs more programs than the GPU
+    holds at once (the caller then uses its one-program-per-row chunked kernel)."""
+    if block < 16 or block & (block - 1):
+        raise ValueError(f"block: expected a power of 2 >= 16, got {block!r}")
+    chunks = cdiv(N, block)
+    sm_count = device_capabilities(device).sm_count
+    if sm_count is None:
+        slots = min(M, _INTERPRETER_SLOTS)
+        synchronized = False
+    else:
+        slots = min(M, sm_count * max(1, programs_per_sm) // chunks)
+        synchronized = True
+    if slots < 1:
+        return None
+    return SplitRowPlan(
+        block=block,
+        chunks=chunks,
+        chunks_pow2=next_power_of_2(chunks),
+        num_warps=num_warps,
+        programs=slots * chunks,
+        synchronized=synchronized,
+    )
