@@ -141,6 +141,28 @@ def _grad_scale(grad_loss, ignored, in_range):
 
 
 @triton.jit
+def _store_held_grad(
+    x, offs, mask, lse, target, target_logit, owns_target, scale, out_row, n_cols,
+    label_smoothing, z_loss,
+):  # fmt: skip
+    """Write the gradient of the row elements held in ``x`` (columns ``offs``) to ``out_row``:
+    all of them without the one-hot term first, then the target element alone where
+    ``owns_target``. Comparing every column with the target would cost a register per element
+    (ptxas spills at BLOCK=32768)."""
+    prob_scale = scale * (1.0 + 2.0 * z_loss * lse)
+    uniform = scale * (label_smoothing / n_cols)
+    grad = tl.exp(x - lse) * prob_scale - uniform
+    tl.store(out_row + offs, grad.to(out_row.dtype.element_ty), mask=mask)
+    tl.debug_barrier()  # every thread's store lands before the target element is rewritten
+    hit = tl.exp(target_logit - lse) * prob_scale - uniform - scale * (1.0 - label_smoothing)
+    tl.store(
+        out_row + tl.where(owns_target, target, 0),
+        hit.to(out_row.dtype.element_ty),
+        mask=owns_target,
+    )
+
+
+@triton.jit
 def _row_forward(
     logits_ptr, target_ptr, loss_ptr, lse_ptr, row, logits_row_stride, n_cols,
     ignore_index, label_smoothing, z_loss,
@@ -264,18 +286,10 @@ def cross_entropy_fwd_grad_row_kernel(
     tl.store(lse_ptr + row, lse)
     grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
     scale = _grad_scale(grad_loss, ignored, in_range)
-    # The row without its one-hot term first, then the target element alone: comparing every
-    # column with the target would cost a register per element (ptxas: spills at BLOCK=32768).
-    prob_scale = scale * (1.0 + 2.0 * z_loss * lse)
-    uniform = scale * (label_smoothing / n_cols)
-    out_row = grad_ptr + row * grad_row_stride
-    grad = tl.exp(x - lse) * prob_scale - uniform
-    tl.store(out_row + offs, grad.to(grad_ptr.dtype.element_ty), mask=mask)
-    tl.debug_barrier()  # every thread's row store lands before the target element is rewritten
-    hit = tl.exp(target_logit - lse) * prob_scale - uniform - scale * (1.0 - label_smoothing)
-    tl.store(
-        out_row + tl.where(in_range, target, 0), hit.to(grad_ptr.dtype.element_ty), mask=in_range
-    )
+    _store_held_grad(
+        x, offs, mask, lse, target, target_logit, in_range, scale, grad_ptr + row * grad_row_stride,
+        n_cols, label_smoothing, z_loss,
+    )  # fmt: skip
 
 
 @triton.jit
@@ -365,20 +379,11 @@ def _split_chunk_grad(
         tl.store(lse_ptr + row, lse)
     grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
     scale = _grad_scale(grad_loss, ignored, in_range)
-    # as the whole-row kernel: the chunk without its one-hot term, then the target alone
-    prob_scale = scale * (1.0 + 2.0 * z_loss * lse)
-    uniform = scale * (label_smoothing / n_cols)
-    out_row = grad_ptr + row * grad_row_stride
-    grad = tl.exp(x - lse) * prob_scale - uniform
-    tl.store(out_row + offs, grad.to(grad_ptr.dtype.element_ty), mask=mask)
     owns_target = in_range & (target >= chunk_start) & (target < chunk_end)
-    tl.debug_barrier()  # the chunk's store lands before the target element is rewritten
-    hit = tl.exp(target_logit - lse) * prob_scale - uniform - scale * (1.0 - label_smoothing)
-    tl.store(
-        out_row + tl.where(owns_target, target, 0),
-        hit.to(grad_ptr.dtype.element_ty),
-        mask=owns_target,
-    )
+    _store_held_grad(
+        x, offs, mask, lse, target, target_logit, owns_target, scale,
+        grad_ptr + row * grad_row_stride, n_cols, label_smoothing, z_loss,
+    )  # fmt: skip
 
 
 @triton.jit
