@@ -58,3 +58,20 @@ def test_workspace_and_arrivals_shapes():
 def test_block_must_be_a_power_of_two_of_at_least_16(block):
     with pytest.raises(ValueError, match="block: expected a power of 2 >= 16"):
         _split_rows.split_row_plan(4, 100, "cpu", block=block)
+
+
+def test_gpu_plan_counts_only_the_mps_share_of_the_sms(on_h100, monkeypatch):
+    monkeypatch.setenv(_split_rows.MPS_SHARE, "50")
+    plan = _split_rows.split_row_plan(8192, 262144, "cuda")
+    assert plan is not None and plan.programs == 64  # 66 SMs: 8 whole groups of 8
+    monkeypatch.setenv(_split_rows.MPS_SHARE, "5")  # 6 SMs cannot hold a row of 8 chunks
+    assert _split_rows.split_row_plan(8192, 262144, "cuda") is None
+    monkeypatch.setenv(_split_rows.MPS_SHARE, "half")  # unreadable: no synchronized launch
+    assert _split_rows.split_row_plan(8192, 262144, "cuda") is None
+
+
+def test_gpu_synchronized_split_can_be_switched_off(on_h100, monkeypatch):
+    monkeypatch.setenv(_split_rows.SWITCH, "0")
+    assert _split_rows.split_row_plan(8192, 262144, "cuda") is None
+    monkeypatch.setenv(_split_rows.SWITCH, "1")
+    assert _split_rows.split_row_plan(8192, 262144, "cuda") is not None

@@ -17,6 +17,7 @@ never end, so the same kernel runs as two launches (partials, then output from a
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -31,6 +32,34 @@ SPLIT_WARPS = 32
 
 _INTERPRETER_SLOTS = 3
 """Rows in flight under the interpreter: fewer than most test shapes, so slots loop over rows."""
+
+SWITCH = "WARPFORGE_SPLIT_ROWS"
+"""``0``/``false``/``no``/``off`` turns the synchronized split launch off (the callers then use
+their one-program-per-row kernels); read when a shape is first planned."""
+
+MPS_SHARE = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+"""Under an MPS server this caps the share of the SMs a process's kernels may occupy at once."""
+
+
+def usable_sm_count(sm_count: int) -> int:
+    """SMs a kernel of this process can hold at once: every one, or under MPS the share
+    ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` grants, rounded down; 0 (no synchronized launch) when
+    that variable is not a percentage, since a guess too high could leave a row's programs
+    waiting for one that never starts."""
+    share = os.environ.get(MPS_SHARE)
+    if share is None or not share.strip():
+        return sm_count
+    try:
+        percent = float(share)
+    except ValueError:
+        return 0
+    if not 0.0 < percent <= 100.0:
+        return 0
+    return int(sm_count * percent / 100.0)
+
+
+def _synchronized_enabled() -> bool:
+    return os.environ.get(SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 @dataclass(frozen=True)
@@ -72,7 +101,8 @@ def split_row_plan(
     programs_per_sm: int = 1,
 ) -> SplitRowPlan | None:
     """The split launch of (M, N) rows, or None when a row needs more programs than the GPU
-    holds at once (the caller then uses its one-program-per-row chunked kernel)."""
+    holds at once (under MPS: than this process's share of it) or ``WARPFORGE_SPLIT_ROWS=0``
+    (the caller then uses its one-program-per-row chunked kernel)."""
     if block < 16 or block & (block - 1):
         raise ValueError(f"block: expected a power of 2 >= 16, got {block!r}")
     chunks = cdiv(N, block)
@@ -81,7 +111,9 @@ def split_row_plan(
         slots = min(M, _INTERPRETER_SLOTS)
         synchronized = False
     else:
-        slots = min(M, sm_count * max(1, programs_per_sm) // chunks)
+        if not _synchronized_enabled():
+            return None
+        slots = min(M, usable_sm_count(sm_count) * max(1, programs_per_sm) // chunks)
         synchronized = True
     if slots < 1:
         return None
