@@ -756,7 +756,7 @@ def _summarise(report: dict[str, Any]) -> dict[str, Any]:
             return None
         return {
             "min": min(values),
-            "geomean": math.exp(sum(math.log(max(v, 1e-12)) for v in values) / len(values)),
+            "geomean": statistics.geometric_mean([max(v, 1e-12) for v in values]),
             "target": target,
             "shapes_meeting_target": None if target is None else sum(v >= target for v in values),
             "shapes": len(values),

@@ -67,7 +67,7 @@ def render(report: dict, pattern: str | None) -> str:
 
 def summary(report: dict, pattern: str | None) -> list[str]:
     """The issue targets' view of a report: speed against baselines and the copy ceiling."""
-    import math
+    import statistics
 
     rows = [
         r
@@ -86,7 +86,7 @@ def summary(report: dict, pattern: str | None) -> list[str]:
         f"{sum(r['speedup']['vs_best']['value'] >= 1.0 for r in rows)}",
     ]
     if vs_compile:
-        geomean = math.exp(sum(math.log(v) for v in vs_compile) / len(vs_compile))
+        geomean = statistics.geometric_mean(vs_compile)
         out.append(f"- geometric-mean speedup over torch.compile: {geomean:.2f}x")
     if big:
         out.append(

@@ -30,6 +30,7 @@ import itertools
 import json
 import math
 import sqlite3
+import statistics
 import sys
 import tarfile
 import tempfile
@@ -169,7 +170,7 @@ def summarise(cases: list[dict[str, Any]]) -> dict[str, Any]:
             "cases": len(values),
             "meeting_target": sum(v >= TARGET for v in known),
             "min": min(known),
-            "geomean": math.exp(sum(math.log(v) for v in known) / len(known)),
+            "geomean": statistics.geometric_mean(known),
             "unknown": len(values) - len(known),
         }
 

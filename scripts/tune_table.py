@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -189,7 +189,7 @@ def summary(document: dict[str, Any], pattern: str | None = None) -> list[str]:
         values = [e[key] for e in rows if key in e]
         if not values:
             continue
-        geomean = math.exp(sum(math.log(max(v, 1e-12)) for v in values) / len(values))
+        geomean = statistics.geometric_mean([max(v, 1e-12) for v in values])
         met = "" if target is None else f"{sum(v >= target for v in values)}/{len(values)} shapes; "
         out.append(f"- {what}: {met}min {min(values):.3f}, geometric mean {geomean:.3f}")
     skipped = document.get("skipped") or []

@@ -57,6 +57,20 @@ def _pointer_tiles(
 
 
 @triton.jit
+def _tma_tile(
+    a_desc, b_desc, c_desc, pid_m, pid_n, K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
+    """One C tile through tensor descriptors: the K loop, then the bf16 store."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+        b = b_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
+        acc = tl.dot(a, b.T, acc)
+    c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.bfloat16))
+
+
+@triton.jit
 def _tma_tiles(
     a_desc,
     b_desc,
@@ -73,12 +87,7 @@ def _tma_tiles(
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
     pid_m, pid_n = _grouped_tile(pid, num_m, num_n, GROUP_M)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
-        b = b_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
-        acc = tl.dot(a, b.T, acc)
-    c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.bfloat16))
+    _tma_tile(a_desc, b_desc, c_desc, pid_m, pid_n, K, BLOCK_M, BLOCK_N, BLOCK_K)
 
 
 @triton.jit
@@ -99,12 +108,7 @@ def _tma_persistent(
     num_n = tl.cdiv(N, BLOCK_N)
     for tile in range(tl.program_id(0), num_m * num_n, NUM_PROGRAMS):
         pid_m, pid_n = _grouped_tile(tile, num_m, num_n, GROUP_M)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k in range(0, tl.cdiv(K, BLOCK_K)):
-            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
-            b = b_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
-            acc = tl.dot(a, b.T, acc)
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(tl.bfloat16))
+        _tma_tile(a_desc, b_desc, c_desc, pid_m, pid_n, K, BLOCK_M, BLOCK_N, BLOCK_K)
 
 
 def _measure(mnk: tuple[int, int, int], config: tuple[int, ...], sms: int) -> dict:

@@ -476,24 +476,3 @@ def test_direct_launch_is_bitwise_the_jit_launch_for_a_matmul_blueprint(
     assert jit_calls == []
     assert default_metrics().snapshot()["direct_launch"] == {"loaded": 2}  # row + matmul
     assert torch.equal(direct, by_jit)
-
-
-def test_the_loaded_libcuda_folder_is_read_from_the_process_maps() -> None:
-    maps = "\n".join(
-        [
-            "7f00-7f10 r--p 00000000 08:01 123  /usr/lib/x86_64-linux-gnu/libc.so.6",
-            "7f10-7f20 rw-p 00000000 00:00 0",
-            "7f20-7f30 r-xp 00000000 08:01 456  /usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04",
-        ]
-    )
-    assert triton_direct.loaded_libcuda_folder(maps) == "/usr/lib/x86_64-linux-gnu"
-    assert triton_direct.loaded_libcuda_folder(maps.splitlines()[0]) is None
-    assert triton_direct.loaded_libcuda_folder("7f10-7f20 rw-p 00000000 00:00 0") is None
-
-
-def test_a_libcuda_location_set_by_the_user_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    from triton import knobs
-
-    monkeypatch.setattr(knobs.nvidia, "libcuda_path", "/opt/mine")
-    assert triton_direct._hint_libcuda_location() is False
-    assert knobs.nvidia.libcuda_path == "/opt/mine"

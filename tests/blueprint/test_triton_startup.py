@@ -87,3 +87,24 @@ def test_fingerprint_changes_with_triton_files(
 
     monkeypatch.setattr(Path, "stat", touched)
     assert triton_startup.triton_fingerprint() != before
+
+
+def test_the_loaded_libcuda_folder_is_read_from_the_process_maps() -> None:
+    maps = "\n".join(
+        [
+            "7f00-7f10 r--p 00000000 08:01 123  /usr/lib/x86_64-linux-gnu/libc.so.6",
+            "7f10-7f20 rw-p 00000000 00:00 0",
+            "7f20-7f30 r-xp 00000000 08:01 456  /usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04",
+        ]
+    )
+    assert triton_startup.loaded_libcuda_folder(maps) == "/usr/lib/x86_64-linux-gnu"
+    assert triton_startup.loaded_libcuda_folder(maps.splitlines()[0]) is None
+    assert triton_startup.loaded_libcuda_folder("7f10-7f20 rw-p 00000000 00:00 0") is None
+
+
+def test_a_libcuda_location_set_by_the_user_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    from triton import knobs
+
+    monkeypatch.setattr(knobs.nvidia, "libcuda_path", "/opt/mine")
+    assert triton_startup.hint_libcuda_location() is False
+    assert knobs.nvidia.libcuda_path == "/opt/mine"

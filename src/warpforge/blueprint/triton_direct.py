@@ -456,49 +456,9 @@ def _device_and_stream() -> tuple[int, Any]:
     """The current device and stream, asked of Triton's driver as ``JITFunction.run`` does."""
     from triton.runtime.driver import driver
 
-    if not _LIBCUDA_HINTED:
-        _LIBCUDA_HINTED.append(_hint_libcuda_location())
     active = driver.active
     device = active.get_current_device()
     return device, active.get_current_stream(device)
-
-
-_LIBCUDA_HINTED: list[bool] = []
-
-
-def loaded_libcuda_folder(maps: str) -> str | None:
-    """The folder of the ``libcuda.so`` this process has mapped (``/proc/self/maps`` text)."""
-    for line in maps.splitlines():
-        fields = line.split(maxsplit=5)  # address perms offset device inode [path]
-        path = fields[5].strip() if len(fields) == 6 else ""
-        name = os.path.basename(path)
-        if name.startswith("libcuda.so") and os.path.isabs(path):
-            return os.path.dirname(path)
-    return None
-
-
-def _hint_libcuda_location() -> bool:
-    """Tell Triton where the already-loaded ``libcuda.so.1`` lives, unless the user did.
-
-    Triton's driver, created at the first launch of a process, otherwise runs ``ldconfig -p`` in
-    a subprocess to find it (~6 ms of a warm start measured on the H100), only to hand the folder
-    to the linker of launchers it has already built. The folder of the library CUDA loaded is
-    the one ldconfig would name; it is used only when ``libcuda.so.1`` is there."""
-    try:
-        from triton import knobs
-
-        knobs_nvidia = getattr(knobs, "nvidia", None)
-        if knobs_nvidia is None or getattr(knobs_nvidia, "libcuda_path", None):
-            return False
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            folder = loaded_libcuda_folder(maps.read())
-        if folder is None or not os.path.exists(os.path.join(folder, "libcuda.so.1")):
-            return False
-        knobs_nvidia.libcuda_path = folder
-    except Exception as error:  # only a shortcut: Triton finds the library itself otherwise
-        logger.debug("libcuda location not handed to Triton: %s", error)
-        return False
-    return True
 
 
 def _count(outcome: str, label: str, reason: str | None) -> None:

@@ -125,7 +125,8 @@ def _triton_modules() -> list[Any]:
 def install() -> bool:
     """Before a process's first Triton launch: use the recorded ``triton_key`` if it is current.
 
-    Returns True when Triton will use the recorded value. Safe to call repeatedly (cheap after
+    Returns True when Triton will use the recorded value. Also hands Triton the folder of the
+    libcuda already loaded (:func:`hint_libcuda_location`). Safe to call repeatedly (cheap after
     the first call) and from several threads.
     """
     if _STATE["installed"] is not None:
@@ -133,6 +134,7 @@ def install() -> bool:
     with _LOCK:
         if _STATE["installed"] is not None:
             return _STATE["installed"]
+        hint_libcuda_location()
         _STATE["installed"] = _install()
         return _STATE["installed"]
 
@@ -162,6 +164,44 @@ def _install() -> bool:
     for module in _triton_modules():
         if getattr(module, "triton_key", None) is original:
             module.triton_key = remembered_triton_key  # type: ignore[attr-defined]
+    return True
+
+
+def loaded_libcuda_folder(maps: str) -> str | None:
+    """The folder of the ``libcuda.so`` this process has mapped (``/proc/self/maps`` text)."""
+    for line in maps.splitlines():
+        fields = line.split(maxsplit=5)  # address perms offset device inode [path]
+        path = fields[5].strip() if len(fields) == 6 else ""
+        name = os.path.basename(path)
+        if name.startswith("libcuda.so") and os.path.isabs(path):
+            return os.path.dirname(path)
+    return None
+
+
+def hint_libcuda_location() -> bool:
+    """Tell Triton where the already-loaded ``libcuda.so.1`` lives, unless the user did.
+
+    Triton's driver, created at the first launch of a process, otherwise runs ``ldconfig -p`` in
+    a subprocess to find it (~6 ms of a warm start measured on the H100), only to hand the folder
+    to the linker of launchers it has already built. The folder of the library CUDA loaded is
+    the one ldconfig would name; it is used only when ``libcuda.so.1`` is there. Off with the
+    rest of this module (``WARPFORGE_TRITON_STARTUP_MEMO=0``)."""
+    if not enabled():
+        return False
+    try:
+        from triton import knobs
+
+        knobs_nvidia = getattr(knobs, "nvidia", None)
+        if knobs_nvidia is None or getattr(knobs_nvidia, "libcuda_path", None):
+            return False
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            folder = loaded_libcuda_folder(maps.read())
+        if folder is None or not os.path.exists(os.path.join(folder, "libcuda.so.1")):
+            return False
+        knobs_nvidia.libcuda_path = folder
+    except Exception as error:  # only a shortcut: Triton finds the library itself otherwise
+        logger.debug("libcuda location not handed to Triton: %s", error)
+        return False
     return True
 
 

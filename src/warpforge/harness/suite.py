@@ -14,8 +14,8 @@ gathers the rows (``all_gather_object``) and writes the one report.
 
 from __future__ import annotations
 
-import math
 import os
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +79,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         else:
             hits = sum(1 for s in speedups if s > p)
         fast[f"fast_{p:g}"] = hits / total if total else 0.0
-    geomean = math.exp(sum(math.log(s) for s in speedups) / len(speedups)) if speedups else None
+    geomean = statistics.geometric_mean(speedups) if speedups else None
     return {
         "pairs": total,
         "correct": len(correct),

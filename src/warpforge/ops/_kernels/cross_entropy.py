@@ -37,7 +37,12 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from warpforge.ops._kernels.split_rows import arrive, combined_partials, wait_for_row
+from warpforge.ops._kernels.split_rows import (
+    arrive,
+    combined_partials,
+    store_chunk_partials,
+    wait_for_row,
+)
 
 # Lanes start from a finite "minus infinity" so that exp(m_old - m_new) never sees inf - inf.
 _NEG_BIG = tl.constexpr(-1.0e30)
@@ -437,9 +442,7 @@ def cross_entropy_fwd_grad_split_kernel(
         x = tl.load(row_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
         partial = partials_ptr + row * (4 * CHUNKS_POW2)
         if STAGE != 2:
-            chunk_max = tl.maximum(tl.max(x, axis=0), _NEG_BIG)
-            tl.store(partial + chunk, chunk_max)
-            tl.store(partial + CHUNKS_POW2 + chunk, tl.sum(tl.exp(x - chunk_max), axis=0))
+            store_chunk_partials(x, partial, chunk, CHUNKS_POW2)
             if HAS_SMOOTHING:
                 tl.store(partial + 2 * CHUNKS_POW2 + chunk, tl.sum(tl.where(mask, x, 0.0), axis=0))
             if chunk == 0:

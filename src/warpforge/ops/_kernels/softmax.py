@@ -21,10 +21,12 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from warpforge.ops._kernels.split_rows import arrive, combined_partials, wait_for_row
-
-# A finite "minus infinity" for chunk maxima: exp(x - max) of an all -inf chunk is then 0.
-_NEG_BIG = tl.constexpr(-1.0e30)
+from warpforge.ops._kernels.split_rows import (
+    arrive,
+    combined_partials,
+    store_chunk_partials,
+    wait_for_row,
+)
 
 
 @triton.jit
@@ -207,10 +209,7 @@ def softmax_fwd_split_kernel(
         x = tl.load(X + row * stride_x + cols, mask=mask, other=-float("inf")).to(tl.float32)
         partial = PARTIALS + row * (2 * CHUNKS_POW2)
         if STAGE != 2:
-            # clamped: a chunk of only -inf has a zero sum, never exp(-inf - -inf) = NaN
-            chunk_max = tl.maximum(tl.max(x, axis=0), _NEG_BIG)
-            tl.store(partial + chunk, chunk_max)
-            tl.store(partial + CHUNKS_POW2 + chunk, tl.sum(tl.exp(x - chunk_max), axis=0))
+            store_chunk_partials(x, partial, chunk, CHUNKS_POW2)
         if STAGE == 0:
             wait_for_row(ARRIVALS, row, chunks, arrive(ARRIVALS, row))
         if STAGE != 1:

@@ -13,6 +13,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+# A finite "minus infinity" for chunk maxima, so exp(x - max) never sees -inf - -inf.
+_NEG_BIG = tl.constexpr(-1.0e30)
+
 
 @triton.jit
 def wait_for_row(arrivals_ptr, row, chunks, arrived):
@@ -29,6 +32,16 @@ def arrive(arrivals_ptr, row):
     returns the count of arrived programs, this one included."""
     tl.debug_barrier()
     return tl.atomic_add(arrivals_ptr + row, 1) + 1
+
+
+@triton.jit
+def store_chunk_partials(x, partial, chunk, CHUNKS_POW2: tl.constexpr):
+    """Publish one chunk's (max, sum of exp(x - max)) at ``partial + chunk`` and
+    ``partial + CHUNKS_POW2 + chunk``; the max is clamped, so a chunk of only -inf has a zero
+    sum rather than exp(-inf - -inf) = NaN. :func:`combined_partials` reads them back."""
+    chunk_max = tl.maximum(tl.max(x, axis=0), _NEG_BIG)
+    tl.store(partial + chunk, chunk_max)
+    tl.store(partial + CHUNKS_POW2 + chunk, tl.sum(tl.exp(x - chunk_max), axis=0))
 
 
 @triton.jit
