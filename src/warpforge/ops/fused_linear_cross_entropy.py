@@ -11,8 +11,10 @@ of them; the backward only multiplies the stored gradients by ``grad_output``.
 its backward recomputes each chunk's logits once, with the saved ``logsumexp``.
 
 Precision: logits and their gradient are in the dtype of ``hidden`` (as in the unfused PyTorch
-path); loss terms in float32; ``grad_weight`` accumulates in the dtype of ``weight`` with one
-rounding per chunk (cuBLAS accumulates in float32 inside each chunk); ``grad_bias`` in float32.
+path); loss terms in float32; ``grad_weight`` and ``grad_bias`` accumulate across chunks in
+float32 and are rounded to the weight dtype once, after scaling by ``grad_output``. Accumulating
+a bf16 ``grad_weight`` in bf16 (as Liger-Kernel does) rounds every chunk's sum relative to the
+running total, which loses columns whose partial sums cancel.
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ from warpforge.ops.cross_entropy import (
 )
 from warpforge.validation import FLOAT_DTYPES, check_same_device, check_tensor, describe
 
-CHUNK_LOGITS_BYTES = 1 << 28
-"""Default budget for one chunk of logits (256 MiB): small next to the whole logits tensor,
-large enough that each chunk's matmuls run near cuBLAS peak."""
+CHUNK_LOGITS_BYTES = 1 << 30
+"""Default budget for one chunk of logits (1 GiB). Each chunk reads and writes the whole float32
+``grad_weight`` accumulator once, so fewer, larger chunks keep that traffic small next to the
+matmuls (16k tokens of a 128k vocabulary in bf16: 4 chunks); one chunk is still a quarter of the
+logits tensor there."""
 
 
 def default_chunk_size(n_tokens: int, vocab: int, element_size: int) -> int:
@@ -50,12 +54,42 @@ def _chunk_logits(hidden, weight, bias):
     return torch.addmm(bias, hidden, weight.t())
 
 
+def _accumulate_product(accumulator, left, right):
+    """``accumulator += left @ right`` with a float32 accumulator and operands in their own dtype.
+
+    On CUDA cuBLAS reads and writes the float32 accumulator directly (``out_dtype``, PyTorch
+    2.8+); elsewhere, or where that is missing, the operands are upcast, which is exact too.
+    """
+    if accumulator.dtype == left.dtype:
+        accumulator.addmm_(left, right)
+        return
+    if left.is_cuda and _MIXED_DTYPE_ADDMM.get("works", True):
+        try:
+            torch.addmm(accumulator, left, right, out_dtype=accumulator.dtype, out=accumulator)
+            _MIXED_DTYPE_ADDMM["works"] = True
+            return
+        except (TypeError, RuntimeError, NotImplementedError):
+            if _MIXED_DTYPE_ADDMM.get("works"):
+                raise  # it worked before: this is a real error, not a missing feature
+            _MIXED_DTYPE_ADDMM["works"] = False
+    accumulator.addmm_(left.float(), right.float())
+
+
+_MIXED_DTYPE_ADDMM: dict[str, bool] = {}
+"""Whether ``torch.addmm(..., out_dtype=float32, out=...)`` ran on this PyTorch build."""
+
+
 def _fold_chunk_grads(grad_logits, hidden, weight, grad_hidden_rows, grad_weight, grad_bias):
-    """grad_hidden[chunk] = grad_logits @ weight; grad_weight (and grad_bias) += the chunk's part."""
+    """grad_hidden[chunk] = grad_logits @ weight; grad_weight (and grad_bias) += the chunk's part,
+    both accumulators in float32."""
     torch.mm(grad_logits, weight, out=grad_hidden_rows)
-    grad_weight.addmm_(grad_logits.t(), hidden)
+    _accumulate_product(grad_weight, grad_logits.t(), hidden)
     if grad_bias is not None:
         grad_bias += grad_logits.sum(dim=0, dtype=torch.float32)
+
+
+def _float32_zeros(like: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(like.shape, device=like.device, dtype=torch.float32)
 
 
 @dispatched_op("warpforge::fused_linear_cross_entropy_fwd", mutates_args=())
@@ -71,7 +105,8 @@ def _flce_fwd(
     compute_grads: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Returns (loss, lse, grad_hidden, grad_weight, grad_bias); the gradients are those of the
-    reduced loss (mean/sum) and are empty when not computed."""
+    reduced loss (mean/sum), ``grad_weight`` and ``grad_bias`` unrounded in float32, and are empty
+    when not computed."""
     n_tokens = hidden.shape[0]
     loss_rows = torch.empty(n_tokens, device=hidden.device, dtype=torch.float32)
     lse = torch.empty(n_tokens, device=hidden.device, dtype=torch.float32)
@@ -79,7 +114,7 @@ def _flce_fwd(
     # Outputs may not alias each other: every absent gradient is its own empty tensor.
     # Gradients are contiguous whatever the inputs' strides, so chunk slices are dense for cuBLAS.
     grad_hidden = hidden.new_empty(hidden.shape) if grads else hidden.new_empty(0)
-    grad_weight = weight.new_zeros(weight.shape) if grads else hidden.new_empty(0)
+    grad_weight = _float32_zeros(weight) if grads else hidden.new_empty(0)
     grad_bias = (
         torch.zeros(weight.shape[0], device=hidden.device, dtype=torch.float32)
         if grads and bias is not None
@@ -106,8 +141,6 @@ def _flce_fwd(
         del logits  # before the next chunk's logits exist: one chunk alive at a time
 
     loss = reduce_rows(loss_rows, target, ignore_index, reduction)
-    if bias is not None and grads:
-        grad_bias = grad_bias.to(bias.dtype)
     return loss, lse, grad_hidden, grad_weight, grad_bias
 
 
@@ -122,8 +155,10 @@ def _(hidden, weight, target, bias, ignore_index, label_smoothing, reduction, ch
         loss,
         lse,
         hidden.new_empty(hidden.shape) if grads else hidden.new_empty(0),
-        weight.new_empty(weight.shape) if grads else hidden.new_empty(0),
-        hidden.new_empty(weight.shape[0] if grads and bias is not None else 0),
+        weight.new_empty(weight.shape, dtype=torch.float32) if grads else hidden.new_empty(0),
+        hidden.new_empty(weight.shape[0], dtype=torch.float32)
+        if grads and bias is not None
+        else hidden.new_empty(0),
     )
 
 
@@ -143,7 +178,7 @@ def _flce_bwd_rows(
     ``grad_loss``. Returns (grad_hidden, grad_weight, grad_bias or empty)."""
     grad_loss = grad_loss.float()
     grad_hidden = hidden.new_empty(hidden.shape)
-    grad_weight = weight.new_zeros(weight.shape)
+    grad_weight = _float32_zeros(weight)
     grad_bias = torch.zeros(weight.shape[0], device=hidden.device, dtype=torch.float32)
     for start in range(0, hidden.shape[0], chunk_size):
         rows = slice(start, min(start + chunk_size, hidden.shape[0]))
@@ -155,6 +190,7 @@ def _flce_bwd_rows(
         _fold_chunk_grads(logits, hidden[rows], weight, grad_hidden[rows], grad_weight,
                           grad_bias if bias is not None else None)  # fmt: skip
         del logits
+    grad_weight = grad_weight.to(weight.dtype)
     if bias is None:
         return grad_hidden, grad_weight, hidden.new_empty(0)
     return grad_hidden, grad_weight, grad_bias.to(bias.dtype)
@@ -170,12 +206,19 @@ def _setup_context(ctx, inputs, output):
     hidden, weight, target, bias, ignore_index, label_smoothing, reduction, chunk_size, _ = inputs
     _, lse, grad_hidden, grad_weight, grad_bias = output
     ctx.has_bias = bias is not None
+    ctx.param_dtype = weight.dtype
     ctx.reduction = reduction
     if reduction == "none":
         ctx.save_for_backward(hidden, weight, target, bias, lse)
         ctx.options = (ignore_index, label_smoothing, chunk_size)
     else:
         ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)
+
+
+def _scaled_to(accumulated: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``accumulated * scale`` computed in float32 and rounded once to ``dtype``, in one pass with
+    no float32 temporary (the saved accumulator stays as it is for a second backward)."""
+    return torch.mul(accumulated, scale, out=torch.empty_like(accumulated, dtype=dtype))
 
 
 def _backward(ctx, grad_loss, _lse, _gh, _gw, _gb):
@@ -193,8 +236,8 @@ def _backward(ctx, grad_loss, _lse, _gh, _gw, _gb):
             )
         scale = grad_loss.to(torch.float32)
         grad_hidden = (grad_hidden * scale).to(grad_hidden.dtype)
-        grad_weight = (grad_weight * scale).to(grad_weight.dtype)
-        grad_bias = (grad_bias * scale).to(grad_bias.dtype) if ctx.has_bias else None
+        grad_weight = _scaled_to(grad_weight, scale, ctx.param_dtype)
+        grad_bias = _scaled_to(grad_bias, scale, ctx.param_dtype) if ctx.has_bias else None
     return (
         grad_hidden,
         grad_weight,
