@@ -18,11 +18,17 @@ step() {  # name limit_s command...
   timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
   echo "$name: exit $? in $((SECONDS - t0)) s" | tee -a "$OUT/summary.txt"
 }
-step ops-gpu-tests 200 python3 -m pytest tests/ops -m gpu -q -p no:cacheprovider -rfE
+# FLCE_TESTS=all runs every ops GPU test (about 2 minutes) instead of the FLCE ones
+TESTS=tests/ops/test_fused_linear_cross_entropy.py
+[ "${FLCE_TESTS:-}" = all ] && TESTS=tests/ops
+step gpu-tests 200 python3 -m pytest "$TESTS" -m gpu -q -p no:cacheprovider -rfE
 step flce-bf16-tolerance-diag 60 python3 scripts/gpu/flce_bf16_tolerance_diag.py
+step flce-accumulator-memory 60 python3 scripts/gpu/flce_accumulator_memory.py
 step flce-memory 120 python3 benchmarks/flce_memory.py --out "$OUT"
-SUITE_BUDGET_S=200 step flce-harness 210 bash scripts/gpu/bench_parts.sh /tmp/flce-bench flce \
-  'fused_linear_cross_entropy.*:190'
-cp /tmp/flce-bench/flce.json "$OUT/" 2>/dev/null
-tail -n 3 "$OUT/ops-gpu-tests.log"
-cat "$OUT/flce-bf16-tolerance-diag.log"
+for dtype in bf16 fp32; do  # one dtype per piece: each builds its own torch.compile baseline
+  SUITE_DTYPE=$dtype SUITE_BUDGET_S=230 step "flce-harness-$dtype" 240 \
+    bash scripts/gpu/bench_parts.sh "/tmp/flce-$dtype" "flce-$dtype" 'fused_linear_cross_entropy.*:220'
+  cp "/tmp/flce-$dtype/flce-$dtype.json" "$OUT/" 2>/dev/null
+done
+tail -n 3 "$OUT/gpu-tests.log"
+cat "$OUT/flce-bf16-tolerance-diag.log" "$OUT/flce-accumulator-memory.log"

@@ -19,6 +19,7 @@ running total, which loses columns whose partial sums cancel.
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
@@ -34,18 +35,26 @@ from warpforge.ops.cross_entropy import (
 from warpforge.validation import FLOAT_DTYPES, check_same_device, check_tensor, describe
 
 CHUNK_LOGITS_BYTES = 1 << 30
-"""Default budget for one chunk of logits (1 GiB). Each chunk reads and writes the whole float32
+"""Largest default chunk of logits (1 GiB). Each chunk reads and writes the whole float32
 ``grad_weight`` accumulator once, so fewer, larger chunks keep that traffic small next to the
-matmuls (16k tokens of a 128k vocabulary in bf16: 4 chunks); one chunk is still a quarter of the
-logits tensor there."""
+matmuls (16k tokens of a 128k vocabulary in bf16: 4 chunks)."""
+
+MIN_CHUNKS = 4
+"""Default chunks per call at least: one chunk holds at most a quarter of the logits, whatever
+the problem's size (the point of the fused op)."""
 
 
 def default_chunk_size(n_tokens: int, vocab: int, element_size: int) -> int:
-    """Rows per chunk so one chunk of logits takes about :data:`CHUNK_LOGITS_BYTES`."""
-    rows = max(1, CHUNK_LOGITS_BYTES // (vocab * element_size))
+    """Rows per chunk: at most :data:`CHUNK_LOGITS_BYTES` of logits and at most
+    ``1 / MIN_CHUNKS`` of the tokens, in whole 128-row matmul tiles where that is possible."""
+    rows = min(CHUNK_LOGITS_BYTES // (vocab * element_size), -(-n_tokens // MIN_CHUNKS))
     if rows >= 128:
-        rows -= rows % 128  # whole matmul tiles
+        rows -= rows % 128
     return max(1, min(n_tokens, rows))
+
+
+_SCALE_BLOCK_ELEMENTS = 1 << 24
+"""Elements scaled per step in :func:`_scaled_to` (64 MiB of float32)."""
 
 
 def _chunk_logits(hidden, weight, bias):
@@ -216,9 +225,14 @@ def _setup_context(ctx, inputs, output):
 
 
 def _scaled_to(accumulated: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``accumulated * scale`` computed in float32 and rounded once to ``dtype``, in one pass with
-    no float32 temporary (the saved accumulator stays as it is for a second backward)."""
-    return torch.mul(accumulated, scale, out=torch.empty_like(accumulated, dtype=dtype))
+    """``accumulated * scale`` computed in float32 and rounded once to ``dtype``. In row blocks:
+    a multiply whose output dtype differs stages a temporary the size of its input, and the
+    accumulator is the largest tensor the op holds (it stays as it is, for a second backward)."""
+    out = torch.empty_like(accumulated, dtype=dtype)
+    rows = max(1, _SCALE_BLOCK_ELEMENTS // max(1, math.prod(accumulated.shape[1:])))
+    for start in range(0, accumulated.shape[0], rows):
+        torch.mul(accumulated[start : start + rows], scale, out=out[start : start + rows])
+    return out
 
 
 def _backward(ctx, grad_loss, _lse, _gh, _gw, _gb):
