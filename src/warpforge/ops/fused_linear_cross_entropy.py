@@ -214,6 +214,10 @@ def _(grad_loss, hidden, weight, target, bias, lse, ignore_index, label_smoothin
 def _setup_context(ctx, inputs, output):
     hidden, weight, target, bias, ignore_index, label_smoothing, reduction, chunk_size, _ = inputs
     _, lse, grad_hidden, grad_weight, grad_bias = output
+    ctx.mark_non_differentiable(lse, grad_hidden, grad_weight, grad_bias)
+    # The auxiliary outputs never receive gradients; without this autograd would hand the
+    # backward zero-filled tensors for them, a float32 weight-sized one among them.
+    ctx.set_materialize_grads(False)
     ctx.has_bias = bias is not None
     ctx.param_dtype = weight.dtype
     ctx.reduction = reduction
@@ -236,6 +240,8 @@ def _scaled_to(accumulated: torch.Tensor, scale: torch.Tensor, dtype: torch.dtyp
 
 
 def _backward(ctx, grad_loss, _lse, _gh, _gw, _gb):
+    if grad_loss is None:  # nothing flowed into the loss (grads are not materialized)
+        return (None,) * 9
     if ctx.reduction == "none":
         hidden, weight, target, bias, lse = ctx.saved_tensors
         grad_hidden, grad_weight, grad_bias = _flce_bwd_rows(
