@@ -31,27 +31,13 @@
 # Writes OUT_DIR/tune_bench.json (the evidence), OUT_DIR/shipped-<device>.json (merge it into
 # src/warpforge/tune/shipped/<device>.json with scripts/tune_merge.py shipped),
 # tune.db/budget.db/refine.db (every trial), wf-probe-*/probe.json (the fresh-process searches),
-# *.log and summary.txt (--smoke also writes plan.json). The bench starts no new search after
+# *.log and summary.txt (--smoke, or TUNE_PLAN_ONLY=1 with a part, writes plan.json and runs
+# nothing else). The bench starts no new search after
 # TUNE_MAX_WALL seconds (default 450; a search already started finishes) and lists what it
 # skipped in the JSON.
 set -uo pipefail
 OUT="${1:-${OUT:-tune-gpu-out}}"
 MODE="${2:-all}"
-mkdir -p "$OUT"
-OUT="$(cd "$OUT" && pwd)"
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
-# Fresh caches: the budgeted searches must pay for every compile, as a user's first tuning does.
-TRITON_CACHE_DIR="$(mktemp -d /tmp/wf-tune-triton.XXXXXX)"
-WARPFORGE_CACHE_DIR="$(mktemp -d /tmp/wf-tune-cache.XXXXXX)"
-export TRITON_CACHE_DIR WARPFORGE_CACHE_DIR
-export WARPFORGE_TUNE_DB=0   # nothing outside this run's own databases informs it
-PY="${PYTHON:-python3}"
-CORES="$(nproc 2>/dev/null || echo 4)"
-WORKERS="${TUNE_COMPILE_WORKERS:-$(( CORES > 4 ? CORES - 2 : 2 ))}"
-SUMMARY="$OUT/summary.txt"
-: > "$SUMMARY"
-start=$SECONDS
-
 NORM_BUDGET_KERNELS=(rms_norm.bwd)
 NORM_KERNELS=(rms_norm.fwd rms_norm.bwd add_rms_norm.fwd add_rms_norm.bwd layer_norm.fwd layer_norm.bwd)
 BLUEPRINT_BUDGET_KERNELS=(blueprint.layernorm_linear_gelu.k1_linear_gelu)
@@ -69,6 +55,21 @@ case "$MODE" in
     KERNELS=("${NORM_KERNELS[@]}" "${BLUEPRINT_KERNELS[@]}") ;;
   *) echo "usage: $0 OUT_DIR [norms|blueprints|all|--smoke], got '$MODE'" >&2; exit 2 ;;
 esac
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+# Fresh caches: the budgeted searches must pay for every compile, as a user's first tuning does.
+TRITON_CACHE_DIR="$(mktemp -d /tmp/wf-tune-triton.XXXXXX)"
+WARPFORGE_CACHE_DIR="$(mktemp -d /tmp/wf-tune-cache.XXXXXX)"
+export TRITON_CACHE_DIR WARPFORGE_CACHE_DIR
+export WARPFORGE_TUNE_DB=0   # nothing outside this run's own databases informs it
+PY="${PYTHON:-python3}"
+CORES="$(nproc 2>/dev/null || echo 4)"
+WORKERS="${TUNE_COMPILE_WORKERS:-$(( CORES > 4 ? CORES - 2 : 2 ))}"
+SUMMARY="$OUT/summary.txt"
+: > "$SUMMARY"
+start=$SECONDS
+
 # Norm shapes: row lengths of whole and half octaves (1K, 4K, 6K, 12K, 16K columns) at 16-48 M
 # elements; the held-out shape's row length (8K) is none of them. Blueprint kernels take no
 # given shape (their sizes have other names): the first 2 of their sweep train, every third
@@ -82,7 +83,12 @@ PLAN=(
   --train-count 2 --heldout-count 1
 )
 
-if [ "$MODE" = "--smoke" ]; then
+if [ -n "${TUNE_PLAN_ONLY:-}" ]; then
+  # What a part would run (kernels, shapes, valid configs), in seconds and without a GPU.
+  "$PY" benchmarks/tune_bench.py --out "$OUT" --plan-only "${PLAN[@]}" > "$OUT/plan.log" 2>&1
+  rc=$?
+  echo "plan ($MODE): exit $rc" | tee -a "$SUMMARY"
+elif [ "$MODE" = "--smoke" ]; then
   "$PY" benchmarks/tune_bench.py --out "$OUT" --plan-only "${PLAN[@]}" > "$OUT/plan.log" 2>&1
   rc=$?
   echo "plan: exit $rc" | tee -a "$SUMMARY"
@@ -102,6 +108,6 @@ else
   echo "tune_bench ($MODE): exit $rc in $((SECONDS - start)) s (compile workers: $WORKERS)" | tee -a "$SUMMARY"
 fi
 tail -n 60 "$OUT/tune_bench.log" >> "$SUMMARY" 2>/dev/null
-ls "$OUT"/shipped-*.json > /dev/null 2>&1 || echo "no shipped-configs file was written" | tee -a "$SUMMARY"
+[ -n "${TUNE_PLAN_ONLY:-}" ] || ls "$OUT"/shipped-*.json > /dev/null 2>&1 || echo "no shipped-configs file was written" | tee -a "$SUMMARY"
 rm -rf "$TRITON_CACHE_DIR" "$WARPFORGE_CACHE_DIR"
 exit $rc
