@@ -33,7 +33,7 @@ under ``skipped`` in the JSON, never silently dropped):
    descent) replayed on each held-out shape's measured exhaustive times, capped at 25% and 50% of
    the valid configs, over ``--replay-seeds`` random seeds and with no seed config: how close to
    the best it gets when the budget cannot cover the space (``budget_replay`` in the JSON; qualities from search medians).
-6. **Export**: every exhaustive best (training and held-out shapes) as a shipped-configs file,
+6. **Export**: every exhaustive best of the training shapes (never a held-out one) as a shipped-configs file,
    ``OUT/shipped-<device>.json`` (commit it as ``src/warpforge/tune/shipped/<device>.json``).
 
 ``--compile-workers N`` compiles each exhaustive search's configs ahead in N processes
@@ -909,6 +909,13 @@ def main(argv: list[str] | None = None) -> int:
 
     fingerprint = device_fingerprint(bench.device)
     shipped_path = None if args.no_export else args.out / f"shipped-{device_slug(fingerprint)}.json"
+    # Held-out shapes never reach the shipped file: a later check of the nearest match on them
+    # (this benchmark on the committed file's results, or a user's lookup) must not find them.
+    heldout_problems = [
+        (i["kernel"].name, i["kernel"].features(shape, i["dtype"]))
+        for i in plan
+        for shape in i["heldout"]
+    ]
     results: list[dict[str, Any]] = []
     compile_ahead = {"workers": args.compile_workers, "configs_run": 0, "broke": False}
 
@@ -919,7 +926,9 @@ def main(argv: list[str] | None = None) -> int:
         if shipped_path is not None and Path(bench.tune_url.removeprefix("sqlite:///")).exists():
             with PerfDatabase(bench.tune_url) as db:
                 names = [i["kernel"].name for i in plan]
-                export_shipped(names, shipped_path, database=db, device=fingerprint)
+                export_shipped(
+                    names, shipped_path, database=db, device=fingerprint, exclude=heldout_problems
+                )
         document = {
             "benchmark": "tune_bench",
             "complete": complete,  # False: the run was interrupted after these results

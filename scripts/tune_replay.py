@@ -34,7 +34,7 @@ import statistics
 import sys
 import tarfile
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,32 +63,35 @@ class RecordedDeviceLookup(ConfigLookup):
 
 
 def trials_database(path: Path, workdir: Path) -> Path:
-    """``path`` itself, or the ``tune.db`` extracted from a ``.tgz`` of the run's databases."""
+    """``path`` itself, or the database (``tune.db``, else the only ``*.db``) extracted from a
+    ``.tgz`` of a run's databases."""
     if path.suffix == ".db":
         return path
     with tarfile.open(path) as archive:
-        member = next(
-            (m for m in archive.getmembers() if Path(m.name).name == "tune.db" and m.isfile()),
-            None,
-        )
-        if member is None:
-            raise SystemExit(f"{path}: holds no tune.db")
-        source = archive.extractfile(member)
+        files = [m for m in archive.getmembers() if m.isfile() and m.name.endswith(".db")]
+        named = [m for m in files if Path(m.name).name == "tune.db"]
+        chosen = named or (files if len(files) == 1 else [])
+        if not chosen:
+            raise SystemExit(f"{path}: holds no tune.db (nor a single *.db)")
+        source = archive.extractfile(chosen[0])
         assert source is not None
-        target = workdir / "tune.db"
+        target = Path(tempfile.mkdtemp(prefix="db-", dir=workdir)) / Path(chosen[0].name).name
         target.write_bytes(source.read())
     return target
 
 
-def recorded_problems(db_path: Path, kernel: str) -> dict[str, dict[str, Any]]:
-    """Per problem (canonical features): features, device and the fastest ok median per config."""
+def recorded_problems(db_paths: Path | Sequence[Path], kernel: str) -> dict[str, dict[str, Any]]:
+    """Per problem (canonical features): features, device and the fastest ok median per config,
+    over the trials of every database given (runs of the same kernel source on one device)."""
+    rows = []
+    for db_path in [db_paths] if isinstance(db_paths, Path) else db_paths:
+        with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True) as conn:
+            rows += conn.execute(
+                "SELECT features, config, device, median_s FROM trials WHERE kernel = ? "
+                "AND status = 'ok' AND median_s IS NOT NULL",
+                (kernel,),
+            ).fetchall()
     problems: dict[str, dict[str, Any]] = {}
-    with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True) as conn:
-        rows = conn.execute(
-            "SELECT features, config, device, median_s FROM trials WHERE kernel = ? "
-            "AND status = 'ok' AND median_s IS NOT NULL",
-            (kernel,),
-        ).fetchall()
     for features_json, config_json, device, median in rows:
         features = json.loads(features_json)
         problem = problems.setdefault(
@@ -106,6 +109,34 @@ def quality(problem: Mapping[str, Any], config: Mapping[str, object] | None) -> 
     medians = problem["medians"]
     median = medians.get(config_key(config))
     return None if median is None else min(medians.values()) / median
+
+
+def exhaustively_measured(kernel_name: str, problem: Mapping[str, Any]) -> bool:
+    """Whether every config the kernel's space allows on ``problem`` was timed there (only then
+    can any chosen config be scored)."""
+    features = normalize_features(problem["features"])
+    valid = get_tunable(kernel_name).space.valid_configs(features)
+    return {config_key(c) for c in valid} <= set(problem["medians"])
+
+
+def leave_one_out(
+    kernels: Sequence[str], db_paths: Sequence[Path], work: Path
+) -> list[dict[str, Any]]:
+    """Every exhaustively measured problem of ``kernels`` held out in turn: the lookup reads the
+    kernel's other problems only and is scored on the held-out one's own measurements."""
+    cases = []
+    for name in kernels:
+        problems = recorded_problems(db_paths, name)
+        for problem in problems.values():
+            if not exhaustively_measured(name, problem):
+                continue
+            features = normalize_features(problem["features"])
+            shape = {k: v for k, v in features.items() if isinstance(v, int) and k != "whole_rows"}
+            heldout = {"features": features, "shape": shape}
+            case = replay_case(name, heldout, problems, work)
+            case["dtype"] = features.get("dtype")
+            cases.append(case)
+    return cases
 
 
 def replay_case(
@@ -206,7 +237,9 @@ def consensus_constants(
         lookup.NEIGHBOURS, consensus.MIN_SUPPORT, consensus.EVIDENCE_MIN_RELATIVE = saved
 
 
-def replay_all(run: Mapping[str, Any], db_path: Path, work: Path) -> list[dict[str, Any]]:
+def replay_all(
+    run: Mapping[str, Any], db_path: Path | Sequence[Path], work: Path
+) -> list[dict[str, Any]]:
     cases = []
     for result in run["results"]:
         problems = recorded_problems(db_path, result["kernel"])
@@ -215,7 +248,9 @@ def replay_all(run: Mapping[str, Any], db_path: Path, work: Path) -> list[dict[s
     return cases
 
 
-def sensitivity(run: Mapping[str, Any], db_path: Path, work: Path) -> list[dict[str, Any]]:
+def sensitivity(
+    run: Mapping[str, Any], db_path: Path | Sequence[Path], work: Path
+) -> list[dict[str, Any]]:
     """The consensus (database) over the :data:`SENSITIVITY` grid of its constants."""
     rows = []
     for neighbours, support, relative in itertools.product(*SENSITIVITY.values()):
@@ -244,7 +279,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("run", type=Path, help="tune_bench.json of the recorded run")
     parser.add_argument(
-        "--databases", type=Path, required=True, help="its tune.db, or the .tgz holding it"
+        "--databases",
+        type=Path,
+        nargs="+",
+        required=True,
+        help="its tune.db, or the .tgz holding it; more databases of the same kernel sources "
+        "and device add their problems as training shapes (e.g. a later tuning run)",
+    )
+    parser.add_argument(
+        "--leave-one-out",
+        action="store_true",
+        help="also hold out, in turn, every exhaustively measured problem of the run's kernels "
+        "in the databases (the lookup reads the others only)",
     )
     parser.add_argument("--out", type=Path, default=None, help="write the replay JSON here")
     parser.add_argument(
@@ -259,10 +305,13 @@ def main(argv: list[str] | None = None) -> int:
     grid = None
     with tempfile.TemporaryDirectory(prefix="wf-tune-replay-") as tmp:
         work = Path(tmp)
-        db_path = trials_database(args.databases, work)
+        db_path = [trials_database(path, work) for path in args.databases]
         cases = replay_all(run, db_path, work)
         if args.sensitivity:
             grid = sensitivity(run, db_path, work)
+        loo = None
+        if args.leave_one_out:
+            loo = leave_one_out([r["kernel"] for r in run["results"]], db_path, work)
     document = {
         "benchmark": "tune_replay",
         "note": "offline replay of the lookup on recorded GPU trials (no new measurement): "
@@ -271,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         "run": str(args.run),
         "run_device": run.get("device_fingerprint"),
         "run_environment": run.get("environment_fingerprint"),
-        "databases": str(args.databases),
+        "databases": [str(path) for path in args.databases],
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "target": TARGET,
         "cases": cases,
@@ -279,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     if grid is not None:
         document["sensitivity"] = grid
+    if loo is not None:
+        document["leave_one_out"] = {"cases": loo, "summary": summarise(loo)}
     if args.out is not None:
         args.out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
     columns = ["gpu_run", "nearest_database", "consensus_database", "consensus_shipped"]
@@ -295,6 +346,20 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['evidence_min_relative']}: {row['meeting_target']}/{row['cases']}, "
             f"min {row['min']:.4f}"
         )
+    for case in loo or ():
+        cells = " ".join(
+            f"{'-' if v is None else f'{v:.4f}':>18s}"
+            for v in (case.get(c, {}).get("quality") for c in columns[1:])
+        )
+        label = f"leave-one-out {case['kernel'][-40:]} {case['shape']} {case.get('dtype') or ''}"
+        print(f"{label:89s} {cells}")
+    if loo is not None:
+        for name, stats in document["leave_one_out"]["summary"].items():
+            if stats.get("cases"):
+                print(
+                    f"leave-one-out {name:20s} >= {TARGET}: {stats['meeting_target']}/"
+                    f"{stats['cases']}  min {stats['min']:.4f}  geomean {stats['geomean']:.3f}"
+                )
     for name, stats in document["summary"].items():
         if stats.get("cases"):
             print(

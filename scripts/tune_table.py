@@ -2,6 +2,9 @@
 
 Docs paste this output unchanged, so every number in them traces to a committed results file:
     python scripts/tune_table.py benchmarks/results/tune-2026-11-22-h100.json [--kernel GLOB]
+A run done in parts (``tune_check.sh OUT norms`` and ``... blueprints``) renders from the report
+``scripts/tune_merge.py runs`` wrote, or from the parts' reports given together (merged the same
+way).
 
 Quality = exhaustive best time / the config's time, all re-timed interleaved in one run: 1.000 is
 the exhaustive best; targets are >= 0.95 for the nearest match and >= 0.97 for the budget.
@@ -55,6 +58,14 @@ def _seconds(value: float | None) -> str:
     if value is None:
         return "—"
     return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
+
+
+def _wall_text(document: dict[str, Any]) -> str:
+    parts = document.get("parts")
+    if not parts:
+        return f"run took {document.get('wall_s', 0):.0f} s"
+    walls = " + ".join(f"{p.get('wall_s') or 0:.0f} s" for p in parts)
+    return f"run in {len(parts)} parts (one device call each) that took {walls}"
 
 
 def budget_table(document: dict[str, Any], pattern: str | None = None) -> list[str]:
@@ -142,7 +153,7 @@ def render(document: dict[str, Any], pattern: str | None = None) -> str:
         f"Device {document.get('device_fingerprint', '?')}, torch {env.get('torch')}, Triton "
         f"{env.get('triton')}, commit `{str(env.get('git_commit'))[:12]}`, {env.get('date')}; "
         f"budget {arguments.get('budget', '?'):g} s per (kernel, shape), cold; "
-        f"run took {document.get('wall_s', 0):.0f} s.",
+        f"{_wall_text(document)}.",
         "",
         "| kernel | dtype | held-out shape | valid configs | nearest match | "
         + ("single nearest (old rule) | " if single else "")
@@ -204,10 +215,20 @@ def summary(document: dict[str, Any], pattern: str | None = None) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("report", type=Path)
+    parser.add_argument("reports", type=Path, nargs="+", help="a report, or the parts of one")
     parser.add_argument("--kernel", help="only kernels matching this glob")
     args = parser.parse_args()
-    print(render(json.loads(args.report.read_text()), args.kernel))
+    documents = [(str(path), json.loads(path.read_text())) for path in args.reports]
+    if len(documents) == 1:
+        document = documents[0][1]
+    else:
+        from tune_merge import merge_runs  # beside this script
+
+        try:
+            document = merge_runs(documents)
+        except ValueError as exc:
+            raise SystemExit(str(exc)) from None
+    print(render(document, args.kernel))
 
 
 if __name__ == "__main__":

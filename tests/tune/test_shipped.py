@@ -318,3 +318,74 @@ def test_ops_and_blueprints_launch_with_shipped_configs_and_no_database(
     finally:
         norm._fwd_launch_config.cache_clear()
         clear_compiled()
+
+
+def test_export_leaves_out_excluded_problems(tmp_path: Path, db_url: str) -> None:
+    path = tmp_path / "configs.json"
+    with PerfDatabase(db_url) as db:
+        _fill(db)
+        assert export_shipped("kx", path, database=db, exclude=[("kx", F2)]) == 1
+        assert export_shipped(None, tmp_path / "all.json", database=db, exclude=[("kx", F1)]) == 2
+        with pytest.raises(TypeError, match="exclude: expected"):
+            export_shipped("kx", path, database=db, exclude=[("kx",)])  # type: ignore[list-item]
+    assert [e.features for e in read_shipped(path)["kx"]] == [F1]
+    everything = read_shipped(tmp_path / "all.json")
+    assert [e.features for e in everything["kx"]] == [F2]
+    assert [e.features for e in everything["other"]] == [F1]  # same features, another kernel
+
+
+def _shipped_file(path: Path, kernel: str, entries: list[tuple[dict, dict, str]]) -> Path:
+    document = {
+        "format": CONFIGS_FORMAT,
+        "version": 2,
+        "kernels": {
+            kernel: [
+                {
+                    "source_hash": source,
+                    "device": "gpu/sm_90",
+                    "features": features,
+                    "config": config,
+                    "measured": [{"config": config, "relative": 1.0}],
+                }
+                for features, config, source in entries
+            ]
+        },
+    }
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_merge_shipped_takes_the_later_entry_per_problem_and_leaves_out_held_out_ones(
+    tmp_path: Path,
+) -> None:
+    from warpforge.tune.shipped import merge_shipped
+
+    old = _shipped_file(
+        tmp_path / "old.json", "kx", [(F1, {"B": 1}, "h"), (F2, {"B": 2}, "h"), (F1, {"B": 7}, "g")]
+    )
+    new = _shipped_file(tmp_path / "new.json", "kx", [(F1, {"B": 3}, "h")])
+    out = tmp_path / "merged" / "configs.json"
+    assert merge_shipped([old, new], out) == 3
+    merged = {(e.source_hash, e.features["N"]): e.config for e in read_shipped(out)["kx"]}
+    # the newer file wins for the same problem; another source hash is another problem
+    assert merged == {("h", 1024): {"B": 3}, ("h", 4096): {"B": 2}, ("g", 1024): {"B": 7}}
+    assert merge_shipped([old, new], out, exclude=[("kx", F1)]) == 1
+    (left,) = read_shipped(out)["kx"]
+    assert left.features == F2 and left.measured == (({"B": 2}, 1.0),)
+    assert not list(out.parent.glob(".*"))  # written atomically
+
+
+def test_merge_shipped_refuses_bad_sources_before_writing(tmp_path: Path) -> None:
+    from warpforge.tune.shipped import merge_shipped
+
+    good = _shipped_file(tmp_path / "good.json", "kx", [(F1, {"B": 1}, "h")])
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": CONFIGS_FORMAT, "version": 2, "kernels": {"kx": [{}]}}))
+    out = tmp_path / "out.json"
+    with pytest.raises(ValueError, match="missing field"):
+        merge_shipped([good, bad], out)
+    assert not out.exists()
+    with pytest.raises(ValueError, match="at least one"):
+        merge_shipped([], out)
+    with pytest.raises(TypeError, match="sources: expected an iterable"):
+        merge_shipped(str(good), out)  # type: ignore[arg-type]

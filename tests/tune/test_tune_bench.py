@@ -105,10 +105,11 @@ def test_bench_writes_json_with_fingerprint_qualities_and_shipped_file(
     assert "refined match >= 0.95 of exhaustive: " in table
     assert f"| {synthetic} | N=1024 | 0.05 s, this process, before any other compile |" in table
     assert "cap 25%: trials: min / median / seeds within 3%" in table
-    # Every exhaustive best (3 training shapes + 1 held-out) is exported for shipping.
+    # The training shapes' exhaustive bests are exported for shipping, never the held-out one
+    # (a later nearest-match check on it must not find it shipped).
     shipped = tmp_path / document["shipped_file"]
     entries = json.loads(shipped.read_text())["kernels"][synthetic]
-    assert sorted(e["features"]["N"] for e in entries) == [512, 1024, 4096, 8192]
+    assert sorted(e["features"]["N"] for e in entries) == [512, 4096, 8192]
     assert all(e["measured"][0] == {"config": e["config"], "relative": 1.0} for e in entries)
 
     # The offline replay reads this run's databases and scores every rule from its trials.
@@ -312,3 +313,37 @@ def test_budget_evidence_compares_each_budget_with_a_cold_exhaustive_search(benc
     unknown = _search(70, 200, 60.5, budget_s=60.0)  # no cold search asked: proves nothing
     (row,) = bench.budget_evidence(unknown, {"budget": 0.98})
     assert row["exhaustive_cold_source"] is None and row["budget_below_exhaustive"] is False
+
+
+def test_gpu_script_parts_split_the_plan_and_hold_the_norms_shapes_out(tmp_path: Path) -> None:
+    """``tune_check.sh OUT norms`` and ``... blueprints`` (two device calls) plan exactly the
+    kernels of the whole run between them, one budget kernel each; the norms train on 5 row
+    lengths and hold out one that is none of them. An unknown part is refused."""
+    env = {**os.environ, "PYTHON": sys.executable, "PYTHONPATH": str(ROOT / "src")}
+    plans = {}
+    for part in ("norms", "blueprints", "all"):
+        done = subprocess.run(
+            ["bash", str(SCRIPT), str(tmp_path / part), part],
+            cwd=ROOT, env={**env, "TUNE_PLAN_ONLY": "1"}, capture_output=True, text=True,
+            timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        assert not (tmp_path / part / "tune_bench.json").exists()  # planned, nothing run
+        plans[part] = json.loads((tmp_path / part / "plan.json").read_text())["searches"]
+    kernels = {part: {row["kernel"] for row in rows} for part, rows in plans.items()}
+    assert kernels["norms"] | kernels["blueprints"] == kernels["all"]
+    assert not kernels["norms"] & kernels["blueprints"]
+    assert all(not k.startswith("blueprint.") for k in kernels["norms"])
+    assert len(kernels["blueprints"]) >= 10
+    for part in ("norms", "blueprints"):
+        assert len({row["kernel"] for row in plans[part] if row["budget"]}) == 1
+    norm_rows = [row for row in plans["norms"] if row["kernel"] == "rms_norm.bwd"]
+    train = {row["shape"]["N"] for row in norm_rows if row["role"] == "train"}
+    heldout = [row["shape"] for row in norm_rows if row["role"] == "heldout"]
+    assert train == {1024, 4096, 6144, 12288, 16384} and heldout == [{"M": 4096, "N": 8192}]
+    refused = subprocess.run(
+        ["bash", str(SCRIPT), str(tmp_path / "x"), "everything"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "norms|blueprints|all" in refused.stderr
+    assert not (tmp_path / "x").exists()

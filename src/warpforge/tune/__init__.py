@@ -35,6 +35,7 @@ _LAZY: dict[str, str] = {
     "reset_lookup_cache": "warpforge.tune.lookup",
     "export_shipped": "warpforge.tune.shipped",
     "export_trials": "warpforge.tune.shipped",
+    "merge_shipped": "warpforge.tune.shipped",
     "import_file": "warpforge.tune.shipped",
 }
 

@@ -165,11 +165,14 @@ def export_shipped(
     database: PerfDatabase | None = None,
     device: str | None = None,
     current_source_only: bool = True,
+    exclude: Iterable[tuple[str, Mapping[str, object]]] = (),
 ) -> int:
     """Write the best stored configs of ``kernels`` (all when ``None``) as a shipped-configs file.
 
     With ``current_source_only``, a registered kernel exports only results for its current source
-    hash (older ones would be ignored at lookup anyway). Returns the number of entries written.
+    hash (older ones would be ignored at lookup anyway). ``exclude`` names problems, as
+    ``(kernel, features)``, left out of the file (a benchmark's held-out shapes: a later check of
+    the nearest match on them must not find them shipped). Returns the number of entries written.
     """
     from warpforge.tune.tunable import find_tunable
 
@@ -182,6 +185,7 @@ def export_shipped(
         names = list(kernels)
         if not all(isinstance(n, str) and n for n in names):
             raise TypeError(f"kernels: expected kernel names, got {names!r}")
+    left_out = _problem_set("exclude", exclude)
     from warpforge.tune.database import database_or_default
 
     with database_or_default(database) as db:
@@ -193,6 +197,8 @@ def export_shipped(
                 continue
             tunable = find_tunable(r.kernel)
             if current_source_only and tunable is not None and r.source_hash != tunable.source_hash:
+                continue
+            if _problem_name(r.kernel, r.features) in left_out:
                 continue
             if (r.kernel, r.device) not in measured:  # one query per (kernel, device)
                 by_problem: dict[str, list[Any]] = {}
@@ -220,6 +226,73 @@ def export_shipped(
     }
     _write_json_atomically(Path(path), document)
     return sum(len(v) for v in grouped.values())
+
+
+def merge_shipped(
+    sources: Iterable[str | Path],
+    path: str | Path,
+    *,
+    exclude: Iterable[tuple[str, Mapping[str, object]]] = (),
+) -> int:
+    """Write one shipped-configs file holding the entries of every file in ``sources``.
+
+    An entry is one problem (kernel, source hash, device, features); where several sources hold
+    the same problem, the later source's entry replaces the earlier one (list the newest results
+    last). ``exclude`` names problems, as ``(kernel, features)``, left out whatever their source
+    hash and device. Every source is read and validated before anything is written, and entries
+    are copied as exported (version 1 entries stay without ``measured``). Returns the number of
+    entries written.
+    """
+    files = [Path(source) for source in _as_list("sources", sources)]
+    if not files:
+        raise ValueError("sources: expected at least one shipped-configs file, got none")
+    left_out = _problem_set("exclude", exclude)
+    merged: dict[str, dict[str, dict[str, Any]]] = {}
+    for file in files:
+        read_shipped(file)  # validates every entry, naming what is malformed
+        for kernel, entries in _read_document(file)["kernels"].items():
+            slot = merged.setdefault(kernel, {})
+            for raw in entries:
+                features = normalize_features(raw["features"])
+                if _problem_name(kernel, features) in left_out:
+                    continue
+                key = json.dumps([raw["source_hash"], raw["device"], features], sort_keys=True)
+                slot.pop(key, None)  # re-inserted last: the file's order follows the sources
+                slot[key] = raw
+    kernels = {name: list(entries.values()) for name, entries in merged.items() if entries}
+    document = {
+        "format": CONFIGS_FORMAT,
+        "version": CONFIGS_VERSION,
+        "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "kernels": kernels,
+    }
+    _write_json_atomically(Path(path), document)
+    return sum(len(v) for v in kernels.values())
+
+
+def _as_list(name: str, values: object) -> list[Any]:
+    if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+        raise TypeError(f"{name}: expected an iterable of items, got {describe(values)}")
+    return list(values)
+
+
+def _problem_name(kernel: str, features: Mapping[str, object]) -> str:
+    return json.dumps([kernel, normalize_features(features)], sort_keys=True)
+
+
+def _problem_set(name: str, problems: Iterable[tuple[str, Mapping[str, object]]]) -> set[str]:
+    """``(kernel, features)`` pairs as comparable keys; ``TypeError`` naming a malformed one."""
+    keys = set()
+    for item in _as_list(name, problems):
+        if (
+            not isinstance(item, tuple)
+            or len(item) != 2
+            or not isinstance(item[0], str)
+            or not isinstance(item[1], Mapping)
+        ):
+            raise TypeError(f"{name}: expected (kernel name, features mapping) pairs, got {item!r}")
+        keys.add(_problem_name(item[0], item[1]))
+    return keys
 
 
 def _problem_key(source_hash: str, features: Mapping[str, object]) -> str:
