@@ -31,7 +31,6 @@ def bench(fn) -> float:
 
 def ln_case(M: int, N: int, dtype: torch.dtype, budget: float) -> None:
     from warpforge.ops import norm
-    from warpforge.ops._rows import row_launch_shape
 
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(M, N, device="cuda", generator=g).to(dtype)
@@ -95,37 +94,76 @@ def ln_case(M: int, N: int, dtype: torch.dtype, budget: float) -> None:
 
     record("op default (tuned)")
     t0 = time.perf_counter()
-    warps_set = (16, 32) if N >= 16384 else (4, 8, 16, 32)
-    rows_set = (1,) if N >= 16384 else (1, 2)
-    for pre in (None, True):
-        for reload in (True, False):
-            for warps in warps_set:
-                for rows in rows_set:
-                    if rows * N // (32 * warps) > 32 or rows * N < 32 * warps * 2:
-                        continue
-                    for pps in (0, 1, 2, 3, 4):
-                        if pps * warps > 64:
-                            continue
-                        if time.perf_counter() - t0 > budget:
-                            return
-                        launch = row_launch_shape(
-                            M,
-                            N,
-                            dtype,
-                            "cuda",
-                            block_n=N,
-                            rows_per_program=rows,
-                            num_warps=warps,
-                            reread_operands=2,
-                            resident_warps=32,
-                        )
-                        knobs = norm.BwdKnobs(reload, pps)
-                        record(
-                            f"ROWS={rows} warps={warps} reload={reload} P={pps} pre={pre}",
-                            launch,
-                            knobs,
-                            pre,
-                        )
+    first = len(results)
+    warps_set = (16, 32) if N >= 16384 else (8, 16, 4, 32)
+    configs = [
+        (pre, reload, warps, rows, pps)
+        for pre in (None, True)
+        for rows in ((1,) if N >= 16384 else (1, 2))
+        for warps in warps_set
+        for reload in (True, False)
+        for pps in (0, 1, 2, 3, 4)
+        if pps * warps <= 64
+        and (N < 16384 or pps <= 1)
+        and rows * N // (32 * warps) <= 32
+        and rows * N >= 64 * warps
+    ]
+    for pre, reload, warps, rows, pps in configs:
+        if time.perf_counter() - t0 > budget:
+            break
+        launch = _launch(M, N, dtype, rows, warps)
+        knobs = norm.BwdKnobs(reload, pps)
+        record(f"ROWS={rows} warps={warps} reload={reload} P={pps} pre={pre}", launch, knobs, pre)
+    # the best few again with the other kernel source (the committed one, $ORIG_KERNELS)
+    best = sorted((r for r in results[first:] if "us" in r), key=lambda r: r["us"])[:4]
+    other = _swap_kernels()
+    try:
+        for r in best:
+            cfg = dict(kv.split("=") for kv in r["contender"].split())
+            launch = _launch(M, N, dtype, int(cfg["ROWS"]), int(cfg["warps"]))
+            knobs = norm.BwdKnobs(cfg["reload"] == "True", int(cfg["P"]))
+            pre = None if cfg["pre"] == "None" else True
+            record(f"{r['contender']} [{other}]", launch, knobs, pre)
+    finally:
+        _swap_kernels()
+
+
+def _launch(M, N, dtype, rows, warps):
+    from warpforge.ops._rows import row_launch_shape
+
+    return row_launch_shape(
+        M,
+        N,
+        dtype,
+        "cuda",
+        block_n=N,
+        rows_per_program=rows,
+        num_warps=warps,
+        reread_operands=2,
+        resident_warps=32,
+    )
+
+
+_SWAPPED: list = []
+
+
+def _swap_kernels() -> str:
+    """Swap ``warpforge.ops._kernels.norm`` with the file ``$ORIG_KERNELS`` and back; returns
+    the name of the source now in use."""
+    import importlib.util
+    import os
+
+    import warpforge.ops._kernels as package
+
+    if _SWAPPED:
+        package.norm = _SWAPPED.pop()
+        return "current"
+    spec = importlib.util.spec_from_file_location("orig_norm_kernels", os.environ["ORIG_KERNELS"])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    _SWAPPED.append(package.norm)
+    package.norm = module
+    return "original"
 
 
 def rope_case(shape: dict, dtype: torch.dtype, backward: bool) -> None:
@@ -146,25 +184,15 @@ def rope_case(shape: dict, dtype: torch.dtype, backward: bool) -> None:
         rope_module._reference_rotate(q, cos, sin, False, backward),
         rope_module._reference_rotate(k, cos, sin, False, backward),
     )
-    variants = [
-        None,
-        (32, 8, 4),
-        (64, 8, 4),
-        (64, 8, 8),
-        (16, 8, 4),
-        (16, 8, 2),
-        (32, 8, 8),
-        (8, 8, 2),
-        (8, 8, 1),
-        (4, 4, 1),
-    ]
+    variants = [None, (64, 8, 8), (16, 8, 2), (8, 8, 1), (32, 8, 8)]
     liger = None
     try:
         from liger_kernel.ops.rope import LigerRopeFunction
 
-        liger = lambda: LigerRopeFunction.apply(
-            q.transpose(1, 2), k.transpose(1, 2), cos[None], sin[None]
-        )  # noqa: E731
+        def liger():
+            return LigerRopeFunction.apply(
+                q.transpose(1, 2), k.transpose(1, 2), cos[None], sin[None]
+            )
     except Exception as exc:
         print("no liger", exc)
     case = f"rope.{'bwd' if backward else 'fwd'} {shape} {dtype}"
