@@ -17,6 +17,8 @@ import triton.testing
 OUT = sys.argv[1]
 BUDGET = float(sys.argv[2]) if len(sys.argv) > 2 else 150.0
 START = time.perf_counter()
+ONLY = sys.argv[3] if len(sys.argv) > 3 else "all"  # "rope", "layer_norm" or "all"
+REP_MS = 40 if ONLY == "all" else 120
 results: list[dict] = []
 
 
@@ -26,7 +28,7 @@ def save() -> None:
 
 
 def bench(fn) -> float:
-    return triton.testing.do_bench(fn, warmup=10, rep=40) * 1e3  # us
+    return triton.testing.do_bench(fn, warmup=10, rep=REP_MS) * 1e3  # us
 
 
 def ln_case(M: int, N: int, dtype: torch.dtype, budget: float) -> None:
@@ -184,7 +186,15 @@ def rope_case(shape: dict, dtype: torch.dtype, backward: bool) -> None:
         rope_module._reference_rotate(q, cos, sin, False, backward),
         rope_module._reference_rotate(k, cos, sin, False, backward),
     )
-    variants = [None, (64, 8, 8), (16, 8, 2), (8, 8, 1), (32, 8, 8)]
+    variants = [
+        None,
+        (32, 8, 4, False),
+        (64, 8, 8, False),
+        (32, 8, 4, True),
+        (64, 8, 8, True),
+        (64, 8, 4, True),
+        (16, 8, 4, True),
+    ]
     liger = None
     try:
         from liger_kernel.ops.rope import LigerRopeFunction
@@ -222,7 +232,7 @@ def rope_case(shape: dict, dtype: torch.dtype, backward: bool) -> None:
 if __name__ == "__main__":
     from warpforge.ops.rope_problems import SHAPES
 
-    for shape in SHAPES:
+    for shape in SHAPES if ONLY in ("all", "rope") else ():
         for dtype in (torch.bfloat16, torch.float32):
             for backward in (False, True):
                 rope_case(shape, dtype, backward)
@@ -232,7 +242,7 @@ if __name__ == "__main__":
         (4096, 16384, torch.float32),
         (16384, 4096, torch.float32),
     ]
-    for i, (M, N, dt) in enumerate(cases):
+    for i, (M, N, dt) in enumerate(cases if ONLY in ("all", "layer_norm") else ()):
         left = BUDGET - (time.perf_counter() - START)
         ln_case(M, N, dt, left / (len(cases) - i))
     print("wall", time.perf_counter() - START)

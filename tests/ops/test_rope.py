@@ -119,7 +119,15 @@ def test_unshared_full_tables_backward_is_the_transpose(path):
 
 @pytest.mark.parametrize(
     ("q_heads", "k_heads", "launch"),
-    [(5, 3, (2, 2, 1)), (2, 7, (4, 2, 2)), (0, 3, None), (3, 0, None), (9, 1, (8, 1, 1))],
+    [
+        (5, 3, (2, 2, 1, True)),  # paired: q blocks 0-2, k blocks 0-1
+        (5, 3, (2, 2, 1, False)),  # one block each: 3 of q, then 2 of k
+        (2, 7, (4, 2, 2, True)),  # more k blocks than q blocks
+        (2, 7, (4, 2, 2, False)),
+        (0, 3, None),
+        (3, 0, None),
+        (9, 1, (8, 1, 1, True)),
+    ],
 )
 def test_one_launch_for_q_and_k_with_partial_head_blocks(q_heads, k_heads, launch):
     """q's and k's head blocks share one grid: blocks that overhang the heads, more k heads than

@@ -21,15 +21,22 @@ from warpforge.ops._rows import cdiv, kernel_device, next_power_of_2
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_same_device, check_tensor, describe
 
+RopeLaunch = tuple[int, int, int, bool]
+"""(BLOCK_HQ, BLOCK_HK, num_warps, PAIRED): see ``warpforge.ops._kernels.rope.rope_kernel``."""
+
+_BLOCK_ELEMENTS = 8192
+"""Most elements of one tensor a program rotates: all 64 heads of a 128-wide Llama-70B token."""
+
 
 @functools.lru_cache(maxsize=256)
-def _launch_config(q_heads: int, k_heads: int, head_dim: int) -> tuple[int, int, int]:
-    """(BLOCK_HQ, BLOCK_HK, num_warps): up to 4096 elements per program, all heads of a token
-    if they fit; the warps suit the larger block (~16 elements a thread and more)."""
-    block_hq = min(next_power_of_2(q_heads), max(1, 4096 // head_dim))
-    block_hk = min(next_power_of_2(k_heads), max(1, 4096 // head_dim))
-    num_warps = 4 if max(block_hq, block_hk) * head_dim >= 2048 else 2
-    return block_hq, block_hk, num_warps
+def _launch_config(q_heads: int, k_heads: int, head_dim: int) -> RopeLaunch:
+    """Up to 8192 elements of q and of k per program, paired (all heads of a token in one
+    program where they fit, as Liger-Kernel's kernel does), 4 warps (2 for small blocks)."""
+    cap = max(1, _BLOCK_ELEMENTS // head_dim)
+    block_hq = min(next_power_of_2(q_heads), cap)
+    block_hk = min(next_power_of_2(k_heads), cap)
+    num_warps = 4 if (block_hq + block_hk) * head_dim >= 2048 else 2
+    return block_hq, block_hk, num_warps, True
 
 
 def _table_strides(table: torch.Tensor) -> tuple[int, int]:
@@ -83,7 +90,7 @@ def _rotate(
     sin: torch.Tensor,
     interleaved: bool,
     backward: bool,
-    launch: tuple[int, int, int] | None = None,
+    launch: RopeLaunch | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(q, k) rotated (or, ``backward``, their gradients mapped back) in one launch.
     ``launch`` overrides :func:`_launch_config` (benchmark sweeps)."""
@@ -102,8 +109,9 @@ def _rotate(
     k_heads = k.shape[2]
     if batch * seq * head_dim == 0 or q_heads + k_heads == 0:
         return q_out, k_out
-    block_hq, block_hk, num_warps = launch or _launch_config(q_heads, k_heads, head_dim)
-    blocks = cdiv(q_heads, block_hq) + cdiv(k_heads, block_hk)
+    block_hq, block_hk, num_warps, paired = launch or _launch_config(q_heads, k_heads, head_dim)
+    q_blocks, k_blocks = cdiv(q_heads, block_hq), cdiv(k_heads, block_hk)
+    blocks = max(q_blocks, k_blocks) if paired else q_blocks + k_blocks
     with kernel_device(q):
         rope_kernel[(batch * seq, blocks)](
             q, q_out, k, k_out, cos, sin, seq, q_heads, k_heads,
@@ -116,6 +124,7 @@ def _rotate(
             BLOCK_HQ=block_hq,
             BLOCK_HK=block_hk,
             BLOCK_D=next_power_of_2(head_dim // 2),
+            PAIRED=paired,
             num_warps=num_warps,
         )  # fmt: skip
     return q_out, k_out

@@ -433,9 +433,13 @@ def norm_bwd_chunked_kernel(
                 dy = dy * (offset + tl.load(W + c, mask=m, other=0.0).to(tl.float32))
             acc1 += xhat * dy
             acc2 += dy
-        c1, c2 = _sum_pair(acc1, acc2, 0)
-        c1 = c1 / N
-        c2 = c2 / N
+        if CENTER:
+            c1, c2 = _sum_pair(acc1, acc2, 0)
+            c1 = c1 / N
+            c2 = c2 / N
+        else:  # RMSNorm has no second sum (acc2 then goes unused and is never computed)
+            c1 = tl.sum(acc1, axis=0) / N
+            c2 = 0.0
         for chunk in range(0, num_chunks):
             c = (num_chunks - 1 - chunk) * BLOCK_N + cols
             m = c < N

@@ -1,9 +1,9 @@
 """Rotary position embedding kernel: one launch rotates q and k, one program per (token, block of
-heads of q or of k).
+heads of q and/or of k).
 
-Grid axis 1 enumerates q's head blocks, then k's: one launch instead of two, so k (a few heads
-under grouped-query attention) never runs as a small launch of its own with its own ramp-up and
-tail. A program loads the token's cos/sin row once and applies it to every head in its block,
+One launch instead of two, so k (a few heads under grouped-query attention) never runs as a
+small launch of its own with its own ramp-up and tail; by default a program takes a block of q's
+heads and the same-numbered block of k's (at Llama shapes: all heads of a token, one program). A program loads the token's cos/sin row once and applies it to every head in its block,
 so the table costs one small read per token instead of one per head. Each output element pairs with
 one partner: ``d <-> d + D/2`` (half rotation, NeoX/Llama ``rotate_half``) or ``2i <-> 2i+1``
 (interleaved, GPT-J). With per-element tables ``c``, ``s`` the forward is
@@ -95,22 +95,32 @@ def rope_kernel(
     table_stride_b, table_stride_s,
     HEAD_DIM: tl.constexpr, HALF_TABLE: tl.constexpr, INTERLEAVED: tl.constexpr,
     BACKWARD: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
-    BLOCK_D: tl.constexpr,
+    BLOCK_D: tl.constexpr, PAIRED: tl.constexpr,
 ):  # fmt: skip
-    """q and k of one token: grid ``(batch * seq, cdiv(q_heads, BLOCK_HQ) + cdiv(k_heads,
-    BLOCK_HK))``; the backward (``BACKWARD``) maps output gradients to input gradients."""
+    """q and k of one token; the backward (``BACKWARD``) maps output gradients to input
+    gradients. Grid axis 1 with ``PAIRED``: ``max(q_blocks, k_blocks)`` programs, program ``j``
+    rotating q's head block ``j`` and k's head block ``j`` where they exist (one program per
+    token when each fits one block); else ``q_blocks + k_blocks``, one block each."""
     block = tl.program_id(1)
     q_blocks = tl.cdiv(q_heads, BLOCK_HQ)
-    if block < q_blocks:
+    if PAIRED:
+        do_q = block < q_blocks
+        do_k = block < tl.cdiv(k_heads, BLOCK_HK)
+        k_block = block
+    else:
+        do_q = block < q_blocks
+        do_k = block >= q_blocks
+        k_block = block - q_blocks
+    if do_q:
         _rope_apply(
             block, q_ptr, q_out_ptr, cos_ptr, sin_ptr, seq_len, q_heads,
             q_stride_b, q_stride_s, q_stride_h, qo_stride_b, qo_stride_s, qo_stride_h,
             table_stride_b, table_stride_s,
             HEAD_DIM, HALF_TABLE, INTERLEAVED, BACKWARD, BLOCK_HQ, BLOCK_D,
         )  # fmt: skip
-    else:
+    if do_k:
         _rope_apply(
-            block - q_blocks, k_ptr, k_out_ptr, cos_ptr, sin_ptr, seq_len, k_heads,
+            k_block, k_ptr, k_out_ptr, cos_ptr, sin_ptr, seq_len, k_heads,
             k_stride_b, k_stride_s, k_stride_h, ko_stride_b, ko_stride_s, ko_stride_h,
             table_stride_b, table_stride_s,
             HEAD_DIM, HALF_TABLE, INTERLEAVED, BACKWARD, BLOCK_HK, BLOCK_D,
