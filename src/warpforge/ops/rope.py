@@ -24,19 +24,21 @@ from warpforge.validation import FLOAT_DTYPES, check_same_device, check_tensor, 
 RopeLaunch = tuple[int, int, int, bool]
 """(BLOCK_HQ, BLOCK_HK, num_warps, PAIRED): see ``warpforge.ops._kernels.rope.rope_kernel``."""
 
-_BLOCK_ELEMENTS = 8192
-"""Most elements of one tensor a program rotates: all 64 heads of a 128-wide Llama-70B token."""
+_BLOCK_ELEMENTS = 4096
+"""Most elements of one tensor a program rotates (32 heads of 128)."""
 
 
 @functools.lru_cache(maxsize=256)
 def _launch_config(q_heads: int, k_heads: int, head_dim: int) -> RopeLaunch:
-    """Up to 8192 elements of q and of k per program, paired (all heads of a token in one
-    program where they fit, as Liger-Kernel's kernel does), 4 warps (2 for small blocks)."""
+    """Up to 4096 elements of q or of k per program, one block each (not paired), 4 warps (2
+    for small blocks): the launch measured on the H100 at Llama shapes
+    (benchmarks/results/lnbwd-rope-sweep-2026-11-22-h100.json). Paired blocks (one program for
+    all heads of a token, as Liger-Kernel launches) are selectable and await a measurement."""
     cap = max(1, _BLOCK_ELEMENTS // head_dim)
     block_hq = min(next_power_of_2(q_heads), cap)
     block_hk = min(next_power_of_2(k_heads), cap)
-    num_warps = 4 if (block_hq + block_hk) * head_dim >= 2048 else 2
-    return block_hq, block_hk, num_warps, True
+    num_warps = 4 if max(block_hq, block_hk) * head_dim >= 2048 else 2
+    return block_hq, block_hk, num_warps, False
 
 
 def _table_strides(table: torch.Tensor) -> tuple[int, int]:

@@ -2,11 +2,12 @@
 heads of q and/or of k).
 
 One launch instead of two, so k (a few heads under grouped-query attention) never runs as a
-small launch of its own with its own ramp-up and tail; by default a program takes a block of q's
-heads and the same-numbered block of k's (at Llama shapes: all heads of a token, one program). A program loads the token's cos/sin row once and applies it to every head in its block,
-so the table costs one small read per token instead of one per head. Each output element pairs with
-one partner: ``d <-> d + D/2`` (half rotation, NeoX/Llama ``rotate_half``) or ``2i <-> 2i+1``
-(interleaved, GPT-J). With per-element tables ``c``, ``s`` the forward is
+small launch of its own with its own ramp-up and tail. A program takes one block of q's heads or
+of k's, or (``PAIRED``) a block of q's and the same-numbered block of k's. It loads the token's
+cos/sin row once and applies it to every head in its block, so the table costs one small read
+per token instead of one per head. Each output element pairs with one partner: ``d <-> d + D/2``
+(half rotation, NeoX/Llama ``rotate_half``) or ``2i <-> 2i+1`` (interleaved, GPT-J). With
+per-element tables ``c``, ``s`` the forward is
 
     o1 = x1 * c1 - x2 * s1        o2 = x2 * c2 + x1 * s2
 
