@@ -2,12 +2,17 @@
 launch shapes. Kernel time only (triton.testing.do_bench, L2 flushed), every contender checked
 against a float64 reference first. Writes OUT/ln_rope_sweep.json as it goes.
 
-    PYTHONPATH=src python benchmarks/ln_rope_sweep.py OUT [BUDGET_S]
+    PYTHONPATH=src [ORIG_KERNELS=old_norm.py] python benchmarks/ln_rope_sweep.py OUT [BUDGET_S] [all|rope|layer_norm]
+
+The committed run: benchmarks/results/lnbwd-rope-sweep-2026-11-22-h100.json (commit 11bcbd4,
+ORIG_KERNELS = _kernels/norm.py of d23ab05; its rope launches are (BLOCK_HQ, BLOCK_HK, warps) of
+that commit's unpaired one-launch kernel, ``None`` being its default (32, 8, 4)).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -116,7 +121,10 @@ def ln_case(M: int, N: int, dtype: torch.dtype, budget: float) -> None:
         launch = _launch(M, N, dtype, rows, warps)
         knobs = norm.BwdKnobs(reload, pps)
         record(f"ROWS={rows} warps={warps} reload={reload} P={pps} pre={pre}", launch, knobs, pre)
-    # the best few again with the other kernel source (the committed one, $ORIG_KERNELS)
+    # the best few again with another kernel source, when $ORIG_KERNELS names one (a copy of
+    # _kernels/norm.py from another commit): the same launches, two versions of the kernel
+    if not os.environ.get("ORIG_KERNELS"):
+        return
     best = sorted((r for r in results[first:] if "us" in r), key=lambda r: r["us"])[:4]
     other = _swap_kernels()
     try:
