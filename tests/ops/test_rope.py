@@ -117,6 +117,50 @@ def test_unshared_full_tables_backward_is_the_transpose(path):
     check(q, q.clone(), (cos, sin), (cos.double(), sin.double()), False, 1e-5)
 
 
+@pytest.mark.parametrize(
+    ("q_heads", "k_heads", "launch"),
+    [
+        (5, 3, (2, 2, 1, True)),  # paired: q blocks 0-2, k blocks 0-1
+        (5, 3, (2, 2, 1, False)),  # one block each: 3 of q, then 2 of k
+        (2, 7, (4, 2, 2, True)),  # more k blocks than q blocks
+        (2, 7, (4, 2, 2, False)),
+        (0, 3, None),
+        (3, 0, None),
+        (9, 1, (8, 1, 1, True)),
+    ],
+)
+def test_one_launch_for_q_and_k_with_partial_head_blocks(q_heads, k_heads, launch):
+    """q's and k's head blocks share one grid: blocks that overhang the heads, more k heads than
+    q heads, no heads at all on one side, q and k in different layouts."""
+    gen = torch.Generator().manual_seed(17 + q_heads * 10 + k_heads)
+    q = torch.randn(2, q_heads, 4, 12, generator=gen).transpose(1, 2)  # heads-first storage
+    k = torch.randn(2, 4, k_heads, 12, generator=gen)
+    (cos, sin), full = tables(4, 12, False, gen)
+    q_rot, k_rot = rope_module._rotate(q, k, cos, sin, False, False, launch=launch)
+    torch.testing.assert_close(q_rot.double(), reference_rope(q, *full, False))
+    torch.testing.assert_close(k_rot.double(), reference_rope(k, *full, False))
+    dq, dk = rope_module._rotate(q_rot, k_rot, cos, sin, False, True, launch=launch)
+    torch.testing.assert_close(dq, q, atol=1e-5, rtol=1e-5)  # a rotation's transpose undoes it
+    torch.testing.assert_close(dk, k, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("used", ["q", "k"])
+def test_gradient_when_only_one_output_reaches_the_loss(used):
+    gen = torch.Generator().manual_seed(18)
+    q = torch.randn(1, 3, 4, 8, generator=gen, requires_grad=True)
+    k = torch.randn(1, 3, 2, 8, generator=gen, requires_grad=True)
+    (cos, sin), full = tables(3, 8, True, gen)
+    q_rot, k_rot = rope(q, k, cos, sin, interleaved=True)
+    out = q_rot if used == "q" else k_rot
+    seed = torch.randn(out.shape, generator=gen)
+    grads = torch.autograd.grad(out, (q, k), seed, allow_unused=True)
+    leaf = (q if used == "q" else k).detach().double().requires_grad_()
+    (want,) = torch.autograd.grad(reference_rope(leaf, *full, True), leaf, seed.double())
+    got, other = grads if used == "q" else grads[::-1]
+    torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5)
+    assert other is None or not other.any()
+
+
 @settings(max_examples=10, deadline=None)
 @given(
     seq=st.integers(1, 6),
@@ -149,8 +193,10 @@ def test_compiles_fullgraph_and_passes_opcheck():
     want = torch.autograd.grad(fn(q, k), (q, k))
     for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a, b)
-    torch.library.opcheck(torch.ops.warpforge.rope_fwd.default, (q, cos, sin, True))
-    torch.library.opcheck(torch.ops.warpforge.rope_bwd.default, (q.detach(), cos, sin, False))
+    torch.library.opcheck(torch.ops.warpforge.rope_fwd.default, (q, k, cos, sin, True))
+    torch.library.opcheck(
+        torch.ops.warpforge.rope_bwd.default, (q.detach(), k.detach(), cos, sin, False)
+    )
 
 
 @pytest.mark.parametrize(

@@ -323,3 +323,25 @@ def test_shipped_norm_configs_match_the_current_kernels() -> None:
                 assert tunable.space.rejection(entry["config"], entry["features"]) is None
                 seen += 1
     assert seen > 0
+
+
+def test_layer_norm_backward_trials_time_and_check_the_bias_gradient() -> None:
+    """The tuner times LayerNorm's backward as models run it, with a bias gradient (a second
+    partial row per program, so another register budget), and checks all three gradients."""
+    tunable = get_tunable("layer_norm.bwd")
+    features = {"M": 5, "N": 37, "dtype": "float32"}
+    inputs = tunable.make_inputs(
+        {"M": 5, "N": 37}, torch.float32, torch.device("cpu"), torch.Generator().manual_seed(3)
+    )
+    got = tunable.run(tunable.default_config(features), *inputs)
+    want = tunable.reference(*inputs)
+    assert len(got) == len(want) == 3
+    dy = inputs[0]
+    torch.testing.assert_close(want[2], dy.sum(dim=0))
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-4)
+    rms = get_tunable("rms_norm.bwd")
+    rms_inputs = rms.make_inputs(
+        {"M": 5, "N": 37}, torch.float32, torch.device("cpu"), torch.Generator().manual_seed(4)
+    )
+    assert len(rms.run(rms.default_config(features), *rms_inputs)) == 2

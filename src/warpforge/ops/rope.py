@@ -21,13 +21,24 @@ from warpforge.ops._rows import cdiv, kernel_device, next_power_of_2
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_same_device, check_tensor, describe
 
+RopeLaunch = tuple[int, int, int, bool]
+"""(BLOCK_HQ, BLOCK_HK, num_warps, PAIRED): see ``warpforge.ops._kernels.rope.rope_kernel``."""
+
+_BLOCK_ELEMENTS = 4096
+"""Most elements of one tensor a program rotates (32 heads of 128)."""
+
 
 @functools.lru_cache(maxsize=256)
-def _launch_config(n_heads: int, head_dim: int) -> tuple[int, int]:
-    """(BLOCK_H, num_warps): up to 4096 elements per program, all heads of a token if they fit."""
-    block_h = min(next_power_of_2(n_heads), max(1, 4096 // head_dim))
-    num_warps = 4 if block_h * head_dim >= 2048 else 2
-    return block_h, num_warps
+def _launch_config(q_heads: int, k_heads: int, head_dim: int) -> RopeLaunch:
+    """Up to 4096 elements of q or of k per program, one block each (not paired), 4 warps (2
+    for small blocks): the launch measured on the H100 at Llama shapes
+    (benchmarks/results/lnbwd-rope-sweep-2026-11-22-h100.json). Paired blocks (one program for
+    all heads of a token, as Liger-Kernel launches) are selectable and await a measurement."""
+    cap = max(1, _BLOCK_ELEMENTS // head_dim)
+    block_hq = min(next_power_of_2(q_heads), cap)
+    block_hk = min(next_power_of_2(k_heads), cap)
+    num_warps = 4 if max(block_hq, block_hk) * head_dim >= 2048 else 2
+    return block_hq, block_hk, num_warps, False
 
 
 def _table_strides(table: torch.Tensor) -> tuple[int, int]:
@@ -75,78 +86,96 @@ def _reference_rotate(
 
 
 def _rotate(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, backward: bool
-) -> torch.Tensor:
-    if execution_path(x.device) is ExecutionPath.TORCH_REFERENCE:
-        return _reference_rotate(x, cos, sin, interleaved, backward)
-    from warpforge.ops._kernels.rope import rope_bwd_kernel, rope_fwd_kernel
+    q: torch.Tensor,
+    k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    interleaved: bool,
+    backward: bool,
+    launch: RopeLaunch | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(q, k) rotated (or, ``backward``, their gradients mapped back) in one launch.
+    ``launch`` overrides :func:`_launch_config` (benchmark sweeps)."""
+    if execution_path(q.device) is ExecutionPath.TORCH_REFERENCE:
+        return (
+            _reference_rotate(q, cos, sin, interleaved, backward),
+            _reference_rotate(k, cos, sin, interleaved, backward),
+        )
+    from warpforge.ops._kernels.rope import rope_kernel
 
-    if x.stride(-1) != 1:
-        x = x.contiguous()
-    batch, seq, n_heads, head_dim = x.shape
-    out = torch.empty(x.shape, device=x.device, dtype=x.dtype)
-    if out.numel() == 0:
-        return out
-    block_h, num_warps = _launch_config(n_heads, head_dim)
-    kernel = rope_bwd_kernel if backward else rope_fwd_kernel
-    with kernel_device(x):
-        kernel[(batch * seq, cdiv(n_heads, block_h))](
-            x,
-            out,
-            cos,
-            sin,
-            seq,
-            n_heads,
-            x.stride(0),
-            x.stride(1),
-            x.stride(2),
-            out.stride(0),
-            out.stride(1),
-            out.stride(2),
+    q = q if q.stride(-1) == 1 else q.contiguous()
+    k = k if k.stride(-1) == 1 else k.contiguous()
+    q_out = torch.empty(q.shape, device=q.device, dtype=q.dtype)
+    k_out = torch.empty(k.shape, device=k.device, dtype=k.dtype)
+    batch, seq, q_heads, head_dim = q.shape
+    k_heads = k.shape[2]
+    if batch * seq * head_dim == 0 or q_heads + k_heads == 0:
+        return q_out, k_out
+    block_hq, block_hk, num_warps, paired = launch or _launch_config(q_heads, k_heads, head_dim)
+    q_blocks, k_blocks = cdiv(q_heads, block_hq), cdiv(k_heads, block_hk)
+    blocks = max(q_blocks, k_blocks) if paired else q_blocks + k_blocks
+    with kernel_device(q):
+        rope_kernel[(batch * seq, blocks)](
+            q, q_out, k, k_out, cos, sin, seq, q_heads, k_heads,
+            *q.stride()[:3], *q_out.stride()[:3], *k.stride()[:3], *k_out.stride()[:3],
             *_table_strides(cos),
             HEAD_DIM=head_dim,
             HALF_TABLE=cos.shape[-1] != head_dim,
             INTERLEAVED=interleaved,
-            BLOCK_H=block_h,
+            BACKWARD=backward,
+            BLOCK_HQ=block_hq,
+            BLOCK_HK=block_hk,
             BLOCK_D=next_power_of_2(head_dim // 2),
+            PAIRED=paired,
             num_warps=num_warps,
-        )
-    return out
+        )  # fmt: skip
+    return q_out, k_out
 
 
 @dispatched_op("warpforge::rope_fwd", mutates_args=())
 def _rope_fwd(
-    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool
-) -> torch.Tensor:
-    return _rotate(x, cos, sin, interleaved, backward=False)
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _rotate(q, k, cos, sin, interleaved, backward=False)
 
 
 @_rope_fwd.register_fake
-def _(x, cos, sin, interleaved):
-    return x.new_empty(x.shape)
+def _(q, k, cos, sin, interleaved):
+    return q.new_empty(q.shape), k.new_empty(k.shape)
 
 
 @dispatched_op("warpforge::rope_bwd", mutates_args=())
 def _rope_bwd(
-    grad_out: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool
-) -> torch.Tensor:
-    return _rotate(grad_out, cos, sin, interleaved, backward=True)
+    grad_q: torch.Tensor,
+    grad_k: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    interleaved: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    return _rotate(grad_q, grad_k, cos, sin, interleaved, backward=True)
 
 
 @_rope_bwd.register_fake
-def _(grad_out, cos, sin, interleaved):
-    return grad_out.new_empty(grad_out.shape)
+def _(grad_q, grad_k, cos, sin, interleaved):
+    return grad_q.new_empty(grad_q.shape), grad_k.new_empty(grad_k.shape)
 
 
 def _setup_context(ctx, inputs, output):
-    _, cos, sin, interleaved = inputs
+    q, k, cos, sin, interleaved = inputs
     ctx.save_for_backward(cos, sin)
+    ctx.shapes = (q.shape, k.shape)
     ctx.interleaved = interleaved
 
 
-def _backward(ctx, grad_out):
+def _backward(ctx, grad_q, grad_k):
     cos, sin = ctx.saved_tensors
-    return _rope_bwd(grad_out, cos, sin, ctx.interleaved), None, None, None
+    # an output that did not reach the loss has no gradient: rotate zeros in its place
+    if grad_q is None:
+        grad_q = cos.new_zeros(ctx.shapes[0], dtype=grad_k.dtype)
+    if grad_k is None:
+        grad_k = cos.new_zeros(ctx.shapes[1], dtype=grad_q.dtype)
+    dq, dk = _rope_bwd(grad_q, grad_k, cos, sin, ctx.interleaved)
+    return dq, dk, None, None, None
 
 
 _rope_fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -210,7 +239,7 @@ def rope(
     shapes and dtypes; math in float32. Differentiable in ``q`` and ``k``.
     """
     q, k, cos, sin = _validate(q, k, cos, sin, interleaved)
-    return _rope_fwd(q, cos, sin, interleaved), _rope_fwd(k, cos, sin, interleaved)
+    return _rope_fwd(q, k, cos, sin, interleaved)
 
 
 def rope_backward(
@@ -224,4 +253,4 @@ def rope_backward(
     """Gradients of :func:`rope` w.r.t. ``q`` and ``k`` for output gradients ``grad_q``,
     ``grad_k``: the backward kernel alone (same layouts and tables as :func:`rope`)."""
     grad_q, grad_k, cos, sin = _validate(grad_q, grad_k, cos, sin, interleaved, "grad_q", "grad_k")
-    return _rope_bwd(grad_q, cos, sin, interleaved), _rope_bwd(grad_k, cos, sin, interleaved)
+    return _rope_bwd(grad_q, grad_k, cos, sin, interleaved)

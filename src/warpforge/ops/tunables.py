@@ -392,11 +392,13 @@ def _norm_backward_run(center: bool, residual: bool):
             config, M, N, x.dtype, x.device, reread_operands=2, resident_warps=32
         )
         knobs = norm.BwdKnobs(bool(config["RELOAD"]), _int(config, "PROGRAMS_PER_SM"))
-        dx, dw, _ = norm._norm_backward(
+        # LayerNorm as models use it, with a bias: its gradient is a second partial row a
+        # program keeps, which changes the register budget (and so the best launch)
+        dx, dw, db = norm._norm_backward(
             dy, x, weight, mean if center else None, rstd, dh if residual else None, 0.0, center,
-            True, False, launch=launch, knobs=knobs,
+            True, center, launch=launch, knobs=knobs,
         )  # fmt: skip
-        return dx, dw
+        return (dx, dw, db) if center else (dx, dw)
 
     return run
 
@@ -412,6 +414,9 @@ def _norm_backward_reference(center: bool, residual: bool):
             dx, dw = torch.autograd.grad(y, (leaf, w), dy.to(y.dtype))
         if residual:  # h also feeds the residual stream: its gradient adds to dx
             dx = dx + dh.to(dx.dtype)
+        if center:  # the bias gradient: the column sums of dy
+            db = dy.to(torch.promote_types(dy.dtype, torch.float32)).sum(dim=0)
+            return dx.to(x.dtype), dw.to(weight.dtype), db.to(weight.dtype)
         return dx.to(x.dtype), dw.to(weight.dtype)
 
     return reference

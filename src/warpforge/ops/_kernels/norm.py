@@ -173,6 +173,18 @@ def norm_fwd_chunked_kernel(
 
 
 @triton.jit
+def _add_pair(a1, b1, a2, b2):
+    return a1 + a2, b1 + b2
+
+
+@triton.jit
+def _sum_pair(a, b, axis: tl.constexpr):
+    """``(tl.sum(a, axis), tl.sum(b, axis))`` in one reduction: LayerNorm's two row sums share
+    the cross-warp exchange (one round of shared memory and barriers instead of two)."""
+    return tl.reduce((a, b), axis, _add_pair)
+
+
+@triton.jit
 def _load_tile(
     X, DY, tile, stride_x, stride_dy, M, cols, col_mask, ROWS: tl.constexpr, KEEP: tl.constexpr
 ):
@@ -322,9 +334,12 @@ def norm_bwd_rows_kernel(
             wdy = dy * scale[None, :]
         else:
             wdy = dy
-        c1 = tl.sum(xhat * wdy, axis=1) / N
         if CENTER:
-            c2 = tl.sum(wdy, axis=1) / N
+            c1, c2 = _sum_pair(xhat * wdy, wdy, 1)
+            c1 = c1 / N
+            c2 = c2 / N
+        else:
+            c1 = tl.sum(xhat * wdy, axis=1) / N
         if RELOAD:
             x, dy = _reload_tile(X, DY, rows, stride_x, stride_dy, cols, mask)
             x = x.to(tl.float32)
@@ -418,8 +433,13 @@ def norm_bwd_chunked_kernel(
                 dy = dy * (offset + tl.load(W + c, mask=m, other=0.0).to(tl.float32))
             acc1 += xhat * dy
             acc2 += dy
-        c1 = tl.sum(acc1, axis=0) / N
-        c2 = tl.sum(acc2, axis=0) / N
+        if CENTER:
+            c1, c2 = _sum_pair(acc1, acc2, 0)
+            c1 = c1 / N
+            c2 = c2 / N
+        else:  # RMSNorm has no second sum (acc2 then goes unused and is never computed)
+            c1 = tl.sum(acc1, axis=0) / N
+            c2 = 0.0
         for chunk in range(0, num_chunks):
             c = (num_chunks - 1 - chunk) * BLOCK_N + cols
             m = c < N
