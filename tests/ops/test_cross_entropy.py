@@ -315,6 +315,30 @@ def test_streaming_backward_covers_every_column_block(path):
     torch.testing.assert_close(poisoned.double(), expected, atol=2e-6, rtol=2e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("vocab", [16, 33, 37, 80, 96])
+def test_loss_only_forward_over_odd_and_even_chunk_counts(dtype, vocab):
+    """The loss-only kernel folds two 16-column chunks a step (the second loaded while the
+    first is folded in): 1 to 6 chunks, a ragged last one, a chunk of only -inf, the row max in
+    the last chunk, label smoothing (the plain row sum), rows with a stride wider than V."""
+    gen = torch.Generator().manual_seed(vocab)
+    wide = torch.randn(6, vocab + 11, generator=gen) * 3
+    wide[0, vocab - 1] = 12.0  # the row max in the last chunk
+    if vocab > 32:
+        wide[1, 16:32] = float("-inf")
+    logits = wide[:, :vocab].to(dtype)  # row stride vocab + 11, last stride 1
+    target = random_target((6,), vocab, gen)
+    target[0] = vocab - 1
+    loss, lse = ce_module.row_losses(logits, target, IGNORE, 0.1, 1e-3, launch=(16, 1))
+    x64 = logits.double()
+    expected = reference_cross_entropy(
+        x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-3
+    )
+    tol = 2e-5 if dtype == torch.float32 else 1e-3
+    torch.testing.assert_close(loss.double(), expected, atol=tol, rtol=tol)
+    torch.testing.assert_close(lse.double(), x64.logsumexp(-1), atol=tol, rtol=0)
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_long_rows_save_lse_for_the_streaming_backward(reduction, path, monkeypatch):
     """Past FUSED_GRAD_MAX_COLS the forward saves lse and the backward streams the logits (made

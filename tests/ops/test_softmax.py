@@ -270,7 +270,7 @@ class _LaunchSpy:
 
 def test_rows_too_long_for_a_split_fall_back_to_the_chunked_kernel(monkeypatch, device):
     kernels = warpforge.ops._kernels.softmax
-    monkeypatch.setattr(softmax_ops, "_fwd_split_plan", lambda M, N, device: None)
+    monkeypatch.setattr(softmax_ops, "_fwd_split_plan", lambda M, N, size, device: None)
     spy = _LaunchSpy(kernels.softmax_fwd_chunked_kernel)
     monkeypatch.setattr(kernels, "softmax_fwd_chunked_kernel", spy)
     x = randn(2, 16400, device=device)

@@ -31,8 +31,78 @@ def test_gpu_plan_is_resident_whole_groups(on_h100, M, N, chunks, programs):
 
 
 def test_gpu_plan_counts_programs_per_sm(on_h100):
-    plan = _split_rows.split_row_plan(8192, 262144, "cuda", block=8192, programs_per_sm=2)
+    plan = _split_rows.split_row_plan(
+        8192, 262144, "cuda", block=8192, num_warps=16, programs_per_sm=2
+    )
     assert plan is not None and plan.chunks == 32 and plan.programs == 256
+    # two 512-thread programs an SM: at most 64 registers a thread
+    assert plan.max_registers == 64
+    assert plan.launch_options() == {"num_warps": 16, "maxnreg": 64}
+
+
+def test_one_program_per_sm_leaves_the_registers_alone(on_h100):
+    plan = _split_rows.split_row_plan(8192, 262144, "cuda")
+    assert plan.max_registers is None and plan.launch_options() == {"num_warps": 32}
+
+
+@pytest.mark.parametrize(("per_sm", "warps", "registers"), [(4, 8, 64), (2, 4, 248), (3, 8, 80)])
+def test_register_cap_fits_the_planned_programs(on_h100, per_sm, warps, registers):
+    plan = _split_rows.split_row_plan(
+        4096, 131072, "cuda", block=8192, num_warps=warps, programs_per_sm=per_sm
+    )
+    assert plan.max_registers == registers and plan.max_registers % 8 == 0
+    assert per_sm * warps * 32 * plan.max_registers <= _split_rows.REGISTERS_PER_SM
+
+
+@pytest.mark.parametrize(("per_sm", "warps"), [(2, 32), (4, 16), (0, 8)])
+def test_programs_per_sm_beyond_what_every_gpu_holds_is_refused(per_sm, warps):
+    with pytest.raises(ValueError, match="programs_per_sm: expected"):
+        _split_rows.split_row_plan(8192, 262144, "cuda", num_warps=warps, programs_per_sm=per_sm)
+
+
+@pytest.mark.parametrize("element_size", [1, 2, 4, 8])
+def test_split_launch_is_a_valid_plan_for_every_element_size(on_h100, element_size):
+    block, warps, per_sm = _split_rows.split_launch(element_size)
+    plan = _split_rows.split_row_plan(
+        8192, 262144, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm
+    )
+    assert plan is not None and plan.programs <= H100.sm_count * per_sm
+    assert per_sm == 1 or per_sm * warps <= _split_rows.MAX_RESIDENT_WARPS
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpu_split_kernels_fit_their_planned_programs_per_sm(dtype):
+    """The compiled split kernels use no more registers than their plan allows (Triton's
+    maxnreg is honoured), so the planned programs are resident at once (never a hang)."""
+    from warpforge.ops._kernels.cross_entropy import cross_entropy_fwd_grad_split_kernel
+    from warpforge.ops._kernels.softmax import softmax_fwd_split_kernel
+
+    block, warps, per_sm = _split_rows.split_launch(dtype.itemsize)
+    M, N = 300, 3 * block + 5
+    plan = _split_rows.split_row_plan(
+        M, N, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm
+    )
+    x = torch.randn(M, N, device="cuda").to(dtype)
+    y = torch.empty_like(x)
+    kernel = softmax_fwd_split_kernel[(plan.programs,)](
+        x, y, plan.workspace(M, 2, x.device), plan.arrivals(M, x.device), N, N, M, N,
+        LOG=False, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0,
+        **plan.launch_options(),
+    )  # fmt: skip
+    torch.testing.assert_close(y.float(), torch.softmax(x.float(), -1), atol=1e-2, rtol=1e-2)
+    target = torch.randint(0, N, (M,), device="cuda")
+    loss, lse = torch.empty(M, device="cuda"), torch.empty(M, device="cuda")
+    ce_kernel = cross_entropy_fwd_grad_split_kernel[(plan.programs,)](
+        x, target, loss, lse, y, torch.ones(1, device="cuda"), plan.workspace(M, 4, x.device),
+        plan.arrivals(M, x.device), 0, N, N, M, N, -100, 0.0, 0.0, BLOCK=plan.block,
+        CHUNKS_POW2=plan.chunks_pow2, STAGE=0, HAS_SMOOTHING=False, CHECK_TARGETS=False,
+        **plan.launch_options(),
+    )  # fmt: skip
+    torch.testing.assert_close(lse, torch.logsumexp(x.float(), -1), atol=1e-3, rtol=1e-4)
+    for compiled in (kernel, ce_kernel):
+        registers = per_sm * warps * 32 * compiled.n_regs
+        assert registers <= _split_rows.REGISTERS_PER_SM, (compiled.n_regs, plan)
 
 
 def test_gpu_plan_refuses_rows_needing_more_programs_than_resident(on_h100):

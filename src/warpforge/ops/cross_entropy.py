@@ -32,7 +32,7 @@ import torch
 
 from warpforge.dispatch import dispatched_op
 from warpforge.ops._rows import cdiv, kernel_device, next_power_of_2
-from warpforge.ops._split_rows import SplitRowPlan, split_row_plan
+from warpforge.ops._split_rows import SplitRowPlan, split_launch, split_row_plan
 from warpforge.runtime import (
     ExecutionPath,
     checks_enabled,
@@ -46,8 +46,10 @@ TARGET_DTYPES = (torch.int64, torch.int32)
 
 
 def launch_heuristic(n_cols: int, element_size: int) -> tuple[int, int]:
-    """(BLOCK, num_warps) for one row of ``n_cols`` logits: 16-byte vectors, <= 16 KB a chunk."""
-    max_block = 16384 // element_size
+    """(BLOCK, num_warps) for one row of ``n_cols`` logits: 16-byte vectors, chunks of at most
+    4096 elements with 8 a thread at 16 warps (more a thread and ptxas sinks the loads of the
+    next chunk past the arithmetic of this one, see ``_row_logsumexp``)."""
+    max_block = min(4096, 16384 // element_size)
     block = min(next_power_of_2(n_cols), max_block)
     block = max(block, 16)
     num_warps = max(1, min(16, block * element_size // 512))
@@ -120,7 +122,10 @@ def _fwd_grad_split_plan(
     than the GPU holds at once."""
     if next_power_of_2(n_cols) <= WHOLE_ROW_MAX_BLOCK or element_size < SPLIT_GRAD_MIN_ELEMENT_SIZE:
         return None
-    return split_row_plan(n_rows, n_cols, device)
+    block, num_warps, programs_per_sm = split_launch(element_size)
+    return split_row_plan(
+        n_rows, n_cols, device, block=block, num_warps=num_warps, programs_per_sm=programs_per_sm
+    )
 
 
 def gradient_in_forward(n_rows: int, n_cols: int, element_size: int, device: torch.device) -> bool:
@@ -243,7 +248,7 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
     from warpforge.ops._kernels.cross_entropy import cross_entropy_fwd_grad_split_kernel
 
     n_rows = logits.shape[0]
-    options = dict(options, BLOCK=plan.block, num_warps=plan.num_warps)
+    options = dict(options, BLOCK=plan.block, **plan.launch_options())
     partials = plan.workspace(n_rows, 4, logits.device)
     arrivals = plan.arrivals(n_rows, logits.device)
     with kernel_device(logits):
@@ -304,7 +309,7 @@ def row_grads(
 
     block, num_warps = launch or _bwd_launch_config(n_cols, logits.element_size())
     with kernel_device(logits):
-        cross_entropy_bwd_kernel[(n_rows, cdiv(n_cols, block))](
+        cross_entropy_bwd_kernel[(n_rows * cdiv(n_cols, block),)](
             grad_logits,
             logits,
             target,

@@ -22,7 +22,9 @@ import triton
 import triton.language as tl
 
 from warpforge.ops._kernels.split_rows import (
+    LOG2E,
     arrive,
+    chunk_exponentials,
     combined_partials,
     store_chunk_partials,
     wait_for_row,
@@ -188,7 +190,8 @@ def softmax_fwd_split_kernel(
 
     Program ``pid`` owns chunk ``pid % chunks`` of rows ``slot, slot + slots, ...`` (``slot =
     pid // chunks``). It stores its chunk's (max, sum of exp) in ``PARTIALS[row]``, then
-    combines all the row's partials and writes its chunk of the output.
+    combines all the row's partials and writes its chunk of the output, softmax from the
+    exponentials it already holds (one exponential per element).
 
     STAGE 0 (GPU): one launch; the programs of a row meet through ``ARRIVALS[row]`` (an atomic
     counter, zeroed by the caller) and wait until all have arrived, so the caller launches no
@@ -208,8 +211,9 @@ def softmax_fwd_split_kernel(
         row = slot.to(tl.int64) + i * slots
         x = tl.load(X + row * stride_x + cols, mask=mask, other=-float("inf")).to(tl.float32)
         partial = PARTIALS + row * (2 * CHUNKS_POW2)
+        chunk_max, e = chunk_exponentials(x)
         if STAGE != 2:
-            store_chunk_partials(x, partial, chunk, CHUNKS_POW2)
+            store_chunk_partials(partial, chunk, chunk_max, e, CHUNKS_POW2)
         if STAGE == 0:
             wait_for_row(ARRIVALS, row, chunks, arrive(ARRIVALS, row))
         if STAGE != 1:
@@ -217,5 +221,6 @@ def softmax_fwd_split_kernel(
             if LOG:
                 y = x - row_max - tl.log(total)
             else:
-                y = tl.exp(x - row_max) / total
+                # exp(x - row_max) / total from the chunk's exponentials: one multiply each
+                y = e * (tl.exp2((chunk_max - row_max) * LOG2E) / total)
             tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
