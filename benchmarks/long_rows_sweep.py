@@ -29,7 +29,18 @@ from pathlib import Path
 import torch
 
 IGNORE = -100
-SPLITS = ((32768, 32, 1), (16384, 16, 2), (8192, 8, 4))
+SPLITS = (
+    (8192, 8, 4, False),
+    (8192, 16, 2, True),
+    (4096, 8, 4, True),
+    (16384, 32, 1, True),
+    (4096, 4, 8, True),
+)
+"""(block, num_warps, programs per SM, prefetch) of the split plans timed."""
+
+
+def _split_name(block: int, warps: int, per_sm: int, prefetch: bool) -> str:
+    return f"split {block}/{warps} x{per_sm}" + (" prefetch" if prefetch else "")
 
 
 def _copy_bandwidth(do_bench) -> float:
@@ -95,7 +106,7 @@ def main() -> None:
         logits, target = _logits(M, V, dtype)
         ref = torch.nn.functional.cross_entropy(logits.float(), target, reduction="none")
         default = ce.launch_heuristic(V, dtype.itemsize)
-        for launch in (default, (2048, 8), (4096, 8), (4096, 16), (8192, 16), (2048, 4)):
+        for launch in (default, (2048, 8), (4096, 16), (1024, 4)):
             fn = functools.partial(ce.row_losses, logits, target, IGNORE, 0.0, 0.0, launch=launch)
             ok = _close(fn()[0], ref, dtype)
             name = f"BLOCK={launch[0]} warps={launch[1]}" + (
@@ -105,7 +116,8 @@ def main() -> None:
 
     # cross_entropy.fwd_grad
     for (M, V), dtype in (((16384, 32000), torch.bfloat16), ((8192, 128256), torch.bfloat16),
-                          ((4096, 262144), torch.bfloat16), ((8192, 128256), torch.float32)):  # fmt: skip
+                          ((4096, 262144), torch.bfloat16), ((8192, 128256), torch.float32),
+                          ((4096, 262144), torch.float32), ((16384, 32000), torch.float32)):  # fmt: skip
         logits, target = _logits(M, V, dtype)
         scale = torch.full((1,), 1.0 / M, device="cuda")
         x = logits.float().requires_grad_()
@@ -144,7 +156,7 @@ def main() -> None:
         ref[torch.arange(M, device="cuda"), torch.where(valid, target, 0)] -= scale
         out = torch.empty_like(logits)
         default = ce.bwd_launch_heuristic(V, dtype.itemsize)
-        for launch in (default, (1024, 4), (2048, 4), (2048, 8), (4096, 4), (8192, 8), (8192, 16)):
+        for launch in (default, (2048, 8)):
             fn = functools.partial(
                 ce.row_grads, out, logits, target, lse, g, IGNORE, 0.0, 0.0, launch=launch
             )

@@ -62,11 +62,11 @@ def test_programs_per_sm_beyond_what_every_gpu_holds_is_refused(per_sm, warps):
 
 @pytest.mark.parametrize("element_size", [1, 2, 4, 8])
 def test_split_launch_is_a_valid_plan_for_every_element_size(on_h100, element_size):
-    block, warps, per_sm = _split_rows.split_launch(element_size)
-    plan = _split_rows.split_row_plan(
-        8192, 262144, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm
-    )
+    options = _split_rows.split_launch(element_size)
+    plan = _split_rows.split_row_plan(8192, 262144, "cuda", **options)
+    per_sm, warps = options["programs_per_sm"], options["num_warps"]
     assert plan is not None and plan.programs <= H100.sm_count * per_sm
+    assert plan.prefetch == options["prefetch"] and plan.num_warps == warps
     assert per_sm == 1 or per_sm * warps <= _split_rows.MAX_RESIDENT_WARPS
 
 
@@ -78,17 +78,16 @@ def test_gpu_split_kernels_fit_their_planned_programs_per_sm(dtype):
     from warpforge.ops._kernels.cross_entropy import cross_entropy_fwd_grad_split_kernel
     from warpforge.ops._kernels.softmax import softmax_fwd_split_kernel
 
-    block, warps, per_sm = _split_rows.split_launch(dtype.itemsize)
-    M, N = 300, 3 * block + 5
-    plan = _split_rows.split_row_plan(
-        M, N, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm
-    )
+    options = _split_rows.split_launch(dtype.itemsize)
+    per_sm, warps = options["programs_per_sm"], options["num_warps"]
+    M, N = 300, 3 * options["block"] + 5
+    plan = _split_rows.split_row_plan(M, N, "cuda", **options)
     x = torch.randn(M, N, device="cuda").to(dtype)
     y = torch.empty_like(x)
     kernel = softmax_fwd_split_kernel[(plan.programs,)](
         x, y, plan.workspace(M, 2, x.device), plan.arrivals(M, x.device), N, N, M, N,
         LOG=False, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0,
-        **plan.launch_options(),
+        PREFETCH=plan.prefetch, **plan.launch_options(),
     )  # fmt: skip
     torch.testing.assert_close(y.float(), torch.softmax(x.float(), -1), atol=1e-2, rtol=1e-2)
     target = torch.randint(0, N, (M,), device="cuda")
@@ -96,8 +95,8 @@ def test_gpu_split_kernels_fit_their_planned_programs_per_sm(dtype):
     ce_kernel = cross_entropy_fwd_grad_split_kernel[(plan.programs,)](
         x, target, loss, lse, y, torch.ones(1, device="cuda"), plan.workspace(M, 4, x.device),
         plan.arrivals(M, x.device), 0, N, N, M, N, -100, 0.0, 0.0, BLOCK=plan.block,
-        CHUNKS_POW2=plan.chunks_pow2, STAGE=0, HAS_SMOOTHING=False, CHECK_TARGETS=False,
-        **plan.launch_options(),
+        CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch, HAS_SMOOTHING=False,
+        CHECK_TARGETS=False, **plan.launch_options(),
     )  # fmt: skip
     torch.testing.assert_close(lse, torch.logsumexp(x.float(), -1), atol=1e-3, rtol=1e-4)
     for compiled in (kernel, ce_kernel):

@@ -41,15 +41,16 @@ REGISTERS_PER_SM = 65536
 """The register file of one SM on every CUDA GPU since Kepler."""
 
 
-def split_launch(element_size: int) -> tuple[int, int, int]:
-    """(block, num_warps, programs_per_sm) of the split kernels for elements of this size.
+def split_launch(element_size: int) -> dict[str, int | bool]:
+    """The :func:`split_row_plan` options (block, num_warps, programs_per_sm, prefetch) of the
+    split kernels for elements of this size, measured on the H100
+    (``benchmarks/long_rows_sweep.py``).
 
-    4-byte rows: one 32768-column program an SM. 2-byte rows move half the bytes per program
-    for the same arithmetic and waits, so they take smaller programs, several an SM, so that
-    one program's loads overlap another's reductions and waits (measured on the H100)."""
-    if element_size >= 4:
-        return SPLIT_BLOCK, SPLIT_WARPS, 1
-    return 16384, 16, 2
+    Several smaller programs an SM rather than one 32768-column program: one program's loads
+    overlap another's reductions and waits, and each loads its next row's chunk while it waits
+    for the other programs of this row. That matters most for 2-byte rows, which move half the
+    bytes of float32 rows per wait for the same arithmetic."""
+    return {"block": 4096, "num_warps": 8, "programs_per_sm": 4, "prefetch": True}
 
 
 _INTERPRETER_SLOTS = 3
@@ -99,6 +100,9 @@ class SplitRowPlan:
     """Grid size: whole rows of ``chunks`` programs, persistent over the rows."""
     synchronized: bool
     """One launch whose programs wait for each other (GPU); else two launches (STAGE 1, 2)."""
+    prefetch: bool = False
+    """Each program loads its next row's chunk before waiting for the other programs of this
+    row (the kernels' PREFETCH)."""
     max_registers: int | None = None
     """Registers a thread may use (Triton's ``maxnreg``) so that the planned programs per SM
     fit the register file; None with one program an SM."""
@@ -131,6 +135,7 @@ def split_row_plan(
     block: int = SPLIT_BLOCK,
     num_warps: int = SPLIT_WARPS,
     programs_per_sm: int = 1,
+    prefetch: bool = False,
 ) -> SplitRowPlan | None:
     """The split launch of (M, N) rows, or None when a row needs more programs than the GPU
     holds at once (under MPS: than this process's share of it) or ``WARPFORGE_SPLIT_ROWS=0``
@@ -168,5 +173,6 @@ def split_row_plan(
         num_warps=num_warps,
         programs=slots * chunks,
         synchronized=synchronized,
+        prefetch=prefetch,
         max_registers=max_registers,
     )

@@ -46,14 +46,13 @@ TARGET_DTYPES = (torch.int64, torch.int32)
 
 
 def launch_heuristic(n_cols: int, element_size: int) -> tuple[int, int]:
-    """(BLOCK, num_warps) for one row of ``n_cols`` logits: 16-byte vectors, chunks of at most
-    4096 elements with 8 a thread at 16 warps (more a thread and ptxas sinks the loads of the
-    next chunk past the arithmetic of this one, see ``_row_logsumexp``)."""
-    max_block = min(4096, 16384 // element_size)
-    block = min(next_power_of_2(n_cols), max_block)
-    block = max(block, 16)
-    num_warps = max(1, min(16, block * element_size // 512))
-    return block, num_warps
+    """(BLOCK, num_warps) for one row of ``n_cols`` logits: 8 KB chunks with 8 elements a
+    thread (one or two 16-byte vectors). More a thread and ptxas sinks the load of the next
+    chunk past the arithmetic of this one (see ``_row_logsumexp``); 16-warp 8 KB chunks ran the
+    loss-only forward at 97-103% of copy on the H100 in bf16 and fp32
+    (``benchmarks/results/ce-softmax-sweep-2026-11-22-h100.txt``)."""
+    block = max(16, min(next_power_of_2(n_cols), 8192 // element_size))
+    return block, max(1, min(16, block // 256))
 
 
 _launch_config = functools.lru_cache(maxsize=256)(launch_heuristic)
@@ -106,7 +105,7 @@ def _chunked_grad_programs(n_rows: int, n_cols: int, element_size: int, device) 
     return max(1, min(n_rows, caps.sm_count * max(1, min(4, per_sm))))
 
 
-SPLIT_GRAD_MIN_ELEMENT_SIZE = 4
+SPLIT_GRAD_MIN_ELEMENT_SIZE = 2
 """Narrowest logits dtype (bytes) whose long rows take the split forward with gradient. Measured
 on the H100 (harness, 128256 and 262144 classes): float32 87% of copy against 64% for the
 save-lse forward + streaming backward; bfloat16 60-62% against 61-62%, so 2-byte logits keep
@@ -122,10 +121,7 @@ def _fwd_grad_split_plan(
     than the GPU holds at once."""
     if next_power_of_2(n_cols) <= WHOLE_ROW_MAX_BLOCK or element_size < SPLIT_GRAD_MIN_ELEMENT_SIZE:
         return None
-    block, num_warps, programs_per_sm = split_launch(element_size)
-    return split_row_plan(
-        n_rows, n_cols, device, block=block, num_warps=num_warps, programs_per_sm=programs_per_sm
-    )
+    return split_row_plan(n_rows, n_cols, device, **split_launch(element_size))
 
 
 def gradient_in_forward(n_rows: int, n_cols: int, element_size: int, device: torch.device) -> bool:
@@ -256,7 +252,7 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
             cross_entropy_fwd_grad_split_kernel[(plan.programs,)](
                 logits, target, loss, lse, grad_out, grad_loss, partials, arrivals,
                 _row_stride(grad_loss), logits.stride(0), grad_out.stride(0), n_rows, *common,
-                CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, **options,
+                CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, PREFETCH=plan.prefetch, **options,
             )  # fmt: skip
 
 

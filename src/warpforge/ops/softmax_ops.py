@@ -58,10 +58,7 @@ def _fwd_split_plan(
     warpforge.ops._split_rows), or None when a row needs more programs than the GPU holds."""
     if N <= MAX_SINGLE_PASS_N:
         return None
-    block, num_warps, programs_per_sm = split_launch(element_size)
-    return split_row_plan(
-        M, N, device, block=block, num_warps=num_warps, programs_per_sm=programs_per_sm
-    )
+    return split_row_plan(M, N, device, **split_launch(element_size))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -120,7 +117,7 @@ def _split_softmax_forward(x: torch.Tensor, y: torch.Tensor, log: bool, plan: Sp
             softmax_fwd_split_kernel[(plan.programs,)](
                 x, y, partials, arrivals, x.stride(0), y.stride(0), M, N,
                 LOG=log, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=stage,
-                **plan.launch_options(),
+                PREFETCH=plan.prefetch, **plan.launch_options(),
             )  # fmt: skip
 
 

@@ -443,6 +443,7 @@ def cross_entropy_fwd_grad_split_kernel(
     BLOCK: tl.constexpr,
     CHUNKS_POW2: tl.constexpr,
     STAGE: tl.constexpr,
+    PREFETCH: tl.constexpr,
     HAS_SMOOTHING: tl.constexpr,
     CHECK_TARGETS: tl.constexpr,
 ):
@@ -456,7 +457,9 @@ def cross_entropy_fwd_grad_split_kernel(
     exponentials it holds; chunk 0 stores the loss and lse. STAGE as in
     ``softmax_fwd_split_kernel``: 0 meets through the atomic counter ``arrivals_ptr[row]``
     (zeroed by the caller; every program resident at once), 1 / 2 are the partials and the
-    gradient as two launches (the interpreter).
+    gradient as two launches (the interpreter). PREFETCH loads the chunk of the program's next
+    row before waiting for this one (only this program writes that chunk's gradient, so an
+    in-place gradient is safe).
     """
     pid = tl.program_id(0)
     chunks = tl.cdiv(n_cols, BLOCK)
@@ -468,10 +471,19 @@ def cross_entropy_fwd_grad_split_kernel(
     offs = chunk_start + tl.arange(0, BLOCK)
     mask = offs < n_cols
     parts = tl.arange(0, CHUNKS_POW2)
+    if PREFETCH:
+        upcoming = tl.load(
+            logits_ptr + slot.to(tl.int64) * logits_row_stride + offs,
+            mask=mask,
+            other=float("-inf"),
+        )
     for i in range(0, tl.cdiv(n_rows - slot, slots)):
         row = slot.to(tl.int64) + i * slots
         row_ptr = logits_ptr + row * logits_row_stride
-        x = tl.load(row_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
+        if PREFETCH:
+            x = upcoming.to(tl.float32)
+        else:
+            x = tl.load(row_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
         partial = partials_ptr + row * (4 * CHUNKS_POW2)
         chunk_max, e = chunk_exponentials(x)
         if STAGE != 2:
@@ -484,7 +496,16 @@ def cross_entropy_fwd_grad_split_kernel(
                 )
                 tl.store(partial + 3 * CHUNKS_POW2, _target_logit(row_ptr, target, in_range))
         if STAGE == 0:
-            wait_for_row(arrivals_ptr, row, chunks, arrive(arrivals_ptr, row))
+            arrived = arrive(arrivals_ptr, row)
+        if PREFETCH:  # after the release (whose fence would wait for it), before the wait
+            next_end = tl.where(row + slots < n_rows, n_cols, 0)  # nothing past the last row
+            upcoming = tl.load(
+                row_ptr + slots * logits_row_stride + offs,
+                mask=offs < next_end,
+                other=float("-inf"),
+            )
+        if STAGE == 0:
+            wait_for_row(arrivals_ptr, row, chunks, arrived)
         if STAGE != 1:
             _split_chunk_grad(
                 e, chunk_max, offs, mask, chunk_start, chunk_end, row, partial, parts, chunks,

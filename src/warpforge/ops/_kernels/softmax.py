@@ -184,6 +184,7 @@ def softmax_fwd_split_kernel(
     BLOCK_N: tl.constexpr,
     CHUNKS_POW2: tl.constexpr,
     STAGE: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     """Long rows split over ``cdiv(N, BLOCK_N)`` programs, each holding one chunk of a row in
     registers from its read to its write: memory sees one read and one write.
@@ -198,6 +199,8 @@ def softmax_fwd_split_kernel(
     more programs than can be resident at once.
     STAGE 1 / 2: the partials only / the output only (two launches, the output re-reading x):
     for the interpreter, where programs run one after the other and a wait could never end.
+    PREFETCH loads the chunk of the program's next row before waiting for this one (see
+    ``warpforge.ops._split_rows``).
     """
     pid = tl.program_id(0)
     chunks = tl.cdiv(N, BLOCK_N)
@@ -207,15 +210,27 @@ def softmax_fwd_split_kernel(
     cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = cols < N
     parts = tl.arange(0, CHUNKS_POW2)
+    if PREFETCH:
+        upcoming = tl.load(X + slot.to(tl.int64) * stride_x + cols, mask=mask, other=-float("inf"))
     for i in range(0, tl.cdiv(M - slot, slots)):
         row = slot.to(tl.int64) + i * slots
-        x = tl.load(X + row * stride_x + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        if PREFETCH:
+            x = upcoming.to(tl.float32)
+        else:
+            x = tl.load(X + row * stride_x + cols, mask=mask, other=-float("inf")).to(tl.float32)
         partial = PARTIALS + row * (2 * CHUNKS_POW2)
         chunk_max, e = chunk_exponentials(x)
         if STAGE != 2:
             store_chunk_partials(partial, chunk, chunk_max, e, CHUNKS_POW2)
         if STAGE == 0:
-            wait_for_row(ARRIVALS, row, chunks, arrive(ARRIVALS, row))
+            arrived = arrive(ARRIVALS, row)
+        if PREFETCH:  # after the release (whose fence would wait for it), before the wait
+            next_end = tl.where(row + slots < M, N, 0)  # nothing past the last row
+            upcoming = tl.load(
+                X + (row + slots) * stride_x + cols, mask=cols < next_end, other=-float("inf")
+            )
+        if STAGE == 0:
+            wait_for_row(ARRIVALS, row, chunks, arrived)
         if STAGE != 1:
             row_max, total = combined_partials(partial, parts, chunks, CHUNKS_POW2)
             if LOG:

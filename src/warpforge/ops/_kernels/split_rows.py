@@ -24,9 +24,11 @@ and two predicated multiplies per element on sm_90, which bf16 rows cannot affor
 @triton.jit
 def wait_for_row(arrivals_ptr, row, chunks, arrived):
     """Spin until all ``chunks`` programs of ``row`` have bumped its arrival counter, last seen
-    at ``arrived`` (acquire; the barrier then lets every thread read what they published)."""
+    at ``arrived`` (acquire; the barrier then lets every thread read what they published).
+    Acquire alone, not acq_rel: a release fence before every poll would also wait for this
+    program's own loads in flight (the prefetch of its next row)."""
     while arrived < chunks:
-        arrived = tl.atomic_add(arrivals_ptr + row, 0)
+        arrived = tl.atomic_add(arrivals_ptr + row, 0, sem="acquire")
     tl.debug_barrier()
 
 
