@@ -12,10 +12,9 @@ When the logits require grad, how the gradient is made depends on the row length
   are never overwritten and need not be kept alive); the backward multiplies that buffer by
   ``grad_output`` in place, skipping rows whose factor is exactly 1, so ``loss.backward()``
   costs one read and one write of the logits in all;
-* longer float32 rows are split over several programs that each hold a chunk in registers and
-  meet through a small workspace (``warpforge.ops._split_rows``): again one read and one write;
-* 2-byte rows that long (where the split measured no faster, ``SPLIT_GRAD_MIN_ELEMENT_SIZE``)
-  and rows too long even for a split (more chunks than the GPU holds programs at once): one
+* longer rows are split over several programs that each hold a chunk in registers and meet
+  through a small workspace (``warpforge.ops._split_rows``): again one read and one write;
+* rows too long even for a split (more chunks than the GPU holds programs at once): one
   program per row would read them twice (from DRAM: the rows in flight do not fit in L2), so
   the forward only reads them and saves ``lse``, and the backward streams them once more (read
   logits, write gradient) at copy speed, scaled by ``grad_output`` there.
@@ -106,10 +105,10 @@ def _chunked_grad_programs(n_rows: int, n_cols: int, element_size: int, device) 
 
 
 SPLIT_GRAD_MIN_ELEMENT_SIZE = 2
-"""Narrowest logits dtype (bytes) whose long rows take the split forward with gradient. Measured
-on the H100 (harness, 128256 and 262144 classes): float32 87% of copy against 64% for the
-save-lse forward + streaming backward; bfloat16 60-62% against 61-62%, so 2-byte logits keep
-the streaming backward (each split program moves half the bytes per wait there)."""
+"""Narrowest logits dtype (bytes) whose long rows take the split forward with gradient: every
+float dtype the op takes. (bfloat16 once kept the save-lse forward + streaming backward, when
+the split kernel computed two exponentials per element and held 32768 columns a program: it
+ran no faster there, 60-62% of copy on the H100.)"""
 
 
 @functools.lru_cache(maxsize=1024)
