@@ -67,6 +67,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--budget-s", type=float, default=170.0)
+    parser.add_argument(
+        "--families",
+        default="fwd,fwd_grad,softmax,bwd",
+        help="comma-separated subset of fwd, fwd_grad, softmax, bwd",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     from triton.testing import do_bench
@@ -100,8 +105,9 @@ def main() -> None:
             f"{'ok ' if ok else 'BAD'} {ms * 1e3:9.1f} us {gbs:6.0f} GB/s {gbs * 1e9 / copy:5.0%}"
         )
 
+    families = set(args.families.split(","))
     # cross_entropy.fwd (loss only)
-    for (M, V), dtype in (((16384, 32000), torch.bfloat16), ((16384, 32000), torch.float32),
+    for (M, V), dtype in () if "fwd" not in families else (((16384, 32000), torch.bfloat16), ((16384, 32000), torch.float32),
                           ((8192, 128256), torch.bfloat16)):  # fmt: skip
         logits, target = _logits(M, V, dtype)
         ref = torch.nn.functional.cross_entropy(logits.float(), target, reduction="none")
@@ -115,7 +121,7 @@ def main() -> None:
             record("cross_entropy.fwd", f"M={M} V={V}", dtype, name, fn, M * V * dtype.itemsize, ok)
 
     # cross_entropy.fwd_grad
-    for (M, V), dtype in (((16384, 32000), torch.bfloat16), ((8192, 128256), torch.bfloat16),
+    for (M, V), dtype in () if "fwd_grad" not in families else (((16384, 32000), torch.bfloat16), ((8192, 128256), torch.bfloat16),
                           ((4096, 262144), torch.bfloat16), ((8192, 128256), torch.float32),
                           ((4096, 262144), torch.float32), ((16384, 32000), torch.float32)):  # fmt: skip
         logits, target = _logits(M, V, dtype)
@@ -145,7 +151,7 @@ def main() -> None:
             record("cross_entropy.fwd_grad", f"M={M} V={V}", dtype, name, fn, nbytes, ok)
 
     # softmax / log_softmax forward, long rows
-    for dtype in (torch.bfloat16, torch.float32):
+    for dtype in (torch.bfloat16, torch.float32) if "softmax" in families else ():
         M, N = 8192, 262144
         x = torch.randn(M, N, device="cuda").to(dtype)
         for log in (False, True):
@@ -164,7 +170,7 @@ def main() -> None:
         del x
 
     # cross_entropy.bwd (from the saved lse)
-    for (M, V), dtype in (((16384, 32000), torch.float32), ((16384, 32000), torch.bfloat16),
+    for (M, V), dtype in () if "bwd" not in families else (((16384, 32000), torch.float32), ((16384, 32000), torch.bfloat16),
                           ((8192, 128256), torch.float32)):  # fmt: skip
         logits, target = _logits(M, V, dtype)
         lse = torch.logsumexp(logits.float(), -1)
