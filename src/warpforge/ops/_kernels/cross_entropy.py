@@ -485,11 +485,12 @@ def cross_entropy_fwd_grad_split_kernel(
         else:
             x = tl.load(row_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
         partial = partials_ptr + row * (4 * CHUNKS_POW2)
+        if HAS_SMOOTHING and STAGE != 2:
+            # summed before the exponentials replace x: x and them held at once would spill
+            tl.store(partial + 2 * CHUNKS_POW2 + chunk, tl.sum(tl.where(mask, x, 0.0), axis=0))
         chunk_max, e = chunk_exponentials(x)
         if STAGE != 2:
             store_chunk_partials(partial, chunk, chunk_max, e, CHUNKS_POW2)
-            if HAS_SMOOTHING:
-                tl.store(partial + 2 * CHUNKS_POW2 + chunk, tl.sum(tl.where(mask, x, 0.0), axis=0))
             if chunk == 0:
                 target, _, in_range = _row_target(
                     target_ptr, row, n_cols, ignore_index, CHECK_TARGETS
