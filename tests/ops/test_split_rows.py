@@ -144,3 +144,49 @@ def test_gpu_synchronized_split_can_be_switched_off(on_h100, monkeypatch):
     assert _split_rows.split_row_plan(8192, 262144, "cuda") is None
     monkeypatch.setenv(_split_rows.SWITCH, "1")
     assert _split_rows.split_row_plan(8192, 262144, "cuda") is not None
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("prefetch", [False, True], ids=["default", "prefetch"])
+def test_gpu_split_plans_match_the_reference(dtype, prefetch):
+    """The ops' split launch (and the prefetching variant at 16 elements a thread) on the GPU:
+    cross entropy with its gradient in place over the logits (smoothing, z-loss, a target in a
+    late chunk), softmax and log-softmax, rows in several waves, against float64."""
+    import importlib
+
+    from warpforge.ops import softmax_ops
+
+    ce = importlib.import_module("warpforge.ops.cross_entropy")
+    options = _split_rows.split_launch(dtype.itemsize)
+    if prefetch:
+        options = {**options, "block": 4096, "num_warps": 8, "programs_per_sm": 4, "prefetch": True}
+    M, N = 1500, 5 * options["block"] + 7
+    plan = _split_rows.split_row_plan(M, N, "cuda", **options)
+    assert plan.prefetch == prefetch and plan.programs < M  # each program loops over rows
+    gen = torch.Generator(device="cuda").manual_seed(31)
+    x = (torch.randn(M, N, device="cuda", generator=gen) * 3).to(dtype)
+    target = torch.randint(0, N, (M,), device="cuda", generator=gen)
+    target[0], target[1], target[2] = N - 1, -100, 4 * options["block"]
+    grad_loss = torch.rand(M, device="cuda", generator=gen) + 0.5
+    x64 = x.double().requires_grad_()
+    valid = target != -100
+    lse64 = x64.logsumexp(-1)
+    picked = x64.gather(1, torch.where(valid, target, 0)[:, None])[:, 0]
+    rows = 0.9 * (lse64 - picked) + 0.1 * (lse64 - x64.mean(-1)) + 1e-4 * lse64**2
+    rows = torch.where(valid, rows, torch.zeros_like(rows))
+    (expected,) = torch.autograd.grad(rows, x64, grad_loss.double())
+    in_place = x.clone()
+    loss, lse = ce.row_losses(
+        in_place, target, -100, 0.1, 1e-4, grad_out=in_place, grad_loss=grad_loss, split=plan
+    )
+    tol = 1e-5 if dtype == torch.float32 else 1.6e-2
+    torch.testing.assert_close(loss.double(), rows.detach(), atol=tol, rtol=tol)
+    torch.testing.assert_close(lse.double(), lse64.detach(), atol=tol, rtol=1e-6)
+    torch.testing.assert_close(in_place.double(), expected, atol=tol * 1e-3, rtol=tol)
+    for log in (False, True):
+        y = softmax_ops.softmax_forward(x, log, split=plan)
+        reference = torch.log_softmax(x.double(), -1) if log else torch.softmax(x.double(), -1)
+        torch.testing.assert_close(y.double(), reference, atol=tol, rtol=tol)
+    no_grad_loss, _ = ce.row_losses(x, target, -100, 0.1, 1e-4)  # the loss-only kernel
+    torch.testing.assert_close(no_grad_loss.double(), rows.detach(), atol=tol, rtol=tol)
