@@ -215,11 +215,13 @@ def test_chunked_forward_with_grad_loops_rows_and_chunks_in_place(path):
         torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
 
 
+@pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
 @pytest.mark.parametrize(("rows", "vocab"), [(9, 37), (4, 16), (7, 100)])
-def test_split_forward_with_grad_over_small_chunks(path, rows, vocab):
+def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch):
     """Rows split over 16-column programs (ragged last chunk; targets at the first and last
     column, at a chunk boundary, ignored), more rows than slots, smoothing and z-loss, into a
-    poisoned buffer and in place (chunk 0 reads the target logit before any gradient lands)."""
+    poisoned buffer and in place (chunk 0 reads the target logit before any gradient lands;
+    with ``prefetch`` each program loads its next row's chunk before writing this one's)."""
     gen = torch.Generator().manual_seed(24)
     logits = torch.randn(rows, vocab, generator=gen) * 3
     target = random_target((rows,), vocab, gen)
@@ -231,7 +233,7 @@ def test_split_forward_with_grad_over_small_chunks(path, rows, vocab):
         x64, target, reduction="none", label_smoothing=0.1, z_loss=0.01
     )
     (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
-    plan = split_row_plan(rows, vocab, "cpu", block=16, num_warps=1)
+    plan = split_row_plan(rows, vocab, "cpu", block=16, num_warps=1, prefetch=prefetch)
     for out in (torch.full_like(logits, float("nan")), logits.clone()):
         source = out if not out.isnan().any() else logits
         loss, lse = ce_module.row_losses(
@@ -250,7 +252,7 @@ def test_split_forward_with_grad_float16_and_masked_chunks():
     x = logits.half()
     grad = torch.full_like(x, float("nan"))
     scale = torch.full((1,), 0.25)
-    plan = split_row_plan(5, 70, "cpu", block=16, num_warps=1)
+    plan = split_row_plan(5, 70, "cpu", block=16, num_warps=1, prefetch=True)
     loss, _ = ce_module.row_losses(
         x, target, IGNORE, 0.0, 0.0, grad_out=grad, grad_loss=scale, split=plan
     )
@@ -263,14 +265,15 @@ def test_split_forward_with_grad_float16_and_masked_chunks():
     torch.testing.assert_close(grad.double(), expected, atol=1e-3, rtol=1e-3)
 
 
-def test_split_forward_with_grad_only_for_long_four_byte_rows():
+def test_split_forward_with_grad_for_long_rows_of_two_and_four_bytes():
     cpu = torch.device("cpu")
     plan = ce_module._fwd_grad_split_plan
     assert plan(4, 40000, 4, cpu) is not None  # float32 past the whole-row block
-    assert plan(4, 40000, 2, cpu) is None  # 2-byte logits: the streaming backward
+    assert plan(4, 40000, 2, cpu) is not None  # bfloat16 / float16 too
+    assert plan(4, 40000, 1, cpu) is None  # no 1-byte logits: the streaming backward
     assert plan(4, 32768, 4, cpu) is None  # fits the whole-row kernel
     assert ce_module.gradient_in_forward(4, 40000, 4, cpu)
-    assert not ce_module.gradient_in_forward(4, 40000, 2, cpu)
+    assert ce_module.gradient_in_forward(4, 40000, 2, cpu)
     assert ce_module.gradient_in_forward(4, 32000, 2, cpu)
 
 
@@ -313,6 +316,30 @@ def test_streaming_backward_covers_every_column_block(path):
     rows = reference_cross_entropy(x64, target, reduction="none", z_loss=0.05)
     (expected,) = torch.autograd.grad(rows, x64, grad_loss.double())
     torch.testing.assert_close(poisoned.double(), expected, atol=2e-6, rtol=2e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("vocab", [16, 33, 37, 80, 96])
+def test_loss_only_forward_over_odd_and_even_chunk_counts(dtype, vocab):
+    """The loss-only kernel folds two 16-column chunks a step (the second loaded while the
+    first is folded in): 1 to 6 chunks, a ragged last one, a chunk of only -inf, the row max in
+    the last chunk, label smoothing (the plain row sum), rows with a stride wider than V."""
+    gen = torch.Generator().manual_seed(vocab)
+    wide = torch.randn(6, vocab + 11, generator=gen) * 3
+    wide[0, vocab - 1] = 12.0  # the row max in the last chunk
+    if vocab > 32:
+        wide[1, 16:32] = float("-inf")
+    logits = wide[:, :vocab].to(dtype)  # row stride vocab + 11, last stride 1
+    target = random_target((6,), vocab, gen)
+    target[0] = vocab - 1
+    loss, lse = ce_module.row_losses(logits, target, IGNORE, 0.1, 1e-3, launch=(16, 1))
+    x64 = logits.double()
+    expected = reference_cross_entropy(
+        x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-3
+    )
+    tol = 2e-5 if dtype == torch.float32 else 1e-3
+    torch.testing.assert_close(loss.double(), expected, atol=tol, rtol=tol)
+    torch.testing.assert_close(lse.double(), x64.logsumexp(-1), atol=tol, rtol=0)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

@@ -34,12 +34,12 @@ COMPILE_ALL = textwrap.dedent(
     )
     target = GPUTarget("cuda", 90, 32)
 
-    def build(fn, types, constexprs, num_warps):
+    def build(fn, types, constexprs, num_warps, **options):
         signature = {a: "constexpr" if a in constexprs else types[a] for a in fn.arg_names}
         triton.compile(
             ASTSource(fn=fn, signature=signature, constexprs=constexprs),
             target=target,
-            options={"num_warps": num_warps},
+            options={"num_warps": num_warps, **options},
         )
 
     for dt, tdt in (("bf16", torch.bfloat16),):
@@ -75,9 +75,9 @@ COMPILE_ALL = textwrap.dedent(
                     build(sk.softmax_bwd_rows_kernel, sm_types, dict(LOG=log, ROWS=b.rows_per_program, BLOCK_N=b.block_n), b.num_warps)
                 else:
                     build(sk.softmax_fwd_chunked_kernel, sm_types, dict(LOG=log, BLOCK_N=f.block_n), f.num_warps)
-                    split = split_row_plan(M, N, "cuda")
+                    split = softmax_ops._fwd_split_plan(M, N, tdt.itemsize, "cuda")
                     split_types = dict(sm_types, PARTIALS="*fp32", ARRIVALS="*i32")
-                    build(sk.softmax_fwd_split_kernel, split_types, dict(LOG=log, BLOCK_N=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0), split.num_warps)
+                    build(sk.softmax_fwd_split_kernel, split_types, dict(LOG=log, BLOCK_N=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0, PREFETCH=split.prefetch), **split.launch_options())
                     build(sk.softmax_bwd_chunked_kernel, sm_types, dict(LOG=log, BLOCK_N=b.block_n), b.num_warps)
         build(nk.partial_sum_kernel, {"DW_PARTIAL": "*fp32", "DW": p, "DB_PARTIAL": "*fp32", "DB": p, "num_partials": "i32", "N": "i32"}, dict(BLOCK_P=256, BLOCK_N=16), 4)
     import importlib, os, re, subprocess, tempfile
@@ -85,11 +85,14 @@ COMPILE_ALL = textwrap.dedent(
     ce = importlib.import_module("warpforge.ops.cross_entropy")
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/cuobjdump")
 
-    def spilled_bytes(fn, types, constexprs, num_warps):
+    def spilled_bytes(fn, types, constexprs, num_warps, aligned=(), **options):
         signature = {a: "constexpr" if a in constexprs else types.get(a, "i32") for a in fn.arg_names}
+        # a launch specialises pointers and these ints as multiples of 16 (16-byte vectors)
+        attrs = {(i,): [["tt.divisibility", 16]] for i, a in enumerate(fn.arg_names)
+                 if a not in constexprs and (signature[a].startswith("*") or a in aligned)}
         kernel = triton.compile(
-            ASTSource(fn=fn, signature=signature, constexprs=constexprs),
-            target=target, options={"num_warps": num_warps},
+            ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
+            target=target, options={"num_warps": num_warps, **options},
         )
         if not os.path.exists(cuobjdump):
             return 0
@@ -111,9 +114,10 @@ COMPILE_ALL = textwrap.dedent(
                 assert stack == 0, f"whole-row kernel spills {stack} bytes ({dt}, BLOCK={block})"
             else:
                 spilled_bytes(ck.cross_entropy_fwd_grad_kernel, types, dict(flags, BLOCK=block), warps)
-                split = split_row_plan(4096, vocab, "cuda")
+                split = split_row_plan(4096, vocab, "cuda", **split_rows.split_launch(tdt.itemsize))
                 split_types = dict(types, partials_ptr="*fp32", arrivals_ptr="*i32")
-                spilled_bytes(ck.cross_entropy_fwd_grad_split_kernel, split_types, dict(flags, BLOCK=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0), split.num_warps)
+                stack = spilled_bytes(ck.cross_entropy_fwd_grad_split_kernel, split_types, dict(flags, BLOCK=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0, PREFETCH=split.prefetch), aligned=("n_cols", "logits_row_stride", "grad_row_stride"), **split.launch_options())
+                assert stack == 0, f"split kernel spills {stack} bytes under its register cap ({dt})"
             block, warps = ce.launch_heuristic(vocab, tdt.itemsize)
             spilled_bytes(ck.cross_entropy_fwd_kernel, types, dict(flags, BLOCK=block), warps)
             block, warps = ce.bwd_launch_heuristic(vocab, tdt.itemsize)

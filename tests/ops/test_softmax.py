@@ -230,12 +230,14 @@ def test_split_persistent_rows(name, device, poison_outputs):
     check(name, randn(6, 16385, device=device), -1, 1e-5, 1e-4)
 
 
+@pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
 @pytest.mark.parametrize("log", [False, True])
 @pytest.mark.parametrize(("M", "N"), [(7, 37), (1, 16), (4, 100), (5, 17)])
-def test_split_kernel_small_chunks(log, M, N, device, poison_outputs):
+def test_split_kernel_small_chunks(log, M, N, prefetch, device, poison_outputs):
     """Rows over several 16-column chunks (ragged last chunk, a chunk of only -inf, a dominant
-    logit in a late chunk), more rows than slots, every float dtype the interpreter runs."""
-    plan = split_row_plan(M, N, device, block=16, num_warps=1)
+    logit in a late chunk), more rows than slots (with ``prefetch`` each program loads its next
+    row's chunk before the wait), every float dtype the interpreter runs."""
+    plan = split_row_plan(M, N, device, block=16, num_warps=1, prefetch=prefetch)
     for dtype in (torch.float32, torch.float16):
         x = randn(M, N, dtype=dtype, device=device)
         x[0, N - 1] = 30.0
@@ -270,7 +272,7 @@ class _LaunchSpy:
 
 def test_rows_too_long_for_a_split_fall_back_to_the_chunked_kernel(monkeypatch, device):
     kernels = warpforge.ops._kernels.softmax
-    monkeypatch.setattr(softmax_ops, "_fwd_split_plan", lambda M, N, device: None)
+    monkeypatch.setattr(softmax_ops, "_fwd_split_plan", lambda M, N, size, device: None)
     spy = _LaunchSpy(kernels.softmax_fwd_chunked_kernel)
     monkeypatch.setattr(kernels, "softmax_fwd_chunked_kernel", spy)
     x = randn(2, 16400, device=device)

@@ -10,8 +10,11 @@ On the GPU they meet in one launch: each one bumps an atomic arrival counter of 
 spins until the counter reaches ``chunks``. That only terminates when all programs of the row
 are resident together, so the grid is persistent and never larger than what the SMs hold at
 once: ``sm_count * programs_per_sm`` programs (whole groups of ``chunks``), looping over rows.
-``programs_per_sm`` is 1 unless the caller knows better: any kernel that launches at all fits
-one program on every SM. Under the interpreter programs run one after another and a wait could
+Any kernel that launches at all fits one program on every SM. More programs per SM are planned
+only within bounds that every CUDA GPU since Volta meets (1024 threads and 64K registers an
+SM): at most ``MAX_RESIDENT_WARPS`` warps an SM in all, and the launch caps the registers a
+thread may use (``maxnreg``) so that ``programs_per_sm`` programs fit the register file; their
+shared memory (a few KB for the reductions) fits any SM. Under the interpreter programs run one after another and a wait could
 never end, so the same kernel runs as two launches (partials, then output from a second read).
 """
 
@@ -29,6 +32,30 @@ SPLIT_BLOCK = 32768
 """Columns a program holds: 32 a thread at 32 warps (58-64 registers on sm_90)."""
 
 SPLIT_WARPS = 32
+
+MAX_RESIDENT_WARPS = 32
+"""Warps of a split launch per SM when it plans several programs an SM: 1024 threads, which
+every CUDA GPU since Volta holds at once (sm_75 holds no more)."""
+
+REGISTERS_PER_SM = 65536
+"""The register file of one SM on every CUDA GPU since Kepler."""
+
+
+def split_launch(element_size: int) -> dict[str, int | bool]:
+    """The :func:`split_row_plan` options (block, num_warps, programs_per_sm, prefetch) of the
+    split kernels for elements of this size.
+
+    Four 8192-column programs an SM (8 warps each) rather than one 32768-column program: one
+    program's loads overlap another's reductions and waits. That matters most for 2-byte rows,
+    which move half the bytes of float32 rows per wait for the same arithmetic. Measured on the
+    H100 (``benchmarks/results/ce-softmax-sweep-2026-11-22-h100.txt``, do_bench): bf16 forward
+    with gradient 81% / 78% of copy at 128256 / 262144 classes (one program an SM: 72% / 71%),
+    softmax 81% (78%); float32 95-96% (91-95%). ``prefetch`` (the next row's chunk loaded
+    during the wait) needs 16 elements a thread to stay inside the register cap (e.g. 4096
+    columns at 8 warps); it is GPU-tested but not yet timed, so it is off."""
+    del element_size  # one launch for every dtype measured so far
+    return {"block": 8192, "num_warps": 8, "programs_per_sm": 4, "prefetch": False}
+
 
 _INTERPRETER_SLOTS = 3
 """Rows in flight under the interpreter: fewer than most test shapes, so slots loop over rows."""
@@ -77,6 +104,19 @@ class SplitRowPlan:
     """Grid size: whole rows of ``chunks`` programs, persistent over the rows."""
     synchronized: bool
     """One launch whose programs wait for each other (GPU); else two launches (STAGE 1, 2)."""
+    prefetch: bool = False
+    """Each program loads its next row's chunk before waiting for the other programs of this
+    row (the kernels' PREFETCH)."""
+    max_registers: int | None = None
+    """Registers a thread may use (Triton's ``maxnreg``) so that the planned programs per SM
+    fit the register file; None with one program an SM."""
+
+    def launch_options(self) -> dict[str, int]:
+        """``num_warps`` and, with several programs an SM, ``maxnreg`` for the kernel launch."""
+        options = {"num_warps": self.num_warps}
+        if self.max_registers is not None:
+            options["maxnreg"] = self.max_registers
+        return options
 
     def workspace(self, rows: int, values: int, device: torch.device) -> torch.Tensor:
         """fp32 partials: ``values`` statistics of each chunk of each row."""
@@ -99,12 +139,25 @@ def split_row_plan(
     block: int = SPLIT_BLOCK,
     num_warps: int = SPLIT_WARPS,
     programs_per_sm: int = 1,
+    prefetch: bool = False,
 ) -> SplitRowPlan | None:
     """The split launch of (M, N) rows, or None when a row needs more programs than the GPU
     holds at once (under MPS: than this process's share of it) or ``WARPFORGE_SPLIT_ROWS=0``
-    (the caller then uses its one-program-per-row chunked kernel)."""
+    (the caller then uses its one-program-per-row chunked kernel). ``programs_per_sm`` above 1
+    needs ``programs_per_sm * num_warps <= MAX_RESIDENT_WARPS`` (see the module docstring)."""
     if block < 16 or block & (block - 1):
         raise ValueError(f"block: expected a power of 2 >= 16, got {block!r}")
+    if programs_per_sm < 1:
+        raise ValueError(f"programs_per_sm: expected an int >= 1, got {programs_per_sm!r}")
+    max_registers = None
+    if programs_per_sm > 1:
+        if programs_per_sm * num_warps > MAX_RESIDENT_WARPS:
+            raise ValueError(
+                f"programs_per_sm: expected programs_per_sm * num_warps <= {MAX_RESIDENT_WARPS} "
+                f"(warps every GPU holds on one SM), got {programs_per_sm} * {num_warps}"
+            )
+        # whole 8-register steps (the allocation unit), within the 255 a thread can address
+        max_registers = min(255, REGISTERS_PER_SM // (programs_per_sm * num_warps * 32)) // 8 * 8
     chunks = cdiv(N, block)
     sm_count = device_capabilities(device).sm_count
     if sm_count is None:
@@ -113,7 +166,7 @@ def split_row_plan(
     else:
         if not _synchronized_enabled():
             return None
-        slots = min(M, usable_sm_count(sm_count) * max(1, programs_per_sm) // chunks)
+        slots = min(M, usable_sm_count(sm_count) * programs_per_sm // chunks)
         synchronized = True
     if slots < 1:
         return None
@@ -124,4 +177,6 @@ def split_row_plan(
         num_warps=num_warps,
         programs=slots * chunks,
         synchronized=synchronized,
+        prefetch=prefetch,
+        max_registers=max_registers,
     )

@@ -12,10 +12,9 @@ When the logits require grad, how the gradient is made depends on the row length
   are never overwritten and need not be kept alive); the backward multiplies that buffer by
   ``grad_output`` in place, skipping rows whose factor is exactly 1, so ``loss.backward()``
   costs one read and one write of the logits in all;
-* longer float32 rows are split over several programs that each hold a chunk in registers and
-  meet through a small workspace (``warpforge.ops._split_rows``): again one read and one write;
-* 2-byte rows that long (where the split measured no faster, ``SPLIT_GRAD_MIN_ELEMENT_SIZE``)
-  and rows too long even for a split (more chunks than the GPU holds programs at once): one
+* longer rows are split over several programs that each hold a chunk in registers and meet
+  through a small workspace (``warpforge.ops._split_rows``): again one read and one write;
+* rows too long even for a split (more chunks than the GPU holds programs at once): one
   program per row would read them twice (from DRAM: the rows in flight do not fit in L2), so
   the forward only reads them and saves ``lse``, and the backward streams them once more (read
   logits, write gradient) at copy speed, scaled by ``grad_output`` there.
@@ -32,7 +31,7 @@ import torch
 
 from warpforge.dispatch import dispatched_op
 from warpforge.ops._rows import cdiv, kernel_device, next_power_of_2
-from warpforge.ops._split_rows import SplitRowPlan, split_row_plan
+from warpforge.ops._split_rows import SplitRowPlan, split_launch, split_row_plan
 from warpforge.runtime import (
     ExecutionPath,
     checks_enabled,
@@ -46,12 +45,13 @@ TARGET_DTYPES = (torch.int64, torch.int32)
 
 
 def launch_heuristic(n_cols: int, element_size: int) -> tuple[int, int]:
-    """(BLOCK, num_warps) for one row of ``n_cols`` logits: 16-byte vectors, <= 16 KB a chunk."""
-    max_block = 16384 // element_size
-    block = min(next_power_of_2(n_cols), max_block)
-    block = max(block, 16)
-    num_warps = max(1, min(16, block * element_size // 512))
-    return block, num_warps
+    """(BLOCK, num_warps) for one row of ``n_cols`` logits: 8 KB chunks with 8 elements a
+    thread (one or two 16-byte vectors). More a thread and ptxas sinks the load of the next
+    chunk past the arithmetic of this one (see ``_row_logsumexp``); 16-warp 8 KB chunks ran the
+    loss-only forward at 97-103% of copy on the H100 in bf16 and fp32
+    (``benchmarks/results/ce-softmax-sweep-2026-11-22-h100.txt``)."""
+    block = max(16, min(next_power_of_2(n_cols), 8192 // element_size))
+    return block, max(1, min(16, block // 256))
 
 
 _launch_config = functools.lru_cache(maxsize=256)(launch_heuristic)
@@ -104,11 +104,11 @@ def _chunked_grad_programs(n_rows: int, n_cols: int, element_size: int, device) 
     return max(1, min(n_rows, caps.sm_count * max(1, min(4, per_sm))))
 
 
-SPLIT_GRAD_MIN_ELEMENT_SIZE = 4
-"""Narrowest logits dtype (bytes) whose long rows take the split forward with gradient. Measured
-on the H100 (harness, 128256 and 262144 classes): float32 87% of copy against 64% for the
-save-lse forward + streaming backward; bfloat16 60-62% against 61-62%, so 2-byte logits keep
-the streaming backward (each split program moves half the bytes per wait there)."""
+SPLIT_GRAD_MIN_ELEMENT_SIZE = 2
+"""Narrowest logits dtype (bytes) whose long rows take the split forward with gradient: every
+float dtype the op takes. (bfloat16 once kept the save-lse forward + streaming backward, when
+the split kernel computed two exponentials per element and held 32768 columns a program: it
+ran no faster there, 60-62% of copy on the H100.)"""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -120,7 +120,7 @@ def _fwd_grad_split_plan(
     than the GPU holds at once."""
     if next_power_of_2(n_cols) <= WHOLE_ROW_MAX_BLOCK or element_size < SPLIT_GRAD_MIN_ELEMENT_SIZE:
         return None
-    return split_row_plan(n_rows, n_cols, device)
+    return split_row_plan(n_rows, n_cols, device, **split_launch(element_size))
 
 
 def gradient_in_forward(n_rows: int, n_cols: int, element_size: int, device: torch.device) -> bool:
@@ -243,7 +243,7 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
     from warpforge.ops._kernels.cross_entropy import cross_entropy_fwd_grad_split_kernel
 
     n_rows = logits.shape[0]
-    options = dict(options, BLOCK=plan.block, num_warps=plan.num_warps)
+    options = dict(options, BLOCK=plan.block, **plan.launch_options())
     partials = plan.workspace(n_rows, 4, logits.device)
     arrivals = plan.arrivals(n_rows, logits.device)
     with kernel_device(logits):
@@ -251,7 +251,7 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
             cross_entropy_fwd_grad_split_kernel[(plan.programs,)](
                 logits, target, loss, lse, grad_out, grad_loss, partials, arrivals,
                 _row_stride(grad_loss), logits.stride(0), grad_out.stride(0), n_rows, *common,
-                CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, **options,
+                CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, PREFETCH=plan.prefetch, **options,
             )  # fmt: skip
 
 
@@ -304,7 +304,7 @@ def row_grads(
 
     block, num_warps = launch or _bwd_launch_config(n_cols, logits.element_size())
     with kernel_device(logits):
-        cross_entropy_bwd_kernel[(n_rows, cdiv(n_cols, block))](
+        cross_entropy_bwd_kernel[(n_rows * cdiv(n_cols, block),)](
             grad_logits,
             logits,
             target,

@@ -23,7 +23,7 @@ from warpforge.ops._rows import (
     launch_rows,
     row_launch_config,
 )
-from warpforge.ops._split_rows import SplitRowPlan, split_row_plan
+from warpforge.ops._split_rows import SplitRowPlan, split_launch, split_row_plan
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_tensor, normalize_dim
 
@@ -51,12 +51,14 @@ def _fwd_launch_config(
 
 
 @functools.lru_cache(maxsize=1024)
-def _fwd_split_plan(M: int, N: int, device: torch.device | str) -> SplitRowPlan | None:
+def _fwd_split_plan(
+    M: int, N: int, element_size: int, device: torch.device | str
+) -> SplitRowPlan | None:
     """Rows wider than one program's registers: split over programs (one read, one write; see
     warpforge.ops._split_rows), or None when a row needs more programs than the GPU holds."""
     if N <= MAX_SINGLE_PASS_N:
         return None
-    return split_row_plan(M, N, device)
+    return split_row_plan(M, N, device, **split_launch(element_size))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -88,7 +90,7 @@ def softmax_forward(
     x = as_rows(x)
     config = launch or _fwd_launch_config(M, N, x.dtype, x.device)
     if split is None and launch is None and not config.single_pass:
-        split = _fwd_split_plan(M, N, x.device)
+        split = _fwd_split_plan(M, N, x.element_size(), x.device)
     if split is not None:
         _split_softmax_forward(x, y, log, split)
         return y
@@ -115,7 +117,7 @@ def _split_softmax_forward(x: torch.Tensor, y: torch.Tensor, log: bool, plan: Sp
             softmax_fwd_split_kernel[(plan.programs,)](
                 x, y, partials, arrivals, x.stride(0), y.stride(0), M, N,
                 LOG=log, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=stage,
-                num_warps=plan.num_warps,
+                PREFETCH=plan.prefetch, **plan.launch_options(),
             )  # fmt: skip
 
 

@@ -22,7 +22,9 @@ import triton
 import triton.language as tl
 
 from warpforge.ops._kernels.split_rows import (
+    LOG2E,
     arrive,
+    chunk_exponentials,
     combined_partials,
     store_chunk_partials,
     wait_for_row,
@@ -182,19 +184,23 @@ def softmax_fwd_split_kernel(
     BLOCK_N: tl.constexpr,
     CHUNKS_POW2: tl.constexpr,
     STAGE: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     """Long rows split over ``cdiv(N, BLOCK_N)`` programs, each holding one chunk of a row in
     registers from its read to its write: memory sees one read and one write.
 
     Program ``pid`` owns chunk ``pid % chunks`` of rows ``slot, slot + slots, ...`` (``slot =
     pid // chunks``). It stores its chunk's (max, sum of exp) in ``PARTIALS[row]``, then
-    combines all the row's partials and writes its chunk of the output.
+    combines all the row's partials and writes its chunk of the output, softmax from the
+    exponentials it already holds (one exponential per element).
 
     STAGE 0 (GPU): one launch; the programs of a row meet through ``ARRIVALS[row]`` (an atomic
     counter, zeroed by the caller) and wait until all have arrived, so the caller launches no
     more programs than can be resident at once.
     STAGE 1 / 2: the partials only / the output only (two launches, the output re-reading x):
     for the interpreter, where programs run one after the other and a wait could never end.
+    PREFETCH loads the chunk of the program's next row before waiting for this one (see
+    ``warpforge.ops._split_rows``).
     """
     pid = tl.program_id(0)
     chunks = tl.cdiv(N, BLOCK_N)
@@ -204,18 +210,32 @@ def softmax_fwd_split_kernel(
     cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = cols < N
     parts = tl.arange(0, CHUNKS_POW2)
+    if PREFETCH:
+        upcoming = tl.load(X + slot.to(tl.int64) * stride_x + cols, mask=mask, other=-float("inf"))
     for i in range(0, tl.cdiv(M - slot, slots)):
         row = slot.to(tl.int64) + i * slots
-        x = tl.load(X + row * stride_x + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        if PREFETCH:
+            x = upcoming.to(tl.float32)
+        else:
+            x = tl.load(X + row * stride_x + cols, mask=mask, other=-float("inf")).to(tl.float32)
         partial = PARTIALS + row * (2 * CHUNKS_POW2)
+        chunk_max, e = chunk_exponentials(x)
         if STAGE != 2:
-            store_chunk_partials(x, partial, chunk, CHUNKS_POW2)
+            store_chunk_partials(partial, chunk, chunk_max, e, CHUNKS_POW2)
         if STAGE == 0:
-            wait_for_row(ARRIVALS, row, chunks, arrive(ARRIVALS, row))
+            arrived = arrive(ARRIVALS, row)
+        if PREFETCH:  # after the release (whose fence would wait for it), before the wait
+            next_end = tl.where(row + slots < M, N, 0)  # nothing past the last row
+            upcoming = tl.load(
+                X + (row + slots) * stride_x + cols, mask=cols < next_end, other=-float("inf")
+            )
+        if STAGE == 0:
+            wait_for_row(ARRIVALS, row, chunks, arrived)
         if STAGE != 1:
             row_max, total = combined_partials(partial, parts, chunks, CHUNKS_POW2)
             if LOG:
                 y = x - row_max - tl.log(total)
             else:
-                y = tl.exp(x - row_max) / total
+                # exp(x - row_max) / total from the chunk's exponentials: one multiply each
+                y = e * (tl.exp2((chunk_max - row_max) * LOG2E) / total)
             tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)

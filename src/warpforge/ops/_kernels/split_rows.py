@@ -16,13 +16,19 @@ import triton.language as tl
 # A finite "minus infinity" for chunk maxima, so exp(x - max) never sees -inf - -inf.
 _NEG_BIG = tl.constexpr(-1.0e30)
 
+LOG2E = tl.constexpr(1.4426950408889634)
+"""exp(d) is computed as exp2(d * LOG2E): a single MUFU instruction (tl.exp adds a range check
+and two predicated multiplies per element on sm_90, which bf16 rows cannot afford)."""
+
 
 @triton.jit
 def wait_for_row(arrivals_ptr, row, chunks, arrived):
     """Spin until all ``chunks`` programs of ``row`` have bumped its arrival counter, last seen
-    at ``arrived`` (acquire; the barrier then lets every thread read what they published)."""
+    at ``arrived`` (acquire; the barrier then lets every thread read what they published).
+    Acquire alone, not acq_rel: a release fence before every poll would also wait for this
+    program's own loads in flight (the prefetch of its next row)."""
     while arrived < chunks:
-        arrived = tl.atomic_add(arrivals_ptr + row, 0)
+        arrived = tl.atomic_add(arrivals_ptr + row, 0, sem="acquire")
     tl.debug_barrier()
 
 
@@ -35,13 +41,20 @@ def arrive(arrivals_ptr, row):
 
 
 @triton.jit
-def store_chunk_partials(x, partial, chunk, CHUNKS_POW2: tl.constexpr):
-    """Publish one chunk's (max, sum of exp(x - max)) at ``partial + chunk`` and
-    ``partial + CHUNKS_POW2 + chunk``; the max is clamped, so a chunk of only -inf has a zero
-    sum rather than exp(-inf - -inf) = NaN. :func:`combined_partials` reads them back."""
+def chunk_exponentials(x):
+    """(max, exp(x - max)) of one chunk held in registers; the max is clamped, so a chunk of
+    only -inf gets zero exponentials rather than exp(-inf - -inf) = NaN. The caller keeps the
+    exponentials (not x) until it writes its output: one exponential per element in all."""
     chunk_max = tl.maximum(tl.max(x, axis=0), _NEG_BIG)
+    return chunk_max, tl.exp2((x - chunk_max) * LOG2E)
+
+
+@triton.jit
+def store_chunk_partials(partial, chunk, chunk_max, exponentials, CHUNKS_POW2: tl.constexpr):
+    """Publish one chunk's (max, sum of exp(x - max)) at ``partial + chunk`` and
+    ``partial + CHUNKS_POW2 + chunk``; :func:`combined_partials` reads them back."""
     tl.store(partial + chunk, chunk_max)
-    tl.store(partial + CHUNKS_POW2 + chunk, tl.sum(tl.exp(x - chunk_max), axis=0))
+    tl.store(partial + CHUNKS_POW2 + chunk, tl.sum(exponentials, axis=0))
 
 
 @triton.jit
@@ -54,4 +67,4 @@ def combined_partials(partial, parts, chunks, CHUNKS_POW2: tl.constexpr):
         partial + CHUNKS_POW2 + parts, mask=parts < chunks, other=0.0, cache_modifier=".cg"
     )
     row_max = tl.max(maxes, axis=0)
-    return row_max, tl.sum(sums * tl.exp(maxes - row_max), axis=0)
+    return row_max, tl.sum(sums * tl.exp2((maxes - row_max) * LOG2E), axis=0)
