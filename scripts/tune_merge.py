@@ -11,6 +11,7 @@ must come from the same device and software (device, driver, torch, Triton, CUDA
 commit) and tune different kernels: a mismatch is an error, never a silent mix.
 
     python scripts/tune_merge.py shipped OUT.json BASE.json NEW.json [...] [--exclude-heldout RUN.json]
+        [--drop-stale]
 
 composes a shipped-configs file from exported ones (:func:`warpforge.tune.shipped.merge_shipped`:
 later files replace an earlier file's entry for the same problem), leaving out the held-out
@@ -146,10 +147,13 @@ def _shipped(args: argparse.Namespace) -> int:
 
     exclude = [p for run in args.exclude_heldout for p in heldout_problems(_load(run))]
     try:
-        count = merge_shipped(args.sources, args.out, exclude=exclude)
+        count = merge_shipped(args.sources, args.out, exclude=exclude, drop_stale=args.drop_stale)
     except (OSError, ValueError) as exc:
         raise SystemExit(str(exc)) from None
-    print(f"wrote {args.out}: {count} entries ({len(exclude)} held-out problem(s) left out)")
+    print(
+        f"wrote {args.out}: {count} entries ({len(exclude)} held-out problem(s) left out"
+        + (", stale entries dropped)" if args.drop_stale else ")")
+    )
     return 0
 
 
@@ -171,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         help="tune_bench report whose held-out shapes are left out (repeatable)",
+    )
+    shipped.add_argument(
+        "--drop-stale",
+        action="store_true",
+        help="leave out entries tuned on an earlier source of their kernel (warpforge db stale)",
     )
     shipped.set_defaults(handler=_shipped)
     args = parser.parse_args(argv)

@@ -376,6 +376,49 @@ def db_export(
     typer.echo(f"wrote {count} {what} to {file}")
 
 
+@db_app.command("stale")
+def db_stale(
+    file: list[Path] = typer.Argument(
+        None, help="Shipped-configs files (default: every file the package ships)."
+    ),
+    as_args: bool = typer.Option(
+        False, "--args", help="Print 'KERNEL DTYPE SHAPE' lines for a re-tuning script."
+    ),
+) -> None:
+    """List shipped configs tuned on an earlier source of their kernel (lookups skip them)."""
+    from warpforge.tune.lookup import shipped_directory
+    from warpforge.tune.shipped import stale_entries
+
+    paths = file or sorted(shipped_directory().glob("*.json"))
+    rows = []
+    for path in paths:
+        try:
+            stale = stale_entries(path)
+        except (OSError, ValueError) as exc:
+            _fail(str(exc))
+            return
+        rows.extend(
+            (kernel, str(e.features.get("dtype", "")),
+             ",".join(f"{k}={v}" for k, v in sorted(e.features.items()) if k != "dtype"),
+             e.device, path.name)
+            for kernel, e in stale
+        )  # fmt: skip
+    rows.sort()
+    if as_args:
+        for row in rows:
+            typer.echo(" ".join(row[:3]))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows)} stale shipped config(s)")
+    for column in ("kernel", "dtype", "shape", "device", "file"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    Console().print(table)
+
+
 @db_app.command("import")
 def db_import(
     file: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSON file to read."),

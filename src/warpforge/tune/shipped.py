@@ -228,20 +228,38 @@ def export_shipped(
     return sum(len(v) for v in grouped.values())
 
 
+def stale_entries(path: str | Path) -> list[tuple[str, StoredConfig]]:
+    """The entries of a shipped-configs file tuned on another source than the kernel's current
+    one (the kernel was edited since): lookups ignore them, so they want re-tuning. Kernels no
+    provider registers here (another package's) are never called stale."""
+    from warpforge.tune.tunable import find_tunable, registered_tunables
+
+    registered_tunables()  # loads every provider of tunables
+    stale = []
+    for kernel, entries in read_shipped(path).items():
+        tunable = find_tunable(kernel)
+        if tunable is None:
+            continue
+        stale.extend((kernel, e) for e in entries if e.source_hash != tunable.source_hash)
+    return stale
+
+
 def merge_shipped(
     sources: Iterable[str | Path],
     path: str | Path,
     *,
     exclude: Iterable[tuple[str, Mapping[str, object]]] = (),
+    drop_stale: bool = False,
 ) -> int:
     """Write one shipped-configs file holding the entries of every file in ``sources``.
 
     An entry is one problem (kernel, source hash, device, features); where several sources hold
     the same problem, the later source's entry replaces the earlier one (list the newest results
     last). ``exclude`` names problems, as ``(kernel, features)``, left out whatever their source
-    hash and device. Every source is read and validated before anything is written, and entries
-    are copied as exported (version 1 entries stay without ``measured``). Returns the number of
-    entries written.
+    hash and device. ``drop_stale`` leaves out the entries :func:`stale_entries` names (tuned on
+    an earlier source of their kernel). Every source is read and validated before anything is
+    written, and entries are copied as exported (version 1 entries stay without ``measured``).
+    Returns the number of entries written.
     """
     files = [Path(source) for source in _as_list("sources", sources)]
     if not files:
@@ -250,11 +268,14 @@ def merge_shipped(
     merged: dict[str, dict[str, dict[str, Any]]] = {}
     for file in files:
         read_shipped(file)  # validates every entry, naming what is malformed
+        stale = {(k, e.source_hash) for k, e in stale_entries(file)} if drop_stale else set()
         for kernel, entries in _read_document(file)["kernels"].items():
             slot = merged.setdefault(kernel, {})
             for raw in entries:
                 features = normalize_features(raw["features"])
                 if _problem_name(kernel, features) in left_out:
+                    continue
+                if (kernel, raw["source_hash"]) in stale:
                     continue
                 key = json.dumps([raw["source_hash"], raw["device"], features], sort_keys=True)
                 slot.pop(key, None)  # re-inserted last: the file's order follows the sources
