@@ -389,3 +389,35 @@ def test_merge_shipped_refuses_bad_sources_before_writing(tmp_path: Path) -> Non
         merge_shipped([], out)
     with pytest.raises(TypeError, match="sources: expected an iterable"):
         merge_shipped(str(good), out)  # type: ignore[arg-type]
+
+
+def test_stale_entries_are_listed_and_dropped_on_merge(tmp_path: Path) -> None:
+    """An entry tuned on an earlier source of a registered kernel is stale (lookups skip it);
+    kernels nobody registers here are left alone."""
+    from tune_synthetic import make_synthetic
+
+    from warpforge.tune.shipped import merge_shipped, stale_entries
+    from warpforge.tune.tunable import register_tunable, unregister_tunable
+
+    kernel = make_synthetic("stale-check")  # source hash "synthetic-v1"
+    register_tunable(kernel)
+    try:
+        path = _shipped_file(
+            tmp_path / "s.json",
+            "stale-check",
+            [(F1, {"B": 1}, "synthetic-v1"), (F2, {"B": 2}, "synthetic-v0")],
+        )
+        other = _shipped_file(tmp_path / "o.json", "unregistered-kernel", [(F1, {"B": 3}, "x")])
+        stale = stale_entries(path)
+        assert [(k, e.features["N"], e.source_hash) for k, e in stale] == [
+            ("stale-check", 4096, "synthetic-v0")
+        ]
+        assert stale_entries(other) == []
+        out = tmp_path / "merged.json"
+        assert merge_shipped([path, other], out, drop_stale=True) == 2
+        kept = read_shipped(out)
+        assert [e.source_hash for e in kept["stale-check"]] == ["synthetic-v1"]
+        assert len(kept["unregistered-kernel"]) == 1
+        assert merge_shipped([path], out) == 2  # without drop_stale both stay
+    finally:
+        unregister_tunable("stale-check")

@@ -142,3 +142,21 @@ def test_db_commands_fail_clearly(tmp_path: Path) -> None:
     bad.write_text("{}")
     result = _invoke("db", "import", str(bad), "--db", f"sqlite:///{tmp_path / 'x.db'}")
     assert result.exit_code == 1 and "format" in result.output
+
+
+def test_db_stale_lists_configs_tuned_on_an_earlier_kernel_source(tmp_path: Path) -> None:
+    from test_shipped import _shipped_file
+
+    # the package's own shipped tables are re-tuned whenever a kernel changes: nothing is stale
+    shipped = _invoke("db", "stale", "--args")
+    assert shipped.exit_code == 0, shipped.output
+    assert shipped.output.strip() == ""
+    path = _shipped_file(
+        tmp_path / "old.json", "rms_norm.fwd", [({"M": 64, "N": 1024, "dtype": "float16"},
+                                                {"BLOCK_N": 1024}, "an-earlier-source")],
+    )  # fmt: skip
+    listed = _invoke("db", "stale", str(path), "--args")
+    assert listed.exit_code == 0, listed.output
+    assert listed.output.split() == ["rms_norm.fwd", "float16", "M=64,N=1024"]
+    table = _invoke("db", "stale", str(path))
+    assert "1 stale shipped config" in table.output and "old.json" in table.output
