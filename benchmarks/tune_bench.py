@@ -95,6 +95,9 @@ BUDGET_TARGET = 0.97
 REPLAY_FRACTIONS = (0.25, 0.5)
 """Trial caps of the budget replay, as fractions of the valid configs."""
 NEIGHBOURS = 3
+LOOKUP_SAMPLES = 2000
+"""Cached lookups timed per held-out shape (the issue: p99 <= 1 ms, at most one database query
+per kernel and shape bucket per process)."""
 """Nearest training shapes whose configs seed the refined match."""
 SMOKE_KERNELS = (
     "rms_norm.fwd",
@@ -616,6 +619,35 @@ def budget_evidence(
     return rows
 
 
+def timed_lookup(
+    lookup: ConfigLookup,
+    kernel: str,
+    features: dict[str, Any],
+    default: dict[str, Any],
+    device: str,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The lookup's config for ``features`` and what asking cost on the host: the first call
+    (the kernel's one database query and the consensus) and :data:`LOOKUP_SAMPLES` cached calls
+    (``time.perf_counter_ns`` around each), with the database queries the lookup made."""
+    start = time.perf_counter_ns()
+    config = lookup.config_for(kernel, features, default, device=device)
+    first_ns = time.perf_counter_ns() - start
+    samples = []
+    for _ in range(LOOKUP_SAMPLES):
+        start = time.perf_counter_ns()
+        lookup.config_for(kernel, features, default, device=device)
+        samples.append(time.perf_counter_ns() - start)
+    samples.sort()
+    return config, {
+        "first_us": first_ns / 1e3,
+        "cached_samples": len(samples),
+        "cached_p50_us": samples[len(samples) // 2] / 1e3,
+        "cached_p99_us": samples[int(0.99 * len(samples))] / 1e3,
+        "cached_max_us": samples[-1] / 1e3,
+        "db_queries": lookup.db_queries,
+    }
+
+
 def run_kernel(
     bench: Bench,
     item: dict[str, Any],
@@ -652,11 +684,11 @@ def run_kernel(
         )
         for selection in ("consensus", "nearest")
     )
-    nearest, origins, seeds, single = {}, {}, {}, {}
+    nearest, origins, seeds, single, latency = {}, {}, {}, {}, {}
     for shape in item["heldout"]:
         features = kernel.features(shape, dtype)
-        nearest[config_key(shape)] = lookup.config_for(
-            kernel.name, features, kernel.default_config(features), device=bench.device
+        nearest[config_key(shape)], latency[config_key(shape)] = timed_lookup(
+            lookup, kernel.name, features, kernel.default_config(features), bench.device
         )
         origins[config_key(shape)] = lookup.origin(kernel.name, features, device=bench.device)
         # the rule before the consensus: the single nearest neighbour's best, carried over
@@ -693,6 +725,7 @@ def run_kernel(
             "exhaustive": search_summary(result, valid),
             "nearest_config": nearest[config_key(shape)],
             "nearest_origin": origins[config_key(shape)],
+            "lookup_latency": latency[config_key(shape)],
             "nearest_single_config": single[config_key(shape)],
             "refine_seeds": seeds[config_key(shape)],
             "default_config": kernel.default_config(features),

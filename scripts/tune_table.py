@@ -203,6 +203,16 @@ def summary(document: dict[str, Any], pattern: str | None = None) -> list[str]:
         geomean = statistics.geometric_mean([max(v, 1e-12) for v in values])
         met = "" if target is None else f"{sum(v >= target for v in values)}/{len(values)} shapes; "
         out.append(f"- {what}: {met}min {min(values):.3f}, geometric mean {geomean:.3f}")
+    latencies = [e["lookup_latency"] for e in rows if "lookup_latency" in e]
+    if latencies:
+        out.append(
+            "- lookup on the host: cached p99 at most "
+            f"{max(x['cached_p99_us'] for x in latencies):.1f} µs over "
+            f"{latencies[0]['cached_samples']} calls per shape (target 1 ms); first call (its "
+            f"kernel's database query and the consensus) at most "
+            f"{max(x['first_us'] for x in latencies) / 1e3:.2f} ms; database queries per lookup "
+            f"at most {max(x['db_queries'] for x in latencies)}"
+        )
     skipped = document.get("skipped") or []
     if skipped:
         names = sorted({s.get("kernel", "?") for s in skipped})

@@ -70,6 +70,10 @@ def test_bench_writes_json_with_fingerprint_qualities_and_shipped_file(
         # the bench's own database was read, whatever WARPFORGE_TUNE_DB says
         assert entry["nearest_origin"].startswith("database consensus of 3 nearest")
         assert entry["nearest_quality"] > 0 and entry["budget_quality"] > 0
+        # the lookup's own cost: one database query, then cached answers (timed, not asserted)
+        latency = entry["lookup_latency"]
+        assert latency["db_queries"] == 1 and latency["cached_samples"] == bench.LOOKUP_SAMPLES
+        assert 0 < latency["cached_p50_us"] <= latency["cached_p99_us"] <= latency["cached_max_us"]
         assert set(entry["retimed"]) == {
             "exhaustive", "nearest", "nearest_single", "refined", "default", "budgeted"
         }  # fmt: skip
