@@ -47,10 +47,11 @@ def split_launch(element_size: int) -> dict[str, int | bool]:
 
     Four 8192-column programs an SM (8 warps each) rather than one 32768-column program: one
     program's loads overlap another's reductions and waits. That matters most for 2-byte rows,
-    which move half the bytes of float32 rows per wait for the same arithmetic. Measured on the
-    H100 (``benchmarks/results/ce-softmax-sweep-2026-11-22-h100.txt``, do_bench): bf16 forward
-    with gradient 81% / 78% of copy at 128256 / 262144 classes (one program an SM: 72% / 71%),
-    softmax 81% (78%); float32 95-96% (91-95%). ``prefetch`` (the next row's chunk loaded
+    which move half the bytes of float32 rows per wait for the same arithmetic. Chosen from a
+    kernel sweep (``benchmarks/long_rows_sweep.py``); the harness on the H100 then measured bf16
+    cross-entropy forward+backward at 75-80% of copy (62-69% before) and softmax at 262144
+    columns at 82% (67%), float32 at 90-96% and 94%
+    (``benchmarks/results/longrows-2026-11-22-session5-*-h100.json``). ``prefetch`` (the next row's chunk loaded
     during the wait) needs 16 elements a thread to stay inside the register cap (e.g. 4096
     columns at 8 warps); it is GPU-tested but not yet timed, so it is off."""
     del element_size  # one launch for every dtype measured so far
