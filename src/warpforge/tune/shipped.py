@@ -218,14 +218,7 @@ def export_shipped(
                     "measured": _shipped_measured(r.median_s, others),
                 }
             )
-    document = {
-        "format": CONFIGS_FORMAT,
-        "version": CONFIGS_VERSION,
-        "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "kernels": grouped,
-    }
-    _write_json_atomically(Path(path), document)
-    return sum(len(v) for v in grouped.values())
+    return _write_configs(path, grouped)
 
 
 def stale_entries(path: str | Path) -> list[tuple[str, StoredConfig]]:
@@ -281,11 +274,16 @@ def merge_shipped(
                 slot.pop(key, None)  # re-inserted last: the file's order follows the sources
                 slot[key] = raw
     kernels = {name: list(entries.values()) for name, entries in merged.items() if entries}
+    return _write_configs(path, kernels)
+
+
+def _write_configs(path: str | Path, kernels: Mapping[str, list[dict[str, Any]]]) -> int:
+    """Write a shipped-configs document (atomically) holding ``kernels``; returns its entries."""
     document = {
         "format": CONFIGS_FORMAT,
         "version": CONFIGS_VERSION,
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "kernels": kernels,
+        "kernels": dict(kernels),
     }
     _write_json_atomically(Path(path), document)
     return sum(len(v) for v in kernels.values())
