@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 
 from warpforge.harness.timing import Measurement, measure
-from warpforge.tune.space import Config, config_key
+from warpforge.tune.space import Config, ConfigSpace, config_key
 from warpforge.tune.tunable import Shape, TunableKernel, device_fingerprint
 from warpforge.validation import check_positive, describe
 
@@ -378,17 +378,7 @@ def budgeted_search(
         start_point = min(tried, key=_score, default=None)
         if start_point is None or not start_point.ok:
             continue  # nothing correct in this batch: sample again
-        current = start_point
-        while not out_of_budget():
-            moves = [
-                t
-                for t in (try_config(n) for n in space.neighbours(current.config, problem.features))
-                if t
-            ]
-            better = min(moves, key=_score, default=None)
-            if better is None or _score(better) >= _score(current):
-                break
-            current = better
+        _descend(start_point, space, problem.features, try_config, out_of_budget)
     return SearchResult(
         kernel.name,
         problem.features,
@@ -463,19 +453,13 @@ def refine_search(
         if tried and spent():
             break
         tried.append(record(config))
-    current = min(tried, key=_score)
-    while current.ok and not spent():
-        moves = []
-        for candidate in space.neighbours(current.config, problem.features):
-            if config_key(candidate) in record.trials:
-                continue
-            if spent():
-                break
-            moves.append(record(candidate))
-        better = min(moves, key=_score, default=None)
-        if better is None or _score(better) >= _score(current):
-            break
-        current = better
+
+    def try_untried(config: Mapping[str, object]) -> Trial | None:
+        if config_key(config) in record.trials or spent():
+            return None
+        return record(dict(config))
+
+    _descend(min(tried, key=_score), space, problem.features, try_untried, spent)
     _, rejected = space.enumerate(problem.features)
     return SearchResult(
         kernel.name,
@@ -486,6 +470,27 @@ def refine_search(
         clock() - start,
         len(rejected),
     )
+
+
+def _descend(
+    current: Trial,
+    space: ConfigSpace,
+    features: Mapping[str, object],
+    try_config: Callable[[Mapping[str, object]], Trial | None],
+    out_of_budget: Callable[[], bool],
+) -> Trial:
+    """Coordinate descent from ``current``: move to the fastest improving neighbour (one
+    parameter one step) until none improves or the budget ends. ``try_config`` returns None for
+    a neighbour it will not (or may no longer) try. Returns where the descent stopped."""
+    while current.ok and not out_of_budget():
+        moves = [
+            t for t in (try_config(n) for n in space.neighbours(current.config, features)) if t
+        ]
+        better = min(moves, key=_score, default=None)
+        if better is None or _score(better) >= _score(current):
+            break
+        current = better
+    return current
 
 
 def _prepare(

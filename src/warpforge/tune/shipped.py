@@ -225,11 +225,15 @@ def stale_entries(path: str | Path) -> list[tuple[str, StoredConfig]]:
     """The entries of a shipped-configs file tuned on another source than the kernel's current
     one (the kernel was edited since): lookups ignore them, so they want re-tuning. Kernels no
     provider registers here (another package's) are never called stale."""
+    return _stale(read_shipped(path))
+
+
+def _stale(kernels: Mapping[str, list[StoredConfig]]) -> list[tuple[str, StoredConfig]]:
     from warpforge.tune.tunable import find_tunable, registered_tunables
 
     registered_tunables()  # loads every provider of tunables
     stale = []
-    for kernel, entries in read_shipped(path).items():
+    for kernel, entries in kernels.items():
         tunable = find_tunable(kernel)
         if tunable is None:
             continue
@@ -260,8 +264,8 @@ def merge_shipped(
     left_out = _problem_set("exclude", exclude)
     merged: dict[str, dict[str, dict[str, Any]]] = {}
     for file in files:
-        read_shipped(file)  # validates every entry, naming what is malformed
-        stale = {(k, e.source_hash) for k, e in stale_entries(file)} if drop_stale else set()
+        parsed = read_shipped(file)  # validates every entry, naming what is malformed
+        stale = {(k, e.source_hash) for k, e in _stale(parsed)} if drop_stale else set()
         for kernel, entries in _read_document(file)["kernels"].items():
             slot = merged.setdefault(kernel, {})
             for raw in entries:
