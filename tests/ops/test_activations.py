@@ -219,6 +219,19 @@ def test_gpu_beyond_2_pow_31_elements():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("op_name", ["swiglu", "geglu-tanh"])
+def test_gpu_strided_rows_beyond_2_pow_31_elements(op_name):
+    # gate and up are halves of one [rows, 2 * cols] tensor: rows far apart, offsets past 2**31
+    cols, rows = 8192, 2**31 // 16384 + 3
+    gate_up = torch.randn(rows, 2 * cols, device="cuda", dtype=torch.bfloat16)
+    gate, up = gate_up.chunk(2, dim=-1)
+    out = OPS[op_name][0](gate, up)
+    tail = slice(rows - 3, rows)
+    want = OPS[op_name][1](gate[tail].double(), up[tail].double())
+    torch.testing.assert_close(out[tail].double(), want, atol=3e-2, rtol=3e-2)
+
+
+@pytest.mark.gpu
 def test_gpu_torch_compile_fullgraph_and_cuda_graph():
     gate = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     up = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16, requires_grad=True)

@@ -4,8 +4,8 @@ Memory bound: every element is loaded once and stored once, in 16-byte vectors, 
 float32. The backward recomputes the activation from ``gate`` instead of saving it, which costs
 nothing extra in bytes. Inputs are ``[rows, cols]`` with a unit column stride and any row stride
 (so ``gate, up = gate_up.chunk(2, -1)`` is read in place); contiguous inputs come as one long
-row. A 1-D grid enumerates (row, column block) pairs; offsets are int64 so tensors beyond 2**31
-elements work. Outputs are contiguous.
+row. A 1-D grid enumerates (row, column block) pairs; offsets are int64 where an operand
+reaches 2**31 elements. Outputs are contiguous.
 """
 
 from __future__ import annotations
@@ -20,11 +20,20 @@ _GELU_CUBIC = tl.constexpr(0.044715)
 
 
 @triton.jit
-def _block(n_cols, n_col_blocks, BLOCK: tl.constexpr):
-    """(row, columns, mask) of this program's block."""
-    pid = tl.program_id(0).to(tl.int64)
-    row = pid // n_col_blocks
-    cols = (pid % n_col_blocks) * BLOCK + tl.arange(0, BLOCK)
+def _block(n_cols, n_col_blocks, BLOCK: tl.constexpr, ONE_ROW: tl.constexpr, WIDE: tl.constexpr):
+    """(row, columns, mask) of this program's block. A contiguous input is one long row, and
+    then no division places the block: the integer division would delay every program's first
+    load. Offsets are 64-bit only when some operand needs them (``WIDE``), as the 32-bit index
+    arithmetic is cheaper per element."""
+    pid = tl.program_id(0)
+    if WIDE:
+        pid = pid.to(tl.int64)
+    if ONE_ROW:
+        row = 0
+        cols = pid * BLOCK + tl.arange(0, BLOCK)
+    else:
+        row = pid // n_col_blocks
+        cols = (pid % n_col_blocks) * BLOCK + tl.arange(0, BLOCK)
     return row, cols, cols < n_cols
 
 
@@ -53,9 +62,9 @@ def _store_row(ptr, row, n_cols, cols, mask, value):
 @triton.jit
 def swiglu_fwd_kernel(
     gate_ptr, up_ptr, out_ptr, n_cols, n_col_blocks, gate_row_stride, up_row_stride,
-    BLOCK: tl.constexpr,
+    BLOCK: tl.constexpr, ONE_ROW: tl.constexpr, WIDE: tl.constexpr,
 ):  # fmt: skip
-    row, cols, mask = _block(n_cols, n_col_blocks, BLOCK)
+    row, cols, mask = _block(n_cols, n_col_blocks, BLOCK, ONE_ROW, WIDE)
     g = _load_row(gate_ptr, row, gate_row_stride, cols, mask)
     u = _load_row(up_ptr, row, up_row_stride, cols, mask)
     _store_row(out_ptr, row, n_cols, cols, mask, g * tl.sigmoid(g) * u)
@@ -64,9 +73,10 @@ def swiglu_fwd_kernel(
 @triton.jit
 def swiglu_bwd_kernel(
     grad_out_ptr, gate_ptr, up_ptr, grad_gate_ptr, grad_up_ptr, n_cols, n_col_blocks,
-    grad_out_row_stride, gate_row_stride, up_row_stride, BLOCK: tl.constexpr,
+    grad_out_row_stride, gate_row_stride, up_row_stride,
+    BLOCK: tl.constexpr, ONE_ROW: tl.constexpr, WIDE: tl.constexpr,
 ):  # fmt: skip
-    row, cols, mask = _block(n_cols, n_col_blocks, BLOCK)
+    row, cols, mask = _block(n_cols, n_col_blocks, BLOCK, ONE_ROW, WIDE)
     dy = _load_row(grad_out_ptr, row, grad_out_row_stride, cols, mask)
     g = _load_row(gate_ptr, row, gate_row_stride, cols, mask)
     u = _load_row(up_ptr, row, up_row_stride, cols, mask)
@@ -94,9 +104,9 @@ def _gelu_and_derivative(g, APPROX_TANH: tl.constexpr):
 @triton.jit
 def geglu_fwd_kernel(
     gate_ptr, up_ptr, out_ptr, n_cols, n_col_blocks, gate_row_stride, up_row_stride,
-    APPROX_TANH: tl.constexpr, BLOCK: tl.constexpr,
+    APPROX_TANH: tl.constexpr, BLOCK: tl.constexpr, ONE_ROW: tl.constexpr, WIDE: tl.constexpr,
 ):  # fmt: skip
-    row, cols, mask = _block(n_cols, n_col_blocks, BLOCK)
+    row, cols, mask = _block(n_cols, n_col_blocks, BLOCK, ONE_ROW, WIDE)
     g = _load_row(gate_ptr, row, gate_row_stride, cols, mask)
     u = _load_row(up_ptr, row, up_row_stride, cols, mask)
     gelu, _ = _gelu_and_derivative(g, APPROX_TANH)
@@ -107,9 +117,9 @@ def geglu_fwd_kernel(
 def geglu_bwd_kernel(
     grad_out_ptr, gate_ptr, up_ptr, grad_gate_ptr, grad_up_ptr, n_cols, n_col_blocks,
     grad_out_row_stride, gate_row_stride, up_row_stride,
-    APPROX_TANH: tl.constexpr, BLOCK: tl.constexpr,
+    APPROX_TANH: tl.constexpr, BLOCK: tl.constexpr, ONE_ROW: tl.constexpr, WIDE: tl.constexpr,
 ):  # fmt: skip
-    row, cols, mask = _block(n_cols, n_col_blocks, BLOCK)
+    row, cols, mask = _block(n_cols, n_col_blocks, BLOCK, ONE_ROW, WIDE)
     dy = _load_row(grad_out_ptr, row, grad_out_row_stride, cols, mask)
     g = _load_row(gate_ptr, row, gate_row_stride, cols, mask)
     u = _load_row(up_ptr, row, up_row_stride, cols, mask)
