@@ -50,7 +50,10 @@ def _kernel_call(problem_name: str, launch_config: tuple[int, int]):
     if phase == "fwd":
 
         def run(gate, up):
-            return activations._launch(kernel, [gate, up], 1, launch_config=launch_config, **extra)[0]
+            (out,) = activations._launch(
+                kernel, [gate, up], 1, launch_config=launch_config, **extra
+            )
+            return out
     else:
 
         def run(gate, up, grad_out):
@@ -149,7 +152,13 @@ def main() -> int:
     dtypes = (torch.float32,) if args.smoke else (torch.bfloat16, torch.float32)
     grid = SMOKE_GRID if args.smoke else GRID
     start = time.perf_counter()
-    for problem in (problems.SWIGLU_FWD, problems.SWIGLU_BWD, problems.GEGLU_FWD, problems.GEGLU_BWD):
+    activation_problems = (
+        problems.SWIGLU_FWD,
+        problems.SWIGLU_BWD,
+        problems.GEGLU_FWD,
+        problems.GEGLU_BWD,
+    )
+    for problem in activation_problems:
         shapes = problem.cpu_shapes if args.smoke else problem.shapes
         for shape in shapes:
             for dtype in dtypes:
@@ -158,12 +167,14 @@ def main() -> int:
                 (args.out / "activation_launch_sweep.json").write_text(json.dumps(report, indent=1))
                 print(f"\n{case['problem']} {case['shape']} {case['dtype']}")
                 for r in case["rows"]:
-                    print(f"  {r['contender']:<24} {r['median_us']:9.1f} us {r['gb_per_s']:7.0f} GB/s")
+                    gbs = r["gb_per_s"]
+                    print(f"  {r['contender']:<24} {r['median_us']:9.1f} us {gbs:7.0f} GB/s")
                 for name, why in case["skipped"].items():
                     print(f"  {name:<24} skipped: {why[:100]}")
                 if torch.cuda.is_available():
                     torch.cuda.empty_cache()
-    print(f"\nwrote {args.out / 'activation_launch_sweep.json'} in {time.perf_counter() - start:.0f} s")
+    wall = time.perf_counter() - start
+    print(f"\nwrote {args.out / 'activation_launch_sweep.json'} in {wall:.0f} s")
     return 0
 
 
