@@ -75,7 +75,8 @@ def _launch(
     with kernel_device(views[0]):
         kernel[(rows * n_col_blocks,)](
             *views, *outputs, cols, n_col_blocks, *(v.stride(0) for v in views),
-            BLOCK=block, ONE_ROW=rows == 1, WIDE=furthest >= _INT32_LIMIT, num_warps=num_warps,
+            BLOCK=block, ONE_ROW=rows == 1, WIDE=furthest >= _INT32_LIMIT, EVEN=cols % block == 0,
+            num_warps=num_warps,
             **constexprs,
         )  # fmt: skip
     return outputs

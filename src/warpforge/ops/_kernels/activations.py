@@ -50,24 +50,33 @@ def _tanh_complements(u):
 
 
 @triton.jit
-def _load_row(ptr, row, row_stride, cols, mask):
-    return tl.load(ptr + row * row_stride + cols, mask=mask, other=0.0).to(tl.float32)
+def _load_row(ptr, row, row_stride, cols, mask, EVEN: tl.constexpr):
+    """``EVEN``: the blocks tile the row exactly, so the accesses need no predicate."""
+    if EVEN:
+        x = tl.load(ptr + row * row_stride + cols)
+    else:
+        x = tl.load(ptr + row * row_stride + cols, mask=mask, other=0.0)
+    return x.to(tl.float32)
 
 
 @triton.jit
-def _store_row(ptr, row, n_cols, cols, mask, value):
-    tl.store(ptr + row * n_cols + cols, value.to(ptr.dtype.element_ty), mask=mask)
+def _store_row(ptr, row, n_cols, cols, mask, value, EVEN: tl.constexpr):
+    if EVEN:
+        tl.store(ptr + row * n_cols + cols, value.to(ptr.dtype.element_ty))
+    else:
+        tl.store(ptr + row * n_cols + cols, value.to(ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def swiglu_fwd_kernel(
     gate_ptr, up_ptr, out_ptr, n_cols, n_col_blocks, gate_row_stride, up_row_stride,
     BLOCK: tl.constexpr, ONE_ROW: tl.constexpr, WIDE: tl.constexpr,
+    EVEN: tl.constexpr,
 ):  # fmt: skip
     row, cols, mask = _block(n_cols, n_col_blocks, BLOCK, ONE_ROW, WIDE)
-    g = _load_row(gate_ptr, row, gate_row_stride, cols, mask)
-    u = _load_row(up_ptr, row, up_row_stride, cols, mask)
-    _store_row(out_ptr, row, n_cols, cols, mask, g * tl.sigmoid(g) * u)
+    g = _load_row(gate_ptr, row, gate_row_stride, cols, mask, EVEN)
+    u = _load_row(up_ptr, row, up_row_stride, cols, mask, EVEN)
+    _store_row(out_ptr, row, n_cols, cols, mask, g * tl.sigmoid(g) * u, EVEN)
 
 
 @triton.jit
@@ -75,15 +84,16 @@ def swiglu_bwd_kernel(
     grad_out_ptr, gate_ptr, up_ptr, grad_gate_ptr, grad_up_ptr, n_cols, n_col_blocks,
     grad_out_row_stride, gate_row_stride, up_row_stride,
     BLOCK: tl.constexpr, ONE_ROW: tl.constexpr, WIDE: tl.constexpr,
+    EVEN: tl.constexpr,
 ):  # fmt: skip
     row, cols, mask = _block(n_cols, n_col_blocks, BLOCK, ONE_ROW, WIDE)
-    dy = _load_row(grad_out_ptr, row, grad_out_row_stride, cols, mask)
-    g = _load_row(gate_ptr, row, gate_row_stride, cols, mask)
-    u = _load_row(up_ptr, row, up_row_stride, cols, mask)
+    dy = _load_row(grad_out_ptr, row, grad_out_row_stride, cols, mask, EVEN)
+    g = _load_row(gate_ptr, row, gate_row_stride, cols, mask, EVEN)
+    u = _load_row(up_ptr, row, up_row_stride, cols, mask, EVEN)
     s = tl.sigmoid(g)
     d_silu = s * (1.0 + g * (1.0 - s))
-    _store_row(grad_gate_ptr, row, n_cols, cols, mask, dy * u * d_silu)
-    _store_row(grad_up_ptr, row, n_cols, cols, mask, dy * g * s)
+    _store_row(grad_gate_ptr, row, n_cols, cols, mask, dy * u * d_silu, EVEN)
+    _store_row(grad_up_ptr, row, n_cols, cols, mask, dy * g * s, EVEN)
 
 
 @triton.jit
@@ -105,12 +115,13 @@ def _gelu_and_derivative(g, APPROX_TANH: tl.constexpr):
 def geglu_fwd_kernel(
     gate_ptr, up_ptr, out_ptr, n_cols, n_col_blocks, gate_row_stride, up_row_stride,
     APPROX_TANH: tl.constexpr, BLOCK: tl.constexpr, ONE_ROW: tl.constexpr, WIDE: tl.constexpr,
+    EVEN: tl.constexpr,
 ):  # fmt: skip
     row, cols, mask = _block(n_cols, n_col_blocks, BLOCK, ONE_ROW, WIDE)
-    g = _load_row(gate_ptr, row, gate_row_stride, cols, mask)
-    u = _load_row(up_ptr, row, up_row_stride, cols, mask)
+    g = _load_row(gate_ptr, row, gate_row_stride, cols, mask, EVEN)
+    u = _load_row(up_ptr, row, up_row_stride, cols, mask, EVEN)
     gelu, _ = _gelu_and_derivative(g, APPROX_TANH)
-    _store_row(out_ptr, row, n_cols, cols, mask, gelu * u)
+    _store_row(out_ptr, row, n_cols, cols, mask, gelu * u, EVEN)
 
 
 @triton.jit
@@ -118,11 +129,12 @@ def geglu_bwd_kernel(
     grad_out_ptr, gate_ptr, up_ptr, grad_gate_ptr, grad_up_ptr, n_cols, n_col_blocks,
     grad_out_row_stride, gate_row_stride, up_row_stride,
     APPROX_TANH: tl.constexpr, BLOCK: tl.constexpr, ONE_ROW: tl.constexpr, WIDE: tl.constexpr,
+    EVEN: tl.constexpr,
 ):  # fmt: skip
     row, cols, mask = _block(n_cols, n_col_blocks, BLOCK, ONE_ROW, WIDE)
-    dy = _load_row(grad_out_ptr, row, grad_out_row_stride, cols, mask)
-    g = _load_row(gate_ptr, row, gate_row_stride, cols, mask)
-    u = _load_row(up_ptr, row, up_row_stride, cols, mask)
+    dy = _load_row(grad_out_ptr, row, grad_out_row_stride, cols, mask, EVEN)
+    g = _load_row(gate_ptr, row, gate_row_stride, cols, mask, EVEN)
+    u = _load_row(up_ptr, row, up_row_stride, cols, mask, EVEN)
     gelu, d_gelu = _gelu_and_derivative(g, APPROX_TANH)
-    _store_row(grad_gate_ptr, row, n_cols, cols, mask, dy * u * d_gelu)
-    _store_row(grad_up_ptr, row, n_cols, cols, mask, dy * gelu)
+    _store_row(grad_gate_ptr, row, n_cols, cols, mask, dy * u * d_gelu, EVEN)
+    _store_row(grad_up_ptr, row, n_cols, cols, mask, dy * gelu, EVEN)
