@@ -146,10 +146,11 @@ def test_no_grad_and_frozen_hidden(path):
 
 
 def test_default_chunk_size_bounds_chunk_logits():
-    assert flce_module.default_chunk_size(16384, 128256, 2) == 4096
-    assert flce_module.default_chunk_size(100, 128256, 2) == 25  # a quarter of the tokens
-    assert flce_module.default_chunk_size(4096, 65536, 2) == 1024
-    assert flce_module.default_chunk_size(10**6, 2**30, 4) == 1
+    assert flce_module.default_chunk_size(16384, 128256, 2) == 8192  # 2 GiB of logits
+    assert flce_module.default_chunk_size(16384, 128256, 4) == 4096
+    assert flce_module.default_chunk_size(100, 128256, 2) == 50  # half the tokens
+    assert flce_module.default_chunk_size(4096, 65536, 2) == 2048
+    assert flce_module.default_chunk_size(10**6, 2**31, 4) == 1
 
 
 def test_compiles_fullgraph_and_passes_opcheck():
@@ -240,7 +241,8 @@ def test_invalid_arguments_raise_naming_the_argument(call, error, match):
 
 def test_grad_weight_accumulates_in_float32_where_chunk_sums_cancel():
     """Two chunks whose products nearly cancel: a float16 running sum would round the first
-    chunk's large partial (ulp 0.25 near 500) and lose the small remainder."""
+    chunk's large partial (ulp 0.25 near 500) and lose the small remainder. The accumulator
+    starts as NaN: the first chunk must overwrite it, never read it."""
     gen = torch.Generator().manual_seed(21)
     hidden = (torch.rand(2, 8, generator=gen) + 0.5).half()
     large = (torch.rand(1, 5, generator=gen) * 100 + 400).half()
@@ -248,11 +250,11 @@ def test_grad_weight_accumulates_in_float32_where_chunk_sums_cancel():
     grad_logits = torch.cat([large, remainder - large])  # [2 tokens, 5 classes]
     hidden[1] = hidden[0]
     weight = torch.randn(5, 8, generator=gen).half()
-    grad_weight = flce_module._float32_zeros(weight)
+    grad_weight = torch.full(weight.shape, float("nan"), dtype=torch.float32)
     for row in range(2):  # one token per chunk
         flce_module._fold_chunk_grads(
             grad_logits[row : row + 1], hidden[row : row + 1], weight,
-            torch.empty(1, 8, dtype=torch.float16), grad_weight, None,
+            torch.empty(1, 8, dtype=torch.float16), grad_weight, None, first=row == 0,
         )  # fmt: skip
     want = grad_logits.double().t() @ hidden.double()
     assert grad_weight.dtype == torch.float32
@@ -316,7 +318,9 @@ def test_gpu_bf16_as_exact_as_the_unfused_bf16_path(reduction, seed):
 
 @pytest.mark.gpu
 def test_gpu_peak_memory_below_unfused():
-    tokens, width, vocab = 4096, 1024, 65536
+    # tokens > 4 x width: the float32 accumulator (4 bytes x vocab x width) plus a default chunk
+    # (half the tokens' logits) then stays under the logits (2 bytes x tokens x vocab)
+    tokens, width, vocab = 8192, 1024, 65536
     hidden = torch.randn(tokens, width, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     weight = torch.randn(vocab, width, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     target = torch.randint(0, vocab, (tokens,), device="cuda")
