@@ -7,6 +7,7 @@ checked against a float64 reference first. Writes OUT/flce_rope_sweep.json as it
 rope: launches of the one-launch kernel (token-major 1-D grid) against the previous kernel
 (``OLD_ROPE_KERNEL``, a copy of ``_kernels/rope.py`` with the head block on grid axis 1),
 Liger-Kernel (in place) and a plain copy of the same bytes.
+ce: the in-place cross-entropy forward with gradient of one FLCE chunk, by split launch.
 flce: bf16 forward + backward at 16384 x 4096 x 128256 by chunk size, the first chunk writing
 the float32 ``grad_weight`` accumulator (no zero-fill, no read), against the previous scheme
 (zero-filled accumulator, every chunk reads and writes it); peak memory of each.
@@ -32,6 +33,14 @@ OUT = sys.argv[1]
 ONLY = sys.argv[2] if len(sys.argv) > 2 else "all"
 OLD_ROPE_KERNEL = sys.argv[3] if len(sys.argv) > 3 else None
 results: list[dict] = []
+# measure_interleaved finds the device from its inputs: with none it times the host clock,
+# which for asynchronous GPU work is only the enqueue time. Every callable takes this marker.
+MARKER = (torch.empty(1, device=DEVICE),)
+
+
+def timed(fns: dict, **options) -> dict:
+    wrapped = {name: (lambda f: lambda _marker: f())(fn) for name, fn in fns.items()}
+    return measure_interleaved(wrapped, [MARKER], **options)
 
 
 def save() -> None:
@@ -82,24 +91,27 @@ def rope_case(rope_module, shape, dtype, old, liger_rope) -> None:
     if old is not None:
         fns["old 2-D grid (32,8,4)"] = lambda: old_rope(old, q, k, cos, sin)
 
-    def rotate(launch):
-        return lambda: rope_module._rotate(q, k, cos, sin, False, False, launch)
+    def rotate(launch, evict=False):
+        return lambda: rope_module._rotate(q, k, cos, sin, False, False, launch, evict)
 
-    for launch in ((32, 8, 4, False), (64, 8, 8, False), (64, 8, 4, False), (16, 8, 2, False),
-                   (64, 8, 8, True), (64, 8, 4, True), (32, 8, 4, True)):  # fmt: skip
-        got = rotate(launch)()
+    for launch in ((32, 8, 4, False), (64, 8, 8, False), (16, 8, 2, False), (64, 8, 4, True),
+                   (32, 8, 4, False, "evict"), (16, 8, 2, False, "evict"),
+                   (64, 8, 8, False, "evict")):  # fmt: skip
+        evict = launch[4:] == ("evict",)
+        launch = launch[:4]
+        got = rotate(launch, evict)()
         err = max(float((g.double() - w).abs().max() / w.abs().max())
                   for g, w in zip(got, want, strict=True))  # fmt: skip
         tol = 2**-7 if dtype == torch.bfloat16 else 1e-6  # relative to the largest
         if err > tol:
             print(f"rope {launch}: error {err} over {tol}, skipped", flush=True)
             continue
-        fns[f"new {launch}"] = rotate(launch)
+        fns[f"new {launch}{' evict stores' if evict else ''}"] = rotate(launch, evict)
     if liger_rope is not None:
         qt, kt = q.transpose(1, 2).clone(), k.transpose(1, 2).clone()
         fns["liger (in place)"] = lambda: liger_rope.apply(qt, kt, cos[None], sin[None])
     case = f"rope.fwd {shape['batch']}x{shape['seq']} {str(dtype)[6:]} {nbytes / 1e6:.0f} MB"
-    report(case, measure_interleaved(fns, [()], max_time_s=3.0))
+    report(case, timed(fns, max_time_s=3.0))
 
 
 def old_rope(old, q, k, cos, sin):
@@ -114,6 +126,51 @@ def old_rope(old, q, k, cos, sin):
         num_warps=4,
     )  # fmt: skip
     return q_out, k_out
+
+
+def ce_split_cases() -> None:
+    """The cross-entropy forward with gradient (in place) FLCE runs on each chunk, by split
+    launch: [8192, 128256] bf16 logits."""
+    from warpforge.ops._split_rows import split_row_plan
+    from warpforge.ops.cross_entropy import row_losses
+
+    rows, vocab = (16, 300) if SMOKE else (8192, 128256)
+    dtype = torch.float32 if SMOKE else torch.bfloat16
+    gen = torch.Generator(device=DEVICE).manual_seed(1)
+    logits = torch.randn(rows, vocab, device=DEVICE, generator=gen).mul_(3).to(dtype)
+    target = torch.randint(0, vocab, (rows,), device=DEVICE, generator=gen)
+    scale = torch.full((1,), 1 / rows, device=DEVICE)
+    want_loss = torch.nn.functional.cross_entropy(logits.double(), target, reduction="none")
+    plans = {"default": None}
+    for block, warps, per_sm, prefetch in ((8192, 8, 4, False), (4096, 8, 4, True),
+                                           (4096, 4, 8, True), (8192, 8, 4, True),
+                                           (16384, 16, 2, False)):  # fmt: skip
+        try:
+            plans[f"split {block} x {warps} warps, {per_sm}/SM, prefetch {prefetch}"] = (
+                split_row_plan(
+                    rows,
+                    vocab,
+                    DEVICE,
+                    block=block,
+                    num_warps=warps,
+                    programs_per_sm=per_sm,
+                    prefetch=prefetch,
+                )
+            )
+        except ValueError as exc:
+            print("plan refused:", exc, flush=True)
+    fns = {}
+    for name, plan in plans.items():
+        buffer = logits.clone()
+        loss, _ = row_losses(buffer, target, -100, 0.0, 0.0, grad_out=buffer, grad_loss=scale,
+                             split=plan)  # fmt: skip
+        err = float((loss.double() - want_loss).abs().max())
+        if err > 0.05:
+            print(f"ce {name}: loss error {err}, skipped", flush=True)
+            continue
+        fns[name] = (lambda b, p: lambda: row_losses(
+            b, target, -100, 0.0, 0.0, grad_out=b, grad_loss=scale, split=p))(buffer, plan)  # fmt: skip
+    report(f"ce fwd+grad in place {rows}x{vocab} {dtype}", timed(fns, max_time_s=4.0))
 
 
 def flce_cases() -> None:
@@ -152,7 +209,7 @@ def flce_cases() -> None:
         return call
 
     variants = {"previous scheme, chunk 4096": run(16 if SMOKE else 4096, previous=True)}
-    for chunk in (16, 24, 32) if SMOKE else (4096, 5504, 8192):
+    for chunk in (16, 32) if SMOKE else (4096, 8192):
         variants[f"first chunk writes, chunk {chunk}"] = run(chunk)
     reference = variants["previous scheme, chunk 4096"]()
     extra = {}
@@ -174,8 +231,7 @@ def flce_cases() -> None:
         extra[name]["peak_bytes_above_inputs"] = torch.cuda.max_memory_allocated() - base
         del out
         print(name, extra[name], flush=True)
-    report(f"flce {dtype} {tokens}x{width}x{vocab} fwd+bwd", measure_interleaved(variants, [()],
-                                                                      max_time_s=15.0), extra)  # fmt: skip
+    report(f"flce {dtype} {tokens}x{width}x{vocab} fwd+bwd", timed(variants, max_time_s=15.0), extra)  # fmt: skip
     if SMOKE:
         return
     # float32 (TF32 off, CUDA cores, about 1 s a call): the previous 8 zero-filled chunks of
@@ -183,7 +239,7 @@ def flce_cases() -> None:
     hidden, weight = hidden.float(), weight.float()
     fp32 = {"previous scheme, chunk 2048": run(2048, previous=True), "default chunk": run(None)}
     report("flce float32 16384x4096x128256 fwd+bwd",
-           measure_interleaved(fp32, [()], max_time_s=12.0, min_samples=4, warmup=1))  # fmt: skip
+           timed(fp32, max_time_s=12.0, min_samples=4, warmup=1))  # fmt: skip
 
 
 if __name__ == "__main__":
@@ -191,5 +247,6 @@ if __name__ == "__main__":
     if ONLY in ("rope", "all"):
         rope_cases()
     if ONLY in ("flce", "all"):
+        ce_split_cases()
         flce_cases()
     print(f"sweep done in {time.perf_counter() - start:.0f} s")
