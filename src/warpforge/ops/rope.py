@@ -93,11 +93,9 @@ def _rotate(
     interleaved: bool,
     backward: bool,
     launch: RopeLaunch | None = None,
-    evict_stores: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(q, k) rotated (or, ``backward``, their gradients mapped back) in one launch.
-    ``launch`` overrides :func:`_launch_config`, ``evict_stores`` marks the output lines first
-    out of L2 (benchmark sweeps)."""
+    ``launch`` overrides :func:`_launch_config` (benchmark sweeps)."""
     if execution_path(q.device) is ExecutionPath.TORCH_REFERENCE:
         return (
             _reference_rotate(q, cos, sin, interleaved, backward),
@@ -129,7 +127,6 @@ def _rotate(
             BLOCK_HK=block_hk,
             BLOCK_D=next_power_of_2(head_dim // 2),
             PAIRED=paired,
-            EVICT_STORES=evict_stores,
             num_warps=num_warps,
         )  # fmt: skip
     return q_out, k_out

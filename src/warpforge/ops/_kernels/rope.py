@@ -50,7 +50,6 @@ def _rope_apply(
     BACKWARD: tl.constexpr,
     BLOCK_H: tl.constexpr,
     BLOCK_D: tl.constexpr,
-    EVICT_STORES: tl.constexpr,
 ):
     b = token // seq_len
     s = token % seq_len
@@ -90,14 +89,8 @@ def _rope_apply(
     out_row = (
         out_ptr + b * out_stride_b + s * out_stride_s + heads[:, None].to(tl.int64) * out_stride_h
     )
-    if EVICT_STORES:  # output lines marked first out of L2 (a sweep knob)
-        tl.store(out_row + first[None, :], o1.to(out_ptr.dtype.element_ty), mask=mask,
-                 eviction_policy="evict_first")  # fmt: skip
-        tl.store(out_row + second[None, :], o2.to(out_ptr.dtype.element_ty), mask=mask,
-                 eviction_policy="evict_first")  # fmt: skip
-    else:
-        tl.store(out_row + first[None, :], o1.to(out_ptr.dtype.element_ty), mask=mask)
-        tl.store(out_row + second[None, :], o2.to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(out_row + first[None, :], o1.to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(out_row + second[None, :], o2.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -108,7 +101,7 @@ def rope_kernel(
     table_stride_b, table_stride_s, blocks_per_token,
     HEAD_DIM: tl.constexpr, HALF_TABLE: tl.constexpr, INTERLEAVED: tl.constexpr,
     BACKWARD: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
-    BLOCK_D: tl.constexpr, PAIRED: tl.constexpr, EVICT_STORES: tl.constexpr = False,
+    BLOCK_D: tl.constexpr, PAIRED: tl.constexpr,
 ):  # fmt: skip
     """q and k of one token; the backward (``BACKWARD``) maps output gradients to input
     gradients. ``blocks_per_token`` programs per token, program ``token * blocks_per_token +
@@ -132,12 +125,12 @@ def rope_kernel(
             token, block, q_ptr, q_out_ptr, cos_ptr, sin_ptr, seq_len, q_heads,
             q_stride_b, q_stride_s, q_stride_h, qo_stride_b, qo_stride_s, qo_stride_h,
             table_stride_b, table_stride_s,
-            HEAD_DIM, HALF_TABLE, INTERLEAVED, BACKWARD, BLOCK_HQ, BLOCK_D, EVICT_STORES,
+            HEAD_DIM, HALF_TABLE, INTERLEAVED, BACKWARD, BLOCK_HQ, BLOCK_D,
         )  # fmt: skip
     if do_k:
         _rope_apply(
             token, k_block, k_ptr, k_out_ptr, cos_ptr, sin_ptr, seq_len, k_heads,
             k_stride_b, k_stride_s, k_stride_h, ko_stride_b, ko_stride_s, ko_stride_h,
             table_stride_b, table_stride_s,
-            HEAD_DIM, HALF_TABLE, INTERLEAVED, BACKWARD, BLOCK_HK, BLOCK_D, EVICT_STORES,
+            HEAD_DIM, HALF_TABLE, INTERLEAVED, BACKWARD, BLOCK_HK, BLOCK_D,
         )  # fmt: skip
