@@ -36,7 +36,8 @@ def reference_linear_cross_entropy(hidden, weight, target, bias, *, reduction="m
 @pytest.fixture(params=["triton", "torch-reference"])
 def path(request, monkeypatch):
     if request.param == "torch-reference":
-        monkeypatch.setattr(ce_module, "execution_path", lambda d: ExecutionPath.TORCH_REFERENCE)
+        for module in (ce_module, flce_module):
+            monkeypatch.setattr(module, "execution_path", lambda d: ExecutionPath.TORCH_REFERENCE)
     return request.param
 
 
@@ -169,6 +170,8 @@ def test_compiles_fullgraph_and_passes_opcheck():
     op = torch.ops.warpforge.fused_linear_cross_entropy_fwd.default
     torch.library.opcheck(op, (hidden, weight, target, bias, IGNORE, 0.1, "mean", 4, True))
     torch.library.opcheck(op, (hidden, weight, target, None, IGNORE, 0.0, "none", 5, True))
+    scaled_round = torch.ops.warpforge.fused_linear_cross_entropy_scaled_round.default
+    torch.library.opcheck(scaled_round, (weight.detach(), torch.tensor(0.75), torch.float16))
 
 
 @pytest.mark.parametrize(
@@ -260,6 +263,32 @@ def test_grad_weight_accumulates_in_float32_where_chunk_sums_cancel():
     assert grad_weight.dtype == torch.float32
     torch.testing.assert_close(grad_weight.double(), want, atol=1e-3, rtol=0)
     assert (want - want.half().double()).abs().max() < 1e-3  # the float16 result is near too
+
+
+@pytest.mark.parametrize(
+    ("shape", "src_dtype", "dst_dtype"),
+    [
+        ((7, 4099), torch.float32, torch.float16),  # the grad_weight accumulator, prime width
+        ((4099,), torch.float32, torch.float16),  # grad_bias
+        ((3, 5, 11), torch.float16, torch.float16),  # grad_hidden, in its own dtype
+        ((1,), torch.float32, torch.float32),
+        ((0, 4), torch.float32, torch.float16),
+    ],
+)
+def test_scaled_rounding_matches_float64(shape, src_dtype, dst_dtype, path):
+    """The backward's ``accumulated * grad_output``, rounded once: equal to the float32 product
+    rounded to the output dtype, within half a step of the float64 product; the input kept."""
+    gen = torch.Generator().manual_seed(sum(shape))
+    accumulated = (torch.randn(shape, generator=gen) * 50).to(src_dtype)
+    kept = accumulated.clone()
+    scale = torch.rand((), generator=gen) + 0.5
+    got = flce_module._scaled_to(accumulated, scale, dst_dtype)
+    assert got.dtype == dst_dtype and got.shape == accumulated.shape
+    torch.testing.assert_close(got, (accumulated.float() * scale).to(dst_dtype), atol=0, rtol=0)
+    want = accumulated.double() * scale.double()
+    step = torch.finfo(dst_dtype).eps * want.abs().clamp_min(torch.finfo(dst_dtype).tiny)
+    assert ((got.double() - want).abs() <= step).all()
+    assert torch.equal(accumulated, kept)
 
 
 def unfused_linear_cross_entropy(hidden, weight, target, bias, **options):

@@ -25,6 +25,7 @@ from typing import Optional
 import torch
 
 from warpforge.dispatch import dispatched_op
+from warpforge.ops._rows import cdiv, kernel_device
 from warpforge.ops.cross_entropy import (
     reduce_rows,
     row_grads,
@@ -32,6 +33,7 @@ from warpforge.ops.cross_entropy import (
     validate_loss_options,
     validate_target,
 )
+from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_same_device, check_tensor, describe
 
 CHUNK_LOGITS_BYTES = 2 << 30
@@ -55,7 +57,11 @@ def default_chunk_size(n_tokens: int, vocab: int, element_size: int) -> int:
 
 
 _SCALE_BLOCK_ELEMENTS = 1 << 24
-"""Elements scaled per step in :func:`_scaled_to` (64 MiB of float32)."""
+"""Elements scaled per step in :func:`_scaled_to` without Triton (64 MiB of float32)."""
+
+_SCALE_BLOCK = 4096
+"""Elements per program of the scale-and-round kernel: 16 a thread at 8 warps (four 16-byte
+float32 vectors in flight)."""
 
 
 def _chunk_logits(hidden, weight, bias):
@@ -243,15 +249,34 @@ def _setup_context(ctx, inputs, output):
         ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)
 
 
+@dispatched_op("warpforge::fused_linear_cross_entropy_scaled_round", mutates_args=())
 def _scaled_to(accumulated: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``accumulated * scale`` computed in float32 and rounded once to ``dtype``. In row blocks:
-    a multiply whose output dtype differs stages a temporary the size of its input, and the
-    accumulator is the largest tensor the op holds (it stays as it is, for a second backward)."""
+    """``accumulated * scale`` computed in float32 and rounded once to ``dtype``, as a new
+    tensor (the accumulator stays as it is, for a second backward). One Triton pass (see
+    ``warpforge.ops._kernels.fused_linear_cross_entropy``); without Triton, in row blocks: on
+    the CPU a multiply whose output dtype differs stages a temporary the size of its input, and
+    the accumulator is the largest tensor the op holds. An op of its own, so that a compiled
+    backward traces it instead of the kernel launch."""
     out = torch.empty_like(accumulated, dtype=dtype)
+    if out.numel() == 0:
+        return out
+    if execution_path(accumulated.device) is not ExecutionPath.TORCH_REFERENCE:
+        from warpforge.ops._kernels.fused_linear_cross_entropy import scale_and_round_kernel
+
+        with kernel_device(accumulated):
+            scale_and_round_kernel[(cdiv(out.numel(), _SCALE_BLOCK),)](
+                accumulated, scale, out, out.numel(), BLOCK=_SCALE_BLOCK, num_warps=8
+            )
+        return out
     rows = max(1, _SCALE_BLOCK_ELEMENTS // max(1, math.prod(accumulated.shape[1:])))
     for start in range(0, accumulated.shape[0], rows):
         torch.mul(accumulated[start : start + rows], scale, out=out[start : start + rows])
     return out
+
+
+@_scaled_to.register_fake
+def _(accumulated, scale, dtype):
+    return torch.empty_like(accumulated, dtype=dtype)
 
 
 def _backward(ctx, grad_loss, _lse, _gh, _gw, _gb):
@@ -269,8 +294,8 @@ def _backward(ctx, grad_loss, _lse, _gh, _gw, _gb):
                 "fused_linear_cross_entropy: gradients were not computed in the forward "
                 "(it ran with grad disabled or no input requiring grad)"
             )
-        scale = grad_loss.to(torch.float32)
-        grad_hidden = (grad_hidden * scale).to(grad_hidden.dtype)
+        scale = grad_loss.to(torch.float32).contiguous()
+        grad_hidden = _scaled_to(grad_hidden, scale, grad_hidden.dtype)
         grad_weight = _scaled_to(grad_weight, scale, ctx.param_dtype)
         grad_bias = _scaled_to(grad_bias, scale, ctx.param_dtype) if ctx.has_bias else None
     return (
