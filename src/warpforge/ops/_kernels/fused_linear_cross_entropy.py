@@ -5,8 +5,9 @@ One pass, in 16-byte vectors: read a float32 (or input-dtype) element, multiply 
 float32, store it rounded to nearest. ``torch.mul(accumulator, scale, out=bf16)`` with a 0-dim
 CUDA ``scale`` takes ATen's generic (broadcasting, dynamically casting) elementwise kernel,
 which moved the 2.1 GB float32 ``grad_weight`` of a 128256 x 4096 head and its 1.05 GB bf16
-result at about 1.2 TB/s (2.7 ms on the H100, ``benchmarks/results/flce-rope-profile-2026-11-24-
-h100.json``). The scale is read from the device: no host synchronisation.
+result at about 1.25 TB/s (2.7 ms on the H100, with ``grad_hidden``'s; see
+``benchmarks/results/flce-rope-profile-2026-11-24-h100.json``). The scale is read from the
+device: no host synchronisation.
 """
 
 from __future__ import annotations
