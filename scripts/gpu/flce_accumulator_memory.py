@@ -1,6 +1,6 @@
-"""Peak memory of FLCE's two float32-accumulator steps on the GPU, each alone: the chunk's
-``grad_weight += grad_logits.T @ hidden`` (cuBLAS out_dtype) and the backward's scaled rounding
-to bf16. Prints bytes above the live tensors (a temporary the size of the accumulator shows).
+"""Peak memory of FLCE's float32-accumulator steps on the GPU, each alone: the first chunk's
+``grad_weight = grad_logits.T @ hidden`` and a later chunk's ``grad_weight += ...`` (cuBLAS
+out_dtype) and the backward's scaled rounding to bf16. Prints bytes above the live tensors (a temporary the size of the accumulator shows).
 
 Usage (GPU, repository root): PYTHONPATH=src python scripts/gpu/flce_accumulator_memory.py
 """
@@ -27,16 +27,21 @@ def main() -> None:
     vocab, width, rows = 128256, 4096, 4096
     grad_logits = torch.randn(rows, vocab, device="cuda", dtype=torch.bfloat16)
     hidden = torch.randn(rows, width, device="cuda", dtype=torch.bfloat16)
-    accumulator = torch.zeros(vocab, width, device="cuda", dtype=torch.float32)
-    accumulate = lambda: flce._accumulate_product(accumulator, grad_logits.t(), hidden)  # noqa: E731
-    accumulate()  # warm-up (cuBLAS workspace)
+    accumulator = torch.empty(vocab, width, device="cuda", dtype=torch.float32)
+    write = lambda: flce._product_into(accumulator, grad_logits.t(), hidden, False)  # noqa: E731
+    accumulate = lambda: flce._product_into(accumulator, grad_logits.t(), hidden, True)  # noqa: E731
+    write()  # warm-up (cuBLAS workspace)
+    accumulate()
     print(f"accumulator {accumulator.numel() * 4} bytes; "
-          f"mixed-dtype addmm works: {flce._MIXED_DTYPE_ADDMM}")  # fmt: skip
+          f"mixed-dtype matmul works: {flce._MIXED_DTYPE_MATMUL}")  # fmt: skip
+    print(f"write step extra peak: {extra_peak(write)} bytes")
     print(f"accumulate step extra peak: {extra_peak(accumulate)} bytes")
-    want = grad_logits[:256].double().t() @ hidden[:256].double()
-    small = torch.zeros(vocab, width, device="cuda", dtype=torch.float32)
-    flce._accumulate_product(small, grad_logits[:256].t(), hidden[:256])
-    print(f"accumulate max |error| vs float64 (256 rows): {(small.double() - want).abs().max()}")
+    want = 2 * (grad_logits[:256].double().t() @ hidden[:256].double())
+    small = torch.full((vocab, width), float("nan"), device="cuda", dtype=torch.float32)
+    flce._product_into(small, grad_logits[:256].t(), hidden[:256], False)
+    flce._product_into(small, grad_logits[:256].t(), hidden[:256], True)
+    print(f"write + accumulate max |error| vs float64 (256 rows, NaN-poisoned start): "
+          f"{(small.double() - want).abs().max()}")  # fmt: skip
     scale = torch.tensor(0.5, device="cuda")
     out = []
     print(f"scaled rounding extra peak (bf16 result "

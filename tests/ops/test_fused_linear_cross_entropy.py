@@ -36,7 +36,8 @@ def reference_linear_cross_entropy(hidden, weight, target, bias, *, reduction="m
 @pytest.fixture(params=["triton", "torch-reference"])
 def path(request, monkeypatch):
     if request.param == "torch-reference":
-        monkeypatch.setattr(ce_module, "execution_path", lambda d: ExecutionPath.TORCH_REFERENCE)
+        for module in (ce_module, flce_module):
+            monkeypatch.setattr(module, "execution_path", lambda d: ExecutionPath.TORCH_REFERENCE)
     return request.param
 
 
@@ -146,10 +147,11 @@ def test_no_grad_and_frozen_hidden(path):
 
 
 def test_default_chunk_size_bounds_chunk_logits():
-    assert flce_module.default_chunk_size(16384, 128256, 2) == 4096
-    assert flce_module.default_chunk_size(100, 128256, 2) == 25  # a quarter of the tokens
-    assert flce_module.default_chunk_size(4096, 65536, 2) == 1024
-    assert flce_module.default_chunk_size(10**6, 2**30, 4) == 1
+    assert flce_module.default_chunk_size(16384, 128256, 2) == 8192  # 2 GiB of logits
+    assert flce_module.default_chunk_size(16384, 128256, 4) == 4096
+    assert flce_module.default_chunk_size(100, 128256, 2) == 50  # half the tokens
+    assert flce_module.default_chunk_size(4096, 65536, 2) == 2048
+    assert flce_module.default_chunk_size(10**6, 2**31, 4) == 1
 
 
 def test_compiles_fullgraph_and_passes_opcheck():
@@ -168,6 +170,8 @@ def test_compiles_fullgraph_and_passes_opcheck():
     op = torch.ops.warpforge.fused_linear_cross_entropy_fwd.default
     torch.library.opcheck(op, (hidden, weight, target, bias, IGNORE, 0.1, "mean", 4, True))
     torch.library.opcheck(op, (hidden, weight, target, None, IGNORE, 0.0, "none", 5, True))
+    scaled_round = torch.ops.warpforge.fused_linear_cross_entropy_scaled_round.default
+    torch.library.opcheck(scaled_round, (weight.detach(), torch.tensor(0.75), torch.float16))
 
 
 @pytest.mark.parametrize(
@@ -240,7 +244,8 @@ def test_invalid_arguments_raise_naming_the_argument(call, error, match):
 
 def test_grad_weight_accumulates_in_float32_where_chunk_sums_cancel():
     """Two chunks whose products nearly cancel: a float16 running sum would round the first
-    chunk's large partial (ulp 0.25 near 500) and lose the small remainder."""
+    chunk's large partial (ulp 0.25 near 500) and lose the small remainder. The accumulator
+    starts as NaN: the first chunk must overwrite it, never read it."""
     gen = torch.Generator().manual_seed(21)
     hidden = (torch.rand(2, 8, generator=gen) + 0.5).half()
     large = (torch.rand(1, 5, generator=gen) * 100 + 400).half()
@@ -248,16 +253,42 @@ def test_grad_weight_accumulates_in_float32_where_chunk_sums_cancel():
     grad_logits = torch.cat([large, remainder - large])  # [2 tokens, 5 classes]
     hidden[1] = hidden[0]
     weight = torch.randn(5, 8, generator=gen).half()
-    grad_weight = flce_module._float32_zeros(weight)
+    grad_weight = torch.full(weight.shape, float("nan"), dtype=torch.float32)
     for row in range(2):  # one token per chunk
         flce_module._fold_chunk_grads(
             grad_logits[row : row + 1], hidden[row : row + 1], weight,
-            torch.empty(1, 8, dtype=torch.float16), grad_weight, None,
+            torch.empty(1, 8, dtype=torch.float16), grad_weight, None, first=row == 0,
         )  # fmt: skip
     want = grad_logits.double().t() @ hidden.double()
     assert grad_weight.dtype == torch.float32
     torch.testing.assert_close(grad_weight.double(), want, atol=1e-3, rtol=0)
     assert (want - want.half().double()).abs().max() < 1e-3  # the float16 result is near too
+
+
+@pytest.mark.parametrize(
+    ("shape", "src_dtype", "dst_dtype"),
+    [
+        ((7, 4099), torch.float32, torch.float16),  # the grad_weight accumulator, prime width
+        ((4099,), torch.float32, torch.float16),  # grad_bias
+        ((3, 5, 11), torch.float16, torch.float16),  # grad_hidden, in its own dtype
+        ((1,), torch.float32, torch.float32),
+        ((0, 4), torch.float32, torch.float16),
+    ],
+)
+def test_scaled_rounding_matches_float64(shape, src_dtype, dst_dtype, path):
+    """The backward's ``accumulated * grad_output``, rounded once: equal to the float32 product
+    rounded to the output dtype, within half a step of the float64 product; the input kept."""
+    gen = torch.Generator().manual_seed(sum(shape))
+    accumulated = (torch.randn(shape, generator=gen) * 50).to(src_dtype)
+    kept = accumulated.clone()
+    scale = torch.rand((), generator=gen) + 0.5
+    got = flce_module._scaled_to(accumulated, scale, dst_dtype)
+    assert got.dtype == dst_dtype and got.shape == accumulated.shape
+    torch.testing.assert_close(got, (accumulated.float() * scale).to(dst_dtype), atol=0, rtol=0)
+    want = accumulated.double() * scale.double()
+    step = torch.finfo(dst_dtype).eps * want.abs().clamp_min(torch.finfo(dst_dtype).tiny)
+    assert ((got.double() - want).abs() <= step).all()
+    assert torch.equal(accumulated, kept)
 
 
 def unfused_linear_cross_entropy(hidden, weight, target, bias, **options):
@@ -316,7 +347,9 @@ def test_gpu_bf16_as_exact_as_the_unfused_bf16_path(reduction, seed):
 
 @pytest.mark.gpu
 def test_gpu_peak_memory_below_unfused():
-    tokens, width, vocab = 4096, 1024, 65536
+    # tokens > 4 x width: the float32 accumulator (4 bytes x vocab x width) plus a default chunk
+    # (half the tokens' logits) then stays under the logits (2 bytes x tokens x vocab)
+    tokens, width, vocab = 8192, 1024, 65536
     hidden = torch.randn(tokens, width, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     weight = torch.randn(vocab, width, device="cuda", dtype=torch.bfloat16, requires_grad=True)
     target = torch.randint(0, vocab, (tokens,), device="cuda")

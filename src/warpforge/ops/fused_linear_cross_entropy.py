@@ -25,6 +25,7 @@ from typing import Optional
 import torch
 
 from warpforge.dispatch import dispatched_op
+from warpforge.ops._rows import cdiv, kernel_device
 from warpforge.ops.cross_entropy import (
     reduce_rows,
     row_grads,
@@ -32,16 +33,18 @@ from warpforge.ops.cross_entropy import (
     validate_loss_options,
     validate_target,
 )
+from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_same_device, check_tensor, describe
 
-CHUNK_LOGITS_BYTES = 1 << 30
-"""Largest default chunk of logits (1 GiB). Each chunk reads and writes the whole float32
-``grad_weight`` accumulator once, so fewer, larger chunks keep that traffic small next to the
-matmuls (16k tokens of a 128k vocabulary in bf16: 4 chunks)."""
+CHUNK_LOGITS_BYTES = 2 << 30
+"""Largest default chunk of logits (2 GiB). Every chunk after the first reads and writes the
+whole float32 ``grad_weight`` accumulator once (the first only writes it), so fewer, larger
+chunks keep that traffic small next to the matmuls: 16k tokens of a 128k vocabulary in bf16
+take 2 chunks, 4.2 GB of accumulator traffic where 4 zero-filled chunks moved 18.9 GB."""
 
-MIN_CHUNKS = 4
-"""Default chunks per call at least: one chunk holds at most a quarter of the logits, whatever
-the problem's size (the point of the fused op)."""
+MIN_CHUNKS = 2
+"""Default chunks per call at least: one chunk holds at most half the logits, whatever the
+problem's size (the point of the fused op)."""
 
 
 def default_chunk_size(n_tokens: int, vocab: int, element_size: int) -> int:
@@ -54,7 +57,11 @@ def default_chunk_size(n_tokens: int, vocab: int, element_size: int) -> int:
 
 
 _SCALE_BLOCK_ELEMENTS = 1 << 24
-"""Elements scaled per step in :func:`_scaled_to` (64 MiB of float32)."""
+"""Elements scaled per step in :func:`_scaled_to` without Triton (64 MiB of float32)."""
+
+_SCALE_BLOCK = 4096
+"""Elements per program of the scale-and-round kernel: 16 a thread at 8 warps (four 16-byte
+float32 vectors in flight)."""
 
 
 def _chunk_logits(hidden, weight, bias):
@@ -63,42 +70,56 @@ def _chunk_logits(hidden, weight, bias):
     return torch.addmm(bias, hidden, weight.t())
 
 
-def _accumulate_product(accumulator, left, right):
-    """``accumulator += left @ right`` with a float32 accumulator and operands in their own dtype.
+def _product_into(accumulator, left, right, accumulate: bool):
+    """``accumulator (+)= left @ right``: a float32 accumulator, operands in their own dtype.
 
+    Without ``accumulate`` the product overwrites the accumulator and cuBLAS never reads it (the
+    first chunk: neither a zero-fill nor a read of the weight-sized float32 buffer).
     On CUDA cuBLAS reads and writes the float32 accumulator directly (``out_dtype``, PyTorch
     2.8+); elsewhere, or where that is missing, the operands are upcast, which is exact too.
     """
     if accumulator.dtype == left.dtype:
-        accumulator.addmm_(left, right)
+        if accumulate:
+            accumulator.addmm_(left, right)
+        else:
+            torch.mm(left, right, out=accumulator)
         return
-    if left.is_cuda and _MIXED_DTYPE_ADDMM.get("works", True):
+    if left.is_cuda and _MIXED_DTYPE_MATMUL.get("works", True):
         try:
-            torch.addmm(accumulator, left, right, out_dtype=accumulator.dtype, out=accumulator)
-            _MIXED_DTYPE_ADDMM["works"] = True
+            if accumulate:
+                torch.addmm(accumulator, left, right, out_dtype=accumulator.dtype, out=accumulator)
+            else:
+                torch.mm(left, right, out_dtype=accumulator.dtype, out=accumulator)
+            _MIXED_DTYPE_MATMUL["works"] = True
             return
         except (TypeError, RuntimeError, NotImplementedError):
-            if _MIXED_DTYPE_ADDMM.get("works"):
+            if _MIXED_DTYPE_MATMUL.get("works"):
                 raise  # it worked before: this is a real error, not a missing feature
-            _MIXED_DTYPE_ADDMM["works"] = False
-    accumulator.addmm_(left.float(), right.float())
+            _MIXED_DTYPE_MATMUL["works"] = False
+    if accumulate:
+        accumulator.addmm_(left.float(), right.float())
+    else:
+        torch.mm(left.float(), right.float(), out=accumulator)
 
 
-_MIXED_DTYPE_ADDMM: dict[str, bool] = {}
-"""Whether ``torch.addmm(..., out_dtype=float32, out=...)`` ran on this PyTorch build."""
+_MIXED_DTYPE_MATMUL: dict[str, bool] = {}
+"""Whether ``torch.mm`` / ``torch.addmm`` with ``out_dtype=float32`` ran on this PyTorch build."""
 
 
-def _fold_chunk_grads(grad_logits, hidden, weight, grad_hidden_rows, grad_weight, grad_bias):
+def _fold_chunk_grads(grad_logits, hidden, weight, grad_hidden_rows, grad_weight, grad_bias,
+                      first: bool):  # fmt: skip
     """grad_hidden[chunk] = grad_logits @ weight; grad_weight (and grad_bias) += the chunk's part,
-    both accumulators in float32."""
+    both accumulators in float32; the ``first`` chunk writes ``grad_weight`` without reading it."""
     torch.mm(grad_logits, weight, out=grad_hidden_rows)
-    _accumulate_product(grad_weight, grad_logits.t(), hidden)
+    _product_into(grad_weight, grad_logits.t(), hidden, accumulate=not first)
     if grad_bias is not None:
         grad_bias += grad_logits.sum(dim=0, dtype=torch.float32)
 
 
-def _float32_zeros(like: torch.Tensor) -> torch.Tensor:
-    return torch.zeros(like.shape, device=like.device, dtype=torch.float32)
+def _float32_accumulator(like: torch.Tensor, n_tokens: int) -> torch.Tensor:
+    """Uninitialised when a first chunk will overwrite it, zeros when there is no chunk."""
+    make = torch.empty if n_tokens > 0 else torch.zeros
+    return make(like.shape, device=like.device, dtype=torch.float32)
 
 
 @dispatched_op("warpforge::fused_linear_cross_entropy_fwd", mutates_args=())
@@ -123,7 +144,7 @@ def _flce_fwd(
     # Outputs may not alias each other: every absent gradient is its own empty tensor.
     # Gradients are contiguous whatever the inputs' strides, so chunk slices are dense for cuBLAS.
     grad_hidden = hidden.new_empty(hidden.shape) if grads else hidden.new_empty(0)
-    grad_weight = _float32_zeros(weight) if grads else hidden.new_empty(0)
+    grad_weight = _float32_accumulator(weight, n_tokens) if grads else hidden.new_empty(0)
     grad_bias = (
         torch.zeros(weight.shape[0], device=hidden.device, dtype=torch.float32)
         if grads and bias is not None
@@ -146,7 +167,7 @@ def _flce_fwd(
         )  # fmt: skip
         if grads:
             _fold_chunk_grads(logits, hidden[rows], weight, grad_hidden[rows], grad_weight,
-                              grad_bias if bias is not None else None)  # fmt: skip
+                              grad_bias if bias is not None else None, first=start == 0)  # fmt: skip
         del logits  # before the next chunk's logits exist: one chunk alive at a time
 
     loss = reduce_rows(loss_rows, target, ignore_index, reduction)
@@ -187,7 +208,7 @@ def _flce_bwd_rows(
     ``grad_loss``. Returns (grad_hidden, grad_weight, grad_bias or empty)."""
     grad_loss = grad_loss.float()
     grad_hidden = hidden.new_empty(hidden.shape)
-    grad_weight = _float32_zeros(weight)
+    grad_weight = _float32_accumulator(weight, hidden.shape[0])
     grad_bias = torch.zeros(weight.shape[0], device=hidden.device, dtype=torch.float32)
     for start in range(0, hidden.shape[0], chunk_size):
         rows = slice(start, min(start + chunk_size, hidden.shape[0]))
@@ -197,7 +218,7 @@ def _flce_bwd_rows(
             ignore_index, label_smoothing, 0.0,
         )  # fmt: skip
         _fold_chunk_grads(logits, hidden[rows], weight, grad_hidden[rows], grad_weight,
-                          grad_bias if bias is not None else None)  # fmt: skip
+                          grad_bias if bias is not None else None, first=start == 0)  # fmt: skip
         del logits
     grad_weight = grad_weight.to(weight.dtype)
     if bias is None:
@@ -228,15 +249,34 @@ def _setup_context(ctx, inputs, output):
         ctx.save_for_backward(grad_hidden, grad_weight, grad_bias)
 
 
+@dispatched_op("warpforge::fused_linear_cross_entropy_scaled_round", mutates_args=())
 def _scaled_to(accumulated: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``accumulated * scale`` computed in float32 and rounded once to ``dtype``. In row blocks:
-    a multiply whose output dtype differs stages a temporary the size of its input, and the
-    accumulator is the largest tensor the op holds (it stays as it is, for a second backward)."""
+    """``accumulated * scale`` computed in float32 and rounded once to ``dtype``, as a new
+    tensor (the accumulator stays as it is, for a second backward). One Triton pass (see
+    ``warpforge.ops._kernels.fused_linear_cross_entropy``); without Triton, in row blocks: on
+    the CPU a multiply whose output dtype differs stages a temporary the size of its input, and
+    the accumulator is the largest tensor the op holds. An op of its own, so that a compiled
+    backward traces it instead of the kernel launch."""
     out = torch.empty_like(accumulated, dtype=dtype)
+    if out.numel() == 0:
+        return out
+    if execution_path(accumulated.device) is not ExecutionPath.TORCH_REFERENCE:
+        from warpforge.ops._kernels.fused_linear_cross_entropy import scale_and_round_kernel
+
+        with kernel_device(accumulated):
+            scale_and_round_kernel[(cdiv(out.numel(), _SCALE_BLOCK),)](
+                accumulated, scale, out, out.numel(), BLOCK=_SCALE_BLOCK, num_warps=8
+            )
+        return out
     rows = max(1, _SCALE_BLOCK_ELEMENTS // max(1, math.prod(accumulated.shape[1:])))
     for start in range(0, accumulated.shape[0], rows):
         torch.mul(accumulated[start : start + rows], scale, out=out[start : start + rows])
     return out
+
+
+@_scaled_to.register_fake
+def _(accumulated, scale, dtype):
+    return torch.empty_like(accumulated, dtype=dtype)
 
 
 def _backward(ctx, grad_loss, _lse, _gh, _gw, _gb):
@@ -254,8 +294,8 @@ def _backward(ctx, grad_loss, _lse, _gh, _gw, _gb):
                 "fused_linear_cross_entropy: gradients were not computed in the forward "
                 "(it ran with grad disabled or no input requiring grad)"
             )
-        scale = grad_loss.to(torch.float32)
-        grad_hidden = (grad_hidden * scale).to(grad_hidden.dtype)
+        scale = grad_loss.to(torch.float32).contiguous()
+        grad_hidden = _scaled_to(grad_hidden, scale, grad_hidden.dtype)
         grad_weight = _scaled_to(grad_weight, scale, ctx.param_dtype)
         grad_bias = _scaled_to(grad_bias, scale, ctx.param_dtype) if ctx.has_bias else None
     return (
@@ -290,7 +330,7 @@ def fused_linear_cross_entropy(
     ``hidden`` is ``[..., H]``, ``weight`` ``[V, H]`` (the LM head), ``bias`` ``[V]`` or None,
     ``target`` ``[...]`` int64/int32. Semantics of ``ignore_index``, ``reduction`` and
     ``label_smoothing`` are those of :func:`warpforge.ops.cross_entropy`. ``chunk_size`` is the
-    number of tokens per chunk (default: about 256 MiB of logits per chunk). Differentiable in
+    number of tokens per chunk (default: at most 2 GiB of logits and half the tokens). Differentiable in
     ``hidden``, ``weight`` and ``bias``. Returns the loss in the dtype of ``hidden``.
     """
     hidden = check_tensor("hidden", hidden, dtypes=FLOAT_DTYPES, min_ndim=1, allow_empty=True)

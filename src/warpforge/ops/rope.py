@@ -115,10 +115,10 @@ def _rotate(
     q_blocks, k_blocks = cdiv(q_heads, block_hq), cdiv(k_heads, block_hk)
     blocks = max(q_blocks, k_blocks) if paired else q_blocks + k_blocks
     with kernel_device(q):
-        rope_kernel[(batch * seq, blocks)](
+        rope_kernel[(batch * seq * blocks,)](
             q, q_out, k, k_out, cos, sin, seq, q_heads, k_heads,
             *q.stride()[:3], *q_out.stride()[:3], *k.stride()[:3], *k_out.stride()[:3],
-            *_table_strides(cos),
+            *_table_strides(cos), blocks,
             HEAD_DIM=head_dim,
             HALF_TABLE=cos.shape[-1] != head_dim,
             INTERLEAVED=interleaved,

@@ -1,6 +1,11 @@
 """Rotary position embedding kernel: one launch rotates q and k, one program per (token, block of
 heads of q and/or of k).
 
+The grid is 1-D and token-major: consecutive programs take consecutive head blocks of one token,
+then of the next, so the launch walks q and k in address order as a copy does. (With the head
+block on a second grid axis, every token's first block ran before any second block: with 64
+query heads in two blocks the stream read 8 KB of every 16 KB row, then came back for the rest.)
+
 One launch instead of two, so k (a few heads under grouped-query attention) never runs as a
 small launch of its own with its own ramp-up and tail. A program takes one block of q's heads or
 of k's, or (``PAIRED``) a block of q's and the same-numbered block of k's. It loads the token's
@@ -23,6 +28,7 @@ import triton.language as tl
 
 @triton.jit
 def _rope_apply(
+    token,
     head_block,
     x_ptr,
     out_ptr,
@@ -45,7 +51,6 @@ def _rope_apply(
     BLOCK_H: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
-    token = tl.program_id(0).to(tl.int64)
     b = token // seq_len
     s = token % seq_len
     heads = head_block * BLOCK_H + tl.arange(0, BLOCK_H)
@@ -93,16 +98,19 @@ def rope_kernel(
     q_ptr, q_out_ptr, k_ptr, k_out_ptr, cos_ptr, sin_ptr, seq_len, q_heads, k_heads,
     q_stride_b, q_stride_s, q_stride_h, qo_stride_b, qo_stride_s, qo_stride_h,
     k_stride_b, k_stride_s, k_stride_h, ko_stride_b, ko_stride_s, ko_stride_h,
-    table_stride_b, table_stride_s,
+    table_stride_b, table_stride_s, blocks_per_token,
     HEAD_DIM: tl.constexpr, HALF_TABLE: tl.constexpr, INTERLEAVED: tl.constexpr,
     BACKWARD: tl.constexpr, BLOCK_HQ: tl.constexpr, BLOCK_HK: tl.constexpr,
     BLOCK_D: tl.constexpr, PAIRED: tl.constexpr,
 ):  # fmt: skip
     """q and k of one token; the backward (``BACKWARD``) maps output gradients to input
-    gradients. Grid axis 1 with ``PAIRED``: ``max(q_blocks, k_blocks)`` programs, program ``j``
-    rotating q's head block ``j`` and k's head block ``j`` where they exist (one program per
-    token when each fits one block); else ``q_blocks + k_blocks``, one block each."""
-    block = tl.program_id(1)
+    gradients. ``blocks_per_token`` programs per token, program ``token * blocks_per_token +
+    block``. With ``PAIRED``: ``max(q_blocks, k_blocks)`` blocks, block ``j`` rotating q's head
+    block ``j`` and k's head block ``j`` where they exist (one program per token when each fits
+    one block); else ``q_blocks + k_blocks``, one block each."""
+    program = tl.program_id(0)  # the grid's size fits an int32
+    token = (program // blocks_per_token).to(tl.int64)
+    block = program % blocks_per_token
     q_blocks = tl.cdiv(q_heads, BLOCK_HQ)
     if PAIRED:
         do_q = block < q_blocks
@@ -114,14 +122,14 @@ def rope_kernel(
         k_block = block - q_blocks
     if do_q:
         _rope_apply(
-            block, q_ptr, q_out_ptr, cos_ptr, sin_ptr, seq_len, q_heads,
+            token, block, q_ptr, q_out_ptr, cos_ptr, sin_ptr, seq_len, q_heads,
             q_stride_b, q_stride_s, q_stride_h, qo_stride_b, qo_stride_s, qo_stride_h,
             table_stride_b, table_stride_s,
             HEAD_DIM, HALF_TABLE, INTERLEAVED, BACKWARD, BLOCK_HQ, BLOCK_D,
         )  # fmt: skip
     if do_k:
         _rope_apply(
-            k_block, k_ptr, k_out_ptr, cos_ptr, sin_ptr, seq_len, k_heads,
+            token, k_block, k_ptr, k_out_ptr, cos_ptr, sin_ptr, seq_len, k_heads,
             k_stride_b, k_stride_s, k_stride_h, ko_stride_b, ko_stride_s, ko_stride_h,
             table_stride_b, table_stride_s,
             HEAD_DIM, HALF_TABLE, INTERLEAVED, BACKWARD, BLOCK_HK, BLOCK_D,
