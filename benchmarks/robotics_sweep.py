@@ -5,8 +5,9 @@ sweep runs two stages, each timed with the harness (cold L2, CUDA events, conten
 in shuffled order) next to the public implementation and ``torch.compile`` of the problem's
 baseline:
 
-1. ``search``: the interval search (binary; guided with 2, 3 or 4 probes) at the default tile;
-   for align also three separate single-stream launches instead of one multi-stream launch.
+1. ``search``: the interval search (binary; guided with 4 or 8 probes, without and with a coarse
+   first pass over 16-128 evenly spaced times) at the default tile; for align also three separate
+   single-stream launches instead of one multi-stream launch.
 2. ``tile``: with the fastest search of stage 1, query block x column block x ``num_warps``
    around the default tile (for align: the camera stream's query block x warps).
 
@@ -104,15 +105,19 @@ def config_dict(config) -> dict[str, int]:
         "block_d": config.block_d,
         "num_warps": config.num_warps,
         "probes": config.probes,
+        "coarse": config.coarse,
     }
 
 
-def search_name(probes: int) -> str:
-    return "binary" if probes == 0 else f"guided{probes}"
+def search_name(probes: int, coarse: int = 0) -> str:
+    if probes == 0:
+        return "binary"
+    return f"coarse{coarse}+guided{probes}" if coarse else f"guided{probes}"
 
 
 def config_name(config) -> str:
-    return f"{search_name(config.probes)} t{config.block_t} d{config.block_d} w{config.num_warps}"
+    search = search_name(config.probes, config.coarse)
+    return f"{search} t{config.block_t} d{config.block_d} w{config.num_warps}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -193,23 +198,39 @@ def stream_shapes(case: Case) -> list[tuple[int, int, int]]:
     return [(s["T"], s["D"], case.dtype.itemsize)]
 
 
+def main_samples(case: Case) -> int:
+    """Samples per row of the main stream (for align the camera stream)."""
+    s = case.shape
+    return 30 * s["seconds"] if case.kind == "align" else s["S"]
+
+
 def defaults(case: Case) -> list:
     from warpforge.robotics.resample import default_config
 
-    return [default_config(t, d, size, "linear") for t, d, size in stream_shapes(case)]
+    samples = [main_samples(case)] if case.kind != "align" else [
+        rate * case.shape["seconds"] for rate in (30, 100, 1000)
+    ]
+    return [default_config(t, d, size, "linear", n)
+            for (t, d, size), n in zip(stream_shapes(case), samples, strict=True)]  # fmt: skip
 
 
-def with_probes(configs: Sequence, probes: int) -> list:
+def with_search(configs: Sequence, probes: int, coarse: int = 0) -> list:
     from warpforge.robotics.resample import LaunchConfig
 
-    return [LaunchConfig(c.block_t, c.block_d, c.num_warps, probes) for c in configs]
+    return [LaunchConfig(c.block_t, c.block_d, c.num_warps, probes, coarse) for c in configs]
 
 
 def search_grid(case: Case, smoke: bool) -> list[tuple[str, list, bool]]:
     """(name, configs per stream, separate launches) of stage 1."""
     base = defaults(case)
-    probes = (0, 4) if smoke else (0, 2, 3, 4)
-    grid = [(f"{search_name(p)} (default tile)", with_probes(base, p), False) for p in probes]
+    if smoke:
+        searches = [(0, 0), (4, 0), (8, 4)]
+    else:
+        samples = main_samples(case)
+        searches = [(0, 0), (4, 0)] + [(probes, coarse) for coarse in (16, 32, 64, 128)
+                                       if coarse < samples for probes in (4, 8)]  # fmt: skip
+    grid = [(f"{search_name(p, c)} (default tile)", with_search(base, p, c), False)
+            for p, c in searches]  # fmt: skip
     if case.kind == "align":
         grid.append(("3 launches, default tiles", base, True))
     return grid
@@ -234,13 +255,13 @@ def tile_grid(case: Case, best: list, smoke: bool) -> list[tuple[str, list, bool
         num_warps = min(16, int(main.num_warps * w_factor))
         if not (1 <= block_t <= 1024 and num_warps >= 1) or (d_factor < 1 and main.block_d < 64):
             continue  # narrow rows keep their whole-row column block
-        config = LaunchConfig(block_t, block_d, num_warps, main.probes)
+        config = LaunchConfig(block_t, block_d, num_warps, main.probes, main.coarse)
         if config in seen:
             continue
         seen.add(config)
         # the launch runs the largest num_warps of its streams: the main stream's choice rules
-        others = [LaunchConfig(c.block_t, c.block_d, min(c.num_warps, num_warps), c.probes)
-                  for c in best[1:]]  # fmt: skip
+        others = [LaunchConfig(c.block_t, c.block_d, min(c.num_warps, num_warps), c.probes,
+                               c.coarse) for c in best[1:]]  # fmt: skip
         grid.append((config_name(config), [config, *others], False))
     return grid
 
@@ -371,8 +392,8 @@ def sweep_case(case: Case, device, budget: Budget, args) -> dict[str, Any]:
     searched = [r for r in rows if r.stage == "search" and r.config and r.median_s]
     if searched:
         best_search = min(searched, key=lambda r: r.median_s)
-        probes = best_search.config[0]["probes"]
-        best = with_probes(defaults(case), probes)
+        found = best_search.config[0]
+        best = with_search(defaults(case), found["probes"], found["coarse"])
         rows += time_stage(case, "tile", tile_grid(case, best, args.smoke), context, input_sets,
                            budget, args)  # fmt: skip
     del input_sets

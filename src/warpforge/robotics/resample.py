@@ -338,14 +338,18 @@ class LaunchConfig:
     ``block_t`` queries by ``block_d`` value columns per program, ``num_warps`` per program, and
     the interval search: ``probes == 0`` is a fixed-step binary search (``bit_length(S)`` dependent
     loads per query), ``probes >= 2`` the guided search that interpolates a guess and reads that
-    many consecutive times around it per round (one round on a uniform clock). Every choice gives
-    the same results; only the speed differs.
+    many consecutive times around it per round (one round on a uniform clock). ``coarse > 0``
+    (guided search only) first reads that many evenly spaced times of the row, in parallel with
+    the queries, and starts each query's search from the bracket they prove (at most
+    ``ceil((S-1) / (coarse-1))`` samples wide; closed in one round when that is at most
+    ``probes + 1``). Every choice gives the same results; only the speed differs.
     """
 
     block_t: int
     block_d: int
     num_warps: int
     probes: int = GUIDED_PROBES
+    coarse: int = 0
 
     def __post_init__(self) -> None:
         for name in ("block_t", "block_d", "num_warps"):
@@ -358,6 +362,13 @@ class LaunchConfig:
             raise ValueError(
                 f"probes: expected 0 (binary search) or 2 to 8 (guided search), got {self.probes!r}"
             )
+        coarse = self.coarse
+        if not isinstance(coarse, int) or not (
+            coarse == 0 or (2 <= coarse <= 256 and not coarse & (coarse - 1))
+        ):
+            raise ValueError(f"coarse: expected 0 or a power of two in [2, 256], got {coarse!r}")
+        if coarse and not self.probes:
+            raise ValueError("coarse: the coarse pass starts the guided search; it needs probes > 0")
 
     def check_method(self, method: str) -> None:
         """Slerp normalises a whole quaternion per program: its column block must be 4."""
@@ -368,7 +379,9 @@ class LaunchConfig:
 
 
 @functools.lru_cache(maxsize=1024)
-def default_config(queries: int, width: int, element_size: int, method: str) -> LaunchConfig:
+def default_config(
+    queries: int, width: int, element_size: int, method: str, samples: int = 0
+) -> LaunchConfig:
     """The launch configuration of one stream when the caller gives none.
 
     A column block spans the whole row up to 256 elements (16-byte vectors for every dtype); the
@@ -376,6 +389,9 @@ def default_config(queries: int, width: int, element_size: int, method: str) -> 
     each program has enough loads in flight, but no more queries than exist. Measured on the
     H100 (robotics_sweep): (1024, 1000 -> 2000, 32) fp32 ran at 88% of copy with 64 x 32 tiles
     on 2 warps, 75% with 128 x 32 on 4; wide rows were best at 16-32 x 256 on 4 warps.
+
+    The search: guided, after a coarse pass (:func:`coarse_samples`) over ``samples`` source
+    times per row (0: unknown, no coarse pass).
     """
     if method == "slerp":
         block_d = 4
@@ -383,7 +399,26 @@ def default_config(queries: int, width: int, element_size: int, method: str) -> 
         block_d = min(triton_next_power_of_2(width), 256 if element_size <= 2 else 128)
     tile = 2048 if block_d <= 32 else 4096
     block_t = max(1, min(tile // block_d, 256, triton_next_power_of_2(queries)))
-    return LaunchConfig(block_t, block_d, _num_warps(block_t * block_d))
+    return LaunchConfig(
+        block_t, block_d, _num_warps(block_t * block_d), GUIDED_PROBES,
+        coarse_samples(samples, GUIDED_PROBES),
+    )  # fmt: skip
+
+
+COARSE_LIMIT = 64
+"""Most times the coarse pass reads per row: it compares each query with all of them."""
+
+
+def coarse_samples(samples: int, probes: int) -> int:
+    """Times of the coarse pass for rows of ``samples`` times: the fewest (a power of two, at
+    most :data:`COARSE_LIMIT`) that leave brackets one guided round of ``probes`` closes, so
+    a short row costs one dependent round of loads; 0 where the first round closes it anyway."""
+    if samples <= probes + 2:
+        return 0
+    coarse = 4
+    while coarse < COARSE_LIMIT and -(-(samples - 1) // (coarse - 1)) > probes + 1:
+        coarse *= 2
+    return coarse
 
 
 def triton_next_power_of_2(n: int) -> int:
@@ -421,7 +456,7 @@ def _single_plan(
     """Grid, search steps and constexprs of one single-stream launch, cached: the small shapes
     are bound by host work per call."""
     if config is None:
-        config = default_config(queries, width, element_size, method)
+        config = default_config(queries, width, element_size, method, samples)
     config.check_method(method)
     block_t, block_d = config.block_t, config.block_d
     kernels = _kernels()
@@ -433,6 +468,7 @@ def _single_plan(
         "HAS_LENGTHS": has_lengths,
         "WRITE_MASK": write_mask,
         "PROBES": config.probes,
+        "COARSE": config.coarse,
         "BLOCK_T": block_t,
         "BLOCK_D": block_d,
         "num_warps": config.num_warps,
@@ -492,7 +528,9 @@ def launch_streams(
     batch, queries = query.shape
     if configs is None:
         configs = [
-            default_config(queries, s.values.shape[2], s.values.element_size(), s.method)
+            default_config(
+                queries, s.values.shape[2], s.values.element_size(), s.method, s.values.shape[1]
+            )
             for s in streams
         ]
     elif len(configs) != len(streams):
@@ -542,6 +580,7 @@ def launch_streams(
         COMPUTE_F64=any(s.values.dtype == torch.float64 for s in streams),
         WRITE_MASK=streams[0].mask is not None,
         PROBES=configs[0].probes,
+        COARSE=configs[0].coarse,
         num_warps=max(config.num_warps for config in configs),
     )  # fmt: skip
 
@@ -663,7 +702,7 @@ def run_backward_kernel(
         query.shape if query_grad else (1,), dtype=accumulate, device=values.device
     )
     if config is None:
-        config = default_config(queries, width, values.element_size(), method)
+        config = default_config(queries, width, values.element_size(), method, samples)
     config.check_method(method)
     block_t, block_d = config.block_t, config.block_d
     kernels = _kernels()
@@ -682,6 +721,7 @@ def run_backward_kernel(
         HAS_LENGTHS=lengths is not None,
         QUERY_GRAD=query_grad,
         PROBES=config.probes,
+        COARSE=config.coarse,
         BLOCK_T=block_t,
         BLOCK_D=block_d,
         num_warps=config.num_warps,
