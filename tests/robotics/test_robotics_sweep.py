@@ -30,7 +30,12 @@ def test_sweep_smoke_run_writes_a_checked_report(tmp_path: Path) -> None:
         wrong = [r for r in rows if r["status"] not in ("ok", "skipped")]
         assert not wrong, (case["case"], wrong)
         variants = {r["variant"] for r in rows if r["median_us"]}
-        # both searches were checked and timed, and the tile stage ran
-        assert {"binary (default tile)", "guided4 (default tile)"} <= variants, case["case"]
+        # every kind of search was checked and timed (the backward: on its gather path, and the
+        # atomic kernel too), and the tile stage ran
+        searches = {"binary (default tile)", "guided4 (default tile)",
+                    "coarse4+guided8 (default tile)"}  # fmt: skip
+        if case["kind"] == "bwd":
+            searches = {f"gather, {name}" for name in searches} | {"atomic, default"}
+        assert searches <= variants, case["case"]
         assert any(r["stage"] == "tile" and r["config"] and r["median_us"] for r in rows)
         assert case["best_variant"] in variants
