@@ -5,9 +5,9 @@ sweep runs two stages, each timed with the harness (cold L2, CUDA events, conten
 in shuffled order) next to the public implementation and ``torch.compile`` of the problem's
 baseline:
 
-1. ``search``: the interval search (binary; guided with 4 or 8 probes, without and with a coarse
-   first pass over 16-128 evenly spaced times) at the default tile; for align also three separate
-   single-stream launches instead of one multi-stream launch.
+1. ``search``: the interval search (binary; guided with 2, 3 or 4 probes) at the default tile;
+   for align also three separate single-stream launches instead of one multi-stream launch; for
+   the backward the atomic kernel with each search and the deterministic sort + gather path.
 2. ``tile``: with the fastest search of stage 1, query block x column block x ``num_warps``
    around the default tile (for align: the camera stream's query block x warps).
 
@@ -112,19 +112,15 @@ def config_dict(config) -> dict[str, int]:
         "block_d": config.block_d,
         "num_warps": config.num_warps,
         "probes": config.probes,
-        "coarse": config.coarse,
     }
 
 
-def search_name(probes: int, coarse: int = 0) -> str:
-    if probes == 0:
-        return "binary"
-    return f"coarse{coarse}+guided{probes}" if coarse else f"guided{probes}"
+def search_name(probes: int) -> str:
+    return "binary" if probes == 0 else f"guided{probes}"
 
 
 def config_name(config) -> str:
-    search = search_name(config.probes, config.coarse)
-    return f"{search} t{config.block_t} d{config.block_d} w{config.num_warps}"
+    return f"{search_name(config.probes)} t{config.block_t} d{config.block_d} w{config.num_warps}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -155,7 +151,7 @@ def backward_variant(config, gather, poison: bool) -> Callable[..., torch.Tensor
     def run(values, times, query, grad_out) -> torch.Tensor:
         grad, _ = run_backward_kernel(
             grad_out, values, times, query, None, "linear", "clamp", False, config, gather,
-            atomic=gather is None,
+            deterministic=gather is not None,
         )  # fmt: skip
         return grad  # a fresh buffer inside, every element written: nothing to poison
 
@@ -207,46 +203,30 @@ def stream_shapes(case: Case) -> list[tuple[int, int, int]]:
     return [(s["T"], s["D"], case.dtype.itemsize)]
 
 
-def main_samples(case: Case) -> int:
-    """Samples per row of the main stream (for align the camera stream)."""
-    s = case.shape
-    return 30 * s["seconds"] if case.kind == "align" else s["S"]
-
-
 def defaults(case: Case) -> list:
     from warpforge.robotics.resample import default_config
 
-    samples = [main_samples(case)] if case.kind != "align" else [
-        rate * case.shape["seconds"] for rate in (30, 100, 1000)
-    ]
-    return [default_config(t, d, size, "linear", n)
-            for (t, d, size), n in zip(stream_shapes(case), samples, strict=True)]  # fmt: skip
+    return [default_config(t, d, size, "linear") for t, d, size in stream_shapes(case)]
 
 
-def with_search(configs: Sequence, probes: int, coarse: int = 0) -> list:
+def with_probes(configs: Sequence, probes: int) -> list:
     from warpforge.robotics.resample import LaunchConfig
 
-    return [LaunchConfig(c.block_t, c.block_d, c.num_warps, probes, coarse) for c in configs]
+    return [LaunchConfig(c.block_t, c.block_d, c.num_warps, probes) for c in configs]
 
 
 def search_grid(case: Case, smoke: bool) -> list[tuple[str, list, bool]]:
     """(name, configs per stream, separate launches) of stage 1."""
     base = defaults(case)
-    if smoke:
-        searches = [(0, 0), (4, 0), (8, 4)]
-    else:
-        samples = main_samples(case)
-        searches = [(0, 0), (4, 0)] + [(probes, coarse) for coarse in (16, 32, 64, 128)
-                                       if coarse < samples for probes in (4, 8)]  # fmt: skip
-    grid = [(f"{search_name(p, c)} (default tile)", with_search(base, p, c), False)
-            for p, c in searches]  # fmt: skip
+    probes = (0, 4) if smoke else (0, 2, 3, 4)
+    grid = [(f"{search_name(p)} (default tile)", with_probes(base, p), False) for p in probes]
     if case.kind == "bwd":
         from warpforge.robotics.resample import default_gather_tile
 
-        # the deterministic sort + gather path, then the atomic kernel with the same searches
-        gather = default_gather_tile(case.shape["D"])
-        grid = [(f"gather, {name}", [*configs, gather], False) for name, configs, _ in grid]
-        grid.append(("atomic, default", [*base, None], False))
+        # the atomic kernel with each search (above), and the deterministic sort + gather path
+        grid = [(name, [*configs, None], False) for name, configs, _ in grid]
+        grid.append(("gather, default tiles", [*base, default_gather_tile(case.shape["D"])],
+                     False))  # fmt: skip
     if case.kind == "align":
         grid.append(("3 launches, default tiles", base, True))
     return grid
@@ -273,13 +253,13 @@ def tile_grid(case: Case, best: list, smoke: bool) -> list[tuple[str, list, bool
         num_warps = min(16, int(main.num_warps * w_factor))
         if not (1 <= block_t <= 1024 and num_warps >= 1) or (d_factor < 1 and main.block_d < 64):
             continue  # narrow rows keep their whole-row column block
-        config = LaunchConfig(block_t, block_d, num_warps, main.probes, main.coarse)
+        config = LaunchConfig(block_t, block_d, num_warps, main.probes)
         if config in seen:
             continue
         seen.add(config)
         # the launch runs the largest num_warps of its streams: the main stream's choice rules
-        others = [LaunchConfig(c.block_t, c.block_d, min(c.num_warps, num_warps), c.probes,
-                               c.coarse) for c in best[1:]]  # fmt: skip
+        others = [LaunchConfig(c.block_t, c.block_d, min(c.num_warps, num_warps), c.probes)
+                  for c in best[1:]]  # fmt: skip
         grid.append((config_name(config), [config, *others], False))
     return grid
 
@@ -301,8 +281,7 @@ def gather_tile_grid(case: Case, search, smoke: bool) -> list[tuple[str, list, b
         grid.append((f"gather s{block_s} d{base.block_d} w{num_warps}", [search, tile], False))
     if not smoke:
         for block_t, num_warps in ((2 * search.block_t, 4), (4 * search.block_t, 4)):
-            pass_one = LaunchConfig(block_t, search.block_d, num_warps, search.probes,
-                                    search.coarse)  # fmt: skip
+            pass_one = LaunchConfig(block_t, search.block_d, num_warps, search.probes)
             grid.append((f"gather, pass 1 t{block_t} w{num_warps}", [pass_one, base], False))
     return grid
 
@@ -433,12 +412,10 @@ def sweep_case(case: Case, device, budget: Budget, args) -> dict[str, Any]:
     rows = list(notes)
     rows += time_stage(case, "search", search_grid(case, args.smoke), context, input_sets,
                        budget, args)  # fmt: skip
-    searched = [r for r in rows if r.stage == "search" and r.config and r.median_s
-                and "atomic" not in r.config[-1]]  # fmt: skip
+    searched = [r for r in rows if r.stage == "search" and r.config and r.median_s]
     if searched:
         best_search = min(searched, key=lambda r: r.median_s)
-        found = best_search.config[0]
-        best = with_search(defaults(case), found["probes"], found["coarse"])
+        best = with_probes(defaults(case), best_search.config[0]["probes"])
         rows += time_stage(case, "tile", tile_grid(case, best, args.smoke), context, input_sets,
                            budget, args)  # fmt: skip
     del input_sets

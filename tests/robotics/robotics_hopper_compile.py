@@ -30,7 +30,7 @@ def compile_for_hopper(fn, types: dict[str, str], constants: dict, divisible: li
 
 def resample_cases(kernels) -> dict[str, str]:
     constants = {"METHOD": 0, "POLICY": 1, "TIME_KIND": 0, "COMPUTE_F64": False,
-                 "HAS_LENGTHS": True, "WRITE_MASK": True, "PROBES": 4, "COARSE": 64, "BLOCK_T": 32, "BLOCK_D": 128,
+                 "HAS_LENGTHS": True, "WRITE_MASK": True, "PROBES": 4, "BLOCK_T": 32, "BLOCK_D": 128,
                  "q_stride_t": 1, "t_ss": 1, "v_ss": 128, "o_st": 128}  # fmt: skip
     types = {"q_ptr": "*fp32", "lengths_ptr": "*i64", "v": "*bf16", "t": "*fp32", "o": "*bf16",
              "m": "*u8"}  # fmt: skip
@@ -41,7 +41,7 @@ def resample_cases(kernels) -> dict[str, str]:
     types64 = {**types, "q_ptr": "*i64", "t": "*i64", "v": "*fp32", "o": "*fp32"}
     out["resample_slerp_int64"] = compile_for_hopper(kernels.resample_kernel, types64, slerp, [])
     backward = {"METHOD": 0, "POLICY": 2, "TIME_KIND": 1, "COMPUTE_F64": False,
-                "HAS_LENGTHS": True, "QUERY_GRAD": True, "PROBES": 2, "COARSE": 16, "BLOCK_T": 32,
+                "HAS_LENGTHS": True, "QUERY_GRAD": True, "PROBES": 2, "BLOCK_T": 32,
                 "BLOCK_D": 128}  # fmt: skip
     backward_types = {"q_ptr": "*fp64", "lengths_ptr": "*i64", "v": "*bf16", "t": "*fp64",
                       "g": "*bf16", "gv": "*fp32", "gq": "*fp32"}  # fmt: skip
@@ -69,7 +69,7 @@ def resample_cases(kernels) -> dict[str, str]:
                      "BLOCK_D0": 256, "BLOCK_D1": 32, "BLOCK_D2": 8, "BLOCK_D3": 4,
                      "BLOCK_T0": 16, "BLOCK_T1": 128, "BLOCK_T2": 256, "BLOCK_T3": 256,
                      "POLICY": 2, "TIME_KIND": time_kind, "COMPUTE_F64": False,
-                     "WRITE_MASK": True, "PROBES": 4, "COARSE": 0}  # fmt: skip
+                     "WRITE_MASK": True, "PROBES": 4}  # fmt: skip
         out[f"streams_{time_type}"] = compile_for_hopper(
             kernels.resample_streams_kernel, types, constants, []
         )

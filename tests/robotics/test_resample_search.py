@@ -32,13 +32,9 @@ CONFIGS = [
     LaunchConfig(block_t=16, block_d=4, num_warps=1, probes=2),
     LaunchConfig(block_t=64, block_d=2, num_warps=2, probes=3),
     LaunchConfig(block_t=128, block_d=4, num_warps=4, probes=4),
-    # coarse pass first: brackets small enough for one round (S <= 9 * 7 + 1 = 64 with 8
-    # probes), and wider ones that the guided rounds must finish
-    LaunchConfig(block_t=32, block_d=4, num_warps=2, probes=8, coarse=8),
-    LaunchConfig(block_t=64, block_d=2, num_warps=2, probes=2, coarse=4),
+    LaunchConfig(block_t=32, block_d=4, num_warps=2, probes=8),
 ]
-CONFIG_IDS = ["binary", "guided2-t16", "guided3-d2", "guided4-t128", "coarse8-guided8",
-              "coarse4-guided2"]  # fmt: skip
+CONFIG_IDS = ["binary", "guided2-t16", "guided3-d2", "guided4-t128", "guided8-t32"]
 
 
 @pytest.fixture(autouse=True)
@@ -197,14 +193,14 @@ def test_every_search_gives_identical_bits(method: str) -> None:
         assert torch.equal(out, outs[0])
 
 
-@pytest.mark.parametrize(("probes", "coarse"), [(0, 0), (4, 0), (4, 16)])
-def test_backward_kernel_with_either_search(probes: int, coarse: int) -> None:
+@pytest.mark.parametrize("probes", [0, 4])
+def test_backward_kernel_with_either_search(probes: int) -> None:
     g = torch.Generator().manual_seed(37)
     times = torch.cumsum(torch.randint(0, 3, (2, 90), generator=g), dim=1).double()
     query = torch.rand(2, 33, generator=g, dtype=torch.float64) * 190 - 3
     values = torch.randn(2, 90, 4, generator=g)
     grad_out = torch.randn(2, 33, 4, generator=g)
-    config = LaunchConfig(block_t=16, block_d=4, num_warps=2, probes=probes, coarse=coarse)
+    config = LaunchConfig(block_t=16, block_d=4, num_warps=2, probes=probes)
     for policy in ("clamp", "extrapolate"):
         grad_v, grad_q = run_backward_kernel(
             grad_out, values, times, query, None, "linear", policy, True, config
@@ -234,7 +230,7 @@ def test_gather_backward_matches_atomic_kernel_and_reference(method: str, policy
     unsorted[2, 3] = float("nan")
     shared = unsorted[0].sort().values.expand(rows, queries)
     query_grad = method == "linear"
-    config = LaunchConfig(block_t=16, block_d=4, num_warps=2, probes=4, coarse=8)
+    config = LaunchConfig(block_t=16, block_d=4, num_warps=2, probes=4)
     for query, row_lengths in ((unsorted, None), (unsorted.sort(dim=1).values, lengths),
                                (shared, lengths)):  # fmt: skip
         leaf_v = values.clone().requires_grad_(True)
@@ -244,15 +240,15 @@ def test_gather_backward_matches_atomic_kernel_and_reference(method: str, policy
         expected = torch.autograd.grad(out, wrt, grad_out, allow_unused=True)
         results = [
             run_backward_kernel(grad_out, values, times, query, row_lengths, method, policy,
-                                query_grad, config, GatherTile(8, 4, 2), atomic=atomic)
-            for atomic in (False, True)
+                                query_grad, config, GatherTile(8, 4, 2), deterministic=exact)
+            for exact in (True, False)
         ]  # fmt: skip
         for grad_v, grad_q in results:
             assert torch.allclose(grad_v, expected[0], atol=1e-12), (method, policy)
             if query_grad:
                 assert torch.allclose(grad_q, expected[1].nan_to_num(0), atol=1e-12)
         again = run_backward_kernel(grad_out, values, times, query, row_lengths, method, policy,
-                                    query_grad, config, GatherTile(4, 2, 1))  # fmt: skip
+                                    query_grad, config, GatherTile(4, 2, 1), deterministic=True)  # fmt: skip
         assert torch.equal(again[0], results[0][0])  # other tile, same sums in the same order
 
 
@@ -271,11 +267,11 @@ def test_align_streams_with_either_search() -> None:
         streams.append((torch.randn(2, samples, width, generator=g), times))
     expected = torch.cat([plain.resample(v, t, query)[0] for v, t in streams], dim=-1)
     assert torch.allclose(align(streams, query).double(), expected, atol=1e-5)
-    for probes, coarse in ((0, 0), (2, 0), (4, 8)):
+    for probes in (0, 2):
         out = torch.full((2, 41, 7), float("nan"))
         launches = [StreamLaunch(streams[0][0], streams[0][1], out, 0, "linear", None),
                     StreamLaunch(streams[1][0], streams[1][1], out, 5, "previous", None)]  # fmt: skip
-        configs = [LaunchConfig(8, 8, 2, probes, coarse), LaunchConfig(32, 2, 2, probes, coarse)]
+        configs = [LaunchConfig(8, 8, 2, probes), LaunchConfig(32, 2, 2, probes)]
         launch_streams(launches, query, "clamp", configs)
         assert torch.allclose(out[..., :5].double(), expected[..., :5], atol=1e-5)
         previous, _ = plain.resample(*streams[1], query, "previous")
@@ -290,9 +286,6 @@ def test_align_streams_with_either_search() -> None:
         ({"num_warps": 32}, "num_warps: expected at most 16"),
         ({"probes": 1}, "probes: expected 0"),
         ({"probes": 9}, "probes: expected 0"),
-        ({"coarse": 3}, "coarse: expected 0 or a power of two"),
-        ({"coarse": 512}, "coarse: expected 0 or a power of two"),
-        ({"probes": 0, "coarse": 8}, "coarse: the coarse pass starts the guided search"),
     ],
 )
 def test_launch_config_rejects_bad_knobs(kwargs: dict, match: str) -> None:

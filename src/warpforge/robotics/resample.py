@@ -338,18 +338,14 @@ class LaunchConfig:
     ``block_t`` queries by ``block_d`` value columns per program, ``num_warps`` per program, and
     the interval search: ``probes == 0`` is a fixed-step binary search (``bit_length(S)`` dependent
     loads per query), ``probes >= 2`` the guided search that interpolates a guess and reads that
-    many consecutive times around it per round (one round on a uniform clock). ``coarse > 0``
-    (guided search only) first reads that many evenly spaced times of the row, in parallel with
-    the queries, and starts each query's search from the bracket they prove (at most
-    ``ceil((S-1) / (coarse-1))`` samples wide; closed in one round when that is at most
-    ``probes + 1``). Every choice gives the same results; only the speed differs.
+    many consecutive times around it per round (one round on a uniform clock). Every choice gives
+    the same results; only the speed differs.
     """
 
     block_t: int
     block_d: int
     num_warps: int
     probes: int = GUIDED_PROBES
-    coarse: int = 0
 
     def __post_init__(self) -> None:
         for name in ("block_t", "block_d", "num_warps"):
@@ -362,13 +358,6 @@ class LaunchConfig:
             raise ValueError(
                 f"probes: expected 0 (binary search) or 2 to 8 (guided search), got {self.probes!r}"
             )
-        coarse = self.coarse
-        if not isinstance(coarse, int) or not (
-            coarse == 0 or (2 <= coarse <= 256 and not coarse & (coarse - 1))
-        ):
-            raise ValueError(f"coarse: expected 0 or a power of two in [2, 256], got {coarse!r}")
-        if coarse and not self.probes:
-            raise ValueError("coarse: the coarse pass starts the guided search; it needs probes > 0")
 
     def check_method(self, method: str) -> None:
         """Slerp normalises a whole quaternion per program: its column block must be 4."""
@@ -379,9 +368,7 @@ class LaunchConfig:
 
 
 @functools.lru_cache(maxsize=1024)
-def default_config(
-    queries: int, width: int, element_size: int, method: str, samples: int = 0
-) -> LaunchConfig:
+def default_config(queries: int, width: int, element_size: int, method: str) -> LaunchConfig:
     """The launch configuration of one stream when the caller gives none.
 
     A column block spans the whole row up to 256 elements (16-byte vectors for every dtype); the
@@ -389,9 +376,6 @@ def default_config(
     each program has enough loads in flight, but no more queries than exist. Measured on the
     H100 (robotics_sweep): (1024, 1000 -> 2000, 32) fp32 ran at 88% of copy with 64 x 32 tiles
     on 2 warps, 75% with 128 x 32 on 4; wide rows were best at 16-32 x 256 on 4 warps.
-
-    The search: guided, after a coarse pass (:func:`coarse_samples`) over ``samples`` source
-    times per row (0: unknown, no coarse pass).
     """
     if method == "slerp":
         block_d = 4
@@ -399,26 +383,7 @@ def default_config(
         block_d = min(triton_next_power_of_2(width), 256 if element_size <= 2 else 128)
     tile = 2048 if block_d <= 32 else 4096
     block_t = max(1, min(tile // block_d, 256, triton_next_power_of_2(queries)))
-    return LaunchConfig(
-        block_t, block_d, _num_warps(block_t * block_d), GUIDED_PROBES,
-        coarse_samples(samples, GUIDED_PROBES),
-    )  # fmt: skip
-
-
-COARSE_LIMIT = 64
-"""Most times the coarse pass reads per row: it compares each query with all of them."""
-
-
-def coarse_samples(samples: int, probes: int) -> int:
-    """Times of the coarse pass for rows of ``samples`` times: the fewest (a power of two, at
-    most :data:`COARSE_LIMIT`) that leave brackets one guided round of ``probes`` closes, so
-    a short row costs one dependent round of loads; 0 where the first round closes it anyway."""
-    if samples <= probes + 2:
-        return 0
-    coarse = 4
-    while coarse < COARSE_LIMIT and -(-(samples - 1) // (coarse - 1)) > probes + 1:
-        coarse *= 2
-    return coarse
+    return LaunchConfig(block_t, block_d, _num_warps(block_t * block_d))
 
 
 def triton_next_power_of_2(n: int) -> int:
@@ -456,7 +421,7 @@ def _single_plan(
     """Grid, search steps and constexprs of one single-stream launch, cached: the small shapes
     are bound by host work per call."""
     if config is None:
-        config = default_config(queries, width, element_size, method, samples)
+        config = default_config(queries, width, element_size, method)
     config.check_method(method)
     block_t, block_d = config.block_t, config.block_d
     kernels = _kernels()
@@ -468,7 +433,6 @@ def _single_plan(
         "HAS_LENGTHS": has_lengths,
         "WRITE_MASK": write_mask,
         "PROBES": config.probes,
-        "COARSE": config.coarse,
         "BLOCK_T": block_t,
         "BLOCK_D": block_d,
         "num_warps": config.num_warps,
@@ -528,9 +492,7 @@ def launch_streams(
     batch, queries = query.shape
     if configs is None:
         configs = [
-            default_config(
-                queries, s.values.shape[2], s.values.element_size(), s.method, s.values.shape[1]
-            )
+            default_config(queries, s.values.shape[2], s.values.element_size(), s.method)
             for s in streams
         ]
     elif len(configs) != len(streams):
@@ -580,7 +542,6 @@ def launch_streams(
         COMPUTE_F64=any(s.values.dtype == torch.float64 for s in streams),
         WRITE_MASK=streams[0].mask is not None,
         PROBES=configs[0].probes,
-        COARSE=configs[0].coarse,
         num_warps=max(config.num_warps for config in configs),
     )  # fmt: skip
 
@@ -672,11 +633,13 @@ def launch_backward(
     out_of_range: str,
     query_grad: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The backward kernels for linear, previous and nearest (:func:`run_backward_kernel`):
-    queries sorted per row, then a gather per source sample; deterministic."""
+    """The backward kernels for linear, previous and nearest (:func:`run_backward_kernel`): the
+    atomic scatter, or under ``torch.use_deterministic_algorithms(True)`` the deterministic sort
+    and gather (slower where queries are unsorted: measured in docs/robotics.md)."""
     return run_backward_kernel(
-        grad_out, values, times, query, lengths, method, out_of_range, query_grad
-    )
+        grad_out, values, times, query, lengths, method, out_of_range, query_grad,
+        deterministic=torch.are_deterministic_algorithms_enabled(),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -696,9 +659,11 @@ class GatherTile:
 
 
 def default_gather_tile(width: int) -> GatherTile:
-    """Whole rows up to 128 columns, about 2048 accumulators per program."""
+    """Whole rows up to 128 columns, about 2048 accumulators per program, 2 warps. Measured on
+    the H100 (robotics_sweep, (1024, 1000 -> 2000, 32)): 64 x 32 on 2 warps 439 us, on 4 warps
+    509 us; 128 x 32 on 4 warps 449 us, 16 x 32 on 2 warps 456 us."""
     block_d = min(triton_next_power_of_2(width), 128)
-    return GatherTile(max(1, min(2048 // block_d, 64)), block_d, 4)
+    return GatherTile(max(1, min(2048 // block_d, 64)), block_d, 2)
 
 
 def _query_runs(
@@ -744,25 +709,28 @@ def run_backward_kernel(
     config: LaunchConfig | None = None,
     gather: GatherTile | None = None,
     *,
-    atomic: bool = False,
+    deterministic: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`launch_backward` with optional tiles (outside the custom op, whose schema cannot
-    carry them). ``config`` is the tile and search of the per-query pass, ``gather`` the tile of
-    the per-sample pass.
+    carry them); benchmarks/robotics_sweep.py times both paths.
 
-    The deterministic path (default): sort each row's queries (stable), find every query's two
-    samples and weights in sorted order (and its gradient, summed over D in one program), then
-    let every source sample sum its own contiguous run of queries in a fixed order. ``atomic``
-    runs the earlier single kernel instead, which scatters with float32 atomics (last bits may
-    vary between runs); benchmarks/robotics_sweep.py times both."""
+    The atomic path (``deterministic=False``): one kernel per (row, query block, column block)
+    finds each query's interval (``config``: tile and search) and adds ``(1 - w) * g`` and
+    ``w * g`` into a zeroed float32 (float64) buffer by atomics, so the last bits of a sample
+    shared by several queries may vary between runs.
+
+    The deterministic path: sort each row's queries (stable), find every query's two samples
+    and weights in sorted order (and its gradient, summed over D in one program; ``config``),
+    then let every source sample sum its own contiguous run of queries in ascending order
+    (``gather``: the tile of that pass). Same bits on every run."""
     batch, samples, width = values.shape
     queries = query.shape[1]
     if grad_out.stride(-1) != 1:
         grad_out = grad_out.contiguous()  # e.g. the stride-0 gradient of a sum()
     if config is None:
-        config = default_config(queries, width, values.element_size(), method, samples)
+        config = default_config(queries, width, values.element_size(), method)
     config.check_method(method)
-    if atomic:
+    if not deterministic:
         return _run_atomic_backward(
             grad_out, values, times, query, lengths, method, out_of_range, query_grad, config
         )
@@ -797,7 +765,6 @@ def run_backward_kernel(
         HAS_LENGTHS=lengths is not None,
         QUERY_GRAD=query_grad,
         PROBES=config.probes,
-        COARSE=config.coarse,
         BLOCK_T=config.block_t,
         BLOCK_D=slope_block_d,
         num_warps=config.num_warps,
@@ -856,7 +823,6 @@ def _run_atomic_backward(
         HAS_LENGTHS=lengths is not None,
         QUERY_GRAD=query_grad,
         PROBES=config.probes,
-        COARSE=config.coarse,
         BLOCK_T=block_t,
         BLOCK_D=block_d,
         num_warps=config.num_warps,

@@ -89,8 +89,8 @@ def _binary_count(q, times_row, t_stride_s, n, t_in, NUM_STEPS, BLOCK_T: tl.cons
 
 @triton.jit
 def _guided_interval(
-    q, times_row, t_stride_s, n, last, t_first, t_last, interior,
-    TIME_KIND: tl.constexpr, PROBES: tl.constexpr, COARSE: tl.constexpr, BLOCK_T: tl.constexpr,
+    q, times_row, t_stride_s, last, t_first, t_last, interior,
+    TIME_KIND: tl.constexpr, PROBES: tl.constexpr, BLOCK_T: tl.constexpr,
 ):  # fmt: skip
     """For ``interior`` lanes (t[0] <= q < t[n-1]): ``(a, t[a], t[a+1])`` with t[a] <= q < t[a+1].
 
@@ -101,34 +101,11 @@ def _guided_interval(
     decide, so rounding in the float32 guess cannot change the result. Every round shrinks the
     bracket; after three rounds every other round bisects instead, so adversarial spacing costs
     at most about ``3 + 2 * log2(n)`` rounds. The loop runs while any lane of the block is open.
-
-    With ``COARSE > 0`` the bracket starts from a coarse pass instead of ``[0, n-1]``: the block
-    reads ``COARSE`` evenly spaced times of the row in one load, issued together with the queries
-    (it depends on nothing else), and each query counts those ``<= q``; that leaves a bracket of
-    at most ``ceil((n-1) / (COARSE-1))`` samples, which one round reads whole when it is at most
-    ``PROBES + 1`` wide. A short row then costs one dependent round of loads, not several.
     """
     a = tl.zeros([BLOCK_T], dtype=tl.int32)
     b = last
     ta = t_first
     tb = t_last
-    if COARSE > 0:
-        # coarse positions 0, stride, 2 * stride, ... clamped to n-1; the last one is n-1
-        stride = (n - 1 + (COARSE - 2)) // (COARSE - 1)
-        stride = stride + (stride == 0)  # n == 1 (no interior lanes): any positive stride
-        coarse_pos = tl.minimum(tl.arange(0, COARSE) * stride, n - 1)
-        coarse_t = tl.load(times_row + coarse_pos.to(tl.int64) * t_stride_s)
-        at_or_below = coarse_t[None, :] <= q[:, None]
-        # interior lanes: t[0] <= q < t[n-1], so 1 <= count <= COARSE - 1
-        count = tl.sum(at_or_below.to(tl.int32), axis=1)
-        # sorted times: the largest coarse time <= q and the smallest > q, without sentinels
-        # (t[0] <= every time <= t[n-1])
-        coarse_ta = tl.max(tl.where(at_or_below, coarse_t[None, :], t_first[:, None]), axis=1)
-        coarse_tb = tl.min(tl.where(at_or_below, t_last[:, None], coarse_t[None, :]), axis=1)
-        a = tl.where(interior, (count - 1) * stride, a)
-        b = tl.where(interior, tl.minimum(count * stride, last), b)
-        ta = tl.where(interior, coarse_ta, ta)
-        tb = tl.where(interior, coarse_tb, tb)
     # the round count as a tensor: some Triton versions refuse a loop-carried Python int
     rounds = tl.zeros([BLOCK_T], dtype=tl.int32)
     while tl.max((interior & (b - a > 1)).to(tl.int32), axis=0) > 0:
@@ -182,7 +159,6 @@ def _bracket(
     TIME_KIND: tl.constexpr,
     COMPUTE_F64: tl.constexpr,
     PROBES: tl.constexpr,
-    COARSE: tl.constexpr,
     BLOCK_T: tl.constexpr,
 ):
     """For a block of queries of one row: the two samples ``ia``, ``ib`` to blend, the weight
@@ -217,9 +193,8 @@ def _bracket(
     else:
         interior = t_in & (q >= t_first) & (q < t_last)  # False for NaN queries and n == 1
         a, ta_found, tb_found = _guided_interval(
-            q, times_row, t_stride_s, n, last, t_first, t_last, interior,
-            TIME_KIND, PROBES, COARSE, BLOCK_T,
-        )  # fmt: skip
+            q, times_row, t_stride_s, last, t_first, t_last, interior, TIME_KIND, PROBES, BLOCK_T
+        )
         # q >= t[n-1] counts every sample (i0 = last); q < t[0] (or NaN) none (i0 = 0); their
         # times below are placeholders that the out-of-range selection replaces
         at_end = q >= t_last
@@ -297,13 +272,12 @@ def _resample_tile(
     COMPUTE_F64: tl.constexpr,
     WRITE_MASK: tl.constexpr,
     PROBES: tl.constexpr,
-    COARSE: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
     offs_t, t_in, ia, ib, w, _, in_range, is_nan = _bracket(
         q_ptr, q_stride_b, q_stride_t, T, t_ptr, t_stride_b, t_stride_s, n, row, t_block,
-        NUM_STEPS, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, COARSE, BLOCK_T,
+        NUM_STEPS, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, BLOCK_T,
     )  # fmt: skip
     row64 = row.to(tl.int64)
     offs_d = d_block * BLOCK_D + tl.arange(0, BLOCK_D)
@@ -381,7 +355,6 @@ def _stream_slot(
     HAS_LENGTHS: tl.constexpr,
     WRITE_MASK: tl.constexpr,
     PROBES: tl.constexpr,
-    COARSE: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
@@ -406,7 +379,7 @@ def _stream_slot(
             t_ptr, t_stride_b, t_stride_s, n,
             out_ptr, out_stride_b, out_stride_t, out_col, D,
             mask_ptr, row, t_block, d_block, NUM_STEPS,
-            METHOD, POLICY, TIME_KIND, COMPUTE_F64, WRITE_MASK, PROBES, COARSE, BLOCK_T, BLOCK_D,
+            METHOD, POLICY, TIME_KIND, COMPUTE_F64, WRITE_MASK, PROBES, BLOCK_T, BLOCK_D,
         )  # fmt: skip
 
 
@@ -432,7 +405,6 @@ def resample_streams_kernel(
     COMPUTE_F64: tl.constexpr,
     WRITE_MASK: tl.constexpr,
     PROBES: tl.constexpr,
-    COARSE: tl.constexpr,
 ):  # fmt: skip
     # one 1-D grid over the work items of all streams, stream after stream; each stream has its
     # own tile shape, so a narrow 1 kHz stream gets long query blocks and a wide one wide columns
@@ -440,28 +412,28 @@ def resample_streams_kernel(
     _stream_slot(
         pid, first0, B, q_ptr, q_stride_b, q_stride_t, T, v0, v0_sb, v0_ss, t0, t0_sb, t0_ss,
         q_ptr, S0, o0, o0_sb, o0_st, col0, D0, m0, steps0,
-        METHOD0, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, COARSE, BLOCK_T0,
+        METHOD0, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, BLOCK_T0,
         BLOCK_D0,
     )  # fmt: skip
     if NUM_STREAMS > 1:
         _stream_slot(
             pid, first1, B, q_ptr, q_stride_b, q_stride_t, T, v1, v1_sb, v1_ss, t1, t1_sb, t1_ss,
             q_ptr, S1, o1, o1_sb, o1_st, col1, D1, m1, steps1,
-            METHOD1, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, COARSE, BLOCK_T1,
+            METHOD1, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, BLOCK_T1,
             BLOCK_D1,
         )  # fmt: skip
     if NUM_STREAMS > 2:
         _stream_slot(
             pid, first2, B, q_ptr, q_stride_b, q_stride_t, T, v2, v2_sb, v2_ss, t2, t2_sb, t2_ss,
             q_ptr, S2, o2, o2_sb, o2_st, col2, D2, m2, steps2,
-            METHOD2, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, COARSE, BLOCK_T2,
+            METHOD2, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, BLOCK_T2,
             BLOCK_D2,
         )  # fmt: skip
     if NUM_STREAMS > 3:
         _stream_slot(
             pid, first3, B, q_ptr, q_stride_b, q_stride_t, T, v3, v3_sb, v3_ss, t3, t3_sb, t3_ss,
             q_ptr, S3, o3, o3_sb, o3_st, col3, D3, m3, steps3,
-            METHOD3, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, COARSE, BLOCK_T3,
+            METHOD3, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, BLOCK_T3,
             BLOCK_D3,
         )  # fmt: skip
 
@@ -477,7 +449,6 @@ def resample_kernel(
     HAS_LENGTHS: tl.constexpr,
     WRITE_MASK: tl.constexpr,
     PROBES: tl.constexpr,
-    COARSE: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):  # fmt: skip
@@ -486,8 +457,7 @@ def resample_kernel(
     _stream_slot(
         tl.program_id(0), 0, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss,
         lengths_ptr, S, o, o_sb, o_st, 0, D, m, steps,
-        METHOD, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, PROBES, COARSE, BLOCK_T,
-        BLOCK_D,
+        METHOD, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, PROBES, BLOCK_T, BLOCK_D,
     )  # fmt: skip
 
 
@@ -502,7 +472,6 @@ def resample_backward_kernel(
     HAS_LENGTHS: tl.constexpr,
     QUERY_GRAD: tl.constexpr,
     PROBES: tl.constexpr,
-    COARSE: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):  # fmt: skip
@@ -521,7 +490,7 @@ def resample_backward_kernel(
         n = S
     offs_t, t_in, ia, ib, w, dw_dq, in_range, is_nan = _bracket(
         q_ptr, q_stride_b, q_stride_t, T, t, t_sb, t_ss, n, row, t_block,
-        steps, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, COARSE, BLOCK_T,
+        steps, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, BLOCK_T,
     )  # fmt: skip
     # constant outputs (NaN fills, NaN queries) pass no gradient
     live = ~is_nan
@@ -577,7 +546,6 @@ def resample_brackets_kernel(
     HAS_LENGTHS: tl.constexpr,
     QUERY_GRAD: tl.constexpr,
     PROBES: tl.constexpr,
-    COARSE: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):  # fmt: skip
@@ -595,7 +563,7 @@ def resample_brackets_kernel(
         n = S
     offs_t, t_in, ia, ib, w, dw_dq, in_range, is_nan = _bracket(
         q_ptr, q_stride_b, q_stride_t, T, t, t_sb, t_ss, n, row, t_block,
-        steps, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, COARSE, BLOCK_T,
+        steps, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, BLOCK_T,
     )  # fmt: skip
     live = ~is_nan
     if POLICY == FILL_NAN:
