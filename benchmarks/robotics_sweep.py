@@ -492,7 +492,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True, help="folder for robotics-sweep.json")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny shapes on the CPU (Triton interpreter), token grid")  # fmt: skip
-    parser.add_argument("--only", default=None, help="run only cases whose name contains one of these (comma-separated)")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="run only cases whose name contains one of these (comma-separated)",
+    )
     parser.add_argument("--no-compile", action="store_true",
                         help="skip the torch.compile context rows (saves its compile time)")  # fmt: skip
     parser.add_argument("--budget-s", type=float, default=None,

@@ -10,9 +10,10 @@ path. A NaN query yields NaN and a False mask entry under every policy.
 
 The public function validates, then runs the ``warpforge_robotics::resample`` custom op: the
 Triton kernel on CUDA or under the interpreter, :func:`resample_reference` (identical semantics)
-otherwise. The backward is its own custom op: a Triton kernel (float32 atomics) for linear,
-previous and nearest, the vector-Jacobian product of :func:`resample_reference` for slerp and
-on the reference path.
+otherwise. The backward is its own custom op: for linear, previous and nearest a Triton kernel
+with float32 atomics, or under ``torch.use_deterministic_algorithms(True)`` a sort and two
+atomic-free kernels (:func:`run_backward_kernel`); the vector-Jacobian product of
+:func:`resample_reference` for slerp and on the reference path.
 """
 
 from __future__ import annotations

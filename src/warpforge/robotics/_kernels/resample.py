@@ -14,6 +14,10 @@ Times are searched in their own dtype (float32, float64 or int64 nanoseconds); t
 weight is formed from differences in that dtype and divided in float64 for float64/int64 times,
 so an hour-long 1 kHz int64 stream interpolates as exactly as float64 allows.
 
+The backward scatters with float32 atomics (``resample_backward_kernel``), or deterministically in
+two passes over queries sorted per row (``resample_brackets_kernel`` then
+``resample_gather_grad_kernel``: each source sample sums its own run of queries in order).
+
 Alignment of several streams runs in the same launch: the kernel has ``MAX_STREAMS`` stream slots
 (pointers cannot be indexed at run time in Triton); its 1-D grid lists the work items of every
 stream in turn, each stream with its own tile shape, and one guarded tile call per slot picks the
