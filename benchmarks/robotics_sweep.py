@@ -6,7 +6,8 @@ in shuffled order) next to the public implementation and ``torch.compile`` of th
 baseline:
 
 1. ``search``: the interval search (binary; guided with 2, 3 or 4 probes) at the default tile;
-   for align also three separate single-stream launches instead of one multi-stream launch.
+   for align also three separate single-stream launches instead of one multi-stream launch; for
+   the backward the atomic kernel with each search and the deterministic sort + gather path.
 2. ``tile``: with the fastest search of stage 1, query block x column block x ``num_warps``
    around the default tile (for align: the camera stream's query block x warps).
 
@@ -99,6 +100,13 @@ class Budget:
 
 
 def config_dict(config) -> dict[str, int]:
+    from warpforge.robotics.resample import GatherTile
+
+    if isinstance(config, GatherTile):
+        return {"block_s": config.block_s, "block_d": config.block_d,
+                "num_warps": config.num_warps}  # fmt: skip
+    if config is None:
+        return {"atomic": 1}
     return {
         "block_t": config.block_t,
         "block_d": config.block_d,
@@ -136,14 +144,16 @@ def resample_variant(config, poison: bool) -> Callable[..., torch.Tensor]:
     return run
 
 
-def backward_variant(config, poison: bool) -> Callable[..., torch.Tensor]:
+def backward_variant(config, gather, poison: bool) -> Callable[..., torch.Tensor]:
+    """``gather`` None: the atomic kernel; else the deterministic sort + gather path."""
     from warpforge.robotics.resample import run_backward_kernel
 
     def run(values, times, query, grad_out) -> torch.Tensor:
         grad, _ = run_backward_kernel(
-            grad_out, values, times, query, None, "linear", "clamp", False, config
-        )
-        return grad  # a fresh zeroed buffer inside: nothing to poison
+            grad_out, values, times, query, None, "linear", "clamp", False, config, gather,
+            deterministic=gather is not None,
+        )  # fmt: skip
+        return grad  # a fresh buffer inside, every element written: nothing to poison
 
     del poison
     return run
@@ -210,6 +220,13 @@ def search_grid(case: Case, smoke: bool) -> list[tuple[str, list, bool]]:
     base = defaults(case)
     probes = (0, 4) if smoke else (0, 2, 3, 4)
     grid = [(f"{search_name(p)} (default tile)", with_probes(base, p), False) for p in probes]
+    if case.kind == "bwd":
+        from warpforge.robotics.resample import default_gather_tile
+
+        # the atomic kernel with each search (above), and the deterministic sort + gather path
+        grid = [(name, [*configs, None], False) for name, configs, _ in grid]
+        grid.append(("gather, default tiles", [*base, default_gather_tile(case.shape["D"])],
+                     False))  # fmt: skip
     if case.kind == "align":
         grid.append(("3 launches, default tiles", base, True))
     return grid
@@ -227,6 +244,8 @@ def tile_grid(case: Case, best: list, smoke: bool) -> list[tuple[str, list, bool
     from warpforge.robotics.resample import LaunchConfig
 
     main = best[0]
+    if case.kind == "bwd":
+        return gather_tile_grid(case, main, smoke)
     steps = [(0.5, 1, 1)] if smoke else TILE_STEPS
     grid, seen = [], {main}
     for t_factor, d_factor, w_factor in steps:
@@ -245,11 +264,33 @@ def tile_grid(case: Case, best: list, smoke: bool) -> list[tuple[str, list, bool
     return grid
 
 
+def gather_tile_grid(case: Case, search, smoke: bool) -> list[tuple[str, list, bool]]:
+    """Stage 2 of the backward: the gather pass's samples per program x warps, and the
+    per-query pass's query block, with the search of stage 1."""
+    from warpforge.robotics.resample import GatherTile, LaunchConfig, default_gather_tile
+
+    base = default_gather_tile(case.shape["D"])
+    grid = []
+    picks = [(0.5, 1)] if smoke else [(0.5, 1), (2, 1), (1, 0.5), (1, 2), (0.5, 0.5), (0.25, 0.5),
+                                      (2, 2)]  # fmt: skip
+    for s_factor, w_factor in picks:
+        block_s, num_warps = int(base.block_s * s_factor), int(base.num_warps * w_factor)
+        if block_s < 1 or num_warps < 1:
+            continue
+        tile = GatherTile(block_s, base.block_d, num_warps)
+        grid.append((f"gather s{block_s} d{base.block_d} w{num_warps}", [search, tile], False))
+    if not smoke:
+        for block_t, num_warps in ((2 * search.block_t, 4), (4 * search.block_t, 4)):
+            pass_one = LaunchConfig(block_t, search.block_d, num_warps, search.probes)
+            grid.append((f"gather, pass 1 t{block_t} w{num_warps}", [pass_one, base], False))
+    return grid
+
+
 def make_variant(case: Case, configs: list, separate: bool, poison: bool):
     if case.kind == "fwd":
         return resample_variant(configs[0], poison)
     if case.kind == "bwd":
-        return backward_variant(configs[0], poison)
+        return backward_variant(configs[0], configs[1] if len(configs) > 1 else None, poison)
     return align_variant(configs, poison, separate=separate)
 
 
@@ -320,12 +361,15 @@ def time_stage(
     return rows
 
 
-def context_fns(case: Case, smoke: bool) -> tuple[dict[str, Callable[..., Any]], list[Row]]:
+def context_fns(
+    case: Case, smoke: bool, with_compile: bool = True
+) -> tuple[dict[str, Callable[..., Any]], list[Row]]:
     """The public implementation, and torch.compile of the baseline (GPU only)."""
     fns = {"warpforge (public API)": case.problem.implementation}
     notes = []
-    if smoke:
-        notes.append(Row("torch.compile", "context", None, "skipped", "not on the smoke run"))
+    if smoke or not with_compile:
+        why = "not on the smoke run" if smoke else "--no-compile"
+        notes.append(Row("torch.compile", "context", None, "skipped", why))
     else:
         try:
             fns["torch.compile"] = case.problem.baselines["torch.compile"]()
@@ -355,7 +399,7 @@ def sweep_case(case: Case, device, budget: Budget, args) -> dict[str, Any]:
         generator.manual_seed(1000 + seed)
         input_sets.append(tuple(case.problem.make_inputs(case.shape, case.dtype, device,
                                                          generator)))  # fmt: skip
-    context, notes = context_fns(case, args.smoke)
+    context, notes = context_fns(case, args.smoke, not args.no_compile)
     for name, fn in list(context.items()):  # compiles torch.compile once; a failure is a row
         try:
             fn(*input_sets[0])
@@ -371,8 +415,7 @@ def sweep_case(case: Case, device, budget: Budget, args) -> dict[str, Any]:
     searched = [r for r in rows if r.stage == "search" and r.config and r.median_s]
     if searched:
         best_search = min(searched, key=lambda r: r.median_s)
-        probes = best_search.config[0]["probes"]
-        best = with_probes(defaults(case), probes)
+        best = with_probes(defaults(case), best_search.config[0]["probes"])
         rows += time_stage(case, "tile", tile_grid(case, best, args.smoke), context, input_sets,
                            budget, args)  # fmt: skip
     del input_sets
@@ -449,7 +492,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, required=True, help="folder for robotics-sweep.json")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny shapes on the CPU (Triton interpreter), token grid")  # fmt: skip
-    parser.add_argument("--only", default=None, help="run only cases whose name contains this")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="run only cases whose name contains one of these (comma-separated)",
+    )
+    parser.add_argument("--no-compile", action="store_true",
+                        help="skip the torch.compile context rows (saves its compile time)")  # fmt: skip
     parser.add_argument("--budget-s", type=float, default=None,
                         help="wall-clock budget (default 190 s on GPU, 120 s smoke)")  # fmt: skip
     parser.add_argument("--time-per-stage", type=float, default=None,
@@ -481,7 +530,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     budget = Budget(args.budget_s)
     copy_rate = copy_ceiling(device)
     results = []
-    selected = [c for c in cases(args.smoke) if args.only is None or args.only in c.name]
+    wanted = None if args.only is None else [part for part in args.only.split(",") if part]
+    selected = [c for c in cases(args.smoke) if wanted is None or any(w in c.name for w in wanted)]
     for index, case in enumerate(selected):
         started = time.perf_counter()
         budget.start_case(len(selected) - index)

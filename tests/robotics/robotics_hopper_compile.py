@@ -48,6 +48,18 @@ def resample_cases(kernels) -> dict[str, str]:
     out["resample_backward"] = compile_for_hopper(
         kernels.resample_backward_kernel, backward_types, backward, []
     )
+    brackets_types = {**backward_types, "order": "*i64", "ia_ptr": "*i32", "ib_ptr": "*i32",
+                      "wa_ptr": "*fp32", "wb_ptr": "*fp32"}  # fmt: skip
+    out["resample_brackets"] = compile_for_hopper(
+        kernels.resample_brackets_kernel, brackets_types, {**backward, "BLOCK_D": 32}, []
+    )
+    gather_types = {"first_ptr": "*i32", "end_ptr": "*i32", "ia_ptr": "*i32", "ib_ptr": "*i32",
+                    "wa_ptr": "*fp32", "wb_ptr": "*fp32", "order": "*i64", "g": "*fp32",
+                    "gv": "*fp32"}  # fmt: skip
+    gather = {"COMPUTE_F64": False, "BLOCK_S": 64, "BLOCK_D": 32}
+    out["resample_gather_grad"] = compile_for_hopper(
+        kernels.resample_gather_grad_kernel, gather_types, gather, ["g", "gv", "g_sb", "gv_sb"]
+    )
     for time_kind, time_type in ((1, "fp64"), (2, "i64")):
         types = {"q_ptr": f"*{time_type}"}
         for k, value_type in enumerate(("bf16", "fp32", "fp16", "fp32")):

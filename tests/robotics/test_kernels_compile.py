@@ -37,7 +37,7 @@ def test_resample_reads_values_in_16_byte_vectors(compiled: dict) -> None:
 
 def test_every_variant_compiled(compiled: dict) -> None:
     expected = {"resample_bf16", "resample_slerp_int64", "resample_backward", "streams_fp64",
-                "streams_i64",
+                "streams_i64", "resample_brackets", "resample_gather_grad",
                 "voxelize_010", "voxelize_101", "voxelize_200"}  # fmt: skip
     assert set(compiled) == expected
     atomic = [name for name in expected if name.startswith(("voxelize", "resample_backward"))]
@@ -47,3 +47,9 @@ def test_every_variant_compiled(compiled: dict) -> None:
 def test_backward_atomics_are_relaxed(compiled: dict) -> None:
     # the gradient is read only after the kernel: ordering each add would fence every one
     assert compiled["resample_backward"]["ordered_atomics"] == 0
+
+
+def test_gather_backward_has_no_atomics(compiled: dict) -> None:
+    # the deterministic backward: every gradient element has one writer, summing in fixed order
+    assert compiled["resample_brackets"]["atomics"] == 0
+    assert compiled["resample_gather_grad"]["atomics"] == 0

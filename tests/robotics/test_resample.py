@@ -277,8 +277,16 @@ def gradcheck_resample(method: str, device: torch.device) -> None:
     def f(v: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         return resample(v, times, q, method=method, out_of_range=policy)
 
-    # nondet_tol: the kernel's backward adds by atomics, whose order may vary
+    # nondet_tol: the kernel's default backward adds by atomics, whose order may vary; under
+    # torch.use_deterministic_algorithms the sort + gather backward repeats exactly
     assert torch.autograd.gradcheck(f, (values, query), nondet_tol=1e-12)
+    if method != "slerp":
+        deterministic = torch.are_deterministic_algorithms_enabled()
+        torch.use_deterministic_algorithms(True)
+        try:
+            assert torch.autograd.gradcheck(f, (values, query))
+        finally:
+            torch.use_deterministic_algorithms(deterministic)
 
 
 @pytest.mark.parametrize("time_dtype", [torch.float32, torch.float64, torch.int64])

@@ -16,6 +16,7 @@ from robotics_paths import use_interpreter
 
 from warpforge.robotics.align import align
 from warpforge.robotics.resample import (
+    GatherTile,
     LaunchConfig,
     StreamLaunch,
     launch_single,
@@ -31,8 +32,9 @@ CONFIGS = [
     LaunchConfig(block_t=16, block_d=4, num_warps=1, probes=2),
     LaunchConfig(block_t=64, block_d=2, num_warps=2, probes=3),
     LaunchConfig(block_t=128, block_d=4, num_warps=4, probes=4),
+    LaunchConfig(block_t=32, block_d=4, num_warps=2, probes=8),
 ]
-CONFIG_IDS = ["binary", "guided2-t16", "guided3-d2", "guided4-t128"]
+CONFIG_IDS = ["binary", "guided2-t16", "guided3-d2", "guided4-t128", "guided8-t32"]
 
 
 @pytest.fixture(autouse=True)
@@ -209,6 +211,50 @@ def test_backward_kernel_with_either_search(probes: int) -> None:
         expected_v, expected_q = torch.autograd.grad(out, [leaf_v, leaf_q], grad_out)
         assert torch.allclose(grad_v, expected_v, atol=1e-5)
         assert torch.allclose(grad_q, expected_q, atol=1e-4)
+
+
+@pytest.mark.parametrize("method", ["linear", "previous", "nearest"])
+@pytest.mark.parametrize("policy", ["clamp", "extrapolate", "nan"])
+def test_gather_backward_matches_atomic_kernel_and_reference(method: str, policy: str) -> None:
+    # the deterministic backward (sort, brackets, per-sample gather) against the float64 vjp of
+    # the reference and the atomic kernel, on queries sorted, unsorted, shared by every row
+    # (stride 0), with NaN, duplicates of sample times and both sides out of range, and lengths
+    g = torch.Generator().manual_seed(39)
+    rows, samples, queries, width = 4, 23, 61, 5
+    times = torch.cumsum(torch.randint(0, 3, (rows, samples), generator=g), dim=1).double()
+    values = torch.randn(rows, samples, width, generator=g, dtype=torch.float64)
+    lengths = torch.tensor([23, 1, 2, 11])
+    grad_out = torch.randn(rows, queries, width, generator=g, dtype=torch.float64)
+    unsorted = torch.rand(rows, queries, generator=g, dtype=torch.float64) * 56 - 4
+    unsorted[:, :8] = times[:, :8]  # on-sample queries: zero-width and kink cases
+    unsorted[2, 3] = float("nan")
+    shared = unsorted[0].sort().values.expand(rows, queries)
+    query_grad = method == "linear"
+    config = LaunchConfig(block_t=16, block_d=4, num_warps=2, probes=4)
+    for query, row_lengths in ((unsorted, None), (unsorted.sort(dim=1).values, lengths),
+                               (shared, lengths)):  # fmt: skip
+        leaf_v = values.clone().requires_grad_(True)
+        leaf_q = query.clone().requires_grad_(query_grad)
+        out, _ = resample_reference(leaf_v, times, leaf_q, row_lengths, method, policy)
+        wrt = [leaf_v, leaf_q] if query_grad else [leaf_v]
+        expected = torch.autograd.grad(out, wrt, grad_out, allow_unused=True)
+        results = [
+            run_backward_kernel(grad_out, values, times, query, row_lengths, method, policy,
+                                query_grad, config, GatherTile(8, 4, 2), deterministic=exact)
+            for exact in (True, False)
+        ]  # fmt: skip
+        for grad_v, grad_q in results:
+            assert torch.allclose(grad_v, expected[0], atol=1e-12), (method, policy)
+            if query_grad:
+                assert torch.allclose(grad_q, expected[1].nan_to_num(0), atol=1e-12)
+        again = run_backward_kernel(grad_out, values, times, query, row_lengths, method, policy,
+                                    query_grad, config, GatherTile(4, 2, 1), deterministic=True)  # fmt: skip
+        assert torch.equal(again[0], results[0][0])  # other tile, same sums in the same order
+
+
+def test_gather_tile_rejects_bad_knobs() -> None:
+    with pytest.raises(ValueError, match="block_s: expected a power of two"):
+        GatherTile(block_s=12, block_d=4, num_warps=2)
 
 
 def test_align_streams_with_either_search() -> None:

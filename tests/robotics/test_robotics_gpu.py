@@ -194,3 +194,42 @@ def test_every_search_and_tile_gives_identical_bits_on_cuda(kind: str) -> None:
         assert torch.equal(out, outs[0])
     expected, _ = resample_reference(values, times, query, None, "linear", "extrapolate")
     assert torch.allclose(outs[0].float(), expected.float(), atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("sort_queries", [False, True])
+def test_deterministic_backward_repeats_bit_for_bit_on_cuda(sort_queries: bool) -> None:
+    # many queries per sample (T = 8 S), so the atomic scatter adds each sample's terms in a
+    # varying order; under torch.use_deterministic_algorithms the gather backward must give the
+    # same bits on every run, and both backwards the float64 reference's gradients
+    g = torch.Generator().manual_seed(45)
+    rows, samples, queries, width = 64, 500, 4000, 48
+    times = torch.cumsum(torch.rand(rows, samples, generator=g) + 0.5, dim=1)
+    span = float(times[:, -1].min())
+    query = torch.rand(rows, queries, generator=g) * (span + 4) - 2
+    if sort_queries:
+        query = query.sort(dim=1).values
+    values = torch.randn(rows, samples, width, generator=g)
+    weights = torch.randn(rows, queries, width, generator=g)
+    v64 = values.double().requires_grad_(True)
+    q64 = query.double().requires_grad_(True)
+    out64, _ = resample_reference(v64, times.double(), q64, None, "linear", "extrapolate")
+    expected = torch.autograd.grad((out64 * weights.double()).sum(), [v64, q64])
+
+    def gradients() -> tuple[torch.Tensor, torch.Tensor]:
+        v = values.to(CUDA).requires_grad_(True)
+        q = query.to(CUDA).requires_grad_(True)
+        out = resample(v, times.to(CUDA), q, out_of_range="extrapolate")
+        return torch.autograd.grad((out * weights.to(CUDA)).sum(), [v, q])
+
+    atomic = gradients()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        runs = [gradients() for _ in range(3)]
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+    for grad_v, grad_q in runs[1:]:
+        assert torch.equal(grad_v, runs[0][0]) and torch.equal(grad_q, runs[0][1])
+    for grad_v, grad_q in (runs[0], atomic):
+        assert torch.allclose(grad_v.cpu().double(), expected[0], atol=1e-4, rtol=1e-4)
+        assert torch.allclose(grad_q.cpu().double(), expected[1], atol=1e-3, rtol=1e-3)

@@ -10,9 +10,10 @@ path. A NaN query yields NaN and a False mask entry under every policy.
 
 The public function validates, then runs the ``warpforge_robotics::resample`` custom op: the
 Triton kernel on CUDA or under the interpreter, :func:`resample_reference` (identical semantics)
-otherwise. The backward is its own custom op: a Triton kernel (float32 atomics) for linear,
-previous and nearest, the vector-Jacobian product of :func:`resample_reference` for slerp and
-on the reference path.
+otherwise. The backward is its own custom op: for linear, previous and nearest a Triton kernel
+with float32 atomics, or under ``torch.use_deterministic_algorithms(True)`` a sort and two
+atomic-free kernels (:func:`run_backward_kernel`); the vector-Jacobian product of
+:func:`resample_reference` for slerp and on the reference path.
 """
 
 from __future__ import annotations
@@ -633,11 +634,68 @@ def launch_backward(
     out_of_range: str,
     query_grad: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The backward kernel for linear, previous and nearest: float32 (float64) atomics, so the
-    last bits of a gradient may vary between runs where queries share a sample."""
+    """The backward kernels for linear, previous and nearest (:func:`run_backward_kernel`): the
+    atomic scatter, or under ``torch.use_deterministic_algorithms(True)`` the deterministic sort
+    and gather (slower where queries are unsorted: measured in docs/robotics.md)."""
     return run_backward_kernel(
-        grad_out, values, times, query, lengths, method, out_of_range, query_grad
-    )
+        grad_out, values, times, query, lengths, method, out_of_range, query_grad,
+        deterministic=torch.are_deterministic_algorithms_enabled(),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GatherTile:
+    """Tile of the backward's gather pass: ``block_s`` source samples by ``block_d`` columns per
+    program, ``num_warps`` per program."""
+
+    block_s: int
+    block_d: int
+    num_warps: int
+
+    def __post_init__(self) -> None:
+        for name in ("block_s", "block_d", "num_warps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1 or value & (value - 1):
+                raise ValueError(f"{name}: expected a power of two >= 1, got {value!r}")
+
+
+def default_gather_tile(width: int) -> GatherTile:
+    """Whole rows up to 128 columns, about 2048 accumulators per program, 2 warps. Measured on
+    the H100 (robotics_sweep, (1024, 1000 -> 2000, 32)): 64 x 32 on 2 warps 439 us, on 4 warps
+    509 us; 128 x 32 on 4 warps 449 us, 16 x 32 on 2 warps 456 us."""
+    block_d = min(triton_next_power_of_2(width), 128)
+    return GatherTile(max(1, min(2048 // block_d, 64)), block_d, 2)
+
+
+def _query_runs(
+    times: torch.Tensor, sorted_query: torch.Tensor, lengths: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(first, end)`` int32 [B, S]: sample j's gradient needs only the sorted queries at
+    positions ``[first[j], end[j])``.
+
+    A query touches sample j (as ia or ib) only if ``t[j-1] <= q <= t[j+1]``, with no lower
+    bound for j <= 1 (extrapolation below t[0] blends samples 0 and 1) and no upper bound for
+    j >= n-2 (above t[n-1]: samples n-2 and n-1): every case of the semantics table stays inside
+    these bounds, so searching them in the sorted queries gives a run that holds every query of
+    the sample (the gather then tests ia == j and ib == j exactly). Padding samples get none."""
+    batch, samples = times.shape
+    if times.dtype.is_floating_point:
+        lowest, highest = float("-inf"), float("inf")
+    else:
+        lowest, highest = torch.iinfo(times.dtype).min, torch.iinfo(times.dtype).max
+    index = torch.arange(samples, device=times.device)
+    if lengths is None:
+        last = torch.full((batch, 1), samples - 1, device=times.device)
+    else:
+        last = (lengths.to(torch.int64).clamp(1, samples) - 1).unsqueeze(1)
+    edge = min(2, samples)
+    lower = torch.cat([times.new_full((batch, edge), lowest), times[:, 1 : samples - 1]], dim=1)
+    upper = torch.cat([times[:, 1:], times.new_full((batch, 1), highest)], dim=1)
+    upper = torch.where(index >= last - 1, highest, upper)
+    sequence = sorted_query.contiguous()
+    first = torch.searchsorted(sequence, lower.contiguous(), out_int32=True)
+    end = torch.searchsorted(sequence, upper.contiguous(), right=True, out_int32=True)
+    return first, torch.where(index > last, first, end)
 
 
 def run_backward_kernel(
@@ -650,21 +708,105 @@ def run_backward_kernel(
     out_of_range: str,
     query_grad: bool,
     config: LaunchConfig | None = None,
+    gather: GatherTile | None = None,
+    *,
+    deterministic: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`launch_backward` with an optional :class:`LaunchConfig` (outside the custom op,
-    whose schema cannot carry one)."""
+    """:func:`launch_backward` with optional tiles (outside the custom op, whose schema cannot
+    carry them); benchmarks/robotics_sweep.py times both paths.
+
+    The atomic path (``deterministic=False``): one kernel per (row, query block, column block)
+    finds each query's interval (``config``: tile and search) and adds ``(1 - w) * g`` and
+    ``w * g`` into a zeroed float32 (float64) buffer by atomics, so the last bits of a sample
+    shared by several queries may vary between runs.
+
+    The deterministic path: sort each row's queries (stable), find every query's two samples
+    and weights in sorted order (and its gradient, summed over D in one program; ``config``),
+    then let every source sample sum its own contiguous run of queries in ascending order
+    (``gather``: the tile of that pass). Same bits on every run."""
     batch, samples, width = values.shape
     queries = query.shape[1]
     if grad_out.stride(-1) != 1:
         grad_out = grad_out.contiguous()  # e.g. the stride-0 gradient of a sum()
+    if config is None:
+        config = default_config(queries, width, values.element_size(), method)
+    config.check_method(method)
+    if not deterministic:
+        return _run_atomic_backward(
+            grad_out, values, times, query, lengths, method, out_of_range, query_grad, config
+        )
+    accumulate = torch.float64 if values.dtype == torch.float64 else torch.float32
+    kernels = _kernels()
+    # one clock shared by every row (a stride-0 view): sort it once
+    shared = query.stride(0) == 0 and batch > 1
+    sorted_query, order = torch.sort(query[:1] if shared else query, dim=1, stable=True)
+    if shared:
+        sorted_query, order = sorted_query.expand(batch, -1), order.expand(batch, -1)
+    ia = torch.empty((batch, queries), dtype=torch.int32, device=values.device)
+    ib = torch.empty_like(ia)
+    wa = torch.empty((batch, queries), dtype=accumulate, device=values.device)
+    wb = torch.empty_like(wa)
+    grad_query = torch.empty(
+        query.shape if query_grad else (1,), dtype=accumulate, device=values.device
+    )
+    time_kind = kernels.TIME_CODES[str(query.dtype).removeprefix("torch.")]
+    slope_block_d = min(triton_next_power_of_2(width), 64)
+    kernels.resample_brackets_kernel[(batch * -(-queries // config.block_t),)](
+        sorted_query, sorted_query.stride(0), sorted_query.stride(1), queries, batch,
+        lengths if lengths is not None else query,
+        values, values.stride(0), values.stride(1),
+        times, times.stride(0), times.stride(1), samples,
+        grad_out, grad_out.stride(0), grad_out.stride(1), width,
+        order, order.stride(0), order.stride(1), ia, ib, wa, wb, grad_query,
+        samples.bit_length(),
+        METHOD=kernels.METHOD_CODES[method],
+        POLICY=kernels.POLICY_CODES[out_of_range],
+        TIME_KIND=time_kind,
+        COMPUTE_F64=values.dtype == torch.float64,
+        HAS_LENGTHS=lengths is not None,
+        QUERY_GRAD=query_grad,
+        PROBES=config.probes,
+        BLOCK_T=config.block_t,
+        BLOCK_D=slope_block_d,
+        num_warps=config.num_warps,
+    )  # fmt: skip
+    first, end = _query_runs(times, sorted_query, lengths)
+    if gather is None:
+        gather = default_gather_tile(width)
+    grad_values = torch.empty(values.shape, dtype=accumulate, device=values.device)
+    programs = batch * -(-samples // gather.block_s) * -(-width // gather.block_d)
+    kernels.resample_gather_grad_kernel[(programs,)](
+        first, end, samples, queries, ia, ib, wa, wb,
+        order, order.stride(0), order.stride(1),
+        grad_out, grad_out.stride(0), grad_out.stride(1), width,
+        grad_values, grad_values.stride(0), grad_values.stride(1),
+        COMPUTE_F64=values.dtype == torch.float64,
+        BLOCK_S=gather.block_s,
+        BLOCK_D=gather.block_d,
+        num_warps=gather.num_warps,
+    )  # fmt: skip
+    grad_query = grad_query.to(query.dtype) if query_grad else query.new_empty(0)
+    return grad_values.to(values.dtype), grad_query
+
+
+def _run_atomic_backward(
+    grad_out: torch.Tensor,
+    values: torch.Tensor,
+    times: torch.Tensor,
+    query: torch.Tensor,
+    lengths: torch.Tensor | None,
+    method: str,
+    out_of_range: str,
+    query_grad: bool,
+    config: LaunchConfig,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    batch, samples, width = values.shape
+    queries = query.shape[1]
     accumulate = torch.float64 if values.dtype == torch.float64 else torch.float32
     grad_values = torch.zeros(values.shape, dtype=accumulate, device=values.device)
     grad_query = torch.zeros(
         query.shape if query_grad else (1,), dtype=accumulate, device=values.device
     )
-    if config is None:
-        config = default_config(queries, width, values.element_size(), method)
-    config.check_method(method)
     block_t, block_d = config.block_t, config.block_d
     kernels = _kernels()
     kernels.resample_backward_kernel[(_num_items(batch, queries, width, block_t, block_d),)](

@@ -14,6 +14,10 @@ Times are searched in their own dtype (float32, float64 or int64 nanoseconds); t
 weight is formed from differences in that dtype and divided in float64 for float64/int64 times,
 so an hour-long 1 kHz int64 stream interpolates as exactly as float64 allows.
 
+The backward scatters with float32 atomics (``resample_backward_kernel``), or deterministically in
+two passes over queries sorted per row (``resample_brackets_kernel`` then
+``resample_gather_grad_kernel``: each source sample sums its own run of queries in order).
+
 Alignment of several streams runs in the same launch: the kernel has ``MAX_STREAMS`` stream slots
 (pointers cannot be indexed at run time in Triton); its 1-D grid lists the work items of every
 stream in turn, each stream with its own tile shape, and one guarded tile call per slot picks the
@@ -121,6 +125,8 @@ def _guided_interval(
         bisect = (rounds >= 3) & (rounds % 2 == 1)
         guess = tl.where(bisect, a + width // 2, guess)
         first = tl.minimum(tl.maximum(guess, a), b - 1) - (PROBES // 2 - 1)
+        # a bracket the probes can cover whole is read whole: this round closes it
+        first = tl.where(width <= PROBES + 1, a + 1, first)
         a_start = a
         b_start = b
         for k in tl.static_range(PROBES):
@@ -525,3 +531,121 @@ def resample_backward_kernel(
         # at w == 0 the forward selects v[ia] itself: no slope there (as in the reference)
         dq = tl.where(w != 0, slope * dw_dq, 0.0)
         tl.atomic_add(gq + row64 * T + offs_t, dq, mask=t_in & live, sem="relaxed")
+
+
+# ----------------------------------------------------------------------------------------------
+# the deterministic backward: queries sorted per row, brackets per query, then a gather per sample
+# ----------------------------------------------------------------------------------------------
+
+
+@triton.jit
+def resample_brackets_kernel(
+    q_ptr, q_stride_b, q_stride_t, T, B, lengths_ptr,
+    v, v_sb, v_ss, t, t_sb, t_ss, S, g, g_sb, g_st, D,
+    order, order_sb, order_st, ia_ptr, ib_ptr, wa_ptr, wb_ptr, gq, steps,
+    METHOD: tl.constexpr,
+    POLICY: tl.constexpr,
+    TIME_KIND: tl.constexpr,
+    COMPUTE_F64: tl.constexpr,
+    HAS_LENGTHS: tl.constexpr,
+    QUERY_GRAD: tl.constexpr,
+    PROBES: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    # pass 1 over the row's queries in ascending order (q_ptr holds them sorted, ``order`` their
+    # original positions): each query's two samples and their weights, (1 - w) for ia and w for
+    # ib (both 0 for a query whose output is a constant), into [B, T] arrays; and, for linear,
+    # the gradient to the query, summed over all of D inside the program (no atomics: one store)
+    pid = tl.program_id(0)
+    num_t_blocks = tl.cdiv(T, BLOCK_T)
+    t_block = pid % num_t_blocks
+    row = pid // num_t_blocks
+    if HAS_LENGTHS:
+        n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 1), S)
+    else:
+        n = S
+    offs_t, t_in, ia, ib, w, dw_dq, in_range, is_nan = _bracket(
+        q_ptr, q_stride_b, q_stride_t, T, t, t_sb, t_ss, n, row, t_block,
+        steps, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, BLOCK_T,
+    )  # fmt: skip
+    live = ~is_nan
+    if POLICY == FILL_NAN:
+        live = live & in_range
+    row64 = row.to(tl.int64)
+    slot = row64 * T + offs_t
+    tl.store(ia_ptr + slot, ia, mask=t_in)
+    tl.store(ib_ptr + slot, ib, mask=t_in)
+    # the products (1 - w) * g and w * g of the atomic kernel, factored the same way
+    tl.store(wa_ptr + slot, tl.where(live, 1.0 - w, 0.0), mask=t_in)
+    tl.store(wb_ptr + slot, tl.where(live & (w != 0), w, 0.0), mask=t_in)
+    if QUERY_GRAD:
+        source = tl.load(order + row64 * order_sb + offs_t.to(tl.int64) * order_st, mask=t_in,
+                         other=0).to(tl.int64)  # fmt: skip
+        values_row = v + row64 * v_sb
+        if COMPUTE_F64:
+            slope = tl.zeros([BLOCK_T], dtype=tl.float64)
+        else:
+            slope = tl.zeros([BLOCK_T], dtype=tl.float32)
+        for d_start in range(0, D, BLOCK_D):
+            offs_d = d_start + tl.arange(0, BLOCK_D)
+            tile_in = (t_in & live)[:, None] & (offs_d < D)[None, :]
+            grad = tl.load(g + row64 * g_sb + source[:, None] * g_st + offs_d[None, :],
+                           mask=tile_in, other=0).to(slope.dtype)  # fmt: skip
+            va = tl.load(values_row + ia.to(tl.int64)[:, None] * v_ss + offs_d[None, :],
+                         mask=tile_in, other=0).to(slope.dtype)  # fmt: skip
+            vb = tl.load(values_row + ib.to(tl.int64)[:, None] * v_ss + offs_d[None, :],
+                         mask=tile_in, other=0).to(slope.dtype)  # fmt: skip
+            slope += tl.sum(grad * (vb - va), axis=1)
+        # at w == 0 the forward selects v[ia] itself: no slope there (as in the reference)
+        dq = tl.where(live & (w != 0), slope * dw_dq, 0.0)
+        tl.store(gq + row64 * T + source, dq, mask=t_in)
+
+
+@triton.jit
+def resample_gather_grad_kernel(
+    first_ptr, end_ptr, S, T, ia_ptr, ib_ptr, wa_ptr, wb_ptr,
+    order, order_sb, order_st, g, g_sb, g_st, D, gv, gv_sb, gv_ss,
+    COMPUTE_F64: tl.constexpr,
+    BLOCK_S: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+):  # fmt: skip
+    # pass 2, one program per row x block of samples x block of columns: sample j sums
+    # (1 - w) * g over the queries with ia == j and w * g over those with ib == j. Sorted queries
+    # put them in one run of positions [first[j], end[j]) (a superset found by time: see
+    # resample.py), so every sample walks its own run in ascending order: no atomics, and the
+    # same sum in the same order on every run. Every element is written (0 with no queries).
+    pid = tl.program_id(0)
+    num_d_blocks = tl.cdiv(D, BLOCK_D)
+    num_s_blocks = tl.cdiv(S, BLOCK_S)
+    d_block = pid % num_d_blocks
+    s_block = (pid // num_d_blocks) % num_s_blocks
+    row = pid // (num_d_blocks * num_s_blocks)
+    row64 = row.to(tl.int64)
+    offs_s = s_block * BLOCK_S + tl.arange(0, BLOCK_S)
+    s_in = offs_s < S
+    offs_d = d_block * BLOCK_D + tl.arange(0, BLOCK_D)
+    d_in = offs_d < D
+    first = tl.load(first_ptr + row64 * S + offs_s, mask=s_in, other=0).to(tl.int32)
+    end = tl.load(end_ptr + row64 * S + offs_s, mask=s_in, other=0).to(tl.int32)
+    if COMPUTE_F64:
+        acc = tl.zeros([BLOCK_S, BLOCK_D], dtype=tl.float64)
+    else:
+        acc = tl.zeros([BLOCK_S, BLOCK_D], dtype=tl.float32)
+    longest = tl.max(end - first, axis=0)
+    for step in range(0, longest):
+        k = first + step
+        k_in = s_in & (k < end)
+        slot = row64 * T + k
+        ia = tl.load(ia_ptr + slot, mask=k_in, other=-1)
+        ib = tl.load(ib_ptr + slot, mask=k_in, other=-1)
+        wa = tl.load(wa_ptr + slot, mask=k_in, other=0)
+        wb = tl.load(wb_ptr + slot, mask=k_in, other=0)
+        source = tl.load(order + row64 * order_sb + k.to(tl.int64) * order_st, mask=k_in,
+                         other=0).to(tl.int64)  # fmt: skip
+        weight = tl.where(ia == offs_s, wa, 0.0) + tl.where(ib == offs_s, wb, 0.0)
+        grad = tl.load(g + row64 * g_sb + source[:, None] * g_st + offs_d[None, :],
+                       mask=(k_in & (weight != 0))[:, None] & d_in[None, :], other=0)  # fmt: skip
+        acc += weight.to(acc.dtype)[:, None] * grad.to(acc.dtype)
+    tl.store(gv + row64 * gv_sb + offs_s.to(tl.int64)[:, None] * gv_ss + offs_d[None, :], acc,
+             mask=s_in[:, None] & d_in[None, :])  # fmt: skip
