@@ -12,6 +12,9 @@ row is only scaled by its reciprocal root mean square (RMSNorm). Statistics are 
 * ``partial_sum_kernel``: backward programs write per-program partial weight/bias gradients
   ``[num_programs, N]`` in fp32; this kernel sums them (both in one launch) in a fixed order
   (deterministic, no atomics).
+* ``layer_norm_bwd_split_kernel``: LayerNorm backward with a wide row split over several
+  programs that meet through a per-row counter (``warpforge.ops._split_rows``), so each keeps
+  only its column slice of the row and of the dweight/dbias partials in registers.
 
 Row offsets are computed in int64 so operands larger than 2**31 elements address correctly.
 """
@@ -20,6 +23,8 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+from warpforge.ops._kernels.split_rows import arrive, wait_for_row
 
 
 @triton.jit
@@ -494,3 +499,112 @@ def partial_sum_kernel(
         _sum_partials(DW_PARTIAL, DW, num_partials, N, BLOCK_P, BLOCK_N)
     else:
         _sum_partials(DB_PARTIAL, DB, num_partials, N, BLOCK_P, BLOCK_N)
+
+
+@triton.jit
+def layer_norm_bwd_split_kernel(
+    DY,
+    X,
+    W,
+    MEAN,
+    RSTD,
+    DX,
+    DW_PARTIAL,
+    DB_PARTIAL,
+    PARTIALS,
+    ARRIVALS,
+    stride_dy,
+    stride_x,
+    stride_dx,
+    M,
+    N,
+    HAS_WEIGHT: tl.constexpr,
+    WEIGHT_GRAD: tl.constexpr,
+    BIAS_GRAD: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    STAGE: tl.constexpr,
+    PREFETCH: tl.constexpr,
+):
+    """LayerNorm backward with each row split over ``cdiv(N, BLOCK_N)`` programs (wide rows).
+
+    Program ``pid`` owns column chunk ``pid % chunks`` of rows ``slot, slot + slots, ...``
+    (``slot = pid // chunks``), as ``softmax_fwd_split_kernel`` does. It holds its chunk of x
+    and dy in registers, publishes the chunk's two sums (``sum(xhat * w * dy)``,
+    ``sum(w * dy)``) in ``PARTIALS[row]``, and writes its chunk of dx once every chunk of the
+    row has arrived. Its dweight/dbias partials cover only its chunk, so they stay in registers
+    beside the chunk where a whole 16K-column row's two partial rows would spill; they are
+    written to row ``slot`` of ``DW_PARTIAL``/``DB_PARTIAL`` (``[slots, N]``), summed by
+    ``partial_sum_kernel``.
+
+    STAGE 0 (GPU): one launch meeting through ``ARRIVALS[row]`` (see
+    ``warpforge.ops._split_rows``). STAGE 1 / 2: the sums only / dx and the partials from a
+    second read (two launches, for the interpreter). PREFETCH loads the next row's chunk after
+    publishing this row's sums, before the wait.
+    """
+    pid = tl.program_id(0)
+    chunks = tl.cdiv(N, BLOCK_N)
+    chunk = pid % chunks
+    slot = pid // chunks
+    slots = tl.num_programs(0) // chunks
+    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = cols < N
+    parts = tl.arange(0, CHUNKS_POW2)
+    dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    if PREFETCH:
+        first = slot.to(tl.int64)
+        x_next = tl.load(X + first * stride_x + cols, mask=mask, other=0.0)
+        dy_next = tl.load(DY + first * stride_dy + cols, mask=mask, other=0.0)
+    for i in range(0, tl.cdiv(M - slot, slots)):
+        row = slot.to(tl.int64) + i * slots
+        if PREFETCH:
+            x = x_next.to(tl.float32)
+            dy = dy_next.to(tl.float32)
+        else:
+            x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
+        mean = tl.load(MEAN + row)
+        rstd = tl.load(RSTD + row)
+        xhat = tl.where(mask, (x - mean) * rstd, 0.0)
+        if HAS_WEIGHT:
+            # re-read per row (an L1 hit) rather than pinning BLOCK_N registers for the loop
+            wdy = dy * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+        else:
+            wdy = dy
+        partial = PARTIALS + row * (2 * CHUNKS_POW2)
+        if STAGE != 2:
+            s1, s2 = _sum_pair(xhat * wdy, wdy, 0)
+            tl.store(partial + chunk, s1)
+            tl.store(partial + CHUNKS_POW2 + chunk, s2)
+        if STAGE == 0:
+            arrived = arrive(ARRIVALS, row)
+        if PREFETCH:  # after the release (whose fence would wait for it), before the wait
+            upcoming = row + slots
+            next_mask = mask & (upcoming < M)
+            x_next = tl.load(X + upcoming * stride_x + cols, mask=next_mask, other=0.0)
+            dy_next = tl.load(DY + upcoming * stride_dy + cols, mask=next_mask, other=0.0)
+        if STAGE != 1:
+            # the parameter gradients while the other chunks of the row arrive
+            if WEIGHT_GRAD:
+                dw_acc += dy * xhat
+            if BIAS_GRAD:
+                db_acc += dy
+        if STAGE == 0:
+            wait_for_row(ARRIVALS, row, chunks, arrived)
+        if STAGE != 1:
+            # .cg: from L2, never a stale L1 line of another program's store
+            c1 = tl.load(partial + parts, mask=parts < chunks, other=0.0, cache_modifier=".cg")
+            c2 = tl.load(
+                partial + CHUNKS_POW2 + parts, mask=parts < chunks, other=0.0,
+                cache_modifier=".cg",
+            )  # fmt: skip
+            c1 = tl.sum(c1, axis=0) / N
+            c2 = tl.sum(c2, axis=0) / N
+            dx = (wdy - xhat * c1 - c2) * rstd
+            tl.store(DX + row * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=mask)
+    if STAGE != 1:
+        if WEIGHT_GRAD:
+            tl.store(DW_PARTIAL + slot.to(tl.int64) * N + cols, dw_acc, mask=mask)
+        if BIAS_GRAD:
+            tl.store(DB_PARTIAL + slot.to(tl.int64) * N + cols, db_acc, mask=mask)
