@@ -581,7 +581,8 @@ def layer_norm_bwd_split_kernel(
             arrived = arrive(ARRIVALS, row)
         if PREFETCH:  # after the release (whose fence would wait for it), before the wait
             upcoming = row + slots
-            next_mask = mask & (upcoming < M)
+            next_end = tl.where(upcoming < M, N, 0)  # nothing past the last row
+            next_mask = cols < next_end
             x_next = tl.load(X + upcoming * stride_x + cols, mask=next_mask, other=0.0)
             dy_next = tl.load(DY + upcoming * stride_dy + cols, mask=next_mask, other=0.0)
         if STAGE != 1:
