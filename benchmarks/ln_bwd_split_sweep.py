@@ -26,16 +26,18 @@ if SMOKE:  # before triton is imported
 
 import torch  # noqa: E402 (after the environment is set)
 
-# (block, num_warps, programs_per_sm, prefetch) of the split contenders, per row width
+# (block, num_warps, programs_per_sm, prefetch[, pipeline, backoff]) of the split contenders
 WIDE_SPLITS = [
-    (4096, 16, 2, False), (4096, 16, 2, True), (2048, 8, 4, False), (2048, 8, 4, True),
-    (4096, 8, 2, False), (4096, 8, 2, True), (8192, 32, 1, False), (2048, 4, 4, False),
-    (2048, 4, 4, True), (1024, 4, 8, False), (2048, 16, 2, False),
+    (2048, 4, 4, True), (2048, 4, 4, False), (2048, 4, 4, False, True),
+    (2048, 4, 4, False, True, True), (2048, 4, 4, True, False, True), (2048, 4, 4, False, False, True),
+    (4096, 8, 2, True), (4096, 8, 2, False), (4096, 8, 2, False, True),
+    (4096, 8, 2, True, False, True), (2048, 8, 2, True), (2048, 8, 2, False, True),
+    (2048, 8, 3, False, True), (1024, 2, 8, True), (1024, 2, 8, False),
+    (1024, 2, 8, False, True), (1024, 2, 8, False, True, True), (2048, 8, 4, False),
 ]  # fmt: skip
 NARROW_SPLITS = [
-    (2048, 8, 4, False), (2048, 8, 4, True), (1024, 4, 8, False), (2048, 4, 4, False),
-    (2048, 4, 4, True), (2048, 16, 2, False), (4096, 16, 2, False), (4096, 8, 2, False),
-    (1024, 8, 4, False),
+    (2048, 4, 4, True), (2048, 4, 4, False, True), (1024, 2, 8, False, True),
+    (1024, 2, 8, True), (4096, 8, 2, False, True),
 ]  # fmt: skip
 CASES = [
     (torch.bfloat16, 4096, 16384, WIDE_SPLITS),
@@ -43,7 +45,7 @@ CASES = [
     (torch.bfloat16, 16384, 4096, NARROW_SPLITS),
     (torch.float32, 16384, 4096, NARROW_SPLITS),
 ]
-SMOKE_CASES = [(torch.float32, 5, 300, [(128, 4, 1, False), (64, 4, 1, True)])]
+SMOKE_CASES = [(torch.float32, 5, 300, [(128, 4, 1, False), (64, 4, 1, True, True, True)])]
 
 
 def _relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
@@ -94,14 +96,16 @@ def main() -> None:
         want = _reference(x, w, dy)
         contenders = {"shipped": lambda: norm._norm_backward(
             dy, x, w, mean, rstd, None, 0.0, True, True, True)}  # fmt: skip
-        for block, warps, pps, prefetch in splits:
+        for block, warps, pps, prefetch, *more in splits:
             plan = split_row_plan(M, N, device, block=block, num_warps=warps,
                                   programs_per_sm=pps, prefetch=prefetch)  # fmt: skip
             if plan is None:
                 continue
-            name = f"split b{block} w{warps} x{pps}{' prefetch' if prefetch else ''}"
-            contenders[name] = (lambda plan=plan: norm.layer_norm_backward(
-                dy, x, w, mean, rstd, True, True, split=plan))  # fmt: skip
+            knobs = norm.SplitKnobs(*more)
+            name = (f"split b{block} w{warps} x{pps}{' prefetch' if prefetch else ''}"
+                    f"{' pipeline' if knobs.pipeline else ''}{' backoff' if knobs.backoff else ''}")
+            contenders[name] = (lambda plan=plan, knobs=knobs: norm.layer_norm_backward(
+                dy, x, w, mean, rstd, True, True, split=plan, knobs=knobs))  # fmt: skip
         case = {"dtype": str(dtype).removeprefix("torch."), "M": M, "N": N, "rows": []}
         bytes_moved = 3 * M * N * x.element_size()
         for name, fn in contenders.items():
@@ -130,7 +134,7 @@ def main() -> None:
         for row in case["rows"]:
             us = row.get("us")
             share = f"{row['bytes_per_s'] / ceiling:6.1%}" if us and ceiling else ""
-            print(f"{case['dtype']:8} {case['M']:>5}x{case['N']:<5} {row['contender']:28} "
+            print(f"{case['dtype']:8} {case['M']:>5}x{case['N']:<5} {row['contender']:42} "
                   f"{'ok ' if row.get('correct') else 'BAD'} "
                   f"{us if us else float('nan'):8.1f} us {share}")  # fmt: skip
 

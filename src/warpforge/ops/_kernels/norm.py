@@ -502,6 +502,63 @@ def partial_sum_kernel(
 
 
 @triton.jit
+def _pause(value):
+    """``value`` after the SM's scheduler has parked this warp for ~100 ns (``nanosleep``), so
+    programs polling a row counter leave issue slots to the programs sharing their SM."""
+    return tl.inline_asm_elementwise(
+        "nanosleep.u32 100; mov.b32 $0, $1;", "=r,r", [value], dtype=tl.int32, is_pure=False,
+        pack=1,
+    )  # fmt: skip
+
+
+@triton.jit
+def _wait_for_row_backing_off(arrivals_ptr, row, chunks, arrived):
+    """``split_rows.wait_for_row`` with a pause between polls."""
+    while arrived < chunks:
+        arrived = _pause(arrived)  # the poll that saw too few arrivals was just made
+        arrived = tl.atomic_add(arrivals_ptr + row, 0, sem="acquire")
+    tl.debug_barrier()
+
+
+@triton.jit
+def _split_terms(x, dy, W, MEAN, RSTD, row, cols, mask, HAS_WEIGHT: tl.constexpr):
+    """(xhat, w * dy, rstd) in fp32 of one row's chunk, from x and dy in their storage dtype."""
+    mean = tl.load(MEAN + row)
+    rstd = tl.load(RSTD + row)
+    xhat = tl.where(mask, (x.to(tl.float32) - mean) * rstd, 0.0)
+    if HAS_WEIGHT:
+        # re-read per row (an L1 hit) rather than pinning BLOCK_N registers for the loop
+        wdy = dy.to(tl.float32) * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+    else:
+        wdy = dy.to(tl.float32)
+    return xhat, wdy, rstd
+
+
+@triton.jit
+def _publish_sums(partial, chunk, xhat, wdy, CHUNKS_POW2: tl.constexpr):
+    """This chunk's ``sum(xhat * w * dy)`` and ``sum(w * dy)`` at ``partial + chunk`` and
+    ``partial + CHUNKS_POW2 + chunk``."""
+    s1, s2 = _sum_pair(xhat * wdy, wdy, 0)
+    tl.store(partial + chunk, s1)
+    tl.store(partial + CHUNKS_POW2 + chunk, s2)
+
+
+@triton.jit
+def _write_dx(DX, row, stride_dx, cols, mask, partial, parts, chunks, N, xhat, wdy, rstd,
+              CHUNKS_POW2: tl.constexpr):  # fmt: skip
+    """dx of one row's chunk from the row's sums (every chunk's, read from L2 with .cg: never a
+    stale L1 line of another program's store)."""
+    c1 = tl.load(partial + parts, mask=parts < chunks, other=0.0, cache_modifier=".cg")
+    c2 = tl.load(
+        partial + CHUNKS_POW2 + parts, mask=parts < chunks, other=0.0, cache_modifier=".cg"
+    )
+    c1 = tl.sum(c1, axis=0) / N
+    c2 = tl.sum(c2, axis=0) / N
+    dx = (wdy - xhat * c1 - c2) * rstd
+    tl.store(DX + row * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def layer_norm_bwd_split_kernel(
     DY,
     X,
@@ -525,6 +582,8 @@ def layer_norm_bwd_split_kernel(
     CHUNKS_POW2: tl.constexpr,
     STAGE: tl.constexpr,
     PREFETCH: tl.constexpr,
+    PIPELINE: tl.constexpr,
+    BACKOFF: tl.constexpr,
 ):
     """LayerNorm backward with each row split over ``cdiv(N, BLOCK_N)`` programs (wide rows).
 
@@ -540,7 +599,10 @@ def layer_norm_bwd_split_kernel(
     STAGE 0 (GPU): one launch meeting through ``ARRIVALS[row]`` (see
     ``warpforge.ops._split_rows``). STAGE 1 / 2: the sums only / dx and the partials from a
     second read (two launches, for the interpreter). PREFETCH loads the next row's chunk after
-    publishing this row's sums, before the wait.
+    publishing this row's sums, before the wait. PIPELINE (STAGE 0 only) publishes the next
+    row's sums before waiting for this row's, so a row's meeting overlaps the next row's load;
+    x and dy of both rows stay in registers in their storage dtype. BACKOFF pauses between
+    polls of the counter.
     """
     pid = tl.program_id(0)
     chunks = tl.cdiv(N, BLOCK_N)
@@ -552,58 +614,68 @@ def layer_norm_bwd_split_kernel(
     parts = tl.arange(0, CHUNKS_POW2)
     dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-    if PREFETCH:
-        first = slot.to(tl.int64)
+    first = slot.to(tl.int64)
+    if PREFETCH or PIPELINE:
         x_next = tl.load(X + first * stride_x + cols, mask=mask, other=0.0)
         dy_next = tl.load(DY + first * stride_dy + cols, mask=mask, other=0.0)
+    if PIPELINE:
+        # (names of their own: a name bound before the loop would be carried through it)
+        xhat0, wdy0, _ = _split_terms(x_next, dy_next, W, MEAN, RSTD, first, cols, mask,
+                                      HAS_WEIGHT)  # fmt: skip
+        _publish_sums(PARTIALS + first * (2 * CHUNKS_POW2), chunk, xhat0, wdy0, CHUNKS_POW2)
+        arrived_next = arrive(ARRIVALS, first)
     for i in range(0, tl.cdiv(M - slot, slots)):
-        row = slot.to(tl.int64) + i * slots
-        if PREFETCH:
-            x = x_next.to(tl.float32)
-            dy = dy_next.to(tl.float32)
-        else:
-            x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
-            dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
-        mean = tl.load(MEAN + row)
-        rstd = tl.load(RSTD + row)
-        xhat = tl.where(mask, (x - mean) * rstd, 0.0)
-        if HAS_WEIGHT:
-            # re-read per row (an L1 hit) rather than pinning BLOCK_N registers for the loop
-            wdy = dy * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-        else:
-            wdy = dy
+        row = first + i * slots
         partial = PARTIALS + row * (2 * CHUNKS_POW2)
-        if STAGE != 2:
-            s1, s2 = _sum_pair(xhat * wdy, wdy, 0)
-            tl.store(partial + chunk, s1)
-            tl.store(partial + CHUNKS_POW2 + chunk, s2)
-        if STAGE == 0:
-            arrived = arrive(ARRIVALS, row)
-        if PREFETCH:  # after the release (whose fence would wait for it), before the wait
-            upcoming = row + slots
-            next_end = tl.where(upcoming < M, N, 0)  # nothing past the last row
-            next_mask = cols < next_end
-            x_next = tl.load(X + upcoming * stride_x + cols, mask=next_mask, other=0.0)
-            dy_next = tl.load(DY + upcoming * stride_dy + cols, mask=next_mask, other=0.0)
+        upcoming = row + slots
+        next_end = tl.where(upcoming < M, N, 0)  # nothing past the last row
+        if PIPELINE:
+            x, dy, arrived = x_next, dy_next, arrived_next
+            x_next = tl.load(X + upcoming * stride_x + cols, mask=cols < next_end, other=0.0)
+            dy_next = tl.load(DY + upcoming * stride_dy + cols, mask=cols < next_end, other=0.0)
+            arrived_next = chunks
+            if upcoming < M:
+                xhat_n, wdy_n, _ = _split_terms(x_next, dy_next, W, MEAN, RSTD, upcoming, cols,
+                                                mask, HAS_WEIGHT)  # fmt: skip
+                _publish_sums(partial + slots * (2 * CHUNKS_POW2), chunk, xhat_n, wdy_n,
+                              CHUNKS_POW2)  # fmt: skip
+                arrived_next = arrive(ARRIVALS, upcoming)
+            if BACKOFF:
+                _wait_for_row_backing_off(ARRIVALS, row, chunks, arrived)
+            else:
+                wait_for_row(ARRIVALS, row, chunks, arrived)
+            xhat, wdy, rstd = _split_terms(x, dy, W, MEAN, RSTD, row, cols, mask, HAS_WEIGHT)
+            dy = dy.to(tl.float32)
+        else:
+            if PREFETCH:
+                x, dy = x_next, dy_next
+            else:
+                x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0)
+                dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0.0)
+            xhat, wdy, rstd = _split_terms(x, dy, W, MEAN, RSTD, row, cols, mask, HAS_WEIGHT)
+            dy = dy.to(tl.float32)
+            if STAGE != 2:
+                _publish_sums(partial, chunk, xhat, wdy, CHUNKS_POW2)
+            if STAGE == 0:
+                arrived = arrive(ARRIVALS, row)
+            if PREFETCH:  # after the release (whose fence would wait for it), before the wait
+                x_next = tl.load(X + upcoming * stride_x + cols, mask=cols < next_end, other=0.0)
+                dy_next = tl.load(DY + upcoming * stride_dy + cols, mask=cols < next_end,
+                                  other=0.0)  # fmt: skip
         if STAGE != 1:
             # the parameter gradients while the other chunks of the row arrive
             if WEIGHT_GRAD:
                 dw_acc += dy * xhat
             if BIAS_GRAD:
                 db_acc += dy
-        if STAGE == 0:
-            wait_for_row(ARRIVALS, row, chunks, arrived)
+        if STAGE == 0 and not PIPELINE:
+            if BACKOFF:
+                _wait_for_row_backing_off(ARRIVALS, row, chunks, arrived)
+            else:
+                wait_for_row(ARRIVALS, row, chunks, arrived)
         if STAGE != 1:
-            # .cg: from L2, never a stale L1 line of another program's store
-            c1 = tl.load(partial + parts, mask=parts < chunks, other=0.0, cache_modifier=".cg")
-            c2 = tl.load(
-                partial + CHUNKS_POW2 + parts, mask=parts < chunks, other=0.0,
-                cache_modifier=".cg",
-            )  # fmt: skip
-            c1 = tl.sum(c1, axis=0) / N
-            c2 = tl.sum(c2, axis=0) / N
-            dx = (wdy - xhat * c1 - c2) * rstd
-            tl.store(DX + row * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=mask)
+            _write_dx(DX, row, stride_dx, cols, mask, partial, parts, chunks, N, xhat, wdy, rstd,
+                      CHUNKS_POW2)  # fmt: skip
     if STAGE != 1:
         if WEIGHT_GRAD:
             tl.store(DW_PARTIAL + slot.to(tl.int64) * N + cols, dw_acc, mask=mask)
