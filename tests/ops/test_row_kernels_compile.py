@@ -130,10 +130,8 @@ COMPILE_ALL = textwrap.dedent(
         types.update(MEAN="*fp32", RSTD="*fp32", DW_PARTIAL="*fp32", DB_PARTIAL="*fp32",
                      PARTIALS="*fp32", ARRIVALS="*i32")
         plan = norm.layer_norm_bwd_split_plan(4096, 16384, tdt.itemsize, "cuda")
-        knobs = norm.layer_norm_bwd_split_knobs(tdt.itemsize)
         flags = dict(HAS_WEIGHT=True, WEIGHT_GRAD=True, BIAS_GRAD=True, BLOCK_N=plan.block,
-                     CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch and not knobs.pipeline,
-                     PIPELINE=knobs.pipeline, BACKOFF=knobs.backoff)
+                     CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch)
         stack = spilled_bytes(nk.layer_norm_bwd_split_kernel, types, flags,
                               aligned=("stride_dy", "stride_x", "stride_dx", "N"), **plan.launch_options())
         assert stack == 0, f"split LayerNorm backward spills {stack} bytes under its register cap ({dt})"

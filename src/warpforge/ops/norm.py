@@ -370,28 +370,17 @@ def layer_norm_bwd_split_launch(element_size: int) -> dict[str, int | bool]:
     backward: 2048-column chunks of 4 warps (16 elements a thread: x, dy and the chunk's two
     partial rows fit under the 128-register cap without spilling), four programs an SM, and
     for 2-byte rows the next row's chunk loaded during the wait. Chosen from
-    ``benchmarks/ln_bwd_split_sweep.py`` on the H100 (4096 x 16384, kernel alone, see
-    ``benchmarks/results/lnbwd-sweep-2026-11-24-h100.json``): float32 314 us against 383 us
-    for the whole-row kernel, bfloat16 209 against 213 us."""
+    ``benchmarks/ln_bwd_split_sweep.py`` on the H100 at 4096 x 16384, the kernel alone
+    (``benchmarks/results/lnbwd-sweep*-2026-11-24-h100.json``): float32 316 us against 384 us
+    for the whole-row kernel, bfloat16 208 against 214 us. bfloat16 stays far from the copy
+    ceiling whatever the launch (208-250 us for every chunk width, warps and programs an SM
+    that does not spill; 207 us even at 4096 columns, where the whole-row kernel takes 152 us):
+    a row's programs wait for each other once per row, and the registers the dweight/dbias
+    partials take cap the elements a program holds per wait, so halving the bytes an element
+    costs does not halve the time. Publishing the next row's sums before waiting (x and dy of
+    two rows in registers) and pausing between polls (``nanosleep``) measured no better and
+    were removed."""
     return {"block": 2048, "num_warps": 4, "programs_per_sm": 4, "prefetch": element_size < 4}
-
-
-@dataclasses.dataclass(frozen=True)
-class SplitKnobs:
-    """The split-row LayerNorm backward's choices beyond its :class:`SplitRowPlan`."""
-
-    pipeline: bool = False
-    """Publish the next row's sums before waiting for this row's (GPU launch only): a row's
-    meeting overlaps the next row's load, x and dy of two rows held in registers."""
-    backoff: bool = False
-    """Pause (``nanosleep``) between polls of a row's counter, leaving issue slots to the
-    programs that share the SM."""
-
-
-def layer_norm_bwd_split_knobs(element_size: int) -> SplitKnobs:
-    """The :class:`SplitKnobs` of the split-row LayerNorm backward for elements of this size."""
-    del element_size
-    return SplitKnobs()
 
 
 @functools.lru_cache(maxsize=1024)
@@ -415,11 +404,9 @@ def _layer_norm_split_backward(
     weight_grad: bool,
     bias_grad: bool,
     plan: SplitRowPlan,
-    knobs: SplitKnobs,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) of a (M, N) LayerNorm from ``layer_norm_bwd_split_kernel`` and the
     partial-sum kernel (dweight/dbias empty when not asked for)."""
-    pipeline, backoff = knobs.pipeline and plan.synchronized, knobs.backoff
     from warpforge.ops._kernels import norm as kernels
 
     M, N = x.shape
@@ -444,8 +431,7 @@ def _layer_norm_split_backward(
                 dw_partial, db_partial, sums, arrivals, dy.stride(0), x.stride(0), dx.stride(0),
                 M, N, HAS_WEIGHT=weight is not None, WEIGHT_GRAD=weight_grad,
                 BIAS_GRAD=bias_grad, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2,
-                STAGE=stage, PREFETCH=plan.prefetch and not pipeline,
-                PIPELINE=pipeline and stage == 0, BACKOFF=backoff, **plan.launch_options(),
+                STAGE=stage, PREFETCH=plan.prefetch, **plan.launch_options(),
             )  # fmt: skip
         if weight_grad or bias_grad:
             first = (dw_partial, dw) if weight_grad else (db_partial, db)
@@ -466,20 +452,17 @@ def layer_norm_backward(
     weight_grad: bool,
     bias_grad: bool,
     split: SplitRowPlan | None = None,
-    knobs: SplitKnobs | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) of a (M, N) LayerNorm: wide rows split over programs
-    (:func:`layer_norm_bwd_split_plan`), others through :func:`_norm_backward`. ``split`` and
-    ``knobs`` force a split launch (tests, benchmark sweeps)."""
+    (:func:`layer_norm_bwd_split_plan`), others through :func:`_norm_backward`. ``split``
+    forces a split launch (tests, benchmark sweeps)."""
     M, N = x.shape
     if M and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
         if split is None:
             split = layer_norm_bwd_split_plan(M, N, x.element_size(), x.device)
         if split is not None:
-            if knobs is None:
-                knobs = layer_norm_bwd_split_knobs(x.element_size())
             return _layer_norm_split_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
-                                              split, knobs)  # fmt: skip
+                                              split)  # fmt: skip
     return _norm_backward(dy, x, weight, mean, rstd, None, 0.0, True, weight_grad, bias_grad)
 
 

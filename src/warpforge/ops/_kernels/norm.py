@@ -502,25 +502,6 @@ def partial_sum_kernel(
 
 
 @triton.jit
-def _pause(value):
-    """``value`` after the SM's scheduler has parked this warp for ~100 ns (``nanosleep``), so
-    programs polling a row counter leave issue slots to the programs sharing their SM."""
-    return tl.inline_asm_elementwise(
-        "nanosleep.u32 100; mov.b32 $0, $1;", "=r,r", [value], dtype=tl.int32, is_pure=False,
-        pack=1,
-    )  # fmt: skip
-
-
-@triton.jit
-def _wait_for_row_backing_off(arrivals_ptr, row, chunks, arrived):
-    """``split_rows.wait_for_row`` with a pause between polls."""
-    while arrived < chunks:
-        arrived = _pause(arrived)  # the poll that saw too few arrivals was just made
-        arrived = tl.atomic_add(arrivals_ptr + row, 0, sem="acquire")
-    tl.debug_barrier()
-
-
-@triton.jit
 def _split_terms(x, dy, W, MEAN, RSTD, row, cols, mask, HAS_WEIGHT: tl.constexpr):
     """(xhat, w * dy, rstd) in fp32 of one row's chunk, from x and dy in their storage dtype."""
     mean = tl.load(MEAN + row)
@@ -582,8 +563,6 @@ def layer_norm_bwd_split_kernel(
     CHUNKS_POW2: tl.constexpr,
     STAGE: tl.constexpr,
     PREFETCH: tl.constexpr,
-    PIPELINE: tl.constexpr,
-    BACKOFF: tl.constexpr,
 ):
     """LayerNorm backward with each row split over ``cdiv(N, BLOCK_N)`` programs (wide rows).
 
@@ -599,10 +578,7 @@ def layer_norm_bwd_split_kernel(
     STAGE 0 (GPU): one launch meeting through ``ARRIVALS[row]`` (see
     ``warpforge.ops._split_rows``). STAGE 1 / 2: the sums only / dx and the partials from a
     second read (two launches, for the interpreter). PREFETCH loads the next row's chunk after
-    publishing this row's sums, before the wait. PIPELINE (STAGE 0 only) publishes the next
-    row's sums before waiting for this row's, so a row's meeting overlaps the next row's load;
-    x and dy of both rows stay in registers in their storage dtype. BACKOFF pauses between
-    polls of the counter.
+    publishing this row's sums, before the wait.
     """
     pid = tl.program_id(0)
     chunks = tl.cdiv(N, BLOCK_N)
@@ -615,64 +591,36 @@ def layer_norm_bwd_split_kernel(
     dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     first = slot.to(tl.int64)
-    if PREFETCH or PIPELINE:
+    if PREFETCH:
         x_next = tl.load(X + first * stride_x + cols, mask=mask, other=0.0)
         dy_next = tl.load(DY + first * stride_dy + cols, mask=mask, other=0.0)
-    if PIPELINE:
-        # (names of their own: a name bound before the loop would be carried through it)
-        xhat0, wdy0, _ = _split_terms(x_next, dy_next, W, MEAN, RSTD, first, cols, mask,
-                                      HAS_WEIGHT)  # fmt: skip
-        _publish_sums(PARTIALS + first * (2 * CHUNKS_POW2), chunk, xhat0, wdy0, CHUNKS_POW2)
-        arrived_next = arrive(ARRIVALS, first)
     for i in range(0, tl.cdiv(M - slot, slots)):
         row = first + i * slots
         partial = PARTIALS + row * (2 * CHUNKS_POW2)
-        upcoming = row + slots
-        next_end = tl.where(upcoming < M, N, 0)  # nothing past the last row
-        if PIPELINE:
-            x, dy, arrived = x_next, dy_next, arrived_next
+        if PREFETCH:
+            x, dy = x_next, dy_next
+        else:
+            x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0)
+            dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0.0)
+        xhat, wdy, rstd = _split_terms(x, dy, W, MEAN, RSTD, row, cols, mask, HAS_WEIGHT)
+        dy = dy.to(tl.float32)
+        if STAGE != 2:
+            _publish_sums(partial, chunk, xhat, wdy, CHUNKS_POW2)
+        if STAGE == 0:
+            arrived = arrive(ARRIVALS, row)
+        if PREFETCH:  # after the release (whose fence would wait for it), before the wait
+            upcoming = row + slots
+            next_end = tl.where(upcoming < M, N, 0)  # nothing past the last row
             x_next = tl.load(X + upcoming * stride_x + cols, mask=cols < next_end, other=0.0)
             dy_next = tl.load(DY + upcoming * stride_dy + cols, mask=cols < next_end, other=0.0)
-            arrived_next = chunks
-            if upcoming < M:
-                xhat_n, wdy_n, _ = _split_terms(x_next, dy_next, W, MEAN, RSTD, upcoming, cols,
-                                                mask, HAS_WEIGHT)  # fmt: skip
-                _publish_sums(partial + slots * (2 * CHUNKS_POW2), chunk, xhat_n, wdy_n,
-                              CHUNKS_POW2)  # fmt: skip
-                arrived_next = arrive(ARRIVALS, upcoming)
-            if BACKOFF:
-                _wait_for_row_backing_off(ARRIVALS, row, chunks, arrived)
-            else:
-                wait_for_row(ARRIVALS, row, chunks, arrived)
-            xhat, wdy, rstd = _split_terms(x, dy, W, MEAN, RSTD, row, cols, mask, HAS_WEIGHT)
-            dy = dy.to(tl.float32)
-        else:
-            if PREFETCH:
-                x, dy = x_next, dy_next
-            else:
-                x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0)
-                dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0.0)
-            xhat, wdy, rstd = _split_terms(x, dy, W, MEAN, RSTD, row, cols, mask, HAS_WEIGHT)
-            dy = dy.to(tl.float32)
-            if STAGE != 2:
-                _publish_sums(partial, chunk, xhat, wdy, CHUNKS_POW2)
-            if STAGE == 0:
-                arrived = arrive(ARRIVALS, row)
-            if PREFETCH:  # after the release (whose fence would wait for it), before the wait
-                x_next = tl.load(X + upcoming * stride_x + cols, mask=cols < next_end, other=0.0)
-                dy_next = tl.load(DY + upcoming * stride_dy + cols, mask=cols < next_end,
-                                  other=0.0)  # fmt: skip
         if STAGE != 1:
             # the parameter gradients while the other chunks of the row arrive
             if WEIGHT_GRAD:
                 dw_acc += dy * xhat
             if BIAS_GRAD:
                 db_acc += dy
-        if STAGE == 0 and not PIPELINE:
-            if BACKOFF:
-                _wait_for_row_backing_off(ARRIVALS, row, chunks, arrived)
-            else:
-                wait_for_row(ARRIVALS, row, chunks, arrived)
+        if STAGE == 0:
+            wait_for_row(ARRIVALS, row, chunks, arrived)
         if STAGE != 1:
             _write_dx(DX, row, stride_dx, cols, mask, partial, parts, chunks, N, xhat, wdy, rstd,
                       CHUNKS_POW2)  # fmt: skip
