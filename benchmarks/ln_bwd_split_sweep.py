@@ -18,6 +18,7 @@ were no faster than the prefetch.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -92,16 +93,17 @@ def main() -> None:
         mean = xf.mean(-1)
         rstd = torch.rsqrt(xf.var(-1, unbiased=False) + 1e-5)
         want = _reference(x, w, dy)
-        contenders = {"shipped": lambda: norm._norm_backward(
-            dy, x, w, mean, rstd, None, 0.0, True, True, True)}  # fmt: skip
+        contenders = {"shipped": functools.partial(
+            norm._norm_backward, dy, x, w, mean, rstd, None, 0.0, True, True, True)}  # fmt: skip
         for block, warps, pps, prefetch in splits:
             plan = split_row_plan(M, N, device, block=block, num_warps=warps,
                                   programs_per_sm=pps, prefetch=prefetch)  # fmt: skip
             if plan is None:
                 continue
             name = f"split b{block} w{warps} x{pps}{' prefetch' if prefetch else ''}"
-            contenders[name] = (lambda plan=plan: norm.layer_norm_backward(
-                dy, x, w, mean, rstd, True, True, split=plan))  # fmt: skip
+            contenders[name] = functools.partial(
+                norm.layer_norm_backward, dy, x, w, mean, rstd, True, True, split=plan
+            )
         case = {"dtype": str(dtype).removeprefix("torch."), "M": M, "N": N, "rows": []}
         bytes_moved = 3 * M * N * x.element_size()
         for name, fn in contenders.items():

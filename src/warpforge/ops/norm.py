@@ -18,7 +18,6 @@ import functools
 import torch
 
 from warpforge.dispatch import dispatched_op
-from warpforge.ops._split_rows import SplitRowPlan, split_row_plan
 from warpforge.ops._rows import (
     RowLaunchConfig,
     as_rows,
@@ -28,6 +27,7 @@ from warpforge.ops._rows import (
     next_power_of_2,
     row_launch_config,
 )
+from warpforge.ops._split_rows import SplitRowPlan, split_row_plan
 from warpforge.runtime import ExecutionPath, device_capabilities, execution_path
 from warpforge.validation import (
     FLOAT_DTYPES,
