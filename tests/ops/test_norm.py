@@ -761,3 +761,16 @@ def test_gpu_layer_norm_split_backward_launches(block, warps, per_sm, prefetch, 
             scale = e.abs().max().item()
             torch.testing.assert_close(g.double() / scale, e / scale, atol=tol, rtol=tol,
                                        msg=f"{name} m={m} n={n}")  # fmt: skip
+
+
+def test_layer_norm_split_plan_for_more_rows_is_rejected(device):
+    """A forced plan with more slots than the input has rows would leave partial rows unwritten:
+    refused with a message naming the argument."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    x, dy = randn(2, 40, device=device), randn(2, 40, device=device)
+    mean, rstd = _forward_stats(x)
+    plan = split_row_plan(8, 40, device, block=16, num_warps=4)
+    assert plan.programs // plan.chunks > 2
+    with pytest.raises(ValueError, match="split: expected a plan of at most 2 slots"):
+        norm_module.layer_norm_backward(dy, x, None, mean, rstd, False, True, plan)

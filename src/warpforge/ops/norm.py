@@ -373,8 +373,8 @@ def layer_norm_bwd_split_launch(element_size: int) -> dict[str, int | bool]:
     ``benchmarks/ln_bwd_split_sweep.py`` on the H100 at 4096 x 16384, the kernel alone
     (``benchmarks/results/lnbwd-sweep*-2026-11-24-h100.json``): float32 316 us against 384 us
     for the whole-row kernel, bfloat16 208 against 214 us. bfloat16 stays far from the copy
-    ceiling whatever the launch (208-250 us for every chunk width, warps and programs an SM
-    that does not spill; 207 us even at 4096 columns, where the whole-row kernel takes 152 us):
+    ceiling whatever the launch (no chunk width, warps or programs an SM timed ran under 207 us;
+    the same at 4096 columns, where the whole-row kernel takes 152 us):
     a row's programs wait for each other once per row, and the registers the dweight/dbias
     partials take cap the elements a program holds per wait, so halving the bytes an element
     costs does not halve the time. Publishing the next row's sums before waiting (x and dy of
@@ -457,6 +457,9 @@ def layer_norm_backward(
     (:func:`layer_norm_bwd_split_plan`), others through :func:`_norm_backward`. ``split``
     forces a split launch (tests, benchmark sweeps)."""
     M, N = x.shape
+    if split is not None and split.programs // split.chunks > M:
+        # a slot without rows would leave its partial rows unwritten (they are not zeroed)
+        raise ValueError(f"split: expected a plan of at most {M} slots (rows), got {split}")
     if M and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
         if split is None:
             split = layer_norm_bwd_split_plan(M, N, x.element_size(), x.device)
