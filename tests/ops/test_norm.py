@@ -581,3 +581,196 @@ def test_gpu_backward_kernel_paths(n, dtype):
             torch.testing.assert_close(
                 g.double() / scale, e / scale, atol=tol, rtol=tol, msg=f"{center} {name}"
             )
+
+
+# --------------------------------------------------------------------------- LayerNorm split rows
+
+
+def _layer_norm_grads64(x, w, b, dy):
+    """float64 (dx, dweight, dbias) of LayerNorm (weight/bias None: left out)."""
+    x64, w64, b64 = leaves(x.double(), *(t.double() if t is not None else None for t in (w, b)))
+    y64 = layer_norm_ref(x64, w64, b64)
+    return grads_of(y64, [x64, w64, b64], dy.double())
+
+
+def _forward_stats(x):
+    xf = x.float()
+    return xf.mean(-1), torch.rsqrt(xf.var(-1, unbiased=False) + 1e-5)
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "block", "prefetch"),
+    [(1, 1, 16, False), (7, 257, 64, False), (7, 257, 64, True), (5, 4099, 1024, True),
+     (2, 31, 16, True)],
+    ids=str,
+)  # fmt: skip
+@pytest.mark.parametrize("affine", ["weight+bias", "weight", "bias", "none"])
+def test_layer_norm_split_backward(m, n, block, prefetch, affine, device, cpu_float_dtypes,
+                                   poison_outputs):  # fmt: skip
+    """The split-row backward (forced plans of several chunks a row, more rows than the plan's
+    slots, the last chunk ragged) against float64: dx, dweight, dbias, every element written."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    for dtype in cpu_float_dtypes:
+        x = randn(m, n, dtype=dtype, device=device) * 3 + 2
+        w = randn(n, dtype=dtype, device=device) if "weight" in affine else None
+        b = randn(n, dtype=dtype, device=device) if "bias" in affine else None
+        dy = randn(m, n, dtype=dtype, device=device)
+        mean, rstd = _forward_stats(x)
+        plan = split_row_plan(m, n, device, block=block, num_warps=4, prefetch=prefetch)
+        assert plan is not None and plan.chunks == -(-n // block)
+        dx, dw, db = norm_module.layer_norm_backward(
+            dy, x, w, mean, rstd, w is not None, b is not None, split=plan
+        )
+        want = _layer_norm_grads64(x, w, b, dy)
+        got = {"dx": dx, "dweight": dw, "dbias": db}
+        if w is None:
+            assert dw.numel() == 0
+            del got["dweight"]
+        if b is None:
+            assert db.numel() == 0
+            del got["dbias"]
+        for (name, g), e in zip(got.items(), want, strict=True):
+            close(g, e, BWD_TOL[dtype] * 4, f"{name} {dtype} {affine}")
+
+
+def test_layer_norm_split_backward_strided_rows(device, poison_outputs):
+    """Rows that are slices of wider rows (row stride > N), through the split kernel."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    m, n = 9, 300
+    x = (randn(m, 2 * n, device=device) * 2 - 1)[:, 3 : n + 3]
+    dy = randn(m, n + 5, device=device)[:, :n]
+    w = randn(n, device=device)
+    assert x.stride(0) != n and dy.stride(0) != n
+    mean, rstd = _forward_stats(x)
+    plan = split_row_plan(m, n, device, block=128, num_warps=4)
+    dx, dw, db = norm_module.layer_norm_backward(dy, x, w, mean, rstd, True, True, split=plan)
+    want = _layer_norm_grads64(x, w, torch.zeros_like(w), dy)
+    for name, g, e in zip(("dx", "dweight", "dbias"), (dx, dw, db), want, strict=True):
+        close(g, e, 1e-4, name)
+
+
+def test_wide_layer_norm_backward_takes_the_split(device, monkeypatch, poison_outputs):
+    """The public op at >= LAYER_NORM_BWD_SPLIT_MIN_N columns (a 3-D input, a prime width past
+    it) runs the split kernel, and matches float64."""
+    from warpforge.ops._kernels import norm as kernels
+
+    launched = []
+    real = norm_module._layer_norm_split_backward
+    monkeypatch.setattr(norm_module, "_layer_norm_split_backward",
+                        lambda *a: launched.append(a[-1]) or real(*a))  # fmt: skip
+    n = 16411
+    assert n >= norm_module.LAYER_NORM_BWD_SPLIT_MIN_N
+    x, dy = randn(2, 2, n, device=device) + 1, randn(2, 2, n, device=device)
+    w, b = randn(n, device=device), randn(n, device=device)
+    xs, ws, bs = leaves(x, w, b)
+    got = torch.autograd.grad(layer_norm(xs, ws, bs), (xs, ws, bs), dy)
+    assert launched and launched[0].chunks == -(-n // launched[0].block) > 1
+    assert kernels.layer_norm_bwd_split_kernel is not None
+    want = _layer_norm_grads64(x, w, b, dy)
+    for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
+        close(g, e, 1e-4, name)
+
+
+def test_wide_layer_norm_chunked_backward_still_matches(device, poison_outputs):
+    """The one-program-per-row chunked backward (what wide rows fall back to when the split
+    cannot run: too few SMs, MPS, ``WARPFORGE_SPLIT_ROWS=0``) against float64."""
+    m, n = 3, 16411
+    x, dy = randn(m, n, device=device) + 3, randn(m, n, device=device)
+    w = randn(n, device=device)
+    mean, rstd = _forward_stats(x)
+    dx, dw, db = norm_module._norm_backward(dy, x, w, mean, rstd, None, 0.0, True, True, True)
+    want = _layer_norm_grads64(x, w, torch.zeros_like(w), dy)
+    for name, g, e in zip(("dx", "dweight", "dbias"), (dx, dw, db), want, strict=True):
+        close(g, e, 1e-4, name)
+
+
+def test_layer_norm_split_plan_policy(monkeypatch):
+    """Launch policy (no kernel run): rows narrower than the threshold never split; on an H100
+    the 16384-column benchmark rows split into whole resident groups; the switch and a row
+    needing more programs than the GPU holds fall back (None)."""
+    from warpforge.ops import _split_rows
+    from warpforge.runtime import DeviceCapabilities
+
+    h100 = DeviceCapabilities("H100", (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448)
+    monkeypatch.setattr(_split_rows, "device_capabilities", lambda device: h100)
+    norm_module.layer_norm_bwd_split_plan.cache_clear()
+    try:
+        for elt in (2, 4):
+            assert norm_module.layer_norm_bwd_split_plan(16384, 4096, elt, "cuda") is None
+            plan = norm_module.layer_norm_bwd_split_plan(4096, 16384, elt, "cuda")
+            assert plan is not None and plan.synchronized and plan.chunks * plan.block == 16384
+            per_sm = norm_module.layer_norm_bwd_split_launch(elt)["programs_per_sm"]
+            assert plan.programs % plan.chunks == 0 and plan.programs <= 132 * per_sm
+            assert plan.num_warps * per_sm <= _split_rows.MAX_RESIDENT_WARPS
+            too_wide = 132 * per_sm * plan.block + 1  # one chunk more than the GPU holds
+            assert norm_module.layer_norm_bwd_split_plan(8, too_wide, elt, "cuda") is None
+        norm_module.layer_norm_bwd_split_plan.cache_clear()
+        monkeypatch.setenv(_split_rows.SWITCH, "0")
+        assert norm_module.layer_norm_bwd_split_plan(4096, 16384, 2, "cuda") is None
+    finally:
+        norm_module.layer_norm_bwd_split_plan.cache_clear()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("m", "n"), [(1, 16384), (600, 16384), (257, 16411), (64, 65536)])
+def test_gpu_layer_norm_split_backward(m, n, dtype):
+    """The synchronized split launch on the GPU (one launch, rows meeting through the counter):
+    dx, dweight, dbias against float64, bitwise-identical on a second run (no atomics in the
+    sums), and the same as the chunked fallback within rounding."""
+    x, w, b, dy = (randn(*s, dtype=dtype, device="cuda") for s in ((m, n), (n,), (n,), (m, n)))
+    x = x * 3 + 2
+    plan = norm_module.layer_norm_bwd_split_plan(m, n, x.element_size(), x.device)
+    assert plan is not None and plan.synchronized
+    tol = 1e-4 if dtype == torch.float32 else 5e-2
+    xs, ws, bs = leaves(x, w, b)
+    got = torch.autograd.grad(layer_norm(xs, ws, bs), (xs, ws, bs), dy)
+    again = torch.autograd.grad(layer_norm(xs, ws, bs), (xs, ws, bs), dy)
+    want = _layer_norm_grads64(x, w, b, dy)
+    for name, g, g2, e in zip(("dx", "dweight", "dbias"), got, again, want, strict=True):
+        assert torch.equal(g, g2), f"{name} differs between runs"
+        scale = e.abs().max().item()
+        torch.testing.assert_close(g.double() / scale, e / scale, atol=tol, rtol=tol, msg=name)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    ("block", "warps", "per_sm", "prefetch"),
+    [(2048, 4, 4, True), (2048, 4, 4, False), (1024, 2, 8, True), (4096, 8, 2, False)],
+    ids=str,
+)  # fmt: skip
+def test_gpu_layer_norm_split_backward_launches(block, warps, per_sm, prefetch, dtype):
+    """Launches of the split kernel the sweep times (chunk widths, several programs an SM under
+    a register cap, prefetch) against float64, on ragged shapes: one row, rows not a multiple
+    of the slots, a width not a multiple of the chunk."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    tol = 1e-4 if dtype == torch.float32 else 5e-2
+    for m, n in ((1, 16384), (257, 16411), (2000, 8192)):
+        x = randn(m, n, dtype=dtype, device="cuda") * 3 + 2
+        w, dy = randn(n, dtype=dtype, device="cuda"), randn(m, n, dtype=dtype, device="cuda")
+        mean, rstd = _forward_stats(x)
+        plan = split_row_plan(m, n, "cuda", block=block, num_warps=warps,
+                              programs_per_sm=per_sm, prefetch=prefetch)  # fmt: skip
+        got = norm_module.layer_norm_backward(dy, x, w, mean, rstd, True, True, plan)
+        want = _layer_norm_grads64(x, w, torch.zeros_like(w), dy)
+        for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
+            scale = e.abs().max().item()
+            torch.testing.assert_close(g.double() / scale, e / scale, atol=tol, rtol=tol,
+                                       msg=f"{name} m={m} n={n}")  # fmt: skip
+
+
+def test_layer_norm_split_plan_for_more_rows_is_rejected(device):
+    """A forced plan with more slots than the input has rows would leave partial rows unwritten:
+    refused with a message naming the argument."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    x, dy = randn(2, 40, device=device), randn(2, 40, device=device)
+    mean, rstd = _forward_stats(x)
+    plan = split_row_plan(8, 40, device, block=16, num_warps=4)
+    assert plan.programs // plan.chunks > 2
+    with pytest.raises(ValueError, match="split: expected a plan of at most 2 slots"):
+        norm_module.layer_norm_backward(dy, x, None, mean, rstd, False, True, plan)

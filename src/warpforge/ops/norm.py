@@ -27,6 +27,7 @@ from warpforge.ops._rows import (
     next_power_of_2,
     row_launch_config,
 )
+from warpforge.ops._split_rows import SplitRowPlan, split_row_plan
 from warpforge.runtime import ExecutionPath, device_capabilities, execution_path
 from warpforge.validation import (
     FLOAT_DTYPES,
@@ -356,6 +357,118 @@ def _norm_backward(
     return dx, dw, db
 
 
+# --------------------------------------------------------------------------- LayerNorm split rows
+
+LAYER_NORM_BWD_SPLIT_MIN_N = 16384
+"""Rows at least this wide take the split-row LayerNorm backward (when the GPU holds a row's
+programs at once, see :func:`layer_norm_bwd_split_plan`): there a whole row's two partial
+rows (dweight, dbias) no longer fit in registers beside it."""
+
+
+def layer_norm_bwd_split_launch(element_size: int) -> dict[str, int | bool]:
+    """The :func:`~warpforge.ops._split_rows.split_row_plan` options of the split-row LayerNorm
+    backward: 2048-column chunks of 4 warps (16 elements a thread: x, dy and the chunk's two
+    partial rows fit under the 128-register cap without spilling), four programs an SM, and
+    for 2-byte rows the next row's chunk loaded during the wait. Chosen from
+    ``benchmarks/ln_bwd_split_sweep.py`` on the H100 at 4096 x 16384, the kernel alone
+    (``benchmarks/results/lnbwd-sweep*-2026-11-24-h100.json``): float32 316 us against 384 us
+    for the whole-row kernel, bfloat16 208 against 214 us. bfloat16 stays far from the copy
+    ceiling whatever the launch (no chunk width, warps or programs an SM timed ran under 207 us;
+    the same at 4096 columns, where the whole-row kernel takes 152 us):
+    a row's programs wait for each other once per row, and the registers the dweight/dbias
+    partials take cap the elements a program holds per wait, so halving the bytes an element
+    costs does not halve the time. Publishing the next row's sums before waiting (x and dy of
+    two rows in registers) and pausing between polls (``nanosleep``) measured no better and
+    were removed."""
+    return {"block": 2048, "num_warps": 4, "programs_per_sm": 4, "prefetch": element_size < 4}
+
+
+@functools.lru_cache(maxsize=1024)
+def layer_norm_bwd_split_plan(
+    M: int, N: int, element_size: int, device: torch.device | str
+) -> SplitRowPlan | None:
+    """The split-row launch of the LayerNorm backward of (M, N) rows, or None (narrower rows,
+    a row needing more programs than the GPU holds at once, ``WARPFORGE_SPLIT_ROWS=0``): the
+    caller then uses the whole-row or chunked kernels of :func:`_norm_backward`."""
+    if N < LAYER_NORM_BWD_SPLIT_MIN_N:
+        return None
+    return split_row_plan(M, N, device, **layer_norm_bwd_split_launch(element_size))
+
+
+def _layer_norm_split_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight_grad: bool,
+    bias_grad: bool,
+    plan: SplitRowPlan,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, dweight, dbias) of a (M, N) LayerNorm from ``layer_norm_bwd_split_kernel`` and the
+    partial-sum kernel (dweight/dbias empty when not asked for)."""
+    from warpforge.ops._kernels import norm as kernels
+
+    M, N = x.shape
+    x, dy = as_rows(x), as_rows(dy)
+    dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    wdtype = weight.dtype if weight is not None else x.dtype
+    dw = torch.empty((N,) if weight_grad else (0,), dtype=wdtype, device=x.device)
+    db = torch.empty((N,) if bias_grad else (0,), dtype=wdtype, device=x.device)
+    slots = plan.programs // plan.chunks
+    # every slot owns at least one row (the plan never has more slots than rows), so each of its
+    # chunks writes its columns of the slot's partial rows: no zero fill needed
+    dw_partial = torch.empty((slots, N) if weight_grad else (1,), dtype=torch.float32,
+                             device=x.device)  # fmt: skip
+    db_partial = torch.empty((slots, N) if bias_grad else (1,), dtype=torch.float32,
+                             device=x.device)  # fmt: skip
+    sums = plan.workspace(M, 2, x.device)
+    arrivals = plan.arrivals(M, x.device)
+    with kernel_device(x):
+        for stage in plan.stages():
+            kernels.layer_norm_bwd_split_kernel[(plan.programs,)](
+                dy, x, weight.contiguous() if weight is not None else x, mean, rstd, dx,
+                dw_partial, db_partial, sums, arrivals, dy.stride(0), x.stride(0), dx.stride(0),
+                M, N, HAS_WEIGHT=weight is not None, WEIGHT_GRAD=weight_grad,
+                BIAS_GRAD=bias_grad, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2,
+                STAGE=stage, PREFETCH=plan.prefetch, **plan.launch_options(),
+            )  # fmt: skip
+        if weight_grad or bias_grad:
+            first = (dw_partial, dw) if weight_grad else (db_partial, db)
+            grid = (cdiv(N, _PARTIAL_BLOCK_N), int(weight_grad) + int(bias_grad))
+            block_p = min(_PARTIAL_MAX_BLOCK_P, next_power_of_2(slots))
+            kernels.partial_sum_kernel[grid](
+                *first, db_partial, db, slots, N, BLOCK_P=block_p, BLOCK_N=_PARTIAL_BLOCK_N
+            )
+    return dx, dw, db
+
+
+def layer_norm_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight_grad: bool,
+    bias_grad: bool,
+    split: SplitRowPlan | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, dweight, dbias) of a (M, N) LayerNorm: wide rows split over programs
+    (:func:`layer_norm_bwd_split_plan`), others through :func:`_norm_backward`. ``split``
+    forces a split launch (tests, benchmark sweeps)."""
+    M, N = x.shape
+    if split is not None and split.programs // split.chunks > M:
+        # a slot without rows would leave its partial rows unwritten (they are not zeroed)
+        raise ValueError(f"split: expected a plan of at most {M} slots (rows), got {split}")
+    if M and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
+        if split is None:
+            split = layer_norm_bwd_split_plan(M, N, x.element_size(), x.device)
+        if split is not None:
+            return _layer_norm_split_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
+                                              split)  # fmt: skip
+    return _norm_backward(dy, x, weight, mean, rstd, None, 0.0, True, weight_grad, bias_grad)
+
+
 # --------------------------------------------------------------------------- PyTorch reference
 
 
@@ -496,7 +609,7 @@ def _layer_norm_bwd(
     weight_grad: bool,
     bias_grad: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _norm_backward(dy, x, weight, mean, rstd, None, 0.0, True, weight_grad, bias_grad)
+    return layer_norm_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad)
 
 
 @_layer_norm_bwd.register_fake

@@ -12,6 +12,9 @@ row is only scaled by its reciprocal root mean square (RMSNorm). Statistics are 
 * ``partial_sum_kernel``: backward programs write per-program partial weight/bias gradients
   ``[num_programs, N]`` in fp32; this kernel sums them (both in one launch) in a fixed order
   (deterministic, no atomics).
+* ``layer_norm_bwd_split_kernel``: LayerNorm backward with a wide row split over several
+  programs that meet through a per-row counter (``warpforge.ops._split_rows``), so each keeps
+  only its column slice of the row and of the dweight/dbias partials in registers.
 
 Row offsets are computed in int64 so operands larger than 2**31 elements address correctly.
 """
@@ -20,6 +23,8 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+from warpforge.ops._kernels.split_rows import arrive, wait_for_row
 
 
 @triton.jit
@@ -494,3 +499,133 @@ def partial_sum_kernel(
         _sum_partials(DW_PARTIAL, DW, num_partials, N, BLOCK_P, BLOCK_N)
     else:
         _sum_partials(DB_PARTIAL, DB, num_partials, N, BLOCK_P, BLOCK_N)
+
+
+@triton.jit
+def _split_terms(x, dy, W, MEAN, RSTD, row, cols, mask, HAS_WEIGHT: tl.constexpr):
+    """(xhat, w * dy, rstd) in fp32 of one row's chunk, from x and dy in their storage dtype."""
+    mean = tl.load(MEAN + row)
+    rstd = tl.load(RSTD + row)
+    xhat = tl.where(mask, (x.to(tl.float32) - mean) * rstd, 0.0)
+    if HAS_WEIGHT:
+        # re-read per row (an L1 hit) rather than pinning BLOCK_N registers for the loop
+        wdy = dy.to(tl.float32) * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+    else:
+        wdy = dy.to(tl.float32)
+    return xhat, wdy, rstd
+
+
+@triton.jit
+def _publish_sums(partial, chunk, xhat, wdy, CHUNKS_POW2: tl.constexpr):
+    """This chunk's ``sum(xhat * w * dy)`` and ``sum(w * dy)`` at ``partial + chunk`` and
+    ``partial + CHUNKS_POW2 + chunk``."""
+    s1, s2 = _sum_pair(xhat * wdy, wdy, 0)
+    tl.store(partial + chunk, s1)
+    tl.store(partial + CHUNKS_POW2 + chunk, s2)
+
+
+@triton.jit
+def _write_dx(DX, row, stride_dx, cols, mask, partial, parts, chunks, N, xhat, wdy, rstd,
+              CHUNKS_POW2: tl.constexpr):  # fmt: skip
+    """dx of one row's chunk from the row's sums (every chunk's, read from L2 with .cg: never a
+    stale L1 line of another program's store)."""
+    c1 = tl.load(partial + parts, mask=parts < chunks, other=0.0, cache_modifier=".cg")
+    c2 = tl.load(
+        partial + CHUNKS_POW2 + parts, mask=parts < chunks, other=0.0, cache_modifier=".cg"
+    )
+    c1 = tl.sum(c1, axis=0) / N
+    c2 = tl.sum(c2, axis=0) / N
+    dx = (wdy - xhat * c1 - c2) * rstd
+    tl.store(DX + row * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def layer_norm_bwd_split_kernel(
+    DY,
+    X,
+    W,
+    MEAN,
+    RSTD,
+    DX,
+    DW_PARTIAL,
+    DB_PARTIAL,
+    PARTIALS,
+    ARRIVALS,
+    stride_dy,
+    stride_x,
+    stride_dx,
+    M,
+    N,
+    HAS_WEIGHT: tl.constexpr,
+    WEIGHT_GRAD: tl.constexpr,
+    BIAS_GRAD: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    STAGE: tl.constexpr,
+    PREFETCH: tl.constexpr,
+):
+    """LayerNorm backward with each row split over ``cdiv(N, BLOCK_N)`` programs (wide rows).
+
+    Program ``pid`` owns column chunk ``pid % chunks`` of rows ``slot, slot + slots, ...``
+    (``slot = pid // chunks``), as ``softmax_fwd_split_kernel`` does. It holds its chunk of x
+    and dy in registers, publishes the chunk's two sums (``sum(xhat * w * dy)``,
+    ``sum(w * dy)``) in ``PARTIALS[row]``, and writes its chunk of dx once every chunk of the
+    row has arrived. Its dweight/dbias partials cover only its chunk, so they stay in registers
+    beside the chunk where a whole 16K-column row's two partial rows would spill; they are
+    written to row ``slot`` of ``DW_PARTIAL``/``DB_PARTIAL`` (``[slots, N]``), summed by
+    ``partial_sum_kernel``.
+
+    STAGE 0 (GPU): one launch meeting through ``ARRIVALS[row]`` (see
+    ``warpforge.ops._split_rows``). STAGE 1 / 2: the sums only / dx and the partials from a
+    second read (two launches, for the interpreter). PREFETCH loads the next row's chunk after
+    publishing this row's sums, before the wait.
+    """
+    pid = tl.program_id(0)
+    chunks = tl.cdiv(N, BLOCK_N)
+    chunk = pid % chunks
+    slot = pid // chunks
+    slots = tl.num_programs(0) // chunks
+    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = cols < N
+    parts = tl.arange(0, CHUNKS_POW2)
+    dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    first = slot.to(tl.int64)
+    if PREFETCH:
+        x_next = tl.load(X + first * stride_x + cols, mask=mask, other=0.0)
+        dy_next = tl.load(DY + first * stride_dy + cols, mask=mask, other=0.0)
+    for i in range(0, tl.cdiv(M - slot, slots)):
+        row = first + i * slots
+        partial = PARTIALS + row * (2 * CHUNKS_POW2)
+        if PREFETCH:
+            x, dy = x_next, dy_next
+        else:
+            x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0)
+            dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0.0)
+        xhat, wdy, rstd = _split_terms(x, dy, W, MEAN, RSTD, row, cols, mask, HAS_WEIGHT)
+        dy = dy.to(tl.float32)
+        if STAGE != 2:
+            _publish_sums(partial, chunk, xhat, wdy, CHUNKS_POW2)
+        if STAGE == 0:
+            arrived = arrive(ARRIVALS, row)
+        if PREFETCH:  # after the release (whose fence would wait for it), before the wait
+            upcoming = row + slots
+            next_end = tl.where(upcoming < M, N, 0)  # nothing past the last row
+            x_next = tl.load(X + upcoming * stride_x + cols, mask=cols < next_end, other=0.0)
+            dy_next = tl.load(DY + upcoming * stride_dy + cols, mask=cols < next_end, other=0.0)
+        if STAGE != 1:
+            # the parameter gradients while the other chunks of the row arrive
+            if WEIGHT_GRAD:
+                dw_acc += dy * xhat
+            if BIAS_GRAD:
+                db_acc += dy
+        if STAGE == 0:
+            wait_for_row(ARRIVALS, row, chunks, arrived)
+        if STAGE != 1:
+            _write_dx(DX, row, stride_dx, cols, mask, partial, parts, chunks, N, xhat, wdy, rstd,
+                      CHUNKS_POW2)  # fmt: skip
+    if STAGE != 1:
+        if WEIGHT_GRAD:
+            tl.store(DW_PARTIAL + slot.to(tl.int64) * N + cols, dw_acc, mask=mask)
+        if BIAS_GRAD:
+            tl.store(DB_PARTIAL + slot.to(tl.int64) * N + cols, db_acc, mask=mask)

@@ -1,0 +1,143 @@
+"""LayerNorm backward alone (no autograd, no baselines): the shipped launch against split-row
+launches (``layer_norm_bwd_split_kernel``) of several chunk widths, warps and programs per SM.
+
+Every contender is checked against a float64 reference first (dx, dweight, dbias), then timed
+with ``triton.testing.do_bench`` (median). Bytes counted: x and dy read, dx written. A copy of
+1 GiB measures the device-to-device ceiling in the same run.
+
+    PYTHONPATH=src python benchmarks/ln_bwd_split_sweep.py --out FILE.json
+    PYTHONPATH=src python benchmarks/ln_bwd_split_sweep.py --out FILE.json --smoke  # interpreter
+
+Writes FILE.json after every case (a cut-off run keeps what it measured). The committed runs:
+``benchmarks/results/lnbwd-sweep-2026-11-24-h100.json`` and ``lnbwd-sweep2-2026-11-24-h100.json``;
+the second also timed two kernel variants since removed (the next row's sums published before
+this row's wait, with x and dy of both rows held; a ``nanosleep`` between counter polls), which
+were no faster than the prefetch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import sys
+import time
+
+SMOKE = "--smoke" in sys.argv
+if SMOKE:  # before triton is imported
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    os.environ.setdefault("WARPFORGE_INTERPRET", "1")
+
+import torch  # noqa: E402 (after the environment is set)
+
+# (block, num_warps, programs_per_sm, prefetch) of the split contenders
+WIDE_SPLITS = [
+    (2048, 4, 4, True), (2048, 4, 4, False), (4096, 8, 2, True), (4096, 8, 2, False),
+    (4096, 16, 2, False), (2048, 8, 4, True), (2048, 8, 4, False), (8192, 32, 1, False),
+    (1024, 2, 8, True), (1024, 4, 8, False),
+]  # fmt: skip
+NARROW_SPLITS = [(2048, 4, 4, True), (2048, 4, 4, False), (1024, 2, 8, True), (4096, 8, 2, False)]
+CASES = [
+    (torch.bfloat16, 4096, 16384, WIDE_SPLITS),
+    (torch.float32, 4096, 16384, WIDE_SPLITS),
+    (torch.bfloat16, 16384, 4096, NARROW_SPLITS),
+    (torch.float32, 16384, 4096, NARROW_SPLITS),
+]
+SMOKE_CASES = [(torch.float32, 5, 300, [(128, 4, 1, False), (64, 4, 1, True)])]
+
+
+def _relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    return ((got.double() - want).norm() / want.norm().clamp_min(1e-30)).item()
+
+
+def _reference(x, w, dy):
+    x64, w64 = (t.detach().double().requires_grad_() for t in (x, w))
+    b64 = torch.zeros_like(w64, requires_grad=True)
+    y = torch.nn.functional.layer_norm(x64, (x.shape[-1],), w64, b64, 1e-5)
+    return torch.autograd.grad(y, (x64, w64, b64), dy.double())
+
+
+def _copy_ceiling(device) -> float:
+    import triton.testing
+
+    src = torch.empty(2**28, dtype=torch.float32, device=device).normal_()
+    dst = torch.empty_like(src)
+    ms = triton.testing.do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
+    return 2 * src.numel() * 4 / (ms * 1e-3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
+    args = parser.parse_args()
+
+    from warpforge.ops import norm
+    from warpforge.ops._split_rows import split_row_plan
+
+    device = torch.device("cpu" if args.smoke else "cuda")
+    report: dict = {"device": "interpreter" if args.smoke else torch.cuda.get_device_name(),
+                    "cases": []}  # fmt: skip
+    if not args.smoke:
+        import triton
+
+        report["triton"] = triton.__version__
+        report["copy_ceiling_bytes_per_s"] = _copy_ceiling(device)
+    for dtype, M, N, splits in SMOKE_CASES if args.smoke else CASES:
+        torch.manual_seed(M + N)
+        x = (torch.randn(M, N, device=device) * 3 + 2).to(dtype)
+        dy = torch.randn(M, N, device=device).to(dtype)
+        w = torch.randn(N, device=device).to(dtype)
+        xf = x.float()
+        mean = xf.mean(-1)
+        rstd = torch.rsqrt(xf.var(-1, unbiased=False) + 1e-5)
+        want = _reference(x, w, dy)
+        contenders = {"shipped": functools.partial(
+            norm._norm_backward, dy, x, w, mean, rstd, None, 0.0, True, True, True)}  # fmt: skip
+        for block, warps, pps, prefetch in splits:
+            plan = split_row_plan(M, N, device, block=block, num_warps=warps,
+                                  programs_per_sm=pps, prefetch=prefetch)  # fmt: skip
+            if plan is None:
+                continue
+            name = f"split b{block} w{warps} x{pps}{' prefetch' if prefetch else ''}"
+            contenders[name] = functools.partial(
+                norm.layer_norm_backward, dy, x, w, mean, rstd, True, True, split=plan
+            )
+        case = {"dtype": str(dtype).removeprefix("torch."), "M": M, "N": N, "rows": []}
+        bytes_moved = 3 * M * N * x.element_size()
+        for name, fn in contenders.items():
+            row: dict = {"contender": name}
+            try:
+                got = fn()
+                row["errors"] = [_relative_error(g, e) for g, e in zip(got, want, strict=True)]
+                limit = 1e-4 if dtype == torch.float32 else 2e-2
+                row["correct"] = all(err < limit for err in row["errors"])
+                if row["correct"] and not args.smoke:
+                    import triton.testing
+
+                    ms = triton.testing.do_bench(fn, warmup=25, rep=150, return_mode="median")
+                    row["us"] = ms * 1e3
+                    row["bytes_per_s"] = bytes_moved / (ms * 1e-3)
+            except Exception as exc:  # a contender that fails to compile is reported, not fatal
+                row["error"] = f"{type(exc).__name__}: {exc}"[:400]
+            case["rows"].append(row)
+            print(json.dumps({"case": f"{case['dtype']} {M}x{N}", **row}), flush=True)
+        report["cases"].append(case)
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=1)
+    ceiling = report.get("copy_ceiling_bytes_per_s")
+    print(f"\ncopy ceiling {ceiling / 1e12:.2f} TB/s" if ceiling else "")
+    for case in report["cases"]:
+        for row in case["rows"]:
+            us = row.get("us")
+            share = f"{row['bytes_per_s'] / ceiling:6.1%}" if us and ceiling else ""
+            print(f"{case['dtype']:8} {case['M']:>5}x{case['N']:<5} {row['contender']:42} "
+                  f"{'ok ' if row.get('correct') else 'BAD'} "
+                  f"{us if us else float('nan'):8.1f} us {share}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    start = time.time()
+    main()
+    print(f"swept in {time.time() - start:.0f} s")
