@@ -163,7 +163,7 @@ def test_gpu_split_plans_match_the_reference(dtype, prefetch):
         options = {**options, "block": 4096, "num_warps": 8, "programs_per_sm": 4, "prefetch": True}
     M, N = 1500, 5 * options["block"] + 7
     plan = _split_rows.split_row_plan(M, N, "cuda", **options)
-    assert plan.prefetch == prefetch and plan.programs < M  # each program loops over rows
+    assert plan.prefetch == options["prefetch"] and plan.programs < M  # programs loop over rows
     gen = torch.Generator(device="cuda").manual_seed(31)
     x = (torch.randn(M, N, device="cuda", generator=gen) * 3).to(dtype)
     target = torch.randint(0, N, (M,), device="cuda", generator=gen)
