@@ -346,23 +346,15 @@ def _norm_backward(
         launch_rows(
             config, kernels.norm_bwd_rows_kernel, kernels.norm_bwd_chunked_kernel, args, **flags
         )
-        _sum_partials(dw_partial, dw, db_partial, db, programs, N, weight_grad, bias_grad)
+        if weight_grad or bias_grad:
+            # dweight on grid axis 1 = 0, dbias on 1; with one of them, it takes slot 0
+            first = (dw_partial, dw) if weight_grad else (db_partial, db)
+            grid = (cdiv(N, _PARTIAL_BLOCK_N), int(weight_grad) + int(bias_grad))
+            block_p = min(_PARTIAL_MAX_BLOCK_P, next_power_of_2(programs))
+            kernels.partial_sum_kernel[grid](
+                *first, db_partial, db, programs, N, BLOCK_P=block_p, BLOCK_N=_PARTIAL_BLOCK_N
+            )
     return dx, dw, db
-
-
-def _sum_partials(dw_partial, dw, db_partial, db, programs, N, weight_grad, bias_grad) -> None:
-    """dweight and dbias from the backward programs' partial rows, in one launch: dweight on
-    grid axis 1 = 0, dbias on 1; with one of them, it takes slot 0."""
-    if not (weight_grad or bias_grad):
-        return
-    from warpforge.ops._kernels import norm as kernels
-
-    first = (dw_partial, dw) if weight_grad else (db_partial, db)
-    grid = (cdiv(N, _PARTIAL_BLOCK_N), int(weight_grad) + int(bias_grad))
-    block_p = min(_PARTIAL_MAX_BLOCK_P, next_power_of_2(programs))
-    kernels.partial_sum_kernel[grid](
-        *first, db_partial, db, programs, N, BLOCK_P=block_p, BLOCK_N=_PARTIAL_BLOCK_N
-    )
 
 
 # --------------------------------------------------------------------------- LayerNorm split rows
@@ -441,7 +433,13 @@ def _layer_norm_split_backward(
                 BIAS_GRAD=bias_grad, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2,
                 STAGE=stage, PREFETCH=plan.prefetch, **plan.launch_options(),
             )  # fmt: skip
-        _sum_partials(dw_partial, dw, db_partial, db, slots, N, weight_grad, bias_grad)
+        if weight_grad or bias_grad:
+            first = (dw_partial, dw) if weight_grad else (db_partial, db)
+            grid = (cdiv(N, _PARTIAL_BLOCK_N), int(weight_grad) + int(bias_grad))
+            block_p = min(_PARTIAL_MAX_BLOCK_P, next_power_of_2(slots))
+            kernels.partial_sum_kernel[grid](
+                *first, db_partial, db, slots, N, BLOCK_P=block_p, BLOCK_N=_PARTIAL_BLOCK_N
+            )
     return dx, dw, db
 
 
