@@ -11,6 +11,7 @@ import pytest
 from warpforge.blueprint import triton_startup
 
 triton_cache = pytest.importorskip("triton.runtime.cache")
+triton_build = pytest.importorskip("triton.runtime.build")
 
 
 @pytest.fixture
@@ -59,7 +60,9 @@ def test_stale_or_missing_record_is_not_used(
     triton_startup.reset_for_tests()
     path = triton_startup.memo_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"format": 1, "fingerprint": "0" * 64, "triton_key": "stale"}))
+    path.write_text(
+        json.dumps({"format": triton_startup._FORMAT, "fingerprint": "0" * 64, "triton_key": "x"})
+    )
     assert triton_startup.install() is False  # Triton's files differ from the recorded ones
     assert triton_cache.triton_key is original
     triton_startup.reset_for_tests()
@@ -67,7 +70,11 @@ def test_stale_or_missing_record_is_not_used(
     assert triton_startup.install() is False
     triton_startup.reset_for_tests()
     fingerprint = triton_startup.triton_fingerprint()
-    path.write_text(json.dumps({"format": 1, "fingerprint": fingerprint, "triton_key": "k"}))
+    path.write_text(
+        json.dumps(
+            {"format": triton_startup._FORMAT, "fingerprint": fingerprint, "triton_key": "k"}
+        )
+    )
     monkeypatch.setenv(triton_startup.SWITCH, "0")
     assert triton_startup.install() is False  # switched off
     assert triton_cache.triton_key is original
@@ -108,3 +115,78 @@ def test_a_libcuda_location_set_by_the_user_is_left_alone(monkeypatch: pytest.Mo
     monkeypatch.setattr(knobs.nvidia, "libcuda_path", "/opt/mine")
     assert triton_startup.hint_libcuda_location() is False
     assert knobs.nvidia.libcuda_path == "/opt/mine"
+
+
+def _original_platform_key():  # type: ignore[no-untyped-def]
+    function = triton_build.platform_key
+    return getattr(function, "__warpforge_original__", function)
+
+
+def _clear(function) -> None:  # type: ignore[no-untyped-def]
+    if hasattr(function, "cache_clear"):
+        function.cache_clear()
+
+
+def _write_memo(platform_part: dict[str, str] | None) -> None:
+    payload = {
+        "format": triton_startup._FORMAT,
+        "fingerprint": triton_startup.triton_fingerprint(),
+        "triton_key": "recorded-key",
+    }
+    if platform_part is not None:
+        payload["platform"] = platform_part
+    path = triton_startup.memo_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload))
+
+
+def test_platform_key_is_recorded_and_reused_without_running_file(
+    clean_state: None, fresh_blueprint_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = _original_platform_key()
+    _original().cache_clear()
+    _original()()  # Triton hashed its files: a launch happened
+    real = original()
+    assert triton_startup.record() is True
+    memo = json.loads(triton_startup.memo_path().read_text())
+    assert memo["platform"] == {
+        "executable": triton_startup.executable_fingerprint(),
+        "platform_key": real,
+    }
+
+    # A "new process": neither key computed yet, and ``file`` must not run.
+    triton_startup.reset_for_tests()
+    _original().cache_clear()
+    _clear(original)
+    import platform
+
+    def no_subprocess(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("platform.architecture() ran")
+
+    monkeypatch.setattr(platform, "architecture", no_subprocess)
+    assert triton_startup.install() is True
+    assert triton_build.platform_key() == real
+    assert triton_build.platform_key is not original
+    triton_startup.reset_for_tests()
+    assert triton_build.platform_key is original
+
+
+def test_platform_key_of_another_executable_is_not_used(
+    clean_state: None, fresh_blueprint_cache: Path
+) -> None:
+    original = _original_platform_key()
+    _original().cache_clear()
+    _clear(original)
+    _write_memo({"executable": "x86_64 Linux /elsewhere/python 1 2", "platform_key": "other"})
+    assert triton_startup.install() is True  # the Triton key itself still matches
+    assert triton_build.platform_key is original
+    triton_startup.reset_for_tests()
+    _original().cache_clear()
+    _write_memo(None)  # no platform part: the Triton key alone
+    assert triton_startup.install() is True
+    assert triton_build.platform_key is original
+    triton_startup.reset_for_tests()
+    _original().cache_clear()
+    _write_memo({"executable": 3, "platform_key": "bad"})  # malformed: the whole record is ignored
+    assert triton_startup.install() is False
+    assert triton_build.platform_key is original

@@ -12,9 +12,15 @@ of the triton package and of ``libtriton`` (a superset of what ``triton_key()`` 
 and Triton hashes as usual; the next launch records the new value. ``WARPFORGE_TRITON_STARTUP_MEMO=0``
 turns the whole mechanism off.
 
-Only ``triton.runtime.cache.triton_key`` (and modules that imported that same function object)
-are replaced, and only with a function returning the value Triton itself computed for those
-files, so every cache key Triton builds is unchanged.
+The same record holds Triton's ``platform_key()`` (machine, system and
+``platform.architecture()`` of the Python executable). Computing it runs the ``file`` command in a
+subprocess when Triton's CUDA driver is created (about 12 ms of a warm start on the H100); the
+recorded value is used only while the executable's path, size and modification time and the
+machine and system names are the ones it was recorded with.
+
+Only ``triton.runtime.cache.triton_key`` and ``triton.runtime.build.platform_key`` (and modules
+that imported those same function objects) are replaced, and only with functions returning the
+values Triton itself computed, so every cache key Triton builds is unchanged.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import hashlib
 import json
 import logging
 import os
+import platform
 import sys
 import tempfile
 import threading
@@ -33,9 +40,14 @@ logger = logging.getLogger("warpforge.blueprint")
 
 MEMO_FILE = "triton-startup.json"
 SWITCH = "WARPFORGE_TRITON_STARTUP_MEMO"
-_FORMAT = 1
+_FORMAT = 2
 _LOCK = threading.Lock()
-_STATE: dict[str, Any] = {"installed": None, "recorded": False, "fingerprint": None}
+_STATE: dict[str, Any] = {
+    "installed": None,
+    "platform_installed": False,
+    "recorded": False,
+    "fingerprint": None,
+}
 
 
 def enabled() -> bool:
@@ -67,6 +79,30 @@ def _original_triton_key() -> Any:
         if function is not None and hasattr(function, "cache_info"):
             return function
     return None
+
+
+def _original_platform_key() -> Any:
+    """Triton's own ``platform_key`` (``triton.runtime.build``), or None if this Triton lacks it."""
+    import importlib
+
+    try:
+        module = sys.modules.get("triton.runtime.build") or importlib.import_module(
+            "triton.runtime.build"
+        )
+    except ImportError:
+        return None
+    function = getattr(module, "platform_key", None)
+    return getattr(function, "__warpforge_original__", function)
+
+
+def executable_fingerprint() -> str:
+    """What Triton's ``platform_key()`` depends on: the machine and system names (``uname``) and
+    the Python executable that ``platform.architecture()`` runs ``file`` on (path, size, mtime)."""
+    executable = os.path.realpath(sys.executable)
+    stat = os.stat(executable)
+    return (
+        f"{platform.machine()} {platform.system()} {executable} {stat.st_size} {stat.st_mtime_ns}"
+    )
 
 
 def triton_fingerprint() -> str:
@@ -109,6 +145,12 @@ def _read_memo() -> dict[str, Any] | None:
     if not isinstance(data, dict) or data.get("format") != _FORMAT:
         return None
     if not isinstance(data.get("triton_key"), str) or not isinstance(data.get("fingerprint"), str):
+        return None
+    recorded_platform = data.get("platform")
+    if recorded_platform is not None and not (
+        isinstance(recorded_platform, dict)
+        and all(isinstance(recorded_platform.get(k), str) for k in ("executable", "platform_key"))
+    ):
         return None
     return data
 
@@ -154,16 +196,38 @@ def _install() -> bool:
         return False
     if memo["fingerprint"] != current:
         return False
-    key: str = memo["triton_key"]
+    _STATE["platform_installed"] = _install_platform_key(memo.get("platform"))
+    _hand_to_triton("triton_key", original, memo["triton_key"])
+    return True
 
-    def remembered_triton_key() -> str:
-        return key
 
-    remembered_triton_key.__warpforge_original__ = original  # type: ignore[attr-defined]
-    remembered_triton_key.__wrapped__ = original  # type: ignore[attr-defined]
+def _hand_to_triton(name: str, original: Any, value: str) -> None:
+    """Replace Triton's function ``name`` (``original``, wherever a Triton module holds that
+    object) with one returning ``value``; :func:`reset_for_tests` puts the original back."""
+
+    def remembered() -> str:
+        return value
+
+    remembered.__warpforge_original__ = original  # type: ignore[attr-defined]
+    remembered.__wrapped__ = original  # type: ignore[attr-defined]
     for module in _triton_modules():
-        if getattr(module, "triton_key", None) is original:
-            module.triton_key = remembered_triton_key  # type: ignore[attr-defined]
+        if getattr(module, name, None) is original:
+            setattr(module, name, remembered)
+
+
+def _install_platform_key(recorded: dict[str, str] | None) -> bool:
+    """Hand Triton the recorded ``platform_key()`` when the executable and machine match."""
+    original = _original_platform_key()
+    if recorded is None or original is None:
+        return False
+    if hasattr(original, "cache_info") and original.cache_info().currsize:
+        return False  # already computed in this process
+    try:
+        if recorded["executable"] != executable_fingerprint():
+            return False
+    except OSError:
+        return False
+    _hand_to_triton("platform_key", original, recorded["platform_key"])
     return True
 
 
@@ -219,7 +283,18 @@ def record() -> bool:
         memo = _read_memo()
         if memo is not None and memo["fingerprint"] == fingerprint:
             return False
-        payload = {"format": _FORMAT, "fingerprint": fingerprint, "triton_key": original()}
+        payload: dict[str, Any] = {
+            "format": _FORMAT,
+            "fingerprint": fingerprint,
+            "triton_key": original(),
+        }
+        platform_key = _original_platform_key()
+        if platform_key is not None:
+            # computed once more here if this Triton does not cache it: after the launch, once
+            payload["platform"] = {
+                "executable": executable_fingerprint(),
+                "platform_key": platform_key(),
+            }
         path = memo_path()
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
@@ -239,12 +314,17 @@ def record() -> bool:
 def reset_for_tests() -> None:
     """Undo :func:`install` in this process and forget what was done (tests only)."""
     with _LOCK:
-        original = _original_triton_key()
-        if original is not None:
+        for name, original in (
+            ("triton_key", _original_triton_key()),
+            ("platform_key", _original_platform_key()),
+        ):
+            if original is None:
+                continue
             for module in _triton_modules():
-                current = getattr(module, "triton_key", None)
+                current = getattr(module, name, None)
                 if getattr(current, "__warpforge_original__", None) is original:
-                    module.triton_key = original  # type: ignore[attr-defined]
+                    setattr(module, name, original)
         _STATE["installed"] = None
+        _STATE["platform_installed"] = False
         _STATE["recorded"] = False
         _STATE["fingerprint"] = None
