@@ -33,6 +33,7 @@ import platform
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +106,22 @@ def executable_fingerprint() -> str:
     )
 
 
+def _python_files(directory: str) -> Iterator[os.DirEntry[str]]:
+    """Every ``*.py`` file below ``directory`` (``__pycache__`` skipped) in sorted top-down
+    order, through ``os.scandir`` (half the time of ``os.walk`` plus ``Path.stat`` here)."""
+    with os.scandir(directory) as scan:
+        entries = sorted(scan, key=lambda entry: entry.name)
+    folders = []
+    for entry in entries:
+        if entry.is_dir():
+            if entry.name != "__pycache__":
+                folders.append(entry.path)
+        elif entry.name.endswith(".py"):
+            yield entry
+    for folder in folders:
+        yield from _python_files(folder)
+
+
 def triton_fingerprint() -> str:
     """SHA-256 over Triton's version and (path, size, mtime) of every Python file in the triton
     package and of ``libtriton``: a superset of what ``triton_key()`` reads in any Triton 3.x
@@ -113,18 +130,15 @@ def triton_fingerprint() -> str:
 
     root = Path(triton.__file__).resolve().parent
     lines = [f"triton {triton.__version__}", f"root {root}"]
-    files: list[Path] = []
-    for directory, subdirs, names in os.walk(root):
-        subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
-        files += [Path(directory) / n for n in sorted(names) if n.endswith(".py")]
+    files: list[os.DirEntry[str] | Path] = [*_python_files(str(root))]
     files += sorted((root / "_C").glob("libtriton.*"))
-    for path in files:
+    for file in files:
         try:
-            stat = path.stat()
+            stat = file.stat()
         except OSError:
-            lines.append(f"{path} missing")
+            lines.append(f"{os.fspath(file)} missing")
             continue
-        lines.append(f"{path} {stat.st_size} {stat.st_mtime_ns}")
+        lines.append(f"{os.fspath(file)} {stat.st_size} {stat.st_mtime_ns}")
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
