@@ -33,8 +33,14 @@ CONFIGS = [
     LaunchConfig(block_t=64, block_d=2, num_warps=2, probes=3),
     LaunchConfig(block_t=128, block_d=4, num_warps=4, probes=4),
     LaunchConfig(block_t=32, block_d=4, num_warps=2, probes=8),
+    # rows of up to 128 samples read whole and searched by comparison (longer rows: guided)
+    LaunchConfig(block_t=32, block_d=4, num_warps=2, probes=4, stage_rows=128),
+    # several work items per program: plain, and pipelined across column and query blocks
+    LaunchConfig(block_t=16, block_d=4, num_warps=2, probes=0, items=5),
+    LaunchConfig(block_t=16, block_d=2, num_warps=2, probes=4, items=3, pipeline=True),
 ]
-CONFIG_IDS = ["binary", "guided2-t16", "guided3-d2", "guided4-t128", "guided8-t32"]
+CONFIG_IDS = ["binary", "guided2-t16", "guided3-d2", "guided4-t128", "guided8-t32", "staged128",
+              "chunks5-binary", "pipelined3-d2"]  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
@@ -286,6 +292,10 @@ def test_align_streams_with_either_search() -> None:
         ({"num_warps": 32}, "num_warps: expected at most 16"),
         ({"probes": 1}, "probes: expected 0"),
         ({"probes": 9}, "probes: expected 0"),
+        ({"stage_rows": 256}, "stage_rows: expected 0 to 128"),
+        ({"items": 0}, "items: expected an int >= 1"),
+        ({"pipeline": True}, "pipeline: needs items >= 2"),
+        ({"stage_rows": 64, "items": 2}, "stage_rows: staging runs one item"),
     ],
 )
 def test_launch_config_rejects_bad_knobs(kwargs: dict, match: str) -> None:
@@ -299,3 +309,38 @@ def test_slerp_needs_quaternion_column_block() -> None:
     times = torch.tensor([[0.0, 1.0, 2.0]])
     with pytest.raises(ValueError, match="slerp' needs block_d == 4"):
         run_kernel(values, times, torch.rand(1, 2), LaunchConfig(8, 8, 2), method="slerp")
+
+
+@pytest.mark.parametrize("method", ["linear", "previous", "nearest", "slerp"])
+def test_staged_short_rows_every_policy(method: str) -> None:
+    # rows read whole (S <= stage_rows), with duplicates, padding and one-sample rows: the
+    # comparison count must pick the interval of bisect_right, and the rows picked in registers
+    # the same values as the loads of the guided kernel
+    g = torch.Generator().manual_seed(39)
+    staged = LaunchConfig(block_t=16, block_d=4, num_warps=2, probes=4, stage_rows=64)
+    guided = LaunchConfig(block_t=16, block_d=4, num_warps=2, probes=4)
+    for samples in (1, 2, 5, 50, 64):
+        times = torch.cumsum(torch.randint(0, 3, (3, samples), generator=g), dim=1).float()
+        query = torch.cat([torch.rand(3, 30, generator=g) * (samples + 3) - 2, times[:, :2]],
+                          dim=1)  # fmt: skip
+        query[1, 3] = float("nan")
+        lengths = torch.randint(1, samples + 1, (3,), generator=g)
+        if method == "slerp":
+            values = torch.nn.functional.normalize(torch.randn(3, samples, 4, generator=g), dim=-1)
+        else:
+            values = torch.randn(3, samples, 4, generator=g)
+        pad = torch.arange(samples) >= lengths.unsqueeze(1)
+        values = values.masked_fill(pad.unsqueeze(-1), 1e30)  # padding must never be read
+        for policy in ("clamp", "extrapolate", "nan"):
+            out, mask = run_kernel(values, times, query, staged, method=method, policy=policy,
+                                   lengths=lengths)  # fmt: skip
+            again, again_mask = run_kernel(values, times, query, guided, method=method,
+                                           policy=policy, lengths=lengths)  # fmt: skip
+            expected, expected_mask = plain.resample(values, times, query, method, policy,
+                                                     lengths.tolist())  # fmt: skip
+            assert torch.equal(out.isnan(), expected.isnan()), (samples, policy)
+            tol = 1e-5 if method == "slerp" else 1e-6
+            assert torch.allclose(out.double().nan_to_num(0), expected.nan_to_num(0), atol=tol)
+            assert torch.equal(mask, expected_mask)
+            assert torch.equal(out.nan_to_num(0), again.nan_to_num(0)), (samples, policy)
+            assert torch.equal(again_mask, mask)

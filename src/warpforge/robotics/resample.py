@@ -341,12 +341,21 @@ class LaunchConfig:
     loads per query), ``probes >= 2`` the guided search that interpolates a guess and reads that
     many consecutive times around it per round (one round on a uniform clock). Every choice gives
     the same results; only the speed differs.
+
+    ``stage_rows``: rows of at most that many samples are read whole, times and values, in the
+    same round trip as the queries, and searched by comparison in registers (0: never).
+    ``items``: work items (row x query block x column block) per program; above 1 a program
+    walks that many consecutive items, and with ``pipeline`` overlaps one item's search with the
+    previous item's value loads. Single-stream launches only; staging needs ``items == 1``.
     """
 
     block_t: int
     block_d: int
     num_warps: int
     probes: int = GUIDED_PROBES
+    stage_rows: int = 0
+    items: int = 1
+    pipeline: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_t", "block_d", "num_warps"):
@@ -359,6 +368,14 @@ class LaunchConfig:
             raise ValueError(
                 f"probes: expected 0 (binary search) or 2 to 8 (guided search), got {self.probes!r}"
             )
+        if not isinstance(self.stage_rows, int) or not 0 <= self.stage_rows <= 128:
+            raise ValueError(f"stage_rows: expected 0 to 128, got {self.stage_rows!r}")
+        if not isinstance(self.items, int) or self.items < 1:
+            raise ValueError(f"items: expected an int >= 1, got {self.items!r}")
+        if self.pipeline and self.items < 2:
+            raise ValueError("pipeline: needs items >= 2 (it overlaps consecutive items)")
+        if self.stage_rows and self.items > 1:
+            raise ValueError("stage_rows: staging runs one item per program (items == 1)")
 
     def check_method(self, method: str) -> None:
         """Slerp normalises a whole quaternion per program: its column block must be 4."""
@@ -418,9 +435,10 @@ def _single_plan(
     has_lengths: bool,
     write_mask: bool,
     config: LaunchConfig | None,
-) -> tuple[tuple[int], int, dict[str, object]]:
-    """Grid, search steps and constexprs of one single-stream launch, cached: the small shapes
-    are bound by host work per call."""
+) -> tuple[tuple[int], int, dict[str, object], tuple[int, int] | None]:
+    """Grid, search steps, constexprs of one single-stream launch and, for the chunked kernel,
+    (work items, items per program); cached: the small shapes are bound by host work per
+    call."""
     if config is None:
         config = default_config(queries, width, element_size, method)
     config.check_method(method)
@@ -438,8 +456,16 @@ def _single_plan(
         "BLOCK_D": block_d,
         "num_warps": config.num_warps,
     }
-    grid = (_num_items(batch, queries, width, block_t, block_d),)
-    return grid, samples.bit_length(), kwargs
+    items = _num_items(batch, queries, width, block_t, block_d)
+    if config.items > 1:
+        kwargs["PIPELINE"] = config.pipeline
+        # no software pipelining by the compiler: the loop's loads chain on each other
+        kwargs["num_stages"] = 1
+        return (-(-items // config.items),), samples.bit_length(), kwargs, (items, config.items)
+    kwargs["STAGE_S"] = (
+        max(2, triton_next_power_of_2(samples)) if samples <= config.stage_rows else 0
+    )
+    return (items,), samples.bit_length(), kwargs, None
 
 
 def _num_warps(tile: int) -> int:
@@ -462,10 +488,22 @@ def launch_single(
     ``config`` overrides :func:`default_config` (benchmarks/robotics_sweep.py compares choices)."""
     batch, samples, width = values.shape
     queries = query.shape[1]
-    grid, steps, kwargs = _single_plan(
+    grid, steps, kwargs, chunks = _single_plan(
         batch, queries, samples, width, values.element_size(), method, out_of_range,
         query.dtype, values.dtype == torch.float64, lengths is not None, mask is not None, config,
     )  # fmt: skip
+    if chunks is not None:
+        _kernels().resample_chunks_kernel[grid](
+            query, query.stride(0), query.stride(1), queries, batch,
+            lengths if lengths is not None else query,
+            values, values.stride(0), values.stride(1),
+            times, times.stride(0), times.stride(1), samples,
+            out, out.stride(0), out.stride(1), width,
+            mask if mask is not None else query, steps,
+            *chunks,
+            **kwargs,
+        )  # fmt: skip
+        return
     _kernels().resample_kernel[grid](
         query, query.stride(0), query.stride(1), queries, batch,
         lengths if lengths is not None else query,
