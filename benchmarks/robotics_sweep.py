@@ -119,6 +119,7 @@ def config_dict(config) -> dict[str, int]:
         "stage_rows": config.stage_rows,
         "items": config.items,
         "pipeline": int(config.pipeline),
+        "prefetch": int(config.prefetch),
     }
 
 
@@ -136,6 +137,8 @@ def config_name(config) -> str:
         name += f" staged{config.stage_rows}"
     if config.items > 1:
         name += f" {'pipelined' if config.pipeline else 'chunks'}{config.items}"
+    if config.prefetch:
+        name += " prefetch"
     return name
 
 
@@ -400,6 +403,32 @@ def structure_grid(case: Case, smoke: bool) -> list[tuple[str, list, bool]]:
     return grid
 
 
+def prefetch_grid(case: Case, smoke: bool) -> list[tuple[str, list, bool]]:
+    """Stage ``prefetch`` (forward cases): the default with and without the L2 prefetch of each
+    program's share of its row, around the default tile and search (and, on short rows, with
+    the rows read whole)."""
+    from dataclasses import replace
+
+    if case.kind != "fwd":
+        return []
+    (base,) = defaults(case)
+    off, on = replace(base, prefetch=False), replace(base, prefetch=True)
+    t, w = base.block_t, base.num_warps
+    picks = [off, on]
+    if not smoke:
+        picks += [replace(on, block_t=max(1, t // 2), num_warps=max(1, w // 2)),
+                  replace(on, block_t=2 * t, num_warps=2 * w), replace(on, num_warps=2 * w),
+                  replace(on, probes=8), replace(off, probes=8), replace(on, probes=2)]  # fmt: skip
+        if case.shape["S"] <= 128:
+            picks.append(replace(on, stage_rows=128))
+    grid, seen = [], set()
+    for config in picks:
+        if config not in seen:
+            seen.add(config)
+            grid.append((config_name(config), [config], False))
+    return grid
+
+
 def make_variant(case: Case, configs: list, separate: bool, poison: bool):
     if isinstance(configs[0], SplitConfig):
         return split_variant(configs[0], poison)
@@ -523,12 +552,23 @@ def sweep_case(case: Case, device, budget: Budget, args) -> dict[str, Any]:
         except Exception as exc:
             del context[name]
             notes.append(Row(name, "context", None, "error", f"{type(exc).__name__}: {exc}"[:300]))
+    if "prefetch" in args.stages and case.kind == "fwd":
+        # the floor of one launch that writes the output once (a fill, no reads): what a
+        # launch-bound shape cannot go under
+        def fill(values: torch.Tensor, times: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+            shape = (query.shape[0], query.shape[1], values.shape[2])
+            return values.new_empty(shape).fill_(0)
+
+        context["floor: fill the output"] = fill
     current = check_against_reference(case, case.problem.implementation, input_sets[0])
     if current:
         notes.append(Row("warpforge (public API)", "check", None, "wrong", current))
     rows = list(notes)
     if "structure" in args.stages and case.kind == "fwd":
         rows += time_stage(case, "structure", structure_grid(case, args.smoke), context,
+                           input_sets, budget, args)  # fmt: skip
+    if "prefetch" in args.stages and case.kind == "fwd":
+        rows += time_stage(case, "prefetch", prefetch_grid(case, args.smoke), context,
                            input_sets, budget, args)  # fmt: skip
     if "search" in args.stages:
         rows += time_stage(case, "search", search_grid(case, args.smoke), context, input_sets,
@@ -626,10 +666,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="timing seconds per stage (default 2.5 on GPU)")  # fmt: skip
     parser.add_argument("--stages", default="search,tile",
                         help="comma-separated stages: search, tile, structure (forward cases: "
-                             "staged short rows, items per program, pipelining)")  # fmt: skip
+                             "staged short rows, items per program, pipelining), prefetch "
+                             "(forward cases: the L2 prefetch of rows)")  # fmt: skip
     args = parser.parse_args(argv)
     args.stages = {part for part in args.stages.split(",") if part}
-    if not args.stages <= {"search", "tile", "structure"}:
+    if not args.stages <= {"search", "tile", "structure", "prefetch"}:
         parser.error(f"--stages: unknown stage in {sorted(args.stages)}")
     if args.budget_s is None:
         args.budget_s = 120.0 if args.smoke else 190.0

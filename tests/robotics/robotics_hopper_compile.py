@@ -31,6 +31,7 @@ def compile_for_hopper(fn, types: dict[str, str], constants: dict, divisible: li
 def resample_cases(kernels) -> dict[str, str]:
     constants = {"METHOD": 0, "POLICY": 1, "TIME_KIND": 0, "COMPUTE_F64": False,
                  "HAS_LENGTHS": True, "WRITE_MASK": True, "PROBES": 4, "STAGE_S": 0,
+                 "PREFETCH_V": 0, "PREFETCH_T": 0,
                  "BLOCK_T": 32, "BLOCK_D": 128,
                  "q_stride_t": 1, "t_ss": 1, "v_ss": 128, "o_st": 128}  # fmt: skip
     types = {"q_ptr": "*fp32", "lengths_ptr": "*i64", "v": "*bf16", "t": "*fp32", "o": "*bf16",
@@ -48,7 +49,12 @@ def resample_cases(kernels) -> dict[str, str]:
     out["resample_staged_slerp_int64"] = compile_for_hopper(
         kernels.resample_kernel, types64, {**slerp, "STAGE_S": 64}, []
     )
-    chunks = {k: v for k, v in constants.items() if k != "STAGE_S"}
+    # each program asks L2 for its share of the row before its first load
+    out["resample_prefetch"] = compile_for_hopper(
+        kernels.resample_kernel, types, {**constants, "PREFETCH_V": 64, "PREFETCH_T": 32},
+        divisible,
+    )  # fmt: skip
+    chunks = {k: v for k, v in constants.items() if not k.startswith(("STAGE", "PREFETCH"))}
     for pipeline in (False, True):
         out[f"resample_chunks_{'pipelined' if pipeline else 'plain'}"] = compile_for_hopper(
             kernels.resample_chunks_kernel, types, {**chunks, "PIPELINE": pipeline}, divisible
@@ -116,6 +122,7 @@ def main() -> None:
             "atomics": len(re.findall(r"\batom\.", ptx)) + len(re.findall(r"\bred\.", ptx)),
             # acq_rel atomics compile to a GPU-wide fence and an L1 invalidation each
             "ordered_atomics": len(re.findall(r"\b(?:atom|red)\.[\w.]*acq_rel", ptx)),
+            "prefetches": len(re.findall(r"prefetch\.global\.L2", ptx)),
         }
     json.dump(summary, sys.stdout)
 

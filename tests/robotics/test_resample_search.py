@@ -296,6 +296,7 @@ def test_align_streams_with_either_search() -> None:
         ({"items": 0}, "items: expected an int >= 1"),
         ({"pipeline": True}, "pipeline: needs items >= 2"),
         ({"stage_rows": 64, "items": 2}, "stage_rows: staging runs one item"),
+        ({"prefetch": True, "items": 2}, "prefetch: runs with one item"),
     ],
 )
 def test_launch_config_rejects_bad_knobs(kwargs: dict, match: str) -> None:

