@@ -9,6 +9,8 @@ times against the plain float64 reference.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import robotics_plain_reference as plain
 import torch
@@ -345,3 +347,22 @@ def test_staged_short_rows_every_policy(method: str) -> None:
             assert torch.equal(mask, expected_mask)
             assert torch.equal(out.nan_to_num(0), again.nan_to_num(0)), (samples, policy)
             assert torch.equal(again_mask, mask)
+
+
+def test_default_prefetch_only_for_short_rows_and_never_on_cpu() -> None:
+    from warpforge.robotics.resample import _single_plan, default_config
+
+    # rows of at most 64 KiB of values (the launch-bound shapes) prefetch; longer rows do not
+    assert default_config(256, 128, 2, "linear", 50).prefetch
+    assert default_config(1000, 64, 2, "linear", 500).prefetch
+    assert not default_config(4096, 256, 2, "linear", 4096).prefetch
+    assert not default_config(2000, 32, 4, "linear", 1000).prefetch
+    assert not default_config(1000, 64, 2, "linear").prefetch  # align's streams: no samples
+    # the plan asks for it only with line sizes (GPU, packed rows) and when 2 T >= S
+    plan = functools.partial(_single_plan, 4, 256, 50, 128, 2, "linear", "clamp", torch.float32,
+                             False, False, False, None)  # fmt: skip
+    assert plan((64, 32))[2]["PREFETCH_V"] == 64
+    assert plan((0, 0))[2]["PREFETCH_V"] == 0
+    sparse = _single_plan(4, 10, 50, 128, 2, "linear", "clamp", torch.float32, False, False, False,
+                          None, (64, 32))  # fmt: skip
+    assert sparse[2]["PREFETCH_V"] == 0 and sparse[2]["PREFETCH_T"] == 0

@@ -393,15 +393,20 @@ class LaunchConfig:
 
 
 @functools.lru_cache(maxsize=1024)
-def default_config(queries: int, width: int, element_size: int, method: str) -> LaunchConfig:
+def default_config(
+    queries: int, width: int, element_size: int, method: str, samples: int | None = None
+) -> LaunchConfig:
     """The launch configuration of one stream when the caller gives none.
 
     A column block spans the whole row up to 256 elements (16-byte vectors for every dtype); the
     query block fills a tile of about 4096 elements (2048 for rows of at most 32 columns) so
     each program has enough loads in flight, but no more queries than exist. Measured on the
     H100 (robotics_sweep): (1024, 1000 -> 2000, 32) fp32 ran at 88% of copy with 64 x 32 tiles
-    on 2 warps, 75% with 128 x 32 on 4; wide rows were best at 16-32 x 256 on 4 warps. Each
-    program prefetches its share of its row into L2 (``prefetch``, where the plan allows it).
+    on 2 warps, 75% with 128 x 32 on 4; wide rows were best at 16-32 x 256 on 4 warps.
+
+    ``samples`` given (single-stream launches): rows of at most ``PREFETCH_ROW_BYTES`` of values
+    are prefetched into L2 (``prefetch``), where a call is short and bound by its chains of
+    dependent loads rather than by bandwidth.
     """
     if method == "slerp":
         block_d = 4
@@ -409,7 +414,12 @@ def default_config(queries: int, width: int, element_size: int, method: str) -> 
         block_d = min(triton_next_power_of_2(width), 256 if element_size <= 2 else 128)
     tile = 2048 if block_d <= 32 else 4096
     block_t = max(1, min(tile // block_d, 256, triton_next_power_of_2(queries)))
-    return LaunchConfig(block_t, block_d, _num_warps(block_t * block_d), prefetch=True)
+    prefetch = samples is not None and samples * width * element_size <= PREFETCH_ROW_BYTES
+    return LaunchConfig(block_t, block_d, _num_warps(block_t * block_d), prefetch=prefetch)
+
+
+PREFETCH_ROW_BYTES = 64 * 1024
+"""Rows of values up to this size are prefetched by default (see :func:`default_config`)."""
 
 
 def triton_next_power_of_2(n: int) -> int:
@@ -449,7 +459,7 @@ def _single_plan(
     (work items, items per program); cached: the small shapes are bound by host work per
     call."""
     if config is None:
-        config = default_config(queries, width, element_size, method)
+        config = default_config(queries, width, element_size, method, samples)
     config.check_method(method)
     block_t, block_d = config.block_t, config.block_d
     kernels = _kernels()
