@@ -31,6 +31,7 @@ def search_kernel(q_ptr, q_sb, q_st, T, t, t_sb, t_ss, S, ia_ptr, ib_ptr, w_ptr,
     tl.store(ib_ptr + slot, ib, mask=t_in)
     tl.store(w_ptr + slot, tl.where(nan, float("nan"), w), mask=t_in)
 
+
 @triton.jit
 def lerp_kernel(ia_ptr, ib_ptr, w_ptr, T, v, v_sb, v_ss, o, o_sb, o_st, D,
                 BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):  # fmt: skip

@@ -383,8 +383,11 @@ def structure_grid(case: Case, smoke: bool) -> list[tuple[str, list, bool]]:
     elif case.shape["S"] <= 128:  # launch bound: few items per program at most
         picks += [LaunchConfig(t, d, w, p, items=k, pipeline=True) for k in (2, 4)]
     elif case.shape["S"] >= 1000:  # the large shapes: only check that pipelining does no harm
-        picks += [LaunchConfig(t, d, w, p, items=4, pipeline=True),
-                  LaunchConfig(t, d, w, p, items=8, pipeline=True), LaunchConfig(t, d, w, p, items=4)]
+        picks += [
+            LaunchConfig(t, d, w, p, items=4, pipeline=True),
+            LaunchConfig(t, d, w, p, items=8, pipeline=True),
+            LaunchConfig(t, d, w, p, items=4),
+        ]
     else:
         picks += [LaunchConfig(t, d, w, p, items=k, pipeline=True) for k in (2, 4, 8, 16)]
         picks += [LaunchConfig(t, d, w, p, items=4), LaunchConfig(t, d, w, p, items=16)]

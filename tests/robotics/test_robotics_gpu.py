@@ -238,8 +238,9 @@ def test_deterministic_backward_repeats_bit_for_bit_on_cuda(sort_queries: bool) 
         assert torch.allclose(grad_q.cpu().double(), expected[1], atol=1e-3, rtol=1e-3)
 
 
-@pytest.mark.parametrize(("method", "policy"),
-                         [("linear", "extrapolate"), ("nearest", "nan"), ("slerp", "clamp")])
+@pytest.mark.parametrize(
+    ("method", "policy"), [("linear", "extrapolate"), ("nearest", "nan"), ("slerp", "clamp")]
+)
 def test_staged_short_rows_match_guided_bits_on_cuda(method: str, policy: str) -> None:
     # rows read whole and picked in registers (tl.gather) on the GPU, bf16 and fp32 values,
     # lengths and NaN queries: the same bits as the guided kernel's loads
