@@ -102,10 +102,6 @@ class Budget:
 def config_dict(config) -> dict[str, int]:
     from warpforge.robotics.resample import GatherTile
 
-    if isinstance(config, SplitConfig):
-        return {"split": 1, "search_block_t": config.search.block_t,
-                "search_num_warps": config.search.num_warps, "probes": config.search.probes,
-                "block_t": config.block_t, "num_warps": config.num_warps}  # fmt: skip
     if isinstance(config, GatherTile):
         return {"block_s": config.block_s, "block_d": config.block_d,
                 "num_warps": config.num_warps}  # fmt: skip
@@ -116,9 +112,6 @@ def config_dict(config) -> dict[str, int]:
         "block_d": config.block_d,
         "num_warps": config.num_warps,
         "probes": config.probes,
-        "stage_rows": config.stage_rows,
-        "items": config.items,
-        "pipeline": int(config.pipeline),
         "prefetch": int(config.prefetch),
     }
 
@@ -128,18 +121,8 @@ def search_name(probes: int) -> str:
 
 
 def config_name(config) -> str:
-    if isinstance(config, SplitConfig):
-        search = config.search
-        return (f"split: search t{search.block_t} w{search.num_warps}, lerp t{config.block_t} "
-                f"w{config.num_warps}")  # fmt: skip
     name = f"{search_name(config.probes)} t{config.block_t} d{config.block_d} w{config.num_warps}"
-    if config.stage_rows:
-        name += f" staged{config.stage_rows}"
-    if config.items > 1:
-        name += f" {'pipelined' if config.pipeline else 'chunks'}{config.items}"
-    if config.prefetch:
-        name += " prefetch"
-    return name
+    return name + " prefetch" if config.prefetch else name
 
 
 # ----------------------------------------------------------------------------------------------
@@ -158,64 +141,6 @@ def resample_variant(config, poison: bool) -> Callable[..., torch.Tensor]:
             else values.new_empty(shape)
         )
         launch_single(values, times, query, None, out, None, "linear", "clamp", config)
-        return out
-
-    return run
-
-
-@dataclass(frozen=True)
-class SplitConfig:
-    """The forward split in two launches (an experiment, not a library path): a search kernel
-    stores each query's two samples and weight (4 + 4 + 4 bytes), then a gather-lerp kernel with
-    no dependent search reads them, the two value rows, and writes the output."""
-
-    search: Any
-    """LaunchConfig of the search kernel (block_t, num_warps, probes)."""
-    block_t: int
-    num_warps: int
-
-
-def split_kernels():
-    """The two kernels of :class:`SplitConfig` (benchmarks/robotics_split.py), imported on first
-    use: after main() has chosen the interpreter or the GPU."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    import robotics_split
-
-    return robotics_split.search_kernel, robotics_split.lerp_kernel
-
-
-def split_variant(config: SplitConfig, poison: bool) -> Callable[..., torch.Tensor]:
-    from warpforge.robotics._kernels.resample import POLICY_CODES, TIME_CODES
-    from warpforge.robotics.resample import default_config
-
-    search_kernel, lerp_kernel = split_kernels()
-
-    def run(values: torch.Tensor, times: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
-        batch, queries = query.shape
-        samples, width = values.shape[1], values.shape[2]
-        shape = (batch, queries, width)
-        out = (
-            torch.full(shape, float("nan"), dtype=values.dtype, device=values.device)
-            if poison
-            else values.new_empty(shape)
-        )
-        ia = torch.empty((batch, queries), dtype=torch.int32, device=values.device)
-        ib = torch.empty_like(ia)
-        w = torch.empty((batch, queries), dtype=torch.float32, device=values.device)
-        search = config.search
-        search_kernel[(batch * -(-queries // search.block_t),)](
-            query, query.stride(0), query.stride(1), queries, times, times.stride(0),
-            times.stride(1), samples, ia, ib, w, samples.bit_length(),
-            POLICY=POLICY_CODES["clamp"], TIME_KIND=TIME_CODES[str(query.dtype)[6:]],
-            PROBES=search.probes, BLOCK_T=search.block_t, num_warps=search.num_warps,
-        )  # fmt: skip
-        block_d = default_config(queries, width, values.element_size(), "linear").block_d
-        grid = batch * -(-queries // config.block_t) * -(-width // block_d)
-        lerp_kernel[(grid,)](
-            ia, ib, w, queries, values, values.stride(0), values.stride(1),
-            out, out.stride(0), out.stride(1), width,
-            BLOCK_T=config.block_t, BLOCK_D=block_d, num_warps=config.num_warps,
-        )  # fmt: skip
         return out
 
     return run
@@ -363,53 +288,9 @@ def gather_tile_grid(case: Case, search, smoke: bool) -> list[tuple[str, list, b
     return grid
 
 
-def structure_grid(case: Case, smoke: bool) -> list[tuple[str, list, bool]]:
-    """Stage ``structure`` (forward cases): the default tile and search, then the program
-    structures: short rows read whole (``stage_rows``), several work items per program
-    (``items``), with and without software pipelining, around the default tile."""
-    from warpforge.robotics.resample import LaunchConfig
-
-    if case.kind != "fwd":
-        return []
-    (base,) = defaults(case)
-    t, d, w, p = base.block_t, base.block_d, base.num_warps, base.probes
-    picks: list[LaunchConfig] = [base]
-    if case.shape["S"] <= 128:
-        for bt, bw in ((t, w), (t // 2, max(1, w // 2)), (t, 2 * w), (2 * t, w), (t // 2, w)):
-            if bt >= 1:
-                picks.append(LaunchConfig(bt, d, bw, p, stage_rows=128))
-    if smoke:
-        picks.append(LaunchConfig(t, d, w, p, items=2, pipeline=True))
-    elif case.shape["S"] <= 128:  # launch bound: few items per program at most
-        picks += [LaunchConfig(t, d, w, p, items=k, pipeline=True) for k in (2, 4)]
-    elif case.shape["S"] >= 1000:  # the large shapes: only check that pipelining does no harm
-        picks += [
-            LaunchConfig(t, d, w, p, items=4, pipeline=True),
-            LaunchConfig(t, d, w, p, items=8, pipeline=True),
-            LaunchConfig(t, d, w, p, items=4),
-        ]
-    else:
-        picks += [LaunchConfig(t, d, w, p, items=k, pipeline=True) for k in (2, 4, 8, 16)]
-        picks += [LaunchConfig(t, d, w, p, items=4), LaunchConfig(t, d, w, p, items=16)]
-        for bt, bw in ((t // 2, max(1, w // 2)), (2 * t, 2 * w), (t, 2 * w)):
-            for items in (4, 16):
-                if bt >= 1:
-                    picks.append(LaunchConfig(bt, d, bw, p, items=items, pipeline=True))
-    if smoke or 128 < case.shape["S"] < 1000:
-        search = LaunchConfig(256 if not smoke else 16, d, 4, p)
-        picks += [SplitConfig(search, t, w), SplitConfig(search, 2 * t, 2 * w)]
-    grid, seen = [], set()
-    for config in picks:
-        if config not in seen:
-            seen.add(config)
-            grid.append((config_name(config), [config], False))
-    return grid
-
-
 def prefetch_grid(case: Case, smoke: bool) -> list[tuple[str, list, bool]]:
     """Stage ``prefetch`` (forward cases): the default with and without the L2 prefetch of each
-    program's share of its row, around the default tile and search (and, on short rows, with
-    the rows read whole)."""
+    program's share of its row, and the prefetch around the default tile and search."""
     from dataclasses import replace
 
     if case.kind != "fwd":
@@ -422,8 +303,6 @@ def prefetch_grid(case: Case, smoke: bool) -> list[tuple[str, list, bool]]:
         picks += [replace(on, block_t=max(1, t // 2), num_warps=max(1, w // 2)),
                   replace(on, block_t=2 * t, num_warps=2 * w), replace(on, num_warps=2 * w),
                   replace(on, probes=8), replace(off, probes=8), replace(on, probes=2)]  # fmt: skip
-        if case.shape["S"] <= 128:
-            picks.append(replace(on, stage_rows=128))
     grid, seen = [], set()
     for config in picks:
         if config not in seen:
@@ -433,8 +312,6 @@ def prefetch_grid(case: Case, smoke: bool) -> list[tuple[str, list, bool]]:
 
 
 def make_variant(case: Case, configs: list, separate: bool, poison: bool):
-    if isinstance(configs[0], SplitConfig):
-        return split_variant(configs[0], poison)
     if case.kind == "fwd":
         return resample_variant(configs[0], poison)
     if case.kind == "bwd":
@@ -481,7 +358,7 @@ def time_stage(
     for name, configs, separate in grid:
         row = Row(name, stage, [config_dict(c) for c in configs])
         rows.append(row)
-        # the search and structure stages always run whole; tile variants only within the
+        # the search and prefetch stages always run whole; tile variants only within the
         # case's share
         if stage == "tile" and budget.case_left() < args.reserve_s:
             row.status, row.detail = "skipped", "time budget spent"
@@ -567,9 +444,6 @@ def sweep_case(case: Case, device, budget: Budget, args) -> dict[str, Any]:
     if current:
         notes.append(Row("warpforge (public API)", "check", None, "wrong", current))
     rows = list(notes)
-    if "structure" in args.stages and case.kind == "fwd":
-        rows += time_stage(case, "structure", structure_grid(case, args.smoke), context,
-                           input_sets, budget, args)  # fmt: skip
     if "prefetch" in args.stages and case.kind == "fwd":
         rows += time_stage(case, "prefetch", prefetch_grid(case, args.smoke), context,
                            input_sets, budget, args)  # fmt: skip
@@ -668,12 +542,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--time-per-stage", type=float, default=None,
                         help="timing seconds per stage (default 2.5 on GPU)")  # fmt: skip
     parser.add_argument("--stages", default="search,tile",
-                        help="comma-separated stages: search, tile, structure (forward cases: "
-                             "staged short rows, items per program, pipelining), prefetch "
-                             "(forward cases: the L2 prefetch of rows)")  # fmt: skip
+                        help="comma-separated stages: search, tile, prefetch (forward cases: "
+                             "the L2 prefetch of rows, with a fill of the output as the floor)")  # fmt: skip
     args = parser.parse_args(argv)
     args.stages = {part for part in args.stages.split(",") if part}
-    if not args.stages <= {"search", "tile", "structure", "prefetch"}:
+    if not args.stages <= {"search", "tile", "prefetch"}:
         parser.error(f"--stages: unknown stage in {sorted(args.stages)}")
     if args.budget_s is None:
         args.budget_s = 120.0 if args.smoke else 190.0

@@ -9,8 +9,6 @@ times against the plain float64 reference.
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 import robotics_plain_reference as plain
 import torch
@@ -35,14 +33,8 @@ CONFIGS = [
     LaunchConfig(block_t=64, block_d=2, num_warps=2, probes=3),
     LaunchConfig(block_t=128, block_d=4, num_warps=4, probes=4),
     LaunchConfig(block_t=32, block_d=4, num_warps=2, probes=8),
-    # rows of up to 128 samples read whole and searched by comparison (longer rows: guided)
-    LaunchConfig(block_t=32, block_d=4, num_warps=2, probes=4, stage_rows=128),
-    # several work items per program: plain, and pipelined across column and query blocks
-    LaunchConfig(block_t=16, block_d=4, num_warps=2, probes=0, items=5),
-    LaunchConfig(block_t=16, block_d=2, num_warps=2, probes=4, items=3, pipeline=True),
 ]
-CONFIG_IDS = ["binary", "guided2-t16", "guided3-d2", "guided4-t128", "guided8-t32", "staged128",
-              "chunks5-binary", "pipelined3-d2"]  # fmt: skip
+CONFIG_IDS = ["binary", "guided2-t16", "guided3-d2", "guided4-t128", "guided8-t32"]
 
 
 @pytest.fixture(autouse=True)
@@ -294,11 +286,6 @@ def test_align_streams_with_either_search() -> None:
         ({"num_warps": 32}, "num_warps: expected at most 16"),
         ({"probes": 1}, "probes: expected 0"),
         ({"probes": 9}, "probes: expected 0"),
-        ({"stage_rows": 256}, "stage_rows: expected 0 to 128"),
-        ({"items": 0}, "items: expected an int >= 1"),
-        ({"pipeline": True}, "pipeline: needs items >= 2"),
-        ({"stage_rows": 64, "items": 2}, "stage_rows: staging runs one item"),
-        ({"prefetch": True, "items": 2}, "prefetch: runs with one item"),
     ],
 )
 def test_launch_config_rejects_bad_knobs(kwargs: dict, match: str) -> None:
@@ -314,55 +301,16 @@ def test_slerp_needs_quaternion_column_block() -> None:
         run_kernel(values, times, torch.rand(1, 2), LaunchConfig(8, 8, 2), method="slerp")
 
 
-@pytest.mark.parametrize("method", ["linear", "previous", "nearest", "slerp"])
-def test_staged_short_rows_every_policy(method: str) -> None:
-    # rows read whole (S <= stage_rows), with duplicates, padding and one-sample rows: the
-    # comparison count must pick the interval of bisect_right, and the rows picked in registers
-    # the same values as the loads of the guided kernel
-    g = torch.Generator().manual_seed(39)
-    staged = LaunchConfig(block_t=16, block_d=4, num_warps=2, probes=4, stage_rows=64)
-    guided = LaunchConfig(block_t=16, block_d=4, num_warps=2, probes=4)
-    for samples in (1, 2, 5, 50, 64):
-        times = torch.cumsum(torch.randint(0, 3, (3, samples), generator=g), dim=1).float()
-        query = torch.cat([torch.rand(3, 30, generator=g) * (samples + 3) - 2, times[:, :2]],
-                          dim=1)  # fmt: skip
-        query[1, 3] = float("nan")
-        lengths = torch.randint(1, samples + 1, (3,), generator=g)
-        if method == "slerp":
-            values = torch.nn.functional.normalize(torch.randn(3, samples, 4, generator=g), dim=-1)
-        else:
-            values = torch.randn(3, samples, 4, generator=g)
-        pad = torch.arange(samples) >= lengths.unsqueeze(1)
-        values = values.masked_fill(pad.unsqueeze(-1), 1e30)  # padding must never be read
-        for policy in ("clamp", "extrapolate", "nan"):
-            out, mask = run_kernel(values, times, query, staged, method=method, policy=policy,
-                                   lengths=lengths)  # fmt: skip
-            again, again_mask = run_kernel(values, times, query, guided, method=method,
-                                           policy=policy, lengths=lengths)  # fmt: skip
-            expected, expected_mask = plain.resample(values, times, query, method, policy,
-                                                     lengths.tolist())  # fmt: skip
-            assert torch.equal(out.isnan(), expected.isnan()), (samples, policy)
-            tol = 1e-5 if method == "slerp" else 1e-6
-            assert torch.allclose(out.double().nan_to_num(0), expected.nan_to_num(0), atol=tol)
-            assert torch.equal(mask, expected_mask)
-            assert torch.equal(out.nan_to_num(0), again.nan_to_num(0)), (samples, policy)
-            assert torch.equal(again_mask, mask)
-
-
-def test_default_prefetch_only_for_short_rows_and_never_on_cpu() -> None:
+def test_prefetch_is_planned_only_with_line_sizes_and_enough_queries() -> None:
+    # the launcher passes line sizes only on the GPU for packed rows; the plan then prefetches
+    # when the row's queries can touch most of it (2 T >= S), and never by default
     from warpforge.robotics.resample import _single_plan, default_config
 
-    # rows of at most 64 KiB of values (the launch-bound shapes) prefetch; longer rows do not
-    assert default_config(256, 128, 2, "linear", 50).prefetch
-    assert default_config(1000, 64, 2, "linear", 500).prefetch
-    assert not default_config(4096, 256, 2, "linear", 4096).prefetch
-    assert not default_config(2000, 32, 4, "linear", 1000).prefetch
-    assert not default_config(1000, 64, 2, "linear").prefetch  # align's streams: no samples
-    # the plan asks for it only with line sizes (GPU, packed rows) and when 2 T >= S
-    plan = functools.partial(_single_plan, 4, 256, 50, 128, 2, "linear", "clamp", torch.float32,
-                             False, False, False, None)  # fmt: skip
-    assert plan((64, 32))[2]["PREFETCH_V"] == 64
-    assert plan((0, 0))[2]["PREFETCH_V"] == 0
-    sparse = _single_plan(4, 10, 50, 128, 2, "linear", "clamp", torch.float32, False, False, False,
-                          None, (64, 32))  # fmt: skip
-    assert sparse[2]["PREFETCH_V"] == 0 and sparse[2]["PREFETCH_T"] == 0
+    on = LaunchConfig(32, 128, 4, 4, prefetch=True)
+    fixed = ("linear", "clamp", torch.float32, False, False, False)
+    assert _single_plan(4, 256, 50, 128, 2, *fixed, on, (64, 32))[2]["PREFETCH_V"] == 64
+    assert _single_plan(4, 256, 50, 128, 2, *fixed, on, (0, 0))[2]["PREFETCH_V"] == 0
+    sparse = _single_plan(4, 10, 50, 128, 2, *fixed, on, (64, 32))[2]
+    assert sparse["PREFETCH_V"] == 0 and sparse["PREFETCH_T"] == 0
+    assert _single_plan(4, 256, 50, 128, 2, *fixed, None, (64, 32))[2]["PREFETCH_V"] == 0
+    assert not default_config(1000, 64, 2, "linear").prefetch

@@ -342,24 +342,18 @@ class LaunchConfig:
     many consecutive times around it per round (one round on a uniform clock). Every choice gives
     the same results; only the speed differs.
 
-    ``stage_rows``: rows of at most that many samples are read whole, times and values, in the
-    same round trip as the queries, and searched by comparison in registers (0: never).
-    ``items``: work items (row x query block x column block) per program; above 1 a program
-    walks that many consecutive items, and with ``pipeline`` overlaps one item's search with the
-    previous item's value loads. Single-stream launches only; staging needs ``items == 1``.
-    ``prefetch``: on the GPU, when a row's queries can touch most of it (2 T >= S) and its
-    values and times are packed, each program first asks L2 for its share of the row (a
-    ``prefetch.global.L2`` hint), so the search rounds and value gathers that follow the
-    queries' load find the row in L2 instead of memory (``items == 1`` only).
+    ``prefetch`` (single-stream launches on the GPU, when a row's queries can touch most of it,
+    2 T >= S, and its values and times are packed): each program first asks L2 for its share of
+    its row (``prefetch.global.L2``), so the search rounds and value gathers after the queries'
+    load find the row in L2. Off by default: on the H100 it gained 6% at (1024, 1000 -> 2000, 32)
+    fp32 and nothing or a little less on the other issue shapes (benchmarks/results/
+    robotics-robo-sweep-prefetch-2026-11-24-h100.json).
     """
 
     block_t: int
     block_d: int
     num_warps: int
     probes: int = GUIDED_PROBES
-    stage_rows: int = 0
-    items: int = 1
-    pipeline: bool = False
     prefetch: bool = False
 
     def __post_init__(self) -> None:
@@ -373,16 +367,6 @@ class LaunchConfig:
             raise ValueError(
                 f"probes: expected 0 (binary search) or 2 to 8 (guided search), got {self.probes!r}"
             )
-        if not isinstance(self.stage_rows, int) or not 0 <= self.stage_rows <= 128:
-            raise ValueError(f"stage_rows: expected 0 to 128, got {self.stage_rows!r}")
-        if not isinstance(self.items, int) or self.items < 1:
-            raise ValueError(f"items: expected an int >= 1, got {self.items!r}")
-        if self.pipeline and self.items < 2:
-            raise ValueError("pipeline: needs items >= 2 (it overlaps consecutive items)")
-        if self.stage_rows and self.items > 1:
-            raise ValueError("stage_rows: staging runs one item per program (items == 1)")
-        if self.prefetch and self.items > 1:
-            raise ValueError("prefetch: runs with one item per program (items == 1)")
 
     def check_method(self, method: str) -> None:
         """Slerp normalises a whole quaternion per program: its column block must be 4."""
@@ -393,9 +377,7 @@ class LaunchConfig:
 
 
 @functools.lru_cache(maxsize=1024)
-def default_config(
-    queries: int, width: int, element_size: int, method: str, samples: int | None = None
-) -> LaunchConfig:
+def default_config(queries: int, width: int, element_size: int, method: str) -> LaunchConfig:
     """The launch configuration of one stream when the caller gives none.
 
     A column block spans the whole row up to 256 elements (16-byte vectors for every dtype); the
@@ -403,10 +385,6 @@ def default_config(
     each program has enough loads in flight, but no more queries than exist. Measured on the
     H100 (robotics_sweep): (1024, 1000 -> 2000, 32) fp32 ran at 88% of copy with 64 x 32 tiles
     on 2 warps, 75% with 128 x 32 on 4; wide rows were best at 16-32 x 256 on 4 warps.
-
-    ``samples`` given (single-stream launches): rows of at most ``PREFETCH_ROW_BYTES`` of values
-    are prefetched into L2 (``prefetch``), where a call is short and bound by its chains of
-    dependent loads rather than by bandwidth.
     """
     if method == "slerp":
         block_d = 4
@@ -414,12 +392,7 @@ def default_config(
         block_d = min(triton_next_power_of_2(width), 256 if element_size <= 2 else 128)
     tile = 2048 if block_d <= 32 else 4096
     block_t = max(1, min(tile // block_d, 256, triton_next_power_of_2(queries)))
-    prefetch = samples is not None and samples * width * element_size <= PREFETCH_ROW_BYTES
-    return LaunchConfig(block_t, block_d, _num_warps(block_t * block_d), prefetch=prefetch)
-
-
-PREFETCH_ROW_BYTES = 64 * 1024
-"""Rows of values up to this size are prefetched by default (see :func:`default_config`)."""
+    return LaunchConfig(block_t, block_d, _num_warps(block_t * block_d))
 
 
 def triton_next_power_of_2(n: int) -> int:
@@ -454,12 +427,11 @@ def _single_plan(
     write_mask: bool,
     config: LaunchConfig | None,
     prefetch_lines: tuple[int, int] = (0, 0),
-) -> tuple[tuple[int], int, dict[str, object], tuple[int, int] | None]:
-    """Grid, search steps, constexprs of one single-stream launch and, for the chunked kernel,
-    (work items, items per program); cached: the small shapes are bound by host work per
-    call."""
+) -> tuple[tuple[int], int, dict[str, object]]:
+    """Grid, search steps and constexprs of one single-stream launch, cached: the small shapes
+    are bound by host work per call."""
     if config is None:
-        config = default_config(queries, width, element_size, method, samples)
+        config = default_config(queries, width, element_size, method)
     config.check_method(method)
     block_t, block_d = config.block_t, config.block_d
     kernels = _kernels()
@@ -475,18 +447,10 @@ def _single_plan(
         "BLOCK_D": block_d,
         "num_warps": config.num_warps,
     }
-    items = _num_items(batch, queries, width, block_t, block_d)
-    if config.items > 1:
-        kwargs["PIPELINE"] = config.pipeline
-        # no software pipelining by the compiler: the loop's loads chain on each other
-        kwargs["num_stages"] = 1
-        return (-(-items // config.items),), samples.bit_length(), kwargs, (items, config.items)
-    kwargs["STAGE_S"] = (
-        max(2, triton_next_power_of_2(samples)) if samples <= config.stage_rows else 0
-    )
     prefetch = config.prefetch and 2 * queries >= samples
     kwargs["PREFETCH_V"], kwargs["PREFETCH_T"] = prefetch_lines if prefetch else (0, 0)
-    return (items,), samples.bit_length(), kwargs, None
+    grid = (_num_items(batch, queries, width, block_t, block_d),)
+    return grid, samples.bit_length(), kwargs
 
 
 def _num_warps(tile: int) -> int:
@@ -509,28 +473,23 @@ def launch_single(
     ``config`` overrides :func:`default_config` (benchmarks/robotics_sweep.py compares choices)."""
     batch, samples, width = values.shape
     queries = query.shape[1]
-    # prefetching asks for whole rows: only rows packed in memory, and only on the GPU (the
-    # interpreter has no inline PTX); elements per 128-byte line of values and of times
+    # a prefetch asks for whole rows: only rows packed in memory, and only on the GPU (the
+    # interpreter runs no inline PTX); elements per 128-byte line of values and of times
+    # (checked only when asked for: the default path keeps its host work per call)
     prefetch_lines = (0, 0)
-    if values.is_cuda and values.stride(1) == width and times.stride(1) == 1:
+    if (
+        config is not None
+        and config.prefetch
+        and values.is_cuda
+        and values.stride(1) == width
+        and times.stride(1) == 1
+    ):
         prefetch_lines = (128 // values.element_size(), 128 // times.element_size())
-    grid, steps, kwargs, chunks = _single_plan(
+    grid, steps, kwargs = _single_plan(
         batch, queries, samples, width, values.element_size(), method, out_of_range,
         query.dtype, values.dtype == torch.float64, lengths is not None, mask is not None, config,
         prefetch_lines,
     )  # fmt: skip
-    if chunks is not None:
-        _kernels().resample_chunks_kernel[grid](
-            query, query.stride(0), query.stride(1), queries, batch,
-            lengths if lengths is not None else query,
-            values, values.stride(0), values.stride(1),
-            times, times.stride(0), times.stride(1), samples,
-            out, out.stride(0), out.stride(1), width,
-            mask if mask is not None else query, steps,
-            *chunks,
-            **kwargs,
-        )  # fmt: skip
-        return
     _kernels().resample_kernel[grid](
         query, query.stride(0), query.stride(1), queries, batch,
         lengths if lengths is not None else query,

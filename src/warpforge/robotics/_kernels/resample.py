@@ -146,19 +146,6 @@ def _guided_interval(
 
 
 @triton.jit
-def _load_queries(q_ptr, q_stride_b, q_stride_t, q_count, row, t_block, BLOCK_T: tl.constexpr):
-    """Queries of one block of a row; lanes at or past ``q_count`` (the row's T, or 0 for a
-    block that only keeps a pipeline's shape) are masked off."""
-    offs_t = t_block * BLOCK_T + tl.arange(0, BLOCK_T)
-    t_in = offs_t < q_count
-    q = tl.load(
-        q_ptr + row.to(tl.int64) * q_stride_b + offs_t.to(tl.int64) * q_stride_t,
-        mask=t_in, other=0,
-    )  # fmt: skip
-    return offs_t, t_in, q
-
-
-@triton.jit
 def _bracket(
     q_ptr,
     q_stride_b,
@@ -180,50 +167,19 @@ def _bracket(
 ):
     """For a block of queries of one row: the two samples ``ia``, ``ib`` to blend, the weight
     ``w`` of ``ib`` (the result is ``v[ia] + w * (v[ib] - v[ia])``), ``dw/dq``, the in-range
-    mask and the NaN-query mask. Shared by the forward and the backward."""
-    offs_t, t_in, q = _load_queries(q_ptr, q_stride_b, q_stride_t, T, row, t_block, BLOCK_T)
-    ia, ib, w, inv_width, in_range, is_nan = _bracket_of(
-        q, t_in, t_ptr, t_stride_b, t_stride_s, n, row, NUM_STEPS,
-        METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, 0, BLOCK_T,
-    )  # fmt: skip
-    return offs_t, t_in, ia, ib, w, inv_width, in_range, is_nan
+    mask and the NaN-query mask. Shared by the forward and the backward.
 
-
-@triton.jit
-def _bracket_of(
-    q,
-    t_in,
-    t_ptr,
-    t_stride_b,
-    t_stride_s,
-    n,
-    row,
-    NUM_STEPS,
-    METHOD: tl.constexpr,
-    POLICY: tl.constexpr,
-    TIME_KIND: tl.constexpr,
-    COMPUTE_F64: tl.constexpr,
-    PROBES: tl.constexpr,
-    STAGE_S: tl.constexpr,
-    BLOCK_T: tl.constexpr,
-):
-    """:func:`_bracket` for queries already loaded.
-
-    ``STAGE_S > 0`` (rows of at most ``STAGE_S`` samples): the whole row of times is read in one
-    load, issued with the queries', and each query counts the times <= q by comparison (no
-    dependent round of loads). Else ``PROBES == 0`` finds the interval by a fixed-step binary
-    search, then reads its two times; ``PROBES >= 2`` by :func:`_guided_interval`, which ends
-    holding both times."""
+    ``PROBES == 0`` finds the interval by a fixed-step binary search, then reads its two times;
+    ``PROBES >= 2`` by :func:`_guided_interval`, which ends holding both times."""
     row64 = row.to(tl.int64)
+    offs_t = t_block * BLOCK_T + tl.arange(0, BLOCK_T)
+    t_in = offs_t < T
+    q = tl.load(q_ptr + row64 * q_stride_b + offs_t.to(tl.int64) * q_stride_t, mask=t_in, other=0)
     times_row = t_ptr + row64 * t_stride_b
 
     # n may be a specialised constant (S == 1): broadcast it to a vector before any cast
     last = tl.zeros([BLOCK_T], dtype=tl.int32) + (n - 1)
-    if STAGE_S > 0:
-        offs_s = tl.arange(0, STAGE_S)
-        s_in = offs_s < n
-        t_row = tl.load(times_row + offs_s.to(tl.int64) * t_stride_s, mask=s_in, other=0)
-    t_first = tl.load(times_row + last * 0)
+    t_first = tl.load(times_row + offs_t * 0)
     t_last = tl.load(times_row + last.to(tl.int64) * t_stride_s)
     below = q < t_first
     above = q > t_last
@@ -232,20 +188,7 @@ def _bracket_of(
 
     # i0 = clamp(count - 1, 0, last), i1 = min(i0 + 1, last) and their times t0, t1, where count
     # is the number of source times <= q (searchsorted right)
-    if STAGE_S > 0:
-        interior = t_in & (q >= t_first) & (q < t_last)  # False for NaN queries and n == 1
-        below_q = (t_row[None, :] <= q[:, None]) & s_in[None, :]
-        # interior lanes: 1 <= count <= n - 1, so a and a + 1 are valid samples
-        a = tl.maximum(tl.sum(below_q.to(tl.int32), axis=1) - 1, 0)
-        # exactly one sample matches each index: the sum selects it (no dependent load)
-        ta_found = tl.sum(tl.where(offs_s[None, :] == a[:, None], t_row[None, :], 0), axis=1)
-        tb_found = tl.sum(tl.where(offs_s[None, :] == a[:, None] + 1, t_row[None, :], 0), axis=1)
-        at_end = q >= t_last
-        i0 = tl.where(interior, a, tl.where(at_end, last, 0))
-        i1 = tl.minimum(i0 + 1, last)
-        t0 = tl.where(interior, ta_found, tl.where(at_end, t_last, t_first))
-        t1 = tl.where(interior, tb_found, tl.where(at_end, t_last, t_first))
-    elif PROBES == 0:
+    if PROBES == 0:
         count = _binary_count(q, times_row, t_stride_s, n, t_in, NUM_STEPS, BLOCK_T)
         i0 = tl.minimum(tl.maximum(count - 1, 0), last)
         i1 = tl.minimum(i0 + 1, last)
@@ -301,7 +244,7 @@ def _bracket_of(
     else:
         w = w.to(tl.float32)
         inv_width = inv_width.to(tl.float32)
-    return ia, ib, w, inv_width, in_range, is_nan
+    return offs_t, t_in, ia, ib, w, inv_width, in_range, is_nan
 
 
 @triton.jit
@@ -333,61 +276,20 @@ def _resample_tile(
     COMPUTE_F64: tl.constexpr,
     WRITE_MASK: tl.constexpr,
     PROBES: tl.constexpr,
-    STAGE_S: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
+    offs_t, t_in, ia, ib, w, _, in_range, is_nan = _bracket(
+        q_ptr, q_stride_b, q_stride_t, T, t_ptr, t_stride_b, t_stride_s, n, row, t_block,
+        NUM_STEPS, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, BLOCK_T,
+    )  # fmt: skip
+    row64 = row.to(tl.int64)
     offs_d = d_block * BLOCK_D + tl.arange(0, BLOCK_D)
-    if STAGE_S > 0:
-        # the row's value block, loaded together with the queries and times: the one round
-        # trip to memory of the whole tile (the rows are then picked in registers)
-        offs_s = tl.arange(0, STAGE_S)
-        staged = tl.load(
-            v_ptr + row.to(tl.int64) * v_stride_b + offs_s.to(tl.int64)[:, None] * v_stride_s
-            + offs_d[None, :],
-            mask=(offs_s < n)[:, None] & (offs_d < D)[None, :], other=0,
-        )  # fmt: skip
-    offs_t, t_in, q = _load_queries(q_ptr, q_stride_b, q_stride_t, T, row, t_block, BLOCK_T)
-    ia, ib, w, _, in_range, is_nan = _bracket_of(
-        q, t_in, t_ptr, t_stride_b, t_stride_s, n, row, NUM_STEPS,
-        METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, STAGE_S, BLOCK_T,
-    )  # fmt: skip
-    if STAGE_S > 0:
-        tile_in = t_in[:, None] & (offs_d < D)[None, :]
-        va = tl.gather(staged, tl.broadcast_to(ia[:, None], [BLOCK_T, BLOCK_D]), 0)
-        vb = tl.gather(staged, tl.broadcast_to(ib[:, None], [BLOCK_T, BLOCK_D]), 0)
-    else:
-        va, vb, tile_in = _gather_rows(v_ptr, v_stride_b, v_stride_s, row, ia, ib, t_in, offs_d, D)
-    _finish_tile(
-        va, vb, w, in_range, is_nan, offs_t, t_in, offs_d, tile_in, T,
-        out_ptr, out_stride_b, out_stride_t, out_col, mask_ptr, row, d_block,
-        METHOD, POLICY, COMPUTE_F64, WRITE_MASK,
-    )  # fmt: skip
-
-
-@triton.jit
-def _gather_rows(v_ptr, v_stride_b, v_stride_s, row, ia, ib, t_in, offs_d, D):
-    """The two bracketing value rows of every query, in the values' dtype (contiguous loads
-    along D)."""
-    tile_in = t_in[:, None] & (offs_d < D)[None, :]
-    values_row = v_ptr + row.to(tl.int64) * v_stride_b
+    d_in = offs_d < D
+    tile_in = t_in[:, None] & d_in[None, :]
+    values_row = v_ptr + row64 * v_stride_b
     va = tl.load(values_row + ia.to(tl.int64)[:, None] * v_stride_s + offs_d[None, :], mask=tile_in)
     vb = tl.load(values_row + ib.to(tl.int64)[:, None] * v_stride_s + offs_d[None, :], mask=tile_in)
-    return va, vb, tile_in
-
-
-@triton.jit
-def _finish_tile(
-    va, vb, w, in_range, is_nan, offs_t, t_in, offs_d, tile_in, T,
-    out_ptr, out_stride_b, out_stride_t, out_col, mask_ptr, row, d_block,
-    METHOD: tl.constexpr,
-    POLICY: tl.constexpr,
-    COMPUTE_F64: tl.constexpr,
-    WRITE_MASK: tl.constexpr,
-):  # fmt: skip
-    """Blend the two rows, apply the NaN rules and store the tile (and the mask, once per row
-    block of queries)."""
-    row64 = row.to(tl.int64)
     if COMPUTE_F64:
         va = va.to(tl.float64)
         vb = vb.to(tl.float64)
@@ -427,20 +329,11 @@ def _finish_tile(
 
 
 @triton.jit
-def _row_length(lengths_ptr, row, S, HAS_LENGTHS: tl.constexpr):
-    if HAS_LENGTHS:
-        # clamp keeps memory safe when checks were skipped (assume_sorted=True)
-        return tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 1), S)
-    else:
-        return S
-
-
-@triton.jit
 def _prefetch_share(base, count, part, parts, LINE: tl.constexpr):
     """Ask L2 for this program's share (``part`` of ``parts``) of the ``count`` elements at
     ``base``, one 128-byte line (``LINE`` elements) per lane. A hint with no result: the
     programs of one row fetch the whole row together while their first loads are in flight, so
-    their later dependent loads (search rounds, value rows) hit L2 instead of memory."""
+    their later dependent loads (search rounds, value rows) find it in L2 instead of memory."""
     lines = tl.cdiv(count, LINE)
     per = tl.cdiv(lines, parts)
     for start in range(0, per, 64):
@@ -452,13 +345,6 @@ def _prefetch_share(base, count, part, parts, LINE: tl.constexpr):
             "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
             "=r,l,r", [address, wanted.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1,
         )  # fmt: skip
-
-
-@triton.jit
-def _item_coords(item, num_t_blocks, num_d_blocks):
-    """(row, query block, column block) of a work item; column blocks fastest."""
-    rest = item // num_d_blocks
-    return rest // num_t_blocks, rest % num_t_blocks, item % num_d_blocks
 
 
 @triton.jit
@@ -492,7 +378,6 @@ def _stream_slot(
     HAS_LENGTHS: tl.constexpr,
     WRITE_MASK: tl.constexpr,
     PROBES: tl.constexpr,
-    STAGE_S: tl.constexpr,
     PREFETCH_V: tl.constexpr,
     PREFETCH_T: tl.constexpr,
     BLOCK_T: tl.constexpr,
@@ -504,10 +389,17 @@ def _stream_slot(
     num_t_blocks = tl.cdiv(T, BLOCK_T)
     local = pid - first_item
     if (local >= 0) & (local < B * num_t_blocks * num_d_blocks):
-        row, t_block, d_block = _item_coords(local, num_t_blocks, num_d_blocks)
-        n = _row_length(lengths_ptr, row, S, HAS_LENGTHS)
-        # PREFETCH_V / PREFETCH_T: elements per 128-byte line of contiguous value / time rows
-        # (0: no prefetch); each of the row's programs asks L2 for its share of the row
+        d_block = local % num_d_blocks
+        rest = local // num_d_blocks
+        t_block = rest % num_t_blocks
+        row = rest // num_t_blocks
+        if HAS_LENGTHS:
+            # clamp keeps memory safe when checks were skipped (assume_sorted=True)
+            n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 1), S)
+        else:
+            n = S
+        # PREFETCH_V / PREFETCH_T: elements per 128-byte line of packed value / time rows (0: no
+        # prefetch); each of the row's programs asks L2 for its share of the row
         if PREFETCH_V > 0:
             _prefetch_share(v_ptr + row.to(tl.int64) * v_stride_b, n * v_stride_s,
                             t_block * num_d_blocks + d_block, num_t_blocks * num_d_blocks,
@@ -522,8 +414,7 @@ def _stream_slot(
             t_ptr, t_stride_b, t_stride_s, n,
             out_ptr, out_stride_b, out_stride_t, out_col, D,
             mask_ptr, row, t_block, d_block, NUM_STEPS,
-            METHOD, POLICY, TIME_KIND, COMPUTE_F64, WRITE_MASK, PROBES, STAGE_S, BLOCK_T,
-            BLOCK_D,
+            METHOD, POLICY, TIME_KIND, COMPUTE_F64, WRITE_MASK, PROBES, BLOCK_T, BLOCK_D,
         )  # fmt: skip
 
 
@@ -556,28 +447,28 @@ def resample_streams_kernel(
     _stream_slot(
         pid, first0, B, q_ptr, q_stride_b, q_stride_t, T, v0, v0_sb, v0_ss, t0, t0_sb, t0_ss,
         q_ptr, S0, o0, o0_sb, o0_st, col0, D0, m0, steps0,
-        METHOD0, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, 0, BLOCK_T0,
+        METHOD0, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, BLOCK_T0,
         BLOCK_D0,
     )  # fmt: skip
     if NUM_STREAMS > 1:
         _stream_slot(
             pid, first1, B, q_ptr, q_stride_b, q_stride_t, T, v1, v1_sb, v1_ss, t1, t1_sb, t1_ss,
             q_ptr, S1, o1, o1_sb, o1_st, col1, D1, m1, steps1,
-            METHOD1, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, 0, BLOCK_T1,
+            METHOD1, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, BLOCK_T1,
             BLOCK_D1,
         )  # fmt: skip
     if NUM_STREAMS > 2:
         _stream_slot(
             pid, first2, B, q_ptr, q_stride_b, q_stride_t, T, v2, v2_sb, v2_ss, t2, t2_sb, t2_ss,
             q_ptr, S2, o2, o2_sb, o2_st, col2, D2, m2, steps2,
-            METHOD2, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, 0, BLOCK_T2,
+            METHOD2, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, BLOCK_T2,
             BLOCK_D2,
         )  # fmt: skip
     if NUM_STREAMS > 3:
         _stream_slot(
             pid, first3, B, q_ptr, q_stride_b, q_stride_t, T, v3, v3_sb, v3_ss, t3, t3_sb, t3_ss,
             q_ptr, S3, o3, o3_sb, o3_st, col3, D3, m3, steps3,
-            METHOD3, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, 0, BLOCK_T3,
+            METHOD3, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, BLOCK_T3,
             BLOCK_D3,
         )  # fmt: skip
 
@@ -593,7 +484,6 @@ def resample_kernel(
     HAS_LENGTHS: tl.constexpr,
     WRITE_MASK: tl.constexpr,
     PROBES: tl.constexpr,
-    STAGE_S: tl.constexpr,
     PREFETCH_V: tl.constexpr,
     PREFETCH_T: tl.constexpr,
     BLOCK_T: tl.constexpr,
@@ -604,80 +494,9 @@ def resample_kernel(
     _stream_slot(
         tl.program_id(0), 0, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss,
         lengths_ptr, S, o, o_sb, o_st, 0, D, m, steps,
-        METHOD, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, PROBES, STAGE_S,
+        METHOD, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, PROBES,
         PREFETCH_V, PREFETCH_T, BLOCK_T, BLOCK_D,
     )  # fmt: skip
-
-
-@triton.jit
-def resample_chunks_kernel(
-    q_ptr, q_stride_b, q_stride_t, T, B, lengths_ptr,
-    v, v_sb, v_ss, t, t_sb, t_ss, S, o, o_sb, o_st, D, m, steps, num_items, per_program,
-    METHOD: tl.constexpr,
-    POLICY: tl.constexpr,
-    TIME_KIND: tl.constexpr,
-    COMPUTE_F64: tl.constexpr,
-    HAS_LENGTHS: tl.constexpr,
-    WRITE_MASK: tl.constexpr,
-    PROBES: tl.constexpr,
-    PIPELINE: tl.constexpr,
-    BLOCK_T: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-):  # fmt: skip
-    # one stream, ``per_program`` consecutive work items per program (the same row's query
-    # blocks one after another, so its value rows stay in L1). With PIPELINE the program
-    # overlaps its dependent chains: it issues item i's value loads (its brackets found in the
-    # previous step) and item i + 2's queries, then searches item i + 1, then blends and stores
-    # item i, so the search's rounds of loads wait while value rows are in flight.
-    start = tl.program_id(0) * per_program
-    end = tl.minimum(start + per_program, num_items)
-    num_d_blocks = tl.cdiv(D, BLOCK_D)
-    num_t_blocks = tl.cdiv(T, BLOCK_T)
-    if not PIPELINE:
-        for item in range(start, end):
-            row, t_block, d_block = _item_coords(item, num_t_blocks, num_d_blocks)
-            n = _row_length(lengths_ptr, row, S, HAS_LENGTHS)
-            _resample_tile(
-                q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss, n,
-                o, o_sb, o_st, 0, D, m, row, t_block, d_block, steps,
-                METHOD, POLICY, TIME_KIND, COMPUTE_F64, WRITE_MASK, PROBES, 0, BLOCK_T, BLOCK_D,
-            )  # fmt: skip
-    else:
-        # prologue: item start searched, item start + 1's queries loaded (a block past the end
-        # keeps the pipeline's shape with every lane masked off: q_count 0)
-        row, t_block, d_block = _item_coords(start, num_t_blocks, num_d_blocks)
-        offs_t, t_in, q = _load_queries(q_ptr, q_stride_b, q_stride_t, T, row, t_block, BLOCK_T)
-        nxt = tl.minimum(start + 1, end - 1)
-        row1, t_block1, d_block1 = _item_coords(nxt, num_t_blocks, num_d_blocks)
-        offs_t1, t_in1, q1 = _load_queries(
-            q_ptr, q_stride_b, q_stride_t, tl.where(start + 1 < end, T, 0), row1, t_block1,
-            BLOCK_T,
-        )  # fmt: skip
-        ia, ib, w, _, in_range, is_nan = _bracket_of(
-            q, t_in, t, t_sb, t_ss, _row_length(lengths_ptr, row, S, HAS_LENGTHS), row, steps,
-            METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, 0, BLOCK_T,
-        )  # fmt: skip
-        offs_d = d_block * BLOCK_D + tl.arange(0, BLOCK_D)
-        for item in range(start, end):
-            va, vb, tile_in = _gather_rows(v, v_sb, v_ss, row, ia, ib, t_in, offs_d, D)
-            after = tl.minimum(item + 2, end - 1)
-            row2, t_block2, d_block2 = _item_coords(after, num_t_blocks, num_d_blocks)
-            offs_t2, t_in2, q2 = _load_queries(
-                q_ptr, q_stride_b, q_stride_t, tl.where(item + 2 < end, T, 0), row2, t_block2,
-                BLOCK_T,
-            )  # fmt: skip
-            ia1, ib1, w1, _, in_range1, is_nan1 = _bracket_of(
-                q1, t_in1, t, t_sb, t_ss, _row_length(lengths_ptr, row1, S, HAS_LENGTHS), row1,
-                steps, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, 0, BLOCK_T,
-            )  # fmt: skip
-            _finish_tile(
-                va, vb, w, in_range, is_nan, offs_t, t_in, offs_d, tile_in, T,
-                o, o_sb, o_st, 0, m, row, d_block, METHOD, POLICY, COMPUTE_F64, WRITE_MASK,
-            )  # fmt: skip
-            row, d_block, offs_t, t_in = row1, d_block1, offs_t1, t_in1
-            ia, ib, w, in_range, is_nan = ia1, ib1, w1, in_range1, is_nan1
-            offs_d = d_block * BLOCK_D + tl.arange(0, BLOCK_D)
-            row1, d_block1, offs_t1, t_in1, q1 = row2, d_block2, offs_t2, t_in2, q2
 
 
 @triton.jit
