@@ -112,6 +112,7 @@ def config_dict(config) -> dict[str, int]:
         "block_d": config.block_d,
         "num_warps": config.num_warps,
         "probes": config.probes,
+        "prefetch": int(config.prefetch),
     }
 
 
@@ -120,7 +121,8 @@ def search_name(probes: int) -> str:
 
 
 def config_name(config) -> str:
-    return f"{search_name(config.probes)} t{config.block_t} d{config.block_d} w{config.num_warps}"
+    name = f"{search_name(config.probes)} t{config.block_t} d{config.block_d} w{config.num_warps}"
+    return name + " prefetch" if config.prefetch else name
 
 
 # ----------------------------------------------------------------------------------------------
@@ -286,6 +288,29 @@ def gather_tile_grid(case: Case, search, smoke: bool) -> list[tuple[str, list, b
     return grid
 
 
+def prefetch_grid(case: Case, smoke: bool) -> list[tuple[str, list, bool]]:
+    """Stage ``prefetch`` (forward cases): the default with and without the L2 prefetch of each
+    program's share of its row, and the prefetch around the default tile and search."""
+    from dataclasses import replace
+
+    if case.kind != "fwd":
+        return []
+    (base,) = defaults(case)
+    off, on = replace(base, prefetch=False), replace(base, prefetch=True)
+    t, w = base.block_t, base.num_warps
+    picks = [off, on]
+    if not smoke:
+        picks += [replace(on, block_t=max(1, t // 2), num_warps=max(1, w // 2)),
+                  replace(on, block_t=2 * t, num_warps=2 * w), replace(on, num_warps=2 * w),
+                  replace(on, probes=8), replace(off, probes=8), replace(on, probes=2)]  # fmt: skip
+    grid, seen = [], set()
+    for config in picks:
+        if config not in seen:
+            seen.add(config)
+            grid.append((config_name(config), [config], False))
+    return grid
+
+
 def make_variant(case: Case, configs: list, separate: bool, poison: bool):
     if case.kind == "fwd":
         return resample_variant(configs[0], poison)
@@ -333,8 +358,9 @@ def time_stage(
     for name, configs, separate in grid:
         row = Row(name, stage, [config_dict(c) for c in configs])
         rows.append(row)
-        # the search stage always runs whole; tile variants only within the case's share
-        if stage != "search" and budget.case_left() < args.reserve_s:
+        # the search and prefetch stages always run whole; tile variants only within the
+        # case's share
+        if stage == "tile" and budget.case_left() < args.reserve_s:
             row.status, row.detail = "skipped", "time budget spent"
             continue
         problem_check = check_against_reference(
@@ -406,14 +432,26 @@ def sweep_case(case: Case, device, budget: Budget, args) -> dict[str, Any]:
         except Exception as exc:
             del context[name]
             notes.append(Row(name, "context", None, "error", f"{type(exc).__name__}: {exc}"[:300]))
+    if "prefetch" in args.stages and case.kind == "fwd":
+        # the floor of one launch that writes the output once (a fill, no reads): what a
+        # launch-bound shape cannot go under
+        def fill(values: torch.Tensor, times: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+            shape = (query.shape[0], query.shape[1], values.shape[2])
+            return values.new_empty(shape).fill_(0)
+
+        context["floor: fill the output"] = fill
     current = check_against_reference(case, case.problem.implementation, input_sets[0])
     if current:
         notes.append(Row("warpforge (public API)", "check", None, "wrong", current))
     rows = list(notes)
-    rows += time_stage(case, "search", search_grid(case, args.smoke), context, input_sets,
-                       budget, args)  # fmt: skip
+    if "prefetch" in args.stages and case.kind == "fwd":
+        rows += time_stage(case, "prefetch", prefetch_grid(case, args.smoke), context,
+                           input_sets, budget, args)  # fmt: skip
+    if "search" in args.stages:
+        rows += time_stage(case, "search", search_grid(case, args.smoke), context, input_sets,
+                           budget, args)  # fmt: skip
     searched = [r for r in rows if r.stage == "search" and r.config and r.median_s]
-    if searched:
+    if searched and "tile" in args.stages:
         best_search = min(searched, key=lambda r: r.median_s)
         best = with_probes(defaults(case), best_search.config[0]["probes"])
         rows += time_stage(case, "tile", tile_grid(case, best, args.smoke), context, input_sets,
@@ -503,7 +541,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="wall-clock budget (default 190 s on GPU, 120 s smoke)")  # fmt: skip
     parser.add_argument("--time-per-stage", type=float, default=None,
                         help="timing seconds per stage (default 2.5 on GPU)")  # fmt: skip
+    parser.add_argument("--stages", default="search,tile",
+                        help="comma-separated stages: search, tile, prefetch (forward cases: "
+                             "the L2 prefetch of rows, with a fill of the output as the floor)")  # fmt: skip
     args = parser.parse_args(argv)
+    args.stages = {part for part in args.stages.split(",") if part}
+    if not args.stages <= {"search", "tile", "prefetch"}:
+        parser.error(f"--stages: unknown stage in {sorted(args.stages)}")
     if args.budget_s is None:
         args.budget_s = 120.0 if args.smoke else 190.0
     if args.time_per_stage is None:

@@ -30,7 +30,8 @@ def compile_for_hopper(fn, types: dict[str, str], constants: dict, divisible: li
 
 def resample_cases(kernels) -> dict[str, str]:
     constants = {"METHOD": 0, "POLICY": 1, "TIME_KIND": 0, "COMPUTE_F64": False,
-                 "HAS_LENGTHS": True, "WRITE_MASK": True, "PROBES": 4, "BLOCK_T": 32, "BLOCK_D": 128,
+                 "HAS_LENGTHS": True, "WRITE_MASK": True, "PROBES": 4, "PREFETCH_V": 0,
+                 "PREFETCH_T": 0, "BLOCK_T": 32, "BLOCK_D": 128,
                  "q_stride_t": 1, "t_ss": 1, "v_ss": 128, "o_st": 128}  # fmt: skip
     types = {"q_ptr": "*fp32", "lengths_ptr": "*i64", "v": "*bf16", "t": "*fp32", "o": "*bf16",
              "m": "*u8"}  # fmt: skip
@@ -40,6 +41,11 @@ def resample_cases(kernels) -> dict[str, str]:
     slerp = {**constants, "METHOD": 3, "BLOCK_D": 4, "TIME_KIND": 2, "v_ss": 4, "o_st": 4}
     types64 = {**types, "q_ptr": "*i64", "t": "*i64", "v": "*fp32", "o": "*fp32"}
     out["resample_slerp_int64"] = compile_for_hopper(kernels.resample_kernel, types64, slerp, [])
+    # each program asks L2 for its share of its row before its first load
+    out["resample_prefetch"] = compile_for_hopper(
+        kernels.resample_kernel, types, {**constants, "PREFETCH_V": 64, "PREFETCH_T": 32},
+        divisible,
+    )  # fmt: skip
     backward = {"METHOD": 0, "POLICY": 2, "TIME_KIND": 1, "COMPUTE_F64": False,
                 "HAS_LENGTHS": True, "QUERY_GRAD": True, "PROBES": 2, "BLOCK_T": 32,
                 "BLOCK_D": 128}  # fmt: skip
@@ -103,6 +109,7 @@ def main() -> None:
             "atomics": len(re.findall(r"\batom\.", ptx)) + len(re.findall(r"\bred\.", ptx)),
             # acq_rel atomics compile to a GPU-wide fence and an L1 invalidation each
             "ordered_atomics": len(re.findall(r"\b(?:atom|red)\.[\w.]*acq_rel", ptx)),
+            "prefetches": len(re.findall(r"prefetch\.global\.L2", ptx)),
         }
     json.dump(summary, sys.stdout)
 

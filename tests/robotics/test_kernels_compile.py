@@ -31,12 +31,19 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, in
 
 
 def test_resample_reads_values_in_16_byte_vectors(compiled: dict) -> None:
-    assert compiled["resample_bf16"]["v4_loads"] > 0
-    assert compiled["resample_bf16"]["b16_loads"] == 0
+    for name in ("resample_bf16", "resample_prefetch"):
+        assert compiled[name]["v4_loads"] > 0, name
+        assert compiled[name]["b16_loads"] == 0, name
+
+
+def test_prefetch_variant_prefetches_and_the_default_does_not(compiled: dict) -> None:
+    assert compiled["resample_prefetch"]["prefetches"] > 0
+    assert compiled["resample_bf16"]["prefetches"] == 0
 
 
 def test_every_variant_compiled(compiled: dict) -> None:
-    expected = {"resample_bf16", "resample_slerp_int64", "resample_backward", "streams_fp64",
+    expected = {"resample_bf16", "resample_slerp_int64", "resample_prefetch", "resample_backward",
+                "streams_fp64",
                 "streams_i64", "resample_brackets", "resample_gather_grad",
                 "voxelize_010", "voxelize_101", "voxelize_200"}  # fmt: skip
     assert set(compiled) == expected

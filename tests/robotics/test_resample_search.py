@@ -299,3 +299,18 @@ def test_slerp_needs_quaternion_column_block() -> None:
     times = torch.tensor([[0.0, 1.0, 2.0]])
     with pytest.raises(ValueError, match="slerp' needs block_d == 4"):
         run_kernel(values, times, torch.rand(1, 2), LaunchConfig(8, 8, 2), method="slerp")
+
+
+def test_prefetch_is_planned_only_with_line_sizes_and_enough_queries() -> None:
+    # the launcher passes line sizes only on the GPU for packed rows; the plan then prefetches
+    # when the row's queries can touch most of it (2 T >= S), and never by default
+    from warpforge.robotics.resample import _single_plan, default_config
+
+    on = LaunchConfig(32, 128, 4, 4, prefetch=True)
+    fixed = ("linear", "clamp", torch.float32, False, False, False)
+    assert _single_plan(4, 256, 50, 128, 2, *fixed, on, (64, 32))[2]["PREFETCH_V"] == 64
+    assert _single_plan(4, 256, 50, 128, 2, *fixed, on, (0, 0))[2]["PREFETCH_V"] == 0
+    sparse = _single_plan(4, 10, 50, 128, 2, *fixed, on, (64, 32))[2]
+    assert sparse["PREFETCH_V"] == 0 and sparse["PREFETCH_T"] == 0
+    assert _single_plan(4, 256, 50, 128, 2, *fixed, None, (64, 32))[2]["PREFETCH_V"] == 0
+    assert not default_config(1000, 64, 2, "linear").prefetch

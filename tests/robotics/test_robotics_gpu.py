@@ -186,7 +186,9 @@ def test_every_search_and_tile_gives_identical_bits_on_cuda(kind: str) -> None:
     values, times, query = values.to(CUDA), times.contiguous().to(CUDA), query.to(CUDA)
     outs = []
     for config in [LaunchConfig(64, 64, 4, 0), LaunchConfig(64, 64, 4, 2), LaunchConfig(16, 64, 4, 4),
-                   LaunchConfig(256, 32, 8, 4), LaunchConfig(1, 64, 1, 3)]:  # fmt: skip
+                   LaunchConfig(256, 32, 8, 4), LaunchConfig(1, 64, 1, 3),
+                   LaunchConfig(16, 64, 4, 4, prefetch=True),
+                   LaunchConfig(64, 32, 2, 0, prefetch=True)]:  # fmt: skip
         out = torch.full((rows, queries, width), float("nan"), dtype=values.dtype, device=CUDA)
         launch_single(values, times, query, None, out, None, "linear", "extrapolate", config)
         outs.append(out)

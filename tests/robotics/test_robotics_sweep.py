@@ -38,3 +38,25 @@ def test_sweep_smoke_run_writes_a_checked_report(tmp_path: Path) -> None:
         assert searches <= variants, case["case"]
         assert any(r["stage"] == "tile" and r["config"] and r["median_us"] for r in rows)
         assert case["best_variant"] in variants
+
+
+def test_sweep_prefetch_stage_checks_every_variant(tmp_path: Path) -> None:
+    # on the CPU the prefetch is planned away (no inline PTX in the interpreter): the stage still
+    # checks each variant against float64 and times it next to the fill floor
+    env = {**os.environ, "TRITON_INTERPRET": "1", "WARPFORGE_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"),
+                                                        os.environ.get("PYTHONPATH")]))}  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "robotics_sweep.py"), "--smoke", "--out",
+         str(tmp_path), "--stages", "prefetch", "--only", "resample.fwd"], env=env,
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = json.loads((tmp_path / "robotics-sweep.json").read_text())
+    assert {case["kind"] for case in report["cases"]} == {"fwd"}
+    for case in report["cases"]:
+        rows = [r for r in case["rows"] if r["stage"] == "prefetch"]
+        timed = [r for r in rows if r["config"]]
+        assert timed and all(r["status"] == "ok" and r["median_us"] for r in timed), rows
+        assert {r["config"][0]["prefetch"] for r in timed} == {0, 1}
+        assert any(r["variant"] == "floor: fill the output" and r["median_us"] for r in rows)

@@ -341,12 +341,20 @@ class LaunchConfig:
     loads per query), ``probes >= 2`` the guided search that interpolates a guess and reads that
     many consecutive times around it per round (one round on a uniform clock). Every choice gives
     the same results; only the speed differs.
+
+    ``prefetch`` (single-stream launches on the GPU, when a row's queries can touch most of it,
+    2 T >= S, and its values and times are packed): each program first asks L2 for its share of
+    its row (``prefetch.global.L2``), so the search rounds and value gathers after the queries'
+    load find the row in L2. Off by default: on the H100 it gained 6% at (1024, 1000 -> 2000, 32)
+    fp32 and nothing or a little less on the other issue shapes (benchmarks/results/
+    robotics-robo-sweep-prefetch-2026-11-24-h100.json).
     """
 
     block_t: int
     block_d: int
     num_warps: int
     probes: int = GUIDED_PROBES
+    prefetch: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_t", "block_d", "num_warps"):
@@ -418,6 +426,7 @@ def _single_plan(
     has_lengths: bool,
     write_mask: bool,
     config: LaunchConfig | None,
+    prefetch_lines: tuple[int, int] = (0, 0),
 ) -> tuple[tuple[int], int, dict[str, object]]:
     """Grid, search steps and constexprs of one single-stream launch, cached: the small shapes
     are bound by host work per call."""
@@ -438,6 +447,8 @@ def _single_plan(
         "BLOCK_D": block_d,
         "num_warps": config.num_warps,
     }
+    prefetch = config.prefetch and 2 * queries >= samples
+    kwargs["PREFETCH_V"], kwargs["PREFETCH_T"] = prefetch_lines if prefetch else (0, 0)
     grid = (_num_items(batch, queries, width, block_t, block_d),)
     return grid, samples.bit_length(), kwargs
 
@@ -462,9 +473,22 @@ def launch_single(
     ``config`` overrides :func:`default_config` (benchmarks/robotics_sweep.py compares choices)."""
     batch, samples, width = values.shape
     queries = query.shape[1]
+    # a prefetch asks for whole rows: only rows packed in memory, and only on the GPU (the
+    # interpreter runs no inline PTX); elements per 128-byte line of values and of times
+    # (checked only when asked for: the default path keeps its host work per call)
+    prefetch_lines = (0, 0)
+    if (
+        config is not None
+        and config.prefetch
+        and values.is_cuda
+        and values.stride(1) == width
+        and times.stride(1) == 1
+    ):
+        prefetch_lines = (128 // values.element_size(), 128 // times.element_size())
     grid, steps, kwargs = _single_plan(
         batch, queries, samples, width, values.element_size(), method, out_of_range,
         query.dtype, values.dtype == torch.float64, lengths is not None, mask is not None, config,
+        prefetch_lines,
     )  # fmt: skip
     _kernels().resample_kernel[grid](
         query, query.stride(0), query.stride(1), queries, batch,

@@ -329,6 +329,25 @@ def _resample_tile(
 
 
 @triton.jit
+def _prefetch_share(base, count, part, parts, LINE: tl.constexpr):
+    """Ask L2 for this program's share (``part`` of ``parts``) of the ``count`` elements at
+    ``base``, one 128-byte line (``LINE`` elements) per lane. A hint with no result: the
+    programs of one row fetch the whole row together while their first loads are in flight, so
+    their later dependent loads (search rounds, value rows) find it in L2 instead of memory."""
+    lines = tl.cdiv(count, LINE)
+    per = tl.cdiv(lines, parts)
+    for start in range(0, per, 64):
+        lane = start + tl.arange(0, 64)
+        line = part * per + lane
+        wanted = (lane < per) & (line < lines)
+        address = (base + line.to(tl.int64) * LINE).to(tl.int64, bitcast=True)
+        tl.inline_asm_elementwise(
+            "{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
+            "=r,l,r", [address, wanted.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1,
+        )  # fmt: skip
+
+
+@triton.jit
 def _stream_slot(
     pid,
     first_item,
@@ -359,6 +378,8 @@ def _stream_slot(
     HAS_LENGTHS: tl.constexpr,
     WRITE_MASK: tl.constexpr,
     PROBES: tl.constexpr,
+    PREFETCH_V: tl.constexpr,
+    PREFETCH_T: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
@@ -377,6 +398,16 @@ def _stream_slot(
             n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 1), S)
         else:
             n = S
+        # PREFETCH_V / PREFETCH_T: elements per 128-byte line of packed value / time rows (0: no
+        # prefetch); each of the row's programs asks L2 for its share of the row
+        if PREFETCH_V > 0:
+            _prefetch_share(v_ptr + row.to(tl.int64) * v_stride_b, n * v_stride_s,
+                            t_block * num_d_blocks + d_block, num_t_blocks * num_d_blocks,
+                            PREFETCH_V)  # fmt: skip
+        if PREFETCH_T > 0:
+            _prefetch_share(t_ptr + row.to(tl.int64) * t_stride_b, n,
+                            t_block * num_d_blocks + d_block, num_t_blocks * num_d_blocks,
+                            PREFETCH_T)  # fmt: skip
         _resample_tile(
             q_ptr, q_stride_b, q_stride_t, T,
             v_ptr, v_stride_b, v_stride_s,
@@ -416,28 +447,28 @@ def resample_streams_kernel(
     _stream_slot(
         pid, first0, B, q_ptr, q_stride_b, q_stride_t, T, v0, v0_sb, v0_ss, t0, t0_sb, t0_ss,
         q_ptr, S0, o0, o0_sb, o0_st, col0, D0, m0, steps0,
-        METHOD0, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, BLOCK_T0,
+        METHOD0, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, BLOCK_T0,
         BLOCK_D0,
     )  # fmt: skip
     if NUM_STREAMS > 1:
         _stream_slot(
             pid, first1, B, q_ptr, q_stride_b, q_stride_t, T, v1, v1_sb, v1_ss, t1, t1_sb, t1_ss,
             q_ptr, S1, o1, o1_sb, o1_st, col1, D1, m1, steps1,
-            METHOD1, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, BLOCK_T1,
+            METHOD1, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, BLOCK_T1,
             BLOCK_D1,
         )  # fmt: skip
     if NUM_STREAMS > 2:
         _stream_slot(
             pid, first2, B, q_ptr, q_stride_b, q_stride_t, T, v2, v2_sb, v2_ss, t2, t2_sb, t2_ss,
             q_ptr, S2, o2, o2_sb, o2_st, col2, D2, m2, steps2,
-            METHOD2, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, BLOCK_T2,
+            METHOD2, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, BLOCK_T2,
             BLOCK_D2,
         )  # fmt: skip
     if NUM_STREAMS > 3:
         _stream_slot(
             pid, first3, B, q_ptr, q_stride_b, q_stride_t, T, v3, v3_sb, v3_ss, t3, t3_sb, t3_ss,
             q_ptr, S3, o3, o3_sb, o3_st, col3, D3, m3, steps3,
-            METHOD3, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, BLOCK_T3,
+            METHOD3, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, BLOCK_T3,
             BLOCK_D3,
         )  # fmt: skip
 
@@ -453,6 +484,8 @@ def resample_kernel(
     HAS_LENGTHS: tl.constexpr,
     WRITE_MASK: tl.constexpr,
     PROBES: tl.constexpr,
+    PREFETCH_V: tl.constexpr,
+    PREFETCH_T: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):  # fmt: skip
@@ -461,7 +494,8 @@ def resample_kernel(
     _stream_slot(
         tl.program_id(0), 0, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss,
         lengths_ptr, S, o, o_sb, o_st, 0, D, m, steps,
-        METHOD, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, PROBES, BLOCK_T, BLOCK_D,
+        METHOD, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, PROBES,
+        PREFETCH_V, PREFETCH_T, BLOCK_T, BLOCK_D,
     )  # fmt: skip
 
 
