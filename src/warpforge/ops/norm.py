@@ -383,6 +383,12 @@ def layer_norm_bwd_split_launch(element_size: int) -> dict[str, int | bool]:
     return {"block": 2048, "num_warps": 4, "programs_per_sm": 4, "prefetch": element_size < 4}
 
 
+def layer_norm_bwd_lag(element_size: int) -> int | None:
+    """Rows by which the default split launch writes dx late (``layer_norm_bwd_lag_kernel``),
+    or None for ``layer_norm_bwd_split_kernel``."""
+    return None
+
+
 @functools.lru_cache(maxsize=1024)
 def layer_norm_bwd_split_plan(
     M: int, N: int, element_size: int, device: torch.device | str
@@ -443,6 +449,55 @@ def _layer_norm_split_backward(
     return dx, dw, db
 
 
+def _layer_norm_lag_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight_grad: bool,
+    bias_grad: bool,
+    plan: SplitRowPlan,
+    lag: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, dweight, dbias) of a (M, N) LayerNorm from ``layer_norm_bwd_lag_kernel`` (the
+    split launch ``plan``, dx written ``lag`` rows late from an L2 re-read) and the partial-sum
+    kernel (dweight/dbias empty when not asked for)."""
+    from warpforge.ops._kernels import norm as kernels
+
+    M, N = x.shape
+    x, dy = as_rows(x), as_rows(dy)
+    dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    wdtype = weight.dtype if weight is not None else x.dtype
+    dw = torch.empty((N,) if weight_grad else (0,), dtype=wdtype, device=x.device)
+    db = torch.empty((N,) if bias_grad else (0,), dtype=wdtype, device=x.device)
+    slots = plan.programs // plan.chunks
+    # every slot owns at least one row, so each of its chunks writes its partial columns
+    dw_partial = torch.empty((slots, N) if weight_grad else (1,), dtype=torch.float32,
+                             device=x.device)  # fmt: skip
+    db_partial = torch.empty((slots, N) if bias_grad else (1,), dtype=torch.float32,
+                             device=x.device)  # fmt: skip
+    # each chunk's two sums as one int64 word, all bits set until written (the kernel's flag)
+    sums = torch.full((M * plan.chunks_pow2,), -1, dtype=torch.int64, device=x.device)
+    with kernel_device(x):
+        for stage in plan.stages():
+            kernels.layer_norm_bwd_lag_kernel[(plan.programs,)](
+                dy, x, weight.contiguous() if weight is not None else x, mean, rstd, dx,
+                dw_partial, db_partial, sums, dy.stride(0), x.stride(0), dx.stride(0), M, N,
+                HAS_WEIGHT=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
+                BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, LAG=lag, STAGE=stage,
+                **plan.launch_options(),
+            )  # fmt: skip
+        if weight_grad or bias_grad:
+            first = (dw_partial, dw) if weight_grad else (db_partial, db)
+            grid = (cdiv(N, _PARTIAL_BLOCK_N), int(weight_grad) + int(bias_grad))
+            block_p = min(_PARTIAL_MAX_BLOCK_P, next_power_of_2(slots))
+            kernels.partial_sum_kernel[grid](
+                *first, db_partial, db, slots, N, BLOCK_P=block_p, BLOCK_N=_PARTIAL_BLOCK_N
+            )
+    return dx, dw, db
+
+
 def layer_norm_backward(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -452,17 +507,25 @@ def layer_norm_backward(
     weight_grad: bool,
     bias_grad: bool,
     split: SplitRowPlan | None = None,
+    lag: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) of a (M, N) LayerNorm: wide rows split over programs
     (:func:`layer_norm_bwd_split_plan`), others through :func:`_norm_backward`. ``split``
-    forces a split launch (tests, benchmark sweeps)."""
+    forces a split launch (tests, benchmark sweeps): with ``lag`` (>= 0) through
+    ``layer_norm_bwd_lag_kernel``, else ``layer_norm_bwd_split_kernel``."""
     M, N = x.shape
     if split is not None and split.programs // split.chunks > M:
         # a slot without rows would leave its partial rows unwritten (they are not zeroed)
         raise ValueError(f"split: expected a plan of at most {M} slots (rows), got {split}")
+    if lag is not None and (split is None or lag < 0):
+        raise ValueError(f"lag: expected an int >= 0 with a split plan, got {lag!r}")
     if M and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
         if split is None:
             split = layer_norm_bwd_split_plan(M, N, x.element_size(), x.device)
+            lag = layer_norm_bwd_lag(x.element_size())
+        if split is not None and lag is not None:
+            return _layer_norm_lag_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
+                                            split, lag)  # fmt: skip
         if split is not None:
             return _layer_norm_split_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
                                               split)  # fmt: skip

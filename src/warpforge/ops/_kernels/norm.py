@@ -15,6 +15,8 @@ row is only scaled by its reciprocal root mean square (RMSNorm). Statistics are 
 * ``layer_norm_bwd_split_kernel``: LayerNorm backward with a wide row split over several
   programs that meet through a per-row counter (``warpforge.ops._split_rows``), so each keeps
   only its column slice of the row and of the dweight/dbias partials in registers.
+* ``layer_norm_bwd_lag_kernel``: the same split, with dx written a few rows late from an L2
+  re-read, so no program ever waits for a row's other programs while they work on it.
 
 Row offsets are computed in int64 so operands larger than 2**31 elements address correctly.
 """
@@ -625,6 +627,167 @@ def layer_norm_bwd_split_kernel(
             _write_dx(DX, row, stride_dx, cols, mask, partial, parts, chunks, N, xhat, wdy, rstd,
                       CHUNKS_POW2)  # fmt: skip
     if STAGE != 1:
+        if WEIGHT_GRAD:
+            tl.store(DW_PARTIAL + slot.to(tl.int64) * N + cols, dw_acc, mask=mask)
+        if BIAS_GRAD:
+            tl.store(DB_PARTIAL + slot.to(tl.int64) * N + cols, db_acc, mask=mask)
+
+
+_UNPUBLISHED = tl.constexpr(-1)
+"""A chunk's slot of the ``layer_norm_bwd_lag_kernel`` sums before its program writes it: all
+bits set, a NaN pattern in both halves that :func:`_pack_sums` never writes (it writes NaN sums
+as the canonical NaN)."""
+
+
+@triton.jit
+def _pack_sums(s1, s2):
+    """Two fp32 sums in one int64 (s1 in the low half), NaN canonicalised: one 8-byte write
+    carries the value and, by differing from ``_UNPUBLISHED``, the news that it was written."""
+    s1 = tl.where(s1 == s1, s1, float("nan"))
+    s2 = tl.where(s2 == s2, s2, float("nan"))
+    lo = s1.to(tl.uint32, bitcast=True).to(tl.uint64)
+    hi = s2.to(tl.uint32, bitcast=True).to(tl.uint64)
+    return (lo | (hi << 32)).to(tl.int64, bitcast=True)
+
+
+@triton.jit
+def _unpacked_sums(packed, N):
+    """The row's two sums over its chunks, each divided by N, from the chunks' packed words
+    (masked-off words read as 0: both halves +0.0)."""
+    lo = (packed & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)
+    hi = ((packed >> 32) & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)
+    return tl.sum(lo, axis=0) / N, tl.sum(hi, axis=0) / N
+
+
+@triton.jit
+def _load_chunk(ptr, mask, KEEP: tl.constexpr):
+    """One chunk of x or dy; ``KEEP`` asks L2 to hold it for the lagged re-read."""
+    if KEEP:
+        return tl.load(ptr, mask=mask, other=0.0, eviction_policy="evict_last")
+    return tl.load(ptr, mask=mask, other=0.0)
+
+
+@triton.jit
+def layer_norm_bwd_lag_kernel(
+    DY,
+    X,
+    W,
+    MEAN,
+    RSTD,
+    DX,
+    DW_PARTIAL,
+    DB_PARTIAL,
+    SUMS,
+    stride_dy,
+    stride_x,
+    stride_dx,
+    M,
+    N,
+    HAS_WEIGHT: tl.constexpr,
+    WEIGHT_GRAD: tl.constexpr,
+    BIAS_GRAD: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    LAG: tl.constexpr,
+    STAGE: tl.constexpr,
+):
+    """LayerNorm backward with each row split over ``cdiv(N, BLOCK_N)`` programs, as
+    ``layer_norm_bwd_split_kernel`` (same program-to-chunk mapping, same ``[slots, N]``
+    dweight/dbias partials), without waiting for a row's other programs while they work on it.
+
+    dweight and dbias need only the forward's mean and rstd, so a program accumulates them, and
+    publishes its chunk's two sums, as soon as it has read a row (phase A). dx needs every
+    chunk's sums: with ``LAG`` > 0 it is written ``LAG`` rows later (phase B), from a second
+    read of x and dy that the first asked L2 to keep (slots x (LAG + 1) rows in flight: 8 MB
+    at 4096 x 16384 bf16), by when the other programs have long published that row; with
+    ``LAG`` = 0 right after phase A from the registers, waiting as the split kernel does.
+
+    No counter and no fence: each chunk writes its two sums as one 8-byte word into
+    ``SUMS[row, chunk]`` (int64, filled with ``_UNPUBLISHED`` by the caller), and phase B polls
+    the row's words (volatile loads) until none is unpublished; the word is its own flag. Like
+    the split kernel this terminates only when all programs of a row are resident at once.
+    STAGE 1 / 2 (the interpreter): phase A over all rows, then phase B from a second read.
+    """
+    pid = tl.program_id(0)
+    chunks = tl.cdiv(N, BLOCK_N)
+    chunk = pid % chunks
+    slot = pid // chunks
+    slots = tl.num_programs(0) // chunks
+    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = cols < N
+    parts = tl.arange(0, CHUNKS_POW2)
+    dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    first = slot.to(tl.int64)
+    rows_here = tl.cdiv(M - slot, slots)
+    if STAGE == 0:
+        iterations = rows_here + LAG
+    else:
+        iterations = rows_here
+    for i in range(0, iterations):
+        # phase A: row i of this slot (reads past the last row are masked off)
+        row_a = first + i * slots
+        valid_a = i < rows_here
+        mask_a = cols < tl.where(valid_a, N, 0)
+        if STAGE != 2:
+            x_a = _load_chunk(X + row_a * stride_x + cols, mask_a, LAG > 0)
+            dy_a = _load_chunk(DY + row_a * stride_dy + cols, mask_a, LAG > 0)
+        # phase B: row i - LAG (STAGE 2: row i), re-read while phase A computes
+        if STAGE == 2:
+            i_b = i
+        else:
+            i_b = i - LAG
+        row_b = first + i_b * slots
+        valid_b = (i_b >= 0) & (i_b < rows_here)
+        mask_b = cols < tl.where(valid_b, N, 0)
+        words = SUMS + row_b * CHUNKS_POW2 + parts
+        words_mask = parts < tl.where(valid_b, chunks, 0)
+        if STAGE == 2 or (STAGE == 0 and LAG > 0):
+            x_b = tl.load(X + row_b * stride_x + cols, mask=mask_b, other=0.0,
+                          eviction_policy="evict_first")  # fmt: skip
+            dy_b = tl.load(DY + row_b * stride_dy + cols, mask=mask_b, other=0.0,
+                           eviction_policy="evict_first")  # fmt: skip
+            packed = tl.load(words, mask=words_mask, other=0, volatile=True)
+        if STAGE != 2:
+            # past the last row (the lag's tail) any row's statistics do: nothing is stored
+            mean_a = tl.load(MEAN + tl.minimum(row_a, M - 1))
+            rstd_a = tl.load(RSTD + tl.minimum(row_a, M - 1))
+            xhat_a = tl.where(mask_a, (x_a.to(tl.float32) - mean_a) * rstd_a, 0.0)
+            dy_a = dy_a.to(tl.float32)
+            if HAS_WEIGHT:
+                wdy_a = dy_a * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+            else:
+                wdy_a = dy_a
+            s1, s2 = _sum_pair(xhat_a * wdy_a, wdy_a, 0)
+            word = SUMS + row_a * CHUNKS_POW2 + chunk
+            if STAGE == 0:
+                tl.atomic_xchg(word, _pack_sums(s1, s2), mask=valid_a, sem="relaxed")
+            else:  # every row of the loop is valid without the lag
+                tl.store(word, _pack_sums(s1, s2))
+            if WEIGHT_GRAD:
+                dw_acc += dy_a * xhat_a
+            if BIAS_GRAD:
+                db_acc += dy_a
+        if STAGE != 1:
+            if STAGE == 0 and LAG == 0:
+                packed = tl.load(words, mask=words_mask, other=0, volatile=True)
+            while tl.max((packed == _UNPUBLISHED).to(tl.int32), axis=0) > 0:
+                packed = tl.load(words, mask=words_mask, other=0, volatile=True)
+            c1, c2 = _unpacked_sums(packed, N)
+            if STAGE == 0 and LAG == 0:
+                xhat_b, wdy_b, rstd_b = xhat_a, wdy_a, rstd_a
+            else:
+                mean_b = tl.load(MEAN + tl.maximum(row_b, 0))  # before the first: as above
+                rstd_b = tl.load(RSTD + tl.maximum(row_b, 0))
+                xhat_b = tl.where(mask_b, (x_b.to(tl.float32) - mean_b) * rstd_b, 0.0)
+                if HAS_WEIGHT:
+                    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+                    wdy_b = dy_b.to(tl.float32) * w
+                else:
+                    wdy_b = dy_b.to(tl.float32)
+            dx = (wdy_b - xhat_b * c1 - c2) * rstd_b
+            tl.store(DX + row_b * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=mask_b)
+    if STAGE != 2:
         if WEIGHT_GRAD:
             tl.store(DW_PARTIAL + slot.to(tl.int64) * N + cols, dw_acc, mask=mask)
         if BIAS_GRAD:
