@@ -139,6 +139,14 @@ COMPILE_ALL = textwrap.dedent(
         stack = spilled_bytes(nk.layer_norm_bwd_split_kernel, types, flags,
                               aligned=("stride_dy", "stride_x", "stride_dx", "N"), **plan.launch_options())
         assert stack == 0, f"split LayerNorm backward spills {stack} bytes under its register cap ({dt})"
+        lag, lag_rows = norm.layer_norm_bwd_lag(tdt.itemsize)
+        if lag is not None:
+            types = {k: v for k, v in types.items() if k not in ("PARTIALS", "ARRIVALS")}
+            flags = dict(HAS_WEIGHT=True, WEIGHT_GRAD=True, BIAS_GRAD=True, ROWS=lag_rows, BLOCK_N=plan.block,
+                         CHUNKS_POW2=plan.chunks_pow2, LAG=lag, STAGE=0)
+            stack = spilled_bytes(nk.layer_norm_bwd_lag_kernel, dict(types, SUMS="*i64"), flags,
+                                  aligned=("stride_dy", "stride_x", "stride_dx", "N"), **plan.launch_options())
+            assert stack == 0, f"lagged LayerNorm backward spills {stack} bytes under its register cap ({dt})"
     print("compiled-all")
     """
 )

@@ -379,14 +379,21 @@ def layer_norm_bwd_split_launch(element_size: int) -> dict[str, int | bool]:
     partials take cap the elements a program holds per wait, so halving the bytes an element
     costs does not halve the time. Publishing the next row's sums before waiting (x and dy of
     two rows in registers) and pausing between polls (``nanosleep``) measured no better and
-    were removed."""
-    return {"block": 2048, "num_warps": 4, "programs_per_sm": 4, "prefetch": element_size < 4}
+    were removed.
+
+    Since then the launch runs ``layer_norm_bwd_lag_kernel`` (:func:`layer_norm_bwd_lag`), which
+    never waits on a row in flight: 2-byte rows in 1024-column chunks of 4 warps, eight an SM
+    (64 registers, no spill), 4-byte rows in 2048-column chunks of 8 warps, two an SM."""
+    if element_size < 4:
+        return {"block": 1024, "num_warps": 4, "programs_per_sm": 8, "prefetch": False}
+    return {"block": 2048, "num_warps": 8, "programs_per_sm": 2, "prefetch": False}
 
 
-def layer_norm_bwd_lag(element_size: int) -> int | None:
-    """Rows by which the default split launch writes dx late (``layer_norm_bwd_lag_kernel``),
-    or None for ``layer_norm_bwd_split_kernel``."""
-    return None
+def layer_norm_bwd_lag(element_size: int) -> tuple[int | None, int]:
+    """(lag, rows a group) of the default split launch: dx written ``lag`` groups late by
+    ``layer_norm_bwd_lag_kernel`` from an L2 re-read, or lag None for
+    ``layer_norm_bwd_split_kernel``."""
+    return 1, 1
 
 
 @functools.lru_cache(maxsize=1024)
@@ -459,10 +466,11 @@ def _layer_norm_lag_backward(
     bias_grad: bool,
     plan: SplitRowPlan,
     lag: int,
+    rows: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) of a (M, N) LayerNorm from ``layer_norm_bwd_lag_kernel`` (the
-    split launch ``plan``, dx written ``lag`` rows late from an L2 re-read) and the partial-sum
-    kernel (dweight/dbias empty when not asked for)."""
+    split launch ``plan`` over groups of ``rows`` rows, dx written ``lag`` groups late from an
+    L2 re-read) and the partial-sum kernel (dweight/dbias empty when not asked for)."""
     from warpforge.ops._kernels import norm as kernels
 
     M, N = x.shape
@@ -472,11 +480,11 @@ def _layer_norm_lag_backward(
     dw = torch.empty((N,) if weight_grad else (0,), dtype=wdtype, device=x.device)
     db = torch.empty((N,) if bias_grad else (0,), dtype=wdtype, device=x.device)
     slots = plan.programs // plan.chunks
-    # every slot owns at least one row, so each of its chunks writes its partial columns
-    dw_partial = torch.empty((slots, N) if weight_grad else (1,), dtype=torch.float32,
-                             device=x.device)  # fmt: skip
-    db_partial = torch.empty((slots, N) if bias_grad else (1,), dtype=torch.float32,
-                             device=x.device)  # fmt: skip
+    # a slot that owns a group writes its partial columns; one without (more slots than
+    # groups of rows) adds zeros
+    alloc = torch.empty if slots <= cdiv(M, rows) else torch.zeros
+    dw_partial = alloc((slots, N) if weight_grad else (1,), dtype=torch.float32, device=x.device)
+    db_partial = alloc((slots, N) if bias_grad else (1,), dtype=torch.float32, device=x.device)
     # each chunk's two sums as one int64 word, all bits set until written (the kernel's flag)
     sums = torch.full((M * plan.chunks_pow2,), -1, dtype=torch.int64, device=x.device)
     with kernel_device(x):
@@ -485,7 +493,7 @@ def _layer_norm_lag_backward(
                 dy, x, weight.contiguous() if weight is not None else x, mean, rstd, dx,
                 dw_partial, db_partial, sums, dy.stride(0), x.stride(0), dx.stride(0), M, N,
                 HAS_WEIGHT=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
-                BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, LAG=lag, STAGE=stage,
+                ROWS=rows, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, LAG=lag, STAGE=stage,
                 **plan.launch_options(),
             )  # fmt: skip
         if weight_grad or bias_grad:
@@ -508,24 +516,28 @@ def layer_norm_backward(
     bias_grad: bool,
     split: SplitRowPlan | None = None,
     lag: int | None = None,
+    lag_rows: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) of a (M, N) LayerNorm: wide rows split over programs
     (:func:`layer_norm_bwd_split_plan`), others through :func:`_norm_backward`. ``split``
     forces a split launch (tests, benchmark sweeps): with ``lag`` (>= 0) through
-    ``layer_norm_bwd_lag_kernel``, else ``layer_norm_bwd_split_kernel``."""
+    ``layer_norm_bwd_lag_kernel`` over groups of ``lag_rows`` rows (a power of 2), else
+    ``layer_norm_bwd_split_kernel``."""
     M, N = x.shape
     if split is not None and split.programs // split.chunks > M:
         # a slot without rows would leave its partial rows unwritten (they are not zeroed)
         raise ValueError(f"split: expected a plan of at most {M} slots (rows), got {split}")
     if lag is not None and (split is None or lag < 0):
         raise ValueError(f"lag: expected an int >= 0 with a split plan, got {lag!r}")
+    if lag_rows < 1 or lag_rows & (lag_rows - 1):
+        raise ValueError(f"lag_rows: expected a power of 2, got {lag_rows!r}")
     if M and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
         if split is None:
             split = layer_norm_bwd_split_plan(M, N, x.element_size(), x.device)
-            lag = layer_norm_bwd_lag(x.element_size())
+            lag, lag_rows = layer_norm_bwd_lag(x.element_size())
         if split is not None and lag is not None:
             return _layer_norm_lag_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
-                                            split, lag)  # fmt: skip
+                                            split, lag, lag_rows)  # fmt: skip
         if split is not None:
             return _layer_norm_split_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
                                               split)  # fmt: skip
