@@ -3,8 +3,6 @@ backward, on the Triton interpreter (CPU) or the GPU; bf16/compile/graphs/huge i
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 import torch
 import triton
@@ -901,21 +899,24 @@ def test_pack_sums_never_writes_the_unpublished_flag(device):
     ("block", "warps", "per_sm", "lag", "rows"),
     [(2048, 4, 4, 0, 1), (2048, 4, 4, 1, 1), (2048, 8, 2, 1, 1), (1024, 4, 8, 1, 1),
      (1024, 4, 8, 2, 1), (2048, 8, 4, 1, 1), (4096, 16, 2, 1, 1), (1024, 4, 4, 1, 2),
-     (2048, 8, 2, 1, 2)],
+     (2048, 8, 2, 1, 2), (512, 2, 16, 1, 1), (512, 2, 16, 2, 1), (256, 1, 32, 1, 1)],
     ids=str,
 )  # fmt: skip
 def test_gpu_layer_norm_lag_backward_launches(block, warps, per_sm, lag, rows, dtype):
     """Launches of the lagged kernel the sweep times against float64 on ragged shapes (one row,
-    rows not a multiple of the slots, a width not a multiple of the chunk), bitwise the same on
-    a second run (no atomics in any sum)."""
+    rows not a multiple of the slots, a width not a multiple of the chunk, more than 32 or 64
+    chunks a row, whose flag words spread over several warps), bitwise the same on a second
+    run (no atomics in any sum; NaN, from a word read before its chunk published it, fails)."""
     from warpforge.ops._split_rows import split_row_plan
 
     tol = 1e-4 if dtype == torch.float32 else 5e-2
-    for m, n in ((1, 16384), (257, 16411), (2000, 8192), (4096, 16384)):
+    for m, n in ((1, 16384), (257, 16411), (2000, 8192), (4096, 16384), (300, 40000)):
         x = randn(m, n, dtype=dtype, device="cuda") * 3 + 2
         w, dy = randn(n, dtype=dtype, device="cuda"), randn(m, n, dtype=dtype, device="cuda")
         mean, rstd = _forward_stats(x)
         plan = split_row_plan(m, n, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm)
+        if plan is None:  # a row needs more programs than the GPU holds at once
+            continue
         got = norm_module.layer_norm_backward(dy, x, w, mean, rstd, True, True, plan, lag, rows)
         again = norm_module.layer_norm_backward(dy, x, w, mean, rstd, True, True, plan, lag, rows)
         want = _layer_norm_grads64(x, w, torch.zeros_like(w), dy)
@@ -944,90 +945,3 @@ def test_gpu_layer_norm_lag_backward_non_finite_rows_terminate():
     finite = dx.isfinite().all(dim=1)
     assert not finite[5] and not finite[9]
     assert finite[[r for r in range(m) if r not in (5, 9)]].all()
-
-
-# --------------------------------------------------------------------------- LayerNorm staged split
-
-
-@pytest.mark.parametrize(
-    ("m", "n", "block", "staged"),
-    [(1, 1, 16, (2, 1, 2)), (7, 257, 64, (2, 0, 2)), (7, 257, 64, (4, 1, 3)),
-     (9, 300, 128, (2, 1, 2)), (5, 4099, 1024, (8, 1, 2)), (13, 97, 32, (4, 0, 3))],
-    ids=str,
-)  # fmt: skip
-@pytest.mark.parametrize("affine", ["weight+bias", "weight", "bias", "none"])
-def test_layer_norm_staged_backward(m, n, block, staged, affine, device, cpu_float_dtypes,
-                                    poison_outputs):  # fmt: skip
-    """``layer_norm_bwd_staged_kernel`` (forced plans: several chunks a row, more rows than
-    slots, blocks of rows past a slot's last row, a ragged last chunk) against float64: dx,
-    dweight, dbias, every element written (poisoned outputs)."""
-    from warpforge.ops._split_rows import split_row_plan
-
-    for dtype in cpu_float_dtypes:
-        x = randn(m, n, dtype=dtype, device=device) * 3 + 2
-        w = randn(n, dtype=dtype, device=device) if "weight" in affine else None
-        b = randn(n, dtype=dtype, device=device) if "bias" in affine else None
-        dy = randn(m, n, dtype=dtype, device=device)
-        mean, rstd = _forward_stats(x)
-        plan = split_row_plan(m, n, device, block=block, num_warps=4)
-        dx, dw, db = norm_module.layer_norm_backward(
-            dy, x, w, mean, rstd, w is not None, b is not None, split=plan, staged=staged
-        )
-        want = _layer_norm_grads64(x, w, b, dy)
-        got = {"dx": dx, "dweight": dw, "dbias": db}
-        if w is None:
-            assert dw.numel() == 0
-            del got["dweight"]
-        if b is None:
-            assert db.numel() == 0
-            del got["dbias"]
-        for (name, g), e in zip(got.items(), want, strict=True):
-            close(g, e, BWD_TOL[dtype] * 4, f"{name} {dtype} {affine} staged={staged}")
-
-
-def test_layer_norm_staged_refuses_buffers_beyond_shared_memory(monkeypatch):
-    """A synchronized staged launch whose pipeline buffers do not fit all the programs planned
-    on an SM (they could then not all be resident, and would wait for each other forever) is
-    refused before launching."""
-    from warpforge.ops._split_rows import SplitRowPlan
-    from warpforge.runtime import DeviceCapabilities
-
-    h100 = DeviceCapabilities("H100", (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448)
-    monkeypatch.setattr(norm_module, "device_capabilities", lambda device: h100)
-    plan = SplitRowPlan(block=2048, chunks=8, chunks_pow2=8, num_warps=4, programs=132 * 4,
-                        synchronized=True, max_registers=128)  # fmt: skip
-    x = randn(66, 16384)
-    mean, rstd = _forward_stats(x)
-    with pytest.raises(ValueError, match="staged: 4 stages of 2048 columns for 4 programs"):
-        norm_module.layer_norm_backward(x, x, None, mean, rstd, False, False, plan,
-                                        staged=(4, 0, 4))  # fmt: skip
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize(
-    ("block", "warps", "per_sm", "staged"),
-    [(2048, 4, 4, (4, 0, 3)), (2048, 4, 4, (2, 1, 3)), (2048, 4, 4, (8, 1, 2)),
-     (4096, 8, 2, (4, 0, 3)), (4096, 8, 2, (4, 1, 3))],
-    ids=str,
-)  # fmt: skip
-def test_gpu_layer_norm_staged_backward_launches(block, warps, per_sm, staged, dtype):
-    """Launches of the staged kernel the sweep times against float64 on ragged shapes, bitwise
-    the same on a second run."""
-    from warpforge.ops._split_rows import split_row_plan
-
-    tol = 1e-4 if dtype == torch.float32 else 5e-2
-    for m, n in ((1, 16384), (257, 16411), (2000, 8192), (4096, 16384), (1000, 4096)):
-        x = randn(m, n, dtype=dtype, device="cuda") * 3 + 2
-        w, dy = randn(n, dtype=dtype, device="cuda"), randn(m, n, dtype=dtype, device="cuda")
-        mean, rstd = _forward_stats(x)
-        plan = split_row_plan(m, n, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm)
-        run = functools.partial(norm_module.layer_norm_backward, dy, x, w, mean, rstd, True, True,
-                                plan, staged=staged)  # fmt: skip
-        got, again = run(), run()
-        want = _layer_norm_grads64(x, w, torch.zeros_like(w), dy)
-        for name, g, g2, e in zip(("dx", "dweight", "dbias"), got, again, want, strict=True):
-            assert torch.equal(g, g2), f"{name} differs between runs (m={m} n={n})"
-            scale = e.abs().max().item()
-            torch.testing.assert_close(g.double() / scale, e / scale, atol=tol, rtol=tol,
-                                       msg=f"{name} m={m} n={n}")  # fmt: skip

@@ -381,20 +381,22 @@ def layer_norm_bwd_split_launch(element_size: int) -> dict[str, int | bool]:
     two rows in registers) and pausing between polls (``nanosleep``) measured no better and
     were removed.
 
-    Since then the launch runs ``layer_norm_bwd_lag_kernel`` (:func:`layer_norm_bwd_lag`), which
-    never waits on a row in flight: 2-byte rows in 1024-column chunks of 4 warps, eight an SM
-    (64 registers, no spill), 4-byte rows in 2048-column chunks of 8 warps, two an SM."""
+    These rows now run ``layer_norm_bwd_lag_kernel`` (:func:`layer_norm_bwd_lag`), which never
+    waits on a row its other programs are still reading: 2-byte rows in 512-column chunks of 2
+    warps, sixteen an SM (64 registers, no spill on sm_90), one row at a time; 4-byte rows in
+    1024-column chunks of 4 warps, four an SM (128 registers), two rows at a time. Kernel alone
+    at 4096 x 16384 (``benchmarks/results/lnbwd-lag-sweep*-2026-11-24-h100.json``): bfloat16
+    192 us against 208-210 us for the split kernel above, float32 298 us against 314 us."""
     if element_size < 4:
-        return {"block": 1024, "num_warps": 4, "programs_per_sm": 8, "prefetch": False}
-    return {"block": 2048, "num_warps": 8, "programs_per_sm": 2, "prefetch": False}
+        return {"block": 512, "num_warps": 2, "programs_per_sm": 16, "prefetch": False}
+    return {"block": 1024, "num_warps": 4, "programs_per_sm": 4, "prefetch": False}
 
 
 def layer_norm_bwd_lag(element_size: int) -> tuple[int | None, int]:
     """(lag, rows a group) of the default split launch: dx written ``lag`` groups late by
     ``layer_norm_bwd_lag_kernel`` from an L2 re-read, or lag None for
-    ``layer_norm_bwd_split_kernel``; with ``staged`` (rows a block, lag in blocks, pipeline
-    stages) through ``layer_norm_bwd_staged_kernel``."""
-    return 1, 1
+    ``layer_norm_bwd_split_kernel``."""
+    return (1, 1) if element_size < 4 else (1, 2)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -507,67 +509,6 @@ def _layer_norm_lag_backward(
     return dx, dw, db
 
 
-_SHARED_MEMORY_PER_SM = 227 * 1024
-"""Shared memory an SM gives its resident programs on sm_90 (228 KB, 1 KB of it reserved per
-block): the staged kernel's pipeline buffers must fit every planned program at once."""
-
-
-def _layer_norm_staged_backward(
-    dy: torch.Tensor,
-    x: torch.Tensor,
-    weight: torch.Tensor | None,
-    mean: torch.Tensor,
-    rstd: torch.Tensor,
-    weight_grad: bool,
-    bias_grad: bool,
-    plan: SplitRowPlan,
-    staged: tuple[int, int, int],
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dx, dweight, dbias) of a (M, N) LayerNorm from ``layer_norm_bwd_staged_kernel``: the
-    split launch ``plan`` in blocks of ``staged = (rows a block, lag in blocks, pipeline
-    stages)``, then the partial-sum kernel (dweight/dbias empty when not asked for)."""
-    from warpforge.ops._kernels import norm as kernels
-
-    block_rows, lag, stages = staged
-    M, N = x.shape
-    sm_count = device_capabilities(x.device).sm_count
-    per_sm = cdiv(plan.programs, sm_count) if sm_count else 1
-    buffers = stages * plan.block * 2 * x.element_size() + 8192  # x and dy, and the reductions
-    if plan.synchronized and per_sm * buffers > _SHARED_MEMORY_PER_SM:
-        # programs that do not all fit at once would wait forever for each other's rows
-        raise ValueError(f"staged: {stages} stages of {plan.block} columns for {per_sm} programs "
-                         f"an SM exceed its shared memory")  # fmt: skip
-    x, dy = as_rows(x), as_rows(dy)
-    dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    wdtype = weight.dtype if weight is not None else x.dtype
-    dw = torch.empty((N,) if weight_grad else (0,), dtype=wdtype, device=x.device)
-    db = torch.empty((N,) if bias_grad else (0,), dtype=wdtype, device=x.device)
-    slots = plan.programs // plan.chunks
-    dw_partial = torch.empty((slots, N) if weight_grad else (1,), dtype=torch.float32,
-                             device=x.device)  # fmt: skip
-    db_partial = torch.empty((slots, N) if bias_grad else (1,), dtype=torch.float32,
-                             device=x.device)  # fmt: skip
-    # one spare row of words for the rows past the end of a block
-    sums = torch.full(((M + 1) * plan.chunks_pow2,), -1, dtype=torch.int64, device=x.device)
-    with kernel_device(x):
-        for stage in plan.stages():
-            kernels.layer_norm_bwd_staged_kernel[(plan.programs,)](
-                dy, x, weight.contiguous() if weight is not None else x, mean, rstd, dx,
-                dw_partial, db_partial, sums, dy.stride(0), x.stride(0), dx.stride(0), M, N,
-                HAS_WEIGHT=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
-                BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, K=block_rows, LAG=lag,
-                STAGES=stages, STAGE=stage, **plan.launch_options(),
-            )  # fmt: skip
-        if weight_grad or bias_grad:
-            first = (dw_partial, dw) if weight_grad else (db_partial, db)
-            grid = (cdiv(N, _PARTIAL_BLOCK_N), int(weight_grad) + int(bias_grad))
-            block_p = min(_PARTIAL_MAX_BLOCK_P, next_power_of_2(slots))
-            kernels.partial_sum_kernel[grid](
-                *first, db_partial, db, slots, N, BLOCK_P=block_p, BLOCK_N=_PARTIAL_BLOCK_N
-            )
-    return dx, dw, db
-
-
 def layer_norm_backward(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -579,7 +520,6 @@ def layer_norm_backward(
     split: SplitRowPlan | None = None,
     lag: int | None = None,
     lag_rows: int = 1,
-    staged: tuple[int, int, int] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) of a (M, N) LayerNorm: wide rows split over programs
     (:func:`layer_norm_bwd_split_plan`), others through :func:`_norm_backward`. ``split``
@@ -598,9 +538,6 @@ def layer_norm_backward(
         if split is None:
             split = layer_norm_bwd_split_plan(M, N, x.element_size(), x.device)
             lag, lag_rows = layer_norm_bwd_lag(x.element_size())
-        if split is not None and staged is not None:
-            return _layer_norm_staged_backward(dy, x, weight, mean, rstd, weight_grad,
-                                               bias_grad, split, staged)  # fmt: skip
         if split is not None and lag is not None:
             return _layer_norm_lag_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
                                             split, lag, lag_rows)  # fmt: skip

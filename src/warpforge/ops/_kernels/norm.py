@@ -779,6 +779,14 @@ def layer_norm_bwd_lag_kernel(
                 packed = tl.load(words, mask=words_mask, other=0, volatile=True)
             while tl.max(tl.max((packed == _UNPUBLISHED).to(tl.int32), axis=1), axis=0) > 0:
                 packed = tl.load(words, mask=words_mask, other=0, volatile=True)
+            if STAGE == 0 and (ROWS > 1 or CHUNKS_POW2 > 32):
+                # The words spread over several warps, each holding copies it loaded itself,
+                # and the exit test reduces one copy of each across warps: a warp's own copy
+                # may predate the publication that test saw (the H100 wrote NaN rows so), so
+                # read them once more. One row of at most 32 words sits in every warp's lanes
+                # and each warp decides on its own copy (a warp-local reduction).
+                tl.debug_barrier()
+                packed = tl.load(words, mask=words_mask, other=0, volatile=True)
             c1, c2 = _unpacked_sums(packed, N)
             if STAGE == 0 and LAG == 0:
                 xhat_b, wdy_b, rstd_b = xhat_a, wdy_a, rstd_a
@@ -796,133 +804,6 @@ def layer_norm_bwd_lag_kernel(
             dx = (wdy_b - xhat_b * c1[:, None] - c2[:, None]) * rstd_b[:, None]
             tl.store(DX + rows_b[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty),
                      mask=mask_b)  # fmt: skip
-    if STAGE != 2:
-        if WEIGHT_GRAD:
-            tl.store(DW_PARTIAL + slot.to(tl.int64) * N + cols, dw_acc, mask=mask)
-        if BIAS_GRAD:
-            tl.store(DB_PARTIAL + slot.to(tl.int64) * N + cols, db_acc, mask=mask)
-
-
-@triton.jit
-def layer_norm_bwd_staged_kernel(
-    DY,
-    X,
-    W,
-    MEAN,
-    RSTD,
-    DX,
-    DW_PARTIAL,
-    DB_PARTIAL,
-    SUMS,
-    stride_dy,
-    stride_x,
-    stride_dx,
-    M,
-    N,
-    HAS_WEIGHT: tl.constexpr,
-    WEIGHT_GRAD: tl.constexpr,
-    BIAS_GRAD: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    CHUNKS_POW2: tl.constexpr,
-    K: tl.constexpr,
-    LAG: tl.constexpr,
-    STAGES: tl.constexpr,
-    STAGE: tl.constexpr,
-):
-    """``layer_norm_bwd_lag_kernel`` in blocks of ``K`` rows of a slot, each phase a loop that
-    Triton's pipeliner runs ``STAGES`` deep (asynchronous copies into shared memory): the loads
-    in flight take shared memory instead of registers, which the dweight/dbias partials fill.
-
-    Per block: phase A over its K rows (sums published as flagged words, partials
-    accumulated), then one poll for every word of the block ``LAG`` blocks back (0: this one),
-    then phase B over that block's K rows from an L2 re-read (dx). ``SUMS`` has one more row
-    than the input: rows past the end publish there. STAGE 1 / 2 as the lagged kernel."""
-    pid = tl.program_id(0)
-    chunks = tl.cdiv(N, BLOCK_N)
-    chunk = pid % chunks
-    slot = pid // chunks
-    slots = tl.num_programs(0) // chunks
-    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = cols < N
-    parts = tl.arange(0, CHUNKS_POW2)
-    in_block = tl.arange(0, K)
-    dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-    db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
-    first = slot.to(tl.int64)
-    rows_here = tl.cdiv(M - slot, slots)
-    blocks = tl.cdiv(rows_here, K)
-    if STAGE == 0:
-        iterations = blocks + LAG
-    else:
-        iterations = blocks
-    for b in range(0, iterations):
-        if STAGE != 2:
-            for j in tl.range(0, K, num_stages=STAGES):
-                i = b * K + j
-                row = first + i * slots
-                end = tl.where(i < rows_here, N, 0)
-                row_or_end = tl.where(i < rows_here, row, M)  # past the end: the spare row
-                m = cols < end
-                x = tl.load(X + row * stride_x + cols, mask=m, other=0.0,
-                            eviction_policy="evict_last")  # fmt: skip
-                dy = tl.load(DY + row * stride_dy + cols, mask=m, other=0.0,
-                             eviction_policy="evict_last").to(tl.float32)  # fmt: skip
-                mean = tl.load(MEAN + tl.minimum(row_or_end, M - 1))
-                rstd = tl.load(RSTD + tl.minimum(row_or_end, M - 1))
-                xhat = tl.where(m, (x.to(tl.float32) - mean) * rstd, 0.0)
-                if HAS_WEIGHT:
-                    wdy = dy * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-                else:
-                    wdy = dy
-                s1, s2 = _sum_pair(xhat * wdy, wdy, 0)
-                word = SUMS + row_or_end * CHUNKS_POW2 + chunk
-                if STAGE == 0:
-                    tl.atomic_xchg(word, _pack_sums(s1, s2), sem="relaxed")
-                else:
-                    tl.store(word, _pack_sums(s1, s2))
-                if WEIGHT_GRAD:
-                    dw_acc += dy * xhat
-                if BIAS_GRAD:
-                    db_acc += dy
-        if STAGE != 1:
-            if STAGE == 2:
-                b_dx = b
-            else:
-                b_dx = b - LAG
-            if STAGE == 0:
-                # one poll for the whole block (rows before the first or past the last: none)
-                i_k = b_dx * K + in_block
-                valid_k = (i_k >= 0) & (i_k < rows_here)
-                rows_k = first + i_k * slots
-                words = SUMS + rows_k[:, None] * CHUNKS_POW2 + parts[None, :]
-                words_mask = valid_k[:, None] & (parts < chunks)[None, :]
-                packed = tl.load(words, mask=words_mask, other=0, volatile=True)
-                while tl.max(tl.max((packed == _UNPUBLISHED).to(tl.int32), axis=1), axis=0) > 0:
-                    packed = tl.load(words, mask=words_mask, other=0, volatile=True)
-            for j in tl.range(0, K, num_stages=STAGES):
-                i = b_dx * K + j
-                row = first + i * slots
-                end = tl.where(i < rows_here, tl.where(row >= 0, N, 0), 0)
-                safe_row = tl.minimum(tl.maximum(row, 0), M - 1)
-                m = cols < end
-                x = tl.load(X + row * stride_x + cols, mask=m, other=0.0,
-                            eviction_policy="evict_first")  # fmt: skip
-                dy = tl.load(DY + row * stride_dy + cols, mask=m, other=0.0,
-                             eviction_policy="evict_first").to(tl.float32)  # fmt: skip
-                # published before the poll above (or by STAGE 1): read from L2 (.cg)
-                packed_row = tl.load(SUMS + safe_row * CHUNKS_POW2 + parts, mask=parts < chunks,
-                                     other=0, cache_modifier=".cg")  # fmt: skip
-                c1, c2 = _unpacked_sums(packed_row[None, :], N)
-                mean = tl.load(MEAN + safe_row)
-                rstd = tl.load(RSTD + safe_row)
-                xhat = tl.where(m, (x.to(tl.float32) - mean) * rstd, 0.0)
-                if HAS_WEIGHT:
-                    wdy = dy * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-                else:
-                    wdy = dy
-                dx = (wdy[None, :] - xhat[None, :] * c1[:, None] - c2[:, None]) * rstd
-                tl.store(DX + row * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty),
-                         mask=m[None, :])  # fmt: skip
     if STAGE != 2:
         if WEIGHT_GRAD:
             tl.store(DW_PARTIAL + slot.to(tl.int64) * N + cols, dw_acc, mask=mask)
