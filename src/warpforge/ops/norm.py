@@ -382,21 +382,21 @@ def layer_norm_bwd_split_launch(element_size: int) -> dict[str, int | bool]:
     were removed.
 
     These rows now run ``layer_norm_bwd_lag_kernel`` (:func:`layer_norm_bwd_lag`), which never
-    waits on a row its other programs are still reading: 2-byte rows in 512-column chunks of 2
-    warps, sixteen an SM (64 registers, no spill on sm_90), one row at a time; 4-byte rows in
-    1024-column chunks of 4 warps, four an SM (128 registers), two rows at a time. Kernel alone
-    at 4096 x 16384 (``benchmarks/results/lnbwd-lag-sweep*-2026-11-24-h100.json``): bfloat16
-    192 us against 208-210 us for the split kernel above, float32 298 us against 314 us."""
+    waits on a row its other programs are still reading, for 2-byte rows: 512-column chunks of
+    2 warps, sixteen an SM (64 registers, no spill on sm_90), one row at a time. Kernel alone at
+    4096 x 16384 (``benchmarks/results/lnbwd-lag-sweep*-2026-11-24-h100.json``): 192 us
+    against 208-210 us for the split kernel above. 4-byte rows keep that kernel (2048-column
+    chunks of 4 warps, four an SM, no prefetch): XXX"""
     if element_size < 4:
         return {"block": 512, "num_warps": 2, "programs_per_sm": 16, "prefetch": False}
-    return {"block": 1024, "num_warps": 4, "programs_per_sm": 4, "prefetch": False}
+    return {"block": 2048, "num_warps": 4, "programs_per_sm": 4, "prefetch": False}
 
 
 def layer_norm_bwd_lag(element_size: int) -> tuple[int | None, int]:
     """(lag, rows a group) of the default split launch: dx written ``lag`` groups late by
     ``layer_norm_bwd_lag_kernel`` from an L2 re-read, or lag None for
     ``layer_norm_bwd_split_kernel``."""
-    return (1, 1) if element_size < 4 else (1, 2)
+    return (1, 1) if element_size < 4 else (None, 1)
 
 
 @functools.lru_cache(maxsize=1024)
