@@ -50,9 +50,9 @@ NARROW_LAGS = [(2048, 4, 4, 1, 1), (2048, 8, 2, 1, 1), (1024, 4, 8, 1, 1), (1024
                (2048, 8, 4, 1, 1), (4096, 16, 2, 1, 1), (1024, 4, 4, 1, 2)]  # fmt: skip
 # the best lagged launches of the first sweep (lnbwd-lag-sweep-2026-11-24-h100.json)
 # (lnbwd-lag-sweep2-2026-11-24-h100.json also timed layer_norm_bwd_staged_kernel, the lagged
-# split in blocks of rows pipelined through shared memory, since removed: commit c73cc7c)
-WIDE_LAGS_2 = [(512, 2, 16, 1, 1), (1024, 4, 4, 1, 2), (2048, 8, 2, 1, 2), (512, 2, 16, 2, 1),
-               (256, 1, 32, 1, 1)]  # fmt: skip
+# split in blocks of rows pipelined through shared memory, since removed: commit c73cc7c;
+# lnbwd-lag-sweep3 also 256-column chunks of 1 warp, 32 an SM, refused since: 64 chunks a row)
+WIDE_LAGS_2 = [(512, 2, 16, 1, 1), (1024, 4, 4, 1, 2), (2048, 8, 2, 1, 2), (512, 2, 16, 2, 1)]
 NARROW_LAGS_2 = [(4096, 16, 2, 1, 1), (1024, 4, 4, 1, 2), (512, 2, 16, 1, 1)]
 CASES = [
     (torch.bfloat16, 4096, 16384, WIDE_SPLITS, WIDE_LAGS_2),

@@ -691,29 +691,41 @@ def test_wide_layer_norm_chunked_backward_still_matches(device, poison_outputs):
 
 def test_layer_norm_split_plan_policy(monkeypatch):
     """Launch policy (no kernel run): rows narrower than the threshold never split; on an H100
-    the 16384-column benchmark rows split into whole resident groups; the switch and a row
-    needing more programs than the GPU holds fall back (None)."""
+    the 16384-column benchmark rows take the lagged kernel's launch in whole resident groups of
+    at most LAYER_NORM_BWD_LAG_MAX_CHUNKS chunks; wider rows the split kernel's; the switch and
+    a row needing more programs than the GPU holds fall back (None)."""
     from warpforge.ops import _split_rows
     from warpforge.runtime import DeviceCapabilities
 
     h100 = DeviceCapabilities("H100", (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448)
     monkeypatch.setattr(_split_rows, "device_capabilities", lambda device: h100)
-    norm_module.layer_norm_bwd_split_plan.cache_clear()
+    norm_module._default_split.cache_clear()
     try:
         for elt in (2, 4):
             assert norm_module.layer_norm_bwd_split_plan(16384, 4096, elt, "cuda") is None
-            plan = norm_module.layer_norm_bwd_split_plan(4096, 16384, elt, "cuda")
+            launch = norm_module.layer_norm_bwd_lag_launch(elt)
+            plan, lag, rows = norm_module._default_split(4096, 16384, elt, "cuda")
             assert plan is not None and plan.synchronized and plan.chunks * plan.block == 16384
-            per_sm = norm_module.layer_norm_bwd_split_launch(elt)["programs_per_sm"]
-            assert plan.programs % plan.chunks == 0 and plan.programs <= 132 * per_sm
-            assert plan.num_warps * per_sm <= _split_rows.MAX_RESIDENT_WARPS
+            assert plan.block == launch["block"]
+            assert (lag, rows) == norm_module.layer_norm_bwd_lag(elt)
+            assert plan.chunks <= norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS
+            assert plan.programs % plan.chunks == 0
+            assert plan.programs <= 132 * launch["programs_per_sm"]
+            assert plan.num_warps * launch["programs_per_sm"] <= _split_rows.MAX_RESIDENT_WARPS
+            assert plan == norm_module.layer_norm_bwd_split_plan(4096, 16384, elt, "cuda")
+            # one chunk more than the lagged kernel takes: the split kernel's launch
+            wider = norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS * launch["block"] + 1
+            plan, lag, _ = norm_module._default_split(64, wider, elt, "cuda")
+            split_launch = norm_module.layer_norm_bwd_split_launch(elt)
+            assert lag is None and plan.block == split_launch["block"]
+            per_sm = split_launch["programs_per_sm"]
             too_wide = 132 * per_sm * plan.block + 1  # one chunk more than the GPU holds
             assert norm_module.layer_norm_bwd_split_plan(8, too_wide, elt, "cuda") is None
-        norm_module.layer_norm_bwd_split_plan.cache_clear()
+        norm_module._default_split.cache_clear()
         monkeypatch.setenv(_split_rows.SWITCH, "0")
         assert norm_module.layer_norm_bwd_split_plan(4096, 16384, 2, "cuda") is None
     finally:
-        norm_module.layer_norm_bwd_split_plan.cache_clear()
+        norm_module._default_split.cache_clear()
 
 
 @pytest.mark.gpu
@@ -838,8 +850,9 @@ def test_layer_norm_lag_backward_strided_rows(device, poison_outputs):
 
 
 def test_layer_norm_lag_argument_is_checked(device):
-    """A lag without a split plan, or a negative one, and groups of rows that are not a power
-    of 2 are refused naming the argument."""
+    """A lag without a split plan, a negative one, one with a plan of more chunks a row than
+    the lagged kernel takes, and groups of rows that are not a power of 2 are refused naming
+    the argument."""
     from warpforge.ops._split_rows import split_row_plan
 
     x, dy = randn(2, 40, device=device), randn(2, 40, device=device)
@@ -851,6 +864,12 @@ def test_layer_norm_lag_argument_is_checked(device):
         norm_module.layer_norm_backward(dy, x, None, mean, rstd, False, True, plan, -1)
     with pytest.raises(ValueError, match="lag_rows: expected a power of 2"):
         norm_module.layer_norm_backward(dy, x, None, mean, rstd, False, True, plan, 1, 3)
+    chunks = norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS + 1
+    wide = randn(2, 16 * chunks, device=device)
+    mean, rstd = _forward_stats(wide)
+    plan = split_row_plan(2, 16 * chunks, device, block=16, num_warps=4)
+    with pytest.raises(ValueError, match=f"lag: expected a plan of at most {chunks - 1} chunks"):
+        norm_module.layer_norm_backward(wide, wide, None, mean, rstd, False, True, plan, 1)
 
 
 @triton.jit
@@ -899,24 +918,25 @@ def test_pack_sums_never_writes_the_unpublished_flag(device):
     ("block", "warps", "per_sm", "lag", "rows"),
     [(2048, 4, 4, 0, 1), (2048, 4, 4, 1, 1), (2048, 8, 2, 1, 1), (1024, 4, 8, 1, 1),
      (1024, 4, 8, 2, 1), (2048, 8, 4, 1, 1), (4096, 16, 2, 1, 1), (1024, 4, 4, 1, 2),
-     (2048, 8, 2, 1, 2), (512, 2, 16, 1, 1), (512, 2, 16, 2, 1), (256, 1, 32, 1, 1)],
+     (2048, 8, 2, 1, 2), (512, 2, 16, 1, 1), (512, 2, 16, 2, 1)],
     ids=str,
 )  # fmt: skip
 def test_gpu_layer_norm_lag_backward_launches(block, warps, per_sm, lag, rows, dtype):
     """Launches of the lagged kernel the sweep times against float64 on ragged shapes (one row,
-    rows not a multiple of the slots, a width not a multiple of the chunk, more than 32 or 64
-    chunks a row, whose flag words spread over several warps), bitwise the same on a second
-    run (no atomics in any sum; NaN, from a word read before its chunk published it, fails)."""
+    rows not a multiple of the slots, a width not a multiple of the chunk, 32 chunks a row,
+    groups of two rows whose flag words spread over several warps), bitwise the same on a
+    second run (no atomics in any sum; NaN, from a word read before its chunk published it,
+    fails)."""
     from warpforge.ops._split_rows import split_row_plan
 
     tol = 1e-4 if dtype == torch.float32 else 5e-2
-    for m, n in ((1, 16384), (257, 16411), (2000, 8192), (4096, 16384), (300, 40000)):
+    for m, n in ((1, 16384), (257, 16411), (2000, 8192), (4096, 16384), (300, 32768)):
         x = randn(m, n, dtype=dtype, device="cuda") * 3 + 2
         w, dy = randn(n, dtype=dtype, device="cuda"), randn(m, n, dtype=dtype, device="cuda")
         mean, rstd = _forward_stats(x)
         plan = split_row_plan(m, n, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm)
-        if plan is None:  # a row needs more programs than the GPU holds at once
-            continue
+        if plan is None or plan.chunks > norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS:
+            continue  # the GPU cannot hold a row's programs at once, or the kernel its words
         got = norm_module.layer_norm_backward(dy, x, w, mean, rstd, True, True, plan, lag, rows)
         again = norm_module.layer_norm_backward(dy, x, w, mean, rstd, True, True, plan, lag, rows)
         want = _layer_norm_grads64(x, w, torch.zeros_like(w), dy)

@@ -779,12 +779,12 @@ def layer_norm_bwd_lag_kernel(
                 packed = tl.load(words, mask=words_mask, other=0, volatile=True)
             while tl.max(tl.max((packed == _UNPUBLISHED).to(tl.int32), axis=1), axis=0) > 0:
                 packed = tl.load(words, mask=words_mask, other=0, volatile=True)
-            if STAGE == 0 and (ROWS > 1 or CHUNKS_POW2 > 32):
+            if STAGE == 0 and ROWS > 1:
                 # The words spread over several warps, each holding copies it loaded itself,
                 # and the exit test reduces one copy of each across warps: a warp's own copy
                 # may predate the publication that test saw (the H100 wrote NaN rows so), so
-                # read them once more. One row of at most 32 words sits in every warp's lanes
-                # and each warp decides on its own copy (a warp-local reduction).
+                # read them once more. One row of at most 32 words (the callers' limit) sits
+                # in every warp's lanes and each warp decides on its own copy (warp-local).
                 tl.debug_barrier()
                 packed = tl.load(words, mask=words_mask, other=0, volatile=True)
             c1, c2 = _unpacked_sums(packed, N)
