@@ -1,5 +1,6 @@
 """LayerNorm backward alone (no autograd, no baselines): the shipped launch against split-row
-launches (``layer_norm_bwd_split_kernel``) of several chunk widths, warps and programs per SM.
+launches (``layer_norm_bwd_split_kernel``) and lagged split launches (``layer_norm_bwd_lag_kernel``,
+dx written LAG rows late) of several chunk widths, warps and programs per SM.
 
 Every contender is checked against a float64 reference first (dx, dweight, dbias), then timed
 with ``triton.testing.do_bench`` (median). Bytes counted: x and dy read, dx written. A copy of
@@ -31,20 +32,43 @@ if SMOKE:  # before triton is imported
 
 import torch  # noqa: E402 (after the environment is set)
 
-# (block, num_warps, programs_per_sm, prefetch) of the split contenders
-WIDE_SPLITS = [
-    (2048, 4, 4, True), (2048, 4, 4, False), (4096, 8, 2, True), (4096, 8, 2, False),
-    (4096, 16, 2, False), (2048, 8, 4, True), (2048, 8, 4, False), (8192, 32, 1, False),
-    (1024, 2, 8, True), (1024, 4, 8, False),
+# (block, num_warps, programs_per_sm, prefetch) of the split contenders: the shipped launch of
+# each element size (the full sweeps of these are lnbwd-sweep*-2026-11-24-h100.json)
+WIDE_SPLITS = [(2048, 4, 4, True), (2048, 4, 4, False)]
+NARROW_SPLITS = [(2048, 4, 4, True)]
+# (block, num_warps, programs_per_sm, lag, rows a group) of layer_norm_bwd_lag_kernel
+# contenders; the sm_90 compile (ptxas under each launch's register cap) spills at most 8 bytes
+# of these in bf16; in fp32 the one-row launches with a lag and 16 elements a thread, or a
+# 64-register cap, spill 16-56 bytes
+WIDE_LAGS = [
+    (2048, 4, 4, 0, 1), (2048, 4, 4, 1, 1), (2048, 4, 4, 2, 1), (2048, 8, 2, 1, 1),
+    (1024, 4, 4, 1, 1), (1024, 4, 8, 1, 1), (1024, 4, 8, 2, 1), (2048, 8, 4, 1, 1),
+    (512, 2, 16, 1, 1), (4096, 16, 2, 1, 1), (4096, 8, 2, 1, 1), (1024, 4, 4, 1, 2),
+    (2048, 8, 2, 1, 2), (1024, 4, 8, 0, 1),
 ]  # fmt: skip
-NARROW_SPLITS = [(2048, 4, 4, True), (2048, 4, 4, False), (1024, 2, 8, True), (4096, 8, 2, False)]
+NARROW_LAGS = [(2048, 4, 4, 1, 1), (2048, 8, 2, 1, 1), (1024, 4, 8, 1, 1), (1024, 4, 4, 1, 1),
+               (2048, 8, 4, 1, 1), (4096, 16, 2, 1, 1), (1024, 4, 4, 1, 2)]  # fmt: skip
+# the best lagged launches of the first sweep (lnbwd-lag-sweep-2026-11-24-h100.json)
+# (lnbwd-lag-sweep2-2026-11-24-h100.json also timed layer_norm_bwd_staged_kernel, the lagged
+# split in blocks of rows pipelined through shared memory, since removed: commit c73cc7c;
+# lnbwd-lag-sweep3 also 256-column chunks of 1 warp, 32 an SM, refused since: 64 chunks a row)
+WIDE_LAGS_2 = [(512, 2, 16, 1, 1), (1024, 4, 4, 1, 2), (2048, 8, 2, 1, 2), (512, 2, 16, 2, 1)]
+NARROW_LAGS_2 = [(4096, 16, 2, 1, 1), (1024, 4, 4, 1, 2), (512, 2, 16, 1, 1)]
 CASES = [
-    (torch.bfloat16, 4096, 16384, WIDE_SPLITS),
-    (torch.float32, 4096, 16384, WIDE_SPLITS),
-    (torch.bfloat16, 16384, 4096, NARROW_SPLITS),
-    (torch.float32, 16384, 4096, NARROW_SPLITS),
+    (torch.bfloat16, 4096, 16384, WIDE_SPLITS, WIDE_LAGS_2),
+    (torch.float32, 4096, 16384, WIDE_SPLITS, WIDE_LAGS_2),
+    (torch.bfloat16, 16384, 4096, NARROW_SPLITS, NARROW_LAGS_2),
+    (torch.float32, 16384, 4096, NARROW_SPLITS, NARROW_LAGS_2),
 ]
-SMOKE_CASES = [(torch.float32, 5, 300, [(128, 4, 1, False), (64, 4, 1, True)])]
+if "--first" in sys.argv:  # the first sweep's contenders (lnbwd-lag-sweep-2026-11-24-h100.json)
+    CASES = [
+        (torch.bfloat16, 4096, 16384, WIDE_SPLITS, WIDE_LAGS),
+        (torch.float32, 4096, 16384, WIDE_SPLITS, WIDE_LAGS),
+        (torch.bfloat16, 16384, 4096, NARROW_SPLITS, NARROW_LAGS),
+        (torch.float32, 16384, 4096, NARROW_SPLITS, NARROW_LAGS),
+    ]
+SMOKE_CASES = [(torch.float32, 5, 300, [(128, 4, 1, False), (64, 4, 1, True)],
+                [(128, 4, 1, 1, 1), (64, 4, 1, 0, 1), (128, 4, 1, 2, 2)])]  # fmt: skip
 
 
 def _relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
@@ -71,6 +95,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
+    parser.add_argument("--first", action="store_true", help="the first sweep's contenders")
     args = parser.parse_args()
 
     from warpforge.ops import norm
@@ -84,7 +109,7 @@ def main() -> None:
 
         report["triton"] = triton.__version__
         report["copy_ceiling_bytes_per_s"] = _copy_ceiling(device)
-    for dtype, M, N, splits in SMOKE_CASES if args.smoke else CASES:
+    for dtype, M, N, splits, lags in SMOKE_CASES if args.smoke else CASES:
         torch.manual_seed(M + N)
         x = (torch.randn(M, N, device=device) * 3 + 2).to(dtype)
         dy = torch.randn(M, N, device=device).to(dtype)
@@ -104,6 +129,15 @@ def main() -> None:
             contenders[name] = functools.partial(
                 norm.layer_norm_backward, dy, x, w, mean, rstd, True, True, split=plan
             )
+        for block, warps, pps, lag, rows in lags:
+            plan = split_row_plan(M, N, device, block=block, num_warps=warps,
+                                  programs_per_sm=pps)  # fmt: skip
+            if plan is None:
+                continue
+            contenders[f"lag{lag} b{block} w{warps} x{pps} r{rows}"] = functools.partial(
+                norm.layer_norm_backward, dy, x, w, mean, rstd, True, True, split=plan, lag=lag,
+                lag_rows=rows,
+            )  # fmt: skip
         case = {"dtype": str(dtype).removeprefix("torch."), "M": M, "N": N, "rows": []}
         bytes_moved = 3 * M * N * x.element_size()
         for name, fn in contenders.items():

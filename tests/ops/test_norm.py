@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import warpforge.ops._kernels.norm  # noqa: F401  (decorate kernels while the interpreter is on)
+import warpforge.ops._kernels.norm as norm_kernels  # decorate kernels while the interpreter is on
 from warpforge.ops import layer_norm, rms_norm
 from warpforge.ops import norm as norm_module
 
@@ -657,9 +659,10 @@ def test_wide_layer_norm_backward_takes_the_split(device, monkeypatch, poison_ou
     from warpforge.ops._kernels import norm as kernels
 
     launched = []
-    real = norm_module._layer_norm_split_backward
-    monkeypatch.setattr(norm_module, "_layer_norm_split_backward",
-                        lambda *a: launched.append(a[-1]) or real(*a))  # fmt: skip
+    for name in ("_layer_norm_split_backward", "_layer_norm_lag_backward"):
+        real = getattr(norm_module, name)
+        monkeypatch.setattr(norm_module, name,
+                            lambda *a, real=real: launched.append(a[7]) or real(*a))  # fmt: skip
     n = 16411
     assert n >= norm_module.LAYER_NORM_BWD_SPLIT_MIN_N
     x, dy = randn(2, 2, n, device=device) + 1, randn(2, 2, n, device=device)
@@ -688,29 +691,41 @@ def test_wide_layer_norm_chunked_backward_still_matches(device, poison_outputs):
 
 def test_layer_norm_split_plan_policy(monkeypatch):
     """Launch policy (no kernel run): rows narrower than the threshold never split; on an H100
-    the 16384-column benchmark rows split into whole resident groups; the switch and a row
-    needing more programs than the GPU holds fall back (None)."""
+    the 16384-column benchmark rows take the lagged kernel's launch in whole resident groups of
+    at most LAYER_NORM_BWD_LAG_MAX_CHUNKS chunks; wider rows the split kernel's; the switch and
+    a row needing more programs than the GPU holds fall back (None)."""
     from warpforge.ops import _split_rows
     from warpforge.runtime import DeviceCapabilities
 
     h100 = DeviceCapabilities("H100", (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448)
     monkeypatch.setattr(_split_rows, "device_capabilities", lambda device: h100)
-    norm_module.layer_norm_bwd_split_plan.cache_clear()
+    norm_module._default_split.cache_clear()
     try:
         for elt in (2, 4):
             assert norm_module.layer_norm_bwd_split_plan(16384, 4096, elt, "cuda") is None
-            plan = norm_module.layer_norm_bwd_split_plan(4096, 16384, elt, "cuda")
+            launch = norm_module.layer_norm_bwd_lag_launch(elt)
+            plan, lag, rows = norm_module._default_split(4096, 16384, elt, "cuda")
             assert plan is not None and plan.synchronized and plan.chunks * plan.block == 16384
-            per_sm = norm_module.layer_norm_bwd_split_launch(elt)["programs_per_sm"]
-            assert plan.programs % plan.chunks == 0 and plan.programs <= 132 * per_sm
-            assert plan.num_warps * per_sm <= _split_rows.MAX_RESIDENT_WARPS
+            assert plan.block == launch["block"]
+            assert (lag, rows) == norm_module.layer_norm_bwd_lag(elt)
+            assert plan.chunks <= norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS
+            assert plan.programs % plan.chunks == 0
+            assert plan.programs <= 132 * launch["programs_per_sm"]
+            assert plan.num_warps * launch["programs_per_sm"] <= _split_rows.MAX_RESIDENT_WARPS
+            assert plan == norm_module.layer_norm_bwd_split_plan(4096, 16384, elt, "cuda")
+            # one chunk more than the lagged kernel takes: the split kernel's launch
+            wider = norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS * launch["block"] + 1
+            plan, lag, _ = norm_module._default_split(64, wider, elt, "cuda")
+            split_launch = norm_module.layer_norm_bwd_split_launch(elt)
+            assert lag is None and plan.block == split_launch["block"]
+            per_sm = split_launch["programs_per_sm"]
             too_wide = 132 * per_sm * plan.block + 1  # one chunk more than the GPU holds
             assert norm_module.layer_norm_bwd_split_plan(8, too_wide, elt, "cuda") is None
-        norm_module.layer_norm_bwd_split_plan.cache_clear()
+        norm_module._default_split.cache_clear()
         monkeypatch.setenv(_split_rows.SWITCH, "0")
         assert norm_module.layer_norm_bwd_split_plan(4096, 16384, 2, "cuda") is None
     finally:
-        norm_module.layer_norm_bwd_split_plan.cache_clear()
+        norm_module._default_split.cache_clear()
 
 
 @pytest.mark.gpu
@@ -774,3 +789,179 @@ def test_layer_norm_split_plan_for_more_rows_is_rejected(device):
     assert plan.programs // plan.chunks > 2
     with pytest.raises(ValueError, match="split: expected a plan of at most 2 slots"):
         norm_module.layer_norm_backward(dy, x, None, mean, rstd, False, True, plan)
+
+
+# --------------------------------------------------------------------------- LayerNorm lagged split
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "block", "lag", "rows"),
+    [(1, 1, 16, 1, 1), (7, 257, 64, 0, 1), (7, 257, 64, 1, 1), (7, 257, 64, 2, 1),
+     (5, 4099, 1024, 1, 1), (2, 31, 16, 3, 1), (11, 97, 32, 1, 1), (1, 1, 16, 1, 2),
+     (7, 257, 64, 1, 2), (13, 97, 32, 2, 4), (5, 300, 128, 0, 2)],
+    ids=str,
+)  # fmt: skip
+@pytest.mark.parametrize("affine", ["weight+bias", "weight", "bias", "none"])
+def test_layer_norm_lag_backward(m, n, block, lag, rows, affine, device, cpu_float_dtypes,
+                                 poison_outputs):  # fmt: skip
+    """``layer_norm_bwd_lag_kernel`` (forced plans: several chunks a row, more rows than slots,
+    a ragged last chunk, lags longer than a slot's groups, groups of several rows with the last
+    ragged, more slots than groups) against float64: dx, dweight, dbias, every element written
+    (poisoned outputs)."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    for dtype in cpu_float_dtypes:
+        x = randn(m, n, dtype=dtype, device=device) * 3 + 2
+        w = randn(n, dtype=dtype, device=device) if "weight" in affine else None
+        b = randn(n, dtype=dtype, device=device) if "bias" in affine else None
+        dy = randn(m, n, dtype=dtype, device=device)
+        mean, rstd = _forward_stats(x)
+        plan = split_row_plan(m, n, device, block=block, num_warps=4)
+        assert plan is not None and plan.chunks == -(-n // block)
+        dx, dw, db = norm_module.layer_norm_backward(
+            dy, x, w, mean, rstd, w is not None, b is not None, split=plan, lag=lag, lag_rows=rows
+        )
+        want = _layer_norm_grads64(x, w, b, dy)
+        got = {"dx": dx, "dweight": dw, "dbias": db}
+        if w is None:
+            assert dw.numel() == 0
+            del got["dweight"]
+        if b is None:
+            assert db.numel() == 0
+            del got["dbias"]
+        for (name, g), e in zip(got.items(), want, strict=True):
+            close(g, e, BWD_TOL[dtype] * 4, f"{name} {dtype} {affine} lag={lag} rows={rows}")
+
+
+def test_layer_norm_lag_backward_strided_rows(device, poison_outputs):
+    """Rows that are slices of wider rows (row stride > N), through the lagged kernel."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    m, n = 9, 300
+    x = (randn(m, 2 * n, device=device) * 2 - 1)[:, 3 : n + 3]
+    dy = randn(m, n + 5, device=device)[:, :n]
+    w = randn(n, device=device)
+    mean, rstd = _forward_stats(x)
+    plan = split_row_plan(m, n, device, block=128, num_warps=4)
+    dx, dw, db = norm_module.layer_norm_backward(dy, x, w, mean, rstd, True, True, plan, 1)
+    want = _layer_norm_grads64(x, w, torch.zeros_like(w), dy)
+    for name, g, e in zip(("dx", "dweight", "dbias"), (dx, dw, db), want, strict=True):
+        close(g, e, 1e-4, name)
+
+
+def test_layer_norm_lag_argument_is_checked(device):
+    """A lag without a split plan, a negative one, one with a plan of more chunks a row than
+    the lagged kernel takes, and groups of rows that are not a power of 2 are refused naming
+    the argument."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    x, dy = randn(2, 40, device=device), randn(2, 40, device=device)
+    mean, rstd = _forward_stats(x)
+    with pytest.raises(ValueError, match="lag: expected"):
+        norm_module.layer_norm_backward(dy, x, None, mean, rstd, False, True, None, 1)
+    plan = split_row_plan(2, 40, device, block=16, num_warps=4)
+    with pytest.raises(ValueError, match="lag: expected"):
+        norm_module.layer_norm_backward(dy, x, None, mean, rstd, False, True, plan, -1)
+    with pytest.raises(ValueError, match="lag_rows: expected a power of 2"):
+        norm_module.layer_norm_backward(dy, x, None, mean, rstd, False, True, plan, 1, 3)
+    chunks = norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS + 1
+    wide = randn(2, 16 * chunks, device=device)
+    mean, rstd = _forward_stats(wide)
+    plan = split_row_plan(2, 16 * chunks, device, block=16, num_warps=4)
+    with pytest.raises(ValueError, match=f"lag: expected a plan of at most {chunks - 1} chunks"):
+        norm_module.layer_norm_backward(wide, wide, None, mean, rstd, False, True, plan, 1)
+
+
+@triton.jit
+def _pack_roundtrip_kernel(S, P, U, BLOCK: tl.constexpr):
+    """Packs the pairs (S[k], S[BLOCK + k]) into P[k] one scalar pair at a time, as the lagged
+    kernel does, and writes the unpacked column sums (divided by 1) to U."""
+    i = tl.arange(0, BLOCK)
+    for k in range(0, BLOCK):
+        s1 = tl.sum(tl.where(i == k, tl.load(S + i), 0.0), axis=0)
+        s2 = tl.sum(tl.where(i == k, tl.load(S + BLOCK + i), 0.0), axis=0)
+        tl.store(P + k, norm_kernels._pack_sums(s1, s2))
+    c1, c2 = norm_kernels._unpacked_sums(tl.load(P + i)[None, :], 1)
+    one = tl.arange(0, 1)
+    tl.store(U + one, c1)
+    tl.store(U + 1 + one, c2)
+
+
+def test_pack_sums_never_writes_the_unpublished_flag(device):
+    """The lagged kernel's flag is all bits set; its packed sums must never equal it, NaN sums
+    included (they are written as the canonical NaN), and must unpack to the sums."""
+    low = [1.5, float("nan"), float("inf"), -2.0, 0.0, 3.0, -0.5, 4.0]
+    high = [0.25, 1.0, float("-inf"), 2.0, -1.0, 0.5, 8.0, -8.0]
+    s = torch.tensor([*low, *high])
+    s[1] = torch.tensor([-1], dtype=torch.int32).view(torch.float32)[0]  # a NaN of all bits set
+    s = s.to(device)
+    packed = torch.zeros(8, dtype=torch.int64, device=device)
+    sums = torch.zeros(2, device=device)
+    _pack_roundtrip_kernel[(1,)](s, packed, sums, BLOCK=8)
+    assert not (packed == -1).any()
+    lo = (packed & 0xFFFFFFFF).to(torch.int32).view(torch.float32).cpu()
+    hi = (packed >> 32).to(torch.int32).view(torch.float32).cpu()
+    torch.testing.assert_close(lo, s[:8].cpu(), equal_nan=True)
+    torch.testing.assert_close(hi, s[8:].cpu(), equal_nan=True)
+    assert sums[0].isnan() and sums[1].item() == float("-inf")
+    # finite sums come back exactly
+    s = torch.tensor(
+        [*[float(v) for v in range(1, 9)], *[-0.5 * v for v in range(8)]], device=device
+    )
+    _pack_roundtrip_kernel[(1,)](s, packed, sums, BLOCK=8)
+    assert sums.tolist() == [36.0, -14.0]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    ("block", "warps", "per_sm", "lag", "rows"),
+    [(2048, 4, 4, 0, 1), (2048, 4, 4, 1, 1), (2048, 8, 2, 1, 1), (1024, 4, 8, 1, 1),
+     (1024, 4, 8, 2, 1), (2048, 8, 4, 1, 1), (4096, 16, 2, 1, 1), (1024, 4, 4, 1, 2),
+     (2048, 8, 2, 1, 2), (512, 2, 16, 1, 1), (512, 2, 16, 2, 1)],
+    ids=str,
+)  # fmt: skip
+def test_gpu_layer_norm_lag_backward_launches(block, warps, per_sm, lag, rows, dtype):
+    """Launches of the lagged kernel the sweep times against float64 on ragged shapes (one row,
+    rows not a multiple of the slots, a width not a multiple of the chunk, 32 chunks a row,
+    groups of two rows whose flag words spread over several warps), bitwise the same on a
+    second run (no atomics in any sum; NaN, from a word read before its chunk published it,
+    fails)."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    tol = 1e-4 if dtype == torch.float32 else 5e-2
+    for m, n in ((1, 16384), (257, 16411), (2000, 8192), (4096, 16384), (300, 32768)):
+        x = randn(m, n, dtype=dtype, device="cuda") * 3 + 2
+        w, dy = randn(n, dtype=dtype, device="cuda"), randn(m, n, dtype=dtype, device="cuda")
+        mean, rstd = _forward_stats(x)
+        plan = split_row_plan(m, n, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm)
+        if plan is None or plan.chunks > norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS:
+            continue  # the GPU cannot hold a row's programs at once, or the kernel its words
+        got = norm_module.layer_norm_backward(dy, x, w, mean, rstd, True, True, plan, lag, rows)
+        again = norm_module.layer_norm_backward(dy, x, w, mean, rstd, True, True, plan, lag, rows)
+        want = _layer_norm_grads64(x, w, torch.zeros_like(w), dy)
+        for name, g, g2, e in zip(("dx", "dweight", "dbias"), got, again, want, strict=True):
+            assert torch.equal(g, g2), f"{name} differs between runs"
+            scale = e.abs().max().item()
+            torch.testing.assert_close(g.double() / scale, e / scale, atol=tol, rtol=tol,
+                                       msg=f"{name} m={m} n={n}")  # fmt: skip
+
+
+@pytest.mark.gpu
+def test_gpu_layer_norm_lag_backward_non_finite_rows_terminate():
+    """A row whose sums are NaN or infinite still publishes (no program waits forever on it)
+    and only that row's dx is non-finite."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    m, n = 300, 16384
+    x = randn(m, n, device="cuda") + 1
+    dy = randn(m, n, device="cuda")
+    mean, rstd = _forward_stats(x)
+    dy[5, 7] = float("nan")
+    dy[9, 100] = float("inf")
+    plan = split_row_plan(m, n, "cuda", block=2048, num_warps=4, programs_per_sm=4)
+    dx, _, _ = norm_module.layer_norm_backward(dy, x, None, mean, rstd, False, True, plan, 1)
+    torch.cuda.synchronize()
+    finite = dx.isfinite().all(dim=1)
+    assert not finite[5] and not finite[9]
+    assert finite[[r for r in range(m) if r not in (5, 9)]].all()

@@ -379,20 +379,67 @@ def layer_norm_bwd_split_launch(element_size: int) -> dict[str, int | bool]:
     partials take cap the elements a program holds per wait, so halving the bytes an element
     costs does not halve the time. Publishing the next row's sums before waiting (x and dy of
     two rows in registers) and pausing between polls (``nanosleep``) measured no better and
-    were removed."""
+    were removed.
+
+    Rows of at most :data:`LAYER_NORM_BWD_LAG_MAX_CHUNKS` chunks of
+    :func:`layer_norm_bwd_lag_launch` now take ``layer_norm_bwd_lag_kernel`` instead; this
+    launch serves the wider ones."""
     return {"block": 2048, "num_warps": 4, "programs_per_sm": 4, "prefetch": element_size < 4}
 
 
+LAYER_NORM_BWD_LAG_MAX_CHUNKS = 32
+"""Chunks a row of ``layer_norm_bwd_lag_kernel`` has at most: up to 32 flag words a row sit in
+one warp's lanes. At 64 the H100's Triton 3.6 failed to compile the kernel (an MLIR assertion
+in ``make_ttgir``; ``benchmarks/results/lnbwd-lag-gpu-tests3-2026-11-24-h100.txt``), so wider
+rows keep ``layer_norm_bwd_split_kernel``."""
+
+
+def layer_norm_bwd_lag_launch(element_size: int) -> dict[str, int | bool]:
+    """The :func:`~warpforge.ops._split_rows.split_row_plan` options of the lagged split-row
+    LayerNorm backward (``layer_norm_bwd_lag_kernel``, which never waits on a row its other
+    programs are still reading): 2-byte rows in 512-column chunks of 2 warps, sixteen an SM
+    (64 registers, no spill on sm_90), one row at a time; 4-byte rows in 1024-column chunks of
+    4 warps, four an SM (126 registers), two rows at a time (:func:`layer_norm_bwd_lag`).
+    Kernel alone at 4096 x 16384 on the H100 (``benchmarks/ln_bwd_split_sweep.py``,
+    ``benchmarks/results/lnbwd-lag-sweep*-2026-11-24-h100.json``): bfloat16 192-193 us
+    against 208-210 us for the split kernel, float32 295-298 us against 314 us. No launch
+    timed brought bfloat16 under 191 us (70% of copy): a program's loads in flight are capped
+    by the registers its x, dy, re-read and two partial rows take, here as in the split
+    kernel."""
+    if element_size < 4:
+        return {"block": 512, "num_warps": 2, "programs_per_sm": 16, "prefetch": False}
+    return {"block": 1024, "num_warps": 4, "programs_per_sm": 4, "prefetch": False}
+
+
+def layer_norm_bwd_lag(element_size: int) -> tuple[int, int]:
+    """(lag, rows a group) of :func:`layer_norm_bwd_lag_launch`: dx written one group late
+    from an L2 re-read; groups of two rows for 4-byte rows."""
+    return (1, 1) if element_size < 4 else (1, 2)
+
+
 @functools.lru_cache(maxsize=1024)
+def _default_split(
+    M: int, N: int, element_size: int, device: torch.device | str
+) -> tuple[SplitRowPlan | None, int | None, int]:
+    """(plan, lag, rows a group) of the default split-row launch: the lagged kernel where a
+    row has at most ``LAYER_NORM_BWD_LAG_MAX_CHUNKS`` of its chunks, else the split kernel
+    (lag None); plan None where rows do not split (see :func:`layer_norm_bwd_split_plan`)."""
+    if N < LAYER_NORM_BWD_SPLIT_MIN_N:
+        return None, None, 1
+    plan = split_row_plan(M, N, device, **layer_norm_bwd_lag_launch(element_size))
+    if plan is not None and plan.chunks <= LAYER_NORM_BWD_LAG_MAX_CHUNKS:
+        return (plan, *layer_norm_bwd_lag(element_size))
+    plan = split_row_plan(M, N, device, **layer_norm_bwd_split_launch(element_size))
+    return plan, None, 1
+
+
 def layer_norm_bwd_split_plan(
     M: int, N: int, element_size: int, device: torch.device | str
 ) -> SplitRowPlan | None:
     """The split-row launch of the LayerNorm backward of (M, N) rows, or None (narrower rows,
     a row needing more programs than the GPU holds at once, ``WARPFORGE_SPLIT_ROWS=0``): the
     caller then uses the whole-row or chunked kernels of :func:`_norm_backward`."""
-    if N < LAYER_NORM_BWD_SPLIT_MIN_N:
-        return None
-    return split_row_plan(M, N, device, **layer_norm_bwd_split_launch(element_size))
+    return _default_split(M, N, element_size, device)[0]
 
 
 def _layer_norm_split_backward(
@@ -443,6 +490,56 @@ def _layer_norm_split_backward(
     return dx, dw, db
 
 
+def _layer_norm_lag_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight_grad: bool,
+    bias_grad: bool,
+    plan: SplitRowPlan,
+    lag: int,
+    rows: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, dweight, dbias) of a (M, N) LayerNorm from ``layer_norm_bwd_lag_kernel`` (the
+    split launch ``plan`` over groups of ``rows`` rows, dx written ``lag`` groups late from an
+    L2 re-read) and the partial-sum kernel (dweight/dbias empty when not asked for)."""
+    from warpforge.ops._kernels import norm as kernels
+
+    M, N = x.shape
+    x, dy = as_rows(x), as_rows(dy)
+    dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    wdtype = weight.dtype if weight is not None else x.dtype
+    dw = torch.empty((N,) if weight_grad else (0,), dtype=wdtype, device=x.device)
+    db = torch.empty((N,) if bias_grad else (0,), dtype=wdtype, device=x.device)
+    slots = plan.programs // plan.chunks
+    # a slot that owns a group writes its partial columns; one without (more slots than
+    # groups of rows) adds zeros
+    alloc = torch.empty if slots <= cdiv(M, rows) else torch.zeros
+    dw_partial = alloc((slots, N) if weight_grad else (1,), dtype=torch.float32, device=x.device)
+    db_partial = alloc((slots, N) if bias_grad else (1,), dtype=torch.float32, device=x.device)
+    # each chunk's two sums as one int64 word, all bits set until written (the kernel's flag)
+    sums = torch.full((M * plan.chunks_pow2,), -1, dtype=torch.int64, device=x.device)
+    with kernel_device(x):
+        for stage in plan.stages():
+            kernels.layer_norm_bwd_lag_kernel[(plan.programs,)](
+                dy, x, weight.contiguous() if weight is not None else x, mean, rstd, dx,
+                dw_partial, db_partial, sums, dy.stride(0), x.stride(0), dx.stride(0), M, N,
+                HAS_WEIGHT=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
+                ROWS=rows, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, LAG=lag, STAGE=stage,
+                **plan.launch_options(),
+            )  # fmt: skip
+        if weight_grad or bias_grad:
+            first = (dw_partial, dw) if weight_grad else (db_partial, db)
+            grid = (cdiv(N, _PARTIAL_BLOCK_N), int(weight_grad) + int(bias_grad))
+            block_p = min(_PARTIAL_MAX_BLOCK_P, next_power_of_2(slots))
+            kernels.partial_sum_kernel[grid](
+                *first, db_partial, db, slots, N, BLOCK_P=block_p, BLOCK_N=_PARTIAL_BLOCK_N
+            )
+    return dx, dw, db
+
+
 def layer_norm_backward(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -452,17 +549,31 @@ def layer_norm_backward(
     weight_grad: bool,
     bias_grad: bool,
     split: SplitRowPlan | None = None,
+    lag: int | None = None,
+    lag_rows: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) of a (M, N) LayerNorm: wide rows split over programs
     (:func:`layer_norm_bwd_split_plan`), others through :func:`_norm_backward`. ``split``
-    forces a split launch (tests, benchmark sweeps)."""
+    forces a split launch (tests, benchmark sweeps): with ``lag`` (>= 0) through
+    ``layer_norm_bwd_lag_kernel`` over groups of ``lag_rows`` rows (a power of 2), else
+    ``layer_norm_bwd_split_kernel``."""
     M, N = x.shape
     if split is not None and split.programs // split.chunks > M:
         # a slot without rows would leave its partial rows unwritten (they are not zeroed)
         raise ValueError(f"split: expected a plan of at most {M} slots (rows), got {split}")
+    if lag is not None and (split is None or lag < 0):
+        raise ValueError(f"lag: expected an int >= 0 with a split plan, got {lag!r}")
+    if lag is not None and split.chunks > LAYER_NORM_BWD_LAG_MAX_CHUNKS:
+        raise ValueError(f"lag: expected a plan of at most {LAYER_NORM_BWD_LAG_MAX_CHUNKS} "
+                         f"chunks a row, got {split}")  # fmt: skip
+    if lag_rows < 1 or lag_rows & (lag_rows - 1):
+        raise ValueError(f"lag_rows: expected a power of 2, got {lag_rows!r}")
     if M and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
         if split is None:
-            split = layer_norm_bwd_split_plan(M, N, x.element_size(), x.device)
+            split, lag, lag_rows = _default_split(M, N, x.element_size(), x.device)
+        if split is not None and lag is not None:
+            return _layer_norm_lag_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
+                                            split, lag, lag_rows)  # fmt: skip
         if split is not None:
             return _layer_norm_split_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
                                               split)  # fmt: skip

@@ -15,6 +15,8 @@ row is only scaled by its reciprocal root mean square (RMSNorm). Statistics are 
 * ``layer_norm_bwd_split_kernel``: LayerNorm backward with a wide row split over several
   programs that meet through a per-row counter (``warpforge.ops._split_rows``), so each keeps
   only its column slice of the row and of the dweight/dbias partials in registers.
+* ``layer_norm_bwd_lag_kernel``: the same split, with dx written a few rows late from an L2
+  re-read, so no program ever waits for a row's other programs while they work on it.
 
 Row offsets are computed in int64 so operands larger than 2**31 elements address correctly.
 """
@@ -625,6 +627,184 @@ def layer_norm_bwd_split_kernel(
             _write_dx(DX, row, stride_dx, cols, mask, partial, parts, chunks, N, xhat, wdy, rstd,
                       CHUNKS_POW2)  # fmt: skip
     if STAGE != 1:
+        if WEIGHT_GRAD:
+            tl.store(DW_PARTIAL + slot.to(tl.int64) * N + cols, dw_acc, mask=mask)
+        if BIAS_GRAD:
+            tl.store(DB_PARTIAL + slot.to(tl.int64) * N + cols, db_acc, mask=mask)
+
+
+_UNPUBLISHED = tl.constexpr(-1)
+"""A chunk's slot of the ``layer_norm_bwd_lag_kernel`` sums before its program writes it: all
+bits set, a NaN pattern in both halves that :func:`_pack_sums` never writes (it writes NaN sums
+as the canonical NaN)."""
+
+
+@triton.jit
+def _pack_sums(s1, s2):
+    """Two fp32 sums in one int64 (s1 in the low half), NaN canonicalised: one 8-byte write
+    carries the value and, by differing from ``_UNPUBLISHED``, the news that it was written."""
+    s1 = tl.where(s1 == s1, s1, float("nan"))
+    s2 = tl.where(s2 == s2, s2, float("nan"))
+    lo = s1.to(tl.uint32, bitcast=True).to(tl.uint64)
+    hi = s2.to(tl.uint32, bitcast=True).to(tl.uint64)
+    return (lo | (hi << 32)).to(tl.int64, bitcast=True)
+
+
+@triton.jit
+def _unpacked_sums(packed, N):
+    """Each row's two sums over its chunks (axis 1 of ``packed``), divided by N, from
+    the chunks' packed words (masked-off words read as 0: both halves +0.0)."""
+    lo = (packed & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)
+    hi = ((packed >> 32) & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)
+    return tl.sum(lo, axis=1) / N, tl.sum(hi, axis=1) / N
+
+
+@triton.jit
+def _load_chunk(ptr, mask, KEEP: tl.constexpr):
+    """One chunk of x or dy; ``KEEP`` asks L2 to hold it for the lagged re-read."""
+    if KEEP:
+        return tl.load(ptr, mask=mask, other=0.0, eviction_policy="evict_last")
+    return tl.load(ptr, mask=mask, other=0.0)
+
+
+@triton.jit
+def layer_norm_bwd_lag_kernel(
+    DY,
+    X,
+    W,
+    MEAN,
+    RSTD,
+    DX,
+    DW_PARTIAL,
+    DB_PARTIAL,
+    SUMS,
+    stride_dy,
+    stride_x,
+    stride_dx,
+    M,
+    N,
+    HAS_WEIGHT: tl.constexpr,
+    WEIGHT_GRAD: tl.constexpr,
+    BIAS_GRAD: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    LAG: tl.constexpr,
+    STAGE: tl.constexpr,
+):
+    """LayerNorm backward with each row split over ``cdiv(N, BLOCK_N)`` programs, as
+    ``layer_norm_bwd_split_kernel`` (program ``pid`` owns column chunk ``pid % chunks`` of row
+    groups ``slot, slot + slots, ...`` with ``slot = pid // chunks``; a group is ``ROWS``
+    consecutive rows; ``[slots, N]`` dweight/dbias partials), without waiting for a row's other
+    programs while they work on it.
+
+    dweight and dbias need only the forward's mean and rstd, so a program accumulates them, and
+    publishes its chunk's two sums of each row, as soon as it has read a group (phase A). dx
+    needs every chunk's sums: with ``LAG`` > 0 it is written ``LAG`` groups later (phase B),
+    from a second read of x and dy that the first asked L2 to keep (slots x (LAG + 1) groups
+    in flight: 8 MB at 4096 x 16384 bf16, one row a group), by when the other programs have
+    long published them; with ``LAG`` = 0 right after phase A from the registers, waiting as
+    the split kernel does.
+
+    No counter and no fence: each chunk writes a row's two sums as one 8-byte word into
+    ``SUMS[row, chunk]`` (int64, filled with ``_UNPUBLISHED`` by the caller) and phase B polls
+    the row's words (volatile loads) until none is unpublished: the word is its own flag. Like
+    the split kernel this terminates only when all programs of a row are resident at once.
+    STAGE 1 / 2 (the interpreter): phase A over all groups, then phase B from a second read.
+    """
+    pid = tl.program_id(0)
+    chunks = tl.cdiv(N, BLOCK_N)
+    chunk = pid % chunks
+    slot = pid // chunks
+    slots = tl.num_programs(0) // chunks
+    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = cols < N
+    parts = tl.arange(0, CHUNKS_POW2)
+    in_group = tl.arange(0, ROWS)
+    dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    first = slot.to(tl.int64)
+    groups_here = tl.cdiv(tl.cdiv(M, ROWS) - slot, slots)
+    if STAGE == 0:
+        iterations = groups_here + LAG
+    else:
+        iterations = groups_here
+    for i in range(0, iterations):
+        # phase A: group i of this slot (rows past the last are masked off: the lag's tail)
+        rows_a = (first + i * slots) * ROWS + in_group
+        valid_a = rows_a < M
+        mask_a = valid_a[:, None] & mask[None, :]
+        if STAGE != 2:
+            x_a = _load_chunk(X + rows_a[:, None] * stride_x + cols[None, :], mask_a, LAG > 0)
+            dy_a = _load_chunk(DY + rows_a[:, None] * stride_dy + cols[None, :], mask_a, LAG > 0)
+        # phase B: group i - LAG (STAGE 2: group i), re-read while phase A computes
+        if STAGE == 2:
+            i_b = i
+        else:
+            i_b = i - LAG
+        rows_b = (first + i_b * slots) * ROWS + in_group  # negative before the first group
+        valid_b = (rows_b >= 0) & (rows_b < M)
+        mask_b = valid_b[:, None] & mask[None, :]
+        words = SUMS + rows_b[:, None] * CHUNKS_POW2 + parts[None, :]
+        words_mask = valid_b[:, None] & (parts < chunks)[None, :]
+        if STAGE == 2 or (STAGE == 0 and LAG > 0):
+            x_b = tl.load(X + rows_b[:, None] * stride_x + cols[None, :], mask=mask_b, other=0.0,
+                          eviction_policy="evict_first")  # fmt: skip
+            dy_b = tl.load(DY + rows_b[:, None] * stride_dy + cols[None, :], mask=mask_b,
+                           other=0.0, eviction_policy="evict_first")  # fmt: skip
+            packed = tl.load(words, mask=words_mask, other=0, volatile=True)
+        if STAGE != 2:
+            # masked-off rows read any row's statistics (row 0): nothing of theirs is stored
+            mean_a = tl.load(MEAN + tl.where(valid_a, rows_a, 0))
+            rstd_a = tl.load(RSTD + tl.where(valid_a, rows_a, 0))
+            xhat_a = tl.where(mask_a, (x_a.to(tl.float32) - mean_a[:, None]) * rstd_a[:, None], 0.0)
+            dy_a = dy_a.to(tl.float32)
+            if HAS_WEIGHT:
+                w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+                wdy_a = dy_a * w[None, :]
+            else:
+                wdy_a = dy_a
+            s1, s2 = _sum_pair(xhat_a * wdy_a, wdy_a, 1)
+            word = SUMS + rows_a * CHUNKS_POW2 + chunk
+            if STAGE == 0:
+                tl.atomic_xchg(word, _pack_sums(s1, s2), mask=valid_a, sem="relaxed")
+            else:
+                tl.store(word, _pack_sums(s1, s2), mask=valid_a)
+            if WEIGHT_GRAD:
+                dw_acc += tl.sum(dy_a * xhat_a, axis=0)
+            if BIAS_GRAD:
+                db_acc += tl.sum(dy_a, axis=0)
+        if STAGE != 1:
+            if STAGE == 0 and LAG == 0:
+                packed = tl.load(words, mask=words_mask, other=0, volatile=True)
+            while tl.max(tl.max((packed == _UNPUBLISHED).to(tl.int32), axis=1), axis=0) > 0:
+                packed = tl.load(words, mask=words_mask, other=0, volatile=True)
+            if STAGE == 0 and ROWS > 1:
+                # The words spread over several warps, each holding copies it loaded itself,
+                # and the exit test reduces one copy of each across warps: a warp's own copy
+                # may predate the publication that test saw (the H100 wrote NaN rows so), so
+                # read them once more. One row of at most 32 words (the callers' limit) sits
+                # in every warp's lanes and each warp decides on its own copy (warp-local).
+                tl.debug_barrier()
+                packed = tl.load(words, mask=words_mask, other=0, volatile=True)
+            c1, c2 = _unpacked_sums(packed, N)
+            if STAGE == 0 and LAG == 0:
+                xhat_b, wdy_b, rstd_b = xhat_a, wdy_a, rstd_a
+            else:
+                mean_b = tl.load(MEAN + tl.where(valid_b, rows_b, 0))
+                rstd_b = tl.load(RSTD + tl.where(valid_b, rows_b, 0))
+                xhat_b = tl.where(
+                    mask_b, (x_b.to(tl.float32) - mean_b[:, None]) * rstd_b[:, None], 0.0
+                )
+                if HAS_WEIGHT:
+                    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+                    wdy_b = dy_b.to(tl.float32) * w[None, :]
+                else:
+                    wdy_b = dy_b.to(tl.float32)
+            dx = (wdy_b - xhat_b * c1[:, None] - c2[:, None]) * rstd_b[:, None]
+            tl.store(DX + rows_b[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty),
+                     mask=mask_b)  # fmt: skip
+    if STAGE != 2:
         if WEIGHT_GRAD:
             tl.store(DW_PARTIAL + slot.to(tl.int64) * N + cols, dw_acc, mask=mask)
         if BIAS_GRAD:
