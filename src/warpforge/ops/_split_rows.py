@@ -110,6 +110,9 @@ class SplitRowPlan:
     prefetch: bool = False
     """Each program loads its next row's chunk before waiting for the other programs of this
     row (the kernels' PREFETCH)."""
+    release_only: bool = False
+    """The programs arrive with a release (not acq_rel) atomic, so the prefetch issued after
+    the arrival need not wait for the atomic to return (the kernels' RELEASE_ONLY)."""
     max_registers: int | None = None
     """Registers a thread may use (Triton's ``maxnreg``) so that the planned programs per SM
     fit the register file; None with one program an SM."""
@@ -143,6 +146,7 @@ def split_row_plan(
     num_warps: int = SPLIT_WARPS,
     programs_per_sm: int = 1,
     prefetch: bool = False,
+    release_only: bool = False,
 ) -> SplitRowPlan | None:
     """The split launch of (M, N) rows, or None when a row needs more programs than the GPU
     holds at once (under MPS: than this process's share of it) or ``WARPFORGE_SPLIT_ROWS=0``
@@ -181,5 +185,6 @@ def split_row_plan(
         programs=slots * chunks,
         synchronized=synchronized,
         prefetch=prefetch,
+        release_only=release_only,
         max_registers=max_registers,
     )

@@ -111,6 +111,19 @@ the split kernel computed two exponentials per element and held 32768 columns a 
 ran no faster there, 60-62% of copy on the H100.)"""
 
 
+WHOLE_ROW_PREFETCH_MIN_COLS = WHOLE_ROW_MAX_BLOCK // 2
+"""2-byte rows wider than this (and up to ``WHOLE_ROW_MAX_BLOCK``) take
+``cross_entropy_fwd_grad_rows_kernel``: their whole-row program fills an SM's register file,
+so only a program that loads its next row while it finishes this one overlaps the two."""
+
+WHOLE_ROW_PREFETCH_WARPS = 32
+
+SPLIT_EARLY_TARGET = True
+"""The split forward with gradient loads each row's target index one row ahead and every
+program its target logit (the kernel's EARLY), instead of chunk 0 alone loading both on the
+path to the row's meeting."""
+
+
 @functools.lru_cache(maxsize=1024)
 def _fwd_grad_split_plan(
     n_rows: int, n_cols: int, element_size: int, device: torch.device
@@ -118,8 +131,16 @@ def _fwd_grad_split_plan(
     """Rows wider than the whole-row kernel's block: split over programs, or None when the
     dtype is too narrow to gain (``SPLIT_GRAD_MIN_ELEMENT_SIZE``) or a row needs more programs
     than the GPU holds at once."""
-    if next_power_of_2(n_cols) <= WHOLE_ROW_MAX_BLOCK or element_size < SPLIT_GRAD_MIN_ELEMENT_SIZE:
+    if element_size < SPLIT_GRAD_MIN_ELEMENT_SIZE:
         return None
+    if next_power_of_2(n_cols) <= WHOLE_ROW_MAX_BLOCK:
+        if element_size != 2 or n_cols <= WHOLE_ROW_PREFETCH_MIN_COLS:
+            return None
+        # one chunk a row: the persistent whole-row kernel that prefetches the next row
+        return split_row_plan(
+            n_rows, n_cols, device, block=WHOLE_ROW_MAX_BLOCK, num_warps=WHOLE_ROW_PREFETCH_WARPS,
+            prefetch=True,
+        )  # fmt: skip
     return split_row_plan(n_rows, n_cols, device, **split_launch(element_size))
 
 
@@ -239,11 +260,22 @@ def row_losses(
 
 
 def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, plan, options):
-    """The forward with gradient of rows split over ``plan.chunks`` programs each."""
-    from warpforge.ops._kernels.cross_entropy import cross_entropy_fwd_grad_split_kernel
+    """The forward with gradient of rows split over ``plan.chunks`` programs each (one chunk:
+    whole rows, a persistent grid of programs that each prefetch their next row)."""
+    from warpforge.ops._kernels.cross_entropy import (
+        cross_entropy_fwd_grad_rows_kernel,
+        cross_entropy_fwd_grad_split_kernel,
+    )
 
     n_rows = logits.shape[0]
     options = dict(options, BLOCK=plan.block, **plan.launch_options())
+    if plan.chunks == 1:
+        with kernel_device(logits):
+            cross_entropy_fwd_grad_rows_kernel[(plan.programs,)](
+                logits, target, loss, lse, grad_out, grad_loss, _row_stride(grad_loss),
+                logits.stride(0), grad_out.stride(0), n_rows, *common, **options,
+            )  # fmt: skip
+        return
     partials = plan.workspace(n_rows, 4, logits.device)
     arrivals = plan.arrivals(n_rows, logits.device)
     with kernel_device(logits):
@@ -251,7 +283,8 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
             cross_entropy_fwd_grad_split_kernel[(plan.programs,)](
                 logits, target, loss, lse, grad_out, grad_loss, partials, arrivals,
                 _row_stride(grad_loss), logits.stride(0), grad_out.stride(0), n_rows, *common,
-                CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, PREFETCH=plan.prefetch, **options,
+                CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, PREFETCH=plan.prefetch,
+                EARLY=SPLIT_EARLY_TARGET, RELEASE_ONLY=plan.release_only, **options,
             )  # fmt: skip
 
 
@@ -265,14 +298,22 @@ def scale_row_grads(grad: torch.Tensor, grad_loss: torch.Tensor) -> None:
     if execution_path(grad.device) is ExecutionPath.TORCH_REFERENCE:
         grad.mul_(grad_loss.reshape(-1, 1))
         return
-    from warpforge.ops._kernels.cross_entropy import cross_entropy_scale_grad_kernel
+    from warpforge.ops._kernels.cross_entropy import cross_entropy_scale_rows_kernel
 
     block, num_warps = _launch_config(n_cols, grad.element_size())
     with kernel_device(grad):
-        cross_entropy_scale_grad_kernel[(n_rows,)](
-            grad, grad_loss, _row_stride(grad_loss), grad.stride(0), n_cols,
+        cross_entropy_scale_rows_kernel[(_scale_programs(n_rows, num_warps, grad.device),)](
+            grad, grad_loss, _row_stride(grad_loss), grad.stride(0), n_rows, n_cols,
             BLOCK=block, num_warps=num_warps,
         )  # fmt: skip
+
+
+def _scale_programs(n_rows: int, num_warps: int, device: torch.device) -> int:
+    """Persistent grid of the scaling kernel: the programs of 2048 threads an SM."""
+    sm_count = device_capabilities(device).sm_count
+    if sm_count is None:
+        return max(1, min(n_rows, _INTERPRETER_PROGRAMS))
+    return max(1, min(n_rows, sm_count * max(1, 64 // num_warps)))
 
 
 def row_grads(
@@ -426,7 +467,8 @@ _cross_entropy_fwd.register_autograd(_backward, setup_context=_setup_context)
 def _reduction_scale(target: torch.Tensor, ignore_index: int, reduction: str) -> torch.Tensor:
     """d(reduced loss)/d(row loss) as a 1-element float32 device tensor (no host sync)."""
     if reduction == "mean":
-        return (1.0 / (target != ignore_index).sum().to(torch.float32)).reshape(1)
+        # reciprocal of the int64 count gives float32 in one launch (three small ones before)
+        return torch.reciprocal((target != ignore_index).sum()).reshape(1)
     return torch.ones(1, device=target.device, dtype=torch.float32)
 
 
@@ -445,6 +487,8 @@ def _cross_entropy_fwd_grad(
     loss_rows, _ = row_losses(
         logits, target, ignore_index, label_smoothing, z_loss, grad_out=grad, grad_loss=scale
     )
+    if reduction == "mean":  # the sum times the 1 / count already on the device: two launches
+        return loss_rows.sum().mul_(scale.reshape(())), grad
     return reduce_rows(loss_rows, target, ignore_index, reduction), grad
 
 
