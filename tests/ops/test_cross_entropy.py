@@ -244,6 +244,107 @@ def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch):
         torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
 
 
+@pytest.mark.parametrize("early", [False, True], ids=["chunk0-target", "early-target"])
+def test_split_forward_with_grad_early_and_late_target_loads(path, early, monkeypatch):
+    """Both target paths of the split kernel (EARLY: every program loads its row's target one
+    row ahead and the target logit itself) over ragged 16-column chunks, targets at the first,
+    last and a chunk's first column and ignored, more rows than slots, into a poisoned buffer
+    and in place."""
+    monkeypatch.setattr(ce_module, "SPLIT_EARLY_TARGET", early)
+    gen = torch.Generator().manual_seed(31)
+    rows, vocab = 11, 53
+    logits = torch.randn(rows, vocab, generator=gen) * 3
+    target = random_target((rows,), vocab, gen)
+    target[0], target[1], target[2], target[3] = 0, vocab - 1, 16, IGNORE
+    grad_loss = torch.rand(rows, generator=gen) + 0.5
+    x64 = logits.double().requires_grad_()
+    expected_rows = reference_cross_entropy(
+        x64, target, reduction="none", label_smoothing=0.1, z_loss=0.01
+    )
+    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
+    plan = split_row_plan(rows, vocab, "cpu", block=16, num_warps=1, prefetch=True,
+                          release_only=True)  # fmt: skip
+    for out in (torch.full_like(logits, float("nan")), logits.clone()):
+        source = out if not out.isnan().any() else logits
+        loss, lse = ce_module.row_losses(
+            source, target, IGNORE, 0.1, 0.01, grad_out=out, grad_loss=grad_loss, split=plan
+        )
+        torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=2e-5, rtol=2e-5)
+        torch.testing.assert_close(lse.double(), logits.double().logsumexp(-1), atol=1e-5, rtol=0)
+        torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize(("rows", "vocab", "block"), [(1, 7, 16), (13, 61, 64), (5, 64, 64)])
+def test_whole_rows_prefetching_forward_with_grad(path, dtype, rows, vocab, block):
+    """A one-chunk split plan: the persistent whole-row kernel that loads its next row while it
+    finishes this one (more rows than the interpreter's programs; one row; a full block),
+    smoothing and z-loss, targets at the first and last column and ignored, per-row and
+    broadcast grad_loss, into a poisoned buffer and in place."""
+    gen = torch.Generator().manual_seed(32 + rows)
+    logits = (torch.randn(rows, vocab, generator=gen) * 3).to(dtype)
+    target = random_target((rows,), vocab, gen)
+    target[0] = vocab - 1
+    if rows > 2:
+        target[1], target[2] = 0, IGNORE
+    plan = split_row_plan(rows, vocab, "cpu", block=block, num_warps=1, prefetch=True)
+    assert plan.chunks == 1
+    tol = 2e-5 if dtype == torch.float32 else 2e-3
+    for grad_loss in (torch.rand(rows, generator=gen) + 0.5, torch.full((1,), 0.3)):
+        x64 = logits.double().requires_grad_()
+        expected_rows = reference_cross_entropy(
+            x64, target, reduction="none", label_smoothing=0.1, z_loss=0.01
+        )
+        (expected,) = torch.autograd.grad(
+            expected_rows, x64, grad_loss.double().expand(rows).contiguous()
+        )
+        for out in (torch.full_like(logits, float("nan")), logits.clone()):
+            source = out if not out.isnan().any() else logits
+            loss, lse = ce_module.row_losses(
+                source, target, IGNORE, 0.1, 0.01, grad_out=out, grad_loss=grad_loss, split=plan
+            )
+            torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=tol, rtol=tol)
+            torch.testing.assert_close(
+                lse.double(), logits.double().logsumexp(-1), atol=tol, rtol=0
+            )
+            torch.testing.assert_close(out.double(), expected, atol=tol * 0.1, rtol=tol)
+
+
+def test_whole_rows_prefetching_plan_covers_wide_two_byte_rows_only():
+    cpu = torch.device("cpu")
+    plan = ce_module._fwd_grad_split_plan
+    wide = plan(64, 32000, 2, cpu)
+    assert wide is not None and wide.chunks == 1 and wide.prefetch
+    assert plan(64, 32768, 2, cpu).chunks == 1
+    assert plan(64, 16384, 2, cpu) is None  # the whole-row kernel holds two rows an SM's worth
+    assert plan(64, 32000, 4, cpu) is None  # float32 keeps the whole-row kernel
+    assert plan(64, 40000, 2, cpu).chunks > 1
+
+
+@pytest.mark.parametrize("rows", [1, 9])
+def test_scaling_skips_unit_factors_and_scales_the_rest(path, rows):
+    """The persistent scaling kernel: rows whose factor is exactly 1 are left untouched (NaN
+    poison stays), every other row is scaled, with more rows than programs; one broadcast
+    factor of 1 touches nothing, one other broadcast factor scales every row."""
+    gen = torch.Generator().manual_seed(33)
+    grad = torch.randn(rows, 45, generator=gen)
+    factors = torch.rand(rows, generator=gen) + 0.5
+    factors[0] = 1.0
+    grad[0] = float("nan")
+    expected = grad * factors[:, None]
+    out = grad.clone()
+    ce_module.scale_row_grads(out, factors)
+    if path == "triton":  # the reference path multiplies every row (NaN * 1 = NaN too)
+        assert out[0].isnan().all()
+    torch.testing.assert_close(out[1:], expected[1:])
+    out = grad.clone()
+    ce_module.scale_row_grads(out, torch.ones(()))
+    torch.testing.assert_close(out, grad, equal_nan=True)
+    out = grad.clone()
+    ce_module.scale_row_grads(out, torch.full((), 0.25))
+    torch.testing.assert_close(out, grad * 0.25, equal_nan=True)
+
+
 def test_split_forward_with_grad_float16_and_masked_chunks():
     gen = torch.Generator().manual_seed(25)
     logits = torch.randn(5, 70, generator=gen) * 2
@@ -600,6 +701,59 @@ def test_gpu_split_forward_with_grad(dtype, rows, vocab):
     tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
     torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=tol, rtol=tol)
     torch.testing.assert_close(in_place.double(), expected, atol=tol * 1e-3, rtol=tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(("rows", "vocab"), [(700, 32000), (300, 32768), (1, 20000)])
+def test_gpu_whole_rows_prefetching_forward_with_grad(dtype, rows, vocab):
+    """The persistent whole-row kernel at its launch (the default plan of wide 2-byte rows):
+    rows in several waves, in place over the logits, smoothing and z-loss."""
+    gen = torch.Generator().manual_seed(34)
+    logits = (torch.randn(rows, vocab, generator=gen) * 3).to("cuda", dtype)
+    target = random_target((rows,), vocab, gen).cuda()
+    target[0] = vocab - 1
+    grad_loss = (torch.rand(rows, generator=gen) + 0.5).cuda()
+    x64 = logits.double().requires_grad_()
+    expected_rows = reference_cross_entropy(
+        x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-4
+    )
+    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
+    plan = split_row_plan(rows, vocab, "cuda", block=32768, num_warps=32, prefetch=True)
+    assert plan.chunks == 1
+    for out in (torch.full_like(logits, float("nan")), logits.clone()):
+        source = out if not out.isnan().any() else logits
+        loss, _ = ce_module.row_losses(
+            source, target, IGNORE, 0.1, 1e-4, grad_out=out, grad_loss=grad_loss, split=plan
+        )
+        tol = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+        torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=tol, rtol=tol)
+        torch.testing.assert_close(out.double(), expected, atol=tol * 1e-3, rtol=tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("early", [False, True], ids=["chunk0-target", "early-target"])
+@pytest.mark.parametrize("release", [False, True], ids=["acq-rel", "release"])
+def test_gpu_split_forward_with_grad_target_loads_and_arrivals(early, release, monkeypatch):
+    """The 2-byte split launch with both target paths and both arrival atomics, in place."""
+    monkeypatch.setattr(ce_module, "SPLIT_EARLY_TARGET", early)
+    gen = torch.Generator().manual_seed(35)
+    rows, vocab = 500, 128256
+    logits = (torch.randn(rows, vocab, generator=gen) * 3).to("cuda", torch.bfloat16)
+    target = random_target((rows,), vocab, gen).cuda()
+    target[0], target[1], target[2] = 0, vocab - 1, 4096
+    grad_loss = (torch.rand(rows, generator=gen) + 0.5).cuda()
+    x64 = logits.double().requires_grad_()
+    expected_rows = reference_cross_entropy(x64, target, reduction="none", label_smoothing=0.1)
+    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
+    plan = split_row_plan(rows, vocab, "cuda", block=4096, num_warps=4, programs_per_sm=8,
+                          prefetch=True, release_only=release)  # fmt: skip
+    in_place = logits.clone()
+    loss, _ = ce_module.row_losses(
+        in_place, target, IGNORE, 0.1, 0.0, grad_out=in_place, grad_loss=grad_loss, split=plan
+    )
+    torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=1.6e-2, rtol=1.6e-2)
+    torch.testing.assert_close(in_place.double(), expected, atol=1.6e-5, rtol=1.6e-2)
 
 
 @pytest.mark.gpu

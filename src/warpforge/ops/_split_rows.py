@@ -42,8 +42,8 @@ REGISTERS_PER_SM = 65536
 
 
 def split_launch(element_size: int) -> dict[str, int | bool]:
-    """The :func:`split_row_plan` options (block, num_warps, programs_per_sm, prefetch) of the
-    split kernels for elements of this size.
+    """The :func:`split_row_plan` options (block, num_warps, programs_per_sm, prefetch,
+    release_only) of the split kernels for elements of this size.
 
     Four 8192-column programs an SM (8 warps each) rather than one 32768-column program: one
     program's loads overlap another's reductions and waits. That matters most for 2-byte rows,
@@ -56,7 +56,13 @@ def split_launch(element_size: int) -> dict[str, int | bool]:
     (``prefetch``): on one 8192 x 128256 bf16 cross-entropy chunk 1650 µs against 1744 µs
     (``benchmarks/results/rope-ce-flce-sweep-2026-11-24-h100.json``)."""
     if element_size == 2:
-        return {"block": 4096, "num_warps": 4, "programs_per_sm": 8, "prefetch": True}
+        return {
+            "block": 4096,
+            "num_warps": 4,
+            "programs_per_sm": 8,
+            "prefetch": True,
+            "release_only": True,
+        }
     return {"block": 8192, "num_warps": 8, "programs_per_sm": 4, "prefetch": False}
 
 

@@ -489,9 +489,7 @@ def cross_entropy_scale_rows_kernel(
                     offs = start + cols
                     mask = offs < n_cols
                     g = tl.load(row_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-                    tl.store(
-                        row_ptr + offs, (g * factor).to(grad_ptr.dtype.element_ty), mask=mask
-                    )
+                    tl.store(row_ptr + offs, (g * factor).to(grad_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -649,7 +647,7 @@ def cross_entropy_fwd_grad_split_kernel(
         chunk_max, e = chunk_exponentials(x)
         if STAGE != 2:
             store_chunk_partials(partial, chunk, chunk_max, e, CHUNKS_POW2)
-            if not EARLY:
+            if not EARLY:  # noqa: SIM102 (a compile-time branch around a run-time one)
                 if chunk == 0:
                     target, _, in_range = _row_target(
                         target_ptr, row, n_cols, ignore_index, CHECK_TARGETS
