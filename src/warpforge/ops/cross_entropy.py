@@ -309,11 +309,11 @@ def scale_row_grads(grad: torch.Tensor, grad_loss: torch.Tensor) -> None:
 
 
 def _scale_programs(n_rows: int, num_warps: int, device: torch.device) -> int:
-    """Persistent grid of the scaling kernel: the programs of 2048 threads an SM."""
+    """Persistent grid of the scaling kernel: 2048 threads an SM (at most 32 programs)."""
     sm_count = device_capabilities(device).sm_count
     if sm_count is None:
         return max(1, min(n_rows, _INTERPRETER_PROGRAMS))
-    return max(1, min(n_rows, sm_count * max(1, 64 // num_warps)))
+    return max(1, min(n_rows, sm_count * max(1, min(32, 64 // num_warps))))
 
 
 def row_grads(
