@@ -274,51 +274,26 @@ def test_split_forward_with_grad_early_and_late_target_loads(path, early, monkey
         torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize(("rows", "vocab", "block"), [(1, 7, 16), (13, 61, 64), (5, 64, 64)])
-def test_whole_rows_prefetching_forward_with_grad(path, dtype, rows, vocab, block):
-    """A one-chunk split plan: the persistent whole-row kernel that loads its next row while it
-    finishes this one (more rows than the interpreter's programs; one row; a full block),
-    smoothing and z-loss, targets at the first and last column and ignored, per-row and
-    broadcast grad_loss, into a poisoned buffer and in place."""
-    gen = torch.Generator().manual_seed(32 + rows)
-    logits = (torch.randn(rows, vocab, generator=gen) * 3).to(dtype)
-    target = random_target((rows,), vocab, gen)
-    target[0] = vocab - 1
-    if rows > 2:
-        target[1], target[2] = 0, IGNORE
-    plan = split_row_plan(rows, vocab, "cpu", block=block, num_warps=1, prefetch=True)
-    assert plan.chunks == 1
-    tol = 2e-5 if dtype == torch.float32 else 2e-3
-    for grad_loss in (torch.rand(rows, generator=gen) + 0.5, torch.full((1,), 0.3)):
-        x64 = logits.double().requires_grad_()
-        expected_rows = reference_cross_entropy(
-            x64, target, reduction="none", label_smoothing=0.1, z_loss=0.01
-        )
-        (expected,) = torch.autograd.grad(
-            expected_rows, x64, grad_loss.double().expand(rows).contiguous()
-        )
-        for out in (torch.full_like(logits, float("nan")), logits.clone()):
-            source = out if not out.isnan().any() else logits
-            loss, lse = ce_module.row_losses(
-                source, target, IGNORE, 0.1, 0.01, grad_out=out, grad_loss=grad_loss, split=plan
-            )
-            torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=tol, rtol=tol)
-            torch.testing.assert_close(
-                lse.double(), logits.double().logsumexp(-1), atol=tol, rtol=0
-            )
-            torch.testing.assert_close(out.double(), expected, atol=tol * 0.1, rtol=tol)
-
-
-def test_whole_rows_prefetching_plan_covers_wide_two_byte_rows_only():
-    cpu = torch.device("cpu")
-    plan = ce_module._fwd_grad_split_plan
-    wide = plan(64, 32000, 2, cpu)
-    assert wide is not None and wide.chunks == 1 and wide.prefetch
-    assert plan(64, 32768, 2, cpu).chunks == 1
-    assert plan(64, 16384, 2, cpu) is None  # the whole-row kernel holds two rows an SM's worth
-    assert plan(64, 32000, 4, cpu) is None  # float32 keeps the whole-row kernel
-    assert plan(64, 40000, 2, cpu).chunks > 1
+@pytest.mark.parametrize("rows", [1, 37])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_forward_with_grad_reductions_over_many_rows(path, rows, reduction, monkeypatch):
+    """The forward-with-gradient op's single-program reductions (the mean's 1 / count, the
+    reduced loss in the logits' dtype) over more rows than one (16-row) block, against float64;
+    a mean over only ignored rows is NaN (as torch), its gradient 0."""
+    monkeypatch.setattr(ce_module, "_reduction_launch", lambda n_rows: (16, 1))
+    gen = torch.Generator().manual_seed(36 + rows)
+    logits = torch.randn(rows, 5, generator=gen) * 2
+    target = random_target((rows,), 5, gen, ignore_fraction=0.3)
+    for t in (target, torch.full_like(target, IGNORE)):
+        x = logits.half().requires_grad_()
+        loss = cross_entropy(x, t, reduction=reduction)
+        (grad,) = torch.autograd.grad(loss, x)
+        x64 = x.detach().double().requires_grad_()
+        expected = reference_cross_entropy(x64, t, reduction=reduction)
+        (expected_grad,) = torch.autograd.grad(expected, x64)
+        assert loss.dtype == torch.float16 and loss.shape == ()
+        torch.testing.assert_close(loss.double(), expected, atol=2e-3, rtol=2e-3, equal_nan=True)
+        torch.testing.assert_close(grad.double(), expected_grad, atol=1e-4, rtol=2e-3)
 
 
 @pytest.mark.parametrize("rows", [1, 9])
@@ -701,34 +676,6 @@ def test_gpu_split_forward_with_grad(dtype, rows, vocab):
     tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
     torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=tol, rtol=tol)
     torch.testing.assert_close(in_place.double(), expected, atol=tol * 1e-3, rtol=tol)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize(("rows", "vocab"), [(700, 32000), (300, 32768), (1, 20000)])
-def test_gpu_whole_rows_prefetching_forward_with_grad(dtype, rows, vocab):
-    """The persistent whole-row kernel at its launch (the default plan of wide 2-byte rows):
-    rows in several waves, in place over the logits, smoothing and z-loss."""
-    gen = torch.Generator().manual_seed(34)
-    logits = (torch.randn(rows, vocab, generator=gen) * 3).to("cuda", dtype)
-    target = random_target((rows,), vocab, gen).cuda()
-    target[0] = vocab - 1
-    grad_loss = (torch.rand(rows, generator=gen) + 0.5).cuda()
-    x64 = logits.double().requires_grad_()
-    expected_rows = reference_cross_entropy(
-        x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-4
-    )
-    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
-    plan = split_row_plan(rows, vocab, "cuda", block=32768, num_warps=32, prefetch=True)
-    assert plan.chunks == 1
-    for out in (torch.full_like(logits, float("nan")), logits.clone()):
-        source = out if not out.isnan().any() else logits
-        loss, _ = ce_module.row_losses(
-            source, target, IGNORE, 0.1, 1e-4, grad_out=out, grad_loss=grad_loss, split=plan
-        )
-        tol = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
-        torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=tol, rtol=tol)
-        torch.testing.assert_close(out.double(), expected, atol=tol * 1e-3, rtol=tol)
 
 
 @pytest.mark.gpu

@@ -111,13 +111,6 @@ the split kernel computed two exponentials per element and held 32768 columns a 
 ran no faster there, 60-62% of copy on the H100.)"""
 
 
-WHOLE_ROW_PREFETCH_MIN_COLS = WHOLE_ROW_MAX_BLOCK // 2
-"""2-byte rows wider than this (and up to ``WHOLE_ROW_MAX_BLOCK``) take
-``cross_entropy_fwd_grad_rows_kernel``: their whole-row program fills an SM's register file,
-so only a program that loads its next row while it finishes this one overlaps the two."""
-
-WHOLE_ROW_PREFETCH_WARPS = 32
-
 SPLIT_EARLY_TARGET = True
 """The split forward with gradient loads each row's target index one row ahead and every
 program its target logit (the kernel's EARLY), instead of chunk 0 alone loading both on the
@@ -131,16 +124,8 @@ def _fwd_grad_split_plan(
     """Rows wider than the whole-row kernel's block: split over programs, or None when the
     dtype is too narrow to gain (``SPLIT_GRAD_MIN_ELEMENT_SIZE``) or a row needs more programs
     than the GPU holds at once."""
-    if element_size < SPLIT_GRAD_MIN_ELEMENT_SIZE:
+    if next_power_of_2(n_cols) <= WHOLE_ROW_MAX_BLOCK or element_size < SPLIT_GRAD_MIN_ELEMENT_SIZE:
         return None
-    if next_power_of_2(n_cols) <= WHOLE_ROW_MAX_BLOCK:
-        if element_size != 2 or n_cols <= WHOLE_ROW_PREFETCH_MIN_COLS:
-            return None
-        # one chunk a row: the persistent whole-row kernel that prefetches the next row
-        return split_row_plan(
-            n_rows, n_cols, device, block=WHOLE_ROW_MAX_BLOCK, num_warps=WHOLE_ROW_PREFETCH_WARPS,
-            prefetch=True,
-        )  # fmt: skip
     return split_row_plan(n_rows, n_cols, device, **split_launch(element_size))
 
 
@@ -260,22 +245,11 @@ def row_losses(
 
 
 def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, plan, options):
-    """The forward with gradient of rows split over ``plan.chunks`` programs each (one chunk:
-    whole rows, a persistent grid of programs that each prefetch their next row)."""
-    from warpforge.ops._kernels.cross_entropy import (
-        cross_entropy_fwd_grad_rows_kernel,
-        cross_entropy_fwd_grad_split_kernel,
-    )
+    """The forward with gradient of rows split over ``plan.chunks`` programs each."""
+    from warpforge.ops._kernels.cross_entropy import cross_entropy_fwd_grad_split_kernel
 
     n_rows = logits.shape[0]
     options = dict(options, BLOCK=plan.block, **plan.launch_options())
-    if plan.chunks == 1:
-        with kernel_device(logits):
-            cross_entropy_fwd_grad_rows_kernel[(plan.programs,)](
-                logits, target, loss, lse, grad_out, grad_loss, _row_stride(grad_loss),
-                logits.stride(0), grad_out.stride(0), n_rows, *common, **options,
-            )  # fmt: skip
-        return
     partials = plan.workspace(n_rows, 4, logits.device)
     arrivals = plan.arrivals(n_rows, logits.device)
     with kernel_device(logits):
@@ -294,10 +268,10 @@ def scale_row_grads(grad: torch.Tensor, grad_loss: torch.Tensor) -> None:
     n_rows, n_cols = grad.shape
     if n_rows == 0:
         return
-    grad_loss = grad_loss.float()
     if execution_path(grad.device) is ExecutionPath.TORCH_REFERENCE:
-        grad.mul_(grad_loss.reshape(-1, 1))
+        grad.mul_(grad_loss.float().reshape(-1, 1))
         return
+    # the kernel reads any float dtype as float32: no conversion launch for a 16-bit grad_loss
     from warpforge.ops._kernels.cross_entropy import cross_entropy_scale_rows_kernel
 
     block, num_warps = _launch_config(n_cols, grad.element_size())
@@ -464,12 +438,66 @@ def _backward(ctx, grad_loss, grad_lse):
 _cross_entropy_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
+SMALL_REDUCTION_MAX_ROWS = 65536
+"""Rows up to which the forward-with-gradient op reduces its per-row values (the mean's count,
+the loss) in one single-program launch each (``_reduction_launch``); torch's reductions take
+several launches of a few microseconds each, ~5% of a 16384 x 32000 bf16 loss and gradient."""
+
+
+def _reduction_launch(n_rows: int) -> tuple[int, int]:
+    """(BLOCK, num_warps) of the single-program reductions over ``n_rows`` values."""
+    block = max(16, min(next_power_of_2(n_rows), 8192))
+    return block, max(1, min(16, block // 512))
+
+
+def _small_reductions(target: torch.Tensor) -> bool:
+    return (
+        target.shape[0] <= SMALL_REDUCTION_MAX_ROWS
+        and execution_path(target.device) is not ExecutionPath.TORCH_REFERENCE
+    )
+
+
 def _reduction_scale(target: torch.Tensor, ignore_index: int, reduction: str) -> torch.Tensor:
     """d(reduced loss)/d(row loss) as a 1-element float32 device tensor (no host sync)."""
-    if reduction == "mean":
-        # reciprocal of the int64 count gives float32 in one launch (three small ones before)
-        return torch.reciprocal((target != ignore_index).sum()).reshape(1)
-    return torch.ones(1, device=target.device, dtype=torch.float32)
+    if reduction != "mean":
+        return torch.ones(1, device=target.device, dtype=torch.float32)
+    if not _small_reductions(target) or target.shape[0] == 0:
+        return (1.0 / (target != ignore_index).sum().to(torch.float32)).reshape(1)
+    from warpforge.ops._kernels.cross_entropy import cross_entropy_mean_scale_kernel
+
+    scale = torch.empty(1, device=target.device, dtype=torch.float32)
+    block, num_warps = _reduction_launch(target.shape[0])
+    with kernel_device(target):
+        cross_entropy_mean_scale_kernel[(1,)](
+            target, scale, target.shape[0], ignore_index, BLOCK=block, num_warps=num_warps
+        )
+    return scale
+
+
+def _reduced_loss(
+    loss_rows: torch.Tensor,
+    target: torch.Tensor,
+    scale: torch.Tensor,
+    ignore_index: int,
+    reduction: str,
+    dtype: torch.dtype,
+) -> torch.Tensor:
+    """The reduced loss in ``dtype`` (float32 per-row losses for "none"); a mean multiplies by
+    the ``scale`` the gradient used (1 / count)."""
+    if reduction == "none":
+        return loss_rows
+    if not _small_reductions(target) or loss_rows.shape[0] == 0:
+        return reduce_rows(loss_rows, target, ignore_index, reduction).to(dtype)
+    from warpforge.ops._kernels.cross_entropy import cross_entropy_reduce_kernel
+
+    out = torch.empty((), device=loss_rows.device, dtype=dtype)
+    block, num_warps = _reduction_launch(loss_rows.shape[0])
+    with kernel_device(loss_rows):
+        cross_entropy_reduce_kernel[(1,)](
+            loss_rows, scale, out, loss_rows.shape[0], BLOCK=block,
+            HAS_SCALE=reduction == "mean", num_warps=num_warps,
+        )  # fmt: skip
+    return out
 
 
 @dispatched_op("warpforge::cross_entropy_fwd_grad", mutates_args=())
@@ -481,22 +509,22 @@ def _cross_entropy_fwd_grad(
     z_loss: float,
     reduction: str,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(reduced float32 loss, gradient of that loss w.r.t. the logits) in one pass."""
+    """(reduced loss, gradient of that loss w.r.t. the logits) in one pass. The reduced loss
+    ("mean", "sum") comes in the logits' dtype (no cast launch after it, nor one of its
+    gradient before the backward); per-row losses ("none") in float32."""
     grad = torch.empty(logits.shape, device=logits.device, dtype=logits.dtype)
     scale = _reduction_scale(target, ignore_index, reduction)
     loss_rows, _ = row_losses(
         logits, target, ignore_index, label_smoothing, z_loss, grad_out=grad, grad_loss=scale
     )
-    if reduction == "mean":  # the sum times the 1 / count already on the device: two launches
-        return loss_rows.sum().mul_(scale.reshape(())), grad
-    return reduce_rows(loss_rows, target, ignore_index, reduction), grad
+    return _reduced_loss(loss_rows, target, scale, ignore_index, reduction, logits.dtype), grad
 
 
 @_cross_entropy_fwd_grad.register_fake
 def _(logits, target, ignore_index, label_smoothing, z_loss, reduction):
     loss_shape = (logits.shape[0],) if reduction == "none" else ()
     return (
-        logits.new_empty(loss_shape, dtype=torch.float32),
+        logits.new_empty(loss_shape, dtype=torch.float32 if reduction == "none" else logits.dtype),
         torch.empty(logits.shape, device=logits.device, dtype=logits.dtype),
     )
 

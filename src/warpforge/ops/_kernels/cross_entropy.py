@@ -338,82 +338,6 @@ def cross_entropy_fwd_grad_row_kernel(
 
 
 @triton.jit
-def cross_entropy_fwd_grad_rows_kernel(
-    logits_ptr,
-    target_ptr,
-    loss_ptr,
-    lse_ptr,
-    grad_ptr,
-    grad_loss_ptr,
-    grad_loss_stride,
-    logits_row_stride,
-    grad_row_stride,
-    n_rows,
-    n_cols,
-    ignore_index,
-    label_smoothing,
-    z_loss,
-    BLOCK: tl.constexpr,
-    HAS_SMOOTHING: tl.constexpr,
-    CHECK_TARGETS: tl.constexpr,
-):
-    """``cross_entropy_fwd_grad_row_kernel`` persistent over rows ``pid, pid + programs, ...``,
-    loading the next row (and its target index) as this one starts, so that its read overlaps
-    this row's reductions and gradient writes. At 32768 columns the whole-row kernel's 1024
-    threads take the whole register file (one program an SM), so without this its load, its
-    reductions and its writes follow each other with nothing else in flight.
-
-    Only this program reads and writes its rows, and it reads a row's target logit before it
-    writes that row, so grad_ptr may alias the logits."""
-    pid = tl.program_id(0)
-    programs = tl.num_programs(0)
-    offs = tl.arange(0, BLOCK)
-    mask = offs < n_cols
-    first = pid.to(tl.int64)
-    upcoming = tl.load(
-        logits_ptr + first * logits_row_stride + offs, mask=mask, other=float("-inf")
-    )
-    next_target = tl.load(target_ptr + first)
-    for i in range(0, tl.cdiv(n_rows - pid, programs)):
-        row = first + i * programs
-        row_ptr = logits_ptr + row * logits_row_stride
-        x = upcoming.to(tl.float32)
-        target = next_target.to(tl.int64)
-        ignored = target == ignore_index
-        in_range = (target >= 0) & (target < n_cols)
-        if CHECK_TARGETS:
-            tl.device_assert(ignored | in_range, "cross_entropy: target outside [0, vocab)")
-        target_logit = _target_logit(row_ptr, target, in_range)
-        grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
-        following = row + programs
-        next_end = tl.where(following < n_rows, n_cols, 0)  # nothing past the last row
-        upcoming = tl.load(
-            row_ptr + programs * logits_row_stride + offs,
-            mask=offs < next_end,
-            other=float("-inf"),
-        )
-        next_target = tl.load(target_ptr + following, mask=following < n_rows, other=0)
-        # clamped so that a row of -inf gives exp(-inf) = 0 terms rather than NaN (lse = -inf)
-        row_max, e = chunk_exponentials(x)
-        total = tl.sum(e, axis=0)
-        lse = row_max + tl.log(total)
-        if HAS_SMOOTHING:
-            row_total = tl.sum(tl.where(mask, x, 0.0), axis=0)
-        else:
-            row_total = 0.0
-        loss = _row_loss(
-            lse, row_total, target_logit, ignored, in_range, n_cols, label_smoothing, z_loss
-        )
-        tl.store(loss_ptr + row, loss)
-        tl.store(lse_ptr + row, lse)
-        scale = _grad_scale(grad_loss, ignored, in_range)
-        _store_held_grad(
-            e, 1.0 / total, offs, mask, lse, target, target_logit, in_range, scale,
-            grad_ptr + row * grad_row_stride, n_cols, label_smoothing, z_loss,
-        )  # fmt: skip
-
-
-@triton.jit
 def cross_entropy_bwd_kernel(
     grad_logits_ptr,
     logits_ptr,
@@ -490,6 +414,35 @@ def cross_entropy_scale_rows_kernel(
                     mask = offs < n_cols
                     g = tl.load(row_ptr + offs, mask=mask, other=0.0).to(tl.float32)
                     tl.store(row_ptr + offs, (g * factor).to(grad_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def cross_entropy_mean_scale_kernel(target_ptr, scale_ptr, n_rows, ignore_index, BLOCK: tl.constexpr):
+    """One program: ``scale_ptr[0] = 1 / (number of targets that are not ignore_index)`` (inf
+    for none), the factor of a mean loss; one launch where torch takes three."""
+    offs = tl.arange(0, BLOCK)
+    counts = tl.zeros([BLOCK], tl.int32)
+    for start in range(0, n_rows, BLOCK):
+        t = tl.load(target_ptr + start + offs, mask=start + offs < n_rows, other=ignore_index)
+        counts += (t != ignore_index).to(tl.int32)
+    count = tl.sum(counts, axis=0).to(tl.float32)
+    tl.store(scale_ptr, tl.div_rn(1.0, count))
+
+
+@triton.jit
+def cross_entropy_reduce_kernel(
+    loss_ptr, scale_ptr, out_ptr, n_rows, BLOCK: tl.constexpr, HAS_SCALE: tl.constexpr
+):
+    """One program: ``out_ptr[0] = sum(loss_ptr[:n_rows]) * scale_ptr[0]`` (HAS_SCALE, a mean)
+    in float32, stored in the output's dtype: the sum, the product and the cast in one launch."""
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for start in range(0, n_rows, BLOCK):
+        acc += tl.load(loss_ptr + start + offs, mask=start + offs < n_rows, other=0.0)
+    total = tl.sum(acc, axis=0)
+    if HAS_SCALE:
+        total = total * tl.load(scale_ptr)
+    tl.store(out_ptr, total.to(out_ptr.dtype.element_ty))
 
 
 @triton.jit
