@@ -116,6 +116,9 @@ class SplitRowPlan:
     prefetch: bool = False
     """Each program loads its next row's chunk before waiting for the other programs of this
     row (the kernels' PREFETCH)."""
+    l2_ahead: bool = False
+    """Each program also asks L2 for its chunk two rows ahead (the kernels' L2_AHEAD; GPU
+    launches only, where the plan is synchronized)."""
     release_only: bool = False
     """The programs arrive with a release (not acq_rel) atomic, so the prefetch issued after
     the arrival need not wait for the atomic to return (the kernels' RELEASE_ONLY)."""
@@ -153,6 +156,7 @@ def split_row_plan(
     programs_per_sm: int = 1,
     prefetch: bool = False,
     release_only: bool = False,
+    l2_ahead: bool = False,
 ) -> SplitRowPlan | None:
     """The split launch of (M, N) rows, or None when a row needs more programs than the GPU
     holds at once (under MPS: than this process's share of it) or ``WARPFORGE_SPLIT_ROWS=0``
@@ -192,5 +196,6 @@ def split_row_plan(
         synchronized=synchronized,
         prefetch=prefetch,
         release_only=release_only,
+        l2_ahead=l2_ahead and synchronized,
         max_registers=max_registers,
     )

@@ -258,7 +258,8 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
                 logits, target, loss, lse, grad_out, grad_loss, partials, arrivals,
                 _row_stride(grad_loss), logits.stride(0), grad_out.stride(0), n_rows, *common,
                 CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, PREFETCH=plan.prefetch,
-                EARLY=SPLIT_EARLY_TARGET, RELEASE_ONLY=plan.release_only, **options,
+                EARLY=SPLIT_EARLY_TARGET, RELEASE_ONLY=plan.release_only,
+                L2_AHEAD=plan.l2_ahead, **options,
             )  # fmt: skip
 
 
