@@ -186,14 +186,14 @@ def main() -> None:
                         return loss_rows, lse_rows
 
                     contenders[f"whole row {WHOLE}/32 EARLY={early}"] = whole_row
-            # (block, warps, programs an SM, prefetch, EARLY, release-only, L2 two rows ahead)
-            splits = [(b, w, n, True, True, True, l2) for b, w, n in SPLITS for l2 in (False, True)]
+            # (block, warps, programs an SM, prefetch, EARLY, release-only)
+            splits = [(b, w, n, True, True, True) for b, w, n in SPLITS]
             if V <= WHOLE:
                 splits = []
-            for block, warps, per_sm, prefetch, early, release, l2 in splits:
+            for block, warps, per_sm, prefetch, early, release in splits:
                 plan = split_row_plan(
                     M, V, DEV, block=block // SHRINK, num_warps=warps, programs_per_sm=per_sm,
-                    prefetch=prefetch, release_only=release, l2_ahead=l2,
+                    prefetch=prefetch, release_only=release,
                 )  # fmt: skip
 
                 def run(plan=plan, early=early, io=(logits, target, grad, scale)):
@@ -207,7 +207,7 @@ def main() -> None:
                         ce.SPLIT_EARLY_TARGET = True
 
                 name = f"split {block}/{warps} x{per_sm}" + (" pf" if prefetch else "")
-                contenders[f"{name} EARLY={early} REL={release} L2={l2}"] = run
+                contenders[f"{name} EARLY={early} REL={release}"] = run
             for name, fn in contenders.items():
                 grad.fill_(float("nan"))
                 out = guarded(name, fn)
@@ -285,16 +285,16 @@ def main() -> None:
                 ref[s : s + 512] = (torch.log_softmax if log else torch.softmax)(xd, -1).float()
             family = "log_softmax" if log else "softmax"
             y = torch.empty_like(x)
-            for (block, warps, per_sm), l2 in [(b, l2) for b in SPLITS for l2 in (False, True)]:
+            for block, warps, per_sm in SPLITS:
                 plan = split_row_plan(M, N, DEV, block=block // SHRINK, num_warps=warps,
-                                      programs_per_sm=per_sm, prefetch=True, release_only=True,
-                                      l2_ahead=l2)  # fmt: skip
+                                      programs_per_sm=per_sm, prefetch=True,
+                                      release_only=True)  # fmt: skip
                 fn = functools.partial(softmax_ops.softmax_forward, x, log, split=plan)
                 # the allocator hands the freed NaN block to the op's output: unwritten shows
                 y.fill_(float("nan"))
                 del y
                 y = fn()
-                record(family, f"M={M} N={N}", f"split {block}/{warps} x{per_sm} pf REL L2={l2}",
+                record(family, f"M={M} N={N}", f"split {block}/{warps} x{per_sm} pf REL",
                        fn, 2 * M * N * 2, _rel_err(y, ref), 1e-2)  # fmt: skip
             fn = functools.partial(softmax_ops.softmax_forward, x, log)
             y = fn()

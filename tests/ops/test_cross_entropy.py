@@ -681,12 +681,8 @@ def test_gpu_split_forward_with_grad(dtype, rows, vocab):
 @pytest.mark.gpu
 @pytest.mark.parametrize("early", [False, True], ids=["chunk0-target", "early-target"])
 @pytest.mark.parametrize("release", [False, True], ids=["acq-rel", "release"])
-@pytest.mark.parametrize("l2_ahead", [False, True], ids=["no-l2", "l2-ahead"])
-def test_gpu_split_forward_with_grad_target_loads_and_arrivals(
-    early, release, l2_ahead, monkeypatch
-):
-    """The 2-byte split launch with both target paths, both arrival atomics, with and without
-    the L2 prefetch two rows ahead, in place."""
+def test_gpu_split_forward_with_grad_target_loads_and_arrivals(early, release, monkeypatch):
+    """The 2-byte split launch with both target paths and both arrival atomics, in place."""
     monkeypatch.setattr(ce_module, "SPLIT_EARLY_TARGET", early)
     gen = torch.Generator().manual_seed(35)
     rows, vocab = 500, 128256
@@ -698,8 +694,7 @@ def test_gpu_split_forward_with_grad_target_loads_and_arrivals(
     expected_rows = reference_cross_entropy(x64, target, reduction="none", label_smoothing=0.1)
     (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
     plan = split_row_plan(rows, vocab, "cuda", block=4096, num_warps=4, programs_per_sm=8,
-                          prefetch=True, release_only=release, l2_ahead=l2_ahead)  # fmt: skip
-    assert plan.l2_ahead == l2_ahead
+                          prefetch=True, release_only=release)  # fmt: skip
     in_place = logits.clone()
     loss, _ = ce_module.row_losses(
         in_place, target, IGNORE, 0.1, 0.0, grad_out=in_place, grad_loss=grad_loss, split=plan

@@ -212,22 +212,6 @@ def test_split_rows_gpu(name, dtype, M, N, poison_outputs):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", sorted(OPS))
-@pytest.mark.parametrize("l2_ahead", [False, True], ids=["no-l2", "l2-ahead"])
-def test_split_rows_l2_prefetch_gpu(name, l2_ahead, poison_outputs):
-    """The 2-byte split launch with and without the L2 prefetch two rows ahead (the last rows
-    prefetch their own row again), rows in many waves, a ragged last chunk."""
-    M, N = 700, 131072 + 7
-    x = randn(M, N, dtype=torch.bfloat16, device="cuda")
-    plan = split_row_plan(M, N, "cuda", block=4096, num_warps=4, programs_per_sm=8,
-                          prefetch=True, release_only=True, l2_ahead=l2_ahead)  # fmt: skip
-    assert plan.l2_ahead == l2_ahead
-    y = softmax_ops.softmax_forward(x, name == "log_softmax", split=plan)
-    expected = reference(name, x, -1)
-    torch.testing.assert_close(y.double(), expected, atol=1.6e-4, rtol=1.6e-2)
-
-
-@pytest.mark.gpu
 def test_more_than_2_to_31_elements_gpu():
     n = 262144
     m = 2**31 // n + 1

@@ -258,8 +258,7 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
                 logits, target, loss, lse, grad_out, grad_loss, partials, arrivals,
                 _row_stride(grad_loss), logits.stride(0), grad_out.stride(0), n_rows, *common,
                 CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, PREFETCH=plan.prefetch,
-                EARLY=SPLIT_EARLY_TARGET, RELEASE_ONLY=plan.release_only,
-                L2_AHEAD=plan.l2_ahead, **options,
+                EARLY=SPLIT_EARLY_TARGET, RELEASE_ONLY=plan.release_only, **options,
             )  # fmt: skip
 
 
@@ -446,9 +445,11 @@ several launches of a few microseconds each, ~5% of a 16384 x 32000 bf16 loss an
 
 
 def _reduction_launch(n_rows: int) -> tuple[int, int]:
-    """(BLOCK, num_warps) of the single-program reductions over ``n_rows`` values."""
-    block = max(16, min(next_power_of_2(n_rows), 8192))
-    return block, max(1, min(16, block // 512))
+    """(BLOCK, num_warps) of the single-program reductions over ``n_rows`` values: up to 16384
+    a step, 16 a thread, so that 16384 rows are one step with every load in flight (5 µs each
+    at 8192 a step, 16 warps: ``ce16-sweep2-op-profile-2026-11-24-h100.txt``)."""
+    block = max(16, min(next_power_of_2(n_rows), 16384))
+    return block, max(1, min(32, block // 512))
 
 
 def _small_reductions(target: torch.Tensor) -> bool:

@@ -42,7 +42,6 @@ from warpforge.ops._kernels.split_rows import (
     arrive,
     chunk_exponentials,
     combined_partials,
-    prefetch_to_l2,
     store_chunk_partials,
     wait_for_row,
 )
@@ -543,7 +542,6 @@ def cross_entropy_fwd_grad_split_kernel(
     CHECK_TARGETS: tl.constexpr,
     EARLY: tl.constexpr = False,
     RELEASE_ONLY: tl.constexpr = False,
-    L2_AHEAD: tl.constexpr = False,
 ):
     """``cross_entropy_fwd_grad_kernel`` for rows split over ``cdiv(n_cols, BLOCK)`` programs,
     each holding its chunk in registers: one read of the logits, one write of the gradient.
@@ -564,8 +562,6 @@ def cross_entropy_fwd_grad_split_kernel(
     dependent loads on the path to the row's meeting); RELEASE_ONLY as in
     ``warpforge.ops._kernels.split_rows.arrive``. The target logit is read before the program
     arrives, so before any program of the row writes a gradient (in place stays safe).
-    L2_AHEAD (STAGE 0): each program also asks L2 for its chunk of the row two rows ahead
-    (``prefetch_to_l2``), so DRAM streams while the programs wait for each other.
     """
     pid = tl.program_id(0)
     chunks = tl.cdiv(n_cols, BLOCK)
@@ -585,9 +581,6 @@ def cross_entropy_fwd_grad_split_kernel(
         )
     if EARLY:
         next_target = tl.load(target_ptr + slot.to(tl.int64))
-    if L2_AHEAD:  # STAGE 0 only (the plan sets it for synchronized launches)
-        second = tl.where(slot + slots < n_rows, slot + slots, slot).to(tl.int64)
-        prefetch_to_l2(logits_ptr + second * logits_row_stride, chunk_start, n_cols, BLOCK)
     for i in range(0, tl.cdiv(n_rows - slot, slots)):
         row = slot.to(tl.int64) + i * slots
         row_ptr = logits_ptr + row * logits_row_stride
@@ -624,9 +617,6 @@ def cross_entropy_fwd_grad_split_kernel(
                 mask=offs < next_end,
                 other=float("-inf"),
             )
-        if L2_AHEAD:  # STAGE 0 only (the plan sets it for synchronized launches)
-            ahead = tl.where(row + 2 * slots < n_rows, row + 2 * slots, row)
-            prefetch_to_l2(logits_ptr + ahead * logits_row_stride, chunk_start, n_cols, BLOCK)
         if EARLY:
             next_target = tl.load(target_ptr + row + slots, mask=row + slots < n_rows, other=0)
         if STAGE == 0:

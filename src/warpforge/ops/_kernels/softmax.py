@@ -26,7 +26,6 @@ from warpforge.ops._kernels.split_rows import (
     arrive,
     chunk_exponentials,
     combined_partials,
-    prefetch_to_l2,
     store_chunk_partials,
     wait_for_row,
 )
@@ -187,7 +186,6 @@ def softmax_fwd_split_kernel(
     STAGE: tl.constexpr,
     PREFETCH: tl.constexpr,
     RELEASE_ONLY: tl.constexpr = False,
-    L2_AHEAD: tl.constexpr = False,
 ):
     """Long rows split over ``cdiv(N, BLOCK_N)`` programs, each holding one chunk of a row in
     registers from its read to its write: memory sees one read and one write.
@@ -203,8 +201,7 @@ def softmax_fwd_split_kernel(
     STAGE 1 / 2: the partials only / the output only (two launches, the output re-reading x):
     for the interpreter, where programs run one after the other and a wait could never end.
     PREFETCH loads the chunk of the program's next row before waiting for this one (see
-    ``warpforge.ops._split_rows``); RELEASE_ONLY arrives with a release atomic (see ``arrive``);
-    L2_AHEAD (STAGE 0) asks L2 for the chunk two rows ahead (``prefetch_to_l2``).
+    ``warpforge.ops._split_rows``); RELEASE_ONLY arrives with a release atomic (see ``arrive``).
     """
     pid = tl.program_id(0)
     chunks = tl.cdiv(N, BLOCK_N)
@@ -216,9 +213,6 @@ def softmax_fwd_split_kernel(
     parts = tl.arange(0, CHUNKS_POW2)
     if PREFETCH:
         upcoming = tl.load(X + slot.to(tl.int64) * stride_x + cols, mask=mask, other=-float("inf"))
-    if L2_AHEAD:  # STAGE 0 only (the plan sets it for synchronized launches)
-        second = tl.where(slot + slots < M, slot + slots, slot).to(tl.int64)
-        prefetch_to_l2(X + second * stride_x, chunk * BLOCK_N, N, BLOCK_N)
     for i in range(0, tl.cdiv(M - slot, slots)):
         row = slot.to(tl.int64) + i * slots
         if PREFETCH:
@@ -236,9 +230,6 @@ def softmax_fwd_split_kernel(
             upcoming = tl.load(
                 X + (row + slots) * stride_x + cols, mask=cols < next_end, other=-float("inf")
             )
-        if L2_AHEAD:  # STAGE 0 only (the plan sets it for synchronized launches)
-            ahead = tl.where(row + 2 * slots < M, row + 2 * slots, row)
-            prefetch_to_l2(X + ahead * stride_x, chunk * BLOCK_N, N, BLOCK_N)
         if STAGE == 0:
             wait_for_row(ARRIVALS, row, chunks, arrived)
         if STAGE != 1:

@@ -74,23 +74,3 @@ def combined_partials(partial, parts, chunks, CHUNKS_POW2: tl.constexpr):
     )
     row_max = tl.max(maxes, axis=0)
     return row_max, tl.sum(sums * tl.exp2((maxes - row_max) * LOG2E), axis=0)
-
-
-@triton.jit
-def prefetch_to_l2(row_ptr, chunk_start, n_cols, BLOCK: tl.constexpr):
-    """Ask L2 to fetch and keep the 128-byte lines of ``row_ptr[chunk_start : chunk_start +
-    BLOCK]`` (``prefetch.global.L2::evict_last``, one per line): nothing returns to registers
-    and nothing waits on it, so a program can start the DRAM read of a row it reaches two rows
-    later. Lines past the row's ``n_cols`` point at the chunk's first line instead; ``row_ptr``
-    must be a row that exists. GPU only (inline PTX); BLOCK must span at least one line."""
-    LINE: tl.constexpr = 1024 // row_ptr.dtype.element_ty.primitive_bitwidth
-    lines = chunk_start + tl.arange(0, BLOCK // LINE) * LINE
-    ptrs = row_ptr + tl.where(lines < n_cols, lines, chunk_start)
-    tl.inline_asm_elementwise(
-        "prefetch.global.L2::evict_last [$1];\n\tmov.u32 $0, 0;",
-        "=r,l",
-        [ptrs],
-        dtype=tl.int32,
-        is_pure=False,
-        pack=1,
-    )
