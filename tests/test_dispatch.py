@@ -138,8 +138,11 @@ def test_eager_calls_skip_the_custom_op(name: str, monkeypatch: pytest.MonkeyPat
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
     with torch.no_grad():  # without grad: the implementation itself
         again = _as_tuple(fn(*leaves))
+    # a mean cross entropy with grad sums its row losses in one Triton program (the loss-only
+    # path with torch.sum, another order): the same value to float32 rounding
+    tol = 4e-7 if name == "cross_entropy" else 0.0
     for a, b in zip(again, outs, strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
+        torch.testing.assert_close(a, b, rtol=tol, atol=0)
 
 
 def test_grad_calls_record_the_eager_function_and_plain_calls_record_nothing() -> None:

@@ -244,6 +244,82 @@ def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch):
         torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
 
 
+@pytest.mark.parametrize("early", [False, True], ids=["chunk0-target", "early-target"])
+def test_split_forward_with_grad_early_and_late_target_loads(path, early, monkeypatch):
+    """Both target paths of the split kernel (EARLY: every program loads its row's target one
+    row ahead and the target logit itself) over ragged 16-column chunks, targets at the first,
+    last and a chunk's first column and ignored, more rows than slots, into a poisoned buffer
+    and in place."""
+    monkeypatch.setattr(ce_module, "SPLIT_EARLY_TARGET", early)
+    gen = torch.Generator().manual_seed(31)
+    rows, vocab = 11, 53
+    logits = torch.randn(rows, vocab, generator=gen) * 3
+    target = random_target((rows,), vocab, gen)
+    target[0], target[1], target[2], target[3] = 0, vocab - 1, 16, IGNORE
+    grad_loss = torch.rand(rows, generator=gen) + 0.5
+    x64 = logits.double().requires_grad_()
+    expected_rows = reference_cross_entropy(
+        x64, target, reduction="none", label_smoothing=0.1, z_loss=0.01
+    )
+    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
+    plan = split_row_plan(rows, vocab, "cpu", block=16, num_warps=1, prefetch=True,
+                          release_only=True)  # fmt: skip
+    for out in (torch.full_like(logits, float("nan")), logits.clone()):
+        source = out if not out.isnan().any() else logits
+        loss, lse = ce_module.row_losses(
+            source, target, IGNORE, 0.1, 0.01, grad_out=out, grad_loss=grad_loss, split=plan
+        )
+        torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=2e-5, rtol=2e-5)
+        torch.testing.assert_close(lse.double(), logits.double().logsumexp(-1), atol=1e-5, rtol=0)
+        torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
+
+
+@pytest.mark.parametrize("rows", [1, 37])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_forward_with_grad_reductions_over_many_rows(path, rows, reduction, monkeypatch):
+    """The forward-with-gradient op's single-program reductions (the mean's 1 / count, the
+    reduced loss in the logits' dtype) over more rows than one (16-row) block, against float64;
+    a mean over only ignored rows is NaN (as torch), its gradient 0."""
+    monkeypatch.setattr(ce_module, "_reduction_launch", lambda n_rows: (16, 1))
+    gen = torch.Generator().manual_seed(36 + rows)
+    logits = torch.randn(rows, 5, generator=gen) * 2
+    target = random_target((rows,), 5, gen, ignore_fraction=0.3)
+    for t in (target, torch.full_like(target, IGNORE)):
+        x = logits.half().requires_grad_()
+        loss = cross_entropy(x, t, reduction=reduction)
+        (grad,) = torch.autograd.grad(loss, x)
+        x64 = x.detach().double().requires_grad_()
+        expected = reference_cross_entropy(x64, t, reduction=reduction)
+        (expected_grad,) = torch.autograd.grad(expected, x64)
+        assert loss.dtype == torch.float16 and loss.shape == ()
+        torch.testing.assert_close(loss.double(), expected, atol=2e-3, rtol=2e-3, equal_nan=True)
+        torch.testing.assert_close(grad.double(), expected_grad, atol=1e-4, rtol=2e-3)
+
+
+@pytest.mark.parametrize("rows", [1, 9])
+def test_scaling_skips_unit_factors_and_scales_the_rest(path, rows):
+    """The persistent scaling kernel: rows whose factor is exactly 1 are left untouched (NaN
+    poison stays), every other row is scaled, with more rows than programs; one broadcast
+    factor of 1 touches nothing, one other broadcast factor scales every row."""
+    gen = torch.Generator().manual_seed(33)
+    grad = torch.randn(rows, 45, generator=gen)
+    factors = torch.rand(rows, generator=gen) + 0.5
+    factors[0] = 1.0
+    grad[0] = float("nan")
+    expected = grad * factors[:, None]
+    out = grad.clone()
+    ce_module.scale_row_grads(out, factors)
+    if path == "triton":  # the reference path multiplies every row (NaN * 1 = NaN too)
+        assert out[0].isnan().all()
+    torch.testing.assert_close(out[1:], expected[1:])
+    out = grad.clone()
+    ce_module.scale_row_grads(out, torch.ones(()))
+    torch.testing.assert_close(out, grad, equal_nan=True)
+    out = grad.clone()
+    ce_module.scale_row_grads(out, torch.full((), 0.25))
+    torch.testing.assert_close(out, grad * 0.25, equal_nan=True)
+
+
 def test_split_forward_with_grad_float16_and_masked_chunks():
     gen = torch.Generator().manual_seed(25)
     logits = torch.randn(5, 70, generator=gen) * 2
@@ -600,6 +676,31 @@ def test_gpu_split_forward_with_grad(dtype, rows, vocab):
     tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
     torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=tol, rtol=tol)
     torch.testing.assert_close(in_place.double(), expected, atol=tol * 1e-3, rtol=tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("early", [False, True], ids=["chunk0-target", "early-target"])
+@pytest.mark.parametrize("release", [False, True], ids=["acq-rel", "release"])
+def test_gpu_split_forward_with_grad_target_loads_and_arrivals(early, release, monkeypatch):
+    """The 2-byte split launch with both target paths and both arrival atomics, in place."""
+    monkeypatch.setattr(ce_module, "SPLIT_EARLY_TARGET", early)
+    gen = torch.Generator().manual_seed(35)
+    rows, vocab = 500, 128256
+    logits = (torch.randn(rows, vocab, generator=gen) * 3).to("cuda", torch.bfloat16)
+    target = random_target((rows,), vocab, gen).cuda()
+    target[0], target[1], target[2] = 0, vocab - 1, 4096
+    grad_loss = (torch.rand(rows, generator=gen) + 0.5).cuda()
+    x64 = logits.double().requires_grad_()
+    expected_rows = reference_cross_entropy(x64, target, reduction="none", label_smoothing=0.1)
+    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
+    plan = split_row_plan(rows, vocab, "cuda", block=4096, num_warps=4, programs_per_sm=8,
+                          prefetch=True, release_only=release)  # fmt: skip
+    in_place = logits.clone()
+    loss, _ = ce_module.row_losses(
+        in_place, target, IGNORE, 0.1, 0.0, grad_out=in_place, grad_loss=grad_loss, split=plan
+    )
+    torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=1.6e-2, rtol=1.6e-2)
+    torch.testing.assert_close(in_place.double(), expected, atol=1.6e-5, rtol=1.6e-2)
 
 
 @pytest.mark.gpu

@@ -87,7 +87,7 @@ def test_gpu_split_kernels_fit_their_planned_programs_per_sm(dtype):
     kernel = softmax_fwd_split_kernel[(plan.programs,)](
         x, y, plan.workspace(M, 2, x.device), plan.arrivals(M, x.device), N, N, M, N,
         LOG=False, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0,
-        PREFETCH=plan.prefetch, **plan.launch_options(),
+        PREFETCH=plan.prefetch, RELEASE_ONLY=plan.release_only, **plan.launch_options(),
     )  # fmt: skip
     torch.testing.assert_close(y.float(), torch.softmax(x.float(), -1), atol=1e-2, rtol=1e-2)
     target = torch.randint(0, N, (M,), device="cuda")
@@ -96,7 +96,7 @@ def test_gpu_split_kernels_fit_their_planned_programs_per_sm(dtype):
         x, target, loss, lse, y, torch.ones(1, device="cuda"), plan.workspace(M, 4, x.device),
         plan.arrivals(M, x.device), 0, N, N, M, N, -100, 0.0, 0.0, BLOCK=plan.block,
         CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch, HAS_SMOOTHING=False,
-        CHECK_TARGETS=False, **plan.launch_options(),
+        CHECK_TARGETS=False, EARLY=True, RELEASE_ONLY=plan.release_only, **plan.launch_options(),
     )  # fmt: skip
     torch.testing.assert_close(lse, torch.logsumexp(x.float(), -1), atol=1e-3, rtol=1e-4)
     for compiled in (kernel, ce_kernel):

@@ -42,8 +42,8 @@ REGISTERS_PER_SM = 65536
 
 
 def split_launch(element_size: int) -> dict[str, int | bool]:
-    """The :func:`split_row_plan` options (block, num_warps, programs_per_sm, prefetch) of the
-    split kernels for elements of this size.
+    """The :func:`split_row_plan` options (block, num_warps, programs_per_sm, prefetch,
+    release_only) of the split kernels for elements of this size.
 
     Four 8192-column programs an SM (8 warps each) rather than one 32768-column program: one
     program's loads overlap another's reductions and waits. That matters most for 2-byte rows,
@@ -51,12 +51,23 @@ def split_launch(element_size: int) -> dict[str, int | bool]:
     kernel sweep (``benchmarks/long_rows_sweep.py``); the harness on the H100 then measured bf16
     cross-entropy forward+backward at 75-80% of copy (62-69% before) and softmax at 262144
     columns at 82% (67%), float32 at 90-96% and 94%
-    (``benchmarks/results/longrows-2026-11-22-session5-*-h100.json``). 2-byte rows take eight
-    4096-column programs an SM (4 warps each) that load the next row's chunk during the wait
-    (``prefetch``): on one 8192 x 128256 bf16 cross-entropy chunk 1650 µs against 1744 µs
-    (``benchmarks/results/rope-ce-flce-sweep-2026-11-24-h100.json``)."""
+    (``benchmarks/results/longrows-2026-11-22-session5-*-h100.json``). 2-byte rows load the
+    next row's chunk during the wait (``prefetch``) and arrive with a release-only atomic
+    (neutral alone: ``ce16-sweep1-2026-11-24-h100.txt``). Once the cross-entropy kernel loads
+    its targets early, four 8192-column programs beat eight 4096-column ones (4 warps) at every
+    shape of ``ce16-sweep2-2026-11-24-h100.txt``: softmax / log-softmax 8192 x 262144 3132 /
+    3139 µs against 3196 / 3223, cross entropy with gradient 8192 x 128256 1630 against 1651,
+    4096 x 262144 1661 against 1687. Under the 64-register cap that launch spills 40-48 bytes
+    a thread (sm_90, ptxas); the L2 prefetch of the chunk two rows ahead was slower everywhere
+    (same file)."""
     if element_size == 2:
-        return {"block": 4096, "num_warps": 4, "programs_per_sm": 8, "prefetch": True}
+        return {
+            "block": 8192,
+            "num_warps": 8,
+            "programs_per_sm": 4,
+            "prefetch": True,
+            "release_only": True,
+        }
     return {"block": 8192, "num_warps": 8, "programs_per_sm": 4, "prefetch": False}
 
 
@@ -110,6 +121,9 @@ class SplitRowPlan:
     prefetch: bool = False
     """Each program loads its next row's chunk before waiting for the other programs of this
     row (the kernels' PREFETCH)."""
+    release_only: bool = False
+    """The programs arrive with a release (not acq_rel) atomic, so the prefetch issued after
+    the arrival need not wait for the atomic to return (the kernels' RELEASE_ONLY)."""
     max_registers: int | None = None
     """Registers a thread may use (Triton's ``maxnreg``) so that the planned programs per SM
     fit the register file; None with one program an SM."""
@@ -143,6 +157,7 @@ def split_row_plan(
     num_warps: int = SPLIT_WARPS,
     programs_per_sm: int = 1,
     prefetch: bool = False,
+    release_only: bool = False,
 ) -> SplitRowPlan | None:
     """The split launch of (M, N) rows, or None when a row needs more programs than the GPU
     holds at once (under MPS: than this process's share of it) or ``WARPFORGE_SPLIT_ROWS=0``
@@ -181,5 +196,6 @@ def split_row_plan(
         programs=slots * chunks,
         synchronized=synchronized,
         prefetch=prefetch,
+        release_only=release_only,
         max_registers=max_registers,
     )

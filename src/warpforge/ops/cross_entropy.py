@@ -111,6 +111,12 @@ the split kernel computed two exponentials per element and held 32768 columns a 
 ran no faster there, 60-62% of copy on the H100.)"""
 
 
+SPLIT_EARLY_TARGET = True
+"""The split forward with gradient loads each row's target index one row ahead and every
+program its target logit (the kernel's EARLY), instead of chunk 0 alone loading both on the
+path to the row's meeting."""
+
+
 @functools.lru_cache(maxsize=1024)
 def _fwd_grad_split_plan(
     n_rows: int, n_cols: int, element_size: int, device: torch.device
@@ -251,7 +257,8 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
             cross_entropy_fwd_grad_split_kernel[(plan.programs,)](
                 logits, target, loss, lse, grad_out, grad_loss, partials, arrivals,
                 _row_stride(grad_loss), logits.stride(0), grad_out.stride(0), n_rows, *common,
-                CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, PREFETCH=plan.prefetch, **options,
+                CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, PREFETCH=plan.prefetch,
+                EARLY=SPLIT_EARLY_TARGET, RELEASE_ONLY=plan.release_only, **options,
             )  # fmt: skip
 
 
@@ -261,18 +268,26 @@ def scale_row_grads(grad: torch.Tensor, grad_loss: torch.Tensor) -> None:
     n_rows, n_cols = grad.shape
     if n_rows == 0:
         return
-    grad_loss = grad_loss.float()
     if execution_path(grad.device) is ExecutionPath.TORCH_REFERENCE:
-        grad.mul_(grad_loss.reshape(-1, 1))
+        grad.mul_(grad_loss.float().reshape(-1, 1))
         return
-    from warpforge.ops._kernels.cross_entropy import cross_entropy_scale_grad_kernel
+    # the kernel reads any float dtype as float32: no conversion launch for a 16-bit grad_loss
+    from warpforge.ops._kernels.cross_entropy import cross_entropy_scale_rows_kernel
 
     block, num_warps = _launch_config(n_cols, grad.element_size())
     with kernel_device(grad):
-        cross_entropy_scale_grad_kernel[(n_rows,)](
-            grad, grad_loss, _row_stride(grad_loss), grad.stride(0), n_cols,
+        cross_entropy_scale_rows_kernel[(_scale_programs(n_rows, num_warps, grad.device),)](
+            grad, grad_loss, _row_stride(grad_loss), grad.stride(0), n_rows, n_cols,
             BLOCK=block, num_warps=num_warps,
         )  # fmt: skip
+
+
+def _scale_programs(n_rows: int, num_warps: int, device: torch.device) -> int:
+    """Persistent grid of the scaling kernel: 2048 threads an SM (at most 32 programs)."""
+    sm_count = device_capabilities(device).sm_count
+    if sm_count is None:
+        return max(1, min(n_rows, _INTERPRETER_PROGRAMS))
+    return max(1, min(n_rows, sm_count * max(1, min(32, 64 // num_warps))))
 
 
 def row_grads(
@@ -423,11 +438,68 @@ def _backward(ctx, grad_loss, grad_lse):
 _cross_entropy_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
+SMALL_REDUCTION_MAX_ROWS = 65536
+"""Rows up to which the forward-with-gradient op reduces its per-row values (the mean's count,
+the loss) in one single-program launch each (``_reduction_launch``); torch's reductions take
+several launches of a few microseconds each, ~5% of a 16384 x 32000 bf16 loss and gradient."""
+
+
+def _reduction_launch(n_rows: int) -> tuple[int, int]:
+    """(BLOCK, num_warps) of the single-program reductions over ``n_rows`` values: up to 16384
+    a step, 16 a thread, so that 16384 rows are one step with every load in flight (5 µs each
+    at 8192 a step, 16 warps: ``ce16-sweep2-op-profile-2026-11-24-h100.txt``)."""
+    block = max(16, min(next_power_of_2(n_rows), 16384))
+    return block, max(1, min(32, block // 512))
+
+
+def _small_reductions(target: torch.Tensor) -> bool:
+    return (
+        target.shape[0] <= SMALL_REDUCTION_MAX_ROWS
+        and execution_path(target.device) is not ExecutionPath.TORCH_REFERENCE
+    )
+
+
 def _reduction_scale(target: torch.Tensor, ignore_index: int, reduction: str) -> torch.Tensor:
     """d(reduced loss)/d(row loss) as a 1-element float32 device tensor (no host sync)."""
-    if reduction == "mean":
+    if reduction != "mean":
+        return torch.ones(1, device=target.device, dtype=torch.float32)
+    if not _small_reductions(target) or target.shape[0] == 0:
         return (1.0 / (target != ignore_index).sum().to(torch.float32)).reshape(1)
-    return torch.ones(1, device=target.device, dtype=torch.float32)
+    from warpforge.ops._kernels.cross_entropy import cross_entropy_mean_scale_kernel
+
+    scale = torch.empty(1, device=target.device, dtype=torch.float32)
+    block, num_warps = _reduction_launch(target.shape[0])
+    with kernel_device(target):
+        cross_entropy_mean_scale_kernel[(1,)](
+            target, scale, target.shape[0], ignore_index, BLOCK=block, num_warps=num_warps
+        )
+    return scale
+
+
+def _reduced_loss(
+    loss_rows: torch.Tensor,
+    target: torch.Tensor,
+    scale: torch.Tensor,
+    ignore_index: int,
+    reduction: str,
+    dtype: torch.dtype,
+) -> torch.Tensor:
+    """The reduced loss in ``dtype`` (float32 per-row losses for "none"); a mean multiplies by
+    the ``scale`` the gradient used (1 / count)."""
+    if reduction == "none":
+        return loss_rows
+    if not _small_reductions(target) or loss_rows.shape[0] == 0:
+        return reduce_rows(loss_rows, target, ignore_index, reduction).to(dtype)
+    from warpforge.ops._kernels.cross_entropy import cross_entropy_reduce_kernel
+
+    out = torch.empty((), device=loss_rows.device, dtype=dtype)
+    block, num_warps = _reduction_launch(loss_rows.shape[0])
+    with kernel_device(loss_rows):
+        cross_entropy_reduce_kernel[(1,)](
+            loss_rows, scale, out, loss_rows.shape[0], BLOCK=block,
+            HAS_SCALE=reduction == "mean", num_warps=num_warps,
+        )  # fmt: skip
+    return out
 
 
 @dispatched_op("warpforge::cross_entropy_fwd_grad", mutates_args=())
@@ -439,20 +511,22 @@ def _cross_entropy_fwd_grad(
     z_loss: float,
     reduction: str,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(reduced float32 loss, gradient of that loss w.r.t. the logits) in one pass."""
+    """(reduced loss, gradient of that loss w.r.t. the logits) in one pass. The reduced loss
+    ("mean", "sum") comes in the logits' dtype (no cast launch after it, nor one of its
+    gradient before the backward); per-row losses ("none") in float32."""
     grad = torch.empty(logits.shape, device=logits.device, dtype=logits.dtype)
     scale = _reduction_scale(target, ignore_index, reduction)
     loss_rows, _ = row_losses(
         logits, target, ignore_index, label_smoothing, z_loss, grad_out=grad, grad_loss=scale
     )
-    return reduce_rows(loss_rows, target, ignore_index, reduction), grad
+    return _reduced_loss(loss_rows, target, scale, ignore_index, reduction, logits.dtype), grad
 
 
 @_cross_entropy_fwd_grad.register_fake
 def _(logits, target, ignore_index, label_smoothing, z_loss, reduction):
     loss_shape = (logits.shape[0],) if reduction == "none" else ()
     return (
-        logits.new_empty(loss_shape, dtype=torch.float32),
+        logits.new_empty(loss_shape, dtype=torch.float32 if reduction == "none" else logits.dtype),
         torch.empty(logits.shape, device=logits.device, dtype=logits.dtype),
     )
 

@@ -117,7 +117,7 @@ def _split_softmax_forward(x: torch.Tensor, y: torch.Tensor, log: bool, plan: Sp
             softmax_fwd_split_kernel[(plan.programs,)](
                 x, y, partials, arrivals, x.stride(0), y.stride(0), M, N,
                 LOG=log, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=stage,
-                PREFETCH=plan.prefetch, **plan.launch_options(),
+                PREFETCH=plan.prefetch, RELEASE_ONLY=plan.release_only, **plan.launch_options(),
             )  # fmt: skip
 
 

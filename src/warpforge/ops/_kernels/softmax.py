@@ -185,6 +185,7 @@ def softmax_fwd_split_kernel(
     CHUNKS_POW2: tl.constexpr,
     STAGE: tl.constexpr,
     PREFETCH: tl.constexpr,
+    RELEASE_ONLY: tl.constexpr = False,
 ):
     """Long rows split over ``cdiv(N, BLOCK_N)`` programs, each holding one chunk of a row in
     registers from its read to its write: memory sees one read and one write.
@@ -200,7 +201,7 @@ def softmax_fwd_split_kernel(
     STAGE 1 / 2: the partials only / the output only (two launches, the output re-reading x):
     for the interpreter, where programs run one after the other and a wait could never end.
     PREFETCH loads the chunk of the program's next row before waiting for this one (see
-    ``warpforge.ops._split_rows``).
+    ``warpforge.ops._split_rows``); RELEASE_ONLY arrives with a release atomic (see ``arrive``).
     """
     pid = tl.program_id(0)
     chunks = tl.cdiv(N, BLOCK_N)
@@ -223,7 +224,7 @@ def softmax_fwd_split_kernel(
         if STAGE != 2:
             store_chunk_partials(partial, chunk, chunk_max, e, CHUNKS_POW2)
         if STAGE == 0:
-            arrived = arrive(ARRIVALS, row)
+            arrived = arrive(ARRIVALS, row, RELEASE_ONLY)
         if PREFETCH:  # after the release (whose fence would wait for it), before the wait
             next_end = tl.where(row + slots < M, N, 0)  # nothing past the last row
             upcoming = tl.load(

@@ -33,10 +33,16 @@ def wait_for_row(arrivals_ptr, row, chunks, arrived):
 
 
 @triton.jit
-def arrive(arrivals_ptr, row):
+def arrive(arrivals_ptr, row, RELEASE_ONLY: tl.constexpr = False):
     """Publish this program's partials of ``row`` (every thread's stores precede the release);
-    returns the count of arrived programs, this one included."""
+    returns the count of arrived programs, this one included.
+
+    RELEASE_ONLY: a release, not acq_rel, atomic. Nothing read after the arrival depends on the
+    other programs until :func:`wait_for_row` acquires, and an acquire here would hold back the
+    loads that follow (the prefetch of the next row) until the atomic returns from L2."""
     tl.debug_barrier()
+    if RELEASE_ONLY:
+        return tl.atomic_add(arrivals_ptr + row, 1, sem="release") + 1
     return tl.atomic_add(arrivals_ptr + row, 1) + 1
 
 
