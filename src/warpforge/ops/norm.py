@@ -442,6 +442,30 @@ def layer_norm_bwd_split_plan(
     return _default_split(M, N, element_size, device)[0]
 
 
+def _sum_split_partials(
+    dw_partial: torch.Tensor,
+    dw: torch.Tensor,
+    db_partial: torch.Tensor,
+    db: torch.Tensor,
+    weight_grad: bool,
+    bias_grad: bool,
+) -> None:
+    """dweight/dbias of the split LayerNorm backwards: the sum over slots of their [slots, N]
+    float32 partial rows, one launch for both. (``_norm_backward`` keeps its own copy of this
+    launch: the shipped tuned configs hash its source.)"""
+    if not (weight_grad or bias_grad):
+        return
+    from warpforge.ops._kernels import norm as kernels
+
+    slots, n_cols = (dw_partial if weight_grad else db_partial).shape
+    first = (dw_partial, dw) if weight_grad else (db_partial, db)
+    grid = (cdiv(n_cols, _PARTIAL_BLOCK_N), int(weight_grad) + int(bias_grad))
+    block_p = min(_PARTIAL_MAX_BLOCK_P, next_power_of_2(slots))
+    kernels.partial_sum_kernel[grid](
+        *first, db_partial, db, slots, n_cols, BLOCK_P=block_p, BLOCK_N=_PARTIAL_BLOCK_N
+    )
+
+
 def _layer_norm_split_backward(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -480,13 +504,7 @@ def _layer_norm_split_backward(
                 BIAS_GRAD=bias_grad, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2,
                 STAGE=stage, PREFETCH=plan.prefetch, **plan.launch_options(),
             )  # fmt: skip
-        if weight_grad or bias_grad:
-            first = (dw_partial, dw) if weight_grad else (db_partial, db)
-            grid = (cdiv(N, _PARTIAL_BLOCK_N), int(weight_grad) + int(bias_grad))
-            block_p = min(_PARTIAL_MAX_BLOCK_P, next_power_of_2(slots))
-            kernels.partial_sum_kernel[grid](
-                *first, db_partial, db, slots, N, BLOCK_P=block_p, BLOCK_N=_PARTIAL_BLOCK_N
-            )
+        _sum_split_partials(dw_partial, dw, db_partial, db, weight_grad, bias_grad)
     return dx, dw, db
 
 
@@ -530,13 +548,7 @@ def _layer_norm_lag_backward(
                 ROWS=rows, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, LAG=lag, STAGE=stage,
                 **plan.launch_options(),
             )  # fmt: skip
-        if weight_grad or bias_grad:
-            first = (dw_partial, dw) if weight_grad else (db_partial, db)
-            grid = (cdiv(N, _PARTIAL_BLOCK_N), int(weight_grad) + int(bias_grad))
-            block_p = min(_PARTIAL_MAX_BLOCK_P, next_power_of_2(slots))
-            kernels.partial_sum_kernel[grid](
-                *first, db_partial, db, slots, N, BLOCK_P=block_p, BLOCK_N=_PARTIAL_BLOCK_N
-            )
+        _sum_split_partials(dw_partial, dw, db_partial, db, weight_grad, bias_grad)
     return dx, dw, db
 
 
