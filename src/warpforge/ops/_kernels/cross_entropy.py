@@ -448,6 +448,15 @@ def cross_entropy_reduce_kernel(
 
 
 @triton.jit
+def _split_row_total(partial, parts, chunks, CHUNKS_POW2: tl.constexpr):
+    """The row's sum of logits (label smoothing) from its programs' published partials."""
+    totals = tl.load(
+        partial + 2 * CHUNKS_POW2 + parts, mask=parts < chunks, other=0.0, cache_modifier=".cg"
+    )
+    return tl.sum(totals, axis=0)
+
+
+@triton.jit
 def _split_chunk_grad(
     e, chunk_max, offs, mask, chunk_start, chunk_end, row, partial, parts, chunks, target_ptr,
     loss_ptr, lse_ptr, grad_ptr, grad_loss_ptr, grad_loss_stride, grad_row_stride, n_cols,
@@ -459,10 +468,7 @@ def _split_chunk_grad(
     lse = row_max + tl.log(total)
     target_logit = tl.load(partial + 3 * CHUNKS_POW2, cache_modifier=".cg")
     if HAS_SMOOTHING:
-        totals = tl.load(
-            partial + 2 * CHUNKS_POW2 + parts, mask=parts < chunks, other=0.0, cache_modifier=".cg"
-        )
-        row_total = tl.sum(totals, axis=0)
+        row_total = _split_row_total(partial, parts, chunks, CHUNKS_POW2)
     else:
         row_total = 0.0
     target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, False)
@@ -495,10 +501,7 @@ def _split_chunk_grad_known_target(
     row_max, total = combined_partials(partial, parts, chunks, CHUNKS_POW2)
     lse = row_max + tl.log(total)
     if HAS_SMOOTHING:
-        totals = tl.load(
-            partial + 2 * CHUNKS_POW2 + parts, mask=parts < chunks, other=0.0, cache_modifier=".cg"
-        )
-        row_total = tl.sum(totals, axis=0)
+        row_total = _split_row_total(partial, parts, chunks, CHUNKS_POW2)
     else:
         row_total = 0.0
     if chunk_start == 0:
