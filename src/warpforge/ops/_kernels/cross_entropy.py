@@ -42,6 +42,7 @@ from warpforge.ops._kernels.split_rows import (
     arrive,
     chunk_exponentials,
     combined_partials,
+    split_place,
     store_chunk_partials,
     wait_for_row,
 )
@@ -566,15 +567,9 @@ def cross_entropy_fwd_grad_split_kernel(
     ``warpforge.ops._kernels.split_rows.arrive``. The target logit is read before the program
     arrives, so before any program of the row writes a gradient (in place stays safe).
     """
-    pid = tl.program_id(0)
-    chunks = tl.cdiv(n_cols, BLOCK)
-    chunk = pid % chunks
-    slot = pid // chunks
-    slots = tl.num_programs(0) // chunks
+    chunks, chunk, slot, slots, offs, mask = split_place(n_cols, BLOCK)
     chunk_start = chunk * BLOCK
     chunk_end = tl.minimum(chunk_start + BLOCK, n_cols)
-    offs = chunk_start + tl.arange(0, BLOCK)
-    mask = offs < n_cols
     parts = tl.arange(0, CHUNKS_POW2)
     if PREFETCH:
         upcoming = tl.load(

@@ -26,7 +26,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from warpforge.ops._kernels.split_rows import arrive, wait_for_row
+from warpforge.ops._kernels.split_rows import arrive, split_place, wait_for_row
 
 
 @triton.jit
@@ -582,13 +582,7 @@ def layer_norm_bwd_split_kernel(
     second read (two launches, for the interpreter). PREFETCH loads the next row's chunk after
     publishing this row's sums, before the wait.
     """
-    pid = tl.program_id(0)
-    chunks = tl.cdiv(N, BLOCK_N)
-    chunk = pid % chunks
-    slot = pid // chunks
-    slots = tl.num_programs(0) // chunks
-    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = cols < N
+    chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
     parts = tl.arange(0, CHUNKS_POW2)
     dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
@@ -712,13 +706,7 @@ def layer_norm_bwd_lag_kernel(
     the split kernel this terminates only when all programs of a row are resident at once.
     STAGE 1 / 2 (the interpreter): phase A over all groups, then phase B from a second read.
     """
-    pid = tl.program_id(0)
-    chunks = tl.cdiv(N, BLOCK_N)
-    chunk = pid % chunks
-    slot = pid // chunks
-    slots = tl.num_programs(0) // chunks
-    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = cols < N
+    chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
     parts = tl.arange(0, CHUNKS_POW2)
     in_group = tl.arange(0, ROWS)
     dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)

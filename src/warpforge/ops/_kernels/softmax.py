@@ -26,6 +26,7 @@ from warpforge.ops._kernels.split_rows import (
     arrive,
     chunk_exponentials,
     combined_partials,
+    split_place,
     store_chunk_partials,
     wait_for_row,
 )
@@ -203,13 +204,7 @@ def softmax_fwd_split_kernel(
     PREFETCH loads the chunk of the program's next row before waiting for this one (see
     ``warpforge.ops._split_rows``); RELEASE_ONLY arrives with a release atomic (see ``arrive``).
     """
-    pid = tl.program_id(0)
-    chunks = tl.cdiv(N, BLOCK_N)
-    chunk = pid % chunks
-    slot = pid // chunks
-    slots = tl.num_programs(0) // chunks
-    cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = cols < N
+    chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
     parts = tl.arange(0, CHUNKS_POW2)
     if PREFETCH:
         upcoming = tl.load(X + slot.to(tl.int64) * stride_x + cols, mask=mask, other=-float("inf"))

@@ -22,6 +22,20 @@ and two predicated multiplies per element on sm_90, which bf16 rows cannot affor
 
 
 @triton.jit
+def split_place(n_cols, BLOCK: tl.constexpr):
+    """Where a program of a split-row launch works: the chunks a row has, the program's chunk
+    (``pid % chunks``) and slot (``pid // chunks``; its rows are ``slot, slot + slots, ...``),
+    the number of slots, and its chunk's columns with their in-row mask."""
+    pid = tl.program_id(0)
+    chunks = tl.cdiv(n_cols, BLOCK)
+    chunk = pid % chunks
+    slot = pid // chunks
+    slots = tl.num_programs(0) // chunks
+    cols = chunk * BLOCK + tl.arange(0, BLOCK)
+    return chunks, chunk, slot, slots, cols, cols < n_cols
+
+
+@triton.jit
 def wait_for_row(arrivals_ptr, row, chunks, arrived):
     """Spin until all ``chunks`` programs of ``row`` have bumped its arrival counter, last seen
     at ``arrived`` (acquire; the barrier then lets every thread read what they published).

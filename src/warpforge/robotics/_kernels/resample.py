@@ -146,6 +146,17 @@ def _guided_interval(
 
 
 @triton.jit
+def _row_length(lengths_ptr, row, S, HAS_LENGTHS: tl.constexpr):
+    """Valid samples of ``row``: ``lengths[row]`` clamped to [1, S] (the clamp keeps memory safe
+    when checks were skipped, assume_sorted=True), else all S."""
+    if HAS_LENGTHS:
+        n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 1), S)
+    else:
+        n = S
+    return n
+
+
+@triton.jit
 def _bracket(
     q_ptr,
     q_stride_b,
@@ -393,11 +404,7 @@ def _stream_slot(
         rest = local // num_d_blocks
         t_block = rest % num_t_blocks
         row = rest // num_t_blocks
-        if HAS_LENGTHS:
-            # clamp keeps memory safe when checks were skipped (assume_sorted=True)
-            n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 1), S)
-        else:
-            n = S
+        n = _row_length(lengths_ptr, row, S, HAS_LENGTHS)
         # PREFETCH_V / PREFETCH_T: elements per 128-byte line of packed value / time rows (0: no
         # prefetch); each of the row's programs asks L2 for its share of the row
         if PREFETCH_V > 0:
@@ -500,6 +507,30 @@ def resample_kernel(
 
 
 @triton.jit
+def _backward_bracket(
+    q_ptr, q_stride_b, q_stride_t, T, t, t_sb, t_ss, lengths_ptr, S, row, t_block, steps,
+    METHOD: tl.constexpr,
+    POLICY: tl.constexpr,
+    TIME_KIND: tl.constexpr,
+    COMPUTE_F64: tl.constexpr,
+    HAS_LENGTHS: tl.constexpr,
+    PROBES: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+):  # fmt: skip
+    """:func:`_bracket` of a block of queries for the backwards, with ``live``: the queries
+    whose output is not a constant (NaN fills, NaN queries), the only ones passing a gradient."""
+    n = _row_length(lengths_ptr, row, S, HAS_LENGTHS)
+    offs_t, t_in, ia, ib, w, dw_dq, in_range, is_nan = _bracket(
+        q_ptr, q_stride_b, q_stride_t, T, t, t_sb, t_ss, n, row, t_block,
+        steps, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, BLOCK_T,
+    )  # fmt: skip
+    live = ~is_nan
+    if POLICY == FILL_NAN:
+        live = live & in_range
+    return offs_t, t_in, ia, ib, w, dw_dq, live
+
+
+@triton.jit
 def resample_backward_kernel(
     q_ptr, q_stride_b, q_stride_t, T, B, lengths_ptr,
     v, v_sb, v_ss, t, t_sb, t_ss, S, g, g_sb, g_st, D, gv, gv_sb, gv_ss, gq, steps,
@@ -522,18 +553,10 @@ def resample_backward_kernel(
     d_block = pid % num_d_blocks
     t_block = (pid // num_d_blocks) % num_t_blocks
     row = pid // (num_d_blocks * num_t_blocks)
-    if HAS_LENGTHS:
-        n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 1), S)
-    else:
-        n = S
-    offs_t, t_in, ia, ib, w, dw_dq, in_range, is_nan = _bracket(
-        q_ptr, q_stride_b, q_stride_t, T, t, t_sb, t_ss, n, row, t_block,
-        steps, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, BLOCK_T,
+    offs_t, t_in, ia, ib, w, dw_dq, live = _backward_bracket(
+        q_ptr, q_stride_b, q_stride_t, T, t, t_sb, t_ss, lengths_ptr, S, row, t_block,
+        steps, METHOD, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, PROBES, BLOCK_T,
     )  # fmt: skip
-    # constant outputs (NaN fills, NaN queries) pass no gradient
-    live = ~is_nan
-    if POLICY == FILL_NAN:
-        live = live & in_range
     row64 = row.to(tl.int64)
     offs_d = d_block * BLOCK_D + tl.arange(0, BLOCK_D)
     tile_in = (t_in & live)[:, None] & (offs_d < D)[None, :]
@@ -595,17 +618,10 @@ def resample_brackets_kernel(
     num_t_blocks = tl.cdiv(T, BLOCK_T)
     t_block = pid % num_t_blocks
     row = pid // num_t_blocks
-    if HAS_LENGTHS:
-        n = tl.minimum(tl.maximum(tl.load(lengths_ptr + row).to(tl.int32), 1), S)
-    else:
-        n = S
-    offs_t, t_in, ia, ib, w, dw_dq, in_range, is_nan = _bracket(
-        q_ptr, q_stride_b, q_stride_t, T, t, t_sb, t_ss, n, row, t_block,
-        steps, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, BLOCK_T,
+    offs_t, t_in, ia, ib, w, dw_dq, live = _backward_bracket(
+        q_ptr, q_stride_b, q_stride_t, T, t, t_sb, t_ss, lengths_ptr, S, row, t_block,
+        steps, METHOD, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, PROBES, BLOCK_T,
     )  # fmt: skip
-    live = ~is_nan
-    if POLICY == FILL_NAN:
-        live = live & in_range
     row64 = row.to(tl.int64)
     slot = row64 * T + offs_t
     tl.store(ia_ptr + slot, ia, mask=t_in)
