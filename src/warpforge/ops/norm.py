@@ -442,6 +442,28 @@ def layer_norm_bwd_split_plan(
     return _default_split(M, N, element_size, device)[0]
 
 
+def _split_backward_buffers(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    weight_grad: bool,
+    bias_grad: bool,
+    slots: int,
+    *,
+    zero_partials: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """dx, dweight and dbias (empty when not asked for) of the split LayerNorm backwards, and
+    their [slots, N] float32 dweight/dbias partial rows (one element when not asked for)."""
+    M, N = x.shape
+    dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    wdtype = weight.dtype if weight is not None else x.dtype
+    dw = torch.empty((N,) if weight_grad else (0,), dtype=wdtype, device=x.device)
+    db = torch.empty((N,) if bias_grad else (0,), dtype=wdtype, device=x.device)
+    alloc = torch.zeros if zero_partials else torch.empty
+    dw_partial = alloc((slots, N) if weight_grad else (1,), dtype=torch.float32, device=x.device)
+    db_partial = alloc((slots, N) if bias_grad else (1,), dtype=torch.float32, device=x.device)
+    return dx, dw, db, dw_partial, db_partial
+
+
 def _sum_split_partials(
     dw_partial: torch.Tensor,
     dw: torch.Tensor,
@@ -482,17 +504,11 @@ def _layer_norm_split_backward(
 
     M, N = x.shape
     x, dy = as_rows(x), as_rows(dy)
-    dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    wdtype = weight.dtype if weight is not None else x.dtype
-    dw = torch.empty((N,) if weight_grad else (0,), dtype=wdtype, device=x.device)
-    db = torch.empty((N,) if bias_grad else (0,), dtype=wdtype, device=x.device)
-    slots = plan.programs // plan.chunks
     # every slot owns at least one row (the plan never has more slots than rows), so each of its
     # chunks writes its columns of the slot's partial rows: no zero fill needed
-    dw_partial = torch.empty((slots, N) if weight_grad else (1,), dtype=torch.float32,
-                             device=x.device)  # fmt: skip
-    db_partial = torch.empty((slots, N) if bias_grad else (1,), dtype=torch.float32,
-                             device=x.device)  # fmt: skip
+    dx, dw, db, dw_partial, db_partial = _split_backward_buffers(
+        x, weight, weight_grad, bias_grad, plan.programs // plan.chunks, zero_partials=False
+    )
     sums = plan.workspace(M, 2, x.device)
     arrivals = plan.arrivals(M, x.device)
     with kernel_device(x):
@@ -527,16 +543,12 @@ def _layer_norm_lag_backward(
 
     M, N = x.shape
     x, dy = as_rows(x), as_rows(dy)
-    dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    wdtype = weight.dtype if weight is not None else x.dtype
-    dw = torch.empty((N,) if weight_grad else (0,), dtype=wdtype, device=x.device)
-    db = torch.empty((N,) if bias_grad else (0,), dtype=wdtype, device=x.device)
     slots = plan.programs // plan.chunks
     # a slot that owns a group writes its partial columns; one without (more slots than
     # groups of rows) adds zeros
-    alloc = torch.empty if slots <= cdiv(M, rows) else torch.zeros
-    dw_partial = alloc((slots, N) if weight_grad else (1,), dtype=torch.float32, device=x.device)
-    db_partial = alloc((slots, N) if bias_grad else (1,), dtype=torch.float32, device=x.device)
+    dx, dw, db, dw_partial, db_partial = _split_backward_buffers(
+        x, weight, weight_grad, bias_grad, slots, zero_partials=slots > cdiv(M, rows)
+    )
     # each chunk's two sums as one int64 word, all bits set until written (the kernel's flag)
     sums = torch.full((M * plan.chunks_pow2,), -1, dtype=torch.int64, device=x.device)
     with kernel_device(x):
