@@ -215,6 +215,24 @@ def test_chunked_forward_with_grad_loops_rows_and_chunks_in_place(path):
         torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
 
 
+def _check_split_forward_with_grad(logits, target, grad_loss, plan):
+    """``row_losses`` with a gradient through the split ``plan`` (smoothing 0.1, z-loss 0.01)
+    against float64: into a NaN-poisoned buffer, then in place over a copy of the logits."""
+    x64 = logits.double().requires_grad_()
+    expected_rows = reference_cross_entropy(
+        x64, target, reduction="none", label_smoothing=0.1, z_loss=0.01
+    )
+    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
+    for out in (torch.full_like(logits, float("nan")), logits.clone()):
+        source = out if not out.isnan().any() else logits
+        loss, lse = ce_module.row_losses(
+            source, target, IGNORE, 0.1, 0.01, grad_out=out, grad_loss=grad_loss, split=plan
+        )
+        torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=2e-5, rtol=2e-5)
+        torch.testing.assert_close(lse.double(), logits.double().logsumexp(-1), atol=1e-5, rtol=0)
+        torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
+
+
 @pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
 @pytest.mark.parametrize(("rows", "vocab"), [(9, 37), (4, 16), (7, 100)])
 def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch):
@@ -228,20 +246,8 @@ def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch):
     target[0], target[1], target[2 % rows] = 0, vocab - 1, min(16, vocab - 1)
     target[rows - 1] = IGNORE
     grad_loss = torch.rand(rows, generator=gen) + 0.5
-    x64 = logits.double().requires_grad_()
-    expected_rows = reference_cross_entropy(
-        x64, target, reduction="none", label_smoothing=0.1, z_loss=0.01
-    )
-    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
     plan = split_row_plan(rows, vocab, "cpu", block=16, num_warps=1, prefetch=prefetch)
-    for out in (torch.full_like(logits, float("nan")), logits.clone()):
-        source = out if not out.isnan().any() else logits
-        loss, lse = ce_module.row_losses(
-            source, target, IGNORE, 0.1, 0.01, grad_out=out, grad_loss=grad_loss, split=plan
-        )
-        torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=2e-5, rtol=2e-5)
-        torch.testing.assert_close(lse.double(), logits.double().logsumexp(-1), atol=1e-5, rtol=0)
-        torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
+    _check_split_forward_with_grad(logits, target, grad_loss, plan)
 
 
 @pytest.mark.parametrize("early", [False, True], ids=["chunk0-target", "early-target"])
@@ -257,21 +263,9 @@ def test_split_forward_with_grad_early_and_late_target_loads(path, early, monkey
     target = random_target((rows,), vocab, gen)
     target[0], target[1], target[2], target[3] = 0, vocab - 1, 16, IGNORE
     grad_loss = torch.rand(rows, generator=gen) + 0.5
-    x64 = logits.double().requires_grad_()
-    expected_rows = reference_cross_entropy(
-        x64, target, reduction="none", label_smoothing=0.1, z_loss=0.01
-    )
-    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
     plan = split_row_plan(rows, vocab, "cpu", block=16, num_warps=1, prefetch=True,
                           release_only=True)  # fmt: skip
-    for out in (torch.full_like(logits, float("nan")), logits.clone()):
-        source = out if not out.isnan().any() else logits
-        loss, lse = ce_module.row_losses(
-            source, target, IGNORE, 0.1, 0.01, grad_out=out, grad_loss=grad_loss, split=plan
-        )
-        torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=2e-5, rtol=2e-5)
-        torch.testing.assert_close(lse.double(), logits.double().logsumexp(-1), atol=1e-5, rtol=0)
-        torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
+    _check_split_forward_with_grad(logits, target, grad_loss, plan)
 
 
 @pytest.mark.parametrize("rows", [1, 37])

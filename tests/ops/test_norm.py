@@ -595,6 +595,36 @@ def _layer_norm_grads64(x, w, b, dy):
     return grads_of(y64, [x64, w64, b64], dy.double())
 
 
+def _check_forced_split_backward(
+    m, n, block, affine, device, dtypes, plan_options, backward_options, label
+):  # fmt: skip
+    """``layer_norm_backward`` through a forced split plan of ``block``-column chunks against
+    float64, for every dtype: dx, and dweight/dbias when the layer has them (empty otherwise)."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    for dtype in dtypes:
+        x = randn(m, n, dtype=dtype, device=device) * 3 + 2
+        w = randn(n, dtype=dtype, device=device) if "weight" in affine else None
+        b = randn(n, dtype=dtype, device=device) if "bias" in affine else None
+        dy = randn(m, n, dtype=dtype, device=device)
+        mean, rstd = _forward_stats(x)
+        plan = split_row_plan(m, n, device, block=block, num_warps=4, **plan_options)
+        assert plan is not None and plan.chunks == -(-n // block)
+        dx, dw, db = norm_module.layer_norm_backward(
+            dy, x, w, mean, rstd, w is not None, b is not None, split=plan, **backward_options
+        )
+        want = _layer_norm_grads64(x, w, b, dy)
+        got = {"dx": dx, "dweight": dw, "dbias": db}
+        if w is None:
+            assert dw.numel() == 0
+            del got["dweight"]
+        if b is None:
+            assert db.numel() == 0
+            del got["dbias"]
+        for (name, g), e in zip(got.items(), want, strict=True):
+            close(g, e, BWD_TOL[dtype] * 4, f"{name} {dtype} {label}")
+
+
 def _forward_stats(x):
     xf = x.float()
     return xf.mean(-1), torch.rsqrt(xf.var(-1, unbiased=False) + 1e-5)
@@ -611,29 +641,9 @@ def test_layer_norm_split_backward(m, n, block, prefetch, affine, device, cpu_fl
                                    poison_outputs):  # fmt: skip
     """The split-row backward (forced plans of several chunks a row, more rows than the plan's
     slots, the last chunk ragged) against float64: dx, dweight, dbias, every element written."""
-    from warpforge.ops._split_rows import split_row_plan
-
-    for dtype in cpu_float_dtypes:
-        x = randn(m, n, dtype=dtype, device=device) * 3 + 2
-        w = randn(n, dtype=dtype, device=device) if "weight" in affine else None
-        b = randn(n, dtype=dtype, device=device) if "bias" in affine else None
-        dy = randn(m, n, dtype=dtype, device=device)
-        mean, rstd = _forward_stats(x)
-        plan = split_row_plan(m, n, device, block=block, num_warps=4, prefetch=prefetch)
-        assert plan is not None and plan.chunks == -(-n // block)
-        dx, dw, db = norm_module.layer_norm_backward(
-            dy, x, w, mean, rstd, w is not None, b is not None, split=plan
-        )
-        want = _layer_norm_grads64(x, w, b, dy)
-        got = {"dx": dx, "dweight": dw, "dbias": db}
-        if w is None:
-            assert dw.numel() == 0
-            del got["dweight"]
-        if b is None:
-            assert db.numel() == 0
-            del got["dbias"]
-        for (name, g), e in zip(got.items(), want, strict=True):
-            close(g, e, BWD_TOL[dtype] * 4, f"{name} {dtype} {affine}")
+    _check_forced_split_backward(
+        m, n, block, affine, device, cpu_float_dtypes, {"prefetch": prefetch}, {}, affine
+    )
 
 
 def test_layer_norm_split_backward_strided_rows(device, poison_outputs):
@@ -808,29 +818,10 @@ def test_layer_norm_lag_backward(m, n, block, lag, rows, affine, device, cpu_flo
     a ragged last chunk, lags longer than a slot's groups, groups of several rows with the last
     ragged, more slots than groups) against float64: dx, dweight, dbias, every element written
     (poisoned outputs)."""
-    from warpforge.ops._split_rows import split_row_plan
-
-    for dtype in cpu_float_dtypes:
-        x = randn(m, n, dtype=dtype, device=device) * 3 + 2
-        w = randn(n, dtype=dtype, device=device) if "weight" in affine else None
-        b = randn(n, dtype=dtype, device=device) if "bias" in affine else None
-        dy = randn(m, n, dtype=dtype, device=device)
-        mean, rstd = _forward_stats(x)
-        plan = split_row_plan(m, n, device, block=block, num_warps=4)
-        assert plan is not None and plan.chunks == -(-n // block)
-        dx, dw, db = norm_module.layer_norm_backward(
-            dy, x, w, mean, rstd, w is not None, b is not None, split=plan, lag=lag, lag_rows=rows
-        )
-        want = _layer_norm_grads64(x, w, b, dy)
-        got = {"dx": dx, "dweight": dw, "dbias": db}
-        if w is None:
-            assert dw.numel() == 0
-            del got["dweight"]
-        if b is None:
-            assert db.numel() == 0
-            del got["dbias"]
-        for (name, g), e in zip(got.items(), want, strict=True):
-            close(g, e, BWD_TOL[dtype] * 4, f"{name} {dtype} {affine} lag={lag} rows={rows}")
+    _check_forced_split_backward(
+        m, n, block, affine, device, cpu_float_dtypes, {}, {"lag": lag, "lag_rows": rows},
+        f"{affine} lag={lag} rows={rows}",
+    )  # fmt: skip
 
 
 def test_layer_norm_lag_backward_strided_rows(device, poison_outputs):
