@@ -233,13 +233,16 @@ def _check_split_forward_with_grad(logits, target, grad_loss, plan):
         torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
 
 
+@pytest.mark.parametrize("words", [False, True], ids=["counter", "flag-words"])
 @pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
 @pytest.mark.parametrize(("rows", "vocab"), [(9, 37), (4, 16), (7, 100)])
-def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch):
+def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch, words, monkeypatch):
     """Rows split over 16-column programs (ragged last chunk; targets at the first and last
     column, at a chunk boundary, ignored), more rows than slots, smoothing and z-loss, into a
-    poisoned buffer and in place (chunk 0 reads the target logit before any gradient lands;
-    with ``prefetch`` each program loads its next row's chunk before writing this one's)."""
+    poisoned buffer and in place (the target logit is read before any gradient lands; with
+    ``prefetch`` each program loads its next row's chunk before writing this one's), with both
+    meetings: the arrival counter and the flag words."""
+    monkeypatch.setattr(ce_module, "SPLIT_GRAD_FLAG_WORDS", words)
     gen = torch.Generator().manual_seed(24)
     logits = torch.randn(rows, vocab, generator=gen) * 3
     target = random_target((rows,), vocab, gen)
@@ -257,6 +260,7 @@ def test_split_forward_with_grad_early_and_late_target_loads(path, early, monkey
     last and a chunk's first column and ignored, more rows than slots, into a poisoned buffer
     and in place."""
     monkeypatch.setattr(ce_module, "SPLIT_EARLY_TARGET", early)
+    monkeypatch.setattr(ce_module, "SPLIT_GRAD_FLAG_WORDS", False)
     gen = torch.Generator().manual_seed(31)
     rows, vocab = 11, 53
     logits = torch.randn(rows, vocab, generator=gen) * 3
@@ -678,6 +682,7 @@ def test_gpu_split_forward_with_grad(dtype, rows, vocab):
 def test_gpu_split_forward_with_grad_target_loads_and_arrivals(early, release, monkeypatch):
     """The 2-byte split launch with both target paths and both arrival atomics, in place."""
     monkeypatch.setattr(ce_module, "SPLIT_EARLY_TARGET", early)
+    monkeypatch.setattr(ce_module, "SPLIT_GRAD_FLAG_WORDS", False)
     gen = torch.Generator().manual_seed(35)
     rows, vocab = 500, 128256
     logits = (torch.randn(rows, vocab, generator=gen) * 3).to("cuda", torch.bfloat16)
@@ -695,6 +700,41 @@ def test_gpu_split_forward_with_grad_target_loads_and_arrivals(early, release, m
     )
     torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=1.6e-2, rtol=1.6e-2)
     torch.testing.assert_close(in_place.double(), expected, atol=1.6e-5, rtol=1.6e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("broadcast", [False, True], ids=["per-row", "broadcast"])
+@pytest.mark.parametrize(("rows", "vocab"), [(100, 128256), (40, 262144), (37, 65536 + 24)])
+def test_gpu_split_forward_with_grad_flag_words(rows, vocab, broadcast):
+    """The op's 2-byte split launch meeting through flag words, rows in several waves (33 and
+    16 rows in flight at 128256 and 262144 columns), targets at the first, last and a chunk's
+    first and last column and ignored, per-row and broadcast grad_loss, smoothing and z-loss:
+    into a NaN-poisoned buffer and in place over the logits."""
+    gen = torch.Generator().manual_seed(rows + vocab + broadcast)
+    logits = (torch.randn(rows, vocab, generator=gen) * 3).to("cuda", torch.bfloat16)
+    target = random_target((rows,), vocab, gen).cuda()
+    target[0], target[1], target[2], target[3], target[4] = 0, vocab - 1, 8192, 8191, IGNORE
+    if broadcast:
+        grad_loss = torch.full((1,), 0.37, device="cuda").expand(rows)
+    else:
+        grad_loss = (torch.rand(rows, generator=gen) + 0.5).cuda()
+    x64 = logits.double().requires_grad_()
+    expected_rows = reference_cross_entropy(
+        x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-4
+    )
+    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
+    plan = ce_module._fwd_grad_split_plan(rows, vocab, 2, logits.device)
+    assert plan is not None and plan.chunks_pow2 <= ce_module._FLAG_WORDS_MAX_CHUNKS
+    for out in (torch.full_like(logits, float("nan")), logits.clone()):
+        source = out if not out.isnan().any() else logits
+        loss, lse = ce_module.row_losses(
+            source, target, IGNORE, 0.1, 1e-4, grad_out=out, grad_loss=grad_loss, split=plan
+        )
+        torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=1.6e-2, rtol=1.6e-2)
+        torch.testing.assert_close(
+            lse.double(), logits.double().logsumexp(-1), atol=1e-4, rtol=1e-5
+        )
+        torch.testing.assert_close(out.double(), expected, atol=1.6e-5, rtol=1.6e-2)
 
 
 @pytest.mark.gpu

@@ -123,6 +123,9 @@ COMPILE_ALL = textwrap.dedent(
                 # (benchmarks/results/ce16-sweep2-2026-11-24-h100.txt), so that much is allowed
                 allowed = 48 if split.prefetch else 0
                 assert stack <= allowed, f"split kernel spills {stack} bytes under its register cap ({dt})"
+                # the flag-word meeting (the op's default) within the same allowance
+                stack = spilled_bytes(ck.cross_entropy_fwd_grad_flags_kernel, dict(split_types, words_ptr="*i64"), dict(flags, BLOCK=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0, PREFETCH=split.prefetch), aligned=("n_cols", "logits_row_stride", "grad_row_stride"), **split.launch_options())
+                assert stack <= allowed, f"flag-word split kernel spills {stack} bytes under its register cap ({dt})"
             block, warps = ce.launch_heuristic(vocab, tdt.itemsize)
             spilled_bytes(ck.cross_entropy_fwd_kernel, types, dict(flags, BLOCK=block), warps)
             block, warps = ce.bwd_launch_heuristic(vocab, tdt.itemsize)

@@ -75,7 +75,10 @@ def test_split_launch_is_a_valid_plan_for_every_element_size(on_h100, element_si
 def test_gpu_split_kernels_fit_their_planned_programs_per_sm(dtype):
     """The compiled split kernels use no more registers than their plan allows (Triton's
     maxnreg is honoured), so the planned programs are resident at once (never a hang)."""
-    from warpforge.ops._kernels.cross_entropy import cross_entropy_fwd_grad_split_kernel
+    from warpforge.ops._kernels.cross_entropy import (
+        cross_entropy_fwd_grad_flags_kernel,
+        cross_entropy_fwd_grad_split_kernel,
+    )
     from warpforge.ops._kernels.softmax import softmax_fwd_split_kernel
 
     options = _split_rows.split_launch(dtype.itemsize)
@@ -99,7 +102,15 @@ def test_gpu_split_kernels_fit_their_planned_programs_per_sm(dtype):
         CHECK_TARGETS=False, EARLY=True, RELEASE_ONLY=plan.release_only, **plan.launch_options(),
     )  # fmt: skip
     torch.testing.assert_close(lse, torch.logsumexp(x.float(), -1), atol=1e-3, rtol=1e-4)
-    for compiled in (kernel, ce_kernel):
+    lse.fill_(float("nan"))
+    words = torch.full((M * 2 * plan.chunks_pow2,), -1, dtype=torch.int64, device="cuda")
+    flags_kernel = cross_entropy_fwd_grad_flags_kernel[(plan.programs,)](
+        x, target, loss, lse, y, torch.ones(1, device="cuda"), words, 0, N, N, M, N, -100, 0.0,
+        0.0, BLOCK=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch,
+        HAS_SMOOTHING=False, CHECK_TARGETS=False, **plan.launch_options(),
+    )  # fmt: skip
+    torch.testing.assert_close(lse, torch.logsumexp(x.float(), -1), atol=1e-3, rtol=1e-4)
+    for compiled in (kernel, ce_kernel, flags_kernel):
         registers = per_sm * warps * 32 * compiled.n_regs
         assert registers <= _split_rows.REGISTERS_PER_SM, (compiled.n_regs, plan)
 

@@ -116,6 +116,14 @@ SPLIT_EARLY_TARGET = True
 program its target logit (the kernel's EARLY), instead of chunk 0 alone loading both on the
 path to the row's meeting."""
 
+SPLIT_GRAD_FLAG_WORDS = True
+"""The split forward with gradient meets through flag words
+(``cross_entropy_fwd_grad_flags_kernel``) rather than an arrival counter: no release fence
+and no separate poll before the partials' load."""
+
+_FLAG_WORDS_MAX_CHUNKS = 32
+"""The flag-word meeting polls a row's words in one warp's lanes (see ``row_words``)."""
+
 
 @functools.lru_cache(maxsize=1024)
 def _fwd_grad_split_plan(
@@ -246,10 +254,27 @@ def row_losses(
 
 def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, plan, options):
     """The forward with gradient of rows split over ``plan.chunks`` programs each."""
-    from warpforge.ops._kernels.cross_entropy import cross_entropy_fwd_grad_split_kernel
+    from warpforge.ops._kernels.cross_entropy import (
+        cross_entropy_fwd_grad_flags_kernel,
+        cross_entropy_fwd_grad_split_kernel,
+    )
 
     n_rows = logits.shape[0]
     options = dict(options, BLOCK=plan.block, **plan.launch_options())
+    if SPLIT_GRAD_FLAG_WORDS and plan.chunks_pow2 <= _FLAG_WORDS_MAX_CHUNKS:
+        # every chunk's two words start unpublished (all bits set)
+        words = torch.full(
+            (n_rows * 2 * plan.chunks_pow2,), -1, dtype=torch.int64, device=logits.device
+        )
+        with kernel_device(logits):
+            for stage in plan.stages():
+                cross_entropy_fwd_grad_flags_kernel[(plan.programs,)](
+                    logits, target, loss, lse, grad_out, grad_loss, words,
+                    _row_stride(grad_loss), logits.stride(0), grad_out.stride(0), n_rows,
+                    *common, CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, PREFETCH=plan.prefetch,
+                    **options,
+                )  # fmt: skip
+        return
     partials = plan.workspace(n_rows, 4, logits.device)
     arrivals = plan.arrivals(n_rows, logits.device)
     with kernel_device(logits):

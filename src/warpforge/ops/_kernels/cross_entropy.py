@@ -38,12 +38,16 @@ import triton
 import triton.language as tl
 
 from warpforge.ops._kernels.split_rows import (
+    EMPTY_STATS,
     LOG2E,
     arrive,
     chunk_exponentials,
     combined_partials,
+    publish_word,
+    row_words,
     split_place,
     store_chunk_partials,
+    unpack_pair,
     wait_for_row,
 )
 
@@ -632,4 +636,115 @@ def cross_entropy_fwd_grad_split_kernel(
                 target_ptr, loss_ptr, lse_ptr, grad_ptr, grad_loss_ptr, grad_loss_stride,
                 grad_row_stride, n_cols, ignore_index, label_smoothing, z_loss, CHUNKS_POW2,
                 HAS_SMOOTHING,
+            )  # fmt: skip
+
+
+@triton.jit
+def cross_entropy_fwd_grad_flags_kernel(
+    logits_ptr,
+    target_ptr,
+    loss_ptr,
+    lse_ptr,
+    grad_ptr,
+    grad_loss_ptr,
+    words_ptr,
+    grad_loss_stride,
+    logits_row_stride,
+    grad_row_stride,
+    n_rows,
+    n_cols,
+    ignore_index,
+    label_smoothing,
+    z_loss,
+    BLOCK: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    STAGE: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    HAS_SMOOTHING: tl.constexpr,
+    CHECK_TARGETS: tl.constexpr,
+):
+    """``cross_entropy_fwd_grad_split_kernel`` (same programs, rows and chunks) meeting through
+    flag words instead of a counter (see ``warpforge.ops._kernels.split_rows.row_words``): per
+    row, ``words_ptr[row, chunk]`` holds a chunk's (max, sum of exp) and
+    ``words_ptr[row, CHUNKS_POW2 + chunk]`` its (sum of logits, target logit or 0), the int64
+    workspace filled with ``UNPUBLISHED`` by the caller. Every program polls the first words,
+    chunk 0 (which stores the loss and lse) also the second ones.
+
+    No fence: no program reads another's chunk. The target logit is read by the program whose
+    chunk holds it (and published in its word for the loss), so the gradient may overwrite the
+    logits in place. The target index and grad_loss of a program's next row are loaded with the
+    prefetch of its next chunk, so after the meeting only the words' poll is a round trip."""
+    chunks, chunk, slot, slots, offs, mask = split_place(n_cols, BLOCK)
+    chunk_start = chunk * BLOCK
+    parts = tl.arange(0, CHUNKS_POW2)
+    live = parts < chunks
+    if PREFETCH:
+        upcoming = tl.load(
+            logits_ptr + slot.to(tl.int64) * logits_row_stride + offs,
+            mask=mask,
+            other=float("-inf"),
+        )
+    next_target = tl.load(target_ptr + slot.to(tl.int64))
+    next_grad_loss = tl.load(grad_loss_ptr + slot.to(tl.int64) * grad_loss_stride)
+    for i in range(0, tl.cdiv(n_rows - slot, slots)):
+        row = slot.to(tl.int64) + i * slots
+        row_ptr = logits_ptr + row * logits_row_stride
+        target = next_target.to(tl.int64)
+        grad_loss = next_grad_loss.to(tl.float32)
+        ignored = target == ignore_index
+        in_range = (target >= 0) & (target < n_cols)
+        if CHECK_TARGETS:
+            tl.device_assert(ignored | in_range, "cross_entropy: target outside [0, vocab)")
+        owns_target = in_range & (target >= chunk_start) & (target < chunk_start + BLOCK)
+        target_logit = tl.load(
+            row_ptr + tl.where(owns_target, target, 0), mask=owns_target, other=0.0
+        ).to(tl.float32)
+        if PREFETCH:
+            x = upcoming.to(tl.float32)
+        else:
+            x = tl.load(row_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
+        words = words_ptr + row * (2 * CHUNKS_POW2)
+        if HAS_SMOOTHING and STAGE != 2:
+            # summed before the exponentials replace x: x and them held at once would spill
+            row_part = tl.sum(tl.where(mask, x, 0.0), axis=0)
+        else:
+            row_part = 0.0
+        chunk_max, e = chunk_exponentials(x)
+        if STAGE != 2:
+            publish_word(words + chunk, chunk_max, tl.sum(e, axis=0), STAGE)
+            publish_word(words + CHUNKS_POW2 + chunk, row_part, target_logit, STAGE)
+        if PREFETCH:
+            next_end = tl.where(row + slots < n_rows, n_cols, 0)  # nothing past the last row
+            upcoming = tl.load(
+                row_ptr + slots * logits_row_stride + offs,
+                mask=offs < next_end,
+                other=float("-inf"),
+            )
+        has_next = row + slots < n_rows
+        next_target = tl.load(target_ptr + row + slots, mask=has_next, other=0)
+        next_grad_loss = tl.load(
+            grad_loss_ptr + (row + slots) * grad_loss_stride, mask=has_next, other=0.0
+        )
+        if STAGE != 1:
+            stats, sums = row_words(
+                words, parts, live, EMPTY_STATS, words + CHUNKS_POW2,
+                parts < tl.where(chunk == 0, chunks, 0), STAGE,
+            )
+            maxes, exp_sums = unpack_pair(stats)
+            row_max = tl.max(maxes, axis=0)
+            total = tl.sum(exp_sums * tl.exp2((maxes - row_max) * LOG2E), axis=0)
+            lse = row_max + tl.log(total)
+            if chunk == 0:
+                row_totals, target_logits = unpack_pair(sums)
+                loss = _row_loss(
+                    lse, tl.sum(row_totals, axis=0), tl.sum(target_logits, axis=0), ignored,
+                    in_range, n_cols, label_smoothing, z_loss,
+                )  # fmt: skip
+                tl.store(loss_ptr + row, loss)
+                tl.store(lse_ptr + row, lse)
+            scale = _grad_scale(grad_loss, ignored, in_range)
+            _store_held_grad(
+                e, tl.exp2((chunk_max - row_max) * LOG2E) / total, offs, mask, lse, target,
+                target_logit, owns_target, scale, grad_ptr + row * grad_row_stride, n_cols,
+                label_smoothing, z_loss,
             )  # fmt: skip

@@ -88,3 +88,68 @@ def combined_partials(partial, parts, chunks, CHUNKS_POW2: tl.constexpr):
     )
     row_max = tl.max(maxes, axis=0)
     return row_max, tl.sum(sums * tl.exp2((maxes - row_max) * LOG2E), axis=0)
+
+
+# Meeting without a counter (``cross_entropy_fwd_grad_flags_kernel``): each program writes its
+# chunk's two statistics as one 8-byte word into a workspace the caller filled with UNPUBLISHED,
+# and the others poll the row's words until none is unpublished: the word is its own flag. The
+# counter meeting costs a release fence (it waits for the program's earlier gradient stores to
+# drain), the arrival atomic's round trip, a poll and then the partials' load; here the poll is
+# the load. Each value travels in one single-copy-atomic write, so no fence orders anything.
+
+UNPUBLISHED = tl.constexpr(-1)
+"""A chunk's word before its program writes it: all bits set, a NaN pattern in both halves that
+:func:`pack_pair` never writes (it writes every NaN as the canonical one)."""
+
+EMPTY_STATS = tl.constexpr(0xFF800000)
+"""The word of a chunk past the row's end, read as (max -inf, sum 0): it adds nothing."""
+
+
+@triton.jit
+def pack_pair(lo, hi):
+    """Two fp32 values in one int64 (``lo`` in the low half), NaN canonicalised."""
+    lo = tl.where(lo == lo, lo, float("nan"))
+    hi = tl.where(hi == hi, hi, float("nan"))
+    lo_bits = lo.to(tl.uint32, bitcast=True).to(tl.uint64)
+    hi_bits = hi.to(tl.uint32, bitcast=True).to(tl.uint64)
+    return (lo_bits | (hi_bits << 32)).to(tl.int64, bitcast=True)
+
+
+@triton.jit
+def unpack_pair(words):
+    """The (low, high) fp32 halves of :func:`pack_pair` words."""
+    lo = (words & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)
+    hi = ((words >> 32) & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)
+    return lo, hi
+
+
+@triton.jit
+def publish_word(word_ptr, lo, hi, STAGE: tl.constexpr):
+    """Write one chunk's word: a relaxed atomic exchange when other programs poll it (STAGE 0),
+    a plain store for the interpreter's two launches."""
+    if STAGE == 0:
+        tl.atomic_xchg(word_ptr, pack_pair(lo, hi), sem="relaxed")
+    else:
+        tl.store(word_ptr, pack_pair(lo, hi))
+
+
+@triton.jit
+def _pending(words):
+    return tl.max((words == UNPUBLISHED).to(tl.int32), axis=0)
+
+
+@triton.jit
+def row_words(words_ptr, parts, live, empty, more_ptr, more_live, STAGE: tl.constexpr):
+    """The words ``words_ptr[parts]`` where ``live`` (``empty`` elsewhere) and
+    ``more_ptr[parts]`` where ``more_live`` (0 elsewhere), polled together with volatile loads
+    until none is UNPUBLISHED when the programs meet in one launch (STAGE 0).
+
+    Each vector (at most 32 words, the callers' limit) sits in every warp's lanes and each warp
+    tests its own copy, so the values a warp goes on with are the ones its test saw published."""
+    words = tl.load(words_ptr + parts, mask=live, other=empty, volatile=True)
+    more = tl.load(more_ptr + parts, mask=more_live, other=0, volatile=True)
+    if STAGE == 0:
+        while tl.maximum(_pending(words), _pending(more)) > 0:
+            words = tl.load(words_ptr + parts, mask=live, other=empty, volatile=True)
+            more = tl.load(more_ptr + parts, mask=more_live, other=0, volatile=True)
+    return words, more

@@ -1,0 +1,144 @@
+"""bf16 split cross-entropy forward+gradient: the arrival-counter meeting against the flag-word
+meeting (``cross_entropy_fwd_grad_flags_kernel``), and the flag-word kernel's launch shapes, on
+the H100 (issue #4).
+
+Every contender first writes into a NaN-poisoned gradient buffer and is compared with a float64
+reference (``||out - ref|| / ||ref||`` of the gradient and of the per-row losses; bf16 lands
+near 3e-3), then is timed with ``triton.testing.do_bench`` (median, L2 flushed between calls).
+GB/s counts reading the logits once and writing the gradient once; ``of_copy`` divides by the
+copy bandwidth measured in the same process.
+
+    PYTHONPATH=src python benchmarks/ce_split_meeting_sweep.py --out DIR      # GPU, ~1 minute
+    TRITON_INTERPRET=1 PYTHONPATH=src python benchmarks/ce_split_meeting_sweep.py --out DIR --smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import time
+from pathlib import Path
+
+import torch
+
+IGNORE = -100
+SHAPES = ((8192, 128256), (4096, 262144))
+LAUNCHES = (
+    # (name, flag words, block, warps, programs an SM)
+    ("counter 8192/8 x4", False, 8192, 8, 4),
+    ("words 8192/8 x4", True, 8192, 8, 4),
+    ("words 4096/4 x8", True, 4096, 4, 8),
+    ("words 16384/16 x2", True, 16384, 16, 2),
+)
+
+
+def _rel_err(out: torch.Tensor, ref: torch.Tensor, rows: int = 1024) -> float:
+    """||out - ref|| / ||ref|| in float64, a block of rows at a time (NaN stays NaN)."""
+    num = den = 0.0
+    for start in range(0, out.shape[0], rows):
+        o = out[start : start + rows].double()
+        r = ref[start : start + rows].double()
+        num += float(((o - r) ** 2).sum())
+        den += float((r**2).sum())
+    return (num / den) ** 0.5 if den else num**0.5
+
+
+def _reference(logits: torch.Tensor, target: torch.Tensor, scale: float):
+    """(float64 per-row losses, gradient of ``scale * sum(losses)``), a block of rows at a time."""
+    loss = torch.empty(logits.shape[0], dtype=torch.float64, device=logits.device)
+    grad = torch.empty(logits.shape, dtype=torch.float32, device=logits.device)
+    for start in range(0, logits.shape[0], 1024):
+        rows = slice(start, start + 1024)
+        x = logits[rows].double()
+        t = target[rows]
+        valid = t != IGNORE
+        safe = torch.where(valid, t, 0)
+        lse = torch.logsumexp(x, -1)
+        loss[rows] = torch.where(valid, lse - x.gather(1, safe[:, None])[:, 0], 0.0)
+        g = torch.exp(x - lse[:, None])
+        g[torch.arange(g.shape[0], device=g.device), safe] -= 1.0
+        grad[rows] = (g * (valid.double() * scale)[:, None]).float()
+    return loss, grad
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--smoke", action="store_true", help="tiny shapes under the interpreter")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    ce = importlib.import_module("warpforge.ops.cross_entropy")
+    from warpforge.ops._split_rows import split_row_plan
+
+    dev, dtype, shapes, shrink = "cuda", torch.bfloat16, SHAPES, 1
+    if args.smoke:  # the interpreter gets bfloat16 wrong
+        dev, dtype, shapes, shrink = "cpu", torch.float16, ((7, 300), (5, 1000)), 256
+
+        def do_bench(fn, return_mode="median"):
+            t0 = time.perf_counter()
+            fn()
+            return (time.perf_counter() - t0) * 1e3
+
+        copy = 1.0
+    else:
+        from triton.testing import do_bench
+
+        x = torch.empty(2**30, dtype=torch.uint8, device=dev)
+        y = torch.empty_like(x)
+        copy = 2 * x.numel() / (do_bench(lambda: y.copy_(x), return_mode="median") * 1e-3)
+        del x, y
+    device = torch.cuda.get_device_name() if dev == "cuda" else "cpu (smoke)"
+    lines = [f"copy bandwidth {copy / 1e9:.0f} GB/s ({device})"]
+    rows_out: list[dict[str, object]] = []
+    for M, V in shapes:
+        gen = torch.Generator(device=dev).manual_seed(M + V)
+        logits = (torch.randn(M, V, device=dev, generator=gen) * 2).to(dtype)
+        target = torch.randint(0, V, (M,), device=dev, generator=gen)
+        target[1::16] = IGNORE
+        count = int((target != IGNORE).sum())
+        ref_loss, ref_grad = _reference(logits, target, 1.0 / count)
+        scale = torch.full((1,), 1.0 / count, device=dev)
+        grad = torch.empty_like(logits)
+        for name, words, block, warps, per_sm in LAUNCHES:
+            plan = split_row_plan(M, V, dev, block=block // shrink, num_warps=warps,
+                                  programs_per_sm=per_sm, prefetch=True, release_only=True)  # fmt: skip
+
+            def run(plan=plan, words=words):
+                ce.SPLIT_GRAD_FLAG_WORDS = words
+                try:
+                    return ce.row_losses(logits, target, IGNORE, 0.0, 0.0, grad_out=grad,
+                                         grad_loss=scale, split=plan)  # fmt: skip
+                finally:
+                    ce.SPLIT_GRAD_FLAG_WORDS = True
+
+            row = {"shape": f"M={M} V={V}", "contender": name, "chunks": plan.chunks,
+                   "programs": plan.programs}  # fmt: skip
+            try:
+                grad.fill_(float("nan"))
+                loss, _ = run()
+                err = max(_rel_err(grad, ref_grad), _rel_err(loss[:, None], ref_loss[:, None]))
+                ms = do_bench(run, return_mode="median")
+            except Exception as exc:  # recorded, the sweep goes on
+                row["error"] = repr(exc)[:300]
+                rows_out.append(row)
+                lines.append(f"M={M} V={V} {name}: ERROR {exc!r}"[:200])
+                continue
+            ok = err == err and err <= 1e-2
+            gbs = 2 * M * V * logits.element_size() / (ms * 1e-3)
+            row.update(rel_err=err, verified=ok, us=ms * 1e3, gbs=gbs / 1e9, of_copy=gbs / copy)
+            rows_out.append(row)
+            lines.append(
+                f"M={M:<5d} V={V:<7d} {name:20s} {'ok ' if ok else 'BAD'} err {err:.1e} "
+                f"{ms * 1e3:8.1f} us {gbs / 1e9:6.0f} GB/s {gbs / copy:6.1%}"
+            )
+        del logits, ref_grad, grad
+    (args.out / "ce_split_meeting_sweep.txt").write_text("\n".join(lines) + "\n")
+    (args.out / "ce_split_meeting_sweep.json").write_text(
+        json.dumps({"copy_bandwidth": copy, "device": device, "rows": rows_out}, indent=1)
+    )
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
