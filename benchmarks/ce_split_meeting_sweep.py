@@ -17,21 +17,30 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import time
 from pathlib import Path
 
 import torch
 
 IGNORE = -100
-SHAPES = ((8192, 128256), (4096, 262144))
-LAUNCHES = (
-    # (name, flag words, block, warps, programs an SM)
-    ("counter 8192/8 x4", False, 8192, 8, 4),
-    ("words 8192/8 x4", True, 8192, 8, 4),
-    ("words 4096/4 x8", True, 4096, 4, 8),
-    ("words 16384/16 x2", True, 16384, 16, 2),
-)
-
+SHAPES = ((8192, 128256, "bf16"), (4096, 262144, "bf16"), (8192, 128256, "fp32"))
+LAUNCHES = {
+    # (name, flag words, block, warps, programs an SM) timed per dtype; 2-byte rows prefetch
+    "bf16": (
+        ("counter 8192/8 x4", False, 8192, 8, 4),
+        ("words 8192/8 x4", True, 8192, 8, 4),
+        ("words 4096/4 x8", True, 4096, 4, 8),
+        ("words 2048/2 x16", True, 2048, 2, 16),
+    ),
+    "fp32": (
+        ("counter 8192/8 x4", False, 8192, 8, 4),
+        ("words 8192/8 x4", True, 8192, 8, 4),
+        ("words 4096/4 x8", True, 4096, 4, 8),
+    ),
+}
+"""Launches past 64 chunks a row (the flag-word kernel's limit) are skipped; ``default`` is the
+op's own plan (``_fwd_grad_split_plan``)."""
 
 def _rel_err(out: torch.Tensor, ref: torch.Tensor, rows: int = 1024) -> float:
     """||out - ref|| / ||ref|| in float64, a block of rows at a time (NaN stays NaN)."""
@@ -66,14 +75,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--smoke", action="store_true", help="tiny shapes under the interpreter")
+    parser.add_argument("--shapes", default="", help="e.g. 4096x262144:bf16,8192x128256:bf16")
+    parser.add_argument("--only", default="", help="contender names, comma-separated")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     ce = importlib.import_module("warpforge.ops.cross_entropy")
     from warpforge.ops._split_rows import split_row_plan
 
-    dev, dtype, shapes, shrink = "cuda", torch.bfloat16, SHAPES, 1
+    dev, shapes, shrink = "cuda", SHAPES, 1
+    dtypes = {"bf16": torch.bfloat16, "fp32": torch.float32}
     if args.smoke:  # the interpreter gets bfloat16 wrong
-        dev, dtype, shapes, shrink = "cpu", torch.float16, ((7, 300), (5, 1000)), 256
+        dev, shapes, shrink = "cpu", ((7, 300, "bf16"), (5, 1000, "fp32")), 128
+        dtypes["bf16"] = torch.float16
 
         def do_bench(fn, return_mode="median"):
             t0 = time.perf_counter()
@@ -88,10 +101,15 @@ def main() -> None:
         y = torch.empty_like(x)
         copy = 2 * x.numel() / (do_bench(lambda: y.copy_(x), return_mode="median") * 1e-3)
         del x, y
+    if args.shapes:
+        shapes = tuple((int(m), int(v), dt) for m, v, dt in
+                       (re.split("[x:]", item) for item in args.shapes.split(",")))  # fmt: skip
+    only = set(filter(None, args.only.split(",")))
     device = torch.cuda.get_device_name() if dev == "cuda" else "cpu (smoke)"
     lines = [f"copy bandwidth {copy / 1e9:.0f} GB/s ({device})"]
     rows_out: list[dict[str, object]] = []
-    for M, V in shapes:
+    for M, V, dt in shapes:
+        dtype = dtypes[dt]
         gen = torch.Generator(device=dev).manual_seed(M + V)
         logits = (torch.randn(M, V, device=dev, generator=gen) * 2).to(dtype)
         target = torch.randint(0, V, (M,), device=dev, generator=gen)
@@ -100,18 +118,25 @@ def main() -> None:
         ref_loss, ref_grad = _reference(logits, target, 1.0 / count)
         scale = torch.full((1,), 1.0 / count, device=dev)
         grad = torch.empty_like(logits)
-        for name, words, block, warps, per_sm in LAUNCHES:
-            plan = split_row_plan(M, V, dev, block=block // shrink, num_warps=warps,
-                                  programs_per_sm=per_sm, prefetch=True, release_only=True)  # fmt: skip
+        plans = {}
+        for name, words, block, warps, per_sm in LAUNCHES[dt]:
+            plans[name] = split_row_plan(
+                M, V, dev, block=block // shrink, num_warps=warps, programs_per_sm=per_sm,
+                prefetch=logits.element_size() == 2, release_only=True, flag_words=words,
+            )  # fmt: skip
+        if not args.smoke:
+            plans["default"] = ce._fwd_grad_split_plan(M, V, logits.element_size(), logits.device)
+        for name, plan in plans.items():
+            if plan is None or (plan.flag_words and plan.chunks_pow2 > 64):
+                continue
+            if only and name not in only:
+                continue
 
-            def run(plan=plan, words=words):
-                ce.SPLIT_GRAD_FLAG_WORDS = words
-                try:
-                    return ce.row_losses(logits, target, IGNORE, 0.0, 0.0, grad_out=grad,
-                                         grad_loss=scale, split=plan)  # fmt: skip
-                finally:
-                    ce.SPLIT_GRAD_FLAG_WORDS = True
+            def run(plan=plan):
+                return ce.row_losses(logits, target, IGNORE, 0.0, 0.0, grad_out=grad,
+                                     grad_loss=scale, split=plan)  # fmt: skip
 
+            name = f"{dt} {name}" + (f" ({plan.block}/{plan.num_warps})" if name == "default" else "")
             row = {"shape": f"M={M} V={V}", "contender": name, "chunks": plan.chunks,
                    "programs": plan.programs}  # fmt: skip
             try:
@@ -129,7 +154,7 @@ def main() -> None:
             row.update(rel_err=err, verified=ok, us=ms * 1e3, gbs=gbs / 1e9, of_copy=gbs / copy)
             rows_out.append(row)
             lines.append(
-                f"M={M:<5d} V={V:<7d} {name:20s} {'ok ' if ok else 'BAD'} err {err:.1e} "
+                f"M={M:<5d} V={V:<7d} {name:26s} {'ok ' if ok else 'BAD'} err {err:.1e} "
                 f"{ms * 1e3:8.1f} us {gbs / 1e9:6.0f} GB/s {gbs / copy:6.1%}"
             )
         del logits, ref_grad, grad

@@ -235,21 +235,21 @@ def _check_split_forward_with_grad(logits, target, grad_loss, plan):
 
 @pytest.mark.parametrize("words", [False, True], ids=["counter", "flag-words"])
 @pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
-@pytest.mark.parametrize(("rows", "vocab"), [(9, 37), (4, 16), (7, 100)])
-def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch, words, monkeypatch):
+@pytest.mark.parametrize(("rows", "vocab"), [(9, 37), (4, 16), (7, 100), (5, 41 * 16 - 3)])
+def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch, words):
     """Rows split over 16-column programs (ragged last chunk; targets at the first and last
     column, at a chunk boundary, ignored), more rows than slots, smoothing and z-loss, into a
     poisoned buffer and in place (the target logit is read before any gradient lands; with
     ``prefetch`` each program loads its next row's chunk before writing this one's), with both
-    meetings: the arrival counter and the flag words."""
-    monkeypatch.setattr(ce_module, "SPLIT_GRAD_FLAG_WORDS", words)
+    meetings: the arrival counter and the flag words (41 chunks: two vectors of words)."""
     gen = torch.Generator().manual_seed(24)
     logits = torch.randn(rows, vocab, generator=gen) * 3
     target = random_target((rows,), vocab, gen)
     target[0], target[1], target[2 % rows] = 0, vocab - 1, min(16, vocab - 1)
     target[rows - 1] = IGNORE
     grad_loss = torch.rand(rows, generator=gen) + 0.5
-    plan = split_row_plan(rows, vocab, "cpu", block=16, num_warps=1, prefetch=prefetch)
+    plan = split_row_plan(rows, vocab, "cpu", block=16, num_warps=1, prefetch=prefetch,
+                          flag_words=words)  # fmt: skip
     _check_split_forward_with_grad(logits, target, grad_loss, plan)
 
 
@@ -260,7 +260,6 @@ def test_split_forward_with_grad_early_and_late_target_loads(path, early, monkey
     last and a chunk's first column and ignored, more rows than slots, into a poisoned buffer
     and in place."""
     monkeypatch.setattr(ce_module, "SPLIT_EARLY_TARGET", early)
-    monkeypatch.setattr(ce_module, "SPLIT_GRAD_FLAG_WORDS", False)
     gen = torch.Generator().manual_seed(31)
     rows, vocab = 11, 53
     logits = torch.randn(rows, vocab, generator=gen) * 3
@@ -346,9 +345,26 @@ def test_split_forward_with_grad_for_long_rows_of_two_and_four_bytes():
     assert plan(4, 40000, 2, cpu) is not None  # bfloat16 / float16 too
     assert plan(4, 40000, 1, cpu) is None  # no 1-byte logits: the streaming backward
     assert plan(4, 32768, 4, cpu) is None  # fits the whole-row kernel
+    assert plan(4, 40000, 2, cpu).flag_words and not plan(4, 40000, 4, cpu).flag_words
     assert ce_module.gradient_in_forward(4, 40000, 4, cpu)
     assert ce_module.gradient_in_forward(4, 40000, 2, cpu)
     assert ce_module.gradient_in_forward(4, 32000, 2, cpu)
+
+
+def test_two_byte_rows_meet_through_flag_words_up_to_64_chunks(monkeypatch):
+    """The 2-byte split plans on an H100: eight 4096-column programs an SM meeting through
+    flag words while a row has at most 64 chunks, then four of 8192, then the counter."""
+    from warpforge.ops import _split_rows
+    from warpforge.runtime import DeviceCapabilities
+
+    h100 = DeviceCapabilities("H100", (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448)
+    monkeypatch.setattr(_split_rows, "device_capabilities", lambda device: h100)
+    plan = ce_module._fwd_grad_split_plan.__wrapped__
+    for vocab, block, chunks, words in ((128256, 4096, 32, True), (262144, 4096, 64, True),
+                                        (400000, 8192, 49, True), (600000, 8192, 74, False)):  # fmt: skip
+        p = plan(8192, vocab, 2, "cuda")
+        assert (p.block, p.chunks, p.flag_words) == (block, chunks, words), (vocab, p)
+        assert p.programs <= 132 * 32 // p.num_warps and p.programs % p.chunks == 0
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -682,7 +698,6 @@ def test_gpu_split_forward_with_grad(dtype, rows, vocab):
 def test_gpu_split_forward_with_grad_target_loads_and_arrivals(early, release, monkeypatch):
     """The 2-byte split launch with both target paths and both arrival atomics, in place."""
     monkeypatch.setattr(ce_module, "SPLIT_EARLY_TARGET", early)
-    monkeypatch.setattr(ce_module, "SPLIT_GRAD_FLAG_WORDS", False)
     gen = torch.Generator().manual_seed(35)
     rows, vocab = 500, 128256
     logits = (torch.randn(rows, vocab, generator=gen) * 3).to("cuda", torch.bfloat16)

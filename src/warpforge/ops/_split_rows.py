@@ -124,6 +124,9 @@ class SplitRowPlan:
     release_only: bool = False
     """The programs arrive with a release (not acq_rel) atomic, so the prefetch issued after
     the arrival need not wait for the atomic to return (the kernels' RELEASE_ONLY)."""
+    flag_words: bool = False
+    """The programs meet through flag words rather than an arrival counter (the cross-entropy
+    kernel ``cross_entropy_fwd_grad_flags_kernel``; the callers that have one)."""
     max_registers: int | None = None
     """Registers a thread may use (Triton's ``maxnreg``) so that the planned programs per SM
     fit the register file; None with one program an SM."""
@@ -158,6 +161,7 @@ def split_row_plan(
     programs_per_sm: int = 1,
     prefetch: bool = False,
     release_only: bool = False,
+    flag_words: bool = False,
 ) -> SplitRowPlan | None:
     """The split launch of (M, N) rows, or None when a row needs more programs than the GPU
     holds at once (under MPS: than this process's share of it) or ``WARPFORGE_SPLIT_ROWS=0``
@@ -197,5 +201,6 @@ def split_row_plan(
         synchronized=synchronized,
         prefetch=prefetch,
         release_only=release_only,
+        flag_words=flag_words,
         max_registers=max_registers,
     )

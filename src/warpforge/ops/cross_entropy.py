@@ -116,13 +116,22 @@ SPLIT_EARLY_TARGET = True
 program its target logit (the kernel's EARLY), instead of chunk 0 alone loading both on the
 path to the row's meeting."""
 
-SPLIT_GRAD_FLAG_WORDS = True
-"""The split forward with gradient meets through flag words
-(``cross_entropy_fwd_grad_flags_kernel``) rather than an arrival counter: no release fence
-and no separate poll before the partials' load."""
+FLAG_WORDS_MAX_ELEMENT_SIZE = 2
+"""Widest logits dtype (bytes) whose split forward with gradient meets through flag words
+(``cross_entropy_fwd_grad_flags_kernel``: no release fence, no counter, the poll is the
+partials' load); float32 rows keep the counter launch of ``split_launch`` (not measured with
+the flag words)."""
 
-_FLAG_WORDS_MAX_CHUNKS = 32
-"""The flag-word meeting polls a row's words in one warp's lanes (see ``row_words``)."""
+_FLAG_WORDS_MAX_CHUNKS = 64
+"""The flag-word meeting polls a row's words in vectors of 32, each in one warp's lanes (see
+``row_words``), at most two of them."""
+
+FLAG_WORDS_LAUNCHES = (
+    ({"block": 4096, "num_warps": 4, "programs_per_sm": 8}, 64),
+    ({"block": 8192, "num_warps": 8, "programs_per_sm": 4}, 64),
+)
+"""(launch, most chunks a row, rounded up to a power of 2) of the flag-word split plans, the
+first that fits taken: eight 4096-column programs an SM (4 warps), then four of 8192."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -134,6 +143,12 @@ def _fwd_grad_split_plan(
     than the GPU holds at once."""
     if next_power_of_2(n_cols) <= WHOLE_ROW_MAX_BLOCK or element_size < SPLIT_GRAD_MIN_ELEMENT_SIZE:
         return None
+    if element_size <= FLAG_WORDS_MAX_ELEMENT_SIZE:
+        for launch, max_chunks in FLAG_WORDS_LAUNCHES:
+            plan = split_row_plan(n_rows, n_cols, device, **launch, prefetch=True,
+                                  flag_words=True)  # fmt: skip
+            if plan is not None and plan.chunks_pow2 <= max_chunks:
+                return plan
     return split_row_plan(n_rows, n_cols, device, **split_launch(element_size))
 
 
@@ -261,7 +276,12 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
 
     n_rows = logits.shape[0]
     options = dict(options, BLOCK=plan.block, **plan.launch_options())
-    if SPLIT_GRAD_FLAG_WORDS and plan.chunks_pow2 <= _FLAG_WORDS_MAX_CHUNKS:
+    if plan.flag_words:
+        if plan.chunks_pow2 > _FLAG_WORDS_MAX_CHUNKS:
+            raise ValueError(
+                f"split: a flag-word plan of at most {_FLAG_WORDS_MAX_CHUNKS} chunks a row, "
+                f"got {plan.chunks}"
+            )
         # every chunk's two words start unpublished (all bits set)
         words = torch.full(
             (n_rows * 2 * plan.chunks_pow2,), -1, dtype=torch.int64, device=logits.device

@@ -38,7 +38,6 @@ import triton
 import triton.language as tl
 
 from warpforge.ops._kernels.split_rows import (
-    EMPTY_STATS,
     LOG2E,
     arrive,
     chunk_exponentials,
@@ -676,8 +675,10 @@ def cross_entropy_fwd_grad_flags_kernel(
     prefetch of its next chunk, so after the meeting only the words' poll is a round trip."""
     chunks, chunk, slot, slots, offs, mask = split_place(n_cols, BLOCK)
     chunk_start = chunk * BLOCK
-    parts = tl.arange(0, CHUNKS_POW2)
-    live = parts < chunks
+    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
+        lanes = tl.arange(0, 32)
+    else:
+        lanes = tl.arange(0, CHUNKS_POW2)
     if PREFETCH:
         upcoming = tl.load(
             logits_ptr + slot.to(tl.int64) * logits_row_stride + offs,
@@ -726,18 +727,23 @@ def cross_entropy_fwd_grad_flags_kernel(
             grad_loss_ptr + (row + slots) * grad_loss_stride, mask=has_next, other=0.0
         )
         if STAGE != 1:
-            stats, sums = row_words(
-                words, parts, live, EMPTY_STATS, words + CHUNKS_POW2,
-                parts < tl.where(chunk == 0, chunks, 0), STAGE,
-            )
+            stats, stats_2, sums, sums_2 = row_words(
+                words, words + CHUNKS_POW2, lanes, chunks, tl.where(chunk == 0, chunks, 0),
+                CHUNKS_POW2 > 32, STAGE,
+            )  # fmt: skip
             maxes, exp_sums = unpack_pair(stats)
-            row_max = tl.max(maxes, axis=0)
-            total = tl.sum(exp_sums * tl.exp2((maxes - row_max) * LOG2E), axis=0)
+            maxes_2, exp_sums_2 = unpack_pair(stats_2)
+            row_max = tl.maximum(tl.max(maxes, axis=0), tl.max(maxes_2, axis=0))
+            total = tl.sum(exp_sums * tl.exp2((maxes - row_max) * LOG2E), axis=0) + tl.sum(
+                exp_sums_2 * tl.exp2((maxes_2 - row_max) * LOG2E), axis=0
+            )
             lse = row_max + tl.log(total)
             if chunk == 0:
                 row_totals, target_logits = unpack_pair(sums)
+                row_totals_2, target_logits_2 = unpack_pair(sums_2)
                 loss = _row_loss(
-                    lse, tl.sum(row_totals, axis=0), tl.sum(target_logits, axis=0), ignored,
+                    lse, tl.sum(row_totals, axis=0) + tl.sum(row_totals_2, axis=0),
+                    tl.sum(target_logits, axis=0) + tl.sum(target_logits_2, axis=0), ignored,
                     in_range, n_cols, label_smoothing, z_loss,
                 )  # fmt: skip
                 tl.store(loss_ptr + row, loss)

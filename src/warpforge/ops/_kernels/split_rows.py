@@ -139,17 +139,40 @@ def _pending(words):
 
 
 @triton.jit
-def row_words(words_ptr, parts, live, empty, more_ptr, more_live, STAGE: tl.constexpr):
-    """The words ``words_ptr[parts]`` where ``live`` (``empty`` elsewhere) and
-    ``more_ptr[parts]`` where ``more_live`` (0 elsewhere), polled together with volatile loads
-    until none is UNPUBLISHED when the programs meet in one launch (STAGE 0).
+def _poll(ptr, lanes, live, empty):
+    return tl.load(ptr + lanes, mask=live, other=empty, volatile=True)
 
-    Each vector (at most 32 words, the callers' limit) sits in every warp's lanes and each warp
-    tests its own copy, so the values a warp goes on with are the ones its test saw published."""
-    words = tl.load(words_ptr + parts, mask=live, other=empty, volatile=True)
-    more = tl.load(more_ptr + parts, mask=more_live, other=0, volatile=True)
+
+@triton.jit
+def row_words(words_ptr, more_ptr, lanes, chunks, more_chunks, SECOND: tl.constexpr,
+              STAGE: tl.constexpr):  # fmt: skip
+    """A row's words, polled with volatile loads until none is UNPUBLISHED when the programs
+    meet in one launch (STAGE 0): ``words_ptr[c]`` for the ``chunks`` chunks (EMPTY_STATS past
+    them) and ``more_ptr[c]`` for the first ``more_chunks`` (0 past them), as 32-lane vectors
+    (``lanes`` = arange(0, 32) or fewer): (words of chunks ``lanes``, of ``32 + lanes``, more of
+    ``lanes``, of ``32 + lanes``); with SECOND False the second vectors are empty.
+
+    A vector of at most 32 words sits in every warp's lanes and each warp tests its own copy (a
+    longer one would spread over warps, whose test of another warp's copy says nothing of its
+    own), so the values a warp goes on with are the ones its test saw published."""
+    first = _poll(words_ptr, lanes, lanes < chunks, EMPTY_STATS)
+    more_first = _poll(more_ptr, lanes, lanes < more_chunks, 0)
+    if SECOND:
+        second = _poll(words_ptr + 32, lanes, lanes + 32 < chunks, EMPTY_STATS)
+        more_second = _poll(more_ptr + 32, lanes, lanes + 32 < more_chunks, 0)
+    else:
+        second = tl.full(lanes.shape, EMPTY_STATS, tl.int64)
+        more_second = tl.zeros(lanes.shape, tl.int64)
     if STAGE == 0:
-        while tl.maximum(_pending(words), _pending(more)) > 0:
-            words = tl.load(words_ptr + parts, mask=live, other=empty, volatile=True)
-            more = tl.load(more_ptr + parts, mask=more_live, other=0, volatile=True)
-    return words, more
+        pending = tl.maximum(_pending(first), _pending(more_first))
+        if SECOND:
+            pending = tl.maximum(pending, tl.maximum(_pending(second), _pending(more_second)))
+        while pending > 0:
+            first = _poll(words_ptr, lanes, lanes < chunks, EMPTY_STATS)
+            more_first = _poll(more_ptr, lanes, lanes < more_chunks, 0)
+            pending = tl.maximum(_pending(first), _pending(more_first))
+            if SECOND:
+                second = _poll(words_ptr + 32, lanes, lanes + 32 < chunks, EMPTY_STATS)
+                more_second = _poll(more_ptr + 32, lanes, lanes + 32 < more_chunks, 0)
+                pending = tl.maximum(pending, tl.maximum(_pending(second), _pending(more_second)))
+    return first, second, more_first, more_second
