@@ -127,7 +127,7 @@ _FLAG_WORDS_MAX_CHUNKS = 64
 ``row_words``), at most two of them."""
 
 FLAG_WORDS_LAUNCHES = (
-    ({"block": 4096, "num_warps": 4, "programs_per_sm": 8}, 64),
+    ({"block": 4096, "num_warps": 4, "programs_per_sm": 8}, 32),
     ({"block": 8192, "num_warps": 8, "programs_per_sm": 4}, 64),
 )
 """(launch, most chunks a row, rounded up to a power of 2) of the flag-word split plans, the
