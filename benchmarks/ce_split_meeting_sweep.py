@@ -42,6 +42,7 @@ LAUNCHES = {
 """Launches past 64 chunks a row (the flag-word kernel's limit) are skipped; ``default`` is the
 op's own plan (``_fwd_grad_split_plan``)."""
 
+
 def _rel_err(out: torch.Tensor, ref: torch.Tensor, rows: int = 1024) -> float:
     """||out - ref|| / ||ref|| in float64, a block of rows at a time (NaN stays NaN)."""
     num = den = 0.0
@@ -132,11 +133,13 @@ def main() -> None:
             if only and name not in only:
                 continue
 
-            def run(plan=plan):
-                return ce.row_losses(logits, target, IGNORE, 0.0, 0.0, grad_out=grad,
-                                     grad_loss=scale, split=plan)  # fmt: skip
+            def run(plan=plan, io=(logits, target, grad, scale)):
+                x, t, g, s = io
+                return ce.row_losses(x, t, IGNORE, 0.0, 0.0, grad_out=g, grad_loss=s, split=plan)
 
-            name = f"{dt} {name}" + (f" ({plan.block}/{plan.num_warps})" if name == "default" else "")
+            name = f"{dt} {name}" + (
+                f" ({plan.block}/{plan.num_warps})" if name == "default" else ""
+            )
             row = {"shape": f"M={M} V={V}", "contender": name, "chunks": plan.chunks,
                    "programs": plan.programs}  # fmt: skip
             try:

@@ -353,14 +353,15 @@ def test_split_forward_with_grad_for_long_rows_of_two_and_four_bytes():
 
 def test_two_byte_rows_meet_through_flag_words_up_to_64_chunks(monkeypatch):
     """The 2-byte split plans on an H100: eight 4096-column programs an SM meeting through
-    flag words while a row has at most 64 chunks, then four of 8192, then the counter."""
+    flag words while a row has at most 32 chunks, then four of 8192 up to 64, then the
+    counter."""
     from warpforge.ops import _split_rows
     from warpforge.runtime import DeviceCapabilities
 
     h100 = DeviceCapabilities("H100", (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448)
     monkeypatch.setattr(_split_rows, "device_capabilities", lambda device: h100)
     plan = ce_module._fwd_grad_split_plan.__wrapped__
-    for vocab, block, chunks, words in ((128256, 4096, 32, True), (262144, 4096, 64, True),
+    for vocab, block, chunks, words in ((128256, 4096, 32, True), (262144, 8192, 32, True),
                                         (400000, 8192, 49, True), (600000, 8192, 74, False)):  # fmt: skip
         p = plan(8192, vocab, 2, "cuda")
         assert (p.block, p.chunks, p.flag_words) == (block, chunks, words), (vocab, p)

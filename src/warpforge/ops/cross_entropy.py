@@ -131,7 +131,10 @@ FLAG_WORDS_LAUNCHES = (
     ({"block": 8192, "num_warps": 8, "programs_per_sm": 4}, 64),
 )
 """(launch, most chunks a row, rounded up to a power of 2) of the flag-word split plans, the
-first that fits taken: eight 4096-column programs an SM (4 warps), then four of 8192."""
+first that fits taken: eight 4096-column programs an SM (4 warps) up to 32 chunks, then four of
+8192 (8 warps). On the H100 (``benchmarks/results/ce16b-sweep{1,2}-2026-11-25-h100.txt``), bf16
+8192 x 128256: 4096/4 x8 1500 us against 8192/8 x4 1596 (the counter 1629); 4096 x 262144:
+8192/8 x4 1649-1681 (the counter 1660), 4096/4 x8 (64 chunks, two vectors of words) 1726."""
 
 
 @functools.lru_cache(maxsize=1024)
