@@ -47,8 +47,9 @@ def _check(values, times, query, lengths, method, policy, config, ulps=1):
     expected, expected_mask = resample_reference(values.double(), times.double(), query.double(),
                                                  lengths, method, policy)  # fmt: skip
     assert torch.equal(mask.cpu(), expected_mask.cpu()) and torch.equal(mask, base_mask)
-    assert torch.equal(out.isnan(), base.isnan()) and torch.equal(out.isnan().cpu(),
-                                                                  expected.isnan().cpu())
+    assert torch.equal(out.isnan(), base.isnan()) and torch.equal(
+        out.isnan().cpu(), expected.isnan().cpu()
+    )
     # the product sums (1 - w) v[i] + w v[i+1] where the default forms v[i] + w (v[i+1] - v[i]):
     # both round in float32, so the 16-bit outputs differ by at most one unit in the last place
     eps = torch.finfo(values.dtype).eps
@@ -80,7 +81,7 @@ def test_sliding_window_sorted_and_unsorted(monkeypatch: pytest.MonkeyPatch, sor
 def test_window_with_non_finite_values_falls_back(monkeypatch: pytest.MonkeyPatch):
     # 0 * inf would spread NaN over every query of the window: such a block gathers instead
     use_interpreter(monkeypatch)
-    values, times, query, lengths = _case(2, 20, 32, 16, sort=True, seed=3)
+    values, times, query, _ = _case(2, 20, 32, 16, sort=True, seed=3)
     values[0, 5, 3] = float("inf")
     values[1, 2, 0] = float("nan")
     _check(values, times, query, None, "linear", "clamp", LaunchConfig(16, 16, 2, window=32))
@@ -116,13 +117,13 @@ def test_window_must_be_a_power_of_two_in_range():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_window_and_claim_on_cuda(dtype: torch.dtype):
-    configs = [LaunchConfig(32, 128, 4, window=64), LaunchConfig(64, 128, 4, window=64),
-               LaunchConfig(32, 128, 4, window=32), LaunchConfig(32, 128, 4, claim=True),
-               LaunchConfig(64, 64, 2, window=64, claim=True)]  # fmt: skip
+def test_window_and_claim_on_cuda():
+    # bf16 (the interpreter mishandles it); whole rows, sliding windows of sorted queries,
+    # unsorted fallbacks, and claims, each launched twice (the claim counters must reset)
+    configs = [LaunchConfig(32, 128, 4, window=64), LaunchConfig(64, 128, 4, window=32),
+               LaunchConfig(32, 128, 4, claim=True)]  # fmt: skip
     for sort, samples in ((False, 50), (True, 300), (False, 300)):
-        case = _case(6, samples, 700, 128, sort=sort, seed=6, dtype=dtype, device=CUDA)
+        case = _case(6, samples, 700, 128, sort=sort, seed=6, dtype=torch.bfloat16, device=CUDA)
         for method in ("linear", "previous", "nearest"):
             for config in configs:
                 for _ in range(2):

@@ -380,7 +380,9 @@ class LaunchConfig:
         if self.num_warps > 16:
             raise ValueError(f"num_warps: expected at most 16, got {self.num_warps}")
         if self.window and (self.window & (self.window - 1) or not 16 <= self.window <= 256):
-            raise ValueError(f"window: expected 0 or a power of two in [16, 256], got {self.window}")
+            raise ValueError(
+                f"window: expected 0 or a power of two in [16, 256], got {self.window}"
+            )
         if not isinstance(self.probes, int) or not (self.probes == 0 or 2 <= self.probes <= 8):
             raise ValueError(
                 f"probes: expected 0 (binary search) or 2 to 8 (guided search), got {self.probes!r}"
