@@ -52,19 +52,57 @@ def run(config):
     return fn
 
 
+def time_small(out_path: str | None) -> int:
+    b, s, t, d, dtype = SHAPES["small"]
+    base = default_config(t, d, dtype.itemsize, "linear")
+    configs = {"default (gather)": base}
+    for block_t, warps in ((32, 4), (16, 2), (32, 2), (64, 4), (128, 8)):
+        configs[f"window64 t{block_t} w{warps}"] = replace(base, block_t=block_t,
+                                                           num_warps=warps, window=64)  # fmt: skip
+    sets = [inputs("small", seed) for seed in range(2)]
+    v, tm, q = sets[0]
+    expected = resample_reference(v.double(), tm.double(), q.double())[0]
+    rows, fns = {}, {}
+    for label, config in configs.items():
+        try:
+            err = (run(config)(v, tm, q).double() - expected).abs().max().item()
+        except Exception as exc:
+            rows[label] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+            continue
+        rows[label] = {"max_abs_error_vs_float64": err}
+        fns[label] = run(config)
+    for label, m in measure_interleaved(fns, sets, cold=True, max_time_s=1.0, seed=0).items():
+        rows[label] |= {"median_us": m.median_s * 1e6, "measurement": m.as_dict()}
+    print(json.dumps({k: {kk: vv for kk, vv in r.items() if kk != "measurement"}
+                      for k, r in rows.items()}, indent=1))  # fmt: skip
+    if out_path:
+        with open(out_path, "w") as f:
+            json.dump({"shape": "B=32 S=50 T=256 D=128 bf16", "rows": rows}, f, indent=1,
+                      default=str)  # fmt: skip
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", choices=["ncu", "time"], required=True)
+    parser.add_argument("--mode", choices=["ncu", "time", "small"], required=True)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    if args.mode == "ncu":
-        for name in ("small", "mid", "fp32"):
-            x = inputs(name)
-            for label, config in variants(name).items():
-                print(f"ncu launch: {name} {label}", file=sys.stderr)
-                run(config)(*x)
-            torch.cuda.synchronize()
+    if args.mode == "ncu":  # the default kernel at each shape, then the small shape's window
+        b, s, t, d, _ = SHAPES["small"]
+        launches = [("mid", default_config(1000, 64, 2, "linear")),
+                    ("fp32", default_config(2000, 32, 4, "linear")),
+                    ("small", default_config(t, d, 2, "linear")),
+                    ("small", replace(default_config(t, d, 2, "linear"), window=64))]  # fmt: skip
+        for name, config in launches:
+            print(f"ncu launch: {name} {config}", file=sys.stderr, flush=True)
+            try:
+                run(config)(*inputs(name))
+                torch.cuda.synchronize()
+            except Exception as exc:  # a variant that fails to build is a finding
+                print(f"  failed: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
         return 0
+    if args.mode == "small":  # whole-row windows at (32, 50 -> 256, 128) bf16, random queries
+        return time_small(args.out)
     report = {"shape": "B=256 S=500 T=1000 D=64 bf16, queries sorted per row", "rows": {}}
     sets = [inputs("mid", seed, sort=True) for seed in range(2)]
     fns = {}

@@ -422,25 +422,25 @@ def _resample_tile_window(
     use_window = tl.max(tl.where(tl.abs(window.to(tl.float32)) < float("inf"), 0, 1)) == 0
     if not WHOLE_ROW:
         use_window = use_window & fits
-    if use_window:
-        col_a = (ia - lo)[:, None]
-        col_b = (ib - lo)[:, None]
-        w2 = w[:, None]
-        coef = tl.where(offs_w[None, :] == col_a, 1.0 - w2, 0.0) + tl.where(
-            offs_w[None, :] == col_b, w2, 0.0
-        )
-        acc = tl.zeros([BLOCK_T, BLOCK_D], dtype=tl.float32)
-        if METHOD == LINEAR:
-            result = _split_dot(coef, window, acc, 3)
-        else:  # one 1 per row: exact in any dtype
-            result = _split_dot(coef, window, acc, 1)
-    else:
-        va = tl.load(values_row + ia.to(tl.int64)[:, None] * v_stride_s + offs_d[None, :],
-                     mask=tile_in).to(tl.float32)  # fmt: skip
-        vb = tl.load(values_row + ib.to(tl.int64)[:, None] * v_stride_s + offs_d[None, :],
-                     mask=tile_in).to(tl.float32)  # fmt: skip
-        w2 = w[:, None]
-        result = tl.where(w2 == 0, va, va + w2 * (vb - va))
+    # no run-time branch (Triton 3.6 miscompiles the gather inside one): a block that keeps
+    # the window masks its gathers off, one that falls back discards the product
+    shared = (offs_t * 0 + use_window.to(tl.int32)) > 0
+    gather = (t_in & ~shared)[:, None] & d_in[None, :]
+    va = tl.load(values_row + ia.to(tl.int64)[:, None] * v_stride_s + offs_d[None, :],
+                 mask=gather, other=0).to(tl.float32)  # fmt: skip
+    vb = tl.load(values_row + ib.to(tl.int64)[:, None] * v_stride_s + offs_d[None, :],
+                 mask=gather, other=0).to(tl.float32)  # fmt: skip
+    w2 = w[:, None]
+    lerp = tl.where(w2 == 0, va, va + w2 * (vb - va))
+    coef = tl.where(offs_w[None, :] == (ia - lo)[:, None], 1.0 - w2, 0.0) + tl.where(
+        offs_w[None, :] == (ib - lo)[:, None], w2, 0.0
+    )
+    acc = tl.zeros([BLOCK_T, BLOCK_D], dtype=tl.float32)
+    if METHOD == LINEAR:
+        product = _split_dot(coef, window, acc, 3)
+    else:  # one 1 per row: exact in any dtype
+        product = _split_dot(coef, window, acc, 1)
+    result = tl.where(shared[:, None], product, lerp)
     if POLICY == FILL_NAN:
         result = tl.where(in_range[:, None], result, float("nan"))
     result = tl.where(is_nan[:, None], float("nan"), result)
