@@ -53,7 +53,7 @@ def run(config):
 
 
 def time_small(out_path: str | None) -> int:
-    b, s, t, d, dtype = SHAPES["small"]
+    _, _, t, d, dtype = SHAPES["small"]
     base = default_config(t, d, dtype.itemsize, "linear")
     configs = {"default (gather)": base}
     for block_t, warps in ((32, 4), (16, 2), (32, 2), (64, 4), (128, 8)):
@@ -88,7 +88,7 @@ def main() -> int:
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     if args.mode == "ncu":  # the default kernel at each shape, then the small shape's window
-        b, s, t, d, _ = SHAPES["small"]
+        _, _, t, d, _ = SHAPES["small"]
         launches = [("mid", default_config(1000, 64, 2, "linear")),
                     ("fp32", default_config(2000, 32, 4, "linear")),
                     ("small", default_config(t, d, 2, "linear")),
