@@ -113,8 +113,6 @@ def config_dict(config) -> dict[str, int]:
         "num_warps": config.num_warps,
         "probes": config.probes,
         "prefetch": int(config.prefetch),
-        "window": config.window,
-        "claim": int(config.claim),
     }
 
 
@@ -124,10 +122,6 @@ def search_name(probes: int) -> str:
 
 def config_name(config) -> str:
     name = f"{search_name(config.probes)} t{config.block_t} d{config.block_d} w{config.num_warps}"
-    if config.window:
-        name += f" window{config.window}"
-    if config.claim:
-        name += " claim"
     return name + " prefetch" if config.prefetch else name
 
 
@@ -317,38 +311,6 @@ def prefetch_grid(case: Case, smoke: bool) -> list[tuple[str, list, bool]]:
     return grid
 
 
-def window_grid(case: Case, smoke: bool) -> list[tuple[str, list, bool]]:
-    """Stage ``window`` (forward cases): value rows shared by a program's queries (a window
-    read once and multiplied on the tensor cores; whole rows when S <= window) and work items
-    claimed per SM (rows shared in L1), around the default tile."""
-    from dataclasses import replace
-
-    if case.kind != "fwd":
-        return []
-    (base,) = defaults(case)
-    t, w = base.block_t, base.num_warps
-    picks = [replace(base, claim=True)]
-    if not smoke:
-        picks += [replace(base, block_t=max(1, t // 2), num_warps=max(1, w // 2), claim=True),
-                  replace(base, block_t=2 * t, num_warps=2 * w, claim=True),
-                  replace(base, claim=True, prefetch=True)]  # fmt: skip
-    if case.dtype.itemsize == 2:
-        window = 64 if case.shape["S"] <= 64 else 32
-        picks += [replace(base, window=window)]
-        if not smoke:
-            picks += [replace(base, block_t=2 * t, window=window),
-                      replace(base, block_t=2 * t, num_warps=2 * w, window=window),
-                      replace(base, block_t=4 * t, num_warps=2 * w, window=window),
-                      replace(base, block_t=max(16, t // 2), num_warps=max(1, w // 2),
-                              window=window)]  # fmt: skip
-    grid, seen = [], {base}
-    for config in picks:
-        if config not in seen:
-            seen.add(config)
-            grid.append((config_name(config), [config], False))
-    return grid
-
-
 def make_variant(case: Case, configs: list, separate: bool, poison: bool):
     if case.kind == "fwd":
         return resample_variant(configs[0], poison)
@@ -470,7 +432,7 @@ def sweep_case(case: Case, device, budget: Budget, args) -> dict[str, Any]:
         except Exception as exc:
             del context[name]
             notes.append(Row(name, "context", None, "error", f"{type(exc).__name__}: {exc}"[:300]))
-    if args.stages & {"prefetch", "window"} and case.kind == "fwd":
+    if "prefetch" in args.stages and case.kind == "fwd":
         # the floor of one launch that writes the output once (a fill, no reads): what a
         # launch-bound shape cannot go under
         def fill(values: torch.Tensor, times: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
@@ -485,9 +447,6 @@ def sweep_case(case: Case, device, budget: Budget, args) -> dict[str, Any]:
     if "prefetch" in args.stages and case.kind == "fwd":
         rows += time_stage(case, "prefetch", prefetch_grid(case, args.smoke), context,
                            input_sets, budget, args)  # fmt: skip
-    if "window" in args.stages and case.kind == "fwd":
-        rows += time_stage(case, "window", window_grid(case, args.smoke), context, input_sets,
-                           budget, args)  # fmt: skip
     if "search" in args.stages:
         rows += time_stage(case, "search", search_grid(case, args.smoke), context, input_sets,
                            budget, args)  # fmt: skip
@@ -584,11 +543,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="timing seconds per stage (default 2.5 on GPU)")  # fmt: skip
     parser.add_argument("--stages", default="search,tile",
                         help="comma-separated stages: search, tile, prefetch (forward cases: "
-                             "the L2 prefetch of rows, with a fill of the output as the floor), "
-                             "window (forward cases: shared value windows, per-SM claims)")  # fmt: skip
+                             "the L2 prefetch of rows, with a fill of the output as the floor)")  # fmt: skip
     args = parser.parse_args(argv)
     args.stages = {part for part in args.stages.split(",") if part}
-    if not args.stages <= {"search", "tile", "prefetch", "window"}:
+    if not args.stages <= {"search", "tile", "prefetch"}:
         parser.error(f"--stages: unknown stage in {sorted(args.stages)}")
     if args.budget_s is None:
         args.budget_s = 120.0 if args.smoke else 190.0

@@ -31,8 +31,7 @@ def compile_for_hopper(fn, types: dict[str, str], constants: dict, divisible: li
 def resample_cases(kernels) -> dict[str, str]:
     constants = {"METHOD": 0, "POLICY": 1, "TIME_KIND": 0, "COMPUTE_F64": False,
                  "HAS_LENGTHS": True, "WRITE_MASK": True, "PROBES": 4, "PREFETCH_V": 0,
-                 "PREFETCH_T": 0, "WINDOW": 0, "WHOLE_ROW": False, "CLAIM": False,
-                 "USE_SMID": False, "BLOCK_T": 32, "BLOCK_D": 128,
+                 "PREFETCH_T": 0, "BLOCK_T": 32, "BLOCK_D": 128,
                  "q_stride_t": 1, "t_ss": 1, "v_ss": 128, "o_st": 128}  # fmt: skip
     types = {"q_ptr": "*fp32", "lengths_ptr": "*i64", "v": "*bf16", "t": "*fp32", "o": "*bf16",
              "m": "*u8"}  # fmt: skip
@@ -46,22 +45,6 @@ def resample_cases(kernels) -> dict[str, str]:
     out["resample_prefetch"] = compile_for_hopper(
         kernels.resample_kernel, types, {**constants, "PREFETCH_V": 64, "PREFETCH_T": 32},
         divisible,
-    )  # fmt: skip
-    # shared value windows (tl.dot): whole short rows, windows of sorted queries, nearest
-    out["resample_window_row"] = compile_for_hopper(
-        kernels.resample_kernel, types, {**constants, "WINDOW": 64, "WHOLE_ROW": True}, divisible
-    )
-    out["resample_window"] = compile_for_hopper(
-        kernels.resample_kernel, types, {**constants, "WINDOW": 64, "POLICY": 2}, divisible
-    )
-    out["resample_window_nearest"] = compile_for_hopper(
-        kernels.resample_kernel, types, {**constants, "WINDOW": 32, "METHOD": 2, "TIME_KIND": 1,
-                                         "WHOLE_ROW": True}, divisible,
-    )  # fmt: skip
-    # work items claimed per SM
-    out["resample_claim"] = compile_for_hopper(
-        kernels.resample_kernel, {**types, "counters": "*i32"},
-        {**constants, "CLAIM": True, "USE_SMID": True}, divisible,
     )  # fmt: skip
     backward = {"METHOD": 0, "POLICY": 2, "TIME_KIND": 1, "COMPUTE_F64": False,
                 "HAS_LENGTHS": True, "QUERY_GRAD": True, "PROBES": 2, "BLOCK_T": 32,
@@ -127,8 +110,6 @@ def main() -> None:
             # acq_rel atomics compile to a GPU-wide fence and an L1 invalidation each
             "ordered_atomics": len(re.findall(r"\b(?:atom|red)\.[\w.]*acq_rel", ptx)),
             "prefetches": len(re.findall(r"prefetch\.global\.L2", ptx)),
-            "mma": len(re.findall(r"\b(?:mma|wgmma)\.", ptx)),
-            "smid": len(re.findall(r"%smid", ptx)),
         }
     json.dump(summary, sys.stdout)
 

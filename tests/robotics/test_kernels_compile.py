@@ -43,8 +43,6 @@ def test_prefetch_variant_prefetches_and_the_default_does_not(compiled: dict) ->
 
 def test_every_variant_compiled(compiled: dict) -> None:
     expected = {"resample_bf16", "resample_slerp_int64", "resample_prefetch", "resample_backward",
-                "resample_window_row", "resample_window", "resample_window_nearest",
-                "resample_claim",
                 "streams_fp64",
                 "streams_i64", "resample_brackets", "resample_gather_grad",
                 "voxelize_010", "voxelize_101", "voxelize_200"}  # fmt: skip
@@ -62,17 +60,3 @@ def test_gather_backward_has_no_atomics(compiled: dict) -> None:
     # the deterministic backward: every gradient element has one writer, summing in fixed order
     assert compiled["resample_brackets"]["atomics"] == 0
     assert compiled["resample_gather_grad"]["atomics"] == 0
-
-
-def test_window_variants_multiply_on_the_tensor_cores(compiled: dict) -> None:
-    for name in ("resample_window_row", "resample_window", "resample_window_nearest"):
-        assert compiled[name]["mma"] > 0, name
-    assert compiled["resample_bf16"]["mma"] == 0
-
-
-def test_claim_variant_reads_smid_with_relaxed_atomics(compiled: dict) -> None:
-    # an acquire would invalidate L1, the cache the claim means to share
-    assert compiled["resample_claim"]["smid"] > 0
-    assert compiled["resample_claim"]["atomics"] > 0
-    assert compiled["resample_claim"]["ordered_atomics"] == 0
-    assert compiled["resample_bf16"]["atomics"] == 0

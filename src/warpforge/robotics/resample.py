@@ -18,7 +18,6 @@ atomic-free kernels (:func:`run_backward_kernel`); the vector-Jacobian product o
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -329,11 +328,6 @@ class StreamLaunch:
     """[B, T] uint8, written when the launch writes masks."""
 
 
-DEFAULT_WINDOW = 64
-"""Rows of at most this many samples run the whole-row window by default (16-bit values,
-linear / previous / nearest; see ``LaunchConfig.window``): one round of loads instead of the
-search's chain."""
-
 GUIDED_PROBES = 4
 """Times each round of the guided search reads around its guess (0 selects the binary search)."""
 
@@ -361,16 +355,6 @@ class LaunchConfig:
     num_warps: int
     probes: int = GUIDED_PROBES
     prefetch: bool = False
-    window: int = 0
-    """Value rows a program reads at once to share them among its queries (16-bit values,
-    linear / previous / nearest, tiles of at least 16 x 16; ignored elsewhere): rows of at most
-    ``window`` samples are read whole with the queries and searched by comparing every time at
-    once; longer rows read ``window`` rows from the block's lowest sample when its queries fit
-    (sorted queries), else gather as usual. The output is the interpolation matrix times the
-    window on the tensor cores, its weights split in three 16-bit pieces (float32 precision)."""
-    claim: bool = False
-    """Single-stream launches on the GPU: programs claim work items per SM (``%smid`` and an
-    atomic ticket), so the programs one SM runs share batch rows and their value rows in L1."""
 
     def __post_init__(self) -> None:
         for name in ("block_t", "block_d", "num_warps"):
@@ -379,10 +363,6 @@ class LaunchConfig:
                 raise ValueError(f"{name}: expected a power of two >= 1, got {value!r}")
         if self.num_warps > 16:
             raise ValueError(f"num_warps: expected at most 16, got {self.num_warps}")
-        if self.window and (self.window & (self.window - 1) or not 16 <= self.window <= 256):
-            raise ValueError(
-                f"window: expected 0 or a power of two in [16, 256], got {self.window}"
-            )
         if not isinstance(self.probes, int) or not (self.probes == 0 or 2 <= self.probes <= 8):
             raise ValueError(
                 f"probes: expected 0 (binary search) or 2 to 8 (guided search), got {self.probes!r}"
@@ -447,15 +427,11 @@ def _single_plan(
     write_mask: bool,
     config: LaunchConfig | None,
     prefetch_lines: tuple[int, int] = (0, 0),
-    claim_queues: int = 0,
-    claim_smid: bool = False,
 ) -> tuple[tuple[int], int, dict[str, object]]:
     """Grid, search steps and constexprs of one single-stream launch, cached: the small shapes
     are bound by host work per call."""
     if config is None:
         config = default_config(queries, width, element_size, method)
-        if samples <= DEFAULT_WINDOW:
-            config = dataclasses.replace(config, window=DEFAULT_WINDOW)
     config.check_method(method)
     block_t, block_d = config.block_t, config.block_d
     kernels = _kernels()
@@ -473,43 +449,8 @@ def _single_plan(
     }
     prefetch = config.prefetch and 2 * queries >= samples
     kwargs["PREFETCH_V"], kwargs["PREFETCH_T"] = prefetch_lines if prefetch else (0, 0)
-    window = config.window if window_applies(config, element_size, method) else 0
-    kwargs["WINDOW"], kwargs["WHOLE_ROW"] = window, 0 < samples <= window
-    kwargs["CLAIM"], kwargs["USE_SMID"] = claim_queues > 0, claim_smid
     grid = (_num_items(batch, queries, width, block_t, block_d),)
     return grid, samples.bit_length(), kwargs
-
-
-def window_applies(config: LaunchConfig, element_size: int, method: str) -> bool:
-    """Whether ``config.window`` can run: ``tl.dot`` takes 16-bit values and tiles of at
-    least 16 x 16; slerp normalises per quaternion."""
-    return (
-        config.window > 0
-        and element_size == 2
-        and method in ("linear", "previous", "nearest")
-        and config.block_t >= 16
-        and config.block_d >= 16
-    )
-
-
-_CLAIM_COUNTERS: dict[tuple[str, int], tuple[torch.Tensor, int]] = {}
-
-
-def _claim_counters(device: torch.device) -> tuple[torch.Tensor, int]:
-    """``(counters, queues)`` of ``LaunchConfig(claim=True)`` launches on the current stream:
-    one queue per SM (4 under the interpreter) and a claim count, zero between launches (the
-    last program of a launch zeroes them). One buffer per stream: launches on one stream run
-    in order, launches on two streams may overlap."""
-    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    key = (str(device), stream)
-    if key not in _CLAIM_COUNTERS:
-        queues = (
-            torch.cuda.get_device_properties(device).multi_processor_count
-            if device.type == "cuda"
-            else 4
-        )
-        _CLAIM_COUNTERS[key] = (torch.zeros(queues + 1, dtype=torch.int32, device=device), queues)
-    return _CLAIM_COUNTERS[key]
 
 
 def _num_warps(tile: int) -> int:
@@ -544,13 +485,10 @@ def launch_single(
         and times.stride(1) == 1
     ):
         prefetch_lines = (128 // values.element_size(), 128 // times.element_size())
-    counters, queues = query, 0
-    if config is not None and config.claim:
-        counters, queues = _claim_counters(values.device)
     grid, steps, kwargs = _single_plan(
         batch, queries, samples, width, values.element_size(), method, out_of_range,
         query.dtype, values.dtype == torch.float64, lengths is not None, mask is not None, config,
-        prefetch_lines, queues, values.is_cuda,
+        prefetch_lines,
     )  # fmt: skip
     _kernels().resample_kernel[grid](
         query, query.stride(0), query.stride(1), queries, batch,
@@ -558,7 +496,7 @@ def launch_single(
         values, values.stride(0), values.stride(1),
         times, times.stride(0), times.stride(1), samples,
         out, out.stride(0), out.stride(1), width,
-        mask if mask is not None else query, steps, counters, queues,
+        mask if mask is not None else query, steps,
         **kwargs,
     )  # fmt: skip
 

@@ -175,16 +175,13 @@ def _bracket(
     COMPUTE_F64: tl.constexpr,
     PROBES: tl.constexpr,
     BLOCK_T: tl.constexpr,
-    ROW_WINDOW: tl.constexpr,
 ):
     """For a block of queries of one row: the two samples ``ia``, ``ib`` to blend, the weight
     ``w`` of ``ib`` (the result is ``v[ia] + w * (v[ib] - v[ia])``), ``dw/dq``, the in-range
     mask and the NaN-query mask. Shared by the forward and the backward.
 
     ``PROBES == 0`` finds the interval by a fixed-step binary search, then reads its two times;
-    ``PROBES >= 2`` by :func:`_guided_interval`, which ends holding both times.
-    ``ROW_WINDOW > 0`` (rows of at most that many samples): the whole times row is read with
-    the queries and each query counts the times <= q at once: no dependent rounds."""
+    ``PROBES >= 2`` by :func:`_guided_interval`, which ends holding both times."""
     row64 = row.to(tl.int64)
     offs_t = t_block * BLOCK_T + tl.arange(0, BLOCK_T)
     t_in = offs_t < T
@@ -202,17 +199,7 @@ def _bracket(
 
     # i0 = clamp(count - 1, 0, last), i1 = min(i0 + 1, last) and their times t0, t1, where count
     # is the number of source times <= q (searchsorted right)
-    if ROW_WINDOW > 0:
-        offs_w = tl.arange(0, ROW_WINDOW)
-        w_in = offs_w < n
-        t_row = tl.load(times_row + offs_w.to(tl.int64) * t_stride_s, mask=w_in, other=0)
-        count = tl.sum(((t_row[None, :] <= q[:, None]) & w_in[None, :]).to(tl.int32), axis=1)
-        i0 = tl.minimum(tl.maximum(count - 1, 0), last)
-        i1 = tl.minimum(i0 + 1, last)
-        # pick t[i0], t[i1] out of the row (one nonzero per sum: exact)
-        t0 = tl.sum(tl.where(offs_w[None, :] == i0[:, None], t_row[None, :], 0), axis=1)
-        t1 = tl.sum(tl.where(offs_w[None, :] == i1[:, None], t_row[None, :], 0), axis=1)
-    elif PROBES == 0:
+    if PROBES == 0:
         count = _binary_count(q, times_row, t_stride_s, n, t_in, NUM_STEPS, BLOCK_T)
         i0 = tl.minimum(tl.maximum(count - 1, 0), last)
         i1 = tl.minimum(i0 + 1, last)
@@ -305,7 +292,7 @@ def _resample_tile(
 ):
     offs_t, t_in, ia, ib, w, _, in_range, is_nan = _bracket(
         q_ptr, q_stride_b, q_stride_t, T, t_ptr, t_stride_b, t_stride_s, n, row, t_block,
-        NUM_STEPS, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, BLOCK_T, 0,
+        NUM_STEPS, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, BLOCK_T,
     )  # fmt: skip
     row64 = row.to(tl.int64)
     offs_d = d_block * BLOCK_D + tl.arange(0, BLOCK_D)
@@ -350,143 +337,6 @@ def _resample_tile(
     if WRITE_MASK:  # noqa: SIM102 (constexpr guard, then a run-time test)
         if d_block == 0:
             tl.store(mask_ptr + row64 * T + offs_t, in_range.to(tl.uint8), mask=t_in)
-
-
-@triton.jit
-def _split_dot(coef, window, acc, PARTS: tl.constexpr):
-    """``acc + coef @ window`` for float32 ``coef`` and a 16-bit ``window``: ``coef`` is split
-    into ``PARTS`` pieces of the window's dtype (hi, lo, lo2), each product of two 16-bit
-    numbers is exact in float32, so three pieces carry ``coef`` to float32 precision."""
-    rest = coef
-    for _ in tl.static_range(PARTS):
-        piece = rest.to(window.dtype)
-        acc = tl.dot(piece, window, acc)
-        rest = rest - piece.to(tl.float32)
-    return acc
-
-
-@triton.jit
-def _resample_tile_window(
-    q_ptr, q_stride_b, q_stride_t, T, v_ptr, v_stride_b, v_stride_s, t_ptr, t_stride_b,
-    t_stride_s, n, out_ptr, out_stride_b, out_stride_t, out_col, D, mask_ptr, row, t_block,
-    d_block, NUM_STEPS,
-    METHOD: tl.constexpr,
-    POLICY: tl.constexpr,
-    TIME_KIND: tl.constexpr,
-    WRITE_MASK: tl.constexpr,
-    PROBES: tl.constexpr,
-    WINDOW: tl.constexpr,
-    WHOLE_ROW: tl.constexpr,
-    BLOCK_T: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-):  # fmt: skip
-    """:func:`_resample_tile` (16-bit values; linear, previous, nearest) with the value rows
-    shared by the block's queries: ``WINDOW`` consecutive value rows ``[lo, lo + WINDOW)`` are
-    read once, coalesced, and the output is the product ``A @ V`` of the interpolation matrix
-    (``1 - w`` at ``ia - lo``, ``w`` at ``ib - lo``) with that window, on the tensor cores.
-
-    ``WHOLE_ROW`` (rows of at most ``WINDOW`` samples): the window is the whole row, read with
-    the queries and the times row, and the search compares each query with every time at once,
-    so the program waits on one round of loads instead of the search's chain. Otherwise the
-    guided search runs as usual and the window starts at the block's lowest sample; a block
-    whose samples span more than ``WINDOW`` rows (unsorted queries), or whose window holds a
-    non-finite value (0 * inf would spread NaN to every query), gathers its rows as usual."""
-    row64 = row.to(tl.int64)
-    offs_d = d_block * BLOCK_D + tl.arange(0, BLOCK_D)
-    d_in = offs_d < D
-    offs_w = tl.arange(0, WINDOW)
-    values_row = v_ptr + row64 * v_stride_b
-    if WHOLE_ROW:
-        # issued before the queries' loads: nothing it needs comes from the search
-        window = tl.load(values_row + offs_w.to(tl.int64)[:, None] * v_stride_s + offs_d[None, :],
-                         mask=(offs_w < n)[:, None] & d_in[None, :], other=0)  # fmt: skip
-        offs_t, t_in, ia, ib, w, _, in_range, is_nan = _bracket(
-            q_ptr, q_stride_b, q_stride_t, T, t_ptr, t_stride_b, t_stride_s, n, row, t_block,
-            NUM_STEPS, METHOD, POLICY, TIME_KIND, False, PROBES, BLOCK_T, WINDOW,
-        )  # fmt: skip
-        lo = 0
-    else:
-        offs_t, t_in, ia, ib, w, _, in_range, is_nan = _bracket(
-            q_ptr, q_stride_b, q_stride_t, T, t_ptr, t_stride_b, t_stride_s, n, row, t_block,
-            NUM_STEPS, METHOD, POLICY, TIME_KIND, False, PROBES, BLOCK_T, 0,
-        )  # fmt: skip
-        lo = tl.min(tl.where(t_in, ia, 2147483647), axis=0)
-        fits = tl.max(tl.where(t_in, ib, 0), axis=0) - lo < WINDOW
-        rows = lo + offs_w
-        # nothing is read for a block that will gather
-        rows_in = rows < tl.where(fits, n, 0)
-        window = tl.load(values_row + rows.to(tl.int64)[:, None] * v_stride_s + offs_d[None, :],
-                         mask=rows_in[:, None] & d_in[None, :], other=0)  # fmt: skip
-    tile_in = t_in[:, None] & d_in[None, :]
-    # |x| < inf is False for inf and NaN; masked-off elements are 0
-    use_window = tl.max(tl.where(tl.abs(window.to(tl.float32)) < float("inf"), 0, 1)) == 0
-    if not WHOLE_ROW:
-        use_window = use_window & fits
-    # no run-time branch (Triton 3.6 miscompiles the gather inside one): a block that keeps
-    # the window masks its gathers off, one that falls back discards the product
-    shared = (offs_t * 0 + use_window.to(tl.int32)) > 0
-    gather = (t_in & ~shared)[:, None] & d_in[None, :]
-    va = tl.load(values_row + ia.to(tl.int64)[:, None] * v_stride_s + offs_d[None, :],
-                 mask=gather, other=0).to(tl.float32)  # fmt: skip
-    vb = tl.load(values_row + ib.to(tl.int64)[:, None] * v_stride_s + offs_d[None, :],
-                 mask=gather, other=0).to(tl.float32)  # fmt: skip
-    w2 = w[:, None]
-    lerp = tl.where(w2 == 0, va, va + w2 * (vb - va))
-    coef = tl.where(offs_w[None, :] == (ia - lo)[:, None], 1.0 - w2, 0.0) + tl.where(
-        offs_w[None, :] == (ib - lo)[:, None], w2, 0.0
-    )
-    acc = tl.zeros([BLOCK_T, BLOCK_D], dtype=tl.float32)
-    if METHOD == LINEAR:
-        product = _split_dot(coef, window, acc, 3)
-    else:  # one 1 per row: exact in any dtype
-        product = _split_dot(coef, window, acc, 1)
-    result = tl.where(shared[:, None], product, lerp)
-    if POLICY == FILL_NAN:
-        result = tl.where(in_range[:, None], result, float("nan"))
-    result = tl.where(is_nan[:, None], float("nan"), result)
-    out_offs = (
-        row64 * out_stride_b
-        + offs_t.to(tl.int64)[:, None] * out_stride_t
-        + (out_col + offs_d)[None, :]
-    )
-    tl.store(out_ptr + out_offs, result.to(out_ptr.dtype.element_ty), mask=tile_in)
-    if WRITE_MASK:  # noqa: SIM102 (constexpr guard, then a run-time test)
-        if d_block == 0:
-            tl.store(mask_ptr + row64 * T + offs_t, in_range.to(tl.uint8), mask=t_in)
-
-
-@triton.jit
-def _claim_item(pid, counters, num_queues, USE_SMID: tl.constexpr):
-    """The work item this program runs, claimed so that the programs running on one SM take
-    neighbouring items (the same batch rows), whose value rows then hit that SM's L1 instead
-    of each query fetching them from L2.
-
-    The items are cut into ``num_queues`` contiguous queues, one per SM; a program takes a
-    ticket from its SM's queue (``%smid``; ``pid`` under the interpreter) and, when that queue
-    is used up (its SM got more programs than its share), from the next ones. Programs equal
-    items and each takes exactly one, so every item runs once whatever the placement. The last
-    program to claim zeroes the counters (``counters[num_queues]`` counts claims) for the next
-    launch on this stream. Relaxed atomics: an acquire would invalidate L1."""
-    num_items = tl.num_programs(0)
-    if USE_SMID:
-        sm = tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [pid], dtype=tl.int32,
-                                       is_pure=False, pack=1)  # fmt: skip
-    else:
-        sm = pid
-    per = tl.cdiv(num_items, num_queues)
-    queue = sm % num_queues
-    ticket = tl.atomic_add(counters + queue, 1, sem="relaxed")
-    while ticket >= tl.minimum(per, num_items - queue * per):
-        queue = (queue + 1) % num_queues
-        ticket = tl.atomic_add(counters + queue, 1, sem="relaxed")
-    # issued after this program's last ticket came back: once all have counted, no ticket
-    # is in flight and the counters can be zeroed
-    claimed = tl.atomic_add(counters + num_queues, 1, sem="relaxed")
-    if claimed == num_items - 1:
-        for start in range(0, num_queues + 1, 128):
-            offs = start + tl.arange(0, 128)
-            tl.store(counters + offs, tl.zeros([128], dtype=tl.int32), mask=offs <= num_queues)
-    return queue * per + ticket
 
 
 @triton.jit
@@ -541,8 +391,6 @@ def _stream_slot(
     PROBES: tl.constexpr,
     PREFETCH_V: tl.constexpr,
     PREFETCH_T: tl.constexpr,
-    WINDOW: tl.constexpr,
-    WHOLE_ROW: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
@@ -567,23 +415,14 @@ def _stream_slot(
             _prefetch_share(t_ptr + row.to(tl.int64) * t_stride_b, n,
                             t_block * num_d_blocks + d_block, num_t_blocks * num_d_blocks,
                             PREFETCH_T)  # fmt: skip
-        if WINDOW > 0:
-            _resample_tile_window(
-                q_ptr, q_stride_b, q_stride_t, T, v_ptr, v_stride_b, v_stride_s,
-                t_ptr, t_stride_b, t_stride_s, n, out_ptr, out_stride_b, out_stride_t, out_col,
-                D, mask_ptr, row, t_block, d_block, NUM_STEPS,
-                METHOD, POLICY, TIME_KIND, WRITE_MASK, PROBES, WINDOW, WHOLE_ROW, BLOCK_T,
-                BLOCK_D,
-            )  # fmt: skip
-        else:
-            _resample_tile(
-                q_ptr, q_stride_b, q_stride_t, T,
-                v_ptr, v_stride_b, v_stride_s,
-                t_ptr, t_stride_b, t_stride_s, n,
-                out_ptr, out_stride_b, out_stride_t, out_col, D,
-                mask_ptr, row, t_block, d_block, NUM_STEPS,
-                METHOD, POLICY, TIME_KIND, COMPUTE_F64, WRITE_MASK, PROBES, BLOCK_T, BLOCK_D,
-            )  # fmt: skip
+        _resample_tile(
+            q_ptr, q_stride_b, q_stride_t, T,
+            v_ptr, v_stride_b, v_stride_s,
+            t_ptr, t_stride_b, t_stride_s, n,
+            out_ptr, out_stride_b, out_stride_t, out_col, D,
+            mask_ptr, row, t_block, d_block, NUM_STEPS,
+            METHOD, POLICY, TIME_KIND, COMPUTE_F64, WRITE_MASK, PROBES, BLOCK_T, BLOCK_D,
+        )  # fmt: skip
 
 
 @triton.jit
@@ -615,28 +454,28 @@ def resample_streams_kernel(
     _stream_slot(
         pid, first0, B, q_ptr, q_stride_b, q_stride_t, T, v0, v0_sb, v0_ss, t0, t0_sb, t0_ss,
         q_ptr, S0, o0, o0_sb, o0_st, col0, D0, m0, steps0,
-        METHOD0, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, 0, False, BLOCK_T0,
+        METHOD0, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, BLOCK_T0,
         BLOCK_D0,
     )  # fmt: skip
     if NUM_STREAMS > 1:
         _stream_slot(
             pid, first1, B, q_ptr, q_stride_b, q_stride_t, T, v1, v1_sb, v1_ss, t1, t1_sb, t1_ss,
             q_ptr, S1, o1, o1_sb, o1_st, col1, D1, m1, steps1,
-            METHOD1, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, 0, False, BLOCK_T1,
+            METHOD1, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, BLOCK_T1,
             BLOCK_D1,
         )  # fmt: skip
     if NUM_STREAMS > 2:
         _stream_slot(
             pid, first2, B, q_ptr, q_stride_b, q_stride_t, T, v2, v2_sb, v2_ss, t2, t2_sb, t2_ss,
             q_ptr, S2, o2, o2_sb, o2_st, col2, D2, m2, steps2,
-            METHOD2, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, 0, False, BLOCK_T2,
+            METHOD2, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, BLOCK_T2,
             BLOCK_D2,
         )  # fmt: skip
     if NUM_STREAMS > 3:
         _stream_slot(
             pid, first3, B, q_ptr, q_stride_b, q_stride_t, T, v3, v3_sb, v3_ss, t3, t3_sb, t3_ss,
             q_ptr, S3, o3, o3_sb, o3_st, col3, D3, m3, steps3,
-            METHOD3, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, 0, False, BLOCK_T3,
+            METHOD3, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, BLOCK_T3,
             BLOCK_D3,
         )  # fmt: skip
 
@@ -644,7 +483,7 @@ def resample_streams_kernel(
 @triton.jit
 def resample_kernel(
     q_ptr, q_stride_b, q_stride_t, T, B, lengths_ptr,
-    v, v_sb, v_ss, t, t_sb, t_ss, S, o, o_sb, o_st, D, m, steps, counters, num_queues,
+    v, v_sb, v_ss, t, t_sb, t_ss, S, o, o_sb, o_st, D, m, steps,
     METHOD: tl.constexpr,
     POLICY: tl.constexpr,
     TIME_KIND: tl.constexpr,
@@ -654,24 +493,16 @@ def resample_kernel(
     PROBES: tl.constexpr,
     PREFETCH_V: tl.constexpr,
     PREFETCH_T: tl.constexpr,
-    WINDOW: tl.constexpr,
-    WHOLE_ROW: tl.constexpr,
-    CLAIM: tl.constexpr,
-    USE_SMID: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):  # fmt: skip
     # one stream: a third of the arguments of resample_streams_kernel, so a third of the
     # launcher's per-call host work (the small shapes are launch bound)
-    if CLAIM:  # programs of one SM take neighbouring items (see _claim_item)
-        item = _claim_item(tl.program_id(0), counters, num_queues, USE_SMID)
-    else:
-        item = tl.program_id(0)
     _stream_slot(
-        item, 0, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss,
+        tl.program_id(0), 0, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss,
         lengths_ptr, S, o, o_sb, o_st, 0, D, m, steps,
         METHOD, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, PROBES,
-        PREFETCH_V, PREFETCH_T, WINDOW, WHOLE_ROW, BLOCK_T, BLOCK_D,
+        PREFETCH_V, PREFETCH_T, BLOCK_T, BLOCK_D,
     )  # fmt: skip
 
 
@@ -691,7 +522,7 @@ def _backward_bracket(
     n = _row_length(lengths_ptr, row, S, HAS_LENGTHS)
     offs_t, t_in, ia, ib, w, dw_dq, in_range, is_nan = _bracket(
         q_ptr, q_stride_b, q_stride_t, T, t, t_sb, t_ss, n, row, t_block,
-        steps, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, BLOCK_T, 0,
+        steps, METHOD, POLICY, TIME_KIND, COMPUTE_F64, PROBES, BLOCK_T,
     )  # fmt: skip
     live = ~is_nan
     if POLICY == FILL_NAN:
