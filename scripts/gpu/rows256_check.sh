@@ -18,7 +18,7 @@ mkdir -p "$OUT/tune" "$OUT/logs"
 OUT="$(cd "$OUT" && pwd)"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/wf-rows256-triton}"
-export WARPFORGE_TUNE_DB=0
+export WARPFORGE_TUNE_DB=0 SUITE_CEILINGS=1
 PY="${PYTHON:-python3}"
 SHIPPED=src/warpforge/tune/shipped/nvidia-h100-80gb-hbm3-sm_90.json
 SUMMARY="$OUT/summary.txt"
