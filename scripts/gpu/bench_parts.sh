@@ -11,7 +11,9 @@
 # skipped (listed in summary.txt) when under 25 s remain; SUITE_FRESH=1 redoes parts already
 # written (otherwise running again with the same OUT_DIR resumes, with warm compile caches under
 # OUT_DIR); SUITE_CEILINGS=1 adds the speed-of-light check; SUITE_DTYPE (bf16, fp16, fp32;
-# default: every dtype of the problem) picks the dtype; SUITE_MAX_TIME (default 1) is the timing
+# default: every dtype of the problem) picks the dtype; SUITE_SHAPE (space-separated size filters
+# such as "N=256" or "M=32768,N=256"; default: every shape) keeps the rows of those shapes;
+# SUITE_MAX_TIME (default 1) is the timing
 # budget per row in seconds.
 set -uo pipefail
 OUT="${1:?usage: bench_parts.sh OUT_DIR REPORT_NAME GLOB:LIMIT_S ...}"
@@ -30,6 +32,8 @@ CEILINGS=(--no-ceilings)
 [ "${SUITE_CEILINGS:-0}" = 1 ] && CEILINGS=()
 DTYPE=()
 [ -n "${SUITE_DTYPE:-}" ] && DTYPE=(--dtype "$SUITE_DTYPE")
+SHAPES=()
+for filter in ${SUITE_SHAPE:-}; do SHAPES+=(--shape "$filter"); done
 : > "$SUMMARY"
 start_all=$SECONDS
 
@@ -49,7 +53,7 @@ for entry in "${PROBLEMS[@]}"; do
   [ "$limit" -gt "$left" ] && limit=$left
   t0=$SECONDS
   timeout "$limit" "$PY" -m warpforge bench --problem "$name" --out "$part" \
-    --max-time "${SUITE_MAX_TIME:-1}" "${DTYPE[@]}" "${CEILINGS[@]}" > "$OUT/$safe.log" 2>&1
+    --max-time "${SUITE_MAX_TIME:-1}" "${DTYPE[@]}" "${SHAPES[@]}" "${CEILINGS[@]}" > "$OUT/$safe.log" 2>&1
   rc=$?
   case $rc in
     0) what="ok" ;;

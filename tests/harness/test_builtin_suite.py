@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 import triton
@@ -103,6 +105,22 @@ def test_suite_tasks_skip_bf16_on_cpu_and_filter() -> None:
     assert {t[2] for t in only} == {torch.float16}
     gpu = bench.suite_tasks([problem], torch.device("cuda"), sweep=True)
     assert {t[1]["N"] for t in gpu} == {1 << 20}
+
+
+def test_suite_tasks_keep_only_the_shapes_asked_for() -> None:
+    shapes = [{"M": 4, "N": 7}, {"M": 8, "N": 7}, {"M": 4, "N": 130}]
+    problem = dataclasses.replace(_problem(_axpb), cpu_shapes=shapes)
+    cpu = torch.device("cpu")
+    only_n = bench.suite_tasks([problem], cpu, shapes=[bench.parse_shape_filter("N=7")])
+    assert [t[1] for t in only_n[::3]] == [{"M": 4, "N": 7}, {"M": 8, "N": 7}]
+    both = [bench.parse_shape_filter("M=4, N=130"), bench.parse_shape_filter("M=8")]
+    kept = bench.suite_tasks([problem], cpu, dtype=torch.float32, shapes=both)
+    assert [t[1] for t in kept] == [{"M": 8, "N": 7}, {"M": 4, "N": 130}]
+    assert bench.suite_tasks([problem], cpu, shapes=[{"N": 256}]) == []
+    assert len(bench.suite_tasks([problem], cpu, shapes=None)) == 3 * 3
+    for bad in ("", "N", "N=", "N=2x", "=4", "N=-1"):
+        with pytest.raises(ValueError, match="NAME=SIZE"):
+            bench.parse_shape_filter(bad)
 
 
 def test_select_problems_by_glob() -> None:

@@ -70,6 +70,28 @@ def test_bench_usage_errors_exit_2() -> None:
     assert nothing.exit_code == 2 and "no built-in problems" in nothing.output
 
 
+def test_bench_shape_filter_keeps_the_rows_asked_for(tmp_path: Path) -> None:
+    from test_builtin_suite import _axpb, _problem
+
+    good = _problem(_axpb, "test.good")
+    shapes = good.shapes if torch.cuda.is_available() else good.cpu_shapes  # bench's device
+    wanted = shapes[-1]["N"]
+    out = tmp_path / "one.json"
+    args = ["bench", "--no-ceilings", "--dtype", "fp32", "--out", str(out)]
+    result = CliRunner().invoke(_app([good]), [*args, "--shape", f"N={wanted}"])
+    assert result.exit_code == 0, result.output
+    assert [r["shape"] for r in report.load_report(out)["results"]] == [{"N": wanted}]
+    none = CliRunner().invoke(_app([good]), [*args, "--shape", "N=3"])
+    assert none.exit_code == 2 and "no row" in none.output
+    bad = CliRunner().invoke(_app([good]), [*args, "--shape", "N=x"])
+    assert bad.exit_code == 2 and "--shape" in bad.output
+    pair = CliRunner().invoke(
+        _app(), ["bench", str(CHEATS / "ref_scale.py"), str(CHEATS / "honest_scale.py"),
+                 "--shape", "N=7"],
+    )  # fmt: skip
+    assert pair.exit_code == 2 and "built-in suite" in pair.output
+
+
 def test_bench_default_suite_writes_report_and_fails_on_rejection(tmp_path: Path) -> None:
     from test_builtin_suite import _axpb, _mutating, _problem
 

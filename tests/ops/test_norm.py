@@ -956,3 +956,138 @@ def test_gpu_layer_norm_lag_backward_non_finite_rows_terminate():
     finite = dx.isfinite().all(dim=1)
     assert not finite[5] and not finite[9]
     assert finite[[r for r in range(m) if r not in (5, 9)]].all()
+
+
+# --------------------------------------------------------------------------- narrow-row backward
+
+
+@pytest.mark.parametrize(("m", "n"), [(1, 1), (37, 67), (5, 256), (33, 130)], ids=str)
+@pytest.mark.parametrize(
+    "launch", [None, (256, 2, 2), (128, 64, 4)], ids=["default", "2-rows", "64-rows"]
+)
+@pytest.mark.parametrize("kind", ["rms", "add_rms", "layer", "layer-bias-only", "no-weight"])
+def test_narrow_backward_matches_float64(m, n, launch, kind, device, cpu_float_dtypes,
+                                         poison_outputs):  # fmt: skip
+    """``_norm_backward_narrow`` (one tile a program, per-tile partial gradients summed after)
+    against float64 autograd: ragged last tiles (m not a multiple of ROWS), columns padded to
+    the block, tiles taller than m, with and without the residual gradient, weight and bias."""
+    if launch is not None and launch[0] < n:
+        pytest.skip("the narrow backward takes whole rows")
+    center = kind.startswith("layer")
+    for dtype in cpu_float_dtypes:
+        x = randn(m, n, dtype=dtype, device=device) * 2 + 0.5
+        w = (
+            None
+            if kind in ("no-weight", "layer-bias-only")
+            else randn(n, dtype=dtype, device=device)
+        )
+        dy = randn(m, n, dtype=dtype, device=device)
+        dh = randn(m, n, dtype=dtype, device=device) if kind == "add_rms" else None
+        x64 = x.double()
+        mean = x64.mean(-1) if center else None
+        rstd = torch.rsqrt((x64 - mean[:, None] if center else x64).pow(2).mean(-1) + 1e-5)
+        bias_grad = center
+        dx, dw, db = norm_module._norm_backward_narrow(
+            dy, x, w, mean.float() if center else None, rstd.float(), dh, 0.0, center,
+            w is not None, bias_grad, launch=launch,
+        )  # fmt: skip
+        xs, ws, bs = leaves(x64, w.double() if w is not None else None, torch.zeros(n).double())
+        if center:
+            y = layer_norm_ref(xs, ws, bs)
+        else:
+            y = rms_norm_ref(xs, ws, eps=1e-5)[0]
+        want = grads_of(y, [xs, ws, bs if center else None], dy.double())
+        tol = BWD_TOL[dtype]
+        want_dx = want[0] + dh.double() if dh is not None else want[0]
+        close(dx, want_dx, tol, f"dx {dtype}")
+        if w is not None:
+            close(dw, want[1], tol * 4, f"dweight {dtype}")  # m rows summed
+        else:
+            assert dw.numel() == 0
+        if center:
+            close(db, want[-1], tol * 4, f"dbias {dtype}")
+        else:
+            assert db.numel() == 0
+
+
+def test_narrow_backward_launch_policy():
+    """Whole rows, 4096-element tiles (no taller than m rounded up), 16 elements a thread."""
+    assert norm_module.narrow_bwd_launch(32768, 256) == (256, 16, 8)
+    assert norm_module.narrow_bwd_launch(32768, 1024) == (1024, 4, 8)
+    assert norm_module.narrow_bwd_launch(3, 67) == (128, 4, 1)
+    assert norm_module.narrow_bwd_launch(1, 1) == (1, 1, 1)
+    x = torch.zeros(2, 300)
+    with pytest.raises(ValueError, match="BLOCK_N >= N"):
+        norm_module._norm_backward_narrow(
+            x, x, None, None, x[:, 0], None, 0.0, False, False, False, launch=(256, 1, 1)
+        )
+
+
+class _Launches:
+    """Stands in for a Triton kernel: counts its launches, then runs it."""
+
+    def __init__(self, kernel) -> None:
+        self.kernel, self.count = kernel, 0
+
+    def __getitem__(self, grid):
+        self.count += 1
+        return self.kernel[grid]
+
+
+@pytest.mark.parametrize(("switch", "narrow"), [("", False), ("0", False), ("67", True),
+                                                ("66", False), ("lots", False)])  # fmt: skip
+def test_narrow_backward_switch_routes_rms_and_layer_norm(switch, narrow, device, monkeypatch):
+    """``WARPFORGE_NORM_NARROW_BWD=N`` sends rows up to N columns through the narrow backward
+    (RMSNorm with and without the residual, LayerNorm), every other value leaves them on the
+    persistent rows kernel; the gradients match float64 either way."""
+    monkeypatch.setenv(norm_module.NARROW_BWD_SWITCH, switch)
+    spies = {}
+    for name in ("norm_bwd_narrow_kernel", "norm_bwd_rows_kernel"):
+        spies[name] = _Launches(getattr(norm_kernels, name))
+        monkeypatch.setattr(norm_kernels, name, spies[name])
+    m, n = 9, 67
+    x, r, dy, dh = (randn(m, n, device=device) for _ in range(4))
+    w, b = randn(n, device=device), randn(n, device=device)
+    xs, rs, ws, bs = leaves(x, r, w, b)
+    y, h = rms_norm(xs, ws, 1e-6, residual=rs)
+    got = torch.autograd.grad((y, h), (xs, rs, ws), (dy, dh))
+    x64, r64, w64 = leaves(x.double(), r.double(), w.double())
+    y64, h64 = rms_norm_ref(x64, w64, residual=r64)
+    want = torch.autograd.grad((y64, h64), (x64, r64, w64), (dy.double(), dh.double()))
+    for g, e, name in zip(got, want, ("dx", "dresidual", "dweight"), strict=True):
+        close(g, e, 1e-4, f"add_rms_norm {name}")
+    xs, ws, bs = leaves(x, w, b)
+    got = torch.autograd.grad(layer_norm(xs, ws, bs), (xs, ws, bs), dy)
+    x64, w64, b64 = leaves(x.double(), w.double(), b.double())
+    want = torch.autograd.grad(layer_norm_ref(x64, w64, b64), (x64, w64, b64), dy.double())
+    for g, e, name in zip(got, want, ("dx", "dweight", "dbias"), strict=True):
+        close(g, e, 1e-4, f"layer_norm {name}")
+    assert spies["norm_bwd_narrow_kernel"].count == (2 if narrow else 0)
+    assert spies["norm_bwd_rows_kernel"].count == (0 if narrow else 2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [256, 1000])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gpu_narrow_backward(n, dtype, monkeypatch):
+    """The narrow backward on the GPU (switched on for these widths) through the public ops:
+    RMSNorm with the residual and LayerNorm with bias, dx/dweight/dbias against float64."""
+    monkeypatch.setenv(norm_module.NARROW_BWD_SWITCH, "1024")
+    m = 4099
+    x, r, dy, dh = (randn(m, n, dtype=dtype, device="cuda") for _ in range(4))
+    w, b = randn(n, dtype=dtype, device="cuda"), randn(n, dtype=dtype, device="cuda")
+    tol = 1e-4 if dtype == torch.float32 else 5e-2
+    xs, rs, ws = leaves(x, r, w)
+    got = torch.autograd.grad(rms_norm(xs, ws, 1e-6, residual=rs), (xs, rs, ws), (dy, dh))
+    x64, r64, w64 = leaves(x.double(), r.double(), w.double())
+    want = torch.autograd.grad(
+        rms_norm_ref(x64, w64, residual=r64), (x64, r64, w64), (dy.double(), dh.double())
+    )
+    xs, ws, bs = leaves(x, w, b)
+    got += torch.autograd.grad(layer_norm(xs, ws, bs), (xs, ws, bs), dy)
+    x64, w64, b64 = leaves(x.double(), w.double(), b.double())
+    want += torch.autograd.grad(layer_norm_ref(x64, w64, b64), (x64, w64, b64), dy.double())
+    names = ("rms dx", "rms dresidual", "rms dweight", "ln dx", "ln dweight", "ln dbias")
+    for name, g, e in zip(names, got, want, strict=True):
+        scale = e.abs().max().item()  # dweight sums m rows: compare relative to its size
+        torch.testing.assert_close(g.double() / scale, e / scale, atol=tol, rtol=tol, msg=name)

@@ -167,6 +167,12 @@ def register(
         sweep: bool = typer.Option(
             False, "--sweep", help="Also run each problem's shape sweep (GPU)."
         ),
+        shape: list[str] = typer.Option(
+            [],
+            "--shape",
+            help="Only rows whose shape has these sizes, e.g. N=256 or M=32768,N=256 "
+            "(repeatable: any).",
+        ),
         out: Path | None = typer.Option(
             None, "--out", help="JSON report path (default ./warpforge-results/)."
         ),
@@ -199,8 +205,10 @@ def register(
             _fail_usage("--cuda-graph: needs a CUDA device")
         ceil = _ceilings(device, not no_ceilings)
         if reference is not None:
-            if problem or sweep or dtype:
-                _fail_usage("--problem/--sweep/--dtype apply to the built-in suite, not to a pair")
+            if problem or sweep or dtype or shape:
+                _fail_usage(
+                    "--problem/--sweep/--dtype/--shape apply to the built-in suite, not to a pair"
+                )
             try:
                 options = VerifyOptions(
                     trials=trials,
@@ -224,7 +232,15 @@ def register(
                 _fail_usage("bench: no built-in problems are registered")
             if sweep and device.type != "cuda":
                 typer.echo("note: --sweep shapes are GPU sizes; on CPU only cpu_shapes run")
-            tasks = bench_mod.suite_tasks(problems, device, dtype=_dtype(dtype), sweep=sweep)
+            try:
+                filters = [bench_mod.parse_shape_filter(s) for s in shape] or None
+            except ValueError as exc:
+                _fail_usage(f"--shape: {exc}")
+            tasks = bench_mod.suite_tasks(
+                problems, device, dtype=_dtype(dtype), sweep=sweep, shapes=filters
+            )
+            if not tasks:
+                _fail_usage(f"bench: no row of the selected problems has a shape matching {shape}")
             with _progress() as progress:
                 task = progress.add_task("bench", total=len(tasks))
 
