@@ -14,7 +14,6 @@ Backward passes are custom ops of their own, so both directions work under
 
 import dataclasses
 import functools
-import os
 
 import torch
 
@@ -358,110 +357,6 @@ def _norm_backward(
     return dx, dw, db
 
 
-# --------------------------------------------------------------------------- narrow rows
-
-NARROW_BWD_SWITCH = "WARPFORGE_NORM_NARROW_BWD"
-"""The widest row (columns) the narrow backward (:func:`_norm_backward_narrow`) takes; unset or
-0: none (every row through :func:`_norm_backward`). An experiment until timed on the H100:
-the persistent rows kernel's best tuned launch spends 32.5 us at add_rms_norm bf16 32768 x 256
-where Inductor's dx kernel spends 23.2 us (benchmarks/results/rows256-2026-11-25-logs/
-breakdown.txt); set e.g. ``WARPFORGE_NORM_NARROW_BWD=1024`` to measure it."""
-
-_NARROW_TILE = 4096
-"""Elements of a narrow-backward program's tile (16 rows of 256 columns)."""
-_NARROW_ELEMENTS_PER_THREAD = 16
-_NARROW_MAX_BLOCK_P = 1024
-"""Partial rows per load of the partial sum after a narrow backward (8 warps: 64 a thread)."""
-
-
-def narrow_bwd_max_n() -> int:
-    """:data:`NARROW_BWD_SWITCH` as a number of columns (0 when unset or not a number)."""
-    value = os.environ.get(NARROW_BWD_SWITCH, "").strip()
-    return int(value) if value.isdigit() else 0
-
-
-def _takes_narrow_backward(x: torch.Tensor) -> bool:
-    """Whether a (M, N) backward goes through :func:`_norm_backward_narrow`."""
-    M, N = x.shape
-    return (
-        M > 0
-        and narrow_bwd_max_n() >= N
-        and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE
-    )
-
-
-def narrow_bwd_launch(M: int, N: int) -> tuple[int, int, int]:
-    """(BLOCK_N, ROWS, num_warps) of the narrow backward: whole rows, :data:`_NARROW_TILE`
-    elements a program (no more rows than M rounded up), 16 elements a thread."""
-    block = next_power_of_2(N)
-    rows = max(1, min(_NARROW_TILE // block, next_power_of_2(M)))
-    warps = max(1, min(8, block * rows // (32 * _NARROW_ELEMENTS_PER_THREAD)))
-    return block, rows, warps
-
-
-def _norm_backward_narrow(
-    dy: torch.Tensor,
-    x: torch.Tensor,
-    weight: torch.Tensor | None,
-    mean: torch.Tensor | None,
-    rstd: torch.Tensor,
-    dh: torch.Tensor | None,
-    offset: float,
-    center: bool,
-    weight_grad: bool,
-    bias_grad: bool,
-    launch: tuple[int, int, int] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`_norm_backward` for rows that fit one block (``N <= BLOCK_N``), one tile a
-    program (``norm_bwd_narrow_kernel``), then the per-tile partial gradients summed.
-    ``launch`` overrides :func:`narrow_bwd_launch` (tests, benchmark sweeps)."""
-    M, N = x.shape
-    block, rows, warps = launch or narrow_bwd_launch(M, N)
-    if block < N:
-        raise ValueError(f"launch: the narrow backward needs BLOCK_N >= N={N}, got {block}")
-    dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    wdtype = weight.dtype if weight is not None else x.dtype
-    dw = torch.empty((N,) if weight_grad else (0,), dtype=wdtype, device=x.device)
-    db = torch.empty((N,) if bias_grad else (0,), dtype=wdtype, device=x.device)
-    if M == 0:
-        dw.zero_()
-        db.zero_()
-        return dx, dw, db
-
-    from warpforge.ops._kernels import norm as kernels
-
-    x, dy = as_rows(x), as_rows(dy)
-    dh = as_rows(dh) if dh is not None else None
-    programs = cdiv(M, rows)
-    # every program writes its row of the partials, so they need no zeroing
-    dw_partial = torch.empty(
-        (programs, N) if weight_grad else (1,), dtype=torch.float32, device=x.device
-    )
-    db_partial = torch.empty(
-        (programs, N) if bias_grad else (1,), dtype=torch.float32, device=x.device
-    )
-    with kernel_device(x):
-        kernels.norm_bwd_narrow_kernel[(programs,)](
-            dy, x, weight.contiguous() if weight is not None else x,
-            mean if center else rstd, rstd, dh if dh is not None else dy, dx,
-            dw_partial, db_partial,
-            dy.stride(0), x.stride(0), dh.stride(0) if dh is not None else 0, dx.stride(0),
-            M, N, offset,
-            CENTER=center, HAS_WEIGHT=weight is not None, WEIGHT_GRAD=weight_grad,
-            BIAS_GRAD=bias_grad, HAS_DH=dh is not None, ROWS=rows, BLOCK_N=block,
-            num_warps=warps,
-        )  # fmt: skip
-        if weight_grad or bias_grad:
-            first = (dw_partial, dw) if weight_grad else (db_partial, db)
-            block_p = min(_NARROW_MAX_BLOCK_P, next_power_of_2(programs))
-            grid = (cdiv(N, _PARTIAL_BLOCK_N), int(weight_grad) + int(bias_grad))
-            kernels.partial_sum_kernel[grid](
-                *first, db_partial, db, programs, N, BLOCK_P=block_p, BLOCK_N=_PARTIAL_BLOCK_N,
-                num_warps=8 if block_p >= 512 else 4,
-            )  # fmt: skip
-    return dx, dw, db
-
-
 # --------------------------------------------------------------------------- LayerNorm split rows
 
 LAYER_NORM_BWD_SPLIT_MIN_N = 16384
@@ -706,10 +601,6 @@ def layer_norm_backward(
         if split is not None:
             return _layer_norm_split_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
                                               split)  # fmt: skip
-    if _takes_narrow_backward(x):
-        return _norm_backward_narrow(
-            dy, x, weight, mean, rstd, None, 0.0, True, weight_grad, bias_grad
-        )
     return _norm_backward(dy, x, weight, mean, rstd, None, 0.0, True, weight_grad, bias_grad)
 
 
@@ -793,8 +684,9 @@ def _rms_norm_bwd(
     offset: float,
     weight_grad: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    backward = _norm_backward_narrow if _takes_narrow_backward(h) else _norm_backward
-    dx, dw, _ = backward(dy, h, weight, None, rstd, dh, offset, False, weight_grad, False)
+    dx, dw, _ = _norm_backward(
+        dy, h, weight, None, rstd, dh, offset, False, weight_grad, bias_grad=False
+    )
     return dx, dw
 
 

@@ -9,8 +9,6 @@ row is only scaled by its reciprocal root mean square (RMSNorm). Statistics are 
   forwards and the output pass walks it backwards, so the chunks read last (still in L2) are the
   first ones re-read; first-pass loads ask L2 to keep their lines (``evict_last``) and the
   final pass lets them go (``evict_first``).
-* ``norm_bwd_narrow_kernel``: the backward of short rows, one tile a program (no persistent loop),
-  each writing its own row of the partial weight/bias gradients.
 * ``partial_sum_kernel``: backward programs write per-program partial weight/bias gradients
   ``[num_programs, N]`` in fp32; this kernel sums them (both in one launch) in a fixed order
   (deterministic, no atomics).
@@ -799,79 +797,3 @@ def layer_norm_bwd_lag_kernel(
             tl.store(DW_PARTIAL + slot.to(tl.int64) * N + cols, dw_acc, mask=mask)
         if BIAS_GRAD:
             tl.store(DB_PARTIAL + slot.to(tl.int64) * N + cols, db_acc, mask=mask)
-
-
-@triton.jit
-def norm_bwd_narrow_kernel(
-    DY,
-    X,
-    W,
-    MEAN,
-    RSTD,
-    DH,
-    DX,
-    DW_PARTIAL,
-    DB_PARTIAL,
-    stride_dy,
-    stride_x,
-    stride_dh,
-    stride_dx,
-    M,
-    N,
-    offset,
-    CENTER: tl.constexpr,
-    HAS_WEIGHT: tl.constexpr,
-    WEIGHT_GRAD: tl.constexpr,
-    BIAS_GRAD: tl.constexpr,
-    HAS_DH: tl.constexpr,
-    ROWS: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-):
-    """The norm backward of narrow rows: one [ROWS, BLOCK_N] tile a program, no loop.
-
-    ``norm_bwd_rows_kernel`` is persistent (a few programs an SM, each carrying its partial
-    weight gradient across many tiles), so each program waits on its own chain of loads,
-    reductions and stores tile after tile. With short rows that chain, not memory, sets the
-    pace. Here every program loads its whole tile (x, dy, dh, statistics, weight) up front,
-    writes dx, and stores its tile's column sums of dy * xhat (and dy) as row ``pid`` of the
-    fp32 partial buffers, which ``partial_sum_kernel`` then sums in a fixed order; the SMs keep
-    many such programs in flight, as a plain row kernel does. Same arithmetic as
-    ``norm_bwd_rows_kernel``.
-    """
-    pid = tl.program_id(0)
-    rows = (pid * ROWS + tl.arange(0, ROWS)).to(tl.int64)
-    cols = tl.arange(0, BLOCK_N)
-    row_mask = rows < M
-    col_mask = cols < N
-    mask = row_mask[:, None] & col_mask[None, :]
-    x = tl.load(X + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
-    dy = tl.load(DY + rows[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0)
-    if HAS_DH:
-        dh = tl.load(DH + rows[:, None] * stride_dh + cols[None, :], mask=mask, other=0.0)
-    rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
-    x = x.to(tl.float32)
-    dy = dy.to(tl.float32)
-    if CENTER:
-        mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
-        xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
-    else:
-        xhat = x * rstd[:, None]
-    if HAS_WEIGHT:
-        scale = offset + tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
-        wdy = dy * scale[None, :]
-    else:
-        wdy = dy
-    if CENTER:
-        c1, c2 = _sum_pair(xhat * wdy, wdy, 1)
-        dx = (wdy - xhat * (c1 / N)[:, None] - (c2 / N)[:, None]) * rstd[:, None]
-    else:
-        c1 = tl.sum(xhat * wdy, axis=1) / N
-        dx = (wdy - xhat * c1[:, None]) * rstd[:, None]
-    if HAS_DH:
-        dx += dh.to(tl.float32)
-    tl.store(DX + rows[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty), mask=mask)
-    partial = pid.to(tl.int64) * N + cols
-    if WEIGHT_GRAD:
-        tl.store(DW_PARTIAL + partial, tl.sum(dy * xhat, axis=0), mask=col_mask)
-    if BIAS_GRAD:
-        tl.store(DB_PARTIAL + partial, tl.sum(dy, axis=0), mask=col_mask)
