@@ -127,6 +127,11 @@ class SplitRowPlan:
     flag_words: bool = False
     """The programs meet through flag words rather than an arrival counter (the cross-entropy
     kernel ``cross_entropy_fwd_grad_flags_kernel``; the callers that have one)."""
+    wide_poll: bool = False
+    """Flag words polled as one vector with a word a lane, only in the warps holding a chunk's
+    word (the flag-word kernel's POLL_LANES = :meth:`poll_lanes`), not copied in every warp."""
+    poll_backoff_ns: int = 0
+    """Nanoseconds a flag-word program sleeps between polls (0: none)."""
     max_registers: int | None = None
     """Registers a thread may use (Triton's ``maxnreg``) so that the planned programs per SM
     fit the register file; None with one program an SM."""
@@ -137,6 +142,13 @@ class SplitRowPlan:
         if self.max_registers is not None:
             options["maxnreg"] = self.max_registers
         return options
+
+    def poll_lanes(self) -> int:
+        """The flag-word kernel's POLL_LANES: 0 (32-word vectors in every warp) or, with
+        ``wide_poll``, a power of 2 covering every thread of the program and every chunk."""
+        if not self.wide_poll:
+            return 0
+        return max(self.chunks_pow2, 32 * self.num_warps)
 
     def workspace(self, rows: int, values: int, device: torch.device) -> torch.Tensor:
         """fp32 partials: ``values`` statistics of each chunk of each row."""

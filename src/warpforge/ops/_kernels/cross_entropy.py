@@ -44,6 +44,7 @@ from warpforge.ops._kernels.split_rows import (
     combined_partials,
     publish_word,
     row_words,
+    row_words_wide,
     split_place,
     store_chunk_partials,
     unpack_pair,
@@ -661,6 +662,8 @@ def cross_entropy_fwd_grad_flags_kernel(
     PREFETCH: tl.constexpr,
     HAS_SMOOTHING: tl.constexpr,
     CHECK_TARGETS: tl.constexpr,
+    POLL_LANES: tl.constexpr = 0,
+    BACKOFF_NS: tl.constexpr = 0,
 ):
     """``cross_entropy_fwd_grad_split_kernel`` (same programs, rows and chunks) meeting through
     flag words instead of a counter (see ``warpforge.ops._kernels.split_rows.row_words``): per
@@ -672,10 +675,17 @@ def cross_entropy_fwd_grad_flags_kernel(
     No fence: no program reads another's chunk. The target logit is read by the program whose
     chunk holds it (and published in its word for the loss), so the gradient may overwrite the
     logits in place. The target index and grad_loss of a program's next row are loaded with the
-    prefetch of its next chunk, so after the meeting only the words' poll is a round trip."""
+    prefetch of its next chunk, so after the meeting only the words' poll is a round trip.
+
+    POLL_LANES > 0 (at least the program's threads and CHUNKS_POW2): the words are polled as
+    one vector of that many lanes, a word per lane in the warps that hold one
+    (``row_words_wide``), not as one or two 32-word vectors copied in every warp. BACKOFF_NS:
+    a pause between polls."""
     chunks, chunk, slot, slots, offs, mask = split_place(n_cols, BLOCK)
     chunk_start = chunk * BLOCK
-    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
+    if POLL_LANES > 0:
+        lanes = tl.arange(0, POLL_LANES)
+    elif CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
         lanes = tl.arange(0, 32)
     else:
         lanes = tl.arange(0, CHUNKS_POW2)
@@ -726,10 +736,33 @@ def cross_entropy_fwd_grad_flags_kernel(
         next_grad_loss = tl.load(
             grad_loss_ptr + (row + slots) * grad_loss_stride, mask=has_next, other=0.0
         )
-        if STAGE != 1:
+        if STAGE != 1 and POLL_LANES > 0:
+            stats, sums = row_words_wide(
+                words, words + CHUNKS_POW2, lanes, chunks, tl.where(chunk == 0, chunks, 0),
+                STAGE, BACKOFF_NS,
+            )  # fmt: skip
+            maxes, exp_sums = unpack_pair(stats)
+            row_max = tl.max(maxes, axis=0)
+            total = tl.sum(exp_sums * tl.exp2((maxes - row_max) * LOG2E), axis=0)
+            lse = row_max + tl.log(total)
+            if chunk == 0:
+                row_totals, target_logits = unpack_pair(sums)
+                loss = _row_loss(
+                    lse, tl.sum(row_totals, axis=0), tl.sum(target_logits, axis=0), ignored,
+                    in_range, n_cols, label_smoothing, z_loss,
+                )  # fmt: skip
+                tl.store(loss_ptr + row, loss)
+                tl.store(lse_ptr + row, lse)
+            scale = _grad_scale(grad_loss, ignored, in_range)
+            _store_held_grad(
+                e, tl.exp2((chunk_max - row_max) * LOG2E) / total, offs, mask, lse, target,
+                target_logit, owns_target, scale, grad_ptr + row * grad_row_stride, n_cols,
+                label_smoothing, z_loss,
+            )  # fmt: skip
+        if STAGE != 1 and POLL_LANES == 0:
             stats, stats_2, sums, sums_2 = row_words(
                 words, words + CHUNKS_POW2, lanes, chunks, tl.where(chunk == 0, chunks, 0),
-                CHUNKS_POW2 > 32, STAGE,
+                CHUNKS_POW2 > 32, STAGE, BACKOFF_NS,
             )  # fmt: skip
             maxes, exp_sums = unpack_pair(stats)
             maxes_2, exp_sums_2 = unpack_pair(stats_2)
