@@ -28,8 +28,8 @@ import torch
 IGNORE = -100
 SHAPES = ((8192, 128256, "bf16"), (4096, 262144, "bf16"), (8192, 128256, "fp32"))
 LAUNCHES = {
-    # (name, flag words, block, warps, programs an SM[, wide poll, backoff ns]) timed per
-    # dtype; 2-byte rows prefetch
+    # (name, flag words, block, warps, programs an SM[, wide poll, backoff ns[, balanced
+    # chunks]]) timed per dtype; 2-byte rows prefetch
     "bf16": (
         ("counter 8192/8 x4", False, 8192, 8, 4),
         ("words 8192/8 x4", True, 8192, 8, 4),
@@ -38,8 +38,12 @@ LAUNCHES = {
         ("words 8192/8 x4 sleep500", True, 8192, 8, 4, False, 500),
         ("wide 8192/8 x4", True, 8192, 8, 4, True, 0),
         ("wide 8192/8 x4 sleep200", True, 8192, 8, 4, True, 200),
+        ("wide 8192/8 x4 bal", True, 8192, 8, 4, True, 0, True),
+        ("wide 8192/8 x4 bal sleep200", True, 8192, 8, 4, True, 200, True),
         ("wide 4096/4 x8", True, 4096, 4, 8, True, 0),
+        ("wide 4096/4 x8 bal", True, 4096, 4, 8, True, 0, True),
         ("wide 2048/2 x16", True, 2048, 2, 16, True, 0),
+        ("wide 2048/2 x16 bal", True, 2048, 2, 16, True, 0, True),
     ),
     "fp32": (
         ("counter 8192/8 x4", False, 8192, 8, 4),
@@ -48,8 +52,9 @@ LAUNCHES = {
     ),
 }
 """Launches past 64 chunks a row are skipped unless their words are polled wide (``wide``:
-one word a lane, ``SplitRowPlan.wide_poll``); ``default`` is the op's own plan
-(``_fwd_grad_split_plan``)."""
+one word a lane, ``SplitRowPlan.wide_poll``); ``bal``: chunks of ``chunk_cols`` columns so that
+whole rows fill the resident programs (``split_row_plan(balance=True)``); ``default`` is the
+op's own plan (``_fwd_grad_split_plan``)."""
 
 
 def _rel_err(out: torch.Tensor, ref: torch.Tensor, rows: int = 1024) -> float:
@@ -140,6 +145,7 @@ def main() -> None:
             plan = split_row_plan(
                 M, V, dev, block=block // shrink, num_warps=warps, programs_per_sm=per_sm,
                 prefetch=logits.element_size() == 2, release_only=True, flag_words=words,
+                balance=len(poll) > 2 and poll[2],
             )  # fmt: skip
             if plan is not None and poll:
                 plan = dataclasses.replace(plan, wide_poll=poll[0], poll_backoff_ns=poll[1])
@@ -161,7 +167,7 @@ def main() -> None:
                 f" ({plan.block}/{plan.num_warps})" if name == "default" else ""
             )
             row = {"shape": f"M={M} V={V}", "contender": name, "chunks": plan.chunks,
-                   "programs": plan.programs}  # fmt: skip
+                   "chunk_cols": plan.chunk_cols or plan.block, "programs": plan.programs}  # fmt: skip
             try:
                 grad.fill_(float("nan"))
                 loss, _ = run()

@@ -132,7 +132,7 @@ COMPILE_ALL = textwrap.dedent(
                 if plan.flag_words:
                     import dataclasses
                     for p in (plan, dataclasses.replace(plan, wide_poll=True, poll_backoff_ns=200)):
-                        stack = spilled_bytes(ck.cross_entropy_fwd_grad_flags_kernel, dict(split_types, words_ptr="*i64"), dict(flags, BLOCK=p.block, CHUNKS_POW2=p.chunks_pow2, STAGE=0, PREFETCH=p.prefetch, POLL_LANES=p.poll_lanes(), BACKOFF_NS=p.poll_backoff_ns), aligned=("n_cols", "logits_row_stride", "grad_row_stride"), **p.launch_options())
+                        stack = spilled_bytes(ck.cross_entropy_fwd_grad_flags_kernel, dict(split_types, words_ptr="*i64"), dict(flags, BLOCK=p.block, CHUNKS_POW2=p.chunks_pow2, STAGE=0, PREFETCH=p.prefetch, POLL_LANES=p.poll_lanes(), BACKOFF_NS=p.poll_backoff_ns, CHUNK_COLS=p.chunk_cols), aligned=("n_cols", "logits_row_stride", "grad_row_stride"), **p.launch_options())
                         assert stack <= allowed, f"flag-word split kernel spills {stack} bytes under its register cap ({dt}, {vocab}, {p})"
             block, warps = ce.launch_heuristic(vocab, tdt.itemsize)
             spilled_bytes(ck.cross_entropy_fwd_kernel, types, dict(flags, BLOCK=block), warps)

@@ -137,12 +137,12 @@ FLAG_WORDS_LAUNCHES = (
 the H100 (``benchmarks/results/ce16b-sweep{1,2}-2026-11-25-h100.txt``), bf16 8192 x 128256:
 4096/4 x8 1500 us against 8192/8 x4 1596 (the counter 1629); 4096 x 262144: 8192/8 x4
 1649-1681 (the counter 1660), 4096/4 x8 (64 chunks, two vectors of words) 1726. A launch may
-add ``wide_poll`` / ``poll_backoff_ns`` (``SplitRowPlan``)."""
+add ``wide_poll`` / ``poll_backoff_ns`` (``SplitRowPlan``) and ``balance`` (``split_row_plan``)."""
 
 FLAG_LAUNCHES_SWITCH = "WARPFORGE_CE_FLAG_LAUNCHES"
 """Replaces FLAG_WORDS_LAUNCHES (benchmarks): ``;``-separated
-``block/num_warps/programs_per_sm/max_columns[/wide_poll 0|1[/backoff_ns]]``; read when a shape
-is first planned."""
+``block/num_warps/programs_per_sm/max_columns[/wide_poll 0|1[/backoff_ns[/balance 0|1]]]``;
+read when a shape is first planned."""
 
 
 def _flag_words_launches() -> tuple[tuple[dict[str, int], int], ...]:
@@ -152,14 +152,18 @@ def _flag_words_launches() -> tuple[tuple[dict[str, int], int], ...]:
     launches = []
     for item in filter(None, (part.strip() for part in spec.split(";"))):
         fields = [int(v) for v in item.split("/")]
-        if not 4 <= len(fields) <= 6:
-            raise ValueError(f"{FLAG_LAUNCHES_SWITCH}: expected b/w/p/cols[/wide[/ns]], got {item!r}")
+        if not 4 <= len(fields) <= 7:
+            raise ValueError(
+                f"{FLAG_LAUNCHES_SWITCH}: expected b/w/p/cols[/wide[/ns[/balance]]], got {item!r}"
+            )
         block, warps, per_sm, max_cols = fields[:4]
         launch = {"block": block, "num_warps": warps, "programs_per_sm": per_sm}
         if len(fields) > 4:
             launch["wide_poll"] = fields[4]
         if len(fields) > 5:
             launch["poll_backoff_ns"] = fields[5]
+        if len(fields) > 6:
+            launch["balance"] = fields[6]
         launches.append((launch, max_cols))
     return tuple(launches)
 
@@ -181,7 +185,7 @@ def _fwd_grad_split_plan(
             if n_cols > max_cols:
                 continue
             plan = split_row_plan(n_rows, n_cols, device, **shape, prefetch=True,
-                                  flag_words=True)  # fmt: skip
+                                  flag_words=True, balance=bool(launch.get("balance", False)))  # fmt: skip
             if plan is not None and (poll["wide_poll"] or plan.chunks_pow2 <= _FLAG_WORDS_MAX_CHUNKS):
                 return dataclasses.replace(plan, **poll)
     return split_row_plan(n_rows, n_cols, device, **split_launch(element_size))
@@ -311,6 +315,8 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
 
     n_rows = logits.shape[0]
     options = dict(options, BLOCK=plan.block, **plan.launch_options())
+    if plan.chunk_cols and not plan.flag_words:
+        raise ValueError("split: chunks narrower than the block need the flag-word kernel")
     if plan.flag_words:
         if plan.chunks_pow2 > _FLAG_WORDS_MAX_CHUNKS and not plan.wide_poll:
             raise ValueError(
@@ -327,7 +333,8 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
                     logits, target, loss, lse, grad_out, grad_loss, words,
                     _row_stride(grad_loss), logits.stride(0), grad_out.stride(0), n_rows,
                     *common, CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, PREFETCH=plan.prefetch,
-                    POLL_LANES=plan.poll_lanes(), BACKOFF_NS=plan.poll_backoff_ns, **options,
+                    POLL_LANES=plan.poll_lanes(), BACKOFF_NS=plan.poll_backoff_ns,
+                    CHUNK_COLS=plan.chunk_cols, **options,
                 )  # fmt: skip
         return
     partials = plan.workspace(n_rows, 4, logits.device)

@@ -46,6 +46,7 @@ from warpforge.ops._kernels.split_rows import (
     row_words,
     row_words_wide,
     split_place,
+    split_place_cols,
     store_chunk_partials,
     unpack_pair,
     wait_for_row,
@@ -664,6 +665,7 @@ def cross_entropy_fwd_grad_flags_kernel(
     CHECK_TARGETS: tl.constexpr,
     POLL_LANES: tl.constexpr = 0,
     BACKOFF_NS: tl.constexpr = 0,
+    CHUNK_COLS: tl.constexpr = 0,
 ):
     """``cross_entropy_fwd_grad_split_kernel`` (same programs, rows and chunks) meeting through
     flag words instead of a counter (see ``warpforge.ops._kernels.split_rows.row_words``): per
@@ -680,9 +682,16 @@ def cross_entropy_fwd_grad_flags_kernel(
     POLL_LANES > 0 (at least the program's threads and CHUNKS_POW2): the words are polled as
     one vector of that many lanes, a word per lane in the warps that hold one
     (``row_words_wide``), not as one or two 32-word vectors copied in every warp. BACKOFF_NS:
-    a pause between polls."""
-    chunks, chunk, slot, slots, offs, mask = split_place(n_cols, BLOCK)
-    chunk_start = chunk * BLOCK
+    a pause between polls. CHUNK_COLS > 0: chunks of that many columns (at most BLOCK; the
+    plan's ``chunk_cols``), so that a row's chunks fill the resident programs."""
+    if CHUNK_COLS > 0:
+        chunks, chunk, slot, slots, offs, mask = split_place_cols(n_cols, BLOCK, CHUNK_COLS)
+        chunk_start = chunk * CHUNK_COLS
+        chunk_end = chunk_start + CHUNK_COLS
+    else:
+        chunks, chunk, slot, slots, offs, mask = split_place(n_cols, BLOCK)
+        chunk_start = chunk * BLOCK
+        chunk_end = chunk_start + BLOCK
     if POLL_LANES > 0:
         lanes = tl.arange(0, POLL_LANES)
     elif CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
@@ -706,7 +715,7 @@ def cross_entropy_fwd_grad_flags_kernel(
         in_range = (target >= 0) & (target < n_cols)
         if CHECK_TARGETS:
             tl.device_assert(ignored | in_range, "cross_entropy: target outside [0, vocab)")
-        owns_target = in_range & (target >= chunk_start) & (target < chunk_start + BLOCK)
+        owns_target = in_range & (target >= chunk_start) & (target < chunk_end)
         target_logit = tl.load(
             row_ptr + tl.where(owns_target, target, 0), mask=owns_target, other=0.0
         ).to(tl.float32)
@@ -726,9 +735,13 @@ def cross_entropy_fwd_grad_flags_kernel(
             publish_word(words + CHUNKS_POW2 + chunk, row_part, target_logit, STAGE)
         if PREFETCH:
             next_end = tl.where(row + slots < n_rows, n_cols, 0)  # nothing past the last row
+            if CHUNK_COLS > 0:
+                next_mask = (offs < next_end) & (tl.arange(0, BLOCK) < CHUNK_COLS)
+            else:
+                next_mask = offs < next_end
             upcoming = tl.load(
                 row_ptr + slots * logits_row_stride + offs,
-                mask=offs < next_end,
+                mask=next_mask,
                 other=float("-inf"),
             )
         has_next = row + slots < n_rows

@@ -36,6 +36,20 @@ def split_place(n_cols, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def split_place_cols(n_cols, BLOCK: tl.constexpr, COLS: tl.constexpr):
+    """:func:`split_place` with chunks of ``COLS`` columns (at most BLOCK, not a power of 2:
+    the plan's ``chunk_cols``), in BLOCK lanes of which the first COLS are the chunk's."""
+    pid = tl.program_id(0)
+    chunks = tl.cdiv(n_cols, COLS)
+    chunk = pid % chunks
+    slot = pid // chunks
+    slots = tl.num_programs(0) // chunks
+    lanes = tl.arange(0, BLOCK)
+    cols = chunk * COLS + lanes
+    return chunks, chunk, slot, slots, cols, (cols < n_cols) & (lanes < COLS)
+
+
+@triton.jit
 def wait_for_row(arrivals_ptr, row, chunks, arrived):
     """Spin until all ``chunks`` programs of ``row`` have bumped its arrival counter, last seen
     at ``arrived`` (acquire; the barrier then lets every thread read what they published).
