@@ -9,14 +9,13 @@ GB/s counts reading the logits once and writing the gradient once; ``of_copy`` d
 copy bandwidth measured in the same process.
 
     PYTHONPATH=src python benchmarks/ce_split_meeting_sweep.py --out DIR      # GPU, ~1 minute
-    (``--shapes 4096x262144:bf16 --only "words 8192/8 x4,wide 8192/8 x4" --repeat 3``)
+    (``--shapes 4096x262144:bf16 --only "262144:words 8192/8 x4,counter 8192/8 x4" --repeat 3``)
     TRITON_INTERPRET=1 PYTHONPATH=src python benchmarks/ce_split_meeting_sweep.py --out DIR --smoke
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import json
 import re
@@ -28,22 +27,14 @@ import torch
 IGNORE = -100
 SHAPES = ((8192, 128256, "bf16"), (4096, 262144, "bf16"), (8192, 128256, "fp32"))
 LAUNCHES = {
-    # (name, flag words, block, warps, programs an SM[, wide poll, backoff ns[, balanced
-    # chunks]]) timed per dtype; 2-byte rows prefetch
+    # (name, flag words, block, warps, programs an SM) timed per dtype; 2-byte rows prefetch.
+    # (Commit 4c86366 also had a one-word-a-lane poll, a pause between polls and balanced
+    # chunks: all slower, benchmarks/results/ce16c-2026-11-25-notes.md.)
     "bf16": (
         ("counter 8192/8 x4", False, 8192, 8, 4),
         ("words 8192/8 x4", True, 8192, 8, 4),
         ("words 4096/4 x8", True, 4096, 4, 8),
         ("words 2048/2 x16", True, 2048, 2, 16),
-        ("words 8192/8 x4 sleep500", True, 8192, 8, 4, False, 500),
-        ("wide 8192/8 x4", True, 8192, 8, 4, True, 0),
-        ("wide 8192/8 x4 sleep200", True, 8192, 8, 4, True, 200),
-        ("wide 8192/8 x4 bal", True, 8192, 8, 4, True, 0, True),
-        ("wide 8192/8 x4 bal sleep200", True, 8192, 8, 4, True, 200, True),
-        ("wide 4096/4 x8", True, 4096, 4, 8, True, 0),
-        ("wide 4096/4 x8 bal", True, 4096, 4, 8, True, 0, True),
-        ("wide 2048/2 x16", True, 2048, 2, 16, True, 0),
-        ("wide 2048/2 x16 bal", True, 2048, 2, 16, True, 0, True),
     ),
     "fp32": (
         ("counter 8192/8 x4", False, 8192, 8, 4),
@@ -51,9 +42,7 @@ LAUNCHES = {
         ("words 4096/4 x8", True, 4096, 4, 8),
     ),
 }
-"""Launches past 64 chunks a row are skipped unless their words are polled wide (``wide``:
-one word a lane, ``SplitRowPlan.wide_poll``); ``bal``: chunks of ``chunk_cols`` columns so that
-whole rows fill the resident programs (``split_row_plan(balance=True)``); ``default`` is the
+"""Launches past 64 chunks a row (the flag-word kernel's limit) are skipped; ``default`` is the
 op's own plan (``_fwd_grad_split_plan``)."""
 
 
@@ -136,27 +125,23 @@ def main() -> None:
         scale = torch.full((1,), 1.0 / count, device=dev)
         grad = torch.empty_like(logits)
         plans = {}
-        wanted = only and {n for n in only if ":" not in n} | {
+        wanted = None if not only else {n for n in only if ":" not in n} | {
             n.split(":", 1)[1] for n in only if n.split(":", 1)[0] == str(V)
         }  # fmt: skip
-        for name, words, block, warps, per_sm, *poll in LAUNCHES[dt]:
-            if wanted and name not in wanted:
+        for name, words, block, warps, per_sm in LAUNCHES[dt]:
+            if wanted is not None and name not in wanted:
                 continue
-            plan = split_row_plan(
+            plans[name] = split_row_plan(
                 M, V, dev, block=block // shrink, num_warps=warps, programs_per_sm=per_sm,
                 prefetch=logits.element_size() == 2, release_only=True, flag_words=words,
-                balance=len(poll) > 2 and poll[2],
             )  # fmt: skip
-            if plan is not None and poll:
-                plan = dataclasses.replace(plan, wide_poll=poll[0], poll_backoff_ns=poll[1])
-            plans[name] = plan
         if not args.smoke:
             plans["default"] = ce._fwd_grad_split_plan(M, V, logits.element_size(), logits.device)
         timed = []
         for name, plan in plans.items():
-            if plan is None or (plan.flag_words and plan.chunks_pow2 > 64 and not plan.wide_poll):
+            if plan is None or (plan.flag_words and plan.chunks_pow2 > 64):
                 continue
-            if wanted and name not in wanted:
+            if wanted is not None and name not in wanted:
                 continue
 
             def run(plan=plan, io=(logits, target, grad, scale)):
@@ -167,7 +152,7 @@ def main() -> None:
                 f" ({plan.block}/{plan.num_warps})" if name == "default" else ""
             )
             row = {"shape": f"M={M} V={V}", "contender": name, "chunks": plan.chunks,
-                   "chunk_cols": plan.chunk_cols or plan.block, "programs": plan.programs}  # fmt: skip
+                   "programs": plan.programs}  # fmt: skip
             try:
                 grad.fill_(float("nan"))
                 loss, _ = run()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import math
 
@@ -234,7 +233,7 @@ def _check_split_forward_with_grad(logits, target, grad_loss, plan):
         torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
 
 
-@pytest.mark.parametrize("words", ["counter", "flag-words", "wide-poll", "balanced"])
+@pytest.mark.parametrize("words", [False, True], ids=["counter", "flag-words"])
 @pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
 @pytest.mark.parametrize(("rows", "vocab"), [(9, 37), (4, 16), (7, 100), (5, 41 * 16 - 3)])
 def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch, words):
@@ -242,21 +241,15 @@ def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch, 
     column, at a chunk boundary, ignored), more rows than slots, smoothing and z-loss, into a
     poisoned buffer and in place (the target logit is read before any gradient lands; with
     ``prefetch`` each program loads its next row's chunk before writing this one's), with both
-    meetings: the arrival counter and the flag words (41 chunks: two vectors of words, or one
-    64-lane vector with the wide poll). ``balanced``: chunks narrower than the 64-lane block and
-    no power of 2 (32 of 37 columns, 48 of 100 and of 653), the wide poll."""
+    meetings: the arrival counter and the flag words (41 chunks: two vectors of words)."""
     gen = torch.Generator().manual_seed(24)
     logits = torch.randn(rows, vocab, generator=gen) * 3
     target = random_target((rows,), vocab, gen)
     target[0], target[1], target[2 % rows] = 0, vocab - 1, min(16, vocab - 1)
     target[rows - 1] = IGNORE
     grad_loss = torch.rand(rows, generator=gen) + 0.5
-    balanced = words == "balanced"
-    plan = split_row_plan(rows, vocab, "cpu", block=64 if balanced else 16, num_warps=1,
-                          prefetch=prefetch, flag_words=words != "counter", balance=balanced)  # fmt: skip
-    plan = dataclasses.replace(plan, wide_poll=words in ("wide-poll", "balanced"))
-    if balanced:
-        assert 0 < plan.chunk_cols < 64 or vocab <= 64, plan
+    plan = split_row_plan(rows, vocab, "cpu", block=16, num_warps=1, prefetch=prefetch,
+                          flag_words=words)  # fmt: skip
     _check_split_forward_with_grad(logits, target, grad_loss, plan)
 
 
@@ -373,33 +366,6 @@ def test_two_byte_rows_meet_through_flag_words_up_to_64_chunks(monkeypatch):
         p = plan(8192, vocab, 2, "cuda")
         assert (p.block, p.chunks, p.flag_words) == (block, chunks, words), (vocab, p)
         assert p.programs <= 132 * 32 // p.num_warps and p.programs % p.chunks == 0
-
-
-def test_flag_word_launches_switch(monkeypatch):
-    """WARPFORGE_CE_FLAG_LAUNCHES replaces the launch table (block/warps/per-SM/most columns
-    [/wide poll[/pause ns[/balanced chunks]]]); the first launch whose columns fit is taken, and
-    only wide-poll launches take rows of more than 64 chunks; balanced chunks fill all 528
-    resident programs at 262144 columns (33 of 7952 columns, not 32 of 8192 in 512)."""
-    from warpforge.ops import _split_rows
-    from warpforge.runtime import DeviceCapabilities
-
-    h100 = DeviceCapabilities("H100", (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448)
-    monkeypatch.setattr(_split_rows, "device_capabilities", lambda device: h100)
-    plan = ce_module._fwd_grad_split_plan.__wrapped__
-    monkeypatch.setenv(ce_module.FLAG_LAUNCHES_SWITCH, "2048/2/16/131072/1; 4096/4/8/524288/1/150")
-    p = plan(8192, 128256, 2, "cuda")
-    assert (p.block, p.chunks, p.wide_poll, p.poll_backoff_ns, p.poll_lanes()) == (2048, 63, True, 0, 64)
-    p = plan(4096, 262144, 2, "cuda")
-    assert (p.block, p.chunks, p.wide_poll, p.poll_backoff_ns, p.poll_lanes()) == (4096, 64, True, 150, 128)
-    assert p.programs == 132 * 8 // 64 * 64 and p.max_registers == 64
-    monkeypatch.setenv(ce_module.FLAG_LAUNCHES_SWITCH, "8192/8/4/524288/1/0/1")  # balanced
-    p = plan(4096, 262144, 2, "cuda")
-    assert (p.block, p.chunks, p.chunk_cols, p.programs, p.poll_lanes()) == (8192, 33, 7952, 528, 256)
-    monkeypatch.setenv(ce_module.FLAG_LAUNCHES_SWITCH, "2048/2/16/524288")  # 128 chunks, no wide
-    assert not plan(4096, 262144, 2, "cuda").flag_words  # the counter launch
-    monkeypatch.setenv(ce_module.FLAG_LAUNCHES_SWITCH, "2048/2/16")
-    with pytest.raises(ValueError, match="FLAG_LAUNCHES"):
-        plan(4096, 262144, 2, "cuda")
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -753,19 +719,13 @@ def test_gpu_split_forward_with_grad_target_loads_and_arrivals(early, release, m
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(
-    ("broadcast", "poll"),
-    [(False, "plan"), (True, "plan"), (False, "wide"), (True, "wide-4096-sleep-balanced")],
-    ids=["per-row", "broadcast", "per-row-wide", "broadcast-wide-4096-sleep-balanced"],
-)
+@pytest.mark.parametrize("broadcast", [False, True], ids=["per-row", "broadcast"])
 @pytest.mark.parametrize(("rows", "vocab"), [(100, 128256), (40, 262144), (37, 65536 + 24)])
-def test_gpu_split_forward_with_grad_flag_words(rows, vocab, broadcast, poll):
+def test_gpu_split_forward_with_grad_flag_words(rows, vocab, broadcast):
     """The op's 2-byte split launch meeting through flag words, rows in several waves (33 and
     16 rows in flight at 128256 and 262144 columns), targets at the first, last and a chunk's
     first and last column and ignored, per-row and broadcast grad_loss, smoothing and z-loss:
-    into a NaN-poisoned buffer and in place over the logits. Also with the words polled one a
-    lane (``wide_poll``), and so over balanced chunks of 4096-column programs (66 of 3984
-    columns at 262144, 32 of 4016 at 128256) with a pause between polls."""
+    into a NaN-poisoned buffer and in place over the logits."""
     gen = torch.Generator().manual_seed(rows + vocab + broadcast)
     logits = (torch.randn(rows, vocab, generator=gen) * 3).to("cuda", torch.bfloat16)
     target = random_target((rows,), vocab, gen).cuda()
@@ -780,14 +740,7 @@ def test_gpu_split_forward_with_grad_flag_words(rows, vocab, broadcast, poll):
     )
     (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
     plan = ce_module._fwd_grad_split_plan(rows, vocab, 2, logits.device)
-    assert plan is not None and (plan.chunks_pow2 <= ce_module._FLAG_WORDS_MAX_CHUNKS or plan.wide_poll)
-    if poll == "wide":
-        plan = dataclasses.replace(plan, wide_poll=True)
-    elif poll == "wide-4096-sleep-balanced":
-        plan = split_row_plan(rows, vocab, logits.device, block=4096, num_warps=4,
-                              programs_per_sm=8, prefetch=True, flag_words=True, balance=True)  # fmt: skip
-        plan = dataclasses.replace(plan, wide_poll=True, poll_backoff_ns=100)
-        assert plan.chunk_cols > 0, plan
+    assert plan is not None and plan.chunks_pow2 <= ce_module._FLAG_WORDS_MAX_CHUNKS
     for out in (torch.full_like(logits, float("nan")), logits.clone()):
         source = out if not out.isnan().any() else logits
         loss, lse = ce_module.row_losses(

@@ -127,13 +127,10 @@ COMPILE_ALL = textwrap.dedent(
                 # at 128256 columns, four of 8192 at 262144), measured faster than the counter
                 # launch above (benchmarks/results/ce16b-sweep*-2026-11-25-h100.txt); the same
                 # allowance
-                # (and its words polled one a lane, with a pause between polls: the wide poll)
                 plan = ce._fwd_grad_split_plan(4096, vocab, tdt.itemsize, "cuda")
                 if plan.flag_words:
-                    import dataclasses
-                    for p in (plan, dataclasses.replace(plan, wide_poll=True, poll_backoff_ns=200)):
-                        stack = spilled_bytes(ck.cross_entropy_fwd_grad_flags_kernel, dict(split_types, words_ptr="*i64"), dict(flags, BLOCK=p.block, CHUNKS_POW2=p.chunks_pow2, STAGE=0, PREFETCH=p.prefetch, POLL_LANES=p.poll_lanes(), BACKOFF_NS=p.poll_backoff_ns, CHUNK_COLS=p.chunk_cols), aligned=("n_cols", "logits_row_stride", "grad_row_stride"), **p.launch_options())
-                        assert stack <= allowed, f"flag-word split kernel spills {stack} bytes under its register cap ({dt}, {vocab}, {p})"
+                    stack = spilled_bytes(ck.cross_entropy_fwd_grad_flags_kernel, dict(split_types, words_ptr="*i64"), dict(flags, BLOCK=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch), aligned=("n_cols", "logits_row_stride", "grad_row_stride"), **plan.launch_options())
+                    assert stack <= allowed, f"flag-word split kernel spills {stack} bytes under its register cap ({dt}, {vocab})"
             block, warps = ce.launch_heuristic(vocab, tdt.itemsize)
             spilled_bytes(ck.cross_entropy_fwd_kernel, types, dict(flags, BLOCK=block), warps)
             block, warps = ce.bwd_launch_heuristic(vocab, tdt.itemsize)

@@ -127,15 +127,6 @@ class SplitRowPlan:
     flag_words: bool = False
     """The programs meet through flag words rather than an arrival counter (the cross-entropy
     kernel ``cross_entropy_fwd_grad_flags_kernel``; the callers that have one)."""
-    wide_poll: bool = False
-    """Flag words polled as one vector with a word a lane, only in the warps holding a chunk's
-    word (the flag-word kernel's POLL_LANES = :meth:`poll_lanes`), not copied in every warp."""
-    poll_backoff_ns: int = 0
-    """Nanoseconds a flag-word program sleeps between polls (0: none)."""
-    chunk_cols: int = 0
-    """Columns of a chunk when not ``block`` (0): fewer, so that the row's chunks fill the
-    resident programs (see ``balance`` of :func:`split_row_plan`; the flag-word kernel's
-    CHUNK_COLS)."""
     max_registers: int | None = None
     """Registers a thread may use (Triton's ``maxnreg``) so that the planned programs per SM
     fit the register file; None with one program an SM."""
@@ -146,13 +137,6 @@ class SplitRowPlan:
         if self.max_registers is not None:
             options["maxnreg"] = self.max_registers
         return options
-
-    def poll_lanes(self) -> int:
-        """The flag-word kernel's POLL_LANES: 0 (32-word vectors in every warp) or, with
-        ``wide_poll``, a power of 2 covering every thread of the program and every chunk."""
-        if not self.wide_poll:
-            return 0
-        return max(self.chunks_pow2, 32 * self.num_warps)
 
     def workspace(self, rows: int, values: int, device: torch.device) -> torch.Tensor:
         """fp32 partials: ``values`` statistics of each chunk of each row."""
@@ -167,32 +151,6 @@ class SplitRowPlan:
         return (0,) if self.synchronized else (1, 2)
 
 
-BALANCE_STEP = 16
-"""``chunk_cols`` of a balanced plan is a multiple of this many elements (32-byte aligned
-chunks of 2-byte rows: whole 16-byte vector loads)."""
-
-
-def _balanced_chunk_cols(M: int, N: int, block: int, capacity: int | None) -> int:
-    """Columns a chunk (a multiple of BALANCE_STEP, at most ``block``) such that whole rows of
-    chunks use the most of the ``capacity`` resident programs, the fewest chunks among equals:
-    at 262144 columns and four 8192-column programs an SM of 132, 32 chunks a row leave 16 of
-    528 programs unused and 33 of 7952 columns use all. Under the interpreter (``capacity``
-    None) the first width narrower than ``block``, so that tests meet ragged chunks."""
-    least = cdiv(N, block)
-    best_cols, best_used = block, -1
-    for chunks in range(least, 2 * least + 1):
-        cols = min(block, cdiv(cdiv(N, chunks), BALANCE_STEP) * BALANCE_STEP)
-        if capacity is None:
-            if cols < block:
-                return cols
-            continue
-        real = cdiv(N, cols)
-        used = min(M, capacity // real) * real
-        if used > best_used:
-            best_cols, best_used = cols, used
-    return best_cols
-
-
 def split_row_plan(
     M: int,
     N: int,
@@ -204,14 +162,11 @@ def split_row_plan(
     prefetch: bool = False,
     release_only: bool = False,
     flag_words: bool = False,
-    balance: bool = False,
 ) -> SplitRowPlan | None:
     """The split launch of (M, N) rows, or None when a row needs more programs than the GPU
     holds at once (under MPS: than this process's share of it) or ``WARPFORGE_SPLIT_ROWS=0``
     (the caller then uses its one-program-per-row chunked kernel). ``programs_per_sm`` above 1
-    needs ``programs_per_sm * num_warps <= MAX_RESIDENT_WARPS`` (see the module docstring).
-    ``balance``: chunks of ``chunk_cols`` columns (kernels that take them) chosen so that whole
-    rows of chunks fill the resident programs (:func:`_balanced_chunk_cols`)."""
+    needs ``programs_per_sm * num_warps <= MAX_RESIDENT_WARPS`` (see the module docstring)."""
     if block < 16 or block & (block - 1):
         raise ValueError(f"block: expected a power of 2 >= 16, got {block!r}")
     if programs_per_sm < 1:
@@ -225,18 +180,15 @@ def split_row_plan(
             )
         # whole 8-register steps (the allocation unit), within the 255 a thread can address
         max_registers = min(255, REGISTERS_PER_SM // (programs_per_sm * num_warps * 32)) // 8 * 8
+    chunks = cdiv(N, block)
     sm_count = device_capabilities(device).sm_count
-    capacity = None if sm_count is None else usable_sm_count(sm_count) * programs_per_sm
-    chunk_cols = _balanced_chunk_cols(M, N, block, capacity) if balance else block
-    chunks = cdiv(N, chunk_cols)
-    chunk_cols = 0 if chunk_cols == block else chunk_cols
-    if capacity is None:
+    if sm_count is None:
         slots = min(M, _INTERPRETER_SLOTS)
         synchronized = False
     else:
         if not _synchronized_enabled():
             return None
-        slots = min(M, capacity // chunks)
+        slots = min(M, usable_sm_count(sm_count) * programs_per_sm // chunks)
         synchronized = True
     if slots < 1:
         return None
@@ -250,6 +202,5 @@ def split_row_plan(
         prefetch=prefetch,
         release_only=release_only,
         flag_words=flag_words,
-        chunk_cols=chunk_cols,
         max_registers=max_registers,
     )

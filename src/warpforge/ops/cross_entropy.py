@@ -24,10 +24,8 @@ Without grad the forward only reads the logits.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
-import os
 
 import torch
 
@@ -129,43 +127,14 @@ _FLAG_WORDS_MAX_CHUNKS = 64
 ``row_words``), at most two of them."""
 
 FLAG_WORDS_LAUNCHES = (
-    ({"block": 4096, "num_warps": 4, "programs_per_sm": 8}, 32 * 4096),
-    ({"block": 8192, "num_warps": 8, "programs_per_sm": 4}, 64 * 8192),
+    ({"block": 4096, "num_warps": 4, "programs_per_sm": 8}, 32),
+    ({"block": 8192, "num_warps": 8, "programs_per_sm": 4}, 64),
 )
-"""(launch, most columns a row) of the flag-word split plans, the first that fits taken: eight
-4096-column programs an SM (4 warps) up to 32 chunks, then four of 8192 (8 warps) up to 64. On
-the H100 (``benchmarks/results/ce16b-sweep{1,2}-2026-11-25-h100.txt``), bf16 8192 x 128256:
-4096/4 x8 1500 us against 8192/8 x4 1596 (the counter 1629); 4096 x 262144: 8192/8 x4
-1649-1681 (the counter 1660), 4096/4 x8 (64 chunks, two vectors of words) 1726. A launch may
-add ``wide_poll`` / ``poll_backoff_ns`` (``SplitRowPlan``) and ``balance`` (``split_row_plan``)."""
-
-FLAG_LAUNCHES_SWITCH = "WARPFORGE_CE_FLAG_LAUNCHES"
-"""Replaces FLAG_WORDS_LAUNCHES (benchmarks): ``;``-separated
-``block/num_warps/programs_per_sm/max_columns[/wide_poll 0|1[/backoff_ns[/balance 0|1]]]``;
-read when a shape is first planned."""
-
-
-def _flag_words_launches() -> tuple[tuple[dict[str, int], int], ...]:
-    spec = os.environ.get(FLAG_LAUNCHES_SWITCH, "").strip()
-    if not spec:
-        return FLAG_WORDS_LAUNCHES
-    launches = []
-    for item in filter(None, (part.strip() for part in spec.split(";"))):
-        fields = [int(v) for v in item.split("/")]
-        if not 4 <= len(fields) <= 7:
-            raise ValueError(
-                f"{FLAG_LAUNCHES_SWITCH}: expected b/w/p/cols[/wide[/ns[/balance]]], got {item!r}"
-            )
-        block, warps, per_sm, max_cols = fields[:4]
-        launch = {"block": block, "num_warps": warps, "programs_per_sm": per_sm}
-        if len(fields) > 4:
-            launch["wide_poll"] = fields[4]
-        if len(fields) > 5:
-            launch["poll_backoff_ns"] = fields[5]
-        if len(fields) > 6:
-            launch["balance"] = fields[6]
-        launches.append((launch, max_cols))
-    return tuple(launches)
+"""(launch, most chunks a row, rounded up to a power of 2) of the flag-word split plans, the
+first that fits taken: eight 4096-column programs an SM (4 warps) up to 32 chunks, then four of
+8192 (8 warps). On the H100 (``benchmarks/results/ce16b-sweep{1,2}-2026-11-25-h100.txt``), bf16
+8192 x 128256: 4096/4 x8 1500 us against 8192/8 x4 1596 (the counter 1629); 4096 x 262144:
+8192/8 x4 1649-1681 (the counter 1660), 4096/4 x8 (64 chunks, two vectors of words) 1726."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -178,16 +147,11 @@ def _fwd_grad_split_plan(
     if next_power_of_2(n_cols) <= WHOLE_ROW_MAX_BLOCK or element_size < SPLIT_GRAD_MIN_ELEMENT_SIZE:
         return None
     if element_size <= FLAG_WORDS_MAX_ELEMENT_SIZE:
-        for launch, max_cols in _flag_words_launches():
-            poll = {"wide_poll": bool(launch.get("wide_poll", False)),
-                    "poll_backoff_ns": int(launch.get("poll_backoff_ns", 0))}  # fmt: skip
-            shape = {k: launch[k] for k in ("block", "num_warps", "programs_per_sm")}
-            if n_cols > max_cols:
-                continue
-            plan = split_row_plan(n_rows, n_cols, device, **shape, prefetch=True,
-                                  flag_words=True, balance=bool(launch.get("balance", False)))  # fmt: skip
-            if plan is not None and (poll["wide_poll"] or plan.chunks_pow2 <= _FLAG_WORDS_MAX_CHUNKS):
-                return dataclasses.replace(plan, **poll)
+        for launch, max_chunks in FLAG_WORDS_LAUNCHES:
+            plan = split_row_plan(n_rows, n_cols, device, **launch, prefetch=True,
+                                  flag_words=True)  # fmt: skip
+            if plan is not None and plan.chunks_pow2 <= max_chunks:
+                return plan
     return split_row_plan(n_rows, n_cols, device, **split_launch(element_size))
 
 
@@ -315,10 +279,8 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
 
     n_rows = logits.shape[0]
     options = dict(options, BLOCK=plan.block, **plan.launch_options())
-    if plan.chunk_cols and not plan.flag_words:
-        raise ValueError("split: chunks narrower than the block need the flag-word kernel")
     if plan.flag_words:
-        if plan.chunks_pow2 > _FLAG_WORDS_MAX_CHUNKS and not plan.wide_poll:
+        if plan.chunks_pow2 > _FLAG_WORDS_MAX_CHUNKS:
             raise ValueError(
                 f"split: a flag-word plan of at most {_FLAG_WORDS_MAX_CHUNKS} chunks a row, "
                 f"got {plan.chunks}"
@@ -333,8 +295,7 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
                     logits, target, loss, lse, grad_out, grad_loss, words,
                     _row_stride(grad_loss), logits.stride(0), grad_out.stride(0), n_rows,
                     *common, CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, PREFETCH=plan.prefetch,
-                    POLL_LANES=plan.poll_lanes(), BACKOFF_NS=plan.poll_backoff_ns,
-                    CHUNK_COLS=plan.chunk_cols, **options,
+                    **options,
                 )  # fmt: skip
         return
     partials = plan.workspace(n_rows, 4, logits.device)

@@ -44,9 +44,7 @@ from warpforge.ops._kernels.split_rows import (
     combined_partials,
     publish_word,
     row_words,
-    row_words_wide,
     split_place,
-    split_place_cols,
     store_chunk_partials,
     unpack_pair,
     wait_for_row,
@@ -663,9 +661,6 @@ def cross_entropy_fwd_grad_flags_kernel(
     PREFETCH: tl.constexpr,
     HAS_SMOOTHING: tl.constexpr,
     CHECK_TARGETS: tl.constexpr,
-    POLL_LANES: tl.constexpr = 0,
-    BACKOFF_NS: tl.constexpr = 0,
-    CHUNK_COLS: tl.constexpr = 0,
 ):
     """``cross_entropy_fwd_grad_split_kernel`` (same programs, rows and chunks) meeting through
     flag words instead of a counter (see ``warpforge.ops._kernels.split_rows.row_words``): per
@@ -677,24 +672,10 @@ def cross_entropy_fwd_grad_flags_kernel(
     No fence: no program reads another's chunk. The target logit is read by the program whose
     chunk holds it (and published in its word for the loss), so the gradient may overwrite the
     logits in place. The target index and grad_loss of a program's next row are loaded with the
-    prefetch of its next chunk, so after the meeting only the words' poll is a round trip.
-
-    POLL_LANES > 0 (at least the program's threads and CHUNKS_POW2): the words are polled as
-    one vector of that many lanes, a word per lane in the warps that hold one
-    (``row_words_wide``), not as one or two 32-word vectors copied in every warp. BACKOFF_NS:
-    a pause between polls. CHUNK_COLS > 0: chunks of that many columns (at most BLOCK; the
-    plan's ``chunk_cols``), so that a row's chunks fill the resident programs."""
-    if CHUNK_COLS > 0:
-        chunks, chunk, slot, slots, offs, mask = split_place_cols(n_cols, BLOCK, CHUNK_COLS)
-        chunk_start = chunk * CHUNK_COLS
-        chunk_end = chunk_start + CHUNK_COLS
-    else:
-        chunks, chunk, slot, slots, offs, mask = split_place(n_cols, BLOCK)
-        chunk_start = chunk * BLOCK
-        chunk_end = chunk_start + BLOCK
-    if POLL_LANES > 0:
-        lanes = tl.arange(0, POLL_LANES)
-    elif CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
+    prefetch of its next chunk, so after the meeting only the words' poll is a round trip."""
+    chunks, chunk, slot, slots, offs, mask = split_place(n_cols, BLOCK)
+    chunk_start = chunk * BLOCK
+    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
         lanes = tl.arange(0, 32)
     else:
         lanes = tl.arange(0, CHUNKS_POW2)
@@ -715,7 +696,7 @@ def cross_entropy_fwd_grad_flags_kernel(
         in_range = (target >= 0) & (target < n_cols)
         if CHECK_TARGETS:
             tl.device_assert(ignored | in_range, "cross_entropy: target outside [0, vocab)")
-        owns_target = in_range & (target >= chunk_start) & (target < chunk_end)
+        owns_target = in_range & (target >= chunk_start) & (target < chunk_start + BLOCK)
         target_logit = tl.load(
             row_ptr + tl.where(owns_target, target, 0), mask=owns_target, other=0.0
         ).to(tl.float32)
@@ -735,13 +716,9 @@ def cross_entropy_fwd_grad_flags_kernel(
             publish_word(words + CHUNKS_POW2 + chunk, row_part, target_logit, STAGE)
         if PREFETCH:
             next_end = tl.where(row + slots < n_rows, n_cols, 0)  # nothing past the last row
-            if CHUNK_COLS > 0:
-                next_mask = (offs < next_end) & (tl.arange(0, BLOCK) < CHUNK_COLS)
-            else:
-                next_mask = offs < next_end
             upcoming = tl.load(
                 row_ptr + slots * logits_row_stride + offs,
-                mask=next_mask,
+                mask=offs < next_end,
                 other=float("-inf"),
             )
         has_next = row + slots < n_rows
@@ -749,33 +726,10 @@ def cross_entropy_fwd_grad_flags_kernel(
         next_grad_loss = tl.load(
             grad_loss_ptr + (row + slots) * grad_loss_stride, mask=has_next, other=0.0
         )
-        if STAGE != 1 and POLL_LANES > 0:
-            stats, sums = row_words_wide(
-                words, words + CHUNKS_POW2, lanes, chunks, tl.where(chunk == 0, chunks, 0),
-                STAGE, BACKOFF_NS,
-            )  # fmt: skip
-            maxes, exp_sums = unpack_pair(stats)
-            row_max = tl.max(maxes, axis=0)
-            total = tl.sum(exp_sums * tl.exp2((maxes - row_max) * LOG2E), axis=0)
-            lse = row_max + tl.log(total)
-            if chunk == 0:
-                row_totals, target_logits = unpack_pair(sums)
-                loss = _row_loss(
-                    lse, tl.sum(row_totals, axis=0), tl.sum(target_logits, axis=0), ignored,
-                    in_range, n_cols, label_smoothing, z_loss,
-                )  # fmt: skip
-                tl.store(loss_ptr + row, loss)
-                tl.store(lse_ptr + row, lse)
-            scale = _grad_scale(grad_loss, ignored, in_range)
-            _store_held_grad(
-                e, tl.exp2((chunk_max - row_max) * LOG2E) / total, offs, mask, lse, target,
-                target_logit, owns_target, scale, grad_ptr + row * grad_row_stride, n_cols,
-                label_smoothing, z_loss,
-            )  # fmt: skip
-        if STAGE != 1 and POLL_LANES == 0:
+        if STAGE != 1:
             stats, stats_2, sums, sums_2 = row_words(
                 words, words + CHUNKS_POW2, lanes, chunks, tl.where(chunk == 0, chunks, 0),
-                CHUNKS_POW2 > 32, STAGE, BACKOFF_NS,
+                CHUNKS_POW2 > 32, STAGE,
             )  # fmt: skip
             maxes, exp_sums = unpack_pair(stats)
             maxes_2, exp_sums_2 = unpack_pair(stats_2)

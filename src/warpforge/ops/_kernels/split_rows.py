@@ -36,20 +36,6 @@ def split_place(n_cols, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def split_place_cols(n_cols, BLOCK: tl.constexpr, COLS: tl.constexpr):
-    """:func:`split_place` with chunks of ``COLS`` columns (at most BLOCK, not a power of 2:
-    the plan's ``chunk_cols``), in BLOCK lanes of which the first COLS are the chunk's."""
-    pid = tl.program_id(0)
-    chunks = tl.cdiv(n_cols, COLS)
-    chunk = pid % chunks
-    slot = pid // chunks
-    slots = tl.num_programs(0) // chunks
-    lanes = tl.arange(0, BLOCK)
-    cols = chunk * COLS + lanes
-    return chunks, chunk, slot, slots, cols, (cols < n_cols) & (lanes < COLS)
-
-
-@triton.jit
 def wait_for_row(arrivals_ptr, row, chunks, arrived):
     """Spin until all ``chunks`` programs of ``row`` have bumped its arrival counter, last seen
     at ``arrived`` (acquire; the barrier then lets every thread read what they published).
@@ -153,55 +139,13 @@ def _pending(words):
 
 
 @triton.jit
-def _pending_either(words, more):
-    # one reduction (a word vector spread over warps costs a CTA barrier a reduction)
-    return tl.max(((words == UNPUBLISHED) | (more == UNPUBLISHED)).to(tl.int32), axis=0)
-
-
-@triton.jit
 def _poll(ptr, lanes, live, empty):
     return tl.load(ptr + lanes, mask=live, other=empty, volatile=True)
 
 
 @triton.jit
-def poll_pause(NS: tl.constexpr):
-    """Sleep about NS nanoseconds between two polls (PTX ``nanosleep``; sm_70+), returning 0 for
-    the next poll's address, so that the pause stays before it and inside the loop."""
-    return tl.inline_asm_elementwise(
-        "nanosleep.u32 $1;\n\tmov.u32 $0, 0;", "=r,r", [tl.full([], NS, tl.int32)],
-        dtype=tl.int32, is_pure=False, pack=1,
-    )  # fmt: skip
-
-
-@triton.jit
-def row_words_wide(words_ptr, more_ptr, lanes, chunks, more_chunks, STAGE: tl.constexpr,
-                   BACKOFF_NS: tl.constexpr = 0):  # fmt: skip
-    """:func:`row_words` with ``lanes`` = arange(0, P), P at least the program's threads (and
-    the row's chunks): one word a lane and no copy of a word in another warp, so only the warps
-    whose lanes hold a chunk (one for up to 32 chunks) load, where every warp of the program
-    polled every word before (the row's words sit in one or two L2 lines that all its
-    programs poll). The test of the words is a reduction over the whole program (all warps
-    agree when to stop), and so are the statistics taken from them afterwards: every value used
-    is one the test saw published. Returns (words, more words); BACKOFF_NS > 0 sleeps that long
-    between polls."""
-    words = _poll(words_ptr, lanes, lanes < chunks, EMPTY_STATS)
-    more = _poll(more_ptr, lanes, lanes < more_chunks, 0)
-    if STAGE == 0:
-        pending = _pending_either(words, more)
-        while pending > 0:
-            if BACKOFF_NS > 0:
-                pause = poll_pause(BACKOFF_NS)
-            else:
-                pause = 0
-            words = _poll(words_ptr + pause, lanes, lanes < chunks, EMPTY_STATS)
-            more = _poll(more_ptr + pause, lanes, lanes < more_chunks, 0)
-            pending = _pending_either(words, more)
-    return words, more
-
-
-@triton.jit
 def row_words(words_ptr, more_ptr, lanes, chunks, more_chunks, SECOND: tl.constexpr,
-              STAGE: tl.constexpr, BACKOFF_NS: tl.constexpr = 0):  # fmt: skip
+              STAGE: tl.constexpr):  # fmt: skip
     """A row's words, polled with volatile loads until none is UNPUBLISHED when the programs
     meet in one launch (STAGE 0): ``words_ptr[c]`` for the ``chunks`` chunks (EMPTY_STATS past
     them) and ``more_ptr[c]`` for the first ``more_chunks`` (0 past them), as 32-lane vectors
@@ -210,8 +154,7 @@ def row_words(words_ptr, more_ptr, lanes, chunks, more_chunks, SECOND: tl.conste
 
     A vector of at most 32 words sits in every warp's lanes and each warp tests its own copy (a
     longer one would spread over warps, whose test of another warp's copy says nothing of its
-    own), so the values a warp goes on with are the ones its test saw published. BACKOFF_NS > 0
-    sleeps that long between polls."""
+    own), so the values a warp goes on with are the ones its test saw published."""
     first = _poll(words_ptr, lanes, lanes < chunks, EMPTY_STATS)
     more_first = _poll(more_ptr, lanes, lanes < more_chunks, 0)
     if SECOND:
@@ -225,12 +168,8 @@ def row_words(words_ptr, more_ptr, lanes, chunks, more_chunks, SECOND: tl.conste
         if SECOND:
             pending = tl.maximum(pending, tl.maximum(_pending(second), _pending(more_second)))
         while pending > 0:
-            if BACKOFF_NS > 0:
-                pause = poll_pause(BACKOFF_NS)
-            else:
-                pause = 0
-            first = _poll(words_ptr + pause, lanes, lanes < chunks, EMPTY_STATS)
-            more_first = _poll(more_ptr + pause, lanes, lanes < more_chunks, 0)
+            first = _poll(words_ptr, lanes, lanes < chunks, EMPTY_STATS)
+            more_first = _poll(more_ptr, lanes, lanes < more_chunks, 0)
             pending = tl.maximum(_pending(first), _pending(more_first))
             if SECOND:
                 second = _poll(words_ptr + 32, lanes, lanes + 32 < chunks, EMPTY_STATS)
