@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Ran once, at commit 4c86366 (the wide / bal contenders and WARPFORGE_CE_FLAG_LAUNCHES exist only
+# there; reverted after this call, see ce16c-2026-11-25-notes.md).
 # ce16c (issue #4): the one device call, from .carry-ce16c with PYTHONPATH set by the caller and
 # $OUT from the device machine. (1) kernel sweep of the flag-word meeting variants (wide poll:
 # one word a lane; a pause between polls; balanced chunks that fill the resident programs; 4096-
