@@ -52,7 +52,7 @@ def _copy_bandwidth(do_bench) -> float:
     return 2 * x.numel() / (ms * 1e-3)
 
 
-def _rel_err(out: torch.Tensor, ref: torch.Tensor, rows: int = 1024) -> float:
+def rel_err(out: torch.Tensor, ref: torch.Tensor, rows: int = 1024) -> float:
     """||out - ref|| / ||ref|| in float64, a block of rows at a time (NaN stays NaN)."""
     num = den = 0.0
     for start in range(0, out.shape[0], rows):
@@ -213,7 +213,7 @@ def main() -> None:
                 out = guarded(name, fn)
                 if out is None:
                     continue
-                err = max(_rel_err(out[0][:, None], ref_loss[:, None]), _rel_err(grad, ref_grad))
+                err = max(rel_err(out[0][:, None], ref_loss[:, None]), rel_err(grad, ref_grad))
                 record("ce.fwd_grad", f"M={M} V={V}", name, fn, 2 * M * V * 2, err, 1e-2)
             del ref_grad, grad
 
@@ -230,7 +230,7 @@ def main() -> None:
 
             loss, g = op()
             ref_mean = float(ref_loss.sum() / count)
-            err = max(abs(float(loss.detach()) - ref_mean) / ref_mean, _rel_err(g, ref_grad))
+            err = max(abs(float(loss.detach()) - ref_mean) / ref_mean, rel_err(g, ref_grad))
             record("ce.op", f"M={M} V={V}", "cross_entropy + autograd.grad", op,
                    2 * M * V * 2 + M * 8, err, 1e-2)  # fmt: skip
             grad = torch.full_like(logits, float("nan"))
@@ -240,7 +240,7 @@ def main() -> None:
             )
             kernel()
             record("ce.op", f"M={M} V={V}", "default forward-with-gradient kernel alone", kernel,
-                   2 * M * V * 2, _rel_err(grad, ref_grad), 1e-2)  # fmt: skip
+                   2 * M * V * 2, rel_err(grad, ref_grad), 1e-2)  # fmt: skip
             if shapes[0][1] == V:
                 from torch.profiler import ProfilerActivity, profile
 
@@ -264,7 +264,7 @@ def main() -> None:
         ref = (g0.double() * factors.double()[:, None]).float()
         g = g0.clone()
         ce.scale_row_grads(g, factors)
-        err = _rel_err(g, ref)
+        err = rel_err(g, ref)
         record("ce.scale", f"M={M} V={V}", "scale_row_grads per-row factors",
                lambda: ce.scale_row_grads(g, factors), 2 * M * V * 2, err, 1e-2)  # fmt: skip
         record("ce.scale", f"M={M} V={V}", "torch mul_ per-row factors",
@@ -295,10 +295,10 @@ def main() -> None:
                 del y
                 y = fn()
                 record(family, f"M={M} N={N}", f"split {block}/{warps} x{per_sm} pf REL",
-                       fn, 2 * M * N * 2, _rel_err(y, ref), 1e-2)  # fmt: skip
+                       fn, 2 * M * N * 2, rel_err(y, ref), 1e-2)  # fmt: skip
             fn = functools.partial(softmax_ops.softmax_forward, x, log)
             y = fn()
-            record(family, f"M={M} N={N}", "default", fn, 2 * M * N * 2, _rel_err(y, ref), 1e-2)
+            record(family, f"M={M} N={N}", "default", fn, 2 * M * N * 2, rel_err(y, ref), 1e-2)
             del ref, y
 
     (args.out / "ce_softmax_bf16_sweep.txt").write_text("\n".join(lines) + "\n")

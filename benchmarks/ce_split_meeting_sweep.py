@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import torch
+from ce_softmax_bf16_sweep import rel_err  # the same float64 check as the first sweep
 
 IGNORE = -100
 SHAPES = ((8192, 128256, "bf16"), (4096, 262144, "bf16"), (8192, 128256, "fp32"))
@@ -44,17 +45,6 @@ LAUNCHES = {
 }
 """Launches past 64 chunks a row (the flag-word kernel's limit) are skipped; ``default`` is the
 op's own plan (``_fwd_grad_split_plan``)."""
-
-
-def _rel_err(out: torch.Tensor, ref: torch.Tensor, rows: int = 1024) -> float:
-    """||out - ref|| / ||ref|| in float64, a block of rows at a time (NaN stays NaN)."""
-    num = den = 0.0
-    for start in range(0, out.shape[0], rows):
-        o = out[start : start + rows].double()
-        r = ref[start : start + rows].double()
-        num += float(((o - r) ** 2).sum())
-        den += float((r**2).sum())
-    return (num / den) ** 0.5 if den else num**0.5
 
 
 def _reference(logits: torch.Tensor, target: torch.Tensor, scale: float):
@@ -156,7 +146,7 @@ def main() -> None:
             try:
                 grad.fill_(float("nan"))
                 loss, _ = run()
-                err = max(_rel_err(grad, ref_grad), _rel_err(loss[:, None], ref_loss[:, None]))
+                err = max(rel_err(grad, ref_grad), rel_err(loss[:, None], ref_loss[:, None]))
                 passes = [do_bench(run, return_mode="median")]
             except Exception as exc:  # recorded, the sweep goes on
                 row["error"] = repr(exc)[:300]

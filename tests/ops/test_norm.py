@@ -10,7 +10,7 @@ import triton.language as tl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import warpforge.ops._kernels.norm as norm_kernels  # decorate kernels while the interpreter is on
+import warpforge.ops._kernels.split_rows as split_kernels  # decorate kernels while the interpreter is on
 from warpforge.ops import layer_norm, rms_norm
 from warpforge.ops import norm as norm_module
 
@@ -866,19 +866,20 @@ def test_layer_norm_lag_argument_is_checked(device):
 @triton.jit
 def _pack_roundtrip_kernel(S, P, U, BLOCK: tl.constexpr):
     """Packs the pairs (S[k], S[BLOCK + k]) into P[k] one scalar pair at a time, as the lagged
-    kernel does, and writes the unpacked column sums (divided by 1) to U."""
+    kernel does (``split_rows.pack_pair``), and writes the unpacked column sums to U."""
     i = tl.arange(0, BLOCK)
     for k in range(0, BLOCK):
         s1 = tl.sum(tl.where(i == k, tl.load(S + i), 0.0), axis=0)
         s2 = tl.sum(tl.where(i == k, tl.load(S + BLOCK + i), 0.0), axis=0)
-        tl.store(P + k, norm_kernels._pack_sums(s1, s2))
-    c1, c2 = norm_kernels._unpacked_sums(tl.load(P + i)[None, :], 1)
+        tl.store(P + k, split_kernels.pack_pair(s1, s2))
+    lo, hi = split_kernels.unpack_pair(tl.load(P + i)[None, :])
+    c1, c2 = tl.sum(lo, axis=1), tl.sum(hi, axis=1)
     one = tl.arange(0, 1)
     tl.store(U + one, c1)
     tl.store(U + 1 + one, c2)
 
 
-def test_pack_sums_never_writes_the_unpublished_flag(device):
+def test_pack_pair_never_writes_the_unpublished_flag(device):
     """The lagged kernel's flag is all bits set; its packed sums must never equal it, NaN sums
     included (they are written as the canonical NaN), and must unpack to the sums."""
     low = [1.5, float("nan"), float("inf"), -2.0, 0.0, 3.0, -0.5, 4.0]

@@ -26,7 +26,14 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from warpforge.ops._kernels.split_rows import arrive, split_place, wait_for_row
+from warpforge.ops._kernels.split_rows import (
+    UNPUBLISHED,
+    arrive,
+    pack_pair,
+    split_place,
+    unpack_pair,
+    wait_for_row,
+)
 
 
 @triton.jit
@@ -627,32 +634,6 @@ def layer_norm_bwd_split_kernel(
             tl.store(DB_PARTIAL + slot.to(tl.int64) * N + cols, db_acc, mask=mask)
 
 
-_UNPUBLISHED = tl.constexpr(-1)
-"""A chunk's slot of the ``layer_norm_bwd_lag_kernel`` sums before its program writes it: all
-bits set, a NaN pattern in both halves that :func:`_pack_sums` never writes (it writes NaN sums
-as the canonical NaN)."""
-
-
-@triton.jit
-def _pack_sums(s1, s2):
-    """Two fp32 sums in one int64 (s1 in the low half), NaN canonicalised: one 8-byte write
-    carries the value and, by differing from ``_UNPUBLISHED``, the news that it was written."""
-    s1 = tl.where(s1 == s1, s1, float("nan"))
-    s2 = tl.where(s2 == s2, s2, float("nan"))
-    lo = s1.to(tl.uint32, bitcast=True).to(tl.uint64)
-    hi = s2.to(tl.uint32, bitcast=True).to(tl.uint64)
-    return (lo | (hi << 32)).to(tl.int64, bitcast=True)
-
-
-@triton.jit
-def _unpacked_sums(packed, N):
-    """Each row's two sums over its chunks (axis 1 of ``packed``), divided by N, from
-    the chunks' packed words (masked-off words read as 0: both halves +0.0)."""
-    lo = (packed & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)
-    hi = ((packed >> 32) & 0xFFFFFFFF).to(tl.uint32).to(tl.float32, bitcast=True)
-    return tl.sum(lo, axis=1) / N, tl.sum(hi, axis=1) / N
-
-
 @triton.jit
 def _load_chunk(ptr, mask, KEEP: tl.constexpr):
     """One chunk of x or dy; ``KEEP`` asks L2 to hold it for the lagged re-read."""
@@ -701,7 +682,7 @@ def layer_norm_bwd_lag_kernel(
     the split kernel does.
 
     No counter and no fence: each chunk writes a row's two sums as one 8-byte word into
-    ``SUMS[row, chunk]`` (int64, filled with ``_UNPUBLISHED`` by the caller) and phase B polls
+    ``SUMS[row, chunk]`` (int64, filled with ``UNPUBLISHED`` by the caller) and phase B polls
     the row's words (volatile loads) until none is unpublished: the word is its own flag. Like
     the split kernel this terminates only when all programs of a row are resident at once.
     STAGE 1 / 2 (the interpreter): phase A over all groups, then phase B from a second read.
@@ -755,9 +736,9 @@ def layer_norm_bwd_lag_kernel(
             s1, s2 = _sum_pair(xhat_a * wdy_a, wdy_a, 1)
             word = SUMS + rows_a * CHUNKS_POW2 + chunk
             if STAGE == 0:
-                tl.atomic_xchg(word, _pack_sums(s1, s2), mask=valid_a, sem="relaxed")
+                tl.atomic_xchg(word, pack_pair(s1, s2), mask=valid_a, sem="relaxed")
             else:
-                tl.store(word, _pack_sums(s1, s2), mask=valid_a)
+                tl.store(word, pack_pair(s1, s2), mask=valid_a)
             if WEIGHT_GRAD:
                 dw_acc += tl.sum(dy_a * xhat_a, axis=0)
             if BIAS_GRAD:
@@ -765,7 +746,7 @@ def layer_norm_bwd_lag_kernel(
         if STAGE != 1:
             if STAGE == 0 and LAG == 0:
                 packed = tl.load(words, mask=words_mask, other=0, volatile=True)
-            while tl.max(tl.max((packed == _UNPUBLISHED).to(tl.int32), axis=1), axis=0) > 0:
+            while tl.max(tl.max((packed == UNPUBLISHED).to(tl.int32), axis=1), axis=0) > 0:
                 packed = tl.load(words, mask=words_mask, other=0, volatile=True)
             if STAGE == 0 and ROWS > 1:
                 # The words spread over several warps, each holding copies it loaded itself,
@@ -775,7 +756,8 @@ def layer_norm_bwd_lag_kernel(
                 # in every warp's lanes and each warp decides on its own copy (warp-local).
                 tl.debug_barrier()
                 packed = tl.load(words, mask=words_mask, other=0, volatile=True)
-            c1, c2 = _unpacked_sums(packed, N)
+            sums_1, sums_2 = unpack_pair(packed)  # masked-off words read as +0.0
+            c1, c2 = tl.sum(sums_1, axis=1) / N, tl.sum(sums_2, axis=1) / N
             if STAGE == 0 and LAG == 0:
                 xhat_b, wdy_b, rstd_b = xhat_a, wdy_a, rstd_a
             else:
