@@ -110,14 +110,30 @@ def _row_logsumexp(
 
 
 @triton.jit
-def _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS: tl.constexpr):
-    """(target, ignored, in_range) of one row; the index is only used where in_range."""
-    target = tl.load(target_ptr + row).to(tl.int64)
+def _classify_target(target, n_cols, ignore_index, CHECK_TARGETS: tl.constexpr):
+    """(target as int64, ignored, in_range) of a loaded target index; the index is only used
+    where in_range."""
+    target = target.to(tl.int64)
     ignored = target == ignore_index
     in_range = (target >= 0) & (target < n_cols)
     if CHECK_TARGETS:
         tl.device_assert(ignored | in_range, "cross_entropy: target outside [0, vocab)")
     return target, ignored, in_range
+
+
+@triton.jit
+def _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS: tl.constexpr):
+    """(target, ignored, in_range) of one row (see ``_classify_target``)."""
+    return _classify_target(tl.load(target_ptr + row), n_cols, ignore_index, CHECK_TARGETS)
+
+
+@triton.jit
+def _next_row_chunk(row_ptr, row, slots, n_rows, n_cols, logits_row_stride, offs):
+    """A split program's chunk of its next row (``row + slots``), -inf past the last row."""
+    next_end = tl.where(row + slots < n_rows, n_cols, 0)  # nothing past the last row
+    return tl.load(
+        row_ptr + slots * logits_row_stride + offs, mask=offs < next_end, other=float("-inf")
+    )
 
 
 @triton.jit
@@ -586,11 +602,9 @@ def cross_entropy_fwd_grad_split_kernel(
         row = slot.to(tl.int64) + i * slots
         row_ptr = logits_ptr + row * logits_row_stride
         if EARLY:
-            target = next_target.to(tl.int64)
-            ignored = target == ignore_index
-            in_range = (target >= 0) & (target < n_cols)
-            if CHECK_TARGETS:
-                tl.device_assert(ignored | in_range, "cross_entropy: target outside [0, vocab)")
+            target, ignored, in_range = _classify_target(
+                next_target, n_cols, ignore_index, CHECK_TARGETS
+            )
             target_logit = _target_logit(row_ptr, target, in_range)
         if PREFETCH:
             x = upcoming.to(tl.float32)
@@ -612,12 +626,7 @@ def cross_entropy_fwd_grad_split_kernel(
         if STAGE == 0:
             arrived = arrive(arrivals_ptr, row, RELEASE_ONLY)
         if PREFETCH:  # after the release (whose fence would wait for it), before the wait
-            next_end = tl.where(row + slots < n_rows, n_cols, 0)  # nothing past the last row
-            upcoming = tl.load(
-                row_ptr + slots * logits_row_stride + offs,
-                mask=offs < next_end,
-                other=float("-inf"),
-            )
+            upcoming = _next_row_chunk(row_ptr, row, slots, n_rows, n_cols, logits_row_stride, offs)
         if EARLY:
             next_target = tl.load(target_ptr + row + slots, mask=row + slots < n_rows, other=0)
         if STAGE == 0:
@@ -690,12 +699,10 @@ def cross_entropy_fwd_grad_flags_kernel(
     for i in range(0, tl.cdiv(n_rows - slot, slots)):
         row = slot.to(tl.int64) + i * slots
         row_ptr = logits_ptr + row * logits_row_stride
-        target = next_target.to(tl.int64)
+        target, ignored, in_range = _classify_target(
+            next_target, n_cols, ignore_index, CHECK_TARGETS
+        )
         grad_loss = next_grad_loss.to(tl.float32)
-        ignored = target == ignore_index
-        in_range = (target >= 0) & (target < n_cols)
-        if CHECK_TARGETS:
-            tl.device_assert(ignored | in_range, "cross_entropy: target outside [0, vocab)")
         owns_target = in_range & (target >= chunk_start) & (target < chunk_start + BLOCK)
         target_logit = tl.load(
             row_ptr + tl.where(owns_target, target, 0), mask=owns_target, other=0.0
@@ -715,12 +722,7 @@ def cross_entropy_fwd_grad_flags_kernel(
             publish_word(words + chunk, chunk_max, tl.sum(e, axis=0), STAGE)
             publish_word(words + CHUNKS_POW2 + chunk, row_part, target_logit, STAGE)
         if PREFETCH:
-            next_end = tl.where(row + slots < n_rows, n_cols, 0)  # nothing past the last row
-            upcoming = tl.load(
-                row_ptr + slots * logits_row_stride + offs,
-                mask=offs < next_end,
-                other=float("-inf"),
-            )
+            upcoming = _next_row_chunk(row_ptr, row, slots, n_rows, n_cols, logits_row_stride, offs)
         has_next = row + slots < n_rows
         next_target = tl.load(target_ptr + row + slots, mask=has_next, other=0)
         next_grad_loss = tl.load(
