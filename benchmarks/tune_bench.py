@@ -87,8 +87,8 @@ from warpforge.tune.tunable import (
     dtype_name,
     get_tunable,
     parse_dtype,
-    parse_shape,
 )
+from warpforge.validation import parse_shape
 
 NEAREST_TARGET = 0.95
 BUDGET_TARGET = 0.97

@@ -29,7 +29,7 @@ def parse_problem(text: str) -> tuple[str, dict[str, int], str, float | None]:
     parts = text.split(":")
     if len(parts) not in (3, 4):
         raise ValueError(f"problem: expected KERNEL:SHAPE:DTYPE[:SECONDS], got {text!r}")
-    from warpforge.tune.tunable import parse_shape
+    from warpforge.validation import parse_shape
 
     budget = float(parts[3]) if len(parts) == 4 else None
     if budget is not None and budget <= 0:

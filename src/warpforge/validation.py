@@ -95,3 +95,25 @@ def normalize_dim(name: str, dim: object, ndim: int) -> int:
             f"got {dim}"
         )
     return dim % ndim
+
+
+def parse_shape(text: object) -> dict[str, int]:
+    """``"M=4096,N=1024"`` -> ``{"M": 4096, "N": 1024}``, sizes > 0 (command-line shapes: the
+    tuner's problems, the benchmark's row filter)."""
+    form = "shape: expected NAME=SIZE[,NAME=SIZE...] with integer sizes > 0"
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{form}, got {text!r}")
+    shape: dict[str, int] = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ValueError(f"{form}, got {text!r}")
+        try:
+            size = int(value)
+        except ValueError:
+            raise ValueError(f"{form}, got {text!r} (size of {name!r}: {value!r})") from None
+        if size <= 0:
+            raise ValueError(f"{form}, got {text!r} (size of {name!r}: {size})")
+        shape[name] = size
+    return shape

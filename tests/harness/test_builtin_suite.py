@@ -12,6 +12,7 @@ import triton.language as tl
 from warpforge.harness import bench
 from warpforge.harness.problem import BaselineUnavailable, Problem
 from warpforge.runtime import interpreter_enabled
+from warpforge.validation import parse_shape
 
 requires_interpreter = pytest.mark.skipif(
     not interpreter_enabled(),
@@ -111,16 +112,16 @@ def test_suite_tasks_keep_only_the_shapes_asked_for() -> None:
     shapes = [{"M": 4, "N": 7}, {"M": 8, "N": 7}, {"M": 4, "N": 130}]
     problem = dataclasses.replace(_problem(_axpb), cpu_shapes=shapes)
     cpu = torch.device("cpu")
-    only_n = bench.suite_tasks([problem], cpu, shapes=[bench.parse_shape_filter("N=7")])
+    only_n = bench.suite_tasks([problem], cpu, shapes=[parse_shape("N=7")])
     assert [t[1] for t in only_n[::3]] == [{"M": 4, "N": 7}, {"M": 8, "N": 7}]
-    both = [bench.parse_shape_filter("M=4, N=130"), bench.parse_shape_filter("M=8")]
+    both = [parse_shape("M=4, N=130"), parse_shape("M=8")]
     kept = bench.suite_tasks([problem], cpu, dtype=torch.float32, shapes=both)
     assert [t[1] for t in kept] == [{"M": 8, "N": 7}, {"M": 4, "N": 130}]
     assert bench.suite_tasks([problem], cpu, shapes=[{"N": 256}]) == []
     assert len(bench.suite_tasks([problem], cpu, shapes=None)) == 3 * 3
     for bad in ("", "N", "N=", "N=2x", "=4", "N=-1"):
         with pytest.raises(ValueError, match="NAME=SIZE"):
-            bench.parse_shape_filter(bad)
+            parse_shape(bad)
 
 
 def test_select_problems_by_glob() -> None:

@@ -74,7 +74,8 @@ def test_torchrun_two_cpu_ranks_share_the_configs_into_one_database(tmp_path: Pa
 def test_torchrun_over_gpus_with_nccl_shares_the_configs_into_one_database(
     tmp_path: Path,
 ) -> None:
-    from warpforge.tune.tunable import get_tunable, parse_shape
+    from warpforge.tune.tunable import get_tunable
+    from warpforge.validation import parse_shape
 
     nproc = torch.cuda.device_count()
     kernel = get_tunable("rms_norm.fwd")

@@ -8,12 +8,12 @@ from warpforge.tune.tunable import (
     device_fingerprint,
     get_tunable,
     parse_dtype,
-    parse_shape,
     register_tunable,
     registered_tunables,
     source_hash,
     unregister_tunable,
 )
+from warpforge.validation import parse_shape
 
 
 def test_register_get_and_refuse_duplicates() -> None:

@@ -499,22 +499,6 @@ def select_problems(problems: Sequence[Problem], pattern: str | None) -> list[Pr
     return chosen
 
 
-def parse_shape_filter(text: str) -> dict[str, int]:
-    """``"M=32768,N=256"`` (or ``"N=256"``) -> ``{"M": 32768, "N": 256}``: the sizes a row's
-    shape must have (see :func:`suite_tasks`)."""
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"shape: expected NAME=SIZE[,NAME=SIZE...], got {text!r}")
-    sizes: dict[str, int] = {}
-    for part in text.split(","):
-        name, sep, value = (s.strip() for s in part.partition("="))
-        if not sep or not name or not value.isdigit():
-            raise ValueError(
-                f"shape: expected NAME=SIZE[,NAME=SIZE...] with integer sizes, got {text!r}"
-            )
-        sizes[name] = int(value)
-    return sizes
-
-
 def _shape_selected(shape: Shape, filters: Sequence[dict[str, int]] | None) -> bool:
     """A shape passes when it has every size of one of ``filters`` (all pass when None)."""
     if filters is None:
@@ -531,17 +515,16 @@ def suite_tasks(
     shapes: Sequence[dict[str, int]] | None = None,
 ) -> list[tuple[Problem, Shape, torch.dtype, str | None]]:
     """(problem, shape, dtype, skip reason or None) for every row the suite will produce;
-    ``shapes`` (see :func:`parse_shape_filter`) keeps only the rows of shapes with those sizes."""
-    filters = shapes
+    ``shapes`` (sizes as :func:`warpforge.validation.parse_shape` reads them) keeps only the rows
+    of shapes with all the sizes of one of them."""
     tasks = []
     for problem in problems:
         if device.type == "cuda":
-            shapes = [*problem.shapes, *(problem.sweep if sweep else ())]
+            candidates = [*problem.shapes, *(problem.sweep if sweep else ())]
         else:
-            shapes = list(problem.cpu_shapes)
-        shapes = [s for s in shapes if _shape_selected(s, filters)]
+            candidates = list(problem.cpu_shapes)
         dtypes = [d for d in problem.dtypes if dtype is None or d == dtype]
-        for shape in shapes:
+        for shape in (s for s in candidates if _shape_selected(s, shapes)):
             for d in dtypes:
                 skip = None
                 if device.type != "cuda" and d == torch.bfloat16:

@@ -196,6 +196,7 @@ def register(
         from warpforge.harness import report
         from warpforge.harness.kernelbench import LoadError
         from warpforge.harness.verify import GPU_ONLY_CHECKS, VerifyOptions
+        from warpforge.validation import parse_shape
 
         if (reference is None) != (candidate is None):
             _fail_usage(
@@ -233,7 +234,7 @@ def register(
             if sweep and device.type != "cuda":
                 typer.echo("note: --sweep shapes are GPU sizes; on CPU only cpu_shapes run")
             try:
-                filters = [bench_mod.parse_shape_filter(s) for s in shape] or None
+                filters = [parse_shape(s) for s in shape] or None
             except ValueError as exc:
                 _fail_usage(f"--shape: {exc}")
             tasks = bench_mod.suite_tasks(

@@ -67,7 +67,8 @@ def tune_command(
     import torch
 
     from warpforge import runtime
-    from warpforge.tune.tunable import get_tunable, parse_dtype, parse_shape, registered_tunables
+    from warpforge.tune.tunable import get_tunable, parse_dtype, registered_tunables
+    from warpforge.validation import parse_shape
 
     if op is None:
         _list_tunables(registered_tunables())

@@ -186,26 +186,6 @@ def device_fingerprint(device: torch.device | str) -> str:
     return f"cpu/{runtime.execution_path(device).value}"
 
 
-def parse_shape(text: str) -> dict[str, int]:
-    """``"M=4096,N=1024"`` -> ``{"M": 4096, "N": 1024}`` (for the command line)."""
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"shape: expected NAME=SIZE[,NAME=SIZE...], got {text!r}")
-    shape: dict[str, int] = {}
-    for part in text.split(","):
-        name, sep, value = part.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise ValueError(f"shape: expected NAME=SIZE[,NAME=SIZE...], got {text!r}")
-        try:
-            size = int(value)
-        except ValueError:
-            raise ValueError(f"shape: size of {name!r} must be an integer, got {value!r}") from None
-        if size <= 0:
-            raise ValueError(f"shape: size of {name!r} must be > 0, got {size}")
-        shape[name] = size
-    return shape
-
-
 def parse_dtype(text: str) -> torch.dtype:
     """``"float16"`` / ``"fp16"`` / ``"bf16"`` -> the torch dtype."""
     aliases = {
