@@ -64,7 +64,7 @@ def main() -> None:
     for name, fn in _implementations(args.op).items():
         leaves = [t.detach().requires_grad_() for t in (x, residual, w, b)]
 
-        def step():
+        def step(fn=fn, leaves=leaves):  # bound now: the loop rebinds both
             outs = fn(*leaves)
             wrt = [leaves[0], leaves[2]] + ([leaves[3]] if args.op == "layer_norm" else [])
             torch.autograd.grad(outs, wrt, grads[: len(outs)])
