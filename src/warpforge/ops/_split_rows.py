@@ -74,6 +74,9 @@ def split_launch(element_size: int) -> dict[str, int | bool]:
 _INTERPRETER_SLOTS = 3
 """Rows in flight under the interpreter: fewer than most test shapes, so slots loop over rows."""
 
+UNPUBLISHED_WORD = -1
+"""A flag word before its program writes it (all bits set; the kernels' ``UNPUBLISHED``)."""
+
 SWITCH = "WARPFORGE_SPLIT_ROWS"
 """``0``/``false``/``no``/``off`` turns the synchronized split launch off (the callers then use
 their one-program-per-row kernels); read when a shape is first planned."""
@@ -141,6 +144,14 @@ class SplitRowPlan:
     def workspace(self, rows: int, values: int, device: torch.device) -> torch.Tensor:
         """fp32 partials: ``values`` statistics of each chunk of each row."""
         return torch.empty(rows * values * self.chunks_pow2, dtype=torch.float32, device=device)
+
+    def unpublished_words(self, rows: int, words: int, device: torch.device) -> torch.Tensor:
+        """The int64 flag-word workspace of a launch whose programs meet through flag words:
+        ``words`` words for each chunk of each row, all bits set (the kernels' ``UNPUBLISHED``,
+        ``warpforge.ops._kernels.split_rows``) until a program publishes into one."""
+        return torch.full(
+            (rows * words * self.chunks_pow2,), UNPUBLISHED_WORD, dtype=torch.int64, device=device
+        )
 
     def arrivals(self, rows: int, device: torch.device) -> torch.Tensor:
         """The zeroed per-row arrival counters of a synchronized launch (one int32 each)."""

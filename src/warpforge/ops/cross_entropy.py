@@ -285,10 +285,7 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
                 f"split: a flag-word plan of at most {_FLAG_WORDS_MAX_CHUNKS} chunks a row, "
                 f"got {plan.chunks}"
             )
-        # every chunk's two words start unpublished (all bits set)
-        words = torch.full(
-            (n_rows * 2 * plan.chunks_pow2,), -1, dtype=torch.int64, device=logits.device
-        )
+        words = plan.unpublished_words(n_rows, 2, logits.device)  # two words a chunk
         with kernel_device(logits):
             for stage in plan.stages():
                 cross_entropy_fwd_grad_flags_kernel[(plan.programs,)](

@@ -549,8 +549,7 @@ def _layer_norm_lag_backward(
     dx, dw, db, dw_partial, db_partial = _split_backward_buffers(
         x, weight, weight_grad, bias_grad, slots, zero_partials=slots > cdiv(M, rows)
     )
-    # each chunk's two sums as one int64 word, all bits set until written (the kernel's flag)
-    sums = torch.full((M * plan.chunks_pow2,), -1, dtype=torch.int64, device=x.device)
+    sums = plan.unpublished_words(M, 1, x.device)  # each chunk's two sums as one int64 word
     with kernel_device(x):
         for stage in plan.stages():
             kernels.layer_norm_bwd_lag_kernel[(plan.programs,)](

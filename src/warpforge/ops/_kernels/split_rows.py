@@ -97,7 +97,7 @@ def combined_partials(partial, parts, chunks, CHUNKS_POW2: tl.constexpr):
 # drain), the arrival atomic's round trip, a poll and then the partials' load; here the poll is
 # the load. Each value travels in one single-copy-atomic write, so no fence orders anything.
 
-UNPUBLISHED = tl.constexpr(-1)
+UNPUBLISHED = tl.constexpr(-1)  # the host's UNPUBLISHED_WORD (warpforge.ops._split_rows)
 """A chunk's word before its program writes it: all bits set, a NaN pattern in both halves that
 :func:`pack_pair` never writes (it writes every NaN as the canonical one)."""
 
