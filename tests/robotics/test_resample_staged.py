@@ -178,17 +178,22 @@ def test_public_resample_runs_the_staged_default(monkeypatch) -> None:
     assert calls == [True, False]  # 3 float16 columns: no whole 64-bit words, gather kernel
 
 
+GPU_CONFIGS = [StagedConfig(64, 4, 4, 64, 4), StagedConfig(256, 8, 8, 64, 0),
+               StagedConfig(128, 16, 4, 32, 4), StagedConfig(1024, 2, 8, 64, 2)]  # fmt: skip
+GPU_CASES = [
+    *[(torch.bfloat16, "linear", "clamp", config) for config in GPU_CONFIGS],
+    *[(torch.bfloat16, method, policy, config)
+      for method, policy in (("linear", "extrapolate"), ("linear", "nan"), ("previous", "error"),
+                             ("nearest", "clamp"))
+      for config in GPU_CONFIGS[:2]],
+    *[(dtype, "linear", "nan", config) for dtype in (torch.float16, torch.float32)
+      for config in GPU_CONFIGS[1:3]],
+]  # fmt: skip
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-@pytest.mark.parametrize(
-    ("method", "policy"), [("linear", "clamp"), ("linear", "extrapolate"), ("linear", "nan"),
-                           ("previous", "error"), ("nearest", "clamp")]  # fmt: skip
-)
-def test_staged_on_cuda(dtype, method, policy) -> None:
-    """bf16 (wrong under the interpreter) and every tile shape the sweep times, on the GPU."""
+@pytest.mark.parametrize(("dtype", "method", "policy", "config"), GPU_CASES)
+def test_staged_on_cuda(dtype, method, policy, config) -> None:
+    """bf16 (wrong under the interpreter) and the tile shapes the sweep times, on the GPU."""
     values, times, query, lengths = _case(5, 300, 257, 64, dtype, seed=13, device="cuda")
-    configs = [StagedConfig(q, w, nw, bits, probes)
-               for q, w, nw, bits, probes in ((64, 4, 4, 64, 4), (256, 8, 8, 64, 0),
-                                              (128, 16, 4, 32, 4), (1024, 2, 8, 64, 2))]  # fmt: skip
-    for config in configs:
-        _check(values, times, query, lengths, method, policy, config, tol=TOL[dtype])
+    _check(values, times, query, lengths, method, policy, config, tol=TOL[dtype])
