@@ -86,8 +86,9 @@ def test_staged_matches_plain_reference(monkeypatch, method, policy, dtype, word
     use_interpreter(monkeypatch)
     # 16 columns: four 64-bit words of float16 in two slices of two; float32: eight words
     values, times, query, lengths = _case(3, 13, 21, 16, dtype, seed=7)
-    for probes in (0, 4):
-        config = StagedConfig(8, 2, 2, word_bits, probes)
+    # the search on staged times (binary) and in global memory (guided)
+    for probes, staged_search in ((0, True), (4, False)):
+        config = StagedConfig(8, 2, 2, word_bits, probes, staged_search)
         _check(values, times, query, lengths, method, policy, config, tol=TOL[dtype])
 
 
@@ -97,18 +98,18 @@ def test_staged_wide_times(monkeypatch, time_dtype, policy) -> None:
     use_interpreter(monkeypatch)
     values, times, query, lengths = _case(2, 40, 33, 12, torch.float16, seed=8,
                                           time_dtype=time_dtype)  # fmt: skip
-    for probes in (0, 3):
-        _check(values, times, query, lengths, "linear", policy, StagedConfig(16, 1, 4, 64, probes),
-               tol=TOL[torch.float16])  # fmt: skip
+    for probes, staged_search in ((0, False), (3, True)):
+        _check(values, times, query, lengths, "linear", policy,
+               StagedConfig(16, 1, 4, 64, probes, staged_search), tol=TOL[torch.float16])  # fmt: skip
 
 
 @pytest.mark.parametrize("samples", [1, 2, 3])
 def test_staged_short_rows(monkeypatch, samples) -> None:
     use_interpreter(monkeypatch)
     values, times, query, lengths = _case(2, samples, 9, 2, torch.float32, seed=9)
-    for policy in ("clamp", "extrapolate"):
-        _check(values, times, query, lengths, "linear", policy, StagedConfig(4, 1, 1, 32, 4),
-               tol=TOL[torch.float32])  # fmt: skip
+    for policy, staged_search in (("clamp", True), ("extrapolate", True), ("extrapolate", False)):
+        _check(values, times, query, lengths, "linear", policy,
+               StagedConfig(4, 1, 1, 32, 4, staged_search), tol=TOL[torch.float32])  # fmt: skip
 
 
 def test_staged_strided_inputs(monkeypatch) -> None:
@@ -153,8 +154,9 @@ def test_staged_refuses_what_it_cannot_run(monkeypatch) -> None:
 
 
 def test_public_resample_runs_the_staged_default(monkeypatch) -> None:
-    """Where ``default_staged_config`` picks the staged kernel, ``resample`` runs it (and falls
-    back to the gather kernel for what it refuses), with the public semantics."""
+    """Where ``default_staged_config`` picks the staged kernel (short rows of 16-bit values),
+    ``resample`` runs it, and the gather kernel for what it refuses or is not picked for, with
+    the public semantics either way."""
     use_interpreter(monkeypatch)
     calls = []
     real = resample_module.launch_staged
@@ -165,21 +167,25 @@ def test_public_resample_runs_the_staged_default(monkeypatch) -> None:
         return ran
 
     monkeypatch.setattr(resample_module, "launch_staged", counted)
-    monkeypatch.setattr(resample_module, "default_staged_config",
-                        lambda *args: StagedConfig(8, 2, 2, 64, 4))  # fmt: skip
     values, times, query, lengths = _case(2, 9, 12, 8, torch.float16, seed=12)
-    for method, width in (("linear", 8), ("nearest", 3)):
-        v = values[:, :, :width].contiguous()
+    cases = [("linear", 8, torch.float16), ("nearest", 3, torch.float16),
+             ("linear", 8, torch.float32)]  # fmt: skip
+    for method, width, dtype in cases:
+        v = values[:, :, :width].to(dtype).contiguous()
         out, mask = resample(v, times, query, method=method, out_of_range="nan", lengths=lengths,
                              return_mask=True)  # fmt: skip
         expected, expected_mask = plain.resample(v, times, query, method, "nan", lengths.tolist())
-        assert_matches(out.double(), expected.half().double(), tol=TOL[torch.float16])
+        assert_matches(out.double(), expected.to(dtype).double(), tol=TOL[dtype])
         assert torch.equal(mask, expected_mask)
-    assert calls == [True, False]  # 3 float16 columns: no whole 64-bit words, gather kernel
+    # 8 float16 columns: staged; 3: no whole 64-bit words, refused; float32: not picked
+    assert calls == [True, False]
+    long = _case(1, 65, 4, 8, torch.float16, seed=14)
+    resample(*long[:3])
+    assert calls == [True, False]  # 65 samples: not picked
 
 
-GPU_CONFIGS = [StagedConfig(64, 4, 4, 64, 4), StagedConfig(256, 8, 8, 64, 0),
-               StagedConfig(128, 16, 4, 32, 4), StagedConfig(1024, 2, 8, 64, 2)]  # fmt: skip
+GPU_CONFIGS = [StagedConfig(64, 4, 4, 64, 0), StagedConfig(256, 8, 8, 64, 4, False),
+               StagedConfig(128, 16, 4, 32, 4), StagedConfig(1024, 2, 8, 64, 2, False)]  # fmt: skip
 GPU_CASES = [
     *[(torch.bfloat16, "linear", "clamp", config) for config in GPU_CONFIGS],
     *[(torch.bfloat16, method, policy, config)

@@ -76,10 +76,19 @@ def test_sweep_staged_stage_checks_every_variant(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "robotics-sweep.json").read_text())
     by_dtype = {case["dtype"]: case for case in report["cases"]}
     assert set(by_dtype) == {"float16", "float32"}
-    timed = [r for r in by_dtype["float32"]["rows"] if r["stage"] == "staged" and r["config"]]
+
+    def staged_rows(dtype: str) -> list[dict]:
+        return [r for r in by_dtype[dtype]["rows"]
+                if r["stage"] == "staged" and r["config"] and r["config"][0].get("staged")]  # fmt: skip
+
+    timed = staged_rows("float32")
     assert len(timed) == 2 and all(r["status"] == "ok" and r["median_us"] for r in timed), timed
-    assert all(r["config"][0]["staged"] == 1 for r in timed)
+    assert {r["config"][0]["staged_search"] for r in timed} == {0, 1}
+    # the gather kernel's default tile is timed beside them
+    for case in report["cases"]:
+        assert any(r["variant"].startswith("gather kernel") and r["median_us"]
+                   for r in case["rows"]), case["rows"]  # fmt: skip
     # 5 float16 columns make no whole 32-bit words: each tile is reported refused, not timed
-    refused = [r for r in by_dtype["float16"]["rows"] if r["stage"] == "staged" and r["config"]]
+    refused = staged_rows("float16")
     assert len(refused) == 2 and all(r["status"] == "wrong" and "refused" in r["detail"]
                                      and not r["median_us"] for r in refused), refused  # fmt: skip

@@ -471,13 +471,16 @@ class StagedConfig:
     four 16-bit values or one or two float32) of each of its samples on chip, then serves
     ``block_q`` queries from them: the search reads the staged times and each query's two value
     rows come from shared memory, so the row's values are read once per program, coalesced,
-    instead of twice per query. ``probes`` as in :class:`LaunchConfig`."""
+    instead of twice per query. ``probes`` as in :class:`LaunchConfig`; ``staged_search``: the
+    search reads the row's times staged in shared memory too (every global read of the program
+    issued at once), else it probes them in global memory as the gather kernel does."""
 
     block_q: int
     block_w: int
     num_warps: int
     word_bits: int = 64
     probes: int = GUIDED_PROBES
+    staged_search: bool = True
 
     def __post_init__(self) -> None:
         for name in ("block_q", "block_w", "num_warps"):
@@ -494,13 +497,31 @@ class StagedConfig:
             )
 
 
+STAGED_DEFAULT_MAX_SAMPLES = 64
+"""Rows of at most this many samples run the staged forward by default (16-bit values)."""
+
+
 def default_staged_config(
     batch: int, queries: int, samples: int, width: int, dtype: torch.dtype, method: str
 ) -> StagedConfig | None:
     """The staged forward's configuration where it is the default, else None (the gather
-    kernel of :func:`default_config` runs)."""
-    del batch, queries, samples, width, dtype, method
-    return None
+    kernel of :func:`default_config` runs).
+
+    Short rows of 16-bit values: a program reads its queries, the row's times and a 64-byte
+    column slice of its values in one round trip to memory, then searches and gathers on chip,
+    where the gather kernel waits on a chain of dependent loads. Measured on the H100 at
+    (32, 50 -> 256, 128) bf16: 5.57 us against 5.92 us, interleaved (robotics_sweep,
+    benchmarks/results/robotics-robo3-sweep-staged-2026-11-25-h100.json). Longer rows keep the
+    gather kernel: staged, they were slower there (31.8 us against 26.1 us at
+    (256, 500 -> 1000, 64), 248 us against 154 us at (1024, 1000 -> 2000, 32) fp32)."""
+    del batch, queries, width
+    if (
+        samples > STAGED_DEFAULT_MAX_SAMPLES
+        or dtype not in (torch.bfloat16, torch.float16)
+        or method not in STAGED_METHODS
+    ):
+        return None
+    return StagedConfig(block_q=64, block_w=8, num_warps=4, word_bits=64, probes=0)
 
 
 def _as_words(tensor: torch.Tensor, word_dtype: torch.dtype) -> torch.Tensor | None:
@@ -542,6 +563,7 @@ def _staged_plan(
         "HAS_LENGTHS": has_lengths,
         "WRITE_MASK": write_mask,
         "PROBES": config.probes,
+        "STAGED_SEARCH": config.staged_search,
         "ELEM_KIND": kernels.ELEM_CODES[str(value_dtype).removeprefix("torch.")],
         "WORD_BITS": config.word_bits,
         "ELEMS": config.word_bits // elem_bits,

@@ -712,7 +712,8 @@ def resample_gather_grad_kernel(
 # stores the source tile to shared memory once per gather and each lane loads its element by
 # index (``emitGatherInShared``): an indexed shared-memory gather. Values travel as 32- or
 # 64-bit words of packed elements (two to four 16-bit values per shared-memory access); each
-# query's row of words is addressed in a flat ``[queries x words]`` index space.
+# query's row of words is addressed in a flat ``[queries x words]`` index space. Measured on the
+# H100 (benchmarks/results/robotics-robo3-*): a gather of rank 1 compiles to no shuffles.
 
 ELEM_BF16, ELEM_F16, ELEM_F32 = (tl.constexpr(code) for code in range(3))
 ELEM_CODES = {"bfloat16": 0, "float16": 1, "float32": 2}
@@ -884,6 +885,14 @@ def _pack_element(value, e: tl.constexpr, ELEM_KIND: tl.constexpr, WORD_BITS: tl
 
 
 @triton.jit
+def _spread(x, BLOCK_Q: tl.constexpr, BLOCK_W: tl.constexpr):
+    """``x`` [BLOCK_Q] repeated BLOCK_W times each, in the flat [BLOCK_Q * BLOCK_W] index space
+    (query-major): a broadcast and a reshape, which Triton lowers to one small layout
+    conversion instead of a gather."""
+    return tl.reshape(tl.broadcast_to(x[:, None], [BLOCK_Q, BLOCK_W]), [BLOCK_Q * BLOCK_W])
+
+
+@triton.jit
 def resample_staged_kernel(
     q_ptr, q_stride_b, q_stride_t, T, lengths_ptr,
     v_words, v_sb, v_ss, W,
@@ -896,6 +905,7 @@ def resample_staged_kernel(
     HAS_LENGTHS: tl.constexpr,
     WRITE_MASK: tl.constexpr,
     PROBES: tl.constexpr,
+    STAGED_SEARCH: tl.constexpr,
     ELEM_KIND: tl.constexpr,
     WORD_BITS: tl.constexpr,
     ELEMS: tl.constexpr,
@@ -904,7 +914,10 @@ def resample_staged_kernel(
     BLOCK_W: tl.constexpr,
 ):  # fmt: skip
     # one program: a row, a block of BLOCK_Q queries and a slice of BLOCK_W words of its values
-    # (strides in words); word slices fastest, so neighbouring programs share the row in L2
+    # (strides in words); word slices fastest, so neighbouring programs share the row in L2.
+    # STAGED_SEARCH: the search reads the row's times staged in shared memory (one round trip
+    # to memory for the whole program), else it probes them in global memory (L1) as the
+    # gather kernel does, and only the values are staged.
     pid = tl.program_id(0)
     num_w_blocks = tl.cdiv(W, BLOCK_W)
     w_block = pid % num_w_blocks
@@ -915,14 +928,8 @@ def resample_staged_kernel(
     row64 = row.to(tl.int64)
     n = _row_length(lengths_ptr, row, S, HAS_LENGTHS)
 
-    # every global read is issued up front, independent of each other: queries, the row's times,
-    # the slice of its values
-    offs_q = q_block * BLOCK_Q + tl.arange(0, BLOCK_Q)
-    q_in = offs_q < T
-    q = tl.load(q_ptr + row64 * q_stride_b + offs_q.to(tl.int64) * q_stride_t, mask=q_in, other=0)
-    times_row = t_ptr + row64 * t_sb
-    offs_s = tl.arange(0, S_PAD)
-    t_tile = tl.load(times_row + offs_s.to(tl.int64) * t_ss, mask=offs_s < n, other=0)
+    # the slice of the row's values, read once, coalesced; with STAGED_SEARCH every global read
+    # (queries, times, values) is issued here, independent of each other
     flat_v = tl.arange(0, S_PAD * BLOCK_W)
     v_row = flat_v // BLOCK_W
     v_col = w_block * BLOCK_W + flat_v % BLOCK_W
@@ -930,19 +937,35 @@ def resample_staged_kernel(
         v_words + row64 * v_sb + v_row.to(tl.int64) * v_ss + v_col,
         mask=(v_row < n) & (v_col < W), other=0,
     )  # fmt: skip
+    if STAGED_SEARCH:
+        offs_q = q_block * BLOCK_Q + tl.arange(0, BLOCK_Q)
+        q_in = offs_q < T
+        q = tl.load(q_ptr + row64 * q_stride_b + offs_q.to(tl.int64) * q_stride_t, mask=q_in,
+                    other=0)  # fmt: skip
+        times_row = t_ptr + row64 * t_sb
+        offs_s = tl.arange(0, S_PAD)
+        t_tile = tl.load(times_row + offs_s.to(tl.int64) * t_ss, mask=offs_s < n, other=0)
+        ia, w, in_range = _bracket_staged(
+            q, q_in, t_tile, times_row, t_ss, n, NUM_STEPS, METHOD, POLICY, TIME_KIND, PROBES,
+            BLOCK_Q,
+        )  # fmt: skip
+    else:
+        offs_q, q_in, ia, _, w, _, in_range, is_nan = _bracket(
+            q_ptr, q_stride_b, q_stride_t, T, t_ptr, t_sb, t_ss, n, row, q_block,
+            NUM_STEPS, METHOD, POLICY, TIME_KIND, False, PROBES, BLOCK_Q,
+        )  # fmt: skip
+        # as in _bracket_staged: NaN fills as a NaN weight, and _bracket's ib is ia + 1
+        # wherever w != 0
+        fill = is_nan
+        if POLICY == FILL_NAN:
+            fill = fill | ~in_range
+        w = tl.where(fill, float("nan"), w)
 
-    ia, w, in_range = _bracket_staged(
-        q, q_in, t_tile, times_row, t_ss, n, NUM_STEPS, METHOD, POLICY, TIME_KIND, PROBES, BLOCK_Q
-    )
-    # each query's (ia, w) packed in one 64-bit key and spread over its BLOCK_W words: one
-    # gather instead of two
-    key = (ia.to(tl.int64) << 32) | (w.to(tl.int32, bitcast=True).to(tl.int64) & 0xFFFFFFFF)
     flat = tl.arange(0, BLOCK_Q * BLOCK_W)
     query = flat // BLOCK_W
     col = flat % BLOCK_W
-    key = tl.gather(key, query, 0)
-    ia_k = (key >> 32).to(tl.int32)
-    w_k = (key & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+    ia_k = _spread(ia, BLOCK_Q, BLOCK_W)
+    w_k = _spread(w, BLOCK_Q, BLOCK_W)
     # ia + 1 is read only where w != 0, where it is _bracket's ib (inside [0, n-1])
     ib_k = tl.minimum(ia_k + 1, n - 1)
     va = tl.gather(v_tile, ia_k * BLOCK_W + col, 0)
