@@ -510,10 +510,11 @@ def default_staged_config(
     Short rows of 16-bit values: a program reads its queries, the row's times and a 64-byte
     column slice of its values in one round trip to memory, then searches and gathers on chip,
     where the gather kernel waits on a chain of dependent loads. Measured on the H100 at
-    (32, 50 -> 256, 128) bf16: 5.57 us against 5.92 us, interleaved (robotics_sweep,
-    benchmarks/results/robotics-robo3-sweep-staged-2026-11-25-h100.json). Longer rows keep the
-    gather kernel: staged, they were slower there (31.8 us against 26.1 us at
-    (256, 500 -> 1000, 64), 248 us against 154 us at (1024, 1000 -> 2000, 32) fp32)."""
+    (32, 50 -> 256, 128) bf16 (benchmarks/results/robotics-robo3-*-2026-11-25-h100.json):
+    5.57 us against 5.92 us and 5.73 us against 6.21 us for the gather kernel, interleaved in
+    two sweeps; 5.8 us in the harness. Longer rows keep the gather kernel: staged, they were
+    slower (at best 31.8 us against 26.1 us at (256, 500 -> 1000, 64) bf16, 248 us against
+    154 us at (1024, 1000 -> 2000, 32) fp32)."""
     del batch, queries, width
     if (
         samples > STAGED_DEFAULT_MAX_SAMPLES
