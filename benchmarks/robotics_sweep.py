@@ -11,6 +11,10 @@ baseline:
 2. ``tile``: with the fastest search of stage 1, query block x column block x ``num_warps``
    around the default tile (for align: the camera stream's query block x warps).
 
+Optional stages: ``prefetch`` (the L2 prefetch of rows) and ``staged`` (forward cases: the
+staged kernel, ``launch_staged``, at the tiles of :data:`STAGED_PICKS`, which stage the row's
+values on chip and gather from shared memory).
+
 Every variant is first checked against the problem's float64 reference on the same inputs
 (the harness's tolerance rule); a wrong variant is recorded and not timed. A time budget keeps
 the whole run under four minutes on an H100: variants past it are recorded as skipped.
@@ -100,8 +104,13 @@ class Budget:
 
 
 def config_dict(config) -> dict[str, int]:
-    from warpforge.robotics.resample import GatherTile
+    from warpforge.robotics.resample import GatherTile, StagedConfig
 
+    if isinstance(config, StagedConfig):
+        return {"block_q": config.block_q, "block_w": config.block_w,
+                "num_warps": config.num_warps, "word_bits": config.word_bits,
+                "probes": config.probes, "staged": 1,
+                "staged_search": int(config.staged_search)}  # fmt: skip
     if isinstance(config, GatherTile):
         return {"block_s": config.block_s, "block_d": config.block_d,
                 "num_warps": config.num_warps}  # fmt: skip
@@ -141,6 +150,23 @@ def resample_variant(config, poison: bool) -> Callable[..., torch.Tensor]:
             else values.new_empty(shape)
         )
         launch_single(values, times, query, None, out, None, "linear", "clamp", config)
+        return out
+
+    return run
+
+
+def staged_variant(config, poison: bool) -> Callable[..., torch.Tensor]:
+    from warpforge.robotics.resample import launch_staged
+
+    def run(values: torch.Tensor, times: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+        shape = (query.shape[0], query.shape[1], values.shape[2])
+        out = (
+            torch.full(shape, float("nan"), dtype=values.dtype, device=values.device)
+            if poison
+            else values.new_empty(shape)
+        )
+        if not launch_staged(values, times, query, None, out, None, "linear", "clamp", config):
+            raise ValueError("launch_staged refused this shape and config")
         return out
 
     return run
@@ -311,7 +337,46 @@ def prefetch_grid(case: Case, smoke: bool) -> list[tuple[str, list, bool]]:
     return grid
 
 
+# stage ``staged``: (block_q, block_w, num_warps, word_bits, probes, staged_search) per forward
+# shape (S, D), chosen by register count and programs per SM from sm_90 compiles (ptxas -v) on
+# the CPU; staged_search False probes the times in global memory and stages only the values
+STAGED_PICKS: dict[tuple[int, int], list[tuple[int, int, int, int, int, bool]]] = {
+    (500, 64): [(512, 4, 4, 64, 4, False), (1024, 4, 8, 64, 4, False), (256, 16, 8, 64, 4, False),
+                (512, 8, 8, 64, 4, False), (256, 4, 4, 64, 4, False), (512, 4, 4, 64, 0, True),
+                (256, 16, 8, 64, 0, True)],
+    (50, 128): [(64, 8, 4, 64, 0, True), (32, 16, 2, 64, 0, True), (32, 32, 4, 64, 0, True),
+                (32, 8, 2, 64, 0, True), (64, 16, 4, 64, 0, True), (128, 8, 4, 64, 0, True),
+                (64, 8, 4, 64, 4, False)],
+    (1000, 32): [(1024, 4, 8, 64, 4, False), (512, 8, 8, 64, 4, False), (2048, 4, 8, 64, 4, False),
+                 (1024, 8, 8, 32, 4, False)],
+}  # fmt: skip
+
+
+def staged_grid(case: Case, smoke: bool) -> list[tuple[str, list, bool]]:
+    """Stage ``staged``: the gather kernel at its default tile (the default before the staged
+    kernel existed, wherever the public API now runs the staged one), and the staged tiles."""
+    from warpforge.robotics.resample import StagedConfig
+
+    if case.kind != "fwd":
+        return []
+    picks = STAGED_PICKS.get((case.shape["S"], case.shape["D"]), [])
+    if smoke:  # float32 rows of 5 columns split only into 32-bit words; float16 ones into none
+        picks = [(4, 1, 1, 32, 4, True), (8, 2, 2, 32, 0, False)]
+    (gather,) = defaults(case)
+    grid = [(f"gather kernel, {config_name(gather)}", [gather], False)]
+    for block_q, block_w, num_warps, word_bits, probes, staged_search in picks:
+        config = StagedConfig(block_q, block_w, num_warps, word_bits, probes, staged_search)
+        search = f"{search_name(probes)} {'staged' if staged_search else 'global'}"
+        name = f"staged {search} q{block_q} w{block_w}x{word_bits}b nw{num_warps}"
+        grid.append((name, [config], False))
+    return grid
+
+
 def make_variant(case: Case, configs: list, separate: bool, poison: bool):
+    from warpforge.robotics.resample import StagedConfig
+
+    if case.kind == "fwd" and isinstance(configs[0], StagedConfig):
+        return staged_variant(configs[0], poison)
     if case.kind == "fwd":
         return resample_variant(configs[0], poison)
     if case.kind == "bwd":
@@ -432,7 +497,7 @@ def sweep_case(case: Case, device, budget: Budget, args) -> dict[str, Any]:
         except Exception as exc:
             del context[name]
             notes.append(Row(name, "context", None, "error", f"{type(exc).__name__}: {exc}"[:300]))
-    if "prefetch" in args.stages and case.kind == "fwd":
+    if args.stages & {"prefetch", "staged"} and case.kind == "fwd":
         # the floor of one launch that writes the output once (a fill, no reads): what a
         # launch-bound shape cannot go under
         def fill(values: torch.Tensor, times: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
@@ -447,6 +512,9 @@ def sweep_case(case: Case, device, budget: Budget, args) -> dict[str, Any]:
     if "prefetch" in args.stages and case.kind == "fwd":
         rows += time_stage(case, "prefetch", prefetch_grid(case, args.smoke), context,
                            input_sets, budget, args)  # fmt: skip
+    if "staged" in args.stages and case.kind == "fwd":
+        rows += time_stage(case, "staged", staged_grid(case, args.smoke), context, input_sets,
+                           budget, args)  # fmt: skip
     if "search" in args.stages:
         rows += time_stage(case, "search", search_grid(case, args.smoke), context, input_sets,
                            budget, args)  # fmt: skip
@@ -478,6 +546,33 @@ def cases(smoke: bool) -> list[Case]:
         for shape in reversed(pick(problem)):
             found.append(Case(problem, dict(shape), dtype, kind))
     return found
+
+
+def warm_share(selected: list[Case], part: int, parts: int, args, device) -> None:
+    """Compile this process's share (every ``parts``-th) of the variants of the selected cases
+    into Triton's on-disk cache by one launch each, so that processes running side by side
+    compile a sweep's variants in parallel; nothing is checked or timed."""
+    index = 0
+    for case in selected:
+        grid = []
+        if "staged" in args.stages and case.kind == "fwd":
+            grid += staged_grid(case, args.smoke)
+        mine = []
+        for name, configs, separate in grid:
+            if index % parts == part:
+                mine.append((name, configs, separate))
+            index += 1
+        if not mine:
+            continue
+        generator = torch.Generator(device=device).manual_seed(1000)
+        inputs = tuple(case.problem.make_inputs(case.shape, case.dtype, device, generator))
+        for name, configs, separate in mine:
+            try:
+                make_variant(case, configs, separate, poison=False)(*inputs)
+            except Exception as exc:  # the sweep itself records it
+                print(f"warm {name}: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
 
 
 def finish_rows(result: dict[str, Any], bytes_moved: float, copy_rate: float | None) -> None:
@@ -543,10 +638,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="timing seconds per stage (default 2.5 on GPU)")  # fmt: skip
     parser.add_argument("--stages", default="search,tile",
                         help="comma-separated stages: search, tile, prefetch (forward cases: "
-                             "the L2 prefetch of rows, with a fill of the output as the floor)")  # fmt: skip
+                             "the L2 prefetch of rows, with a fill of the output as the floor), "
+                             "staged (forward cases: the staged kernel's tiles)")  # fmt: skip
+    parser.add_argument("--warm-only", default=None, metavar="K/N",
+                        help="only compile share K of N of the variants (a launch each) into "
+                             "Triton's cache, for N such processes side by side; no report")  # fmt: skip
     args = parser.parse_args(argv)
     args.stages = {part for part in args.stages.split(",") if part}
-    if not args.stages <= {"search", "tile", "prefetch"}:
+    if not args.stages <= {"search", "tile", "prefetch", "staged"}:
         parser.error(f"--stages: unknown stage in {sorted(args.stages)}")
     if args.budget_s is None:
         args.budget_s = 120.0 if args.smoke else 190.0
@@ -571,11 +670,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     device = torch.device("cuda" if on_gpu else "cpu")
     from warpforge.environment import environment_fingerprint
 
+    wanted = None if args.only is None else [part for part in args.only.split(",") if part]
+    selected = [c for c in cases(args.smoke) if wanted is None or any(w in c.name for w in wanted)]
+    if args.warm_only is not None:
+        part, parts = (int(x) for x in args.warm_only.split("/"))
+        warm_share(selected, part, parts, args, device)
+        return 0
     budget = Budget(args.budget_s)
     copy_rate = copy_ceiling(device)
     results = []
-    wanted = None if args.only is None else [part for part in args.only.split(",") if part]
-    selected = [c for c in cases(args.smoke) if wanted is None or any(w in c.name for w in wanted)]
     for index, case in enumerate(selected):
         started = time.perf_counter()
         budget.start_case(len(selected) - index)

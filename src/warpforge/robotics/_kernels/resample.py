@@ -699,3 +699,295 @@ def resample_gather_grad_kernel(
         acc += weight.to(acc.dtype)[:, None] * grad.to(acc.dtype)
     tl.store(gv + row64 * gv_sb + offs_s.to(tl.int64)[:, None] * gv_ss + offs_d[None, :], acc,
              mask=s_in[:, None] & d_in[None, :])  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------
+# the staged forward: a program stages its row's times and a column slice of its values on chip,
+# searches and gathers there (linear, previous, nearest; 16-bit or float32 values)
+# ----------------------------------------------------------------------------------------------
+#
+# Every ``tl.gather`` below is rank 1. Triton relayouts a gather of rank >= 2 to make it
+# warp-local (OptimizeThreadLocality), which lowers to warp shuffles whose count grows with the
+# gathered axis; a rank-1 gather keeps the blocked layout spread over the warps, so its lowering
+# stores the source tile to shared memory once per gather and each lane loads its element by
+# index (``emitGatherInShared``): an indexed shared-memory gather. Values travel as 32- or
+# 64-bit words of packed elements (two to four 16-bit values per shared-memory access); each
+# query's row of words is addressed in a flat ``[queries x words]`` index space. Measured on the
+# H100 (benchmarks/results/robotics-robo3-*): a gather of rank 1 compiles to no shuffles.
+
+ELEM_BF16, ELEM_F16, ELEM_F32 = (tl.constexpr(code) for code in range(3))
+ELEM_CODES = {"bfloat16": 0, "float16": 1, "float32": 2}
+
+
+@triton.jit
+def _guided_interval_staged(
+    q, t_tile, last, t_first, t_last, interior,
+    TIME_KIND: tl.constexpr, PROBES: tl.constexpr, BLOCK_Q: tl.constexpr,
+):  # fmt: skip
+    """:func:`_guided_interval` with its probes read from the staged times ``t_tile`` (a
+    shared-memory gather each) instead of global memory; the same rounds and results."""
+    a = tl.zeros([BLOCK_Q], dtype=tl.int32)
+    b = last
+    ta = t_first
+    tb = t_last
+    rounds = tl.zeros([BLOCK_Q], dtype=tl.int32)
+    while tl.max((interior & (b - a > 1)).to(tl.int32), axis=0) > 0:
+        active = interior & (b - a > 1)
+        width = b - a
+        if TIME_KIND == TIME_F32:
+            frac = (q - ta) / (tb - ta)
+        else:
+            frac = (q - ta).to(tl.float32) / (tb - ta).to(tl.float32)
+        frac = tl.where((frac >= 0.0) & (frac < 1.0), frac, 0.5)
+        guess = a + (frac * width.to(tl.float32)).to(tl.int32)
+        bisect = (rounds >= 3) & (rounds % 2 == 1)
+        guess = tl.where(bisect, a + width // 2, guess)
+        first = tl.minimum(tl.maximum(guess, a), b - 1) - (PROBES // 2 - 1)
+        first = tl.where(width <= PROBES + 1, a + 1, first)
+        a_start = a
+        b_start = b
+        for k in tl.static_range(PROBES):
+            # in [a_start, b_start], inside [0, last]: always a staged sample
+            j = tl.minimum(tl.maximum(first + k, a_start), b_start)
+            t_j = tl.gather(t_tile, j, 0)
+            raise_a = active & (t_j <= q) & (j > a)
+            a = tl.where(raise_a, j, a)
+            ta = tl.where(raise_a, t_j, ta)
+            lower_b = active & (t_j > q) & (j < b)
+            b = tl.where(lower_b, j, b)
+            tb = tl.where(lower_b, t_j, tb)
+        rounds += 1
+    return a, ta, tb
+
+
+@triton.jit
+def _binary_count_staged(q, t_tile, n, NUM_STEPS, BLOCK_Q: tl.constexpr):
+    """:func:`_binary_count` on the staged times: ``NUM_STEPS`` shared-memory gathers."""
+    lo = tl.zeros([BLOCK_Q], dtype=tl.int32)
+    hi = tl.zeros([BLOCK_Q], dtype=tl.int32) + n
+    for _ in range(NUM_STEPS):
+        active = lo < hi
+        mid = (lo + hi) // 2
+        # an inactive lane may sit at lo == hi == n: keep its (unused) index inside the tile
+        t_mid = tl.gather(t_tile, tl.minimum(mid, n - 1), 0)
+        lo = tl.where(active & (t_mid <= q), mid + 1, lo)
+        hi = tl.where(active & (t_mid > q), mid, hi)
+    return lo
+
+
+@triton.jit
+def _bracket_staged(
+    q, q_in, t_tile, times_row, t_stride_s, n, NUM_STEPS,
+    METHOD: tl.constexpr, POLICY: tl.constexpr, TIME_KIND: tl.constexpr, PROBES: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+):  # fmt: skip
+    """:func:`_bracket` for the staged kernel: ``(ia, w, in_range)``, the result being
+    ``v[ia] + w * (v[ia + 1] - v[ia])``, or ``v[ia]`` where ``w == 0``.
+
+    Whenever ``_bracket``'s ``ib`` differs from ``ia + 1`` it equals ``ia`` and ``w`` is 0 (a
+    held edge, a zero-width interval, previous, nearest), so ``ib`` is not carried. Outputs the
+    semantics fill with NaN (``out_of_range="nan"`` outside the range, NaN queries) get a NaN
+    weight, which the blend turns into NaN."""
+    offs0 = tl.zeros([BLOCK_Q], dtype=tl.int32)
+    last = offs0 + (n - 1)
+    t_first = tl.load(times_row + offs0)
+    t_last = tl.load(times_row + last.to(tl.int64) * t_stride_s)
+    below = q < t_first
+    above = q > t_last
+    is_nan = q != q
+    in_range = (~below) & (~above) & (~is_nan)
+    if PROBES == 0:
+        count = _binary_count_staged(q, t_tile, n, NUM_STEPS, BLOCK_Q)
+        i0 = tl.minimum(tl.maximum(count - 1, 0), last)
+        i1 = tl.minimum(i0 + 1, last)
+        t0 = tl.gather(t_tile, i0, 0)
+        t1 = tl.gather(t_tile, i1, 0)
+    else:
+        interior = q_in & (q >= t_first) & (q < t_last)
+        a, ta_found, tb_found = _guided_interval_staged(
+            q, t_tile, last, t_first, t_last, interior, TIME_KIND, PROBES, BLOCK_Q
+        )
+        at_end = q >= t_last
+        i0 = tl.where(interior, a, tl.where(at_end, last, 0))
+        i1 = tl.minimum(i0 + 1, last)
+        t0 = tl.where(interior, ta_found, tl.where(at_end, t_last, t_first))
+        t1 = tl.where(interior, tb_found, tl.where(at_end, t_last, t_first))
+    if METHOD == PREVIOUS:
+        i1 = i0
+        t1 = t0
+    if METHOD == NEAREST:
+        take_first = (q - t0) <= (t1 - q)  # ties go to v[i]
+        i0 = tl.where(take_first, i0, i1)
+        t0 = tl.where(take_first, t0, t1)
+        i1 = i0
+        t1 = t0
+    if POLICY == EXTRAPOLATE and METHOD == LINEAR:
+        second = tl.minimum(last, 1)
+        penultimate = tl.maximum(last - 1, 0)
+        t_second = tl.gather(t_tile, second, 0)
+        t_penultimate = tl.gather(t_tile, penultimate, 0)
+        ia = tl.where(below, 0, tl.where(above, penultimate, i0))
+        ta = tl.where(below, t_first, tl.where(above, t_penultimate, t0))
+        tb = tl.where(below, t_second, tl.where(above, t_last, t1))
+        # a zero-width edge interval holds the edge sample itself (w is 0 there)
+        ia = tl.where(above & (tb == ta), last, ia)
+    else:
+        ia = tl.where(below, 0, tl.where(above, last, i0))
+        ta = tl.where(below, t_first, tl.where(above, t_last, t0))
+        tb = tl.where(below, t_first, tl.where(above, t_last, t1))
+    if METHOD == LINEAR:
+        w, _ = _interval_weight(q, ta, tb, TIME_KIND)
+        w = w.to(tl.float32)
+    else:
+        w = tl.zeros([BLOCK_Q], dtype=tl.float32)
+    fill = is_nan
+    if POLICY == FILL_NAN:
+        fill = fill | ~in_range
+    return ia, tl.where(fill, float("nan"), w), in_range
+
+
+@triton.jit
+def _unpack_word(word, e: tl.constexpr, ELEM_KIND: tl.constexpr, WORD_BITS: tl.constexpr):
+    """Element ``e`` (from the low bits) of a packed word, as float32."""
+    if ELEM_KIND == ELEM_F32:
+        if WORD_BITS == 32:
+            bits = word
+        else:
+            bits = ((word >> (32 * e)) & 0xFFFFFFFF).to(tl.int32)
+        value = bits.to(tl.float32, bitcast=True)
+    else:
+        bits = ((word >> (16 * e)) & 0xFFFF).to(tl.int32)
+        if ELEM_KIND == ELEM_BF16:
+            value = (bits << 16).to(tl.float32, bitcast=True)  # bf16 is fp32's high half
+        else:
+            value = bits.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    return value
+
+
+@triton.jit
+def _pack_element(value, e: tl.constexpr, ELEM_KIND: tl.constexpr, WORD_BITS: tl.constexpr):
+    """``value`` (float32) rounded to the element type, in element ``e``'s bits of a word."""
+    if WORD_BITS == 64:
+        word_type = tl.int64
+    else:
+        word_type = tl.int32
+    if ELEM_KIND == ELEM_F32:
+        bits = value.to(tl.int32, bitcast=True).to(word_type)
+        if WORD_BITS == 64:
+            bits = (bits & 0xFFFFFFFF) << (32 * e)
+    else:
+        if ELEM_KIND == ELEM_BF16:
+            half = value.to(tl.bfloat16).to(tl.int16, bitcast=True)
+        else:
+            half = value.to(tl.float16).to(tl.int16, bitcast=True)
+        bits = (half.to(word_type) & 0xFFFF) << (16 * e)
+    return bits
+
+
+@triton.jit
+def _spread(x, BLOCK_Q: tl.constexpr, BLOCK_W: tl.constexpr):
+    """``x`` [BLOCK_Q] repeated BLOCK_W times each, in the flat [BLOCK_Q * BLOCK_W] index space
+    (query-major): a broadcast and a reshape, which Triton lowers to one small layout
+    conversion instead of a gather."""
+    return tl.reshape(tl.broadcast_to(x[:, None], [BLOCK_Q, BLOCK_W]), [BLOCK_Q * BLOCK_W])
+
+
+@triton.jit
+def resample_staged_kernel(
+    q_ptr, q_stride_b, q_stride_t, T, lengths_ptr,
+    v_words, v_sb, v_ss, W,
+    t_ptr, t_sb, t_ss, S,
+    o_words, o_sb, o_st,
+    m_ptr, NUM_STEPS,
+    METHOD: tl.constexpr,
+    POLICY: tl.constexpr,
+    TIME_KIND: tl.constexpr,
+    HAS_LENGTHS: tl.constexpr,
+    WRITE_MASK: tl.constexpr,
+    PROBES: tl.constexpr,
+    STAGED_SEARCH: tl.constexpr,
+    ELEM_KIND: tl.constexpr,
+    WORD_BITS: tl.constexpr,
+    ELEMS: tl.constexpr,
+    S_PAD: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_W: tl.constexpr,
+):  # fmt: skip
+    # one program: a row, a block of BLOCK_Q queries and a slice of BLOCK_W words of its values
+    # (strides in words); word slices fastest, so neighbouring programs share the row in L2.
+    # STAGED_SEARCH: the search reads the row's times staged in shared memory (one round trip
+    # to memory for the whole program), else it probes them in global memory (L1) as the
+    # gather kernel does, and only the values are staged.
+    pid = tl.program_id(0)
+    num_w_blocks = tl.cdiv(W, BLOCK_W)
+    w_block = pid % num_w_blocks
+    rest = pid // num_w_blocks
+    num_q_blocks = tl.cdiv(T, BLOCK_Q)
+    q_block = rest % num_q_blocks
+    row = rest // num_q_blocks
+    row64 = row.to(tl.int64)
+    n = _row_length(lengths_ptr, row, S, HAS_LENGTHS)
+
+    # the slice of the row's values, read once, coalesced; with STAGED_SEARCH every global read
+    # (queries, times, values) is issued here, independent of each other
+    flat_v = tl.arange(0, S_PAD * BLOCK_W)
+    v_row = flat_v // BLOCK_W
+    v_col = w_block * BLOCK_W + flat_v % BLOCK_W
+    v_tile = tl.load(
+        v_words + row64 * v_sb + v_row.to(tl.int64) * v_ss + v_col,
+        mask=(v_row < n) & (v_col < W), other=0,
+    )  # fmt: skip
+    if STAGED_SEARCH:
+        offs_q = q_block * BLOCK_Q + tl.arange(0, BLOCK_Q)
+        q_in = offs_q < T
+        q = tl.load(q_ptr + row64 * q_stride_b + offs_q.to(tl.int64) * q_stride_t, mask=q_in,
+                    other=0)  # fmt: skip
+        times_row = t_ptr + row64 * t_sb
+        offs_s = tl.arange(0, S_PAD)
+        t_tile = tl.load(times_row + offs_s.to(tl.int64) * t_ss, mask=offs_s < n, other=0)
+        ia, w, in_range = _bracket_staged(
+            q, q_in, t_tile, times_row, t_ss, n, NUM_STEPS, METHOD, POLICY, TIME_KIND, PROBES,
+            BLOCK_Q,
+        )  # fmt: skip
+    else:
+        offs_q, q_in, ia, _, w, _, in_range, is_nan = _bracket(
+            q_ptr, q_stride_b, q_stride_t, T, t_ptr, t_sb, t_ss, n, row, q_block,
+            NUM_STEPS, METHOD, POLICY, TIME_KIND, False, PROBES, BLOCK_Q,
+        )  # fmt: skip
+        # as in _bracket_staged: NaN fills as a NaN weight, and _bracket's ib is ia + 1
+        # wherever w != 0
+        fill = is_nan
+        if POLICY == FILL_NAN:
+            fill = fill | ~in_range
+        w = tl.where(fill, float("nan"), w)
+
+    flat = tl.arange(0, BLOCK_Q * BLOCK_W)
+    query = flat // BLOCK_W
+    col = flat % BLOCK_W
+    ia_k = _spread(ia, BLOCK_Q, BLOCK_W)
+    w_k = _spread(w, BLOCK_Q, BLOCK_W)
+    # ia + 1 is read only where w != 0, where it is _bracket's ib (inside [0, n-1])
+    ib_k = tl.minimum(ia_k + 1, n - 1)
+    va = tl.gather(v_tile, ia_k * BLOCK_W + col, 0)
+    vb = tl.gather(v_tile, ib_k * BLOCK_W + col, 0)
+
+    if WORD_BITS == 64:
+        packed = tl.zeros([BLOCK_Q * BLOCK_W], dtype=tl.int64)
+    else:
+        packed = tl.zeros([BLOCK_Q * BLOCK_W], dtype=tl.int32)
+    for e in tl.static_range(ELEMS):
+        fa = _unpack_word(va, e, ELEM_KIND, WORD_BITS)
+        fb = _unpack_word(vb, e, ELEM_KIND, WORD_BITS)
+        # w == 0 returns v[ia] exactly (q == t[n-1], holds, previous, nearest); NaN fills
+        result = tl.where(w_k == 0, fa, fa + w_k * (fb - fa))
+        packed = packed | _pack_element(result, e, ELEM_KIND, WORD_BITS)
+
+    out_q = q_block * BLOCK_Q + query
+    out_col = w_block * BLOCK_W + col
+    tl.store(
+        o_words + row64 * o_sb + out_q.to(tl.int64) * o_st + out_col, packed,
+        mask=(out_q < T) & (out_col < W),
+    )  # fmt: skip
+    if WRITE_MASK:  # noqa: SIM102 (constexpr guard, then a run-time test)
+        if w_block == 0:
+            tl.store(m_ptr + row64 * T + offs_q, in_range.to(tl.uint8), mask=q_in)
