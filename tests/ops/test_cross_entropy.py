@@ -233,24 +233,43 @@ def _check_split_forward_with_grad(logits, target, grad_loss, plan):
         torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
 
 
-@pytest.mark.parametrize("words", [False, True], ids=["counter", "flag-words"])
+@pytest.mark.parametrize("meeting", ["counter", "flag-words", "lanes"])
 @pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
 @pytest.mark.parametrize(("rows", "vocab"), [(9, 37), (4, 16), (7, 100), (5, 41 * 16 - 3)])
-def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch, words):
+def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch, meeting,
+                                                   monkeypatch, lane_options=None):  # fmt: skip
     """Rows split over 16-column programs (ragged last chunk; targets at the first and last
     column, at a chunk boundary, ignored), more rows than slots, smoothing and z-loss, into a
     poisoned buffer and in place (the target logit is read before any gradient lands; with
-    ``prefetch`` each program loads its next row's chunk before writing this one's), with both
-    meetings: the arrival counter and the flag words (41 chunks: two vectors of words)."""
+    ``prefetch`` each program loads its next row's chunk before writing this one's), with every
+    meeting: the arrival counter, the flag words (41 chunks: two vectors of words) and the
+    flag words of the per-thread-statistics kernel (``lanes``)."""
     gen = torch.Generator().manual_seed(24)
     logits = torch.randn(rows, vocab, generator=gen) * 3
     target = random_target((rows,), vocab, gen)
     target[0], target[1], target[2 % rows] = 0, vocab - 1, min(16, vocab - 1)
     target[rows - 1] = IGNORE
     grad_loss = torch.rand(rows, generator=gen) + 0.5
+    monkeypatch.setattr(ce_module, "LANE_KERNEL_OPTIONS", lane_options or {})
     plan = split_row_plan(rows, vocab, "cpu", block=16, num_warps=1, prefetch=prefetch,
-                          flag_words=words)  # fmt: skip
+                          flag_words=meeting != "counter",
+                          lane_stats=meeting.startswith("lanes"))  # fmt: skip
     _check_split_forward_with_grad(logits, target, grad_loss, plan)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"PAIRS": True}, {"THREAD_STATS": False}, {"DEFER_HIT": False}],
+    ids=["word-pairs", "chunk-stats", "hit-barrier"],
+)
+@pytest.mark.parametrize(("rows", "vocab"), [(9, 37), (5, 41 * 16 - 3)])
+def test_split_forward_with_grad_lane_kernel_options(path, rows, vocab, options, monkeypatch):
+    """The per-thread-statistics kernel's other paths (words polled as pairs, which 33-64-chunk
+    rows take; chunk statistics in two reductions; the target element behind its own barrier)
+    over the same ragged small chunks."""
+    test_split_forward_with_grad_over_small_chunks(
+        path, rows, vocab, True, "lanes", monkeypatch, lane_options=options
+    )
 
 
 @pytest.mark.parametrize("early", [False, True], ids=["chunk0-target", "early-target"])
@@ -741,6 +760,57 @@ def test_gpu_split_forward_with_grad_flag_words(rows, vocab, broadcast):
     (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
     plan = ce_module._fwd_grad_split_plan(rows, vocab, 2, logits.device)
     assert plan is not None and plan.chunks_pow2 <= ce_module._FLAG_WORDS_MAX_CHUNKS
+    for out in (torch.full_like(logits, float("nan")), logits.clone()):
+        source = out if not out.isnan().any() else logits
+        loss, lse = ce_module.row_losses(
+            source, target, IGNORE, 0.1, 1e-4, grad_out=out, grad_loss=grad_loss, split=plan
+        )
+        torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=1.6e-2, rtol=1.6e-2)
+        torch.testing.assert_close(
+            lse.double(), logits.double().logsumexp(-1), atol=1e-4, rtol=1e-5
+        )
+        torch.testing.assert_close(out.double(), expected, atol=1.6e-5, rtol=1.6e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("vocab", "launch", "options"),
+    [
+        (128256, (4096, 4, 8), {}),
+        (262144, (8192, 8, 4), {}),
+        (262144, (8192, 4, 4), {}),
+        (262144, (4096, 4, 8), {}),
+        (262144, (4096, 4, 8), {"PAIRS": True}),
+        (262144, (8192, 8, 4), {"THREAD_STATS": False}),
+        (262144, (8192, 8, 4), {"DEFER_HIT": False}),
+    ],
+    ids=["128256-4096x8", "262144-8192x4", "262144-8192w4x4", "262144-4096x8",
+         "262144-4096x8-pairs", "262144-chunk-stats", "262144-hit-barrier"],
+)  # fmt: skip
+def test_gpu_split_forward_with_grad_lane_kernel(vocab, launch, options, monkeypatch):
+    """The per-thread-statistics flag-word kernel at the launches a sweep times, rows in
+    several waves (each program's last row stores its target element after the loop, the
+    others after the next row's barrier), targets at the first, last and a chunk's first and
+    last column and ignored, per-row grad_loss, smoothing and z-loss: into a NaN-poisoned
+    buffer and in place over the logits, against float64."""
+    rows = 40 if vocab == 262144 else 100
+    block, warps, per_sm = launch
+    gen = torch.Generator().manual_seed(rows + vocab + block + warps)
+    logits = (torch.randn(rows, vocab, generator=gen) * 3).to("cuda", torch.bfloat16)
+    target = random_target((rows,), vocab, gen).cuda()
+    target[0], target[1], target[2], target[3], target[4] = 0, vocab - 1, 8192, 8191, IGNORE
+    target[-1], target[-2] = block, block - 1  # the last rows: stored after the loop
+    grad_loss = (torch.rand(rows, generator=gen) + 0.5).cuda()
+    x64 = logits.double().requires_grad_()
+    expected_rows = reference_cross_entropy(
+        x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-4
+    )
+    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
+    plan = split_row_plan(rows, vocab, "cuda", block=block, num_warps=warps,
+                          programs_per_sm=per_sm, prefetch=True, flag_words=True,
+                          lane_stats=True)  # fmt: skip
+    assert plan is not None and plan.programs < rows * plan.chunks
+    monkeypatch.setattr(ce_module, "LANE_KERNEL_OPTIONS", options)
     for out in (torch.full_like(logits, float("nan")), logits.clone()):
         source = out if not out.isnan().any() else logits
         loss, lse = ce_module.row_losses(

@@ -270,10 +270,24 @@ def row_losses(
     return loss, lse
 
 
+LANE_KERNEL_OPTIONS: dict[str, object] = {}
+"""Compile-time options of ``cross_entropy_fwd_grad_lanes_kernel`` beyond its defaults (a
+sweep's contenders)."""
+
+
+def _lane_layout(plan: SplitRowPlan, element_size: int) -> dict[str, int]:
+    """THREADS and VEC of ``cross_entropy_fwd_grad_lanes_kernel``: a thread's columns in
+    16-byte vectors (fewer, and fewer threads, when the block is narrower than one vector a
+    thread), so that BLOCK = REPS * THREADS * VEC with REPS >= 1."""
+    vec = min(16 // element_size, plan.block)
+    return {"THREADS": min(32 * plan.num_warps, plan.block // vec), "VEC": vec}
+
+
 def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, plan, options):
     """The forward with gradient of rows split over ``plan.chunks`` programs each."""
     from warpforge.ops._kernels.cross_entropy import (
         cross_entropy_fwd_grad_flags_kernel,
+        cross_entropy_fwd_grad_lanes_kernel,
         cross_entropy_fwd_grad_split_kernel,
     )
 
@@ -286,6 +300,17 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
                 f"got {plan.chunks}"
             )
         words = plan.unpublished_words(n_rows, 2, logits.device)  # two words a chunk
+        if plan.lane_stats:
+            with kernel_device(logits):
+                for stage in plan.stages():
+                    cross_entropy_fwd_grad_lanes_kernel[(plan.programs,)](
+                        logits, target, loss, lse, grad_out, grad_loss, words,
+                        _row_stride(grad_loss), logits.stride(0), grad_out.stride(0), n_rows,
+                        *common, CHUNKS_POW2=plan.chunks_pow2, STAGE=stage,
+                        PREFETCH=plan.prefetch, **_lane_layout(plan, logits.element_size()),
+                        **LANE_KERNEL_OPTIONS, **options,
+                    )  # fmt: skip
+            return
         with kernel_device(logits):
             for stage in plan.stages():
                 cross_entropy_fwd_grad_flags_kernel[(plan.programs,)](

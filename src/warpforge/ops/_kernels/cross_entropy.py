@@ -42,7 +42,9 @@ from warpforge.ops._kernels.split_rows import (
     arrive,
     chunk_exponentials,
     combined_partials,
+    pack_pair,
     publish_word,
+    row_word_pairs,
     row_words,
     split_place,
     store_chunk_partials,
@@ -756,3 +758,226 @@ def cross_entropy_fwd_grad_flags_kernel(
                 target_logit, owns_target, scale, grad_ptr + row * grad_row_stride, n_cols,
                 label_smoothing, z_loss,
             )  # fmt: skip
+
+
+@triton.jit
+def _combine_max_sum(max_a, sum_a, max_b, sum_b):
+    """Two (max, sum of exp(x - max)) pairs as one, with one exponential: the smaller max's sum
+    is rescaled by exp(smaller - larger). The maxima are finite (clamped), so no inf - inf."""
+    scale = tl.exp2((tl.minimum(max_a, max_b) - tl.maximum(max_a, max_b)) * LOG2E)
+    return (
+        tl.maximum(max_a, max_b),
+        tl.where(max_a >= max_b, sum_a + sum_b * scale, sum_a * scale + sum_b),
+    )
+
+
+@triton.jit
+def _combine_packed(a, b):
+    """:func:`_combine_max_sum` of two (max, sum) pairs packed in int64 words
+    (``pack_pair``): one 8-byte value a thread crosses shared memory, behind one barrier,
+    where a pair of fp32 values takes two."""
+    max_a, sum_a = unpack_pair(a)
+    max_b, sum_b = unpack_pair(b)
+    m, s = _combine_max_sum(max_a, sum_a, max_b, sum_b)
+    return (
+        m.to(tl.uint32, bitcast=True).to(tl.uint64)
+        | (s.to(tl.uint32, bitcast=True).to(tl.uint64) << 32)
+    ).to(tl.int64, bitcast=True)
+
+
+@triton.jit
+def _store_pending_hit(grad_ptr, grad_row_stride, row, col, hit):
+    """Rewrite a row's target element (where ``col`` >= 0) with its one-hot term."""
+    tl.store(grad_ptr + row * grad_row_stride + tl.maximum(col, 0),
+             hit.to(grad_ptr.dtype.element_ty), mask=col >= 0)  # fmt: skip
+
+
+@triton.jit
+def _thread_chunk_offsets(chunk_start, THREADS: tl.constexpr, VEC: tl.constexpr,
+                          REPS: tl.constexpr):  # fmt: skip
+    """A chunk's columns as a [REPS, THREADS, VEC] tensor: thread ``t`` holds ``VEC`` adjacent
+    columns (one 16-byte vector) at ``rep * THREADS * VEC + t * VEC``, the layout a 1-D load
+    of the chunk gets, so axes 0 and 2 are one thread's own elements and reducing over them
+    never leaves the thread."""
+    reps = tl.arange(0, REPS)[:, None, None]
+    threads = tl.arange(0, THREADS)[None, :, None]
+    return chunk_start + (reps * THREADS + threads) * VEC + tl.arange(0, VEC)[None, None, :]
+
+
+@triton.jit
+def cross_entropy_fwd_grad_lanes_kernel(
+    logits_ptr,
+    target_ptr,
+    loss_ptr,
+    lse_ptr,
+    grad_ptr,
+    grad_loss_ptr,
+    words_ptr,
+    grad_loss_stride,
+    logits_row_stride,
+    grad_row_stride,
+    n_rows,
+    n_cols,
+    ignore_index,
+    label_smoothing,
+    z_loss,
+    BLOCK: tl.constexpr,
+    THREADS: tl.constexpr,
+    VEC: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    STAGE: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    HAS_SMOOTHING: tl.constexpr,
+    CHECK_TARGETS: tl.constexpr,
+    THREAD_STATS: tl.constexpr = True,
+    DEFER_HIT: tl.constexpr = True,
+    PAIRS: tl.constexpr = False,
+):
+    """``cross_entropy_fwd_grad_flags_kernel`` (the same programs, rows, chunks and flag
+    words) whose warps wait for each other once a row instead of three times. The flag-word
+    kernel's CTA barriers: its chunk max (a cross-warp reduction), its sum of exponentials
+    (another one, behind a barrier that frees the first one's shared memory) and the
+    ``tl.debug_barrier`` between its gradient store and the target element's second store.
+    Each makes every warp of the program wait for the slowest one. BLOCK = REPS * THREADS *
+    VEC: THREADS threads (32 * num_warps, or fewer for a narrow block) of VEC-element 16-byte
+    vectors.
+
+    THREAD_STATS: every thread reduces its own elements to (max, sum of exp(x - that max)), and
+    the program combines the threads' pairs, packed in one int64 each, in ONE cross-warp
+    reduction; the gradient rescales each thread's exponentials by exp(its max - row max) /
+    total (one exponential per element in all, as before).
+
+    DEFER_HIT: the target element's second store (the one-hot term) waits for the next CTA
+    barrier the program passes anyway (the next row's reduction, or one after the loop), which
+    orders it after every thread's store of the row; the flag-word kernel's own barrier for it
+    goes. Nothing reads a gradient element before the kernel ends, and no other program writes
+    this chunk.
+
+    PAIRS: rows of 33-64 chunks poll their words as one vector of pairs
+    (``row_word_pairs``), not two vectors.
+    """
+    REPS: tl.constexpr = BLOCK // (THREADS * VEC)
+    pid = tl.program_id(0)
+    chunks = tl.cdiv(n_cols, BLOCK)
+    chunk = pid % chunks
+    slot = pid // chunks
+    slots = tl.num_programs(0) // chunks
+    chunk_start = chunk * BLOCK
+    offs = _thread_chunk_offsets(chunk_start, THREADS, VEC, REPS)
+    mask = offs < n_cols
+    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words), or 32 pairs
+        lanes = tl.arange(0, 32)
+    else:
+        lanes = tl.arange(0, CHUNKS_POW2)
+    if PREFETCH:
+        upcoming = tl.load(
+            logits_ptr + slot.to(tl.int64) * logits_row_stride + offs,
+            mask=mask,
+            other=float("-inf"),
+        )
+    next_target = tl.load(target_ptr + slot.to(tl.int64))
+    next_grad_loss = tl.load(grad_loss_ptr + slot.to(tl.int64) * grad_loss_stride)
+    pending_row = slot.to(tl.int64)  # the deferred target element: none yet
+    pending_col = tl.full((), -1, tl.int64)
+    pending_hit = tl.full((), 0.0, tl.float32)
+    for i in range(0, tl.cdiv(n_rows - slot, slots)):
+        row = slot.to(tl.int64) + i * slots
+        row_ptr = logits_ptr + row * logits_row_stride
+        target, ignored, in_range = _classify_target(
+            next_target, n_cols, ignore_index, CHECK_TARGETS
+        )
+        grad_loss = next_grad_loss.to(tl.float32)
+        owns_target = in_range & (target >= chunk_start) & (target < chunk_start + BLOCK)
+        target_logit = tl.load(
+            row_ptr + tl.where(owns_target, target, 0), mask=owns_target, other=0.0
+        ).to(tl.float32)
+        if PREFETCH:
+            x = upcoming.to(tl.float32)
+        else:
+            x = tl.load(row_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
+        words = words_ptr + row * (2 * CHUNKS_POW2)
+        if HAS_SMOOTHING and STAGE != 2:
+            # summed before the exponentials replace x: x and them held at once would spill
+            row_part = tl.sum(tl.sum(tl.sum(tl.where(mask, x, 0.0), axis=2), axis=0), axis=0)
+        else:
+            row_part = 0.0
+        # clamped: a thread (a chunk) of only -inf gets zero exponentials, not NaN
+        thread_max = tl.maximum(tl.max(tl.max(x, axis=2), axis=0), -1.0e30)
+        if THREAD_STATS:
+            e = tl.exp2((x - thread_max[None, :, None]) * LOG2E)
+            thread_sum = tl.sum(tl.sum(e, axis=2), axis=0)
+        if DEFER_HIT and STAGE != 1:
+            # the last row's stores are all issued once every warp is here, where the
+            # reduction below waits for them anyway
+            tl.debug_barrier()
+            _store_pending_hit(grad_ptr, grad_row_stride, pending_row, pending_col,
+                               pending_hit)  # fmt: skip
+        if THREAD_STATS:
+            packed = pack_pair(thread_max, thread_sum)
+            chunk_max, chunk_sum = unpack_pair(tl.reduce(packed, 0, _combine_packed))
+        else:
+            chunk_max = tl.max(thread_max, axis=0)
+            e = tl.exp2((x - chunk_max) * LOG2E)
+            chunk_sum = tl.sum(tl.sum(tl.sum(e, axis=2), axis=0), axis=0)
+        if STAGE != 2:
+            publish_word(words + chunk, chunk_max, chunk_sum, STAGE)
+            publish_word(words + CHUNKS_POW2 + chunk, row_part, target_logit, STAGE)
+        if PREFETCH:
+            upcoming = _next_row_chunk(row_ptr, row, slots, n_rows, n_cols, logits_row_stride, offs)
+        has_next = row + slots < n_rows
+        next_target = tl.load(target_ptr + row + slots, mask=has_next, other=0)
+        next_grad_loss = tl.load(
+            grad_loss_ptr + (row + slots) * grad_loss_stride, mask=has_next, other=0.0
+        )
+        if STAGE != 1:
+            if PAIRS:
+                stats, stats_2, sums, sums_2 = row_word_pairs(
+                    words, words + CHUNKS_POW2, lanes, chunks, tl.where(chunk == 0, chunks, 0),
+                    STAGE,
+                )  # fmt: skip
+            else:
+                stats, stats_2, sums, sums_2 = row_words(
+                    words, words + CHUNKS_POW2, lanes, chunks, tl.where(chunk == 0, chunks, 0),
+                    CHUNKS_POW2 > 32, STAGE,
+                )  # fmt: skip
+            maxes, exp_sums = unpack_pair(stats)
+            maxes_2, exp_sums_2 = unpack_pair(stats_2)
+            row_max = tl.maximum(tl.max(maxes, axis=0), tl.max(maxes_2, axis=0))
+            total = tl.sum(exp_sums * tl.exp2((maxes - row_max) * LOG2E), axis=0) + tl.sum(
+                exp_sums_2 * tl.exp2((maxes_2 - row_max) * LOG2E), axis=0
+            )
+            lse = row_max + tl.log(total)
+            if chunk == 0:
+                row_totals, target_logits = unpack_pair(sums)
+                row_totals_2, target_logits_2 = unpack_pair(sums_2)
+                loss = _row_loss(
+                    lse, tl.sum(row_totals, axis=0) + tl.sum(row_totals_2, axis=0),
+                    tl.sum(target_logits, axis=0) + tl.sum(target_logits_2, axis=0), ignored,
+                    in_range, n_cols, label_smoothing, z_loss,
+                )  # fmt: skip
+                tl.store(loss_ptr + row, loss)
+                tl.store(lse_ptr + row, lse)
+            scale = _grad_scale(grad_loss, ignored, in_range)
+            prob_scale = scale * (1.0 + 2.0 * z_loss * lse)
+            uniform = scale * (label_smoothing / n_cols)
+            if THREAD_STATS:
+                factor = (tl.exp2((thread_max - row_max) * LOG2E) / total)[None, :, None]
+            else:
+                factor = tl.exp2((chunk_max - row_max) * LOG2E) / total
+            out_row = grad_ptr + row * grad_row_stride
+            grad = e * (factor * prob_scale) - uniform
+            tl.store(out_row + offs, grad.to(out_row.dtype.element_ty), mask=mask)
+            hit = (
+                tl.exp(target_logit - lse) * prob_scale - uniform - scale * (1.0 - label_smoothing)
+            )
+            if DEFER_HIT:
+                pending_row = row
+                pending_col = tl.where(owns_target, target, -1)
+                pending_hit = hit
+            else:
+                tl.debug_barrier()  # every thread's store lands before the target is rewritten
+                _store_pending_hit(grad_ptr, grad_row_stride, row,
+                                   tl.where(owns_target, target, -1), hit)  # fmt: skip
+    if DEFER_HIT and STAGE != 1:
+        tl.debug_barrier()
+        _store_pending_hit(grad_ptr, grad_row_stride, pending_row, pending_col, pending_hit)

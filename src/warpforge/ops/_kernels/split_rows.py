@@ -176,3 +176,56 @@ def row_words(words_ptr, more_ptr, lanes, chunks, more_chunks, SECOND: tl.conste
                 more_second = _poll(more_ptr + 32, lanes, lanes + 32 < more_chunks, 0)
                 pending = tl.maximum(pending, tl.maximum(_pending(second), _pending(more_second)))
     return first, second, more_first, more_second
+
+
+@triton.jit
+def _poll_two(ptr, live):
+    """The two adjacent words at each ``ptr`` (16-byte aligned) in one volatile 16-byte load,
+    (0, 0) where not ``live``."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.b32 p, $3, 0; mov.b64 $0, 0; mov.b64 $1, 0;\n"
+        "@p ld.volatile.global.v2.b64 {$0, $1}, [$2]; }",
+        "=l,=l,l,r",
+        [ptr, live.to(tl.int32)],
+        dtype=(tl.int64, tl.int64),
+        is_pure=False,
+        pack=1,
+    )
+
+
+@triton.jit
+def _pending_pairs(even, odd, more_even, more_odd, lanes, chunks, more_chunks):
+    live = 2 * lanes
+    waiting = ((even == UNPUBLISHED) & (live < chunks)) | (
+        (odd == UNPUBLISHED) & (live + 1 < chunks)
+    )
+    waiting = waiting | ((more_even == UNPUBLISHED) & (live < more_chunks))
+    waiting = waiting | ((more_odd == UNPUBLISHED) & (live + 1 < more_chunks))
+    return tl.max(waiting.to(tl.int32), axis=0)
+
+
+@triton.jit
+def row_word_pairs(words_ptr, more_ptr, lanes, chunks, more_chunks, STAGE: tl.constexpr):
+    """:func:`row_words` for rows of 33-64 chunks as ONE 32-lane vector: lane ``l`` polls the
+    words of chunks ``2l`` and ``2l + 1`` in one 16-byte load (the workspace's row stride,
+    64 words, keeps them aligned), so each warp still holds and tests its own copy of every
+    word, without the second vectors (and their registers) of :func:`row_words`. Returns
+    (words of the even chunks, of the odd ones, more of the even, more of the odd), with
+    EMPTY_STATS / 0 past ``chunks`` / ``more_chunks``."""
+    pairs = 2 * lanes
+    if STAGE == 0:
+        even, odd = _poll_two(words_ptr + pairs, pairs < chunks)
+        more_even, more_odd = _poll_two(more_ptr + pairs, pairs < more_chunks)
+        while _pending_pairs(even, odd, more_even, more_odd, lanes, chunks, more_chunks) > 0:
+            even, odd = _poll_two(words_ptr + pairs, pairs < chunks)
+            more_even, more_odd = _poll_two(more_ptr + pairs, pairs < more_chunks)
+    else:
+        even = tl.load(words_ptr + pairs, mask=pairs < chunks, other=EMPTY_STATS)
+        odd = tl.load(words_ptr + pairs + 1, mask=pairs + 1 < chunks, other=EMPTY_STATS)
+        more_even = tl.load(more_ptr + pairs, mask=pairs < more_chunks, other=0)
+        more_odd = tl.load(more_ptr + pairs + 1, mask=pairs + 1 < more_chunks, other=0)
+    even = tl.where(pairs < chunks, even, EMPTY_STATS)
+    odd = tl.where(pairs + 1 < chunks, odd, EMPTY_STATS)
+    more_even = tl.where(pairs < more_chunks, more_even, 0)
+    more_odd = tl.where(pairs + 1 < more_chunks, more_odd, 0)
+    return even, odd, more_even, more_odd
