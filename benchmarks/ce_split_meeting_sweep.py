@@ -12,18 +12,17 @@ copy bandwidth measured in the same process.
     (``--shapes 4096x262144:bf16 --only "262144:words 8192/8 x4,counter 8192/8 x4" --repeat 3``)
     TRITON_INTERPRET=1 PYTHONPATH=src python benchmarks/ce_split_meeting_sweep.py --out DIR --smoke
 
-A contender is named ``KIND BLOCK/WARPS xPROGRAMS_PER_SM [OPTION ...]``: KIND ``counter`` (the
-arrival counter), ``words`` (``cross_entropy_fwd_grad_flags_kernel``) or ``lanes``
-(``cross_entropy_fwd_grad_lanes_kernel``); options ``pairs`` (lanes: words polled as pairs),
-``nodefer`` (lanes: the target element behind its own barrier), ``nots`` (lanes: chunk
-statistics in two reductions), ``cp64`` (the workspace and word vectors of a 64-chunk row
-whatever the chunks: the code path of 33-64 chunks at fewer). ``--only`` takes any such name.
+A contender is named as ``warpforge.ops.cross_entropy.named_split_plan`` reads it:
+``KIND BLOCK/WARPS xPROGRAMS_PER_SM [OPTION ...]``, KIND ``counter`` (the arrival counter),
+``words`` (``cross_entropy_fwd_grad_flags_kernel``) or ``lanes``
+(``cross_entropy_fwd_grad_lanes_kernel``, options in ``LANES_OPTIONS``), option ``cp64`` (the
+workspace and word vectors of a 64-chunk row whatever the chunks). ``--only`` takes any such
+name.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import json
 import re
@@ -51,25 +50,6 @@ LAUNCHES = {
 }
 """Launches past 64 chunks a row (the flag-word kernels' limit) are skipped; ``default`` is the
 op's own plan (``_fwd_grad_split_plan``)."""
-
-_LANE_OPTIONS = {"pairs": ("PAIRS", True), "nodefer": ("DEFER_HIT", False),
-                 "nots": ("THREAD_STATS", False)}  # fmt: skip
-
-
-def contender_plan(name, M, V, dev, prefetch, shrink=1):
-    """(plan, lanes kernel options) of a contender name (see the module docstring)."""
-    from warpforge.ops._split_rows import split_row_plan
-
-    kind, launch, per_sm, *options = name.split()
-    block, warps = (int(v) for v in launch.split("/"))
-    plan = split_row_plan(
-        M, V, dev, block=block // shrink, num_warps=warps, programs_per_sm=int(per_sm[1:]),
-        prefetch=prefetch, release_only=True, flag_words=kind != "counter",
-        lane_stats=kind == "lanes",
-    )  # fmt: skip
-    if plan is not None and "cp64" in options:
-        plan = dataclasses.replace(plan, chunks_pow2=64)
-    return plan, dict(_LANE_OPTIONS[o] for o in options if o in _LANE_OPTIONS)
 
 
 def _reference(logits: torch.Tensor, target: torch.Tensor, scale: float):
@@ -144,7 +124,7 @@ def main() -> None:
                 shape_name = name.split(":", 1)[1] if ":" in name else name
                 if ":" in name and name.split(":", 1)[0] != str(V):
                     continue
-                plan, ce.LANE_KERNEL_OPTIONS = contender_plan(shape_name, M, V, dev, True, shrink)
+                plan = ce.named_split_plan(shape_name, M, V, dev, shrink=shrink)
                 ce.row_losses(logits, target, IGNORE, 0.0, 0.0, grad_out=grad, grad_loss=scale,
                               split=plan)  # fmt: skip
                 if dev == "cuda":
@@ -162,20 +142,18 @@ def main() -> None:
         )  # fmt: skip
         for name in names:
             if name != "default":
-                plans[name] = contender_plan(name, M, V, dev, logits.element_size() == 2, shrink)
+                plans[name] = ce.named_split_plan(
+                    name, M, V, dev, prefetch=logits.element_size() == 2, shrink=shrink
+                )
         if not args.smoke and (not only or "default" in names):
-            plans["default"] = (
-                ce._fwd_grad_split_plan(M, V, logits.element_size(), logits.device),
-                {},
-            )
+            plans["default"] = ce._fwd_grad_split_plan(M, V, logits.element_size(), logits.device)
         timed = []
-        for name, (plan, lane_options) in plans.items():
+        for name, plan in plans.items():
             if plan is None or (plan.flag_words and plan.chunks_pow2 > 64):
                 continue
 
-            def run(plan=plan, opts=lane_options, io=(logits, target, grad, scale)):
+            def run(plan=plan, io=(logits, target, grad, scale)):
                 x, t, g, s = io
-                ce.LANE_KERNEL_OPTIONS = opts
                 return ce.row_losses(x, t, IGNORE, 0.0, 0.0, grad_out=g, grad_loss=s, split=plan)
 
             name = f"{dt} {name}" + (

@@ -250,23 +250,30 @@ def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch, 
     target[0], target[1], target[2 % rows] = 0, vocab - 1, min(16, vocab - 1)
     target[rows - 1] = IGNORE
     grad_loss = torch.rand(rows, generator=gen) + 0.5
-    monkeypatch.setattr(ce_module, "LANE_KERNEL_OPTIONS", lane_options or {})
     plan = split_row_plan(rows, vocab, "cpu", block=16, num_warps=1, prefetch=prefetch,
                           flag_words=meeting != "counter",
-                          lane_stats=meeting.startswith("lanes"))  # fmt: skip
+                          lanes_kernel=tuple((lane_options or {}).items())
+                          if meeting == "lanes" else None)  # fmt: skip
     _check_split_forward_with_grad(logits, target, grad_loss, plan)
 
 
 @pytest.mark.parametrize(
     "options",
-    [{"PAIRS": True}, {"THREAD_STATS": False}, {"DEFER_HIT": False}],
-    ids=["word-pairs", "chunk-stats", "hit-barrier"],
+    [
+        {"PAIRS": True},
+        {"THREAD_STATS": False},
+        {"DEFER_HIT": False},
+        {"THREAD_STATS": False, "DEFER_HIT": False, "SPLIT_MORE": True, "CG": True},
+        {"THREAD_STATS": False, "RECOMPUTE": True},
+    ],
+    ids=["word-pairs", "chunk-stats", "hit-barrier", "split-more", "recompute"],
 )
 @pytest.mark.parametrize(("rows", "vocab"), [(9, 37), (5, 41 * 16 - 3)])
 def test_split_forward_with_grad_lane_kernel_options(path, rows, vocab, options, monkeypatch):
-    """The per-thread-statistics kernel's other paths (words polled as pairs, which 33-64-chunk
-    rows take; chunk statistics in two reductions; the target element behind its own barrier)
-    over the same ragged small chunks."""
+    """The per-thread-statistics kernel's other paths (words polled as pairs; chunk statistics
+    in two reductions; the target element behind its own barrier; chunk 0 polling the loss's
+    words after its gradient, logits loaded past L1; exponentials computed again after the
+    meeting) over the same ragged small chunks."""
     test_split_forward_with_grad_over_small_chunks(
         path, rows, vocab, True, "lanes", monkeypatch, lane_options=options
     )
@@ -772,6 +779,9 @@ def test_gpu_split_forward_with_grad_flag_words(rows, vocab, broadcast):
         torch.testing.assert_close(out.double(), expected, atol=1.6e-5, rtol=1.6e-2)
 
 
+_WORDS_LIKE = {"THREAD_STATS": False, "DEFER_HIT": False}
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     ("vocab", "launch", "options"),
@@ -783,11 +793,17 @@ def test_gpu_split_forward_with_grad_flag_words(rows, vocab, broadcast):
         (262144, (4096, 4, 8), {"PAIRS": True}),
         (262144, (8192, 8, 4), {"THREAD_STATS": False}),
         (262144, (8192, 8, 4), {"DEFER_HIT": False}),
+        (262144, (4096, 4, 8), {**_WORDS_LIKE, "SPLIT_MORE": True}),
+        (262144, (4096, 4, 8), {**_WORDS_LIKE, "SPLIT_MORE": True, "CG": True}),
+        (128256, (4096, 4, 8), {**_WORDS_LIKE, "CG": True}),
+        (262144, (8192, 8, 4), {**_WORDS_LIKE, "CG": True}),
     ],
     ids=["128256-4096x8", "262144-8192x4", "262144-8192w4x4", "262144-4096x8",
-         "262144-4096x8-pairs", "262144-chunk-stats", "262144-hit-barrier"],
+         "262144-4096x8-pairs", "262144-chunk-stats", "262144-hit-barrier",
+         "262144-4096x8-split-more", "262144-4096x8-split-more-cg", "128256-4096x8-cg",
+         "262144-8192x4-cg"],
 )  # fmt: skip
-def test_gpu_split_forward_with_grad_lane_kernel(vocab, launch, options, monkeypatch):
+def test_gpu_split_forward_with_grad_lane_kernel(vocab, launch, options):
     """The per-thread-statistics flag-word kernel at the launches a sweep times, rows in
     several waves (each program's last row stores its target element after the loop, the
     others after the next row's barrier), targets at the first, last and a chunk's first and
@@ -808,9 +824,8 @@ def test_gpu_split_forward_with_grad_lane_kernel(vocab, launch, options, monkeyp
     (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
     plan = split_row_plan(rows, vocab, "cuda", block=block, num_warps=warps,
                           programs_per_sm=per_sm, prefetch=True, flag_words=True,
-                          lane_stats=True)  # fmt: skip
+                          lanes_kernel=tuple(options.items()))  # fmt: skip
     assert plan is not None and plan.programs < rows * plan.chunks
-    monkeypatch.setattr(ce_module, "LANE_KERNEL_OPTIONS", options)
     for out in (torch.full_like(logits, float("nan")), logits.clone()):
         source = out if not out.isnan().any() else logits
         loss, lse = ce_module.row_losses(

@@ -793,6 +793,14 @@ def _store_pending_hit(grad_ptr, grad_row_stride, row, col, hit):
 
 
 @triton.jit
+def _more_words(more_ptr, lanes, chunks, SECOND: tl.constexpr, STAGE: tl.constexpr):
+    """A row's second words (sum of logits, target logit) of its ``chunks`` chunks (0 past
+    them), as ``row_words`` polls them: (lanes ``lanes``, lanes ``32 + lanes``)."""
+    first, second, _, _ = row_words(more_ptr, more_ptr, lanes, chunks, 0, SECOND, STAGE)
+    return (tl.where(lanes < chunks, first, 0), tl.where(lanes + 32 < chunks, second, 0))
+
+
+@triton.jit
 def _thread_chunk_offsets(chunk_start, THREADS: tl.constexpr, VEC: tl.constexpr,
                           REPS: tl.constexpr):  # fmt: skip
     """A chunk's columns as a [REPS, THREADS, VEC] tensor: thread ``t`` holds ``VEC`` adjacent
@@ -832,6 +840,9 @@ def cross_entropy_fwd_grad_lanes_kernel(
     THREAD_STATS: tl.constexpr = True,
     DEFER_HIT: tl.constexpr = True,
     PAIRS: tl.constexpr = False,
+    CG: tl.constexpr = False,
+    RECOMPUTE: tl.constexpr = False,
+    SPLIT_MORE: tl.constexpr = False,
 ):
     """``cross_entropy_fwd_grad_flags_kernel`` (the same programs, rows, chunks and flag
     words) whose warps wait for each other once a row instead of three times. The flag-word
@@ -855,6 +866,13 @@ def cross_entropy_fwd_grad_lanes_kernel(
 
     PAIRS: rows of 33-64 chunks poll their words as one vector of pairs
     (``row_word_pairs``), not two vectors.
+
+    CG: the logits are loaded with ``.cg`` (L2 only), so the stream does not evict the
+    program's spilled registers from L1. RECOMPUTE (without THREAD_STATS): the logits, not
+    their exponentials, are held through the meeting and exponentiated again for the gradient.
+    SPLIT_MORE: every program polls only the (max, sum) words; chunk 0 polls the second words
+    (for the loss) after its gradient store, so no program holds them through the meeting
+    (ptxas, sm_90, 64 chunks at 4096/4 x8: 40 bytes of stack against 64).
     """
     REPS: tl.constexpr = BLOCK // (THREADS * VEC)
     pid = tl.program_id(0)
@@ -874,6 +892,7 @@ def cross_entropy_fwd_grad_lanes_kernel(
             logits_ptr + slot.to(tl.int64) * logits_row_stride + offs,
             mask=mask,
             other=float("-inf"),
+            cache_modifier=".cg" if CG else "",
         )
     next_target = tl.load(target_ptr + slot.to(tl.int64))
     next_grad_loss = tl.load(grad_loss_ptr + slot.to(tl.int64) * grad_loss_stride)
@@ -892,9 +911,11 @@ def cross_entropy_fwd_grad_lanes_kernel(
             row_ptr + tl.where(owns_target, target, 0), mask=owns_target, other=0.0
         ).to(tl.float32)
         if PREFETCH:
-            x = upcoming.to(tl.float32)
+            held = upcoming
         else:
-            x = tl.load(row_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
+            held = tl.load(row_ptr + offs, mask=mask, other=float("-inf"),
+                           cache_modifier=".cg" if CG else "")  # fmt: skip
+        x = held.to(tl.float32)
         words = words_ptr + row * (2 * CHUNKS_POW2)
         if HAS_SMOOTHING and STAGE != 2:
             # summed before the exponentials replace x: x and them held at once would spill
@@ -919,11 +940,15 @@ def cross_entropy_fwd_grad_lanes_kernel(
             chunk_max = tl.max(thread_max, axis=0)
             e = tl.exp2((x - chunk_max) * LOG2E)
             chunk_sum = tl.sum(tl.sum(tl.sum(e, axis=2), axis=0), axis=0)
+            if RECOMPUTE:
+                e = held
         if STAGE != 2:
             publish_word(words + chunk, chunk_max, chunk_sum, STAGE)
             publish_word(words + CHUNKS_POW2 + chunk, row_part, target_logit, STAGE)
         if PREFETCH:
-            upcoming = _next_row_chunk(row_ptr, row, slots, n_rows, n_cols, logits_row_stride, offs)
+            next_end = tl.where(row + slots < n_rows, n_cols, 0)  # nothing past the last row
+            upcoming = tl.load(row_ptr + slots * logits_row_stride + offs, mask=offs < next_end,
+                               other=float("-inf"), cache_modifier=".cg" if CG else "")  # fmt: skip
         has_next = row + slots < n_rows
         next_target = tl.load(target_ptr + row + slots, mask=has_next, other=0)
         next_grad_loss = tl.load(
@@ -935,6 +960,10 @@ def cross_entropy_fwd_grad_lanes_kernel(
                     words, words + CHUNKS_POW2, lanes, chunks, tl.where(chunk == 0, chunks, 0),
                     STAGE,
                 )  # fmt: skip
+            elif SPLIT_MORE:  # only the (max, sum) words here; chunk 0 reads the rest below
+                stats, stats_2, _, _ = row_words(
+                    words, words + CHUNKS_POW2, lanes, chunks, 0, CHUNKS_POW2 > 32, STAGE
+                )
             else:
                 stats, stats_2, sums, sums_2 = row_words(
                     words, words + CHUNKS_POW2, lanes, chunks, tl.where(chunk == 0, chunks, 0),
@@ -947,7 +976,7 @@ def cross_entropy_fwd_grad_lanes_kernel(
                 exp_sums_2 * tl.exp2((maxes_2 - row_max) * LOG2E), axis=0
             )
             lse = row_max + tl.log(total)
-            if chunk == 0:
+            if chunk == 0 and not SPLIT_MORE:
                 row_totals, target_logits = unpack_pair(sums)
                 row_totals_2, target_logits_2 = unpack_pair(sums_2)
                 loss = _row_loss(
@@ -965,7 +994,10 @@ def cross_entropy_fwd_grad_lanes_kernel(
             else:
                 factor = tl.exp2((chunk_max - row_max) * LOG2E) / total
             out_row = grad_ptr + row * grad_row_stride
-            grad = e * (factor * prob_scale) - uniform
+            if RECOMPUTE and not THREAD_STATS:
+                grad = tl.exp2((e.to(tl.float32) - lse) * LOG2E) * prob_scale - uniform
+            else:
+                grad = e * (factor * prob_scale) - uniform
             tl.store(out_row + offs, grad.to(out_row.dtype.element_ty), mask=mask)
             hit = (
                 tl.exp(target_logit - lse) * prob_scale - uniform - scale * (1.0 - label_smoothing)
@@ -978,6 +1010,18 @@ def cross_entropy_fwd_grad_lanes_kernel(
                 tl.debug_barrier()  # every thread's store lands before the target is rewritten
                 _store_pending_hit(grad_ptr, grad_row_stride, row,
                                    tl.where(owns_target, target, -1), hit)  # fmt: skip
+            if SPLIT_MORE and chunk == 0:  # the loss, after this chunk's gradient
+                sums, sums_2 = _more_words(words + CHUNKS_POW2, lanes, chunks,
+                                           CHUNKS_POW2 > 32, STAGE)  # fmt: skip
+                row_totals, target_logits = unpack_pair(sums)
+                row_totals_2, target_logits_2 = unpack_pair(sums_2)
+                loss = _row_loss(
+                    lse, tl.sum(row_totals, axis=0) + tl.sum(row_totals_2, axis=0),
+                    tl.sum(target_logits, axis=0) + tl.sum(target_logits_2, axis=0), ignored,
+                    in_range, n_cols, label_smoothing, z_loss,
+                )  # fmt: skip
+                tl.store(loss_ptr + row, loss)
+                tl.store(lse_ptr + row, lse)
     if DEFER_HIT and STAGE != 1:
         tl.debug_barrier()
         _store_pending_hit(grad_ptr, grad_row_stride, pending_row, pending_col, pending_hit)
