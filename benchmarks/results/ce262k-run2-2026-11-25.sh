@@ -11,7 +11,7 @@ set -u
 export TRITON_CACHE_DIR=/tmp/tc WARPFORGE_CACHE_DIR=/tmp/wc TORCHINDUCTOR_CACHE_DIR=/tmp/ic PYTHONUNBUFFERED=1
 mkdir -p $OUT/logs $OUT/sweep
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > $OUT/logs/gpu.txt 2>&1
-big="262144:words 8192/8 x4,262144:lanes 4096/4 x8 nots nodefer splitmore,262144:lanes 4096/4 x8 nots nodefer splitmore cg,262144:lanes 8192/8 x4 nots nodefer cg,262144:words 8192/4 x4"
+big="262144:words 8192/8 x4,262144:lanes 4096/4 x8 nots nodefer splitmore,262144:lanes 4096/4 x8 nots nodefer splitmore cg,262144:lanes 8192/8 x4 nots nodefer cg,262144:words 8192/4 x4,262144:words 8192/8 x3"
 mid="128256:words 4096/4 x8,128256:lanes 4096/4 x8 nots nodefer cg"
 t0=$SECONDS
 timeout ${SWEEP_S:-60} python3 benchmarks/ce_split_meeting_sweep.py --out $OUT/sweep --repeat 3 \
