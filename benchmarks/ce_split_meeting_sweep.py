@@ -12,17 +12,19 @@ copy bandwidth measured in the same process.
     (``--shapes 4096x262144:bf16 --only "262144:words 8192/8 x4,counter 8192/8 x4" --repeat 3``)
     TRITON_INTERPRET=1 PYTHONPATH=src python benchmarks/ce_split_meeting_sweep.py --out DIR --smoke
 
-A contender is named as ``warpforge.ops.cross_entropy.named_split_plan`` reads it:
-``KIND BLOCK/WARPS xPROGRAMS_PER_SM [OPTION ...]``, KIND ``counter`` (the arrival counter),
-``words`` (``cross_entropy_fwd_grad_flags_kernel``) or ``lanes``
-(``cross_entropy_fwd_grad_lanes_kernel``, options in ``LANES_OPTIONS``), option ``cp64`` (the
-workspace and word vectors of a 64-chunk row whatever the chunks). ``--only`` takes any such
-name.
+A contender is named ``KIND BLOCK/WARPS xPROGRAMS_PER_SM [cp64]``: KIND ``counter`` (the
+arrival counter) or ``words`` (``cross_entropy_fwd_grad_flags_kernel``); ``cp64`` lays out the
+workspace and word vectors of a 64-chunk row whatever the chunks (the code path of 33-64
+chunks, timed at fewer). ``--only`` takes any such name. (Commits 06ba1e8-81cb494 also had a
+``lanes`` kernel: per-thread statistics, a deferred target store, words polled as pairs, chunk 0
+polling the loss's words apart, logits loaded past L1; all slower,
+benchmarks/results/ce262k-2026-11-25-notes.md.)
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import re
@@ -43,13 +45,27 @@ LAUNCHES = {
         "words 8192/8 x4",
         "words 4096/4 x8",
         "words 2048/2 x16",
-        "lanes 8192/8 x4",
-        "lanes 4096/4 x8",
+        "words 8192/4 x4",
     ),
     "fp32": ("counter 8192/8 x4", "words 8192/8 x4", "words 4096/4 x8"),
 }
-"""Launches past 64 chunks a row (the flag-word kernels' limit) are skipped; ``default`` is the
+"""Launches past 64 chunks a row (the flag-word kernel's limit) are skipped; ``default`` is the
 op's own plan (``_fwd_grad_split_plan``)."""
+
+
+def contender_plan(name, M, V, dev, prefetch, shrink=1):
+    """The split plan of a contender name (see the module docstring)."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    kind, launch, per_sm, *options = name.split()
+    block, warps = (int(v) for v in launch.split("/"))
+    plan = split_row_plan(
+        M, V, dev, block=block // shrink, num_warps=warps, programs_per_sm=int(per_sm[1:]),
+        prefetch=prefetch, release_only=True, flag_words=kind == "words",
+    )  # fmt: skip
+    if plan is not None and "cp64" in options:
+        plan = dataclasses.replace(plan, chunks_pow2=64)
+    return plan
 
 
 def _reference(logits: torch.Tensor, target: torch.Tensor, scale: float):
@@ -124,7 +140,7 @@ def main() -> None:
                 shape_name = name.split(":", 1)[1] if ":" in name else name
                 if ":" in name and name.split(":", 1)[0] != str(V):
                     continue
-                plan = ce.named_split_plan(shape_name, M, V, dev, shrink=shrink)
+                plan = contender_plan(shape_name, M, V, dev, True, shrink)
                 ce.row_losses(logits, target, IGNORE, 0.0, 0.0, grad_out=grad, grad_loss=scale,
                               split=plan)  # fmt: skip
                 if dev == "cuda":
@@ -142,9 +158,7 @@ def main() -> None:
         )  # fmt: skip
         for name in names:
             if name != "default":
-                plans[name] = ce.named_split_plan(
-                    name, M, V, dev, prefetch=logits.element_size() == 2, shrink=shrink
-                )
+                plans[name] = contender_plan(name, M, V, dev, logits.element_size() == 2, shrink)
         if not args.smoke and (not only or "default" in names):
             plans["default"] = ce._fwd_grad_split_plan(M, V, logits.element_size(), logits.device)
         timed = []

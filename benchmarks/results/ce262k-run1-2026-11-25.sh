@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Ran once, at commit 06ba1e8 (the lanes kernel exists only at 06ba1e8-81cb494; reverted, see
+# ce262k-2026-11-25-notes.md).
 # ce262k (issue #4) device call 1, from .carry-ce262k with PYTHONPATH=$PWD/src and $OUT from the
 # device machine. (1) kernel-alone sweep (ce_split_meeting_sweep.py, float64-verified, median of
 # 3 round-robin passes): the flag-word kernel at both long shapes and at the same bytes with 16 /

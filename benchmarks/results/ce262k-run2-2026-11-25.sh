@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Ran once, at commit 81cb494 (the lanes kernel and WARPFORGE_CE_SPLIT_PLANS exist only there;
+# reverted, see ce262k-2026-11-25-notes.md).
 # ce262k (issue #4) device call 2, from .carry-ce262k with PYTHONPATH set by the caller (Liger's
 # wheel under /tmp/site) and $OUT from the device machine. (1) kernel-alone sweep at both long
 # bf16 shapes: the current launches against the 64-chunk launch whose chunk 0 alone polls the

@@ -233,17 +233,15 @@ def _check_split_forward_with_grad(logits, target, grad_loss, plan):
         torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
 
 
-@pytest.mark.parametrize("meeting", ["counter", "flag-words", "lanes"])
+@pytest.mark.parametrize("words", [False, True], ids=["counter", "flag-words"])
 @pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
 @pytest.mark.parametrize(("rows", "vocab"), [(9, 37), (4, 16), (7, 100), (5, 41 * 16 - 3)])
-def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch, meeting,
-                                                   monkeypatch, lane_options=None):  # fmt: skip
+def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch, words):
     """Rows split over 16-column programs (ragged last chunk; targets at the first and last
     column, at a chunk boundary, ignored), more rows than slots, smoothing and z-loss, into a
     poisoned buffer and in place (the target logit is read before any gradient lands; with
-    ``prefetch`` each program loads its next row's chunk before writing this one's), with every
-    meeting: the arrival counter, the flag words (41 chunks: two vectors of words) and the
-    flag words of the per-thread-statistics kernel (``lanes``)."""
+    ``prefetch`` each program loads its next row's chunk before writing this one's), with both
+    meetings: the arrival counter and the flag words (41 chunks: two vectors of words)."""
     gen = torch.Generator().manual_seed(24)
     logits = torch.randn(rows, vocab, generator=gen) * 3
     target = random_target((rows,), vocab, gen)
@@ -251,32 +249,8 @@ def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch, 
     target[rows - 1] = IGNORE
     grad_loss = torch.rand(rows, generator=gen) + 0.5
     plan = split_row_plan(rows, vocab, "cpu", block=16, num_warps=1, prefetch=prefetch,
-                          flag_words=meeting != "counter",
-                          lanes_kernel=tuple((lane_options or {}).items())
-                          if meeting == "lanes" else None)  # fmt: skip
+                          flag_words=words)  # fmt: skip
     _check_split_forward_with_grad(logits, target, grad_loss, plan)
-
-
-@pytest.mark.parametrize(
-    "options",
-    [
-        {"PAIRS": True},
-        {"THREAD_STATS": False},
-        {"DEFER_HIT": False},
-        {"THREAD_STATS": False, "DEFER_HIT": False, "SPLIT_MORE": True, "CG": True},
-        {"THREAD_STATS": False, "RECOMPUTE": True},
-    ],
-    ids=["word-pairs", "chunk-stats", "hit-barrier", "split-more", "recompute"],
-)
-@pytest.mark.parametrize(("rows", "vocab"), [(9, 37), (5, 41 * 16 - 3)])
-def test_split_forward_with_grad_lane_kernel_options(path, rows, vocab, options, monkeypatch):
-    """The per-thread-statistics kernel's other paths (words polled as pairs; chunk statistics
-    in two reductions; the target element behind its own barrier; chunk 0 polling the loss's
-    words after its gradient, logits loaded past L1; exponentials computed again after the
-    meeting) over the same ragged small chunks."""
-    test_split_forward_with_grad_over_small_chunks(
-        path, rows, vocab, True, "lanes", monkeypatch, lane_options=options
-    )
 
 
 @pytest.mark.parametrize("early", [False, True], ids=["chunk0-target", "early-target"])
@@ -378,19 +352,24 @@ def test_split_forward_with_grad_for_long_rows_of_two_and_four_bytes():
 
 
 def test_two_byte_rows_meet_through_flag_words_up_to_64_chunks(monkeypatch):
-    """The 2-byte split plans on an H100: eight 4096-column programs an SM meeting through
-    flag words while a row has at most 32 chunks, then four of 8192 up to 64, then the
-    counter."""
+    """The 2-byte split plans on an H100: eight 4096-column programs an SM (4 warps, 64
+    registers) meeting through flag words while a row has at most 32 chunks, then four of 8192
+    columns with 4 warps each (128 registers) up to 64, then the counter (8 warps)."""
     from warpforge.ops import _split_rows
     from warpforge.runtime import DeviceCapabilities
 
     h100 = DeviceCapabilities("H100", (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448)
     monkeypatch.setattr(_split_rows, "device_capabilities", lambda device: h100)
     plan = ce_module._fwd_grad_split_plan.__wrapped__
-    for vocab, block, chunks, words in ((128256, 4096, 32, True), (262144, 8192, 32, True),
-                                        (400000, 8192, 49, True), (600000, 8192, 74, False)):  # fmt: skip
+    for vocab, block, warps, registers, chunks, words in (
+        (128256, 4096, 4, 64, 32, True),
+        (262144, 8192, 4, 128, 32, True),
+        (400000, 8192, 4, 128, 49, True),
+        (600000, 8192, 8, 64, 74, False),
+    ):
         p = plan(8192, vocab, 2, "cuda")
-        assert (p.block, p.chunks, p.flag_words) == (block, chunks, words), (vocab, p)
+        got = (p.block, p.num_warps, p.max_registers, p.chunks, p.flag_words)
+        assert got == (block, warps, registers, chunks, words), (vocab, p)
         assert p.programs <= 132 * 32 // p.num_warps and p.programs % p.chunks == 0
 
 
@@ -767,65 +746,6 @@ def test_gpu_split_forward_with_grad_flag_words(rows, vocab, broadcast):
     (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
     plan = ce_module._fwd_grad_split_plan(rows, vocab, 2, logits.device)
     assert plan is not None and plan.chunks_pow2 <= ce_module._FLAG_WORDS_MAX_CHUNKS
-    for out in (torch.full_like(logits, float("nan")), logits.clone()):
-        source = out if not out.isnan().any() else logits
-        loss, lse = ce_module.row_losses(
-            source, target, IGNORE, 0.1, 1e-4, grad_out=out, grad_loss=grad_loss, split=plan
-        )
-        torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=1.6e-2, rtol=1.6e-2)
-        torch.testing.assert_close(
-            lse.double(), logits.double().logsumexp(-1), atol=1e-4, rtol=1e-5
-        )
-        torch.testing.assert_close(out.double(), expected, atol=1.6e-5, rtol=1.6e-2)
-
-
-_WORDS_LIKE = {"THREAD_STATS": False, "DEFER_HIT": False}
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize(
-    ("vocab", "launch", "options"),
-    [
-        (128256, (4096, 4, 8), {}),
-        (262144, (8192, 8, 4), {}),
-        (262144, (8192, 4, 4), {}),
-        (262144, (4096, 4, 8), {}),
-        (262144, (4096, 4, 8), {"PAIRS": True}),
-        (262144, (8192, 8, 4), {"THREAD_STATS": False}),
-        (262144, (8192, 8, 4), {"DEFER_HIT": False}),
-        (262144, (4096, 4, 8), {**_WORDS_LIKE, "SPLIT_MORE": True}),
-        (262144, (4096, 4, 8), {**_WORDS_LIKE, "SPLIT_MORE": True, "CG": True}),
-        (128256, (4096, 4, 8), {**_WORDS_LIKE, "CG": True}),
-        (262144, (8192, 8, 4), {**_WORDS_LIKE, "CG": True}),
-    ],
-    ids=["128256-4096x8", "262144-8192x4", "262144-8192w4x4", "262144-4096x8",
-         "262144-4096x8-pairs", "262144-chunk-stats", "262144-hit-barrier",
-         "262144-4096x8-split-more", "262144-4096x8-split-more-cg", "128256-4096x8-cg",
-         "262144-8192x4-cg"],
-)  # fmt: skip
-def test_gpu_split_forward_with_grad_lane_kernel(vocab, launch, options):
-    """The per-thread-statistics flag-word kernel at the launches a sweep times, rows in
-    several waves (each program's last row stores its target element after the loop, the
-    others after the next row's barrier), targets at the first, last and a chunk's first and
-    last column and ignored, per-row grad_loss, smoothing and z-loss: into a NaN-poisoned
-    buffer and in place over the logits, against float64."""
-    rows = 40 if vocab == 262144 else 100
-    block, warps, per_sm = launch
-    gen = torch.Generator().manual_seed(rows + vocab + block + warps)
-    logits = (torch.randn(rows, vocab, generator=gen) * 3).to("cuda", torch.bfloat16)
-    target = random_target((rows,), vocab, gen).cuda()
-    target[0], target[1], target[2], target[3], target[4] = 0, vocab - 1, 8192, 8191, IGNORE
-    target[-1], target[-2] = block, block - 1  # the last rows: stored after the loop
-    grad_loss = (torch.rand(rows, generator=gen) + 0.5).cuda()
-    x64 = logits.double().requires_grad_()
-    expected_rows = reference_cross_entropy(
-        x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-4
-    )
-    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
-    plan = split_row_plan(rows, vocab, "cuda", block=block, num_warps=warps,
-                          programs_per_sm=per_sm, prefetch=True, flag_words=True,
-                          lanes_kernel=tuple(options.items()))  # fmt: skip
-    assert plan is not None and plan.programs < rows * plan.chunks
     for out in (torch.full_like(logits, float("nan")), logits.clone()):
         source = out if not out.isnan().any() else logits
         loss, lse = ce_module.row_losses(

@@ -130,9 +130,6 @@ class SplitRowPlan:
     flag_words: bool = False
     """The programs meet through flag words rather than an arrival counter (the cross-entropy
     kernel ``cross_entropy_fwd_grad_flags_kernel``; the callers that have one)."""
-    lanes_kernel: tuple[tuple[str, bool], ...] | None = None
-    """With ``flag_words``: the compile-time options of ``cross_entropy_fwd_grad_lanes_kernel``,
-    which then runs instead of the flag-word kernel (None: it does not)."""
     max_registers: int | None = None
     """Registers a thread may use (Triton's ``maxnreg``) so that the planned programs per SM
     fit the register file; None with one program an SM."""
@@ -176,7 +173,6 @@ def split_row_plan(
     prefetch: bool = False,
     release_only: bool = False,
     flag_words: bool = False,
-    lanes_kernel: tuple[tuple[str, bool], ...] | None = None,
 ) -> SplitRowPlan | None:
     """The split launch of (M, N) rows, or None when a row needs more programs than the GPU
     holds at once (under MPS: than this process's share of it) or ``WARPFORGE_SPLIT_ROWS=0``
@@ -217,6 +213,5 @@ def split_row_plan(
         prefetch=prefetch,
         release_only=release_only,
         flag_words=flag_words,
-        lanes_kernel=lanes_kernel,
         max_registers=max_registers,
     )

@@ -24,10 +24,8 @@ Without grad the forward only reads the logits.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
-import os
 
 import torch
 
@@ -130,59 +128,16 @@ _FLAG_WORDS_MAX_CHUNKS = 64
 
 FLAG_WORDS_LAUNCHES = (
     ({"block": 4096, "num_warps": 4, "programs_per_sm": 8}, 32),
-    ({"block": 8192, "num_warps": 8, "programs_per_sm": 4}, 64),
+    ({"block": 8192, "num_warps": 4, "programs_per_sm": 4}, 64),
 )
 """(launch, most chunks a row, rounded up to a power of 2) of the flag-word split plans, the
-first that fits taken: eight 4096-column programs an SM (4 warps) up to 32 chunks, then four of
-8192 (8 warps). On the H100 (``benchmarks/results/ce16b-sweep{1,2}-2026-11-25-h100.txt``), bf16
-8192 x 128256: 4096/4 x8 1500 us against 8192/8 x4 1596 (the counter 1629); 4096 x 262144:
-8192/8 x4 1649-1681 (the counter 1660), 4096/4 x8 (64 chunks, two vectors of words) 1726."""
-
-
-LANES_OPTIONS = {
-    "pairs": ("PAIRS", True),
-    "nodefer": ("DEFER_HIT", False),
-    "nots": ("THREAD_STATS", False),
-    "cg": ("CG", True),
-    "splitmore": ("SPLIT_MORE", True),
-}
-"""Option words of :func:`named_split_plan` and the ``cross_entropy_fwd_grad_lanes_kernel``
-compile-time options they set."""
-
-PLANS_SWITCH = "WARPFORGE_CE_SPLIT_PLANS"
-"""``V:NAME;V:NAME``: the 2-byte split plans of rows of V classes, by :func:`named_split_plan`
-name, instead of ``FLAG_WORDS_LAUNCHES`` (a sweep's winner through the harness)."""
-
-
-def named_split_plan(
-    name: str, n_rows: int, n_cols: int, device: torch.device | str, *, prefetch: bool = True,
-    shrink: int = 1,
-) -> SplitRowPlan | None:  # fmt: skip
-    """The split plan that ``KIND BLOCK/WARPS xPROGRAMS_PER_SM [OPTION ...]`` names: KIND
-    ``counter`` (arrival counter), ``words`` (``cross_entropy_fwd_grad_flags_kernel``) or
-    ``lanes`` (``cross_entropy_fwd_grad_lanes_kernel`` with the ``LANES_OPTIONS`` named);
-    ``cp64`` lays out the workspace and word vectors of a 64-chunk row whatever the chunks.
-    ``shrink`` divides the block (interpreter smoke runs)."""
-    kind, launch, per_sm, *options = name.split()
-    block, warps = (int(v) for v in launch.split("/"))
-    plan = split_row_plan(
-        n_rows, n_cols, device, block=block // shrink, num_warps=warps,
-        programs_per_sm=int(per_sm[1:]), prefetch=prefetch, release_only=True,
-        flag_words=kind != "counter",
-        lanes_kernel=tuple(LANES_OPTIONS[o] for o in options if o in LANES_OPTIONS)
-        if kind == "lanes" else None,
-    )  # fmt: skip
-    if plan is not None and "cp64" in options:
-        plan = dataclasses.replace(plan, chunks_pow2=64)
-    return plan
-
-
-def _switched_plan(n_rows: int, n_cols: int, device: torch.device) -> SplitRowPlan | None:
-    for item in os.environ.get(PLANS_SWITCH, "").split(";"):
-        vocab, _, name = item.partition(":")
-        if vocab.strip() == str(n_cols) and name.strip():
-            return named_split_plan(name.strip(), n_rows, n_cols, device)
-    return None
+first that fits taken: eight 4096-column programs an SM (4 warps, 64 registers) up to 32 chunks,
+then four of 8192 columns with 4 warps each (128 registers: 64 columns a thread, the prefetch
+held without spills on sm_90). On the H100, bf16 8192 x 128256: 4096/4 x8 1500 us against
+8192/8 x4 1596 (``benchmarks/results/ce16b-sweep1-2026-11-25-h100.txt``); 4096 x 262144
+(``ce262k-sweep2-2026-11-25-h100.txt``): 8192/4 x4 1482.6 us (96.4% of copy) against 8192/8 x4
+1678.6 (48 bytes of spills under its 64-register cap, reloaded every row), 8192/8 x3 (80
+registers, no spills) 1616.6; 4096/4 x8 (64 chunks) 1727.9 (``ce262k-sweep1``)."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -195,9 +150,6 @@ def _fwd_grad_split_plan(
     if next_power_of_2(n_cols) <= WHOLE_ROW_MAX_BLOCK or element_size < SPLIT_GRAD_MIN_ELEMENT_SIZE:
         return None
     if element_size <= FLAG_WORDS_MAX_ELEMENT_SIZE:
-        switched = _switched_plan(n_rows, n_cols, device)
-        if switched is not None:
-            return switched
         for launch, max_chunks in FLAG_WORDS_LAUNCHES:
             plan = split_row_plan(n_rows, n_cols, device, **launch, prefetch=True,
                                   flag_words=True)  # fmt: skip
@@ -321,19 +273,10 @@ def row_losses(
     return loss, lse
 
 
-def _lane_layout(plan: SplitRowPlan, element_size: int) -> dict[str, int]:
-    """THREADS and VEC of ``cross_entropy_fwd_grad_lanes_kernel``: a thread's columns in
-    16-byte vectors (fewer, and fewer threads, when the block is narrower than one vector a
-    thread), so that BLOCK = REPS * THREADS * VEC with REPS >= 1."""
-    vec = min(16 // element_size, plan.block)
-    return {"THREADS": min(32 * plan.num_warps, plan.block // vec), "VEC": vec}
-
-
 def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, plan, options):
     """The forward with gradient of rows split over ``plan.chunks`` programs each."""
     from warpforge.ops._kernels.cross_entropy import (
         cross_entropy_fwd_grad_flags_kernel,
-        cross_entropy_fwd_grad_lanes_kernel,
         cross_entropy_fwd_grad_split_kernel,
     )
 
@@ -346,17 +289,6 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
                 f"got {plan.chunks}"
             )
         words = plan.unpublished_words(n_rows, 2, logits.device)  # two words a chunk
-        if plan.lanes_kernel is not None:
-            with kernel_device(logits):
-                for stage in plan.stages():
-                    cross_entropy_fwd_grad_lanes_kernel[(plan.programs,)](
-                        logits, target, loss, lse, grad_out, grad_loss, words,
-                        _row_stride(grad_loss), logits.stride(0), grad_out.stride(0), n_rows,
-                        *common, CHUNKS_POW2=plan.chunks_pow2, STAGE=stage,
-                        PREFETCH=plan.prefetch, **_lane_layout(plan, logits.element_size()),
-                        **dict(plan.lanes_kernel), **options,
-                    )  # fmt: skip
-            return
         with kernel_device(logits):
             for stage in plan.stages():
                 cross_entropy_fwd_grad_flags_kernel[(plan.programs,)](
