@@ -11,11 +11,20 @@ copy bandwidth measured in the same process.
     PYTHONPATH=src python benchmarks/ce_split_meeting_sweep.py --out DIR      # GPU, ~1 minute
     (``--shapes 4096x262144:bf16 --only "262144:words 8192/8 x4,counter 8192/8 x4" --repeat 3``)
     TRITON_INTERPRET=1 PYTHONPATH=src python benchmarks/ce_split_meeting_sweep.py --out DIR --smoke
+
+A contender is named ``KIND BLOCK/WARPS xPROGRAMS_PER_SM [cp64]``: KIND ``counter`` (the
+arrival counter) or ``words`` (``cross_entropy_fwd_grad_flags_kernel``); ``cp64`` lays out the
+workspace and word vectors of a 64-chunk row whatever the chunks (the code path of 33-64
+chunks, timed at fewer). ``--only`` takes any such name. (Commits 06ba1e8-81cb494 also had a
+``lanes`` kernel: per-thread statistics, a deferred target store, words polled as pairs, chunk 0
+polling the loss's words apart, logits loaded past L1; all slower,
+benchmarks/results/ce262k-2026-11-25-notes.md.)
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import re
@@ -28,23 +37,35 @@ from ce_softmax_bf16_sweep import rel_err  # the same float64 check as the first
 IGNORE = -100
 SHAPES = ((8192, 128256, "bf16"), (4096, 262144, "bf16"), (8192, 128256, "fp32"))
 LAUNCHES = {
-    # (name, flag words, block, warps, programs an SM) timed per dtype; 2-byte rows prefetch.
-    # (Commit 4c86366 also had a one-word-a-lane poll, a pause between polls and balanced
-    # chunks: all slower, benchmarks/results/ce16c-2026-11-25-notes.md.)
+    # contenders timed per dtype when --only names none (see the module docstring); 2-byte
+    # rows prefetch. (Commit 4c86366 also had a one-word-a-lane poll, a pause between polls and
+    # balanced chunks: all slower, benchmarks/results/ce16c-2026-11-25-notes.md.)
     "bf16": (
-        ("counter 8192/8 x4", False, 8192, 8, 4),
-        ("words 8192/8 x4", True, 8192, 8, 4),
-        ("words 4096/4 x8", True, 4096, 4, 8),
-        ("words 2048/2 x16", True, 2048, 2, 16),
+        "counter 8192/8 x4",
+        "words 8192/8 x4",
+        "words 4096/4 x8",
+        "words 2048/2 x16",
+        "words 8192/4 x4",
     ),
-    "fp32": (
-        ("counter 8192/8 x4", False, 8192, 8, 4),
-        ("words 8192/8 x4", True, 8192, 8, 4),
-        ("words 4096/4 x8", True, 4096, 4, 8),
-    ),
+    "fp32": ("counter 8192/8 x4", "words 8192/8 x4", "words 4096/4 x8"),
 }
 """Launches past 64 chunks a row (the flag-word kernel's limit) are skipped; ``default`` is the
 op's own plan (``_fwd_grad_split_plan``)."""
+
+
+def contender_plan(name, M, V, dev, prefetch, shrink=1):
+    """The split plan of a contender name (see the module docstring)."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    kind, launch, per_sm, *options = name.split()
+    block, warps = (int(v) for v in launch.split("/"))
+    plan = split_row_plan(
+        M, V, dev, block=block // shrink, num_warps=warps, programs_per_sm=int(per_sm[1:]),
+        prefetch=prefetch, release_only=True, flag_words=kind == "words",
+    )  # fmt: skip
+    if plan is not None and "cp64" in options:
+        plan = dataclasses.replace(plan, chunks_pow2=64)
+    return plan
 
 
 def _reference(logits: torch.Tensor, target: torch.Tensor, scale: float):
@@ -73,11 +94,11 @@ def main() -> None:
     parser.add_argument("--only", default="",
                         help="contender names, comma-separated; 'V:name' for rows of V only")  # fmt: skip
     parser.add_argument("--repeat", type=int, default=1, help="timing passes (median reported)")
+    parser.add_argument("--once", action="store_true",
+                        help="launch each contender once, unchecked and untimed (under ncu)")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     ce = importlib.import_module("warpforge.ops.cross_entropy")
-    from warpforge.ops._split_rows import split_row_plan
-
     dev, shapes, shrink = "cuda", SHAPES, 1
     dtypes = {"bf16": torch.bfloat16, "fp32": torch.float32}
     if args.smoke:  # the interpreter gets bfloat16 wrong
@@ -89,6 +110,8 @@ def main() -> None:
             fn()
             return (time.perf_counter() - t0) * 1e3
 
+        copy = 1.0
+    elif args.once:
         copy = 1.0
     else:
         from triton.testing import do_bench
@@ -111,27 +134,36 @@ def main() -> None:
         target = torch.randint(0, V, (M,), device=dev, generator=gen)
         target[1::16] = IGNORE
         count = int((target != IGNORE).sum())
+        if args.once:
+            grad, scale = torch.empty_like(logits), torch.full((1,), 1.0 / count, device=dev)
+            for name in filter(None, args.only.split(",")):
+                shape_name = name.split(":", 1)[1] if ":" in name else name
+                if ":" in name and name.split(":", 1)[0] != str(V):
+                    continue
+                plan = contender_plan(shape_name, M, V, dev, True, shrink)
+                ce.row_losses(logits, target, IGNORE, 0.0, 0.0, grad_out=grad, grad_loss=scale,
+                              split=plan)  # fmt: skip
+                if dev == "cuda":
+                    torch.cuda.synchronize()
+                print(f"M={M} V={V} {shape_name}: launched once", flush=True)
+            del logits, grad
+            continue
         ref_loss, ref_grad = _reference(logits, target, 1.0 / count)
         scale = torch.full((1,), 1.0 / count, device=dev)
         grad = torch.empty_like(logits)
         plans = {}
-        wanted = None if not only else {n for n in only if ":" not in n} | {
-            n.split(":", 1)[1] for n in only if n.split(":", 1)[0] == str(V)
-        }  # fmt: skip
-        for name, words, block, warps, per_sm in LAUNCHES[dt]:
-            if wanted is not None and name not in wanted:
-                continue
-            plans[name] = split_row_plan(
-                M, V, dev, block=block // shrink, num_warps=warps, programs_per_sm=per_sm,
-                prefetch=logits.element_size() == 2, release_only=True, flag_words=words,
-            )  # fmt: skip
-        if not args.smoke:
+        names = LAUNCHES[dt] if not only else sorted(
+            {n for n in only if ":" not in n}
+            | {n.split(":", 1)[1] for n in only if n.split(":", 1)[0] == str(V)}
+        )  # fmt: skip
+        for name in names:
+            if name != "default":
+                plans[name] = contender_plan(name, M, V, dev, logits.element_size() == 2, shrink)
+        if not args.smoke and (not only or "default" in names):
             plans["default"] = ce._fwd_grad_split_plan(M, V, logits.element_size(), logits.device)
         timed = []
         for name, plan in plans.items():
             if plan is None or (plan.flag_words and plan.chunks_pow2 > 64):
-                continue
-            if wanted is not None and name not in wanted:
                 continue
 
             def run(plan=plan, io=(logits, target, grad, scale)):

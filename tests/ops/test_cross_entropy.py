@@ -352,19 +352,24 @@ def test_split_forward_with_grad_for_long_rows_of_two_and_four_bytes():
 
 
 def test_two_byte_rows_meet_through_flag_words_up_to_64_chunks(monkeypatch):
-    """The 2-byte split plans on an H100: eight 4096-column programs an SM meeting through
-    flag words while a row has at most 32 chunks, then four of 8192 up to 64, then the
-    counter."""
+    """The 2-byte split plans on an H100: eight 4096-column programs an SM (4 warps, 64
+    registers) meeting through flag words while a row has at most 32 chunks, then four of 8192
+    columns with 4 warps each (128 registers) up to 64, then the counter (8 warps)."""
     from warpforge.ops import _split_rows
     from warpforge.runtime import DeviceCapabilities
 
     h100 = DeviceCapabilities("H100", (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448)
     monkeypatch.setattr(_split_rows, "device_capabilities", lambda device: h100)
     plan = ce_module._fwd_grad_split_plan.__wrapped__
-    for vocab, block, chunks, words in ((128256, 4096, 32, True), (262144, 8192, 32, True),
-                                        (400000, 8192, 49, True), (600000, 8192, 74, False)):  # fmt: skip
+    for vocab, block, warps, registers, chunks, words in (
+        (128256, 4096, 4, 64, 32, True),
+        (262144, 8192, 4, 128, 32, True),
+        (400000, 8192, 4, 128, 49, True),
+        (600000, 8192, 8, 64, 74, False),
+    ):
         p = plan(8192, vocab, 2, "cuda")
-        assert (p.block, p.chunks, p.flag_words) == (block, chunks, words), (vocab, p)
+        got = (p.block, p.num_warps, p.max_registers, p.chunks, p.flag_words)
+        assert got == (block, warps, registers, chunks, words), (vocab, p)
         assert p.programs <= 132 * 32 // p.num_warps and p.programs % p.chunks == 0
 
 

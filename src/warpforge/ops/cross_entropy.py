@@ -128,13 +128,16 @@ _FLAG_WORDS_MAX_CHUNKS = 64
 
 FLAG_WORDS_LAUNCHES = (
     ({"block": 4096, "num_warps": 4, "programs_per_sm": 8}, 32),
-    ({"block": 8192, "num_warps": 8, "programs_per_sm": 4}, 64),
+    ({"block": 8192, "num_warps": 4, "programs_per_sm": 4}, 64),
 )
 """(launch, most chunks a row, rounded up to a power of 2) of the flag-word split plans, the
-first that fits taken: eight 4096-column programs an SM (4 warps) up to 32 chunks, then four of
-8192 (8 warps). On the H100 (``benchmarks/results/ce16b-sweep{1,2}-2026-11-25-h100.txt``), bf16
-8192 x 128256: 4096/4 x8 1500 us against 8192/8 x4 1596 (the counter 1629); 4096 x 262144:
-8192/8 x4 1649-1681 (the counter 1660), 4096/4 x8 (64 chunks, two vectors of words) 1726."""
+first that fits taken: eight 4096-column programs an SM (4 warps, 64 registers) up to 32 chunks,
+then four of 8192 columns with 4 warps each (128 registers: 64 columns a thread, the prefetch
+held without spills on sm_90). On the H100, bf16 8192 x 128256: 4096/4 x8 1500 us against
+8192/8 x4 1596 (``benchmarks/results/ce16b-sweep1-2026-11-25-h100.txt``); 4096 x 262144
+(``ce262k-sweep2-2026-11-25-h100.txt``): 8192/4 x4 1482.6 us (96.4% of copy) against 8192/8 x4
+1678.6 (48 bytes of spills under its 64-register cap, reloaded every row), 8192/8 x3 (80
+registers, no spills) 1616.6; 4096/4 x8 (64 chunks) 1727.9 (``ce262k-sweep1``)."""
 
 
 @functools.lru_cache(maxsize=1024)
