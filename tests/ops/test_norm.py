@@ -957,3 +957,103 @@ def test_gpu_layer_norm_lag_backward_non_finite_rows_terminate():
     finite = dx.isfinite().all(dim=1)
     assert not finite[5] and not finite[9]
     assert finite[[r for r in range(m) if r not in (5, 9)]].all()
+
+
+# --------------------------------------------------------------------------- LayerNorm held split
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "block", "rows"),
+    [(1, 1, 16, 1), (7, 257, 64, 1), (7, 256, 64, 1), (13, 97, 32, 4), (5, 300, 128, 2),
+     (11, 128, 32, 2)],
+    ids=str,
+)  # fmt: skip
+@pytest.mark.parametrize(("hold", "prefetch"), [(True, True), (True, False), (False, True)])
+@pytest.mark.parametrize("affine", ["weight+bias", "none"])
+def test_layer_norm_held_backward(m, n, block, rows, hold, prefetch, affine, device,
+                                  cpu_float_dtypes, poison_outputs):  # fmt: skip
+    """``layer_norm_bwd_held_kernel`` (forced plans: several chunks a row, more rows than
+    slots, ragged and whole last chunks, groups of rows) against float64: dx, dweight, dbias,
+    every element written (poisoned outputs). Under the interpreter this runs its two-launch
+    form; the test below runs its one-launch pipeline."""
+    _check_forced_split_backward(
+        m, n, block, affine, device, cpu_float_dtypes, {"prefetch": prefetch},
+        {"lag": 1, "lag_rows": rows, "hold": hold}, f"{affine} rows={rows} hold={hold}",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "block", "rows"),
+    [(1, 1, 16, 1), (7, 57, 64, 1), (2, 16, 16, 1), (13, 31, 32, 4), (5, 128, 128, 2)],
+    ids=str,
+)  # fmt: skip
+@pytest.mark.parametrize(("hold", "prefetch"), [(True, True), (True, False), (False, True)])
+def test_layer_norm_held_backward_one_launch(m, n, block, rows, hold, prefetch, device,
+                                             poison_outputs):  # fmt: skip
+    """The one-launch pipeline of ``layer_norm_bwd_held_kernel`` (head, prefetch, held or
+    re-read phase B, tail) with one chunk a row, which the interpreter can run too (a program
+    then waits only for its own words): against float64, every element written."""
+    import dataclasses
+
+    from warpforge.ops._split_rows import split_row_plan
+
+    x = randn(m, n, device=device) * 3 + 2
+    w, b, dy = randn(n, device=device), randn(n, device=device), randn(m, n, device=device)
+    mean, rstd = _forward_stats(x)
+    plan = split_row_plan(m, n, device, block=block, num_warps=4, prefetch=prefetch)
+    assert plan.chunks == 1
+    plan = dataclasses.replace(plan, synchronized=True)
+    got = norm_module.layer_norm_backward(dy, x, w, mean, rstd, True, True, plan, 1, rows, hold)
+    want = _layer_norm_grads64(x, w, b, dy)
+    for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
+        close(g, e, 1e-4, f"{name} rows={rows} hold={hold} prefetch={prefetch}")
+
+
+def test_layer_norm_held_argument_is_checked(device):
+    """``hold`` without lag 1 is refused naming the argument."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    x, dy = randn(2, 40, device=device), randn(2, 40, device=device)
+    mean, rstd = _forward_stats(x)
+    plan = split_row_plan(2, 40, device, block=16, num_warps=4)
+    for lag in (None, 0, 2):
+        with pytest.raises(ValueError, match="hold: expected lag 1"):
+            norm_module.layer_norm_backward(dy, x, None, mean, rstd, False, True, plan, lag,
+                                            1, True)  # fmt: skip
+
+
+HELD_GPU_LAUNCHES = [
+    (512, 2, 8, 1, True, True), (512, 2, 10, 1, True, False), (512, 2, 12, 1, False, True),
+    (1024, 4, 4, 2, True, False), (2048, 4, 4, 1, True, False),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("block", "warps", "per_sm", "rows", "hold", "prefetch"),
+                         HELD_GPU_LAUNCHES, ids=str)  # fmt: skip
+def test_gpu_layer_norm_held_backward_launches(block, warps, per_sm, rows, hold, prefetch, dtype):
+    """Launches of the held kernel the sweep times against float64 on ragged shapes (one row,
+    rows not a multiple of the slots, a width not a multiple of the chunk, 32 chunks a row),
+    bitwise the same on a second run (no atomics in any sum; a word read before its chunk
+    published it gives NaN, which fails)."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    tol = 1e-4 if dtype == torch.float32 else 5e-2
+    for m, n in ((1, 16384), (257, 16411), (2000, 8192), (4096, 16384)):
+        x = randn(m, n, dtype=dtype, device="cuda") * 3 + 2
+        w, dy = randn(n, dtype=dtype, device="cuda"), randn(m, n, dtype=dtype, device="cuda")
+        mean, rstd = _forward_stats(x)
+        plan = split_row_plan(m, n, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm,
+                              prefetch=prefetch)  # fmt: skip
+        if plan is None or plan.chunks > norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS:
+            continue
+        args = (dy, x, w, mean, rstd, True, True, plan, 1, rows, hold)
+        got = norm_module.layer_norm_backward(*args)
+        again = norm_module.layer_norm_backward(*args)
+        want = _layer_norm_grads64(x, w, torch.zeros_like(w), dy)
+        for name, g, g2, e in zip(("dx", "dweight", "dbias"), got, again, want, strict=True):
+            assert torch.equal(g, g2), f"{name} differs between runs"
+            scale = e.abs().max().item()
+            torch.testing.assert_close(g.double() / scale, e / scale, atol=tol, rtol=tol,
+                                       msg=f"{name} m={m} n={n}")  # fmt: skip

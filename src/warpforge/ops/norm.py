@@ -563,6 +563,45 @@ def _layer_norm_lag_backward(
     return dx, dw, db
 
 
+def _layer_norm_held_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight_grad: bool,
+    bias_grad: bool,
+    plan: SplitRowPlan,
+    rows: int,
+    hold: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, dweight, dbias) of a (M, N) LayerNorm from ``layer_norm_bwd_held_kernel`` (the
+    lagged split over groups of ``rows`` rows, lag 1, with the next group loaded a whole
+    iteration ahead when ``plan.prefetch``, and dx written from registers held since the first
+    read when ``hold``, else from an L2 re-read) and the partial-sum kernel."""
+    from warpforge.ops._kernels import norm as kernels
+
+    M, N = x.shape
+    x, dy = as_rows(x), as_rows(dy)
+    slots = plan.programs // plan.chunks
+    dx, dw, db, dw_partial, db_partial = _split_backward_buffers(
+        x, weight, weight_grad, bias_grad, slots, zero_partials=slots > cdiv(M, rows)
+    )
+    sums = plan.unpublished_words(M, 1, x.device)  # each chunk's two sums as one int64 word
+    with kernel_device(x):
+        for stage in plan.stages():
+            kernels.layer_norm_bwd_held_kernel[(plan.programs,)](
+                dy, x, weight.contiguous() if weight is not None else x, mean, rstd, dx,
+                dw_partial, db_partial, sums, dy.stride(0), x.stride(0), dx.stride(0), M, N,
+                HAS_WEIGHT=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
+                ROWS=rows, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, HOLD=hold,
+                PREFETCH=plan.prefetch, EVEN_N=N % plan.block == 0, STAGE=stage,
+                **plan.launch_options(),
+            )  # fmt: skip
+        _sum_split_partials(dw_partial, dw, db_partial, db, weight_grad, bias_grad)
+    return dx, dw, db
+
+
 def layer_norm_backward(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -574,12 +613,15 @@ def layer_norm_backward(
     split: SplitRowPlan | None = None,
     lag: int | None = None,
     lag_rows: int = 1,
+    hold: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) of a (M, N) LayerNorm: wide rows split over programs
     (:func:`layer_norm_bwd_split_plan`), others through :func:`_norm_backward`. ``split``
     forces a split launch (tests, benchmark sweeps): with ``lag`` (>= 0) through
-    ``layer_norm_bwd_lag_kernel`` over groups of ``lag_rows`` rows (a power of 2), else
-    ``layer_norm_bwd_split_kernel``."""
+    ``layer_norm_bwd_lag_kernel`` over groups of ``lag_rows`` rows (a power of 2), or, with
+    ``hold`` (True / False: dx from held registers / from an L2 re-read; needs lag 1),
+    ``layer_norm_bwd_held_kernel`` (``split.prefetch``: the next group loaded an iteration
+    ahead); else ``layer_norm_bwd_split_kernel``."""
     M, N = x.shape
     if split is not None and split.programs // split.chunks > M:
         # a slot without rows would leave its partial rows unwritten (they are not zeroed)
@@ -591,9 +633,14 @@ def layer_norm_backward(
                          f"chunks a row, got {split}")  # fmt: skip
     if lag_rows < 1 or lag_rows & (lag_rows - 1):
         raise ValueError(f"lag_rows: expected a power of 2, got {lag_rows!r}")
+    if hold is not None and lag != 1:
+        raise ValueError(f"hold: expected lag 1 with a split plan, got lag {lag!r}")
     if M and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
         if split is None:
             split, lag, lag_rows = _default_split(M, N, x.element_size(), x.device)
+        if split is not None and hold is not None:
+            return _layer_norm_held_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
+                                             split, lag_rows, hold)  # fmt: skip
         if split is not None and lag is not None:
             return _layer_norm_lag_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
                                             split, lag, lag_rows)  # fmt: skip
