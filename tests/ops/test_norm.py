@@ -1040,7 +1040,7 @@ def test_gpu_layer_norm_held_backward_launches(block, warps, per_sm, rows, hold,
     from warpforge.ops._split_rows import split_row_plan
 
     tol = 1e-4 if dtype == torch.float32 else 5e-2
-    for m, n in ((1, 16384), (257, 16411), (2000, 8192), (4096, 16384)):
+    for m, n in ((1, 16384), (257, 16411), (4096, 16384)):
         x = randn(m, n, dtype=dtype, device="cuda") * 3 + 2
         w, dy = randn(n, dtype=dtype, device="cuda"), randn(m, n, dtype=dtype, device="cuda")
         mean, rstd = _forward_stats(x)
