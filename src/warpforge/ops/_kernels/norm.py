@@ -890,7 +890,7 @@ def layer_norm_bwd_held_kernel(
     if EVEN_N:
         mask = tl.full([BLOCK_N], 1, tl.int1)
     parts = tl.arange(0, CHUNKS_POW2)
-    inv_n = 1.0 / N.to(tl.float32)
+    inv_n = 1.0 / N
     dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     groups_here = tl.cdiv(tl.cdiv(M, ROWS) - slot, slots)
