@@ -669,7 +669,8 @@ def test_wide_layer_norm_backward_takes_the_split(device, monkeypatch, poison_ou
     from warpforge.ops._kernels import norm as kernels
 
     launched = []
-    for name in ("_layer_norm_split_backward", "_layer_norm_lag_backward"):
+    for name in ("_layer_norm_split_backward", "_layer_norm_lag_backward",
+                 "_layer_norm_held_backward"):
         real = getattr(norm_module, name)
         monkeypatch.setattr(norm_module, name,
                             lambda *a, real=real: launched.append(a[7]) or real(*a))  # fmt: skip
@@ -701,9 +702,10 @@ def test_wide_layer_norm_chunked_backward_still_matches(device, poison_outputs):
 
 def test_layer_norm_split_plan_policy(monkeypatch):
     """Launch policy (no kernel run): rows narrower than the threshold never split; on an H100
-    the 16384-column benchmark rows take the lagged kernel's launch in whole resident groups of
-    at most LAYER_NORM_BWD_LAG_MAX_CHUNKS chunks; wider rows the split kernel's; the switch and
-    a row needing more programs than the GPU holds fall back (None)."""
+    the 16384-column benchmark rows take the held kernel's launch (2-byte rows) or the lagged
+    kernel's (4-byte rows) in whole resident groups of at most LAYER_NORM_BWD_LAG_MAX_CHUNKS
+    chunks; wider rows the split kernel's; the switch and a row needing more programs than the
+    GPU holds fall back (None)."""
     from warpforge.ops import _split_rows
     from warpforge.runtime import DeviceCapabilities
 
@@ -713,21 +715,28 @@ def test_layer_norm_split_plan_policy(monkeypatch):
     try:
         for elt in (2, 4):
             assert norm_module.layer_norm_bwd_split_plan(16384, 4096, elt, "cuda") is None
-            launch = norm_module.layer_norm_bwd_lag_launch(elt)
-            plan, lag, rows = norm_module._default_split(4096, 16384, elt, "cuda")
+            held = norm_module.layer_norm_bwd_held_launch(elt)
+            assert (held is not None) == (elt == 2)
+            launch = held or norm_module.layer_norm_bwd_lag_launch(elt)
+            plan, lag, rows, hold = norm_module._default_split(4096, 16384, elt, "cuda")
             assert plan is not None and plan.synchronized and plan.chunks * plan.block == 16384
-            assert plan.block == launch["block"]
-            assert (lag, rows) == norm_module.layer_norm_bwd_lag(elt)
+            assert plan.block == launch["block"] and plan.prefetch == launch["prefetch"]
+            if held is not None:
+                assert (lag, rows, hold) == (1, 1, norm_module.LAYER_NORM_BWD_HOLD)
+            else:
+                assert (lag, rows, hold) == (*norm_module.layer_norm_bwd_lag(elt), None)
             assert plan.chunks <= norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS
             assert plan.programs % plan.chunks == 0
             assert plan.programs <= 132 * launch["programs_per_sm"]
             assert plan.num_warps * launch["programs_per_sm"] <= _split_rows.MAX_RESIDENT_WARPS
             assert plan == norm_module.layer_norm_bwd_split_plan(4096, 16384, elt, "cuda")
-            # one chunk more than the lagged kernel takes: the split kernel's launch
-            wider = norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS * launch["block"] + 1
-            plan, lag, _ = norm_module._default_split(64, wider, elt, "cuda")
+            # one chunk more than the held and lagged kernels take: the split kernel's launch
+            lag_launch = norm_module.layer_norm_bwd_lag_launch(elt)
+            wider = norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS * max(
+                launch["block"], lag_launch["block"]) + 1  # fmt: skip
+            plan, lag, _, hold = norm_module._default_split(64, wider, elt, "cuda")
             split_launch = norm_module.layer_norm_bwd_split_launch(elt)
-            assert lag is None and plan.block == split_launch["block"]
+            assert lag is None and hold is None and plan.block == split_launch["block"]
             per_sm = split_launch["programs_per_sm"]
             too_wide = 132 * per_sm * plan.block + 1  # one chunk more than the GPU holds
             assert norm_module.layer_norm_bwd_split_plan(8, too_wide, elt, "cuda") is None

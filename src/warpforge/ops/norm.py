@@ -417,20 +417,50 @@ def layer_norm_bwd_lag(element_size: int) -> tuple[int, int]:
     return (1, 1) if element_size < 4 else (1, 2)
 
 
+def layer_norm_bwd_held_launch(element_size: int) -> dict[str, int | bool] | None:
+    """The :func:`~warpforge.ops._split_rows.split_row_plan` options of
+    ``layer_norm_bwd_held_kernel`` where it is the default, or None (4-byte rows keep
+    :func:`layer_norm_bwd_lag_launch`): 2-byte rows in 512-column chunks of 2 warps, twelve an
+    SM (80 registers, no spill on sm_90), the next row loaded a whole iteration ahead
+    (``prefetch``), dx from an L2 (in practice L1) re-read rather than held registers
+    (:data:`LAYER_NORM_BWD_HOLD`). The lagged kernel's bf16 launch is bound by issuing
+    instructions (ncu on the H100: 0.74 warps issued a scheduler-cycle, SM throughput 71%,
+    DRAM 60%; ~56 loop instructions an element a thread); this one issues ~48 and keeps its
+    loads in flight the whole iteration. Kernel alone at 4096 x 16384 on the H100
+    (``benchmarks/ln_bwd_split_sweep.py --held``, ``benchmarks/results/ln16k-sweep*``): see
+    ``benchmarks/results/ln16k-2026-11-25-notes.md``. Holding xhat and w * dy in registers
+    instead (two FMAs an element in phase B) needs more registers than twelve programs an SM
+    allow, and fewer programs an SM issue less per cycle (slower in the same sweep)."""
+    if element_size < 4:
+        return {"block": 512, "num_warps": 2, "programs_per_sm": 12, "prefetch": True}
+    return None
+
+
+LAYER_NORM_BWD_HOLD = False
+"""``hold`` of the default held launch (:func:`layer_norm_bwd_held_launch`)."""
+
+
 @functools.lru_cache(maxsize=1024)
 def _default_split(
     M: int, N: int, element_size: int, device: torch.device | str
-) -> tuple[SplitRowPlan | None, int | None, int]:
-    """(plan, lag, rows a group) of the default split-row launch: the lagged kernel where a
-    row has at most ``LAYER_NORM_BWD_LAG_MAX_CHUNKS`` of its chunks, else the split kernel
-    (lag None); plan None where rows do not split (see :func:`layer_norm_bwd_split_plan`)."""
+) -> tuple[SplitRowPlan | None, int | None, int, bool | None]:
+    """(plan, lag, rows a group, hold) of the default split-row launch: the held kernel
+    (lag 1, ``hold`` not None) where :func:`layer_norm_bwd_held_launch` has a launch, else the
+    lagged kernel (hold None), where a row has at most ``LAYER_NORM_BWD_LAG_MAX_CHUNKS`` of
+    its chunks, else the split kernel (lag None); plan None where rows do not split (see
+    :func:`layer_norm_bwd_split_plan`)."""
     if N < LAYER_NORM_BWD_SPLIT_MIN_N:
-        return None, None, 1
+        return None, None, 1, None
+    held = layer_norm_bwd_held_launch(element_size)
+    if held is not None:
+        plan = split_row_plan(M, N, device, **held)
+        if plan is not None and plan.chunks <= LAYER_NORM_BWD_LAG_MAX_CHUNKS:
+            return plan, 1, 1, LAYER_NORM_BWD_HOLD
     plan = split_row_plan(M, N, device, **layer_norm_bwd_lag_launch(element_size))
     if plan is not None and plan.chunks <= LAYER_NORM_BWD_LAG_MAX_CHUNKS:
-        return (plan, *layer_norm_bwd_lag(element_size))
+        return (plan, *layer_norm_bwd_lag(element_size), None)
     plan = split_row_plan(M, N, device, **layer_norm_bwd_split_launch(element_size))
-    return plan, None, 1
+    return plan, None, 1, None
 
 
 def layer_norm_bwd_split_plan(
@@ -637,7 +667,7 @@ def layer_norm_backward(
         raise ValueError(f"hold: expected lag 1 with a split plan, got lag {lag!r}")
     if M and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
         if split is None:
-            split, lag, lag_rows = _default_split(M, N, x.element_size(), x.device)
+            split, lag, lag_rows, hold = _default_split(M, N, x.element_size(), x.device)
         if split is not None and hold is not None:
             return _layer_norm_held_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
                                              split, lag_rows, hold)  # fmt: skip

@@ -906,7 +906,12 @@ def layer_norm_bwd_held_kernel(
             rstd_c = tl.zeros([ROWS], dtype=tl.float32)
         xhat_p = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)  # group -1: never stored
         wdy_p = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
-        mean_p, rstd_p = mean_c, rstd_c
+        # fresh values, not mean_c / rstd_c: a name first bound to another loop-carried value
+        # and then assigned that value in the body is not carried by Triton's frontend (it
+        # sees no change), so phase B would keep group 0's statistics (GPU only; the
+        # interpreter runs the Python as written)
+        mean_p = tl.zeros([ROWS], dtype=tl.float32)
+        rstd_p = tl.zeros([ROWS], dtype=tl.float32)
         for i in range(0, groups_here + 1):
             rows_a, valid_a = _held_rows(slot, i, slots, M, ROWS)
             rows_b, valid_b = _held_rows(slot, i - 1, slots, M, ROWS)
@@ -945,10 +950,15 @@ def layer_norm_bwd_held_kernel(
                 packed = tl.load(words, mask=words_mask, other=0, volatile=True)
             sums_1, sums_2 = unpack_pair(packed)  # masked-off words read as +0.0
             c1, c2 = tl.sum(sums_1, axis=1) * inv_n, tl.sum(sums_2, axis=1) * inv_n
-            if not HOLD:
-                xhat_p, _, wdy_p = _held_terms(x_b, dy_b, W, cols, mean_p, rstd_p, mask,
-                                               HAS_WEIGHT, EVEN_N)  # fmt: skip
-            dx = _held_dx(xhat_p, wdy_p, rstd_p, c1, c2)
+            if HOLD:
+                dx = _held_dx(xhat_p, wdy_p, rstd_p, c1, c2)
+            else:
+                # from x - mean: rstd * (w*dy - xhat * c1 - c2) with xhat's rstd folded into
+                # the row factor (columns past the row's end are not stored, so no select)
+                _, _, wdy_b = _held_terms(x_b, dy_b, W, cols, mean_p, rstd_p, mask, HAS_WEIGHT,
+                                          True)  # fmt: skip
+                dx = _held_dx(x_b.to(tl.float32) - mean_p[:, None], wdy_b, rstd_p, c1 * rstd_p,
+                              c2)  # fmt: skip
             tl.store(DX + rows_b[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty),
                      mask=valid_b[:, None] & mask[None, :])  # fmt: skip
             if HOLD:
