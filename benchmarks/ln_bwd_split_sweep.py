@@ -14,7 +14,9 @@ with ``triton.testing.do_bench`` (median). Bytes counted: x and dy read, dx writ
 Writes FILE.json after every case (a cut-off run keeps what it measured). ``--held`` times
 ``layer_norm_bwd_held_kernel`` launches (block, warps, programs an SM, rows a group, hold,
 prefetch) against the default lagged launch of each dtype, at 4096 x 16384 only. The committed runs:
-``benchmarks/results/lnbwd-sweep-2026-11-24-h100.json`` and ``lnbwd-sweep2-2026-11-24-h100.json``;
+``benchmarks/results/lnbwd-sweep-2026-11-24-h100.json`` and ``lnbwd-sweep2-2026-11-24-h100.json``
+(``--held``: ``ln16k-sweep1-2026-11-25-h100.json``, whose prefetch launches were wrong, and
+``ln16k-sweep2-2026-11-25-h100.json``);
 the second also timed two kernel variants since removed (the next row's sums published before
 this row's wait, with x and dy of both rows held; a ``nanosleep`` between counter polls), which
 were no faster than the prefetch.

@@ -669,8 +669,11 @@ def test_wide_layer_norm_backward_takes_the_split(device, monkeypatch, poison_ou
     from warpforge.ops._kernels import norm as kernels
 
     launched = []
-    for name in ("_layer_norm_split_backward", "_layer_norm_lag_backward",
-                 "_layer_norm_held_backward"):
+    for name in (
+        "_layer_norm_split_backward",
+        "_layer_norm_lag_backward",
+        "_layer_norm_held_backward",
+    ):
         real = getattr(norm_module, name)
         monkeypatch.setattr(norm_module, name,
                             lambda *a, real=real: launched.append(a[7]) or real(*a))  # fmt: skip
@@ -1032,8 +1035,11 @@ def test_layer_norm_held_argument_is_checked(device):
 
 
 HELD_GPU_LAUNCHES = [
-    (512, 2, 8, 1, True, True), (512, 2, 10, 1, True, False), (512, 2, 12, 1, False, True),
-    (1024, 4, 4, 2, True, False), (2048, 4, 4, 1, True, False),
+    (512, 2, 8, 1, True, True),
+    (512, 2, 10, 1, True, False),
+    (512, 2, 12, 1, False, True),
+    (1024, 4, 4, 2, True, False),
+    (2048, 4, 4, 1, True, False),
 ]
 
 

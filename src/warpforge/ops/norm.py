@@ -388,8 +388,8 @@ def layer_norm_bwd_split_launch(element_size: int) -> dict[str, int | bool]:
 
 
 LAYER_NORM_BWD_LAG_MAX_CHUNKS = 32
-"""Chunks a row of ``layer_norm_bwd_lag_kernel`` has at most: up to 32 flag words a row sit in
-one warp's lanes. At 64 the H100's Triton 3.6 failed to compile the kernel (an MLIR assertion
+"""Chunks a row of ``layer_norm_bwd_lag_kernel`` (and ``layer_norm_bwd_held_kernel``, which
+polls the same words) has at most: up to 32 flag words a row sit in one warp's lanes. At 64 the H100's Triton 3.6 failed to compile the kernel (an MLIR assertion
 in ``make_ttgir``; ``benchmarks/results/lnbwd-lag-gpu-tests3-2026-11-24-h100.txt``), so wider
 rows keep ``layer_norm_bwd_split_kernel``."""
 
@@ -422,15 +422,20 @@ def layer_norm_bwd_held_launch(element_size: int) -> dict[str, int | bool] | Non
     ``layer_norm_bwd_held_kernel`` where it is the default, or None (4-byte rows keep
     :func:`layer_norm_bwd_lag_launch`): 2-byte rows in 512-column chunks of 2 warps, twelve an
     SM (80 registers, no spill on sm_90), the next row loaded a whole iteration ahead
-    (``prefetch``), dx from an L2 (in practice L1) re-read rather than held registers
-    (:data:`LAYER_NORM_BWD_HOLD`). The lagged kernel's bf16 launch is bound by issuing
-    instructions (ncu on the H100: 0.74 warps issued a scheduler-cycle, SM throughput 71%,
-    DRAM 60%; ~56 loop instructions an element a thread); this one issues ~48 and keeps its
-    loads in flight the whole iteration. Kernel alone at 4096 x 16384 on the H100
-    (``benchmarks/ln_bwd_split_sweep.py --held``, ``benchmarks/results/ln16k-sweep*``): see
-    ``benchmarks/results/ln16k-2026-11-25-notes.md``. Holding xhat and w * dy in registers
-    instead (two FMAs an element in phase B) needs more registers than twelve programs an SM
-    allow, and fewer programs an SM issue less per cycle (slower in the same sweep)."""
+    (``prefetch``), dx from a re-read (an L1 hit in practice) rather than held registers
+    (:data:`LAYER_NORM_BWD_HOLD`).
+
+    The lagged kernel's bf16 launch is bound by issuing instructions (ncu on the H100,
+    ``benchmarks/results/ln16k-ncu1-2026-11-25-h100.txt``: SM throughput 71% against DRAM 60%,
+    0.74 warps issued a scheduler-cycle; ~56 loop instructions an element a thread on sm_90);
+    this launch issues ~48 and keeps its loads in flight the whole iteration. Kernel alone at
+    4096 x 16384 on the H100 (``benchmarks/ln_bwd_split_sweep.py --held``,
+    ``benchmarks/results/ln16k-sweep2-2026-11-25-h100.json``): 174.8 us against 193.0 us for
+    the lagged launch; the harness row (forward + backward) 289.9 -> 271.6 us. Holding xhat
+    and w * dy for phase B (two FMAs an element, ~39 instructions) needs more registers than
+    twelve programs an SM allow: at ten an SM 180.5 us, at twelve (spilling) 203.1 us. In
+    float32 the held launches timed tie or lose to the lagged one (294.2 / 298.8 against
+    294.2 us), so 4-byte rows keep it."""
     if element_size < 4:
         return {"block": 512, "num_warps": 2, "programs_per_sm": 12, "prefetch": True}
     return None

@@ -17,6 +17,8 @@ row is only scaled by its reciprocal root mean square (RMSNorm). Statistics are 
   only its column slice of the row and of the dweight/dbias partials in registers.
 * ``layer_norm_bwd_lag_kernel``: the same split, with dx written a few rows late from an L2
   re-read, so no program ever waits for a row's other programs while they work on it.
+* ``layer_norm_bwd_held_kernel``: the lagged split at lag 1 with fewer instructions an element
+  and, optionally, the next row prefetched a whole iteration ahead (the 2-byte default).
 
 Row offsets are computed in int64 so operands larger than 2**31 elements address correctly.
 """
