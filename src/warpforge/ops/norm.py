@@ -421,7 +421,7 @@ def layer_norm_bwd_held_launch(element_size: int) -> dict[str, int | bool] | Non
     """The :func:`~warpforge.ops._split_rows.split_row_plan` options of
     ``layer_norm_bwd_held_kernel`` where it is the default, or None (4-byte rows keep
     :func:`layer_norm_bwd_lag_launch`): 2-byte rows in 512-column chunks of 2 warps, twelve an
-    SM (80 registers, no spill on sm_90), the next row loaded a whole iteration ahead
+    SM (under the 80-register cap, no spill on sm_90), the next row loaded a whole iteration ahead
     (``prefetch``), dx from a re-read (an L1 hit in practice) rather than held registers
     (:data:`LAYER_NORM_BWD_HOLD`).
 
