@@ -9,8 +9,14 @@ with ``triton.testing.do_bench`` (median). Bytes counted: x and dy read, dx writ
     PYTHONPATH=src python benchmarks/ln_bwd_split_sweep.py --out FILE.json
     PYTHONPATH=src python benchmarks/ln_bwd_split_sweep.py --out FILE.json --smoke  # interpreter
 
-Writes FILE.json after every case (a cut-off run keeps what it measured). The committed runs:
-``benchmarks/results/lnbwd-sweep-2026-11-24-h100.json`` and ``lnbwd-sweep2-2026-11-24-h100.json``;
+    PYTHONPATH=src python benchmarks/ln_bwd_split_sweep.py --out FILE.json --held  # held kernel
+
+Writes FILE.json after every case (a cut-off run keeps what it measured). ``--held`` times
+``layer_norm_bwd_held_kernel`` launches (block, warps, programs an SM, rows a group, hold,
+prefetch) against the default lagged launch of each dtype, at 4096 x 16384 only. The committed runs:
+``benchmarks/results/lnbwd-sweep-2026-11-24-h100.json`` and ``lnbwd-sweep2-2026-11-24-h100.json``
+(``--held``: ``ln16k-sweep1-2026-11-25-h100.json``, whose prefetch launches were wrong, and
+``ln16k-sweep2-2026-11-25-h100.json``);
 the second also timed two kernel variants since removed (the next row's sums published before
 this row's wait, with x and dy of both rows held; a ``nanosleep`` between counter polls), which
 were no faster than the prefetch.
@@ -67,6 +73,33 @@ if "--first" in sys.argv:  # the first sweep's contenders (lnbwd-lag-sweep-2026-
         (torch.bfloat16, 16384, 4096, NARROW_SPLITS, NARROW_LAGS),
         (torch.float32, 16384, 4096, NARROW_SPLITS, NARROW_LAGS),
     ]
+# (block, num_warps, programs_per_sm, rows a group, hold, prefetch) of layer_norm_bwd_held_kernel
+# contenders (sm_90 ptxas through the CPU's Triton: registers, spills in bytes, loop instructions
+# an element a thread; the lagged kernel's default launch: bf16 64 regs, 56 an element)
+BF16_HELDS = [
+    (512, 2, 12, 1, True, True),  # 80 regs, 48 B spilled, 39.2
+    (512, 2, 10, 1, True, True),  # 96 regs, 38.1
+    (512, 2, 10, 1, False, True),  # 92 regs, 47.6
+    (1024, 4, 6, 1, False, True),  # 80 regs, 47.5
+    (2048, 4, 4, 1, False, True),  # 128 regs, 35.2
+    (1024, 4, 4, 2, False, True),  # 126 regs, 40.6
+    (512, 2, 12, 1, True, False),  # 80 regs, 8 B spilled, 38.2
+]
+FP32_HELDS = [
+    (1024, 4, 4, 1, True, True),  # 110 regs, 34.6
+    (1024, 4, 4, 1, True, False),  # 96 regs, 32.1
+    (2048, 8, 2, 1, True, True),  # 108 regs, 34.5
+]
+# the first --held sweep (ln16k-sweep1-2026-11-25-h100.json, where every prefetch launch had
+# phase B on group 0's statistics: a loop-carried name Triton's frontend did not carry, since
+# fixed) also timed (512, 2, 8|16, 1, *), (1024, 4, 4|8, 1|2, True, False), (1024, 2, 8, 1, ...)
+# and the float32 launches (1024, 4, 4|6, 1|2, True, False), (512, 2, 8, 1|2, ...)
+LAG_REFERENCES = {torch.bfloat16: [(512, 2, 16, 1, 1)], torch.float32: []}
+"""(block, num_warps, programs_per_sm, lag, rows) of lagged launches timed beside the held ones:
+the lagged kernel's former bf16 default."""
+HELD_CASES = [(torch.bfloat16, 4096, 16384, BF16_HELDS), (torch.float32, 4096, 16384, FP32_HELDS)]
+SMOKE_HELD_CASES = [(torch.float32, 5, 300, [(128, 4, 1, 1, True, True), (64, 4, 1, 2, False, True),
+                                             (128, 4, 1, 2, True, False)])]  # fmt: skip
 SMOKE_CASES = [(torch.float32, 5, 300, [(128, 4, 1, False), (64, 4, 1, True)],
                 [(128, 4, 1, 1, 1), (64, 4, 1, 0, 1), (128, 4, 1, 2, 2)])]  # fmt: skip
 
@@ -96,6 +129,7 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
     parser.add_argument("--first", action="store_true", help="the first sweep's contenders")
+    parser.add_argument("--held", action="store_true", help="layer_norm_bwd_held_kernel launches")
     args = parser.parse_args()
 
     from warpforge.ops import norm
@@ -109,7 +143,13 @@ def main() -> None:
 
         report["triton"] = triton.__version__
         report["copy_ceiling_bytes_per_s"] = _copy_ceiling(device)
-    for dtype, M, N, splits, lags in SMOKE_CASES if args.smoke else CASES:
+    if args.held:
+        held_cases = SMOKE_HELD_CASES if args.smoke else HELD_CASES
+        cases = [(dtype, M, N, [], LAG_REFERENCES.get(dtype, []), helds)
+                 for dtype, M, N, helds in held_cases]  # fmt: skip
+    else:
+        cases = [(*case, []) for case in (SMOKE_CASES if args.smoke else CASES)]
+    for dtype, M, N, splits, lags, helds in cases:
         torch.manual_seed(M + N)
         x = (torch.randn(M, N, device=device) * 3 + 2).to(dtype)
         dy = torch.randn(M, N, device=device).to(dtype)
@@ -118,8 +158,18 @@ def main() -> None:
         mean = xf.mean(-1)
         rstd = torch.rsqrt(xf.var(-1, unbiased=False) + 1e-5)
         want = _reference(x, w, dy)
-        contenders = {"shipped": functools.partial(
-            norm._norm_backward, dy, x, w, mean, rstd, None, 0.0, True, True, True)}  # fmt: skip
+        contenders = {}
+        if args.held:  # the default launch (the lagged kernel at these rows)
+            plan, lag, rows, hold = norm._default_split(M, N, x.element_size(), device)
+            kernel = "lag" if hold is None else ("held hold" if hold else "held reread")
+            name = (f"default {kernel} lag{lag} b{plan.block} w{plan.num_warps} r{rows}"
+                    f"{' prefetch' if plan.prefetch else ''}" if plan else "default")  # fmt: skip
+            contenders[name] = functools.partial(
+                norm.layer_norm_backward, dy, x, w, mean, rstd, True, True
+            )
+        else:
+            contenders["shipped"] = functools.partial(
+                norm._norm_backward, dy, x, w, mean, rstd, None, 0.0, True, True, True)  # fmt: skip
         for block, warps, pps, prefetch in splits:
             plan = split_row_plan(M, N, device, block=block, num_warps=warps,
                                   programs_per_sm=pps, prefetch=prefetch)  # fmt: skip
@@ -137,6 +187,17 @@ def main() -> None:
             contenders[f"lag{lag} b{block} w{warps} x{pps} r{rows}"] = functools.partial(
                 norm.layer_norm_backward, dy, x, w, mean, rstd, True, True, split=plan, lag=lag,
                 lag_rows=rows,
+            )  # fmt: skip
+        for block, warps, pps, rows, hold, prefetch in helds:
+            plan = split_row_plan(M, N, device, block=block, num_warps=warps,
+                                  programs_per_sm=pps, prefetch=prefetch)  # fmt: skip
+            if plan is None:
+                continue
+            name = (f"held b{block} w{warps} x{pps} r{rows}{' hold' if hold else ' reread'}"
+                    f"{' prefetch' if prefetch else ''}")  # fmt: skip
+            contenders[name] = functools.partial(
+                norm.layer_norm_backward, dy, x, w, mean, rstd, True, True, split=plan, lag=1,
+                lag_rows=rows, hold=hold,
             )  # fmt: skip
         case = {"dtype": str(dtype).removeprefix("torch."), "M": M, "N": N, "rows": []}
         bytes_moved = 3 * M * N * x.element_size()

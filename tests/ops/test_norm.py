@@ -669,7 +669,11 @@ def test_wide_layer_norm_backward_takes_the_split(device, monkeypatch, poison_ou
     from warpforge.ops._kernels import norm as kernels
 
     launched = []
-    for name in ("_layer_norm_split_backward", "_layer_norm_lag_backward"):
+    for name in (
+        "_layer_norm_split_backward",
+        "_layer_norm_lag_backward",
+        "_layer_norm_held_backward",
+    ):
         real = getattr(norm_module, name)
         monkeypatch.setattr(norm_module, name,
                             lambda *a, real=real: launched.append(a[7]) or real(*a))  # fmt: skip
@@ -701,9 +705,10 @@ def test_wide_layer_norm_chunked_backward_still_matches(device, poison_outputs):
 
 def test_layer_norm_split_plan_policy(monkeypatch):
     """Launch policy (no kernel run): rows narrower than the threshold never split; on an H100
-    the 16384-column benchmark rows take the lagged kernel's launch in whole resident groups of
-    at most LAYER_NORM_BWD_LAG_MAX_CHUNKS chunks; wider rows the split kernel's; the switch and
-    a row needing more programs than the GPU holds fall back (None)."""
+    the 16384-column benchmark rows take the held kernel's launch (2-byte rows) or the lagged
+    kernel's (4-byte rows) in whole resident groups of at most LAYER_NORM_BWD_LAG_MAX_CHUNKS
+    chunks; wider rows the split kernel's; the switch and a row needing more programs than the
+    GPU holds fall back (None)."""
     from warpforge.ops import _split_rows
     from warpforge.runtime import DeviceCapabilities
 
@@ -713,21 +718,28 @@ def test_layer_norm_split_plan_policy(monkeypatch):
     try:
         for elt in (2, 4):
             assert norm_module.layer_norm_bwd_split_plan(16384, 4096, elt, "cuda") is None
-            launch = norm_module.layer_norm_bwd_lag_launch(elt)
-            plan, lag, rows = norm_module._default_split(4096, 16384, elt, "cuda")
+            held = norm_module.layer_norm_bwd_held_launch(elt)
+            assert (held is not None) == (elt == 2)
+            launch = held or norm_module.layer_norm_bwd_lag_launch(elt)
+            plan, lag, rows, hold = norm_module._default_split(4096, 16384, elt, "cuda")
             assert plan is not None and plan.synchronized and plan.chunks * plan.block == 16384
-            assert plan.block == launch["block"]
-            assert (lag, rows) == norm_module.layer_norm_bwd_lag(elt)
+            assert plan.block == launch["block"] and plan.prefetch == launch["prefetch"]
+            if held is not None:
+                assert (lag, rows, hold) == (1, 1, norm_module.LAYER_NORM_BWD_HOLD)
+            else:
+                assert (lag, rows, hold) == (*norm_module.layer_norm_bwd_lag(elt), None)
             assert plan.chunks <= norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS
             assert plan.programs % plan.chunks == 0
             assert plan.programs <= 132 * launch["programs_per_sm"]
             assert plan.num_warps * launch["programs_per_sm"] <= _split_rows.MAX_RESIDENT_WARPS
             assert plan == norm_module.layer_norm_bwd_split_plan(4096, 16384, elt, "cuda")
-            # one chunk more than the lagged kernel takes: the split kernel's launch
-            wider = norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS * launch["block"] + 1
-            plan, lag, _ = norm_module._default_split(64, wider, elt, "cuda")
+            # one chunk more than the held and lagged kernels take: the split kernel's launch
+            lag_launch = norm_module.layer_norm_bwd_lag_launch(elt)
+            wider = norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS * max(
+                launch["block"], lag_launch["block"]) + 1  # fmt: skip
+            plan, lag, _, hold = norm_module._default_split(64, wider, elt, "cuda")
             split_launch = norm_module.layer_norm_bwd_split_launch(elt)
-            assert lag is None and plan.block == split_launch["block"]
+            assert lag is None and hold is None and plan.block == split_launch["block"]
             per_sm = split_launch["programs_per_sm"]
             too_wide = 132 * per_sm * plan.block + 1  # one chunk more than the GPU holds
             assert norm_module.layer_norm_bwd_split_plan(8, too_wide, elt, "cuda") is None
@@ -957,3 +969,106 @@ def test_gpu_layer_norm_lag_backward_non_finite_rows_terminate():
     finite = dx.isfinite().all(dim=1)
     assert not finite[5] and not finite[9]
     assert finite[[r for r in range(m) if r not in (5, 9)]].all()
+
+
+# --------------------------------------------------------------------------- LayerNorm held split
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "block", "rows"),
+    [(1, 1, 16, 1), (7, 257, 64, 1), (7, 256, 64, 1), (13, 97, 32, 4), (5, 300, 128, 2),
+     (11, 128, 32, 2)],
+    ids=str,
+)  # fmt: skip
+@pytest.mark.parametrize(("hold", "prefetch"), [(True, True), (True, False), (False, True)])
+@pytest.mark.parametrize("affine", ["weight+bias", "none"])
+def test_layer_norm_held_backward(m, n, block, rows, hold, prefetch, affine, device,
+                                  cpu_float_dtypes, poison_outputs):  # fmt: skip
+    """``layer_norm_bwd_held_kernel`` (forced plans: several chunks a row, more rows than
+    slots, ragged and whole last chunks, groups of rows) against float64: dx, dweight, dbias,
+    every element written (poisoned outputs). Under the interpreter this runs its two-launch
+    form; the test below runs its one-launch pipeline."""
+    _check_forced_split_backward(
+        m, n, block, affine, device, cpu_float_dtypes, {"prefetch": prefetch},
+        {"lag": 1, "lag_rows": rows, "hold": hold}, f"{affine} rows={rows} hold={hold}",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "block", "rows"),
+    [(1, 1, 16, 1), (7, 57, 64, 1), (2, 16, 16, 1), (13, 31, 32, 4), (5, 128, 128, 2)],
+    ids=str,
+)  # fmt: skip
+@pytest.mark.parametrize(("hold", "prefetch"), [(True, True), (True, False), (False, True)])
+def test_layer_norm_held_backward_one_launch(m, n, block, rows, hold, prefetch, device,
+                                             poison_outputs):  # fmt: skip
+    """The one-launch pipeline of ``layer_norm_bwd_held_kernel`` (head, prefetch, held or
+    re-read phase B, tail) with one chunk a row, which the interpreter can run too (a program
+    then waits only for its own words): against float64, every element written."""
+    import dataclasses
+
+    from warpforge.ops._split_rows import split_row_plan
+
+    x = randn(m, n, device=device) * 3 + 2
+    w, b, dy = randn(n, device=device), randn(n, device=device), randn(m, n, device=device)
+    mean, rstd = _forward_stats(x)
+    plan = split_row_plan(m, n, device, block=block, num_warps=4, prefetch=prefetch)
+    assert plan.chunks == 1
+    plan = dataclasses.replace(plan, synchronized=True)
+    got = norm_module.layer_norm_backward(dy, x, w, mean, rstd, True, True, plan, 1, rows, hold)
+    want = _layer_norm_grads64(x, w, b, dy)
+    for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
+        close(g, e, 1e-4, f"{name} rows={rows} hold={hold} prefetch={prefetch}")
+
+
+def test_layer_norm_held_argument_is_checked(device):
+    """``hold`` without lag 1 is refused naming the argument."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    x, dy = randn(2, 40, device=device), randn(2, 40, device=device)
+    mean, rstd = _forward_stats(x)
+    plan = split_row_plan(2, 40, device, block=16, num_warps=4)
+    for lag in (None, 0, 2):
+        with pytest.raises(ValueError, match="hold: expected lag 1"):
+            norm_module.layer_norm_backward(dy, x, None, mean, rstd, False, True, plan, lag,
+                                            1, True)  # fmt: skip
+
+
+HELD_GPU_LAUNCHES = [
+    (512, 2, 8, 1, True, True),
+    (512, 2, 10, 1, True, False),
+    (512, 2, 12, 1, False, True),
+    (1024, 4, 4, 2, True, False),
+    (2048, 4, 4, 1, True, False),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("block", "warps", "per_sm", "rows", "hold", "prefetch"),
+                         HELD_GPU_LAUNCHES, ids=str)  # fmt: skip
+def test_gpu_layer_norm_held_backward_launches(block, warps, per_sm, rows, hold, prefetch, dtype):
+    """Launches of the held kernel the sweep times against float64 on ragged shapes (one row,
+    rows not a multiple of the slots, a width not a multiple of the chunk, 32 chunks a row),
+    bitwise the same on a second run (no atomics in any sum; a word read before its chunk
+    published it gives NaN, which fails)."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    tol = 1e-4 if dtype == torch.float32 else 5e-2
+    for m, n in ((1, 16384), (257, 16411), (4096, 16384)):
+        x = randn(m, n, dtype=dtype, device="cuda") * 3 + 2
+        w, dy = randn(n, dtype=dtype, device="cuda"), randn(m, n, dtype=dtype, device="cuda")
+        mean, rstd = _forward_stats(x)
+        plan = split_row_plan(m, n, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm,
+                              prefetch=prefetch)  # fmt: skip
+        if plan is None or plan.chunks > norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS:
+            continue
+        args = (dy, x, w, mean, rstd, True, True, plan, 1, rows, hold)
+        got = norm_module.layer_norm_backward(*args)
+        again = norm_module.layer_norm_backward(*args)
+        want = _layer_norm_grads64(x, w, torch.zeros_like(w), dy)
+        for name, g, g2, e in zip(("dx", "dweight", "dbias"), got, again, want, strict=True):
+            assert torch.equal(g, g2), f"{name} differs between runs"
+            scale = e.abs().max().item()
+            torch.testing.assert_close(g.double() / scale, e / scale, atol=tol, rtol=tol,
+                                       msg=f"{name} m={m} n={n}")  # fmt: skip

@@ -136,7 +136,8 @@ COMPILE_ALL = textwrap.dedent(
             block, warps = ce.bwd_launch_heuristic(vocab, tdt.itemsize)
             spilled_bytes(ck.cross_entropy_bwd_kernel, types, dict(BLOCK=block), warps)
     # the split-row LayerNorm backwards at their launches (the split kernel for rows wider than
-    # the lagged kernel takes, the lagged one at the benchmark rows): under their register caps
+    # the held / lagged kernels take, the held (2-byte) or lagged (4-byte) one at the benchmark
+    # rows): under their register caps
     # they must not spill (their reason to exist: the whole-row kernel's partials spill at
     # 16384 columns)
     for dt, tdt in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
@@ -144,15 +145,22 @@ COMPILE_ALL = textwrap.dedent(
         types = dict.fromkeys(["DY", "X", "W", "DX"], p)
         types.update(MEAN="*fp32", RSTD="*fp32", DW_PARTIAL="*fp32", DB_PARTIAL="*fp32",
                      PARTIALS="*fp32", ARRIVALS="*i32")
-        plan, lag, _ = norm._default_split(4096, 65536, tdt.itemsize, "cuda")
+        plan, lag, _, _ = norm._default_split(4096, 65536, tdt.itemsize, "cuda")
         assert lag is None, "65536 columns: expected the split kernel's launch"
         flags = dict(HAS_WEIGHT=True, WEIGHT_GRAD=True, BIAS_GRAD=True, BLOCK_N=plan.block,
                      CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch)
         stack = spilled_bytes(nk.layer_norm_bwd_split_kernel, types, flags,
                               aligned=("stride_dy", "stride_x", "stride_dx", "N"), **plan.launch_options())
         assert stack == 0, f"split LayerNorm backward spills {stack} bytes under its register cap ({dt})"
-        plan, lag, lag_rows = norm._default_split(4096, 16384, tdt.itemsize, "cuda")
-        if lag is not None:
+        plan, lag, lag_rows, hold = norm._default_split(4096, 16384, tdt.itemsize, "cuda")
+        if hold is not None:
+            types = {k: v for k, v in types.items() if k not in ("PARTIALS", "ARRIVALS")}
+            flags = dict(HAS_WEIGHT=True, WEIGHT_GRAD=True, BIAS_GRAD=True, ROWS=lag_rows, BLOCK_N=plan.block,
+                         CHUNKS_POW2=plan.chunks_pow2, HOLD=hold, PREFETCH=plan.prefetch, EVEN_N=True, STAGE=0)
+            stack = spilled_bytes(nk.layer_norm_bwd_held_kernel, dict(types, SUMS="*i64"), flags,
+                                  aligned=("stride_dy", "stride_x", "stride_dx", "N"), **plan.launch_options())
+            assert stack == 0, f"held LayerNorm backward spills {stack} bytes under its register cap ({dt})"
+        elif lag is not None:
             types = {k: v for k, v in types.items() if k not in ("PARTIALS", "ARRIVALS")}
             flags = dict(HAS_WEIGHT=True, WEIGHT_GRAD=True, BIAS_GRAD=True, ROWS=lag_rows, BLOCK_N=plan.block,
                          CHUNKS_POW2=plan.chunks_pow2, LAG=lag, STAGE=0)

@@ -388,8 +388,8 @@ def layer_norm_bwd_split_launch(element_size: int) -> dict[str, int | bool]:
 
 
 LAYER_NORM_BWD_LAG_MAX_CHUNKS = 32
-"""Chunks a row of ``layer_norm_bwd_lag_kernel`` has at most: up to 32 flag words a row sit in
-one warp's lanes. At 64 the H100's Triton 3.6 failed to compile the kernel (an MLIR assertion
+"""Chunks a row of ``layer_norm_bwd_lag_kernel`` (and ``layer_norm_bwd_held_kernel``, which
+polls the same words) has at most: up to 32 flag words a row sit in one warp's lanes. At 64 the H100's Triton 3.6 failed to compile the kernel (an MLIR assertion
 in ``make_ttgir``; ``benchmarks/results/lnbwd-lag-gpu-tests3-2026-11-24-h100.txt``), so wider
 rows keep ``layer_norm_bwd_split_kernel``."""
 
@@ -417,20 +417,55 @@ def layer_norm_bwd_lag(element_size: int) -> tuple[int, int]:
     return (1, 1) if element_size < 4 else (1, 2)
 
 
+def layer_norm_bwd_held_launch(element_size: int) -> dict[str, int | bool] | None:
+    """The :func:`~warpforge.ops._split_rows.split_row_plan` options of
+    ``layer_norm_bwd_held_kernel`` where it is the default, or None (4-byte rows keep
+    :func:`layer_norm_bwd_lag_launch`): 2-byte rows in 512-column chunks of 2 warps, twelve an
+    SM (under the 80-register cap, no spill on sm_90), the next row loaded a whole iteration ahead
+    (``prefetch``), dx from a re-read (an L1 hit in practice) rather than held registers
+    (:data:`LAYER_NORM_BWD_HOLD`).
+
+    The lagged kernel's bf16 launch is bound by issuing instructions (ncu on the H100,
+    ``benchmarks/results/ln16k-ncu1-2026-11-25-h100.txt``: SM throughput 71% against DRAM 60%,
+    0.74 warps issued a scheduler-cycle; ~56 loop instructions an element a thread on sm_90);
+    this launch issues ~48 and keeps its loads in flight the whole iteration. Kernel alone at
+    4096 x 16384 on the H100 (``benchmarks/ln_bwd_split_sweep.py --held``,
+    ``benchmarks/results/ln16k-sweep2-2026-11-25-h100.json``): 174.8 us against 193.0 us for
+    the lagged launch; the harness row (forward + backward) 289.9 -> 271.6 us. Holding xhat
+    and w * dy for phase B (two FMAs an element, ~39 instructions) needs more registers than
+    twelve programs an SM allow: at ten an SM 180.5 us, at twelve (spilling) 203.1 us. In
+    float32 the held launches timed tie or lose to the lagged one (294.2 / 298.8 against
+    294.2 us), so 4-byte rows keep it."""
+    if element_size < 4:
+        return {"block": 512, "num_warps": 2, "programs_per_sm": 12, "prefetch": True}
+    return None
+
+
+LAYER_NORM_BWD_HOLD = False
+"""``hold`` of the default held launch (:func:`layer_norm_bwd_held_launch`)."""
+
+
 @functools.lru_cache(maxsize=1024)
 def _default_split(
     M: int, N: int, element_size: int, device: torch.device | str
-) -> tuple[SplitRowPlan | None, int | None, int]:
-    """(plan, lag, rows a group) of the default split-row launch: the lagged kernel where a
-    row has at most ``LAYER_NORM_BWD_LAG_MAX_CHUNKS`` of its chunks, else the split kernel
-    (lag None); plan None where rows do not split (see :func:`layer_norm_bwd_split_plan`)."""
+) -> tuple[SplitRowPlan | None, int | None, int, bool | None]:
+    """(plan, lag, rows a group, hold) of the default split-row launch: the held kernel
+    (lag 1, ``hold`` not None) where :func:`layer_norm_bwd_held_launch` has a launch, else the
+    lagged kernel (hold None), where a row has at most ``LAYER_NORM_BWD_LAG_MAX_CHUNKS`` of
+    its chunks, else the split kernel (lag None); plan None where rows do not split (see
+    :func:`layer_norm_bwd_split_plan`)."""
     if N < LAYER_NORM_BWD_SPLIT_MIN_N:
-        return None, None, 1
+        return None, None, 1, None
+    held = layer_norm_bwd_held_launch(element_size)
+    if held is not None:
+        plan = split_row_plan(M, N, device, **held)
+        if plan is not None and plan.chunks <= LAYER_NORM_BWD_LAG_MAX_CHUNKS:
+            return plan, 1, 1, LAYER_NORM_BWD_HOLD
     plan = split_row_plan(M, N, device, **layer_norm_bwd_lag_launch(element_size))
     if plan is not None and plan.chunks <= LAYER_NORM_BWD_LAG_MAX_CHUNKS:
-        return (plan, *layer_norm_bwd_lag(element_size))
+        return (plan, *layer_norm_bwd_lag(element_size), None)
     plan = split_row_plan(M, N, device, **layer_norm_bwd_split_launch(element_size))
-    return plan, None, 1
+    return plan, None, 1, None
 
 
 def layer_norm_bwd_split_plan(
@@ -563,6 +598,45 @@ def _layer_norm_lag_backward(
     return dx, dw, db
 
 
+def _layer_norm_held_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight_grad: bool,
+    bias_grad: bool,
+    plan: SplitRowPlan,
+    rows: int,
+    hold: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, dweight, dbias) of a (M, N) LayerNorm from ``layer_norm_bwd_held_kernel`` (the
+    lagged split over groups of ``rows`` rows, lag 1, with the next group loaded a whole
+    iteration ahead when ``plan.prefetch``, and dx written from registers held since the first
+    read when ``hold``, else from an L2 re-read) and the partial-sum kernel."""
+    from warpforge.ops._kernels import norm as kernels
+
+    M, N = x.shape
+    x, dy = as_rows(x), as_rows(dy)
+    slots = plan.programs // plan.chunks
+    dx, dw, db, dw_partial, db_partial = _split_backward_buffers(
+        x, weight, weight_grad, bias_grad, slots, zero_partials=slots > cdiv(M, rows)
+    )
+    sums = plan.unpublished_words(M, 1, x.device)  # each chunk's two sums as one int64 word
+    with kernel_device(x):
+        for stage in plan.stages():
+            kernels.layer_norm_bwd_held_kernel[(plan.programs,)](
+                dy, x, weight.contiguous() if weight is not None else x, mean, rstd, dx,
+                dw_partial, db_partial, sums, dy.stride(0), x.stride(0), dx.stride(0), M, N,
+                HAS_WEIGHT=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
+                ROWS=rows, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, HOLD=hold,
+                PREFETCH=plan.prefetch, EVEN_N=N % plan.block == 0, STAGE=stage,
+                **plan.launch_options(),
+            )  # fmt: skip
+        _sum_split_partials(dw_partial, dw, db_partial, db, weight_grad, bias_grad)
+    return dx, dw, db
+
+
 def layer_norm_backward(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -574,12 +648,15 @@ def layer_norm_backward(
     split: SplitRowPlan | None = None,
     lag: int | None = None,
     lag_rows: int = 1,
+    hold: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) of a (M, N) LayerNorm: wide rows split over programs
     (:func:`layer_norm_bwd_split_plan`), others through :func:`_norm_backward`. ``split``
     forces a split launch (tests, benchmark sweeps): with ``lag`` (>= 0) through
-    ``layer_norm_bwd_lag_kernel`` over groups of ``lag_rows`` rows (a power of 2), else
-    ``layer_norm_bwd_split_kernel``."""
+    ``layer_norm_bwd_lag_kernel`` over groups of ``lag_rows`` rows (a power of 2), or, with
+    ``hold`` (True / False: dx from held registers / from an L2 re-read; needs lag 1),
+    ``layer_norm_bwd_held_kernel`` (``split.prefetch``: the next group loaded an iteration
+    ahead); else ``layer_norm_bwd_split_kernel``."""
     M, N = x.shape
     if split is not None and split.programs // split.chunks > M:
         # a slot without rows would leave its partial rows unwritten (they are not zeroed)
@@ -591,9 +668,14 @@ def layer_norm_backward(
                          f"chunks a row, got {split}")  # fmt: skip
     if lag_rows < 1 or lag_rows & (lag_rows - 1):
         raise ValueError(f"lag_rows: expected a power of 2, got {lag_rows!r}")
+    if hold is not None and lag != 1:
+        raise ValueError(f"hold: expected lag 1 with a split plan, got lag {lag!r}")
     if M and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
         if split is None:
-            split, lag, lag_rows = _default_split(M, N, x.element_size(), x.device)
+            split, lag, lag_rows, hold = _default_split(M, N, x.element_size(), x.device)
+        if split is not None and hold is not None:
+            return _layer_norm_held_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
+                                             split, lag_rows, hold)  # fmt: skip
         if split is not None and lag is not None:
             return _layer_norm_lag_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
                                             split, lag, lag_rows)  # fmt: skip

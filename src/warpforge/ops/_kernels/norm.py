@@ -17,6 +17,8 @@ row is only scaled by its reciprocal root mean square (RMSNorm). Statistics are 
   only its column slice of the row and of the dweight/dbias partials in registers.
 * ``layer_norm_bwd_lag_kernel``: the same split, with dx written a few rows late from an L2
   re-read, so no program ever waits for a row's other programs while they work on it.
+* ``layer_norm_bwd_held_kernel``: the lagged split at lag 1 with fewer instructions an element
+  and, optionally, the next row prefetched a whole iteration ahead (the 2-byte default).
 
 Row offsets are computed in int64 so operands larger than 2**31 elements address correctly.
 """
@@ -774,6 +776,219 @@ def layer_norm_bwd_lag_kernel(
             dx = (wdy_b - xhat_b * c1[:, None] - c2[:, None]) * rstd_b[:, None]
             tl.store(DX + rows_b[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty),
                      mask=mask_b)  # fmt: skip
+    if STAGE != 2:
+        if WEIGHT_GRAD:
+            tl.store(DW_PARTIAL + slot.to(tl.int64) * N + cols, dw_acc, mask=mask)
+        if BIAS_GRAD:
+            tl.store(DB_PARTIAL + slot.to(tl.int64) * N + cols, db_acc, mask=mask)
+
+
+@triton.jit
+def _held_rows(slot, i, slots, M, ROWS: tl.constexpr):
+    """Rows of group ``i`` of ``slot`` (int64) and which exist (groups before the first or past
+    the last have none: the pipeline's head and tail)."""
+    rows = (slot.to(tl.int64) + i * slots) * ROWS + tl.arange(0, ROWS)
+    return rows, (i >= 0) & (rows < M)
+
+
+@triton.jit
+def _held_group(X, DY, MEAN, RSTD, rows, valid, cols, mask, stride_x, stride_dy,
+                KEEP: tl.constexpr, LAST: tl.constexpr):  # fmt: skip
+    """(x, dy) of a group's chunk in their storage dtype and the rows' (mean, rstd), both zero
+    for rows that do not exist (so their xhat is 0 without a per-element select). ``KEEP``: a
+    first read that is read again (L2 keeps its lines); ``LAST``: that second read."""
+    tile = valid[:, None] & mask[None, :]
+    x_ptrs = X + rows[:, None] * stride_x + cols[None, :]
+    dy_ptrs = DY + rows[:, None] * stride_dy + cols[None, :]
+    if KEEP:
+        x = tl.load(x_ptrs, mask=tile, other=0.0, eviction_policy="evict_last")
+        dy = tl.load(dy_ptrs, mask=tile, other=0.0, eviction_policy="evict_last")
+    elif LAST:
+        x = tl.load(x_ptrs, mask=tile, other=0.0, eviction_policy="evict_first")
+        dy = tl.load(dy_ptrs, mask=tile, other=0.0, eviction_policy="evict_first")
+    else:
+        x = tl.load(x_ptrs, mask=tile, other=0.0)
+        dy = tl.load(dy_ptrs, mask=tile, other=0.0)
+    mean = tl.load(MEAN + rows, mask=valid, other=0.0)
+    rstd = tl.load(RSTD + rows, mask=valid, other=0.0)
+    return x, dy, mean, rstd
+
+
+@triton.jit
+def _held_terms(x, dy, W, cols, mean, rstd, mask, HAS_WEIGHT: tl.constexpr,
+                EVEN_N: tl.constexpr):  # fmt: skip
+    """(xhat, dy, w * dy) in fp32 of a group's chunk. Rows that do not exist come with x, dy,
+    mean and rstd all zero, so everything is 0 there; only a ragged last chunk (not EVEN_N)
+    needs a select for the columns past the row's end."""
+    xhat = (x.to(tl.float32) - mean[:, None]) * rstd[:, None]
+    if not EVEN_N:
+        xhat = tl.where(mask[None, :], xhat, 0.0)
+    dy = dy.to(tl.float32)
+    if HAS_WEIGHT:
+        w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+        return xhat, dy, dy * w[None, :]
+    return xhat, dy, dy
+
+
+@triton.jit
+def _held_dx(xhat, wdy, rstd, c1, c2):
+    """dx = rstd * (w*dy - xhat * c1 - c2) as two FMAs an element, the row factors
+    ``rstd * c1`` and ``rstd * c2`` taken out (explicit FMAs: contraction would instead fold
+    ``rstd * c2`` into every element's FMA and keep a third operation)."""
+    a = -(c1 * rstd)
+    b = -(c2 * rstd)
+    return tl.fma(xhat, a[:, None], tl.fma(wdy, rstd[:, None], b[:, None]))
+
+
+@triton.jit
+def layer_norm_bwd_held_kernel(
+    DY,
+    X,
+    W,
+    MEAN,
+    RSTD,
+    DX,
+    DW_PARTIAL,
+    DB_PARTIAL,
+    SUMS,
+    stride_dy,
+    stride_x,
+    stride_dx,
+    M,
+    N,
+    HAS_WEIGHT: tl.constexpr,
+    WEIGHT_GRAD: tl.constexpr,
+    BIAS_GRAD: tl.constexpr,
+    ROWS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    HOLD: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    STAGE: tl.constexpr,
+):
+    """``layer_norm_bwd_lag_kernel`` with lag 1 and fewer instructions an element (same
+    placement: program ``pid`` owns column chunk ``pid % chunks`` of the row groups ``slot,
+    slot + slots, ...``; the same flag words ``SUMS`` and ``[slots, N]`` partials).
+
+    Iteration i publishes group i's sums (phase A) and writes dx of group i - 1 (phase B), as
+    the lagged kernel does. In bfloat16 that kernel is bound by issuing instructions, not by
+    memory (sm_90: ~56 an element a thread, bf16 unpacking and phase B's recomputation of xhat
+    and w * dy among them), so here:
+
+    * HOLD: phase A's fp32 xhat and w * dy stay in registers until phase B (ptxas holds the
+      loaded values unpacked to fp32 anyway), which then costs two FMAs an element and no
+      re-read; without HOLD, phase B re-reads x and dy from L2 *after* phase A and recomputes.
+    * PREFETCH: group i + 1 is loaded at the top of iteration i, so a program has a group's
+      DRAM loads in flight the whole iteration rather than only until their first use.
+    * EVEN_N (N a multiple of BLOCK_N): no per-column mask; rows that do not exist (the
+      pipeline's head and tail) are zeroed through their statistics, not per element.
+
+    Phase B's flag words are loaded at the top of the iteration and, like the lagged kernel,
+    polled after phase A (by when the row's other programs have long published them).
+    STAGE 1 / 2 (the interpreter): phase A over all groups, then phase B from a second read.
+    """
+    chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
+    if EVEN_N:
+        mask = tl.full([BLOCK_N], 1, tl.int1)
+    parts = tl.arange(0, CHUNKS_POW2)
+    inv_n = 1.0 / N
+    dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    groups_here = tl.cdiv(tl.cdiv(M, ROWS) - slot, slots)
+    if STAGE == 0:
+        if PREFETCH:
+            rows_c, valid_c = _held_rows(slot, 0, slots, M, ROWS)
+            x_c, dy_c, mean_c, rstd_c = _held_group(X, DY, MEAN, RSTD, rows_c, valid_c, cols,
+                                                    mask, stride_x, stride_dy, not HOLD, False)  # fmt: skip
+        else:
+            x_c = tl.zeros([ROWS, BLOCK_N], dtype=X.dtype.element_ty)
+            dy_c = tl.zeros([ROWS, BLOCK_N], dtype=DY.dtype.element_ty)
+            mean_c = tl.zeros([ROWS], dtype=tl.float32)
+            rstd_c = tl.zeros([ROWS], dtype=tl.float32)
+        xhat_p = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)  # group -1: never stored
+        wdy_p = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
+        # fresh values, not mean_c / rstd_c: a name first bound to another loop-carried value
+        # and then assigned that value in the body is not carried by Triton's frontend (it
+        # sees no change), so phase B would keep group 0's statistics (GPU only; the
+        # interpreter runs the Python as written)
+        mean_p = tl.zeros([ROWS], dtype=tl.float32)
+        rstd_p = tl.zeros([ROWS], dtype=tl.float32)
+        for i in range(0, groups_here + 1):
+            rows_a, valid_a = _held_rows(slot, i, slots, M, ROWS)
+            rows_b, valid_b = _held_rows(slot, i - 1, slots, M, ROWS)
+            if PREFETCH:
+                rows_n, valid_n = _held_rows(slot, i + 1, slots, M, ROWS)
+                x_n, dy_n, mean_n, rstd_n = _held_group(X, DY, MEAN, RSTD, rows_n, valid_n,
+                                                        cols, mask, stride_x, stride_dy,
+                                                        not HOLD, False)  # fmt: skip
+            else:
+                x_c, dy_c, mean_c, rstd_c = _held_group(X, DY, MEAN, RSTD, rows_a, valid_a,
+                                                        cols, mask, stride_x, stride_dy,
+                                                        not HOLD, False)  # fmt: skip
+            words = SUMS + rows_b[:, None] * CHUNKS_POW2 + parts[None, :]
+            words_mask = valid_b[:, None] & (parts < chunks)[None, :]
+            packed = tl.load(words, mask=words_mask, other=0, volatile=True)
+            # phase A: group i
+            xhat, dy, wdy = _held_terms(x_c, dy_c, W, cols, mean_c, rstd_c, mask, HAS_WEIGHT,
+                                        EVEN_N)  # fmt: skip
+            s1, s2 = _sum_pair(xhat * wdy, wdy, 1)
+            tl.atomic_xchg(SUMS + rows_a * CHUNKS_POW2 + chunk, pack_pair(s1, s2), mask=valid_a,
+                           sem="relaxed")  # fmt: skip
+            if WEIGHT_GRAD:
+                dw_acc += tl.sum(dy * xhat, axis=0)
+            if BIAS_GRAD:
+                db_acc += tl.sum(dy, axis=0)
+            # phase B: group i - 1
+            if not HOLD:
+                x_b, dy_b, _, _ = _held_group(X, DY, MEAN, RSTD, rows_b, valid_b, cols, mask,
+                                              stride_x, stride_dy, False, True)  # fmt: skip
+            while tl.max(tl.max((packed == UNPUBLISHED).to(tl.int32), axis=1), axis=0) > 0:
+                packed = tl.load(words, mask=words_mask, other=0, volatile=True)
+            if ROWS > 1:
+                # as in the lagged kernel: a group's words spread over warps, and a warp's own
+                # copy may predate the publication the cross-warp exit test saw
+                tl.debug_barrier()
+                packed = tl.load(words, mask=words_mask, other=0, volatile=True)
+            sums_1, sums_2 = unpack_pair(packed)  # masked-off words read as +0.0
+            c1, c2 = tl.sum(sums_1, axis=1) * inv_n, tl.sum(sums_2, axis=1) * inv_n
+            if HOLD:
+                dx = _held_dx(xhat_p, wdy_p, rstd_p, c1, c2)
+            else:
+                # from x - mean: rstd * (w*dy - xhat * c1 - c2) with xhat's rstd folded into
+                # the row factor (columns past the row's end are not stored, so no select)
+                _, _, wdy_b = _held_terms(x_b, dy_b, W, cols, mean_p, rstd_p, mask, HAS_WEIGHT,
+                                          True)  # fmt: skip
+                dx = _held_dx(x_b.to(tl.float32) - mean_p[:, None], wdy_b, rstd_p, c1 * rstd_p,
+                              c2)  # fmt: skip
+            tl.store(DX + rows_b[:, None] * stride_dx + cols[None, :], dx.to(DX.dtype.element_ty),
+                     mask=valid_b[:, None] & mask[None, :])  # fmt: skip
+            if HOLD:
+                xhat_p, wdy_p = xhat, wdy
+            mean_p, rstd_p = mean_c, rstd_c
+            if PREFETCH:
+                x_c, dy_c, mean_c, rstd_c = x_n, dy_n, mean_n, rstd_n
+    else:
+        for i in range(0, groups_here):
+            rows, valid = _held_rows(slot, i, slots, M, ROWS)
+            x, dy, mean, rstd = _held_group(X, DY, MEAN, RSTD, rows, valid, cols, mask,
+                                            stride_x, stride_dy, False, False)  # fmt: skip
+            xhat, dy, wdy = _held_terms(x, dy, W, cols, mean, rstd, mask, HAS_WEIGHT, EVEN_N)
+            if STAGE == 1:
+                s1, s2 = _sum_pair(xhat * wdy, wdy, 1)
+                tl.store(SUMS + rows * CHUNKS_POW2 + chunk, pack_pair(s1, s2), mask=valid)
+                if WEIGHT_GRAD:
+                    dw_acc += tl.sum(dy * xhat, axis=0)
+                if BIAS_GRAD:
+                    db_acc += tl.sum(dy, axis=0)
+            else:
+                words = SUMS + rows[:, None] * CHUNKS_POW2 + parts[None, :]
+                packed = tl.load(words, mask=valid[:, None] & (parts < chunks)[None, :], other=0)
+                sums_1, sums_2 = unpack_pair(packed)
+                c1, c2 = tl.sum(sums_1, axis=1) * inv_n, tl.sum(sums_2, axis=1) * inv_n
+                dx = _held_dx(xhat, wdy, rstd, c1, c2)
+                tl.store(DX + rows[:, None] * stride_dx + cols[None, :],
+                         dx.to(DX.dtype.element_ty), mask=valid[:, None] & mask[None, :])  # fmt: skip
     if STAGE != 2:
         if WEIGHT_GRAD:
             tl.store(DW_PARTIAL + slot.to(tl.int64) * N + cols, dw_acc, mask=mask)
