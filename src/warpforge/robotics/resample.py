@@ -332,6 +332,23 @@ GUIDED_PROBES = 4
 """Times each round of the guided search reads around its guess (0 selects the binary search)."""
 
 
+def _check_launch_fields(config: LaunchConfig | StagedConfig, tile_names: tuple[str, ...]) -> None:
+    """The checks :class:`LaunchConfig` and :class:`StagedConfig` share: the named tile sizes
+    (and num_warps among them) powers of two, at most 16 warps, ``probes`` 0 or 2 to 8."""
+    for name in tile_names:
+        value = getattr(config, name)
+        if not isinstance(value, int) or value < 1 or value & (value - 1):
+            raise ValueError(f"{name}: expected a power of two >= 1, got {value!r}")
+    num_warps = config.num_warps
+    if num_warps > 16:
+        raise ValueError(f"num_warps: expected at most 16, got {num_warps}")
+    probes = config.probes
+    if not isinstance(probes, int) or not (probes == 0 or 2 <= probes <= 8):
+        raise ValueError(
+            f"probes: expected 0 (binary search) or 2 to 8 (guided search), got {probes!r}"
+        )
+
+
 @dataclass(frozen=True)
 class LaunchConfig:
     """Tuning knobs of one stream's launch of the resample kernels.
@@ -357,16 +374,7 @@ class LaunchConfig:
     prefetch: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("block_t", "block_d", "num_warps"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1 or value & (value - 1):
-                raise ValueError(f"{name}: expected a power of two >= 1, got {value!r}")
-        if self.num_warps > 16:
-            raise ValueError(f"num_warps: expected at most 16, got {self.num_warps}")
-        if not isinstance(self.probes, int) or not (self.probes == 0 or 2 <= self.probes <= 8):
-            raise ValueError(
-                f"probes: expected 0 (binary search) or 2 to 8 (guided search), got {self.probes!r}"
-            )
+        _check_launch_fields(self, ("block_t", "block_d", "num_warps"))
 
     def check_method(self, method: str) -> None:
         """Slerp normalises a whole quaternion per program: its column block must be 4."""
@@ -483,18 +491,9 @@ class StagedConfig:
     staged_search: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("block_q", "block_w", "num_warps"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1 or value & (value - 1):
-                raise ValueError(f"{name}: expected a power of two >= 1, got {value!r}")
-        if self.num_warps > 16:
-            raise ValueError(f"num_warps: expected at most 16, got {self.num_warps}")
+        _check_launch_fields(self, ("block_q", "block_w", "num_warps"))
         if self.word_bits not in _WORD_DTYPES:
             raise ValueError(f"word_bits: expected 32 or 64, got {self.word_bits!r}")
-        if not isinstance(self.probes, int) or not (self.probes == 0 or 2 <= self.probes <= 8):
-            raise ValueError(
-                f"probes: expected 0 (binary search) or 2 to 8 (guided search), got {self.probes!r}"
-            )
 
 
 STAGED_DEFAULT_MAX_SAMPLES = 64

@@ -76,15 +76,34 @@ def _interval_weight(q, ta, tb, TIME_KIND: tl.constexpr):
 
 
 @triton.jit
-def _binary_count(q, times_row, t_stride_s, n, t_in, NUM_STEPS, BLOCK_T: tl.constexpr):
+def _time_at(times_row, t_stride_s, t_tile, j, mask, STAGED: tl.constexpr):
+    """t[j]: from the row's times staged in ``t_tile`` (a one-dimensional ``tl.gather``, which
+    Triton lowers through shared memory; ``j`` must lie in the tile) or loaded from memory."""
+    if STAGED:
+        t_j = tl.gather(t_tile, j, 0)
+    else:
+        t_j = tl.load(times_row + j.to(tl.int64) * t_stride_s, mask=mask, other=0)
+    return t_j
+
+
+@triton.jit
+def _binary_count(
+    q, times_row, t_stride_s, n, t_in, NUM_STEPS, t_tile,
+    STAGED: tl.constexpr, BLOCK_T: tl.constexpr,
+):  # fmt: skip
     """Number of source times <= q (searchsorted right) by a fixed-step binary search: ``NUM_STEPS``
-    dependent loads whatever the data."""
+    dependent loads (or staged gathers, ``STAGED``) whatever the data."""
     lo = tl.zeros([BLOCK_T], dtype=tl.int32)
     hi = tl.zeros([BLOCK_T], dtype=tl.int32) + n
     for _ in range(NUM_STEPS):
         active = lo < hi
         mid = (lo + hi) // 2
-        t_mid = tl.load(times_row + mid.to(tl.int64) * t_stride_s, mask=active & t_in, other=0)
+        if STAGED:
+            # an inactive lane may sit at lo == hi == n: keep its (unused) index inside the tile
+            probe = tl.minimum(mid, n - 1)
+        else:
+            probe = mid
+        t_mid = _time_at(times_row, t_stride_s, t_tile, probe, active & t_in, STAGED)
         go_right = active & (t_mid <= q)
         lo = tl.where(go_right, mid + 1, lo)
         hi = tl.where(active & (t_mid > q), mid, hi)
@@ -93,8 +112,8 @@ def _binary_count(q, times_row, t_stride_s, n, t_in, NUM_STEPS, BLOCK_T: tl.cons
 
 @triton.jit
 def _guided_interval(
-    q, times_row, t_stride_s, last, t_first, t_last, interior,
-    TIME_KIND: tl.constexpr, PROBES: tl.constexpr, BLOCK_T: tl.constexpr,
+    q, times_row, t_stride_s, last, t_first, t_last, interior, t_tile,
+    TIME_KIND: tl.constexpr, PROBES: tl.constexpr, STAGED: tl.constexpr, BLOCK_T: tl.constexpr,
 ):  # fmt: skip
     """For ``interior`` lanes (t[0] <= q < t[n-1]): ``(a, t[a], t[a+1])`` with t[a] <= q < t[a+1].
 
@@ -132,7 +151,7 @@ def _guided_interval(
         for k in tl.static_range(PROBES):
             # indices from the round's start bracket only: the loads do not wait on each other
             j = tl.minimum(tl.maximum(first + k, a_start), b_start)
-            t_j = tl.load(times_row + j.to(tl.int64) * t_stride_s, mask=active, other=0)
+            t_j = _time_at(times_row, t_stride_s, t_tile, j, active, STAGED)
             # probes ascend: the last one <= q is the tightest lower bound, the first one > q
             # the tightest upper bound
             raise_a = active & (t_j <= q) & (j > a)
@@ -200,7 +219,7 @@ def _bracket(
     # i0 = clamp(count - 1, 0, last), i1 = min(i0 + 1, last) and their times t0, t1, where count
     # is the number of source times <= q (searchsorted right)
     if PROBES == 0:
-        count = _binary_count(q, times_row, t_stride_s, n, t_in, NUM_STEPS, BLOCK_T)
+        count = _binary_count(q, times_row, t_stride_s, n, t_in, NUM_STEPS, q, False, BLOCK_T)
         i0 = tl.minimum(tl.maximum(count - 1, 0), last)
         i1 = tl.minimum(i0 + 1, last)
         t0 = tl.load(times_row + i0.to(tl.int64) * t_stride_s, mask=t_in, other=0)
@@ -208,8 +227,9 @@ def _bracket(
     else:
         interior = t_in & (q >= t_first) & (q < t_last)  # False for NaN queries and n == 1
         a, ta_found, tb_found = _guided_interval(
-            q, times_row, t_stride_s, last, t_first, t_last, interior, TIME_KIND, PROBES, BLOCK_T
-        )
+            q, times_row, t_stride_s, last, t_first, t_last, interior, q,
+            TIME_KIND, PROBES, False, BLOCK_T,
+        )  # fmt: skip
         # q >= t[n-1] counts every sample (i0 = last); q < t[0] (or NaN) none (i0 = 0); their
         # times below are placeholders that the out-of-range selection replaces
         at_end = q >= t_last
@@ -720,62 +740,6 @@ ELEM_CODES = {"bfloat16": 0, "float16": 1, "float32": 2}
 
 
 @triton.jit
-def _guided_interval_staged(
-    q, t_tile, last, t_first, t_last, interior,
-    TIME_KIND: tl.constexpr, PROBES: tl.constexpr, BLOCK_Q: tl.constexpr,
-):  # fmt: skip
-    """:func:`_guided_interval` with its probes read from the staged times ``t_tile`` (a
-    shared-memory gather each) instead of global memory; the same rounds and results."""
-    a = tl.zeros([BLOCK_Q], dtype=tl.int32)
-    b = last
-    ta = t_first
-    tb = t_last
-    rounds = tl.zeros([BLOCK_Q], dtype=tl.int32)
-    while tl.max((interior & (b - a > 1)).to(tl.int32), axis=0) > 0:
-        active = interior & (b - a > 1)
-        width = b - a
-        if TIME_KIND == TIME_F32:
-            frac = (q - ta) / (tb - ta)
-        else:
-            frac = (q - ta).to(tl.float32) / (tb - ta).to(tl.float32)
-        frac = tl.where((frac >= 0.0) & (frac < 1.0), frac, 0.5)
-        guess = a + (frac * width.to(tl.float32)).to(tl.int32)
-        bisect = (rounds >= 3) & (rounds % 2 == 1)
-        guess = tl.where(bisect, a + width // 2, guess)
-        first = tl.minimum(tl.maximum(guess, a), b - 1) - (PROBES // 2 - 1)
-        first = tl.where(width <= PROBES + 1, a + 1, first)
-        a_start = a
-        b_start = b
-        for k in tl.static_range(PROBES):
-            # in [a_start, b_start], inside [0, last]: always a staged sample
-            j = tl.minimum(tl.maximum(first + k, a_start), b_start)
-            t_j = tl.gather(t_tile, j, 0)
-            raise_a = active & (t_j <= q) & (j > a)
-            a = tl.where(raise_a, j, a)
-            ta = tl.where(raise_a, t_j, ta)
-            lower_b = active & (t_j > q) & (j < b)
-            b = tl.where(lower_b, j, b)
-            tb = tl.where(lower_b, t_j, tb)
-        rounds += 1
-    return a, ta, tb
-
-
-@triton.jit
-def _binary_count_staged(q, t_tile, n, NUM_STEPS, BLOCK_Q: tl.constexpr):
-    """:func:`_binary_count` on the staged times: ``NUM_STEPS`` shared-memory gathers."""
-    lo = tl.zeros([BLOCK_Q], dtype=tl.int32)
-    hi = tl.zeros([BLOCK_Q], dtype=tl.int32) + n
-    for _ in range(NUM_STEPS):
-        active = lo < hi
-        mid = (lo + hi) // 2
-        # an inactive lane may sit at lo == hi == n: keep its (unused) index inside the tile
-        t_mid = tl.gather(t_tile, tl.minimum(mid, n - 1), 0)
-        lo = tl.where(active & (t_mid <= q), mid + 1, lo)
-        hi = tl.where(active & (t_mid > q), mid, hi)
-    return lo
-
-
-@triton.jit
 def _bracket_staged(
     q, q_in, t_tile, times_row, t_stride_s, n, NUM_STEPS,
     METHOD: tl.constexpr, POLICY: tl.constexpr, TIME_KIND: tl.constexpr, PROBES: tl.constexpr,
@@ -797,16 +761,17 @@ def _bracket_staged(
     is_nan = q != q
     in_range = (~below) & (~above) & (~is_nan)
     if PROBES == 0:
-        count = _binary_count_staged(q, t_tile, n, NUM_STEPS, BLOCK_Q)
+        count = _binary_count(q, times_row, t_stride_s, n, q_in, NUM_STEPS, t_tile, True, BLOCK_Q)
         i0 = tl.minimum(tl.maximum(count - 1, 0), last)
         i1 = tl.minimum(i0 + 1, last)
         t0 = tl.gather(t_tile, i0, 0)
         t1 = tl.gather(t_tile, i1, 0)
     else:
         interior = q_in & (q >= t_first) & (q < t_last)
-        a, ta_found, tb_found = _guided_interval_staged(
-            q, t_tile, last, t_first, t_last, interior, TIME_KIND, PROBES, BLOCK_Q
-        )
+        a, ta_found, tb_found = _guided_interval(
+            q, times_row, t_stride_s, last, t_first, t_last, interior, t_tile,
+            TIME_KIND, PROBES, True, BLOCK_Q,
+        )  # fmt: skip
         at_end = q >= t_last
         i0 = tl.where(interior, a, tl.where(at_end, last, 0))
         i1 = tl.minimum(i0 + 1, last)
