@@ -15,7 +15,10 @@ copy bandwidth measured in the same process.
 A contender is named ``KIND BLOCK/WARPS xPROGRAMS_PER_SM [cp64]``: KIND ``counter`` (the
 arrival counter) or ``words`` (``cross_entropy_fwd_grad_flags_kernel``); ``cp64`` lays out the
 workspace and word vectors of a 64-chunk row whatever the chunks (the code path of 33-64
-chunks, timed at fewer). ``--only`` takes any such name. (Commits 06ba1e8-81cb494 also had a
+chunks, timed at fewer). ``--only`` takes any such name, ``default`` (the op's own plan,
+``_fwd_grad_split_plan``) or ``op`` (``cross_entropy`` + ``torch.autograd.grad``, as the harness's
+``cross_entropy.fwd_bwd`` runs it). Shapes take ``bf16``, ``fp16`` or ``fp32``. After the
+timings the registers and spilled bytes of every compiled flag-word kernel are listed. (Commits 06ba1e8-81cb494 also had a
 ``lanes`` kernel: per-thread statistics, a deferred target store, words polled as pairs, chunk 0
 polling the loss's words apart, logits loaded past L1; all slower,
 benchmarks/results/ce262k-2026-11-25-notes.md.)
@@ -33,6 +36,7 @@ from pathlib import Path
 
 import torch
 from ce_softmax_bf16_sweep import rel_err  # the same float64 check as the first sweep
+from softmax_split_sweep import kernel_usage
 
 IGNORE = -100
 SHAPES = ((8192, 128256, "bf16"), (4096, 262144, "bf16"), (8192, 128256, "fp32"))
@@ -49,6 +53,7 @@ LAUNCHES = {
     ),
     "fp32": ("counter 8192/8 x4", "words 8192/8 x4", "words 4096/4 x8"),
 }
+LAUNCHES["fp16"] = LAUNCHES["bf16"]
 """Launches past 64 chunks a row (the flag-word kernel's limit) are skipped; ``default`` is the
 op's own plan (``_fwd_grad_split_plan``)."""
 
@@ -100,7 +105,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     ce = importlib.import_module("warpforge.ops.cross_entropy")
     dev, shapes, shrink = "cuda", SHAPES, 1
-    dtypes = {"bf16": torch.bfloat16, "fp32": torch.float32}
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
     if args.smoke:  # the interpreter gets bfloat16 wrong
         dev, shapes, shrink = "cpu", ((7, 300, "bf16"), (5, 1000, "fp32")), 128
         dtypes["bf16"] = torch.float16
@@ -157,28 +162,48 @@ def main() -> None:
             | {n.split(":", 1)[1] for n in only if n.split(":", 1)[0] == str(V)}
         )  # fmt: skip
         for name in names:
-            if name != "default":
+            if name not in ("default", "op"):
                 plans[name] = contender_plan(name, M, V, dev, logits.element_size() == 2, shrink)
         if not args.smoke and (not only or "default" in names):
             plans["default"] = ce._fwd_grad_split_plan(M, V, logits.element_size(), logits.device)
+        if "op" in names:
+            plans["op"] = None
         timed = []
         for name, plan in plans.items():
-            if plan is None or (plan.flag_words and plan.chunks_pow2 > 64):
+            if name != "op" and (plan is None or (plan.flag_words and plan.chunks_pow2 > 64)):
                 continue
 
             def run(plan=plan, io=(logits, target, grad, scale)):
                 x, t, g, s = io
                 return ce.row_losses(x, t, IGNORE, 0.0, 0.0, grad_out=g, grad_loss=s, split=plan)
 
+            if name == "op":
+                plan = ce._fwd_grad_split_plan(M, V, logits.element_size(), logits.device)
+
+                def run(io=(logits, target)):  # (mean loss, a new gradient tensor)
+                    x = io[0].detach().requires_grad_()
+                    loss = ce.cross_entropy(x, io[1], ignore_index=IGNORE)
+                    return loss.detach(), torch.autograd.grad(loss, x)[0]
+
             name = f"{dt} {name}" + (
                 f" ({plan.block}/{plan.num_warps})" if name == "default" else ""
             )
-            row = {"shape": f"M={M} V={V}", "contender": name, "chunks": plan.chunks,
-                   "programs": plan.programs}  # fmt: skip
+            row = {"shape": f"M={M} V={V}", "contender": name,
+                   "chunks": plan.chunks if plan else None,
+                   "programs": plan.programs if plan else None}  # fmt: skip
+            if name.endswith(" op") and plan is not None:
+                row["plan"] = f"{plan.block}/{plan.num_warps} maxnreg {plan.max_registers}"
             try:
                 grad.fill_(float("nan"))
-                loss, _ = run()
-                err = max(rel_err(grad, ref_grad), rel_err(loss[:, None], ref_loss[:, None]))
+                if name.endswith(" op"):  # the op's own gradient, in a freed NaN block
+                    torch.full_like(logits, float("nan"))
+                    loss, out = run()
+                    mean = float(ref_loss.sum()) / count
+                    err = max(rel_err(out, ref_grad), abs(float(loss) - mean) / abs(mean))
+                    del out
+                else:
+                    loss, _ = run()
+                    err = max(rel_err(grad, ref_grad), rel_err(loss[:, None], ref_loss[:, None]))
                 passes = [do_bench(run, return_mode="median")]
             except Exception as exc:  # recorded, the sweep goes on
                 row["error"] = repr(exc)[:300]
@@ -199,8 +224,10 @@ def main() -> None:
             gbs = 2 * M * V * logits.element_size() / (ms * 1e-3)
             row.update(us=ms * 1e3, passes_us=[t * 1e3 for t in passes], gbs=gbs / 1e9,
                        of_copy=gbs / copy)  # fmt: skip
+            label = row["contender"] + (f" ({row['plan']})" if "plan" in row else "")
             lines.append(
-                f"M={M:<5d} V={V:<7d} {row['contender']:30s} {'ok ' if ok else 'BAD'} "
+                f"M={M:<5d} V={V:<7d} {label:30s} "
+                f"{'ok ' if ok else 'BAD'} "
                 f"err {row['rel_err']:.1e} {ms * 1e3:8.1f} us {gbs / 1e9:6.0f} GB/s "
                 f"{gbs / copy:6.1%}  passes " + " ".join(f"{t * 1e3:.1f}" for t in passes)
             )
@@ -210,6 +237,16 @@ def main() -> None:
         (args.out / "ce_split_meeting_sweep.json").write_text(
             json.dumps({"copy_bandwidth": copy, "device": device, "rows": rows_out}, indent=1)
         )
+    from warpforge.ops._kernels.cross_entropy import cross_entropy_fwd_grad_flags_kernel
+
+    usage = kernel_usage(cross_entropy_fwd_grad_flags_kernel)
+    lines.append("compiled flag-word kernel versions (num_warps, maxnreg, n_regs, n_spills):")
+    lines += [f"  {u}" for u in usage]
+    rows_out.append({"kernel_usage": usage})
+    (args.out / "ce_split_meeting_sweep.txt").write_text("\n".join(lines) + "\n")
+    (args.out / "ce_split_meeting_sweep.json").write_text(
+        json.dumps({"copy_bandwidth": copy, "device": device, "rows": rows_out}, indent=1)
+    )
     print("\n".join(lines))
 
 

@@ -352,9 +352,9 @@ def test_split_forward_with_grad_for_long_rows_of_two_and_four_bytes():
 
 
 def test_two_byte_rows_meet_through_flag_words_up_to_64_chunks(monkeypatch):
-    """The 2-byte split plans on an H100: eight 4096-column programs an SM (4 warps, 64
-    registers) meeting through flag words while a row has at most 32 chunks, then four of 8192
-    columns with 4 warps each (128 registers) up to 64, then the counter (8 warps)."""
+    """The 2-byte split plans on an H100: four 8192-column programs an SM with 4 warps each (128
+    registers) meeting through flag words while a row has at most 64 chunks, then the counter
+    (8 warps)."""
     from warpforge.ops import _split_rows
     from warpforge.runtime import DeviceCapabilities
 
@@ -362,7 +362,8 @@ def test_two_byte_rows_meet_through_flag_words_up_to_64_chunks(monkeypatch):
     monkeypatch.setattr(_split_rows, "device_capabilities", lambda device: h100)
     plan = ce_module._fwd_grad_split_plan.__wrapped__
     for vocab, block, warps, registers, chunks, words in (
-        (128256, 4096, 4, 64, 32, True),
+        (40000, 8192, 4, 128, 5, True),
+        (128256, 8192, 4, 128, 16, True),
         (262144, 8192, 4, 128, 32, True),
         (400000, 8192, 4, 128, 49, True),
         (600000, 8192, 8, 64, 74, False),

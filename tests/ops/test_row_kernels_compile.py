@@ -123,10 +123,10 @@ COMPILE_ALL = textwrap.dedent(
                 # (benchmarks/results/ce16-sweep2-2026-11-24-h100.txt), so that much is allowed
                 allowed = 48 if split.prefetch else 0
                 assert stack <= allowed, f"split kernel spills {stack} bytes under its register cap ({dt})"
-                # the op's 2-byte plan: the flag-word meeting (eight 4096-column programs an SM
-                # at 128256 columns, four of 8192 columns and 4 warps at 262144), measured
-                # faster than the counter launch above (benchmarks/results/ce16b-sweep*- and
-                # ce262k-sweep2-2026-11-25-h100.txt); the same allowance
+                # the op's 2-byte plan: the flag-word meeting (four 8192-column programs of 4
+                # warps an SM), measured faster than the counter launch above
+                # (benchmarks/results/ce16b-sweep*-, ce262k-sweep2- and
+                # split4w-ce-sweep-2026-11-25-h100.txt); the same allowance
                 plan = ce._fwd_grad_split_plan(4096, vocab, tdt.itemsize, "cuda")
                 if plan.flag_words:
                     stack = spilled_bytes(ck.cross_entropy_fwd_grad_flags_kernel, dict(split_types, words_ptr="*i64"), dict(flags, BLOCK=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch), aligned=("n_cols", "logits_row_stride", "grad_row_stride"), **plan.launch_options())

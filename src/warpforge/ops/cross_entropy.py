@@ -126,18 +126,18 @@ _FLAG_WORDS_MAX_CHUNKS = 64
 """The flag-word meeting polls a row's words in vectors of 32, each in one warp's lanes (see
 ``row_words``), at most two of them."""
 
-FLAG_WORDS_LAUNCHES = (
-    ({"block": 4096, "num_warps": 4, "programs_per_sm": 8}, 32),
-    ({"block": 8192, "num_warps": 4, "programs_per_sm": 4}, 64),
-)
+FLAG_WORDS_LAUNCHES = (({"block": 8192, "num_warps": 4, "programs_per_sm": 4}, 64),)
 """(launch, most chunks a row, rounded up to a power of 2) of the flag-word split plans, the
-first that fits taken: eight 4096-column programs an SM (4 warps, 64 registers) up to 32 chunks,
-then four of 8192 columns with 4 warps each (128 registers: 64 columns a thread, the prefetch
-held without spills on sm_90). On the H100, bf16 8192 x 128256: 4096/4 x8 1500 us against
-8192/8 x4 1596 (``benchmarks/results/ce16b-sweep1-2026-11-25-h100.txt``); 4096 x 262144
-(``ce262k-sweep2-2026-11-25-h100.txt``): 8192/4 x4 1482.6 us (96.4% of copy) against 8192/8 x4
-1678.6 (48 bytes of spills under its 64-register cap, reloaded every row), 8192/8 x3 (80
-registers, no spills) 1616.6; 4096/4 x8 (64 chunks) 1727.9 (``ce262k-sweep1``)."""
+first that fits taken: four 8192-column programs an SM with 4 warps each (128 registers: 64
+columns a thread, the next row's chunk prefetched without spills on sm_90) for every row of up
+to 64 chunks. On the H100, kernel alone (``benchmarks/results/ce262k-sweep2-`` and
+``split4w-ce-sweep-2026-11-25-h100.txt``): bf16 4096 x 262144 1482.6 us (96.4% of copy) against
+1678.6 for 8192/8 x4 (48 bytes spilled under its 64-register cap, reloaded every row), 1616.6
+for 8192/8 x3, 1727.9 for 4096/4 x8 (64 chunks); fp16 there 1475.5 against 1673.4 (8192/8 x4).
+Rows of up to 32 chunks of 4096 once took eight 4096-column programs of 4 warps an SM (64
+registers, 32 bytes spilled): bf16 8192 x 128256 1498.9 us against 1461.6 now, 16384 x 65536
+1604.5 against 1500.9; through the harness (``longrows-split4w-{A,B}-2026-11-25-h100.json``)
+8192 x 128256 1514.6 -> 1473.2 us (92% -> 95% of copy)."""
 
 
 @functools.lru_cache(maxsize=1024)
