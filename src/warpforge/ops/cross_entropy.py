@@ -129,8 +129,9 @@ _FLAG_WORDS_MAX_CHUNKS = 64
 FLAG_WORDS_LAUNCHES = (({"block": 8192, "num_warps": 4, "programs_per_sm": 4}, 64),)
 """(launch, most chunks a row, rounded up to a power of 2) of the flag-word split plans, the
 first that fits taken: four 8192-column programs an SM with 4 warps each (128 registers: 64
-columns a thread, the next row's chunk prefetched without spills on sm_90) for every row of up
-to 64 chunks. On the H100, kernel alone (``benchmarks/results/ce262k-sweep2-`` and
+columns a thread and the next row's chunk prefetched; on sm_90 no spills under Triton 3.9 and
+8-24 bytes of local memory under Triton 3.6, against 40-48 under the 8-warp cap) for every row
+of up to 64 chunks. On the H100, kernel alone (``benchmarks/results/ce262k-sweep2-`` and
 ``split4w-ce-sweep-2026-11-25-h100.txt``): bf16 4096 x 262144 1482.6 us (96.4% of copy) against
 1678.6 for 8192/8 x4 (48 bytes spilled under its 64-register cap, reloaded every row), 1616.6
 for 8192/8 x3, 1727.9 for 4096/4 x8 (64 chunks); fp16 there 1475.5 against 1673.4 (8192/8 x4).
