@@ -84,7 +84,9 @@ def test_shapes_cover_the_brief():
         assert {"torch", "torch.compile"} <= set(problem.baselines)
 
 
-@pytest.mark.parametrize("name", ["softmax.fwd", "log_softmax.fwd"])
+@pytest.mark.parametrize(
+    "name", ["softmax.fwd", "log_softmax.fwd", "rms_norm.fwd", "add_rms_norm.fwd", "layer_norm.fwd"]
+)
 def test_giant_row_problems_verify_in_row_blocks(name, device, monkeypatch):
     # 8192 x 262144 needs its float64 reference a block of rows at a time on an 80 GB GPU: the
     # same path, forced here by a tiny memory budget

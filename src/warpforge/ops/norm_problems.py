@@ -24,6 +24,7 @@ from warpforge.ops._row_problems import (
     per_element_flops,
     randn,
     row_bytes,
+    split_rows,
 )
 from warpforge.ops.liger_baselines import liger_attribute
 
@@ -166,6 +167,7 @@ register_problem(
         cpu_shapes=CPU_SHAPES,
         baselines=forward_baselines(_eager_rms_norm, _liger_rms_norm),
         sweep=SWEEP,
+        row_split=split_rows,  # rows are independent: --sweep verifies 8192 x 262144 in blocks
         description="y = x * rsqrt(mean(x^2) + 1e-6) * weight over the last dim of (M, N)",
     )
 )
@@ -200,6 +202,7 @@ register_problem(
         cpu_shapes=CPU_SHAPES,
         baselines=forward_baselines(_eager_add_rms_norm, _liger_add_rms_norm),
         sweep=SWEEP,
+        row_split=split_rows,  # rows are independent: --sweep verifies 8192 x 262144 in blocks
         description="h = x + residual; y = rms_norm(h) * weight; returns (y, h)",
     )
 )
@@ -237,6 +240,7 @@ register_problem(
         cpu_shapes=CPU_SHAPES,
         baselines=forward_baselines(_eager_layer_norm, _liger_layer_norm),
         sweep=SWEEP,
+        row_split=split_rows,  # rows are independent: --sweep verifies 8192 x 262144 in blocks
         description="y = (x - mean) * rsqrt(var + 1e-5) * weight + bias over the last dim",
     )
 )
