@@ -78,11 +78,17 @@ for rows wider than the whole-row kernel's: a program holds its chunk of y and d
 thread of each, fp32) and, for 2-byte rows, prefetches its next row's. On sm_90 (ptxas of
 Triton 3.9, ``benchmarks/split_launch_spills.py``) these spill nothing under their 128-register
 cap, where four 8192-column 4-warp programs an SM (64 columns a thread of two operands) spill
-536-744 bytes and float32 prefetching spills 88-112."""
+536-744 bytes and float32 prefetching spills 88-112. On the H100, kernel alone
+(``benchmarks/results/smbwd-sweep-2026-11-25-h100.txt``), 8192 x 262144 softmax / log-softmax:
+bf16 4691 / 4700 us (91% of copy) against 7055 / 6367 for the chunked kernel; fp32 8925 / 8800
+(96-98%) against 13685 / 12538; at 131072 columns 99-100% of copy (bf16 and fp32) against
+65-73%. The 4-warp 8192-column launch ran at 22-38% of copy (its spills reloaded every row);
+4096/4 x4 with prefetch ties at 262144 bf16 and is slower elsewhere."""
 
 BWD_SPLIT_MIN_N = {2: MAX_SINGLE_PASS_N + 1, 4: MAX_SINGLE_PASS_N + 1}
 """Element size -> the narrowest row the backward splits over programs (narrower: the
-whole-row or chunked kernel); set from the kernel-alone sweep."""
+whole-row kernel). Measured faster at 131072 and 262144 columns; rows of 16385-65536 columns
+take it too, not measured there yet."""
 
 _BWD_SPLIT_MAX_CHUNKS = 64
 """``row_words`` polls at most two vectors of 32 words."""
