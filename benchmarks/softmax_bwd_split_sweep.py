@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 import torch
-
 from softmax_split_sweep import kernel_usage, rel_err
 
 SHAPES = ((8192, 262144, "bf16"), (8192, 131072, "bf16"), (8192, 262144, "fp32"),
@@ -109,6 +108,7 @@ def main() -> None:
                 row = {"shape": f"M={M} N={N}", "dtype": dt, "family": family, "contender": name}
                 if name in ("chunked", "default"):
                     if name == "chunked":
+
                         def run(dy=dy, y=y, log=log):
                             softmax_ops._bwd_split_plan = lambda *a: None
                             try:
@@ -131,6 +131,7 @@ def main() -> None:
                         dx = torch.empty_like(y)
                         softmax_ops.split_softmax_backward(dy, y, dx, log, plan)
                         return dx
+
                 try:
                     torch.full_like(x, float("nan"))  # a freed NaN block for the output
                     out = run()
@@ -166,7 +167,9 @@ def main() -> None:
             write()
         del x, dy
     usage = kernel_usage(softmax_bwd_flags_kernel)
-    lines.append("compiled softmax_bwd_flags_kernel versions (num_warps, maxnreg, n_regs, n_spills):")
+    lines.append(
+        "compiled softmax_bwd_flags_kernel versions (num_warps, maxnreg, n_regs, n_spills):"
+    )
     lines += [f"  {u}" for u in usage]
     rows_out.append({"kernel_usage": usage})
     write()

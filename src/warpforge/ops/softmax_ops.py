@@ -102,7 +102,7 @@ def _bwd_split_plan(
     rows narrower than ``BWD_SPLIT_MIN_N``, more chunks than the words' poll reads, or more
     programs a row than the GPU holds at once."""
     launch = BWD_SPLIT_LAUNCHES.get(element_size)
-    if launch is None or N < BWD_SPLIT_MIN_N.get(element_size, 1 << 62):
+    if launch is None or BWD_SPLIT_MIN_N.get(element_size, 1 << 62) > N:
         return None
     plan = split_row_plan(M, N, device, **launch, flag_words=True)
     if plan is None or plan.chunks_pow2 > _BWD_SPLIT_MAX_CHUNKS:
@@ -118,9 +118,7 @@ def split_softmax_backward(
     from warpforge.ops._kernels.softmax import softmax_bwd_flags_kernel
 
     if plan.chunks_pow2 > _BWD_SPLIT_MAX_CHUNKS:
-        raise ValueError(
-            f"plan: at most {_BWD_SPLIT_MAX_CHUNKS} chunks a row, got {plan.chunks}"
-        )
+        raise ValueError(f"plan: at most {_BWD_SPLIT_MAX_CHUNKS} chunks a row, got {plan.chunks}")
     M, N = y.shape
     words = plan.unpublished_words(M, 1, y.device)
     with kernel_device(y):

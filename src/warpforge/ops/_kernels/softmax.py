@@ -304,7 +304,9 @@ def softmax_bwd_flags_kernel(
             upcoming_dy = tl.load(
                 DY + (row + slots) * stride_dy + cols, mask=cols < next_end, other=0.0
             )
-            upcoming_y = tl.load(Y + (row + slots) * stride_y + cols, mask=cols < next_end, other=0.0)
+            upcoming_y = tl.load(
+                Y + (row + slots) * stride_y + cols, mask=cols < next_end, other=0.0
+            )
         if STAGE != 1:
             parts, parts_2, _, _ = row_words(
                 words, words, lanes, chunks, 0, CHUNKS_POW2 > 32, STAGE
