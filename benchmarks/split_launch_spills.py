@@ -8,6 +8,7 @@ differ from the GPU's: the GPU sweeps list Triton's own ``n_spills``, local byte
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -88,6 +89,33 @@ def main() -> None:
                     print(f"ce_fwd_grad_flags {dt} V={vocab} {block}/{warps} x{per_sm} "
                           f"chunks_pow2={plan.chunks_pow2} smoothing={smoothing}: "
                           f"REG {reg} STACK {stack}", flush=True)  # fmt: skip
+
+    softmax_backward()
+
+
+BWD_LAUNCHES = ((8192, 4, 4), (8192, 8, 2), (8192, 8, 4), (4096, 4, 4), (4096, 4, 8))
+
+
+def softmax_backward(dtypes=("bf16", "fp32"), n_cols=(131072, 262144)) -> None:
+    """The split-row backward (``softmax_bwd_flags_kernel``): y and dy held in registers."""
+    rows.device_capabilities = split_rows.device_capabilities = lambda device: H100
+    for dt in dtypes:
+        types = {"DY": "*" + dt, "Y": "*" + dt, "DX": "*" + dt, "WORDS": "*i64"}
+        for n in n_cols:
+            for (block, warps, per_sm), prefetch in itertools.product(BWD_LAUNCHES, (True, False)):
+                plan = split_row_plan(8192, n, "cuda", block=block, num_warps=warps,
+                                      programs_per_sm=per_sm, prefetch=prefetch, flag_words=True)  # fmt: skip
+                if plan is None or plan.chunks_pow2 > 64:
+                    continue
+                for log in (False, True):
+                    flags = dict(LOG=log, BLOCK_N=block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0,
+                                 PREFETCH=prefetch)  # fmt: skip
+                    reg, stack = usage(sk.softmax_bwd_flags_kernel, types, flags,
+                                       aligned=("stride_dy", "stride_y", "stride_dx", "N"),
+                                       **plan.launch_options())  # fmt: skip
+                    print(f"softmax_bwd_flags {dt} N={n} {block}/{warps} x{per_sm} "
+                          f"prefetch={prefetch} LOG={log} "
+                          f"maxnreg={plan.max_registers}: REG {reg} STACK {stack}", flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -270,3 +270,62 @@ def test_timing_pool_shrinks_to_fit_device_memory() -> None:
     assert bench.pool_sets_within(16 * gib, 10 * gib) == 1  # never below one set
     assert bench.pool_sets_within(64 << 20, 60 * gib) > 4  # small problems keep the full pool
     assert bench._pool_that_fits((torch.randn(4),), (torch.randn(4),), torch.device("cpu")) > 4
+
+
+def _row_softmax_grad_problem(implementation, seen_rows: list[int]) -> Problem:
+    """A forward + backward problem: inputs (x, dy), output dx, through autograd."""
+
+    def reference(x, dy):
+        seen_rows.append(x.shape[0])
+        leaf = x.detach().requires_grad_()
+        return torch.autograd.grad(torch.softmax(leaf, dim=-1), leaf, dy)
+
+    def inputs(shape, dtype, device, generator):
+        return tuple(
+            torch.randn(shape["M"], shape["N"], dtype=dtype, device=device, generator=generator)
+            for _ in range(2)
+        )
+
+    return Problem(
+        name="test.row_softmax_grad",
+        reference=reference,
+        implementation=implementation,
+        make_inputs=inputs,
+        flops=lambda s, d: 8.0 * s["M"] * s["N"],
+        bytes_moved=lambda s, d: 5.0 * s["M"] * s["N"] * d.itemsize,
+        shapes=[],
+        cpu_shapes=[{"M": 37, "N": 50}],
+        row_split=lambda inputs, rows: (inputs[0][rows], inputs[1][rows]),
+    )
+
+
+def _softmax_grad(x, dy):
+    y = torch.softmax(x.double(), dim=-1)
+    return ((y * (dy.double() - (dy.double() * y).sum(-1, keepdim=True))).to(x.dtype),)
+
+
+def _softmax_grad_wrong_in_last_rows(x, dy):
+    (dx,) = _softmax_grad(x, dy)
+    dx[-2:] += 1e-2
+    return (dx,)
+
+
+@pytest.mark.parametrize(
+    ("implementation", "reason"),
+    [(_softmax_grad, None), (_softmax_grad_wrong_in_last_rows, "tolerance")],
+)
+def test_gradient_problem_verifies_in_row_blocks(monkeypatch, implementation, reason) -> None:
+    # two row inputs (x, dy) split alike; PyTorch's own result (an autograd graph at the
+    # inputs' dtype) is computed a block at a time too, never on all 37 rows at once
+    monkeypatch.setattr(bench, "CPU_REFERENCE_BYTES", 3 * 8 * 2 * 37 * 50 // 5)
+    seen_rows: list[int] = []
+    problem = _row_softmax_grad_problem(implementation, seen_rows)
+    result = bench.verify_problem(problem, {"M": 37, "N": 50}, torch.float32, torch.device("cpu"))
+    assert seen_rows and max(seen_rows) < 37 and sum(seen_rows) % 37 == 0
+    if reason is None:
+        assert result.passed, [str(f) for f in result.findings]
+        assert 0 < result.max_error < 1e-5
+        assert result.torch_error > 0  # measured on the blocks: fp32 autograd against float64
+    else:
+        assert reason in result.reasons(), [str(f) for f in result.findings]
+        assert "(rows " in str(result.findings[0])

@@ -135,6 +135,18 @@ COMPILE_ALL = textwrap.dedent(
             spilled_bytes(ck.cross_entropy_fwd_kernel, types, dict(flags, BLOCK=block), warps)
             block, warps = ce.bwd_launch_heuristic(vocab, tdt.itemsize)
             spilled_bytes(ck.cross_entropy_bwd_kernel, types, dict(BLOCK=block), warps)
+    # the split-row softmax backward at the op's launches: y and dy held under the register cap,
+    # no spills (the launch's reason: 4-warp 8192-column programs spill 536-744 bytes)
+    for dt, tdt in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+        types = {"DY": "*" + dt, "Y": "*" + dt, "DX": "*" + dt, "WORDS": "*i64"}
+        for N in (131072, 262144):
+            plan = softmax_ops._bwd_split_plan(8192, N, tdt.itemsize, "cuda")
+            assert plan is not None and plan.flag_words, f"expected a split backward ({dt}, {N})"
+            for log in (False, True):
+                flags = dict(LOG=log, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch)
+                stack = spilled_bytes(sk.softmax_bwd_flags_kernel, types, flags,
+                                      aligned=("stride_dy", "stride_y", "stride_dx", "N"), **plan.launch_options())
+                assert stack == 0, f"split softmax backward spills {stack} bytes ({dt}, {N}, LOG={log})"
     # the split-row LayerNorm backwards at their launches (the split kernel for rows wider than
     # the held / lagged kernels take, the held (2-byte) or lagged (4-byte) one at the benchmark
     # rows): under their register caps

@@ -22,6 +22,7 @@ NAMES = [
     "softmax.fwd",
     "softmax.bwd",
     "log_softmax.fwd",
+    "log_softmax.bwd",
 ]
 
 
@@ -54,7 +55,7 @@ def test_eager_baseline_matches_reference(name, device):
     _check_against_float64(problem, problem.baselines["torch"](), problem.cpu_shapes[0], device)
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if n != "log_softmax.fwd"])
+@pytest.mark.parametrize("name", [n for n in NAMES if not n.startswith("log_softmax.")])
 def test_liger_baseline_unavailable_is_explicit(name):
     if importlib.util.find_spec("liger_kernel") is not None:
         pytest.skip("Liger-Kernel is installed here; the GPU run exercises it")
@@ -69,6 +70,7 @@ def test_byte_counts_are_the_minimum():
     assert get_problem("add_rms_norm.fwd").bytes_moved(shape, bf16) == 4 * mn + 4096 * 2
     assert get_problem("softmax.fwd").bytes_moved(shape, bf16) == 2 * mn
     assert get_problem("softmax.bwd").bytes_moved(shape, bf16) == 5 * mn
+    assert get_problem("log_softmax.bwd").bytes_moved(shape, bf16) == 5 * mn
     add_bwd = get_problem("add_rms_norm.bwd").bytes_moved(shape, bf16)
     assert 8 * mn < add_bwd < 8.01 * mn
     rms_bwd = get_problem("rms_norm.bwd").bytes_moved(shape, bf16)
@@ -76,8 +78,9 @@ def test_byte_counts_are_the_minimum():
 
 
 def test_shapes_cover_the_brief():
-    softmax_shapes = [(s["M"], s["N"]) for s in get_problem("softmax.fwd").shapes]
-    assert (8192, 262144) in softmax_shapes and (32768, 256) in softmax_shapes
+    for name in ("softmax.fwd", "softmax.bwd", "log_softmax.fwd", "log_softmax.bwd"):
+        softmax_shapes = [(s["M"], s["N"]) for s in get_problem(name).shapes]
+        assert (8192, 262144) in softmax_shapes and (32768, 256) in softmax_shapes, name
     for name in NAMES:
         problem = get_problem(name)
         assert problem.dtypes == (torch.float32, torch.bfloat16)
@@ -85,7 +88,16 @@ def test_shapes_cover_the_brief():
 
 
 @pytest.mark.parametrize(
-    "name", ["softmax.fwd", "log_softmax.fwd", "rms_norm.fwd", "add_rms_norm.fwd", "layer_norm.fwd"]
+    "name",
+    [
+        "softmax.fwd",
+        "log_softmax.fwd",
+        "softmax.bwd",
+        "log_softmax.bwd",
+        "rms_norm.fwd",
+        "add_rms_norm.fwd",
+        "layer_norm.fwd",
+    ],
 )
 def test_giant_row_problems_verify_in_row_blocks(name, device, monkeypatch):
     # 8192 x 262144 needs its float64 reference a block of rows at a time on an 80 GB GPU: the
@@ -95,10 +107,11 @@ def test_giant_row_problems_verify_in_row_blocks(name, device, monkeypatch):
     problem = get_problem(name)
     assert problem.row_split is not None
     shape = problem.cpu_shapes[0]
-    x = torch.randn(shape["M"], shape["N"])
-    monkeypatch.setattr(bench, "CPU_REFERENCE_BYTES", 3 * 8 * x.numel() // shape["M"])
+    gen = torch.Generator(device=device).manual_seed(0)
+    inputs = problem.make_inputs(shape, torch.float32, torch.device(device), gen)
+    monkeypatch.setattr(bench, "CPU_REFERENCE_BYTES", 3 * 8 * len(inputs) * shape["N"])
     monkeypatch.setattr(bench, "REFERENCE_MEMORY_SHARE", 10**12)  # on a GPU: 1-byte budget
-    blocks = bench._reference_blocks(problem, (x.to(device),), torch.device(device))
+    blocks = bench._reference_blocks(problem, inputs, torch.device(device))
     assert blocks is not None and len(blocks) == shape["M"]
     result = bench.verify_problem(problem, shape, torch.float32, torch.device(device))
     assert result.passed, [str(f) for f in result.findings]

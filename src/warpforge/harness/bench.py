@@ -135,7 +135,9 @@ def verify_problem(
         try:
             if blocks is None:  # else computed block by block after the candidate ran
                 ref64 = tuple(map(_detached, _float64_reference(problem, before)))
-            native = tuple(map(_detached, checks.as_outputs(problem.reference(*before))))
+                native = tuple(map(_detached, checks.as_outputs(problem.reference(*before))))
+            else:
+                native = _native_by_rows(problem, before, blocks)
         except Exception as exc:
             result.add([Finding(Reason.CRASH, f"the reference raised {type(exc).__name__}: {exc}")])
             return result
@@ -246,6 +248,24 @@ def _verify_in_row_blocks(
                             for f in found])  # fmt: skip
                 break
     return tuple(torch.cat(parts) for parts in samples)
+
+
+def _native_by_rows(
+    problem: Problem, before: Sequence[Any], blocks: list[slice]
+) -> tuple[torch.Tensor, ...]:
+    """PyTorch's own result at the inputs' dtype, one block of rows at a time and concatenated:
+    its temporaries (an fp32 upcast, a gradient problem's autograd graph) of a shape too large
+    for a float64 reference in one piece may not fit beside the inputs either."""
+    assert problem.row_split is not None
+    whole: list[torch.Tensor] = []
+    for rows in blocks:
+        part = checks.as_outputs(problem.reference(*problem.row_split(before, rows)))
+        if not whole:  # shaped from the first block: the outputs' leading dimension is the rows
+            rows_total = blocks[-1].stop
+            whole = [p.new_empty((rows_total, *p.shape[1:])) for p in part]
+        for out, p in zip(whole, part, strict=True):
+            out[rows] = p.detach()
+    return tuple(whole)
 
 
 def _reference_by_rows(problem: Problem, before: Sequence[Any], blocks: list[slice]):

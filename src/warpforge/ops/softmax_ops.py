@@ -69,6 +69,67 @@ def _bwd_launch_config(
     return row_launch_config(M, N, dtype, device, reread_operands=2)
 
 
+BWD_SPLIT_LAUNCHES = {
+    2: {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
+    4: {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": False},
+}
+"""Element size -> the flag-word split launch of the backward (``softmax_bwd_flags_kernel``)
+for rows wider than the whole-row kernel's: a program holds its chunk of y and dy (32 columns a
+thread of each, fp32) and, for 2-byte rows, prefetches its next row's. On sm_90 (ptxas of
+Triton 3.9, ``benchmarks/split_launch_spills.py``) these spill nothing under their 128-register
+cap, where four 8192-column 4-warp programs an SM (64 columns a thread of two operands) spill
+536-744 bytes and float32 prefetching spills 88-112. On the H100, kernel alone
+(``benchmarks/results/smbwd-sweep-2026-11-25-h100.txt``), 8192 x 262144 softmax / log-softmax:
+bf16 4691 / 4700 us (91% of copy) against 7055 / 6367 for the chunked kernel; fp32 8925 / 8800
+(96-98%) against 13685 / 12538; at 131072 columns 99-100% of copy (bf16 and fp32) against
+65-73%. The 4-warp 8192-column launch ran at 22-38% of copy (its spills reloaded every row);
+4096/4 x4 with prefetch ties at 262144 bf16 and is slower elsewhere."""
+
+BWD_SPLIT_MIN_N = {2: MAX_SINGLE_PASS_N + 1, 4: MAX_SINGLE_PASS_N + 1}
+"""Element size -> the narrowest row the backward splits over programs (narrower: the
+whole-row kernel). Measured faster at 131072 and 262144 columns; rows of 16385-65536 columns
+take it too, not measured there yet."""
+
+_BWD_SPLIT_MAX_CHUNKS = 64
+"""``row_words`` polls at most two vectors of 32 words."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _bwd_split_plan(
+    M: int, N: int, element_size: int, device: torch.device | str
+) -> SplitRowPlan | None:
+    """The split backward of rows of N columns, or None (the one-program-per-row kernels):
+    rows narrower than ``BWD_SPLIT_MIN_N``, more chunks than the words' poll reads, or more
+    programs a row than the GPU holds at once."""
+    launch = BWD_SPLIT_LAUNCHES.get(element_size)
+    if launch is None or BWD_SPLIT_MIN_N.get(element_size, 1 << 62) > N:
+        return None
+    plan = split_row_plan(M, N, device, **launch, flag_words=True)
+    if plan is None or plan.chunks_pow2 > _BWD_SPLIT_MAX_CHUNKS:
+        return None
+    return plan
+
+
+def split_softmax_backward(
+    dy: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, log: bool, plan: SplitRowPlan
+) -> None:
+    """dx of (M, N) rows (last stride 1) split over ``plan.chunks`` programs each, meeting
+    through flag words (``softmax_bwd_flags_kernel``); tests and sweeps pass their own plan."""
+    from warpforge.ops._kernels.softmax import softmax_bwd_flags_kernel
+
+    if plan.chunks_pow2 > _BWD_SPLIT_MAX_CHUNKS:
+        raise ValueError(f"plan: at most {_BWD_SPLIT_MAX_CHUNKS} chunks a row, got {plan.chunks}")
+    M, N = y.shape
+    words = plan.unpublished_words(M, 1, y.device)
+    with kernel_device(y):
+        for stage in plan.stages():
+            softmax_bwd_flags_kernel[(plan.programs,)](
+                dy, y, dx, words, dy.stride(0), y.stride(0), dx.stride(0), M, N, LOG=log,
+                BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=stage,
+                PREFETCH=plan.prefetch, **plan.launch_options(),
+            )  # fmt: skip
+
+
 def softmax_forward(
     x: torch.Tensor,
     log: bool,
@@ -148,6 +209,11 @@ def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
 
     dy, y = as_rows(dy), as_rows(y)
     config = _bwd_launch_config(M, N, y.dtype, y.device)
+    if not config.single_pass:
+        split = _bwd_split_plan(M, N, y.element_size(), y.device)
+        if split is not None:
+            split_softmax_backward(dy, y, dx, log, split)
+            return dx
     args = (dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N)
     with kernel_device(y):
         launch_rows(

@@ -7,6 +7,9 @@
 * ``softmax_fwd_split_kernel``: the forward of long rows, each split over several programs
   that keep their chunk in registers and meet through a per-row atomic counter (see
   ``warpforge.ops._split_rows``): one read, one write.
+* ``softmax_bwd_flags_kernel``: the backward of long rows split the same way, the programs of
+  a row meeting through flag words (``warpforge.ops._kernels.split_rows.row_words``): y and dy
+  read once, dx written once.
 * ``*_chunked_kernel``: long rows, on a persistent grid sized so the rows in flight fit in L2
   (the backward; the forward where a row needs more programs than the GPU holds at once).
   Forward makes one online pass (running max and rescaled sum), then writes the output walking
@@ -26,8 +29,11 @@ from warpforge.ops._kernels.split_rows import (
     arrive,
     chunk_exponentials,
     combined_partials,
+    publish_word,
+    row_words,
     split_place,
     store_chunk_partials,
+    unpack_pair,
     wait_for_row,
 )
 
@@ -235,3 +241,81 @@ def softmax_fwd_split_kernel(
                 # exp(x - row_max) / total from the chunk's exponentials: one multiply each
                 y = e * (tl.exp2((chunk_max - row_max) * LOG2E) / total)
             tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def softmax_bwd_flags_kernel(
+    DY,
+    Y,
+    DX,
+    WORDS,
+    stride_dy,
+    stride_y,
+    stride_dx,
+    M,
+    N,
+    LOG: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    STAGE: tl.constexpr,
+    PREFETCH: tl.constexpr,
+):
+    """The backward of long rows split over ``cdiv(N, BLOCK_N)`` programs (the places of
+    ``softmax_fwd_split_kernel``), each holding its chunk of y and dy in registers from the
+    read to the write of dx: memory sees y and dy read once (the chunked kernel reads them
+    twice, the second time mostly from DRAM at 262144 columns).
+
+    A program publishes its chunk's partial sum (softmax: sum(dy * y); log-softmax: sum(dy)) in
+    the high half of ``WORDS[row * CHUNKS_POW2 + chunk]`` (the int64 workspace the caller fills
+    with ``UNPUBLISHED``), polls the row's words until all are published (``row_words``: a word
+    is its own flag, no counter, no fence; no program reads another's chunk), then writes dx
+    from what it holds: softmax y * (dy - total), log-softmax dy - exp(y) * total.
+
+    STAGE 0 (GPU): one launch, all programs of a row resident together. STAGE 1 / 2: the words
+    only / dx only, re-reading y and dy (two launches, for the interpreter). PREFETCH loads the
+    chunks of the program's next row after publishing, before the poll."""
+    chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
+    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
+        lanes = tl.arange(0, 32)
+    else:
+        lanes = tl.arange(0, CHUNKS_POW2)
+    if PREFETCH:
+        first = slot.to(tl.int64)
+        upcoming_dy = tl.load(DY + first * stride_dy + cols, mask=mask, other=0.0)
+        upcoming_y = tl.load(Y + first * stride_y + cols, mask=mask, other=0.0)
+    for i in range(0, tl.cdiv(M - slot, slots)):
+        row = slot.to(tl.int64) + i * slots
+        if PREFETCH:
+            dy = upcoming_dy.to(tl.float32)
+            y = upcoming_y.to(tl.float32)
+        else:
+            dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
+            y = tl.load(Y + row * stride_y + cols, mask=mask, other=0.0).to(tl.float32)
+        words = WORDS + row * CHUNKS_POW2
+        if STAGE != 2:
+            if LOG:
+                part = tl.sum(dy, axis=0)
+            else:
+                part = tl.sum(dy * y, axis=0)
+            # high half: a word of a chunk past the row's end (EMPTY_STATS) reads as 0 there
+            publish_word(words + chunk, 0.0, part, STAGE)
+        if PREFETCH:
+            next_end = tl.where(row + slots < M, N, 0)  # nothing past the last row
+            upcoming_dy = tl.load(
+                DY + (row + slots) * stride_dy + cols, mask=cols < next_end, other=0.0
+            )
+            upcoming_y = tl.load(
+                Y + (row + slots) * stride_y + cols, mask=cols < next_end, other=0.0
+            )
+        if STAGE != 1:
+            parts, parts_2, _, _ = row_words(
+                words, words, lanes, chunks, 0, CHUNKS_POW2 > 32, STAGE
+            )  # fmt: skip
+            _, sums = unpack_pair(parts)
+            _, sums_2 = unpack_pair(parts_2)
+            total = tl.sum(sums, axis=0) + tl.sum(sums_2, axis=0)
+            if LOG:
+                dx = dy - tl.exp2(y * LOG2E) * total
+            else:
+                dx = y * (dy - total)
+            tl.store(DX + row * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=mask)

@@ -1,0 +1,180 @@
+"""Kernel-alone sweep of the softmax / log-softmax backward on the H100 (issue #4): the split-row
+flag-word kernel (``softmax_bwd_flags_kernel``) at candidate launches against the
+one-program-per-row chunked kernel (the backward before it, which reads y and dy twice).
+
+Each contender first writes into a NaN-poisoned output and is compared with a float64 reference
+(``||dx - ref|| / ||ref||``), then is timed with ``triton.testing.do_bench`` (median, L2 flushed),
+``--repeat`` passes round-robin over the contenders of a shape. GB/s counts read y, dy, write dx;
+``of_copy`` divides by the copy bandwidth measured in the same process. Contenders:
+``BLOCK/WARPS xPROGRAMS_PER_SM[ p]`` (``p``: prefetch the next row's chunks), ``chunked`` (the
+old kernel, forced), ``default`` (the op as dispatched now).
+
+    PYTHONPATH=src python benchmarks/softmax_bwd_split_sweep.py --out DIR --repeat 3   # GPU
+    TRITON_INTERPRET=1 PYTHONPATH=src python benchmarks/softmax_bwd_split_sweep.py --out DIR --smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from pathlib import Path
+
+import torch
+from softmax_split_sweep import kernel_usage, rel_err
+
+SHAPES = ((8192, 262144, "bf16"), (8192, 131072, "bf16"), (8192, 262144, "fp32"),
+          (8192, 131072, "fp32"))  # fmt: skip
+CONTENDERS = ("chunked", "default", "8192/8 x2 p", "8192/8 x2", "4096/4 x4 p", "4096/4 x4",
+              "8192/4 x4 p")  # fmt: skip
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def contender_plan(name: str, M: int, N: int, dev: str, shrink: int = 1):
+    from warpforge.ops._split_rows import split_row_plan
+
+    launch, per_sm, *flags = name.split()
+    block, warps = (int(v) for v in launch.split("/"))
+    return split_row_plan(
+        M, N, dev, block=block // shrink, num_warps=warps, programs_per_sm=int(per_sm[1:]),
+        prefetch="p" in flags, flag_words=True,
+    )  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--smoke", action="store_true", help="tiny shapes under the interpreter")
+    parser.add_argument("--shapes", default="", help="e.g. 8192x262144:bf16,8192x262144:fp32")
+    parser.add_argument("--only", default="", help="contender names, comma-separated")
+    parser.add_argument("--repeat", type=int, default=1, help="timing passes (median reported)")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    from warpforge.ops import softmax_ops
+    from warpforge.ops._kernels.softmax import softmax_bwd_flags_kernel
+
+    dev, shapes, shrink, dtypes = "cuda", SHAPES, 1, dict(DTYPES)
+    if args.smoke:  # the interpreter gets bfloat16 wrong
+        dev, shapes, shrink = "cpu", ((6, 300, "bf16"), (5, 1000, "fp32")), 256
+        dtypes["bf16"] = torch.float16
+
+        def do_bench(fn, return_mode="median"):
+            t0 = time.perf_counter()
+            fn()
+            return (time.perf_counter() - t0) * 1e3
+
+        copy = 1.0
+    else:
+        from triton.testing import do_bench
+
+        src = torch.empty(2**30, dtype=torch.uint8, device=dev)
+        dst = torch.empty_like(src)
+        copy = 2 * src.numel() / (do_bench(lambda: dst.copy_(src), return_mode="median") * 1e-3)
+        del src, dst
+    if args.shapes:
+        shapes = tuple((int(m), int(n), dt) for m, n, dt in
+                       (re.split("[x:]", item) for item in args.shapes.split(",")))  # fmt: skip
+    names = [n for n in args.only.split(",") if n] or list(CONTENDERS)
+    device = torch.cuda.get_device_name() if dev == "cuda" else "cpu (smoke)"
+    lines = [f"copy bandwidth {copy / 1e9:.0f} GB/s ({device})"]
+    rows_out: list[dict[str, object]] = []
+
+    def write() -> None:  # after every shape: a sweep cut short keeps what it timed
+        (args.out / "softmax_bwd_split_sweep.txt").write_text("\n".join(lines) + "\n")
+        (args.out / "softmax_bwd_split_sweep.json").write_text(
+            json.dumps({"copy_bandwidth": copy, "device": device, "rows": rows_out}, indent=1)
+        )
+
+    real_plan = softmax_ops._bwd_split_plan
+    for M, N, dt in shapes:
+        dtype = dtypes[dt]
+        gen = torch.Generator(device=dev).manual_seed(M + N)
+        x = torch.randn(M, N, device=dev, generator=gen).to(dtype)
+        dy = torch.randn(M, N, device=dev, generator=gen).to(dtype)
+        for log in (False, True):
+            family = "log_softmax" if log else "softmax"
+            y = softmax_ops.softmax_forward(x, log)
+            ref = torch.empty(M, N, dtype=torch.float32, device=dev)
+            for s in range(0, M, 512):
+                yd, g = y[s : s + 512].double(), dy[s : s + 512].double()
+                if log:
+                    ref[s : s + 512] = (g - yd.exp() * g.sum(-1, keepdim=True)).float()
+                else:
+                    ref[s : s + 512] = (yd * (g - (g * yd).sum(-1, keepdim=True))).float()
+                del yd, g
+            timed = []
+            for name in names:
+                row = {"shape": f"M={M} N={N}", "dtype": dt, "family": family, "contender": name}
+                if name in ("chunked", "default"):
+                    if name == "chunked":
+
+                        def run(dy=dy, y=y, log=log):
+                            softmax_ops._bwd_split_plan = lambda *a: None
+                            try:
+                                return softmax_ops._softmax_bwd(dy, y, log)
+                            finally:
+                                softmax_ops._bwd_split_plan = real_plan
+                    else:
+                        plan = real_plan(M, N, y.element_size(), y.device)
+                        row["plan"] = (f"{plan.block}/{plan.num_warps} x{plan.programs} "
+                                       f"p={plan.prefetch}" if plan else "chunked")  # fmt: skip
+
+                        def run(dy=dy, y=y, log=log):
+                            return softmax_ops._softmax_bwd(dy, y, log)
+                else:
+                    plan = contender_plan(name, M, N, dev, shrink)
+                    if plan is None or plan.chunks_pow2 > 64:
+                        continue
+
+                    def run(dy=dy, y=y, log=log, plan=plan):
+                        dx = torch.empty_like(y)
+                        softmax_ops.split_softmax_backward(dy, y, dx, log, plan)
+                        return dx
+
+                try:
+                    torch.full_like(x, float("nan"))  # a freed NaN block for the output
+                    out = run()
+                    err = rel_err(out, ref)
+                    del out
+                    passes = [do_bench(run, return_mode="median")]
+                except Exception as exc:  # recorded, the sweep goes on
+                    row["error"] = repr(exc)[:300]
+                    rows_out.append(row)
+                    lines.append(f"{dt} M={M} N={N} {family} {name}: ERROR {exc!r}"[:200])
+                    continue
+                row.update(rel_err=err, verified=err == err and err <= 1e-2)
+                rows_out.append(row)
+                timed.append((row, run, passes))
+            for _ in range(args.repeat - 1):
+                for _, run, passes in timed:
+                    passes.append(do_bench(run, return_mode="median"))
+            nbytes = 3 * M * N * x.element_size()
+            for row, _, passes in timed:
+                ms = sorted(passes)[len(passes) // 2]
+                gbs = nbytes / (ms * 1e-3)
+                row.update(us=ms * 1e3, passes_us=[t * 1e3 for t in passes], gbs=gbs / 1e9,
+                           of_copy=gbs / copy)  # fmt: skip
+                label = row["contender"] + (f" ({row['plan']})" if "plan" in row else "")
+                lines.append(
+                    f"{dt:4s} M={M:<5d} N={N:<7d} {family:11s} {label:32s} "
+                    f"{'ok ' if row['verified'] else 'BAD'} err {row['rel_err']:.1e} "
+                    f"{ms * 1e3:8.1f} us {gbs / 1e9:6.0f} GB/s {gbs / copy:6.1%}  passes "
+                    + " ".join(f"{t * 1e3:.1f}" for t in passes)
+                )
+            timed.clear()  # its closures hold this shape's tensors
+            del ref, y
+            write()
+        del x, dy
+    usage = kernel_usage(softmax_bwd_flags_kernel)
+    lines.append(
+        "compiled softmax_bwd_flags_kernel versions (num_warps, maxnreg, n_regs, n_spills):"
+    )
+    lines += [f"  {u}" for u in usage]
+    rows_out.append({"kernel_usage": usage})
+    write()
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""The split-row softmax / log-softmax backward (``softmax_bwd_flags_kernel``): programs of a
+row hold their chunk of y and dy, meet through flag words, write dx. Against float64 formulas,
+on poisoned outputs; the interpreter runs its two-launch fallback."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import warpforge.ops._kernels.softmax
+from warpforge.ops import log_softmax, softmax, softmax_ops
+from warpforge.ops._split_rows import split_row_plan
+
+TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+def expected_dx(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
+    dy64, y64 = dy.double(), y.double()
+    if log:
+        return dy64 - y64.exp() * dy64.sum(-1, keepdim=True)
+    return y64 * (dy64 - (dy64 * y64).sum(-1, keepdim=True))
+
+
+def operands(M, N, dtype, device, log, stride=None):
+    """y as the forward makes it (a row of softmax or log-softmax), dy random; with ``stride``
+    both are row views of wider buffers (row stride != N)."""
+    x = torch.randn(M, stride or N, device=device) * 3
+    x[0, N - 1] = 30.0  # a dominant element in the last chunk
+    x = x[:, :N]
+    y = (torch.log_softmax(x.double(), -1) if log else torch.softmax(x.double(), -1)).to(dtype)
+    dy = (torch.randn(M, stride or N, device=device)[:, :N]).to(dtype)
+    if stride is not None:
+        y = torch.empty(M, stride, dtype=dtype, device=device)[:, :N].copy_(y)
+    return dy, y
+
+
+def run_split(dy, y, log, plan):
+    dx = torch.empty(y.shape, dtype=y.dtype, device=y.device)
+    softmax_ops.split_softmax_backward(dy, y, dx, log, plan)
+    return dx
+
+
+@pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize(
+    ("M", "N", "stride"),
+    [(1, 16, None), (7, 37, None), (5, 17, None), (4, 100, 131), (3, 67, None), (2, 643, 701)],
+)
+def test_split_backward_small_chunks(log, M, N, stride, prefetch, device, poison_outputs):
+    """16-column chunks: a ragged last chunk, one row, primes, more rows than slots (each
+    program loops; with ``prefetch`` it loads its next row before the poll), row strides wider
+    than the row, and 41 chunks (two vectors of words)."""
+    plan = split_row_plan(M, N, device, block=16, num_warps=1, prefetch=prefetch, flag_words=True)
+    assert plan is not None and plan.chunks == -(-N // 16)
+    for dtype in (torch.float32, torch.float16):
+        dy, y = operands(M, N, dtype, device, log, stride)
+        dx = run_split(dy, y, log, plan)
+        assert dx.dtype == dtype and dx.shape == (M, N)
+        torch.testing.assert_close(
+            dx.double(), expected_dx(dy, y, log), atol=TOL[dtype], rtol=TOL[dtype]
+        )
+
+
+def test_split_backward_refuses_more_chunks_than_the_poll_reads(device):
+    plan = split_row_plan(2, 16 * 65, device, block=16, num_warps=1, flag_words=True)
+    with pytest.raises(ValueError, match="at most 64 chunks"):
+        run_split(*operands(2, 16 * 65, torch.float32, device, False), False, plan)
+
+
+class _LaunchSpy:
+    def __init__(self, kernel):
+        self.kernel, self.grids = kernel, []
+
+    def __getitem__(self, grid):
+        self.grids.append(grid)
+        return self.kernel[grid]
+
+
+@pytest.mark.parametrize("fn", [softmax, log_softmax], ids=["softmax", "log_softmax"])
+def test_autograd_backward_of_long_rows_takes_the_split_kernel(fn, monkeypatch, device):
+    """Past 16384 columns the backward splits rows over programs (8192-column chunks here)."""
+    kernels = warpforge.ops._kernels.softmax
+    spy = _LaunchSpy(kernels.softmax_bwd_flags_kernel)
+    monkeypatch.setattr(kernels, "softmax_bwd_flags_kernel", spy)
+    softmax_ops._bwd_split_plan.cache_clear()
+    M, N = 4, 16385
+    x = (torch.randn(M, N, device=device) * 3).requires_grad_()
+    dy = torch.randn(M, N, device=device)
+    y = fn(x, -1)
+    (dx,) = torch.autograd.grad(y, x, dy)
+    assert len(spy.grids) == 2  # the interpreter's two launches (one on a GPU)
+    torch.testing.assert_close(
+        dx.double(), expected_dx(dy, y.detach(), fn is log_softmax), atol=1e-5, rtol=1e-5
+    )
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(("M", "N"), [(300, 262144), (5, 131072 + 7), (200, 40000), (1, 16385)])
+def test_split_backward_gpu(log, dtype, M, N, poison_outputs):
+    """The one-launch meeting through flag words, at the default plan (rows in several waves,
+    ragged last chunk) and at each candidate launch of the sweep."""
+    dy, y = operands(M, N, dtype, "cuda", log)
+    want = expected_dx(dy, y, log)
+    plan = softmax_ops._bwd_split_plan(M, N, dtype.itemsize, "cuda")
+    plans = [plan] if plan is not None else []
+    for block, warps, per_sm in ((8192, 4, 4), (8192, 8, 2), (4096, 4, 4), (4096, 4, 8)):
+        p = split_row_plan(M, N, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm,
+                           prefetch=True, flag_words=True)  # fmt: skip
+        if p is not None and p.chunks_pow2 <= 64:
+            plans.append(p)
+    assert plans
+    for p in plans:
+        dx = run_split(dy, y, log, p)
+        torch.testing.assert_close(dx.double(), want, atol=TOL[dtype], rtol=TOL[dtype], msg=str(p))
+    if plan is not None:
+        got = softmax_ops._softmax_bwd(dy, y, log)  # the dispatched op
+        torch.testing.assert_close(got.double(), want, atol=TOL[dtype], rtol=TOL[dtype])
