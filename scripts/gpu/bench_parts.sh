@@ -13,8 +13,8 @@
 # OUT_DIR); SUITE_CEILINGS=1 adds the speed-of-light check; SUITE_DTYPE (bf16, fp16, fp32;
 # default: every dtype of the problem) picks the dtype; SUITE_SHAPE (space-separated size filters
 # such as "N=256" or "M=32768,N=256"; default: every shape) keeps the rows of those shapes;
-# SUITE_MAX_TIME (default 1) is the timing
-# budget per row in seconds.
+# SUITE_SWEEP=1 adds each problem's sweep shapes (`--sweep`; filter them with SUITE_SHAPE);
+# SUITE_MAX_TIME (default 1) is the timing budget per row in seconds.
 set -uo pipefail
 OUT="${1:?usage: bench_parts.sh OUT_DIR REPORT_NAME GLOB:LIMIT_S ...}"
 REPORT="${2:?usage: bench_parts.sh OUT_DIR REPORT_NAME GLOB:LIMIT_S ...}"
@@ -33,6 +33,7 @@ CEILINGS=(--no-ceilings)
 DTYPE=()
 [ -n "${SUITE_DTYPE:-}" ] && DTYPE=(--dtype "$SUITE_DTYPE")
 SHAPES=()
+[ "${SUITE_SWEEP:-0}" = 1 ] && SHAPES=(--sweep)
 for filter in ${SUITE_SHAPE:-}; do SHAPES+=(--shape "$filter"); done
 : > "$SUMMARY"
 start_all=$SECONDS
