@@ -1072,3 +1072,197 @@ def test_gpu_layer_norm_held_backward_launches(block, warps, per_sm, rows, hold,
             scale = e.abs().max().item()
             torch.testing.assert_close(g.double() / scale, e / scale, atol=tol, rtol=tol,
                                        msg=f"{name} m={m} n={n}")  # fmt: skip
+
+
+# --------------------------------------------------------------------------- LayerNorm pairs
+
+
+PAIRS_DTYPES = [torch.float16, torch.bfloat16]  # int32 words: no bf16 load in the interpreter
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "block"),
+    [(1, 2, 16), (7, 256, 64), (7, 258, 64), (13, 98, 32), (5, 300, 128), (4, 1024, 256)],
+    ids=str,
+)  # fmt: skip
+@pytest.mark.parametrize("options", [{"hold_weight": True, "evict_first": False},
+                                     {"hold_weight": False, "evict_first": True}], ids=str)
+@pytest.mark.parametrize("affine", ["weight+bias", "none", "bias"])
+def test_layer_norm_pairs_backward(m, n, block, options, affine, device, poison_outputs):
+    """``layer_norm_bwd_pairs_kernel`` (forced plans: several chunks a row, more rows than
+    slots, ragged and whole last chunks) against float64 in float16 and bfloat16 (its int32
+    loads work under the interpreter too): dx, dweight, dbias, every element written. Under the
+    interpreter this runs its two-launch form; the test below runs its one-launch pipeline."""
+    launched = []
+    real = norm_module._layer_norm_pairs_backward
+    spy = lambda *a, **k: launched.append(1) or real(*a, **k)  # noqa: E731
+    import unittest.mock
+
+    with unittest.mock.patch.object(norm_module, "_layer_norm_pairs_backward", spy):
+        _check_forced_split_backward(
+            m, n, block, affine, device, PAIRS_DTYPES, {"prefetch": True},
+            {"lag": 1, "hold": False, "pairs": options}, f"{affine} pairs {options}",
+        )  # fmt: skip
+    assert len(launched) == len(PAIRS_DTYPES)
+
+
+@pytest.mark.parametrize(("m", "n", "block"), [(1, 2, 16), (7, 58, 64), (2, 16, 16),
+                                               (13, 32, 32), (5, 128, 128)], ids=str)
+@pytest.mark.parametrize("dtype", PAIRS_DTYPES, ids=str)
+@pytest.mark.parametrize("hold_weight", [True, False])
+def test_layer_norm_pairs_backward_one_launch(m, n, block, dtype, hold_weight, device,
+                                              poison_outputs):  # fmt: skip
+    """The one-launch pipeline of ``layer_norm_bwd_pairs_kernel`` (head, prefetch, re-read
+    phase B, tail) with one chunk a row, which the interpreter can run too (a program then
+    waits only for its own words): against float64, every element written."""
+    import dataclasses
+
+    from warpforge.ops._split_rows import split_row_plan
+
+    x = randn(m, n, dtype=dtype, device=device) * 3 + 2
+    w, b = randn(n, dtype=dtype, device=device), randn(n, dtype=dtype, device=device)
+    dy = randn(m, n, dtype=dtype, device=device)
+    mean, rstd = _forward_stats(x)
+    plan = split_row_plan(m, n, device, block=block, num_warps=4, prefetch=True)
+    assert plan.chunks == 1
+    plan = dataclasses.replace(plan, synchronized=True)
+    got = norm_module._layer_norm_pairs_backward(dy, x, w, mean, rstd, True, True, plan,
+                                                 hold_weight=hold_weight)  # fmt: skip
+    want = _layer_norm_grads64(x, w, b, dy)
+    for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
+        close(g, e, BWD_TOL[dtype] * 4, f"{name} {dtype} hold_weight={hold_weight}")
+
+
+def test_layer_norm_pairs_backward_declines_and_falls_back(device, poison_outputs):
+    """Rows without int32 word views (an odd width, an odd row offset), mixed dtypes or 4-byte
+    rows: the pairs path declines (None) and the forced launch runs the held kernel instead,
+    still right; a weight at an odd offset is copied, not refused."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    dtype = torch.float16
+    base = randn(6, 132, dtype=dtype, device=device) * 3 + 2
+    cases = {
+        "odd width": (base[:, :129], None),
+        "odd row stride": (randn(6, 129, dtype=dtype, device=device)[:, :128], None),
+        "odd offset": (base[:, 1:129], None),
+        "fp32 weight": (base[:, :128], torch.float32),
+        "fp32 rows": (base[:, :128].float(), None),
+    }
+    for label, (x, wdtype) in cases.items():
+        n = x.shape[1]
+        w = randn(n, dtype=wdtype or x.dtype, device=device)
+        dy = randn(6, n, dtype=x.dtype, device=device)
+        mean, rstd = _forward_stats(x)
+        plan = split_row_plan(6, n, device, block=32, num_warps=4, prefetch=True)
+        assert norm_module._layer_norm_pairs_backward(dy, x, w, mean, rstd, True, True,
+                                                      plan) is None, label  # fmt: skip
+        got = norm_module.layer_norm_backward(dy, x, w, mean, rstd, True, True, plan, 1, 1, False,
+                                              True)  # fmt: skip
+        want = _layer_norm_grads64(x, w, torch.zeros_like(w), dy)
+        for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
+            close(g, e, BWD_TOL[x.dtype] * 4, f"{name} {label}")
+    # a weight at an odd offset in its storage
+    x = base[:, :128]
+    w = randn(129, dtype=dtype, device=device)[1:]
+    dy = randn(6, 128, dtype=dtype, device=device)
+    mean, rstd = _forward_stats(x)
+    plan = split_row_plan(6, 128, device, block=32, num_warps=4, prefetch=True)
+    got = norm_module._layer_norm_pairs_backward(dy, x, w, mean, rstd, True, True, plan)
+    assert got is not None
+    want = _layer_norm_grads64(x, w, torch.zeros_like(w), dy)
+    for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
+        close(g, e, BWD_TOL[dtype] * 4, f"{name} odd weight offset")
+
+
+def test_layer_norm_pairs_argument_is_checked(device):
+    """``pairs`` with a held (not re-read) launch or groups of rows is refused naming it."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    x, dy = randn(2, 40, device=device), randn(2, 40, device=device)
+    mean, rstd = _forward_stats(x)
+    plan = split_row_plan(2, 40, device, block=16, num_warps=4)
+    for hold, rows in ((True, 1), (None, 1), (False, 2)):
+        with pytest.raises(ValueError, match="pairs: expected hold False"):
+            norm_module.layer_norm_backward(dy, x, None, mean, rstd, False, True, plan, 1, rows,
+                                            hold, True)  # fmt: skip
+
+
+def test_default_wide_2_byte_layer_norm_backward_takes_the_pairs_kernel(device, monkeypatch,
+                                                                         poison_outputs):  # fmt: skip
+    """The public op on 16384-column float16 rows runs the pairs kernel where the default held
+    launch applies (an H100-like plan forced on any device), and matches float64."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    launched = []
+    real = norm_module._layer_norm_pairs_backward
+    monkeypatch.setattr(norm_module, "_layer_norm_pairs_backward",
+                        lambda *a, **k: launched.append(a[7]) or real(*a, **k))  # fmt: skip
+    m, n = 3, 16384
+    plan = split_row_plan(m, n, device, **norm_module.layer_norm_bwd_held_launch(2))
+    if plan is None:
+        plan = split_row_plan(m, n, device, block=512, num_warps=2, prefetch=True)
+    monkeypatch.setattr(norm_module, "_default_split",
+                        lambda *a: (plan, 1, 1, False))  # fmt: skip
+    dtype = torch.float16
+    x, dy = randn(m, n, dtype=dtype, device=device) + 1, randn(m, n, dtype=dtype, device=device)
+    w, b = randn(n, dtype=dtype, device=device), randn(n, dtype=dtype, device=device)
+    xs, ws, bs = leaves(x, w, b)
+    got = torch.autograd.grad(layer_norm(xs, ws, bs), (xs, ws, bs), dy)
+    assert launched == [plan]
+    want = _layer_norm_grads64(x, w, b, dy)
+    for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
+        close(g, e, BWD_TOL[dtype] * 4, name)
+
+
+PAIRS_GPU_LAUNCHES = [(512, 2, 12, True, False), (512, 2, 12, False, True),
+                      (512, 2, 12, True, True), (1024, 4, 6, True, False)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", PAIRS_DTYPES, ids=str)
+@pytest.mark.parametrize(("block", "warps", "per_sm", "hold_weight", "evict_first"),
+                         PAIRS_GPU_LAUNCHES, ids=str)  # fmt: skip
+def test_gpu_layer_norm_pairs_backward_launches(block, warps, per_sm, hold_weight, evict_first,
+                                                dtype):  # fmt: skip
+    """Launches of the pairs kernel the sweep times against float64 on ragged shapes (one row,
+    rows not a multiple of the slots, a width not a multiple of the chunk, 32 chunks a row),
+    bitwise the same on a second run (a word read before its chunk published it gives NaN)."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    for m, n in ((1, 16384), (257, 16410), (4096, 16384)):
+        x = randn(m, n, dtype=dtype, device="cuda") * 3 + 2
+        w, dy = randn(n, dtype=dtype, device="cuda"), randn(m, n, dtype=dtype, device="cuda")
+        mean, rstd = _forward_stats(x)
+        plan = split_row_plan(m, n, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm,
+                              prefetch=True)  # fmt: skip
+        if plan is None or plan.chunks > norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS:
+            continue
+        options = {"hold_weight": hold_weight, "evict_first": evict_first}
+        args = (dy, x, w, mean, rstd, True, True, plan, 1, 1, False, options)
+        got = norm_module.layer_norm_backward(*args)
+        again = norm_module.layer_norm_backward(*args)
+        want = _layer_norm_grads64(x, w, torch.zeros_like(w), dy)
+        for name, g, g2, e in zip(("dx", "dweight", "dbias"), got, again, want, strict=True):
+            assert torch.equal(g, g2), f"{name} differs between runs"
+            scale = e.abs().max().item()
+            torch.testing.assert_close(g.double() / scale, e / scale, atol=5e-2, rtol=5e-2,
+                                       msg=f"{name} m={m} n={n}")  # fmt: skip
+
+
+@pytest.mark.gpu
+def test_gpu_layer_norm_pairs_backward_past_2_to_31_elements():
+    """64-bit row offsets (WIDE): the last rows of a bfloat16 input of more than 2**31
+    elements, through the default held launch's plan, against float64."""
+    n = 16384
+    m = 2**31 // n + 2
+    x = torch.empty(m, n, dtype=torch.bfloat16, device="cuda").normal_()
+    dy = torch.empty_like(x).normal_()
+    w = randn(n, dtype=torch.bfloat16, device="cuda")
+    mean, rstd = _forward_stats(x)
+    plan = norm_module._default_split(m, n, 2, x.device)[0]
+    dx, _, _ = norm_module.layer_norm_backward(dy, x, w, mean, rstd, False, False, plan, 1, 1,
+                                               False, True)  # fmt: skip
+    tail = slice(m - 3, m)
+    want = _layer_norm_grads64(x[tail], w, torch.zeros_like(w), dy[tail])[0]
+    scale = want.abs().max().item()
+    torch.testing.assert_close(dx[tail].double() / scale, want / scale, atol=5e-2, rtol=5e-2)

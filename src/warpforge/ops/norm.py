@@ -637,6 +637,78 @@ def _layer_norm_held_backward(
     return dx, dw, db
 
 
+LAYER_NORM_BWD_PAIRS: dict[str, bool] | None = {"hold_weight": True, "evict_first": False}
+"""Options of ``layer_norm_bwd_pairs_kernel`` (:func:`_layer_norm_pairs_backward`), which
+the default held re-read launch takes for bfloat16 and float16 rows that have int32 word
+views (:func:`_word_rows`); None: the held kernel always."""
+
+
+def _word_rows(t: torch.Tensor) -> torch.Tensor | None:
+    """An int32 view of 2-byte rows (two columns a word, strides in words), or None where the
+    layout has none (an odd width, row stride or offset)."""
+    if t.element_size() != 2 or t.shape[-1] % 2:
+        return None
+    try:
+        return t.view(torch.int32)
+    except RuntimeError:
+        return None
+
+
+def _layer_norm_pairs_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight_grad: bool,
+    bias_grad: bool,
+    plan: SplitRowPlan,
+    hold_weight: bool = True,
+    evict_first: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """(dx, dweight, dbias) of a (M, N) bfloat16 / float16 LayerNorm from
+    ``layer_norm_bwd_pairs_kernel`` (the held kernel's re-read launch with prefetch, one row a
+    group, on int32 words of two columns) and the partial-sum kernel; None where x, dy and the
+    weight are not all of one 2-byte dtype with word views (the caller then takes the held
+    kernel). ``hold_weight``: the weight unpacked once; ``evict_first``: the re-read asks L2
+    to let its lines go."""
+    from warpforge.ops._kernels import norm as kernels
+
+    M, N = x.shape
+    x, dy = as_rows(x), as_rows(dy)
+    if x.dtype not in (torch.bfloat16, torch.float16) or dy.dtype != x.dtype:
+        return None
+    if weight is not None and weight.dtype != x.dtype:
+        return None
+    x_words, dy_words = _word_rows(x), _word_rows(dy)
+    w_words = _word_rows(weight.contiguous()) if weight is not None else x_words
+    if w_words is None and weight is not None:  # an odd offset: a copy has none
+        w_words = _word_rows(weight.clone())
+    if x_words is None or dy_words is None or w_words is None:
+        return None
+    slots = plan.programs // plan.chunks
+    dx, dw, db, dw_partial, db_partial = _split_backward_buffers(
+        x, weight, weight_grad, bias_grad, slots, zero_partials=slots > M
+    )
+    # int32 row offsets unless some operand reaches 2**31 elements (words) from its base
+    reach = max((M - 1) * x_words.stride(0), (M - 1) * dy_words.stride(0), M * N,
+                M * plan.chunks_pow2)  # fmt: skip
+    sums = plan.unpublished_words(M, 1, x.device)  # each chunk's two sums as one int64 word
+    with kernel_device(x):
+        for stage in plan.stages():
+            kernels.layer_norm_bwd_pairs_kernel[(plan.programs,)](
+                dy_words, x_words, w_words, mean, rstd, dx, dw_partial, db_partial, sums,
+                dy_words.stride(0), x_words.stride(0), dx.stride(0), M, N,
+                HAS_WEIGHT=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
+                BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2,
+                BF16=x.dtype == torch.bfloat16, HOLD_W=hold_weight,
+                EVEN_N=N % plan.block == 0, WIDE=reach + N >= 2**31, EVICT_FIRST=evict_first,
+                STAGE=stage, **plan.launch_options(),
+            )  # fmt: skip
+        _sum_split_partials(dw_partial, dw, db_partial, db, weight_grad, bias_grad)
+    return dx, dw, db
+
+
 def layer_norm_backward(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -649,6 +721,7 @@ def layer_norm_backward(
     lag: int | None = None,
     lag_rows: int = 1,
     hold: bool | None = None,
+    pairs: dict[str, bool] | bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) of a (M, N) LayerNorm: wide rows split over programs
     (:func:`layer_norm_bwd_split_plan`), others through :func:`_norm_backward`. ``split``
@@ -656,7 +729,10 @@ def layer_norm_backward(
     ``layer_norm_bwd_lag_kernel`` over groups of ``lag_rows`` rows (a power of 2), or, with
     ``hold`` (True / False: dx from held registers / from an L2 re-read; needs lag 1),
     ``layer_norm_bwd_held_kernel`` (``split.prefetch``: the next group loaded an iteration
-    ahead); else ``layer_norm_bwd_split_kernel``."""
+    ahead); else ``layer_norm_bwd_split_kernel``. ``pairs`` (with ``hold`` False, one row a
+    group): ``layer_norm_bwd_pairs_kernel`` where x, dy and the weight allow it (True: the
+    options of :data:`LAYER_NORM_BWD_PAIRS`, a dict: those of
+    :func:`_layer_norm_pairs_backward`; False: never; None: as the default launch does)."""
     M, N = x.shape
     if split is not None and split.programs // split.chunks > M:
         # a slot without rows would leave its partial rows unwritten (they are not zeroed)
@@ -670,9 +746,20 @@ def layer_norm_backward(
         raise ValueError(f"lag_rows: expected a power of 2, got {lag_rows!r}")
     if hold is not None and lag != 1:
         raise ValueError(f"hold: expected lag 1 with a split plan, got lag {lag!r}")
+    if pairs and (hold is not False or lag_rows != 1):
+        raise ValueError(f"pairs: expected hold False and one row a group, got hold {hold!r}, "
+                         f"lag_rows {lag_rows!r}")  # fmt: skip
     if M and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
         if split is None:
             split, lag, lag_rows, hold = _default_split(M, N, x.element_size(), x.device)
+            if pairs is None:
+                pairs = hold is False and lag_rows == 1 and LAYER_NORM_BWD_PAIRS is not None
+        if split is not None and pairs:
+            options = (LAYER_NORM_BWD_PAIRS or {}) if pairs is True else pairs
+            got = _layer_norm_pairs_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
+                                             split, **options)  # fmt: skip
+            if got is not None:
+                return got
         if split is not None and hold is not None:
             return _layer_norm_held_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
                                              split, lag_rows, hold)  # fmt: skip

@@ -1016,7 +1016,7 @@ def _pairs_group(X, DY, MEAN, RSTD, row, valid, cols, mask, stride_x, stride_dy,
                  LAST: tl.constexpr):  # fmt: skip
     """(x, dy) words of one row's chunk and the row's (mean, rstd); all zero where the row does
     not exist. ``LAST``: a second read, which L2 may let go first."""
-    tile = valid & mask
+    tile = tl.where(valid, mask, False)  # the interpreter's tensor & scalar is no bool
     if LAST:
         x = tl.load(X + row * stride_x + cols, mask=tile, other=0, eviction_policy="evict_first")
         dy = tl.load(DY + row * stride_dy + cols, mask=tile, other=0,
@@ -1122,7 +1122,7 @@ def layer_norm_bwd_pairs_kernel(
                                                      mask, stride_x, stride_dy, False)  # fmt: skip
             valid_b = (i > 0) & (row_b < M)
             words = SUMS + row_b * CHUNKS_POW2 + parts
-            words_mask = valid_b & (parts < chunks)
+            words_mask = tl.where(valid_b, parts < chunks, False)
             packed = tl.load(words, mask=words_mask, other=0, volatile=True)
             # phase A: row i
             if not HOLD_W:
@@ -1157,7 +1157,7 @@ def layer_norm_bwd_pairs_kernel(
                 w_lo, w_hi = _pairs_weight(W, cols, mask, HAS_WEIGHT, BF16)
             dx_lo, dx_hi = _pairs_dx(x_b, dy_b, w_lo, w_hi, mean_p, rstd_p, c1, c2, BF16)
             dx = tl.interleave(dx_lo, dx_hi).to(DX.dtype.element_ty)
-            tl.store(DX + row_b * stride_dx + cols_x, dx, mask=valid_b & mask_x)
+            tl.store(DX + row_b * stride_dx + cols_x, dx, mask=tl.where(valid_b, mask_x, False))
             mean_p, rstd_p = mean_c, rstd_c
             x_c, dy_c, mean_c, rstd_c = x_n, dy_n, mean_n, rstd_n
     else:
