@@ -1012,21 +1012,17 @@ def _pair_floats(words, BF16: tl.constexpr):
 
 
 @triton.jit
-def _pairs_group(X, DY, MEAN, RSTD, row, valid, cols, mask, stride_x, stride_dy,
-                 LAST: tl.constexpr):  # fmt: skip
-    """(x, dy) words of one row's chunk and the row's (mean, rstd); all zero where the row does
-    not exist. ``LAST``: a second read, which L2 may let go first."""
-    tile = tl.where(valid, mask, False)  # the interpreter's tensor & scalar is no bool
+def _pairs_group(X, DY, MEAN, RSTD, row, cols, mask, stride_x, stride_dy, LAST: tl.constexpr):
+    """(x, dy) words of an existing row's chunk (columns past its end read 0) and the row's
+    (mean, rstd). ``LAST``: a second read, which L2 may let go first."""
     if LAST:
-        x = tl.load(X + row * stride_x + cols, mask=tile, other=0, eviction_policy="evict_first")
-        dy = tl.load(DY + row * stride_dy + cols, mask=tile, other=0,
+        x = tl.load(X + row * stride_x + cols, mask=mask, other=0, eviction_policy="evict_first")
+        dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0,
                      eviction_policy="evict_first")  # fmt: skip
     else:
-        x = tl.load(X + row * stride_x + cols, mask=tile, other=0)
-        dy = tl.load(DY + row * stride_dy + cols, mask=tile, other=0)
-    mean = tl.load(MEAN + row, mask=valid, other=0.0)
-    rstd = tl.load(RSTD + row, mask=valid, other=0.0)
-    return x, dy, mean, rstd
+        x = tl.load(X + row * stride_x + cols, mask=mask, other=0)
+        dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0)
+    return x, dy, tl.load(MEAN + row), tl.load(RSTD + row)
 
 
 @triton.jit
@@ -1108,7 +1104,11 @@ def layer_norm_bwd_pairs_kernel(
     if HOLD_W:
         w_lo, w_hi = _pairs_weight(W, cols, mask, HAS_WEIGHT, BF16)
     if STAGE == 0:
-        x_c, dy_c, mean_c, rstd_c = _pairs_group(X, DY, MEAN, RSTD, first, first < M, cols, mask,
+        # Rows are never masked (a masked load zeroes its registers first): row i + 1's
+        # prefetch past the last row re-reads the last row, row i - 1's re-read before the
+        # first row reads the first, and neither is used (phase A runs only for rows that
+        # exist, phase B stores only those). Every slot has a row (the caller's plans).
+        x_c, dy_c, mean_c, rstd_c = _pairs_group(X, DY, MEAN, RSTD, first, cols, mask,
                                                  stride_x, stride_dy, False)  # fmt: skip
         # fresh zeros, not mean_c / rstd_c (see layer_norm_bwd_held_kernel: a name bound to
         # another loop-carried value and then assigned it in the body is not carried)
@@ -1116,38 +1116,25 @@ def layer_norm_bwd_pairs_kernel(
         rstd_p = tl.zeros([], dtype=tl.float32)
         for i in range(0, rows_here + 1):
             row_a = first + i * slots
-            row_b = row_a - slots  # before the first row at i = 0: nothing of it is stored
-            row_n = row_a + slots
-            x_n, dy_n, mean_n, rstd_n = _pairs_group(X, DY, MEAN, RSTD, row_n, row_n < M, cols,
-                                                     mask, stride_x, stride_dy, False)  # fmt: skip
-            valid_b = (i > 0) & (row_b < M)
+            row_b = row_a - slots
+            row_n = tl.minimum(row_a + slots, M - 1)
+            x_n, dy_n, mean_n, rstd_n = _pairs_group(X, DY, MEAN, RSTD, row_n, cols, mask,
+                                                     stride_x, stride_dy, False)  # fmt: skip
+            valid_b = i > 0
             words = SUMS + row_b * CHUNKS_POW2 + parts
             words_mask = tl.where(valid_b, parts < chunks, False)
             packed = tl.load(words, mask=words_mask, other=0, volatile=True)
-            # phase A: row i
-            if not HOLD_W:
-                w_lo, w_hi = _pairs_weight(W, cols, mask, HAS_WEIGHT, BF16)
-            x_lo, x_hi = _pair_floats(x_c, BF16)
-            dy_lo, dy_hi = _pair_floats(dy_c, BF16)
-            shift = -mean_c * rstd_c
-            xhat_lo = tl.fma(x_lo, rstd_c, shift)
-            xhat_hi = tl.fma(x_hi, rstd_c, shift)
-            if not EVEN_N:
-                xhat_lo = tl.where(mask, xhat_lo, 0.0)
-                xhat_hi = tl.where(mask, xhat_hi, 0.0)
-            wdy_lo = dy_lo * w_lo
-            wdy_hi = dy_hi * w_hi
-            s1, s2 = _sum_pair(tl.fma(xhat_lo, wdy_lo, xhat_hi * wdy_hi), wdy_lo + wdy_hi, 0)
-            tl.atomic_xchg(SUMS + row_a * CHUNKS_POW2 + chunk, pack_pair(s1, s2),
-                           mask=row_a < M, sem="relaxed")  # fmt: skip
-            if WEIGHT_GRAD:
-                dw_lo = tl.fma(dy_lo, xhat_lo, dw_lo)
-                dw_hi = tl.fma(dy_hi, xhat_hi, dw_hi)
-            if BIAS_GRAD:
-                db_lo += dy_lo
-                db_hi += dy_hi
+            if i < rows_here:  # phase A: row i
+                if not HOLD_W:
+                    w_lo, w_hi = _pairs_weight(W, cols, mask, HAS_WEIGHT, BF16)
+                s1, s2, dw_lo, dw_hi, db_lo, db_hi = _pairs_sums(
+                    x_c, dy_c, w_lo, w_hi, mean_c, rstd_c, mask, dw_lo, dw_hi, db_lo, db_hi,
+                    WEIGHT_GRAD, BIAS_GRAD, BF16, EVEN_N,
+                )  # fmt: skip
+                tl.atomic_xchg(SUMS + row_a * CHUNKS_POW2 + chunk, pack_pair(s1, s2),
+                               sem="relaxed")  # fmt: skip
             # phase B: row i - 1, re-read (an L1 or L2 hit) after phase A
-            x_b, dy_b, _, _ = _pairs_group(X, DY, MEAN, RSTD, row_b, valid_b, cols, mask,
+            x_b, dy_b, _, _ = _pairs_group(X, DY, MEAN, RSTD, tl.maximum(row_b, 0), cols, mask,
                                            stride_x, stride_dy, EVICT_FIRST)  # fmt: skip
             while tl.max((packed == UNPUBLISHED).to(tl.int32), axis=0) > 0:
                 packed = tl.load(words, mask=words_mask, other=0, volatile=True)
@@ -1163,29 +1150,16 @@ def layer_norm_bwd_pairs_kernel(
     else:
         for i in range(0, rows_here):
             row = first + i * slots
-            x_w, dy_w, mean, rstd = _pairs_group(X, DY, MEAN, RSTD, row, row < M, cols, mask,
-                                                 stride_x, stride_dy, False)  # fmt: skip
+            x_w, dy_w, mean, rstd = _pairs_group(X, DY, MEAN, RSTD, row, cols, mask, stride_x,
+                                                 stride_dy, False)  # fmt: skip
             if not HOLD_W:
                 w_lo, w_hi = _pairs_weight(W, cols, mask, HAS_WEIGHT, BF16)
             if STAGE == 1:
-                x_lo, x_hi = _pair_floats(x_w, BF16)
-                dy_lo, dy_hi = _pair_floats(dy_w, BF16)
-                shift = -mean * rstd
-                xhat_lo = tl.fma(x_lo, rstd, shift)
-                xhat_hi = tl.fma(x_hi, rstd, shift)
-                if not EVEN_N:
-                    xhat_lo = tl.where(mask, xhat_lo, 0.0)
-                    xhat_hi = tl.where(mask, xhat_hi, 0.0)
-                wdy_lo = dy_lo * w_lo
-                wdy_hi = dy_hi * w_hi
-                s1, s2 = _sum_pair(tl.fma(xhat_lo, wdy_lo, xhat_hi * wdy_hi), wdy_lo + wdy_hi, 0)
+                s1, s2, dw_lo, dw_hi, db_lo, db_hi = _pairs_sums(
+                    x_w, dy_w, w_lo, w_hi, mean, rstd, mask, dw_lo, dw_hi, db_lo, db_hi,
+                    WEIGHT_GRAD, BIAS_GRAD, BF16, EVEN_N,
+                )  # fmt: skip
                 tl.store(SUMS + row * CHUNKS_POW2 + chunk, pack_pair(s1, s2))
-                if WEIGHT_GRAD:
-                    dw_lo = tl.fma(dy_lo, xhat_lo, dw_lo)
-                    dw_hi = tl.fma(dy_hi, xhat_hi, dw_hi)
-                if BIAS_GRAD:
-                    db_lo += dy_lo
-                    db_hi += dy_hi
             else:
                 packed = tl.load(SUMS + row * CHUNKS_POW2 + parts, mask=parts < chunks, other=0)
                 sums_1, sums_2 = unpack_pair(packed)
@@ -1214,3 +1188,30 @@ def _pairs_dx(x_w, dy_w, w_lo, w_hi, mean, rstd, c1, c2, BF16: tl.constexpr):
     dx_lo = tl.fma(x_lo, a, tl.fma(dy_lo * w_lo, rstd, b))
     dx_hi = tl.fma(x_hi, a, tl.fma(dy_hi * w_hi, rstd, b))
     return dx_lo, dx_hi
+
+
+@triton.jit
+def _pairs_sums(x_w, dy_w, w_lo, w_hi, mean, rstd, mask, dw_lo, dw_hi, db_lo, db_hi,
+                WEIGHT_GRAD: tl.constexpr, BIAS_GRAD: tl.constexpr, BF16: tl.constexpr,
+                EVEN_N: tl.constexpr):  # fmt: skip
+    """Phase A of a row's (even, odd) columns: its chunk's sums of xhat * w*dy and of w*dy,
+    and the dweight / dbias partials with the row added (xhat = x * rstd - mean * rstd, one
+    FMA; columns past the row's end read x = dy = 0 and need xhat = 0)."""
+    x_lo, x_hi = _pair_floats(x_w, BF16)
+    dy_lo, dy_hi = _pair_floats(dy_w, BF16)
+    shift = -mean * rstd
+    xhat_lo = tl.fma(x_lo, rstd, shift)
+    xhat_hi = tl.fma(x_hi, rstd, shift)
+    if not EVEN_N:
+        xhat_lo = tl.where(mask, xhat_lo, 0.0)
+        xhat_hi = tl.where(mask, xhat_hi, 0.0)
+    wdy_lo = dy_lo * w_lo
+    wdy_hi = dy_hi * w_hi
+    s1, s2 = _sum_pair(tl.fma(xhat_lo, wdy_lo, xhat_hi * wdy_hi), wdy_lo + wdy_hi, 0)
+    if WEIGHT_GRAD:
+        dw_lo = tl.fma(dy_lo, xhat_lo, dw_lo)
+        dw_hi = tl.fma(dy_hi, xhat_hi, dw_hi)
+    if BIAS_GRAD:
+        db_lo += dy_lo
+        db_hi += dy_hi
+    return s1, s2, dw_lo, dw_hi, db_lo, db_hi
