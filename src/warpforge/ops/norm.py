@@ -637,10 +637,38 @@ def _layer_norm_held_backward(
     return dx, dw, db
 
 
-LAYER_NORM_BWD_PAIRS: dict[str, bool] | None = {"hold_weight": True, "evict_first": False}
-"""Options of ``layer_norm_bwd_pairs_kernel`` (:func:`_layer_norm_pairs_backward`), which
-the default held re-read launch takes for bfloat16 and float16 rows that have int32 word
-views (:func:`_word_rows`); None: the held kernel always."""
+LAYER_NORM_BWD_PAIRS_MAX_CHUNKS = 64
+"""Chunks a row of ``layer_norm_bwd_pairs_kernel`` has at most (its flag words sit in one
+warp's lanes, two a lane at 64; the sm_90 compile of Triton 3.6 takes it)."""
+
+
+def layer_norm_bwd_pairs_launch(element_size: int) -> dict[str, int | bool] | None:
+    """The :func:`~warpforge.ops._split_rows.split_row_plan` options of
+    ``layer_norm_bwd_pairs_kernel`` where it is the default (2-byte rows with int32 word views,
+    :func:`_word_rows`), or None."""
+    if element_size == 2:
+        return {"block": 512, "num_warps": 2, "programs_per_sm": 12, "prefetch": True}
+    return None
+
+
+LAYER_NORM_BWD_PAIRS: dict[str, bool] = {"hold_weight": True, "evict_first": False}
+"""Options of the default ``layer_norm_bwd_pairs_kernel`` launch
+(:func:`_layer_norm_pairs_backward`)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _default_pairs_plan(
+    M: int, N: int, element_size: int, device: torch.device | str
+) -> SplitRowPlan | None:
+    """The default ``layer_norm_bwd_pairs_kernel`` launch of (M, N) rows, or None (rows that
+    do not split, see :func:`_default_split`; no launch for this element size)."""
+    launch = layer_norm_bwd_pairs_launch(element_size)
+    if N < LAYER_NORM_BWD_SPLIT_MIN_N or launch is None:
+        return None
+    plan = split_row_plan(M, N, device, **launch)
+    if plan is None or plan.chunks > LAYER_NORM_BWD_PAIRS_MAX_CHUNKS:
+        return None
+    return plan
 
 
 def _word_rows(t: torch.Tensor) -> torch.Tensor | None:
@@ -729,37 +757,47 @@ def layer_norm_backward(
     ``layer_norm_bwd_lag_kernel`` over groups of ``lag_rows`` rows (a power of 2), or, with
     ``hold`` (True / False: dx from held registers / from an L2 re-read; needs lag 1),
     ``layer_norm_bwd_held_kernel`` (``split.prefetch``: the next group loaded an iteration
-    ahead); else ``layer_norm_bwd_split_kernel``. ``pairs`` (with ``hold`` False, one row a
-    group): ``layer_norm_bwd_pairs_kernel`` where x, dy and the weight allow it (True: the
-    options of :data:`LAYER_NORM_BWD_PAIRS`, a dict: those of
-    :func:`_layer_norm_pairs_backward`; False: never; None: as the default launch does)."""
+    ahead); else ``layer_norm_bwd_split_kernel``. ``pairs`` (a forced plan of at most
+    :data:`LAYER_NORM_BWD_PAIRS_MAX_CHUNKS` chunks, lag 1, ``hold`` False, one row a group):
+    ``layer_norm_bwd_pairs_kernel`` with the options of :data:`LAYER_NORM_BWD_PAIRS` (True) or
+    those given (a dict, see :func:`_layer_norm_pairs_backward`) where x, dy and the weight
+    allow it, else the held kernel (the default launch where the plan has more chunks than
+    that takes). Without a forced plan the default launch is the pairs kernel's
+    (:func:`layer_norm_bwd_pairs_launch`) where it applies, unless ``pairs`` is False."""
     M, N = x.shape
     if split is not None and split.programs // split.chunks > M:
         # a slot without rows would leave its partial rows unwritten (they are not zeroed)
         raise ValueError(f"split: expected a plan of at most {M} slots (rows), got {split}")
     if lag is not None and (split is None or lag < 0):
         raise ValueError(f"lag: expected an int >= 0 with a split plan, got {lag!r}")
-    if lag is not None and split.chunks > LAYER_NORM_BWD_LAG_MAX_CHUNKS:
-        raise ValueError(f"lag: expected a plan of at most {LAYER_NORM_BWD_LAG_MAX_CHUNKS} "
-                         f"chunks a row, got {split}")  # fmt: skip
+    limit = LAYER_NORM_BWD_PAIRS_MAX_CHUNKS if pairs else LAYER_NORM_BWD_LAG_MAX_CHUNKS
+    if lag is not None and split.chunks > limit:
+        raise ValueError(f"lag: expected a plan of at most {limit} chunks a row, got {split}")
     if lag_rows < 1 or lag_rows & (lag_rows - 1):
         raise ValueError(f"lag_rows: expected a power of 2, got {lag_rows!r}")
     if hold is not None and lag != 1:
         raise ValueError(f"hold: expected lag 1 with a split plan, got lag {lag!r}")
-    if pairs and (hold is not False or lag_rows != 1):
-        raise ValueError(f"pairs: expected hold False and one row a group, got hold {hold!r}, "
-                         f"lag_rows {lag_rows!r}")  # fmt: skip
+    if pairs and (split is None or hold is not False or lag_rows != 1):
+        raise ValueError(f"pairs: expected hold False and one row a group with a split plan, "
+                         f"got hold {hold!r}, lag_rows {lag_rows!r}")  # fmt: skip
     if M and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
-        if split is None:
-            split, lag, lag_rows, hold = _default_split(M, N, x.element_size(), x.device)
-            if pairs is None:
-                pairs = hold is False and lag_rows == 1 and LAYER_NORM_BWD_PAIRS is not None
+        if split is None and pairs is not False:
+            plan = _default_pairs_plan(M, N, x.element_size(), x.device)
+            if plan is not None:
+                got = _layer_norm_pairs_backward(dy, x, weight, mean, rstd, weight_grad,
+                                                 bias_grad, plan, **LAYER_NORM_BWD_PAIRS)  # fmt: skip
+                if got is not None:
+                    return got
         if split is not None and pairs:
-            options = (LAYER_NORM_BWD_PAIRS or {}) if pairs is True else pairs
+            options = LAYER_NORM_BWD_PAIRS if pairs is True else pairs
             got = _layer_norm_pairs_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
                                              split, **options)  # fmt: skip
             if got is not None:
                 return got
+            if split.chunks > LAYER_NORM_BWD_LAG_MAX_CHUNKS:  # no held kernel for that plan
+                split = None
+        if split is None:
+            split, lag, lag_rows, hold = _default_split(M, N, x.element_size(), x.device)
         if split is not None and hold is not None:
             return _layer_norm_held_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
                                              split, lag_rows, hold)  # fmt: skip
