@@ -29,6 +29,7 @@ COMPILE_ALL = textwrap.dedent(
     from warpforge.ops._kernels import norm as nk, softmax as sk
     from warpforge.ops import norm, softmax_ops
 
+    PAIRS_SPILL_ALLOWED = 0
     rows.device_capabilities = split_rows.device_capabilities = lambda device: DeviceCapabilities(
         "H100", (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448
     )
@@ -167,6 +168,17 @@ COMPILE_ALL = textwrap.dedent(
             stack = spilled_bytes(nk.layer_norm_bwd_lag_kernel, dict(types, SUMS="*i64"), flags,
                                   aligned=("stride_dy", "stride_x", "stride_dx", "N"), **plan.launch_options())
             assert stack == 0, f"lagged LayerNorm backward spills {stack} bytes under its register cap ({dt})"
+    # the pairs kernel (2-byte rows as int32 words) at its default launch
+    plan = norm._default_pairs_plan(4096, 16384, 2, "cuda")
+    assert plan is not None, "4096 x 16384 bf16: expected the pairs kernel's launch"
+    types = dict(DY="*i32", X="*i32", W="*i32", DX="*bf16", MEAN="*fp32", RSTD="*fp32",
+                 DW_PARTIAL="*fp32", DB_PARTIAL="*fp32", SUMS="*i64")
+    flags = dict(HAS_WEIGHT=True, WEIGHT_GRAD=True, BIAS_GRAD=True, BLOCK_N=plan.block,
+                 CHUNKS_POW2=plan.chunks_pow2, BF16=True, HOLD_W=norm.LAYER_NORM_BWD_PAIRS["hold_weight"],
+                 EVEN_N=True, WIDE=False, EVICT_FIRST=norm.LAYER_NORM_BWD_PAIRS["evict_first"], STAGE=0)
+    stack = spilled_bytes(nk.layer_norm_bwd_pairs_kernel, types, flags,
+                          aligned=("stride_dy", "stride_x", "stride_dx", "N"), **plan.launch_options())
+    assert stack <= PAIRS_SPILL_ALLOWED, f"pairs LayerNorm backward spills {stack} bytes under its register cap"
     print("compiled-all")
     """
 )

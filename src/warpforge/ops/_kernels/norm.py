@@ -1074,7 +1074,10 @@ def layer_norm_bwd_pairs_kernel(
     and a multiply from x (the row's mean folded into the row factors), the two packed back by
     ``tl.interleave``. ``HOLD_W``: the weight unpacked once, before the loop (8 more registers
     a thread at 512 columns of 2 warps), instead of at every use. ``WIDE``: 64-bit row offsets
-    (the caller's test: some operand's ``M * stride`` reaches 2**31); else int32.
+    (the caller's test: some operand's ``M * stride`` reaches 2**31); else int32. ``EVEN_N``
+    (N a multiple of BLOCK_N): no column masks. No load is masked by row (a masked load zeroes
+    its registers first, two instructions a vector): see the loop. ``EVICT_FIRST``: the
+    re-read asks L2 to let its lines go.
 
     Program ``pid`` owns column chunk ``pid % chunks`` of rows ``slot, slot + slots, ...``
     (``slot = pid // chunks``). Iteration i loads row i + 1's chunk (the prefetch), publishes
@@ -1128,8 +1131,8 @@ def layer_norm_bwd_pairs_kernel(
                 if not HOLD_W:
                     w_lo, w_hi = _pairs_weight(W, cols, mask, HAS_WEIGHT, BF16)
                 s1, s2, dw_lo, dw_hi, db_lo, db_hi = _pairs_sums(
-                    x_c, dy_c, w_lo, w_hi, mean_c, rstd_c, mask, dw_lo, dw_hi, db_lo, db_hi,
-                    WEIGHT_GRAD, BIAS_GRAD, BF16, EVEN_N,
+                    x_c, dy_c, w_lo, w_hi, mean_c, rstd_c, dw_lo, dw_hi, db_lo, db_hi,
+                    WEIGHT_GRAD, BIAS_GRAD, BF16,
                 )  # fmt: skip
                 tl.atomic_xchg(SUMS + row_a * CHUNKS_POW2 + chunk, pack_pair(s1, s2),
                                sem="relaxed")  # fmt: skip
@@ -1156,8 +1159,8 @@ def layer_norm_bwd_pairs_kernel(
                 w_lo, w_hi = _pairs_weight(W, cols, mask, HAS_WEIGHT, BF16)
             if STAGE == 1:
                 s1, s2, dw_lo, dw_hi, db_lo, db_hi = _pairs_sums(
-                    x_w, dy_w, w_lo, w_hi, mean, rstd, mask, dw_lo, dw_hi, db_lo, db_hi,
-                    WEIGHT_GRAD, BIAS_GRAD, BF16, EVEN_N,
+                    x_w, dy_w, w_lo, w_hi, mean, rstd, dw_lo, dw_hi, db_lo, db_hi,
+                    WEIGHT_GRAD, BIAS_GRAD, BF16,
                 )  # fmt: skip
                 tl.store(SUMS + row * CHUNKS_POW2 + chunk, pack_pair(s1, s2))
             else:
@@ -1191,20 +1194,17 @@ def _pairs_dx(x_w, dy_w, w_lo, w_hi, mean, rstd, c1, c2, BF16: tl.constexpr):
 
 
 @triton.jit
-def _pairs_sums(x_w, dy_w, w_lo, w_hi, mean, rstd, mask, dw_lo, dw_hi, db_lo, db_hi,
-                WEIGHT_GRAD: tl.constexpr, BIAS_GRAD: tl.constexpr, BF16: tl.constexpr,
-                EVEN_N: tl.constexpr):  # fmt: skip
+def _pairs_sums(x_w, dy_w, w_lo, w_hi, mean, rstd, dw_lo, dw_hi, db_lo, db_hi,
+                WEIGHT_GRAD: tl.constexpr, BIAS_GRAD: tl.constexpr, BF16: tl.constexpr):  # fmt: skip
     """Phase A of a row's (even, odd) columns: its chunk's sums of xhat * w*dy and of w*dy,
     and the dweight / dbias partials with the row added (xhat = x * rstd - mean * rstd, one
-    FMA; columns past the row's end read x = dy = 0 and need xhat = 0)."""
+    FMA). Columns past the row's end read x = dy = 0: their xhat is not 0, but everything it
+    enters is multiplied by dy, so no select."""
     x_lo, x_hi = _pair_floats(x_w, BF16)
     dy_lo, dy_hi = _pair_floats(dy_w, BF16)
     shift = -mean * rstd
     xhat_lo = tl.fma(x_lo, rstd, shift)
     xhat_hi = tl.fma(x_hi, rstd, shift)
-    if not EVEN_N:
-        xhat_lo = tl.where(mask, xhat_lo, 0.0)
-        xhat_hi = tl.where(mask, xhat_hi, 0.0)
     wdy_lo = dy_lo * w_lo
     wdy_hi = dy_hi * w_hi
     s1, s2 = _sum_pair(tl.fma(xhat_lo, wdy_lo, xhat_hi * wdy_hi), wdy_lo + wdy_hi, 0)
