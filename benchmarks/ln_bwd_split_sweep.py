@@ -102,23 +102,28 @@ LAG_REFERENCES = {torch.bfloat16: [(512, 2, 16, 1, 1)], torch.float32: []}
 """(block, num_warps, programs_per_sm, lag, rows) of lagged launches timed beside the held ones:
 the lagged kernel's former bf16 default."""
 HELD_CASES = [(torch.bfloat16, 4096, 16384, BF16_HELDS), (torch.float32, 4096, 16384, FP32_HELDS)]
-# (block, num_warps, programs_per_sm, hold_weight, evict_first) of layer_norm_bwd_pairs_kernel
-# contenders (sm_90 ptxas of Triton 3.6: registers, spilled bytes, loop instructions an element
-# a thread; the held kernel's former default 512/2w/x12: 80 regs, 48.1)
+# (block, num_warps, programs_per_sm, options of _layer_norm_pairs_backward) of
+# layer_norm_bwd_pairs_kernel contenders (sm_90 ptxas of Triton 3.6: registers, spilled bytes,
+# loop instructions a pipeline step a thread; the held kernel's former default 512/2w/x12: 80
+# regs, 385). The first --pairs sweep (ln16k2-sweep1-2026-11-25-h100.json, one step an
+# iteration, dx from a re-read) timed 512/2w/x12 with and without the weight held or an
+# evict-first re-read, 512/2w/x10 and x16, 1024/2w/x8 and 256/1w/x24 and x32: 160.4-174.8 us.
 BF16_PAIRS = [
-    (512, 2, 12, True, False),  # 80 regs, 33.8
-    (512, 2, 12, True, True),  # 80 regs, evict-first re-read
-    (512, 2, 12, False, False),  # 78 regs, 36.2
-    (256, 1, 24, True, False),  # 80 regs, 33.2 (64 chunks a row: no cross-warp reduction)
-    (256, 1, 32, True, False),  # 64 regs, 8 B spilled, 33.5
-    (256, 1, 32, False, False),  # 64 regs, 8 B spilled, 35.8
-    (512, 2, 10, True, False),  # 94 regs, 33.4
-    (512, 2, 16, False, False),  # 64 regs, 16 B spilled, 36.9
-    (1024, 2, 8, True, False),  # 128 regs, 24 B spilled, 26.4
+    (256, 1, 32, {"hold_weight": True, "unroll": 3}),  # 64 regs, 8 B spilled, 249
+    (256, 1, 32, {"hold_weight": True, "unroll": 1}),  # 64 regs, 8 B spilled, 268 (sweep1)
+    (256, 1, 32, {"hold_weight": True, "evict_first": True, "unroll": 3}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3}),  # 72 regs, 247
+    (256, 1, 24, {"hold_weight": True, "unroll": 3}),  # 79 regs, 252
+    (256, 1, 24, {"hold_weight": True, "hold_rows": True, "unroll": 1}),  # 80 regs, 274
+    (256, 1, 24, {"hold_weight": True, "hold_rows": True, "unroll": 3}),  # 80, 56 B spilled, 240
+    (256, 1, 20, {"hold_weight": True, "hold_rows": True, "unroll": 3}),  # 96 regs, 228
+    (512, 2, 10, {"hold_weight": True, "hold_rows": True, "unroll": 1}),  # 96 regs, 281
+    (512, 2, 12, {"hold_weight": True, "unroll": 3}),  # 80 regs, 259
 ]
 PAIRS_REFERENCES = [(512, 2, 12, 1, False, True)]
 """The held kernel's former default launch, timed beside the pairs launches."""
-SMOKE_PAIRS = [(torch.float16, 5, 300, [(128, 4, 1, True, False), (64, 4, 1, False, True)])]
+SMOKE_PAIRS = [(torch.float16, 5, 300, [(128, 4, 1, {"hold_weight": True}),
+                                        (64, 4, 1, {"evict_first": True, "unroll": 1})])]
 SMOKE_HELD_CASES = [(torch.float32, 5, 300, [(128, 4, 1, 1, True, True), (64, 4, 1, 2, False, True),
                                              (128, 4, 1, 2, True, False)])]  # fmt: skip
 SMOKE_CASES = [(torch.float32, 5, 300, [(128, 4, 1, False), (64, 4, 1, True)],
@@ -194,6 +199,7 @@ def main() -> None:
             pairs_plan = norm._default_pairs_plan(M, N, x.element_size(), device)
             if pairs_plan is not None:
                 name = (f"default pairs b{pairs_plan.block} w{pairs_plan.num_warps} "
+                        f"x{norm.layer_norm_bwd_pairs_launch(2)['programs_per_sm']} "
                         f"{norm.LAYER_NORM_BWD_PAIRS}")  # fmt: skip
             contenders[name] = functools.partial(
                 norm.layer_norm_backward, dy, x, w, mean, rstd, True, True
@@ -230,14 +236,14 @@ def main() -> None:
                 norm.layer_norm_backward, dy, x, w, mean, rstd, True, True, split=plan, lag=1,
                 lag_rows=rows, hold=hold,
             )  # fmt: skip
-        for block, warps, pps, hold_weight, evict_first in pairs:
+        for block, warps, pps, options in pairs:
             plan = split_row_plan(M, N, device, block=block, num_warps=warps,
                                   programs_per_sm=pps, prefetch=True)  # fmt: skip
             if plan is None:
                 continue
-            options = {"hold_weight": hold_weight, "evict_first": evict_first}
-            name = (f"pairs b{block} w{warps} x{pps}{' hold_w' if hold_weight else ''}"
-                    f"{' evict_first' if evict_first else ''}")  # fmt: skip
+            flags = [k for k in ("hold_weight", "hold_rows", "evict_first") if options.get(k)]
+            name = (f"pairs b{block} w{warps} x{pps} u{options.get('unroll', 3)}"
+                    f" {' '.join(flags)}").rstrip()  # fmt: skip
             contenders[name] = functools.partial(
                 norm.layer_norm_backward, dy, x, w, mean, rstd, True, True, split=plan, lag=1,
                 hold=False, pairs=options,

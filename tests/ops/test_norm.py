@@ -1150,12 +1150,15 @@ def test_layer_norm_pairs_backward(m, n, block, options, affine, device, poison_
 @pytest.mark.parametrize(("m", "n", "block"), [(1, 2, 16), (7, 58, 64), (2, 16, 16),
                                                (13, 32, 32), (5, 128, 128)], ids=str)
 @pytest.mark.parametrize("dtype", PAIRS_DTYPES, ids=str)
-@pytest.mark.parametrize("hold_weight", [True, False])
-def test_layer_norm_pairs_backward_one_launch(m, n, block, dtype, hold_weight, device,
-                                              poison_outputs):  # fmt: skip
-    """The one-launch pipeline of ``layer_norm_bwd_pairs_kernel`` (head, prefetch, re-read
-    phase B, tail) with one chunk a row, which the interpreter can run too (a program then
-    waits only for its own words): against float64, every element written."""
+@pytest.mark.parametrize(("hold_weight", "hold_rows", "unroll"),
+                         [(True, False, 3), (False, False, 1), (True, True, 1), (False, True, 3)],
+                         ids=str)  # fmt: skip
+def test_layer_norm_pairs_backward_one_launch(m, n, block, dtype, hold_weight, hold_rows, unroll,
+                                              device, poison_outputs):  # fmt: skip
+    """The one-launch pipeline of ``layer_norm_bwd_pairs_kernel`` (head, prefetch, held or
+    re-read phase B, three steps an iteration and the 0-2 left, tail) with one chunk a row,
+    which the interpreter can run too (a program then waits only for its own words): against
+    float64, every element written. 1-13 rows over at most 3 slots: 2-6 steps a slot."""
     import dataclasses
 
     from warpforge.ops._split_rows import split_row_plan
@@ -1168,11 +1171,13 @@ def test_layer_norm_pairs_backward_one_launch(m, n, block, dtype, hold_weight, d
     assert plan.chunks == 1
     plan = dataclasses.replace(plan, synchronized=True)
     got = norm_module._layer_norm_pairs_backward(dy, x, w, mean, rstd, True, True, plan,
-                                                 hold_weight=hold_weight)  # fmt: skip
+                                                 hold_weight=hold_weight, hold_rows=hold_rows,
+                                                 unroll=unroll)  # fmt: skip
     want = _layer_norm_grads64(x, w, b, dy)
     scale = {"dx": _dx_scale(x, w, dy)}
+    label = f"{dtype} hold_weight={hold_weight} hold_rows={hold_rows} unroll={unroll}"
     for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
-        _close_pairs(g, e, dtype, f"{name} {dtype} hold_weight={hold_weight}", scale.get(name))
+        _close_pairs(g, e, dtype, f"{name} {label}", scale.get(name))
 
 
 def test_layer_norm_pairs_backward_declines_and_falls_back(device, poison_outputs):
@@ -1271,17 +1276,20 @@ def test_default_wide_2_byte_layer_norm_backward_takes_the_pairs_kernel(device, 
             _close_pairs(g, e, dtype, f"{name} weight {wdtype}", scale.get(name))
 
 
-PAIRS_GPU_LAUNCHES = [(512, 2, 12, True, False), (512, 2, 12, False, True),
-                      (256, 1, 32, True, False), (256, 1, 24, False, False),
-                      (1024, 2, 8, True, False)]
+PAIRS_GPU_LAUNCHES = [
+    (512, 2, 12, {"hold_weight": True, "evict_first": False, "unroll": 1}),
+    (512, 2, 12, {"hold_weight": False, "evict_first": True, "unroll": 3}),
+    (256, 1, 32, {"hold_weight": True, "unroll": 3}),
+    (256, 1, 24, {"hold_weight": False, "hold_rows": True, "unroll": 1}),
+    (256, 1, 20, {"hold_weight": True, "hold_rows": True, "unroll": 3}),
+    (1024, 2, 8, {"hold_weight": True, "unroll": 1}),
+]
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", PAIRS_DTYPES, ids=str)
-@pytest.mark.parametrize(("block", "warps", "per_sm", "hold_weight", "evict_first"),
-                         PAIRS_GPU_LAUNCHES, ids=str)  # fmt: skip
-def test_gpu_layer_norm_pairs_backward_launches(block, warps, per_sm, hold_weight, evict_first,
-                                                dtype):  # fmt: skip
+@pytest.mark.parametrize(("block", "warps", "per_sm", "options"), PAIRS_GPU_LAUNCHES, ids=str)
+def test_gpu_layer_norm_pairs_backward_launches(block, warps, per_sm, options, dtype):
     """Launches of the pairs kernel the sweep times against float64 on ragged shapes (one row,
     rows not a multiple of the slots, a width not a multiple of the chunk, up to 64 chunks),
     bitwise the same on a second run (a word read before its chunk published it gives NaN)."""
@@ -1294,7 +1302,6 @@ def test_gpu_layer_norm_pairs_backward_launches(block, warps, per_sm, hold_weigh
         plan = split_row_plan(m, n, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm,
                               prefetch=True)  # fmt: skip
         assert plan is not None and plan.chunks <= norm_module.LAYER_NORM_BWD_PAIRS_MAX_CHUNKS
-        options = {"hold_weight": hold_weight, "evict_first": evict_first}
         args = (dy, x, w, mean, rstd, True, True, plan, 1, 1, False, options)
         got = norm_module.layer_norm_backward(*args)
         again = norm_module.layer_norm_backward(*args)

@@ -647,11 +647,13 @@ def layer_norm_bwd_pairs_launch(element_size: int) -> dict[str, int | bool] | No
     ``layer_norm_bwd_pairs_kernel`` where it is the default (2-byte rows with int32 word views,
     :func:`_word_rows`), or None."""
     if element_size == 2:
-        return {"block": 512, "num_warps": 2, "programs_per_sm": 12, "prefetch": True}
+        return {"block": 256, "num_warps": 1, "programs_per_sm": 32, "prefetch": True}
     return None
 
 
-LAYER_NORM_BWD_PAIRS: dict[str, bool] = {"hold_weight": True, "evict_first": False}
+LAYER_NORM_BWD_PAIRS: dict[str, bool | int] = {
+    "hold_weight": True, "evict_first": False, "hold_rows": False, "unroll": 3
+}
 """Options of the default ``layer_norm_bwd_pairs_kernel`` launch
 (:func:`_layer_norm_pairs_backward`)."""
 
@@ -693,13 +695,16 @@ def _layer_norm_pairs_backward(
     plan: SplitRowPlan,
     hold_weight: bool = True,
     evict_first: bool = False,
+    hold_rows: bool = False,
+    unroll: int = 3,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """(dx, dweight, dbias) of a (M, N) bfloat16 / float16 LayerNorm from
     ``layer_norm_bwd_pairs_kernel`` (the held kernel's re-read launch with prefetch, one row a
     group, on int32 words of two columns) and the partial-sum kernel; None where x, dy and the
     weight are not all of one 2-byte dtype with word views (the caller then takes the held
-    kernel). ``hold_weight``: the weight unpacked once; ``evict_first``: the re-read asks L2
-    to let its lines go."""
+    kernel). ``hold_weight``: the weight unpacked once; ``hold_rows``: dx from x and dy words
+    held in registers since the first read, else re-read (``evict_first``: asking L2 to let
+    their lines go); ``unroll`` (1 or 3): pipeline steps an iteration of the kernel's loop."""
     from warpforge.ops._kernels import norm as kernels
 
     M, N = x.shape
@@ -729,7 +734,8 @@ def _layer_norm_pairs_backward(
                 dy_words.stride(0), x_words.stride(0), dx.stride(0), M, N,
                 HAS_WEIGHT=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
                 BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2,
-                BF16=x.dtype == torch.bfloat16, HOLD_W=hold_weight,
+                BF16=x.dtype == torch.bfloat16, HOLD_W=hold_weight, HOLD_X=hold_rows,
+                UNROLL=unroll,
                 EVEN_N=N % plan.block == 0, WIDE=reach + N >= 2**31, EVICT_FIRST=evict_first,
                 STAGE=stage, **plan.launch_options(),
             )  # fmt: skip

@@ -1057,6 +1057,8 @@ def layer_norm_bwd_pairs_kernel(
     CHUNKS_POW2: tl.constexpr,
     BF16: tl.constexpr,
     HOLD_W: tl.constexpr,
+    HOLD_X: tl.constexpr,
+    UNROLL: tl.constexpr,
     EVEN_N: tl.constexpr,
     WIDE: tl.constexpr,
     EVICT_FIRST: tl.constexpr,
@@ -1077,7 +1079,10 @@ def layer_norm_bwd_pairs_kernel(
     (the caller's test: some operand's ``M * stride`` reaches 2**31); else int32. ``EVEN_N``
     (N a multiple of BLOCK_N): no column masks. No load is masked by row (a masked load zeroes
     its registers first, two instructions a vector): see the loop. ``EVICT_FIRST``: the
-    re-read asks L2 to let its lines go.
+    re-read asks L2 to let its lines go. ``HOLD_X``: phase B takes row i - 1's x and dy words
+    held in registers since phase A (8 more registers a thread at 512 columns of 2 warps)
+    instead of re-reading them, so no load but the flag words lies on its path. ``UNROLL``
+    (1 or 3): pipeline steps an iteration of the one-launch loop.
 
     Program ``pid`` owns column chunk ``pid % chunks`` of rows ``slot, slot + slots, ...``
     (``slot = pid // chunks``). Iteration i loads row i + 1's chunk (the prefetch), publishes
@@ -1107,48 +1112,58 @@ def layer_norm_bwd_pairs_kernel(
     if HOLD_W:
         w_lo, w_hi = _pairs_weight(W, cols, mask, HAS_WEIGHT, BF16)
     if STAGE == 0:
-        # Rows are never masked (a masked load zeroes its registers first): row i + 1's
-        # prefetch past the last row re-reads the last row, row i - 1's re-read before the
-        # first row reads the first, and neither is used (phase A runs only for rows that
-        # exist, phase B stores only those). Every slot has a row (the caller's plans).
+        # every slot has a row (the caller's plans); rows are not masked (see _pairs_step)
         x_c, dy_c, mean_c, rstd_c = _pairs_group(X, DY, MEAN, RSTD, first, cols, mask,
                                                  stride_x, stride_dy, False)  # fmt: skip
         # fresh zeros, not mean_c / rstd_c (see layer_norm_bwd_held_kernel: a name bound to
         # another loop-carried value and then assigned it in the body is not carried)
         mean_p = tl.zeros([], dtype=tl.float32)
         rstd_p = tl.zeros([], dtype=tl.float32)
-        for i in range(0, rows_here + 1):
-            row_a = first + i * slots
-            row_b = row_a - slots
-            row_n = tl.minimum(row_a + slots, M - 1)
-            x_n, dy_n, mean_n, rstd_n = _pairs_group(X, DY, MEAN, RSTD, row_n, cols, mask,
-                                                     stride_x, stride_dy, False)  # fmt: skip
-            valid_b = i > 0
-            words = SUMS + row_b * CHUNKS_POW2 + parts
-            words_mask = tl.where(valid_b, parts < chunks, False)
-            packed = tl.load(words, mask=words_mask, other=0, volatile=True)
-            if i < rows_here:  # phase A: row i
-                if not HOLD_W:
-                    w_lo, w_hi = _pairs_weight(W, cols, mask, HAS_WEIGHT, BF16)
-                s1, s2, dw_lo, dw_hi, db_lo, db_hi = _pairs_sums(
-                    x_c, dy_c, w_lo, w_hi, mean_c, rstd_c, dw_lo, dw_hi, db_lo, db_hi,
-                    WEIGHT_GRAD, BIAS_GRAD, BF16,
-                )  # fmt: skip
-                tl.atomic_xchg(SUMS + row_a * CHUNKS_POW2 + chunk, pack_pair(s1, s2),
-                               sem="relaxed")  # fmt: skip
-            # phase B: row i - 1, re-read (an L1 or L2 hit) after phase A
-            x_b, dy_b, _, _ = _pairs_group(X, DY, MEAN, RSTD, tl.maximum(row_b, 0), cols, mask,
-                                           stride_x, stride_dy, EVICT_FIRST)  # fmt: skip
-            while tl.max((packed == UNPUBLISHED).to(tl.int32), axis=0) > 0:
-                packed = tl.load(words, mask=words_mask, other=0, volatile=True)
-            sums_1, sums_2 = unpack_pair(packed)  # masked-off words read as +0.0
-            c1, c2 = tl.sum(sums_1, axis=0) * inv_n, tl.sum(sums_2, axis=0) * inv_n
-            if not HOLD_W:
-                w_lo, w_hi = _pairs_weight(W, cols, mask, HAS_WEIGHT, BF16)
-            dx_lo, dx_hi = _pairs_dx(x_b, dy_b, w_lo, w_hi, mean_p, rstd_p, c1, c2, BF16)
-            dx = tl.interleave(dx_lo, dx_hi).to(DX.dtype.element_ty)
-            tl.store(DX + row_b * stride_dx + cols_x, dx, mask=tl.where(valid_b, mask_x, False))
-            mean_p, rstd_p = mean_c, rstd_c
+        x_p = tl.zeros([HALF], dtype=tl.int32)
+        dy_p = tl.zeros([HALF], dtype=tl.int32)
+        if not HOLD_W:  # loaded at each use
+            w_lo, w_hi = 0.0, 0.0
+        # UNROLL 3: three steps an iteration, row i - 1's, i's and i + 1's registers (held,
+        # current, prefetched) trading roles every step and back in place after three, so no
+        # register is copied (a one-step loop moves 16-24 a step); then the 0-2 steps left.
+        steps = rows_here + 1
+        unrolled = 0
+        if UNROLL == 3:
+            unrolled = steps - steps % 3
+        for i in range(0, unrolled, 3):
+            x_n, dy_n, mean_n, rstd_n, dw_lo, dw_hi, db_lo, db_hi = _pairs_step(
+                i, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
+                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                w_hi, x_p, dy_p, mean_p, rstd_p, x_c, dy_c, mean_c, rstd_c, dw_lo, dw_hi, db_lo,
+                db_hi, HAS_WEIGHT, WEIGHT_GRAD, BIAS_GRAD, CHUNKS_POW2, BF16, HOLD_W, HOLD_X,
+                EVICT_FIRST,
+            )  # fmt: skip
+            x_p, dy_p, mean_p, rstd_p, dw_lo, dw_hi, db_lo, db_hi = _pairs_step(
+                i + 1, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
+                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                w_hi, x_c, dy_c, mean_c, rstd_c, x_n, dy_n, mean_n, rstd_n, dw_lo, dw_hi, db_lo,
+                db_hi, HAS_WEIGHT, WEIGHT_GRAD, BIAS_GRAD, CHUNKS_POW2, BF16, HOLD_W, HOLD_X,
+                EVICT_FIRST,
+            )  # fmt: skip
+            x_c, dy_c, mean_c, rstd_c, dw_lo, dw_hi, db_lo, db_hi = _pairs_step(
+                i + 2, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
+                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                w_hi, x_n, dy_n, mean_n, rstd_n, x_p, dy_p, mean_p, rstd_p, dw_lo, dw_hi, db_lo,
+                db_hi, HAS_WEIGHT, WEIGHT_GRAD, BIAS_GRAD, CHUNKS_POW2, BF16, HOLD_W, HOLD_X,
+                EVICT_FIRST,
+            )  # fmt: skip
+            # the held and current rows are now (x_p, x_c) again: row i + 2's and i + 3's
+            x_p, dy_p, mean_p, rstd_p, x_c, dy_c, mean_c, rstd_c = (
+                x_p, dy_p, mean_p, rstd_p, x_c, dy_c, mean_c, rstd_c)  # fmt: skip
+        for i in range(unrolled, steps):
+            x_n, dy_n, mean_n, rstd_n, dw_lo, dw_hi, db_lo, db_hi = _pairs_step(
+                i, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
+                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                w_hi, x_p, dy_p, mean_p, rstd_p, x_c, dy_c, mean_c, rstd_c, dw_lo, dw_hi, db_lo,
+                db_hi, HAS_WEIGHT, WEIGHT_GRAD, BIAS_GRAD, CHUNKS_POW2, BF16, HOLD_W, HOLD_X,
+                EVICT_FIRST,
+            )  # fmt: skip
+            x_p, dy_p, mean_p, rstd_p = x_c, dy_c, mean_c, rstd_c
             x_c, dy_c, mean_c, rstd_c = x_n, dy_n, mean_n, rstd_n
     else:
         for i in range(0, rows_here):
@@ -1215,3 +1230,56 @@ def _pairs_sums(x_w, dy_w, w_lo, w_hi, mean, rstd, dw_lo, dw_hi, db_lo, db_hi,
         db_lo += dy_lo
         db_hi += dy_hi
     return s1, s2, dw_lo, dw_hi, db_lo, db_hi
+
+
+@triton.jit
+def _pairs_step(i, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
+                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                w_hi, x_p, dy_p, mean_p, rstd_p, x_c, dy_c, mean_c, rstd_c, dw_lo, dw_hi, db_lo,
+                db_hi, HAS_WEIGHT: tl.constexpr, WEIGHT_GRAD: tl.constexpr,
+                BIAS_GRAD: tl.constexpr, CHUNKS_POW2: tl.constexpr, BF16: tl.constexpr,
+                HOLD_W: tl.constexpr, HOLD_X: tl.constexpr, EVICT_FIRST: tl.constexpr):  # fmt: skip
+    """Step i of ``layer_norm_bwd_pairs_kernel``'s one-launch pipeline: row i + 1's chunk
+    loaded (returned with its statistics, and the dweight / dbias partials), row i's sums
+    published (phase A, from ``x_c``), dx of row i - 1 written (phase B, from ``x_p`` or a
+    re-read). Rows are never masked (a masked load zeroes its registers first): row i + 1's
+    prefetch past the last row re-reads the last row and row i - 1's re-read before the first
+    row reads the first, and neither is used (phase A runs only for rows that exist, phase B
+    stores only those)."""
+    row_a = first + i * slots
+    row_b = row_a - slots
+    row_n = tl.minimum(row_a + slots, M - 1)
+    x_n, dy_n, mean_n, rstd_n = _pairs_group(X, DY, MEAN, RSTD, row_n, cols, mask, stride_x,
+                                             stride_dy, False)  # fmt: skip
+    valid_b = i > 0
+    words = SUMS + row_b * CHUNKS_POW2 + parts
+    words_mask = tl.where(valid_b, parts < chunks, False)
+    packed = tl.load(words, mask=words_mask, other=0, volatile=True)
+    if i < rows_here:  # phase A: row i
+        if HOLD_W:
+            wa_lo, wa_hi = w_lo, w_hi
+        else:
+            wa_lo, wa_hi = _pairs_weight(W, cols, mask, HAS_WEIGHT, BF16)
+        s1, s2, dw_lo, dw_hi, db_lo, db_hi = _pairs_sums(
+            x_c, dy_c, wa_lo, wa_hi, mean_c, rstd_c, dw_lo, dw_hi, db_lo, db_hi, WEIGHT_GRAD,
+            BIAS_GRAD, BF16,
+        )  # fmt: skip
+        tl.atomic_xchg(SUMS + row_a * CHUNKS_POW2 + chunk, pack_pair(s1, s2), sem="relaxed")
+    # phase B: row i - 1, held since phase A (HOLD_X) or re-read (an L1 or L2 hit)
+    if HOLD_X:
+        x_b, dy_b = x_p, dy_p
+    else:
+        x_b, dy_b, _, _ = _pairs_group(X, DY, MEAN, RSTD, tl.maximum(row_b, 0), cols, mask,
+                                       stride_x, stride_dy, EVICT_FIRST)  # fmt: skip
+    while tl.max((packed == UNPUBLISHED).to(tl.int32), axis=0) > 0:
+        packed = tl.load(words, mask=words_mask, other=0, volatile=True)
+    sums_1, sums_2 = unpack_pair(packed)  # masked-off words read as +0.0
+    c1, c2 = tl.sum(sums_1, axis=0) * inv_n, tl.sum(sums_2, axis=0) * inv_n
+    if HOLD_W:
+        wb_lo, wb_hi = w_lo, w_hi
+    else:
+        wb_lo, wb_hi = _pairs_weight(W, cols, mask, HAS_WEIGHT, BF16)
+    dx_lo, dx_hi = _pairs_dx(x_b, dy_b, wb_lo, wb_hi, mean_p, rstd_p, c1, c2, BF16)
+    dx = tl.interleave(dx_lo, dx_hi).to(DX.dtype.element_ty)
+    tl.store(DX + row_b * stride_dx + cols_x, dx, mask=tl.where(valid_b, mask_x, False))
+    return x_n, dy_n, mean_n, rstd_n, dw_lo, dw_hi, db_lo, db_hi
