@@ -122,8 +122,14 @@ BF16_PAIRS = [
 ]
 PAIRS_REFERENCES = [(512, 2, 12, 1, False, True)]
 """The held kernel's former default launch, timed beside the pairs launches."""
-SMOKE_PAIRS = [(torch.float16, 5, 300, [(128, 4, 1, {"hold_weight": True}),
-                                        (64, 4, 1, {"evict_first": True, "unroll": 1})])]
+SMOKE_PAIRS = [
+    (
+        torch.float16,
+        5,
+        300,
+        [(128, 4, 1, {"hold_weight": True}), (64, 4, 1, {"evict_first": True, "unroll": 1})],
+    )
+]
 SMOKE_HELD_CASES = [(torch.float32, 5, 300, [(128, 4, 1, 1, True, True), (64, 4, 1, 2, False, True),
                                              (128, 4, 1, 2, True, False)])]  # fmt: skip
 SMOKE_CASES = [(torch.float32, 5, 300, [(128, 4, 1, False), (64, 4, 1, True)],

@@ -1105,8 +1105,11 @@ def _dx_scale(x, w, dy):
      (3, 1000, 16)],
     ids=str,
 )  # fmt: skip
-@pytest.mark.parametrize("options", [{"hold_weight": True, "evict_first": False},
-                                     {"hold_weight": False, "evict_first": True}], ids=str)
+@pytest.mark.parametrize(
+    "options",
+    [{"hold_weight": True, "evict_first": False}, {"hold_weight": False, "evict_first": True}],
+    ids=str,
+)
 @pytest.mark.parametrize("affine", ["weight+bias", "none", "bias"])
 def test_layer_norm_pairs_backward(m, n, block, options, affine, device, poison_outputs):
     """``layer_norm_bwd_pairs_kernel`` (forced plans: several chunks a row, up to 63, more
@@ -1147,8 +1150,11 @@ def test_layer_norm_pairs_backward(m, n, block, options, affine, device, poison_
     assert len(launched) == len(PAIRS_DTYPES)
 
 
-@pytest.mark.parametrize(("m", "n", "block"), [(1, 2, 16), (7, 58, 64), (2, 16, 16),
-                                               (13, 32, 32), (5, 128, 128)], ids=str)
+@pytest.mark.parametrize(
+    ("m", "n", "block"),
+    [(1, 2, 16), (7, 58, 64), (2, 16, 16), (13, 32, 32), (5, 128, 128)],
+    ids=str,
+)
 @pytest.mark.parametrize("dtype", PAIRS_DTYPES, ids=str)
 @pytest.mark.parametrize(("hold_weight", "hold_rows", "unroll"),
                          [(True, False, 3), (False, False, 1), (True, True, 1), (False, True, 3)],
