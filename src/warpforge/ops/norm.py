@@ -647,15 +647,15 @@ def layer_norm_bwd_pairs_launch(element_size: int) -> dict[str, int | bool] | No
     ``layer_norm_bwd_pairs_kernel`` where it is the default (2-byte rows with int32 word views,
     :func:`_word_rows`), or None."""
     if element_size == 2:
-        return {"block": 256, "num_warps": 1, "programs_per_sm": 20, "prefetch": True}
+        return {"block": 256, "num_warps": 1, "programs_per_sm": 32, "prefetch": True}
     return None
 
 
 LAYER_NORM_BWD_PAIRS: dict[str, bool | int] = {
     "hold_weight": True,
     "evict_first": False,
-    "hold_rows": True,
-    "unroll": 3,
+    "hold_rows": False,
+    "unroll": 1,
 }
 """Options of the default ``layer_norm_bwd_pairs_kernel`` launch
 (:func:`_layer_norm_pairs_backward`)."""
