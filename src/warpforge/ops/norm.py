@@ -655,7 +655,7 @@ LAYER_NORM_BWD_PAIRS: dict[str, bool | int] = {
     "hold_weight": True,
     "evict_first": False,
     "hold_rows": False,
-    "unroll": 1,
+    "unroll": 3,
 }
 """Options of the default ``layer_norm_bwd_pairs_kernel`` launch
 (:func:`_layer_norm_pairs_backward`)."""
