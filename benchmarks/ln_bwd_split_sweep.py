@@ -17,7 +17,9 @@ Writes FILE.json after every case (a cut-off run keeps what it measured). ``--he
 ``layer_norm_bwd_held_kernel`` launches (block, warps, programs an SM, rows a group, hold,
 prefetch) against the default lagged launch of each dtype, at 4096 x 16384 only. ``--pairs``
 times ``layer_norm_bwd_pairs_kernel`` launches (block, warps, programs an SM, weight held,
-evict-first re-read) against the default launch and the former held default, bfloat16 only. The committed runs:
+evict-first re-read) against the default launch and the former held default, bfloat16 only
+(``ln16k2-sweep1-2026-11-25-h100.json``, one step an iteration; ``ln16k2-sweep2-...``, the
+contenders below). The committed runs:
 ``benchmarks/results/lnbwd-sweep-2026-11-24-h100.json`` and ``lnbwd-sweep2-2026-11-24-h100.json``
 (``--held``: ``ln16k-sweep1-2026-11-25-h100.json``, whose prefetch launches were wrong, and
 ``ln16k-sweep2-2026-11-25-h100.json``);
@@ -113,7 +115,7 @@ BF16_PAIRS = [
     (256, 1, 32, {"hold_weight": True, "unroll": 1}),  # 64 regs, 8 B spilled, 268 (sweep1)
     (256, 1, 32, {"hold_weight": True, "evict_first": True, "unroll": 3}),
     (256, 1, 28, {"hold_weight": True, "unroll": 3}),  # 72 regs, 247
-    (256, 1, 24, {"hold_weight": True, "unroll": 3}),  # 79 regs, 252
+    (256, 1, 24, {"hold_weight": True, "unroll": 3}),  # 79 regs, 252 (sweep2: 309.8 us, once)
     (256, 1, 24, {"hold_weight": True, "hold_rows": True, "unroll": 1}),  # 80 regs, 274
     (256, 1, 24, {"hold_weight": True, "hold_rows": True, "unroll": 3}),  # 80, 56 B spilled, 240
     (256, 1, 20, {"hold_weight": True, "hold_rows": True, "unroll": 3}),  # 96 regs, 228

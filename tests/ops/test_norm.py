@@ -743,11 +743,27 @@ def test_layer_norm_split_plan_policy(monkeypatch):
             per_sm = split_launch["programs_per_sm"]
             too_wide = 132 * per_sm * plan.block + 1  # one chunk more than the GPU holds
             assert norm_module.layer_norm_bwd_split_plan(8, too_wide, elt, "cuda") is None
+        # 2-byte rows: the pairs kernel's launch, whole resident groups of at most 64 chunks
+        pairs = norm_module.layer_norm_bwd_pairs_launch(2)
+        assert norm_module.layer_norm_bwd_pairs_launch(4) is None
+        norm_module._default_pairs_plan.cache_clear()
+        plan = norm_module._default_pairs_plan(4096, 16384, 2, "cuda")
+        assert plan is not None and plan.synchronized and plan.block == pairs["block"]
+        assert plan.chunks * plan.block == 16384
+        assert plan.chunks <= norm_module.LAYER_NORM_BWD_PAIRS_MAX_CHUNKS
+        assert plan.programs % plan.chunks == 0
+        assert plan.programs <= 132 * pairs["programs_per_sm"]
+        assert plan.num_warps * pairs["programs_per_sm"] <= _split_rows.MAX_RESIDENT_WARPS
+        assert norm_module._default_pairs_plan(16384, 4096, 2, "cuda") is None
+        assert norm_module._default_pairs_plan(4096, 16384, 4, "cuda") is None
         norm_module._default_split.cache_clear()
+        norm_module._default_pairs_plan.cache_clear()
         monkeypatch.setenv(_split_rows.SWITCH, "0")
         assert norm_module.layer_norm_bwd_split_plan(4096, 16384, 2, "cuda") is None
+        assert norm_module._default_pairs_plan(4096, 16384, 2, "cuda") is None
     finally:
         norm_module._default_split.cache_clear()
+        norm_module._default_pairs_plan.cache_clear()
 
 
 @pytest.mark.gpu
@@ -1283,6 +1299,7 @@ def test_default_wide_2_byte_layer_norm_backward_takes_the_pairs_kernel(device, 
 
 
 PAIRS_GPU_LAUNCHES = [
+    (256, 1, 28, {"hold_weight": True, "unroll": 3}),  # the default
     (512, 2, 12, {"hold_weight": True, "evict_first": False, "unroll": 1}),
     (512, 2, 12, {"hold_weight": False, "evict_first": True, "unroll": 3}),
     (256, 1, 32, {"hold_weight": True, "unroll": 3}),

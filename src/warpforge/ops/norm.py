@@ -435,7 +435,8 @@ def layer_norm_bwd_held_launch(element_size: int) -> dict[str, int | bool] | Non
     and w * dy for phase B (two FMAs an element, ~39 instructions) needs more registers than
     twelve programs an SM allow: at ten an SM 180.5 us, at twelve (spilling) 203.1 us. In
     float32 the held launches timed tie or lose to the lagged one (294.2 / 298.8 against
-    294.2 us), so 4-byte rows keep it."""
+    294.2 us), so 4-byte rows keep it. 2-byte rows that have int32 word views take
+    :func:`layer_norm_bwd_pairs_launch` instead (faster); this launch serves the others."""
     if element_size < 4:
         return {"block": 512, "num_warps": 2, "programs_per_sm": 12, "prefetch": True}
     return None
@@ -645,9 +646,21 @@ warp's lanes, two a lane at 64; the sm_90 compile of Triton 3.6 takes it)."""
 def layer_norm_bwd_pairs_launch(element_size: int) -> dict[str, int | bool] | None:
     """The :func:`~warpforge.ops._split_rows.split_row_plan` options of
     ``layer_norm_bwd_pairs_kernel`` where it is the default (2-byte rows with int32 word views,
-    :func:`_word_rows`), or None."""
+    :func:`_word_rows`; else the held kernel's :func:`layer_norm_bwd_held_launch`), or None:
+    256-column chunks of one warp (64 a row at 16384 columns: no cross-warp reduction, no
+    barrier), 28 an SM (72 registers, no spill on sm_90 with Triton 3.6), with the options of
+    :data:`LAYER_NORM_BWD_PAIRS`.
+
+    Kernel alone at 4096 x 16384 bf16 on the H100 (``benchmarks/ln_bwd_split_sweep.py
+    --pairs``, ``benchmarks/results/ln16k2-sweep*-2026-11-25-h100.json``): 157.5 us against
+    175.3 us for the held kernel's launch (~249 against 385 loop instructions a row chunk a
+    thread); 32 an SM (64 registers, 8 bytes spilled) 160.4-161.4 us, 24 an SM 164.1 us, 12
+    programs of 512 columns and 2 warps 167.2-169.7 us. Holding x and dy for phase B instead of
+    re-reading them (``hold_rows``) was slower at every occupancy that fits its registers
+    (179.6-189.4 us). Harness (forward + backward, ``ln16k2-B-2026-11-25-h100.json``):
+    271.6 -> 254.8 us, 88% of copy."""
     if element_size == 2:
-        return {"block": 256, "num_warps": 1, "programs_per_sm": 32, "prefetch": True}
+        return {"block": 256, "num_warps": 1, "programs_per_sm": 28, "prefetch": True}
     return None
 
 
@@ -658,7 +671,11 @@ LAYER_NORM_BWD_PAIRS: dict[str, bool | int] = {
     "unroll": 3,
 }
 """Options of the default ``layer_norm_bwd_pairs_kernel`` launch
-(:func:`_layer_norm_pairs_backward`)."""
+(:func:`_layer_norm_pairs_backward`): weight unpacked once, x and dy re-read for phase B (an
+L1 or L2 hit), three pipeline steps an iteration (~7% fewer instructions; at 32 an SM no
+measurable difference: kernel alone 161.4 against 160.4 us for one step, harness row 259.9
+against 260.2 us, ``ln16k2-A-`` / ``ln16k2-E-2026-11-25-h100.json``; the measured launch at 28
+an SM has three)."""
 
 
 @functools.lru_cache(maxsize=1024)

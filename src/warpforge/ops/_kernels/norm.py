@@ -18,9 +18,12 @@ row is only scaled by its reciprocal root mean square (RMSNorm). Statistics are 
 * ``layer_norm_bwd_lag_kernel``: the same split, with dx written a few rows late from an L2
   re-read, so no program ever waits for a row's other programs while they work on it.
 * ``layer_norm_bwd_held_kernel``: the lagged split at lag 1 with fewer instructions an element
-  and, optionally, the next row prefetched a whole iteration ahead (the 2-byte default).
+  and, optionally, the next row prefetched a whole iteration ahead.
+* ``layer_norm_bwd_pairs_kernel``: the held kernel's re-read launch for 2-byte rows read as
+  int32 words of two columns (the 2-byte default where rows have such views).
 
-Row offsets are computed in int64 so operands larger than 2**31 elements address correctly.
+Row offsets are computed in int64 so operands larger than 2**31 elements address correctly
+(the pairs kernel: in int32 unless its caller finds an operand that large).
 """
 
 from __future__ import annotations
