@@ -11,9 +11,15 @@ with ``triton.testing.do_bench`` (median). Bytes counted: x and dy read, dx writ
 
     PYTHONPATH=src python benchmarks/ln_bwd_split_sweep.py --out FILE.json --held  # held kernel
 
+    PYTHONPATH=src python benchmarks/ln_bwd_split_sweep.py --out FILE.json --pairs  # pairs kernel
+
 Writes FILE.json after every case (a cut-off run keeps what it measured). ``--held`` times
 ``layer_norm_bwd_held_kernel`` launches (block, warps, programs an SM, rows a group, hold,
-prefetch) against the default lagged launch of each dtype, at 4096 x 16384 only. The committed runs:
+prefetch) against the default lagged launch of each dtype, at 4096 x 16384 only. ``--pairs``
+times ``layer_norm_bwd_pairs_kernel`` launches (block, warps, programs an SM, weight held,
+evict-first re-read) against the default launch and the former held default, bfloat16 only
+(``ln16k2-sweep1-2026-11-25-h100.json``, one step an iteration; ``ln16k2-sweep2-...``, the
+contenders below). The committed runs:
 ``benchmarks/results/lnbwd-sweep-2026-11-24-h100.json`` and ``lnbwd-sweep2-2026-11-24-h100.json``
 (``--held``: ``ln16k-sweep1-2026-11-25-h100.json``, whose prefetch launches were wrong, and
 ``ln16k-sweep2-2026-11-25-h100.json``);
@@ -98,6 +104,34 @@ LAG_REFERENCES = {torch.bfloat16: [(512, 2, 16, 1, 1)], torch.float32: []}
 """(block, num_warps, programs_per_sm, lag, rows) of lagged launches timed beside the held ones:
 the lagged kernel's former bf16 default."""
 HELD_CASES = [(torch.bfloat16, 4096, 16384, BF16_HELDS), (torch.float32, 4096, 16384, FP32_HELDS)]
+# (block, num_warps, programs_per_sm, options of _layer_norm_pairs_backward) of
+# layer_norm_bwd_pairs_kernel contenders (sm_90 ptxas of Triton 3.6: registers, spilled bytes,
+# loop instructions a pipeline step a thread; the held kernel's former default 512/2w/x12: 80
+# regs, 385). The first --pairs sweep (ln16k2-sweep1-2026-11-25-h100.json, one step an
+# iteration, dx from a re-read) timed 512/2w/x12 with and without the weight held or an
+# evict-first re-read, 512/2w/x10 and x16, 1024/2w/x8 and 256/1w/x24 and x32: 160.4-174.8 us.
+BF16_PAIRS = [
+    (256, 1, 32, {"hold_weight": True, "unroll": 3}),  # 64 regs, 8 B spilled, 249
+    (256, 1, 32, {"hold_weight": True, "unroll": 1}),  # 64 regs, 8 B spilled, 268 (sweep1)
+    (256, 1, 32, {"hold_weight": True, "evict_first": True, "unroll": 3}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3}),  # 72 regs, 247
+    (256, 1, 24, {"hold_weight": True, "unroll": 3}),  # 79 regs, 252 (sweep2: 309.8 us, once)
+    (256, 1, 24, {"hold_weight": True, "hold_rows": True, "unroll": 1}),  # 80 regs, 274
+    (256, 1, 24, {"hold_weight": True, "hold_rows": True, "unroll": 3}),  # 80, 56 B spilled, 240
+    (256, 1, 20, {"hold_weight": True, "hold_rows": True, "unroll": 3}),  # 96 regs, 228
+    (512, 2, 10, {"hold_weight": True, "hold_rows": True, "unroll": 1}),  # 96 regs, 281
+    (512, 2, 12, {"hold_weight": True, "unroll": 3}),  # 80 regs, 259
+]
+PAIRS_REFERENCES = [(512, 2, 12, 1, False, True)]
+"""The held kernel's former default launch, timed beside the pairs launches."""
+SMOKE_PAIRS = [
+    (
+        torch.float16,
+        5,
+        300,
+        [(128, 4, 1, {"hold_weight": True}), (64, 4, 1, {"evict_first": True, "unroll": 1})],
+    )
+]
 SMOKE_HELD_CASES = [(torch.float32, 5, 300, [(128, 4, 1, 1, True, True), (64, 4, 1, 2, False, True),
                                              (128, 4, 1, 2, True, False)])]  # fmt: skip
 SMOKE_CASES = [(torch.float32, 5, 300, [(128, 4, 1, False), (64, 4, 1, True)],
@@ -130,6 +164,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
     parser.add_argument("--first", action="store_true", help="the first sweep's contenders")
     parser.add_argument("--held", action="store_true", help="layer_norm_bwd_held_kernel launches")
+    parser.add_argument("--pairs", action="store_true", help="layer_norm_bwd_pairs_kernel launches")
     args = parser.parse_args()
 
     from warpforge.ops import norm
@@ -143,13 +178,18 @@ def main() -> None:
 
         report["triton"] = triton.__version__
         report["copy_ceiling_bytes_per_s"] = _copy_ceiling(device)
-    if args.held:
+    if args.pairs:
+        pairs_cases = SMOKE_PAIRS if args.smoke else [(torch.bfloat16, 4096, 16384, BF16_PAIRS)]
+        cases = [(dtype, M, N, [], LAG_REFERENCES.get(dtype, []),
+                  [] if args.smoke else PAIRS_REFERENCES, pairs)
+                 for dtype, M, N, pairs in pairs_cases]  # fmt: skip
+    elif args.held:
         held_cases = SMOKE_HELD_CASES if args.smoke else HELD_CASES
-        cases = [(dtype, M, N, [], LAG_REFERENCES.get(dtype, []), helds)
+        cases = [(dtype, M, N, [], LAG_REFERENCES.get(dtype, []), helds, [])
                  for dtype, M, N, helds in held_cases]  # fmt: skip
     else:
-        cases = [(*case, []) for case in (SMOKE_CASES if args.smoke else CASES)]
-    for dtype, M, N, splits, lags, helds in cases:
+        cases = [(*case, [], []) for case in (SMOKE_CASES if args.smoke else CASES)]
+    for dtype, M, N, splits, lags, helds, pairs in cases:
         torch.manual_seed(M + N)
         x = (torch.randn(M, N, device=device) * 3 + 2).to(dtype)
         dy = torch.randn(M, N, device=device).to(dtype)
@@ -159,11 +199,16 @@ def main() -> None:
         rstd = torch.rsqrt(xf.var(-1, unbiased=False) + 1e-5)
         want = _reference(x, w, dy)
         contenders = {}
-        if args.held:  # the default launch (the lagged kernel at these rows)
+        if args.held or args.pairs:  # the default launch
             plan, lag, rows, hold = norm._default_split(M, N, x.element_size(), device)
             kernel = "lag" if hold is None else ("held hold" if hold else "held reread")
             name = (f"default {kernel} lag{lag} b{plan.block} w{plan.num_warps} r{rows}"
                     f"{' prefetch' if plan.prefetch else ''}" if plan else "default")  # fmt: skip
+            pairs_plan = norm._default_pairs_plan(M, N, x.element_size(), device)
+            if pairs_plan is not None:
+                name = (f"default pairs b{pairs_plan.block} w{pairs_plan.num_warps} "
+                        f"x{norm.layer_norm_bwd_pairs_launch(2)['programs_per_sm']} "
+                        f"{norm.LAYER_NORM_BWD_PAIRS}")  # fmt: skip
             contenders[name] = functools.partial(
                 norm.layer_norm_backward, dy, x, w, mean, rstd, True, True
             )
@@ -198,6 +243,18 @@ def main() -> None:
             contenders[name] = functools.partial(
                 norm.layer_norm_backward, dy, x, w, mean, rstd, True, True, split=plan, lag=1,
                 lag_rows=rows, hold=hold,
+            )  # fmt: skip
+        for block, warps, pps, options in pairs:
+            plan = split_row_plan(M, N, device, block=block, num_warps=warps,
+                                  programs_per_sm=pps, prefetch=True)  # fmt: skip
+            if plan is None:
+                continue
+            flags = [k for k in ("hold_weight", "hold_rows", "evict_first") if options.get(k)]
+            name = (f"pairs b{block} w{warps} x{pps} u{options.get('unroll', 3)}"
+                    f" {' '.join(flags)}").rstrip()  # fmt: skip
+            contenders[name] = functools.partial(
+                norm.layer_norm_backward, dy, x, w, mean, rstd, True, True, split=plan, lag=1,
+                hold=False, pairs=options,
             )  # fmt: skip
         case = {"dtype": str(dtype).removeprefix("torch."), "M": M, "N": N, "rows": []}
         bytes_moved = 3 * M * N * x.element_size()

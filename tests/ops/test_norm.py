@@ -743,11 +743,27 @@ def test_layer_norm_split_plan_policy(monkeypatch):
             per_sm = split_launch["programs_per_sm"]
             too_wide = 132 * per_sm * plan.block + 1  # one chunk more than the GPU holds
             assert norm_module.layer_norm_bwd_split_plan(8, too_wide, elt, "cuda") is None
+        # 2-byte rows: the pairs kernel's launch, whole resident groups of at most 64 chunks
+        pairs = norm_module.layer_norm_bwd_pairs_launch(2)
+        assert norm_module.layer_norm_bwd_pairs_launch(4) is None
+        norm_module._default_pairs_plan.cache_clear()
+        plan = norm_module._default_pairs_plan(4096, 16384, 2, "cuda")
+        assert plan is not None and plan.synchronized and plan.block == pairs["block"]
+        assert plan.chunks * plan.block == 16384
+        assert plan.chunks <= norm_module.LAYER_NORM_BWD_PAIRS_MAX_CHUNKS
+        assert plan.programs % plan.chunks == 0
+        assert plan.programs <= 132 * pairs["programs_per_sm"]
+        assert plan.num_warps * pairs["programs_per_sm"] <= _split_rows.MAX_RESIDENT_WARPS
+        assert norm_module._default_pairs_plan(16384, 4096, 2, "cuda") is None
+        assert norm_module._default_pairs_plan(4096, 16384, 4, "cuda") is None
         norm_module._default_split.cache_clear()
+        norm_module._default_pairs_plan.cache_clear()
         monkeypatch.setenv(_split_rows.SWITCH, "0")
         assert norm_module.layer_norm_bwd_split_plan(4096, 16384, 2, "cuda") is None
+        assert norm_module._default_pairs_plan(4096, 16384, 2, "cuda") is None
     finally:
         norm_module._default_split.cache_clear()
+        norm_module._default_pairs_plan.cache_clear()
 
 
 @pytest.mark.gpu
@@ -1072,3 +1088,265 @@ def test_gpu_layer_norm_held_backward_launches(block, warps, per_sm, rows, hold,
             scale = e.abs().max().item()
             torch.testing.assert_close(g.double() / scale, e / scale, atol=tol, rtol=tol,
                                        msg=f"{name} m={m} n={n}")  # fmt: skip
+
+
+# --------------------------------------------------------------------------- LayerNorm pairs
+
+
+PAIRS_DTYPES = [torch.float16, torch.bfloat16]  # int32 words: no bf16 load in the interpreter
+PAIRS_TOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3}
+"""Largest error over the largest value: the kernel computes in fp32 from the exact inputs, so
+only the rounding of each output remains (2**-11 of it in float16; in bfloat16 2**-9 on the
+GPU, 2**-8 under the interpreter, which truncates): a bit lost unpacking a column shows."""
+
+
+def _close_pairs(got, want, dtype, what, scale=None):
+    """``scale``: the size of the terms that cancel into ``want`` where it can vanish (dx of a
+    two-column row is 0: xhat is +-1)."""
+    top = want.abs().max().item() if want.numel() else 0.0
+    err = (got.double() - want).abs().max().item() / max(top, scale or 0.0, 1e-30)
+    assert err < PAIRS_TOL[dtype], f"{what}: error {err:.2e} of the largest value"
+
+
+def _dx_scale(x, w, dy):
+    """The largest rstd * w * dy: the size of dx's terms."""
+    _, rstd = _forward_stats(x)
+    wdy = dy.double() * (w.double() if w is not None else 1.0)
+    return (rstd.double()[:, None] * wdy).abs().max().item()
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "block"),
+    [(1, 2, 16), (7, 256, 64), (7, 258, 64), (13, 98, 32), (5, 300, 128), (4, 1024, 256),
+     (3, 1000, 16)],
+    ids=str,
+)  # fmt: skip
+@pytest.mark.parametrize(
+    "options",
+    [{"hold_weight": True, "evict_first": False}, {"hold_weight": False, "evict_first": True}],
+    ids=str,
+)
+@pytest.mark.parametrize("affine", ["weight+bias", "none", "bias"])
+def test_layer_norm_pairs_backward(m, n, block, options, affine, device, poison_outputs):
+    """``layer_norm_bwd_pairs_kernel`` (forced plans: several chunks a row, up to 63, more
+    rows than slots, ragged and whole last chunks) against float64 in float16 and bfloat16 (its
+    int32 loads work under the interpreter too): dx, dweight, dbias to their rounding, every
+    element written. Under the interpreter this runs its two-launch form; the test below runs
+    its one-launch pipeline."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    launched = []
+    real = norm_module._layer_norm_pairs_backward
+    spy = lambda *a, **k: launched.append(1) or real(*a, **k)  # noqa: E731
+    import unittest.mock
+
+    for dtype in PAIRS_DTYPES:
+        x = randn(m, n, dtype=dtype, device=device) * 3 + 2
+        w = randn(n, dtype=dtype, device=device) if "weight" in affine else None
+        b = randn(n, dtype=dtype, device=device) if "bias" in affine else None
+        dy = randn(m, n, dtype=dtype, device=device)
+        mean, rstd = _forward_stats(x)
+        plan = split_row_plan(m, n, device, block=block, num_warps=4, prefetch=True)
+        assert plan is not None and plan.chunks == -(-n // block)
+        with unittest.mock.patch.object(norm_module, "_layer_norm_pairs_backward", spy):
+            dx, dw, db = norm_module.layer_norm_backward(
+                dy, x, w, mean, rstd, w is not None, b is not None, plan, 1, 1, False, options
+            )
+        want = _layer_norm_grads64(x, w, b, dy)
+        got = {"dx": dx, "dweight": dw, "dbias": db}
+        if w is None:
+            assert dw.numel() == 0
+            del got["dweight"]
+        if b is None:
+            assert db.numel() == 0
+            del got["dbias"]
+        scale = {"dx": _dx_scale(x, w, dy)}
+        for (name, g), e in zip(got.items(), want, strict=True):
+            _close_pairs(g, e, dtype, f"{name} {dtype} {affine} {options}", scale.get(name))
+    assert len(launched) == len(PAIRS_DTYPES)
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "block"),
+    [(1, 2, 16), (7, 58, 64), (2, 16, 16), (13, 32, 32), (5, 128, 128)],
+    ids=str,
+)
+@pytest.mark.parametrize("dtype", PAIRS_DTYPES, ids=str)
+@pytest.mark.parametrize(("hold_weight", "hold_rows", "unroll"),
+                         [(True, False, 3), (False, False, 1), (True, True, 1), (False, True, 3)],
+                         ids=str)  # fmt: skip
+def test_layer_norm_pairs_backward_one_launch(m, n, block, dtype, hold_weight, hold_rows, unroll,
+                                              device, poison_outputs):  # fmt: skip
+    """The one-launch pipeline of ``layer_norm_bwd_pairs_kernel`` (head, prefetch, held or
+    re-read phase B, three steps an iteration and the 0-2 left, tail) with one chunk a row,
+    which the interpreter can run too (a program then waits only for its own words): against
+    float64, every element written. 1-13 rows over at most 3 slots: 2-6 steps a slot."""
+    import dataclasses
+
+    from warpforge.ops._split_rows import split_row_plan
+
+    x = randn(m, n, dtype=dtype, device=device) * 3 + 2
+    w, b = randn(n, dtype=dtype, device=device), randn(n, dtype=dtype, device=device)
+    dy = randn(m, n, dtype=dtype, device=device)
+    mean, rstd = _forward_stats(x)
+    plan = split_row_plan(m, n, device, block=block, num_warps=4, prefetch=True)
+    assert plan.chunks == 1
+    plan = dataclasses.replace(plan, synchronized=True)
+    got = norm_module._layer_norm_pairs_backward(dy, x, w, mean, rstd, True, True, plan,
+                                                 hold_weight=hold_weight, hold_rows=hold_rows,
+                                                 unroll=unroll)  # fmt: skip
+    want = _layer_norm_grads64(x, w, b, dy)
+    scale = {"dx": _dx_scale(x, w, dy)}
+    label = f"{dtype} hold_weight={hold_weight} hold_rows={hold_rows} unroll={unroll}"
+    for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
+        _close_pairs(g, e, dtype, f"{name} {label}", scale.get(name))
+
+
+def test_layer_norm_pairs_backward_declines_and_falls_back(device, poison_outputs):
+    """Rows without int32 word views (an odd width, an odd row offset), mixed dtypes or 4-byte
+    rows: the pairs path declines (None) and the forced launch runs the held kernel instead,
+    still right; a weight at an odd offset is copied, not refused."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    dtype = torch.float16
+    base = randn(6, 132, dtype=dtype, device=device) * 3 + 2
+    cases = {
+        "odd width": (base[:, :129], None),
+        "odd row stride": (randn(6, 129, dtype=dtype, device=device)[:, :128], None),
+        "odd offset": (base[:, 1:129], None),
+        "fp32 weight": (base[:, :128], torch.float32),
+        "fp32 rows": (base[:, :128].float(), None),
+    }
+    for label, (x, wdtype) in cases.items():
+        n = x.shape[1]
+        w = randn(n, dtype=wdtype or x.dtype, device=device)
+        dy = randn(6, n, dtype=x.dtype, device=device)
+        mean, rstd = _forward_stats(x)
+        plan = split_row_plan(6, n, device, block=32, num_warps=4, prefetch=True)
+        assert norm_module._layer_norm_pairs_backward(dy, x, w, mean, rstd, True, True,
+                                                      plan) is None, label  # fmt: skip
+        got = norm_module.layer_norm_backward(dy, x, w, mean, rstd, True, True, plan, 1, 1, False,
+                                              True)  # fmt: skip
+        want = _layer_norm_grads64(x, w, torch.zeros_like(w), dy)
+        for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
+            close(g, e, BWD_TOL[x.dtype] * 4, f"{name} {label}")
+    # more chunks than the held kernel takes: the declined forced plan gives way to the default
+    x = randn(3, 1001, dtype=dtype, device=device)
+    w, dy = randn(1001, dtype=dtype, device=device), randn(3, 1001, dtype=dtype, device=device)
+    mean, rstd = _forward_stats(x)
+    plan = split_row_plan(3, 1001, device, block=16, num_warps=4, prefetch=True)
+    assert plan.chunks > norm_module.LAYER_NORM_BWD_LAG_MAX_CHUNKS
+    got = norm_module.layer_norm_backward(dy, x, w, mean, rstd, True, True, plan, 1, 1, False, True)
+    want = _layer_norm_grads64(x, w, torch.zeros_like(w), dy)
+    for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
+        close(g, e, BWD_TOL[dtype] * 4, f"{name} 63 chunks, odd width")
+    # a weight at an odd offset in its storage
+    x = base[:, :128]
+    w = randn(129, dtype=dtype, device=device)[1:]
+    dy = randn(6, 128, dtype=dtype, device=device)
+    mean, rstd = _forward_stats(x)
+    plan = split_row_plan(6, 128, device, block=32, num_warps=4, prefetch=True)
+    got = norm_module._layer_norm_pairs_backward(dy, x, w, mean, rstd, True, True, plan)
+    assert got is not None
+    want = _layer_norm_grads64(x, w, torch.zeros_like(w), dy)
+    for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
+        _close_pairs(g, e, dtype, f"{name} odd weight offset")
+
+
+def test_layer_norm_pairs_argument_is_checked(device):
+    """``pairs`` with a held (not re-read) launch or groups of rows is refused naming it."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    x, dy = randn(2, 40, device=device), randn(2, 40, device=device)
+    mean, rstd = _forward_stats(x)
+    plan = split_row_plan(2, 40, device, block=16, num_warps=4)
+    for hold, rows in ((True, 1), (None, 1), (False, 2)):
+        with pytest.raises(ValueError, match="pairs: expected hold False"):
+            norm_module.layer_norm_backward(dy, x, None, mean, rstd, False, True, plan, 1, rows,
+                                            hold, True)  # fmt: skip
+
+
+def test_default_wide_2_byte_layer_norm_backward_takes_the_pairs_kernel(device, monkeypatch,
+                                                                         poison_outputs):  # fmt: skip
+    """The public op on 16384-column float16 rows runs the pairs kernel at its default launch
+    (``layer_norm_bwd_pairs_launch``), and matches float64; with a float32 weight (no pair of
+    one dtype) the held kernel runs instead, also right."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    launched = []
+    for name in ("_layer_norm_pairs_backward", "_layer_norm_held_backward"):
+        real = getattr(norm_module, name)
+        monkeypatch.setattr(norm_module, name,
+                            lambda *a, real=real, name=name, **k: launched.append((name, a[7]))
+                            or real(*a, **k))  # fmt: skip
+    m, n, dtype = 3, 16384, torch.float16
+    plan = split_row_plan(m, n, device, **norm_module.layer_norm_bwd_pairs_launch(2))
+    for wdtype in (dtype, torch.float32):
+        launched.clear()
+        x, dy = randn(m, n, dtype=dtype, device=device) + 1, randn(m, n, dtype=dtype, device=device)
+        w, b = randn(n, dtype=wdtype, device=device), randn(n, dtype=wdtype, device=device)
+        xs, ws, bs = leaves(x, w, b)
+        got = torch.autograd.grad(layer_norm(xs, ws, bs), (xs, ws, bs), dy)
+        if wdtype == dtype:
+            assert launched == [("_layer_norm_pairs_backward", plan)]
+        else:  # declined, then the held kernel's default launch
+            assert [name for name, _ in launched] == ["_layer_norm_pairs_backward",
+                                                      "_layer_norm_held_backward"]  # fmt: skip
+        want = _layer_norm_grads64(x, w, b, dy)
+        scale = {"dx": _dx_scale(x, w, dy)}
+        for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
+            _close_pairs(g, e, dtype, f"{name} weight {wdtype}", scale.get(name))
+
+
+PAIRS_GPU_LAUNCHES = [
+    (256, 1, 28, {"hold_weight": True, "unroll": 3}),  # the default
+    (512, 2, 12, {"hold_weight": True, "evict_first": False, "unroll": 1}),
+    (512, 2, 12, {"hold_weight": False, "evict_first": True, "unroll": 3}),
+    (256, 1, 32, {"hold_weight": True, "unroll": 3}),
+    (256, 1, 24, {"hold_weight": False, "hold_rows": True, "unroll": 1}),
+    (256, 1, 20, {"hold_weight": True, "hold_rows": True, "unroll": 3}),
+    (1024, 2, 8, {"hold_weight": True, "unroll": 1}),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", PAIRS_DTYPES, ids=str)
+@pytest.mark.parametrize(("block", "warps", "per_sm", "options"), PAIRS_GPU_LAUNCHES, ids=str)
+def test_gpu_layer_norm_pairs_backward_launches(block, warps, per_sm, options, dtype):
+    """Launches of the pairs kernel the sweep times against float64 on ragged shapes (one row,
+    rows not a multiple of the slots, a width not a multiple of the chunk, up to 64 chunks),
+    bitwise the same on a second run (a word read before its chunk published it gives NaN)."""
+    from warpforge.ops._split_rows import split_row_plan
+
+    for m, n in ((1, 16384), (257, 16130), (4096, 16384)):
+        x = randn(m, n, dtype=dtype, device="cuda") * 3 + 2
+        w, dy = randn(n, dtype=dtype, device="cuda"), randn(m, n, dtype=dtype, device="cuda")
+        mean, rstd = _forward_stats(x)
+        plan = split_row_plan(m, n, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm,
+                              prefetch=True)  # fmt: skip
+        assert plan is not None and plan.chunks <= norm_module.LAYER_NORM_BWD_PAIRS_MAX_CHUNKS
+        args = (dy, x, w, mean, rstd, True, True, plan, 1, 1, False, options)
+        got = norm_module.layer_norm_backward(*args)
+        again = norm_module.layer_norm_backward(*args)
+        want = _layer_norm_grads64(x, w, torch.zeros_like(w), dy)
+        for name, g, g2, e in zip(("dx", "dweight", "dbias"), got, again, want, strict=True):
+            assert torch.equal(g, g2), f"{name} differs between runs"
+            _close_pairs(g, e, dtype, f"{name} m={m} n={n}")
+
+
+@pytest.mark.gpu
+def test_gpu_layer_norm_pairs_backward_past_2_to_31_elements():
+    """64-bit row offsets (WIDE): the last rows of a bfloat16 input of more than 2**31
+    elements, through the default held launch's plan, against float64."""
+    n = 16384
+    m = 2**31 // n + 2
+    x = torch.empty(m, n, dtype=torch.bfloat16, device="cuda").normal_()
+    dy = torch.empty_like(x).normal_()
+    w = randn(n, dtype=torch.bfloat16, device="cuda")
+    mean, rstd = _forward_stats(x)
+    plan = norm_module._default_split(m, n, 2, x.device)[0]
+    dx, _, _ = norm_module.layer_norm_backward(dy, x, w, mean, rstd, False, False, plan, 1, 1,
+                                               False, True)  # fmt: skip
+    tail = slice(m - 3, m)
+    want = _layer_norm_grads64(x[tail], w, torch.zeros_like(w), dy[tail])[0]
+    _close_pairs(dx[tail], want, torch.bfloat16, "dx tail")

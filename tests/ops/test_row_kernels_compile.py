@@ -29,6 +29,9 @@ COMPILE_ALL = textwrap.dedent(
     from warpforge.ops._kernels import norm as nk, softmax as sk
     from warpforge.ops import norm, softmax_ops
 
+    # the pairs kernel's default launch (256 columns, 1 warp, 28 an SM, 72 registers): no spill
+    # under the ptxas of Triton 3.6 (the GPU's), 8 bytes under Triton 3.9's
+    PAIRS_SPILL_ALLOWED = 8
     rows.device_capabilities = split_rows.device_capabilities = lambda device: DeviceCapabilities(
         "H100", (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448
     )
@@ -179,6 +182,21 @@ COMPILE_ALL = textwrap.dedent(
             stack = spilled_bytes(nk.layer_norm_bwd_lag_kernel, dict(types, SUMS="*i64"), flags,
                                   aligned=("stride_dy", "stride_x", "stride_dx", "N"), **plan.launch_options())
             assert stack == 0, f"lagged LayerNorm backward spills {stack} bytes under its register cap ({dt})"
+    # the pairs kernel (2-byte rows as int32 words) at its default launch
+    plan = norm._default_pairs_plan(4096, 16384, 2, "cuda")
+    assert plan is not None, "4096 x 16384 bf16: expected the pairs kernel's launch"
+    types = dict(DY="*i32", X="*i32", W="*i32", DX="*bf16", MEAN="*fp32", RSTD="*fp32",
+                 DW_PARTIAL="*fp32", DB_PARTIAL="*fp32", SUMS="*i64")
+    options = norm.LAYER_NORM_BWD_PAIRS
+    flags = dict(HAS_WEIGHT=True, WEIGHT_GRAD=True, BIAS_GRAD=True, BLOCK_N=plan.block,
+                 CHUNKS_POW2=plan.chunks_pow2, BF16=True, HOLD_W=options["hold_weight"],
+                 HOLD_X=options["hold_rows"], UNROLL=options["unroll"], EVEN_N=True, WIDE=False,
+                 EVICT_FIRST=options["evict_first"], STAGE=0)
+    assert set(flags) | {"DY", "X", "W", "MEAN", "RSTD", "DX", "DW_PARTIAL", "DB_PARTIAL", "SUMS",
+                         "stride_dy", "stride_x", "stride_dx", "M", "N"} == set(nk.layer_norm_bwd_pairs_kernel.arg_names)
+    stack = spilled_bytes(nk.layer_norm_bwd_pairs_kernel, types, flags,
+                          aligned=("stride_dy", "stride_x", "stride_dx", "N"), **plan.launch_options())
+    assert stack <= PAIRS_SPILL_ALLOWED, f"pairs LayerNorm backward spills {stack} bytes under its register cap"
     print("compiled-all")
     """
 )

@@ -435,7 +435,8 @@ def layer_norm_bwd_held_launch(element_size: int) -> dict[str, int | bool] | Non
     and w * dy for phase B (two FMAs an element, ~39 instructions) needs more registers than
     twelve programs an SM allow: at ten an SM 180.5 us, at twelve (spilling) 203.1 us. In
     float32 the held launches timed tie or lose to the lagged one (294.2 / 298.8 against
-    294.2 us), so 4-byte rows keep it."""
+    294.2 us), so 4-byte rows keep it. 2-byte rows that have int32 word views take
+    :func:`layer_norm_bwd_pairs_launch` instead (faster); this launch serves the others."""
     if element_size < 4:
         return {"block": 512, "num_warps": 2, "programs_per_sm": 12, "prefetch": True}
     return None
@@ -637,6 +638,131 @@ def _layer_norm_held_backward(
     return dx, dw, db
 
 
+LAYER_NORM_BWD_PAIRS_MAX_CHUNKS = 64
+"""Chunks a row of ``layer_norm_bwd_pairs_kernel`` has at most (its flag words sit in one
+warp's lanes, two a lane at 64; the sm_90 compile of Triton 3.6 takes it)."""
+
+
+def layer_norm_bwd_pairs_launch(element_size: int) -> dict[str, int | bool] | None:
+    """The :func:`~warpforge.ops._split_rows.split_row_plan` options of
+    ``layer_norm_bwd_pairs_kernel`` where it is the default (2-byte rows with int32 word views,
+    :func:`_word_rows`; else the held kernel's :func:`layer_norm_bwd_held_launch`), or None:
+    256-column chunks of one warp (64 a row at 16384 columns: no cross-warp reduction, no
+    barrier), 28 an SM (72 registers, no spill on sm_90 with Triton 3.6), with the options of
+    :data:`LAYER_NORM_BWD_PAIRS`.
+
+    Kernel alone at 4096 x 16384 bf16 on the H100 (``benchmarks/ln_bwd_split_sweep.py
+    --pairs``, ``benchmarks/results/ln16k2-sweep*-2026-11-25-h100.json``): 157.5 us against
+    175.3 us for the held kernel's launch (~249 against 385 loop instructions a row chunk a
+    thread); 32 an SM (64 registers, 8 bytes spilled) 160.4-161.4 us, 24 an SM 164.1 us, 12
+    programs of 512 columns and 2 warps 167.2-169.7 us. Holding x and dy for phase B instead of
+    re-reading them (``hold_rows``) was slower at every occupancy that fits its registers
+    (179.6-189.4 us). Harness (forward + backward, ``ln16k2-B-2026-11-25-h100.json``):
+    271.6 -> 254.8 us, 88% of copy."""
+    if element_size == 2:
+        return {"block": 256, "num_warps": 1, "programs_per_sm": 28, "prefetch": True}
+    return None
+
+
+LAYER_NORM_BWD_PAIRS: dict[str, bool | int] = {
+    "hold_weight": True,
+    "evict_first": False,
+    "hold_rows": False,
+    "unroll": 3,
+}
+"""Options of the default ``layer_norm_bwd_pairs_kernel`` launch
+(:func:`_layer_norm_pairs_backward`): weight unpacked once, x and dy re-read for phase B (an
+L1 or L2 hit), three pipeline steps an iteration (~7% fewer instructions; at 32 an SM no
+measurable difference: kernel alone 161.4 against 160.4 us for one step, harness row 259.9
+against 260.2 us, ``ln16k2-A-`` / ``ln16k2-E-2026-11-25-h100.json``; the measured launch at 28
+an SM has three)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _default_pairs_plan(
+    M: int, N: int, element_size: int, device: torch.device | str
+) -> SplitRowPlan | None:
+    """The default ``layer_norm_bwd_pairs_kernel`` launch of (M, N) rows, or None (rows that
+    do not split, see :func:`_default_split`; no launch for this element size)."""
+    launch = layer_norm_bwd_pairs_launch(element_size)
+    if N < LAYER_NORM_BWD_SPLIT_MIN_N or launch is None:
+        return None
+    plan = split_row_plan(M, N, device, **launch)
+    if plan is None or plan.chunks > LAYER_NORM_BWD_PAIRS_MAX_CHUNKS:
+        return None
+    return plan
+
+
+def _word_rows(t: torch.Tensor) -> torch.Tensor | None:
+    """An int32 view of 2-byte rows (two columns a word, strides in words), or None where the
+    layout has none (an odd width, row stride or offset)."""
+    if t.element_size() != 2 or t.shape[-1] % 2:
+        return None
+    try:
+        return t.view(torch.int32)
+    except RuntimeError:
+        return None
+
+
+def _layer_norm_pairs_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    mean: torch.Tensor,
+    rstd: torch.Tensor,
+    weight_grad: bool,
+    bias_grad: bool,
+    plan: SplitRowPlan,
+    hold_weight: bool = True,
+    evict_first: bool = False,
+    hold_rows: bool = False,
+    unroll: int = 3,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """(dx, dweight, dbias) of a (M, N) bfloat16 / float16 LayerNorm from
+    ``layer_norm_bwd_pairs_kernel`` (the held kernel's re-read launch with prefetch, one row a
+    group, on int32 words of two columns) and the partial-sum kernel; None where x, dy and the
+    weight are not all of one 2-byte dtype with word views (the caller then takes the held
+    kernel). ``hold_weight``: the weight unpacked once; ``hold_rows``: dx from x and dy words
+    held in registers since the first read, else re-read (``evict_first``: asking L2 to let
+    their lines go); ``unroll`` (1 or 3): pipeline steps an iteration of the kernel's loop."""
+    from warpforge.ops._kernels import norm as kernels
+
+    M, N = x.shape
+    x, dy = as_rows(x), as_rows(dy)
+    if x.dtype not in (torch.bfloat16, torch.float16) or dy.dtype != x.dtype:
+        return None
+    if weight is not None and weight.dtype != x.dtype:
+        return None
+    x_words, dy_words = _word_rows(x), _word_rows(dy)
+    w_words = _word_rows(weight.contiguous()) if weight is not None else x_words
+    if w_words is None and weight is not None:  # an odd offset: a copy has none
+        w_words = _word_rows(weight.clone())
+    if x_words is None or dy_words is None or w_words is None:
+        return None
+    slots = plan.programs // plan.chunks
+    dx, dw, db, dw_partial, db_partial = _split_backward_buffers(
+        x, weight, weight_grad, bias_grad, slots, zero_partials=slots > M
+    )
+    # int32 row offsets unless some operand reaches 2**31 elements (words) from its base
+    reach = max((M - 1) * x_words.stride(0), (M - 1) * dy_words.stride(0), M * N,
+                M * plan.chunks_pow2)  # fmt: skip
+    sums = plan.unpublished_words(M, 1, x.device)  # each chunk's two sums as one int64 word
+    with kernel_device(x):
+        for stage in plan.stages():
+            kernels.layer_norm_bwd_pairs_kernel[(plan.programs,)](
+                dy_words, x_words, w_words, mean, rstd, dx, dw_partial, db_partial, sums,
+                dy_words.stride(0), x_words.stride(0), dx.stride(0), M, N,
+                HAS_WEIGHT=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
+                BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2,
+                BF16=x.dtype == torch.bfloat16, HOLD_W=hold_weight, HOLD_X=hold_rows,
+                UNROLL=unroll,
+                EVEN_N=N % plan.block == 0, WIDE=reach + N >= 2**31, EVICT_FIRST=evict_first,
+                STAGE=stage, **plan.launch_options(),
+            )  # fmt: skip
+        _sum_split_partials(dw_partial, dw, db_partial, db, weight_grad, bias_grad)
+    return dx, dw, db
+
+
 def layer_norm_backward(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -649,6 +775,7 @@ def layer_norm_backward(
     lag: int | None = None,
     lag_rows: int = 1,
     hold: bool | None = None,
+    pairs: dict[str, bool] | bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) of a (M, N) LayerNorm: wide rows split over programs
     (:func:`layer_norm_bwd_split_plan`), others through :func:`_norm_backward`. ``split``
@@ -656,21 +783,45 @@ def layer_norm_backward(
     ``layer_norm_bwd_lag_kernel`` over groups of ``lag_rows`` rows (a power of 2), or, with
     ``hold`` (True / False: dx from held registers / from an L2 re-read; needs lag 1),
     ``layer_norm_bwd_held_kernel`` (``split.prefetch``: the next group loaded an iteration
-    ahead); else ``layer_norm_bwd_split_kernel``."""
+    ahead); else ``layer_norm_bwd_split_kernel``. ``pairs`` (a forced plan of at most
+    :data:`LAYER_NORM_BWD_PAIRS_MAX_CHUNKS` chunks, lag 1, ``hold`` False, one row a group):
+    ``layer_norm_bwd_pairs_kernel`` with the options of :data:`LAYER_NORM_BWD_PAIRS` (True) or
+    those given (a dict, see :func:`_layer_norm_pairs_backward`) where x, dy and the weight
+    allow it, else the held kernel (the default launch where the plan has more chunks than
+    that takes). Without a forced plan the default launch is the pairs kernel's
+    (:func:`layer_norm_bwd_pairs_launch`) where it applies, unless ``pairs`` is False."""
     M, N = x.shape
     if split is not None and split.programs // split.chunks > M:
         # a slot without rows would leave its partial rows unwritten (they are not zeroed)
         raise ValueError(f"split: expected a plan of at most {M} slots (rows), got {split}")
     if lag is not None and (split is None or lag < 0):
         raise ValueError(f"lag: expected an int >= 0 with a split plan, got {lag!r}")
-    if lag is not None and split.chunks > LAYER_NORM_BWD_LAG_MAX_CHUNKS:
-        raise ValueError(f"lag: expected a plan of at most {LAYER_NORM_BWD_LAG_MAX_CHUNKS} "
-                         f"chunks a row, got {split}")  # fmt: skip
+    limit = LAYER_NORM_BWD_PAIRS_MAX_CHUNKS if pairs else LAYER_NORM_BWD_LAG_MAX_CHUNKS
+    if lag is not None and split.chunks > limit:
+        raise ValueError(f"lag: expected a plan of at most {limit} chunks a row, got {split}")
     if lag_rows < 1 or lag_rows & (lag_rows - 1):
         raise ValueError(f"lag_rows: expected a power of 2, got {lag_rows!r}")
     if hold is not None and lag != 1:
         raise ValueError(f"hold: expected lag 1 with a split plan, got lag {lag!r}")
+    if pairs and (split is None or hold is not False or lag_rows != 1):
+        raise ValueError(f"pairs: expected hold False and one row a group with a split plan, "
+                         f"got hold {hold!r}, lag_rows {lag_rows!r}")  # fmt: skip
     if M and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
+        if split is None and pairs is not False:
+            plan = _default_pairs_plan(M, N, x.element_size(), x.device)
+            if plan is not None:
+                got = _layer_norm_pairs_backward(dy, x, weight, mean, rstd, weight_grad,
+                                                 bias_grad, plan, **LAYER_NORM_BWD_PAIRS)  # fmt: skip
+                if got is not None:
+                    return got
+        if split is not None and pairs:
+            options = LAYER_NORM_BWD_PAIRS if pairs is True else pairs
+            got = _layer_norm_pairs_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
+                                             split, **options)  # fmt: skip
+            if got is not None:
+                return got
+            if split.chunks > LAYER_NORM_BWD_LAG_MAX_CHUNKS:  # no held kernel for that plan
+                split = None
         if split is None:
             split, lag, lag_rows, hold = _default_split(M, N, x.element_size(), x.device)
         if split is not None and hold is not None:

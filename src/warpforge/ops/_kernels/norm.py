@@ -18,9 +18,12 @@ row is only scaled by its reciprocal root mean square (RMSNorm). Statistics are 
 * ``layer_norm_bwd_lag_kernel``: the same split, with dx written a few rows late from an L2
   re-read, so no program ever waits for a row's other programs while they work on it.
 * ``layer_norm_bwd_held_kernel``: the lagged split at lag 1 with fewer instructions an element
-  and, optionally, the next row prefetched a whole iteration ahead (the 2-byte default).
+  and, optionally, the next row prefetched a whole iteration ahead.
+* ``layer_norm_bwd_pairs_kernel``: the held kernel's re-read launch for 2-byte rows read as
+  int32 words of two columns (the 2-byte default where rows have such views).
 
-Row offsets are computed in int64 so operands larger than 2**31 elements address correctly.
+Row offsets are computed in int64 so operands larger than 2**31 elements address correctly
+(the pairs kernel: in int32 unless its caller finds an operand that large).
 """
 
 from __future__ import annotations
@@ -994,3 +997,292 @@ def layer_norm_bwd_held_kernel(
             tl.store(DW_PARTIAL + slot.to(tl.int64) * N + cols, dw_acc, mask=mask)
         if BIAS_GRAD:
             tl.store(DB_PARTIAL + slot.to(tl.int64) * N + cols, db_acc, mask=mask)
+
+
+@triton.jit
+def _pair_floats(words, BF16: tl.constexpr):
+    """fp32 values of the even and odd columns of int32 words that each hold two 16-bit values
+    (little-endian: the even column in the low half). bfloat16 is the top half of a float32,
+    so each half costs one integer instruction (a shift, a mask) where the compiler's own
+    conversion of a bfloat16 pair costs three."""
+    if BF16:
+        lo = (words << 16).to(tl.float32, bitcast=True)
+        hi = (words & -65536).to(tl.float32, bitcast=True)
+    else:
+        lo = words.to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+        hi = (words >> 16).to(tl.int16).to(tl.float16, bitcast=True).to(tl.float32)
+    return lo, hi
+
+
+@triton.jit
+def _pairs_group(X, DY, MEAN, RSTD, row, cols, mask, stride_x, stride_dy, LAST: tl.constexpr):
+    """(x, dy) words of an existing row's chunk (columns past its end read 0) and the row's
+    (mean, rstd). ``LAST``: a second read, which L2 may let go first."""
+    if LAST:
+        x = tl.load(X + row * stride_x + cols, mask=mask, other=0, eviction_policy="evict_first")
+        dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0,
+                     eviction_policy="evict_first")  # fmt: skip
+    else:
+        x = tl.load(X + row * stride_x + cols, mask=mask, other=0)
+        dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0)
+    return x, dy, tl.load(MEAN + row), tl.load(RSTD + row)
+
+
+@triton.jit
+def _pairs_weight(W, cols, mask, HAS_WEIGHT: tl.constexpr, BF16: tl.constexpr):
+    """The chunk's weight as (even, odd) fp32 columns (ones without a weight)."""
+    if HAS_WEIGHT:
+        return _pair_floats(tl.load(W + cols, mask=mask, other=0), BF16)
+    one = tl.full(cols.shape, 1.0, tl.float32)
+    return one, one
+
+
+@triton.jit
+def layer_norm_bwd_pairs_kernel(
+    DY,
+    X,
+    W,
+    MEAN,
+    RSTD,
+    DX,
+    DW_PARTIAL,
+    DB_PARTIAL,
+    SUMS,
+    stride_dy,
+    stride_x,
+    stride_dx,
+    M,
+    N,
+    HAS_WEIGHT: tl.constexpr,
+    WEIGHT_GRAD: tl.constexpr,
+    BIAS_GRAD: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    BF16: tl.constexpr,
+    HOLD_W: tl.constexpr,
+    HOLD_X: tl.constexpr,
+    UNROLL: tl.constexpr,
+    EVEN_N: tl.constexpr,
+    WIDE: tl.constexpr,
+    EVICT_FIRST: tl.constexpr,
+    STAGE: tl.constexpr,
+):
+    """``layer_norm_bwd_held_kernel``'s re-read launch with prefetch, one row a group, for
+    2-byte rows read and written as int32 words of two columns (``X``, ``DY``, ``W``: int32
+    views, strides in words; ``DX`` in its own dtype, stride in elements; ``N`` and
+    ``BLOCK_N`` in columns; ``N`` even).
+
+    The held kernel's bfloat16 launch is bound by issuing instructions (~48 an element a thread
+    on sm_90, of which a third unpacks 16-bit values and forms 64-bit row addresses), so here a
+    program works on the even and the odd columns of its chunk as two fp32 tensors: unpacking
+    a bfloat16 is one integer instruction (:func:`_pair_floats`), xhat one FMA, dx two FMAs
+    and a multiply from x (the row's mean folded into the row factors), the two packed back by
+    ``tl.interleave``. ``HOLD_W``: the weight unpacked once, before the loop (8 more registers
+    a thread at 512 columns of 2 warps), instead of at every use. ``WIDE``: 64-bit row offsets
+    (the caller's test: some operand's ``M * stride`` reaches 2**31); else int32. ``EVEN_N``
+    (N a multiple of BLOCK_N): no column masks. No load is masked by row (a masked load zeroes
+    its registers first, two instructions a vector): see the loop. ``EVICT_FIRST``: the
+    re-read asks L2 to let its lines go. ``HOLD_X``: phase B takes row i - 1's x and dy words
+    held in registers since phase A (8 more registers a thread at 512 columns of 2 warps)
+    instead of re-reading them, so no load but the flag words lies on its path. ``UNROLL``
+    (1 or 3): pipeline steps an iteration of the one-launch loop.
+
+    Program ``pid`` owns column chunk ``pid % chunks`` of rows ``slot, slot + slots, ...``
+    (``slot = pid // chunks``). Iteration i loads row i + 1's chunk (the prefetch), publishes
+    row i's two sums into its flag word of ``SUMS`` (phase A, dweight/dbias accumulated) and
+    writes dx of row i - 1 from a re-read of x and dy once every chunk of that row has
+    published (phase B), as the held kernel does. STAGE 1 / 2 (the interpreter): phase A over
+    all rows, then phase B.
+    """
+    chunks, chunk, slot, slots, cols_x, mask_x = split_place(N, BLOCK_N)
+    HALF: tl.constexpr = BLOCK_N // 2
+    cols = chunk * HALF + tl.arange(0, HALF)  # word columns
+    mask = cols < N // 2
+    if EVEN_N:
+        mask = tl.full([HALF], 1, tl.int1)
+        mask_x = tl.full([BLOCK_N], 1, tl.int1)
+    parts = tl.arange(0, CHUNKS_POW2)
+    inv_n = 1.0 / N
+    dw_lo = tl.zeros([HALF], dtype=tl.float32)
+    dw_hi = tl.zeros([HALF], dtype=tl.float32)
+    db_lo = tl.zeros([HALF], dtype=tl.float32)
+    db_hi = tl.zeros([HALF], dtype=tl.float32)
+    if WIDE:
+        first = slot.to(tl.int64)
+    else:
+        first = slot
+    rows_here = tl.cdiv(M - slot, slots)
+    if HOLD_W:
+        w_lo, w_hi = _pairs_weight(W, cols, mask, HAS_WEIGHT, BF16)
+    if STAGE == 0:
+        # every slot has a row (the caller's plans); rows are not masked (see _pairs_step)
+        x_c, dy_c, mean_c, rstd_c = _pairs_group(X, DY, MEAN, RSTD, first, cols, mask,
+                                                 stride_x, stride_dy, False)  # fmt: skip
+        # fresh zeros, not mean_c / rstd_c (see layer_norm_bwd_held_kernel: a name bound to
+        # another loop-carried value and then assigned it in the body is not carried)
+        mean_p = tl.zeros([], dtype=tl.float32)
+        rstd_p = tl.zeros([], dtype=tl.float32)
+        x_p = tl.zeros([HALF], dtype=tl.int32)
+        dy_p = tl.zeros([HALF], dtype=tl.int32)
+        if not HOLD_W:  # loaded at each use
+            w_lo, w_hi = 0.0, 0.0
+        # UNROLL 3: three steps an iteration, row i - 1's, i's and i + 1's registers (held,
+        # current, prefetched) trading roles every step and back in place after three, so no
+        # register is copied (a one-step loop moves 16-24 a step); then the 0-2 steps left.
+        steps = rows_here + 1
+        unrolled = 0
+        if UNROLL == 3:
+            unrolled = steps - steps % 3
+        for i in range(0, unrolled, 3):
+            x_n, dy_n, mean_n, rstd_n, dw_lo, dw_hi, db_lo, db_hi = _pairs_step(
+                i, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
+                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                w_hi, x_p, dy_p, mean_p, rstd_p, x_c, dy_c, mean_c, rstd_c, dw_lo, dw_hi, db_lo,
+                db_hi, HAS_WEIGHT, WEIGHT_GRAD, BIAS_GRAD, CHUNKS_POW2, BF16, HOLD_W, HOLD_X,
+                EVICT_FIRST,
+            )  # fmt: skip
+            x_p, dy_p, mean_p, rstd_p, dw_lo, dw_hi, db_lo, db_hi = _pairs_step(
+                i + 1, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
+                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                w_hi, x_c, dy_c, mean_c, rstd_c, x_n, dy_n, mean_n, rstd_n, dw_lo, dw_hi, db_lo,
+                db_hi, HAS_WEIGHT, WEIGHT_GRAD, BIAS_GRAD, CHUNKS_POW2, BF16, HOLD_W, HOLD_X,
+                EVICT_FIRST,
+            )  # fmt: skip
+            x_c, dy_c, mean_c, rstd_c, dw_lo, dw_hi, db_lo, db_hi = _pairs_step(
+                i + 2, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
+                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                w_hi, x_n, dy_n, mean_n, rstd_n, x_p, dy_p, mean_p, rstd_p, dw_lo, dw_hi, db_lo,
+                db_hi, HAS_WEIGHT, WEIGHT_GRAD, BIAS_GRAD, CHUNKS_POW2, BF16, HOLD_W, HOLD_X,
+                EVICT_FIRST,
+            )  # fmt: skip
+            # the held and current rows are now (x_p, x_c) again: row i + 2's and i + 3's
+            x_p, dy_p, mean_p, rstd_p, x_c, dy_c, mean_c, rstd_c = (
+                x_p, dy_p, mean_p, rstd_p, x_c, dy_c, mean_c, rstd_c)  # fmt: skip
+        for i in range(unrolled, steps):
+            x_n, dy_n, mean_n, rstd_n, dw_lo, dw_hi, db_lo, db_hi = _pairs_step(
+                i, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
+                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                w_hi, x_p, dy_p, mean_p, rstd_p, x_c, dy_c, mean_c, rstd_c, dw_lo, dw_hi, db_lo,
+                db_hi, HAS_WEIGHT, WEIGHT_GRAD, BIAS_GRAD, CHUNKS_POW2, BF16, HOLD_W, HOLD_X,
+                EVICT_FIRST,
+            )  # fmt: skip
+            x_p, dy_p, mean_p, rstd_p = x_c, dy_c, mean_c, rstd_c
+            x_c, dy_c, mean_c, rstd_c = x_n, dy_n, mean_n, rstd_n
+    else:
+        for i in range(0, rows_here):
+            row = first + i * slots
+            x_w, dy_w, mean, rstd = _pairs_group(X, DY, MEAN, RSTD, row, cols, mask, stride_x,
+                                                 stride_dy, False)  # fmt: skip
+            if not HOLD_W:
+                w_lo, w_hi = _pairs_weight(W, cols, mask, HAS_WEIGHT, BF16)
+            if STAGE == 1:
+                s1, s2, dw_lo, dw_hi, db_lo, db_hi = _pairs_sums(
+                    x_w, dy_w, w_lo, w_hi, mean, rstd, dw_lo, dw_hi, db_lo, db_hi,
+                    WEIGHT_GRAD, BIAS_GRAD, BF16,
+                )  # fmt: skip
+                tl.store(SUMS + row * CHUNKS_POW2 + chunk, pack_pair(s1, s2))
+            else:
+                packed = tl.load(SUMS + row * CHUNKS_POW2 + parts, mask=parts < chunks, other=0)
+                sums_1, sums_2 = unpack_pair(packed)
+                c1, c2 = tl.sum(sums_1, axis=0) * inv_n, tl.sum(sums_2, axis=0) * inv_n
+                dx_lo, dx_hi = _pairs_dx(x_w, dy_w, w_lo, w_hi, mean, rstd, c1, c2, BF16)
+                dx = tl.interleave(dx_lo, dx_hi).to(DX.dtype.element_ty)
+                tl.store(DX + row * stride_dx + cols_x, dx, mask=mask_x)
+    if STAGE != 2:
+        if WEIGHT_GRAD:
+            tl.store(DW_PARTIAL + slot.to(tl.int64) * N + cols_x, tl.interleave(dw_lo, dw_hi),
+                     mask=mask_x)  # fmt: skip
+        if BIAS_GRAD:
+            tl.store(DB_PARTIAL + slot.to(tl.int64) * N + cols_x, tl.interleave(db_lo, db_hi),
+                     mask=mask_x)  # fmt: skip
+
+
+@triton.jit
+def _pairs_dx(x_w, dy_w, w_lo, w_hi, mean, rstd, c1, c2, BF16: tl.constexpr):
+    """dx = rstd * (w*dy - xhat * c1 - c2) of a row's (even, odd) columns from x, with
+    xhat = (x - mean) * rstd folded into two row factors: x * a + (w*dy * rstd + b), a
+    multiply and two FMAs an element."""
+    x_lo, x_hi = _pair_floats(x_w, BF16)
+    dy_lo, dy_hi = _pair_floats(dy_w, BF16)
+    a = -(c1 * rstd * rstd)
+    b = (mean * c1 * rstd - c2) * rstd
+    dx_lo = tl.fma(x_lo, a, tl.fma(dy_lo * w_lo, rstd, b))
+    dx_hi = tl.fma(x_hi, a, tl.fma(dy_hi * w_hi, rstd, b))
+    return dx_lo, dx_hi
+
+
+@triton.jit
+def _pairs_sums(x_w, dy_w, w_lo, w_hi, mean, rstd, dw_lo, dw_hi, db_lo, db_hi,
+                WEIGHT_GRAD: tl.constexpr, BIAS_GRAD: tl.constexpr, BF16: tl.constexpr):  # fmt: skip
+    """Phase A of a row's (even, odd) columns: its chunk's sums of xhat * w*dy and of w*dy,
+    and the dweight / dbias partials with the row added (xhat = x * rstd - mean * rstd, one
+    FMA). Columns past the row's end read x = dy = 0: their xhat is not 0, but everything it
+    enters is multiplied by dy, so no select."""
+    x_lo, x_hi = _pair_floats(x_w, BF16)
+    dy_lo, dy_hi = _pair_floats(dy_w, BF16)
+    shift = -mean * rstd
+    xhat_lo = tl.fma(x_lo, rstd, shift)
+    xhat_hi = tl.fma(x_hi, rstd, shift)
+    wdy_lo = dy_lo * w_lo
+    wdy_hi = dy_hi * w_hi
+    s1, s2 = _sum_pair(tl.fma(xhat_lo, wdy_lo, xhat_hi * wdy_hi), wdy_lo + wdy_hi, 0)
+    if WEIGHT_GRAD:
+        dw_lo = tl.fma(dy_lo, xhat_lo, dw_lo)
+        dw_hi = tl.fma(dy_hi, xhat_hi, dw_hi)
+    if BIAS_GRAD:
+        db_lo += dy_lo
+        db_hi += dy_hi
+    return s1, s2, dw_lo, dw_hi, db_lo, db_hi
+
+
+@triton.jit
+def _pairs_step(i, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
+                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                w_hi, x_p, dy_p, mean_p, rstd_p, x_c, dy_c, mean_c, rstd_c, dw_lo, dw_hi, db_lo,
+                db_hi, HAS_WEIGHT: tl.constexpr, WEIGHT_GRAD: tl.constexpr,
+                BIAS_GRAD: tl.constexpr, CHUNKS_POW2: tl.constexpr, BF16: tl.constexpr,
+                HOLD_W: tl.constexpr, HOLD_X: tl.constexpr, EVICT_FIRST: tl.constexpr):  # fmt: skip
+    """Step i of ``layer_norm_bwd_pairs_kernel``'s one-launch pipeline: row i + 1's chunk
+    loaded (returned with its statistics, and the dweight / dbias partials), row i's sums
+    published (phase A, from ``x_c``), dx of row i - 1 written (phase B, from ``x_p`` or a
+    re-read). Rows are never masked (a masked load zeroes its registers first): row i + 1's
+    prefetch past the last row re-reads the last row and row i - 1's re-read before the first
+    row reads the first, and neither is used (phase A runs only for rows that exist, phase B
+    stores only those)."""
+    row_a = first + i * slots
+    row_b = row_a - slots
+    row_n = tl.minimum(row_a + slots, M - 1)
+    x_n, dy_n, mean_n, rstd_n = _pairs_group(X, DY, MEAN, RSTD, row_n, cols, mask, stride_x,
+                                             stride_dy, False)  # fmt: skip
+    valid_b = i > 0
+    words = SUMS + row_b * CHUNKS_POW2 + parts
+    words_mask = tl.where(valid_b, parts < chunks, False)
+    packed = tl.load(words, mask=words_mask, other=0, volatile=True)
+    if i < rows_here:  # phase A: row i
+        if HOLD_W:
+            wa_lo, wa_hi = w_lo, w_hi
+        else:
+            wa_lo, wa_hi = _pairs_weight(W, cols, mask, HAS_WEIGHT, BF16)
+        s1, s2, dw_lo, dw_hi, db_lo, db_hi = _pairs_sums(
+            x_c, dy_c, wa_lo, wa_hi, mean_c, rstd_c, dw_lo, dw_hi, db_lo, db_hi, WEIGHT_GRAD,
+            BIAS_GRAD, BF16,
+        )  # fmt: skip
+        tl.atomic_xchg(SUMS + row_a * CHUNKS_POW2 + chunk, pack_pair(s1, s2), sem="relaxed")
+    # phase B: row i - 1, held since phase A (HOLD_X) or re-read (an L1 or L2 hit)
+    if HOLD_X:
+        x_b, dy_b = x_p, dy_p
+    else:
+        x_b, dy_b, _, _ = _pairs_group(X, DY, MEAN, RSTD, tl.maximum(row_b, 0), cols, mask,
+                                       stride_x, stride_dy, EVICT_FIRST)  # fmt: skip
+    while tl.max((packed == UNPUBLISHED).to(tl.int32), axis=0) > 0:
+        packed = tl.load(words, mask=words_mask, other=0, volatile=True)
+    sums_1, sums_2 = unpack_pair(packed)  # masked-off words read as +0.0
+    c1, c2 = tl.sum(sums_1, axis=0) * inv_n, tl.sum(sums_2, axis=0) * inv_n
+    if HOLD_W:
+        wb_lo, wb_hi = w_lo, w_hi
+    else:
+        wb_lo, wb_hi = _pairs_weight(W, cols, mask, HAS_WEIGHT, BF16)
+    dx_lo, dx_hi = _pairs_dx(x_b, dy_b, wb_lo, wb_hi, mean_p, rstd_p, c1, c2, BF16)
+    dx = tl.interleave(dx_lo, dx_hi).to(DX.dtype.element_ty)
+    tl.store(DX + row_b * stride_dx + cols_x, dx, mask=tl.where(valid_b, mask_x, False))
+    return x_n, dy_n, mean_n, rstd_n, dw_lo, dw_hi, db_lo, db_hi
