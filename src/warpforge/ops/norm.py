@@ -14,6 +14,7 @@ Backward passes are custom ops of their own, so both directions work under
 
 import dataclasses
 import functools
+from typing import Any
 
 import torch
 
@@ -560,6 +561,42 @@ def _layer_norm_split_backward(
     return dx, dw, db
 
 
+def _flag_word_split_backward(
+    kernel: Any,
+    plan: SplitRowPlan,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    weight_grad: bool,
+    bias_grad: bool,
+    rows: int,
+    operands: tuple[torch.Tensor, ...],
+    **constants: Any,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The launch the flag-word LayerNorm backward kernels share (lagged, held, pairs): the
+    buffers, the chunks' unpublished sum words, the plan's stages and the partial sums.
+    ``operands``: (dy, x, weight, mean, rstd) as ``kernel`` reads them; ``constants``: its own
+    compile-time arguments."""
+    M, N = x.shape
+    slots = plan.programs // plan.chunks
+    # a slot that owns a group writes its partial columns; one without (more slots than
+    # groups of rows) adds zeros
+    dx, dw, db, dw_partial, db_partial = _split_backward_buffers(
+        x, weight, weight_grad, bias_grad, slots, zero_partials=slots > cdiv(M, rows)
+    )
+    sums = plan.unpublished_words(M, 1, x.device)  # each chunk's two sums as one int64 word
+    dy_operand, x_operand = operands[0], operands[1]
+    with kernel_device(x):
+        for stage in plan.stages():
+            kernel[(plan.programs,)](
+                *operands, dx, dw_partial, db_partial, sums, dy_operand.stride(0),
+                x_operand.stride(0), dx.stride(0), M, N, HAS_WEIGHT=weight is not None,
+                WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad, BLOCK_N=plan.block,
+                CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, **constants, **plan.launch_options(),
+            )  # fmt: skip
+        _sum_split_partials(dw_partial, dw, db_partial, db, weight_grad, bias_grad)
+    return dx, dw, db
+
+
 def _layer_norm_lag_backward(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -577,26 +614,12 @@ def _layer_norm_lag_backward(
     L2 re-read) and the partial-sum kernel (dweight/dbias empty when not asked for)."""
     from warpforge.ops._kernels import norm as kernels
 
-    M, N = x.shape
     x, dy = as_rows(x), as_rows(dy)
-    slots = plan.programs // plan.chunks
-    # a slot that owns a group writes its partial columns; one without (more slots than
-    # groups of rows) adds zeros
-    dx, dw, db, dw_partial, db_partial = _split_backward_buffers(
-        x, weight, weight_grad, bias_grad, slots, zero_partials=slots > cdiv(M, rows)
-    )
-    sums = plan.unpublished_words(M, 1, x.device)  # each chunk's two sums as one int64 word
-    with kernel_device(x):
-        for stage in plan.stages():
-            kernels.layer_norm_bwd_lag_kernel[(plan.programs,)](
-                dy, x, weight.contiguous() if weight is not None else x, mean, rstd, dx,
-                dw_partial, db_partial, sums, dy.stride(0), x.stride(0), dx.stride(0), M, N,
-                HAS_WEIGHT=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
-                ROWS=rows, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, LAG=lag, STAGE=stage,
-                **plan.launch_options(),
-            )  # fmt: skip
-        _sum_split_partials(dw_partial, dw, db_partial, db, weight_grad, bias_grad)
-    return dx, dw, db
+    w = weight.contiguous() if weight is not None else x
+    return _flag_word_split_backward(
+        kernels.layer_norm_bwd_lag_kernel, plan, x, weight, weight_grad, bias_grad, rows,
+        (dy, x, w, mean, rstd), ROWS=rows, LAG=lag,
+    )  # fmt: skip
 
 
 def _layer_norm_held_backward(
@@ -617,25 +640,13 @@ def _layer_norm_held_backward(
     read when ``hold``, else from an L2 re-read) and the partial-sum kernel."""
     from warpforge.ops._kernels import norm as kernels
 
-    M, N = x.shape
     x, dy = as_rows(x), as_rows(dy)
-    slots = plan.programs // plan.chunks
-    dx, dw, db, dw_partial, db_partial = _split_backward_buffers(
-        x, weight, weight_grad, bias_grad, slots, zero_partials=slots > cdiv(M, rows)
-    )
-    sums = plan.unpublished_words(M, 1, x.device)  # each chunk's two sums as one int64 word
-    with kernel_device(x):
-        for stage in plan.stages():
-            kernels.layer_norm_bwd_held_kernel[(plan.programs,)](
-                dy, x, weight.contiguous() if weight is not None else x, mean, rstd, dx,
-                dw_partial, db_partial, sums, dy.stride(0), x.stride(0), dx.stride(0), M, N,
-                HAS_WEIGHT=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
-                ROWS=rows, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, HOLD=hold,
-                PREFETCH=plan.prefetch, EVEN_N=N % plan.block == 0, STAGE=stage,
-                **plan.launch_options(),
-            )  # fmt: skip
-        _sum_split_partials(dw_partial, dw, db_partial, db, weight_grad, bias_grad)
-    return dx, dw, db
+    w = weight.contiguous() if weight is not None else x
+    return _flag_word_split_backward(
+        kernels.layer_norm_bwd_held_kernel, plan, x, weight, weight_grad, bias_grad, rows,
+        (dy, x, w, mean, rstd), ROWS=rows, HOLD=hold, PREFETCH=plan.prefetch,
+        EVEN_N=x.shape[1] % plan.block == 0,
+    )  # fmt: skip
 
 
 LAYER_NORM_BWD_PAIRS_MAX_CHUNKS = 64
@@ -739,28 +750,15 @@ def _layer_norm_pairs_backward(
         w_words = _word_rows(weight.clone())
     if x_words is None or dy_words is None or w_words is None:
         return None
-    slots = plan.programs // plan.chunks
-    dx, dw, db, dw_partial, db_partial = _split_backward_buffers(
-        x, weight, weight_grad, bias_grad, slots, zero_partials=slots > M
-    )
     # int32 row offsets unless some operand reaches 2**31 elements (words) from its base
     reach = max((M - 1) * x_words.stride(0), (M - 1) * dy_words.stride(0), M * N,
                 M * plan.chunks_pow2)  # fmt: skip
-    sums = plan.unpublished_words(M, 1, x.device)  # each chunk's two sums as one int64 word
-    with kernel_device(x):
-        for stage in plan.stages():
-            kernels.layer_norm_bwd_pairs_kernel[(plan.programs,)](
-                dy_words, x_words, w_words, mean, rstd, dx, dw_partial, db_partial, sums,
-                dy_words.stride(0), x_words.stride(0), dx.stride(0), M, N,
-                HAS_WEIGHT=weight is not None, WEIGHT_GRAD=weight_grad, BIAS_GRAD=bias_grad,
-                BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2,
-                BF16=x.dtype == torch.bfloat16, HOLD_W=hold_weight, HOLD_X=hold_rows,
-                UNROLL=unroll,
-                EVEN_N=N % plan.block == 0, WIDE=reach + N >= 2**31, EVICT_FIRST=evict_first,
-                STAGE=stage, **plan.launch_options(),
-            )  # fmt: skip
-        _sum_split_partials(dw_partial, dw, db_partial, db, weight_grad, bias_grad)
-    return dx, dw, db
+    return _flag_word_split_backward(
+        kernels.layer_norm_bwd_pairs_kernel, plan, x, weight, weight_grad, bias_grad, 1,
+        (dy_words, x_words, w_words, mean, rstd), BF16=x.dtype == torch.bfloat16,
+        HOLD_W=hold_weight, HOLD_X=hold_rows, UNROLL=unroll, EVEN_N=N % plan.block == 0,
+        WIDE=reach + N >= 2**31, EVICT_FIRST=evict_first,
+    )  # fmt: skip
 
 
 def layer_norm_backward(
