@@ -15,14 +15,10 @@ old kernel, forced), ``default`` (the op as dispatched now).
 
 from __future__ import annotations
 
-import argparse
 import json
-import re
-import time
-from pathlib import Path
 
 import torch
-from softmax_split_sweep import kernel_usage, rel_err
+from softmax_split_sweep import kernel_usage, rel_err, sweep_setup
 
 SHAPES = ((8192, 262144, "bf16"), (8192, 131072, "bf16"), (8192, 262144, "fp32"),
           (8192, 131072, "fp32"))  # fmt: skip
@@ -43,40 +39,12 @@ def contender_plan(name: str, M: int, N: int, dev: str, shrink: int = 1):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--smoke", action="store_true", help="tiny shapes under the interpreter")
-    parser.add_argument("--shapes", default="", help="e.g. 8192x262144:bf16,8192x262144:fp32")
-    parser.add_argument("--only", default="", help="contender names, comma-separated")
-    parser.add_argument("--repeat", type=int, default=1, help="timing passes (median reported)")
-    args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
+    args, dev, shapes, shrink, dtypes, do_bench, copy, names, device = sweep_setup(
+        __doc__.splitlines()[0], SHAPES, CONTENDERS
+    )
     from warpforge.ops import softmax_ops
     from warpforge.ops._kernels.softmax import softmax_bwd_flags_kernel
 
-    dev, shapes, shrink, dtypes = "cuda", SHAPES, 1, dict(DTYPES)
-    if args.smoke:  # the interpreter gets bfloat16 wrong
-        dev, shapes, shrink = "cpu", ((6, 300, "bf16"), (5, 1000, "fp32")), 256
-        dtypes["bf16"] = torch.float16
-
-        def do_bench(fn, return_mode="median"):
-            t0 = time.perf_counter()
-            fn()
-            return (time.perf_counter() - t0) * 1e3
-
-        copy = 1.0
-    else:
-        from triton.testing import do_bench
-
-        src = torch.empty(2**30, dtype=torch.uint8, device=dev)
-        dst = torch.empty_like(src)
-        copy = 2 * src.numel() / (do_bench(lambda: dst.copy_(src), return_mode="median") * 1e-3)
-        del src, dst
-    if args.shapes:
-        shapes = tuple((int(m), int(n), dt) for m, n, dt in
-                       (re.split("[x:]", item) for item in args.shapes.split(",")))  # fmt: skip
-    names = [n for n in args.only.split(",") if n] or list(CONTENDERS)
-    device = torch.cuda.get_device_name() if dev == "cuda" else "cpu (smoke)"
     lines = [f"copy bandwidth {copy / 1e9:.0f} GB/s ({device})"]
     rows_out: list[dict[str, object]] = []
 

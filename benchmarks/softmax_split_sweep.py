@@ -77,8 +77,12 @@ def contender_plan(name: str, M: int, N: int, dev: str, element_size: int, shrin
     )  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def sweep_setup(description: str, default_shapes, contenders):
+    """What the softmax split sweeps share: their arguments, the device (the interpreter with
+    tiny shapes under ``--smoke``), the timer, the copy bandwidth measured in this process, the
+    shapes and contenders chosen. Returns (args, dev, shapes, shrink, dtypes, do_bench, copy,
+    names, device name)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--smoke", action="store_true", help="tiny shapes under the interpreter")
     parser.add_argument("--shapes", default="", help="e.g. 8192x262144:bf16,8192x262144:fp32")
@@ -86,10 +90,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="timing passes (median reported)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    from warpforge.ops import softmax_ops
-    from warpforge.ops._kernels.softmax import softmax_fwd_split_kernel
-
-    dev, shapes, shrink, dtypes = "cuda", SHAPES, 1, dict(DTYPES)
+    dev, shapes, shrink, dtypes = "cuda", default_shapes, 1, dict(DTYPES)
     if args.smoke:  # the interpreter gets bfloat16 wrong
         dev, shapes, shrink = "cpu", ((6, 300, "bf16"), (5, 1000, "fp32")), 256
         dtypes["bf16"] = torch.float16
@@ -110,8 +111,18 @@ def main() -> None:
     if args.shapes:
         shapes = tuple((int(m), int(n), dt) for m, n, dt in
                        (re.split("[x:]", item) for item in args.shapes.split(",")))  # fmt: skip
-    names = [n for n in args.only.split(",") if n] or list(CONTENDERS)
+    names = [n for n in args.only.split(",") if n] or list(contenders)
     device = torch.cuda.get_device_name() if dev == "cuda" else "cpu (smoke)"
+    return args, dev, shapes, shrink, dtypes, do_bench, copy, names, device
+
+
+def main() -> None:
+    args, dev, shapes, shrink, dtypes, do_bench, copy, names, device = sweep_setup(
+        __doc__.splitlines()[0], SHAPES, CONTENDERS
+    )
+    from warpforge.ops import softmax_ops
+    from warpforge.ops._kernels.softmax import softmax_fwd_split_kernel
+
     lines = [f"copy bandwidth {copy / 1e9:.0f} GB/s ({device})"]
     rows_out: list[dict[str, object]] = []
 
