@@ -104,14 +104,14 @@ class _LaunchSpy:
 
 @pytest.mark.parametrize("op", ["rms", "add_rms", "layer"])
 def test_public_ops_of_long_rows_take_the_split_kernel(op, monkeypatch, device, poison_outputs):
-    """With WARPFORGE_NORM_FWD_SPLIT=1, past 16384 columns the forward splits rows over
-    8192-column programs; the backward still works from the saved statistics."""
+    """From 65536 columns the forward splits rows over 8192-column programs by default;
+    WARPFORGE_NORM_FWD_SPLIT=0 turns it off, and 65535 columns keep the chunked kernel."""
     kernels = warpforge.ops._kernels.norm_split
     spy = _LaunchSpy(kernels.norm_fwd_flags_kernel)
     monkeypatch.setattr(kernels, "norm_fwd_flags_kernel", spy)
-    monkeypatch.setenv(norm.NORM_FWD_SPLIT, "1")
+    monkeypatch.delenv(norm.NORM_FWD_SPLIT, raising=False)
     norm.norm_fwd_split_plan.cache_clear()
-    M, N = 3, 16385
+    M, N = 2, 65536 + 3
     x, r, w, b = operands(M, N, torch.float32, device)
     center = op == "layer"
     if op == "rms":
@@ -133,6 +133,10 @@ def test_public_ops_of_long_rows_take_the_split_kernel(op, monkeypatch, device, 
     assert not spy.grids
     if op != "add_rms":
         torch.testing.assert_close(y2, y, atol=1e-5, rtol=1e-5)
+    monkeypatch.delenv(norm.NORM_FWD_SPLIT)
+    x = x[:, : 65536 - 1]
+    layer_norm(x, w[: x.shape[1]], b[: x.shape[1]]) if center else rms_norm(x, w[: x.shape[1]])
+    assert not spy.grids
 
 
 @pytest.mark.gpu
@@ -148,7 +152,7 @@ def test_split_forward_gpu(center, residual, dtype, M, N, poison_outputs):
     want = expected(x.cpu(), w.cpu(), None if b is None else b.cpu(),
                     None if r is None else r.cpu(), 1e-6, 0.0, center)  # fmt: skip
     want = tuple(t.cuda() for t in want)
-    plan = norm.norm_fwd_split_plan(M, N, dtype.itemsize, "cuda")
+    plan = norm.norm_fwd_split_plan(M, N, dtype.itemsize, "cuda", residual)
     plans = [plan] if plan is not None else []
     for block, warps, per_sm, prefetch in ((8192, 8, 4, False), (8192, 8, 2, True),
                                            (8192, 8, 2, False), (4096, 4, 4, True)):  # fmt: skip

@@ -268,36 +268,50 @@ def _norm_forward(
 # --------------------------------------------------------------------------- split forward
 
 NORM_FWD_SPLIT_LAUNCHES = {
-    2: {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
-    4: {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": False},
+    (2, False): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
+    (2, True): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
+    (4, False): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
+    (4, True): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": False},
 }
-"""Element size -> the flag-word split launch of the forward (``norm_fwd_flags_kernel``):
-8192-column programs of 8 warps, 2 an SM (the softmax backward split's launch, 128 registers a
-thread); 2-byte rows prefetch their next row's chunk."""
+"""(element size, residual) -> the flag-word split launch of the forward
+(``norm_fwd_flags_kernel``): 8192-column programs of 8 warps, 2 an SM (128 registers a thread),
+prefetching the next row's chunk except float32 with a residual (two fp32 chunks to prefetch).
 
-NORM_FWD_SPLIT_MIN_N = {2: MAX_SINGLE_PASS_N + 1, 4: MAX_SINGLE_PASS_N + 1}
-"""Element size -> the narrowest row whose forward splits over programs (narrower rows fit the
-whole-row kernel)."""
+On the H100, kernel alone (``benchmarks/results/normsplit-sweep-2026-11-25-h100.txt``), 8192 x
+262144 RMSNorm / add+RMSNorm / LayerNorm: bf16 3596 / 6000 / 3865 us against 5588 / 7430 / 7313
+for the chunked kernel; fp32 5983 / 12122 / 6498 against 8735 / 15520 / 12759; at 65536 columns
+bf16 790 / 1480 / 862 against 1007 / 1701 / 1085, fp32 1492 / 3033 / 1537 against 1922 / 3663 /
+2444. Harness, bf16 8192 x 262144 (``norms-262144-split-2026-11-25-h100.json`` against
+``norms-262144-before-2026-11-25-h100.json``): 3600 / 5997 / 3900 us, 79% / 95% / 73% of copy,
+1.22x / 1.27x / 1.16x torch.compile (the chunked kernel: rms 5580 us, 0.79x; layer 7297, 0.62x).
+Alternatives (same file): four 8192-column programs an SM (64 registers) spill and run slower
+except bf16 RMSNorm without prefetch (3384 us); 4096-column 4-warp programs, 4 an SM, are within
+1-5% (``benchmarks/results/normsplit-spills-2026-11-25-sm90.txt`` for the spills)."""
+
+NORM_FWD_SPLIT_MIN_N = {2: 65536, 4: 65536}
+"""Element size -> the narrowest row whose forward splits over programs by default (measured
+faster at 65536 and 262144 columns; 16385-65535 columns keep the chunked kernel, not measured)."""
 
 NORM_FWD_SPLIT = "WARPFORGE_NORM_FWD_SPLIT"
-"""``1`` routes the forwards of long rows through the split kernel; read at each call."""
+"""``0``/``false``/``no``/``off`` turns the split forward off (the chunked kernel); read at each
+call."""
 
 _NORM_FWD_SPLIT_MAX_CHUNKS = 64
 """``row_words`` polls at most two vectors of 32 words."""
 
 
 def _split_forward_enabled() -> bool:
-    return os.environ.get(NORM_FWD_SPLIT, "0").strip().lower() in ("1", "true", "yes", "on")
+    return os.environ.get(NORM_FWD_SPLIT, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 @functools.lru_cache(maxsize=1024)
 def norm_fwd_split_plan(
-    M: int, N: int, element_size: int, device: torch.device | str
+    M: int, N: int, element_size: int, device: torch.device | str, residual: bool = False
 ) -> SplitRowPlan | None:
     """The split forward of rows of N columns, or None (the one-program-per-row kernels): rows
     narrower than ``NORM_FWD_SPLIT_MIN_N``, more chunks than the words' poll reads, or more
     programs a row than the GPU holds at once."""
-    launch = NORM_FWD_SPLIT_LAUNCHES.get(element_size)
+    launch = NORM_FWD_SPLIT_LAUNCHES.get((element_size, residual))
     if launch is None or NORM_FWD_SPLIT_MIN_N.get(element_size, 1 << 62) > N:
         return None
     plan = split_row_plan(M, N, device, **launch, flag_words=True)
@@ -376,8 +390,9 @@ def _forward(
     offset: float,
     center: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The custom ops' forward: the split kernel for long rows where it is on
-    (``WARPFORGE_NORM_FWD_SPLIT``) and a plan fits, else :func:`_norm_forward`."""
+    """The custom ops' forward: the split kernel for rows of at least ``NORM_FWD_SPLIT_MIN_N``
+    columns when a plan fits (and ``WARPFORGE_NORM_FWD_SPLIT`` is not off), else
+    :func:`_norm_forward`."""
     M, N = x.shape
     if (
         M > 0
@@ -385,7 +400,7 @@ def _forward(
         and _split_forward_enabled()
         and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE
     ):
-        plan = norm_fwd_split_plan(M, N, x.element_size(), x.device)
+        plan = norm_fwd_split_plan(M, N, x.element_size(), x.device, residual is not None)
         if plan is not None:
             return split_norm_forward(x, weight, bias, residual, eps, offset, center, plan)
     return _norm_forward(x, weight, bias, residual, eps, offset, center)
