@@ -49,42 +49,47 @@ def spills() -> None:
                       flush=True)  # fmt: skip
 
 
-def sweep(out: str) -> None:
+def _sweep_shape(dtype: torch.dtype, M: int, N: int, lines: list[str]) -> None:
     import triton.testing
 
+    x = torch.randn(M, N, device="cuda", dtype=dtype)
+    r = torch.randn(M, N, device="cuda", dtype=dtype)
+    w = torch.randn(N, device="cuda", dtype=dtype)
+    b = torch.randn(N, device="cuda", dtype=dtype)
+    copy_ms = triton.testing.do_bench(lambda: r.copy_(x), warmup=50, rep=200)
+    copy_bps = 2 * x.numel() * x.element_size() / (copy_ms * 1e-3)
+    for op, (center, residual) in OPS.items():
+        rr = r if residual else None
+        bb = b if center else None
+        moved = x.numel() * x.element_size() * (4 if residual else 2)
+        ref = norm._norm_forward(x, w, bb, rr, 1e-6, 0.0, center)
+        cands = [("chunked", lambda c=center, rr=rr, bb=bb: norm._norm_forward(
+            x, w, bb, rr, 1e-6, 0.0, c))]  # fmt: skip
+        for block, warps, per_sm, prefetch in LAUNCHES:
+            plan = split_row_plan(M, N, "cuda", block=block, num_warps=warps,
+                                  programs_per_sm=per_sm, prefetch=prefetch, flag_words=True)  # fmt: skip
+            if plan is None or plan.chunks_pow2 > 64:
+                continue
+            cands.append((f"{block}/{warps}w x{per_sm} pf={int(prefetch)}",
+                          lambda p=plan, c=center, rr=rr, bb=bb: norm.split_norm_forward(
+                              x, w, bb, rr, 1e-6, 0.0, c, p)))  # fmt: skip
+        for name, fn in cands:
+            got = fn()
+            err = (got[0].float() - ref[0].float()).abs().max().item()
+            ms = triton.testing.do_bench(fn, warmup=25, rep=150)
+            frac = (moved / (ms * 1e-3)) / copy_bps
+            line = (f"{str(dtype)[6:]} {M}x{N} {op:8s} {name:22s} {ms * 1e3:9.1f} us "
+                    f"{frac * 100:5.1f}% of copy, max|y-chunked| {err:.3g}")  # fmt: skip
+            print(line, flush=True)
+            lines.append(line)
+
+
+def sweep(out: str) -> None:
     lines = [f"{torch.cuda.get_device_name()}"]
     for dtype in (torch.bfloat16, torch.float32):
         for M, N in ((8192, 262144), (8192, 65536)):
-            x = torch.randn(M, N, device="cuda", dtype=dtype)
-            r = torch.randn(M, N, device="cuda", dtype=dtype)
-            w = torch.randn(N, device="cuda", dtype=dtype)
-            b = torch.randn(N, device="cuda", dtype=dtype)
-            copy_ms = triton.testing.do_bench(lambda: r.copy_(x), warmup=50, rep=200)
-            for op, (center, residual) in OPS.items():
-                rr = r if residual else None
-                bb = b if center else None
-                moved = x.numel() * x.element_size() * (4 if residual else 2)
-                ref = norm._norm_forward(x, w, bb, rr, 1e-6, 0.0, center)
-                cands = [("chunked", lambda: norm._norm_forward(x, w, bb, rr, 1e-6, 0.0, center))]
-                for block, warps, per_sm, prefetch in LAUNCHES:
-                    plan = split_row_plan(M, N, "cuda", block=block, num_warps=warps,
-                                          programs_per_sm=per_sm, prefetch=prefetch,
-                                          flag_words=True)  # fmt: skip
-                    if plan is None or plan.chunks_pow2 > 64:
-                        continue
-                    cands.append((f"{block}/{warps}w x{per_sm} pf={int(prefetch)}",
-                                  lambda p=plan: norm.split_norm_forward(
-                                      x, w, bb, rr, 1e-6, 0.0, center, p)))  # fmt: skip
-                for name, fn in cands:
-                    got = fn()
-                    err = (got[0].float() - ref[0].float()).abs().max().item()
-                    ms = triton.testing.do_bench(fn, warmup=25, rep=150)
-                    frac = (moved / (ms * 1e-3)) / (2 * x.numel() * x.element_size() / (copy_ms * 1e-3))
-                    line = (f"{str(dtype)[6:]} {M}x{N} {op:8s} {name:22s} {ms * 1e3:9.1f} us "
-                            f"{frac * 100:5.1f}% of copy, max|y-chunked| {err:.3g}")
-                    print(line, flush=True)
-                    lines.append(line)
-            del x, r
+            _sweep_shape(dtype, M, N, lines)
+            torch.cuda.empty_cache()
     with open(out, "w") as f:
         f.write("\n".join(lines) + "\n")
 

@@ -81,7 +81,7 @@ def test_split_forward_small_chunks(center, residual, M, N, stride, prefetch, de
 @pytest.mark.parametrize("center", [False, True], ids=["rms", "layer"])
 def test_split_forward_without_weight(center, device, poison_outputs):
     plan = split_row_plan(3, 53, device, block=16, num_warps=1, flag_words=True)
-    x, r, _, _ = operands(3, 53, torch.float32, device)
+    x, _, _, _ = operands(3, 53, torch.float32, device)
     got = norm.split_norm_forward(x, None, None, None, 1e-5, 0.0, center, plan)
     check(got, expected(x, None, None, None, 1e-5, 0.0, center), torch.float32, center, False)
 

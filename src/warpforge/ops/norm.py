@@ -336,7 +336,9 @@ def split_norm_forward(
     from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel
 
     if plan.chunks_pow2 > _NORM_FWD_SPLIT_MAX_CHUNKS:
-        raise ValueError(f"plan: at most {_NORM_FWD_SPLIT_MAX_CHUNKS} chunks a row, got {plan.chunks}")
+        raise ValueError(
+            f"plan: at most {_NORM_FWD_SPLIT_MAX_CHUNKS} chunks a row, got {plan.chunks}"
+        )
     M, N = x.shape
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
     h = torch.empty((M, N) if residual is not None else (0,), dtype=x.dtype, device=x.device)
