@@ -14,12 +14,14 @@ Backward passes are custom ops of their own, so both directions work under
 
 import dataclasses
 import functools
+import os
 from typing import Any
 
 import torch
 
 from warpforge.dispatch import dispatched_op
 from warpforge.ops._rows import (
+    MAX_SINGLE_PASS_N,
     RowLaunchConfig,
     as_rows,
     cdiv,
@@ -262,6 +264,149 @@ def _norm_forward(
             config, kernels.norm_fwd_rows_kernel, kernels.norm_fwd_chunked_kernel, args, **flags
         )
     return y, h, mean, rstd
+
+
+# --------------------------------------------------------------------------- split forward
+
+NORM_FWD_SPLIT_LAUNCHES = {
+    (2, False): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
+    (2, True): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
+    (4, False): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
+    (4, True): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": False},
+}
+"""(element size, residual) -> the flag-word split launch of the forward
+(``norm_fwd_flags_kernel``): 8192-column programs of 8 warps, 2 an SM (128 registers a thread),
+prefetching the next row's chunk except float32 with a residual (two fp32 chunks to prefetch).
+
+On the H100, kernel alone (``benchmarks/results/normsplit-sweep-2026-11-25-h100.txt``), 8192 x
+262144 RMSNorm / add+RMSNorm / LayerNorm: bf16 3596 / 6000 / 3865 us against 5588 / 7430 / 7313
+for the chunked kernel; fp32 5983 / 12122 / 6498 against 8735 / 15520 / 12759; at 65536 columns
+bf16 790 / 1480 / 862 against 1007 / 1701 / 1085, fp32 1492 / 3033 / 1537 against 1922 / 3663 /
+2444. Harness, bf16 8192 x 262144 (``norms-262144-split-2026-11-25-h100.json`` against
+``norms-262144-before-2026-11-25-h100.json``): 3600 / 5997 / 3900 us, 79% / 95% / 73% of copy,
+1.22x / 1.27x / 1.16x torch.compile (the chunked kernel: rms 5580 us, 0.79x; layer 7297, 0.62x).
+Alternatives (same file): four 8192-column programs an SM (64 registers) spill and run slower
+except bf16 RMSNorm without prefetch (3384 us); 4096-column 4-warp programs, 4 an SM, are within
+1-5% (``benchmarks/results/normsplit-spills-2026-11-25-sm90.txt`` for the spills)."""
+
+NORM_FWD_SPLIT_MIN_N = {2: 65536, 4: 65536}
+"""Element size -> the narrowest row whose forward splits over programs by default (measured
+faster at 65536 and 262144 columns; 16385-65535 columns keep the chunked kernel, not measured)."""
+
+NORM_FWD_SPLIT = "WARPFORGE_NORM_FWD_SPLIT"
+"""``0``/``false``/``no``/``off`` turns the split forward off (the chunked kernel); read at each
+call."""
+
+_NORM_FWD_SPLIT_MAX_CHUNKS = 64
+"""``row_words`` polls at most two vectors of 32 words."""
+
+
+def _split_forward_enabled() -> bool:
+    return os.environ.get(NORM_FWD_SPLIT, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+@functools.lru_cache(maxsize=1024)
+def norm_fwd_split_plan(
+    M: int, N: int, element_size: int, device: torch.device | str, residual: bool = False
+) -> SplitRowPlan | None:
+    """The split forward of rows of N columns, or None (the one-program-per-row kernels): rows
+    narrower than ``NORM_FWD_SPLIT_MIN_N``, more chunks than the words' poll reads, or more
+    programs a row than the GPU holds at once."""
+    launch = NORM_FWD_SPLIT_LAUNCHES.get((element_size, residual))
+    if launch is None or NORM_FWD_SPLIT_MIN_N.get(element_size, 1 << 62) > N:
+        return None
+    plan = split_row_plan(M, N, device, **launch, flag_words=True)
+    if plan is None or plan.chunks_pow2 > _NORM_FWD_SPLIT_MAX_CHUNKS:
+        return None
+    return plan
+
+
+def split_norm_forward(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    eps: float,
+    offset: float,
+    center: bool,
+    plan: SplitRowPlan,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`_norm_forward`'s (y, h, mean, rstd) from the split kernel
+    (``norm_fwd_flags_kernel``) of a (M, N) input on the kernels' path; tests and sweeps pass
+    their own plan."""
+    from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel
+
+    if plan.chunks_pow2 > _NORM_FWD_SPLIT_MAX_CHUNKS:
+        raise ValueError(
+            f"plan: at most {_NORM_FWD_SPLIT_MAX_CHUNKS} chunks a row, got {plan.chunks}"
+        )
+    M, N = x.shape
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    h = torch.empty((M, N) if residual is not None else (0,), dtype=x.dtype, device=x.device)
+    stats_dtype = torch.promote_types(x.dtype, torch.float32)
+    mean = torch.empty((M,) if center else (0,), dtype=stats_dtype, device=x.device)
+    rstd = torch.empty((M,), dtype=stats_dtype, device=x.device)
+    if M == 0:
+        return y, h, mean, rstd
+    x = as_rows(x)
+    residual = as_rows(residual) if residual is not None else None
+    words = plan.unpublished_words(M, 1, x.device)
+    with kernel_device(x):
+        for stage in plan.stages():
+            norm_fwd_flags_kernel[(plan.programs,)](
+                x,
+                residual if residual is not None else x,
+                weight.contiguous() if weight is not None else x,
+                bias.contiguous() if bias is not None else x,
+                y,
+                h if residual is not None else y,
+                mean if center else rstd,
+                rstd,
+                words,
+                x.stride(0),
+                residual.stride(0) if residual is not None else 0,
+                y.stride(0),
+                N,
+                M,
+                N,
+                eps,
+                offset,
+                CENTER=center,
+                HAS_RESIDUAL=residual is not None,
+                HAS_WEIGHT=weight is not None,
+                HAS_BIAS=bias is not None,
+                BLOCK_N=plan.block,
+                CHUNKS_POW2=plan.chunks_pow2,
+                STAGE=stage,
+                PREFETCH=plan.prefetch,
+                **plan.launch_options(),
+            )
+    return y, h, mean, rstd
+
+
+def _forward(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    eps: float,
+    offset: float,
+    center: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The custom ops' forward: the split kernel for rows of at least ``NORM_FWD_SPLIT_MIN_N``
+    columns when a plan fits (and ``WARPFORGE_NORM_FWD_SPLIT`` is not off), else
+    :func:`_norm_forward`."""
+    M, N = x.shape
+    if (
+        M > 0
+        and N > MAX_SINGLE_PASS_N
+        and _split_forward_enabled()
+        and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE
+    ):
+        plan = norm_fwd_split_plan(M, N, x.element_size(), x.device, residual is not None)
+        if plan is not None:
+            return split_norm_forward(x, weight, bias, residual, eps, offset, center, plan)
+    return _norm_forward(x, weight, bias, residual, eps, offset, center)
 
 
 def _norm_backward(
@@ -889,7 +1034,7 @@ def _rms_norm_fwd(
     eps: float,
     offset: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    y, h, _, rstd = _norm_forward(x, weight, None, residual, eps, offset, center=False)
+    y, h, _, rstd = _forward(x, weight, None, residual, eps, offset, center=False)
     return y, h, rstd
 
 
@@ -953,7 +1098,7 @@ _rms_norm_fwd.register_autograd(_rms_norm_backward, setup_context=_rms_norm_setu
 def _layer_norm_fwd(
     x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    y, _, mean, rstd = _norm_forward(x, weight, bias, None, eps, 0.0, center=True)
+    y, _, mean, rstd = _forward(x, weight, bias, None, eps, 0.0, center=True)
     return y, mean, rstd
 
 

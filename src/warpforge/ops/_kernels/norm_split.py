@@ -1,0 +1,163 @@
+"""The norm forward of long rows split over programs (``norm_fwd_flags_kernel``): each program
+holds one chunk of a row in registers from the read of x to the write of y, so memory sees x
+read once (``norm_fwd_chunked_kernel`` reads a long row twice, or three times for LayerNorm,
+and at 262144 columns the second read mostly comes from DRAM).
+
+The programs of a row meet through flag words (``warpforge.ops._kernels.split_rows``, the
+pattern of ``softmax_bwd_flags_kernel``): each publishes its chunk's statistics as one 8-byte
+word and polls the row's words until every one is published.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from warpforge.ops._kernels.split_rows import publish_word, row_words, split_place, unpack_pair
+
+
+@triton.jit
+def _chunk_sizes(lanes, chunks, N, BLOCK_N: tl.constexpr):
+    """Columns of chunk ``lanes`` of a row (0 past the row's last chunk)."""
+    return tl.where(lanes < chunks, tl.minimum(N - lanes * BLOCK_N, BLOCK_N), 0).to(tl.float32)
+
+
+@triton.jit
+def _chunk_moments(parts, lanes, chunks, N, BLOCK_N: tl.constexpr):
+    """(columns, means, M2s) of chunks ``lanes`` from their words (0, 0, 0 past the row's end,
+    whose words read as (-inf, 0))."""
+    means, m2s = unpack_pair(parts)
+    n = _chunk_sizes(lanes, chunks, N, BLOCK_N)
+    live = n > 0
+    return n, tl.where(live, means, 0.0), tl.where(live, m2s, 0.0)
+
+
+@triton.jit
+def _row_moments(parts, parts_2, lanes, chunks, N, BLOCK_N: tl.constexpr, SECOND: tl.constexpr):
+    """(mean, M2) of a row from its chunks' (mean, M2) words (``parts``: chunks ``lanes``,
+    ``parts_2``: ``32 + lanes`` when SECOND): Chan's combination, mean = sum(n_c mean_c) / N and
+    M2 = sum(M2_c) + sum(n_c (mean_c - mean)^2), which never subtracts two large sums of squares
+    (E[x^2] - mean^2 cancels for rows far from zero)."""
+    n, means, m2s = _chunk_moments(parts, lanes, chunks, N, BLOCK_N)
+    mean = tl.sum(n * means, axis=0)
+    if SECOND:
+        n_2, means_2, m2s_2 = _chunk_moments(parts_2, lanes + 32, chunks, N, BLOCK_N)
+        mean += tl.sum(n_2 * means_2, axis=0)
+    mean = mean / N
+    d = means - mean
+    m2 = tl.sum(m2s, axis=0) + tl.sum(n * d * d, axis=0)
+    if SECOND:
+        d_2 = means_2 - mean
+        m2 += tl.sum(m2s_2, axis=0) + tl.sum(n_2 * d_2 * d_2, axis=0)
+    return mean, m2
+
+
+@triton.jit
+def norm_fwd_flags_kernel(
+    X,
+    R,
+    W,
+    B,
+    Y,
+    H,
+    MEAN,
+    RSTD,
+    WORDS,
+    stride_x,
+    stride_r,
+    stride_y,
+    stride_h,
+    M,
+    N,
+    eps,
+    offset,
+    CENTER: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    STAGE: tl.constexpr,
+    PREFETCH: tl.constexpr,
+):
+    """RMSNorm / LayerNorm (CENTER) forward of rows split over ``cdiv(N, BLOCK_N)`` programs
+    (the places of ``split_place``), the same outputs as ``norm_fwd_chunked_kernel``: y; h =
+    x + r rounded to the input dtype (HAS_RESIDUAL; h is what is normalised); rstd (and mean)
+    per row, written by the row's first chunk.
+
+    A program publishes its chunk's sum of squares (RMSNorm, high half of the word) or its
+    (mean, M2) (LayerNorm: Chan's combination in ``_row_moments``; no sum of squares, which
+    cancels) in ``WORDS[row * CHUNKS_POW2 + chunk]`` (filled with UNPUBLISHED by the caller),
+    polls the row's words, then writes y from the chunk it holds.
+
+    STAGE 0 (GPU): one launch, all programs of a row resident together. STAGE 1 / 2: the words
+    (and h) only / y only from a second read (two launches, for the interpreter). PREFETCH loads
+    the chunk of the program's next row after publishing, before the poll."""
+    chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
+    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
+        lanes = tl.arange(0, 32)
+    else:
+        lanes = tl.arange(0, CHUNKS_POW2)
+    n_chunk = tl.minimum(N - chunk * BLOCK_N, BLOCK_N).to(tl.float32)
+    if PREFETCH:
+        first = slot.to(tl.int64)
+        upcoming_x = tl.load(X + first * stride_x + cols, mask=mask, other=0.0)
+        if HAS_RESIDUAL:
+            upcoming_r = tl.load(R + first * stride_r + cols, mask=mask, other=0.0)
+    for i in range(0, tl.cdiv(M - slot, slots)):
+        row = slot.to(tl.int64) + i * slots
+        if PREFETCH:
+            x = upcoming_x
+            if HAS_RESIDUAL:
+                r = upcoming_r
+        else:
+            x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0)
+            if HAS_RESIDUAL:
+                r = tl.load(R + row * stride_r + cols, mask=mask, other=0.0)
+        if HAS_RESIDUAL:
+            x = (x.to(tl.float32) + r.to(tl.float32)).to(X.dtype.element_ty)
+            if STAGE != 2:
+                tl.store(H + row * stride_h + cols, x, mask=mask)
+        x = x.to(tl.float32)
+        words = WORDS + row * CHUNKS_POW2
+        if STAGE != 2:
+            if CENTER:
+                chunk_mean = tl.sum(x, axis=0) / n_chunk
+                d = tl.where(mask, x - chunk_mean, 0.0)
+                publish_word(words + chunk, chunk_mean, tl.sum(d * d, axis=0), STAGE)
+            else:
+                # high half: a word past the row's end (EMPTY_STATS) reads as 0 there
+                publish_word(words + chunk, 0.0, tl.sum(x * x, axis=0), STAGE)
+        if PREFETCH:
+            next_end = tl.where(row + slots < M, N, 0)  # nothing past the last row
+            upcoming_x = tl.load(
+                X + (row + slots) * stride_x + cols, mask=cols < next_end, other=0.0
+            )
+            if HAS_RESIDUAL:
+                upcoming_r = tl.load(
+                    R + (row + slots) * stride_r + cols, mask=cols < next_end, other=0.0
+                )
+        if STAGE != 1:
+            parts, parts_2, _, _ = row_words(
+                words, words, lanes, chunks, 0, CHUNKS_POW2 > 32, STAGE
+            )  # fmt: skip
+            if CENTER:
+                mean, total = _row_moments(parts, parts_2, lanes, chunks, N, BLOCK_N,
+                                           CHUNKS_POW2 > 32)  # fmt: skip
+            else:
+                mean = 0.0
+                _, sums = unpack_pair(parts)
+                _, sums_2 = unpack_pair(parts_2)
+                total = tl.sum(sums, axis=0) + tl.sum(sums_2, axis=0)
+            rstd = 1.0 / tl.sqrt(total / N + eps)
+            if chunk == 0:
+                tl.store(RSTD + row, rstd)
+                if CENTER:
+                    tl.store(MEAN + row, mean)
+            y = (x - mean) * rstd
+            if HAS_WEIGHT:
+                w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+                y = y * (offset + w)
+            if HAS_BIAS:
+                y = y + tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
+            tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)

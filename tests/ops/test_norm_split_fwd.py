@@ -1,0 +1,166 @@
+"""The split-row norm forward (``norm_fwd_flags_kernel``): programs of a row hold their chunk
+of x (or h = x + r), publish its statistics as flag words (RMSNorm: sum of squares; LayerNorm:
+chunk mean and M2, combined with Chan's formula), write y. Against float64 formulas, on
+poisoned outputs; the interpreter runs its two-launch fallback."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import warpforge.ops._kernels.norm_split
+from warpforge.ops import layer_norm, norm, rms_norm
+from warpforge.ops._split_rows import split_row_plan
+
+TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+def operands(M, N, dtype, device, stride=None, shift=0.0):
+    """x (a row view of a wider buffer with ``stride``; ``shift`` moves rows far from zero,
+    where a sum-of-squares variance cancels), residual, weight, bias."""
+    x = (torch.randn(M, stride or N, device=device) * 2 + shift)[:, :N].to(dtype)
+    r = torch.randn(M, stride or N, device=device)[:, :N].to(dtype)
+    w = torch.randn(N, device=device).to(dtype)
+    b = torch.randn(N, device=device).to(dtype)
+    return x, r, w, b
+
+
+def expected(x, w, b, r, eps, offset, center):
+    """(y, h, mean, rstd) in float64; h = x + r rounded to the input dtype, as the kernels do."""
+    h = (x.float() + r.float()).to(x.dtype) if r is not None else x
+    h64 = h.double()
+    mean = h64.mean(-1) if center else torch.zeros(h.shape[0], dtype=torch.float64)
+    c = h64 - mean[:, None] if center else h64
+    rstd = torch.rsqrt(c.square().mean(-1) + eps)
+    y = c * rstd[:, None]
+    if w is not None:
+        y = y * (offset + w.double())
+    if b is not None:
+        y = y + b.double()
+    return y, h, mean, rstd
+
+
+def check(got, want, dtype, center, residual):
+    y, h, mean, rstd = got
+    wy, wh, wmean, wrstd = want
+    assert y.dtype == dtype and y.shape == wy.shape
+    torch.testing.assert_close(y.double(), wy, atol=TOL[dtype], rtol=TOL[dtype])
+    torch.testing.assert_close(rstd.double(), wrstd, atol=1e-5, rtol=1e-5)
+    if center:
+        torch.testing.assert_close(mean.double(), wmean, atol=1e-5, rtol=1e-5)
+    else:
+        assert mean.numel() == 0
+    if residual:
+        assert torch.equal(h, wh)
+    else:
+        assert h.numel() == 0
+
+
+CASES = [(1, 16, None), (7, 37, None), (5, 17, None), (4, 100, 131), (3, 67, None), (2, 643, 701)]
+
+
+@pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
+@pytest.mark.parametrize(("center", "residual"), [(False, False), (False, True), (True, False)],
+                         ids=["rms", "add_rms", "layer"])  # fmt: skip
+@pytest.mark.parametrize(("M", "N", "stride"), CASES)
+def test_split_forward_small_chunks(center, residual, M, N, stride, prefetch, device,
+                                    poison_outputs):  # fmt: skip
+    """16-column chunks: a ragged last chunk, one row, primes, more rows than slots, row strides
+    wider than the row, 41 chunks (two vectors of words; LayerNorm combines their halves)."""
+    plan = split_row_plan(M, N, device, block=16, num_warps=1, prefetch=prefetch, flag_words=True)
+    assert plan is not None and plan.chunks == -(-N // 16)
+    for dtype in (torch.float32, torch.float16):
+        x, r, w, b = operands(M, N, dtype, device, stride, shift=50.0 if center else 0.0)
+        r = r if residual else None
+        b = b if center else None
+        offset = 0.0 if center else 1.0
+        got = norm.split_norm_forward(x, w, b, r, 1e-6, offset, center, plan)
+        check(got, expected(x, w, b, r, 1e-6, offset, center), dtype, center, residual)
+
+
+@pytest.mark.parametrize("center", [False, True], ids=["rms", "layer"])
+def test_split_forward_without_weight(center, device, poison_outputs):
+    plan = split_row_plan(3, 53, device, block=16, num_warps=1, flag_words=True)
+    x, _, _, _ = operands(3, 53, torch.float32, device)
+    got = norm.split_norm_forward(x, None, None, None, 1e-5, 0.0, center, plan)
+    check(got, expected(x, None, None, None, 1e-5, 0.0, center), torch.float32, center, False)
+
+
+def test_split_forward_refuses_more_chunks_than_the_poll_reads(device):
+    plan = split_row_plan(2, 16 * 65, device, block=16, num_warps=1, flag_words=True)
+    x = torch.randn(2, 16 * 65, device=device)
+    with pytest.raises(ValueError, match="at most 64 chunks"):
+        norm.split_norm_forward(x, None, None, None, 1e-6, 0.0, False, plan)
+
+
+class _LaunchSpy:
+    def __init__(self, kernel):
+        self.kernel, self.grids = kernel, []
+
+    def __getitem__(self, grid):
+        self.grids.append(grid)
+        return self.kernel[grid]
+
+
+@pytest.mark.parametrize("op", ["rms", "add_rms", "layer"])
+def test_public_ops_of_long_rows_take_the_split_kernel(op, monkeypatch, device, poison_outputs):
+    """From 65536 columns the forward splits rows over 8192-column programs by default;
+    WARPFORGE_NORM_FWD_SPLIT=0 turns it off, and 65535 columns keep the chunked kernel."""
+    kernels = warpforge.ops._kernels.norm_split
+    spy = _LaunchSpy(kernels.norm_fwd_flags_kernel)
+    monkeypatch.setattr(kernels, "norm_fwd_flags_kernel", spy)
+    monkeypatch.delenv(norm.NORM_FWD_SPLIT, raising=False)
+    norm.norm_fwd_split_plan.cache_clear()
+    M, N = 2, 65536 + 3
+    x, r, w, b = operands(M, N, torch.float32, device)
+    center = op == "layer"
+    if op == "rms":
+        y = rms_norm(x, w, 1e-6, offset=0.5)
+        want = expected(x, w, None, None, 1e-6, 0.5, False)
+    elif op == "add_rms":
+        y, h = rms_norm(x, w, 1e-6, residual=r)
+        want = expected(x, w, None, r, 1e-6, 0.0, False)
+        assert torch.equal(h, want[1])
+    else:
+        y = layer_norm(x, w, b, 1e-5)
+        want = expected(x, w, b, None, 1e-5, 0.0, True)
+    assert len(spy.grids) == (2 if device.type == "cpu" else 1)
+    torch.testing.assert_close(y.double(), want[0], atol=1e-5, rtol=1e-5)
+    # off: the chunked kernel, same result
+    monkeypatch.setenv(norm.NORM_FWD_SPLIT, "0")
+    spy.grids.clear()
+    y2 = layer_norm(x, w, b, 1e-5) if center else rms_norm(x, w, 1e-6, offset=0.5)
+    assert not spy.grids
+    if op != "add_rms":
+        torch.testing.assert_close(y2, y, atol=1e-5, rtol=1e-5)
+    monkeypatch.delenv(norm.NORM_FWD_SPLIT)
+    x = x[:, : 65536 - 1]
+    layer_norm(x, w[: x.shape[1]], b[: x.shape[1]]) if center else rms_norm(x, w[: x.shape[1]])
+    assert not spy.grids
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("center", "residual"), [(False, False), (False, True), (True, False)],
+                         ids=["rms", "add_rms", "layer"])  # fmt: skip
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(("M", "N"), [(300, 262144), (5, 131072 + 7), (200, 40000), (1, 16385)])
+def test_split_forward_gpu(center, residual, dtype, M, N, poison_outputs):
+    """The one-launch meeting through flag words at the default plan and other candidates."""
+    x, r, w, b = operands(M, N, dtype, "cuda", shift=20.0 if center else 0.0)
+    r = r if residual else None
+    b = b if center else None
+    want = expected(x.cpu(), w.cpu(), None if b is None else b.cpu(),
+                    None if r is None else r.cpu(), 1e-6, 0.0, center)  # fmt: skip
+    want = tuple(t.cuda() for t in want)
+    plan = norm.norm_fwd_split_plan(M, N, dtype.itemsize, "cuda", residual)
+    plans = [plan] if plan is not None else []
+    for block, warps, per_sm, prefetch in ((8192, 8, 4, False), (8192, 8, 2, True),
+                                           (8192, 8, 2, False), (4096, 4, 4, True)):  # fmt: skip
+        p = split_row_plan(M, N, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm,
+                           prefetch=prefetch, flag_words=True)  # fmt: skip
+        if p is not None and p.chunks_pow2 <= 64:
+            plans.append(p)
+    assert plans
+    for p in plans:
+        got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.0, center, p)
+        check(got, want, dtype, center, residual)
