@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 
 import torch
-from softmax_split_sweep import kernel_usage, rel_err, sweep_setup
+from softmax_split_sweep import rel_err, report_kernel_usage, report_shape, sweep_setup
 
 SHAPES = ((8192, 262144, "bf16"), (8192, 131072, "bf16"), (8192, 262144, "fp32"),
           (8192, 131072, "fp32"))  # fmt: skip
@@ -113,33 +113,13 @@ def main() -> None:
                     continue
                 row.update(rel_err=err, verified=err == err and err <= 1e-2)
                 rows_out.append(row)
-                timed.append((row, run, passes))
-            for _ in range(args.repeat - 1):
-                for _, run, passes in timed:
-                    passes.append(do_bench(run, return_mode="median"))
-            nbytes = 3 * M * N * x.element_size()
-            for row, _, passes in timed:
-                ms = sorted(passes)[len(passes) // 2]
-                gbs = nbytes / (ms * 1e-3)
-                row.update(us=ms * 1e3, passes_us=[t * 1e3 for t in passes], gbs=gbs / 1e9,
-                           of_copy=gbs / copy)  # fmt: skip
-                label = row["contender"] + (f" ({row['plan']})" if "plan" in row else "")
-                lines.append(
-                    f"{dt:4s} M={M:<5d} N={N:<7d} {family:11s} {label:32s} "
-                    f"{'ok ' if row['verified'] else 'BAD'} err {row['rel_err']:.1e} "
-                    f"{ms * 1e3:8.1f} us {gbs / 1e9:6.0f} GB/s {gbs / copy:6.1%}  passes "
-                    + " ".join(f"{t * 1e3:.1f}" for t in passes)
-                )
-            timed.clear()  # its closures hold this shape's tensors
+                timed.append((row, run, passes, 3 * M * N * x.element_size()))
+            prefix = f"{dt:4s} M={M:<5d} N={N:<7d} {family:11s}"
+            report_shape(timed, args.repeat, do_bench, copy, lines, prefix)
             del ref, y
             write()
         del x, dy
-    usage = kernel_usage(softmax_bwd_flags_kernel)
-    lines.append(
-        "compiled softmax_bwd_flags_kernel versions (num_warps, maxnreg, n_regs, n_spills):"
-    )
-    lines += [f"  {u}" for u in usage]
-    rows_out.append({"kernel_usage": usage})
+    report_kernel_usage(softmax_bwd_flags_kernel, lines, rows_out)
     write()
     print("\n".join(lines))
 

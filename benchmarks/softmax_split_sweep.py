@@ -116,6 +116,36 @@ def sweep_setup(description: str, default_shapes, contenders):
     return args, dev, shapes, shrink, dtypes, do_bench, copy, names, device
 
 
+def report_shape(timed, repeat, do_bench, copy, lines, prefix) -> None:
+    """The timing passes after the first (round-robin over ``timed``: (row, run, passes, bytes)
+    per contender), then each row's median, GB/s and share of ``copy`` into its row and a line
+    of ``lines`` starting with ``prefix``. Clears ``timed`` (its closures hold the tensors)."""
+    for _ in range(repeat - 1):
+        for _, run, passes, _ in timed:
+            passes.append(do_bench(run, return_mode="median"))
+    for row, _, passes, nbytes in timed:
+        ms = sorted(passes)[len(passes) // 2]
+        gbs = nbytes / (ms * 1e-3)
+        row.update(us=ms * 1e3, passes_us=[t * 1e3 for t in passes], gbs=gbs / 1e9,
+                   of_copy=gbs / copy)  # fmt: skip
+        label = row["contender"] + (f" ({row['plan']})" if "plan" in row else "")
+        lines.append(
+            f"{prefix} {label:32s} "
+            f"{'ok ' if row['verified'] else 'BAD'} err {row['rel_err']:.1e} "
+            f"{ms * 1e3:8.1f} us {gbs / 1e9:6.0f} GB/s {gbs / copy:6.1%}  passes "
+            + " ".join(f"{t * 1e3:.1f}" for t in passes)
+        )
+    timed.clear()
+
+
+def report_kernel_usage(kernel, lines, rows_out) -> None:
+    """The compiled versions of ``kernel`` (registers, spills) appended to the report."""
+    usage = kernel_usage(kernel)
+    lines.append(f"compiled {kernel.fn.__name__} versions (num_warps, maxnreg, n_regs, n_spills):")
+    lines += [f"  {u}" for u in usage]
+    rows_out.append({"kernel_usage": usage})
+
+
 def main() -> None:
     args, dev, shapes, shrink, dtypes, do_bench, copy, names, device = sweep_setup(
         __doc__.splitlines()[0], SHAPES, CONTENDERS
@@ -190,31 +220,12 @@ def main() -> None:
                 row.update(rel_err=err, verified=err == err and err <= 1e-2)
                 rows_out.append(row)
                 timed.append((row, run, passes, nbytes))
-            for _ in range(args.repeat - 1):
-                for _, run, passes, _ in timed:
-                    passes.append(do_bench(run, return_mode="median"))
-            for row, _, passes, nbytes in timed:
-                ms = sorted(passes)[len(passes) // 2]
-                gbs = nbytes / (ms * 1e-3)
-                row.update(us=ms * 1e3, passes_us=[t * 1e3 for t in passes], gbs=gbs / 1e9,
-                           of_copy=gbs / copy)  # fmt: skip
-                label = row["contender"] + (f" ({row['plan']})" if "plan" in row else "")
-                lines.append(
-                    f"{dt:4s} M={M:<5d} N={N:<7d} {family:11s} {label:32s} "
-                    f"{'ok ' if row['verified'] else 'BAD'} err {row['rel_err']:.1e} "
-                    f"{ms * 1e3:8.1f} us {gbs / 1e9:6.0f} GB/s {gbs / copy:6.1%}  passes "
-                    + " ".join(f"{t * 1e3:.1f}" for t in passes)
-                )
-            timed.clear()  # its closures hold this shape's tensors
+            prefix = f"{dt:4s} M={M:<5d} N={N:<7d} {family:11s}"
+            report_shape(timed, args.repeat, do_bench, copy, lines, prefix)
             del ref, ref_dx
             write()
         del x, dy
-    usage = kernel_usage(softmax_fwd_split_kernel)
-    lines.append(
-        "compiled softmax_fwd_split_kernel versions (num_warps, maxnreg, n_regs, n_spills):"
-    )
-    lines += [f"  {u}" for u in usage]
-    rows_out.append({"kernel_usage": usage})
+    report_kernel_usage(softmax_fwd_split_kernel, lines, rows_out)
     write()
     print("\n".join(lines))
 
