@@ -44,6 +44,26 @@ def test_values_allow_twice_pytorch_error_at_the_dtype() -> None:
     assert "2 x PyTorch's own error 1.000e-03" in found[0].message
 
 
+def test_values_add_the_extra_bound_elementwise() -> None:
+    ref64 = torch.randn(300, dtype=torch.float64)
+    tol = Tolerance(atol={torch.float64: 1e-6}, rtol={torch.float64: 0.0})
+    extra = torch.zeros_like(ref64)
+    extra[7] = 0.5
+    off_there = ref64.clone()
+    off_there[7] += 0.4  # covered by its own extra bound
+    assert checks.check_values((off_there,), (ref64,), None, tol, trial=0) != []
+    assert checks.check_values((off_there,), (ref64,), None, tol, trial=0,
+                               extra_bounds=(extra,)) == []  # fmt: skip
+    off_elsewhere = ref64.clone()
+    off_elsewhere[8] += 0.4  # the extra bound is per element, not a global slack
+    found = checks.check_values((off_elsewhere,), (ref64,), None, tol, trial=0,
+                                extra_bounds=(extra,))  # fmt: skip
+    assert _reasons(found) == {"tolerance"}
+    assert "one-ulp rounding of the saved intermediate" in found[0].message
+    with pytest.raises(ValueError, match="extra_bounds"):
+        checks.check_values((ref64,), (ref64,), None, tol, trial=0, extra_bounds=(extra[:5],))
+
+
 def test_nonfinite_only_where_the_reference_has_them() -> None:
     ref = torch.tensor([1.0, float("inf"), float("nan")], dtype=torch.float64)
     good = torch.tensor([1.0, float("inf"), float("nan")])

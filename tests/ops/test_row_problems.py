@@ -10,7 +10,8 @@ import torch
 
 import warpforge.ops.norm_problems
 import warpforge.ops.softmax_problems  # noqa: F401  (registers)
-from warpforge.harness import BaselineUnavailable, get_problem
+from warpforge.harness import BaselineUnavailable, checks, get_problem
+from warpforge.ops._row_problems import ulp
 
 NAMES = [
     "rms_norm.fwd",
@@ -115,3 +116,67 @@ def test_giant_row_problems_verify_in_row_blocks(name, device, monkeypatch):
     assert blocks is not None and len(blocks) == shape["M"]
     result = bench.verify_problem(problem, shape, torch.float32, torch.device(device))
     assert result.passed, [str(f) for f in result.findings]
+
+
+def test_ulp_at_each_dtype():
+    values = torch.tensor([1.0, -3.0, 0.0, 2.0**-130], dtype=torch.float64)
+    assert ulp(values, torch.bfloat16).tolist()[:3] == [2.0**-7, 2.0**-6, 0.0]
+    assert ulp(values, torch.float16).tolist()[:3] == [2.0**-10, 2.0**-9, 0.0]
+    assert ulp(values, torch.float32).tolist()[:3] == [2.0**-23, 2.0**-22, 0.0]
+    # below the smallest normal the unit stops shrinking
+    tiny = torch.finfo(torch.bfloat16)
+    assert ulp(values, torch.bfloat16)[3] == tiny.smallest_normal * tiny.eps
+
+
+@pytest.mark.parametrize("name", ["softmax.bwd", "log_softmax.bwd"])
+def test_saved_rounding_covers_a_forward_one_ulp_off_and_no_more(name):
+    """A backward from a forward output that rounded one value to its neighbour (two correct
+    forwards may) passes; the same with a wrong row sum fails."""
+    problem = get_problem(name)
+    log = name.startswith("log_")
+    gen = torch.Generator().manual_seed(7)
+    x, dy = problem.make_inputs({"M": 4, "N": 8192}, torch.bfloat16, torch.device("cpu"), gen)
+    x64, dy64 = x.double(), dy.double()
+    (ref,) = problem.reference(x64, dy64)
+    (extra,) = problem.saved_rounding([x64, dy64], torch.bfloat16)
+    fwd = torch.log_softmax if log else torch.softmax
+    y = fwd(x.float(), dim=-1).to(torch.bfloat16)
+    at = int(extra.argmax())
+    flat = y.view(-1)
+    flat[at] = (
+        torch.nextafter(flat[at], flat[at] + (1 if flat[at] < 0 else -1))
+        if log
+        else (torch.nextafter(flat[at], torch.tensor(1.0, dtype=torch.bfloat16)))
+    )
+
+    def backward(y, scale=1.0):
+        y, g = y.float(), dy.float()
+        if log:
+            return (g - y.exp() * g.sum(-1, keepdim=True) * scale).to(torch.bfloat16)
+        return (y * (g - (g * y).sum(-1, keepdim=True) * scale)).to(torch.bfloat16)
+
+    tol = problem.tolerance
+    assert checks.check_values((backward(y),), (ref,), None, tol, trial=0,
+                               extra_bounds=(extra,)) == []  # fmt: skip
+    found = checks.check_values((backward(y, scale=1.5),), (ref,), None, tol, trial=0,
+                                extra_bounds=(extra,))  # fmt: skip
+    assert [f.reason.value for f in found] == ["tolerance"]
+
+
+@pytest.mark.parametrize("name", ["softmax.fwd", "softmax.bwd"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_softmax_checks_reject_an_all_zero_output_of_long_rows(name, dtype):
+    """Softmax values are ~1/N: an absolute floor at the dtype's usual size would pass zeros."""
+    problem = get_problem(name)
+    gen = torch.Generator().manual_seed(11)
+    inputs = problem.make_inputs({"M": 4, "N": 8192}, dtype, torch.device("cpu"), gen)
+    ref = _flat(problem.reference(*(t.double() for t in inputs)))
+    native = _flat(problem.reference(*inputs))
+    extra = None
+    if problem.saved_rounding is not None:
+        extra = problem.saved_rounding([t.double() for t in inputs], dtype)
+    args = dict(trial=0, extra_bounds=extra)
+    assert checks.check_values(native, ref, native, problem.tolerance, **args) == []
+    zeros = [torch.zeros_like(t) for t in native]
+    found = checks.check_values(zeros, ref, native, problem.tolerance, **args)
+    assert [f.reason.value for f in found] == ["tolerance"]

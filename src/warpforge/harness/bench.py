@@ -159,7 +159,9 @@ def verify_problem(
             continue
         candidates.append(tuple(_trial_sample(o) for o in outputs))
         if ref64 is not None:
-            result.add(checks.check_values(outputs, ref64, native, tol, trial=trial))
+            extra = _saved_rounding_bounds(problem, before)
+            result.add(checks.check_values(outputs, ref64, native, tol, trial=trial,
+                                           extra_bounds=extra))  # fmt: skip
             for out, ref, nat in zip(outputs, ref64, native, strict=False):
                 if out.is_floating_point() and ref.is_floating_point():
                     result.max_error = max(result.max_error, checks.max_abs_error(out, ref))
@@ -180,6 +182,16 @@ def _float64_reference(problem: Problem, inputs: Sequence[Any]) -> tuple[Any, ..
     if problem.float64_reference:
         return checks.as_outputs(problem.reference(*map(kernelbench.to_float64, inputs)))
     return checks.as_outputs(problem.reference(*inputs))
+
+
+def _saved_rounding_bounds(
+    problem: Problem, inputs: Sequence[Any]
+) -> tuple[torch.Tensor | None, ...] | None:
+    """:attr:`Problem.saved_rounding` at the inputs' working dtype (None: the problem has none)."""
+    if problem.saved_rounding is None:
+        return None
+    dtype = kernelbench.compute_dtype(tuple(inputs))
+    return tuple(problem.saved_rounding(list(map(kernelbench.to_float64, inputs)), dtype))
 
 
 REFERENCE_MEMORY_SHARE = 4
@@ -238,7 +250,13 @@ def _verify_in_row_blocks(
         for rows, ref in _reference_by_rows(problem, before, blocks):
             part = [o[rows] for o in outputs]
             found = checks.check_values(
-                part, ref, None, problem.tolerance, trial=trial, torch_errors=torch_errors
+                part,
+                ref,
+                None,
+                problem.tolerance,
+                trial=trial,
+                torch_errors=torch_errors,
+                extra_bounds=_saved_rounding_bounds(problem, problem.row_split(before, rows)),
             )
             for out, r in zip(part, ref, strict=False):
                 if out.is_floating_point() and r.is_floating_point():

@@ -179,13 +179,14 @@ def check_values(
     *,
     trial: int,
     torch_errors: Sequence[float] | None = None,
+    extra_bounds: Sequence[torch.Tensor | None] | None = None,
 ) -> list[Finding]:
     """(3) and (4): error within the allowed bound; NaN/Inf exactly where the reference has them.
 
-    The bound is elementwise max(atol + rtol*|ref|, 2 * PyTorch's own max error at the output's
-    dtype), so computing in a lower precision than asked fails. ``torch_errors`` gives PyTorch's
-    error per output directly (measured over the whole output when it is checked in row blocks).
-    """
+    The bound is elementwise max(atol + rtol*|ref| + extra, 2 * PyTorch's own max error at the
+    output's dtype), so computing in a lower precision than asked fails. ``torch_errors`` gives
+    PyTorch's error per output directly (measured over the whole output when it is checked in
+    row blocks); ``extra_bounds`` the elementwise extra of :attr:`Problem.saved_rounding`."""
     findings: list[Finding] = []
     for i, (out, ref) in enumerate(zip(outputs, ref64, strict=False)):
         if out.shape != ref.shape:
@@ -210,7 +211,12 @@ def check_values(
         atol, rtol = tol.for_dtype(out.dtype)
         misplaced_special = over = 0
         worst = 0.0
-        for o, r in _chunks(out, ref):
+        extra = extra_bounds[i] if extra_bounds is not None and i < len(extra_bounds) else None
+        if extra is not None and extra.shape != ref.shape:
+            raise ValueError(f"extra_bounds[{i}]: expected shape {tuple(ref.shape)}, "
+                             f"got {tuple(extra.shape)}")  # fmt: skip
+        pieces = _chunks(out, ref) if extra is None else _chunks(out, ref, extra)
+        for o, r, *e in pieces:
             o64 = o.to(torch.float64)
             ref_nonfinite, out_nonfinite = ~torch.isfinite(r), ~torch.isfinite(o64)
             same_special = torch.where(
@@ -219,7 +225,8 @@ def check_values(
                 ref_nonfinite == out_nonfinite,
             )
             misplaced_special += int((~same_special).sum())
-            bound = torch.clamp(atol + rtol * r.abs(), min=2.0 * torch_error)
+            bound = atol + rtol * r.abs() + (e[0] if e else 0.0)
+            bound = torch.clamp(bound, min=2.0 * torch_error)
             finite = ~ref_nonfinite
             err = (o64 - r).abs()
             over += int(((err > bound) & finite).sum())
@@ -238,7 +245,8 @@ def check_values(
                 Finding(
                     Reason.TOLERANCE,
                     f"trial {trial}, output {i}: {over} of {ref.numel()} values off; "
-                    f"max error {worst:.3e}, allowed max(atol {atol:g} + rtol {rtol:g}*|ref|, "
+                    f"max error {worst:.3e}, allowed max(atol {atol:g} + rtol {rtol:g}*|ref|"
+                    f"{' + one-ulp rounding of the saved intermediate' if extra is not None else ''}, "
                     f"2 x PyTorch's own error {torch_error:.3e} at {out.dtype})",
                 )
             )

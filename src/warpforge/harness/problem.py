@@ -88,6 +88,14 @@ class Problem:
     dimension is those rows). Lets the harness compute the float64 reference of a shape too
     large for device memory one block of rows at a time; None for problems whose outputs mix
     rows (a mean loss, a weight gradient)."""
+    saved_rounding: Callable[[Sequence[Any], torch.dtype], Sequence[Any]] | None = None
+    """For an op that stores an intermediate at the working dtype and computes from it (a
+    backward from the saved forward output): the extra absolute error each output may carry
+    when that intermediate is off by one unit in the last place at ``dtype``, elementwise
+    (a float64 tensor shaped like the output, or None for none). Called with the float64
+    inputs (a block of rows of them where the reference is computed in blocks); added to the
+    bound of :class:`Tolerance`. Two correct implementations may round the intermediate to
+    neighbouring values, and the op amplifies that difference by its derivative."""
     description: str = ""
 
 

@@ -46,6 +46,14 @@ def randn(dtype: torch.dtype, device: torch.device, generator: torch.Generator, 
     return torch.randn(*size, generator=generator, device=device, dtype=torch.float32).to(dtype)
 
 
+def ulp(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """One unit in the last place of ``dtype`` at each of ``values`` (float64), 0 at zero."""
+    finfo = torch.finfo(dtype)
+    _, exponent = torch.frexp(values)  # |v| = m * 2**exponent, 0.5 <= m < 1
+    unit = torch.ldexp(torch.full_like(values, finfo.eps), exponent - 1)
+    return torch.where(values == 0, 0.0, unit.clamp(min=finfo.smallest_normal * finfo.eps))
+
+
 def gradients(
     forward: Callable[..., Any], outputs: int = 1
 ) -> Callable[..., tuple[torch.Tensor, ...]]:
