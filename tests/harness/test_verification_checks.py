@@ -64,6 +64,27 @@ def test_values_add_the_extra_bound_elementwise() -> None:
         checks.check_values((ref64,), (ref64,), None, tol, trial=0, extra_bounds=(extra[:5],))
 
 
+def test_relative_floor_scales_pytorch_error_to_each_element() -> None:
+    # one large value and many small ones: PyTorch's error at the large one would, as a
+    # plain floor, cover a candidate that zeroes every small one
+    ref64 = torch.full((1000,), 1e-4, dtype=torch.float64)
+    ref64[0] = 1.0
+    native = ref64 * (1 + 2.0**-9)  # PyTorch: a half-ulp (bf16) relative error everywhere
+    small_zeroed = ref64.clone()
+    small_zeroed[1:] = 0.0
+    plain = Tolerance(atol={torch.float64: 1e-9}, rtol={torch.float64: 1e-3})
+    relative = Tolerance(
+        atol={torch.float64: 1e-9}, rtol={torch.float64: 1e-3}, relative_floor=True
+    )
+    assert checks.check_values((small_zeroed,), (ref64,), (native,), plain, trial=0) == []
+    found = checks.check_values((small_zeroed,), (ref64,), (native,), relative, trial=0)
+    assert _reasons(found) == {"tolerance"} and "ratio" in found[0].message
+    # PyTorch's own error (2x of it, in proportion) still passes
+    within = ref64 * (1 + 2.0**-8)
+    assert checks.check_values((within,), (ref64,), (native,), relative, trial=0) == []
+    assert checks.error_ratio(native, ref64, 1e-9, 1e-3) == pytest.approx(2.0**-9 / 1e-3, rel=1e-3)
+
+
 def test_nonfinite_only_where_the_reference_has_them() -> None:
     ref = torch.tensor([1.0, float("inf"), float("nan")], dtype=torch.float64)
     good = torch.tensor([1.0, float("inf"), float("nan")])

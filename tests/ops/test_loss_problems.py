@@ -91,3 +91,28 @@ def test_flce_float64_reference_in_chunks_equals_autograd_of_the_unfused_code(mo
         for g, w in zip(got, want, strict=True):
             assert g.dtype == torch.float64 and g.shape == w.shape
             torch.testing.assert_close(g, w, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["cross_entropy.fwd_bwd", "cross_entropy.bwd"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gradient_check_sees_the_small_values_away_from_the_target(name, dtype):
+    """The logits' gradient is ~1/V away from the target and ~1 there: a gradient right at the
+    targets and zero elsewhere must fail, PyTorch's own must pass."""
+    from warpforge.harness import checks
+
+    problem = get_problem(name)
+    gen = torch.Generator().manual_seed(5)
+    inputs = problem.make_inputs({"M": 512, "V": 2048}, dtype, torch.device("cpu"), gen)
+    as64 = [t.double() if t.is_floating_point() else t for t in inputs]
+    ref = checks.as_outputs(problem.reference(*as64))
+    native = checks.as_outputs(problem.reference(*inputs))
+    assert checks.check_values(native, ref, native, problem.tolerance, trial=0) == []
+    grad = native[-1]
+    target = inputs[1]
+    keep = torch.zeros_like(grad, dtype=torch.bool)
+    rows = torch.arange(grad.shape[0])
+    valid = (target >= 0) & (target < grad.shape[1])
+    keep[rows[valid], target[valid]] = True
+    target_only = [*native[:-1], torch.where(keep, grad, torch.zeros_like(grad))]
+    found = checks.check_values(target_only, ref, native, problem.tolerance, trial=0)
+    assert [f.reason.value for f in found] == ["tolerance"]

@@ -238,12 +238,19 @@ def _verify_in_row_blocks(
     Returns the reference's trial sample (the same positions as :func:`_trial_sample`)."""
     assert problem.row_split is not None
     torch_errors = [0.0] * len(native)
+    torch_ratios = [0.0] * len(native)
     samples: list[list[torch.Tensor]] = [[] for _ in native]
+    tol = problem.tolerance
     for rows, ref in _reference_by_rows(problem, before, blocks):
+        extra = _saved_rounding_bounds(problem, problem.row_split(before, rows))
         for i, r in enumerate(ref):
             nat = native[i][rows]
             if nat.is_floating_point() and r.is_floating_point():
                 torch_errors[i] = max(torch_errors[i], checks.max_abs_error(nat, r))
+                if tol.relative_floor:
+                    bound_extra = extra[i] if extra is not None else None
+                    ratio = checks.error_ratio(nat, r, *tol.for_dtype(nat.dtype), bound_extra)
+                    torch_ratios[i] = max(torch_ratios[i], ratio)
             samples[i].append(_block_sample(r, rows, native[i]))
     result.torch_error = max([result.torch_error, *torch_errors])
     if compare:
@@ -253,10 +260,11 @@ def _verify_in_row_blocks(
                 part,
                 ref,
                 None,
-                problem.tolerance,
+                tol,
                 trial=trial,
                 torch_errors=torch_errors,
                 extra_bounds=_saved_rounding_bounds(problem, problem.row_split(before, rows)),
+                torch_ratios=torch_ratios,
             )
             for out, r in zip(part, ref, strict=False):
                 if out.is_floating_point() and r.is_floating_point():

@@ -159,6 +159,26 @@ def _chunks(*tensors: torch.Tensor) -> Iterator[list[torch.Tensor]]:
         yield [f[start : start + ERROR_CHUNK] for f in flat]
 
 
+def error_ratio(
+    value: torch.Tensor,
+    ref64: torch.Tensor,
+    atol: float,
+    rtol: float,
+    extra: torch.Tensor | None = None,
+) -> float:
+    """max |value - ref64| / (atol + rtol*|ref64| + extra) where the reference is finite."""
+    worst = 0.0
+    pieces = _chunks(value, ref64) if extra is None else _chunks(value, ref64, extra)
+    for v, r, *e in pieces:
+        finite = torch.isfinite(r)
+        if not bool(finite.any()):
+            continue
+        bound = (atol + rtol * r.abs() + (e[0] if e else 0.0)).clamp(min=1e-300)
+        diff = torch.nan_to_num((v.to(torch.float64) - r).abs(), nan=float("inf"))
+        worst = max(worst, float((diff / bound)[finite].max()))
+    return worst
+
+
 def max_abs_error(value: torch.Tensor, ref64: torch.Tensor) -> float:
     """max |value - ref64| over positions where the reference is finite (NaN counts as inf)."""
     worst = 0.0
@@ -180,13 +200,16 @@ def check_values(
     trial: int,
     torch_errors: Sequence[float] | None = None,
     extra_bounds: Sequence[torch.Tensor | None] | None = None,
+    torch_ratios: Sequence[float] | None = None,
 ) -> list[Finding]:
     """(3) and (4): error within the allowed bound; NaN/Inf exactly where the reference has them.
 
     The bound is elementwise max(atol + rtol*|ref| + extra, 2 * PyTorch's own max error at the
     output's dtype), so computing in a lower precision than asked fails. ``torch_errors`` gives
     PyTorch's error per output directly (measured over the whole output when it is checked in
-    row blocks); ``extra_bounds`` the elementwise extra of :attr:`Problem.saved_rounding`."""
+    row blocks); ``extra_bounds`` the elementwise extra of :attr:`Problem.saved_rounding`;
+    ``torch_ratios`` PyTorch's largest error-to-bound ratio per output, for a tolerance with
+    :attr:`Tolerance.relative_floor` checked in row blocks (else measured here)."""
     findings: list[Finding] = []
     for i, (out, ref) in enumerate(zip(outputs, ref64, strict=False)):
         if out.shape != ref.shape:
@@ -209,12 +232,18 @@ def check_values(
         elif torch_out is not None and torch_out.is_floating_point():
             torch_error = max_abs_error(torch_out, ref)
         atol, rtol = tol.for_dtype(out.dtype)
-        misplaced_special = over = 0
-        worst = 0.0
         extra = extra_bounds[i] if extra_bounds is not None and i < len(extra_bounds) else None
         if extra is not None and extra.shape != ref.shape:
             raise ValueError(f"extra_bounds[{i}]: expected shape {tuple(ref.shape)}, "
                              f"got {tuple(extra.shape)}")  # fmt: skip
+        ratio = 0.0
+        if tol.relative_floor:
+            if torch_ratios is not None:
+                ratio = torch_ratios[i]
+            elif torch_out is not None and torch_out.is_floating_point():
+                ratio = error_ratio(torch_out, ref, atol, rtol, extra)
+        misplaced_special = over = 0
+        worst = 0.0
         pieces = _chunks(out, ref) if extra is None else _chunks(out, ref, extra)
         for o, r, *e in pieces:
             o64 = o.to(torch.float64)
@@ -226,7 +255,12 @@ def check_values(
             )
             misplaced_special += int((~same_special).sum())
             bound = atol + rtol * r.abs() + (e[0] if e else 0.0)
-            bound = torch.clamp(bound, min=2.0 * torch_error)
+            if tol.relative_floor:
+                bound = torch.maximum(
+                    bound, torch.clamp(2.0 * ratio * bound, max=2.0 * torch_error)
+                )
+            else:
+                bound = torch.clamp(bound, min=2.0 * torch_error)
             finite = ~ref_nonfinite
             err = (o64 - r).abs()
             over += int(((err > bound) & finite).sum())
@@ -247,7 +281,8 @@ def check_values(
                     f"trial {trial}, output {i}: {over} of {ref.numel()} values off; "
                     f"max error {worst:.3e}, allowed max(atol {atol:g} + rtol {rtol:g}*|ref|"
                     f"{' + one-ulp rounding of the saved intermediate' if extra is not None else ''}, "
-                    f"2 x PyTorch's own error {torch_error:.3e} at {out.dtype})",
+                    f"2 x PyTorch's own error {torch_error:.3e} at {out.dtype}"
+                    f"{f', scaled to each element: ratio {ratio:.3g}' if tol.relative_floor else ''})",
                 )
             )
     return findings

@@ -49,6 +49,12 @@ class Tolerance:
             torch.bfloat16: 8e-3,
         }
     )
+    relative_floor: bool = False
+    """How PyTorch's own error raises the bound. False: to 2x PyTorch's largest error anywhere
+    in the output. True: in proportion, elementwise: with ``b = atol + rtol*|ref|``, the bound
+    is ``max(b, min(2 * PyTorch's largest error, k * b))``, ``k`` twice PyTorch's largest ratio
+    of error to ``b``. For outputs that mix magnitudes (a loss gradient of ~1 at the target and
+    ~1/V elsewhere), where the plain floor would leave the small values unchecked."""
     repeat_atol: float = 0.0
     """Allowed difference between repeated calls on the same inputs (atomics); 0 = bitwise."""
 

@@ -36,6 +36,13 @@ BACKWARD_TOLERANCE = Tolerance(  # dx sums N terms, so a little looser than forw
 )
 
 
+SMALL_VALUE_ATOL = {torch.float32: 1e-9, torch.float16: 1e-7, torch.bfloat16: 1e-7}
+"""Absolute floors for outputs of ~1/N (softmax and its gradient, a loss gradient away from the
+target: 1e-4 and less at 8192 columns), where the default floors (bf16 8e-3) would pass an
+all-zero output; under the smallest fp16 spacing of such values. Used with a relative
+PyTorch floor (:attr:`Tolerance.relative_floor`)."""
+
+
 def split_rows(inputs: Any, rows: slice) -> tuple[Any, ...]:
     """A problem's ``row_split``: rows ``rows`` of every (M, N) input; (N,) vectors whole."""
     return tuple(x[rows] if isinstance(x, torch.Tensor) and x.dim() >= 2 else x for x in inputs)

@@ -15,6 +15,7 @@ from warpforge.harness.registry import register_problem
 from warpforge.ops._row_problems import (
     BACKWARD_TOLERANCE,
     CPU_SHAPES,
+    SMALL_VALUE_ATOL,
     SWEEP,
     backward_baselines,
     forward_baselines,
@@ -80,12 +81,11 @@ def _bwd_inputs(shape, dtype, device, generator):
     return randn(dtype, device, generator, M, N), randn(dtype, device, generator, M, N)
 
 
-# Softmax's outputs and gradients are ~1/N (1e-4 at 8192 columns): the default absolute
-# floors (bf16 8e-3) would pass an all-zero output, so these bounds are relative, with a floor
-# under the smallest fp16 spacing of such values.
-_SOFTMAX_ATOL = {torch.float32: 1e-9, torch.float16: 1e-7, torch.bfloat16: 1e-7}
-SOFTMAX_TOLERANCE = Tolerance(atol=_SOFTMAX_ATOL)
-SOFTMAX_BACKWARD_TOLERANCE = Tolerance(atol=_SOFTMAX_ATOL, rtol=BACKWARD_TOLERANCE.rtol)
+# softmax's outputs and gradients are ~1/N: relative bounds (see SMALL_VALUE_ATOL)
+SOFTMAX_TOLERANCE = Tolerance(atol=SMALL_VALUE_ATOL, relative_floor=True)
+SOFTMAX_BACKWARD_TOLERANCE = Tolerance(
+    atol=SMALL_VALUE_ATOL, rtol=BACKWARD_TOLERANCE.rtol, relative_floor=True
+)
 
 
 def _softmax_saved_rounding(inputs, dtype):
