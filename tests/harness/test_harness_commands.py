@@ -231,3 +231,29 @@ def test_bench_pair_with_baseline_times_all_in_one_run(tmp_path: Path) -> None:
     )  # fmt: skip
     assert rejected.exit_code == 1
     assert report.load_report(tmp_path / "bad.json")["results"][0]["times"] == {}
+
+
+def test_bench_verify_only_checks_without_timing(tmp_path: Path, monkeypatch) -> None:
+    from test_builtin_suite import _axpb, _mutating, _problem
+
+    from warpforge.harness import bench as bench_mod
+
+    def no_timing(*args, **kwargs):
+        raise AssertionError("--verify-only timed a row")
+
+    monkeypatch.setattr(bench_mod, "time_problem", no_timing)
+    good, bad = _problem(_axpb, "test.good"), _problem(_mutating, "test.bad")
+    out = tmp_path / "verified.json"
+    args = ["bench", "--verify-only", "--no-ceilings", "--dtype", "fp32", "--out", str(out)]
+    result = CliRunner().invoke(_app([good]), args)
+    assert result.exit_code == 0, result.output
+    data = report.load_report(out)
+    assert data["verify_only"] is True
+    assert all(r["verification"]["passed"] is True and not r["times"] for r in data["results"])
+    rejected = CliRunner().invoke(_app([good, bad]), args)
+    assert rejected.exit_code == 1, rejected.output
+    pair = CliRunner().invoke(
+        _app(), ["bench", "--verify-only", str(CHEATS / "ref_scale.py"),
+                 str(CHEATS / "honest_scale.py")],
+    )  # fmt: skip
+    assert pair.exit_code == 2 and "--verify-only" in pair.output

@@ -589,8 +589,9 @@ def run_builtin_suite(
     cold: bool = True,
     cuda_graph: bool = False,
     progress: Progress | None = None,
+    verify_only: bool = False,
 ) -> list[dict[str, Any]]:
-    """Verify (and on GPU time) every task; one report row each."""
+    """Verify (and on GPU, unless ``verify_only``, time) every task; one report row each."""
     check_positive("max_time_s", max_time_s)
     if trials < MIN_TRIALS:
         raise ValueError(f"trials: expected >= {MIN_TRIALS}, got {trials}")
@@ -614,7 +615,7 @@ def run_builtin_suite(
             times: dict[str, Any] = {}
             skipped: dict[str, str] = {}
             findings: list[dict[str, str]] = []
-            if verification.passed and device.type == "cuda":
+            if verification.passed and device.type == "cuda" and not verify_only:
                 times, skipped, timed_findings = time_problem(
                     problem, shape, dtype, device, max_time_s=max_time_s, cold=cold,
                     cuda_graph=cuda_graph,

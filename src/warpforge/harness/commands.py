@@ -181,6 +181,11 @@ def register(
             False, "--warm", help="Do not flush L2 before each call (says so)."
         ),
         cuda_graph: bool = typer.Option(False, "--cuda-graph", help="Time CUDA-graph replays."),
+        verify_only: bool = typer.Option(
+            False,
+            "--verify-only",
+            help="Built-in problems: every correctness check, no timing (no baselines built).",
+        ),
         trials: int = typer.Option(5, "--trials", min=5, help="Correctness trials per row."),
         no_ceilings: bool = typer.Option(
             False, "--no-ceilings", help="Skip the speed-of-light check."
@@ -206,6 +211,8 @@ def register(
             _fail_usage("--cuda-graph: needs a CUDA device")
         ceil = _ceilings(device, not no_ceilings)
         if reference is not None:
+            if verify_only:
+                _fail_usage("--verify-only: applies to the built-in suite, not to a pair")
             if problem or sweep or dtype or shape:
                 _fail_usage(
                     "--problem/--sweep/--dtype/--shape apply to the built-in suite, not to a pair"
@@ -252,9 +259,12 @@ def register(
                 rows = bench_mod.run_builtin_suite(
                     tasks, device, ceilings=ceil, trials=trials, max_time_s=max_time,
                     cold=not warm, cuda_graph=cuda_graph, progress=advance,
+                    verify_only=verify_only,
                 )  # fmt: skip
             kind = "builtin-suite"
         extra: dict[str, Any] = {"device_kind": device.type}
+        if verify_only:
+            extra["verify_only"] = True
         if device.type != "cuda":
             extra["skipped_gpu_checks"] = list(GPU_ONLY_CHECKS)
             extra["note"] = "CPU run: times are host wall-clock under Triton's interpreter"
