@@ -7,6 +7,8 @@
 # (OUT/trials-grid.json). tune_check.sh's held-out shape (M=4096 N=8192) is never tuned here.
 # Usage: bash scripts/gpu/tune_norm_grid.sh OUT_DIR        (from the repository root)
 # Starts no new search after GRID_MAX_WALL seconds (default 420); what ran is in summary.txt.
+# GRID_SHAPES (space-separated M=..,N=.. shapes), GRID_DTYPES and GRID_KERNELS override the
+# shapes, dtypes and kernels above (the tenth session tuned the sweep shapes with them).
 set -uo pipefail
 OUT="${1:-norm-grid-out}"
 mkdir -p "$OUT"
@@ -22,10 +24,11 @@ MAX_WALL="${GRID_MAX_WALL:-420}"
 SUMMARY="$OUT/summary.txt"
 : > "$SUMMARY"
 start=$SECONDS
-SHAPES=(--shape M=8192,N=6144 --shape M=2048,N=12288)
-for dtype in bfloat16 float32; do
-  for kernel in rms_norm.bwd add_rms_norm.bwd layer_norm.bwd rms_norm.fwd add_rms_norm.fwd \
-    layer_norm.fwd; do
+SHAPES=()
+for shape in ${GRID_SHAPES:-M=8192,N=6144 M=2048,N=12288}; do SHAPES+=(--shape "$shape"); done
+for dtype in ${GRID_DTYPES:-bfloat16 float32}; do
+  for kernel in ${GRID_KERNELS:-rms_norm.bwd add_rms_norm.bwd layer_norm.bwd rms_norm.fwd \
+    add_rms_norm.fwd layer_norm.fwd}; do
     left=$((MAX_WALL - (SECONDS - start)))
     if [ "$left" -lt 20 ]; then
       echo "skipped $kernel $dtype (wall bound)" | tee -a "$SUMMARY"
