@@ -59,14 +59,22 @@ def check(got, want, dtype, center, residual):
 CASES = [(1, 16, None), (7, 37, None), (5, 17, None), (4, 100, 131), (3, 67, None), (2, 643, 701)]
 
 
-@pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
+# (prefetch, lag_depth, hold_weight): norm_fwd_flags_kernel without / with the next row's
+# load; norm_fwd_lag_kernel one and two rows ahead (with w and b held)
+VARIANTS = {"load": (False, 0, False), "prefetch": (True, 0, False),
+            "lag1": (False, 1, False), "lag2-hold": (False, 2, True)}  # fmt: skip
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize(("center", "residual"), [(False, False), (False, True), (True, False)],
                          ids=["rms", "add_rms", "layer"])  # fmt: skip
 @pytest.mark.parametrize(("M", "N", "stride"), CASES)
-def test_split_forward_small_chunks(center, residual, M, N, stride, prefetch, device,
+def test_split_forward_small_chunks(center, residual, M, N, stride, variant, device,
                                     poison_outputs):  # fmt: skip
-    """16-column chunks: a ragged last chunk, one row, primes, more rows than slots, row strides
-    wider than the row, 41 chunks (two vectors of words; LayerNorm combines their halves)."""
+    """16-column chunks: a ragged last chunk, one row, primes, more rows than slots (with the
+    lag kernels: rows loaded past the last one), row strides wider than the row, 41 chunks
+    (two vectors of words; LayerNorm combines their halves)."""
+    prefetch, lag_depth, hold_weight = VARIANTS[variant]
     plan = split_row_plan(M, N, device, block=16, num_warps=1, prefetch=prefetch, flag_words=True)
     assert plan is not None and plan.chunks == -(-N // 16)
     for dtype in (torch.float32, torch.float16):
@@ -74,16 +82,26 @@ def test_split_forward_small_chunks(center, residual, M, N, stride, prefetch, de
         r = r if residual else None
         b = b if center else None
         offset = 0.0 if center else 1.0
-        got = norm.split_norm_forward(x, w, b, r, 1e-6, offset, center, plan)
+        got = norm.split_norm_forward(x, w, b, r, 1e-6, offset, center, plan,
+                                      lag_depth=lag_depth, hold_weight=hold_weight)  # fmt: skip
         check(got, expected(x, w, b, r, 1e-6, offset, center), dtype, center, residual)
 
 
+@pytest.mark.parametrize(("lag_depth", "hold_weight"), [(0, False), (1, True), (2, False)])
 @pytest.mark.parametrize("center", [False, True], ids=["rms", "layer"])
-def test_split_forward_without_weight(center, device, poison_outputs):
-    plan = split_row_plan(3, 53, device, block=16, num_warps=1, flag_words=True)
-    x, _, _, _ = operands(3, 53, torch.float32, device)
-    got = norm.split_norm_forward(x, None, None, None, 1e-5, 0.0, center, plan)
+def test_split_forward_without_weight(center, lag_depth, hold_weight, device, poison_outputs):
+    plan = split_row_plan(7, 53, device, block=16, num_warps=1, flag_words=True)
+    x, _, _, _ = operands(7, 53, torch.float32, device)
+    got = norm.split_norm_forward(x, None, None, None, 1e-5, 0.0, center, plan,
+                                  lag_depth=lag_depth, hold_weight=hold_weight)  # fmt: skip
     check(got, expected(x, None, None, None, 1e-5, 0.0, center), torch.float32, center, False)
+
+
+def test_split_forward_refuses_an_unknown_lag(device):
+    plan = split_row_plan(2, 64, device, block=16, num_warps=1, flag_words=True)
+    with pytest.raises(ValueError, match="lag_depth"):
+        norm.split_norm_forward(torch.randn(2, 64, device=device), None, None, None, 1e-6, 0.0,
+                                False, plan, lag_depth=3)  # fmt: skip
 
 
 def test_split_forward_refuses_more_chunks_than_the_poll_reads(device):

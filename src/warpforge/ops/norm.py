@@ -330,11 +330,18 @@ def split_norm_forward(
     offset: float,
     center: bool,
     plan: SplitRowPlan,
+    *,
+    lag_depth: int = 0,
+    hold_weight: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`_norm_forward`'s (y, h, mean, rstd) from the split kernel
-    (``norm_fwd_flags_kernel``) of a (M, N) input on the kernels' path; tests and sweeps pass
-    their own plan."""
-    from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel
+    """:func:`_norm_forward`'s (y, h, mean, rstd) from the split kernel of a (M, N) input on
+    the kernels' path; tests and sweeps pass their own plan. ``lag_depth`` 0:
+    ``norm_fwd_flags_kernel`` (``plan.prefetch``); 1 or 2: ``norm_fwd_lag_kernel`` with that
+    many rows loading a program (its DEPTH) and ``hold_weight`` its HOLD_W."""
+    from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel, norm_fwd_lag_kernel
+
+    if lag_depth not in (0, 1, 2):
+        raise ValueError(f"lag_depth: expected 0, 1 or 2, got {lag_depth!r}")
 
     if plan.chunks_pow2 > _NORM_FWD_SPLIT_MAX_CHUNKS:
         raise ValueError(
@@ -353,7 +360,13 @@ def split_norm_forward(
     words = plan.unpublished_words(M, 1, x.device)
     with kernel_device(x):
         for stage in plan.stages():
-            norm_fwd_flags_kernel[(plan.programs,)](
+            if lag_depth:
+                kernel = norm_fwd_lag_kernel
+                options = {"DEPTH": lag_depth, "HOLD_W": hold_weight}
+            else:
+                kernel = norm_fwd_flags_kernel
+                options = {"PREFETCH": plan.prefetch}
+            kernel[(plan.programs,)](
                 x,
                 residual if residual is not None else x,
                 weight.contiguous() if weight is not None else x,
@@ -378,7 +391,7 @@ def split_norm_forward(
                 BLOCK_N=plan.block,
                 CHUNKS_POW2=plan.chunks_pow2,
                 STAGE=stage,
-                PREFETCH=plan.prefetch,
+                **options,
                 **plan.launch_options(),
             )
     return y, h, mean, rstd

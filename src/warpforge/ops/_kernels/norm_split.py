@@ -13,7 +13,15 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from warpforge.ops._kernels.split_rows import publish_word, row_words, split_place, unpack_pair
+from warpforge.ops._kernels.split_rows import (
+    EMPTY_STATS,
+    _pending,
+    _poll,
+    publish_word,
+    row_words,
+    split_place,
+    unpack_pair,
+)
 
 
 @triton.jit
@@ -161,3 +169,183 @@ def norm_fwd_flags_kernel(
             if HAS_BIAS:
                 y = y + tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
             tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+
+
+
+# --------------------------------------------------------------------------- lagged split forward
+# norm_fwd_lag_kernel: the same meeting, one row later. A program publishes row k + 1's word
+# before it waits for row k's, so the wait finds words published an iteration ago instead of
+# the slowest program's load of this row; it keeps chunks in the input dtype (bf16: half the
+# registers of fp32), so DEPTH rows can be loading at once.
+
+
+@triton.jit
+def _load_chunk(P, row, stride, cols, M, N):
+    """A chunk of ``row`` as stored (0 past the last row). Callers carry raw loads through the
+    loop and convert them only where used, so the load stays in flight until then."""
+    return tl.load(P + row * stride + cols, mask=cols < tl.where(row < M, N, 0), other=0.0)
+
+
+@triton.jit
+def _publish_chunk(x, r, H, WORDS, row, stride_h, cols, mask, chunk, n_chunk,
+                   CENTER: tl.constexpr, HAS_RESIDUAL: tl.constexpr, CHUNKS_POW2: tl.constexpr,
+                   STAGE: tl.constexpr):  # fmt: skip
+    """h of a chunk (x, or x + r rounded to the input dtype and stored in H) with its
+    statistics published in the row's word (not in STAGE 2, which only writes y); returns h."""
+    if HAS_RESIDUAL:
+        h = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
+        if STAGE != 2:
+            tl.store(H + row * stride_h + cols, h, mask=mask)
+    else:
+        h = x
+    if STAGE != 2:
+        hf = h.to(tl.float32)
+        if CENTER:
+            chunk_mean = tl.sum(hf, axis=0) / n_chunk
+            d = tl.where(mask, hf - chunk_mean, 0.0)
+            second = tl.sum(d * d, axis=0)
+        else:
+            chunk_mean = 0.0  # high half: a word past the row's end (EMPTY_STATS) reads as 0
+            second = tl.sum(hf * hf, axis=0)
+        publish_word(WORDS + row * CHUNKS_POW2 + chunk, chunk_mean, second, STAGE)
+    return h
+
+
+@triton.jit
+def _row_stats(first, second, lanes, chunks, N, eps, BLOCK_N: tl.constexpr,
+               CENTER: tl.constexpr, SECOND: tl.constexpr):  # fmt: skip
+    """(mean, rstd) of a row from its published words (two 32-lane vectors when SECOND)."""
+    if CENTER:
+        mean, total = _row_moments(first, second, lanes, chunks, N, BLOCK_N, SECOND)
+    else:
+        mean = 0.0
+        _, sums = unpack_pair(first)
+        _, sums_2 = unpack_pair(second)
+        total = tl.sum(sums, axis=0) + tl.sum(sums_2, axis=0)
+    return mean, 1.0 / tl.sqrt(total / N + eps)
+
+
+@triton.jit
+def norm_fwd_lag_kernel(
+    X,
+    R,
+    W,
+    B,
+    Y,
+    H,
+    MEAN,
+    RSTD,
+    WORDS,
+    stride_x,
+    stride_r,
+    stride_y,
+    stride_h,
+    M,
+    N,
+    eps,
+    offset,
+    CENTER: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    STAGE: tl.constexpr,
+    DEPTH: tl.constexpr,
+    HOLD_W: tl.constexpr,
+):
+    """``norm_fwd_flags_kernel``'s outputs (y; h = x + r rounded, HAS_RESIDUAL; rstd, mean from
+    each row's chunk 0) from the same split launch and words, one row later: at iteration k a
+    program holds h of row k (published at k - 1) in the input dtype, publishes row k + 1 from
+    its load issued at k - DEPTH, issues the load of row k + 1 + DEPTH, then reads row k's
+    words (the first poll issued before its wait for row k + 1's load) and writes y of row k.
+    DEPTH (1, 2): rows a program has loading at once. HOLD_W: w (and b) loaded once, held in
+    registers in the input dtype, rather than read from L2 for every row.
+
+    STAGE 0 (GPU): one launch, all programs of a row resident together (a program waits for
+    words published before its own previous wait, so the lag adds no cycle). STAGE 1 / 2 (the
+    interpreter's two launches): words and h only / y only from a second read."""
+    chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
+    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
+        lanes = tl.arange(0, 32)
+    else:
+        lanes = tl.arange(0, CHUNKS_POW2)
+    n_chunk = tl.minimum(N - chunk * BLOCK_N, BLOCK_N).to(tl.float32)
+    if HOLD_W:
+        if HAS_WEIGHT:
+            w_held = tl.load(W + cols, mask=mask, other=0.0)
+        if HAS_BIAS:
+            b_held = tl.load(B + cols, mask=mask, other=0.0)
+    row = slot.to(tl.int64)
+    x = _load_chunk(X, row, stride_x, cols, M, N)
+    r = x
+    if HAS_RESIDUAL:
+        r = _load_chunk(R, row, stride_r, cols, M, N)
+    h = _publish_chunk(x, r, H, WORDS, row, stride_h, cols, mask, chunk, n_chunk, CENTER,
+                       HAS_RESIDUAL, CHUNKS_POW2, STAGE)  # fmt: skip
+    next_x = _load_chunk(X, row + slots, stride_x, cols, M, N)
+    next_r = next_x
+    if HAS_RESIDUAL:
+        next_r = _load_chunk(R, row + slots, stride_r, cols, M, N)
+    if DEPTH == 2:
+        later_x = _load_chunk(X, row + 2 * slots, stride_x, cols, M, N)
+        later_r = later_x
+        if HAS_RESIDUAL:
+            later_r = _load_chunk(R, row + 2 * slots, stride_r, cols, M, N)
+    for i in range(0, tl.cdiv(M - slot, slots)):
+        row = slot.to(tl.int64) + i * slots
+        words = WORDS + row * CHUNKS_POW2
+        # first look at row k's words now: the answer travels while row k + 1's load lands
+        first = _poll(words, lanes, lanes < chunks, EMPTY_STATS)
+        if CHUNKS_POW2 > 32:
+            second = _poll(words + 32, lanes, lanes + 32 < chunks, EMPTY_STATS)
+        else:
+            second = tl.full(lanes.shape, EMPTY_STATS, tl.int64)
+        next_row = row + slots
+        if next_row < M:
+            next_h = _publish_chunk(next_x, next_r, H, WORDS, next_row, stride_h, cols, mask,
+                                    chunk, n_chunk, CENTER, HAS_RESIDUAL, CHUNKS_POW2, STAGE)  # fmt: skip
+        else:
+            next_h = h
+        if DEPTH == 2:
+            next_x = later_x
+            later_x = _load_chunk(X, row + 3 * slots, stride_x, cols, M, N)
+            if HAS_RESIDUAL:
+                next_r = later_r
+                later_r = _load_chunk(R, row + 3 * slots, stride_r, cols, M, N)
+        else:
+            next_x = _load_chunk(X, row + 2 * slots, stride_x, cols, M, N)
+            if HAS_RESIDUAL:
+                next_r = _load_chunk(R, row + 2 * slots, stride_r, cols, M, N)
+        if STAGE != 1:
+            if STAGE == 0:
+                pending = _pending(first)
+                if CHUNKS_POW2 > 32:
+                    pending = tl.maximum(pending, _pending(second))
+                while pending > 0:
+                    first = _poll(words, lanes, lanes < chunks, EMPTY_STATS)
+                    pending = _pending(first)
+                    if CHUNKS_POW2 > 32:
+                        second = _poll(words + 32, lanes, lanes + 32 < chunks, EMPTY_STATS)
+                        pending = tl.maximum(pending, _pending(second))
+            mean, rstd = _row_stats(first, second, lanes, chunks, N, eps, BLOCK_N, CENTER,
+                                    CHUNKS_POW2 > 32)  # fmt: skip
+            if chunk == 0:
+                tl.store(RSTD + row, rstd)
+                if CENTER:
+                    tl.store(MEAN + row, mean)
+            y = (h.to(tl.float32) - mean) * rstd
+            if HAS_WEIGHT:
+                if HOLD_W:
+                    w = w_held
+                else:
+                    w = tl.load(W + cols, mask=mask, other=0.0)
+                y = y * (offset + w.to(tl.float32))
+            if HAS_BIAS:
+                if HOLD_W:
+                    b = b_held
+                else:
+                    b = tl.load(B + cols, mask=mask, other=0.0)
+                y = y + b.to(tl.float32)
+            tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+        h = next_h
