@@ -59,10 +59,12 @@ def check(got, want, dtype, center, residual):
 CASES = [(1, 16, None), (7, 37, None), (5, 17, None), (4, 100, 131), (3, 67, None), (2, 643, 701)]
 
 
-# (prefetch, lag_depth, hold_weight): norm_fwd_flags_kernel without / with the next row's
-# load; norm_fwd_lag_kernel one and two rows ahead (with w and b held)
-VARIANTS = {"load": (False, 0, False), "prefetch": (True, 0, False),
-            "lag1": (False, 1, False), "lag2-hold": (False, 2, True)}  # fmt: skip
+# (prefetch, lag_depth, hold_weight, packed): norm_fwd_flags_kernel without / with the next
+# row's load; norm_fwd_lag_kernel one and two rows ahead, w and b held, 2-byte rows as pairs
+# (fp16 here: the interpreter's bf16 is wrong; odd N and strides fall back to unpacked)
+VARIANTS = {"load": (False, 0, False, False), "prefetch": (True, 0, False, False),
+            "lag1": (False, 1, False, False), "lag2-hold": (False, 2, True, False),
+            "lag1-packed": (False, 1, True, True), "lag2-packed": (False, 2, False, True)}  # fmt: skip
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -74,7 +76,7 @@ def test_split_forward_small_chunks(center, residual, M, N, stride, variant, dev
     """16-column chunks: a ragged last chunk, one row, primes, more rows than slots (with the
     lag kernels: rows loaded past the last one), row strides wider than the row, 41 chunks
     (two vectors of words; LayerNorm combines their halves)."""
-    prefetch, lag_depth, hold_weight = VARIANTS[variant]
+    prefetch, lag_depth, hold_weight, packed = VARIANTS[variant]
     plan = split_row_plan(M, N, device, block=16, num_warps=1, prefetch=prefetch, flag_words=True)
     assert plan is not None and plan.chunks == -(-N // 16)
     for dtype in (torch.float32, torch.float16):
@@ -83,8 +85,37 @@ def test_split_forward_small_chunks(center, residual, M, N, stride, variant, dev
         b = b if center else None
         offset = 0.0 if center else 1.0
         got = norm.split_norm_forward(x, w, b, r, 1e-6, offset, center, plan,
-                                      lag_depth=lag_depth, hold_weight=hold_weight)  # fmt: skip
+                                      lag_depth=lag_depth, hold_weight=hold_weight,
+                                      packed=packed)  # fmt: skip
         check(got, expected(x, w, b, r, 1e-6, offset, center), dtype, center, residual)
+
+
+@pytest.mark.parametrize(("lag_depth", "hold_weight"), [(1, False), (2, True)])
+@pytest.mark.parametrize(("center", "residual"), [(False, False), (False, True), (True, False)],
+                         ids=["rms", "add_rms", "layer"])  # fmt: skip
+@pytest.mark.parametrize(("M", "N", "stride"), [(6, 50, None), (4, 642, 704), (5, 96, None)])
+def test_split_forward_packed_pairs(center, residual, M, N, stride, lag_depth, hold_weight,
+                                    device, poison_outputs):  # fmt: skip
+    """2-byte rows moved as int32 pairs (even N and strides): a ragged last chunk ending
+    mid-vector, 41 chunks with a row stride wider than the row, whole chunks."""
+    plan = split_row_plan(M, N, device, block=16, num_warps=1, flag_words=True)
+    x, r, w, b = operands(M, N, torch.float16, device, stride, shift=50.0 if center else 0.0)
+    r = r if residual else None
+    b = b if center else None
+    assert norm._pairs_fit(x, w, b, r)
+    got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.25, center, plan, lag_depth=lag_depth,
+                                  hold_weight=hold_weight, packed=True)  # fmt: skip
+    check(got, expected(x, w, b, r, 1e-6, 0.25, center), torch.float16, center, residual)
+
+
+def test_pairs_fit_only_even_aligned_two_byte_rows():
+    x = torch.zeros(4, 64, dtype=torch.float16)
+    assert norm._pairs_fit(x, x[0], None)
+    assert not norm._pairs_fit(x.float())
+    assert not norm._pairs_fit(x[:, :63])
+    assert not norm._pairs_fit(torch.zeros(4, 65, dtype=torch.float16)[:, :64])  # odd stride
+    assert not norm._pairs_fit(x.view(-1)[1:].view(3, 85)[:, :64])  # 2-byte aligned start
+    assert not norm._pairs_fit(x, x[0].to(torch.bfloat16))  # weight of another dtype
 
 
 @pytest.mark.parametrize(("lag_depth", "hold_weight"), [(0, False), (1, True), (2, False)])
