@@ -213,3 +213,10 @@ def test_split_forward_gpu(center, residual, dtype, M, N, poison_outputs):
     for p in plans:
         got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.0, center, p)
         check(got, want, dtype, center, residual)
+    # the lag kernel (pairs where 2-byte rows allow) on the 8192-column 2-an-SM launch
+    p = split_row_plan(M, N, "cuda", block=8192, num_warps=8, programs_per_sm=2, flag_words=True)
+    if p is not None and p.chunks_pow2 <= 64:
+        for lag, hold, packed in ((1, False, True), (2, True, True), (1, False, False)):
+            got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.0, center, p, lag_depth=lag,
+                                          hold_weight=hold, packed=packed)  # fmt: skip
+            check(got, want, dtype, center, residual)
