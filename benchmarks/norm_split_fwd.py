@@ -117,7 +117,7 @@ def _sweep_shape(dtype, M, N, names, lines, rows) -> None:
             try:
                 got = fn()
                 err = max((g.float() - e.float()).abs().max().item()
-                          for g, e in zip(got, ref) if g.numel())  # fmt: skip
+                          for g, e in zip(got, ref, strict=True) if g.numel())  # fmt: skip
                 del got
                 ms = triton.testing.do_bench(fn, warmup=20, rep=100)
             except Exception as exc:  # a launch that fails to compile or run: report, go on
@@ -134,17 +134,18 @@ def _sweep_shape(dtype, M, N, names, lines, rows) -> None:
                              fraction_of_copy=frac, copy_tbps=copy_bps / 1e12,
                              max_abs_diff_vs_chunked=err))  # fmt: skip
         del ref
-    del x, r, w, b
-    torch.cuda.empty_cache()
 
 
 def sweep(prefix: str) -> None:
     import triton
 
-    lines = [f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"]
+    lines = [
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
+    ]
     rows: list[dict] = []
     for dtype, M, N, names in SHAPES:
         _sweep_shape(dtype, M, N, names, lines, rows)
+        torch.cuda.empty_cache()
         with open(prefix + ".txt", "w") as f:
             f.write("\n".join(lines) + "\n")
         with open(prefix + ".json", "w") as f:

@@ -188,6 +188,41 @@ def test_public_ops_of_long_rows_take_the_split_kernel(op, monkeypatch, device, 
     assert not spy.grids
 
 
+@pytest.mark.parametrize("op", ["rms", "add_rms", "layer"])
+def test_two_byte_long_rows_take_the_lag_kernel(op, monkeypatch, device, poison_outputs):
+    """2-byte rows: from NORM_FWD_LAG_MIN_CHUNKS chunks (here 17) the lag kernel (pairs with a
+    residual), from 32768 columns the flags kernel, narrower rows the chunked kernel."""
+    kernels = warpforge.ops._kernels.norm_split
+    lag = _LaunchSpy(kernels.norm_fwd_lag_kernel)
+    flags = _LaunchSpy(kernels.norm_fwd_flags_kernel)
+    monkeypatch.setattr(kernels, "norm_fwd_lag_kernel", lag)
+    monkeypatch.setattr(kernels, "norm_fwd_flags_kernel", flags)
+    monkeypatch.delenv(norm.NORM_FWD_SPLIT, raising=False)
+    norm.norm_fwd_split_plan.cache_clear()
+    center, residual = op == "layer", op == "add_rms"
+    launches = 2 if device.type == "cpu" else 1
+    for N, spy in ((8192 * (norm.NORM_FWD_LAG_MIN_CHUNKS + 1) - 6, lag), (32768, flags),
+                   (32766, None)):  # fmt: skip
+        lag.grids.clear()
+        flags.grids.clear()
+        x, r, w, b = operands(2, N, torch.float16, device, shift=20.0 if center else 0.0)
+        if op == "rms":
+            got = (rms_norm(x, w, 1e-6, offset=0.5),)
+            want = expected(x, w, None, None, 1e-6, 0.5, False)
+        elif op == "add_rms":
+            got = rms_norm(x, w, 1e-6, residual=r)
+            want = expected(x, w, None, r, 1e-6, 0.0, False)
+            assert torch.equal(got[1], want[1])
+        else:
+            got = (layer_norm(x, w, b, 1e-5),)
+            want = expected(x, w, b, None, 1e-5, 0.0, True)
+        torch.testing.assert_close(got[0].double(), want[0], atol=2e-3, rtol=2e-3)
+        assert len(lag.grids) == (launches if spy is lag else 0), (N, op)
+        assert len(flags.grids) == (launches if spy is flags else 0), (N, op)
+        if residual and spy is lag:
+            assert norm.norm_fwd_split_options(2, True, -(-N // 8192))["packed"]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(("center", "residual"), [(False, False), (False, True), (True, False)],
                          ids=["rms", "add_rms", "layer"])  # fmt: skip
@@ -203,20 +238,24 @@ def test_split_forward_gpu(center, residual, dtype, M, N, poison_outputs):
     want = tuple(t.cuda() for t in want)
     plan = norm.norm_fwd_split_plan(M, N, dtype.itemsize, "cuda", residual)
     plans = [plan] if plan is not None else []
-    for block, warps, per_sm, prefetch in ((8192, 8, 4, False), (8192, 8, 2, True),
-                                           (8192, 8, 2, False), (4096, 4, 4, True)):  # fmt: skip
+    # other launches of the flags kernel (the previous default and four programs an SM)
+    for block, warps, per_sm, prefetch in ((8192, 8, 2, True), (8192, 8, 4, False)):
         p = split_row_plan(M, N, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm,
                            prefetch=prefetch, flag_words=True)  # fmt: skip
         if p is not None and p.chunks_pow2 <= 64:
             plans.append(p)
     assert plans
+    if plan is not None:  # the default kernel and its options
+        options = norm.norm_fwd_split_options(dtype.itemsize, residual, plan.chunks)
+        got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.0, center, plan, **options)
+        check(got, want, dtype, center, residual)
     for p in plans:
         got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.0, center, p)
         check(got, want, dtype, center, residual)
     # the lag kernel (pairs where 2-byte rows allow) on the 8192-column 2-an-SM launch
     p = split_row_plan(M, N, "cuda", block=8192, num_warps=8, programs_per_sm=2, flag_words=True)
     if p is not None and p.chunks_pow2 <= 64:
-        for lag, hold, packed in ((1, False, True), (2, True, True), (1, False, False)):
+        for lag, hold, packed in ((1, False, True), (1, False, False), (2, True, True)):
             got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.0, center, p, lag_depth=lag,
                                           hold_weight=hold, packed=packed)  # fmt: skip
             check(got, want, dtype, center, residual)

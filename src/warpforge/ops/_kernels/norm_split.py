@@ -171,8 +171,6 @@ def norm_fwd_flags_kernel(
             tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
 
 
-
-
 # --------------------------------------------------------------------------- lagged split forward
 # norm_fwd_lag_kernel: the same meeting, one row later. A program publishes row k + 1's word
 # before it waits for row k's, so the wait finds words published an iteration ago instead of
@@ -185,7 +183,7 @@ def norm_fwd_flags_kernel(
 def _halves(v, DT: tl.constexpr):
     """The (even, odd) elements of int32 pairs of 2-byte ``DT`` values, as fp32."""
     u = v.to(tl.uint32, bitcast=True)
-    if DT == tl.bfloat16:  # a bf16 is the high half of its fp32
+    if DT.is_bf16():  # a bf16 is the high half of its fp32
         even = (u << 16).to(tl.float32, bitcast=True)
         odd = ((u >> 16) << 16).to(tl.float32, bitcast=True)
     else:
