@@ -1,15 +1,18 @@
-"""The split-row norm forward (``norm_fwd_flags_kernel``) at candidate launches.
+"""The split-row norm forward (``norm_fwd_flags_kernel``, ``norm_fwd_lag_kernel``) at candidate
+launches, against the chunked kernel (``_norm_forward``).
 
-    PYTHONPATH=src python benchmarks/norm_split_fwd.py spills      # CPU: sm_90 registers/stack
-    PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep OUT   # GPU: kernel alone vs chunked
+    PYTHONPATH=src python benchmarks/norm_split_fwd.py spills [bf16|fp32]  # CPU: sm_90 registers/stack
+    PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep OUT_PREFIX    # GPU: OUT_PREFIX.txt/.json
 
-The sweep times each op (RMSNorm, add+RMSNorm, LayerNorm) at 8192 x 262144 and 8192 x 65536
-with the split launches against ``_norm_forward`` (the chunked kernel), CUDA-event medians of
-``triton.testing.do_bench``, and reports the fraction of copy (bytes read once, written once).
+The sweep times each op (RMSNorm, add+RMSNorm, LayerNorm) at each shape of ``SHAPES`` with the
+candidates named there, CUDA-event medians of ``triton.testing.do_bench``, and reports the
+fraction of copy (bytes read once and written once, against ``copy_`` of the same tensor
+measured in the same run) and the largest |y - chunked y|.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 
 import torch
@@ -17,47 +20,82 @@ import torch
 from warpforge.ops import norm
 from warpforge.ops._split_rows import split_row_plan
 
-LAUNCHES = ((8192, 8, 2, True), (8192, 8, 2, False), (8192, 8, 4, False), (8192, 8, 4, True),
-            (4096, 4, 4, True))  # fmt: skip
+CANDIDATES = {
+    # name: (block, warps, programs an SM, prefetch, lag_depth, hold_weight, packed)
+    "flags 8192/8w x2 pf": (8192, 8, 2, True, 0, False, False),
+    "flags 8192/8w x2": (8192, 8, 2, False, 0, False, False),
+    "flags 8192/8w x4": (8192, 8, 4, False, 0, False, False),
+    "lag1 8192/8w x2": (8192, 8, 2, False, 1, False, False),
+    "lag1 8192/8w x2 pk": (8192, 8, 2, False, 1, False, True),
+    "lag1 8192/8w x2 pk hold": (8192, 8, 2, False, 1, True, True),
+    "lag2 8192/8w x2 pk": (8192, 8, 2, False, 2, False, True),
+    "lag2 8192/8w x2 pk hold": (8192, 8, 2, False, 2, True, True),
+    "lag1 8192/8w x4 pk": (8192, 8, 4, False, 1, False, True),
+    "lag2 4096/4w x4 pk hold": (4096, 4, 4, False, 2, True, True),
+    "lag1 4096/4w x8 pk": (4096, 4, 8, False, 1, False, True),
+    "lag1 4096/4w x4": (4096, 4, 4, False, 1, False, False),
+    "lag1 4096/4w x8": (4096, 4, 8, False, 1, False, False),
+}
+BF16_ALL = [name for name in CANDIDATES if name not in ("flags 8192/8w x2", "lag1 4096/4w x8")]
+BF16_TOP = ["flags 8192/8w x2 pf", "lag1 8192/8w x2 pk", "lag2 8192/8w x2 pk",
+            "lag2 8192/8w x2 pk hold"]  # fmt: skip
+FP32 = ["flags 8192/8w x2 pf", "flags 8192/8w x2", "lag1 8192/8w x2", "lag1 4096/4w x4",
+        "lag1 4096/4w x8"]  # fmt: skip
+FP32_TOP = ["flags 8192/8w x2 pf", "flags 8192/8w x2", "lag1 4096/4w x4"]
+SHAPES = [  # (dtype, M, N, candidates)
+    (torch.bfloat16, 8192, 262144, BF16_ALL),
+    (torch.float32, 8192, 262144, FP32),
+    (torch.bfloat16, 8192, 65536, BF16_TOP),
+    (torch.float32, 8192, 65536, FP32_TOP),
+    (torch.bfloat16, 4096, 32768, BF16_TOP),
+]
 OPS = {"rms": (False, False), "add_rms": (False, True), "layer": (True, False)}
 
 
-def spills() -> None:
+def spills(dt: str) -> None:
     sys.path.insert(0, "benchmarks")
     import split_launch_spills as sls
 
     import warpforge.ops._rows as rows
     import warpforge.ops._split_rows as split_rows
-    from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel
+    from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel, norm_fwd_lag_kernel
 
     rows.device_capabilities = split_rows.device_capabilities = lambda device: sls.H100
-    for dt in ("bf16", "fp32"):
-        types = {a: "*" + dt for a in ("X", "R", "W", "B", "Y", "H")}
-        types.update(MEAN="*fp32", RSTD="*fp32", WORDS="*i64", eps="fp32", offset="fp32")
-        for block, warps, per_sm, prefetch in LAUNCHES:
-            plan = split_row_plan(8192, 262144, "cuda", block=block, num_warps=warps,
-                                  programs_per_sm=per_sm, prefetch=prefetch, flag_words=True)  # fmt: skip
-            for op, (center, residual) in OPS.items():
-                flags = dict(CENTER=center, HAS_RESIDUAL=residual, HAS_WEIGHT=True,
-                             HAS_BIAS=center, BLOCK_N=block, CHUNKS_POW2=plan.chunks_pow2,
-                             STAGE=0, PREFETCH=prefetch)  # fmt: skip
-                reg, stack = sls.usage(norm_fwd_flags_kernel, types, flags, warps,
-                                       aligned=("stride_x", "stride_r", "stride_y", "stride_h"),
-                                       maxnreg=plan.max_registers)  # fmt: skip
-                print(f"{dt} {op:8s} {block}/{warps}w x{per_sm} prefetch={prefetch}: "
-                      f"{reg} registers, {stack} stack bytes (cap {plan.max_registers})",
-                      flush=True)  # fmt: skip
+    types = {a: "*" + dt for a in ("X", "R", "W", "B", "Y", "H")}
+    types.update(MEAN="*fp32", RSTD="*fp32", WORDS="*i64", eps="fp32", offset="fp32")
+    for name, (block, warps, per_sm, prefetch, lag, hold, packed) in CANDIDATES.items():
+        if packed and dt == "fp32":
+            continue
+        plan = split_row_plan(8192, 262144, "cuda", block=block, num_warps=warps,
+                              programs_per_sm=per_sm, prefetch=prefetch, flag_words=True)  # fmt: skip
+        for op, (center, residual) in OPS.items():
+            flags = dict(CENTER=center, HAS_RESIDUAL=residual, HAS_WEIGHT=True,
+                         HAS_BIAS=center, BLOCK_N=block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0)  # fmt: skip
+            if lag:
+                kernel = norm_fwd_lag_kernel
+                flags.update(DEPTH=lag, HOLD_W=hold, PACKED=packed)
+            else:
+                kernel = norm_fwd_flags_kernel
+                flags.update(PREFETCH=prefetch)
+            # N and M as a launch specialises them (multiples of 16): 16-byte vectors
+            reg, stack = sls.usage(kernel, types, flags, warps,
+                                   aligned=("stride_x", "stride_r", "stride_y", "stride_h", "N", "M"),
+                                   maxnreg=plan.max_registers)  # fmt: skip
+            print(f"{dt} {op:8s} {name:24s}: {reg} registers, {stack} stack bytes "
+                  f"(cap {plan.max_registers})", flush=True)  # fmt: skip
 
 
-def _sweep_shape(dtype: torch.dtype, M: int, N: int, lines: list[str]) -> None:
+def _sweep_shape(dtype, M, N, names, lines, rows) -> None:
     import triton.testing
 
     x = torch.randn(M, N, device="cuda", dtype=dtype)
     r = torch.randn(M, N, device="cuda", dtype=dtype)
     w = torch.randn(N, device="cuda", dtype=dtype)
     b = torch.randn(N, device="cuda", dtype=dtype)
-    copy_ms = triton.testing.do_bench(lambda: r.copy_(x), warmup=50, rep=200)
+    copy_ms = triton.testing.do_bench(lambda: r.copy_(x), warmup=20, rep=100)
     copy_bps = 2 * x.numel() * x.element_size() / (copy_ms * 1e-3)
+    dt = str(dtype)[6:]
+    lines.append(f"{dt} {M}x{N} copy {copy_ms * 1e3:.1f} us = {copy_bps / 1e12:.3f} TB/s")
     for op, (center, residual) in OPS.items():
         rr = r if residual else None
         bb = b if center else None
@@ -65,37 +103,57 @@ def _sweep_shape(dtype: torch.dtype, M: int, N: int, lines: list[str]) -> None:
         ref = norm._norm_forward(x, w, bb, rr, 1e-6, 0.0, center)
         cands = [("chunked", lambda c=center, rr=rr, bb=bb: norm._norm_forward(
             x, w, bb, rr, 1e-6, 0.0, c))]  # fmt: skip
-        for block, warps, per_sm, prefetch in LAUNCHES:
+        for name in names:
+            block, warps, per_sm, prefetch, lag, hold, packed = CANDIDATES[name]
             plan = split_row_plan(M, N, "cuda", block=block, num_warps=warps,
                                   programs_per_sm=per_sm, prefetch=prefetch, flag_words=True)  # fmt: skip
             if plan is None or plan.chunks_pow2 > 64:
                 continue
-            cands.append((f"{block}/{warps}w x{per_sm} pf={int(prefetch)}",
-                          lambda p=plan, c=center, rr=rr, bb=bb: norm.split_norm_forward(
-                              x, w, bb, rr, 1e-6, 0.0, c, p)))  # fmt: skip
+            cands.append((name, lambda p=plan, c=center, rr=rr, bb=bb, lag=lag, hold=hold,
+                          packed=packed: norm.split_norm_forward(
+                              x, w, bb, rr, 1e-6, 0.0, c, p, lag_depth=lag, hold_weight=hold,
+                              packed=packed)))  # fmt: skip
         for name, fn in cands:
-            got = fn()
-            err = (got[0].float() - ref[0].float()).abs().max().item()
-            ms = triton.testing.do_bench(fn, warmup=25, rep=150)
+            try:
+                got = fn()
+                err = max((g.float() - e.float()).abs().max().item()
+                          for g, e in zip(got, ref, strict=True) if g.numel())  # fmt: skip
+                del got
+                ms = triton.testing.do_bench(fn, warmup=20, rep=100)
+            except Exception as exc:  # a launch that fails to compile or run: report, go on
+                line = f"{dt} {M}x{N} {op:8s} {name:24s} FAILED {type(exc).__name__}: {exc}"[:300]
+                print(line, flush=True)
+                lines.append(line)
+                continue
             frac = (moved / (ms * 1e-3)) / copy_bps
-            line = (f"{str(dtype)[6:]} {M}x{N} {op:8s} {name:22s} {ms * 1e3:9.1f} us "
-                    f"{frac * 100:5.1f}% of copy, max|y-chunked| {err:.3g}")  # fmt: skip
+            line = (f"{dt} {M}x{N} {op:8s} {name:24s} {ms * 1e3:9.1f} us "
+                    f"{frac * 100:5.1f}% of copy, max|out-chunked| {err:.3g}")  # fmt: skip
             print(line, flush=True)
             lines.append(line)
+            rows.append(dict(dtype=dt, M=M, N=N, op=op, launch=name, us=ms * 1e3,
+                             fraction_of_copy=frac, copy_tbps=copy_bps / 1e12,
+                             max_abs_diff_vs_chunked=err))  # fmt: skip
+        del ref
 
 
-def sweep(out: str) -> None:
-    lines = [f"{torch.cuda.get_device_name()}"]
-    for dtype in (torch.bfloat16, torch.float32):
-        for M, N in ((8192, 262144), (8192, 65536)):
-            _sweep_shape(dtype, M, N, lines)
-            torch.cuda.empty_cache()
-    with open(out, "w") as f:
-        f.write("\n".join(lines) + "\n")
+def sweep(prefix: str) -> None:
+    import triton
+
+    lines = [
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
+    ]
+    rows: list[dict] = []
+    for dtype, M, N, names in SHAPES:
+        _sweep_shape(dtype, M, N, names, lines, rows)
+        torch.cuda.empty_cache()
+        with open(prefix + ".txt", "w") as f:
+            f.write("\n".join(lines) + "\n")
+        with open(prefix + ".json", "w") as f:
+            json.dump({"device": lines[0], "candidates": CANDIDATES, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "spills":
-        spills()
+        spills(sys.argv[2] if len(sys.argv) > 2 else "bf16")
     else:
         sweep(sys.argv[2])

@@ -59,14 +59,24 @@ def check(got, want, dtype, center, residual):
 CASES = [(1, 16, None), (7, 37, None), (5, 17, None), (4, 100, 131), (3, 67, None), (2, 643, 701)]
 
 
-@pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
+# (prefetch, lag_depth, hold_weight, packed): norm_fwd_flags_kernel without / with the next
+# row's load; norm_fwd_lag_kernel one and two rows ahead, w and b held, 2-byte rows as pairs
+# (fp16 here: the interpreter's bf16 is wrong; odd N and strides fall back to unpacked)
+VARIANTS = {"load": (False, 0, False, False), "prefetch": (True, 0, False, False),
+            "lag1": (False, 1, False, False), "lag2-hold": (False, 2, True, False),
+            "lag1-packed": (False, 1, True, True), "lag2-packed": (False, 2, False, True)}  # fmt: skip
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize(("center", "residual"), [(False, False), (False, True), (True, False)],
                          ids=["rms", "add_rms", "layer"])  # fmt: skip
 @pytest.mark.parametrize(("M", "N", "stride"), CASES)
-def test_split_forward_small_chunks(center, residual, M, N, stride, prefetch, device,
+def test_split_forward_small_chunks(center, residual, M, N, stride, variant, device,
                                     poison_outputs):  # fmt: skip
-    """16-column chunks: a ragged last chunk, one row, primes, more rows than slots, row strides
-    wider than the row, 41 chunks (two vectors of words; LayerNorm combines their halves)."""
+    """16-column chunks: a ragged last chunk, one row, primes, more rows than slots (with the
+    lag kernels: rows loaded past the last one), row strides wider than the row, 41 chunks
+    (two vectors of words; LayerNorm combines their halves)."""
+    prefetch, lag_depth, hold_weight, packed = VARIANTS[variant]
     plan = split_row_plan(M, N, device, block=16, num_warps=1, prefetch=prefetch, flag_words=True)
     assert plan is not None and plan.chunks == -(-N // 16)
     for dtype in (torch.float32, torch.float16):
@@ -74,16 +84,55 @@ def test_split_forward_small_chunks(center, residual, M, N, stride, prefetch, de
         r = r if residual else None
         b = b if center else None
         offset = 0.0 if center else 1.0
-        got = norm.split_norm_forward(x, w, b, r, 1e-6, offset, center, plan)
+        got = norm.split_norm_forward(x, w, b, r, 1e-6, offset, center, plan,
+                                      lag_depth=lag_depth, hold_weight=hold_weight,
+                                      packed=packed)  # fmt: skip
         check(got, expected(x, w, b, r, 1e-6, offset, center), dtype, center, residual)
 
 
+@pytest.mark.parametrize(("lag_depth", "hold_weight"), [(1, False), (2, True)])
+@pytest.mark.parametrize(("center", "residual"), [(False, False), (False, True), (True, False)],
+                         ids=["rms", "add_rms", "layer"])  # fmt: skip
+@pytest.mark.parametrize(("M", "N", "stride"), [(6, 50, None), (4, 642, 704), (5, 96, None)])
+def test_split_forward_packed_pairs(center, residual, M, N, stride, lag_depth, hold_weight,
+                                    device, poison_outputs):  # fmt: skip
+    """2-byte rows moved as int32 pairs (even N and strides): a ragged last chunk ending
+    mid-vector, 41 chunks with a row stride wider than the row, whole chunks."""
+    plan = split_row_plan(M, N, device, block=16, num_warps=1, flag_words=True)
+    x, r, w, b = operands(M, N, torch.float16, device, stride, shift=50.0 if center else 0.0)
+    r = r if residual else None
+    b = b if center else None
+    assert norm._pairs_fit(x, w, b, r)
+    got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.25, center, plan, lag_depth=lag_depth,
+                                  hold_weight=hold_weight, packed=True)  # fmt: skip
+    check(got, expected(x, w, b, r, 1e-6, 0.25, center), torch.float16, center, residual)
+
+
+def test_pairs_fit_only_even_aligned_two_byte_rows():
+    x = torch.zeros(4, 64, dtype=torch.float16)
+    assert norm._pairs_fit(x, x[0], None)
+    assert not norm._pairs_fit(x.float())
+    assert not norm._pairs_fit(x[:, :63])
+    assert not norm._pairs_fit(torch.zeros(4, 65, dtype=torch.float16)[:, :64])  # odd stride
+    assert not norm._pairs_fit(x.view(-1)[1:].view(3, 85)[:, :64])  # 2-byte aligned start
+    assert not norm._pairs_fit(x, x[0].to(torch.bfloat16))  # weight of another dtype
+
+
+@pytest.mark.parametrize(("lag_depth", "hold_weight"), [(0, False), (1, True), (2, False)])
 @pytest.mark.parametrize("center", [False, True], ids=["rms", "layer"])
-def test_split_forward_without_weight(center, device, poison_outputs):
-    plan = split_row_plan(3, 53, device, block=16, num_warps=1, flag_words=True)
-    x, _, _, _ = operands(3, 53, torch.float32, device)
-    got = norm.split_norm_forward(x, None, None, None, 1e-5, 0.0, center, plan)
+def test_split_forward_without_weight(center, lag_depth, hold_weight, device, poison_outputs):
+    plan = split_row_plan(7, 53, device, block=16, num_warps=1, flag_words=True)
+    x, _, _, _ = operands(7, 53, torch.float32, device)
+    got = norm.split_norm_forward(x, None, None, None, 1e-5, 0.0, center, plan,
+                                  lag_depth=lag_depth, hold_weight=hold_weight)  # fmt: skip
     check(got, expected(x, None, None, None, 1e-5, 0.0, center), torch.float32, center, False)
+
+
+def test_split_forward_refuses_an_unknown_lag(device):
+    plan = split_row_plan(2, 64, device, block=16, num_warps=1, flag_words=True)
+    with pytest.raises(ValueError, match="lag_depth"):
+        norm.split_norm_forward(torch.randn(2, 64, device=device), None, None, None, 1e-6, 0.0,
+                                False, plan, lag_depth=3)  # fmt: skip
 
 
 def test_split_forward_refuses_more_chunks_than_the_poll_reads(device):
@@ -139,6 +188,41 @@ def test_public_ops_of_long_rows_take_the_split_kernel(op, monkeypatch, device, 
     assert not spy.grids
 
 
+@pytest.mark.parametrize("op", ["rms", "add_rms", "layer"])
+def test_two_byte_long_rows_take_the_lag_kernel(op, monkeypatch, device, poison_outputs):
+    """2-byte rows: from NORM_FWD_LAG_MIN_CHUNKS chunks (here 17) the lag kernel (pairs with a
+    residual), from 32768 columns the flags kernel, narrower rows the chunked kernel."""
+    kernels = warpforge.ops._kernels.norm_split
+    lag = _LaunchSpy(kernels.norm_fwd_lag_kernel)
+    flags = _LaunchSpy(kernels.norm_fwd_flags_kernel)
+    monkeypatch.setattr(kernels, "norm_fwd_lag_kernel", lag)
+    monkeypatch.setattr(kernels, "norm_fwd_flags_kernel", flags)
+    monkeypatch.delenv(norm.NORM_FWD_SPLIT, raising=False)
+    norm.norm_fwd_split_plan.cache_clear()
+    center, residual = op == "layer", op == "add_rms"
+    launches = 2 if device.type == "cpu" else 1
+    for N, spy in ((8192 * (norm.NORM_FWD_LAG_MIN_CHUNKS + 1) - 6, lag), (32768, flags),
+                   (32766, None)):  # fmt: skip
+        lag.grids.clear()
+        flags.grids.clear()
+        x, r, w, b = operands(2, N, torch.float16, device, shift=20.0 if center else 0.0)
+        if op == "rms":
+            got = (rms_norm(x, w, 1e-6, offset=0.5),)
+            want = expected(x, w, None, None, 1e-6, 0.5, False)
+        elif op == "add_rms":
+            got = rms_norm(x, w, 1e-6, residual=r)
+            want = expected(x, w, None, r, 1e-6, 0.0, False)
+            assert torch.equal(got[1], want[1])
+        else:
+            got = (layer_norm(x, w, b, 1e-5),)
+            want = expected(x, w, b, None, 1e-5, 0.0, True)
+        torch.testing.assert_close(got[0].double(), want[0], atol=2e-3, rtol=2e-3)
+        assert len(lag.grids) == (launches if spy is lag else 0), (N, op)
+        assert len(flags.grids) == (launches if spy is flags else 0), (N, op)
+        if residual and spy is lag:
+            assert norm.norm_fwd_split_options(2, True, -(-N // 8192))["packed"]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(("center", "residual"), [(False, False), (False, True), (True, False)],
                          ids=["rms", "add_rms", "layer"])  # fmt: skip
@@ -154,13 +238,24 @@ def test_split_forward_gpu(center, residual, dtype, M, N, poison_outputs):
     want = tuple(t.cuda() for t in want)
     plan = norm.norm_fwd_split_plan(M, N, dtype.itemsize, "cuda", residual)
     plans = [plan] if plan is not None else []
-    for block, warps, per_sm, prefetch in ((8192, 8, 4, False), (8192, 8, 2, True),
-                                           (8192, 8, 2, False), (4096, 4, 4, True)):  # fmt: skip
+    # other launches of the flags kernel (the previous default and four programs an SM)
+    for block, warps, per_sm, prefetch in ((8192, 8, 2, True), (8192, 8, 4, False)):
         p = split_row_plan(M, N, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm,
                            prefetch=prefetch, flag_words=True)  # fmt: skip
         if p is not None and p.chunks_pow2 <= 64:
             plans.append(p)
     assert plans
+    if plan is not None:  # the default kernel and its options
+        options = norm.norm_fwd_split_options(dtype.itemsize, residual, plan.chunks)
+        got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.0, center, plan, **options)
+        check(got, want, dtype, center, residual)
     for p in plans:
         got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.0, center, p)
         check(got, want, dtype, center, residual)
+    # the lag kernel (pairs where 2-byte rows allow) on the 8192-column 2-an-SM launch
+    p = split_row_plan(M, N, "cuda", block=8192, num_warps=8, programs_per_sm=2, flag_words=True)
+    if p is not None and p.chunks_pow2 <= 64:
+        for lag, hold, packed in ((1, False, True), (1, False, False), (2, True, True)):
+            got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.0, center, p, lag_depth=lag,
+                                          hold_weight=hold, packed=packed)  # fmt: skip
+            check(got, want, dtype, center, residual)

@@ -197,22 +197,34 @@ COMPILE_ALL = textwrap.dedent(
     stack = spilled_bytes(nk.layer_norm_bwd_pairs_kernel, types, flags,
                           aligned=("stride_dy", "stride_x", "stride_dx", "N"), **plan.launch_options())
     assert stack <= PAIRS_SPILL_ALLOWED, f"pairs LayerNorm backward spills {stack} bytes under its register cap"
-    # the split-row norm forward at its default launches (8192 columns, 8 warps, 2 an SM):
-    # bf16 RMSNorm / LayerNorm spill nothing; the prefetching bf16 add+RMSNorm (x and r of the
-    # next row) spills 104 bytes and fp32 RMSNorm / LayerNorm 24 / 56 under the 128-register cap,
-    # measured faster than the launches that spill less (normsplit-sweep-2026-11-25-h100.txt)
-    from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel
+    # the split-row norm forward at its default launches (8192 columns, 8 warps, 2 an SM) of
+    # 262144 columns (bf16: the lag kernel) and 65536 (the flags kernel), N a multiple of 16 as
+    # a launch specialises it: bf16 spills nothing on sm_90 under Triton 3.9's ptxas, the fp32
+    # flags kernel a few bytes (8 for RMSNorm at 262144), measured faster than the launches
+    # that spill less (benchmarks/norm_split_fwd.py spills; normfwd-sweep-2026-11-25-h100.json)
+    from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel, norm_fwd_lag_kernel
     for dt, tdt in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
         types = dict.fromkeys(["X", "R", "W", "B", "Y", "H"], "*" + dt)
         types.update(MEAN="*fp32", RSTD="*fp32", WORDS="*i64", eps="fp32", offset="fp32")
-        for center, residual in ((False, False), (False, True), (True, False)):
-            plan = norm.norm_fwd_split_plan(8192, 262144, tdt.itemsize, "cuda", residual)
-            assert plan is not None and plan.flag_words, f"expected a split forward ({dt})"
-            flags = dict(CENTER=center, HAS_RESIDUAL=residual, HAS_WEIGHT=True, HAS_BIAS=center,
-                         BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch)
-            stack = spilled_bytes(norm_fwd_flags_kernel, types, flags,
-                                  aligned=("stride_x", "stride_r", "stride_y", "stride_h"), **plan.launch_options())
-            assert stack <= 128, f"split norm forward spills {stack} bytes ({dt}, CENTER={center}, residual={residual})"
+        for N in (262144, 65536):
+            for center, residual in ((False, False), (False, True), (True, False)):
+                plan = norm.norm_fwd_split_plan(8192, N, tdt.itemsize, "cuda", residual)
+                assert plan is not None and plan.flag_words, f"expected a split forward ({dt})"
+                options = norm.norm_fwd_split_options(tdt.itemsize, residual, plan.chunks)
+                flags = dict(CENTER=center, HAS_RESIDUAL=residual, HAS_WEIGHT=True, HAS_BIAS=center,
+                             BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0)
+                if options:
+                    kernel = norm_fwd_lag_kernel
+                    flags.update(DEPTH=options["lag_depth"], HOLD_W=options.get("hold_weight", False),
+                                 PACKED=options.get("packed", False))
+                else:
+                    kernel = norm_fwd_flags_kernel
+                    flags.update(PREFETCH=plan.prefetch)
+                assert (kernel is norm_fwd_lag_kernel) == (dt == "bf16" and N == 262144)
+                stack = spilled_bytes(kernel, types, flags,
+                                      aligned=("stride_x", "stride_r", "stride_y", "stride_h", "N", "M"),
+                                      **plan.launch_options())
+                assert stack <= (0 if dt == "bf16" else 128), f"split norm forward spills {stack} bytes ({dt}, N={N}, CENTER={center}, residual={residual})"
     print("compiled-all")
     """
 )

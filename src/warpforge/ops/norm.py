@@ -269,29 +269,39 @@ def _norm_forward(
 # --------------------------------------------------------------------------- split forward
 
 NORM_FWD_SPLIT_LAUNCHES = {
-    (2, False): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
-    (2, True): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
+    (2, False): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True,
+                 "lag_depth": 1},
+    (2, True): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True,
+                "lag_depth": 1, "packed": True},
     (4, False): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
     (4, True): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": False},
-}
-"""(element size, residual) -> the flag-word split launch of the forward
-(``norm_fwd_flags_kernel``): 8192-column programs of 8 warps, 2 an SM (128 registers a thread),
-prefetching the next row's chunk except float32 with a residual (two fp32 chunks to prefetch).
+}  # fmt: skip
+"""(element size, residual) -> the flag-word split launch of the forward: 8192-column programs
+of 8 warps, 2 an SM (128 registers a thread). Rows of at least ``NORM_FWD_LAG_MIN_CHUNKS``
+chunks of 2-byte elements take ``norm_fwd_lag_kernel`` one row ahead (``lag_depth`` 1; with a
+residual as int32 pairs, ``packed``), the others ``norm_fwd_flags_kernel``, prefetching the next
+row's chunk except float32 with a residual (two fp32 chunks to prefetch).
 
-On the H100, kernel alone (``benchmarks/results/normsplit-sweep-2026-11-25-h100.txt``), 8192 x
-262144 RMSNorm / add+RMSNorm / LayerNorm: bf16 3596 / 6000 / 3865 us against 5588 / 7430 / 7313
-for the chunked kernel; fp32 5983 / 12122 / 6498 against 8735 / 15520 / 12759; at 65536 columns
-bf16 790 / 1480 / 862 against 1007 / 1701 / 1085, fp32 1492 / 3033 / 1537 against 1922 / 3663 /
-2444. Harness, bf16 8192 x 262144 (``norms-262144-split-2026-11-25-h100.json`` against
-``norms-262144-before-2026-11-25-h100.json``): 3600 / 5997 / 3900 us, 79% / 95% / 73% of copy,
-1.22x / 1.27x / 1.16x torch.compile (the chunked kernel: rms 5580 us, 0.79x; layer 7297, 0.62x).
-Alternatives (same file): four 8192-column programs an SM (64 registers) spill and run slower
-except bf16 RMSNorm without prefetch (3384 us); 4096-column 4-warp programs, 4 an SM, are within
-1-5% (``benchmarks/results/normsplit-spills-2026-11-25-sm90.txt`` for the spills)."""
+Kernel alone on the H100 (``benchmarks/results/normfwd-sweep-2026-11-25-h100.json``), bf16
+8192 x 262144 RMSNorm / add+RMSNorm / LayerNorm: the lag kernel 3048 / 5893 / 3395 us, 93.1% /
+96.3% / 83.6% of copy, against 3580 / 6010 / 3873 (79.3% / 94.4% / 73.3%) for the flags kernel:
+publishing row k + 1 before waiting for row k hides the wait for the 32 programs of a row. At
+8 chunks (65536 columns) the wait is short and the lag kernel only ties (RMSNorm 790 us both,
+LayerNorm 878 against 859 packed). Two rows loading (DEPTH 2), w and b held, four programs an
+SM, 4096-column programs: no better, or slower where they spill. float32: the lag kernel spills
+under the 128-register cap and is slower at every shape (rms 6325 against 5982 us), so the
+flags kernel stays (fp32 8192 x 262144: 94.8% / 93.9% (no prefetch) / 87.8%).
+Earlier sweep: ``benchmarks/results/normsplit-sweep-2026-11-25-h100.txt``."""
 
-NORM_FWD_SPLIT_MIN_N = {2: 65536, 4: 65536}
-"""Element size -> the narrowest row whose forward splits over programs by default (measured
-faster at 65536 and 262144 columns; 16385-65535 columns keep the chunked kernel, not measured)."""
+NORM_FWD_LAG_MIN_CHUNKS = 16
+"""Chunks a row needs before the lag kernel is the default (measured better at 32, a tie at 8;
+16 = 131072 bf16 columns not measured)."""
+
+NORM_FWD_SPLIT_MIN_N = {2: 32768, 4: 65536}
+"""Element size -> the narrowest row whose forward splits over programs by default. bf16 4096 x
+32768, kernel alone (``normfwd-sweep-2026-11-25-h100.json``): RMSNorm / add+RMSNorm / LayerNorm
+202.7 / 376.7 / 214.3 us split (flags kernel) against 230.3 / 385.9 / 253.3 chunked. float32
+measured only from 65536; 16385-32767 columns (any dtype) keep the chunked kernel."""
 
 NORM_FWD_SPLIT = "WARPFORGE_NORM_FWD_SPLIT"
 """``0``/``false``/``no``/``off`` turns the split forward off (the chunked kernel); read at each
@@ -299,6 +309,20 @@ call."""
 
 _NORM_FWD_SPLIT_MAX_CHUNKS = 64
 """``row_words`` polls at most two vectors of 32 words."""
+
+
+_KERNEL_OPTIONS = ("lag_depth", "hold_weight", "packed")
+"""Keys of a ``NORM_FWD_SPLIT_LAUNCHES`` entry that pick the kernel (:func:`split_norm_forward`'s
+keywords) rather than the plan."""
+
+
+def norm_fwd_split_options(element_size: int, residual: bool, chunks: int) -> dict[str, Any]:
+    """:func:`split_norm_forward`'s kernel keywords of the default split launch of rows of
+    ``chunks`` chunks: none (the flags kernel) below ``NORM_FWD_LAG_MIN_CHUNKS``."""
+    if chunks < NORM_FWD_LAG_MIN_CHUNKS:
+        return {}
+    launch = NORM_FWD_SPLIT_LAUNCHES.get((element_size, residual), {})
+    return {k: v for k, v in launch.items() if k in _KERNEL_OPTIONS}
 
 
 def _split_forward_enabled() -> bool:
@@ -315,10 +339,24 @@ def norm_fwd_split_plan(
     launch = NORM_FWD_SPLIT_LAUNCHES.get((element_size, residual))
     if launch is None or NORM_FWD_SPLIT_MIN_N.get(element_size, 1 << 62) > N:
         return None
+    launch = {k: v for k, v in launch.items() if k not in _KERNEL_OPTIONS}
     plan = split_row_plan(M, N, device, **launch, flag_words=True)
     if plan is None or plan.chunks_pow2 > _NORM_FWD_SPLIT_MAX_CHUNKS:
         return None
     return plan
+
+
+def _pairs_fit(x: torch.Tensor, *others: torch.Tensor | None) -> bool:
+    """Whether the lag kernel can move these rows as int32 pairs (its PACKED): 2-byte elements
+    of one dtype, an even row length, even row strides, 4-byte aligned starts."""
+    if x.element_size() != 2 or x.shape[-1] % 2:
+        return False
+    for t in (x, *others):
+        if t is None or t.numel() == 0:
+            continue
+        if t.dtype != x.dtype or t.data_ptr() % 4 or (t.dim() == 2 and t.stride(0) % 2):
+            return False
+    return True
 
 
 def split_norm_forward(
@@ -330,11 +368,20 @@ def split_norm_forward(
     offset: float,
     center: bool,
     plan: SplitRowPlan,
+    *,
+    lag_depth: int = 0,
+    hold_weight: bool = False,
+    packed: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`_norm_forward`'s (y, h, mean, rstd) from the split kernel
-    (``norm_fwd_flags_kernel``) of a (M, N) input on the kernels' path; tests and sweeps pass
-    their own plan."""
-    from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel
+    """:func:`_norm_forward`'s (y, h, mean, rstd) from the split kernel of a (M, N) input on
+    the kernels' path; tests and sweeps pass their own plan. ``lag_depth`` 0:
+    ``norm_fwd_flags_kernel`` (``plan.prefetch``); 1 or 2: ``norm_fwd_lag_kernel`` with that
+    many rows loading a program (its DEPTH), ``hold_weight`` its HOLD_W and ``packed`` its
+    PACKED where :func:`_pairs_fit` (else unpacked)."""
+    from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel, norm_fwd_lag_kernel
+
+    if lag_depth not in (0, 1, 2):
+        raise ValueError(f"lag_depth: expected 0, 1 or 2, got {lag_depth!r}")
 
     if plan.chunks_pow2 > _NORM_FWD_SPLIT_MAX_CHUNKS:
         raise ValueError(
@@ -353,7 +400,17 @@ def split_norm_forward(
     words = plan.unpublished_words(M, 1, x.device)
     with kernel_device(x):
         for stage in plan.stages():
-            norm_fwd_flags_kernel[(plan.programs,)](
+            if lag_depth:
+                kernel = norm_fwd_lag_kernel
+                options = {
+                    "DEPTH": lag_depth,
+                    "HOLD_W": hold_weight,
+                    "PACKED": packed and _pairs_fit(x, weight, bias, residual, y, h),
+                }
+            else:
+                kernel = norm_fwd_flags_kernel
+                options = {"PREFETCH": plan.prefetch}
+            kernel[(plan.programs,)](
                 x,
                 residual if residual is not None else x,
                 weight.contiguous() if weight is not None else x,
@@ -378,7 +435,7 @@ def split_norm_forward(
                 BLOCK_N=plan.block,
                 CHUNKS_POW2=plan.chunks_pow2,
                 STAGE=stage,
-                PREFETCH=plan.prefetch,
+                **options,
                 **plan.launch_options(),
             )
     return y, h, mean, rstd
@@ -405,7 +462,10 @@ def _forward(
     ):
         plan = norm_fwd_split_plan(M, N, x.element_size(), x.device, residual is not None)
         if plan is not None:
-            return split_norm_forward(x, weight, bias, residual, eps, offset, center, plan)
+            options = norm_fwd_split_options(x.element_size(), residual is not None, plan.chunks)
+            return split_norm_forward(
+                x, weight, bias, residual, eps, offset, center, plan, **options
+            )
     return _norm_forward(x, weight, bias, residual, eps, offset, center)
 
 

@@ -13,7 +13,15 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from warpforge.ops._kernels.split_rows import publish_word, row_words, split_place, unpack_pair
+from warpforge.ops._kernels.split_rows import (
+    EMPTY_STATS,
+    _pending,
+    _poll,
+    publish_word,
+    row_words,
+    split_place,
+    unpack_pair,
+)
 
 
 @triton.jit
@@ -161,3 +169,269 @@ def norm_fwd_flags_kernel(
             if HAS_BIAS:
                 y = y + tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
             tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+
+
+# --------------------------------------------------------------------------- lagged split forward
+# norm_fwd_lag_kernel: the same meeting, one row later. A program publishes row k + 1's word
+# before it waits for row k's, so the wait finds words published an iteration ago instead of
+# the slowest program's load of this row. It carries chunks as loaded, converting them where
+# used, so DEPTH rows can be loading at once; PACKED carries 2-byte elements as int32 pairs (a
+# tensor of bf16 sits in one 32-bit register an element, two a register as pairs).
+
+
+@triton.jit
+def _halves(v, DT: tl.constexpr):
+    """The (even, odd) elements of int32 pairs of 2-byte ``DT`` values, as fp32."""
+    u = v.to(tl.uint32, bitcast=True)
+    if DT.is_bf16():  # a bf16 is the high half of its fp32
+        even = (u << 16).to(tl.float32, bitcast=True)
+        odd = ((u >> 16) << 16).to(tl.float32, bitcast=True)
+    else:
+        even = ((u << 16) >> 16).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+        odd = (u >> 16).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+    return even, odd
+
+
+@triton.jit
+def _pairs(even, odd, DT: tl.constexpr):
+    """fp32 (even, odd) elements rounded to ``DT`` and packed as int32 pairs."""
+    even_bits = even.to(DT).to(tl.uint16, bitcast=True).to(tl.uint32)
+    odd_bits = odd.to(DT).to(tl.uint16, bitcast=True).to(tl.uint32)
+    return (even_bits | (odd_bits << 16)).to(tl.int32, bitcast=True)
+
+
+@triton.jit
+def _load_chunk(P, row, stride, cols, M, n_cols):
+    """A chunk of ``row`` as stored (0 past the last row). Callers carry raw loads through the
+    loop and convert them only where used, so the load stays in flight until then."""
+    return tl.load(P + row * stride + cols, mask=cols < tl.where(row < M, n_cols, 0), other=0.0)
+
+
+@triton.jit
+def _publish_chunk(x, r, H, WORDS, row, stride_h, cols, mask, chunk, n_chunk,
+                   CENTER: tl.constexpr, HAS_RESIDUAL: tl.constexpr, CHUNKS_POW2: tl.constexpr,
+                   STAGE: tl.constexpr, PACKED: tl.constexpr, DT: tl.constexpr):  # fmt: skip
+    """h of a chunk (x, or x + r rounded to DT and stored in H) with its statistics published
+    in the row's word (not in STAGE 2, which only writes y); returns h as carried."""
+    if HAS_RESIDUAL:
+        if PACKED:
+            x_even, x_odd = _halves(x, DT)
+            r_even, r_odd = _halves(r, DT)
+            h = _pairs(x_even + r_even, x_odd + r_odd, DT)
+        else:
+            h = (x.to(tl.float32) + r.to(tl.float32)).to(DT)
+        if STAGE != 2:
+            tl.store(H + row * stride_h + cols, h, mask=mask)
+    else:
+        h = x
+    if STAGE != 2:
+        if PACKED:
+            even, odd = _halves(h, DT)
+            if CENTER:
+                chunk_mean = (tl.sum(even, axis=0) + tl.sum(odd, axis=0)) / n_chunk
+                d_even = tl.where(mask, even - chunk_mean, 0.0)
+                d_odd = tl.where(mask, odd - chunk_mean, 0.0)
+                second = tl.sum(d_even * d_even, axis=0) + tl.sum(d_odd * d_odd, axis=0)
+            else:
+                chunk_mean = 0.0  # high half: a word past the row's end (EMPTY_STATS) reads 0
+                second = tl.sum(even * even, axis=0) + tl.sum(odd * odd, axis=0)
+        else:
+            hf = h.to(tl.float32)
+            if CENTER:
+                chunk_mean = tl.sum(hf, axis=0) / n_chunk
+                d = tl.where(mask, hf - chunk_mean, 0.0)
+                second = tl.sum(d * d, axis=0)
+            else:
+                chunk_mean = 0.0
+                second = tl.sum(hf * hf, axis=0)
+        publish_word(WORDS + row * CHUNKS_POW2 + chunk, chunk_mean, second, STAGE)
+    return h
+
+
+@triton.jit
+def _row_stats(first, second, lanes, chunks, N, eps, BLOCK_N: tl.constexpr,
+               CENTER: tl.constexpr, SECOND: tl.constexpr):  # fmt: skip
+    """(mean, rstd) of a row from its published words (two 32-lane vectors when SECOND)."""
+    if CENTER:
+        mean, total = _row_moments(first, second, lanes, chunks, N, BLOCK_N, SECOND)
+    else:
+        mean = 0.0
+        _, sums = unpack_pair(first)
+        _, sums_2 = unpack_pair(second)
+        total = tl.sum(sums, axis=0) + tl.sum(sums_2, axis=0)
+    return mean, 1.0 / tl.sqrt(total / N + eps)
+
+
+@triton.jit
+def _scaled(v, mean, rstd, w, b, offset, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr):
+    v = (v - mean) * rstd
+    if HAS_WEIGHT:
+        v = v * (offset + w)
+    if HAS_BIAS:
+        v = v + b
+    return v
+
+
+@triton.jit
+def norm_fwd_lag_kernel(
+    X,
+    R,
+    W,
+    B,
+    Y,
+    H,
+    MEAN,
+    RSTD,
+    WORDS,
+    stride_x,
+    stride_r,
+    stride_y,
+    stride_h,
+    M,
+    N,
+    eps,
+    offset,
+    CENTER: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    STAGE: tl.constexpr,
+    DEPTH: tl.constexpr,
+    HOLD_W: tl.constexpr,
+    PACKED: tl.constexpr,
+):
+    """``norm_fwd_flags_kernel``'s outputs (y; h = x + r rounded, HAS_RESIDUAL; rstd, mean from
+    each row's chunk 0) from the same split launch and words, one row later: at iteration k a
+    program holds h of row k (published at k - 1) as loaded, publishes row k + 1 from its load
+    issued DEPTH iterations earlier, issues the load of row k + 1 + DEPTH, then reads row k's
+    words (their first poll issued before the wait for row k + 1's load) and writes y of row k.
+    DEPTH (1, 2): rows a program has loading at once. HOLD_W: w (and b) loaded once and held
+    rather than read from L2 for every row. PACKED: 2-byte x, r, w, b, y, h (one dtype) moved
+    as int32 pairs (even N, even row strides, 4-byte aligned rows; the caller checks).
+
+    STAGE 0 (GPU): one launch, all programs of a row resident together (a program waits only
+    for words published before the other programs' own previous wait, so the lag adds no
+    cycle). STAGE 1 / 2 (the interpreter's two launches): words and h only / y only."""
+    chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
+    n_chunk = tl.minimum(N - chunk * BLOCK_N, BLOCK_N).to(tl.float32)
+    if PACKED:  # int32 pairs: N, the strides and the chunk halved
+        n_cols = N // 2
+        cols = chunk * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
+        mask = cols < n_cols
+        Xs = X.to(tl.pointer_type(tl.int32))
+        Rs = R.to(tl.pointer_type(tl.int32))
+        Ws = W.to(tl.pointer_type(tl.int32))
+        Bs = B.to(tl.pointer_type(tl.int32))
+        Ys = Y.to(tl.pointer_type(tl.int32))
+        Hs = H.to(tl.pointer_type(tl.int32))
+        sx = stride_x // 2
+        sr = stride_r // 2
+        sy = stride_y // 2
+        sh = stride_h // 2
+    else:
+        n_cols = N
+        Xs = X
+        Rs = R
+        Ws = W
+        Bs = B
+        Ys = Y
+        Hs = H
+        sx = stride_x
+        sr = stride_r
+        sy = stride_y
+        sh = stride_h
+    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
+        lanes = tl.arange(0, 32)
+    else:
+        lanes = tl.arange(0, CHUNKS_POW2)
+    if HOLD_W:
+        if HAS_WEIGHT:
+            w_held = tl.load(Ws + cols, mask=mask, other=0.0)
+        if HAS_BIAS:
+            b_held = tl.load(Bs + cols, mask=mask, other=0.0)
+    row = slot.to(tl.int64)
+    x = _load_chunk(Xs, row, sx, cols, M, n_cols)
+    r = x
+    if HAS_RESIDUAL:
+        r = _load_chunk(Rs, row, sr, cols, M, n_cols)
+    h = _publish_chunk(x, r, Hs, WORDS, row, sh, cols, mask, chunk, n_chunk, CENTER,
+                       HAS_RESIDUAL, CHUNKS_POW2, STAGE, PACKED, X.dtype.element_ty)  # fmt: skip
+    next_x = _load_chunk(Xs, row + slots, sx, cols, M, n_cols)
+    next_r = next_x
+    if HAS_RESIDUAL:
+        next_r = _load_chunk(Rs, row + slots, sr, cols, M, n_cols)
+    if DEPTH == 2:
+        later_x = _load_chunk(Xs, row + 2 * slots, sx, cols, M, n_cols)
+        if HAS_RESIDUAL:
+            later_r = _load_chunk(Rs, row + 2 * slots, sr, cols, M, n_cols)
+    for i in range(0, tl.cdiv(M - slot, slots)):
+        row = slot.to(tl.int64) + i * slots
+        words = WORDS + row * CHUNKS_POW2
+        # first look at row k's words now: the answer travels while row k + 1's load lands
+        first = _poll(words, lanes, lanes < chunks, EMPTY_STATS)
+        if CHUNKS_POW2 > 32:
+            second = _poll(words + 32, lanes, lanes + 32 < chunks, EMPTY_STATS)
+        else:
+            second = tl.full(lanes.shape, EMPTY_STATS, tl.int64)
+        next_row = row + slots
+        if next_row < M:
+            next_h = _publish_chunk(next_x, next_r, Hs, WORDS, next_row, sh, cols, mask, chunk,
+                                    n_chunk, CENTER, HAS_RESIDUAL, CHUNKS_POW2, STAGE, PACKED,
+                                    X.dtype.element_ty)  # fmt: skip
+        else:
+            next_h = h
+        if DEPTH == 2:
+            next_x = later_x
+            later_x = _load_chunk(Xs, row + 3 * slots, sx, cols, M, n_cols)
+            if HAS_RESIDUAL:
+                next_r = later_r
+                later_r = _load_chunk(Rs, row + 3 * slots, sr, cols, M, n_cols)
+        else:
+            next_x = _load_chunk(Xs, row + 2 * slots, sx, cols, M, n_cols)
+            if HAS_RESIDUAL:
+                next_r = _load_chunk(Rs, row + 2 * slots, sr, cols, M, n_cols)
+        if STAGE != 1:
+            if STAGE == 0:
+                pending = _pending(first)
+                if CHUNKS_POW2 > 32:
+                    pending = tl.maximum(pending, _pending(second))
+                while pending > 0:
+                    first = _poll(words, lanes, lanes < chunks, EMPTY_STATS)
+                    pending = _pending(first)
+                    if CHUNKS_POW2 > 32:
+                        second = _poll(words + 32, lanes, lanes + 32 < chunks, EMPTY_STATS)
+                        pending = tl.maximum(pending, _pending(second))
+            mean, rstd = _row_stats(first, second, lanes, chunks, N, eps, BLOCK_N, CENTER,
+                                    CHUNKS_POW2 > 32)  # fmt: skip
+            if chunk == 0:
+                tl.store(RSTD + row, rstd)
+                if CENTER:
+                    tl.store(MEAN + row, mean)
+            if HAS_WEIGHT:
+                if HOLD_W:
+                    w = w_held
+                else:
+                    w = tl.load(Ws + cols, mask=mask, other=0.0)
+            else:
+                w = h
+            if HAS_BIAS:
+                if HOLD_W:
+                    b = b_held
+                else:
+                    b = tl.load(Bs + cols, mask=mask, other=0.0)
+            else:
+                b = h
+            if PACKED:
+                even, odd = _halves(h, X.dtype.element_ty)
+                w_even, w_odd = _halves(w, X.dtype.element_ty)
+                b_even, b_odd = _halves(b, X.dtype.element_ty)
+                y = _pairs(_scaled(even, mean, rstd, w_even, b_even, offset, HAS_WEIGHT, HAS_BIAS),
+                           _scaled(odd, mean, rstd, w_odd, b_odd, offset, HAS_WEIGHT, HAS_BIAS),
+                           X.dtype.element_ty)  # fmt: skip
+            else:
+                y = _scaled(h.to(tl.float32), mean, rstd, w.to(tl.float32), b.to(tl.float32),
+                            offset, HAS_WEIGHT, HAS_BIAS).to(Y.dtype.element_ty)  # fmt: skip
+            tl.store(Ys + row * sy + cols, y, mask=mask)
+        h = next_h
