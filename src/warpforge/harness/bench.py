@@ -132,12 +132,13 @@ def verify_problem(
         before = [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         blocks = _reference_blocks(problem, before, device)
         ref64: tuple[Any, ...] | None = None
+        native_shares: dict[int, list[torch.Tensor]] = {}
         try:
             if blocks is None:  # else computed block by block after the candidate ran
                 ref64 = tuple(map(_detached, _float64_reference(problem, before)))
                 native = tuple(map(_detached, checks.as_outputs(problem.reference(*before))))
             else:
-                native = _native_by_rows(problem, before, blocks)
+                native, native_shares = _native_by_rows(problem, before, blocks)
         except Exception as exc:
             result.add([Finding(Reason.CRASH, f"the reference raised {type(exc).__name__}: {exc}")])
             return result
@@ -152,8 +153,8 @@ def verify_problem(
         if ref64 is None:
             assert blocks is not None
             references.append(
-                _verify_in_row_blocks(problem, before, outputs, native, blocks, trial, result,
-                                      compare=not found)
+                _verify_in_row_blocks(problem, before, outputs, native, native_shares, blocks,
+                                      trial, result, compare=not found)
             )  # fmt: skip
         if found:
             continue
@@ -213,6 +214,7 @@ def _verify_in_row_blocks(
     before: Sequence[Any],
     outputs: Sequence[torch.Tensor],
     native: Sequence[Any],
+    native_shares: dict[int, list[torch.Tensor]],
     blocks: list[slice],
     trial: int,
     result: VerificationResult,
@@ -222,50 +224,89 @@ def _verify_in_row_blocks(
     """Check ``outputs`` against a float64 reference computed one block of rows at a time.
 
     Pass 1 measures PyTorch's own error over the whole output (the tolerance bound must not
-    depend on the blocking); pass 2 recomputes each block and checks the candidate's rows.
-    Returns the reference's trial sample (the same positions as :func:`_trial_sample`)."""
+    depend on the blocking) and adds up the blocks' shares of the ``row_sums`` outputs, which
+    are then checked once, whole; pass 2 recomputes each block and checks the candidate's rows.
+    Returns the reference's trial sample (the same positions as :func:`_trial_sample`).
+
+    PyTorch's error on a ``row_sums`` output is the largest of its errors on one block's share
+    (``native_shares``), not that of the shares' sum: adding k shares, each rounded to the
+    output dtype, carries k roundings where PyTorch computing the whole sum rounds once, so it
+    would loosen the bound beyond what PyTorch itself gets."""
     assert problem.row_split is not None
+    sums = set(problem.row_sums)
     torch_errors = [0.0] * len(native)
     samples: list[list[torch.Tensor]] = [[] for _ in native]
-    for rows, ref in _reference_by_rows(problem, before, blocks):
+    totals: dict[int, torch.Tensor] = {}
+    for b, (rows, ref) in enumerate(_reference_by_rows(problem, before, blocks)):
         for i, r in enumerate(ref):
-            nat = native[i][rows]
+            if i in sums:
+                totals[i] = r.clone() if i not in totals else totals[i].add_(r)
+                nat = native_shares[i][b]
+            else:
+                nat = native[i][rows]
+                samples[i].append(_block_sample(r, rows, native[i]))
             if nat.is_floating_point() and r.is_floating_point():
                 torch_errors[i] = max(torch_errors[i], checks.max_abs_error(nat, r))
-            samples[i].append(_block_sample(r, rows, native[i]))
+    for i, total in totals.items():
+        samples[i] = [_trial_sample(total)]
     result.torch_error = max([result.torch_error, *torch_errors])
-    if compare:
-        for rows, ref in _reference_by_rows(problem, before, blocks):
-            part = [o[rows] for o in outputs]
-            found = checks.check_values(
-                part, ref, None, problem.tolerance, trial=trial, torch_errors=torch_errors
-            )
-            for out, r in zip(part, ref, strict=False):
-                if out.is_floating_point() and r.is_floating_point():
-                    result.max_error = max(result.max_error, checks.max_abs_error(out, r))
-            if found:
-                result.add([Finding(f.reason, f"{f.message} (rows {rows.start}:{rows.stop})")
-                            for f in found])  # fmt: skip
-                break
+    if not compare:
+        return tuple(torch.cat(parts) for parts in samples)
+    if totals:
+        whole = [totals.get(i, o) for i, o in enumerate(outputs)]
+        found = checks.check_values(outputs, whole, None, problem.tolerance, trial=trial,
+                                    torch_errors=torch_errors, only=sums)  # fmt: skip
+        for i, total in totals.items():
+            if outputs[i].is_floating_point() and total.is_floating_point():
+                result.max_error = max(result.max_error, checks.max_abs_error(outputs[i], total))
+        result.add([Finding(f.reason, f"{f.message} (a sum over all rows, its reference added "
+                            f"up over {len(blocks)} row blocks)") for f in found])  # fmt: skip
+    del totals
+    for rows, ref in _reference_by_rows(problem, before, blocks):
+        part = [o if i in sums else o[rows] for i, o in enumerate(outputs)]
+        rowwise = set(range(len(part))) - sums
+        found = checks.check_values(part, ref, None, problem.tolerance, trial=trial,
+                                    torch_errors=torch_errors, only=rowwise)  # fmt: skip
+        for i in rowwise:
+            out, r = part[i], ref[i]
+            if out.is_floating_point() and r.is_floating_point():
+                result.max_error = max(result.max_error, checks.max_abs_error(out, r))
+        if found:
+            result.add([Finding(f.reason, f"{f.message} (rows {rows.start}:{rows.stop})")
+                        for f in found])  # fmt: skip
+            break
     return tuple(torch.cat(parts) for parts in samples)
 
 
 def _native_by_rows(
     problem: Problem, before: Sequence[Any], blocks: list[slice]
-) -> tuple[torch.Tensor, ...]:
+) -> tuple[tuple[torch.Tensor, ...], dict[int, list[torch.Tensor]]]:
     """PyTorch's own result at the inputs' dtype, one block of rows at a time and concatenated:
     its temporaries (an fp32 upcast, a gradient problem's autograd graph) of a shape too large
-    for a float64 reference in one piece may not fit beside the inputs either."""
+    for a float64 reference in one piece may not fit beside the inputs either.
+
+    A ``row_sums`` output is each block's share added up in float64 and rounded once to its
+    dtype (for the structure checks); the shares themselves are returned too, by output index,
+    for PyTorch's error (:func:`_verify_in_row_blocks`)."""
     assert problem.row_split is not None
+    sums = set(problem.row_sums)
     whole: list[torch.Tensor] = []
+    shares: dict[int, list[torch.Tensor]] = {i: [] for i in sums}
     for rows in blocks:
         part = checks.as_outputs(problem.reference(*problem.row_split(before, rows)))
         if not whole:  # shaped from the first block: the outputs' leading dimension is the rows
             rows_total = blocks[-1].stop
-            whole = [p.new_empty((rows_total, *p.shape[1:])) for p in part]
-        for out, p in zip(whole, part, strict=True):
-            out[rows] = p.detach()
-    return tuple(whole)
+            whole = [p.new_zeros(p.shape, dtype=torch.float64) if i in sums
+                     else p.new_empty((rows_total, *p.shape[1:]))
+                     for i, p in enumerate(part)]  # fmt: skip
+        for i, (out, p) in enumerate(zip(whole, part, strict=True)):
+            if i in sums:
+                shares[i].append(p.detach())
+                out += p.detach()
+            else:
+                out[rows] = p.detach()
+    dtypes = {i: shares[i][0].dtype for i in sums}
+    return tuple(o.to(dtypes[i]) if i in sums else o for i, o in enumerate(whole)), shares
 
 
 def _reference_by_rows(problem: Problem, before: Sequence[Any], blocks: list[slice]):
