@@ -717,8 +717,9 @@ def _flag_word_split_backward(
     operands: tuple[torch.Tensor, ...],
     **constants: Any,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The launch the flag-word LayerNorm backward kernels share (lagged, held, pairs): the
-    buffers, the chunks' unpublished sum words, the plan's stages and the partial sums.
+    """The launch the flag-word backward kernels share (LayerNorm's lagged, held, pairs; the
+    long-row ``norm_bwd_flags_kernel``): the buffers, the chunks' unpublished sum words, the
+    plan's stages and the partial sums.
     ``operands``: (dy, x, weight, mean, rstd) as ``kernel`` reads them; ``constants``: its own
     compile-time arguments."""
     M, N = x.shape
@@ -906,6 +907,142 @@ def _layer_norm_pairs_backward(
     )  # fmt: skip
 
 
+# --------------------------------------------------------------------------- split backward
+
+NORM_BWD_SPLIT_LAUNCHES: dict[int, dict[str, int | bool]] = {
+    2: {"block": 4096, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
+    4: {"block": 4096, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
+}
+"""Element size -> the flag-word split launch of the long-row backward
+(``norm_bwd_flags_kernel``, :func:`split_norm_backward`): 4096-column programs of 8 warps
+(16 columns a thread: x, dy, the next row's x and dy, the dweight and dbias partials), 2 an SM
+(128 registers a thread), the next row's chunk loaded while the row's other programs publish.
+At 262144 columns a row has 64 chunks, the most the words' poll reads."""
+
+NORM_BWD_SPLIT_MIN_N = 65536
+"""The narrowest row whose backward splits over programs by default (LayerNorm's own split
+kernels serve 16384-65535 columns; RMSNorm there keeps the chunked kernel)."""
+
+NORM_BWD_SPLIT = "WARPFORGE_NORM_BWD_SPLIT"
+"""``0``/``false``/``no``/``off`` turns the long-row split backward off (the kernels it
+replaces: RMSNorm's chunked kernel, LayerNorm's counter-based split kernel); read at each
+call."""
+
+_NORM_BWD_SPLIT_MAX_CHUNKS = 64
+"""``row_words`` polls at most two vectors of 32 words."""
+
+
+def _split_backward_enabled() -> bool:
+    return os.environ.get(NORM_BWD_SPLIT, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+@functools.lru_cache(maxsize=1024)
+def norm_bwd_split_plan(
+    M: int, N: int, element_size: int, device: torch.device | str
+) -> SplitRowPlan | None:
+    """The split backward of rows of N columns, or None (the caller's other kernels): rows
+    narrower than ``NORM_BWD_SPLIT_MIN_N``, more chunks than the words' poll reads, or more
+    programs a row than the GPU holds at once."""
+    launch = NORM_BWD_SPLIT_LAUNCHES.get(element_size)
+    if launch is None or N < NORM_BWD_SPLIT_MIN_N:
+        return None
+    plan = split_row_plan(M, N, device, **launch, flag_words=True)
+    if plan is None or plan.chunks_pow2 > _NORM_BWD_SPLIT_MAX_CHUNKS:
+        return None
+    return plan
+
+
+def split_norm_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    mean: torch.Tensor | None,
+    rstd: torch.Tensor,
+    dh: torch.Tensor | None,
+    offset: float,
+    center: bool,
+    weight_grad: bool,
+    bias_grad: bool,
+    plan: SplitRowPlan,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`_norm_backward`'s (dx, dweight, dbias) of a (M, N) input with M > 0 from
+    ``norm_bwd_flags_kernel`` and the partial-sum kernel, on the kernels' path; tests and sweeps
+    pass their own plan (at most 64 chunks a row, at most M slots)."""
+    from warpforge.ops._kernels.norm_split_bwd import norm_bwd_flags_kernel
+
+    M = x.shape[0]
+    if plan.chunks_pow2 > _NORM_BWD_SPLIT_MAX_CHUNKS:
+        raise ValueError(
+            f"plan: at most {_NORM_BWD_SPLIT_MAX_CHUNKS} chunks a row, got {plan.chunks}"
+        )
+    if plan.programs // plan.chunks > M:
+        raise ValueError(f"plan: expected at most {M} slots (rows), got {plan}")
+    x, dy = as_rows(x), as_rows(dy)
+    dh = as_rows(dh) if dh is not None else None
+    operands = (
+        dy,
+        x,
+        weight.contiguous() if weight is not None else x,
+        mean if center else rstd,
+        rstd,
+        dh if dh is not None else dy,
+        dh.stride(0) if dh is not None else 0,
+        offset,
+    )
+    return _flag_word_split_backward(
+        norm_bwd_flags_kernel, plan, x, weight, weight_grad, bias_grad, 1, operands,
+        CENTER=center, HAS_DH=dh is not None, PREFETCH=plan.prefetch,
+    )  # fmt: skip
+
+
+def _long_row_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    mean: torch.Tensor | None,
+    rstd: torch.Tensor,
+    dh: torch.Tensor | None,
+    offset: float,
+    center: bool,
+    weight_grad: bool,
+    bias_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """:func:`split_norm_backward` where its default plan applies (kernels' path, rows of at
+    least ``NORM_BWD_SPLIT_MIN_N`` columns, ``WARPFORGE_NORM_BWD_SPLIT`` not off), else None."""
+    M, N = x.shape
+    if (
+        M == 0
+        or N < NORM_BWD_SPLIT_MIN_N
+        or not _split_backward_enabled()
+        or execution_path(x.device) is ExecutionPath.TORCH_REFERENCE
+    ):
+        return None
+    plan = norm_bwd_split_plan(M, N, x.element_size(), x.device)
+    if plan is None:
+        return None
+    return split_norm_backward(dy, x, weight, mean, rstd, dh, offset, center, weight_grad,
+                               bias_grad, plan)  # fmt: skip
+
+
+def rms_norm_backward(
+    dy: torch.Tensor,
+    h: torch.Tensor,
+    weight: torch.Tensor | None,
+    rstd: torch.Tensor,
+    dh: torch.Tensor | None,
+    offset: float,
+    weight_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dx, dweight) of a (M, N) RMSNorm (``dh``: the gradient of the fused residual sum, added
+    to dx): long rows split over programs (:func:`split_norm_backward`), others through
+    :func:`_norm_backward`."""
+    got = _long_row_backward(dy, h, weight, None, rstd, dh, offset, False, weight_grad, False)
+    if got is None:
+        got = _norm_backward(dy, h, weight, None, rstd, dh, offset, False, weight_grad,
+                             bias_grad=False)  # fmt: skip
+    return got[0], got[1]
+
+
 def layer_norm_backward(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -949,6 +1086,11 @@ def layer_norm_backward(
     if pairs and (split is None or hold is not False or lag_rows != 1):
         raise ValueError(f"pairs: expected hold False and one row a group with a split plan, "
                          f"got hold {hold!r}, lag_rows {lag_rows!r}")  # fmt: skip
+    if split is None:
+        got = _long_row_backward(dy, x, weight, mean, rstd, None, 0.0, True, weight_grad,
+                                 bias_grad)  # fmt: skip
+        if got is not None:
+            return got
     if M and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
         if split is None and pairs is not False:
             plan = _default_pairs_plan(M, N, x.element_size(), x.device)
@@ -1059,10 +1201,7 @@ def _rms_norm_bwd(
     offset: float,
     weight_grad: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    dx, dw, _ = _norm_backward(
-        dy, h, weight, None, rstd, dh, offset, False, weight_grad, bias_grad=False
-    )
-    return dx, dw
+    return rms_norm_backward(dy, h, weight, rstd, dh, offset, weight_grad)
 
 
 @_rms_norm_bwd.register_fake
