@@ -18,6 +18,7 @@ TOL = {torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 def operands(M, N, dtype, device, stride=None, shift=0.0):
     """x and dy (row views of wider buffers with ``stride``; ``shift`` moves x far from zero),
     dh, weight and the forward's float32 mean and rstd of x."""
+
     def rows(scale=1.0, add=0.0):
         return (torch.randn(M, stride or N, device=device) * scale + add)[:, :N].to(dtype)
 
