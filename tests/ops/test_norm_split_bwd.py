@@ -176,7 +176,7 @@ def test_public_ops_of_long_rows_take_the_split_backward(op, monkeypatch, device
 @pytest.mark.gpu
 @pytest.mark.parametrize(("center", "residual"), KINDS, ids=["rms", "add_rms", "layer"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize(("M", "N"), [(300, 262144), (5, 131072 + 7), (64, 65536), (2, 16385)])
+@pytest.mark.parametrize(("M", "N"), [(300, 262144), (5, 131072 + 7), (64, 65536)])
 def test_split_backward_gpu(center, residual, dtype, M, N, poison_outputs):
     """The one-launch meeting through flag words at the default plan and other candidates."""
     x, dy, dh, w, mean, rstd = operands(M, N, dtype, "cuda", shift=20.0 if center else 0.0)
@@ -194,8 +194,4 @@ def test_split_backward_gpu(center, residual, dtype, M, N, poison_outputs):
         check(got, want, dtype, True, center)
 
 
-SWEEP_LAUNCHES = (
-    {"block": 4096, "num_warps": 8, "programs_per_sm": 2, "prefetch": False},
-    {"block": 8192, "num_warps": 16, "programs_per_sm": 1, "prefetch": True},
-    {"block": 4096, "num_warps": 4, "programs_per_sm": 2, "prefetch": True},
-)
+SWEEP_LAUNCHES = ({"block": 8192, "num_warps": 16, "programs_per_sm": 1, "prefetch": True},)
