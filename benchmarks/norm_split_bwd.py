@@ -20,11 +20,11 @@ import torch
 from warpforge.ops import norm
 from warpforge.ops._split_rows import split_row_plan
 
-LAUNCHES = (  # block, warps, programs an SM, prefetch
-    (4096, 8, 2, True),
-    (4096, 8, 2, False),
-    (8192, 16, 1, True),
-    (4096, 4, 2, True),
+LAUNCHES = tuple(  # block, warps, programs an SM, prefetch (SWEEP_LAUNCHES: "4096/4/2/1 ...")
+    tuple(int(v) for v in launch.split("/"))
+    for launch in os.environ.get(
+        "SWEEP_LAUNCHES", "4096/8/2/1 4096/8/2/0 8192/16/1/1 4096/4/2/1"
+    ).split()
 )  # 4096/8w x3 and 8192/8w x2 spill 240-780 bytes a thread (``spills``)
 OPS = {"rms": (False, False), "add_rms": (False, True), "layer": (True, False)}
 

@@ -10,8 +10,8 @@ export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 mkdir -p "$OUT/logs"
 if [ "${TESTS:-1}" = 1 ]; then
   t0=$SECONDS
-  timeout "${TESTS_S:-70}" python3 -m pytest tests/ops/test_norm_split_bwd.py tests/ops/test_row_problems.py \
-    -q -x -k "gpu or public or giant or wrong_weight" > "$OUT/logs/tests.log" 2>&1
+  timeout "${TESTS_S:-70}" python3 -m pytest ${TEST_FILES:-tests/ops/test_norm_split_bwd.py tests/ops/test_row_problems.py} \
+    -q -x -k "${TEST_K:-gpu or public or giant or wrong_weight}" > "$OUT/logs/tests.log" 2>&1
   echo "tests rc=$? $((SECONDS - t0)) s" | tee -a "$OUT/logs/steps.txt"
 fi
 if [ "${SWEEP:-1}" = 1 ]; then
@@ -23,8 +23,9 @@ fi
 for mode in ${HARNESS:-}; do
   t0=$SECONDS
   split=1; [ "$mode" = before ] && split=0
+  var="SHAPE_$mode"; shapes="${!var:-M=8192,N=262144}"  # SHAPE_before / SHAPE_after
   WARPFORGE_NORM_BWD_SPLIT=$split SUITE_BUDGET_S=${HARNESS_BUDGET:-150} SUITE_SWEEP=1 SUITE_CEILINGS=1 \
-    SUITE_DTYPE=${SUITE_DTYPE:-bf16} SUITE_SHAPE="${SUITE_SHAPE:-M=8192,N=262144}" \
+    SUITE_DTYPE=${SUITE_DTYPE:-bf16} SUITE_SHAPE="$shapes" \
     bash scripts/gpu/bench_parts.sh /tmp/h-$mode normbwd \
     "rms_norm.bwd:${LIMIT:-60}" "layer_norm.bwd:${LIMIT:-60}" "add_rms_norm.bwd:${LIMIT:-60}" \
     > "$OUT/logs/harness-$mode.log" 2>&1

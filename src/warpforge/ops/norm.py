@@ -910,14 +910,23 @@ def _layer_norm_pairs_backward(
 # --------------------------------------------------------------------------- split backward
 
 NORM_BWD_SPLIT_LAUNCHES: dict[int, dict[str, int | bool]] = {
-    2: {"block": 4096, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
-    4: {"block": 4096, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
+    2: {"block": 4096, "num_warps": 4, "programs_per_sm": 2, "prefetch": True},
+    4: {"block": 4096, "num_warps": 4, "programs_per_sm": 2, "prefetch": True},
 }
 """Element size -> the flag-word split launch of the long-row backward
-(``norm_bwd_flags_kernel``, :func:`split_norm_backward`): 4096-column programs of 8 warps
-(16 columns a thread: x, dy, the next row's x and dy, the dweight and dbias partials), 2 an SM
-(128 registers a thread), the next row's chunk loaded while the row's other programs publish.
-At 262144 columns a row has 64 chunks, the most the words' poll reads."""
+(``norm_bwd_flags_kernel``, :func:`split_norm_backward`): 4096-column programs of 4 warps
+(32 columns a thread: x, dy, the next row's x and dy, the dweight and dbias partials; 222-248
+registers, at most 32 bytes spilled on sm_90), 2 an SM, the next row's chunk loaded while the
+row's other programs publish. At 262144 columns a row has 64 chunks, the most the words' poll
+reads.
+
+Kernel alone on the H100, bf16 (``benchmarks/norm_split_bwd.py``,
+``benchmarks/results/normbwd-sweep1-2026-11-25-h100.txt``), 8192 x 262144 RMSNorm /
+add+RMSNorm / LayerNorm: 6053 / 7113 / 6316 us (70 / 80 / 68% of copy) against 13265 / 14506 /
+7226 us without the split (RMSNorm's chunked kernel, LayerNorm's counter-based split kernel);
+8192 x 65536: 1305 / 1520 / 1400 against 3085 / 3396 / 1625 us. 8 warps a program (16 columns
+a thread, 128 registers) ran 10-27% slower, 8192 columns of 16 warps one an SM 5-40% slower,
+no prefetch 13-60% slower (same file). float32 takes the same launch, not measured."""
 
 NORM_BWD_SPLIT_MIN_N = 65536
 """The narrowest row whose backward splits over programs by default (LayerNorm's own split
