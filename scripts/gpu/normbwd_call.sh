@@ -25,7 +25,9 @@ for mode in ${HARNESS:-}; do
   split=1; [ "$mode" = before ] && split=0
   var="SHAPE_$mode"; shapes="${!var:-M=8192,N=262144}"  # SHAPE_before / SHAPE_after
   var="BUDGET_$mode"; budget="${!var:-${HARNESS_BUDGET:-150}}"  # BUDGET_before / BUDGET_after
-  WARPFORGE_NORM_BWD_SPLIT=$split SUITE_BUDGET_S=$budget SUITE_SWEEP=1 SUITE_CEILINGS=1 \
+  # SUITE_FRESH: a warm machine keeps /tmp/h-* of an earlier call, which bench_parts.sh would
+  # otherwise resume (the second call's "before" merely re-merged the first call's parts)
+  SUITE_FRESH=1 WARPFORGE_NORM_BWD_SPLIT=$split SUITE_BUDGET_S=$budget SUITE_SWEEP=1 SUITE_CEILINGS=1 \
     SUITE_DTYPE=${SUITE_DTYPE:-bf16} SUITE_SHAPE="$shapes" \
     bash scripts/gpu/bench_parts.sh /tmp/h-$mode normbwd \
     "rms_norm.bwd:${LIMIT:-60}" "layer_norm.bwd:${LIMIT:-60}" "add_rms_norm.bwd:${LIMIT:-60}" \

@@ -926,7 +926,17 @@ add+RMSNorm / LayerNorm: 6053 / 7113 / 6316 us (70 / 80 / 68% of copy) against 1
 7226 us without the split (RMSNorm's chunked kernel, LayerNorm's counter-based split kernel);
 8192 x 65536: 1305 / 1520 / 1400 against 3085 / 3396 / 1625 us. 8 warps a program (16 columns
 a thread, 128 registers) ran 10-27% slower, 8192 columns of 16 warps one an SM 5-40% slower,
-no prefetch 13-60% slower (same file). float32 takes the same launch, not measured."""
+no prefetch 13-60% slower (same file). A second sweep (``normbwd-sweep2-2026-11-25-h100.txt``):
+8192 columns of 8 warps, one an SM, within -6% (RMSNorm, add+RMSNorm at 262144 columns) to +3%
+everywhere in bf16; 2048 columns of 2 or 4 warps, four an SM (65536 columns only) within 3%;
+float32 at this launch 93 / 94 / 89% of copy at 262144 columns and 99 / 93 / 91% at 65536
+(9161 / 12124 / 9606 and 2165 / 3071 / 2354 us; 2048 columns of 2 warps, four an SM, 2914 and
+2222 us for add+RMSNorm and LayerNorm at 65536).
+
+Harness, bf16, forward + backward (``benchmarks/results/normbwd-after-2026-11-25-h100.json``
+against ``normbwd-262144-before-2026-11-25-h100.json``): 8192 x 262144 RMSNorm 16840 -> 9780
+us (42 -> 73% of copy), LayerNorm 11161 -> 10225 us (64 -> 70%), add+RMSNorm 13162 us (87%;
+its row was rejected before, see the harness's ``row_sums``); 8192 x 65536 85 / 79 / 95%."""
 
 NORM_BWD_SPLIT_MIN_N = 65536
 """The narrowest row whose backward splits over programs by default (LayerNorm's own split
