@@ -1076,7 +1076,9 @@ def layer_norm_backward(
     hold: bool | None = None,
     pairs: dict[str, bool] | bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dx, dweight, dbias) of a (M, N) LayerNorm: wide rows split over programs
+    """(dx, dweight, dbias) of a (M, N) LayerNorm: rows of at least ``NORM_BWD_SPLIT_MIN_N``
+    columns through :func:`split_norm_backward` (unless a plan is forced or
+    ``WARPFORGE_NORM_BWD_SPLIT`` is off), other wide rows split over programs
     (:func:`layer_norm_bwd_split_plan`), others through :func:`_norm_backward`. ``split``
     forces a split launch (tests, benchmark sweeps): with ``lag`` (>= 0) through
     ``layer_norm_bwd_lag_kernel`` over groups of ``lag_rows`` rows (a power of 2), or, with
