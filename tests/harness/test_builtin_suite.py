@@ -329,3 +329,160 @@ def test_gradient_problem_verifies_in_row_blocks(monkeypatch, implementation, re
     else:
         assert reason in result.reasons(), [str(f) for f in result.findings]
         assert "(rows " in str(result.findings[0])
+
+
+def _row_sum_problem(implementation, seen_rows: list[int]) -> Problem:
+    """A weight-gradient-like problem: inputs (x, w, dy), outputs dx = dy * w (one row each)
+    and dw = sum over rows of dy * x (``row_sums``: a block's reference gives its share)."""
+
+    def reference(x, w, dy):
+        seen_rows.append(x.shape[0])
+        return dy * w, (dy * x).sum(dim=0)
+
+    def inputs(shape, dtype, device, generator):
+        M, N = shape["M"], shape["N"]
+        x, dy = (torch.randn(M, N, dtype=dtype, device=device, generator=generator)
+                 for _ in range(2))  # fmt: skip
+        return x, torch.randn(N, dtype=dtype, device=device, generator=generator), dy
+
+    return Problem(
+        name="test.row_sum",
+        reference=reference,
+        implementation=implementation,
+        make_inputs=inputs,
+        flops=lambda s, d: 3.0 * s["M"] * s["N"],
+        bytes_moved=lambda s, d: 3.0 * s["M"] * s["N"] * d.itemsize,
+        shapes=[],
+        cpu_shapes=[{"M": 37, "N": 50}],
+        row_split=lambda inputs, rows: (inputs[0][rows], inputs[1], inputs[2][rows]),
+        row_sums=(1,),
+    )
+
+
+def _row_sum_exact(x, w, dy):
+    return (dy.double() * w.double()).to(x.dtype), (dy.double() * x.double()).sum(0).to(x.dtype)
+
+
+def _row_sum_wrong_column(x, w, dy):
+    dx, dw = _row_sum_exact(x, w, dy)
+    dw[7] += 1e-3 * (1 + dw[7].abs())
+    return dx, dw
+
+
+def _row_sum_missing_last_row(x, w, dy):
+    dx, _ = _row_sum_exact(x, w, dy)
+    return dx, (dy[:-1].double() * x[:-1].double()).sum(0).to(x.dtype)
+
+
+def _row_sum_first_block_only(x, w, dy):
+    # dweight of the first rows only: what a harness comparing each block's share against the
+    # whole output's first block would accept
+    dx, _ = _row_sum_exact(x, w, dy)
+    return dx, (dy[:4].double() * x[:4].double()).sum(0).to(x.dtype)
+
+
+def _row_sum_unwritten(x, w, dy):
+    dx, dw = _row_sum_exact(x, w, dy)
+    out = torch.empty_like(dw)  # poisoned by the harness: NaN, then a finite pattern
+    out[1:] = dw[1:]
+    return dx, out
+
+
+def _row_sum_half_precision(x, w, dy):
+    dx, _ = _row_sum_exact(x, w, dy)
+    return dx, (dy.half() * x.half()).sum(0).to(x.dtype)
+
+
+def _row_sum_wrong_dx(x, w, dy):
+    dx, dw = _row_sum_exact(x, w, dy)
+    dx[-1] *= 1.01
+    return dx, dw
+
+
+@pytest.mark.parametrize("blocked", [True, False])
+@pytest.mark.parametrize(
+    ("implementation", "reason"),
+    [
+        (_row_sum_exact, None),
+        (_row_sum_wrong_column, "tolerance"),
+        (_row_sum_missing_last_row, "tolerance"),
+        (_row_sum_first_block_only, "tolerance"),
+        (_row_sum_unwritten, "nonfinite"),
+        (_row_sum_half_precision, "tolerance"),
+        (_row_sum_wrong_dx, "tolerance"),
+    ],
+)
+def test_row_sum_outputs_verify_in_row_blocks(monkeypatch, implementation, reason, blocked):
+    # the same verdict whether the reference is computed whole or in blocks of a few rows, whose
+    # dweight shares are added up in float64 and compared once
+    if blocked:
+        monkeypatch.setattr(bench, "CPU_REFERENCE_BYTES", 3 * 8 * (2 * 37 * 50 + 50) // 5)
+    seen_rows: list[int] = []
+    problem = _row_sum_problem(implementation, seen_rows)
+    x = torch.randn(37, 50)
+    blocks = bench._reference_blocks(problem, (x, x[0], x), torch.device("cpu"))
+    assert (blocks is not None and len(blocks) >= 5) == blocked
+    result = bench.verify_problem(problem, {"M": 37, "N": 50}, torch.float32, torch.device("cpu"))
+    assert (max(seen_rows) < 37) == blocked
+    if reason is None:
+        assert result.passed, [str(f) for f in result.findings]
+        assert 0 < result.max_error < 1e-4
+        assert result.torch_error > 0
+    else:
+        assert reason in result.reasons(), [str(f) for f in result.findings]
+        if blocked and implementation is not _row_sum_wrong_dx:
+            assert "row blocks" in str(result.findings[0]), [str(f) for f in result.findings]
+        if blocked and implementation is _row_sum_wrong_dx:
+            assert "(rows " in str(result.findings[0])
+
+
+def _row_sum_rounded_inputs_problem(seen_rows: list[int]) -> Problem:
+    """The row-sum problem whose reference rounds dy * x to bfloat16 below float64 (as
+    add_rms_norm rounds h = x + residual): PyTorch's error on dweight then grows with the rows
+    summed, not only by one final rounding."""
+    problem = _row_sum_problem(None, seen_rows)
+
+    def pytorch(x, w, dy):
+        terms = dy * x
+        if terms.dtype != torch.float64:
+            terms = terms.to(torch.bfloat16).to(terms.dtype)
+        return dy * w, terms.sum(dim=0)
+
+    def reference(x, w, dy):
+        seen_rows.append(x.shape[0])
+        return pytorch(x, w, dy)
+
+    return dataclasses.replace(problem, reference=reference, implementation=pytorch)
+
+
+@pytest.mark.parametrize("blocked", [True, False])
+def test_pytorchs_own_row_sum_passes_in_row_blocks(monkeypatch, blocked):
+    # PyTorch's own whole result must pass however the reference is blocked: its error on
+    # dweight is measured on its shares added up (the error of the whole sum), never on one
+    # block's share, which understates an error that grows with the rows
+    if blocked:
+        monkeypatch.setattr(bench, "CPU_REFERENCE_BYTES", 3 * 8 * (2 * 512 * 64 + 64) // 16)
+    seen: list[int] = []
+    problem = _row_sum_rounded_inputs_problem(seen)
+    shape = {"M": 512, "N": 64}
+    for _ in range(3):
+        seen.clear()
+        result = bench.verify_problem(problem, shape, torch.float32, torch.device("cpu"))
+        assert (max(seen) < 512) == blocked
+        assert result.passed, [str(f) for f in result.findings]
+        assert result.torch_error > 0
+
+
+def test_row_sum_native_is_its_shares_added_once(monkeypatch):
+    monkeypatch.setattr(bench, "CPU_REFERENCE_BYTES", 3 * 8 * (2 * 37 * 50 + 50) // 5)
+    seen: list[int] = []
+    problem = _row_sum_problem(_row_sum_exact, seen)
+    before = problem.make_inputs({"M": 37, "N": 50}, torch.float32, torch.device("cpu"),
+                                 torch.Generator().manual_seed(0))  # fmt: skip
+    blocks = bench._reference_blocks(problem, before, torch.device("cpu"))
+    native = bench._native_by_rows(problem, before, blocks)
+    x, w, dy = before
+    shares = [(dy[b] * x[b]).sum(0) for b in blocks]
+    assert native[1].dtype == torch.float32 and native[1].shape == (50,)
+    assert torch.equal(native[1], sum(s.double() for s in shares).float())
+    assert torch.equal(native[0], dy * w)

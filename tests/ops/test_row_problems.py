@@ -98,6 +98,9 @@ def test_shapes_cover_the_brief():
         "rms_norm.fwd",
         "add_rms_norm.fwd",
         "layer_norm.fwd",
+        "rms_norm.bwd",
+        "add_rms_norm.bwd",
+        "layer_norm.bwd",
     ],
 )
 def test_giant_row_problems_verify_in_row_blocks(name, device, monkeypatch):
@@ -180,3 +183,28 @@ def test_softmax_checks_reject_an_all_zero_output_of_long_rows(name, dtype):
     zeros = [torch.zeros_like(t) for t in native]
     found = checks.check_values(zeros, ref, native, problem.tolerance, **args)
     assert [f.reason.value for f in found] == ["tolerance"]
+
+
+@pytest.mark.parametrize("name", ["rms_norm.bwd", "add_rms_norm.bwd", "layer_norm.bwd"])
+def test_giant_norm_backward_catches_a_wrong_weight_gradient(name, monkeypatch):
+    # verified in one-row blocks, a weight gradient missing the last row's share still fails:
+    # the blocks' float64 shares are added up and compared with the whole dweight
+    import dataclasses
+
+    from warpforge.harness import bench
+
+    problem = get_problem(name)
+    last = problem.row_sums[-1]
+
+    def wrong(*inputs):
+        grads = list(problem.reference(*(t.double() for t in inputs)))
+        drop = [t[-1:] if t.dim() == 2 else t for t in inputs]
+        grads[last] = grads[last] - problem.reference(*(t.double() for t in drop))[last]
+        return tuple(g.float() for g in grads)
+
+    shape = problem.cpu_shapes[0]
+    monkeypatch.setattr(bench, "CPU_REFERENCE_BYTES", 3 * 8 * 5 * shape["N"])
+    result = bench.verify_problem(dataclasses.replace(problem, implementation=wrong), shape,
+                                  torch.float32, torch.device("cpu"))  # fmt: skip
+    assert "tolerance" in result.reasons(), [str(f) for f in result.findings]
+    assert "row blocks" in str(result.findings[0])

@@ -91,9 +91,13 @@ class Problem:
     """False for integer or index outputs, where the reference runs at the input dtype."""
     row_split: Callable[[Sequence[Any], slice], Sequence[Any]] | None = None
     """For row-independent problems: the inputs of the rows ``rows`` (every output's leading
-    dimension is those rows). Lets the harness compute the float64 reference of a shape too
-    large for device memory one block of rows at a time; None for problems whose outputs mix
-    rows (a mean loss, a weight gradient)."""
+    dimension is those rows, except the ``row_sums`` outputs). Lets the harness compute the
+    float64 reference of a shape too large for device memory one block of rows at a time; None
+    for problems whose outputs mix rows otherwise (a mean loss)."""
+    row_sums: Sequence[int] = ()
+    """Indices of outputs that are sums over the rows (a weight or bias gradient), not one row
+    each: with ``row_split``, the reference of a block of rows gives that block's share of them,
+    and the harness adds the shares of all blocks in float64 before comparing."""
     saved_rounding: Callable[[Sequence[Any], torch.dtype], Sequence[Any]] | None = None
     """For an op that stores an intermediate at the working dtype and computes from it (a
     backward from the saved forward output): the extra absolute error each output may carry

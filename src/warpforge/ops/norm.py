@@ -777,8 +777,9 @@ def _flag_word_split_backward(
     operands: tuple[torch.Tensor, ...],
     **constants: Any,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The launch the flag-word LayerNorm backward kernels share (lagged, held, pairs): the
-    buffers, the chunks' unpublished sum words, the plan's stages and the partial sums.
+    """The launch the flag-word backward kernels share (LayerNorm's lagged, held, pairs; the
+    long-row ``norm_bwd_flags_kernel``): the buffers, the chunks' unpublished sum words, the
+    plan's stages and the partial sums.
     ``operands``: (dy, x, weight, mean, rstd) as ``kernel`` reads them; ``constants``: its own
     compile-time arguments."""
     M, N = x.shape
@@ -966,6 +967,161 @@ def _layer_norm_pairs_backward(
     )  # fmt: skip
 
 
+# --------------------------------------------------------------------------- split backward
+
+NORM_BWD_SPLIT_LAUNCHES: dict[int, dict[str, int | bool]] = {
+    2: {"block": 4096, "num_warps": 4, "programs_per_sm": 2, "prefetch": True},
+    4: {"block": 4096, "num_warps": 4, "programs_per_sm": 2, "prefetch": True},
+}
+"""Element size -> the flag-word split launch of the long-row backward
+(``norm_bwd_flags_kernel``, :func:`split_norm_backward`): 4096-column programs of 4 warps
+(32 columns a thread: x, dy, the next row's x and dy, the dweight and dbias partials; 222-248
+registers, at most 32 bytes spilled on sm_90), 2 an SM, the next row's chunk loaded while the
+row's other programs publish. At 262144 columns a row has 64 chunks, the most the words' poll
+reads.
+
+Kernel alone on the H100, bf16 (``benchmarks/norm_split_bwd.py``,
+``benchmarks/results/normbwd-sweep1-2026-11-25-h100.txt``), 8192 x 262144 RMSNorm /
+add+RMSNorm / LayerNorm: 6053 / 7113 / 6316 us (70 / 80 / 68% of copy) against 13265 / 14506 /
+7226 us without the split (RMSNorm's chunked kernel, LayerNorm's counter-based split kernel);
+8192 x 65536: 1305 / 1520 / 1400 against 3085 / 3396 / 1625 us. 8 warps a program (16 columns
+a thread, 128 registers) ran 10-27% slower, 8192 columns of 16 warps one an SM 5-40% slower,
+no prefetch 13-60% slower (same file). A second sweep (``normbwd-sweep2-2026-11-25-h100.txt``):
+8192 columns of 8 warps, one an SM, within -6% (RMSNorm, add+RMSNorm at 262144 columns) to +3%
+everywhere in bf16; 2048 columns of 2 or 4 warps, four an SM (65536 columns only) within 3%;
+float32 at this launch 93 / 94 / 89% of copy at 262144 columns and 99 / 93 / 91% at 65536
+(9161 / 12124 / 9606 and 2165 / 3071 / 2354 us; 2048 columns of 2 warps, four an SM, 2914 and
+2222 us for add+RMSNorm and LayerNorm at 65536).
+
+Harness, bf16, forward + backward (``benchmarks/results/normbwd-after-2026-11-25-h100.json``
+against ``normbwd-262144-before-2026-11-25-h100.json``): 8192 x 262144 RMSNorm 16840 -> 9780
+us (42 -> 73% of copy), LayerNorm 11161 -> 10225 us (64 -> 70%), add+RMSNorm 13162 us (87%;
+its row was rejected before, see the harness's ``row_sums``); 8192 x 65536 85 / 79 / 95%."""
+
+NORM_BWD_SPLIT_MIN_N = 65536
+"""The narrowest row whose backward splits over programs by default (LayerNorm's own split
+kernels serve 16384-65535 columns; RMSNorm there keeps the chunked kernel)."""
+
+NORM_BWD_SPLIT = "WARPFORGE_NORM_BWD_SPLIT"
+"""``0``/``false``/``no``/``off`` turns the long-row split backward off (the kernels it
+replaces: RMSNorm's chunked kernel, LayerNorm's counter-based split kernel); read at each
+call."""
+
+_NORM_BWD_SPLIT_MAX_CHUNKS = 64
+"""``row_words`` polls at most two vectors of 32 words."""
+
+
+def _split_backward_enabled() -> bool:
+    return os.environ.get(NORM_BWD_SPLIT, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+@functools.lru_cache(maxsize=1024)
+def norm_bwd_split_plan(
+    M: int, N: int, element_size: int, device: torch.device | str
+) -> SplitRowPlan | None:
+    """The split backward of rows of N columns, or None (the caller's other kernels): rows
+    narrower than ``NORM_BWD_SPLIT_MIN_N``, more chunks than the words' poll reads, or more
+    programs a row than the GPU holds at once."""
+    launch = NORM_BWD_SPLIT_LAUNCHES.get(element_size)
+    if launch is None or N < NORM_BWD_SPLIT_MIN_N:
+        return None
+    plan = split_row_plan(M, N, device, **launch, flag_words=True)
+    if plan is None or plan.chunks_pow2 > _NORM_BWD_SPLIT_MAX_CHUNKS:
+        return None
+    return plan
+
+
+def split_norm_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    mean: torch.Tensor | None,
+    rstd: torch.Tensor,
+    dh: torch.Tensor | None,
+    offset: float,
+    center: bool,
+    weight_grad: bool,
+    bias_grad: bool,
+    plan: SplitRowPlan,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`_norm_backward`'s (dx, dweight, dbias) of a (M, N) input with M > 0 from
+    ``norm_bwd_flags_kernel`` and the partial-sum kernel, on the kernels' path; tests and sweeps
+    pass their own plan (at most 64 chunks a row, at most M slots)."""
+    from warpforge.ops._kernels.norm_split_bwd import norm_bwd_flags_kernel
+
+    M = x.shape[0]
+    if plan.chunks_pow2 > _NORM_BWD_SPLIT_MAX_CHUNKS:
+        raise ValueError(
+            f"plan: at most {_NORM_BWD_SPLIT_MAX_CHUNKS} chunks a row, got {plan.chunks}"
+        )
+    if plan.programs // plan.chunks > M:
+        raise ValueError(f"plan: expected at most {M} slots (rows), got {plan}")
+    x, dy = as_rows(x), as_rows(dy)
+    dh = as_rows(dh) if dh is not None else None
+    operands = (
+        dy,
+        x,
+        weight.contiguous() if weight is not None else x,
+        mean if center else rstd,
+        rstd,
+        dh if dh is not None else dy,
+        dh.stride(0) if dh is not None else 0,
+        offset,
+    )
+    return _flag_word_split_backward(
+        norm_bwd_flags_kernel, plan, x, weight, weight_grad, bias_grad, 1, operands,
+        CENTER=center, HAS_DH=dh is not None, PREFETCH=plan.prefetch,
+    )  # fmt: skip
+
+
+def _long_row_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    mean: torch.Tensor | None,
+    rstd: torch.Tensor,
+    dh: torch.Tensor | None,
+    offset: float,
+    center: bool,
+    weight_grad: bool,
+    bias_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """:func:`split_norm_backward` where its default plan applies (kernels' path, rows of at
+    least ``NORM_BWD_SPLIT_MIN_N`` columns, ``WARPFORGE_NORM_BWD_SPLIT`` not off), else None."""
+    M, N = x.shape
+    if (
+        M == 0
+        or N < NORM_BWD_SPLIT_MIN_N
+        or not _split_backward_enabled()
+        or execution_path(x.device) is ExecutionPath.TORCH_REFERENCE
+    ):
+        return None
+    plan = norm_bwd_split_plan(M, N, x.element_size(), x.device)
+    if plan is None:
+        return None
+    return split_norm_backward(dy, x, weight, mean, rstd, dh, offset, center, weight_grad,
+                               bias_grad, plan)  # fmt: skip
+
+
+def rms_norm_backward(
+    dy: torch.Tensor,
+    h: torch.Tensor,
+    weight: torch.Tensor | None,
+    rstd: torch.Tensor,
+    dh: torch.Tensor | None,
+    offset: float,
+    weight_grad: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dx, dweight) of a (M, N) RMSNorm (``dh``: the gradient of the fused residual sum, added
+    to dx): long rows split over programs (:func:`split_norm_backward`), others through
+    :func:`_norm_backward`."""
+    got = _long_row_backward(dy, h, weight, None, rstd, dh, offset, False, weight_grad, False)
+    if got is None:
+        got = _norm_backward(dy, h, weight, None, rstd, dh, offset, False, weight_grad,
+                             bias_grad=False)  # fmt: skip
+    return got[0], got[1]
+
+
 def layer_norm_backward(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -980,7 +1136,9 @@ def layer_norm_backward(
     hold: bool | None = None,
     pairs: dict[str, bool] | bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dx, dweight, dbias) of a (M, N) LayerNorm: wide rows split over programs
+    """(dx, dweight, dbias) of a (M, N) LayerNorm: rows of at least ``NORM_BWD_SPLIT_MIN_N``
+    columns through :func:`split_norm_backward` (unless a plan is forced or
+    ``WARPFORGE_NORM_BWD_SPLIT`` is off), other wide rows split over programs
     (:func:`layer_norm_bwd_split_plan`), others through :func:`_norm_backward`. ``split``
     forces a split launch (tests, benchmark sweeps): with ``lag`` (>= 0) through
     ``layer_norm_bwd_lag_kernel`` over groups of ``lag_rows`` rows (a power of 2), or, with
@@ -1009,6 +1167,11 @@ def layer_norm_backward(
     if pairs and (split is None or hold is not False or lag_rows != 1):
         raise ValueError(f"pairs: expected hold False and one row a group with a split plan, "
                          f"got hold {hold!r}, lag_rows {lag_rows!r}")  # fmt: skip
+    if split is None:
+        got = _long_row_backward(dy, x, weight, mean, rstd, None, 0.0, True, weight_grad,
+                                 bias_grad)  # fmt: skip
+        if got is not None:
+            return got
     if M and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
         if split is None and pairs is not False:
             plan = _default_pairs_plan(M, N, x.element_size(), x.device)
@@ -1119,10 +1282,7 @@ def _rms_norm_bwd(
     offset: float,
     weight_grad: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    dx, dw, _ = _norm_backward(
-        dy, h, weight, None, rstd, dh, offset, False, weight_grad, bias_grad=False
-    )
-    return dx, dw
+    return rms_norm_backward(dy, h, weight, rstd, dh, offset, weight_grad)
 
 
 @_rms_norm_bwd.register_fake

@@ -186,6 +186,8 @@ register_problem(
         baselines=backward_baselines(_eager_rms_norm, _liger_rms_norm),
         tolerance=BACKWARD_TOLERANCE,
         sweep=SWEEP,
+        row_split=split_rows,  # dweight (and dbias) are summed over the row blocks
+        row_sums=(1,),
         description="forward + backward of rms_norm.fwd; returns (dx, dweight) for dy",
     )
 )
@@ -223,6 +225,8 @@ register_problem(
         baselines=backward_baselines(_eager_add_rms_norm, _liger_add_rms_norm, outputs=2),
         tolerance=BACKWARD_TOLERANCE,
         sweep=SWEEP,
+        row_split=split_rows,  # dweight (and dbias) are summed over the row blocks
+        row_sums=(2,),
         description="forward + backward of add_rms_norm.fwd; returns (dx, dresidual, dweight) "
         "for (dy, dh)",
     )
@@ -259,6 +263,8 @@ register_problem(
         baselines=backward_baselines(_eager_layer_norm, _liger_layer_norm),
         tolerance=BACKWARD_TOLERANCE,
         sweep=SWEEP,
+        row_split=split_rows,  # dweight (and dbias) are summed over the row blocks
+        row_sums=(1, 2),
         description="forward + backward of layer_norm.fwd; returns (dx, dweight, dbias) for dy",
     )
 )
