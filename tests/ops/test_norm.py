@@ -1172,15 +1172,17 @@ def test_layer_norm_pairs_backward(m, n, block, options, affine, device, poison_
     ids=str,
 )
 @pytest.mark.parametrize("dtype", PAIRS_DTYPES, ids=str)
-@pytest.mark.parametrize(("hold_weight", "hold_rows", "unroll"),
-                         [(True, False, 3), (False, False, 1), (True, True, 1), (False, True, 3)],
+@pytest.mark.parametrize(("hold_weight", "hold_rows", "unroll", "lag"),
+                         [(True, False, 3, 1), (False, False, 1, 1), (True, True, 1, 1),
+                          (False, True, 3, 1), (True, False, 3, 2), (False, False, 1, 2)],
                          ids=str)  # fmt: skip
 def test_layer_norm_pairs_backward_one_launch(m, n, block, dtype, hold_weight, hold_rows, unroll,
-                                              device, poison_outputs):  # fmt: skip
+                                              lag, device, poison_outputs):  # fmt: skip
     """The one-launch pipeline of ``layer_norm_bwd_pairs_kernel`` (head, prefetch, held or
-    re-read phase B, three steps an iteration and the 0-2 left, tail) with one chunk a row,
-    which the interpreter can run too (a program then waits only for its own words): against
-    float64, every element written. 1-13 rows over at most 3 slots: 2-6 steps a slot."""
+    re-read phase B one or two steps late, three steps an iteration and the 0-2 left, tail)
+    with one chunk a row, which the interpreter can run too (a program then waits only for its
+    own words): against float64, every element written. 1-13 rows over at most 3 slots: 2-7
+    steps a slot (``l2_ahead`` is asked for too: a hint the interpreter skips)."""
     import dataclasses
 
     from warpforge.ops._split_rows import split_row_plan
@@ -1194,10 +1196,10 @@ def test_layer_norm_pairs_backward_one_launch(m, n, block, dtype, hold_weight, h
     plan = dataclasses.replace(plan, synchronized=True)
     got = norm_module._layer_norm_pairs_backward(dy, x, w, mean, rstd, True, True, plan,
                                                  hold_weight=hold_weight, hold_rows=hold_rows,
-                                                 unroll=unroll)  # fmt: skip
+                                                 unroll=unroll, lag=lag, l2_ahead=lag - 1)  # fmt: skip
     want = _layer_norm_grads64(x, w, b, dy)
     scale = {"dx": _dx_scale(x, w, dy)}
-    label = f"{dtype} hold_weight={hold_weight} hold_rows={hold_rows} unroll={unroll}"
+    label = f"{dtype} hold_weight={hold_weight} hold_rows={hold_rows} unroll={unroll} lag={lag}"
     for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
         _close_pairs(g, e, dtype, f"{name} {label}", scale.get(name))
 
@@ -1254,7 +1256,8 @@ def test_layer_norm_pairs_backward_declines_and_falls_back(device, poison_output
 
 
 def test_layer_norm_pairs_argument_is_checked(device):
-    """``pairs`` with a held (not re-read) launch or groups of rows is refused naming it."""
+    """``pairs`` with a held (not re-read) launch or groups of rows is refused naming it, and
+    so are a lag other than 1 or 2 (2 with held rows) and a negative ``l2_ahead``."""
     from warpforge.ops._split_rows import split_row_plan
 
     x, dy = randn(2, 40, device=device), randn(2, 40, device=device)
@@ -1264,6 +1267,13 @@ def test_layer_norm_pairs_argument_is_checked(device):
         with pytest.raises(ValueError, match="pairs: expected hold False"):
             norm_module.layer_norm_backward(dy, x, None, mean, rstd, False, True, plan, 1, rows,
                                             hold, True)  # fmt: skip
+    x16, dy16 = x.half(), dy.half()
+    for options, match in (({"lag": 3}, "lag: expected 1, or 2"),
+                           ({"lag": 2, "hold_rows": True}, "lag: expected 1, or 2"),
+                           ({"l2_ahead": -1}, "l2_ahead: expected an int >= 0")):  # fmt: skip
+        with pytest.raises(ValueError, match=match):
+            norm_module.layer_norm_backward(dy16, x16, None, mean, rstd, False, True, plan, 1, 1,
+                                            False, options)  # fmt: skip
 
 
 def test_default_wide_2_byte_layer_norm_backward_takes_the_pairs_kernel(device, monkeypatch,
@@ -1306,6 +1316,9 @@ PAIRS_GPU_LAUNCHES = [
     (256, 1, 24, {"hold_weight": False, "hold_rows": True, "unroll": 1}),
     (256, 1, 20, {"hold_weight": True, "hold_rows": True, "unroll": 3}),
     (1024, 2, 8, {"hold_weight": True, "unroll": 1}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "lag": 2, "l2_ahead": 1}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "l2_ahead": 2}),
+    (512, 2, 12, {"hold_weight": False, "unroll": 1, "lag": 2}),
 ]
 
 

@@ -873,6 +873,8 @@ def _layer_norm_pairs_backward(
     evict_first: bool = False,
     hold_rows: bool = False,
     unroll: int = 3,
+    lag: int = 1,
+    l2_ahead: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """(dx, dweight, dbias) of a (M, N) bfloat16 / float16 LayerNorm from
     ``layer_norm_bwd_pairs_kernel`` (the held kernel's re-read launch with prefetch, one row a
@@ -880,9 +882,20 @@ def _layer_norm_pairs_backward(
     weight are not all of one 2-byte dtype with word views (the caller then takes the held
     kernel). ``hold_weight``: the weight unpacked once; ``hold_rows``: dx from x and dy words
     held in registers since the first read, else re-read (``evict_first``: asking L2 to let
-    their lines go); ``unroll`` (1 or 3): pipeline steps an iteration of the kernel's loop."""
+    their lines go); ``unroll`` (1 or 3): pipeline steps an iteration of the kernel's loop;
+    ``lag`` (1, or 2 without ``hold_rows``): dx of a row written that many steps after its sums
+    are published; ``l2_ahead`` (>= 0): each step asks L2 for the row that many rows past the
+    one it loads into registers (0: none; GPU only, ignored under the interpreter, which runs
+    no inline PTX)."""
     from warpforge.ops._kernels import norm as kernels
 
+    if lag not in (1, 2) or (lag == 2 and hold_rows):
+        raise ValueError(f"lag: expected 1, or 2 without hold_rows, got {lag!r} "
+                         f"(hold_rows {hold_rows!r})")  # fmt: skip
+    if l2_ahead < 0:
+        raise ValueError(f"l2_ahead: expected an int >= 0, got {l2_ahead!r}")
+    if execution_path(x.device) is not ExecutionPath.TRITON_GPU:
+        l2_ahead = 0
     M, N = x.shape
     x, dy = as_rows(x), as_rows(dy)
     if x.dtype not in (torch.bfloat16, torch.float16) or dy.dtype != x.dtype:
@@ -902,7 +915,7 @@ def _layer_norm_pairs_backward(
         kernels.layer_norm_bwd_pairs_kernel, plan, x, weight, weight_grad, bias_grad, 1,
         (dy_words, x_words, w_words, mean, rstd), BF16=x.dtype == torch.bfloat16,
         HOLD_W=hold_weight, HOLD_X=hold_rows, UNROLL=unroll, EVEN_N=N % plan.block == 0,
-        WIDE=reach + N >= 2**31, EVICT_FIRST=evict_first,
+        WIDE=reach + N >= 2**31, EVICT_FIRST=evict_first, LAG=lag, L2_AHEAD=l2_ahead,
     )  # fmt: skip
 
 
