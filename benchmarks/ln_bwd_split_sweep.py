@@ -26,7 +26,8 @@ contenders below). The committed runs:
 (``--held``: ``ln16k-sweep1-2026-11-25-h100.json``, whose prefetch launches were wrong, and
 ``ln16k-sweep2-2026-11-25-h100.json``);
 ``--pairs --lag-l2`` times the pairs kernel's lag 2 and L2 prefetch options (``BF16_PAIRS_LAG``)
-with the default launch timed first and again last (``ln16k3-sweep*-2026-11-25-h100.json``).
+with the default launch timed first and again last (``ln16k3-sweep1-2026-11-25-h100.json``);
+``--pairs --words`` its poll and L1 options (``BF16_PAIRS_WORDS``, ``ln16k3-sweep2-...``).
 The second also timed two kernel variants since removed (the next row's sums published before
 this row's wait, with x and dy of both rows held; a ``nanosleep`` between counter polls), which
 were no faster than the prefetch.
@@ -140,6 +141,20 @@ BF16_PAIRS_LAG = [
     (256, 1, 28, {"hold_weight": True, "unroll": 3, "evict_first": True, "l2_ahead": 1}),
     (512, 2, 12, {"hold_weight": True, "unroll": 3, "l2_ahead": 1}),
 ]
+# ln16k3-sweep1: lag 2 slower at every l2_ahead (177.8-200.0 us against 156.6-158.7 for the
+# default), l2_ahead 1 neutral (158.8-159.7), l2_ahead 2 slower (219.2). ncu of the default
+# (ln16k3-ncu1-...): 62% of stall samples in the words' poll, L2 84% busy, the poll 42% of the
+# L2 sectors, half of them excessive (two 8-byte loads a lane, split by the mask by chunks).
+# --words: the poll in one 16-byte load a lane (full_words, the new default) against the old
+# poll, and evict-last first reads for the re-read (keep_rows)
+BF16_PAIRS_WORDS = [
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "full_words": False}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "keep_rows": True}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "keep_rows": True, "evict_first": True}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "l2_ahead": 1}),
+    (256, 1, 32, {"hold_weight": True, "unroll": 3}),
+    (512, 2, 12, {"hold_weight": True, "unroll": 3}),
+]
 PAIRS_REFERENCES = [(512, 2, 12, 1, False, True)]
 """The held kernel's former default launch, timed beside the pairs launches."""
 SMOKE_PAIRS = [
@@ -188,6 +203,7 @@ def main() -> None:
     parser.add_argument("--held", action="store_true", help="layer_norm_bwd_held_kernel launches")
     parser.add_argument("--pairs", action="store_true", help="layer_norm_bwd_pairs_kernel launches")
     parser.add_argument("--lag-l2", action="store_true", help="with --pairs: BF16_PAIRS_LAG")
+    parser.add_argument("--words", action="store_true", help="with --pairs: BF16_PAIRS_WORDS")
     args = parser.parse_args()
 
     from warpforge.ops import norm
@@ -202,7 +218,8 @@ def main() -> None:
         report["triton"] = triton.__version__
         report["copy_ceiling_bytes_per_s"] = _copy_ceiling(device)
     if args.pairs:
-        chosen = BF16_PAIRS_LAG if args.lag_l2 else BF16_PAIRS
+        chosen = BF16_PAIRS_LAG if args.lag_l2 else BF16_PAIRS_WORDS if args.words else BF16_PAIRS
+        args.lag_l2 = args.lag_l2 or args.words  # the same references: the default, twice
         pairs_cases = SMOKE_PAIRS if args.smoke else [(torch.bfloat16, 4096, 16384, chosen)]
         cases = [(dtype, M, N, [], [] if args.lag_l2 else LAG_REFERENCES.get(dtype, []),
                   [] if args.smoke or args.lag_l2 else PAIRS_REFERENCES, pairs)
@@ -274,7 +291,9 @@ def main() -> None:
                                   programs_per_sm=pps, prefetch=True)  # fmt: skip
             if plan is None:
                 continue
-            flags = [k for k in ("hold_weight", "hold_rows", "evict_first") if options.get(k)]
+            flags = [k for k in ("hold_weight", "hold_rows", "evict_first", "keep_rows")
+                     if options.get(k)]  # fmt: skip
+            flags += ["8-byte-poll"] if options.get("full_words") is False else []
             flags += [f"{k}{options[k]}" for k in ("lag", "l2_ahead") if k in options]
             name = (f"pairs b{block} w{warps} x{pps} u{options.get('unroll', 3)}"
                     f" {' '.join(flags)}").rstrip()  # fmt: skip

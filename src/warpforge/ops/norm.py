@@ -875,6 +875,8 @@ def _layer_norm_pairs_backward(
     unroll: int = 3,
     lag: int = 1,
     l2_ahead: int = 0,
+    full_words: bool = True,
+    keep_rows: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """(dx, dweight, dbias) of a (M, N) bfloat16 / float16 LayerNorm from
     ``layer_norm_bwd_pairs_kernel`` (the held kernel's re-read launch with prefetch, one row a
@@ -886,7 +888,9 @@ def _layer_norm_pairs_backward(
     ``lag`` (1, or 2 without ``hold_rows``): dx of a row written that many steps after its sums
     are published; ``l2_ahead`` (>= 0): each step asks L2 for the row that many rows past the
     one it loads into registers (0: none; GPU only, ignored under the interpreter, which runs
-    no inline PTX)."""
+    no inline PTX); ``full_words``: where a row's chunks fill its words (a power of 2), poll
+    them with 16-byte loads (the kernel's FULL_WORDS; False: the former 8-byte loads);
+    ``keep_rows``: the first read of x and dy marked evict-last for the re-read."""
     from warpforge.ops._kernels import norm as kernels
 
     if lag not in (1, 2) or (lag == 2 and hold_rows):
@@ -916,6 +920,7 @@ def _layer_norm_pairs_backward(
         (dy_words, x_words, w_words, mean, rstd), BF16=x.dtype == torch.bfloat16,
         HOLD_W=hold_weight, HOLD_X=hold_rows, UNROLL=unroll, EVEN_N=N % plan.block == 0,
         WIDE=reach + N >= 2**31, EVICT_FIRST=evict_first, LAG=lag, L2_AHEAD=l2_ahead,
+        FULL_WORDS=full_words and plan.chunks == plan.chunks_pow2, KEEP_ROWS=keep_rows,
     )  # fmt: skip
 
 
@@ -1152,10 +1157,16 @@ def _layer_norm_setup_context(ctx, inputs, output) -> None:
     ctx.has_bias = bias is not None
     ctx.bias_dtype = bias.dtype if bias is not None else None
     ctx.save_for_backward(x, weight, mean, rstd)
+    # mean and rstd take no gradient: materialized, their zero gradients would cost two fill
+    # launches every backward (measured ~1 us each plus a launch gap on the H100,
+    # benchmarks/results/ln16k3-profile1-2026-11-25-h100.json)
+    ctx.set_materialize_grads(False)
 
 
 def _layer_norm_backward(ctx, dy, _dmean, _drstd):
     x, weight, mean, rstd = ctx.saved_tensors
+    if dy is None:  # only mean or rstd reached the loss (grads are not materialized)
+        dy = torch.zeros_like(x)
     weight_grad = weight is not None and ctx.needs_input_grad[1]
     bias_grad = ctx.has_bias and ctx.needs_input_grad[2]
     dx, dw, db = _layer_norm_bwd(dy, x, weight, mean, rstd, weight_grad, bias_grad)

@@ -1015,10 +1015,16 @@ def _pair_floats(words, BF16: tl.constexpr):
 
 
 @triton.jit
-def _pairs_group(X, DY, MEAN, RSTD, row, cols, mask, stride_x, stride_dy, LAST: tl.constexpr):
+def _pairs_group(X, DY, MEAN, RSTD, row, cols, mask, stride_x, stride_dy, LAST: tl.constexpr,
+                 KEEP: tl.constexpr = False):  # fmt: skip
     """(x, dy) words of an existing row's chunk (columns past its end read 0) and the row's
-    (mean, rstd). ``LAST``: a second read, which L2 may let go first."""
-    if LAST:
+    (mean, rstd). ``LAST``: a second read, which L2 may let go first; ``KEEP``: a first read
+    whose lines should stay (evict-last) for the second."""
+    if KEEP:
+        x = tl.load(X + row * stride_x + cols, mask=mask, other=0, eviction_policy="evict_last")
+        dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0,
+                     eviction_policy="evict_last")  # fmt: skip
+    elif LAST:
         x = tl.load(X + row * stride_x + cols, mask=mask, other=0, eviction_policy="evict_first")
         dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0,
                      eviction_policy="evict_first")  # fmt: skip
@@ -1068,6 +1074,8 @@ def layer_norm_bwd_pairs_kernel(
     STAGE: tl.constexpr,
     LAG: tl.constexpr = 1,
     L2_AHEAD: tl.constexpr = 0,
+    FULL_WORDS: tl.constexpr = False,
+    KEEP_ROWS: tl.constexpr = False,
 ):
     """``layer_norm_bwd_held_kernel``'s re-read launch with prefetch, one row a group, for
     2-byte rows read and written as int32 words of two columns (``X``, ``DY``, ``W``: int32
@@ -1092,7 +1100,12 @@ def layer_norm_bwd_pairs_kernel(
     row's other programs published LAG steps ago (more slack for a slow one), re-reading that
     row's x, dy and statistics. ``L2_AHEAD`` (GPU only: inline PTX; 0: off): each step also
     asks L2 for row i + 1 + L2_AHEAD's x and dy lines (``prefetch.global.L2``, no registers), so
-    more of the row stream is in flight than the one row held in registers.
+    more of the row stream is in flight than the one row held in registers. ``FULL_WORDS``
+    (``chunks == CHUNKS_POW2``): the row's words are polled with no per-word mask, which lets
+    each lane read its two words in one 16-byte load (a mask by ``chunks``, a run-time value,
+    splits it into two 8-byte loads that fetch every sector of the row's words twice).
+    ``KEEP_ROWS``: the first read of x and dy asks L1 and L2 to keep their lines (evict-last)
+    for phase B's re-read (ncu: the re-read mostly misses L1 without it).
 
     Program ``pid`` owns column chunk ``pid % chunks`` of rows ``slot, slot + slots, ...``
     (``slot = pid // chunks``). Iteration i loads row i + 1's chunk (the prefetch), publishes
@@ -1110,6 +1123,9 @@ def layer_norm_bwd_pairs_kernel(
         mask_x = tl.full([BLOCK_N], 1, tl.int1)
     parts = tl.arange(0, CHUNKS_POW2)
     inv_n = 1.0 / N
+    chunks_w = chunks  # the words polled: all CHUNKS_POW2 of them (unmasked) with FULL_WORDS
+    if FULL_WORDS:
+        chunks_w = CHUNKS_POW2
     cols_w0 = chunk * HALF  # the chunk's first and last word (L2_AHEAD)
     cols_w1 = tl.minimum(cols_w0 + HALF, N // 2) - 1
     dw_lo = tl.zeros([HALF], dtype=tl.float32)
@@ -1126,7 +1142,7 @@ def layer_norm_bwd_pairs_kernel(
     if STAGE == 0:
         # every slot has a row (the caller's plans); rows are not masked (see _pairs_step)
         x_c, dy_c, mean_c, rstd_c = _pairs_group(X, DY, MEAN, RSTD, first, cols, mask,
-                                                 stride_x, stride_dy, False)  # fmt: skip
+                                                 stride_x, stride_dy, False, KEEP_ROWS)  # fmt: skip
         # fresh zeros, not mean_c / rstd_c (see layer_norm_bwd_held_kernel: a name bound to
         # another loop-carried value and then assigned it in the body is not carried)
         mean_p = tl.zeros([], dtype=tl.float32)
@@ -1145,24 +1161,24 @@ def layer_norm_bwd_pairs_kernel(
         for i in range(0, unrolled, 3):
             x_n, dy_n, mean_n, rstd_n, dw_lo, dw_hi, db_lo, db_hi = _pairs_step(
                 i, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
-                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                mask, mask_x, parts, chunks_w, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
                 w_hi, x_p, dy_p, mean_p, rstd_p, x_c, dy_c, mean_c, rstd_c, dw_lo, dw_hi, db_lo,
                 db_hi, HAS_WEIGHT, WEIGHT_GRAD, BIAS_GRAD, CHUNKS_POW2, BF16, HOLD_W, HOLD_X,
-                EVICT_FIRST, cols_w0, cols_w1, LAG, L2_AHEAD,
+                EVICT_FIRST, cols_w0, cols_w1, LAG, L2_AHEAD, KEEP_ROWS,
             )  # fmt: skip
             x_p, dy_p, mean_p, rstd_p, dw_lo, dw_hi, db_lo, db_hi = _pairs_step(
                 i + 1, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
-                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                mask, mask_x, parts, chunks_w, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
                 w_hi, x_c, dy_c, mean_c, rstd_c, x_n, dy_n, mean_n, rstd_n, dw_lo, dw_hi, db_lo,
                 db_hi, HAS_WEIGHT, WEIGHT_GRAD, BIAS_GRAD, CHUNKS_POW2, BF16, HOLD_W, HOLD_X,
-                EVICT_FIRST, cols_w0, cols_w1, LAG, L2_AHEAD,
+                EVICT_FIRST, cols_w0, cols_w1, LAG, L2_AHEAD, KEEP_ROWS,
             )  # fmt: skip
             x_c, dy_c, mean_c, rstd_c, dw_lo, dw_hi, db_lo, db_hi = _pairs_step(
                 i + 2, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
-                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                mask, mask_x, parts, chunks_w, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
                 w_hi, x_n, dy_n, mean_n, rstd_n, x_p, dy_p, mean_p, rstd_p, dw_lo, dw_hi, db_lo,
                 db_hi, HAS_WEIGHT, WEIGHT_GRAD, BIAS_GRAD, CHUNKS_POW2, BF16, HOLD_W, HOLD_X,
-                EVICT_FIRST, cols_w0, cols_w1, LAG, L2_AHEAD,
+                EVICT_FIRST, cols_w0, cols_w1, LAG, L2_AHEAD, KEEP_ROWS,
             )  # fmt: skip
             # the held and current rows are now (x_p, x_c) again: row i + 2's and i + 3's
             x_p, dy_p, mean_p, rstd_p, x_c, dy_c, mean_c, rstd_c = (
@@ -1170,10 +1186,10 @@ def layer_norm_bwd_pairs_kernel(
         for i in range(unrolled, steps):
             x_n, dy_n, mean_n, rstd_n, dw_lo, dw_hi, db_lo, db_hi = _pairs_step(
                 i, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
-                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                mask, mask_x, parts, chunks_w, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
                 w_hi, x_p, dy_p, mean_p, rstd_p, x_c, dy_c, mean_c, rstd_c, dw_lo, dw_hi, db_lo,
                 db_hi, HAS_WEIGHT, WEIGHT_GRAD, BIAS_GRAD, CHUNKS_POW2, BF16, HOLD_W, HOLD_X,
-                EVICT_FIRST, cols_w0, cols_w1, LAG, L2_AHEAD,
+                EVICT_FIRST, cols_w0, cols_w1, LAG, L2_AHEAD, KEEP_ROWS,
             )  # fmt: skip
             x_p, dy_p, mean_p, rstd_p = x_c, dy_c, mean_c, rstd_c
             x_c, dy_c, mean_c, rstd_c = x_n, dy_n, mean_n, rstd_n
@@ -1251,7 +1267,8 @@ def _pairs_step(i, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, c
                 db_hi, HAS_WEIGHT: tl.constexpr, WEIGHT_GRAD: tl.constexpr,
                 BIAS_GRAD: tl.constexpr, CHUNKS_POW2: tl.constexpr, BF16: tl.constexpr,
                 HOLD_W: tl.constexpr, HOLD_X: tl.constexpr, EVICT_FIRST: tl.constexpr,
-                cols_w0, cols_w1, LAG: tl.constexpr, L2_AHEAD: tl.constexpr):  # fmt: skip
+                cols_w0, cols_w1, LAG: tl.constexpr, L2_AHEAD: tl.constexpr,
+                KEEP_ROWS: tl.constexpr):  # fmt: skip
     """Step i of ``layer_norm_bwd_pairs_kernel``'s one-launch pipeline: row i + 1's chunk
     loaded (returned with its statistics, and the dweight / dbias partials), row i's sums
     published (phase A, from ``x_c``), dx of row i - LAG written (phase B, from ``x_p`` or a
@@ -1263,7 +1280,7 @@ def _pairs_step(i, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, c
     row_b = row_a - LAG * slots
     row_n = tl.minimum(row_a + slots, M - 1)
     x_n, dy_n, mean_n, rstd_n = _pairs_group(X, DY, MEAN, RSTD, row_n, cols, mask, stride_x,
-                                             stride_dy, False)  # fmt: skip
+                                             stride_dy, False, KEEP_ROWS)  # fmt: skip
     if L2_AHEAD > 0:
         row_f = tl.minimum(row_a + (1 + L2_AHEAD) * slots, M - 1)
         _pairs_l2_prefetch(X + row_f * stride_x, DY + row_f * stride_dy, cols_w0, cols_w1,
