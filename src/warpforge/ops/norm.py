@@ -825,7 +825,6 @@ LAYER_NORM_BWD_PAIRS: dict[str, bool | int] = {
     "evict_first": False,
     "hold_rows": False,
     "unroll": 3,
-    "keep_rows": True,
 }
 """Options of the default ``layer_norm_bwd_pairs_kernel`` launch
 (:func:`_layer_norm_pairs_backward`): weight unpacked once, x and dy re-read for phase B (an
