@@ -143,7 +143,7 @@ BF16_PAIRS_LAG = [
 ]
 # ln16k3-sweep1: lag 2 slower at every l2_ahead (177.8-200.0 us against 156.6-158.7 for the
 # default), l2_ahead 1 neutral (158.8-159.7), l2_ahead 2 slower (219.2). ncu of the default
-# (ln16k3-ncu1-...): 62% of stall samples in the words' poll, L2 84% busy, the poll 42% of the
+# (ln16k3-ncu1-...): 70% of stall samples in the words' poll, L2 84% busy, the poll 55% of the
 # L2 sectors, half of them excessive (two 8-byte loads a lane, split by the mask by chunks).
 # --words: the poll in one 16-byte load a lane (full_words, the new default) against the old
 # poll, and evict-last first reads for the re-read (keep_rows)

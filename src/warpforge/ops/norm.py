@@ -831,7 +831,12 @@ LAYER_NORM_BWD_PAIRS: dict[str, bool | int] = {
 L1 or L2 hit), three pipeline steps an iteration (~7% fewer instructions; at 32 an SM no
 measurable difference: kernel alone 161.4 against 160.4 us for one step, harness row 259.9
 against 260.2 us, ``ln16k2-A-`` / ``ln16k2-E-2026-11-25-h100.json``; the measured launch at 28
-an SM has three)."""
+an SM has three). Not defaults (kernel alone, ``ln16k3-sweep1-2026-11-25-h100.json``, default
+156.6-158.7 us in the same run): ``lag`` 2 177.8 us, ``l2_ahead`` 1 158.8-159.7, 2 219.2,
+both 188.9-200.0. ``full_words`` (the words' poll in one 16-byte load a lane, on by default in
+:func:`_layer_norm_pairs_backward`) follows ncu (``ln16k3-ncu1-2026-11-25-h100.txt``: 70% of
+stall samples in the poll, L2 84% busy, the poll's two 8-byte loads a lane 55% of L2 sectors);
+not yet timed on the GPU."""
 
 
 @functools.lru_cache(maxsize=1024)
