@@ -13,6 +13,8 @@ with ``triton.testing.do_bench`` (median). Bytes counted: x and dy read, dx writ
 
     PYTHONPATH=src python benchmarks/ln_bwd_split_sweep.py --out FILE.json --pairs  # pairs kernel
 
+    PYTHONPATH=src python benchmarks/ln_bwd_split_sweep.py --out FILE.json --pairs --lag-l2
+
 Writes FILE.json after every case (a cut-off run keeps what it measured). ``--held`` times
 ``layer_norm_bwd_held_kernel`` launches (block, warps, programs an SM, rows a group, hold,
 prefetch) against the default lagged launch of each dtype, at 4096 x 16384 only. ``--pairs``
@@ -23,7 +25,10 @@ contenders below). The committed runs:
 ``benchmarks/results/lnbwd-sweep-2026-11-24-h100.json`` and ``lnbwd-sweep2-2026-11-24-h100.json``
 (``--held``: ``ln16k-sweep1-2026-11-25-h100.json``, whose prefetch launches were wrong, and
 ``ln16k-sweep2-2026-11-25-h100.json``);
-the second also timed two kernel variants since removed (the next row's sums published before
+``--pairs --lag-l2`` times the pairs kernel's lag 2 and L2 prefetch options (``BF16_PAIRS_LAG``)
+with the default launch timed first and again last (``ln16k3-sweep1-2026-11-25-h100.json``);
+``--pairs --words`` its poll and L1 options (``BF16_PAIRS_WORDS``, ``ln16k3-sweep2-...``).
+The second also timed two kernel variants since removed (the next row's sums published before
 this row's wait, with x and dy of both rows held; a ``nanosleep`` between counter polls), which
 were no faster than the prefetch.
 """
@@ -122,6 +127,34 @@ BF16_PAIRS = [
     (512, 2, 10, {"hold_weight": True, "hold_rows": True, "unroll": 1}),  # 96 regs, 281
     (512, 2, 12, {"hold_weight": True, "unroll": 3}),  # 80 regs, 259
 ]
+# lag 2 (dx written two steps after the row's sums are published) and L2 prefetch (each step asks
+# L2 for the row l2_ahead rows past its register prefetch); sm_90 ptxas of Triton 3.6, all at
+# their register cap: 256/1w x28 72 registers, no spill, main loop 780 instructions a 3-step
+# iteration at the default, 807 lag 2, 827 l2_ahead 1, 872 both; 512/2w x12 l2_ahead 1 80
+# registers, 8 bytes spilled (x32 with l2_ahead spills 24 bytes, not timed)
+BF16_PAIRS_LAG = [
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "lag": 2}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "l2_ahead": 1}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "l2_ahead": 2}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "lag": 2, "l2_ahead": 1}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "lag": 2, "l2_ahead": 2}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "evict_first": True, "l2_ahead": 1}),
+    (512, 2, 12, {"hold_weight": True, "unroll": 3, "l2_ahead": 1}),
+]
+# ln16k3-sweep1: lag 2 slower at every l2_ahead (177.8-200.0 us against 156.6-158.7 for the
+# default), l2_ahead 1 neutral (158.8-159.7), l2_ahead 2 slower (219.2). ncu of the default
+# (ln16k3-ncu1-...): 70% of stall samples in the words' poll, L2 84% busy, the poll 55% of the
+# L2 sectors, half of them excessive (two 8-byte loads a lane, split by the mask by chunks).
+# --words: the poll in one 16-byte load a lane (full_words, the new default) against the old
+# poll, and evict-last first reads for the re-read (keep_rows)
+BF16_PAIRS_WORDS = [
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "full_words": False}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "keep_rows": True}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "keep_rows": True, "evict_first": True}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "l2_ahead": 1}),
+    (256, 1, 32, {"hold_weight": True, "unroll": 3}),
+    (512, 2, 12, {"hold_weight": True, "unroll": 3}),
+]
 PAIRS_REFERENCES = [(512, 2, 12, 1, False, True)]
 """The held kernel's former default launch, timed beside the pairs launches."""
 SMOKE_PAIRS = [
@@ -129,7 +162,11 @@ SMOKE_PAIRS = [
         torch.float16,
         5,
         300,
-        [(128, 4, 1, {"hold_weight": True}), (64, 4, 1, {"evict_first": True, "unroll": 1})],
+        [
+            (128, 4, 1, {"hold_weight": True}),
+            (64, 4, 1, {"evict_first": True, "unroll": 1}),
+            (64, 4, 1, {"lag": 2, "l2_ahead": 1}),
+        ],
     )
 ]
 SMOKE_HELD_CASES = [(torch.float32, 5, 300, [(128, 4, 1, 1, True, True), (64, 4, 1, 2, False, True),
@@ -165,6 +202,8 @@ def main() -> None:
     parser.add_argument("--first", action="store_true", help="the first sweep's contenders")
     parser.add_argument("--held", action="store_true", help="layer_norm_bwd_held_kernel launches")
     parser.add_argument("--pairs", action="store_true", help="layer_norm_bwd_pairs_kernel launches")
+    parser.add_argument("--lag-l2", action="store_true", help="with --pairs: BF16_PAIRS_LAG")
+    parser.add_argument("--words", action="store_true", help="with --pairs: BF16_PAIRS_WORDS")
     args = parser.parse_args()
 
     from warpforge.ops import norm
@@ -179,9 +218,11 @@ def main() -> None:
         report["triton"] = triton.__version__
         report["copy_ceiling_bytes_per_s"] = _copy_ceiling(device)
     if args.pairs:
-        pairs_cases = SMOKE_PAIRS if args.smoke else [(torch.bfloat16, 4096, 16384, BF16_PAIRS)]
-        cases = [(dtype, M, N, [], LAG_REFERENCES.get(dtype, []),
-                  [] if args.smoke else PAIRS_REFERENCES, pairs)
+        chosen = BF16_PAIRS_LAG if args.lag_l2 else BF16_PAIRS_WORDS if args.words else BF16_PAIRS
+        args.lag_l2 = args.lag_l2 or args.words  # the same references: the default, twice
+        pairs_cases = SMOKE_PAIRS if args.smoke else [(torch.bfloat16, 4096, 16384, chosen)]
+        cases = [(dtype, M, N, [], [] if args.lag_l2 else LAG_REFERENCES.get(dtype, []),
+                  [] if args.smoke or args.lag_l2 else PAIRS_REFERENCES, pairs)
                  for dtype, M, N, pairs in pairs_cases]  # fmt: skip
     elif args.held:
         held_cases = SMOKE_HELD_CASES if args.smoke else HELD_CASES
@@ -199,6 +240,7 @@ def main() -> None:
         rstd = torch.rsqrt(xf.var(-1, unbiased=False) + 1e-5)
         want = _reference(x, w, dy)
         contenders = {}
+        launches: dict = {}  # pairs contenders' launch, recorded in their rows
         if args.held or args.pairs:  # the default launch
             plan, lag, rows, hold = norm._default_split(M, N, x.element_size(), device)
             kernel = "lag" if hold is None else ("held hold" if hold else "held reread")
@@ -249,17 +291,27 @@ def main() -> None:
                                   programs_per_sm=pps, prefetch=True)  # fmt: skip
             if plan is None:
                 continue
-            flags = [k for k in ("hold_weight", "hold_rows", "evict_first") if options.get(k)]
+            flags = [k for k in ("hold_weight", "hold_rows", "evict_first", "keep_rows")
+                     if options.get(k)]  # fmt: skip
+            flags += ["8-byte-poll"] if options.get("full_words") is False else []
+            flags += [f"{k}{options[k]}" for k in ("lag", "l2_ahead") if k in options]
             name = (f"pairs b{block} w{warps} x{pps} u{options.get('unroll', 3)}"
                     f" {' '.join(flags)}").rstrip()  # fmt: skip
             contenders[name] = functools.partial(
                 norm.layer_norm_backward, dy, x, w, mean, rstd, True, True, split=plan, lag=1,
                 hold=False, pairs=options,
             )  # fmt: skip
+            launches[name] = {"block": block, "num_warps": warps, "programs_per_sm": pps,
+                              "options": options}  # fmt: skip
+        if args.lag_l2 and not args.smoke:  # the first contender timed once more, last
+            first = next(iter(contenders))
+            contenders[f"{first} (again)"] = contenders[first]
         case = {"dtype": str(dtype).removeprefix("torch."), "M": M, "N": N, "rows": []}
         bytes_moved = 3 * M * N * x.element_size()
         for name, fn in contenders.items():
             row: dict = {"contender": name}
+            if name in launches:
+                row["launch"] = launches[name]
             try:
                 got = fn()
                 row["errors"] = [_relative_error(g, e) for g, e in zip(got, want, strict=True)]

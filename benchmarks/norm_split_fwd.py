@@ -3,11 +3,16 @@ launches, against the chunked kernel (``_norm_forward``).
 
     PYTHONPATH=src python benchmarks/norm_split_fwd.py spills [bf16|fp32]  # CPU: sm_90 registers/stack
     PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep OUT_PREFIX    # GPU: OUT_PREFIX.txt/.json
+    PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep16k OUT.json   # GPU: 4096 x 16384
 
 The sweep times each op (RMSNorm, add+RMSNorm, LayerNorm) at each shape of ``SHAPES`` with the
 candidates named there, CUDA-event medians of ``triton.testing.do_bench``, and reports the
 fraction of copy (bytes read once and written once, against ``copy_`` of the same tensor
 measured in the same run) and the largest |y - chunked y|.
+``sweep16k`` times LayerNorm at 4096 x 16384 (bfloat16), where the default is the
+one-program-a-row kernel (``norm_fwd_rows_kernel``, tuned), against split launches that fit
+their registers (``LAUNCHES_16K``; sm_90 ptxas of Triton 3.6, no spill), each output checked
+against the default's.
 """
 
 from __future__ import annotations
@@ -50,6 +55,11 @@ SHAPES = [  # (dtype, M, N, candidates)
     (torch.bfloat16, 4096, 32768, BF16_TOP),
 ]
 OPS = {"rms": (False, False), "add_rms": (False, True), "layer": (True, False)}
+# (block, warps, programs an SM, prefetch) at 4096 x 16384 bf16 with no spill on sm_90 (Triton
+# 3.6: 128 registers for the first three, 63-64 for the others; 8192/8w x2 and the prefetching
+# 16-elements-a-thread launches at 64 registers spill 56-344 bytes in LayerNorm)
+LAUNCHES_16K = ((4096, 4, 4, True), (2048, 2, 8, True), (1024, 1, 16, True), (2048, 8, 4, True),
+                (2048, 4, 8, False), (1024, 2, 16, False), (4096, 8, 4, False))  # fmt: skip
 
 
 def spills(dt: str) -> None:
@@ -152,8 +162,59 @@ def sweep(prefix: str) -> None:
             json.dump({"device": lines[0], "candidates": CANDIDATES, "rows": rows}, f, indent=1)
 
 
+def sweep16k(out: str) -> None:
+    """LayerNorm forward at 4096 x 16384 bf16: the default launch (timed first and
+    again last) against ``LAUNCHES_16K``; JSON rows with us and the fraction of copy."""
+    import json
+
+    import triton.testing
+
+    M, N, dtype = 4096, 16384, torch.bfloat16
+    torch.manual_seed(0)
+    x = torch.randn(M, N, device="cuda", dtype=dtype) * 2 + 1
+    w = torch.randn(N, device="cuda", dtype=dtype)
+    b = torch.randn(N, device="cuda", dtype=dtype)
+    y = torch.empty_like(x)
+    copy_ms = triton.testing.do_bench(lambda: y.copy_(x), warmup=50, rep=200,
+                                      return_mode="median")  # fmt: skip
+    copy_bps = 2 * x.numel() * x.element_size() / (copy_ms * 1e-3)
+    report = {"device": torch.cuda.get_device_name(), "copy_bytes_per_s": copy_bps, "rows": []}
+    for op in ("layer",):
+        center = op == "layer"
+        bb = b if center else None
+        moved = 2 * x.numel() * x.element_size()
+        ref = norm._norm_forward(x, w, bb, None, 1e-5, 0.0, center)
+        default = lambda c=center, bb=bb: norm._norm_forward(x, w, bb, None, 1e-5, 0.0, c)  # noqa: E731
+        cands = [("default", default)]
+        for block, warps, per_sm, prefetch in LAUNCHES_16K:
+            plan = split_row_plan(M, N, "cuda", block=block, num_warps=warps,
+                                  programs_per_sm=per_sm, prefetch=prefetch, flag_words=True)  # fmt: skip
+            cands.append((f"split {block}/{warps}w x{per_sm} pf={int(prefetch)}",
+                          lambda p=plan, c=center, bb=bb: norm.split_norm_forward(
+                              x, w, bb, None, 1e-5, 0.0, c, p)))  # fmt: skip
+        cands.append(("default (again)", default))
+        for name, fn in cands:
+            got = fn()
+            errs = [((g.float() - r.float()).abs().max() / r.float().abs().max()).item()
+                    for g, r in zip(got, ref, strict=True) if r.numel()]  # fmt: skip
+            ms = triton.testing.do_bench(fn, warmup=25, rep=150, return_mode="median")
+            row = {"op": op, "contender": name, "us": ms * 1e3, "max_rel_diff": errs,
+                   "fraction_of_copy": moved / (ms * 1e-3) / copy_bps}  # fmt: skip
+            print(json.dumps(row), flush=True)
+            report["rows"].append(row)
+    with open(out, "w") as f:
+        json.dump(report, f, indent=1)
+    for row in report["rows"]:
+        print(
+            f"{row['op']:6s} {row['contender']:28s} {row['us']:8.1f} us "
+            f"{row['fraction_of_copy']:6.1%} diff {max(row['max_rel_diff']):.2g}"
+        )
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "spills":
         spills(sys.argv[2] if len(sys.argv) > 2 else "bf16")
+    elif sys.argv[1] == "sweep16k":
+        sweep16k(sys.argv[2])
     else:
         sweep(sys.argv[2])

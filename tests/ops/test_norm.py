@@ -316,6 +316,40 @@ def test_custom_ops_pass_opcheck():
     )
 
 
+def test_layer_norm_backward_fills_no_statistics_gradients(device):
+    """The LayerNorm backward asks for no zero gradients of mean and rstd (they take none, and
+    each would be a fill launch on the GPU); a backward reached through mean alone gives zero
+    gradients, as before."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    m, n = 3, 40
+    x, w, b = leaves(randn(m, n, device=device), randn(n, device=device), randn(n, device=device))
+    dy = randn(m, n, device=device)
+
+    class Fills(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.shapes = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if "zero" in func.__name__ or "fill" in func.__name__ or "full" in func.__name__:
+                self.shapes.append((func.__name__, tuple(out.shape)))
+            return out
+
+    y = layer_norm(x, w, b)
+    with Fills() as fills:
+        got = torch.autograd.grad(y, (x, w, b), dy)
+    assert not [f for f in fills.shapes if f[1] == (m,)], fills.shapes
+    want = _layer_norm_grads64(x.detach(), w.detach(), b.detach(), dy)
+    for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
+        close(g, e, BWD_TOL[torch.float32], name)
+    _, mean, _ = torch.ops.warpforge.layer_norm_fwd(x, w, b, 1e-5)
+    got = torch.autograd.grad(mean.sum(), (x, w, b))
+    for name, g in zip(("dx", "dweight", "dbias"), got, strict=True):
+        assert torch.equal(g, torch.zeros_like(g)), name
+
+
 def test_compiles_with_fullgraph():
     """Dynamo traces the public function through the custom ops without graph breaks."""
     x, w, r = leaves(randn(4, 24), randn(24), randn(4, 24))
@@ -1172,15 +1206,19 @@ def test_layer_norm_pairs_backward(m, n, block, options, affine, device, poison_
     ids=str,
 )
 @pytest.mark.parametrize("dtype", PAIRS_DTYPES, ids=str)
-@pytest.mark.parametrize(("hold_weight", "hold_rows", "unroll"),
-                         [(True, False, 3), (False, False, 1), (True, True, 1), (False, True, 3)],
+@pytest.mark.parametrize(("hold_weight", "hold_rows", "unroll", "lag", "extra"),
+                         [(True, False, 3, 1, {}), (False, False, 1, 1, {"keep_rows": True}),
+                          (True, True, 1, 1, {"full_words": False}), (False, True, 3, 1, {}),
+                          (True, False, 3, 2, {"keep_rows": True}),
+                          (False, False, 1, 2, {"full_words": False})],
                          ids=str)  # fmt: skip
 def test_layer_norm_pairs_backward_one_launch(m, n, block, dtype, hold_weight, hold_rows, unroll,
-                                              device, poison_outputs):  # fmt: skip
+                                              lag, extra, device, poison_outputs):  # fmt: skip
     """The one-launch pipeline of ``layer_norm_bwd_pairs_kernel`` (head, prefetch, held or
-    re-read phase B, three steps an iteration and the 0-2 left, tail) with one chunk a row,
-    which the interpreter can run too (a program then waits only for its own words): against
-    float64, every element written. 1-13 rows over at most 3 slots: 2-6 steps a slot."""
+    re-read phase B one or two steps late, three steps an iteration and the 0-2 left, tail)
+    with one chunk a row, which the interpreter can run too (a program then waits only for its
+    own words): against float64, every element written. 1-13 rows over at most 3 slots: 2-7
+    steps a slot (``l2_ahead`` is asked for too: a hint the interpreter skips)."""
     import dataclasses
 
     from warpforge.ops._split_rows import split_row_plan
@@ -1194,10 +1232,12 @@ def test_layer_norm_pairs_backward_one_launch(m, n, block, dtype, hold_weight, h
     plan = dataclasses.replace(plan, synchronized=True)
     got = norm_module._layer_norm_pairs_backward(dy, x, w, mean, rstd, True, True, plan,
                                                  hold_weight=hold_weight, hold_rows=hold_rows,
-                                                 unroll=unroll)  # fmt: skip
+                                                 unroll=unroll, lag=lag, l2_ahead=lag - 1,
+                                                 **extra)  # fmt: skip
     want = _layer_norm_grads64(x, w, b, dy)
     scale = {"dx": _dx_scale(x, w, dy)}
-    label = f"{dtype} hold_weight={hold_weight} hold_rows={hold_rows} unroll={unroll}"
+    label = (f"{dtype} hold_weight={hold_weight} hold_rows={hold_rows} unroll={unroll} "
+             f"lag={lag} {extra}")  # fmt: skip
     for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
         _close_pairs(g, e, dtype, f"{name} {label}", scale.get(name))
 
@@ -1254,7 +1294,8 @@ def test_layer_norm_pairs_backward_declines_and_falls_back(device, poison_output
 
 
 def test_layer_norm_pairs_argument_is_checked(device):
-    """``pairs`` with a held (not re-read) launch or groups of rows is refused naming it."""
+    """``pairs`` with a held (not re-read) launch or groups of rows is refused naming it, and
+    so are a lag other than 1 or 2 (2 with held rows) and a negative ``l2_ahead``."""
     from warpforge.ops._split_rows import split_row_plan
 
     x, dy = randn(2, 40, device=device), randn(2, 40, device=device)
@@ -1264,6 +1305,13 @@ def test_layer_norm_pairs_argument_is_checked(device):
         with pytest.raises(ValueError, match="pairs: expected hold False"):
             norm_module.layer_norm_backward(dy, x, None, mean, rstd, False, True, plan, 1, rows,
                                             hold, True)  # fmt: skip
+    x16, dy16 = x.half(), dy.half()
+    for options, match in (({"lag": 3}, "lag: expected 1, or 2"),
+                           ({"lag": 2, "hold_rows": True}, "lag: expected 1, or 2"),
+                           ({"l2_ahead": -1}, "l2_ahead: expected an int >= 0")):  # fmt: skip
+        with pytest.raises(ValueError, match=match):
+            norm_module.layer_norm_backward(dy16, x16, None, mean, rstd, False, True, plan, 1, 1,
+                                            False, options)  # fmt: skip
 
 
 def test_default_wide_2_byte_layer_norm_backward_takes_the_pairs_kernel(device, monkeypatch,
@@ -1306,6 +1354,11 @@ PAIRS_GPU_LAUNCHES = [
     (256, 1, 24, {"hold_weight": False, "hold_rows": True, "unroll": 1}),
     (256, 1, 20, {"hold_weight": True, "hold_rows": True, "unroll": 3}),
     (1024, 2, 8, {"hold_weight": True, "unroll": 1}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "lag": 2, "l2_ahead": 1}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "l2_ahead": 2}),
+    (512, 2, 12, {"hold_weight": False, "unroll": 1, "lag": 2}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "full_words": False}),
+    (256, 1, 28, {"hold_weight": True, "unroll": 3, "keep_rows": True}),
 ]
 
 
@@ -1314,11 +1367,12 @@ PAIRS_GPU_LAUNCHES = [
 @pytest.mark.parametrize(("block", "warps", "per_sm", "options"), PAIRS_GPU_LAUNCHES, ids=str)
 def test_gpu_layer_norm_pairs_backward_launches(block, warps, per_sm, options, dtype):
     """Launches of the pairs kernel the sweep times against float64 on ragged shapes (one row,
-    rows not a multiple of the slots, a width not a multiple of the chunk, up to 64 chunks),
-    bitwise the same on a second run (a word read before its chunk published it gives NaN)."""
+    rows not a multiple of the slots, a width not a multiple of the chunk, up to 64 chunks, a
+    count of chunks not a power of 2: masked words), bitwise the same on a second run (a word
+    read before its chunk published it gives NaN)."""
     from warpforge.ops._split_rows import split_row_plan
 
-    for m, n in ((1, 16384), (257, 16130), (4096, 16384)):
+    for m, n in ((1, 16384), (257, 16130), (33, 12000), (4096, 16384)):
         x = randn(m, n, dtype=dtype, device="cuda") * 3 + 2
         w, dy = randn(n, dtype=dtype, device="cuda"), randn(m, n, dtype=dtype, device="cuda")
         mean, rstd = _forward_stats(x)

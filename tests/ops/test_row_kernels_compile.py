@@ -191,7 +191,9 @@ COMPILE_ALL = textwrap.dedent(
     flags = dict(HAS_WEIGHT=True, WEIGHT_GRAD=True, BIAS_GRAD=True, BLOCK_N=plan.block,
                  CHUNKS_POW2=plan.chunks_pow2, BF16=True, HOLD_W=options["hold_weight"],
                  HOLD_X=options["hold_rows"], UNROLL=options["unroll"], EVEN_N=True, WIDE=False,
-                 EVICT_FIRST=options["evict_first"], STAGE=0)
+                 EVICT_FIRST=options["evict_first"], STAGE=0, LAG=options.get("lag", 1),
+                 L2_AHEAD=options.get("l2_ahead", 0), FULL_WORDS=plan.chunks == plan.chunks_pow2,
+                 KEEP_ROWS=options.get("keep_rows", False))
     assert set(flags) | {"DY", "X", "W", "MEAN", "RSTD", "DX", "DW_PARTIAL", "DB_PARTIAL", "SUMS",
                          "stride_dy", "stride_x", "stride_dx", "M", "N"} == set(nk.layer_norm_bwd_pairs_kernel.arg_names)
     stack = spilled_bytes(nk.layer_norm_bwd_pairs_kernel, types, flags,

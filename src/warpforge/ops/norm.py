@@ -892,7 +892,12 @@ LAYER_NORM_BWD_PAIRS: dict[str, bool | int] = {
 L1 or L2 hit), three pipeline steps an iteration (~7% fewer instructions; at 32 an SM no
 measurable difference: kernel alone 161.4 against 160.4 us for one step, harness row 259.9
 against 260.2 us, ``ln16k2-A-`` / ``ln16k2-E-2026-11-25-h100.json``; the measured launch at 28
-an SM has three)."""
+an SM has three). Not defaults (kernel alone, ``ln16k3-sweep1-2026-11-25-h100.json``, default
+156.6-158.7 us in the same run): ``lag`` 2 177.8 us, ``l2_ahead`` 1 158.8-159.7, 2 219.2,
+both 188.9-200.0. ``full_words`` (the words' poll in one 16-byte load a lane, on by default in
+:func:`_layer_norm_pairs_backward`) follows ncu (``ln16k3-ncu1-2026-11-25-h100.txt``: 70% of
+stall samples in the poll, L2 84% busy, the poll's two 8-byte loads a lane 55% of L2 sectors);
+not yet timed on the GPU."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -934,6 +939,10 @@ def _layer_norm_pairs_backward(
     evict_first: bool = False,
     hold_rows: bool = False,
     unroll: int = 3,
+    lag: int = 1,
+    l2_ahead: int = 0,
+    full_words: bool = True,
+    keep_rows: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """(dx, dweight, dbias) of a (M, N) bfloat16 / float16 LayerNorm from
     ``layer_norm_bwd_pairs_kernel`` (the held kernel's re-read launch with prefetch, one row a
@@ -941,9 +950,22 @@ def _layer_norm_pairs_backward(
     weight are not all of one 2-byte dtype with word views (the caller then takes the held
     kernel). ``hold_weight``: the weight unpacked once; ``hold_rows``: dx from x and dy words
     held in registers since the first read, else re-read (``evict_first``: asking L2 to let
-    their lines go); ``unroll`` (1 or 3): pipeline steps an iteration of the kernel's loop."""
+    their lines go); ``unroll`` (1 or 3): pipeline steps an iteration of the kernel's loop;
+    ``lag`` (1, or 2 without ``hold_rows``): dx of a row written that many steps after its sums
+    are published; ``l2_ahead`` (>= 0): each step asks L2 for the row that many rows past the
+    one it loads into registers (0: none; GPU only, ignored under the interpreter, which runs
+    no inline PTX); ``full_words``: where a row's chunks fill its words (a power of 2), poll
+    them with 16-byte loads (the kernel's FULL_WORDS; False: the former 8-byte loads);
+    ``keep_rows``: the first read of x and dy marked evict-last for the re-read."""
     from warpforge.ops._kernels import norm as kernels
 
+    if lag not in (1, 2) or (lag == 2 and hold_rows):
+        raise ValueError(f"lag: expected 1, or 2 without hold_rows, got {lag!r} "
+                         f"(hold_rows {hold_rows!r})")  # fmt: skip
+    if l2_ahead < 0:
+        raise ValueError(f"l2_ahead: expected an int >= 0, got {l2_ahead!r}")
+    if execution_path(x.device) is not ExecutionPath.TRITON_GPU:
+        l2_ahead = 0
     M, N = x.shape
     x, dy = as_rows(x), as_rows(dy)
     if x.dtype not in (torch.bfloat16, torch.float16) or dy.dtype != x.dtype:
@@ -963,7 +985,8 @@ def _layer_norm_pairs_backward(
         kernels.layer_norm_bwd_pairs_kernel, plan, x, weight, weight_grad, bias_grad, 1,
         (dy_words, x_words, w_words, mean, rstd), BF16=x.dtype == torch.bfloat16,
         HOLD_W=hold_weight, HOLD_X=hold_rows, UNROLL=unroll, EVEN_N=N % plan.block == 0,
-        WIDE=reach + N >= 2**31, EVICT_FIRST=evict_first,
+        WIDE=reach + N >= 2**31, EVICT_FIRST=evict_first, LAG=lag, L2_AHEAD=l2_ahead,
+        FULL_WORDS=full_words and plan.chunks == plan.chunks_pow2, KEEP_ROWS=keep_rows,
     )  # fmt: skip
 
 
@@ -1359,10 +1382,16 @@ def _layer_norm_setup_context(ctx, inputs, output) -> None:
     ctx.has_bias = bias is not None
     ctx.bias_dtype = bias.dtype if bias is not None else None
     ctx.save_for_backward(x, weight, mean, rstd)
+    # mean and rstd take no gradient: materialized, their zero gradients would cost two fill
+    # launches every backward (measured ~1 us each plus a launch gap on the H100,
+    # benchmarks/results/ln16k3-profile1-2026-11-25-h100.json)
+    ctx.set_materialize_grads(False)
 
 
 def _layer_norm_backward(ctx, dy, _dmean, _drstd):
     x, weight, mean, rstd = ctx.saved_tensors
+    if dy is None:  # only mean or rstd reached the loss (grads are not materialized)
+        dy = torch.zeros_like(x)
     weight_grad = weight is not None and ctx.needs_input_grad[1]
     bias_grad = ctx.has_bias and ctx.needs_input_grad[2]
     dx, dw, db = _layer_norm_bwd(dy, x, weight, mean, rstd, weight_grad, bias_grad)

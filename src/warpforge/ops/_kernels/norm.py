@@ -1015,10 +1015,16 @@ def _pair_floats(words, BF16: tl.constexpr):
 
 
 @triton.jit
-def _pairs_group(X, DY, MEAN, RSTD, row, cols, mask, stride_x, stride_dy, LAST: tl.constexpr):
+def _pairs_group(X, DY, MEAN, RSTD, row, cols, mask, stride_x, stride_dy, LAST: tl.constexpr,
+                 KEEP: tl.constexpr = False):  # fmt: skip
     """(x, dy) words of an existing row's chunk (columns past its end read 0) and the row's
-    (mean, rstd). ``LAST``: a second read, which L2 may let go first."""
-    if LAST:
+    (mean, rstd). ``LAST``: a second read, which L2 may let go first; ``KEEP``: a first read
+    whose lines should stay (evict-last) for the second."""
+    if KEEP:
+        x = tl.load(X + row * stride_x + cols, mask=mask, other=0, eviction_policy="evict_last")
+        dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0,
+                     eviction_policy="evict_last")  # fmt: skip
+    elif LAST:
         x = tl.load(X + row * stride_x + cols, mask=mask, other=0, eviction_policy="evict_first")
         dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0,
                      eviction_policy="evict_first")  # fmt: skip
@@ -1066,6 +1072,10 @@ def layer_norm_bwd_pairs_kernel(
     WIDE: tl.constexpr,
     EVICT_FIRST: tl.constexpr,
     STAGE: tl.constexpr,
+    LAG: tl.constexpr = 1,
+    L2_AHEAD: tl.constexpr = 0,
+    FULL_WORDS: tl.constexpr = False,
+    KEEP_ROWS: tl.constexpr = False,
 ):
     """``layer_norm_bwd_held_kernel``'s re-read launch with prefetch, one row a group, for
     2-byte rows read and written as int32 words of two columns (``X``, ``DY``, ``W``: int32
@@ -1085,7 +1095,17 @@ def layer_norm_bwd_pairs_kernel(
     re-read asks L2 to let its lines go. ``HOLD_X``: phase B takes row i - 1's x and dy words
     held in registers since phase A (8 more registers a thread at 512 columns of 2 warps)
     instead of re-reading them, so no load but the flag words lies on its path. ``UNROLL``
-    (1 or 3): pipeline steps an iteration of the one-launch loop.
+    (1 or 3): pipeline steps an iteration of the one-launch loop. ``LAG`` (1 or 2; 2 needs
+    HOLD_X off): phase B writes dx of row i - LAG, so a program waits only for words its
+    row's other programs published LAG steps ago (more slack for a slow one), re-reading that
+    row's x, dy and statistics. ``L2_AHEAD`` (GPU only: inline PTX; 0: off): each step also
+    asks L2 for row i + 1 + L2_AHEAD's x and dy lines (``prefetch.global.L2``, no registers), so
+    more of the row stream is in flight than the one row held in registers. ``FULL_WORDS``
+    (``chunks == CHUNKS_POW2``): the row's words are polled with no per-word mask, which lets
+    each lane read its two words in one 16-byte load (a mask by ``chunks``, a run-time value,
+    splits it into two 8-byte loads that fetch every sector of the row's words twice).
+    ``KEEP_ROWS``: the first read of x and dy asks L1 and L2 to keep their lines (evict-last)
+    for phase B's re-read (ncu: the re-read mostly misses L1 without it).
 
     Program ``pid`` owns column chunk ``pid % chunks`` of rows ``slot, slot + slots, ...``
     (``slot = pid // chunks``). Iteration i loads row i + 1's chunk (the prefetch), publishes
@@ -1103,6 +1123,11 @@ def layer_norm_bwd_pairs_kernel(
         mask_x = tl.full([BLOCK_N], 1, tl.int1)
     parts = tl.arange(0, CHUNKS_POW2)
     inv_n = 1.0 / N
+    chunks_w = chunks  # the words polled: all CHUNKS_POW2 of them (unmasked) with FULL_WORDS
+    if FULL_WORDS:
+        chunks_w = CHUNKS_POW2
+    cols_w0 = chunk * HALF  # the chunk's first and last word (L2_AHEAD)
+    cols_w1 = tl.minimum(cols_w0 + HALF, N // 2) - 1
     dw_lo = tl.zeros([HALF], dtype=tl.float32)
     dw_hi = tl.zeros([HALF], dtype=tl.float32)
     db_lo = tl.zeros([HALF], dtype=tl.float32)
@@ -1117,7 +1142,7 @@ def layer_norm_bwd_pairs_kernel(
     if STAGE == 0:
         # every slot has a row (the caller's plans); rows are not masked (see _pairs_step)
         x_c, dy_c, mean_c, rstd_c = _pairs_group(X, DY, MEAN, RSTD, first, cols, mask,
-                                                 stride_x, stride_dy, False)  # fmt: skip
+                                                 stride_x, stride_dy, False, KEEP_ROWS)  # fmt: skip
         # fresh zeros, not mean_c / rstd_c (see layer_norm_bwd_held_kernel: a name bound to
         # another loop-carried value and then assigned it in the body is not carried)
         mean_p = tl.zeros([], dtype=tl.float32)
@@ -1129,31 +1154,31 @@ def layer_norm_bwd_pairs_kernel(
         # UNROLL 3: three steps an iteration, row i - 1's, i's and i + 1's registers (held,
         # current, prefetched) trading roles every step and back in place after three, so no
         # register is copied (a one-step loop moves 16-24 a step); then the 0-2 steps left.
-        steps = rows_here + 1
+        steps = rows_here + LAG
         unrolled = 0
         if UNROLL == 3:
             unrolled = steps - steps % 3
         for i in range(0, unrolled, 3):
             x_n, dy_n, mean_n, rstd_n, dw_lo, dw_hi, db_lo, db_hi = _pairs_step(
                 i, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
-                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                mask, mask_x, parts, chunks_w, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
                 w_hi, x_p, dy_p, mean_p, rstd_p, x_c, dy_c, mean_c, rstd_c, dw_lo, dw_hi, db_lo,
                 db_hi, HAS_WEIGHT, WEIGHT_GRAD, BIAS_GRAD, CHUNKS_POW2, BF16, HOLD_W, HOLD_X,
-                EVICT_FIRST,
+                EVICT_FIRST, cols_w0, cols_w1, LAG, L2_AHEAD, KEEP_ROWS,
             )  # fmt: skip
             x_p, dy_p, mean_p, rstd_p, dw_lo, dw_hi, db_lo, db_hi = _pairs_step(
                 i + 1, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
-                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                mask, mask_x, parts, chunks_w, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
                 w_hi, x_c, dy_c, mean_c, rstd_c, x_n, dy_n, mean_n, rstd_n, dw_lo, dw_hi, db_lo,
                 db_hi, HAS_WEIGHT, WEIGHT_GRAD, BIAS_GRAD, CHUNKS_POW2, BF16, HOLD_W, HOLD_X,
-                EVICT_FIRST,
+                EVICT_FIRST, cols_w0, cols_w1, LAG, L2_AHEAD, KEEP_ROWS,
             )  # fmt: skip
             x_c, dy_c, mean_c, rstd_c, dw_lo, dw_hi, db_lo, db_hi = _pairs_step(
                 i + 2, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
-                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                mask, mask_x, parts, chunks_w, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
                 w_hi, x_n, dy_n, mean_n, rstd_n, x_p, dy_p, mean_p, rstd_p, dw_lo, dw_hi, db_lo,
                 db_hi, HAS_WEIGHT, WEIGHT_GRAD, BIAS_GRAD, CHUNKS_POW2, BF16, HOLD_W, HOLD_X,
-                EVICT_FIRST,
+                EVICT_FIRST, cols_w0, cols_w1, LAG, L2_AHEAD, KEEP_ROWS,
             )  # fmt: skip
             # the held and current rows are now (x_p, x_c) again: row i + 2's and i + 3's
             x_p, dy_p, mean_p, rstd_p, x_c, dy_c, mean_c, rstd_c = (
@@ -1161,10 +1186,10 @@ def layer_norm_bwd_pairs_kernel(
         for i in range(unrolled, steps):
             x_n, dy_n, mean_n, rstd_n, dw_lo, dw_hi, db_lo, db_hi = _pairs_step(
                 i, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, cols, cols_x,
-                mask, mask_x, parts, chunks, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
+                mask, mask_x, parts, chunks_w, chunk, stride_x, stride_dy, stride_dx, inv_n, w_lo,
                 w_hi, x_p, dy_p, mean_p, rstd_p, x_c, dy_c, mean_c, rstd_c, dw_lo, dw_hi, db_lo,
                 db_hi, HAS_WEIGHT, WEIGHT_GRAD, BIAS_GRAD, CHUNKS_POW2, BF16, HOLD_W, HOLD_X,
-                EVICT_FIRST,
+                EVICT_FIRST, cols_w0, cols_w1, LAG, L2_AHEAD, KEEP_ROWS,
             )  # fmt: skip
             x_p, dy_p, mean_p, rstd_p = x_c, dy_c, mean_c, rstd_c
             x_c, dy_c, mean_c, rstd_c = x_n, dy_n, mean_n, rstd_n
@@ -1241,20 +1266,26 @@ def _pairs_step(i, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, c
                 w_hi, x_p, dy_p, mean_p, rstd_p, x_c, dy_c, mean_c, rstd_c, dw_lo, dw_hi, db_lo,
                 db_hi, HAS_WEIGHT: tl.constexpr, WEIGHT_GRAD: tl.constexpr,
                 BIAS_GRAD: tl.constexpr, CHUNKS_POW2: tl.constexpr, BF16: tl.constexpr,
-                HOLD_W: tl.constexpr, HOLD_X: tl.constexpr, EVICT_FIRST: tl.constexpr):  # fmt: skip
+                HOLD_W: tl.constexpr, HOLD_X: tl.constexpr, EVICT_FIRST: tl.constexpr,
+                cols_w0, cols_w1, LAG: tl.constexpr, L2_AHEAD: tl.constexpr,
+                KEEP_ROWS: tl.constexpr):  # fmt: skip
     """Step i of ``layer_norm_bwd_pairs_kernel``'s one-launch pipeline: row i + 1's chunk
     loaded (returned with its statistics, and the dweight / dbias partials), row i's sums
-    published (phase A, from ``x_c``), dx of row i - 1 written (phase B, from ``x_p`` or a
+    published (phase A, from ``x_c``), dx of row i - LAG written (phase B, from ``x_p`` or a
     re-read). Rows are never masked (a masked load zeroes its registers first): row i + 1's
-    prefetch past the last row re-reads the last row and row i - 1's re-read before the first
-    row reads the first, and neither is used (phase A runs only for rows that exist, phase B
-    stores only those)."""
+    prefetch past the last row re-reads the last row and row i - LAG's re-read before the
+    first row reads the first, and neither is used (phase A runs only for rows that exist,
+    phase B stores only those)."""
     row_a = first + i * slots
-    row_b = row_a - slots
+    row_b = row_a - LAG * slots
     row_n = tl.minimum(row_a + slots, M - 1)
     x_n, dy_n, mean_n, rstd_n = _pairs_group(X, DY, MEAN, RSTD, row_n, cols, mask, stride_x,
-                                             stride_dy, False)  # fmt: skip
-    valid_b = i > 0
+                                             stride_dy, False, KEEP_ROWS)  # fmt: skip
+    if L2_AHEAD > 0:
+        row_f = tl.minimum(row_a + (1 + L2_AHEAD) * slots, M - 1)
+        _pairs_l2_prefetch(X + row_f * stride_x, DY + row_f * stride_dy, cols_w0, cols_w1,
+                           (cols.shape[0] + 31) // 32)  # fmt: skip
+    valid_b = i >= LAG
     words = SUMS + row_b * CHUNKS_POW2 + parts
     words_mask = tl.where(valid_b, parts < chunks, False)
     packed = tl.load(words, mask=words_mask, other=0, volatile=True)
@@ -1269,11 +1300,15 @@ def _pairs_step(i, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, c
         )  # fmt: skip
         tl.atomic_xchg(SUMS + row_a * CHUNKS_POW2 + chunk, pack_pair(s1, s2), sem="relaxed")
     # phase B: row i - 1, held since phase A (HOLD_X) or re-read (an L1 or L2 hit)
+    mean_b, rstd_b = mean_p, rstd_p
     if HOLD_X:
         x_b, dy_b = x_p, dy_p
-    else:
+    elif LAG == 1:
         x_b, dy_b, _, _ = _pairs_group(X, DY, MEAN, RSTD, tl.maximum(row_b, 0), cols, mask,
                                        stride_x, stride_dy, EVICT_FIRST)  # fmt: skip
+    else:  # row i - LAG's statistics are not among the carried rows: re-read with x and dy
+        x_b, dy_b, mean_b, rstd_b = _pairs_group(X, DY, MEAN, RSTD, tl.maximum(row_b, 0), cols,
+                                                 mask, stride_x, stride_dy, EVICT_FIRST)  # fmt: skip
     while tl.max((packed == UNPUBLISHED).to(tl.int32), axis=0) > 0:
         packed = tl.load(words, mask=words_mask, other=0, volatile=True)
     sums_1, sums_2 = unpack_pair(packed)  # masked-off words read as +0.0
@@ -1282,7 +1317,22 @@ def _pairs_step(i, first, slots, M, rows_here, X, DY, W, MEAN, RSTD, DX, SUMS, c
         wb_lo, wb_hi = w_lo, w_hi
     else:
         wb_lo, wb_hi = _pairs_weight(W, cols, mask, HAS_WEIGHT, BF16)
-    dx_lo, dx_hi = _pairs_dx(x_b, dy_b, wb_lo, wb_hi, mean_p, rstd_p, c1, c2, BF16)
+    dx_lo, dx_hi = _pairs_dx(x_b, dy_b, wb_lo, wb_hi, mean_b, rstd_b, c1, c2, BF16)
     dx = tl.interleave(dx_lo, dx_hi).to(DX.dtype.element_ty)
     tl.store(DX + row_b * stride_dx + cols_x, dx, mask=tl.where(valid_b, mask_x, False))
     return x_n, dy_n, mean_n, rstd_n, dw_lo, dw_hi, db_lo, db_hi
+
+
+@triton.jit
+def _pairs_l2_prefetch(x_row, dy_row, first_word, last_word, LINES: tl.constexpr):
+    """Ask L2 for the 128-byte lines of a row's chunk of x and dy words (``x_row``,
+    ``dy_row``: the row's first word; the chunk's words ``first_word`` to ``last_word``, at most
+    ``LINES`` lines): ``prefetch.global.L2``, no result and no register held. A hint: nothing
+    waits for it, and no address past the chunk's last word is asked for."""
+    at = tl.minimum(first_word + tl.arange(0, LINES) * 32, last_word)  # 32 words a line
+    tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l",
+                              [(x_row + at).to(tl.int64, bitcast=True)], dtype=tl.int32,
+                              is_pure=False, pack=1)  # fmt: skip
+    tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l",
+                              [(dy_row + at).to(tl.int64, bitcast=True)], dtype=tl.int32,
+                              is_pure=False, pack=1)  # fmt: skip
