@@ -387,6 +387,43 @@ def row_grads(
     return grad_logits
 
 
+def flat_row_grads(
+    grad_logits: torch.Tensor,
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    lse: torch.Tensor,
+    grad_loss: torch.Tensor,
+    ignore_index: int,
+    label_smoothing: float,
+    z_loss: float,
+    launch: tuple[int, int],
+) -> torch.Tensor:
+    """:func:`row_grads` through ``cross_entropy_bwd_flat_kernel``: contiguous logits and
+    gradient taken as one stream of ``BLOCK``-element blocks (``launch`` = (BLOCK, num_warps),
+    ``BLOCK <= n_cols``), for a vocabulary that the row kernel's slices would pad."""
+    from warpforge.ops._kernels.cross_entropy import cross_entropy_bwd_flat_kernel
+
+    n_rows, n_cols = logits.shape
+    block, num_warps = launch
+    if not (logits.is_contiguous() and grad_logits.is_contiguous()) or block > n_cols:
+        raise ValueError(
+            f"launch: the flat backward needs contiguous operands and BLOCK <= n_cols ({n_cols}),"
+            f" got BLOCK={block}, contiguous logits {logits.is_contiguous()}, gradient "
+            f"{grad_logits.is_contiguous()}"
+        )
+    n = n_rows * n_cols
+    if n == 0:
+        return grad_logits
+    with kernel_device(logits):
+        cross_entropy_bwd_flat_kernel[(cdiv(n, block),)](
+            grad_logits, logits, target, lse, grad_loss, _row_stride(grad_loss), n_rows, n_cols,
+            ignore_index, float(label_smoothing), float(z_loss),
+            BLOCK=block, WIDE=n + block + n_cols >= 2**31, EVEN=n % block == 0,
+            num_warps=num_warps,
+        )  # fmt: skip
+    return grad_logits
+
+
 def _target_masks(target: torch.Tensor, n_cols: int, ignore_index: int):
     ignored = target == ignore_index
     in_range = (target >= 0) & (target < n_cols)

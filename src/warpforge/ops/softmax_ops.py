@@ -19,8 +19,10 @@ from warpforge.ops._rows import (
     MAX_SINGLE_PASS_N,
     RowLaunchConfig,
     as_rows,
+    cdiv,
     kernel_device,
     launch_rows,
+    next_power_of_2,
     row_launch_config,
 )
 from warpforge.ops._split_rows import SplitRowPlan, split_launch, split_row_plan
@@ -190,6 +192,30 @@ def _softmax_fwd(x: torch.Tensor, log: bool) -> torch.Tensor:
 @_softmax_fwd.register_fake
 def _(x, log):
     return x.new_empty(x.shape)
+
+
+def softmax_backward_tile(
+    dy: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, log: bool, rows: int, num_warps: int
+) -> torch.Tensor:
+    """dx of (M, N) rows that fit one block (last stride 1) from ``softmax_bwd_tile_kernel``:
+    ``rows`` whole rows a program, int32 offsets where every operand allows, unpredicated
+    accesses where the tiles cover the matrix."""
+    from warpforge.ops._kernels.softmax import softmax_bwd_tile_kernel
+
+    M, N = y.shape
+    block = next_power_of_2(N)
+    if block > MAX_SINGLE_PASS_N:
+        raise ValueError(f"y: expected rows of at most {MAX_SINGLE_PASS_N} columns, got {N}")
+    tiles = cdiv(M, rows)
+    # the furthest element offset a tile forms (its padded rows included)
+    reach = (tiles * rows - 1) * max(dy.stride(0), y.stride(0), dx.stride(0), N) + block
+    with kernel_device(y):
+        softmax_bwd_tile_kernel[(tiles,)](
+            dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N, LOG=log, ROWS=rows,
+            BLOCK_N=block, WIDE=reach >= 2**31, EVEN=M % rows == 0 and N == block,
+            num_warps=num_warps,
+        )  # fmt: skip
+    return dx
 
 
 @dispatched_op("warpforge::softmax_bwd", mutates_args=())
