@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 SMOKE = "--smoke" in sys.argv
+WARM = "--warm" in sys.argv  # the parallel warm-up leaves torch.compile (and its autotuning,
+# which concurrent GPU work would skew) to the timed pass
 if SMOKE:  # before triton is imported
     os.environ.setdefault("TRITON_INTERPRET", "1")
     os.environ.setdefault("WARPFORGE_INTERPRET", "1")
@@ -42,7 +44,6 @@ Fn = Callable[..., Any]
 
 def _activation_variants(name: str, grid) -> dict[str, Fn]:
     """The activation kernel launched with forced (BLOCK, num_warps, num_stages)."""
-    from warpforge.ops import activations
     from warpforge.ops._kernels import activations as kernels
 
     family, phase = name.split(".")
@@ -84,8 +85,10 @@ def _softmax_bwd_alone(log: bool, grid, dtype) -> tuple[dict[str, Fn], Fn]:
             return (dyf - yf.exp() * dyf.sum(-1, keepdim=True)).to(dy.dtype)
         return (yf * (dyf - (dyf * yf).sum(-1, keepdim=True))).to(dy.dtype)
 
-    fns: dict[str, Fn] = {"op bwd (rows kernel)": lambda dy, y: softmax_ops._softmax_bwd(dy, y, log)}
-    if not SMOKE:
+    fns: dict[str, Fn] = {
+        "op bwd (rows kernel)": lambda dy, y: softmax_ops._softmax_bwd(dy, y, log)
+    }
+    if not (SMOKE or WARM):
         fns["torch.compile (bwd formula)"] = torch.compile(formula)
     for rows, warps in grid:
         fns[f"tile ROWS={rows} warps={warps}"] = lambda dy, y, r=rows, w=warps: (
@@ -119,7 +122,9 @@ def _norm_variants(name: str, shape, dtype, grid, device) -> dict[str, Fn]:
     eps = 1e-5 if center else 1e-6
     configs = [(tuned.rows_per_program, tuned.num_warps, "", "")]
     configs.append((tuned.rows_per_program, tuned.num_warps, "evict_first", "evict_last"))
-    configs += [(r, w, "", "") for r, w in grid if (r, w) != (tuned.rows_per_program, tuned.num_warps)]
+    configs += [
+        (r, w, "", "") for r, w in grid if (r, w) != (tuned.rows_per_program, tuned.num_warps)
+    ]
     out: dict[str, Fn] = {}
     for rows, warps, row_policy, vector_policy in configs:
         label = f"tile ROWS={rows} warps={warps}" + (" hints" if row_policy else "")
@@ -146,9 +151,7 @@ def _ce_variants(grid_flat, grid_rows) -> dict[str, Fn]:
         )
     for block, warps in grid_rows:
         out[f"rows BLOCK={block} warps={warps}"] = lambda lg, t, lse, g, b=block, w=warps: (
-            ce.row_grads(
-                torch.empty_like(lg), lg, t, lse, g, IGNORE_INDEX, 0.0, 0.0, launch=(b, w)
-            )
+            ce.row_grads(torch.empty_like(lg), lg, t, lse, g, IGNORE_INDEX, 0.0, 0.0, launch=(b, w))
         )
     return out
 
@@ -230,7 +233,7 @@ def _problem_inputs(problem, shape, dtype, device, sets: int):
 def _with_baselines(problem, variants: dict[str, Fn], skip: tuple[str, ...] = ("torch",)):
     contenders: dict[str, Fn] = {"op": problem.implementation}
     for name, factory in problem.baselines.items():
-        if name in skip or SMOKE:  # no baselines under the interpreter
+        if name in skip or SMOKE or WARM:  # none under the interpreter or in the warm-up
             continue
         try:
             contenders[name] = factory()
@@ -268,7 +271,9 @@ def cases(device, smoke: bool):
         def build():
             problem = get_problem(name)
             shape = {"tokens": 3, "intermediate": 1024} if smoke else ACT_SHAPE
-            contenders = _with_baselines(problem, _activation_variants(name, grid), ("torch", "liger"))
+            contenders = _with_baselines(
+                problem, _activation_variants(name, grid), ("torch", "liger")
+            )
             return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
                     problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
 
@@ -308,7 +313,7 @@ def cases(device, smoke: bool):
             M, N = (64, 256) if smoke else (32768, 256)
             eager = torch.log_softmax if log else torch.softmax
             fns = {"op fwd": lambda x: softmax_ops._softmax_fwd(x, log)}
-            if not smoke:
+            if not (smoke or WARM):
                 fns["torch.compile (fwd)"] = torch.compile(lambda x: eager(x, -1))
             input_sets = []
             for seed in range(sets):

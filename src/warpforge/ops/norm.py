@@ -327,7 +327,7 @@ def norm_forward_tile(
             ROWS=rows_per_program,
             BLOCK_N=block,
             WIDE=reach >= 2**31,
-            EVEN=M % rows_per_program == 0 and N == block,
+            EVEN=M % rows_per_program == 0 and block == N,
             ROW_POLICY=row_policy,
             VECTOR_POLICY=vector_policy,
             num_warps=num_warps,

@@ -212,7 +212,7 @@ def softmax_backward_tile(
     with kernel_device(y):
         softmax_bwd_tile_kernel[(tiles,)](
             dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N, LOG=log, ROWS=rows,
-            BLOCK_N=block, WIDE=reach >= 2**31, EVEN=M % rows == 0 and N == block,
+            BLOCK_N=block, WIDE=reach >= 2**31, EVEN=M % rows == 0 and block == N,
             num_warps=num_warps,
         )  # fmt: skip
     return dx

@@ -1353,13 +1353,17 @@ def norm_fwd_tile_kernel(
         if EVEN:
             w = tl.load(W + cols, eviction_policy=VECTOR_POLICY).to(tl.float32)
         else:
-            w = tl.load(W + cols, mask=col_mask, other=0.0, eviction_policy=VECTOR_POLICY).to(tl.float32)
+            w = tl.load(W + cols, mask=col_mask, other=0.0, eviction_policy=VECTOR_POLICY).to(
+                tl.float32
+            )
         y = y * (offset + w)[None, :]
     if HAS_BIAS:
         if EVEN:
             b = tl.load(B + cols, eviction_policy=VECTOR_POLICY).to(tl.float32)
         else:
-            b = tl.load(B + cols, mask=col_mask, other=0.0, eviction_policy=VECTOR_POLICY).to(tl.float32)
+            b = tl.load(B + cols, mask=col_mask, other=0.0, eviction_policy=VECTOR_POLICY).to(
+                tl.float32
+            )
         y = y + b[None, :]
     y_offs = _fwd_tile_offsets(rows, stride_y, cols, WIDE)
     if EVEN:
