@@ -15,13 +15,13 @@ i=0
 for group in "swiglu geglu" "softmax" "rms_norm" "layer_norm cross_entropy"; do
   i=$((i + 1))
   # shellcheck disable=SC2086
-  timeout 150 python3 benchmarks/parity_sweep.py --warm --out "$W/warm$i" --only $group \
+  timeout 100 python3 benchmarks/parity_sweep.py --warm --out "$W/warm$i" --only $group \
     > "$W/warm$i.log" 2>&1 &
 done
 wait
 echo "warm-up: $((SECONDS - t0)) s" | tee -a "$O/summary.txt"
 t1=$SECONDS
-TORCH_LOGS=output_code timeout 230 python3 benchmarks/parity_sweep.py --out "$O" --max-time 1.0 \
+TORCH_LOGS=output_code timeout 200 python3 benchmarks/parity_sweep.py --out "$O" --max-time 1.0 \
   > "$O/sweep.txt" 2> "$W/sweep.err"
 echo "sweep: exit $? in $((SECONDS - t1)) s" | tee -a "$O/summary.txt"
 mkdir -p "$W/sass"
