@@ -387,6 +387,31 @@ def row_grads(
     return grad_logits
 
 
+FLAT_BWD_LAUNCHES = {4: (8192, 16)}
+"""Element size -> (BLOCK, num_warps) of the flat saved-lse backward
+(``cross_entropy_bwd_flat_kernel``), taken where the row kernel's 4096-column slices would pad
+the last slice of each row. H100, kernel alone, fp32 16384 x 32000
+(``benchmarks/results/parity-sweep-2026-11-25-h100.json``): 1396.4 us against 1409.8 for the
+row kernel and 1396.6 for torch.compile's flat pointwise kernel; the flat stream at 1024-4096
+elements a program measured 1405-1422 us. 2-byte logits keep the row kernel (2.8x
+torch.compile there)."""
+
+
+def _flat_bwd_launch(logits: torch.Tensor) -> tuple[int, int] | None:
+    """The flat backward's launch for these logits, or None (the row kernel): GPU kernels only,
+    contiguous logits, rows at least one block long that the row kernel's slices would pad."""
+    launch = FLAT_BWD_LAUNCHES.get(logits.element_size())
+    if launch is None or logits.dim() != 2 or not logits.is_contiguous():
+        return None
+    n_cols = logits.shape[1]
+    row_block, _ = _bwd_launch_config(n_cols, logits.element_size())
+    if n_cols < launch[0] or n_cols % row_block == 0:
+        return None
+    if execution_path(logits.device) is ExecutionPath.TORCH_REFERENCE:
+        return None
+    return launch
+
+
 def flat_row_grads(
     grad_logits: torch.Tensor,
     logits: torch.Tensor,
@@ -499,6 +524,12 @@ def _cross_entropy_bwd(
     z_loss: float,
 ) -> torch.Tensor:
     grad_logits = torch.empty(logits.shape, device=logits.device, dtype=logits.dtype)
+    flat = _flat_bwd_launch(logits)
+    if flat is not None:
+        return flat_row_grads(
+            grad_logits, logits, target, lse, grad_loss.float(), ignore_index, label_smoothing,
+            z_loss, flat,
+        )  # fmt: skip
     return row_grads(
         grad_logits, logits, target, lse, grad_loss.float(), ignore_index, label_smoothing, z_loss
     )

@@ -194,6 +194,17 @@ def _(x, log):
     return x.new_empty(x.shape)
 
 
+BWD_TILE_LAUNCHES = {(4, 256): (4, 1)}
+"""(element size, block) -> (rows a program, num_warps) of ``softmax_bwd_tile_kernel`` where it
+differs from the row heuristic's: float32 rows of 256 columns, four rows on one warp (32
+columns of each operand a thread), the launch of torch.compile's backward kernel (Inductor's
+persistent reduction, XBLOCK 4 on one warp, in both dtypes; its kernel alone 38.2 us on the
+H100 at 32768 x 256, ``parity-sweep-2026-11-25-h100.json``). Other rows that fit one block keep
+the heuristic's tile, now in the lean kernel: bf16 32768 x 256, 16 rows on 8 warps, 21.7 us
+against 22.5 for the predicated int64 row kernel (torch.compile 21.7), and forward + backward
+30.5 us against 31.6 (torch.compile 31.1)."""
+
+
 def softmax_backward_tile(
     dy: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, log: bool, rows: int, num_warps: int
 ) -> torch.Tensor:
@@ -240,6 +251,11 @@ def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
         if split is not None:
             split_softmax_backward(dy, y, dx, log, split)
             return dx
+    if config.single_pass:
+        rows, warps = BWD_TILE_LAUNCHES.get(
+            (y.element_size(), config.block_n), (config.rows_per_program, config.num_warps)
+        )
+        return softmax_backward_tile(dy, y, dx, log, rows, warps)
     args = (dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N)
     with kernel_device(y):
         launch_rows(
