@@ -248,3 +248,39 @@ def test_cross_entropy_flat_backward_past_2_31_elements_gpu():
         want = ce_grad(logits[rows], target[rows], grad[rows], -100, 0.0, 0.0)
         torch.testing.assert_close(out[rows].double(), want, atol=1.6e-2, rtol=1.6e-2)
     assert not out.isnan().any()
+
+
+# --------------------------------------------------------------------------- dispatch
+
+
+def test_cross_entropy_backward_op_takes_the_flat_stream_for_padded_float32_rows(device):
+    """8200 classes pad the row kernel's last 4096-column slice: the op's backward takes the
+    flat kernel (one block of 8192 spans two rows) and matches the float64 gradient."""
+    assert ce._flat_bwd_launch(torch.empty(2, 8200, device=device)) == ce.FLAT_BWD_LAUNCHES[4]
+    assert ce._flat_bwd_launch(torch.empty(2, 8192, device=device)) is None  # no padding
+    assert ce._flat_bwd_launch(torch.empty(2, 8200, device=device, dtype=torch.float16)) is None
+    assert ce._flat_bwd_launch(torch.empty(2, 16400, device=device)[:, :8200]) is None
+    logits = torch.randn(3, 8200, device=device) * 3
+    target = torch.tensor([5, -100, 8199], device=device)
+    lse = torch.logsumexp(logits, -1)
+    grad = torch.rand(3, device=device) + 0.5
+    got = ce._cross_entropy_bwd(grad, logits, target, lse, -100, 0.0, 0.0)
+    want = ce_grad(logits, target, grad, -100, 0.0, 0.0)
+    torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5)
+
+
+def test_softmax_backward_op_takes_the_tile_kernel(monkeypatch, device):
+    """Whole rows go to the lean tile kernel, at the table's launch where it has one."""
+    seen = []
+    real = softmax_ops.softmax_backward_tile
+
+    def spy(dy, y, dx, log, rows, warps):
+        seen.append((rows, warps))
+        return real(dy, y, dx, log, rows, warps)
+
+    monkeypatch.setattr(softmax_ops, "softmax_backward_tile", spy)
+    y = torch.softmax(torch.randn(8, 256, device=device), -1)
+    dy = torch.randn(8, 256, device=device)
+    dx = softmax_ops._softmax_bwd(dy, y, False)
+    torch.testing.assert_close(dx.double(), softmax_dx(dy, y, False), atol=1e-5, rtol=1e-5)
+    assert seen == [softmax_ops.BWD_TILE_LAUNCHES[(4, 256)]]
