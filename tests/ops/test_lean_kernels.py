@@ -260,6 +260,7 @@ def test_cross_entropy_backward_op_takes_the_flat_stream_for_padded_float32_rows
     assert ce._flat_bwd_launch(torch.empty(2, 8192, device=device)) is None  # no padding
     assert ce._flat_bwd_launch(torch.empty(2, 8200, device=device, dtype=torch.float16)) is None
     assert ce._flat_bwd_launch(torch.empty(2, 16400, device=device)[:, :8200]) is None
+    assert ce._flat_bwd_launch(torch.empty(1, 128256, device=device)) is None  # row kernel
     logits = torch.randn(3, 8200, device=device) * 3
     target = torch.tensor([5, -100, 8199], device=device)
     lse = torch.logsumexp(logits, -1)
@@ -270,7 +271,8 @@ def test_cross_entropy_backward_op_takes_the_flat_stream_for_padded_float32_rows
 
 
 def test_softmax_backward_op_takes_the_tile_kernel(monkeypatch, device):
-    """Whole rows go to the lean tile kernel, at the table's launch where it has one."""
+    """Whole rows of the table's shapes go to the lean tile kernel at its launch; others keep
+    the row kernel."""
     seen = []
     real = softmax_ops.softmax_backward_tile
 
@@ -283,4 +285,6 @@ def test_softmax_backward_op_takes_the_tile_kernel(monkeypatch, device):
     dy = torch.randn(8, 256, device=device)
     dx = softmax_ops._softmax_bwd(dy, y, False)
     torch.testing.assert_close(dx.double(), softmax_dx(dy, y, False), atol=1e-5, rtol=1e-5)
-    assert seen == [softmax_ops.BWD_TILE_LAUNCHES[(4, 256)]]
+    assert seen == [softmax_ops.BWD_TILE_LAUNCHES[(4, 256, False)]]
+    softmax_ops._softmax_bwd(dy[:, :100], y[:, :100].contiguous(), False)  # block 128: not listed
+    assert len(seen) == 1

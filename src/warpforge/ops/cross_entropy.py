@@ -397,15 +397,21 @@ elements a program measured 1405-1422 us. 2-byte logits keep the row kernel (2.8
 torch.compile there)."""
 
 
+_FLAT_BWD_MAX_COLS = 65535
+"""Wider rows keep the row kernel: the flat stream was timed at 32000 classes only, and the row
+kernel already leads torch.compile at 128256 (1.04x, ``ops-bwd-ce-2026-11-21-rerun-h100.json``)."""
+
+
 def _flat_bwd_launch(logits: torch.Tensor) -> tuple[int, int] | None:
     """The flat backward's launch for these logits, or None (the row kernel): GPU kernels only,
-    contiguous logits, rows at least one block long that the row kernel's slices would pad."""
+    contiguous logits, rows of one block to ``_FLAT_BWD_MAX_COLS`` columns that the row
+    kernel's slices would pad."""
     launch = FLAT_BWD_LAUNCHES.get(logits.element_size())
     if launch is None or logits.dim() != 2 or not logits.is_contiguous():
         return None
     n_cols = logits.shape[1]
     row_block, _ = _bwd_launch_config(n_cols, logits.element_size())
-    if n_cols < launch[0] or n_cols % row_block == 0:
+    if not launch[0] <= n_cols <= _FLAT_BWD_MAX_COLS or n_cols % row_block == 0:
         return None
     if execution_path(logits.device) is ExecutionPath.TORCH_REFERENCE:
         return None

@@ -194,15 +194,16 @@ def _(x, log):
     return x.new_empty(x.shape)
 
 
-BWD_TILE_LAUNCHES = {(4, 256): (4, 1)}
-"""(element size, block) -> (rows a program, num_warps) of ``softmax_bwd_tile_kernel`` where it
-differs from the row heuristic's: float32 rows of 256 columns, four rows on one warp (32
-columns of each operand a thread), the launch of torch.compile's backward kernel (Inductor's
-persistent reduction, XBLOCK 4 on one warp, in both dtypes; its kernel alone 38.2 us on the
-H100 at 32768 x 256, ``parity-sweep-2026-11-25-h100.json``). Other rows that fit one block keep
-the heuristic's tile, now in the lean kernel: bf16 32768 x 256, 16 rows on 8 warps, 21.7 us
-against 22.5 for the predicated int64 row kernel (torch.compile 21.7), and forward + backward
-30.5 us against 31.6 (torch.compile 31.1)."""
+BWD_TILE_LAUNCHES = {(4, 256, False): (4, 4), (4, 256, True): (2, 2), (2, 256, False): (16, 8)}
+"""(element size, block, log) -> (rows a program, num_warps) of ``softmax_bwd_tile_kernel``,
+the whole-row backward with int32 offsets and no predicates; rows not listed keep the row
+kernel (``softmax_bwd_rows_kernel``, int64, predicated), not yet timed against it. H100, 32768
+x 256 (``benchmarks/results/parity-sweep-2026-11-25-h100.json``), forward + backward as the
+harness times it: fp32 softmax 62.66 us (row kernel 63.04, torch.compile 62.34), fp32
+log-softmax 62.24 (62.62, 61.79), bf16 softmax 30.53 (31.63, 31.06). Kernel alone, bf16: 21.73
+us against 22.50 (the int64 predicated addressing costs 3.5% there). torch.compile's own
+backward (Inductor's persistent reduction) takes 4 rows on one warp, int32, unpredicated; that
+launch was not in the timed grid."""
 
 
 def softmax_backward_tile(
@@ -251,11 +252,9 @@ def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
         if split is not None:
             split_softmax_backward(dy, y, dx, log, split)
             return dx
-    if config.single_pass:
-        rows, warps = BWD_TILE_LAUNCHES.get(
-            (y.element_size(), config.block_n), (config.rows_per_program, config.num_warps)
-        )
-        return softmax_backward_tile(dy, y, dx, log, rows, warps)
+    tile = BWD_TILE_LAUNCHES.get((y.element_size(), config.block_n, log))
+    if config.single_pass and tile is not None:
+        return softmax_backward_tile(dy, y, dx, log, *tile)
     args = (dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N)
     with kernel_device(y):
         launch_rows(
