@@ -23,10 +23,15 @@ GELU_APPROXIMATIONS = ("tanh", "none")
 
 @functools.lru_cache(maxsize=16)
 def _launch_config(element_size: int) -> tuple[int, int]:
-    """(BLOCK, num_warps): one 16-byte vector of each operand per thread of 8 warps (4 KB per
-    operand and program). Measured best or tied-best of a (BLOCK, num_warps) grid on the H100
-    for every row of the harness problems (benchmarks/activation_launch_sweep.py); the earlier
-    8 KB blocks on 4 warps trailed torch.compile by up to 5% (a longer last wave)."""
+    """(BLOCK, num_warps). 2-byte types: one 16-byte vector of each operand per thread of 8
+    warps (4 KB per operand and program), measured best or tied-best of a (BLOCK, num_warps)
+    grid on the H100 (benchmarks/activation_launch_sweep.py). float32: 512-element blocks on 8
+    warps, two elements (8 bytes) a thread, the launch torch.compile's autotuner picks for these
+    kernels: at 8192 x 14336 swiglu forward 459.1 us against 464.4 for 1024 elements on 8 warps
+    (torch.compile 459.3), and the same 1% on the geglu forward and both backwards
+    (benchmarks/parity_sweep.py, ``parity-sweep-2026-11-25-h100.json``)."""
+    if element_size == 4:
+        return 512, 8
     return 4096 // element_size, 8
 
 

@@ -387,6 +387,74 @@ def row_grads(
     return grad_logits
 
 
+FLAT_BWD_LAUNCHES = {4: (8192, 16)}
+"""Element size -> (BLOCK, num_warps) of the flat saved-lse backward
+(``cross_entropy_bwd_flat_kernel``), taken where the row kernel's 4096-column slices would pad
+the last slice of each row. H100, kernel alone, fp32 16384 x 32000
+(``benchmarks/results/parity-sweep-2026-11-25-h100.json``): 1396.4 us against 1409.8 for the
+row kernel and 1396.6 for torch.compile's flat pointwise kernel; the flat stream at 1024-4096
+elements a program measured 1405-1422 us. 2-byte logits keep the row kernel (2.8x
+torch.compile there)."""
+
+
+_FLAT_BWD_MAX_COLS = 65535
+"""Wider rows keep the row kernel: the flat stream was timed at 32000 classes only, and the row
+kernel already leads torch.compile at 128256 (1.04x, ``ops-bwd-ce-2026-11-21-rerun-h100.json``)."""
+
+
+def _flat_bwd_launch(logits: torch.Tensor) -> tuple[int, int] | None:
+    """The flat backward's launch for these logits, or None (the row kernel): GPU kernels only,
+    contiguous logits, rows of one block to ``_FLAT_BWD_MAX_COLS`` columns that the row
+    kernel's slices would pad."""
+    launch = FLAT_BWD_LAUNCHES.get(logits.element_size())
+    if launch is None or logits.dim() != 2 or not logits.is_contiguous():
+        return None
+    n_cols = logits.shape[1]
+    row_block, _ = _bwd_launch_config(n_cols, logits.element_size())
+    if not launch[0] <= n_cols <= _FLAT_BWD_MAX_COLS or n_cols % row_block == 0:
+        return None
+    if execution_path(logits.device) is ExecutionPath.TORCH_REFERENCE:
+        return None
+    return launch
+
+
+def flat_row_grads(
+    grad_logits: torch.Tensor,
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    lse: torch.Tensor,
+    grad_loss: torch.Tensor,
+    ignore_index: int,
+    label_smoothing: float,
+    z_loss: float,
+    launch: tuple[int, int],
+) -> torch.Tensor:
+    """:func:`row_grads` through ``cross_entropy_bwd_flat_kernel``: contiguous logits and
+    gradient taken as one stream of ``BLOCK``-element blocks (``launch`` = (BLOCK, num_warps),
+    ``BLOCK <= n_cols``), for a vocabulary that the row kernel's slices would pad."""
+    from warpforge.ops._kernels.cross_entropy import cross_entropy_bwd_flat_kernel
+
+    n_rows, n_cols = logits.shape
+    block, num_warps = launch
+    if not (logits.is_contiguous() and grad_logits.is_contiguous()) or block > n_cols:
+        raise ValueError(
+            f"launch: the flat backward needs contiguous operands and BLOCK <= n_cols ({n_cols}),"
+            f" got BLOCK={block}, contiguous logits {logits.is_contiguous()}, gradient "
+            f"{grad_logits.is_contiguous()}"
+        )
+    n = n_rows * n_cols
+    if n == 0:
+        return grad_logits
+    with kernel_device(logits):
+        cross_entropy_bwd_flat_kernel[(cdiv(n, block),)](
+            grad_logits, logits, target, lse, grad_loss, _row_stride(grad_loss), n_rows, n_cols,
+            ignore_index, float(label_smoothing), float(z_loss),
+            BLOCK=block, WIDE=n + block + n_cols >= 2**31, EVEN=n % block == 0,
+            num_warps=num_warps,
+        )  # fmt: skip
+    return grad_logits
+
+
 def _target_masks(target: torch.Tensor, n_cols: int, ignore_index: int):
     ignored = target == ignore_index
     in_range = (target >= 0) & (target < n_cols)
@@ -462,6 +530,12 @@ def _cross_entropy_bwd(
     z_loss: float,
 ) -> torch.Tensor:
     grad_logits = torch.empty(logits.shape, device=logits.device, dtype=logits.dtype)
+    flat = _flat_bwd_launch(logits)
+    if flat is not None:
+        return flat_row_grads(
+            grad_logits, logits, target, lse, grad_loss.float(), ignore_index, label_smoothing,
+            z_loss, flat,
+        )  # fmt: skip
     return row_grads(
         grad_logits, logits, target, lse, grad_loss.float(), ignore_index, label_smoothing, z_loss
     )

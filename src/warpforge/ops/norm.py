@@ -266,6 +266,75 @@ def _norm_forward(
     return y, h, mean, rstd
 
 
+def norm_forward_tile(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    eps: float,
+    offset: float,
+    center: bool,
+    rows_per_program: int,
+    num_warps: int,
+    *,
+    row_policy: str = "",
+    vector_policy: str = "",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`_norm_forward`'s (y, h, mean, rstd) from ``norm_fwd_tile_kernel`` (rows that fit
+    one block, on the kernels' path): ``rows_per_program`` whole rows a program, int32 offsets
+    where every operand allows, unpredicated accesses where the tiles cover the matrix."""
+    from warpforge.ops._kernels.norm import norm_fwd_tile_kernel
+
+    M, N = x.shape
+    block = next_power_of_2(N)
+    if block > MAX_SINGLE_PASS_N:
+        raise ValueError(f"x: expected rows of at most {MAX_SINGLE_PASS_N} columns, got {N}")
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    h = torch.empty((M, N) if residual is not None else (0,), dtype=x.dtype, device=x.device)
+    stats_dtype = torch.promote_types(x.dtype, torch.float32)
+    mean = torch.empty((M,) if center else (0,), dtype=stats_dtype, device=x.device)
+    rstd = torch.empty((M,), dtype=stats_dtype, device=x.device)
+    if M == 0:
+        return y, h, mean, rstd
+    x = as_rows(x)
+    residual = as_rows(residual) if residual is not None else None
+    tiles = -(-M // rows_per_program)
+    strides = [x.stride(0), N] + ([residual.stride(0)] if residual is not None else [])
+    # the furthest element offset a tile forms (its padded rows included)
+    reach = (tiles * rows_per_program - 1) * max(strides) + block
+    with kernel_device(x):
+        norm_fwd_tile_kernel[(tiles,)](
+            x,
+            residual if residual is not None else x,
+            weight.contiguous() if weight is not None else x,
+            bias.contiguous() if bias is not None else x,
+            y,
+            h if residual is not None else y,
+            mean if center else rstd,
+            rstd,
+            x.stride(0),
+            residual.stride(0) if residual is not None else 0,
+            y.stride(0),
+            N,
+            M,
+            N,
+            eps,
+            offset,
+            CENTER=center,
+            HAS_RESIDUAL=residual is not None,
+            HAS_WEIGHT=weight is not None,
+            HAS_BIAS=bias is not None,
+            ROWS=rows_per_program,
+            BLOCK_N=block,
+            WIDE=reach >= 2**31,
+            EVEN=M % rows_per_program == 0 and block == N,
+            ROW_POLICY=row_policy,
+            VECTOR_POLICY=vector_policy,
+            num_warps=num_warps,
+        )
+    return y, h, mean, rstd
+
+
 # --------------------------------------------------------------------------- split forward
 
 NORM_FWD_SPLIT_LAUNCHES = {

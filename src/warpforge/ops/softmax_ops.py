@@ -19,8 +19,10 @@ from warpforge.ops._rows import (
     MAX_SINGLE_PASS_N,
     RowLaunchConfig,
     as_rows,
+    cdiv,
     kernel_device,
     launch_rows,
+    next_power_of_2,
     row_launch_config,
 )
 from warpforge.ops._split_rows import SplitRowPlan, split_launch, split_row_plan
@@ -192,6 +194,42 @@ def _(x, log):
     return x.new_empty(x.shape)
 
 
+BWD_TILE_LAUNCHES = {(4, 256, False): (4, 4), (4, 256, True): (2, 2), (2, 256, False): (16, 8)}
+"""(element size, block, log) -> (rows a program, num_warps) of ``softmax_bwd_tile_kernel``,
+the whole-row backward with int32 offsets and no predicates; rows not listed keep the row
+kernel (``softmax_bwd_rows_kernel``, int64, predicated), not yet timed against it. H100, 32768
+x 256 (``benchmarks/results/parity-sweep-2026-11-25-h100.json``), forward + backward as the
+harness times it: fp32 softmax 62.66 us (row kernel 63.04, torch.compile 62.34), fp32
+log-softmax 62.24 (62.62, 61.79), bf16 softmax 30.53 (31.63, 31.06). Kernel alone, bf16: 21.73
+us against 22.50 (the int64 predicated addressing costs 3.5% there). torch.compile's own
+backward (Inductor's persistent reduction) takes 4 rows on one warp, int32, unpredicated; that
+launch was not in the timed grid."""
+
+
+def softmax_backward_tile(
+    dy: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, log: bool, rows: int, num_warps: int
+) -> torch.Tensor:
+    """dx of (M, N) rows that fit one block (last stride 1) from ``softmax_bwd_tile_kernel``:
+    ``rows`` whole rows a program, int32 offsets where every operand allows, unpredicated
+    accesses where the tiles cover the matrix."""
+    from warpforge.ops._kernels.softmax import softmax_bwd_tile_kernel
+
+    M, N = y.shape
+    block = next_power_of_2(N)
+    if block > MAX_SINGLE_PASS_N:
+        raise ValueError(f"y: expected rows of at most {MAX_SINGLE_PASS_N} columns, got {N}")
+    tiles = cdiv(M, rows)
+    # the furthest element offset a tile forms (its padded rows included)
+    reach = (tiles * rows - 1) * max(dy.stride(0), y.stride(0), dx.stride(0), N) + block
+    with kernel_device(y):
+        softmax_bwd_tile_kernel[(tiles,)](
+            dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N, LOG=log, ROWS=rows,
+            BLOCK_N=block, WIDE=reach >= 2**31, EVEN=M % rows == 0 and block == N,
+            num_warps=num_warps,
+        )  # fmt: skip
+    return dx
+
+
 @dispatched_op("warpforge::softmax_bwd", mutates_args=())
 def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
     M, N = y.shape
@@ -214,6 +252,9 @@ def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
         if split is not None:
             split_softmax_backward(dy, y, dx, log, split)
             return dx
+    tile = BWD_TILE_LAUNCHES.get((y.element_size(), config.block_n, log))
+    if config.single_pass and tile is not None:
+        return softmax_backward_tile(dy, y, dx, log, *tile)
     args = (dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N)
     with kernel_device(y):
         launch_rows(

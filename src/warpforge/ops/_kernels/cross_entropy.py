@@ -756,3 +756,59 @@ def cross_entropy_fwd_grad_flags_kernel(
                 target_logit, owns_target, scale, grad_ptr + row * grad_row_stride, n_cols,
                 label_smoothing, z_loss,
             )  # fmt: skip
+
+
+@triton.jit
+def _flat_row_terms(target_ptr, lse_ptr, grad_loss_ptr, grad_loss_stride, row, n_rows, n_cols,
+                    ignore_index):  # fmt: skip
+    """(target, lse, scale) of one row for the flat backward; a row past the last reads row 0
+    (its values are never used: no element of the block lies in it)."""
+    row = tl.where(row < n_rows, row, 0)
+    target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, False)
+    lse = tl.load(lse_ptr + row)
+    grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
+    return target, lse, _grad_scale(grad_loss, ignored, in_range)
+
+
+@triton.jit
+def cross_entropy_bwd_flat_kernel(
+    grad_logits_ptr, logits_ptr, target_ptr, lse_ptr, grad_loss_ptr, grad_loss_stride,
+    n_rows, n_cols, ignore_index, label_smoothing, z_loss,
+    BLOCK: tl.constexpr, WIDE: tl.constexpr, EVEN: tl.constexpr,
+):  # fmt: skip
+    """``cross_entropy_bwd_kernel`` over contiguous logits seen as one flat stream: program
+    ``pid`` takes elements ``[pid * BLOCK, (pid + 1) * BLOCK)`` wherever rows begin, so no lane
+    idles in a padded last slice of a row (32000 classes in 4096-column slices leave 19% of the
+    last slice's lanes idle). ``BLOCK <= n_cols``, so a block meets at most two rows: one scalar
+    division places the first, and each element picks its row's terms by comparing its offset
+    with the row boundary. Offsets are 64-bit only when the logits reach 2**31 elements
+    (``WIDE``); ``EVEN``: the blocks tile the logits exactly, no predicate."""
+    pid = tl.program_id(0)
+    if WIDE:
+        pid = pid.to(tl.int64)
+    start = pid * BLOCK
+    offs = start + tl.arange(0, BLOCK)
+    if EVEN:
+        x = tl.load(logits_ptr + offs, eviction_policy="evict_first")
+    else:
+        mask = offs < n_rows * n_cols
+        x = tl.load(logits_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+    row = start // n_cols
+    boundary = (row + 1) * n_cols
+    target_a, lse_a, scale_a = _flat_row_terms(
+        target_ptr, lse_ptr, grad_loss_ptr, grad_loss_stride, row, n_rows, n_cols, ignore_index
+    )
+    target_b, lse_b, scale_b = _flat_row_terms(
+        target_ptr, lse_ptr, grad_loss_ptr, grad_loss_stride, row + 1, n_rows, n_cols,
+        ignore_index,
+    )  # fmt: skip
+    second = offs >= boundary
+    cols = offs - tl.where(second, boundary, boundary - n_cols)
+    grad = _grad_values(
+        x.to(tl.float32), cols, tl.where(second, lse_b, lse_a), tl.where(second, scale_b, scale_a),
+        tl.where(second, target_b, target_a), n_cols, label_smoothing, z_loss,
+    )  # fmt: skip
+    if EVEN:
+        tl.store(grad_logits_ptr + offs, grad.to(grad_logits_ptr.dtype.element_ty))
+    else:
+        tl.store(grad_logits_ptr + offs, grad.to(grad_logits_ptr.dtype.element_ty), mask=mask)

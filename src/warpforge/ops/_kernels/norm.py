@@ -1336,3 +1336,87 @@ def _pairs_l2_prefetch(x_row, dy_row, first_word, last_word, LINES: tl.constexpr
     tl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l",
                               [(dy_row + at).to(tl.int64, bitcast=True)], dtype=tl.int32,
                               is_pure=False, pack=1)  # fmt: skip
+
+
+@triton.jit
+def _fwd_tile_offsets(rows, stride, cols, WIDE: tl.constexpr):
+    if WIDE:
+        return rows.to(tl.int64)[:, None] * stride + cols[None, :]
+    return rows[:, None] * stride + cols[None, :]
+
+
+@triton.jit
+def norm_fwd_tile_kernel(
+    X, R, W, B, Y, H, MEAN, RSTD, stride_x, stride_r, stride_y, stride_h, M, N, eps, offset,
+    CENTER: tl.constexpr, HAS_RESIDUAL: tl.constexpr, HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, WIDE: tl.constexpr,
+    EVEN: tl.constexpr, ROW_POLICY: tl.constexpr = "", VECTOR_POLICY: tl.constexpr = "",
+):  # fmt: skip
+    """``norm_fwd_rows_kernel`` (same math, same outputs) with the stream made lean: 32-bit
+    offsets unless an operand reaches 2**31 elements (``WIDE``), no predicates when the tiles
+    cover the matrix exactly (``EVEN``: M % ROWS == 0 and N == BLOCK_N), and optional L2
+    eviction hints for the rows read once (``ROW_POLICY``, e.g. ``"evict_first"``) and for the
+    weight and bias that every program re-reads (``VECTOR_POLICY``, e.g. ``"evict_last"``)."""
+    pid = tl.program_id(0)
+    rows = pid * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_N)
+    row_mask = rows < M
+    col_mask = cols < N
+    mask = row_mask[:, None] & col_mask[None, :]
+    x_offs = _fwd_tile_offsets(rows, stride_x, cols, WIDE)
+    if EVEN:
+        x = tl.load(X + x_offs, eviction_policy=ROW_POLICY)
+    else:
+        x = tl.load(X + x_offs, mask=mask, other=0.0, eviction_policy=ROW_POLICY)
+    if HAS_RESIDUAL:
+        r_offs = _fwd_tile_offsets(rows, stride_r, cols, WIDE)
+        h_offs = _fwd_tile_offsets(rows, stride_h, cols, WIDE)
+        if EVEN:
+            r = tl.load(R + r_offs, eviction_policy=ROW_POLICY)
+        else:
+            r = tl.load(R + r_offs, mask=mask, other=0.0, eviction_policy=ROW_POLICY)
+        # rounded to the input dtype before it is normalised, as in norm_fwd_rows_kernel
+        x = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
+        if EVEN:
+            tl.store(H + h_offs, x)
+        else:
+            tl.store(H + h_offs, x, mask=mask)
+    x = x.to(tl.float32)
+
+    if CENTER:
+        mean = tl.sum(x, axis=1) / N
+        x = x - mean[:, None]
+        if not EVEN:
+            x = tl.where(mask, x, 0.0)
+        if EVEN:
+            tl.store(MEAN + rows, mean)
+        else:
+            tl.store(MEAN + rows, mean, mask=row_mask)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / N + eps)
+    if EVEN:
+        tl.store(RSTD + rows, rstd)
+    else:
+        tl.store(RSTD + rows, rstd, mask=row_mask)
+
+    y = x * rstd[:, None]
+    if HAS_WEIGHT:
+        if EVEN:
+            w = tl.load(W + cols, eviction_policy=VECTOR_POLICY).to(tl.float32)
+        else:
+            w = tl.load(W + cols, mask=col_mask, other=0.0, eviction_policy=VECTOR_POLICY).to(
+                tl.float32
+            )
+        y = y * (offset + w)[None, :]
+    if HAS_BIAS:
+        if EVEN:
+            b = tl.load(B + cols, eviction_policy=VECTOR_POLICY).to(tl.float32)
+        else:
+            b = tl.load(B + cols, mask=col_mask, other=0.0, eviction_policy=VECTOR_POLICY).to(
+                tl.float32
+            )
+        y = y + b[None, :]
+    y_offs = _fwd_tile_offsets(rows, stride_y, cols, WIDE)
+    if EVEN:
+        tl.store(Y + y_offs, y.to(Y.dtype.element_ty))
+    else:
+        tl.store(Y + y_offs, y.to(Y.dtype.element_ty), mask=mask)

@@ -319,3 +319,43 @@ def softmax_bwd_flags_kernel(
             else:
                 dx = y * (dy - total)
             tl.store(DX + row * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _tile_offsets(ptr_rows, stride, cols, WIDE: tl.constexpr):
+    if WIDE:
+        return ptr_rows.to(tl.int64)[:, None] * stride + cols[None, :]
+    return ptr_rows[:, None] * stride + cols[None, :]
+
+
+@triton.jit
+def softmax_bwd_tile_kernel(
+    DY, Y, DX, stride_dy, stride_y, stride_dx, M, N,
+    LOG: tl.constexpr, ROWS: tl.constexpr, BLOCK_N: tl.constexpr, WIDE: tl.constexpr,
+    EVEN: tl.constexpr,
+):  # fmt: skip
+    """``softmax_bwd_rows_kernel`` for short rows, as lean as the stream allows: 32-bit offsets
+    unless an operand reaches 2**31 elements (``WIDE``; the 64-bit products cost index
+    arithmetic per element), and no predicates when the tiles cover the matrix exactly
+    (``EVEN``: M % ROWS == 0 and N == BLOCK_N)."""
+    pid = tl.program_id(0)
+    rows = pid * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK_N)
+    dy_offs = _tile_offsets(rows, stride_dy, cols, WIDE)
+    y_offs = _tile_offsets(rows, stride_y, cols, WIDE)
+    dx_offs = _tile_offsets(rows, stride_dx, cols, WIDE)
+    if EVEN:
+        dy = tl.load(DY + dy_offs).to(tl.float32)
+        y = tl.load(Y + y_offs).to(tl.float32)
+    else:
+        mask = (rows < M)[:, None] & (cols < N)[None, :]
+        dy = tl.load(DY + dy_offs, mask=mask, other=0.0).to(tl.float32)
+        y = tl.load(Y + y_offs, mask=mask, other=0.0).to(tl.float32)
+    if LOG:
+        dx = dy - tl.exp2(y * LOG2E) * tl.sum(dy, axis=1)[:, None]
+    else:
+        dx = y * (dy - tl.sum(dy * y, axis=1)[:, None])
+    if EVEN:
+        tl.store(DX + dx_offs, dx.to(DX.dtype.element_ty))
+    else:
+        tl.store(DX + dx_offs, dx.to(DX.dtype.element_ty), mask=mask)

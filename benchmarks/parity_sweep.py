@@ -1,0 +1,425 @@
+"""Rows at 0.98-0.99x of torch.compile (issue #4): torch.compile's own kernels beside ours.
+
+For each row this (1) runs the harness problem's torch.compile baseline once with the Inductor
+and Triton caches under ``--out`` (the generated ``.py``, the autotuned ``.best_config`` and the
+PTX of both sides are then read offline), and (2) times, interleaved in one process
+(``warpforge.harness.timing.measure_interleaved``: CUDA events, L2 flushed, inputs rotated), the
+problem's baselines, the op as shipped, and variants of our kernels: other launch shapes and the
+lean kernels (``softmax_bwd_tile_kernel``, ``norm_fwd_tile_kernel``,
+``cross_entropy_bwd_flat_kernel``: 32-bit offsets, no predicates on exact tiles, eviction
+hints). Each variant is first checked against the op's own output on the same inputs.
+
+    PYTHONPATH=src python benchmarks/parity_sweep.py --out DIR [--only SUBSTRING ...]   # GPU
+    PYTHONPATH=src python benchmarks/parity_sweep.py --out DIR --smoke                  # CPU
+
+Writes DIR/parity_sweep.json after every case and prints a table per case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+SMOKE = "--smoke" in sys.argv
+WARM = "--warm" in sys.argv  # the parallel warm-up leaves torch.compile (and its autotuning,
+# which concurrent GPU work would skew) to the timed pass
+if SMOKE:  # before triton is imported
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    os.environ.setdefault("WARPFORGE_INTERPRET", "1")
+
+import torch  # noqa: E402 (after the environment is set)
+
+Fn = Callable[..., Any]
+
+
+# --------------------------------------------------------------------------- variants
+
+
+def _activation_variants(name: str, grid) -> dict[str, Fn]:
+    """The activation kernel launched with forced (BLOCK, num_warps, num_stages)."""
+    from warpforge.ops._kernels import activations as kernels
+
+    family, phase = name.split(".")
+    kernel = getattr(kernels, f"{family}_{phase}_kernel")
+    extra = {"APPROX_TANH": True} if family == "geglu" else {}
+
+    def launch(inputs, n_out, block, warps, stages):
+        outputs = [inputs[-1].new_empty(inputs[-1].shape) for _ in range(n_out)]
+        flat = [t.view(1, -1) for t in inputs]
+        cols = flat[0].shape[1]
+        blocks = -(-cols // block)
+        kernel[(blocks,)](
+            *flat, *outputs, cols, blocks, *(cols for _ in flat),
+            BLOCK=block, ONE_ROW=True, WIDE=blocks * block >= 2**31, EVEN=cols % block == 0,
+            num_warps=warps, num_stages=stages, **extra,
+        )  # fmt: skip
+        return outputs
+
+    out: dict[str, Fn] = {}
+    for block, warps, stages in grid:
+        label = f"BLOCK={block} warps={warps} stages={stages}"
+        if phase == "fwd":
+            out[label] = lambda g, u, b=block, w=warps, s=stages: launch([g, u], 1, b, w, s)[0]
+        else:
+            out[label] = lambda g, u, dy, b=block, w=warps, s=stages: tuple(
+                launch([dy, g, u], 2, b, w, s)
+            )
+    return out
+
+
+def _softmax_bwd_alone(log: bool, grid, dtype) -> tuple[dict[str, Fn], Fn]:
+    """Backward kernels alone on (dy, y): torch.compile of the formula (Inductor's fused
+    kernel), the op's kernel, and the tile kernel at (ROWS, num_warps)."""
+    from warpforge.ops import softmax_ops
+
+    def formula(dy, y):
+        dyf, yf = dy.float(), y.float()
+        if log:
+            return (dyf - yf.exp() * dyf.sum(-1, keepdim=True)).to(dy.dtype)
+        return (yf * (dyf - (dyf * yf).sum(-1, keepdim=True))).to(dy.dtype)
+
+    fns: dict[str, Fn] = {
+        "op bwd (rows kernel)": lambda dy, y: softmax_ops._softmax_bwd(dy, y, log)
+    }
+    if not (SMOKE or WARM):
+        fns["torch.compile (bwd formula)"] = torch.compile(formula)
+    for rows, warps in grid:
+        fns[f"tile ROWS={rows} warps={warps}"] = lambda dy, y, r=rows, w=warps: (
+            softmax_ops.softmax_backward_tile(dy, y, torch.empty_like(y), log, r, w)
+        )
+    return fns, formula
+
+
+def _softmax_full_variants(log: bool, grid) -> dict[str, Fn]:
+    """The problem's (x, dy) -> dx with our forward and the tile backward (no autograd)."""
+    from warpforge.ops import softmax_ops
+
+    out: dict[str, Fn] = {}
+    for rows, warps in grid:
+
+        def run(x, dy, r=rows, w=warps):
+            y = softmax_ops._softmax_fwd(x, log)
+            return (softmax_ops.softmax_backward_tile(dy, y, torch.empty_like(y), log, r, w),)
+
+        out[f"fwd + tile bwd ROWS={rows} warps={warps}"] = run
+    return out
+
+
+def _norm_variants(name: str, shape, dtype, grid, device) -> dict[str, Fn]:
+    from warpforge.ops import norm
+
+    center = name.startswith("layer_norm")
+    M, N = shape["M"], shape["N"]
+    kernel_name = "layer_norm.fwd" if center else "rms_norm.fwd"
+    tuned = norm._fwd_launch_config(M, N, dtype, device, kernel_name)
+    eps = 1e-5 if center else 1e-6
+    configs = [(tuned.rows_per_program, tuned.num_warps, "", "")]
+    configs.append((tuned.rows_per_program, tuned.num_warps, "evict_first", "evict_last"))
+    configs += [
+        (r, w, "", "") for r, w in grid if (r, w) != (tuned.rows_per_program, tuned.num_warps)
+    ]
+    out: dict[str, Fn] = {}
+    for rows, warps, row_policy, vector_policy in configs:
+        label = f"tile ROWS={rows} warps={warps}" + (" hints" if row_policy else "")
+        if (rows, warps) == (tuned.rows_per_program, tuned.num_warps):
+            label += " (tuned)"
+
+        def run(x, w, b=None, r=rows, nw=warps, rp=row_policy, vp=vector_policy):
+            return norm.norm_forward_tile(
+                x, w, b, None, eps, 0.0, center, r, nw, row_policy=rp, vector_policy=vp
+            )[0]
+
+        out[label] = run
+    return out
+
+
+def _ce_variants(grid_flat, grid_rows) -> dict[str, Fn]:
+    ce = importlib.import_module("warpforge.ops.cross_entropy")
+    from warpforge.ops.loss_problems import IGNORE_INDEX
+
+    out: dict[str, Fn] = {}
+    for block, warps in grid_flat:
+        out[f"flat BLOCK={block} warps={warps}"] = lambda lg, t, lse, g, b=block, w=warps: (
+            ce.flat_row_grads(torch.empty_like(lg), lg, t, lse, g, IGNORE_INDEX, 0.0, 0.0, (b, w))
+        )
+    for block, warps in grid_rows:
+        out[f"rows BLOCK={block} warps={warps}"] = lambda lg, t, lse, g, b=block, w=warps: (
+            ce.row_grads(torch.empty_like(lg), lg, t, lse, g, IGNORE_INDEX, 0.0, 0.0, launch=(b, w))
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- one case
+
+
+def _relative_error(got: Any, want: Any) -> float:
+    got = got if isinstance(got, (tuple, list)) else (got,)
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    worst = 0.0
+    for g, w in zip(got, want, strict=True):
+        diff = (g.double() - w.double()).norm() / w.double().norm().clamp_min(1e-30)
+        worst = max(worst, float(diff))
+    return worst
+
+
+def _case(
+    label: str,
+    input_sets: list[tuple[Any, ...]],
+    contenders: dict[str, Fn],
+    reference_name: str,
+    moved: float,
+    dtype: torch.dtype,
+    max_time_s: float,
+    warm_only: bool = False,
+) -> dict[str, Any]:
+    from warpforge.harness.timing import measure_interleaved
+
+    first = input_sets[0]
+    skipped: dict[str, str] = {}
+    outputs: dict[str, Any] = {}
+    for name, fn in contenders.items():
+        try:
+            outputs[name] = fn(*first)
+        except Exception as exc:  # a missing baseline or a failed compile is reported
+            skipped[name] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    want = outputs.get(reference_name)
+    tolerance = 1e-2 if dtype == torch.bfloat16 else 1e-5
+    verified, errors = {}, {}
+    for name, out in outputs.items():
+        err = _relative_error(out, want) if want is not None else float("nan")
+        errors[name] = err
+        if want is not None and (err <= tolerance or name.startswith(("torch", "liger"))):
+            verified[name] = contenders[name]
+        elif want is not None:
+            skipped[name] = f"rejected: relative error {err:.2e} > {tolerance:.0e} against op"
+    del outputs, want
+    if warm_only:  # compile caches filled (a parallel warm-up pass); nothing timed
+        return {"case": label, "warm_only": True, "skipped": skipped, "rows": []}
+    measured = measure_interleaved(
+        verified, input_sets, max_time_s=max_time_s, target_rel_stderr=0.001
+    )
+    rows = []
+    for name, m in measured.items():
+        rows.append(
+            {
+                "contender": name,
+                "median_us": m.median_s * 1e6,
+                "ci95_us": [m.ci_low_s * 1e6, m.ci_high_s * 1e6],
+                "samples": m.samples,
+                "gb_per_s": moved / m.median_s / 1e9,
+                "relative_error_vs_op": errors[name],
+            }
+        )
+    rows.sort(key=lambda r: r["median_us"])
+    return {"case": label, "dtype": str(dtype).removeprefix("torch."), "bytes_moved": moved,
+            "rows": rows, "skipped": skipped}  # fmt: skip
+
+
+def _problem_inputs(problem, shape, dtype, device, sets: int):
+    out = []
+    for seed in range(sets):
+        gen = torch.Generator(device=device).manual_seed(1000 + seed)
+        out.append(tuple(problem.make_inputs(shape, dtype, device, gen)))
+    return out
+
+
+def _with_baselines(problem, variants: dict[str, Fn], skip: tuple[str, ...] = ("torch",)):
+    contenders: dict[str, Fn] = {"op": problem.implementation}
+    for name, factory in problem.baselines.items():
+        if name in skip or SMOKE or WARM:  # none under the interpreter or in the warm-up
+            continue
+        try:
+            contenders[name] = factory()
+        except Exception as exc:  # BaselineUnavailable: Liger missing
+            print(f"  baseline {name} unavailable: {exc}")
+    contenders.update(variants)
+    return contenders
+
+
+# --------------------------------------------------------------------------- the cases
+
+FP32, BF16 = torch.float32, torch.bfloat16
+ACT_SHAPE = {"tokens": 8192, "intermediate": 14336}
+ACT_FWD_GRID = [(1024, 8, 3), (1024, 4, 1), (512, 8, 1), (512, 4, 1), (512, 2, 1), (256, 2, 1),
+                (256, 4, 1), (256, 1, 1), (2048, 8, 1), (1024, 8, 1)]  # fmt: skip
+ACT_BWD_GRID = [(1024, 8, 3), (1024, 4, 1), (512, 8, 1), (512, 4, 1), (256, 2, 1)]
+SM_GRID = [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1), (4, 2), (4, 4), (8, 2), (8, 4), (16, 8)]
+SM_GRID_SHORT = [(2, 1), (2, 2), (4, 1), (4, 4), (8, 2), (16, 8)]
+NORM_GRIDS = {
+    256: [(1, 1), (2, 1), (4, 1), (4, 2), (8, 2), (16, 4)],
+    4096: [(1, 4), (1, 8), (1, 16), (2, 8)],
+    16384: [(1, 8), (1, 16), (1, 32)],
+}
+CE_FLAT_GRID = [(512, 4), (1024, 4), (1024, 8), (2048, 8), (4096, 8), (8192, 16)]
+CE_ROWS_GRID = [(1024, 2), (2048, 4)]
+
+
+def cases(device, smoke: bool):
+    """(label, thunk) pairs; each thunk builds (input_sets, contenders, reference, bytes, dtype)."""
+    from warpforge.harness.registry import get_problem
+
+    sets = 1 if smoke else 2
+
+    def activation(name, dtype, grid):
+        def build():
+            problem = get_problem(name)
+            shape = {"tokens": 3, "intermediate": 1024} if smoke else ACT_SHAPE
+            contenders = _with_baselines(
+                problem, _activation_variants(name, grid), ("torch", "liger")
+            )
+            return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
+                    problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
+
+        return f"{name} {ACT_SHAPE} {dtype}", build
+
+    def softmax_full(name, dtype, grid):
+        log = name.startswith("log")
+
+        def build():
+            problem = get_problem(name)
+            shape = {"M": 64, "N": 256} if smoke else {"M": 32768, "N": 256}
+            contenders = _with_baselines(problem, _softmax_full_variants(log, grid))
+            return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
+                    problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
+
+        return f"{name} M=32768 N=256 {dtype} (fwd+bwd)", build
+
+    def softmax_alone(log, dtype, grid):
+        def build():
+            M, N = (64, 256) if smoke else (32768, 256)
+            fns, _ = _softmax_bwd_alone(log, grid, dtype)
+            input_sets = []
+            for seed in range(sets):
+                gen = torch.Generator(device=device).manual_seed(2000 + seed)
+                x = torch.randn(M, N, generator=gen, device=device)
+                y = (torch.log_softmax if log else torch.softmax)(x, -1).to(dtype)
+                dy = torch.randn(M, N, generator=gen, device=device).to(dtype)
+                input_sets.append((dy, y))
+            return input_sets, fns, "op bwd (rows kernel)", 3.0 * M * N * dtype.itemsize, dtype
+
+        return f"{'log_' if log else ''}softmax backward alone M=32768 N=256 {dtype}", build
+
+    def softmax_fwd_alone(log, dtype):
+        def build():
+            from warpforge.ops import softmax_ops
+
+            M, N = (64, 256) if smoke else (32768, 256)
+            eager = torch.log_softmax if log else torch.softmax
+            fns = {"op fwd": lambda x: softmax_ops._softmax_fwd(x, log)}
+            if not (smoke or WARM):
+                fns["torch.compile (fwd)"] = torch.compile(lambda x: eager(x, -1))
+            input_sets = []
+            for seed in range(sets):
+                gen = torch.Generator(device=device).manual_seed(3000 + seed)
+                input_sets.append((torch.randn(M, N, generator=gen, device=device).to(dtype),))
+            return input_sets, fns, "op fwd", 2.0 * M * N * dtype.itemsize, dtype
+
+        return f"{'log_' if log else ''}softmax forward alone M=32768 N=256 {dtype}", build
+
+    def norm_fwd(name, M, N, dtype):
+        def build():
+            problem = get_problem(name)
+            shape = {"M": 8, "N": min(N, 256)} if smoke else {"M": M, "N": N}
+            grid = NORM_GRIDS[N] if not smoke else [(1, 1)]
+            variants = _norm_variants(name, shape, dtype, grid, device)
+            contenders = _with_baselines(problem, variants)
+            return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
+                    problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
+
+        return f"{name} M={M} N={N} {dtype}", build
+
+    def ce_bwd(dtype):
+        def build():
+            problem = get_problem("cross_entropy.bwd")
+            shape = {"M": 8, "V": 320} if smoke else {"M": 16384, "V": 32000}
+            flat = [(64, 1), (256, 2)] if smoke else CE_FLAT_GRID
+            contenders = _with_baselines(problem, _ce_variants(flat, [] if smoke else CE_ROWS_GRID))
+            return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
+                    problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
+
+        return f"cross_entropy.bwd M=16384 V=32000 {dtype}", build
+
+    return [
+        activation("swiglu.fwd", FP32, ACT_FWD_GRID),
+        ce_bwd(FP32),
+        softmax_alone(False, FP32, SM_GRID),
+        softmax_alone(True, FP32, SM_GRID),
+        softmax_fwd_alone(False, FP32),
+        softmax_full("softmax.bwd", FP32, SM_GRID_SHORT),
+        softmax_full("log_softmax.bwd", FP32, SM_GRID_SHORT),
+        norm_fwd("rms_norm.fwd", 16384, 4096, FP32),
+        norm_fwd("layer_norm.fwd", 16384, 4096, FP32),
+        norm_fwd("rms_norm.fwd", 4096, 16384, FP32),
+        norm_fwd("layer_norm.fwd", 4096, 16384, FP32),
+        norm_fwd("rms_norm.fwd", 32768, 256, FP32),
+        norm_fwd("layer_norm.fwd", 32768, 256, FP32),
+        activation("geglu.fwd", FP32, ACT_FWD_GRID[:6]),
+        activation("swiglu.bwd", FP32, ACT_BWD_GRID),
+        softmax_alone(False, BF16, SM_GRID_SHORT),
+        softmax_full("softmax.bwd", BF16, SM_GRID_SHORT),
+        norm_fwd("rms_norm.fwd", 32768, 256, BF16),
+        norm_fwd("layer_norm.fwd", 32768, 256, BF16),
+        activation("geglu.bwd", FP32, ACT_BWD_GRID[:4]),
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--smoke", action="store_true", help="tiny shapes, interpreter")
+    parser.add_argument("--max-time", type=float, default=1.5, help="timing budget per case (s)")
+    parser.add_argument("--only", nargs="*", default=[], help="run cases whose label has one")
+    parser.add_argument(
+        "--warm", action="store_true", help="compile and check only (fill the caches), no timing"
+    )
+    args = parser.parse_args()
+
+    from warpforge.catalog import load_builtin_problems
+    from warpforge.environment import environment_fingerprint
+
+    load_builtin_problems()
+    device = torch.device("cpu" if args.smoke else "cuda")
+    args.out.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"benchmark": "parity_sweep", "environment": environment_fingerprint(),
+                              "cases": []}  # fmt: skip
+    start = time.perf_counter()
+    for label, build in cases(device, args.smoke):
+        if args.only and not any(s in label for s in args.only):
+            continue
+        t0 = time.perf_counter()
+        try:
+            input_sets, contenders, reference, moved, dtype = build()
+            case = _case(
+                label, input_sets, contenders, reference, moved, dtype, args.max_time, args.warm
+            )
+        except Exception as exc:  # one broken case must not cost the others
+            case = {"case": label, "error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+        case["wall_s"] = time.perf_counter() - t0
+        report["cases"].append(case)
+        name = "parity_warm.json" if args.warm else "parity_sweep.json"
+        (args.out / name).write_text(json.dumps(report, indent=1))
+        print(f"\n{label}  ({case['wall_s']:.0f} s)", flush=True)
+        for r in case.get("rows", []):
+            lo, hi = r["ci95_us"]
+            print(f"  {r['contender']:<40} {r['median_us']:9.2f} us [{lo:.2f}, {hi:.2f}] "
+                  f"{r['gb_per_s']:7.0f} GB/s", flush=True)  # fmt: skip
+        for name, why in case.get("skipped", {}).items():
+            print(f"  {name:<40} skipped: {why[:160]}", flush=True)
+        if "error" in case:
+            print(f"  ERROR {case['error']}", flush=True)
+        input_sets = contenders = None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    print(f"\nwrote {args.out / 'parity_sweep.json'} in {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
