@@ -8,7 +8,7 @@ mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
 export PYTHONPATH=/tmp/site:$PWD/src PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True PYTHONUNBUFFERED=1
 t0=$SECONDS
-timeout 250 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs tests/ops/test_norm_split_bwd.py \
+timeout 215 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs tests/ops/test_norm_split_bwd.py \
   tests/ops/test_norm_split_fwd.py tests/ops/test_lean_kernels.py tests/ops/test_softmax.py \
   tests/ops/test_activations.py tests/ops/test_cross_entropy.py tests/ops/test_norm.py \
   tests/ops/test_row_kernels_compile.py > "$OUT/gpu-tests.txt" 2>&1
