@@ -206,17 +206,6 @@ backward (Inductor's persistent reduction) takes 4 rows on one warp, int32, unpr
 launch was not in the timed grid."""
 
 
-def bwd_tile_launch(
-    M: int, N: int, row_stride: int, element_size: int, block: int, log: bool
-) -> tuple[int, int] | None:
-    """The :data:`BWD_TILE_LAUNCHES` entry for these rows, or None (the rows kernel). Operands
-    past 2**31 elements keep the rows kernel: the tile kernel's 64-bit path failed its GPU test
-    in its first run (2026-11-25), not yet diagnosed."""
-    if (M + 16) * max(row_stride, N) >= 2**31:
-        return None
-    return BWD_TILE_LAUNCHES.get((element_size, block, log))
-
-
 def softmax_backward_tile(
     dy: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, log: bool, rows: int, num_warps: int
 ) -> torch.Tensor:
@@ -263,8 +252,7 @@ def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
         if split is not None:
             split_softmax_backward(dy, y, dx, log, split)
             return dx
-    tile = bwd_tile_launch(M, N, max(dy.stride(0), y.stride(0)), y.element_size(),
-                           config.block_n, log)  # fmt: skip
+    tile = BWD_TILE_LAUNCHES.get((y.element_size(), config.block_n, log))
     if config.single_pass and tile is not None:
         return softmax_backward_tile(dy, y, dx, log, *tile)
     args = (dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N)

@@ -1340,9 +1340,12 @@ def _pairs_l2_prefetch(x_row, dy_row, first_word, last_word, LINES: tl.constexpr
 
 @triton.jit
 def _fwd_tile_offsets(rows, stride, cols, WIDE: tl.constexpr):
+    # one return: Triton 3.6 rejects a constexpr branch returning another type than the rest
     if WIDE:
-        return rows.to(tl.int64)[:, None] * stride + cols[None, :]
-    return rows[:, None] * stride + cols[None, :]
+        offsets = rows.to(tl.int64)[:, None] * stride + cols[None, :]
+    else:
+        offsets = rows[:, None] * stride + cols[None, :]
+    return offsets
 
 
 @triton.jit

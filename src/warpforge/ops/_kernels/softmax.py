@@ -323,9 +323,12 @@ def softmax_bwd_flags_kernel(
 
 @triton.jit
 def _tile_offsets(ptr_rows, stride, cols, WIDE: tl.constexpr):
+    # one return: Triton 3.6 rejects a constexpr branch returning another type than the rest
     if WIDE:
-        return ptr_rows.to(tl.int64)[:, None] * stride + cols[None, :]
-    return ptr_rows[:, None] * stride + cols[None, :]
+        offsets = ptr_rows.to(tl.int64)[:, None] * stride + cols[None, :]
+    else:
+        offsets = ptr_rows[:, None] * stride + cols[None, :]
+    return offsets
 
 
 @triton.jit
