@@ -5,9 +5,10 @@ and Triton caches under ``--out`` (the generated ``.py``, the autotuned ``.best_
 PTX of both sides are then read offline), and (2) times, interleaved in one process
 (``warpforge.harness.timing.measure_interleaved``: CUDA events, L2 flushed, inputs rotated), the
 problem's baselines, the op as shipped, and variants of our kernels: other launch shapes and the
-lean kernels (``softmax_bwd_tile_kernel``, ``norm_fwd_tile_kernel``,
-``cross_entropy_bwd_flat_kernel``: 32-bit offsets, no predicates on exact tiles, eviction
-hints). Each variant is first checked against the op's own output on the same inputs.
+lean kernels (``softmax_bwd_tile_kernel``, ``cross_entropy_bwd_flat_kernel``: 32-bit offsets, no
+predicates on exact tiles). Each variant is first checked against the op's own output on the
+same inputs. (A lean norm forward tile kernel was timed here on 2026-11-25, no faster than the
+tuned row kernel at 16384 x 4096 fp32, and removed; ``parity-sweep-2026-11-25-h100.json``.)
 
     PYTHONPATH=src python benchmarks/parity_sweep.py --out DIR [--only SUBSTRING ...]   # GPU
     PYTHONPATH=src python benchmarks/parity_sweep.py --out DIR --smoke                  # CPU
@@ -109,34 +110,6 @@ def _softmax_full_variants(log: bool, grid) -> dict[str, Fn]:
             return (softmax_ops.softmax_backward_tile(dy, y, torch.empty_like(y), log, r, w),)
 
         out[f"fwd + tile bwd ROWS={rows} warps={warps}"] = run
-    return out
-
-
-def _norm_variants(name: str, shape, dtype, grid, device) -> dict[str, Fn]:
-    from warpforge.ops import norm
-
-    center = name.startswith("layer_norm")
-    M, N = shape["M"], shape["N"]
-    kernel_name = "layer_norm.fwd" if center else "rms_norm.fwd"
-    tuned = norm._fwd_launch_config(M, N, dtype, device, kernel_name)
-    eps = 1e-5 if center else 1e-6
-    configs = [(tuned.rows_per_program, tuned.num_warps, "", "")]
-    configs.append((tuned.rows_per_program, tuned.num_warps, "evict_first", "evict_last"))
-    configs += [
-        (r, w, "", "") for r, w in grid if (r, w) != (tuned.rows_per_program, tuned.num_warps)
-    ]
-    out: dict[str, Fn] = {}
-    for rows, warps, row_policy, vector_policy in configs:
-        label = f"tile ROWS={rows} warps={warps}" + (" hints" if row_policy else "")
-        if (rows, warps) == (tuned.rows_per_program, tuned.num_warps):
-            label += " (tuned)"
-
-        def run(x, w, b=None, r=rows, nw=warps, rp=row_policy, vp=vector_policy):
-            return norm.norm_forward_tile(
-                x, w, b, None, eps, 0.0, center, r, nw, row_policy=rp, vector_policy=vp
-            )[0]
-
-        out[label] = run
     return out
 
 
@@ -252,11 +225,6 @@ ACT_FWD_GRID = [(1024, 8, 3), (1024, 4, 1), (512, 8, 1), (512, 4, 1), (512, 2, 1
 ACT_BWD_GRID = [(1024, 8, 3), (1024, 4, 1), (512, 8, 1), (512, 4, 1), (256, 2, 1)]
 SM_GRID = [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1), (4, 2), (4, 4), (8, 2), (8, 4), (16, 8)]
 SM_GRID_SHORT = [(2, 1), (2, 2), (4, 1), (4, 4), (8, 2), (16, 8)]
-NORM_GRIDS = {
-    256: [(1, 1), (2, 1), (4, 1), (4, 2), (8, 2), (16, 4)],
-    4096: [(1, 4), (1, 8), (1, 16), (2, 8)],
-    16384: [(1, 8), (1, 16), (1, 32)],
-}
 CE_FLAT_GRID = [(512, 4), (1024, 4), (1024, 8), (2048, 8), (4096, 8), (8192, 16)]
 CE_ROWS_GRID = [(1024, 2), (2048, 4)]
 
@@ -323,18 +291,6 @@ def cases(device, smoke: bool):
 
         return f"{'log_' if log else ''}softmax forward alone M=32768 N=256 {dtype}", build
 
-    def norm_fwd(name, M, N, dtype):
-        def build():
-            problem = get_problem(name)
-            shape = {"M": 8, "N": min(N, 256)} if smoke else {"M": M, "N": N}
-            grid = NORM_GRIDS[N] if not smoke else [(1, 1)]
-            variants = _norm_variants(name, shape, dtype, grid, device)
-            contenders = _with_baselines(problem, variants)
-            return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
-                    problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
-
-        return f"{name} M={M} N={N} {dtype}", build
-
     def ce_bwd(dtype):
         def build():
             problem = get_problem("cross_entropy.bwd")
@@ -354,18 +310,10 @@ def cases(device, smoke: bool):
         softmax_fwd_alone(False, FP32),
         softmax_full("softmax.bwd", FP32, SM_GRID_SHORT),
         softmax_full("log_softmax.bwd", FP32, SM_GRID_SHORT),
-        norm_fwd("rms_norm.fwd", 16384, 4096, FP32),
-        norm_fwd("layer_norm.fwd", 16384, 4096, FP32),
-        norm_fwd("rms_norm.fwd", 4096, 16384, FP32),
-        norm_fwd("layer_norm.fwd", 4096, 16384, FP32),
-        norm_fwd("rms_norm.fwd", 32768, 256, FP32),
-        norm_fwd("layer_norm.fwd", 32768, 256, FP32),
         activation("geglu.fwd", FP32, ACT_FWD_GRID[:6]),
         activation("swiglu.bwd", FP32, ACT_BWD_GRID),
         softmax_alone(False, BF16, SM_GRID_SHORT),
         softmax_full("softmax.bwd", BF16, SM_GRID_SHORT),
-        norm_fwd("rms_norm.fwd", 32768, 256, BF16),
-        norm_fwd("layer_norm.fwd", 32768, 256, BF16),
         activation("geglu.bwd", FP32, ACT_BWD_GRID[:4]),
     ]
 

@@ -1,6 +1,5 @@
-"""The lean stream kernels (``softmax_bwd_tile_kernel``, ``norm_fwd_tile_kernel``,
-``cross_entropy_bwd_flat_kernel``): 32-bit offsets unless an operand reaches 2**31 elements,
-no predicates on exact tiles. Against float64 formulas on poisoned outputs, at exact and
+"""The lean stream kernels (``softmax_bwd_tile_kernel``, ``cross_entropy_bwd_flat_kernel``):
+32-bit offsets unless an operand reaches 2**31 elements, no predicates on exact tiles. Against float64 formulas on poisoned outputs, at exact and
 ragged tiles; the 64-bit choice at the 2**31 boundary on meta tensors (CPU) and on real ones
 (GPU)."""
 
@@ -12,9 +11,8 @@ import pytest
 import torch
 
 import warpforge.ops._kernels.cross_entropy as ce_kernels
-import warpforge.ops._kernels.norm as norm_kernels
 import warpforge.ops._kernels.softmax as softmax_kernels
-from warpforge.ops import norm, softmax_ops
+from warpforge.ops import softmax_ops
 
 ce = importlib.import_module("warpforge.ops.cross_entropy")
 
@@ -29,16 +27,6 @@ def softmax_dx(dy, y, log):
     if log:
         return dy64 - y64.exp() * dy64.sum(-1, keepdim=True)
     return y64 * (dy64 - (dy64 * y64).sum(-1, keepdim=True))
-
-
-def norm_y(x, w, b, residual, eps, center):
-    h = x if residual is None else (x.double() + residual.double()).to(x.dtype)
-    h64 = h.double()
-    if center:
-        h64 = h64 - h64.mean(-1, keepdim=True)
-    rstd = 1.0 / (h64.pow(2).mean(-1, keepdim=True) + eps).sqrt()
-    y = h64 * rstd * w.double()
-    return (y + b.double() if b is not None else y), h, rstd.squeeze(-1)
 
 
 def ce_grad(logits, target, grad, ignore_index, smoothing, z_loss):
@@ -66,27 +54,6 @@ def test_softmax_backward_tile(log, M, N, rows, stride, device, poison_outputs):
     dx = torch.empty(M, N, device=device)
     softmax_ops.softmax_backward_tile(dy, y, dx, log, rows, 1)
     torch.testing.assert_close(dx.double(), softmax_dx(dy, y, log), atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("kind", ["rms", "layer", "add_rms"])
-@pytest.mark.parametrize(("M", "N", "rows"), [(8, 64, 4), (7, 67, 2), (3, 1, 2), (5, 256, 1)])
-@pytest.mark.parametrize("hints", [False, True], ids=["plain", "hints"])
-def test_norm_forward_tile(kind, M, N, rows, hints, device, poison_outputs):
-    center = kind == "layer"
-    x = torch.randn(M, N, device=device) * 2 + 0.5
-    w = torch.randn(N, device=device)
-    b = torch.randn(N, device=device) if center else None
-    residual = torch.randn(M, N, device=device) if kind == "add_rms" else None
-    policies = {"row_policy": "evict_first", "vector_policy": "evict_last"} if hints else {}
-    y, h, mean, rstd = norm.norm_forward_tile(x, w, b, residual, 1e-5, 0.0, center, rows, 1,
-                                              **policies)  # fmt: skip
-    want_y, want_h, want_rstd = norm_y(x, w, b, residual, 1e-5, center)
-    torch.testing.assert_close(y.double(), want_y, atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(rstd.double(), want_rstd, atol=1e-5, rtol=1e-5)
-    if residual is not None:
-        torch.testing.assert_close(h, want_h)
-    if center:
-        torch.testing.assert_close(mean.double(), x.double().mean(-1), atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -135,15 +102,6 @@ def test_softmax_tile_offsets_widen_at_2_31_elements(M, wide, monkeypatch):
     assert recorder.launches[0]["WIDE"] is wide
 
 
-@pytest.mark.parametrize(("M", "wide"), [(2**19 - 1, False), (2**19, True)])
-def test_norm_tile_offsets_widen_at_2_31_elements(M, wide, monkeypatch):
-    recorder = _Recorder()
-    monkeypatch.setattr(norm_kernels, "norm_fwd_tile_kernel", recorder)
-    x = torch.empty(M, 4096, device="meta")
-    norm.norm_forward_tile(x, None, None, None, 1e-6, 0.0, False, 1, 1)
-    assert recorder.launches[0]["WIDE"] is wide
-
-
 @pytest.mark.parametrize(("M", "wide"), [(65534, False), (65536, True)])
 def test_cross_entropy_flat_offsets_widen_at_2_31_elements(M, wide, monkeypatch):
     """32768 classes: 65536 rows are 2**31 elements."""
@@ -185,38 +143,6 @@ def test_softmax_backward_tile_past_2_31_elements_gpu():
         want = softmax_dx(dy[rows], y[rows], False)
         torch.testing.assert_close(dx[rows].double(), want, atol=0.2, rtol=1.6e-2)
     assert not dx.isnan().any()
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("kind", ["rms", "layer", "add_rms"])
-@pytest.mark.parametrize(("M", "N", "rows", "warps"),
-                         [(16384, 4096, 1, 8), (32768, 256, 4, 1), (1001, 3000, 2, 4)])  # fmt: skip
-def test_norm_forward_tile_gpu(dtype, kind, M, N, rows, warps, poison_outputs):
-    center = kind == "layer"
-    x = (torch.randn(M, N, device="cuda") * 2 + 0.5).to(dtype)
-    w = torch.randn(N, device="cuda").to(dtype)
-    b = torch.randn(N, device="cuda").to(dtype) if center else None
-    residual = torch.randn(M, N, device="cuda").to(dtype) if kind == "add_rms" else None
-    y, h, _, rstd = norm.norm_forward_tile(x, w, b, residual, 1e-5, 0.0, center, rows, warps,
-                                           row_policy="evict_first", vector_policy="evict_last")  # fmt: skip
-    want_y, want_h, want_rstd = norm_y(x, w, b, residual, 1e-5, center)
-    tol = TOL[dtype] * (4 if dtype == torch.bfloat16 else 1)
-    torch.testing.assert_close(y.double(), want_y, atol=tol, rtol=tol)
-    torch.testing.assert_close(rstd.double(), want_rstd, atol=1e-4, rtol=1e-4)
-    if residual is not None:
-        torch.testing.assert_close(h, want_h)
-
-
-@pytest.mark.gpu
-def test_norm_forward_tile_past_2_31_elements_gpu():
-    M, N = 2**19 + 3, 4096
-    x = torch.randn(M, N, device="cuda", dtype=torch.bfloat16)
-    w = torch.randn(N, device="cuda", dtype=torch.bfloat16)
-    y, _, _, _ = norm.norm_forward_tile(x, w, None, None, 1e-6, 0.0, False, 1, 8)
-    for rows in (slice(0, 4), slice(M - 5, M)):
-        want, _, _ = norm_y(x[rows], w, None, None, 1e-6, False)
-        torch.testing.assert_close(y[rows].double(), want, atol=6e-2, rtol=1.6e-2)
 
 
 @pytest.mark.gpu
