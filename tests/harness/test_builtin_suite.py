@@ -486,3 +486,27 @@ def test_row_sum_native_is_its_shares_added_once(monkeypatch):
     assert native[1].dtype == torch.float32 and native[1].shape == (50,)
     assert torch.equal(native[1], sum(s.double() for s in shares).float())
     assert torch.equal(native[0], dy * w)
+
+
+def test_every_torch_compile_baseline_is_static_and_compiled_fresh(monkeypatch):
+    """One process times many shapes of a problem: a torch.compile baseline must not recompile
+    with dynamic shapes at the second shape, nor run eager past Dynamo's recompile limit."""
+    import torch
+
+    from warpforge.catalog import load_builtin_problems
+
+    calls, resets = [], []
+    monkeypatch.setattr(torch, "compile", lambda fn, **options: calls.append(options) or fn)
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
+    checked = 0
+    for problem in load_builtin_problems():
+        factory = problem.baselines.get("torch.compile")
+        if factory is None:
+            continue
+        before = len(calls), len(resets)
+        factory()
+        assert len(calls) == before[0] + 1, problem.name
+        assert calls[-1].get("dynamic") is False, (problem.name, calls[-1])
+        assert len(resets) == before[1] + 1, problem.name
+        checked += 1
+    assert checked >= 20

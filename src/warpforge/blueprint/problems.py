@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from warpforge.blueprint.ir import BlueprintBuilder, BlueprintIR
-from warpforge.harness.problem import BaselineUnavailable, Problem, Shape
+from warpforge.harness.problem import BaselineUnavailable, Problem, Shape, compile_baseline
 from warpforge.harness.registry import register_problem
 
 DTYPES = (torch.float32, torch.bfloat16)
@@ -231,7 +231,7 @@ def _baselines(reference: Callable[..., Any]) -> dict[str, Callable[[], Callable
     def compiled() -> Callable[..., Any]:
         if not hasattr(torch, "compile"):
             raise BaselineUnavailable("torch.compile needs torch >= 2.0")
-        return torch.compile(reference, mode="max-autotune-no-cudagraphs")
+        return compile_baseline(reference, mode="max-autotune-no-cudagraphs")
 
     return {"eager": eager, "torch.compile": compiled}
 

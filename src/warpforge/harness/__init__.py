@@ -11,6 +11,7 @@ from typing import Any
 
 _LAZY: dict[str, str] = {
     "BaselineUnavailable": "warpforge.harness.problem",
+    "compile_baseline": "warpforge.harness.problem",
     "Problem": "warpforge.harness.problem",
     "Tolerance": "warpforge.harness.problem",
     "get_problem": "warpforge.harness.registry",

@@ -109,5 +109,16 @@ class Problem:
     description: str = ""
 
 
+def compile_baseline(fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
+    """``torch.compile`` of a baseline for one row: Dynamo's caches reset, shapes static.
+
+    One process times many shapes of a problem. With torch.compile's defaults the second shape
+    recompiles the same code with dynamic shapes (kernels a user compiling for one shape never
+    gets, slower on some rows), and past Dynamo's recompile limit the function runs eager: either
+    way a weaker baseline than the one claimed. ``options`` go to ``torch.compile`` (a mode)."""
+    torch._dynamo.reset()
+    return torch.compile(fn, dynamic=False, **options)
+
+
 class BaselineUnavailable(RuntimeError):
     """A baseline's library is not installed here; the report records why it was skipped."""

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from warpforge.harness.problem import Tolerance
+from warpforge.harness.problem import Tolerance, compile_baseline
 
 SWEEP: tuple[dict[str, int], ...] = tuple(
     {"M": m, "N": n}
@@ -94,8 +94,9 @@ def per_element_flops(flops: int) -> Callable[[Any, Any], float]:
 
 
 def compiled(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any]]:
-    """A baseline factory: ``torch.compile`` of the eager function (compiled on first call)."""
-    return lambda: torch.compile(fn)
+    """A baseline factory: ``torch.compile`` of the eager function (compiled on first call, for
+    the row's shape alone: :func:`~warpforge.harness.problem.compile_baseline`)."""
+    return lambda: compile_baseline(fn)
 
 
 BaselineFactory = Callable[[], Callable[..., Any]]
@@ -121,7 +122,7 @@ def backward_baselines(
     """The same baselines for a forward + backward problem (see :func:`gradients`)."""
     baselines: dict[str, BaselineFactory] = {
         "torch": lambda: gradients(eager, outputs),
-        "torch.compile": lambda: gradients(torch.compile(eager), outputs),
+        "torch.compile": lambda: gradients(compile_baseline(eager), outputs),
     }
     if liger is not None:
         baselines["liger"] = lambda: gradients(liger(), outputs)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from warpforge.harness.problem import Problem, Shape, Tolerance
+from warpforge.harness.problem import Problem, Shape, Tolerance, compile_baseline
 from warpforge.harness.registry import register_problem
 from warpforge.ops._row_problems import SMALL_VALUE_ATOL, forward_baselines
 from warpforge.ops.liger_baselines import liger_attribute, loss_only
@@ -104,7 +104,7 @@ CROSS_ENTROPY_FWD_BWD = register_problem(
         cpu_shapes=CE_CPU_SHAPES,
         baselines={
             "torch": lambda: _loss_and_grad(cross_entropy_reference),
-            "torch.compile": lambda: _loss_and_grad(torch.compile(cross_entropy_reference)),
+            "torch.compile": lambda: _loss_and_grad(compile_baseline(cross_entropy_reference)),
             "liger": _liger_cross_entropy_fwd_bwd,
         },
         tolerance=CE_GRADIENT_TOLERANCE,
@@ -175,7 +175,7 @@ CROSS_ENTROPY_BWD = register_problem(
         cpu_shapes=CE_CPU_SHAPES,
         baselines={
             "torch": lambda: _grad_from_lse,
-            "torch.compile": lambda: torch.compile(_grad_from_lse),
+            "torch.compile": lambda: compile_baseline(_grad_from_lse),
         },
         tolerance=CE_GRADIENT_TOLERANCE,
         description="cross-entropy backward alone: gradient of the logits from the saved lse, "
@@ -313,7 +313,7 @@ FUSED_LINEAR_CROSS_ENTROPY_FWD_BWD = register_problem(
         baselines={
             "torch": lambda: unfused_loss_and_grads,
             "torch.compile": lambda: _linear_loss_and_grads(
-                torch.compile(unfused_linear_cross_entropy)
+                compile_baseline(unfused_linear_cross_entropy)
             ),
             "liger": _liger_flce,
         },

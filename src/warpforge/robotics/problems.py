@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from warpforge.harness.problem import Problem, Shape, Tolerance
+from warpforge.harness.problem import Problem, Shape, Tolerance, compile_baseline
 from warpforge.harness.registry import register_problem
 from warpforge.robotics.align import align
 from warpforge.robotics.resample import resample, resample_reference
@@ -82,7 +82,7 @@ def searchsorted_lerp(
 
 def _compiled(fn: Callable[..., Any]) -> Callable[[], Callable[..., Any]]:
     def factory() -> Callable[..., Any]:
-        return torch.compile(fn, dynamic=False)
+        return compile_baseline(fn)
 
     return factory
 
