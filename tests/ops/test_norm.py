@@ -350,6 +350,56 @@ def test_layer_norm_backward_fills_no_statistics_gradients(device):
         assert torch.equal(g, torch.zeros_like(g)), name
 
 
+@pytest.mark.parametrize("residual", [False, True])
+def test_rms_norm_backward_fills_no_statistics_gradients(residual, device):
+    """rms_norm's backward asks for no zero gradient of rstd (nor of h without a residual);
+    a backward reached through y alone, or h alone, still gives the right gradients."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    m, n = 3, 40
+    x, w, r = leaves(
+        randn(m, n, device=device), randn(n, device=device), randn(m, n, device=device)
+    )
+    dy, dh = randn(m, n, device=device), randn(m, n, device=device)
+
+    class Fills(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.shapes = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if "zero" in func.__name__ or "fill" in func.__name__ or "full" in func.__name__:
+                self.shapes.append((func.__name__, tuple(out.shape)))
+            return out
+
+    inputs = (x, w, r) if residual else (x, w)
+    for with_y, with_h in (
+        ((True, True), (True, False), (False, True)) if residual else ((True, False),)
+    ):
+        out = rms_norm(x, w, residual=r) if residual else (rms_norm(x, w), None)
+        y, h = out
+        outs, grads = [], []
+        if with_y:
+            outs.append(y), grads.append(dy)
+        if with_h:
+            outs.append(h), grads.append(dh)
+        with Fills() as fills:
+            got = torch.autograd.grad(outs, inputs, grads)
+        assert not [f for f in fills.shapes if f[1] == (m,)], fills.shapes
+        x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+        r64 = r.detach().double().requires_grad_()
+        h64 = x64 + r64 if residual else x64
+        y64 = h64 / torch.sqrt(h64.pow(2).mean(-1, keepdim=True) + 1e-6) * w64
+        outs64 = ([y64] if with_y else []) + ([h64] if with_h else [])
+        grads64 = [g.double() for g in grads]
+        want = torch.autograd.grad(outs64, (x64, w64, r64) if residual else (x64, w64), grads64,
+                                   allow_unused=True)  # fmt: skip
+        for name, g, e in zip(("dx", "dweight", "dresidual")[: len(got)], got, want, strict=True):
+            e = torch.zeros_like(g, dtype=torch.float64) if e is None else e
+            close(g, e, BWD_TOL[torch.float32], f"{name} (y {with_y}, h {with_h})")
+
+
 def test_compiles_with_fullgraph():
     """Dynamo traces the public function through the custom ops without graph breaks."""
     x, w, r = leaves(randn(4, 24), randn(24), randn(4, 24))

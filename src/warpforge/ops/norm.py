@@ -1321,11 +1321,14 @@ def _rms_norm_setup_context(ctx, inputs, output) -> None:
     ctx.has_residual = residual is not None
     ctx.offset = offset
     ctx.save_for_backward(h if residual is not None else x, weight, rstd)
+    # rstd takes no gradient (nor h without a residual): materialized, its zeros would be a
+    # fill launch every backward, as in LayerNorm's (_layer_norm_setup_context)
+    ctx.set_materialize_grads(False)
 
 
 def _rms_norm_backward(ctx, dy, dh, _drstd):
     saved, weight, rstd = ctx.saved_tensors
-    if dy is None:
+    if dy is None:  # only h (or rstd) reached the loss (grads are not materialized)
         dy = torch.zeros_like(saved)
     weight_grad = weight is not None and ctx.needs_input_grad[1]
     dx, dw = _rms_norm_bwd(
