@@ -9,6 +9,7 @@ import triton
 import triton.language as tl
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import warpforge.ops._kernels.split_rows as split_kernels  # decorate kernels while the interpreter is on
 from warpforge.ops import layer_norm, rms_norm
@@ -316,29 +317,31 @@ def test_custom_ops_pass_opcheck():
     )
 
 
+class _Fills(TorchDispatchMode):
+    """Records the shapes of the zero/fill/full tensors made while active (a backward asking
+    autograd for materialized zero gradients shows up as one per statistic)."""
+
+    def __init__(self):
+        super().__init__()
+        self.shapes = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if "zero" in func.__name__ or "fill" in func.__name__ or "full" in func.__name__:
+            self.shapes.append((func.__name__, tuple(out.shape)))
+        return out
+
+
 def test_layer_norm_backward_fills_no_statistics_gradients(device):
     """The LayerNorm backward asks for no zero gradients of mean and rstd (they take none, and
     each would be a fill launch on the GPU); a backward reached through mean alone gives zero
     gradients, as before."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     m, n = 3, 40
     x, w, b = leaves(randn(m, n, device=device), randn(n, device=device), randn(n, device=device))
     dy = randn(m, n, device=device)
 
-    class Fills(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.shapes = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            if "zero" in func.__name__ or "fill" in func.__name__ or "full" in func.__name__:
-                self.shapes.append((func.__name__, tuple(out.shape)))
-            return out
-
     y = layer_norm(x, w, b)
-    with Fills() as fills:
+    with _Fills() as fills:
         got = torch.autograd.grad(y, (x, w, b), dy)
     assert not [f for f in fills.shapes if f[1] == (m,)], fills.shapes
     want = _layer_norm_grads64(x.detach(), w.detach(), b.detach(), dy)
@@ -354,24 +357,11 @@ def test_layer_norm_backward_fills_no_statistics_gradients(device):
 def test_rms_norm_backward_fills_no_statistics_gradients(residual, device):
     """rms_norm's backward asks for no zero gradient of rstd (nor of h without a residual);
     a backward reached through y alone, or h alone, still gives the right gradients."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
     m, n = 3, 40
     x, w, r = leaves(
         randn(m, n, device=device), randn(n, device=device), randn(m, n, device=device)
     )
     dy, dh = randn(m, n, device=device), randn(m, n, device=device)
-
-    class Fills(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.shapes = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            if "zero" in func.__name__ or "fill" in func.__name__ or "full" in func.__name__:
-                self.shapes.append((func.__name__, tuple(out.shape)))
-            return out
 
     inputs = (x, w, r) if residual else (x, w)
     for with_y, with_h in (
@@ -384,7 +374,7 @@ def test_rms_norm_backward_fills_no_statistics_gradients(residual, device):
             outs.append(y), grads.append(dy)
         if with_h:
             outs.append(h), grads.append(dh)
-        with Fills() as fills:
+        with _Fills() as fills:
             got = torch.autograd.grad(outs, inputs, grads)
         assert not [f for f in fills.shapes if f[1] == (m,)], fills.shapes
         x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
