@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from launch_spy import LaunchSpy
 
 import warpforge.ops._kernels.norm_split_bwd
 from warpforge.ops import layer_norm, norm, rms_norm
@@ -122,15 +123,6 @@ def test_split_backward_refuses_bad_plans(device):
                                  False, False, plan)  # fmt: skip
 
 
-class _LaunchSpy:
-    def __init__(self, kernel):
-        self.kernel, self.grids = kernel, []
-
-    def __getitem__(self, grid):
-        self.grids.append(grid)
-        return self.kernel[grid]
-
-
 def _gradients(op, x, r, w, b, dy):
     leaves = [t.detach().requires_grad_() for t in (x, r, w, b)]
     x, r, w, b = leaves
@@ -152,7 +144,7 @@ def test_public_ops_of_long_rows_take_the_split_backward(op, monkeypatch, device
     result of the other kernels; WARPFORGE_NORM_BWD_SPLIT=0 turns it off, and 65535 columns
     keep the other kernels."""
     kernels = warpforge.ops._kernels.norm_split_bwd
-    spy = _LaunchSpy(kernels.norm_bwd_flags_kernel)
+    spy = LaunchSpy(kernels.norm_bwd_flags_kernel)
     monkeypatch.setattr(kernels, "norm_bwd_flags_kernel", spy)
     monkeypatch.delenv(norm.NORM_BWD_SPLIT, raising=False)
     norm.norm_bwd_split_plan.cache_clear()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from launch_spy import LaunchSpy
 
 import warpforge.ops._kernels.norm_split
 from warpforge.ops import layer_norm, norm, rms_norm
@@ -142,21 +143,12 @@ def test_split_forward_refuses_more_chunks_than_the_poll_reads(device):
         norm.split_norm_forward(x, None, None, None, 1e-6, 0.0, False, plan)
 
 
-class _LaunchSpy:
-    def __init__(self, kernel):
-        self.kernel, self.grids = kernel, []
-
-    def __getitem__(self, grid):
-        self.grids.append(grid)
-        return self.kernel[grid]
-
-
 @pytest.mark.parametrize("op", ["rms", "add_rms", "layer"])
 def test_public_ops_of_long_rows_take_the_split_kernel(op, monkeypatch, device, poison_outputs):
     """From 65536 columns the forward splits rows over 8192-column programs by default;
     WARPFORGE_NORM_FWD_SPLIT=0 turns it off, and 65535 columns keep the chunked kernel."""
     kernels = warpforge.ops._kernels.norm_split
-    spy = _LaunchSpy(kernels.norm_fwd_flags_kernel)
+    spy = LaunchSpy(kernels.norm_fwd_flags_kernel)
     monkeypatch.setattr(kernels, "norm_fwd_flags_kernel", spy)
     monkeypatch.delenv(norm.NORM_FWD_SPLIT, raising=False)
     norm.norm_fwd_split_plan.cache_clear()
@@ -193,8 +185,8 @@ def test_two_byte_long_rows_take_the_lag_kernel(op, monkeypatch, device, poison_
     """2-byte rows: from NORM_FWD_LAG_MIN_CHUNKS chunks (here 17) the lag kernel (pairs with a
     residual), from 32768 columns the flags kernel, narrower rows the chunked kernel."""
     kernels = warpforge.ops._kernels.norm_split
-    lag = _LaunchSpy(kernels.norm_fwd_lag_kernel)
-    flags = _LaunchSpy(kernels.norm_fwd_flags_kernel)
+    lag = LaunchSpy(kernels.norm_fwd_lag_kernel)
+    flags = LaunchSpy(kernels.norm_fwd_flags_kernel)
     monkeypatch.setattr(kernels, "norm_fwd_lag_kernel", lag)
     monkeypatch.setattr(kernels, "norm_fwd_flags_kernel", flags)
     monkeypatch.delenv(norm.NORM_FWD_SPLIT, raising=False)

@@ -6,6 +6,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from launch_spy import LaunchSpy
 
 import warpforge.ops
 import warpforge.ops._kernels.softmax
@@ -259,21 +260,10 @@ def test_chunked_kernel_still_serves_explicit_launches(log, device, poison_outpu
     torch.testing.assert_close(y.double(), expected, atol=1e-5, rtol=1e-5)
 
 
-class _LaunchSpy:
-    """Stands in for a Triton kernel: records each launch grid, then launches the real one."""
-
-    def __init__(self, kernel):
-        self.kernel, self.grids = kernel, []
-
-    def __getitem__(self, grid):
-        self.grids.append(grid)
-        return self.kernel[grid]
-
-
 def test_rows_too_long_for_a_split_fall_back_to_the_chunked_kernel(monkeypatch, device):
     kernels = warpforge.ops._kernels.softmax
     monkeypatch.setattr(softmax_ops, "_fwd_split_plan", lambda M, N, size, device: None)
-    spy = _LaunchSpy(kernels.softmax_fwd_chunked_kernel)
+    spy = LaunchSpy(kernels.softmax_fwd_chunked_kernel)
     monkeypatch.setattr(kernels, "softmax_fwd_chunked_kernel", spy)
     x = randn(2, 16400, device=device)
     expected = reference("softmax", x, -1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from launch_spy import LaunchSpy
 
 import warpforge.ops._kernels.softmax
 from warpforge.ops import log_softmax, softmax, softmax_ops
@@ -67,20 +68,11 @@ def test_split_backward_refuses_more_chunks_than_the_poll_reads(device):
         run_split(*operands(2, 16 * 65, torch.float32, device, False), False, plan)
 
 
-class _LaunchSpy:
-    def __init__(self, kernel):
-        self.kernel, self.grids = kernel, []
-
-    def __getitem__(self, grid):
-        self.grids.append(grid)
-        return self.kernel[grid]
-
-
 @pytest.mark.parametrize("fn", [softmax, log_softmax], ids=["softmax", "log_softmax"])
 def test_autograd_backward_of_long_rows_takes_the_split_kernel(fn, monkeypatch, device):
     """Past 16384 columns the backward splits rows over programs (8192-column chunks here)."""
     kernels = warpforge.ops._kernels.softmax
-    spy = _LaunchSpy(kernels.softmax_bwd_flags_kernel)
+    spy = LaunchSpy(kernels.softmax_bwd_flags_kernel)
     monkeypatch.setattr(kernels, "softmax_bwd_flags_kernel", spy)
     softmax_ops._bwd_split_plan.cache_clear()
     M, N = 4, 16385

@@ -254,8 +254,9 @@ def _verify_in_row_blocks(
     samples: list[list[torch.Tensor]] = [[] for _ in native]
     tol = problem.tolerance
     totals: dict[int, torch.Tensor] = {}
-    for rows, ref in _reference_by_rows(problem, before, blocks):
-        extra = _saved_rounding_bounds(problem, problem.row_split(before, rows))
+    for rows, part_inputs, ref in _reference_by_rows(problem, before, blocks):
+        # PyTorch's ratios need the extra bounds only under a relative floor
+        extra = _saved_rounding_bounds(problem, part_inputs) if tol.relative_floor else None
         for i, r in enumerate(ref):
             if i in sums:
                 totals[i] = r.clone() if i not in totals else totals[i].add_(r)
@@ -290,10 +291,10 @@ def _verify_in_row_blocks(
         result.add([Finding(f.reason, f"{f.message} (a sum over all rows, its reference added "
                             f"up over {len(blocks)} row blocks)") for f in found])  # fmt: skip
     del totals
-    for rows, ref in _reference_by_rows(problem, before, blocks):
+    for rows, part_inputs, ref in _reference_by_rows(problem, before, blocks):
         part = [o if i in sums else o[rows] for i, o in enumerate(outputs)]
         rowwise = set(range(len(part))) - sums
-        extra = _saved_rounding_bounds(problem, problem.row_split(before, rows))
+        extra = _saved_rounding_bounds(problem, part_inputs)
         found = checks.check_values(part, ref, None, tol, trial=trial, torch_errors=torch_errors,
                                     extra_bounds=extra, torch_ratios=torch_ratios,
                                     only=rowwise)  # fmt: skip
@@ -339,9 +340,10 @@ def _native_by_rows(
 
 def _reference_by_rows(problem: Problem, before: Sequence[Any], blocks: list[slice]):
     assert problem.row_split is not None
+    """(rows, their inputs, the float64 reference of those rows) for each block."""
     for rows in blocks:
         part = problem.row_split(before, rows)
-        yield rows, tuple(map(_detached, _float64_reference(problem, part)))
+        yield rows, part, tuple(map(_detached, _float64_reference(problem, part)))
 
 
 def _block_sample(ref_block: torch.Tensor, rows: slice, whole: torch.Tensor) -> torch.Tensor:
