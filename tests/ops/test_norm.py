@@ -669,6 +669,19 @@ def _layer_norm_grads64(x, w, b, dy):
     return grads_of(y64, [x64, w64, b64], dy.double())
 
 
+def _asked_grads(dx, dw, db, w, b):
+    """{name: gradient} of a LayerNorm backward, without the weight/bias gradients it was not
+    asked for (those must come back empty)."""
+    got = {"dx": dx, "dweight": dw, "dbias": db}
+    if w is None:
+        assert dw.numel() == 0
+        del got["dweight"]
+    if b is None:
+        assert db.numel() == 0
+        del got["dbias"]
+    return got
+
+
 def _check_forced_split_backward(
     m, n, block, affine, device, dtypes, plan_options, backward_options, label
 ):  # fmt: skip
@@ -688,13 +701,7 @@ def _check_forced_split_backward(
             dy, x, w, mean, rstd, w is not None, b is not None, split=plan, **backward_options
         )
         want = _layer_norm_grads64(x, w, b, dy)
-        got = {"dx": dx, "dweight": dw, "dbias": db}
-        if w is None:
-            assert dw.numel() == 0
-            del got["dweight"]
-        if b is None:
-            assert db.numel() == 0
-            del got["dbias"]
+        got = _asked_grads(dx, dw, db, w, b)
         for (name, g), e in zip(got.items(), want, strict=True):
             close(g, e, BWD_TOL[dtype] * 4, f"{name} {dtype} {label}")
 
@@ -1227,13 +1234,7 @@ def test_layer_norm_pairs_backward(m, n, block, options, affine, device, poison_
                 dy, x, w, mean, rstd, w is not None, b is not None, plan, 1, 1, False, options
             )
         want = _layer_norm_grads64(x, w, b, dy)
-        got = {"dx": dx, "dweight": dw, "dbias": db}
-        if w is None:
-            assert dw.numel() == 0
-            del got["dweight"]
-        if b is None:
-            assert db.numel() == 0
-            del got["dbias"]
+        got = _asked_grads(dx, dw, db, w, b)
         scale = {"dx": _dx_scale(x, w, dy)}
         for (name, g), e in zip(got.items(), want, strict=True):
             _close_pairs(g, e, dtype, f"{name} {dtype} {affine} {options}", scale.get(name))
