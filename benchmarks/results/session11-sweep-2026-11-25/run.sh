@@ -30,3 +30,5 @@ for f in "$OUT"/*/*.json; do
   python3 scripts/results_table.py "$f"
 done
 tar -czf "$OUT/logs.tgz" -C "$OUT" --exclude='*cache*' --exclude=logs.tgz --exclude=keep . 2>/dev/null
+# only a few files come back from $OUT: keep the reports and the logs' archive
+find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep ! -name logs.tgz -exec rm -rf {} +
