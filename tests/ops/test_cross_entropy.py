@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from launch_spy import LaunchSpy
 
 from warpforge.ops import cross_entropy
 from warpforge.ops._split_rows import split_row_plan
@@ -293,6 +294,28 @@ def test_forward_with_grad_reductions_over_many_rows(path, rows, reduction, monk
         torch.testing.assert_close(grad.double(), expected_grad, atol=1e-4, rtol=2e-3)
 
 
+@pytest.mark.parametrize("rows", [1, 37])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_loss_only_forward_reduces_in_one_launch(path, rows, reduction, monkeypatch):
+    """Without a gradient the reduced loss comes from the row kernel and one single-program
+    reduction (sum, count, division, cast), over more rows than one (16-row) block, against
+    float64; a mean over only ignored rows is NaN (as torch)."""
+    monkeypatch.setattr(ce_module, "_reduction_launch", lambda n_rows: (16, 1))
+    from warpforge.ops._kernels import cross_entropy as kernels
+
+    spy = LaunchSpy(kernels.cross_entropy_mean_kernel)
+    monkeypatch.setattr(kernels, "cross_entropy_mean_kernel", spy)
+    gen = torch.Generator().manual_seed(46 + rows)
+    logits = (torch.randn(rows, 7, generator=gen) * 2).half()
+    target = random_target((rows,), 7, gen, ignore_fraction=0.3)
+    for t in (target, torch.full_like(target, IGNORE)):
+        loss = cross_entropy(logits, t, reduction=reduction)
+        expected = reference_cross_entropy(logits.double(), t, reduction=reduction)
+        assert loss.dtype == torch.float16 and loss.shape == ()
+        torch.testing.assert_close(loss.double(), expected, atol=2e-3, rtol=2e-3, equal_nan=True)
+    assert len(spy.grids) == (2 if path == "triton" else 0)
+
+
 @pytest.mark.parametrize("rows", [1, 9])
 def test_scaling_skips_unit_factors_and_scales_the_rest(path, rows):
     """The persistent scaling kernel: rows whose factor is exactly 1 are left untouched (NaN
@@ -439,6 +462,44 @@ def test_loss_only_forward_over_odd_and_even_chunk_counts(dtype, vocab):
     torch.testing.assert_close(lse.double(), x64.logsumexp(-1), atol=tol, rtol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("vocab", [1, 5, 16, 29, 37, 61, 80, 97])
+@pytest.mark.parametrize("offset", [0, 3])
+def test_loss_only_forward_of_unaligned_rows_reads_aligned_chunks(dtype, vocab, offset,
+                                                                  monkeypatch):  # fmt: skip
+    """Rows that start off 16-byte boundaries (row stride vocab + 3) are read in 16-column
+    chunks from the aligned address before each row: a row inside one chunk, rows across two
+    to eight, the row max and -inf runs at both ends, label smoothing (the plain row sum),
+    against float64. A buffer that is itself unaligned (``offset``) keeps the plain kernel."""
+    from warpforge.ops._kernels import cross_entropy as kernels
+
+    spy = LaunchSpy(kernels.cross_entropy_fwd_aligned_kernel)
+    monkeypatch.setattr(kernels, "cross_entropy_fwd_aligned_kernel", spy)
+    gen = torch.Generator().manual_seed(vocab + 100 * offset)
+    wide = (torch.randn(9, vocab + 3, generator=gen) * 3).to(dtype)
+    flat = torch.empty(wide.numel() + 8, dtype=dtype)
+    flat[offset : offset + wide.numel()] = wide.reshape(-1)
+    rows = flat[offset : offset + wide.numel()].view(9, vocab + 3)
+    rows[0, vocab - 1] = 12.0  # the row max in the last column
+    rows[2, 0] = 12.0  # and in the first
+    if vocab > 8:
+        rows[1, :7] = float("-inf")
+        rows[3, vocab - 7 : vocab] = float("-inf")
+    logits = rows[:, :vocab]
+    target = random_target((9,), vocab, gen)
+    target[0], target[2] = vocab - 1, 0
+    loss, lse = ce_module.loss_only_rows(logits, target, IGNORE, 0.1, 1e-3, launch=(16, 1))
+    x64 = logits.double()
+    expected = reference_cross_entropy(
+        x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-3
+    )
+    tol = 2e-5 if dtype == torch.float32 else 1e-3
+    torch.testing.assert_close(loss.double(), expected, atol=tol, rtol=tol)
+    torch.testing.assert_close(lse.double(), x64.logsumexp(-1), atol=tol, rtol=0)
+    aligned = (vocab + 3) * logits.element_size() % 16 != 0 and logits.data_ptr() % 16 == 0
+    assert len(spy.grids) == (1 if aligned else 0)
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_long_rows_save_lse_for_the_streaming_backward(reduction, path, monkeypatch):
     """Past FUSED_GRAD_MAX_COLS the forward saves lse and the backward streams the logits (made
@@ -574,6 +635,10 @@ def test_custom_ops_pass_opcheck():
         (logits.detach(), target, IGNORE, 0.1, 0.01, "mean"),
     )
     torch.library.opcheck(
+        torch.ops.warpforge.cross_entropy_fwd_reduced.default,
+        (logits.detach(), target, IGNORE, 0.1, 0.01, "mean"),
+    )
+    torch.library.opcheck(
         torch.ops.warpforge.cross_entropy_scale_grad_.default,
         (torch.randn(4, 10, generator=gen), torch.rand(4, generator=gen)),
     )
@@ -646,6 +711,25 @@ def test_gpu_matches_reference(shape, dtype):
     tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
     torch.testing.assert_close(loss.double(), expected, rtol=tol, atol=tol * shape[0])
     torch.testing.assert_close(grad.double(), expected_grad, rtol=tol, atol=tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(4099, 256), (37, 50257), (5, 151936), (11, 8191)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_gpu_loss_only_forward(shape, dtype, reduction):
+    """Without a gradient: the row kernel (aligned chunks where rows start off 16-byte
+    boundaries: 50257 and 8191 columns) and the one-launch reduction, against float64."""
+    gen = torch.Generator().manual_seed(shape[1] + 3)
+    logits = (torch.randn(shape, generator=gen) * 3).to("cuda", dtype)
+    target = random_target(shape[:-1], shape[-1], gen).cuda()
+    loss = cross_entropy(logits, target, label_smoothing=0.05, reduction=reduction)
+    expected = reference_cross_entropy(
+        logits.double(), target, label_smoothing=0.05, reduction=reduction
+    )
+    tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+    scale = 1 if reduction == "mean" else shape[0]
+    torch.testing.assert_close(loss.double(), expected, rtol=tol, atol=tol * scale)
 
 
 @pytest.mark.gpu

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 
 import torch
 
@@ -274,6 +275,54 @@ def row_losses(
     return loss, lse
 
 
+ALIGNED_CHUNKS = "WARPFORGE_CE_ALIGNED_CHUNKS"
+"""Set to 0 to read rows that start off 16-byte boundaries with the plain loss-only kernel
+(for comparisons; ``cross_entropy_fwd_aligned_kernel`` is the default there)."""
+
+
+def _unaligned_rows(logits: torch.Tensor) -> bool:
+    """True when the loss-only forward should read ``logits`` from aligned chunk starts: rows
+    that start off 16-byte boundaries (a row stride that is no multiple of 16 bytes) in a
+    16-byte aligned buffer, on the Triton path."""
+    return (
+        logits.shape[0] > 1
+        and (logits.stride(0) * logits.element_size()) % 16 != 0
+        and logits.data_ptr() % 16 == 0
+        and execution_path(logits.device) is not ExecutionPath.TORCH_REFERENCE
+        and os.environ.get(ALIGNED_CHUNKS, "1").strip().lower() not in ("0", "false", "no", "off")
+    )
+
+
+def loss_only_rows(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    ignore_index: int,
+    label_smoothing: float,
+    z_loss: float,
+    *,
+    launch: tuple[int, int] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row loss and logsumexp, as ``row_losses`` without a gradient, with rows that start
+    off 16-byte boundaries read from aligned chunk starts (``_unaligned_rows``); ``launch``
+    overrides (BLOCK, num_warps) as there."""
+    if not _unaligned_rows(logits):
+        return row_losses(logits, target, ignore_index, label_smoothing, z_loss, launch=launch)
+    from warpforge.ops._kernels import cross_entropy as kernels
+
+    n_rows, n_cols = logits.shape
+    loss = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
+    lse = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
+    block, num_warps = launch or _fwd_launch_config(n_rows, n_cols, logits.dtype, logits.device)
+    with kernel_device(logits):
+        kernels.cross_entropy_fwd_aligned_kernel[(n_rows,)](
+            logits, target, loss, lse, logits.stride(0), n_cols, ignore_index,
+            float(label_smoothing), float(z_loss), BLOCK=block,
+            ALIGN=16 // logits.element_size(), HAS_SMOOTHING=label_smoothing > 0.0,
+            num_warps=num_warps, **_target_check_options(logits),
+        )  # fmt: skip
+    return loss, lse
+
+
 def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, plan, options):
     """The forward with gradient of rows split over ``plan.chunks`` programs each."""
     from warpforge.ops._kernels.cross_entropy import (
@@ -507,7 +556,7 @@ def _cross_entropy_fwd(
     label_smoothing: float,
     z_loss: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    return row_losses(logits, target, ignore_index, label_smoothing, z_loss)
+    return loss_only_rows(logits, target, ignore_index, label_smoothing, z_loss)
 
 
 @_cross_entropy_fwd.register_fake
@@ -623,6 +672,37 @@ def _reduced_loss(
             HAS_SCALE=reduction == "mean", num_warps=num_warps,
         )  # fmt: skip
     return out
+
+
+@dispatched_op("warpforge::cross_entropy_fwd_reduced", mutates_args=())
+def _cross_entropy_fwd_reduced(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    ignore_index: int,
+    label_smoothing: float,
+    z_loss: float,
+    reduction: str,
+) -> torch.Tensor:
+    """The loss-only forward reduced to a scalar ("mean", "sum") in the logits' dtype: the row
+    kernel and one single-program reduction (``cross_entropy_mean_kernel``)."""
+    loss_rows, _ = loss_only_rows(logits, target, ignore_index, label_smoothing, z_loss)
+    if not _small_reductions(target) or loss_rows.shape[0] == 0:
+        return reduce_rows(loss_rows, target, ignore_index, reduction).to(logits.dtype)
+    from warpforge.ops._kernels.cross_entropy import cross_entropy_mean_kernel
+
+    out = torch.empty((), device=logits.device, dtype=logits.dtype)
+    block, num_warps = _reduction_launch(loss_rows.shape[0])
+    with kernel_device(logits):
+        cross_entropy_mean_kernel[(1,)](
+            loss_rows, target, out, loss_rows.shape[0], ignore_index, BLOCK=block,
+            MEAN=reduction == "mean", num_warps=num_warps,
+        )  # fmt: skip
+    return out
+
+
+@_cross_entropy_fwd_reduced.register_fake
+def _(logits, target, ignore_index, label_smoothing, z_loss, reduction):
+    return logits.new_empty(())
 
 
 @dispatched_op("warpforge::cross_entropy_fwd_grad", mutates_args=())
@@ -798,6 +878,10 @@ def cross_entropy(
         and gradient_in_forward(logits2d.shape[0], n_classes, logits.element_size(), logits.device)
     ):
         loss, _ = _cross_entropy_fwd_grad(
+            logits2d, target1d, ignore_index, label_smoothing, float(z_loss), reduction
+        )
+    elif reduction != "none" and not (torch.is_grad_enabled() and logits.requires_grad):
+        loss = _cross_entropy_fwd_reduced(
             logits2d, target1d, ignore_index, label_smoothing, float(z_loss), reduction
         )
     else:

@@ -51,6 +51,9 @@ def _liger_cross_entropy() -> Callable[..., torch.Tensor]:
 CE_SHAPES = ({"M": 16384, "V": 32000}, {"M": 8192, "V": 128256}, {"M": 4096, "V": 262144})
 # one class (V=1) gives a constant loss, which the harness rightly rejects as degenerate; that
 # edge case is covered by tests/ops/test_cross_entropy.py instead
+CE_SWEEP = ({"M": 32768, "V": 256}, {"M": 4096, "V": 50257}, {"M": 2048, "V": 151936})
+"""The issue's sweep ends (32768 x 256) and real vocabularies the default shapes miss: GPT-2's
+50257 (rows that start off 16-byte boundaries) and Qwen's 151936 over few rows."""
 CE_CPU_SHAPES = ({"M": 5, "V": 37}, {"M": 3, "V": 4099}, {"M": 1, "V": 3})
 
 CE_GRADIENT_TOLERANCE = Tolerance(atol=SMALL_VALUE_ATOL, relative_floor=True)
@@ -68,7 +71,7 @@ CROSS_ENTROPY_FWD = register_problem(
         shapes=CE_SHAPES,
         cpu_shapes=CE_CPU_SHAPES,
         baselines=forward_baselines(cross_entropy_reference, _liger_cross_entropy),
-        sweep=({"M": 32768, "V": 256}, {"M": 4096, "V": 50257}, {"M": 2048, "V": 151936}),
+        sweep=CE_SWEEP,
         description="mean cross entropy over the last dim, 1 in 16 targets ignored",
     )
 )
@@ -102,6 +105,7 @@ CROSS_ENTROPY_FWD_BWD = register_problem(
         bytes_moved=lambda s, d: 2 * s["M"] * s["V"] * d.itemsize + s["M"] * 8,
         shapes=CE_SHAPES,
         cpu_shapes=CE_CPU_SHAPES,
+        sweep=CE_SWEEP,
         baselines={
             "torch": lambda: _loss_and_grad(cross_entropy_reference),
             "torch.compile": lambda: _loss_and_grad(compile_baseline(cross_entropy_reference)),
@@ -173,6 +177,7 @@ CROSS_ENTROPY_BWD = register_problem(
         bytes_moved=lambda s, d: 2 * s["M"] * s["V"] * d.itemsize + s["M"] * 16,
         shapes=CE_SHAPES,
         cpu_shapes=CE_CPU_SHAPES,
+        sweep=CE_SWEEP,
         baselines={
             "torch": lambda: _grad_from_lse,
             "torch.compile": lambda: compile_baseline(_grad_from_lse),

@@ -255,6 +255,98 @@ def cross_entropy_fwd_kernel(
 
 
 @triton.jit
+def _aligned_row_logsumexp(
+    base, lead, n_cols, BLOCK: tl.constexpr, NEED_SUM: tl.constexpr
+):  # fmt: skip
+    """``_row_logsumexp`` of a row that starts ``lead`` elements past the 16-byte aligned
+    ``base``: chunks are taken from ``base``, so every chunk between the first and the last is
+    whole and aligned, and loads 16 bytes a vector under a mask that is one flag for the chunk
+    (a per-element mask at an unaligned start loads element by element: 67% of copy at
+    4096 x 50257 bf16). The first and last chunks mask per element."""
+    cols = tl.arange(0, BLOCK)
+    end = lead + n_cols  # the row is base[lead:end]
+    last = (tl.cdiv(end, BLOCK) - 1) * BLOCK  # start of the last chunk
+    lane_max = tl.full([BLOCK], _NEG_BIG, tl.float32)
+    lane_sum = tl.zeros([BLOCK], tl.float32)
+    lane_total = tl.zeros([BLOCK], tl.float32)
+    inside = (cols >= lead) & (cols < end)
+    x = tl.load(base + cols, mask=inside, other=float("-inf")).to(tl.float32)
+    lane_max, lane_sum, lane_total = _online_update(
+        x, cols, n_cols, lane_max, lane_sum, lane_total, False
+    )
+    if NEED_SUM:
+        lane_total += tl.where(inside, x, 0.0)
+    # the whole chunks [BLOCK, last), two a step, each loaded one half-step ahead, under one
+    # flag a chunk (splat: the interpreter takes no scalar mask, the compiler folds the splat)
+    every = tl.full([BLOCK], 1, tl.int1)
+    even = tl.load(base + BLOCK + cols, mask=every & (last > BLOCK), other=float("-inf"))
+    for start in range(BLOCK, last, 2 * BLOCK):
+        odd_whole = every & (last > start + BLOCK)
+        odd = tl.load(base + start + BLOCK + cols, mask=odd_whole, other=float("-inf"))
+        lane_max, lane_sum, lane_total = _online_update(
+            even, cols, n_cols, lane_max, lane_sum, lane_total, False
+        )
+        if NEED_SUM:
+            lane_total += even.to(tl.float32)
+        even = tl.load(
+            base + start + 2 * BLOCK + cols,
+            mask=every & (last > start + 2 * BLOCK),
+            other=float("-inf"),
+        )
+        lane_max, lane_sum, lane_total = _online_update(
+            odd, cols, n_cols, lane_max, lane_sum, lane_total, False
+        )
+        if NEED_SUM:
+            lane_total += tl.where(odd_whole, odd.to(tl.float32), 0.0)
+    inside = every & (last > 0) & (last + cols < end)
+    x = tl.load(base + last + cols, mask=inside, other=float("-inf")).to(tl.float32)
+    lane_max, lane_sum, lane_total = _online_update(
+        x, cols, n_cols, lane_max, lane_sum, lane_total, False
+    )
+    if NEED_SUM:
+        lane_total += tl.where(inside, x, 0.0)
+    row_max = tl.max(lane_max, axis=0)
+    total = tl.sum(lane_sum * tl.exp2((lane_max - row_max) * LOG2E), axis=0)
+    return row_max + tl.log(total), tl.sum(lane_total, axis=0)
+
+
+@triton.jit
+def cross_entropy_fwd_aligned_kernel(
+    logits_ptr,
+    target_ptr,
+    loss_ptr,
+    lse_ptr,
+    logits_row_stride,
+    n_cols,
+    ignore_index,
+    label_smoothing,
+    z_loss,
+    BLOCK: tl.constexpr,
+    ALIGN: tl.constexpr,
+    HAS_SMOOTHING: tl.constexpr,
+    CHECK_TARGETS: tl.constexpr,
+):
+    """``cross_entropy_fwd_kernel`` for rows whose starts are not 16-byte aligned (a row
+    stride that is not a multiple of ``ALIGN`` = 16 / element size, e.g. vocab 50257): each
+    row is read in chunks from the aligned address at or before its start (``logits_ptr`` is
+    16-byte aligned)."""
+    row = tl.program_id(0).to(tl.int64)
+    start = row * logits_row_stride
+    aligned = (start // ALIGN) * ALIGN
+    lse, row_total = _aligned_row_logsumexp(
+        logits_ptr + aligned, start - aligned, n_cols, BLOCK, HAS_SMOOTHING
+    )
+    row_ptr = logits_ptr + start
+    target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS)
+    target_logit = _target_logit(row_ptr, target, in_range)
+    loss = _row_loss(
+        lse, row_total, target_logit, ignored, in_range, n_cols, label_smoothing, z_loss
+    )
+    tl.store(loss_ptr + row, loss)
+    tl.store(lse_ptr + row, lse)
+
+
+@triton.jit
 def cross_entropy_fwd_grad_kernel(
     logits_ptr,
     target_ptr,
@@ -464,6 +556,30 @@ def cross_entropy_reduce_kernel(
     total = tl.sum(acc, axis=0)
     if HAS_SCALE:
         total = total * tl.load(scale_ptr)
+    tl.store(out_ptr, total.to(out_ptr.dtype.element_ty))
+
+
+@triton.jit
+def cross_entropy_mean_kernel(
+    loss_ptr, target_ptr, out_ptr, n_rows, ignore_index, BLOCK: tl.constexpr,
+    MEAN: tl.constexpr,
+):  # fmt: skip
+    """One program: ``out_ptr[0]`` = the sum of the per-row losses, divided (MEAN) by the number
+    of targets that are not ignore_index (NaN for none, as torch), in the output's dtype. A
+    loss-only forward thus takes two launches, where the sums, count, division and cast in
+    torch take five (at 32768 x 256 they cost more than the row kernel)."""
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.float32)
+    counts = tl.zeros([BLOCK], tl.int32)
+    for start in range(0, n_rows, BLOCK):
+        inside = start + offs < n_rows
+        acc += tl.load(loss_ptr + start + offs, mask=inside, other=0.0)
+        if MEAN:
+            t = tl.load(target_ptr + start + offs, mask=inside, other=ignore_index)
+            counts += (t != ignore_index).to(tl.int32)
+    total = tl.sum(acc, axis=0)
+    if MEAN:
+        total = tl.div_rn(total, tl.sum(counts, axis=0).to(tl.float32))
     tl.store(out_ptr, total.to(out_ptr.dtype.element_ty))
 
 
