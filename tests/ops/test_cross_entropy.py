@@ -413,9 +413,10 @@ def test_long_rows_take_the_split_forward_with_grad(reduction, monkeypatch):
     )
     monkeypatch.setattr(ce_module, "row_grads", lambda *a, **k: pytest.fail("streamed backward"))
     gen = torch.Generator().manual_seed(26)
-    logits = torch.randn(3, 4, 41, generator=gen) * 3
-    target = random_target((3, 4), 41, gen)
-    target[0, 0] = 40
+    # 44 columns: rows on 16-byte boundaries (unaligned ones take the flat backward instead)
+    logits = torch.randn(3, 4, 44, generator=gen) * 3
+    target = random_target((3, 4), 44, gen)
+    target[0, 0] = 43
     check_forward_backward(
         logits, target, torch.float32, 2e-5,
         reduction=reduction, label_smoothing=0.1, z_loss=1e-3,
@@ -498,6 +499,31 @@ def test_loss_only_forward_of_unaligned_rows_reads_aligned_chunks(dtype, vocab, 
     torch.testing.assert_close(lse.double(), x64.logsumexp(-1), atol=tol, rtol=0)
     aligned = (vocab + 3) * logits.element_size() % 16 != 0 and logits.data_ptr() % 16 == 0
     assert len(spy.grids) == (1 if aligned else 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_long_unaligned_rows_take_the_aligned_forward_and_the_flat_backward(dtype, monkeypatch):
+    """Rows past the whole-row block that start off 16-byte boundaries (made to apply to 41
+    columns here) skip the split forward with gradient: the aligned loss-only forward saves lse
+    and the flat backward streams the logits, matching float64; aligned rows stay fused."""
+    from warpforge.ops._kernels import cross_entropy as kernels
+
+    monkeypatch.setattr(ce_module, "FUSED_GRAD_MAX_COLS", 16)
+    monkeypatch.setattr(ce_module, "gradient_in_forward", lambda *a: True)
+    monkeypatch.setattr(ce_module, "FLAT_BWD_UNALIGNED_LAUNCH", (16, 1))
+    forward = LaunchSpy(kernels.cross_entropy_fwd_aligned_kernel)
+    backward = LaunchSpy(kernels.cross_entropy_bwd_flat_kernel)
+    monkeypatch.setattr(kernels, "cross_entropy_fwd_aligned_kernel", forward)
+    monkeypatch.setattr(kernels, "cross_entropy_bwd_flat_kernel", backward)
+    gen = torch.Generator().manual_seed(41)
+    logits = torch.randn(3, 5, 41, generator=gen) * 3
+    target = random_target((3, 5), 41, gen)
+    target[0, 0] = 40
+    assert not ce_module._fused_gradient(logits.to(dtype).reshape(15, 41))
+    tol = 2e-5 if dtype == torch.float32 else 2e-3
+    check_forward_backward(logits, target, dtype, tol, label_smoothing=0.1, z_loss=1e-3)
+    assert len(forward.grids) == 1 and len(backward.grids) == 1
+    assert ce_module._fused_gradient(torch.randn(4, 48).to(dtype))  # rows on 16-byte boundaries
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

@@ -168,6 +168,18 @@ def gradient_in_forward(n_rows: int, n_cols: int, element_size: int, device: tor
     )
 
 
+def _fused_gradient(logits: torch.Tensor) -> bool:
+    """``gradient_in_forward`` for these 2-D logits, except rows past the whole-row block that
+    start off 16-byte boundaries (vocab 50257): the split kernels would load and store them
+    element by element (bf16 4096 x 50257: 926 us, 0.84x torch.compile,
+    ``session11-ce-2026-11-25``), so the aligned loss-only forward saves lse and the flat
+    backward streams the logits instead."""
+    n_rows, n_cols = logits.shape
+    if not gradient_in_forward(n_rows, n_cols, logits.element_size(), logits.device):
+        return False
+    return next_power_of_2(n_cols) <= FUSED_GRAD_MAX_COLS or not _unaligned_rows(logits)
+
+
 @functools.lru_cache(maxsize=1024)
 def _fwd_launch_config(
     n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.device
@@ -451,18 +463,28 @@ _FLAT_BWD_MAX_COLS = 65535
 kernel already leads torch.compile at 128256 (1.04x, ``ops-bwd-ce-2026-11-21-rerun-h100.json``)."""
 
 
+FLAT_BWD_UNALIGNED_LAUNCH = (8192, 16)
+"""(BLOCK, num_warps) of the flat backward for rows that start off 16-byte boundaries (any
+dtype, any width from one block): the row kernel loads and stores those element by element
+(bf16 4096 x 50257: 86% of copy through the harness, ``session11-ce-2026-11-25``)."""
+
+
 def _flat_bwd_launch(logits: torch.Tensor) -> tuple[int, int] | None:
     """The flat backward's launch for these logits, or None (the row kernel): GPU kernels only,
-    contiguous logits, rows of one block to ``_FLAT_BWD_MAX_COLS`` columns that the row
-    kernel's slices would pad."""
-    launch = FLAT_BWD_LAUNCHES.get(logits.element_size())
-    if launch is None or logits.dim() != 2 or not logits.is_contiguous():
-        return None
-    n_cols = logits.shape[1]
-    row_block, _ = _bwd_launch_config(n_cols, logits.element_size())
-    if not launch[0] <= n_cols <= _FLAT_BWD_MAX_COLS or n_cols % row_block == 0:
+    contiguous logits, and either rows that start off 16-byte boundaries or rows of one block
+    to ``_FLAT_BWD_MAX_COLS`` columns that the row kernel's slices would pad."""
+    if logits.dim() != 2 or not logits.is_contiguous():
         return None
     if execution_path(logits.device) is ExecutionPath.TORCH_REFERENCE:
+        return None
+    n_cols = logits.shape[1]
+    if (n_cols * logits.element_size()) % 16 and n_cols >= FLAT_BWD_UNALIGNED_LAUNCH[0]:
+        return FLAT_BWD_UNALIGNED_LAUNCH
+    launch = FLAT_BWD_LAUNCHES.get(logits.element_size())
+    if launch is None:
+        return None
+    row_block, _ = _bwd_launch_config(n_cols, logits.element_size())
+    if not launch[0] <= n_cols <= _FLAT_BWD_MAX_COLS or n_cols % row_block == 0:
         return None
     return launch
 
@@ -498,8 +520,7 @@ def flat_row_grads(
         cross_entropy_bwd_flat_kernel[(cdiv(n, block),)](
             grad_logits, logits, target, lse, grad_loss, _row_stride(grad_loss), n_rows, n_cols,
             ignore_index, float(label_smoothing), float(z_loss),
-            BLOCK=block, WIDE=n + block + n_cols >= 2**31, EVEN=n % block == 0,
-            num_warps=num_warps,
+            BLOCK=block, WIDE=n + block + n_cols >= 2**31, num_warps=num_warps,
         )  # fmt: skip
     return grad_logits
 
@@ -872,11 +893,7 @@ def cross_entropy(
     target1d = target.reshape(-1)
     if not target1d.is_contiguous():
         target1d = target1d.contiguous()
-    if (
-        torch.is_grad_enabled()
-        and logits.requires_grad
-        and gradient_in_forward(logits2d.shape[0], n_classes, logits.element_size(), logits.device)
-    ):
+    if torch.is_grad_enabled() and logits.requires_grad and _fused_gradient(logits2d):
         loss, _ = _cross_entropy_fwd_grad(
             logits2d, target1d, ignore_index, label_smoothing, float(z_loss), reduction
         )

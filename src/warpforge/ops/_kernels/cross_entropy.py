@@ -890,7 +890,7 @@ def _flat_row_terms(target_ptr, lse_ptr, grad_loss_ptr, grad_loss_stride, row, n
 def cross_entropy_bwd_flat_kernel(
     grad_logits_ptr, logits_ptr, target_ptr, lse_ptr, grad_loss_ptr, grad_loss_stride,
     n_rows, n_cols, ignore_index, label_smoothing, z_loss,
-    BLOCK: tl.constexpr, WIDE: tl.constexpr, EVEN: tl.constexpr,
+    BLOCK: tl.constexpr, WIDE: tl.constexpr,
 ):  # fmt: skip
     """``cross_entropy_bwd_kernel`` over contiguous logits seen as one flat stream: program
     ``pid`` takes elements ``[pid * BLOCK, (pid + 1) * BLOCK)`` wherever rows begin, so no lane
@@ -898,16 +898,19 @@ def cross_entropy_bwd_flat_kernel(
     last slice's lanes idle). ``BLOCK <= n_cols``, so a block meets at most two rows: one scalar
     division places the first, and each element picks its row's terms by comparing its offset
     with the row boundary. Offsets are 64-bit only when the logits reach 2**31 elements
-    (``WIDE``); ``EVEN``: the blocks tile the logits exactly, no predicate."""
+    (``WIDE``). Only a last partial block is predicated per element: a mask against an end
+    that is no multiple of 16 bytes loads and stores element by element (fp32 4096 x 50257 ran
+    at 87% of copy with every block masked)."""
     pid = tl.program_id(0)
     if WIDE:
         pid = pid.to(tl.int64)
     start = pid * BLOCK
     offs = start + tl.arange(0, BLOCK)
-    if EVEN:
+    whole = start + BLOCK <= n_rows * n_cols
+    mask = offs < n_rows * n_cols
+    if whole:
         x = tl.load(logits_ptr + offs, eviction_policy="evict_first")
     else:
-        mask = offs < n_rows * n_cols
         x = tl.load(logits_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
     row = start // n_cols
     boundary = (row + 1) * n_cols
@@ -924,7 +927,7 @@ def cross_entropy_bwd_flat_kernel(
         x.to(tl.float32), cols, tl.where(second, lse_b, lse_a), tl.where(second, scale_b, scale_a),
         tl.where(second, target_b, target_a), n_cols, label_smoothing, z_loss,
     )  # fmt: skip
-    if EVEN:
+    if whole:
         tl.store(grad_logits_ptr + offs, grad.to(grad_logits_ptr.dtype.element_ty))
     else:
         tl.store(grad_logits_ptr + offs, grad.to(grad_logits_ptr.dtype.element_ty), mask=mask)
