@@ -1097,6 +1097,81 @@ def split_norm_backward(
     )  # fmt: skip
 
 
+def lag_norm_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    mean: torch.Tensor | None,
+    rstd: torch.Tensor,
+    dh: torch.Tensor | None,
+    offset: float,
+    center: bool,
+    weight_grad: bool,
+    bias_grad: bool,
+    plan: SplitRowPlan,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`split_norm_backward` through ``norm_bwd_lag_flags_kernel`` (dx of a row written
+    one iteration after its sums are published, the next row loaded an iteration ahead;
+    ``plan.prefetch`` is ignored): the same operands, words and plan limits."""
+    from warpforge.ops._kernels.norm_lag_bwd import norm_bwd_lag_flags_kernel
+
+    M = x.shape[0]
+    if plan.chunks_pow2 > _NORM_BWD_SPLIT_MAX_CHUNKS:
+        raise ValueError(
+            f"plan: at most {_NORM_BWD_SPLIT_MAX_CHUNKS} chunks a row, got {plan.chunks}"
+        )
+    if plan.programs // plan.chunks > M:
+        raise ValueError(f"plan: expected at most {M} slots (rows), got {plan}")
+    x, dy = as_rows(x), as_rows(dy)
+    dh = as_rows(dh) if dh is not None else None
+    operands = (
+        dy,
+        x,
+        weight.contiguous() if weight is not None else x,
+        mean if center else rstd,
+        rstd,
+        dh if dh is not None else dy,
+        dh.stride(0) if dh is not None else 0,
+        offset,
+    )
+    return _flag_word_split_backward(
+        norm_bwd_lag_flags_kernel, plan, x, weight, weight_grad, bias_grad, 1, operands,
+        CENTER=center, HAS_DH=dh is not None,
+    )  # fmt: skip
+
+
+NORM_BWD_NARROW_MIN_N = 16385
+"""The narrowest row whose backward may take :data:`NORM_BWD_NARROW` (rows of up to 16384
+columns fit the whole-row kernel of :func:`_norm_backward`)."""
+
+NORM_BWD_NARROW: dict[tuple[str, int], tuple[str, dict[str, int | bool]]] = {}
+"""(op family, element size) -> (kernel, split launch) of the backward of rows of
+``NORM_BWD_NARROW_MIN_N`` to ``NORM_BWD_SPLIT_MIN_N - 1`` columns: kernel ``"flags"``
+(:func:`split_norm_backward`) or ``"lag"`` (:func:`lag_norm_backward`); a family and size not
+listed keep their other kernels (RMSNorm's chunked kernel, LayerNorm's pairs / held kernels)."""
+
+
+def _family(center: bool, dh: torch.Tensor | None) -> str:
+    return "layer_norm" if center else "add_rms_norm" if dh is not None else "rms_norm"
+
+
+@functools.lru_cache(maxsize=1024)
+def norm_bwd_narrow_plan(
+    family: str, M: int, N: int, element_size: int, device: torch.device | str
+) -> tuple[str, SplitRowPlan] | None:
+    """(kernel, plan) of :data:`NORM_BWD_NARROW` for rows of N columns, or None (not listed,
+    outside its widths, more chunks than the words' poll reads, or more programs a row than
+    the GPU holds at once)."""
+    choice = NORM_BWD_NARROW.get((family, element_size))
+    if choice is None or not NORM_BWD_NARROW_MIN_N <= N < NORM_BWD_SPLIT_MIN_N:
+        return None
+    kernel, launch = choice
+    plan = split_row_plan(M, N, device, **launch, flag_words=True)
+    if plan is None or plan.chunks_pow2 > _NORM_BWD_SPLIT_MAX_CHUNKS:
+        return None
+    return kernel, plan
+
+
 def _long_row_backward(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -1110,15 +1185,24 @@ def _long_row_backward(
     bias_grad: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """:func:`split_norm_backward` where its default plan applies (kernels' path, rows of at
-    least ``NORM_BWD_SPLIT_MIN_N`` columns, ``WARPFORGE_NORM_BWD_SPLIT`` not off), else None."""
+    least ``NORM_BWD_SPLIT_MIN_N`` columns, ``WARPFORGE_NORM_BWD_SPLIT`` not off), for
+    narrower rows the kernel and launch of :data:`NORM_BWD_NARROW` where one is listed, else
+    None."""
     M, N = x.shape
     if (
         M == 0
-        or N < NORM_BWD_SPLIT_MIN_N
+        or N < NORM_BWD_NARROW_MIN_N
         or not _split_backward_enabled()
         or execution_path(x.device) is ExecutionPath.TORCH_REFERENCE
     ):
         return None
+    if N < NORM_BWD_SPLIT_MIN_N:
+        narrow = norm_bwd_narrow_plan(_family(center, dh), M, N, x.element_size(), x.device)
+        if narrow is None:
+            return None
+        kernel, plan = narrow
+        run = lag_norm_backward if kernel == "lag" else split_norm_backward
+        return run(dy, x, weight, mean, rstd, dh, offset, center, weight_grad, bias_grad, plan)
     plan = norm_bwd_split_plan(M, N, x.element_size(), x.device)
     if plan is None:
         return None
