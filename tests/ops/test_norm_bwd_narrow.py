@@ -5,6 +5,8 @@ formulas, on poisoned outputs; the interpreter runs the two-launch fallback."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 from launch_spy import LaunchSpy
@@ -118,7 +120,7 @@ def test_public_ops_take_the_narrow_split_where_listed(op, kernel, monkeypatch, 
 @pytest.mark.gpu
 @pytest.mark.parametrize(("center", "residual"), KINDS, ids=["rms", "add_rms", "layer"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize(("M", "N"), [(300, 32768), (5, 16411), (700, 40009), (64, 65536)])
+@pytest.mark.parametrize(("M", "N"), [(300, 32768), (37, 40009), (64, 65536)])
 def test_narrow_backward_gpu(center, residual, dtype, M, N, poison_outputs):
     """The one-launch meetings of both kernels at the default plan and the swept launches."""
     x, dy, dh, w, mean, rstd = operands(M, N, dtype, "cuda", shift=20.0 if center else 0.0)
@@ -133,14 +135,12 @@ def test_narrow_backward_gpu(center, residual, dtype, M, N, poison_outputs):
     for launch in GPU_LAUNCHES:
         p = split_row_plan(M, N, "cuda", **launch, flag_words=True)
         if p is not None and p.chunks_pow2 <= 64:
-            runs += [(norm.lag_norm_backward, p), (norm.split_norm_backward, p)]
+            runs += [(norm.lag_norm_backward, p), (norm.split_norm_backward, p),
+                     (functools.partial(norm.lag_norm_backward, hold=True), p)]
     assert runs
     for run, p in runs:
         got = run(dy, x, w, mean, rstd, dh, 0.0, center, True, center, p)
         check(got, want, dtype, True, center)
 
 
-GPU_LAUNCHES = (
-    {"block": 2048, "num_warps": 4, "programs_per_sm": 4, "prefetch": True},
-    {"block": 4096, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
-)
+GPU_LAUNCHES = ({"block": 2048, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},)

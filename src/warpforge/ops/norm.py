@@ -1109,10 +1109,12 @@ def lag_norm_backward(
     weight_grad: bool,
     bias_grad: bool,
     plan: SplitRowPlan,
+    hold: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`split_norm_backward` through ``norm_bwd_lag_flags_kernel`` (dx of a row written
     one iteration after its sums are published, the next row loaded an iteration ahead;
-    ``plan.prefetch`` is ignored): the same operands, words and plan limits."""
+    ``plan.prefetch`` is ignored): the same operands, words and plan limits. ``hold``: dx
+    from x and dy held in registers since their first read, else from a re-read (L2)."""
     from warpforge.ops._kernels.norm_lag_bwd import norm_bwd_lag_flags_kernel
 
     M = x.shape[0]
@@ -1136,7 +1138,7 @@ def lag_norm_backward(
     )
     return _flag_word_split_backward(
         norm_bwd_lag_flags_kernel, plan, x, weight, weight_grad, bias_grad, 1, operands,
-        CENTER=center, HAS_DH=dh is not None,
+        CENTER=center, HAS_DH=dh is not None, HOLD=hold,
     )  # fmt: skip
 
 
@@ -1147,7 +1149,8 @@ columns fit the whole-row kernel of :func:`_norm_backward`)."""
 NORM_BWD_NARROW: dict[tuple[str, int], tuple[str, dict[str, int | bool]]] = {}
 """(op family, element size) -> (kernel, split launch) of the backward of rows of
 ``NORM_BWD_NARROW_MIN_N`` to ``NORM_BWD_SPLIT_MIN_N - 1`` columns: kernel ``"flags"``
-(:func:`split_norm_backward`) or ``"lag"`` (:func:`lag_norm_backward`); a family and size not
+(:func:`split_norm_backward`), ``"lag"`` or ``"lag_hold"`` (:func:`lag_norm_backward`, dx
+from a re-read / from held registers); a family and size not
 listed keep their other kernels (RMSNorm's chunked kernel, LayerNorm's pairs / held kernels)."""
 
 
@@ -1201,8 +1204,10 @@ def _long_row_backward(
         if narrow is None:
             return None
         kernel, plan = narrow
-        run = lag_norm_backward if kernel == "lag" else split_norm_backward
-        return run(dy, x, weight, mean, rstd, dh, offset, center, weight_grad, bias_grad, plan)
+        args = (dy, x, weight, mean, rstd, dh, offset, center, weight_grad, bias_grad, plan)
+        if kernel == "flags":
+            return split_norm_backward(*args)
+        return lag_norm_backward(*args, hold=kernel == "lag_hold")
     plan = norm_bwd_split_plan(M, N, x.element_size(), x.device)
     if plan is None:
         return None
