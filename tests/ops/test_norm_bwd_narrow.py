@@ -20,9 +20,10 @@ from warpforge.ops._split_rows import split_row_plan
 CASES = [(1, 16, None), (7, 37, None), (5, 17, None), (4, 100, 131), (3, 67, None), (2, 643, 701)]
 
 
+@pytest.mark.parametrize("hold", [False, True], ids=["reread", "hold"])
 @pytest.mark.parametrize(("center", "residual"), KINDS, ids=["rms", "add_rms", "layer"])
 @pytest.mark.parametrize(("M", "N", "stride"), CASES)
-def test_lag_backward_small_chunks(center, residual, M, N, stride, device, poison_outputs):
+def test_lag_backward_small_chunks(center, residual, M, N, stride, hold, device, poison_outputs):
     """16-column chunks: a ragged last chunk, one row (no lagged iteration), primes, more rows
     than slots, row strides wider than the row, 41 chunks (two vectors of words)."""
     plan = split_row_plan(M, N, device, block=16, num_warps=1, flag_words=True)
@@ -32,7 +33,7 @@ def test_lag_backward_small_chunks(center, residual, M, N, stride, device, poiso
         dh = dh if residual else None
         offset = 0.0 if center else 1.0
         got = norm.lag_norm_backward(dy, x, w, mean if center else None, rstd, dh, offset,
-                                     center, True, center, plan)  # fmt: skip
+                                     center, True, center, plan, hold)  # fmt: skip
         want = expected(dy, x, w, mean, rstd, dh, offset, center)
         check(got, want, dtype, True, center)
 
