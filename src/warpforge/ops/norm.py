@@ -1146,12 +1146,47 @@ NORM_BWD_NARROW_MIN_N = 16385
 """The narrowest row whose backward may take :data:`NORM_BWD_NARROW` (rows of up to 16384
 columns fit the whole-row kernel of :func:`_norm_backward`)."""
 
-NORM_BWD_NARROW: dict[tuple[str, int], tuple[str, dict[str, int | bool]]] = {}
-"""(op family, element size) -> (kernel, split launch) of the backward of rows of
-``NORM_BWD_NARROW_MIN_N`` to ``NORM_BWD_SPLIT_MIN_N - 1`` columns: kernel ``"flags"``
+NarrowChoice = tuple[str, dict[str, int | bool], int, int]
+
+NORM_BWD_NARROW: dict[tuple[str, int], NarrowChoice] = {}
+"""(op family, element size) -> (kernel, split launch, narrowest, widest row) of the backward
+of rows of ``NORM_BWD_NARROW_MIN_N`` columns and up: kernel ``"flags"``
 (:func:`split_norm_backward`), ``"lag"`` or ``"lag_hold"`` (:func:`lag_norm_backward`, dx
-from a re-read / from held registers); a family and size not
-listed keep their other kernels (RMSNorm's chunked kernel, LayerNorm's pairs / held kernels)."""
+from a re-read / from held registers), for rows of ``narrowest`` to ``widest`` columns; rows
+outside them, families and sizes not listed keep their other kernels (RMSNorm's chunked kernel,
+LayerNorm's pairs / held kernels; from ``NORM_BWD_SPLIT_MIN_N``, the flags kernel at
+:data:`NORM_BWD_SPLIT_LAUNCHES`)."""
+
+NORM_BWD_NARROW_ENV = "WARPFORGE_NORM_BWD_NARROW"
+"""Replaces :data:`NORM_BWD_NARROW` (benchmark sweeps), read when a shape is first planned:
+``family:size=kernel/block/warps/programs an SM/prefetch/narrowest/widest`` items separated by
+``;`` (``none``: an empty table)."""
+
+
+def _narrow_table() -> dict[tuple[str, int], NarrowChoice]:
+    spec = os.environ.get(NORM_BWD_NARROW_ENV, "").strip()
+    if not spec:
+        return NORM_BWD_NARROW
+    table: dict[tuple[str, int], NarrowChoice] = {}
+    for item in filter(None, (i.strip() for i in spec.split(";"))):
+        if item == "none":
+            continue
+        try:
+            key, value = item.split("=")
+            family, size = key.split(":")
+            kernel, *numbers = value.split("/")
+            block, warps, per_sm, prefetch, narrowest, widest = (int(v) for v in numbers)
+        except ValueError:
+            raise ValueError(
+                f"{NORM_BWD_NARROW_ENV}: expected family:size=kernel/block/warps/"
+                f"programs_per_sm/prefetch/narrowest/widest items, got {item!r}"
+            ) from None
+        if kernel not in ("flags", "lag", "lag_hold"):
+            raise ValueError(f"{NORM_BWD_NARROW_ENV}: unknown kernel {kernel!r} in {item!r}")
+        launch = {"block": block, "num_warps": warps, "programs_per_sm": per_sm,
+                  "prefetch": bool(prefetch)}  # fmt: skip
+        table[(family, int(size))] = (kernel, launch, narrowest, widest)
+    return table
 
 
 def _family(center: bool, dh: torch.Tensor | None) -> str:
@@ -1165,10 +1200,12 @@ def norm_bwd_narrow_plan(
     """(kernel, plan) of :data:`NORM_BWD_NARROW` for rows of N columns, or None (not listed,
     outside its widths, more chunks than the words' poll reads, or more programs a row than
     the GPU holds at once)."""
-    choice = NORM_BWD_NARROW.get((family, element_size))
-    if choice is None or not NORM_BWD_NARROW_MIN_N <= N < NORM_BWD_SPLIT_MIN_N:
+    choice = _narrow_table().get((family, element_size))
+    if choice is None:
         return None
-    kernel, launch = choice
+    kernel, launch, narrowest, widest = choice
+    if not max(narrowest, NORM_BWD_NARROW_MIN_N) <= N <= widest:
+        return None
     plan = split_row_plan(M, N, device, **launch, flag_words=True)
     if plan is None or plan.chunks_pow2 > _NORM_BWD_SPLIT_MAX_CHUNKS:
         return None
@@ -1199,15 +1236,15 @@ def _long_row_backward(
         or execution_path(x.device) is ExecutionPath.TORCH_REFERENCE
     ):
         return None
-    if N < NORM_BWD_SPLIT_MIN_N:
-        narrow = norm_bwd_narrow_plan(_family(center, dh), M, N, x.element_size(), x.device)
-        if narrow is None:
-            return None
+    narrow = norm_bwd_narrow_plan(_family(center, dh), M, N, x.element_size(), x.device)
+    if narrow is not None:
         kernel, plan = narrow
         args = (dy, x, weight, mean, rstd, dh, offset, center, weight_grad, bias_grad, plan)
         if kernel == "flags":
             return split_norm_backward(*args)
         return lag_norm_backward(*args, hold=kernel == "lag_hold")
+    if N < NORM_BWD_SPLIT_MIN_N:
+        return None
     plan = norm_bwd_split_plan(M, N, x.element_size(), x.device)
     if plan is None:
         return None
