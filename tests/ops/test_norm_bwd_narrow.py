@@ -5,7 +5,6 @@ formulas, on poisoned outputs; the interpreter runs the two-launch fallback."""
 
 from __future__ import annotations
 
-import functools
 
 import pytest
 import torch
@@ -20,10 +19,9 @@ from warpforge.ops._split_rows import split_row_plan
 CASES = [(1, 16, None), (7, 37, None), (5, 17, None), (4, 100, 131), (3, 67, None), (2, 643, 701)]
 
 
-@pytest.mark.parametrize("hold", [False, True], ids=["reread", "hold"])
 @pytest.mark.parametrize(("center", "residual"), KINDS, ids=["rms", "add_rms", "layer"])
 @pytest.mark.parametrize(("M", "N", "stride"), CASES)
-def test_lag_backward_small_chunks(center, residual, M, N, stride, hold, device, poison_outputs):
+def test_lag_backward_small_chunks(center, residual, M, N, stride, device, poison_outputs):
     """16-column chunks: a ragged last chunk, one row (no lagged iteration), primes, more rows
     than slots, row strides wider than the row, 41 chunks (two vectors of words)."""
     plan = split_row_plan(M, N, device, block=16, num_warps=1, flag_words=True)
@@ -33,7 +31,7 @@ def test_lag_backward_small_chunks(center, residual, M, N, stride, hold, device,
         dh = dh if residual else None
         offset = 0.0 if center else 1.0
         got = norm.lag_norm_backward(dy, x, w, mean if center else None, rstd, dh, offset,
-                                     center, True, center, plan, hold)  # fmt: skip
+                                     center, True, center, plan)  # fmt: skip
         want = expected(dy, x, w, mean, rstd, dh, offset, center)
         check(got, want, dtype, True, center)
 
@@ -77,9 +75,7 @@ def test_lag_backward_wide_rows(center, residual, N, dtype, grads, device, poiso
     x, dy, dh, w, mean, rstd = operands(M, N, dtype, device, None, 20.0 if center else 0.0)
     dh = dh if residual else None
     want = expected(dy, x, w, mean, rstd, dh, 0.5, center)
-    runs = (norm.lag_norm_backward, functools.partial(norm.lag_norm_backward, hold=True),
-            norm.split_norm_backward)  # fmt: skip
-    for run in runs:
+    for run in (norm.lag_norm_backward, norm.split_norm_backward):
         got = run(dy, x, w, mean if center else None, rstd, dh, 0.5, center, grads,
                   grads and center, plan)  # fmt: skip
         check(got, want, dtype, grads, grads and center)
@@ -98,7 +94,7 @@ def test_public_ops_take_the_narrow_split_where_listed(op, kernel, monkeypatch, 
     monkeypatch.setattr(module, name, spy)
     family = {"rms": "rms_norm", "add_rms": "add_rms_norm", "layer": "layer_norm"}[op]
     launch = {"block": 4096, "num_warps": 4, "programs_per_sm": 2, "prefetch": True}
-    monkeypatch.setattr(norm, "NORM_BWD_NARROW", {(family, 4): (kernel, launch, 0, 65535)})
+    monkeypatch.setattr(norm, "NORM_BWD_NARROW", {(family, 4): ((kernel, launch, 0, 65535),)})
     monkeypatch.delenv(norm.NORM_BWD_NARROW_ENV, raising=False)
     monkeypatch.delenv(norm.NORM_BWD_SPLIT, raising=False)
     norm.norm_bwd_narrow_plan.cache_clear()
@@ -143,8 +139,7 @@ def test_narrow_backward_gpu(center, residual, dtype, M, N, poison_outputs):
     for launch in GPU_LAUNCHES:
         p = split_row_plan(M, N, "cuda", **launch, flag_words=True)
         if p is not None and p.chunks_pow2 <= 64:
-            runs += [(norm.lag_norm_backward, p), (norm.split_norm_backward, p),
-                     (functools.partial(norm.lag_norm_backward, hold=True), p)]
+            runs += [(norm.lag_norm_backward, p), (norm.split_norm_backward, p)]
     assert runs
     for run, p in runs:
         got = run(dy, x, w, mean, rstd, dh, 0.0, center, True, center, p)
@@ -157,13 +152,20 @@ GPU_LAUNCHES = ({"block": 2048, "num_warps": 8, "programs_per_sm": 2, "prefetch"
 def test_narrow_table_from_the_environment(monkeypatch):
     """WARPFORGE_NORM_BWD_NARROW replaces the table (sweeps); a malformed item is an error."""
     env = norm.NORM_BWD_NARROW_ENV
-    monkeypatch.setenv(env, "rms_norm:2=lag_hold/2048/8/2/0/32768/65536; layer_norm:4=flags/4096/4/2/1/0/65535")
+    monkeypatch.setenv(env, "rms_norm:2=lag/2048/8/2/0/32768/65536; layer_norm:4=flags/4096/4/2/1/0/65535;"
+                            "rms_norm:2=flags/1024/4/4/1/16385/32767")  # fmt: skip
     table = norm._narrow_table()
     assert table == {
-        ("rms_norm", 2): ("lag_hold", {"block": 2048, "num_warps": 8, "programs_per_sm": 2,
-                                       "prefetch": False}, 32768, 65536),
-        ("layer_norm", 4): ("flags", {"block": 4096, "num_warps": 4, "programs_per_sm": 2,
-                                      "prefetch": True}, 0, 65535),
+        ("rms_norm", 2): (
+            ("lag", {"block": 2048, "num_warps": 8, "programs_per_sm": 2, "prefetch": False},
+             32768, 65536),
+            ("flags", {"block": 1024, "num_warps": 4, "programs_per_sm": 4, "prefetch": True},
+             16385, 32767),
+        ),
+        ("layer_norm", 4): (
+            ("flags", {"block": 4096, "num_warps": 4, "programs_per_sm": 2, "prefetch": True},
+             0, 65535),
+        ),
     }  # fmt: skip
     monkeypatch.setenv(env, "none")
     assert norm._narrow_table() == {}
@@ -171,3 +173,37 @@ def test_narrow_table_from_the_environment(monkeypatch):
         monkeypatch.setenv(env, bad)
         with pytest.raises(ValueError, match=env):
             norm._narrow_table()
+
+
+@pytest.mark.parametrize("element_size", [2, 4])
+def test_narrow_plans_pick_the_first_choice_holding_the_width(element_size, monkeypatch):
+    """The shipped table on an H100-like GPU: bf16 RMSNorm takes the flags kernel under 32768
+    columns and the lagged one from there to 65536; LayerNorm only from 32768 columns; 4-byte
+    rows are not listed; nothing under NORM_BWD_NARROW_MIN_N."""
+    import warpforge.ops._split_rows as split_rows
+    from warpforge.runtime import DeviceCapabilities
+
+    h100 = DeviceCapabilities("H100", (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448)
+    monkeypatch.setattr(split_rows, "device_capabilities", lambda device: h100)
+    monkeypatch.delenv(norm.NORM_BWD_NARROW_ENV, raising=False)
+    norm.norm_bwd_narrow_plan.cache_clear()
+    try:
+        def plan(family, N):
+            got = norm.norm_bwd_narrow_plan(family, 4096, N, element_size, "cuda")
+            return None if got is None else (got[0], got[1].block)
+
+        if element_size == 4:
+            assert all(plan(f, 32768) is None for f in ("rms_norm", "add_rms_norm", "layer_norm"))
+            return
+        assert plan("rms_norm", 16384) is None
+        assert plan("rms_norm", 16385) == ("flags", 2048)
+        assert plan("rms_norm", 32767) == ("flags", 2048)
+        assert plan("rms_norm", 32768) == ("lag", 2048)
+        assert plan("rms_norm", 65536) == ("lag", 2048)
+        assert plan("rms_norm", 65537) is None
+        assert plan("add_rms_norm", 40009) == ("flags", 4096)
+        assert plan("add_rms_norm", 65536) is None
+        assert plan("layer_norm", 32767) is None
+        assert plan("layer_norm", 32768) == ("flags", 4096)
+    finally:
+        norm.norm_bwd_narrow_plan.cache_clear()

@@ -6,8 +6,10 @@ before it can write dx of r: every row costs a meeting of its programs, during w
 prefetch of the next row is in flight. Here an iteration loads row r + 1 (a whole iteration
 ahead), publishes row r's sums, accumulates its parameter gradients and only then polls the
 words of row r - 1, published by the other programs an iteration earlier, so the poll rarely
-waits; dx of r - 1 comes from its x and dy held as loaded (16-bit rows hold half the registers
-of fp32 ``xhat`` / ``w * dy``), recomputed. It terminates for the same reason: a program
+waits; dx of r - 1 comes from a re-read of its x and dy (read an iteration earlier, so L2
+hits). Holding them in registers instead (a HOLD variant) spilled 100-700 bytes a thread on
+sm_90 (``benchmarks/norm_bwd_narrow_sweep.py spills``), timed no faster and gave wrong dx on
+the H100 (Triton 3.6), so it was removed. It terminates for the same reason: a program
 publishes row r before it polls anything of r, and the programs of a row are resident
 together (``warpforge.ops._split_rows``).
 """
@@ -23,16 +25,14 @@ from warpforge.ops._kernels.split_rows import publish_word, split_place
 
 @triton.jit
 def _lagged_dx(
-    DX, W, DH, X, DY, WORDS, row, x, dy, mean, rstd, offset, cols, mask, lanes, chunks, inv_n,
+    DX, W, DH, X, DY, WORDS, row, mean, rstd, offset, cols, mask, lanes, chunks, inv_n,
     stride_dx, stride_dh, stride_x, stride_dy, HAS_WEIGHT: tl.constexpr, CENTER: tl.constexpr,
     HAS_DH: tl.constexpr, SECOND: tl.constexpr, CHUNKS_POW2: tl.constexpr, STAGE: tl.constexpr,
-    HOLD: tl.constexpr,
 ):  # fmt: skip
-    """dx of ``row`` from its held x and dy (HOLD), else from a re-read of them (read an
-    iteration ago: L2 hits), once the row's words are all published."""
-    if not HOLD:  # issued before the poll, as dh is
-        x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0)
-        dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0.0)
+    """dx of ``row`` from a re-read of its x and dy (read an iteration ago: L2 hits), once the
+    row's words are all published."""
+    x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0)  # issued before the poll
+    dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0.0)
     if HAS_DH:
         dh = tl.load(DH + row * stride_dh + cols, mask=mask, other=0.0)
     if CENTER:
@@ -79,12 +79,11 @@ def norm_bwd_lag_flags_kernel(
     STAGE: tl.constexpr,
     CENTER: tl.constexpr,
     HAS_DH: tl.constexpr,
-    HOLD: tl.constexpr,
 ):
     """RMSNorm / LayerNorm (CENTER) backward of rows split over ``cdiv(N, BLOCK_N)`` programs,
     the math and operands of ``norm_bwd_flags_kernel`` (the same words, partial rows and
-    places), dx of each row written one iteration after its sums are published: from its x and
-dy held in registers since the first read (HOLD), else re-read (an L2 hit; fewer registers).
+    places), dx of each row written one iteration after its sums are published, from a re-read
+of its x and dy (an L2 hit; holding them in registers instead spilled, see the module doc).
 
     STAGE 0 (GPU): one launch. STAGE 1 / 2 (the interpreter): the words only / dx and the
     partials (two launches)."""
@@ -100,7 +99,6 @@ dy held in registers since the first read (HOLD), else re-read (an L2 hit; fewer
     n_rows = tl.cdiv(M - slot, slots)  # >= 1: a plan has at most M slots
     x_next = tl.load(X + first * stride_x + cols, mask=mask, other=0.0)
     dy_next = tl.load(DY + first * stride_dy + cols, mask=mask, other=0.0)
-    x_prev, dy_prev = x_next, dy_next  # typed for the loop (HOLD); first read at i == 1
     rstd_prev = tl.load(RSTD + first)  # typed for the loop (fp32 scalars)
     mean_prev = rstd_prev * 0.0
     for i in range(0, n_rows):
@@ -135,18 +133,16 @@ dy held in registers since the first read (HOLD), else re-read (an L2 hit; fewer
             if BIAS_GRAD:
                 db_acc += dy32
             if i > 0:
-                _lagged_dx(DX, W, DH, X, DY, WORDS, row - slots, x_prev, dy_prev, mean_prev,
-                           rstd_prev, offset, cols, mask, lanes, chunks, inv_n, stride_dx,
-                           stride_dh, stride_x, stride_dy, HAS_WEIGHT, CENTER, HAS_DH,
-                           CHUNKS_POW2 > 32, CHUNKS_POW2, STAGE, HOLD)  # fmt: skip
-        if HOLD:
-            x_prev, dy_prev = x, dy
+                _lagged_dx(DX, W, DH, X, DY, WORDS, row - slots, mean_prev, rstd_prev, offset,
+                           cols, mask, lanes, chunks, inv_n, stride_dx, stride_dh, stride_x,
+                           stride_dy, HAS_WEIGHT, CENTER, HAS_DH, CHUNKS_POW2 > 32, CHUNKS_POW2,
+                           STAGE)  # fmt: skip
         mean_prev, rstd_prev = mean, rstd
     if STAGE != 1:
         last = first + (n_rows - 1) * slots
-        _lagged_dx(DX, W, DH, X, DY, WORDS, last, x_prev, dy_prev, mean_prev, rstd_prev, offset,
-                   cols, mask, lanes, chunks, inv_n, stride_dx, stride_dh, stride_x, stride_dy,
-                   HAS_WEIGHT, CENTER, HAS_DH, CHUNKS_POW2 > 32, CHUNKS_POW2, STAGE, HOLD)  # fmt: skip
+        _lagged_dx(DX, W, DH, X, DY, WORDS, last, mean_prev, rstd_prev, offset, cols, mask,
+                   lanes, chunks, inv_n, stride_dx, stride_dh, stride_x, stride_dy, HAS_WEIGHT,
+                   CENTER, HAS_DH, CHUNKS_POW2 > 32, CHUNKS_POW2, STAGE)  # fmt: skip
         if WEIGHT_GRAD:
             tl.store(DW_PARTIAL + first * N + cols, dw_acc, mask=mask)
         if BIAS_GRAD:
