@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# widebwd (session 11 helper), its one GPU call: GPU tests of the narrow-row norm backward, the
+# widebwd (session 11 helper), GPU call 1: GPU tests of the narrow-row norm backward, the
 # kernel-alone sweep of split-row launches (bf16; 4096 x 32768, 8192 x 65536, 4096 x 16411),
 # the dispatch table the sweep supports (scripts/gpu/widebwd_pick.py; "none" if a test
 # failed), then the harness rows of the three norm backwards at 4096 x 32768, 8192 x 65536 and

@@ -126,7 +126,8 @@ def test_public_ops_take_the_narrow_split_where_listed(op, kernel, monkeypatch, 
 @pytest.mark.parametrize(("M", "N"), [(300, 32768), (37, 40009), (64, 65536)])
 def test_narrow_backward_gpu(center, residual, dtype, M, N, poison_outputs):
     """The one-launch meetings of both kernels at the default plan and the swept launches
-    (bf16, the dtype the table serves; the interpreter tests fp32 and fp16)."""
+    (bf16, the dtype the table serves; the interpreter tests fp32 and fp16), bitwise the same
+    on a second run."""
     x, dy, dh, w, mean, rstd = operands(M, N, dtype, "cuda", shift=20.0 if center else 0.0)
     dh = dh if residual else None
     want = expected(dy, x, w, mean, rstd, dh, 0.0, center)
@@ -144,6 +145,9 @@ def test_narrow_backward_gpu(center, residual, dtype, M, N, poison_outputs):
     for run, p in runs:
         got = run(dy, x, w, mean, rstd, dh, 0.0, center, True, center, p)
         check(got, want, dtype, True, center)
+        again = run(dy, x, w, mean, rstd, dh, 0.0, center, True, center, p)
+        for g, g2 in zip(got, again, strict=True):  # no atomics in any sum
+            assert torch.equal(g, g2)
 
 
 GPU_LAUNCHES = ({"block": 2048, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},)
