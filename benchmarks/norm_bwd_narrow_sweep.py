@@ -9,7 +9,9 @@ The sweep times each op's backward (RMSNorm, add+RMSNorm with dh, LayerNorm with
 dbias) at SWEEP_SHAPES ("4096x32768 4096x16411 8192x65536" by default), CUDA-event medians of
 ``triton.testing.do_bench``: "default" is what the ops take (``norm.rms_norm_backward`` /
 ``layer_norm_backward``), then each kernel at each launch (SWEEP_LAUNCHES, "kernel/block/warps/
-programs an SM/prefetch"; kernel "flags", "lag" (dx from a re-read) or "hold" (from registers)). The fraction of copy counts x and dy (and dh) read once and dx
+programs an SM/prefetch"; kernel "flags" or "lag"). The recorded run
+(``benchmarks/results/widebwd-2026-11-25/run1-widebwd-sweep.txt``) also timed "hold", a variant
+of the lag kernel holding x and dy in registers, since removed (wrong dx on the H100).. The fraction of copy counts x and dy (and dh) read once and dx
 written once, the [N] vectors left out; the copy is timed in the same process.
 """
 
@@ -39,11 +41,7 @@ SHAPES = tuple(
     for s in os.environ.get("SWEEP_SHAPES", "4096x32768 4096x16411 8192x65536").split()
 )
 OPS = {"rms": (False, False), "add_rms": (False, True), "layer": (True, False)}
-RUNS = {
-    "flags": norm.split_norm_backward,
-    "lag": norm.lag_norm_backward,
-    "hold": lambda *args: norm.lag_norm_backward(*args, hold=True),
-}
+RUNS = {"flags": norm.split_norm_backward, "lag": norm.lag_norm_backward}
 
 
 def spills() -> None:
@@ -55,8 +53,7 @@ def spills() -> None:
     from warpforge.ops._kernels.norm_lag_bwd import norm_bwd_lag_flags_kernel
     from warpforge.ops._kernels.norm_split_bwd import norm_bwd_flags_kernel
 
-    kernels = {"flags": norm_bwd_flags_kernel, "lag": norm_bwd_lag_flags_kernel,
-               "hold": norm_bwd_lag_flags_kernel}  # fmt: skip
+    kernels = {"flags": norm_bwd_flags_kernel, "lag": norm_bwd_lag_flags_kernel}
     rows.device_capabilities = split_rows.device_capabilities = lambda device: sls.H100
     for dt in os.environ.get("SPILL_DTYPES", "bf16").split(","):
         types = {a: "*" + dt for a in ("DY", "X", "W", "DH", "DX")}
@@ -71,8 +68,6 @@ def spills() -> None:
                              HAS_DH=residual)  # fmt: skip
                 if kernel == "flags":
                     flags["PREFETCH"] = bool(prefetch)
-                else:
-                    flags["HOLD"] = kernel == "hold"
                 reg, stack = sls.usage(kernels[kernel], types, flags, warps,
                                        aligned=("stride_dy", "stride_x", "stride_dx",
                                                 "stride_dh"),
