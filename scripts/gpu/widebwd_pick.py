@@ -21,14 +21,18 @@ KERNEL = {"flags": "flags", "lag": "lag"}  # run 1 also timed "hold" (removed si
 
 def main(path: str) -> None:
     times: dict[tuple[str, int, str], float] = {}
-    for line in open(path):
+    with open(path) as f:
+        lines = f.read().splitlines()
+    for line in lines:
         m = LINE.match(line.strip())
         if m and m.group(1) == "bfloat16":
             times[(m.group(4), int(m.group(3)), m.group(5))] = float(m.group(6))
     items = []
     for op, family in FAMILY.items():
         default = times.get((op, 32768, "default"))
-        cands = {n: t for (o, N, n), t in times.items() if o == op and N == 32768 and n != "default"}
+        cands = {
+            n: t for (o, N, n), t in times.items() if o == op and N == 32768 and n != "default"
+        }
         if default is None or not cands:
             continue
         cands = {n: t for n, t in cands.items() if n.split()[0] in KERNEL}
@@ -36,7 +40,10 @@ def main(path: str) -> None:
             continue
         name = min(cands, key=cands.get)
         if cands[name] > 0.97 * default:
-            print(f"# {op}: default kept ({default} us, best {name} {cands[name]} us)", file=sys.stderr)
+            print(
+                f"# {op}: default kept ({default} us, best {name} {cands[name]} us)",
+                file=sys.stderr,
+            )
             continue
         narrow = times.get((op, 16411, name), 1e30) < times.get((op, 16411, "default"), 0.0)
         wide = times.get((op, 65536, name), 1e30) < 0.97 * times.get((op, 65536, "default"), 0.0)
@@ -44,10 +51,15 @@ def main(path: str) -> None:
         block, warps = launch.rstrip("w").split("/")
         per_sm = per_sm.lstrip("x")
         prefetch = pf.split("=")[1]
-        items.append(f"{family}:2={KERNEL[kernel]}/{block}/{warps}/{per_sm}/{prefetch}/"
-                     f"{16385 if narrow else 32768}/{65536 if wide else 65535}")
-        print(f"# {op}: {name} {cands[name]} us against default {default} us; "
-              f"16411 {narrow}, 65536 {wide}", file=sys.stderr)
+        items.append(
+            f"{family}:2={KERNEL[kernel]}/{block}/{warps}/{per_sm}/{prefetch}/"
+            f"{16385 if narrow else 32768}/{65536 if wide else 65535}"
+        )
+        print(
+            f"# {op}: {name} {cands[name]} us against default {default} us; "
+            f"16411 {narrow}, 65536 {wide}",
+            file=sys.stderr,
+        )
     print(";".join(items) or "none")
 
 

@@ -5,7 +5,6 @@ formulas, on poisoned outputs; the interpreter runs the two-launch fallback."""
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 from launch_spy import LaunchSpy
@@ -192,6 +191,7 @@ def test_narrow_plans_pick_the_first_choice_holding_the_width(element_size, monk
     monkeypatch.delenv(norm.NORM_BWD_NARROW_ENV, raising=False)
     norm.norm_bwd_narrow_plan.cache_clear()
     try:
+
         def plan(family, N):
             got = norm.norm_bwd_narrow_plan(family, 4096, N, element_size, "cuda")
             return None if got is None else (got[0], got[1].block)

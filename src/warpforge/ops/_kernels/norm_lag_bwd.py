@@ -83,7 +83,7 @@ def norm_bwd_lag_flags_kernel(
     """RMSNorm / LayerNorm (CENTER) backward of rows split over ``cdiv(N, BLOCK_N)`` programs,
     the math and operands of ``norm_bwd_flags_kernel`` (the same words, partial rows and
     places), dx of each row written one iteration after its sums are published, from a re-read
-of its x and dy (an L2 hit; holding them in registers instead spilled, see the module doc).
+    of its x and dy (an L2 hit; holding them in registers instead spilled, see the module doc).
 
     STAGE 0 (GPU): one launch. STAGE 1 / 2 (the interpreter): the words only / dx and the
     partials (two launches)."""
