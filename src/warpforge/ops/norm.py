@@ -1097,6 +1097,142 @@ def split_norm_backward(
     )  # fmt: skip
 
 
+def lag_norm_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    mean: torch.Tensor | None,
+    rstd: torch.Tensor,
+    dh: torch.Tensor | None,
+    offset: float,
+    center: bool,
+    weight_grad: bool,
+    bias_grad: bool,
+    plan: SplitRowPlan,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`split_norm_backward` through ``norm_bwd_lag_flags_kernel`` (dx of a row written
+    one iteration after its sums are published, from a re-read of its x and dy; the next row
+    loaded an iteration ahead, ``plan.prefetch`` is ignored): the same operands, words and plan
+    limits."""
+    from warpforge.ops._kernels.norm_lag_bwd import norm_bwd_lag_flags_kernel
+
+    M = x.shape[0]
+    if plan.chunks_pow2 > _NORM_BWD_SPLIT_MAX_CHUNKS:
+        raise ValueError(
+            f"plan: at most {_NORM_BWD_SPLIT_MAX_CHUNKS} chunks a row, got {plan.chunks}"
+        )
+    if plan.programs // plan.chunks > M:
+        raise ValueError(f"plan: expected at most {M} slots (rows), got {plan}")
+    x, dy = as_rows(x), as_rows(dy)
+    dh = as_rows(dh) if dh is not None else None
+    operands = (
+        dy,
+        x,
+        weight.contiguous() if weight is not None else x,
+        mean if center else rstd,
+        rstd,
+        dh if dh is not None else dy,
+        dh.stride(0) if dh is not None else 0,
+        offset,
+    )
+    return _flag_word_split_backward(
+        norm_bwd_lag_flags_kernel, plan, x, weight, weight_grad, bias_grad, 1, operands,
+        CENTER=center, HAS_DH=dh is not None,
+    )  # fmt: skip
+
+
+NORM_BWD_NARROW_MIN_N = 16385
+"""The narrowest row whose backward may take :data:`NORM_BWD_NARROW` (rows of up to 16384
+columns fit the whole-row kernel of :func:`_norm_backward`)."""
+
+NarrowChoice = tuple[str, dict[str, int | bool], int, int]
+
+_FLAGS_2048 = {"block": 2048, "num_warps": 4, "programs_per_sm": 4, "prefetch": True}
+_FLAGS_4096 = {"block": 4096, "num_warps": 4, "programs_per_sm": 2, "prefetch": True}
+_LAG_2048 = {"block": 2048, "num_warps": 4, "programs_per_sm": 4, "prefetch": False}
+
+NORM_BWD_NARROW: dict[tuple[str, int], tuple[NarrowChoice, ...]] = {
+    ("rms_norm", 2): (("flags", _FLAGS_2048, 16385, 32767), ("lag", _LAG_2048, 32768, 65536)),
+    ("add_rms_norm", 2): (
+        ("flags", _FLAGS_2048, 16385, 32767),
+        ("flags", _FLAGS_4096, 32768, 65535),
+    ),
+    ("layer_norm", 2): (("flags", _FLAGS_4096, 32768, 65535),),
+}
+"""(op family, element size) -> the (kernel, split launch, narrowest, widest row) choices of
+the backward of rows of ``NORM_BWD_NARROW_MIN_N`` columns and up, the first whose widths hold
+N: kernel ``"flags"`` (:func:`split_norm_backward`) or ``"lag"`` (:func:`lag_norm_backward`).
+Rows outside them, families and sizes not listed keep their other kernels (RMSNorm's chunked
+kernel, LayerNorm's pairs / held kernels; from ``NORM_BWD_SPLIT_MIN_N``, the flags kernel at
+:data:`NORM_BWD_SPLIT_LAUNCHES`).
+
+Kernel alone on the H100, bf16 (``benchmarks/norm_bwd_narrow_sweep.py``,
+``benchmarks/results/widebwd-2026-11-25/run1-widebwd-sweep.txt``), RMSNorm / add+RMSNorm /
+LayerNorm: 4096 x 32768 default 667 / 801 / 400 us, flags at 4096 columns (4 warps, 2 an SM)
+329 / 382 / 347 us, the lag kernel at 2048 columns (4 warps, 4 an SM) 308 / 427 / 417 us;
+4096 x 16411 default 584 / 636 / 318 us, flags at 2048 columns (4 warps, 4 an SM) 258 / 330 /
+314 us, lag 377 / 469 / 725 us; 8192 x 65536 default (flags at 4096 columns) 1302 / 1522 /
+1410 us, lag 1212 / 1591 / 1536 us. LayerNorm under 32768 columns keeps its pairs kernel (a
+tie at 16411). float32 is not listed: not measured."""
+
+NORM_BWD_NARROW_ENV = "WARPFORGE_NORM_BWD_NARROW"
+"""Replaces :data:`NORM_BWD_NARROW` (benchmark sweeps), read when a shape is first planned:
+``family:size=kernel/block/warps/programs an SM/prefetch/narrowest/widest`` items separated by
+``;``, a family's in order (``none``: an empty table)."""
+
+
+def _narrow_table() -> dict[tuple[str, int], tuple[NarrowChoice, ...]]:
+    spec = os.environ.get(NORM_BWD_NARROW_ENV, "").strip()
+    if not spec:
+        return NORM_BWD_NARROW
+    table: dict[tuple[str, int], tuple[NarrowChoice, ...]] = {}
+    for item in filter(None, (i.strip() for i in spec.split(";"))):
+        if item == "none":
+            continue
+        try:
+            key, value = item.split("=")
+            family, size = key.split(":")
+            kernel, *numbers = value.split("/")
+            block, warps, per_sm, prefetch, narrowest, widest = (int(v) for v in numbers)
+        except ValueError:
+            raise ValueError(
+                f"{NORM_BWD_NARROW_ENV}: expected family:size=kernel/block/warps/"
+                f"programs_per_sm/prefetch/narrowest/widest items, got {item!r}"
+            ) from None
+        if kernel not in ("flags", "lag"):
+            raise ValueError(f"{NORM_BWD_NARROW_ENV}: unknown kernel {kernel!r} in {item!r}")
+        launch = {"block": block, "num_warps": warps, "programs_per_sm": per_sm,
+                  "prefetch": bool(prefetch)}  # fmt: skip
+        choice = (kernel, launch, narrowest, widest)
+        table[(family, int(size))] = (*table.get((family, int(size)), ()), choice)
+    return table
+
+
+def _family(center: bool, dh: torch.Tensor | None) -> str:
+    return "layer_norm" if center else "add_rms_norm" if dh is not None else "rms_norm"
+
+
+@functools.lru_cache(maxsize=1024)
+def norm_bwd_narrow_plan(
+    family: str, M: int, N: int, element_size: int, device: torch.device | str
+) -> tuple[str, SplitRowPlan] | None:
+    """(kernel, plan) of :data:`NORM_BWD_NARROW` for rows of N columns, or None (not listed,
+    outside its widths, more chunks than the words' poll reads, or more programs a row than
+    the GPU holds at once)."""
+    choices = [
+        (kernel, launch)
+        for kernel, launch, narrowest, widest in _narrow_table().get((family, element_size), ())
+        if max(narrowest, NORM_BWD_NARROW_MIN_N) <= N <= widest
+    ]
+    if not choices:
+        return None
+    kernel, launch = choices[0]
+    plan = split_row_plan(M, N, device, **launch, flag_words=True)
+    if plan is None or plan.chunks_pow2 > _NORM_BWD_SPLIT_MAX_CHUNKS:
+        return None
+    return kernel, plan
+
+
 def _long_row_backward(
     dy: torch.Tensor,
     x: torch.Tensor,
@@ -1110,14 +1246,23 @@ def _long_row_backward(
     bias_grad: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
     """:func:`split_norm_backward` where its default plan applies (kernels' path, rows of at
-    least ``NORM_BWD_SPLIT_MIN_N`` columns, ``WARPFORGE_NORM_BWD_SPLIT`` not off), else None."""
+    least ``NORM_BWD_SPLIT_MIN_N`` columns, ``WARPFORGE_NORM_BWD_SPLIT`` not off), for
+    narrower rows the kernel and launch of :data:`NORM_BWD_NARROW` where one is listed, else
+    None."""
     M, N = x.shape
     if (
         M == 0
-        or N < NORM_BWD_SPLIT_MIN_N
+        or N < NORM_BWD_NARROW_MIN_N
         or not _split_backward_enabled()
         or execution_path(x.device) is ExecutionPath.TORCH_REFERENCE
     ):
+        return None
+    narrow = norm_bwd_narrow_plan(_family(center, dh), M, N, x.element_size(), x.device)
+    if narrow is not None:
+        kernel, plan = narrow
+        run = lag_norm_backward if kernel == "lag" else split_norm_backward
+        return run(dy, x, weight, mean, rstd, dh, offset, center, weight_grad, bias_grad, plan)
+    if N < NORM_BWD_SPLIT_MIN_N:
         return None
     plan = norm_bwd_split_plan(M, N, x.element_size(), x.device)
     if plan is None:

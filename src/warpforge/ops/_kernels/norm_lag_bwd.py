@@ -1,0 +1,149 @@
+"""The lagged split-row norm backward (``norm_bwd_lag_flags_kernel``): ``norm_bwd_flags_kernel``
+with the wait for a row's totals moved one row later.
+
+``norm_bwd_flags_kernel`` publishes row r's chunk sums and then polls the row's other words
+before it can write dx of r: every row costs a meeting of its programs, during which only the
+prefetch of the next row is in flight. Here an iteration loads row r + 1 (a whole iteration
+ahead), publishes row r's sums, accumulates its parameter gradients and only then polls the
+words of row r - 1, published by the other programs an iteration earlier, so the poll rarely
+waits; dx of r - 1 comes from a re-read of its x and dy (read an iteration earlier, so L2
+hits). Holding them in registers instead (a HOLD variant) spilled 100-700 bytes a thread on
+sm_90 (``benchmarks/norm_bwd_narrow_sweep.py spills``), timed no faster and gave wrong dx on
+the H100 (Triton 3.6), so it was removed. It terminates for the same reason: a program
+publishes row r before it polls anything of r, and the programs of a row are resident
+together (``warpforge.ops._split_rows``).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from warpforge.ops._kernels.norm_split_bwd import _add_pair, _row_totals
+from warpforge.ops._kernels.split_rows import publish_word, split_place
+
+
+@triton.jit
+def _lagged_dx(
+    DX, W, DH, X, DY, WORDS, row, mean, rstd, offset, cols, mask, lanes, chunks, inv_n,
+    stride_dx, stride_dh, stride_x, stride_dy, HAS_WEIGHT: tl.constexpr, CENTER: tl.constexpr,
+    HAS_DH: tl.constexpr, SECOND: tl.constexpr, CHUNKS_POW2: tl.constexpr, STAGE: tl.constexpr,
+):  # fmt: skip
+    """dx of ``row`` from a re-read of its x and dy (read an iteration ago: L2 hits), once the
+    row's words are all published."""
+    x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0)  # issued before the poll
+    dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0.0)
+    if HAS_DH:
+        dh = tl.load(DH + row * stride_dh + cols, mask=mask, other=0.0)
+    if CENTER:
+        xhat = tl.where(mask, (x.to(tl.float32) - mean) * rstd, 0.0)
+    else:
+        xhat = x.to(tl.float32) * rstd  # masked columns loaded as 0
+    wdy = dy.to(tl.float32)
+    if HAS_WEIGHT:
+        wdy = wdy * (offset + tl.load(W + cols, mask=mask, other=0.0).to(tl.float32))
+    total_wdy, total_dot = _row_totals(WORDS + row * CHUNKS_POW2, lanes, chunks, SECOND, STAGE)
+    dx = wdy - xhat * (total_dot * inv_n)
+    if CENTER:
+        dx = dx - total_wdy * inv_n
+    dx = dx * rstd
+    if HAS_DH:
+        dx = dx + dh.to(tl.float32)
+    tl.store(DX + row * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def norm_bwd_lag_flags_kernel(
+    DY,
+    X,
+    W,
+    MEAN,
+    RSTD,
+    DH,
+    stride_dh,
+    offset,
+    DX,
+    DW_PARTIAL,
+    DB_PARTIAL,
+    WORDS,
+    stride_dy,
+    stride_x,
+    stride_dx,
+    M,
+    N,
+    HAS_WEIGHT: tl.constexpr,
+    WEIGHT_GRAD: tl.constexpr,
+    BIAS_GRAD: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    STAGE: tl.constexpr,
+    CENTER: tl.constexpr,
+    HAS_DH: tl.constexpr,
+):
+    """RMSNorm / LayerNorm (CENTER) backward of rows split over ``cdiv(N, BLOCK_N)`` programs,
+    the math and operands of ``norm_bwd_flags_kernel`` (the same words, partial rows and
+    places), dx of each row written one iteration after its sums are published, from a re-read
+    of its x and dy (an L2 hit; holding them in registers instead spilled, see the module doc).
+
+    STAGE 0 (GPU): one launch. STAGE 1 / 2 (the interpreter): the words only / dx and the
+    partials (two launches)."""
+    chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
+    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
+        lanes = tl.arange(0, 32)
+    else:
+        lanes = tl.arange(0, CHUNKS_POW2)
+    inv_n = 1.0 / N
+    dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+    first = slot.to(tl.int64)  # 64-bit row offsets throughout
+    n_rows = tl.cdiv(M - slot, slots)  # >= 1: a plan has at most M slots
+    x_next = tl.load(X + first * stride_x + cols, mask=mask, other=0.0)
+    dy_next = tl.load(DY + first * stride_dy + cols, mask=mask, other=0.0)
+    rstd_prev = tl.load(RSTD + first)  # typed for the loop (fp32 scalars)
+    mean_prev = rstd_prev * 0.0
+    for i in range(0, n_rows):
+        row = first + i * slots
+        x, dy = x_next, dy_next
+        # row + 1 a whole iteration ahead: its loads overlap this row's sums and the dx of r - 1
+        upcoming = row + slots
+        next_end = tl.where(upcoming < M, N, 0)  # nothing past the last row
+        x_next = tl.load(X + upcoming * stride_x + cols, mask=cols < next_end, other=0.0)
+        dy_next = tl.load(DY + upcoming * stride_dy + cols, mask=cols < next_end, other=0.0)
+        rstd = tl.load(RSTD + row)
+        if CENTER:
+            mean = tl.load(MEAN + row)
+            xhat = tl.where(mask, (x.to(tl.float32) - mean) * rstd, 0.0)
+        else:
+            mean = rstd * 0.0  # unused; an fp32 scalar like CENTER's for the loop
+            xhat = x.to(tl.float32) * rstd
+        dy32 = dy.to(tl.float32)
+        if HAS_WEIGHT:
+            wdy = dy32 * (offset + tl.load(W + cols, mask=mask, other=0.0).to(tl.float32))
+        else:
+            wdy = dy32
+        if STAGE != 2:
+            if CENTER:
+                s_wdy, s_dot = tl.reduce((wdy, wdy * xhat), 0, _add_pair)
+            else:
+                s_wdy, s_dot = 0.0, tl.sum(wdy * xhat, axis=0)
+            publish_word(WORDS + row * CHUNKS_POW2 + chunk, s_wdy, s_dot, STAGE)
+        if STAGE != 1:
+            if WEIGHT_GRAD:
+                dw_acc += dy32 * xhat
+            if BIAS_GRAD:
+                db_acc += dy32
+            if i > 0:
+                _lagged_dx(DX, W, DH, X, DY, WORDS, row - slots, mean_prev, rstd_prev, offset,
+                           cols, mask, lanes, chunks, inv_n, stride_dx, stride_dh, stride_x,
+                           stride_dy, HAS_WEIGHT, CENTER, HAS_DH, CHUNKS_POW2 > 32, CHUNKS_POW2,
+                           STAGE)  # fmt: skip
+        mean_prev, rstd_prev = mean, rstd
+    if STAGE != 1:
+        last = first + (n_rows - 1) * slots
+        _lagged_dx(DX, W, DH, X, DY, WORDS, last, mean_prev, rstd_prev, offset, cols, mask,
+                   lanes, chunks, inv_n, stride_dx, stride_dh, stride_x, stride_dy, HAS_WEIGHT,
+                   CENTER, HAS_DH, CHUNKS_POW2 > 32, CHUNKS_POW2, STAGE)  # fmt: skip
+        if WEIGHT_GRAD:
+            tl.store(DW_PARTIAL + first * N + cols, dw_acc, mask=mask)
+        if BIAS_GRAD:
+            tl.store(DB_PARTIAL + first * N + cols, db_acc, mask=mask)
