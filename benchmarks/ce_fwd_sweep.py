@@ -2,7 +2,9 @@
 
 At 32768 x 256, 4096 x 50257 and 2048 x 151936 (bf16 and fp32): the per-row kernel with its
 default launch and over a grid of (BLOCK, num_warps), for rows that start off 16-byte
-boundaries both the plain kernel and the aligned-chunk kernel (``loss_only_rows``); then the
+boundaries both the plain kernel and the aligned-chunk kernel (``loss_only_rows``), for short
+rows the several-rows-a-program kernel over (rows, num_warps); for unaligned rows also the
+saved-lse backward, row kernel against the flat stream over (BLOCK, num_warps); then the
 op as the harness runs it (``cross_entropy(logits, target)``, mean, no gradient) and a profiler
 table of one call per shape (which launches it takes). Every contender's per-row losses are
 first compared with a float64 reference (relative error); timing is
@@ -25,6 +27,8 @@ import torch
 
 IGNORE = -100
 SHAPES = ((32768, 256), (4096, 50257), (2048, 151936))
+SHORT_GRID = ((4, 1), (8, 2), (16, 4), (32, 4), (32, 8), (64, 8))
+FLAT_GRID = ((2048, 4), (4096, 8), (8192, 16), (16384, 16))
 GRID = [(b, w) for b in (1024, 2048, 4096, 8192) for w in (4, 8, 16, 32) if b >= 32 * w]
 
 
@@ -85,6 +89,10 @@ def main() -> None:
             record(f"plain default {default}", lambda a=args3: ce.row_losses(*a))
             if unaligned:
                 record(f"aligned default {default}", lambda a=args3: ce.loss_only_rows(*a))
+            if ce._short_rows(logits):
+                for short in SHORT_GRID:
+                    record(f"short rows {short}",
+                           lambda a=args3, c=short: ce.loss_only_rows(*a, short=c))  # fmt: skip
             for launch in GRID:
                 if launch[0] > 4 * V:
                     continue
@@ -92,6 +100,41 @@ def main() -> None:
                 if unaligned:
                     record(f"aligned {launch}",
                            lambda a=args3, c=launch: ce.loss_only_rows(*a, launch=c))  # fmt: skip
+            if unaligned:  # the backward from saved lse: the row kernel against the flat stream
+                _, lse = ce.loss_only_rows(*args3)
+                grad_loss = torch.rand(M, device="cuda", generator=gen) + 0.5
+                scale = torch.where(valid, grad_loss, 0.0).double()
+                want = torch.empty(M, V, device="cuda", dtype=torch.float32)
+                for r in range(0, M, 512):
+                    x = logits[r : r + 512].double()
+                    g = torch.exp(x - x.logsumexp(-1, keepdim=True))
+                    rows_r = torch.arange(g.shape[0], device="cuda")
+                    g[rows_r, torch.where(valid[r : r + 512], target[r : r + 512], 0)] -= 1.0
+                    want[r : r + 512] = (g * scale[r : r + 512, None]).float()
+                out = torch.empty_like(logits)
+                bwd_bytes = 2 * M * V * logits.element_size() + M * 16
+
+                def grads(fn, *, out=out, want=want):
+                    out.fill_(float("nan"))
+                    fn()
+                    return out.float(), want
+
+                def record_bwd(contender, fn, *, nbytes=bwd_bytes, dt=dtype_name, shape=shape):
+                    got, want = grads(fn)
+                    err = float((got - want).double().norm() / want.double().norm())
+                    ms = do_bench(fn, return_mode="median")
+                    rows.append({"dtype": dt, "shape": shape, "contender": contender,
+                                 "us": ms * 1e3, "of_copy": nbytes / (ms * 1e-3) / copy,
+                                 "rel_err": err})  # fmt: skip
+                    lines.append(f"{dt} {shape} {contender}: {ms * 1e3:9.1f} us "
+                                 f"{rows[-1]['of_copy']:6.1%} of copy  rel_err {err:.1e}")  # fmt: skip
+
+                bwd_args = (out, logits, target, lse, grad_loss, IGNORE, 0.0, 0.0)
+                record_bwd("bwd row kernel", lambda a=bwd_args: ce.row_grads(*a))
+                for launch in FLAT_GRID:
+                    record_bwd(f"bwd flat {launch}",
+                               lambda a=bwd_args, c=launch: ce.flat_row_grads(*a, c))  # fmt: skip
+                del want, out
             # the op without a gradient, as the harness's cross_entropy.fwd runs it
             loss = cross_entropy(logits, target)
             mean_ref = ref.sum() / valid.sum()

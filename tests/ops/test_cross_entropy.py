@@ -464,6 +464,36 @@ def test_loss_only_forward_over_odd_and_even_chunk_counts(dtype, vocab):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("vocab", [1, 5, 16, 37, 256, 1000])
+@pytest.mark.parametrize("short", [(4, 1), (16, 4)])
+def test_loss_only_forward_takes_short_rows_several_a_program(dtype, vocab, short, monkeypatch):
+    """Rows of up to SHORT_ROWS_MAX_COLS classes, ROWS a program: a ragged last program (37
+    rows), rows with a stride wider than V, -inf logits, the row max first and last, label
+    smoothing and z-loss, an ignored row, against float64."""
+    from warpforge.ops._kernels import cross_entropy as kernels
+
+    spy = LaunchSpy(kernels.cross_entropy_fwd_rows_kernel)
+    monkeypatch.setattr(kernels, "cross_entropy_fwd_rows_kernel", spy)
+    gen = torch.Generator().manual_seed(vocab + 7 * short[0])
+    wide = (torch.randn(37, vocab + 5, generator=gen) * 3).to(dtype)
+    wide[0, vocab - 1] = wide[1, 0] = 12.0
+    if vocab > 4:
+        wide[2, 1:4] = float("-inf")
+    logits = wide[:, :vocab]
+    target = random_target((37,), vocab, gen)
+    target[0], target[1], target[3] = vocab - 1, 0, IGNORE
+    loss, lse = ce_module.loss_only_rows(logits, target, IGNORE, 0.1, 1e-3, short=short)
+    x64 = logits.double()
+    expected = reference_cross_entropy(
+        x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-3
+    )
+    tol = 2e-5 if dtype == torch.float32 else 1e-3
+    torch.testing.assert_close(loss.double(), expected, atol=tol, rtol=tol)
+    torch.testing.assert_close(lse.double(), x64.logsumexp(-1), atol=tol, rtol=0)
+    assert spy.grids == [(-(-37 // short[0]),)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("vocab", [1, 5, 16, 29, 37, 61, 80, 97])
 @pytest.mark.parametrize("offset", [0, 3])
 def test_loss_only_forward_of_unaligned_rows_reads_aligned_chunks(dtype, vocab, offset,

@@ -305,6 +305,21 @@ def _unaligned_rows(logits: torch.Tensor) -> bool:
     )
 
 
+SHORT_ROWS_LAUNCH = (16, 4)
+"""(rows a program, num_warps) of the loss-only forward for rows of up to
+``SHORT_ROWS_MAX_COLS`` classes (``cross_entropy_fwd_rows_kernel``)."""
+
+SHORT_ROWS_MAX_COLS = 1024
+"""Widest row the loss-only forward takes several of a program as one tile."""
+
+
+def _short_rows(logits: torch.Tensor) -> bool:
+    return (
+        0 < logits.shape[1] <= SHORT_ROWS_MAX_COLS
+        and execution_path(logits.device) is not ExecutionPath.TORCH_REFERENCE
+    )
+
+
 def loss_only_rows(
     logits: torch.Tensor,
     target: torch.Tensor,
@@ -313,15 +328,32 @@ def loss_only_rows(
     z_loss: float,
     *,
     launch: tuple[int, int] | None = None,
+    short: tuple[int, int] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-row loss and logsumexp, as ``row_losses`` without a gradient, with rows that start
-    off 16-byte boundaries read from aligned chunk starts (``_unaligned_rows``); ``launch``
-    overrides (BLOCK, num_warps) as there."""
-    if not _unaligned_rows(logits):
-        return row_losses(logits, target, ignore_index, label_smoothing, z_loss, launch=launch)
+    """Per-row loss and logsumexp, as ``row_losses`` without a gradient: rows of up to
+    ``SHORT_ROWS_MAX_COLS`` classes several a program (``short`` = (rows a program, num_warps)
+    overrides ``SHORT_ROWS_LAUNCH``), longer rows that start off 16-byte boundaries read from
+    aligned chunk starts (``_unaligned_rows``; ``launch`` overrides (BLOCK, num_warps) as in
+    ``row_losses``), the others through ``row_losses``."""
     from warpforge.ops._kernels import cross_entropy as kernels
 
     n_rows, n_cols = logits.shape
+    if launch is None and (short is not None or _short_rows(logits)):
+        rows, num_warps = short or SHORT_ROWS_LAUNCH
+        loss = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
+        lse = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
+        if n_rows == 0:
+            return loss, lse
+        with kernel_device(logits):
+            kernels.cross_entropy_fwd_rows_kernel[(cdiv(n_rows, rows),)](
+                logits, target, loss, lse, n_rows, logits.stride(0), n_cols, ignore_index,
+                float(label_smoothing), float(z_loss), ROWS=rows,
+                BLOCK=max(16, next_power_of_2(n_cols)), HAS_SMOOTHING=label_smoothing > 0.0,
+                num_warps=num_warps, **_target_check_options(logits),
+            )  # fmt: skip
+        return loss, lse
+    if not _unaligned_rows(logits):
+        return row_losses(logits, target, ignore_index, label_smoothing, z_loss, launch=launch)
     loss = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
     lse = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
     block, num_warps = launch or _fwd_launch_config(n_rows, n_cols, logits.dtype, logits.device)

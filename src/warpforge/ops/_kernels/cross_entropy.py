@@ -347,6 +347,42 @@ def cross_entropy_fwd_aligned_kernel(
 
 
 @triton.jit
+def cross_entropy_fwd_rows_kernel(
+    logits_ptr, target_ptr, loss_ptr, lse_ptr, n_rows, logits_row_stride, n_cols,
+    ignore_index, label_smoothing, z_loss,
+    ROWS: tl.constexpr, BLOCK: tl.constexpr, HAS_SMOOTHING: tl.constexpr,
+    CHECK_TARGETS: tl.constexpr,
+):  # fmt: skip
+    """``cross_entropy_fwd_kernel`` for short rows (``n_cols <= BLOCK``): ROWS whole rows a
+    program as one [ROWS, BLOCK] tile. One 256-column row a program left each one-warp program
+    a single load to wait on (32768 x 256 bf16: 21.5 us, 23% of copy)."""
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    cols = tl.arange(0, BLOCK)
+    row_ok = rows < n_rows
+    inside = row_ok[:, None] & (cols[None, :] < n_cols)
+    row_ptrs = logits_ptr + rows * logits_row_stride
+    x = tl.load(row_ptrs[:, None] + cols[None, :], mask=inside, other=float("-inf"))
+    x = x.to(tl.float32)
+    row_max = tl.maximum(tl.max(x, axis=1), _NEG_BIG)  # exp never sees inf - inf
+    total = tl.sum(tl.exp2((x - row_max[:, None]) * LOG2E), axis=1)
+    lse = row_max + tl.log(total)
+    if HAS_SMOOTHING:
+        row_total = tl.sum(tl.where(inside, x, 0.0), axis=1)
+    else:
+        row_total = tl.zeros([ROWS], tl.float32)
+    target = tl.load(target_ptr + rows, mask=row_ok, other=ignore_index)
+    target, ignored, in_range = _classify_target(target, n_cols, ignore_index, CHECK_TARGETS)
+    target_logit = tl.load(
+        row_ptrs + tl.where(in_range, target, 0), mask=row_ok & in_range, other=0.0
+    ).to(tl.float32)
+    loss = _row_loss(
+        lse, row_total, target_logit, ignored, in_range, n_cols, label_smoothing, z_loss
+    )
+    tl.store(loss_ptr + rows, loss, mask=row_ok)
+    tl.store(lse_ptr + rows, lse, mask=row_ok)
+
+
+@triton.jit
 def cross_entropy_fwd_grad_kernel(
     logits_ptr,
     target_ptr,
