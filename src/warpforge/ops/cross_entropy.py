@@ -170,10 +170,12 @@ def gradient_in_forward(n_rows: int, n_cols: int, element_size: int, device: tor
 
 def _fused_gradient(logits: torch.Tensor) -> bool:
     """``gradient_in_forward`` for these 2-D logits, except rows past the whole-row block that
-    start off 16-byte boundaries (vocab 50257): the split kernels would load and store them
-    element by element (bf16 4096 x 50257: 926 us, 0.84x torch.compile,
-    ``session11-ce-2026-11-25``), so the aligned loss-only forward saves lse and the flat
-    backward streams the logits instead."""
+    start off 16-byte boundaries (vocab 50257): the split kernels load and store them element
+    by element, so the aligned loss-only forward saves lse and the backward streams the logits
+    instead. H100 harness, 4096 x 50257 (``session11-ce-2026-11-25``): bf16 forward+backward
+    926 us (0.84x torch.compile; ``logs.tgz``, its report lost to the piece's time limit) ->
+    636.9 us (1.22x, ``run2-ce-bf16.json``, with the flat backward since put back to the row
+    kernel, 28% faster alone); fp32 939.9 -> 891.7 us (1.47x -> 1.55x)."""
     n_rows, n_cols = logits.shape
     if not gradient_in_forward(n_rows, n_cols, logits.element_size(), logits.device):
         return False
@@ -495,23 +497,27 @@ _FLAT_BWD_MAX_COLS = 65535
 kernel already leads torch.compile at 128256 (1.04x, ``ops-bwd-ce-2026-11-21-rerun-h100.json``)."""
 
 
-FLAT_BWD_UNALIGNED_LAUNCH = (8192, 16)
-"""(BLOCK, num_warps) of the flat backward for rows that start off 16-byte boundaries (any
-dtype, any width from one block): the row kernel loads and stores those element by element
-(bf16 4096 x 50257: 86% of copy through the harness, ``session11-ce-2026-11-25``)."""
+FLAT_BWD_UNALIGNED_LAUNCHES = {4: (2048, 4)}
+"""Element size -> (BLOCK, num_warps) of the flat backward for rows that start off 16-byte
+boundaries, from one block wide: the row kernel loads and stores those element by element.
+H100, kernel alone, 4096 x 50257 (``session11-ce-2026-11-25/run2-ce_fwd_sweep.json``): fp32
+549.8 us (99.8% of copy) against 632.7 for the row kernel and 566.9-650.0 for the flat
+stream at 4096-16384 elements a program; bf16 keeps the row kernel (318.9 us against
+355.6-471.5 for the flat stream, whose 16-byte vectors hold 8 elements of two rows' terms)."""
 
 
 def _flat_bwd_launch(logits: torch.Tensor) -> tuple[int, int] | None:
     """The flat backward's launch for these logits, or None (the row kernel): GPU kernels only,
-    contiguous logits, and either rows that start off 16-byte boundaries or rows of one block
-    to ``_FLAT_BWD_MAX_COLS`` columns that the row kernel's slices would pad."""
+    contiguous logits, and either float32 rows that start off 16-byte boundaries or rows of
+    one block to ``_FLAT_BWD_MAX_COLS`` columns that the row kernel's slices would pad."""
     if logits.dim() != 2 or not logits.is_contiguous():
         return None
     if execution_path(logits.device) is ExecutionPath.TORCH_REFERENCE:
         return None
     n_cols = logits.shape[1]
-    if (n_cols * logits.element_size()) % 16 and n_cols >= FLAT_BWD_UNALIGNED_LAUNCH[0]:
-        return FLAT_BWD_UNALIGNED_LAUNCH
+    unaligned = FLAT_BWD_UNALIGNED_LAUNCHES.get(logits.element_size())
+    if unaligned and (n_cols * logits.element_size()) % 16 and n_cols >= unaligned[0]:
+        return unaligned
     launch = FLAT_BWD_LAUNCHES.get(logits.element_size())
     if launch is None:
         return None
@@ -551,7 +557,7 @@ def flat_row_grads(
     with kernel_device(logits):
         cross_entropy_bwd_flat_kernel[(cdiv(n, block),)](
             grad_logits, logits, target, lse, grad_loss, _row_stride(grad_loss), n_rows, n_cols,
-            ignore_index, float(label_smoothing), float(z_loss),
+            n, ignore_index, float(label_smoothing), float(z_loss),
             BLOCK=block, WIDE=n + block + n_cols >= 2**31, num_warps=num_warps,
         )  # fmt: skip
     return grad_logits

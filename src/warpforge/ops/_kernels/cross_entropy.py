@@ -925,7 +925,7 @@ def _flat_row_terms(target_ptr, lse_ptr, grad_loss_ptr, grad_loss_stride, row, n
 @triton.jit
 def cross_entropy_bwd_flat_kernel(
     grad_logits_ptr, logits_ptr, target_ptr, lse_ptr, grad_loss_ptr, grad_loss_stride,
-    n_rows, n_cols, ignore_index, label_smoothing, z_loss,
+    n_rows, n_cols, n_elements, ignore_index, label_smoothing, z_loss,
     BLOCK: tl.constexpr, WIDE: tl.constexpr,
 ):  # fmt: skip
     """``cross_entropy_bwd_kernel`` over contiguous logits seen as one flat stream: program
@@ -942,8 +942,10 @@ def cross_entropy_bwd_flat_kernel(
         pid = pid.to(tl.int64)
     start = pid * BLOCK
     offs = start + tl.arange(0, BLOCK)
-    whole = start + BLOCK <= n_rows * n_cols
-    mask = offs < n_rows * n_cols
+    # n_elements (= n_rows * n_cols) comes from the host: the product of the two 32-bit
+    # arguments would wrap past 2**31 elements
+    whole = start + BLOCK <= n_elements
+    mask = offs < n_elements
     if whole:
         x = tl.load(logits_ptr + offs, eviction_policy="evict_first")
     else:
