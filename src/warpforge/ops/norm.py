@@ -31,6 +31,7 @@ from warpforge.ops._rows import (
     row_launch_config,
 )
 from warpforge.ops._split_rows import SplitRowPlan, split_row_plan
+from warpforge.ops._wide_rows import WideLaunch, wide_grid, wide_launch
 from warpforge.runtime import ExecutionPath, device_capabilities, execution_path
 from warpforge.validation import (
     FLOAT_DTYPES,
@@ -441,6 +442,97 @@ def split_norm_forward(
     return y, h, mean, rstd
 
 
+# --------------------------------------------------------------------------- whole-row forward
+
+NORM_FWD_WIDE_LAUNCHES: dict[tuple[int, str], WideLaunch] = {
+    (2, "rms_norm.fwd"): WideLaunch(32, early_w=True),
+    (2, "add_rms_norm.fwd"): WideLaunch(32, early_w=True),
+    (2, "layer_norm.fwd"): WideLaunch(32),
+    (4, "rms_norm.fwd"): WideLaunch(32),
+    (4, "add_rms_norm.fwd"): WideLaunch(32),
+    (4, "layer_norm.fwd"): WideLaunch(32),
+}
+"""(element size, tunable) -> the whole-row launch (``norm_fwd_wide_kernel``) of rows of
+16385-32768 columns; keys not listed keep the split or chunked kernel. First guess, before the
+H100 sweep (``benchmarks/wide_rows_sweep.py``)."""
+
+
+def norm_fwd_wide_launch(
+    N: int, element_size: int, kernel: str, enabled: bool | None = None
+) -> WideLaunch | None:
+    """The whole-row launch of rows of N columns for ``kernel`` (``rms_norm.fwd`` ...), or None."""
+    return wide_launch(NORM_FWD_WIDE_LAUNCHES, (element_size, kernel), N, enabled)
+
+
+def wide_norm_forward(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    eps: float,
+    offset: float,
+    center: bool,
+    launch: WideLaunch,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`_norm_forward`'s (y, h, mean, rstd) from the whole-row kernels (rows of at most
+    ``WIDE_MAX_N`` columns); tests and sweeps pass their own launch."""
+    from warpforge.ops._kernels import wide_rows as kernels
+
+    M, N = x.shape
+    block = next_power_of_2(N)
+    if block > 32768:
+        raise ValueError(f"x: expected rows of at most 32768 columns, got {N}")
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    h = torch.empty((M, N) if residual is not None else (0,), dtype=x.dtype, device=x.device)
+    stats_dtype = torch.promote_types(x.dtype, torch.float32)
+    mean = torch.empty((M,) if center else (0,), dtype=stats_dtype, device=x.device)
+    rstd = torch.empty((M,), dtype=stats_dtype, device=x.device)
+    if M == 0:
+        return y, h, mean, rstd
+    x = as_rows(x)
+    residual = as_rows(residual) if residual is not None else None
+    args = (
+        x,
+        residual if residual is not None else x,
+        weight.contiguous() if weight is not None else x,
+        bias.contiguous() if bias is not None else x,
+        y,
+        h if residual is not None else y,
+        mean if center else rstd,
+        rstd,
+        x.stride(0),
+        residual.stride(0) if residual is not None else 0,
+        y.stride(0),
+        N,
+        M,
+        N,
+        eps,
+        offset,
+    )
+    flags = {
+        "CENTER": center,
+        "HAS_RESIDUAL": residual is not None,
+        "HAS_WEIGHT": weight is not None,
+        "HAS_BIAS": bias is not None,
+        "BLOCK_N": block,
+    }
+    grid = (wide_grid(M, launch, x.device),)
+    with kernel_device(x):
+        if launch.stages:
+            kernels.norm_fwd_wide_pipe_kernel[grid](
+                *args, **flags, STAGES=launch.stages, num_warps=launch.num_warps
+            )
+        else:
+            kernels.norm_fwd_wide_kernel[grid](
+                *args,
+                **flags,
+                EARLY_W=launch.early_w,
+                STREAM=launch.stream,
+                num_warps=launch.num_warps,
+            )
+    return y, h, mean, rstd
+
+
 def _forward(
     x: torch.Tensor,
     weight: torch.Tensor | None,
@@ -450,10 +542,15 @@ def _forward(
     offset: float,
     center: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The custom ops' forward: the split kernel for rows of at least ``NORM_FWD_SPLIT_MIN_N``
-    columns when a plan fits (and ``WARPFORGE_NORM_FWD_SPLIT`` is not off), else
-    :func:`_norm_forward`."""
+    """The custom ops' forward: the whole-row kernel for rows of 16385-32768 columns where
+    ``NORM_FWD_WIDE_LAUNCHES`` lists one (and ``WARPFORGE_WIDE_ROWS`` is not off), the split
+    kernel for rows of at least ``NORM_FWD_SPLIT_MIN_N`` columns when a plan fits (and
+    ``WARPFORGE_NORM_FWD_SPLIT`` is not off), else :func:`_norm_forward`."""
     M, N = x.shape
+    if M > 0 and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
+        wide = norm_fwd_wide_launch(N, x.element_size(), _kernel_name(center, residual))
+        if wide is not None:
+            return wide_norm_forward(x, weight, bias, residual, eps, offset, center, wide)
     if (
         M > 0
         and N > MAX_SINGLE_PASS_N

@@ -26,6 +26,7 @@ from warpforge.ops._rows import (
     row_launch_config,
 )
 from warpforge.ops._split_rows import SplitRowPlan, split_launch, split_row_plan
+from warpforge.ops._wide_rows import WideLaunch, wide_grid, wide_launch
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_tensor, normalize_dim
 
@@ -184,8 +185,74 @@ def _split_softmax_forward(x: torch.Tensor, y: torch.Tensor, log: bool, plan: Sp
             )  # fmt: skip
 
 
+FWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(32), 4: WideLaunch(32)}
+"""Element size -> the whole-row launch (``softmax_fwd_wide_kernel``) of the forward of rows of
+16385-32768 columns; sizes not listed keep the split or chunked kernel. First guess, before the
+H100 sweep (``benchmarks/wide_rows_sweep.py``)."""
+
+BWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {}
+"""Element size -> the whole-row launch (``softmax_bwd_wide_kernel``) of the backward of rows
+of 16385-32768 columns; sizes not listed keep the split kernel."""
+
+
+def _check_wide(N: int) -> int:
+    block = next_power_of_2(N)
+    if block > 32768:
+        raise ValueError(f"rows of at most 32768 columns expected, got {N}")
+    return block
+
+
+def wide_softmax_forward(x: torch.Tensor, log: bool, launch: WideLaunch) -> torch.Tensor:
+    """(log-)softmax of the rows of a (M, N) tensor (N <= 32768) from the whole-row kernels on
+    the kernels' path; tests and sweeps pass their own launch."""
+    from warpforge.ops._kernels import wide_rows as kernels
+
+    M, N = x.shape
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    block = _check_wide(N)
+    if M == 0 or N == 0:
+        return y
+    x = as_rows(x)
+    grid = (wide_grid(M, launch, x.device),)
+    with kernel_device(x):
+        if launch.stages:
+            kernels.softmax_fwd_wide_pipe_kernel[grid](
+                x, y, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=block,
+                STAGES=launch.stages, num_warps=launch.num_warps,
+            )  # fmt: skip
+        else:
+            kernels.softmax_fwd_wide_kernel[grid](
+                x, y, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=block,
+                STREAM=launch.stream, num_warps=launch.num_warps,
+            )  # fmt: skip
+    return y
+
+
+def wide_softmax_backward(
+    dy: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, log: bool, launch: WideLaunch
+) -> torch.Tensor:
+    """dx of (M, N) rows (N <= 32768, last stride 1) from ``softmax_bwd_wide_kernel``."""
+    from warpforge.ops._kernels import wide_rows as kernels
+
+    M, N = y.shape
+    block = _check_wide(N)
+    if M == 0 or N == 0:
+        return dx
+    with kernel_device(y):
+        kernels.softmax_bwd_wide_kernel[(M,)](
+            dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N, LOG=log, BLOCK_N=block,
+            STREAM=launch.stream, num_warps=launch.num_warps,
+        )  # fmt: skip
+    return dx
+
+
 @dispatched_op("warpforge::softmax_fwd", mutates_args=())
 def _softmax_fwd(x: torch.Tensor, log: bool) -> torch.Tensor:
+    M, N = x.shape
+    if M > 0 and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
+        wide = wide_launch(FWD_WIDE_LAUNCHES, x.element_size(), N)
+        if wide is not None:
+            return wide_softmax_forward(x, log, wide)
     return softmax_forward(x, log)
 
 
@@ -246,6 +313,9 @@ def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
     from warpforge.ops._kernels import softmax as kernels
 
     dy, y = as_rows(dy), as_rows(y)
+    wide = wide_launch(BWD_WIDE_LAUNCHES, y.element_size(), N)
+    if wide is not None:
+        return wide_softmax_backward(dy, y, dx, log, wide)
     config = _bwd_launch_config(M, N, y.dtype, y.device)
     if not config.single_pass:
         split = _bwd_split_plan(M, N, y.element_size(), y.device)
