@@ -65,7 +65,8 @@ def pick(rows, dtype, ops):
 
 
 def main(sweep: str, src: str) -> None:
-    rows = json.load(open(sweep))["rows"]
+    with open(sweep) as f:
+        rows = json.load(f)["rows"]
     norm_entries, fwd_entries, bwd_entries = [], [], []
     for dtype, size in DTYPES.items():
         for op, kernel in (("rms", "rms_norm.fwd"), ("add_rms", "add_rms_norm.fwd"),
@@ -78,23 +79,27 @@ def main(sweep: str, src: str) -> None:
             bwd_entries.append(f"{size}: {launch_source(label)}")
 
     path = f"{src}/warpforge/ops/norm.py"
-    text = open(path).read()
+    with open(path) as f:
+        text = f.read()
     table = "NORM_FWD_WIDE_LAUNCHES: dict[tuple[int, str], WideLaunch] = {"
     new = table + ("\n" + "\n".join(norm_entries) + "\n}" if norm_entries else "}")
     text, n = re.subn(re.escape(table) + r".*?\n?\}", lambda _: new, text, count=1, flags=re.S)
     assert n == 1
-    open(path, "w").write(text)
+    with open(path, "w") as f:
+        f.write(text)
     print(new)
 
     path = f"{src}/warpforge/ops/softmax_ops.py"
-    text = open(path).read()
+    with open(path) as f:
+        text = f.read()
     for name, entries in (("FWD_WIDE_LAUNCHES", fwd_entries), ("BWD_WIDE_LAUNCHES", bwd_entries)):
         line = f"{name}: dict[int, WideLaunch] = {{{', '.join(entries)}}}"
-        text, n = re.subn(rf"^{name}: dict\[int, WideLaunch\] = \{{.*?\}}$", lambda _: line,
+        text, n = re.subn(rf"^{name}: dict\[int, WideLaunch\] = \{{.*?\}}$", lambda _, line=line: line,
                           text, count=1, flags=re.M)  # fmt: skip
         assert n == 1, name
         print(line)
-    open(path, "w").write(text)
+    with open(path, "w") as f:
+        f.write(text)
 
 
 if __name__ == "__main__":
