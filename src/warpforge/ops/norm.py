@@ -445,12 +445,12 @@ def split_norm_forward(
 # --------------------------------------------------------------------------- whole-row forward
 
 NORM_FWD_WIDE_LAUNCHES: dict[tuple[int, str], WideLaunch] = {
-    (2, "rms_norm.fwd"): WideLaunch(32, early_w=True),
-    (2, "add_rms_norm.fwd"): WideLaunch(32, early_w=True),
+    (2, "rms_norm.fwd"): WideLaunch(16, early_w=True),
+    (2, "add_rms_norm.fwd"): WideLaunch(16),
     (2, "layer_norm.fwd"): WideLaunch(32),
     (4, "rms_norm.fwd"): WideLaunch(32),
-    (4, "add_rms_norm.fwd"): WideLaunch(32),
-    (4, "layer_norm.fwd"): WideLaunch(32),
+    (4, "add_rms_norm.fwd"): WideLaunch(16),
+    (4, "layer_norm.fwd"): WideLaunch(16),
 }
 """(element size, tunable) -> the whole-row launch (``norm_fwd_wide_kernel``) of rows of
 16385-32768 columns; keys not listed keep the split or chunked kernel. First guess, before the

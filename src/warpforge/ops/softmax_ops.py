@@ -190,7 +190,7 @@ FWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(32), 4: WideLaunch(32)
 16385-32768 columns; sizes not listed keep the split or chunked kernel. First guess, before the
 H100 sweep (``benchmarks/wide_rows_sweep.py``)."""
 
-BWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {}
+BWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(16)}
 """Element size -> the whole-row launch (``softmax_bwd_wide_kernel``) of the backward of rows
 of 16385-32768 columns; sizes not listed keep the split kernel."""
 
