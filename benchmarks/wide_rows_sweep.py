@@ -2,7 +2,8 @@
 the path they would replace (``WARPFORGE_WIDE_ROWS=0``: the split or chunked kernel) and, where
 installed, Liger-Kernel's kernels, kernel alone.
 
-    PYTHONPATH=src python benchmarks/wide_rows_sweep.py OUT_PREFIX     # GPU: OUT_PREFIX.txt/.json
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py OUT_PREFIX         # GPU: OUT_PREFIX.txt/.json
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py widths OUT_PREFIX  # the tables' launches
 
 CUDA-event medians of ``triton.testing.do_bench`` (L2 flushed between runs); fraction of copy
 = bytes read once and written once against ``copy_`` of the same tensor in the same run; each
@@ -139,7 +140,8 @@ def sweep_shape(dtype, M, N, norms, sms, bwds, with_liger, lines, rows) -> None:
             if with_liger and (fn := liger(op)) is not None:
                 _time("liger", lambda fn=fn: fn(x, r, w, b), ref[:2], moved, copy_bps, lines,
                       rows, meta)  # fmt: skip
-            for label, launch in norms.items():
+            per_op = norms.get(op, {}) if any(k in OPS for k in norms) else norms
+            for label, launch in per_op.items():
                 _time(label, lambda c=center, rr=rr, bb=bb, la=launch: norm.wide_norm_forward(
                     x, w, bb, rr, 1e-6, 0.0, c, la), ref, moved, copy_bps, lines, rows, meta)  # fmt: skip
             del ref
@@ -170,6 +172,43 @@ def sweep_shape(dtype, M, N, norms, sms, bwds, with_liger, lines, rows) -> None:
             del ref
 
 
+WIDTHS = [(torch.bfloat16, 4096, 20000), (torch.bfloat16, 4096, 24576),
+          (torch.bfloat16, 4096, 28672), (torch.bfloat16, 4096, 24577),
+          (torch.float32, 4096, 20000), (torch.float32, 4096, 24576)]  # fmt: skip
+"""``widths``: rows between 16384 and 32768 columns (24577: rows not 16-byte aligned)."""
+
+
+def widths(prefix: str) -> None:
+    """The tables' launches (ignoring their ``min_n``) against the current path at ``WIDTHS``,
+    to set each launch's ``min_n``; bf16 RMSNorm also with 32w early."""
+    import dataclasses
+
+    import triton
+
+    lines = [
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
+    ]
+    rows: list[dict] = []
+    for dtype, M, N in WIDTHS:
+        size = dtype.itemsize
+        table = {}
+        for op, kernel in (("rms", "rms_norm.fwd"), ("add_rms", "add_rms_norm.fwd"),
+                           ("layer", "layer_norm.fwd")):  # fmt: skip
+            if (la := norm.NORM_FWD_WIDE_LAUNCHES.get((size, kernel))) is not None:
+                table[op] = {"table": dataclasses.replace(la, min_n=0)}
+        if size == 2:
+            table.setdefault("rms", {})["32w early"] = W(32, early_w=True)
+        fwd = softmax_ops.FWD_WIDE_LAUNCHES.get(size)
+        bwd = softmax_ops.BWD_WIDE_LAUNCHES.get(size)
+        sweep_shape(dtype, M, N, table, {"table": fwd} if fwd else {},
+                    {"table": bwd} if bwd else {}, False, lines, rows)  # fmt: skip
+        torch.cuda.empty_cache()
+        with open(prefix + ".txt", "w") as f:
+            f.write("\n".join(lines) + "\n")
+        with open(prefix + ".json", "w") as f:
+            json.dump({"device": lines[0], "rows": rows}, f, indent=1)
+
+
 def main(prefix: str) -> None:
     import triton
 
@@ -187,4 +226,4 @@ def main(prefix: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    widths(sys.argv[2]) if sys.argv[1] == "widths" else main(sys.argv[1])

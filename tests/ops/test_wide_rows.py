@@ -11,7 +11,7 @@ from launch_spy import LaunchSpy
 
 import warpforge.ops._kernels.wide_rows as wide_kernels
 from warpforge.ops import layer_norm, log_softmax, norm, rms_norm, softmax, softmax_ops
-from warpforge.ops._wide_rows import WIDE_ROWS, WideLaunch
+from warpforge.ops._wide_rows import WIDE_ROWS, WideLaunch, wide_launch
 
 TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 NORMS = {"rms": (False, False), "add_rms": (False, True), "layer": (True, False)}
@@ -303,3 +303,18 @@ def test_more_than_2_to_31_elements_gpu():
         torch.testing.assert_close(s[tail].double(), softmax_expected(x[tail], False),
                                    atol=1e-3, rtol=1.6e-2)  # fmt: skip
         del s
+
+
+def test_a_launch_serves_rows_from_its_min_n(monkeypatch):
+    monkeypatch.delenv(WIDE_ROWS, raising=False)
+    launches = {2: WideLaunch(32, min_n=24576), 4: WideLaunch(16)}
+    assert wide_launch(launches, 2, 24575) is None
+    assert wide_launch(launches, 2, 24576) == launches[2]
+    assert wide_launch(launches, 2, 32768) == launches[2]
+    assert wide_launch(launches, 2, 32769) is None
+    assert wide_launch(launches, 4, 16384) is None
+    assert wide_launch(launches, 4, 16385) == launches[4]
+    assert wide_launch(launches, 8, 20000) is None
+    assert wide_launch(launches, 4, 20000, enabled=False) is None
+    monkeypatch.setenv(WIDE_ROWS, "no")
+    assert wide_launch(launches, 4, 20000) is None

@@ -36,6 +36,8 @@ class WideLaunch:
     """0: one row a program (grid M). 2 or more: the persistent kernel whose row loop Triton
     pipelines over this many stages (x, and the norms' weight and bias, staged in shared
     memory: ``stages - 1`` rows ahead)."""
+    min_n: int = MAX_SINGLE_PASS_N + 1
+    """Narrowest row the dispatch gives this launch (narrower rows keep the other kernels)."""
 
 
 def wide_rows_enabled() -> bool:
@@ -45,12 +47,14 @@ def wide_rows_enabled() -> bool:
 def wide_launch(
     launches: dict, key: object, N: int, enabled: bool | None = None
 ) -> WideLaunch | None:
-    """``launches[key]`` for rows of 16385-32768 columns with the kernels on, else None."""
+    """``launches[key]`` for rows of its ``min_n``-32768 columns with the kernels on, else
+    None."""
     if not MAX_SINGLE_PASS_N < N <= WIDE_MAX_N:
         return None
     if not (wide_rows_enabled() if enabled is None else enabled):
         return None
-    return launches.get(key)
+    launch = launches.get(key)
+    return launch if launch is not None and launch.min_n <= N else None
 
 
 def wide_grid(M: int, launch: WideLaunch, device: torch.device | str) -> int:
