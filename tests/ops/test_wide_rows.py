@@ -307,14 +307,35 @@ def test_more_than_2_to_31_elements_gpu():
 
 def test_a_launch_serves_rows_from_its_min_n(monkeypatch):
     monkeypatch.delenv(WIDE_ROWS, raising=False)
-    launches = {2: WideLaunch(32, min_n=24576), 4: WideLaunch(16)}
-    assert wide_launch(launches, 2, 24575) is None
-    assert wide_launch(launches, 2, 24576) == launches[2]
-    assert wide_launch(launches, 2, 32768) == launches[2]
-    assert wide_launch(launches, 2, 32769) is None
-    assert wide_launch(launches, 4, 16384) is None
-    assert wide_launch(launches, 4, 16385) == launches[4]
-    assert wide_launch(launches, 8, 20000) is None
-    assert wide_launch(launches, 4, 20000, enabled=False) is None
+    launches = {2: WideLaunch(32, min_n=24576), 4: WideLaunch(16), 8: WideLaunch(aligned=True)}
+    assert wide_launch(launches, 2, 24575, 2) is None
+    assert wide_launch(launches, 2, 24576, 2) == launches[2]
+    assert wide_launch(launches, 2, 32768, 2) == launches[2]
+    assert wide_launch(launches, 2, 32769, 2) is None
+    assert wide_launch(launches, 4, 16384, 4) is None
+    assert wide_launch(launches, 4, 16385, 4) == launches[4]
+    assert wide_launch(launches, 1, 20000, 1) is None
+    assert wide_launch(launches, 4, 20000, 4, enabled=False) is None
+    # aligned: rows of whole 16-byte vectors only
+    assert wide_launch(launches, 8, 20000, 2) == launches[8]
+    assert wide_launch(launches, 8, 20004, 2) is None
+    assert wide_launch(launches, 8, 20004, 4) == launches[8]
     monkeypatch.setenv(WIDE_ROWS, "no")
-    assert wide_launch(launches, 4, 20000) is None
+    assert wide_launch(launches, 4, 20000, 4) is None
+
+
+def test_shipped_tables_route_as_measured(monkeypatch):
+    """bf16 LayerNorm keeps the chunked kernel for rows of no whole 16-byte vectors; the 2-byte
+    softmax forward takes the whole-row kernel from 24577 columns, its backward from 24576."""
+    monkeypatch.delenv(WIDE_ROWS, raising=False)
+    assert norm.norm_fwd_wide_launch(24576, 2, "layer_norm.fwd") is not None
+    assert norm.norm_fwd_wide_launch(24577, 2, "layer_norm.fwd") is None
+    assert norm.norm_fwd_wide_launch(24577, 2, "rms_norm.fwd") is not None
+    assert norm.norm_fwd_wide_launch(16385, 4, "layer_norm.fwd") is not None
+    fwd, bwd = softmax_ops.FWD_WIDE_LAUNCHES, softmax_ops.BWD_WIDE_LAUNCHES
+    assert wide_launch(fwd, 2, 24576, 2) is None
+    assert wide_launch(fwd, 2, 24577, 2) is not None
+    assert wide_launch(fwd, 4, 16385, 4) is not None
+    assert wide_launch(bwd, 2, 24575, 2) is None
+    assert wide_launch(bwd, 2, 24576, 2) is not None
+    assert wide_launch(bwd, 4, 32768, 4) is None

@@ -38,6 +38,9 @@ class WideLaunch:
     memory: ``stages - 1`` rows ahead)."""
     min_n: int = MAX_SINGLE_PASS_N + 1
     """Narrowest row the dispatch gives this launch (narrower rows keep the other kernels)."""
+    aligned: bool = False
+    """Only rows whose length is a whole number of 16-byte vectors (others keep the other
+    kernels)."""
 
 
 def wide_rows_enabled() -> bool:
@@ -45,16 +48,18 @@ def wide_rows_enabled() -> bool:
 
 
 def wide_launch(
-    launches: dict, key: object, N: int, enabled: bool | None = None
+    launches: dict, key: object, N: int, element_size: int, enabled: bool | None = None
 ) -> WideLaunch | None:
-    """``launches[key]`` for rows of its ``min_n``-32768 columns with the kernels on, else
-    None."""
+    """``launches[key]`` for rows of its ``min_n``-32768 columns (of whole 16-byte vectors where
+    it is ``aligned``) with the kernels on, else None."""
     if not MAX_SINGLE_PASS_N < N <= WIDE_MAX_N:
         return None
     if not (wide_rows_enabled() if enabled is None else enabled):
         return None
     launch = launches.get(key)
-    return launch if launch is not None and launch.min_n <= N else None
+    if launch is None or launch.min_n > N or (launch.aligned and N * element_size % 16):
+        return None
+    return launch
 
 
 def wide_grid(M: int, launch: WideLaunch, device: torch.device | str) -> int:

@@ -447,21 +447,32 @@ def split_norm_forward(
 NORM_FWD_WIDE_LAUNCHES: dict[tuple[int, str], WideLaunch] = {
     (2, "rms_norm.fwd"): WideLaunch(16, early_w=True),
     (2, "add_rms_norm.fwd"): WideLaunch(16),
-    (2, "layer_norm.fwd"): WideLaunch(32),
+    (2, "layer_norm.fwd"): WideLaunch(32, aligned=True),
     (4, "rms_norm.fwd"): WideLaunch(32),
     (4, "add_rms_norm.fwd"): WideLaunch(16),
     (4, "layer_norm.fwd"): WideLaunch(16),
 }
-"""(element size, tunable) -> the whole-row launch (``norm_fwd_wide_kernel``) of rows of
-16385-32768 columns; keys not listed keep the split or chunked kernel. First guess, before the
-H100 sweep (``benchmarks/wide_rows_sweep.py``)."""
+"""(element size, tunable) -> the whole-row launch (``norm_fwd_wide_kernel``, one row a program)
+of rows of 16385-32768 columns; keys not listed, and rows a launch does not take, keep the split
+or chunked kernel. Kernel alone on the H100 (``benchmarks/wide_rows_sweep.py``), 4096 x 32768
+(``benchmarks/results/widefwd-sweep1-2026-11-25-h100.txt``), RMSNorm / add+RMSNorm / LayerNorm:
+bf16 184.6 / 362.0 / 195.4 us (98.6% / 100.5% / 93.1% of copy) against 203.0 / 375.8 / 215.0
+for the split kernel (Liger 185.9 / 363.2 / 246.5); float32 363.7 / 723.8 / 384.1 against
+452.2 / 771.0 / 493.0. The fastest launch of each was taken (16 or 32 warps tie within 0.5%
+except bf16 RMSNorm, where 16 warps need the weight loaded early: 202.4 us late). Loading the
+weight early spills LayerNorm (bf16 265.0 us) and float32 (add+RMSNorm 881.1). The persistent
+software-pipelined kernel (``norm_fwd_wide_pipe_kernel``, x and w staged through shared memory)
+and the streaming cache hints were slower everywhere (bf16 RMSNorm 197.4-207.1 / 190.4 us).
+Narrower rows (``widefwd-widths-2026-11-25-h100.txt``): faster at 20000, 24576 and 28672 columns
+(bf16 and float32), except bf16 LayerNorm at a length of no whole 16-byte vectors (24577: 646.1
+against 491.8 us; ``aligned``)."""
 
 
 def norm_fwd_wide_launch(
     N: int, element_size: int, kernel: str, enabled: bool | None = None
 ) -> WideLaunch | None:
     """The whole-row launch of rows of N columns for ``kernel`` (``rms_norm.fwd`` ...), or None."""
-    return wide_launch(NORM_FWD_WIDE_LAUNCHES, (element_size, kernel), N, enabled)
+    return wide_launch(NORM_FWD_WIDE_LAUNCHES, (element_size, kernel), N, element_size, enabled)
 
 
 def wide_norm_forward(
