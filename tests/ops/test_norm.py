@@ -530,8 +530,9 @@ def test_more_than_2_to_31_elements_gpu():
     torch.testing.assert_close(dx[tail].double(), dx64, atol=5e-2, rtol=2e-2)
 
 
-def test_chunked_persistent_rows(device, poison_outputs):
+def test_chunked_persistent_rows(device, poison_outputs, monkeypatch):
     """More rows than persistent programs: each program loops over several long rows."""
+    monkeypatch.setenv("WARPFORGE_WIDE_ROWS", "0")  # the chunked kernel, not the whole-row one
     m, n = 6, 16385  # one column past the single-pass limit
     x, w, dy = (randn(*s, device=device) for s in ((m, n), (n,), (m, n)))
     xs, ws = leaves(x, w)

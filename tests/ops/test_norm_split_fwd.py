@@ -12,6 +12,7 @@ from launch_spy import LaunchSpy
 import warpforge.ops._kernels.norm_split
 from warpforge.ops import layer_norm, norm, rms_norm
 from warpforge.ops._split_rows import split_row_plan
+from warpforge.ops._wide_rows import WIDE_ROWS
 
 TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 
@@ -190,6 +191,7 @@ def test_two_byte_long_rows_take_the_lag_kernel(op, monkeypatch, device, poison_
     monkeypatch.setattr(kernels, "norm_fwd_lag_kernel", lag)
     monkeypatch.setattr(kernels, "norm_fwd_flags_kernel", flags)
     monkeypatch.delenv(norm.NORM_FWD_SPLIT, raising=False)
+    monkeypatch.setenv(WIDE_ROWS, "0")  # 32768 columns: the split kernel, not the whole-row one
     norm.norm_fwd_split_plan.cache_clear()
     center, residual = op == "layer", op == "add_rms"
     launches = 2 if device.type == "cpu" else 1

@@ -225,9 +225,10 @@ def test_more_than_2_to_31_elements_gpu():
 
 
 @pytest.mark.parametrize("name", sorted(OPS))
-def test_split_persistent_rows(name, device, poison_outputs):
+def test_split_persistent_rows(name, device, poison_outputs, monkeypatch):
     """Past 16384 columns a row is split over programs (one chunk here), more rows than the
     persistent grid holds at once: each program loops over several rows."""
+    monkeypatch.setenv("WARPFORGE_WIDE_ROWS", "0")  # the split kernel, not the whole-row one
     check(name, randn(6, 16385, device=device), -1, 1e-5, 1e-4)
 
 
@@ -262,6 +263,7 @@ def test_chunked_kernel_still_serves_explicit_launches(log, device, poison_outpu
 
 def test_rows_too_long_for_a_split_fall_back_to_the_chunked_kernel(monkeypatch, device):
     kernels = warpforge.ops._kernels.softmax
+    monkeypatch.setenv("WARPFORGE_WIDE_ROWS", "0")  # not the whole-row kernel of 16400 columns
     monkeypatch.setattr(softmax_ops, "_fwd_split_plan", lambda M, N, size, device: None)
     spy = LaunchSpy(kernels.softmax_fwd_chunked_kernel)
     monkeypatch.setattr(kernels, "softmax_fwd_chunked_kernel", spy)

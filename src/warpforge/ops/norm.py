@@ -31,6 +31,7 @@ from warpforge.ops._rows import (
     row_launch_config,
 )
 from warpforge.ops._split_rows import SplitRowPlan, split_row_plan
+from warpforge.ops._wide_rows import WideLaunch, wide_grid, wide_launch
 from warpforge.runtime import ExecutionPath, device_capabilities, execution_path
 from warpforge.validation import (
     FLOAT_DTYPES,
@@ -441,6 +442,108 @@ def split_norm_forward(
     return y, h, mean, rstd
 
 
+# --------------------------------------------------------------------------- whole-row forward
+
+NORM_FWD_WIDE_LAUNCHES: dict[tuple[int, str], WideLaunch] = {
+    (2, "rms_norm.fwd"): WideLaunch(16, early_w=True),
+    (2, "add_rms_norm.fwd"): WideLaunch(16),
+    (2, "layer_norm.fwd"): WideLaunch(32, aligned=True),
+    (4, "rms_norm.fwd"): WideLaunch(32),
+    (4, "add_rms_norm.fwd"): WideLaunch(16),
+    (4, "layer_norm.fwd"): WideLaunch(16),
+}
+"""(element size, tunable) -> the whole-row launch (``norm_fwd_wide_kernel``, one row a program)
+of rows of 16385-32768 columns; keys not listed, and rows a launch does not take, keep the split
+or chunked kernel. Kernel alone on the H100 (``benchmarks/wide_rows_sweep.py``), 4096 x 32768
+(``benchmarks/results/widefwd-sweep1-2026-11-25-h100.txt``), RMSNorm / add+RMSNorm / LayerNorm:
+bf16 184.6 / 362.0 / 195.4 us (98.6% / 100.5% / 93.1% of copy) against 203.0 / 375.8 / 215.0
+for the split kernel (Liger 185.9 / 363.2 / 246.5); float32 363.7 / 723.8 / 384.1 against
+452.2 / 771.0 / 493.0. The fastest launch of each was taken (16 or 32 warps tie within 0.5%
+except bf16 RMSNorm, where 16 warps need the weight loaded early: 202.4 us late). Loading the
+weight early spills LayerNorm (bf16 265.0 us) and float32 (add+RMSNorm 881.1). The persistent
+software-pipelined kernel (``norm_fwd_wide_pipe_kernel``, x and w staged through shared memory)
+and the streaming cache hints were slower everywhere (bf16 RMSNorm 197.4-207.1 / 190.4 us).
+Narrower rows (``widefwd-widths-2026-11-25-h100.txt``): faster at 20000, 24576 and 28672 columns
+(bf16 and float32), except bf16 LayerNorm at a length of no whole 16-byte vectors (24577: 646.1
+against 491.8 us; ``aligned``)."""
+
+
+def norm_fwd_wide_launch(
+    N: int, element_size: int, kernel: str, enabled: bool | None = None
+) -> WideLaunch | None:
+    """The whole-row launch of rows of N columns for ``kernel`` (``rms_norm.fwd`` ...), or None."""
+    return wide_launch(NORM_FWD_WIDE_LAUNCHES, (element_size, kernel), N, element_size, enabled)
+
+
+def wide_norm_forward(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    eps: float,
+    offset: float,
+    center: bool,
+    launch: WideLaunch,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`_norm_forward`'s (y, h, mean, rstd) from the whole-row kernels (rows of at most
+    ``WIDE_MAX_N`` columns); tests and sweeps pass their own launch."""
+    from warpforge.ops._kernels import wide_rows as kernels
+
+    M, N = x.shape
+    block = next_power_of_2(N)
+    if block > 32768:
+        raise ValueError(f"x: expected rows of at most 32768 columns, got {N}")
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    h = torch.empty((M, N) if residual is not None else (0,), dtype=x.dtype, device=x.device)
+    stats_dtype = torch.promote_types(x.dtype, torch.float32)
+    mean = torch.empty((M,) if center else (0,), dtype=stats_dtype, device=x.device)
+    rstd = torch.empty((M,), dtype=stats_dtype, device=x.device)
+    if M == 0:
+        return y, h, mean, rstd
+    x = as_rows(x)
+    residual = as_rows(residual) if residual is not None else None
+    args = (
+        x,
+        residual if residual is not None else x,
+        weight.contiguous() if weight is not None else x,
+        bias.contiguous() if bias is not None else x,
+        y,
+        h if residual is not None else y,
+        mean if center else rstd,
+        rstd,
+        x.stride(0),
+        residual.stride(0) if residual is not None else 0,
+        y.stride(0),
+        N,
+        M,
+        N,
+        eps,
+        offset,
+    )
+    flags = {
+        "CENTER": center,
+        "HAS_RESIDUAL": residual is not None,
+        "HAS_WEIGHT": weight is not None,
+        "HAS_BIAS": bias is not None,
+        "BLOCK_N": block,
+    }
+    grid = (wide_grid(M, launch, x.device),)
+    with kernel_device(x):
+        if launch.stages:
+            kernels.norm_fwd_wide_pipe_kernel[grid](
+                *args, **flags, STAGES=launch.stages, num_warps=launch.num_warps
+            )
+        else:
+            kernels.norm_fwd_wide_kernel[grid](
+                *args,
+                **flags,
+                EARLY_W=launch.early_w,
+                STREAM=launch.stream,
+                num_warps=launch.num_warps,
+            )
+    return y, h, mean, rstd
+
+
 def _forward(
     x: torch.Tensor,
     weight: torch.Tensor | None,
@@ -450,10 +553,15 @@ def _forward(
     offset: float,
     center: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The custom ops' forward: the split kernel for rows of at least ``NORM_FWD_SPLIT_MIN_N``
-    columns when a plan fits (and ``WARPFORGE_NORM_FWD_SPLIT`` is not off), else
-    :func:`_norm_forward`."""
+    """The custom ops' forward: the whole-row kernel for rows of 16385-32768 columns where
+    ``NORM_FWD_WIDE_LAUNCHES`` lists one (and ``WARPFORGE_WIDE_ROWS`` is not off), the split
+    kernel for rows of at least ``NORM_FWD_SPLIT_MIN_N`` columns when a plan fits (and
+    ``WARPFORGE_NORM_FWD_SPLIT`` is not off), else :func:`_norm_forward`."""
     M, N = x.shape
+    if M > 0 and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
+        wide = norm_fwd_wide_launch(N, x.element_size(), _kernel_name(center, residual))
+        if wide is not None:
+            return wide_norm_forward(x, weight, bias, residual, eps, offset, center, wide)
     if (
         M > 0
         and N > MAX_SINGLE_PASS_N

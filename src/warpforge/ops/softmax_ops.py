@@ -26,6 +26,7 @@ from warpforge.ops._rows import (
     row_launch_config,
 )
 from warpforge.ops._split_rows import SplitRowPlan, split_launch, split_row_plan
+from warpforge.ops._wide_rows import WideLaunch, wide_grid, wide_launch
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_tensor, normalize_dim
 
@@ -184,8 +185,87 @@ def _split_softmax_forward(x: torch.Tensor, y: torch.Tensor, log: bool, plan: Sp
             )  # fmt: skip
 
 
+FWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(32, min_n=24577), 4: WideLaunch(32)}
+"""Element size -> the whole-row launch (``softmax_fwd_wide_kernel``, one row a program) of the
+forward of rows of ``min_n``-32768 columns; others keep the split kernel. Kernel alone on the
+H100 (``benchmarks/wide_rows_sweep.py``), 4096 x 32768 softmax / log-softmax
+(``benchmarks/results/widefwd-sweep1-2026-11-25-h100.txt``): bf16 192.6 / 190.9 us (94.4% /
+95.3% of copy) against 215.3 / 215.5 split (Liger softmax 192.4); float32 365.1 / 365.9 against
+391.7 / 392.5. 16 warps, the persistent software-pipelined kernel and streaming hints were
+slower. Narrower bf16 rows (``widefwd-widths-2026-11-25-h100.txt``): slower at 20000 columns
+(160.0 against 145.8 us) and 24576 (168.1 against 165.0), faster at 24577 (223.0 against 508.2:
+rows of no whole 16-byte vectors) and 28672 (181.4 against 197.1); float32 faster at 20000
+and 24576 (225.0 against 248.1, 274.9 against 295.3)."""
+
+BWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(16, min_n=24576)}
+"""Element size -> the whole-row launch (``softmax_bwd_wide_kernel``: y and dy held, 64 columns
+a thread of each at 16 warps) of the backward of rows of ``min_n``-32768 columns; others keep
+the split kernel. Kernel alone on the H100, bf16 4096 x 32768 softmax / log-softmax
+(``widefwd-sweep1-2026-11-25-h100.txt``): 273.6 / 271.0 us against 275.4 / 275.7 split (Liger
+softmax 270.6); 32 warps 280.3 / 270.7. At 24576 and 28672 columns it ties or wins (205.7 /
+209.0 against 209.5 / 209.5), at 20000 log-softmax loses (186.1 against 173.6 us;
+``widefwd-widths-2026-11-25-h100.txt``). float32 is slower at every launch (4096 x 32768: 568.7
+/ 556.9 us at 16 warps against 554.9 / 552.2)."""
+
+
+def _check_wide(N: int) -> int:
+    block = next_power_of_2(N)
+    if block > 32768:
+        raise ValueError(f"rows of at most 32768 columns expected, got {N}")
+    return block
+
+
+def wide_softmax_forward(x: torch.Tensor, log: bool, launch: WideLaunch) -> torch.Tensor:
+    """(log-)softmax of the rows of a (M, N) tensor (N <= 32768) from the whole-row kernels on
+    the kernels' path; tests and sweeps pass their own launch."""
+    from warpforge.ops._kernels import wide_rows as kernels
+
+    M, N = x.shape
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    block = _check_wide(N)
+    if M == 0 or N == 0:
+        return y
+    x = as_rows(x)
+    grid = (wide_grid(M, launch, x.device),)
+    with kernel_device(x):
+        if launch.stages:
+            kernels.softmax_fwd_wide_pipe_kernel[grid](
+                x, y, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=block,
+                STAGES=launch.stages, num_warps=launch.num_warps,
+            )  # fmt: skip
+        else:
+            kernels.softmax_fwd_wide_kernel[grid](
+                x, y, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=block,
+                STREAM=launch.stream, num_warps=launch.num_warps,
+            )  # fmt: skip
+    return y
+
+
+def wide_softmax_backward(
+    dy: torch.Tensor, y: torch.Tensor, dx: torch.Tensor, log: bool, launch: WideLaunch
+) -> torch.Tensor:
+    """dx of (M, N) rows (N <= 32768, last stride 1) from ``softmax_bwd_wide_kernel``."""
+    from warpforge.ops._kernels import wide_rows as kernels
+
+    M, N = y.shape
+    block = _check_wide(N)
+    if M == 0 or N == 0:
+        return dx
+    with kernel_device(y):
+        kernels.softmax_bwd_wide_kernel[(M,)](
+            dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N, LOG=log, BLOCK_N=block,
+            STREAM=launch.stream, num_warps=launch.num_warps,
+        )  # fmt: skip
+    return dx
+
+
 @dispatched_op("warpforge::softmax_fwd", mutates_args=())
 def _softmax_fwd(x: torch.Tensor, log: bool) -> torch.Tensor:
+    M, N = x.shape
+    if M > 0 and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
+        wide = wide_launch(FWD_WIDE_LAUNCHES, x.element_size(), N, x.element_size())
+        if wide is not None:
+            return wide_softmax_forward(x, log, wide)
     return softmax_forward(x, log)
 
 
@@ -246,6 +326,9 @@ def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
     from warpforge.ops._kernels import softmax as kernels
 
     dy, y = as_rows(dy), as_rows(y)
+    wide = wide_launch(BWD_WIDE_LAUNCHES, y.element_size(), N, y.element_size())
+    if wide is not None:
+        return wide_softmax_backward(dy, y, dx, log, wide)
     config = _bwd_launch_config(M, N, y.dtype, y.device)
     if not config.single_pass:
         split = _bwd_split_plan(M, N, y.element_size(), y.device)

@@ -1,0 +1,229 @@
+"""The whole-row kernels (``warpforge.ops._kernels.wide_rows``) at candidate launches against
+the path they would replace (``WARPFORGE_WIDE_ROWS=0``: the split or chunked kernel) and, where
+installed, Liger-Kernel's kernels, kernel alone.
+
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py OUT_PREFIX         # GPU: OUT_PREFIX.txt/.json
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py widths OUT_PREFIX  # the tables' launches
+
+CUDA-event medians of ``triton.testing.do_bench`` (L2 flushed between runs); fraction of copy
+= bytes read once and written once against ``copy_`` of the same tensor in the same run; each
+candidate's output checked against the current path's (max |difference|).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import torch
+
+from warpforge.ops import norm, softmax_ops
+from warpforge.ops._wide_rows import WIDE_ROWS, WideLaunch
+
+W = WideLaunch
+NORM_BF16 = {
+    "32w": W(32), "32w early": W(32, early_w=True), "32w early stream": W(32, True, True),
+    "32w stream": W(32, stream=True), "16w": W(16), "16w early": W(16, early_w=True),
+    "pipe2 32w": W(32, stages=2), "pipe2 16w": W(16, stages=2),
+}  # fmt: skip
+NORM_FP32 = {"32w": W(32), "32w early": W(32, early_w=True), "32w stream": W(32, stream=True),
+             "16w": W(16)}  # fmt: skip
+NORM_ODD = {"32w": W(32), "32w early": W(32, early_w=True), "16w": W(16),
+            "pipe2 32w": W(32, stages=2)}  # fmt: skip
+SM_BF16 = {"32w": W(32), "32w stream": W(32, stream=True), "16w": W(16),
+           "pipe2 32w": W(32, stages=2), "pipe3 32w": W(32, stages=3),
+           "pipe2 16w": W(16, stages=2)}  # fmt: skip
+SM_FP32 = {"32w": W(32), "32w stream": W(32, stream=True), "16w": W(16),
+           "pipe2 32w": W(32, stages=2)}  # fmt: skip
+SM_ODD = {"32w": W(32), "16w": W(16), "pipe2 32w": W(32, stages=2)}
+BWD = {"32w": W(32), "32w stream": W(32, stream=True), "16w": W(16)}
+NARROW = {"32w": W(32), "16w": W(16), "pipe2 16w": W(16, stages=2)}
+
+SHAPES = [  # (dtype, M, N, norm candidates, softmax candidates, backward candidates, liger)
+    (torch.bfloat16, 4096, 32768, NORM_BF16, SM_BF16, BWD, True),
+    (torch.float32, 4096, 32768, NORM_FP32, SM_FP32, BWD, False),
+    (torch.bfloat16, 4096, 24577, NORM_ODD, SM_ODD, {}, False),
+    (torch.bfloat16, 4096, 16384, NARROW, NARROW, {}, False),
+    (torch.bfloat16, 4096, 20000, NORM_ODD, SM_ODD, {}, False),
+]
+OPS = {"rms": (False, False), "add_rms": (False, True), "layer": (True, False)}
+
+
+def current(fn):
+    """``fn`` on the path the whole-row kernels replace."""
+
+    def run():
+        os.environ[WIDE_ROWS] = "0"
+        try:
+            return fn()
+        finally:
+            del os.environ[WIDE_ROWS]
+
+    return run
+
+
+def liger(op):
+    try:
+        if op == "rms":
+            from liger_kernel.ops.rms_norm import LigerRMSNormFunction as f
+
+            return lambda x, r, w, b: f.apply(x, w, 1e-6, 0.0, "llama", False)
+        if op == "add_rms":
+            from liger_kernel.ops.fused_add_rms_norm import LigerFusedAddRMSNormFunction as f
+
+            return lambda x, r, w, b: f.apply(x, r, w, 1e-6, 0.0, "llama", False)
+        if op == "layer":
+            from liger_kernel.ops.layer_norm import LigerLayerNormFunction as f
+
+            return lambda x, r, w, b: f.apply(x, w, b, 1e-6)
+        if op in ("softmax", "log_softmax"):
+            from liger_kernel.ops.softmax import LigerSoftmaxFunction as f
+
+            return None if op == "log_softmax" else lambda x: f.apply(x)
+        if op == "softmax.bwd":
+            from liger_kernel.ops.softmax import _softmax_backward
+
+            return lambda dy, y: _softmax_backward(dy, y, 32768, 32, False)
+    except ImportError:
+        return None
+    return None
+
+
+def _time(label, fn, ref, moved, copy_bps, lines, rows, meta):
+    import triton.testing
+
+    try:
+        got = fn()
+        got = got if isinstance(got, tuple) else (got,)
+        ref = ref if isinstance(ref, tuple) else (ref,)
+        err = max((g.float() - e.float()).abs().nan_to_num(0.0).max().item()
+                  for g, e in zip(got, ref, strict=False) if g.numel() and g.shape == e.shape)  # fmt: skip
+        del got
+        ms = triton.testing.do_bench(fn, warmup=10, rep=40)
+    except Exception as exc:  # a launch that fails to compile or run: report, go on
+        line = f"{meta['dtype']} {meta['M']}x{meta['N']} {meta['op']:11s} {label:18s} FAILED {type(exc).__name__}: {exc}"[
+            :300
+        ]
+        print(line, flush=True)
+        lines.append(line)
+        return
+    frac = (moved / (ms * 1e-3)) / copy_bps
+    line = (f"{meta['dtype']} {meta['M']}x{meta['N']} {meta['op']:11s} {label:18s} "
+            f"{ms * 1e3:8.1f} us {frac * 100:5.1f}% of copy, max|diff| {err:.3g}")  # fmt: skip
+    print(line, flush=True)
+    lines.append(line)
+    rows.append(dict(meta, launch=label, us=ms * 1e3, fraction_of_copy=frac,
+                     copy_tbps=copy_bps / 1e12, max_abs_diff_vs_current=err))  # fmt: skip
+
+
+def sweep_shape(dtype, M, N, norms, sms, bwds, with_liger, lines, rows) -> None:
+    import triton.testing
+
+    x = torch.randn(M, N, device="cuda", dtype=dtype)
+    r = torch.randn(M, N, device="cuda", dtype=dtype)
+    w = torch.randn(N, device="cuda", dtype=dtype)
+    b = torch.randn(N, device="cuda", dtype=dtype)
+    copy_ms = triton.testing.do_bench(lambda: r.copy_(x), warmup=10, rep=40)
+    nbytes = x.numel() * x.element_size()
+    copy_bps = 2 * nbytes / (copy_ms * 1e-3)
+    dt = str(dtype)[6:]
+    lines.append(f"{dt} {M}x{N} copy {copy_ms * 1e3:.1f} us = {copy_bps / 1e12:.3f} TB/s")
+    with torch.no_grad():
+        for op, (center, residual) in OPS.items():
+            meta = dict(dtype=dt, M=M, N=N, op=op)
+            rr, bb = (r if residual else None), (b if center else None)
+            moved = nbytes * (4 if residual else 2)
+            base = current(lambda c=center, rr=rr, bb=bb: norm._forward(x, w, bb, rr, 1e-6, 0.0, c))
+            ref = base()
+            _time("current", base, ref, moved, copy_bps, lines, rows, meta)
+            if with_liger and (fn := liger(op)) is not None:
+                _time("liger", lambda fn=fn: fn(x, r, w, b), ref[:2], moved, copy_bps, lines,
+                      rows, meta)  # fmt: skip
+            per_op = norms.get(op, {}) if any(k in OPS for k in norms) else norms
+            for label, launch in per_op.items():
+                _time(label, lambda c=center, rr=rr, bb=bb, la=launch: norm.wide_norm_forward(
+                    x, w, bb, rr, 1e-6, 0.0, c, la), ref, moved, copy_bps, lines, rows, meta)  # fmt: skip
+            del ref
+        for log in (False, True):
+            op = "log_softmax" if log else "softmax"
+            meta = dict(dtype=dt, M=M, N=N, op=op)
+            base = current(lambda log=log: softmax_ops._softmax_fwd(x, log))
+            ref = base()
+            _time("current", base, ref, 2 * nbytes, copy_bps, lines, rows, meta)
+            if with_liger and (fn := liger(op)) is not None:
+                _time("liger", lambda fn=fn: fn(x), ref, 2 * nbytes, copy_bps, lines, rows, meta)
+            for label, launch in sms.items():
+                _time(label, lambda log=log, la=launch: softmax_ops.wide_softmax_forward(
+                    x, log, la), ref, 2 * nbytes, copy_bps, lines, rows, meta)  # fmt: skip
+            if bwds:
+                y, dy = ref, r
+                meta = dict(dtype=dt, M=M, N=N, op=op + ".bwd")
+                base = current(lambda log=log, y=y, dy=dy: softmax_ops._softmax_bwd(dy, y, log))
+                dref = base()
+                _time("current", base, dref, 3 * nbytes, copy_bps, lines, rows, meta)
+                if with_liger and not log and (fn := liger("softmax.bwd")) is not None:
+                    _time("liger", lambda fn=fn, y=y, dy=dy: fn(dy, y), dref, 3 * nbytes, copy_bps,
+                          lines, rows, meta)  # fmt: skip
+                for label, launch in bwds.items():
+                    _time(label, lambda log=log, la=launch, y=y, dy=dy: softmax_ops.wide_softmax_backward(
+                        dy, y, torch.empty_like(y), log, la), dref, 3 * nbytes, copy_bps, lines,
+                        rows, meta)  # fmt: skip
+            del ref
+
+
+WIDTHS = [(torch.bfloat16, 4096, 20000), (torch.bfloat16, 4096, 24576),
+          (torch.bfloat16, 4096, 28672), (torch.bfloat16, 4096, 24577),
+          (torch.float32, 4096, 20000), (torch.float32, 4096, 24576)]  # fmt: skip
+"""``widths``: rows between 16384 and 32768 columns (24577: rows not 16-byte aligned)."""
+
+
+def widths(prefix: str) -> None:
+    """The tables' launches (ignoring their ``min_n``) against the current path at ``WIDTHS``,
+    to set each launch's ``min_n``; bf16 RMSNorm also with 32w early."""
+    import dataclasses
+
+    import triton
+
+    lines = [
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
+    ]
+    rows: list[dict] = []
+    for dtype, M, N in WIDTHS:
+        size = dtype.itemsize
+        table = {}
+        for op, kernel in (("rms", "rms_norm.fwd"), ("add_rms", "add_rms_norm.fwd"),
+                           ("layer", "layer_norm.fwd")):  # fmt: skip
+            if (la := norm.NORM_FWD_WIDE_LAUNCHES.get((size, kernel))) is not None:
+                table[op] = {"table": dataclasses.replace(la, min_n=0)}
+        if size == 2:
+            table.setdefault("rms", {})["32w early"] = W(32, early_w=True)
+        fwd = softmax_ops.FWD_WIDE_LAUNCHES.get(size)
+        bwd = softmax_ops.BWD_WIDE_LAUNCHES.get(size)
+        sweep_shape(dtype, M, N, table, {"table": fwd} if fwd else {},
+                    {"table": bwd} if bwd else {}, False, lines, rows)  # fmt: skip
+        torch.cuda.empty_cache()
+        with open(prefix + ".txt", "w") as f:
+            f.write("\n".join(lines) + "\n")
+        with open(prefix + ".json", "w") as f:
+            json.dump({"device": lines[0], "rows": rows}, f, indent=1)
+
+
+def main(prefix: str) -> None:
+    import triton
+
+    lines = [
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
+    ]
+    rows: list[dict] = []
+    for dtype, M, N, norms, sms, bwds, with_liger in SHAPES:
+        sweep_shape(dtype, M, N, norms, sms, bwds, with_liger, lines, rows)
+        torch.cuda.empty_cache()
+        with open(prefix + ".txt", "w") as f:
+            f.write("\n".join(lines) + "\n")
+        with open(prefix + ".json", "w") as f:
+            json.dump({"device": lines[0], "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    widths(sys.argv[2]) if sys.argv[1] == "widths" else main(sys.argv[1])

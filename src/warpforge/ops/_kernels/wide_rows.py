@@ -1,0 +1,242 @@
+"""Whole-row kernels for rows wider than the tiled row kernels take (16385-32768 columns).
+
+One program holds one whole row in registers (``BLOCK_N`` = the row's power of two, 16-32
+warps: 16-64 columns a thread), so x is read once and y written once, where the chunked kernels
+read a row twice and the split kernels make a row's programs wait for one another. One row a
+program, a grid of M programs: no persistence (a program's registers leave no room to hold a
+second row), the SM scheduler starts the next row as a program retires.
+
+Options (constexpr) that the launch sweep picks between:
+
+* ``EARLY_W`` (norm): load the weight (and bias) before the row reductions, so their latency
+  hides under x's rather than following the reductions (costs their registers meanwhile).
+* ``STREAM``: x loaded ``evict_first`` and y stored ``.cs``: each is touched once, so L2 keeps
+  the weight (and, at one row a program, nothing else worth keeping).
+
+Row offsets are int64 (operands of more than 2**31 elements).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _load_row(ptr, cols, mask, other, STREAM: tl.constexpr):
+    if STREAM:
+        return tl.load(ptr + cols, mask=mask, other=other, eviction_policy="evict_first")
+    return tl.load(ptr + cols, mask=mask, other=other)
+
+
+@triton.jit
+def _store_row(ptr, cols, value, mask, STREAM: tl.constexpr):
+    if STREAM:
+        tl.store(ptr + cols, value, mask=mask, cache_modifier=".cs")
+    else:
+        tl.store(ptr + cols, value, mask=mask)
+
+
+@triton.jit
+def norm_fwd_wide_kernel(
+    X,
+    R,
+    W,
+    B,
+    Y,
+    H,
+    MEAN,
+    RSTD,
+    stride_x,
+    stride_r,
+    stride_y,
+    stride_h,
+    M,
+    N,
+    eps,
+    offset,
+    CENTER: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    EARLY_W: tl.constexpr,
+    STREAM: tl.constexpr,
+):
+    """``norm_fwd_rows_kernel``'s arithmetic (same order, same rounding) on one whole row."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+
+    x = _load_row(X + row * stride_x, cols, mask, 0.0, STREAM)
+    if HAS_RESIDUAL:
+        r = _load_row(R + row * stride_r, cols, mask, 0.0, STREAM)
+        # h rounded to the input dtype before it is normalised, as eager ``x + residual``
+        x = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
+        _store_row(H + row * stride_h, cols, x, mask, STREAM)
+    if EARLY_W:
+        if HAS_WEIGHT:
+            w = tl.load(W + cols, mask=mask, other=0.0, eviction_policy="evict_last")
+        if HAS_BIAS:
+            b = tl.load(B + cols, mask=mask, other=0.0, eviction_policy="evict_last")
+    x = x.to(tl.float32)
+
+    if CENTER:
+        mean = tl.sum(x, axis=0) / N
+        x = tl.where(mask, x - mean, 0.0)
+        tl.store(MEAN + row, mean)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
+    tl.store(RSTD + row, rstd)
+
+    y = x * rstd
+    if HAS_WEIGHT:
+        if not EARLY_W:
+            w = tl.load(W + cols, mask=mask, other=0.0, eviction_policy="evict_last")
+        y = y * (offset + w.to(tl.float32))
+    if HAS_BIAS:
+        if not EARLY_W:
+            b = tl.load(B + cols, mask=mask, other=0.0, eviction_policy="evict_last")
+        y = y + b.to(tl.float32)
+    _store_row(Y + row * stride_y, cols, y.to(Y.dtype.element_ty), mask, STREAM)
+
+
+@triton.jit
+def softmax_fwd_wide_kernel(
+    X,
+    Y,
+    stride_x,
+    stride_y,
+    M,
+    N,
+    LOG: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    STREAM: tl.constexpr,
+):
+    """``softmax_fwd_rows_kernel``'s arithmetic on one whole row (every row is in range, so no
+    guard for rows past M)."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    x = _load_row(X + row * stride_x, cols, mask, -float("inf"), STREAM).to(tl.float32)
+    shifted = x - tl.max(x, axis=0)
+    e = tl.exp(shifted)
+    total = tl.sum(e, axis=0)
+    if LOG:
+        y = shifted - tl.log(total)
+    else:
+        y = e / total
+    _store_row(Y + row * stride_y, cols, y.to(Y.dtype.element_ty), mask, STREAM)
+
+
+@triton.jit
+def softmax_bwd_wide_kernel(
+    DY,
+    Y,
+    DX,
+    stride_dy,
+    stride_y,
+    stride_dx,
+    M,
+    N,
+    LOG: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    STREAM: tl.constexpr,
+):
+    """softmax: dx = y * (dy - sum(dy * y)); log-softmax: dx = dy - exp(y) * sum(dy), one whole
+    row a program (y and dy both held: twice the forward's registers)."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    dy = _load_row(DY + row * stride_dy, cols, mask, 0.0, STREAM).to(tl.float32)
+    y = _load_row(Y + row * stride_y, cols, mask, 0.0, STREAM).to(tl.float32)
+    if LOG:
+        dx = dy - tl.exp(y) * tl.sum(dy, axis=0)
+    else:
+        dx = y * (dy - tl.sum(dy * y, axis=0))
+    _store_row(DX + row * stride_dx, cols, dx.to(DX.dtype.element_ty), mask, STREAM)
+
+
+@triton.jit
+def norm_fwd_wide_pipe_kernel(
+    X,
+    R,
+    W,
+    B,
+    Y,
+    H,
+    MEAN,
+    RSTD,
+    stride_x,
+    stride_r,
+    stride_y,
+    stride_h,
+    M,
+    N,
+    eps,
+    offset,
+    CENTER: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    STAGES: tl.constexpr,
+):
+    """``norm_fwd_wide_kernel`` on a persistent grid whose row loop Triton software-pipelines
+    (``num_stages=STAGES``): the next rows' x (and residual, weight, bias) stream into shared
+    memory (cp.async) while this row reduces and stores, which one row a program cannot hide."""
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    programs = tl.num_programs(0)
+    for i in tl.range(0, tl.cdiv(M - pid, programs), num_stages=STAGES):
+        row = pid.to(tl.int64) + i * programs
+        x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0)
+        if HAS_RESIDUAL:
+            r = tl.load(R + row * stride_r + cols, mask=mask, other=0.0)
+            x = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
+            tl.store(H + row * stride_h + cols, x, mask=mask)
+        x = x.to(tl.float32)
+        if CENTER:
+            mean = tl.sum(x, axis=0) / N
+            x = tl.where(mask, x - mean, 0.0)
+            tl.store(MEAN + row, mean)
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
+        tl.store(RSTD + row, rstd)
+        y = x * rstd
+        if HAS_WEIGHT:
+            w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+            y = y * (offset + w)
+        if HAS_BIAS:
+            y = y + tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def softmax_fwd_wide_pipe_kernel(
+    X,
+    Y,
+    stride_x,
+    stride_y,
+    M,
+    N,
+    LOG: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    STAGES: tl.constexpr,
+):
+    """``softmax_fwd_wide_kernel`` on a persistent, software-pipelined row loop (see
+    ``norm_fwd_wide_pipe_kernel``)."""
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < N
+    programs = tl.num_programs(0)
+    for i in tl.range(0, tl.cdiv(M - pid, programs), num_stages=STAGES):
+        row = pid.to(tl.int64) + i * programs
+        x = tl.load(X + row * stride_x + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        shifted = x - tl.max(x, axis=0)
+        e = tl.exp(shifted)
+        total = tl.sum(e, axis=0)
+        if LOG:
+            y = shifted - tl.log(total)
+        else:
+            y = e / total
+        tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)

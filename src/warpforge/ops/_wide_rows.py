@@ -1,0 +1,70 @@
+"""Launches of the whole-row kernels (``warpforge.ops._kernels.wide_rows``): rows of
+16385-32768 columns, one row held by one program of 16-32 warps, read once.
+
+Narrower rows take the tiled row kernels (several rows a program); wider ones the split or
+chunked kernels (a row over several programs, or read twice).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from warpforge.ops._rows import MAX_SINGLE_PASS_N
+from warpforge.runtime import device_capabilities
+
+WIDE_MAX_N = 32768
+"""Widest row of the whole-row kernels: 32 fp32 values a thread at 32 warps (1024 threads)."""
+
+WIDE_ROWS = "WARPFORGE_WIDE_ROWS"
+"""``0``/``false``/``no``/``off`` turns the whole-row kernels off (the split or chunked kernels
+they replace); read at each call."""
+
+
+@dataclass(frozen=True)
+class WideLaunch:
+    """One launch of a whole-row kernel."""
+
+    num_warps: int = 32
+    early_w: bool = False
+    """Norms: weight and bias loaded before the row reductions (``EARLY_W``)."""
+    stream: bool = False
+    """x loaded evict_first and y stored .cs (``STREAM``); the one-row-a-program kernels only."""
+    stages: int = 0
+    """0: one row a program (grid M). 2 or more: the persistent kernel whose row loop Triton
+    pipelines over this many stages (x, and the norms' weight and bias, staged in shared
+    memory: ``stages - 1`` rows ahead)."""
+    min_n: int = MAX_SINGLE_PASS_N + 1
+    """Narrowest row the dispatch gives this launch (narrower rows keep the other kernels)."""
+    aligned: bool = False
+    """Only rows whose length is a whole number of 16-byte vectors (others keep the other
+    kernels)."""
+
+
+def wide_rows_enabled() -> bool:
+    return os.environ.get(WIDE_ROWS, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def wide_launch(
+    launches: dict, key: object, N: int, element_size: int, enabled: bool | None = None
+) -> WideLaunch | None:
+    """``launches[key]`` for rows of its ``min_n``-32768 columns (of whole 16-byte vectors where
+    it is ``aligned``) with the kernels on, else None."""
+    if not MAX_SINGLE_PASS_N < N <= WIDE_MAX_N:
+        return None
+    if not (wide_rows_enabled() if enabled is None else enabled):
+        return None
+    launch = launches.get(key)
+    if launch is None or launch.min_n > N or (launch.aligned and N * element_size % 16):
+        return None
+    return launch
+
+
+def wide_grid(M: int, launch: WideLaunch, device: torch.device | str) -> int:
+    """Programs of a launch: one a row, or one an SM for the persistent kernel."""
+    if launch.stages:
+        # no SM count (the interpreter): a few programs, so tests cover the row loop's stride
+        return max(1, min(M, device_capabilities(device).sm_count or 3))
+    return M

@@ -1,0 +1,341 @@
+"""The whole-row kernels of rows of 16385-32768 columns (``warpforge.ops._kernels.wide_rows``):
+norm forwards (RMSNorm, add+RMSNorm, LayerNorm), softmax / log-softmax forward and backward,
+every launch option, against float64 formulas on poisoned outputs; ragged widths (16411,
+24577), row views of wider buffers, the dispatch of the public ops."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from launch_spy import LaunchSpy
+
+import warpforge.ops._kernels.wide_rows as wide_kernels
+from warpforge.ops import layer_norm, log_softmax, norm, rms_norm, softmax, softmax_ops
+from warpforge.ops._wide_rows import WIDE_ROWS, WideLaunch, wide_launch
+
+TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+NORMS = {"rms": (False, False), "add_rms": (False, True), "layer": (True, False)}
+# every kernel option: one row a program (weight early or late, streaming hints), 16 warps,
+# the persistent pipelined row loop
+LAUNCHES = {
+    "32w": WideLaunch(32),
+    "32w-early": WideLaunch(32, early_w=True),
+    "16w-early-stream": WideLaunch(16, early_w=True, stream=True),
+    "32w-stream": WideLaunch(32, stream=True),
+    "pipe2": WideLaunch(32, stages=2),
+    "pipe3-16w": WideLaunch(16, stages=3),
+}
+
+
+def norm_operands(M, N, dtype, device, stride=None, shift=0.0):
+    x = (torch.randn(M, stride or N, device=device) * 2 + shift)[:, :N].to(dtype)
+    r = torch.randn(M, stride or N, device=device)[:, :N].to(dtype)
+    w = torch.randn(N, device=device).to(dtype)
+    b = torch.randn(N, device=device).to(dtype)
+    return x, r, w, b
+
+
+def norm_expected(x, w, b, r, eps, offset, center):
+    """(y, h, mean, rstd) in float64; h = x + r rounded to the input dtype, as the kernels do."""
+    h = (x.float() + r.float()).to(x.dtype) if r is not None else x
+    h64 = h.double()
+    mean = h64.mean(-1) if center else torch.zeros(h.shape[0], dtype=torch.float64)
+    c = h64 - mean[:, None] if center else h64
+    rstd = torch.rsqrt(c.square().mean(-1) + eps)
+    y = c * rstd[:, None]
+    if w is not None:
+        y = y * (offset + w.double())
+    if b is not None:
+        y = y + b.double()
+    return y, h, mean, rstd
+
+
+def norm_check(got, want, dtype, center, residual):
+    y, h, mean, rstd = got
+    wy, wh, wmean, wrstd = want
+    assert y.dtype == dtype and y.shape == wy.shape
+    torch.testing.assert_close(y.double(), wy, atol=TOL[dtype], rtol=TOL[dtype])
+    torch.testing.assert_close(rstd.double(), wrstd, atol=1e-5, rtol=1e-5)
+    if center:
+        torch.testing.assert_close(mean.double(), wmean, atol=1e-5, rtol=1e-5)
+    else:
+        assert mean.numel() == 0
+    if residual:
+        assert torch.equal(h, wh)
+    else:
+        assert h.numel() == 0
+
+
+def softmax_expected(x, log):
+    x64 = x.double()
+    shifted = x64 - x64.amax(-1, keepdim=True)
+    out = shifted - shifted.exp().sum(-1, keepdim=True).log()
+    return out if log else out.exp()
+
+
+def softmax_dx_expected(dy, y, log):
+    dy64, y64 = dy.double(), y.double()
+    if log:
+        return dy64 - y64.exp() * dy64.sum(-1, keepdim=True)
+    return y64 * (dy64 - (dy64 * y64).sum(-1, keepdim=True))
+
+
+def _dtypes(device):
+    return (torch.float32, torch.float16) if device.type == "cpu" else (torch.float32,)
+
+
+@pytest.mark.parametrize("launch", list(LAUNCHES))
+@pytest.mark.parametrize("op", list(NORMS))
+@pytest.mark.parametrize(
+    ("M", "N", "stride"), [(3, 16411, None), (2, 32768, 32800), (4, 24577, None)]
+)
+def test_norm_forward_launches(op, launch, M, N, stride, device, poison_outputs):
+    center, residual = NORMS[op]
+    for dtype in _dtypes(device):
+        x, r, w, b = norm_operands(M, N, dtype, device, stride, shift=20.0 if center else 0.0)
+        r = r if residual else None
+        b = b if center else None
+        got = norm.wide_norm_forward(x, w, b, r, 1e-6, 0.5, center, LAUNCHES[launch])
+        want = norm_expected(x.cpu(), w.cpu(), None if b is None else b.cpu(),
+                             None if r is None else r.cpu(), 1e-6, 0.5, center)  # fmt: skip
+        norm_check(got, tuple(t.to(device) for t in want), dtype, center, residual)
+
+
+@pytest.mark.parametrize("op", list(NORMS))
+def test_norm_forward_without_weight(op, device, poison_outputs):
+    center, residual = NORMS[op]
+    x, r, _, _ = norm_operands(2, 16389, torch.float32, device)
+    r = r if residual else None
+    for launch in (WideLaunch(32), WideLaunch(32, early_w=True), WideLaunch(32, stages=2)):
+        got = norm.wide_norm_forward(x, None, None, r, 1e-5, 0.0, center, launch)
+        want = norm_expected(x.cpu(), None, None, None if r is None else r.cpu(), 1e-5, 0.0,
+                             center)  # fmt: skip
+        norm_check(got, tuple(t.to(device) for t in want), torch.float32, center, residual)
+
+
+def test_wide_forwards_refuse_rows_past_32768(device):
+    x = torch.randn(1, 32769, device=device)
+    with pytest.raises(ValueError, match="at most 32768"):
+        norm.wide_norm_forward(x, None, None, None, 1e-6, 0.0, False, WideLaunch())
+    with pytest.raises(ValueError, match="at most 32768"):
+        softmax_ops.wide_softmax_forward(x, False, WideLaunch())
+
+
+@pytest.mark.parametrize("launch", ["32w", "32w-stream", "pipe2", "pipe3-16w"])
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize(
+    ("M", "N", "stride"), [(3, 16411, None), (2, 32768, 32800), (4, 24577, None)]
+)
+def test_softmax_forward_launches(log, launch, M, N, stride, device, poison_outputs):
+    for dtype in _dtypes(device):
+        x = (torch.randn(M, stride or N, device=device) * 3)[:, :N].to(dtype)
+        x[0, N - 1] = 40.0  # a dominant last logit
+        x[M - 1, : N // 2] = float("-inf")  # half a row of -inf
+        y = softmax_ops.wide_softmax_forward(x, log, LAUNCHES[launch])
+        want = softmax_expected(x.cpu(), log).to(device)
+        assert y.dtype == dtype
+        if log:  # -inf where x is -inf, finite elsewhere
+            finite = torch.isfinite(want)
+            assert torch.equal(torch.isfinite(y), finite)
+            y, want = y[finite], want[finite]
+        torch.testing.assert_close(y.double(), want, atol=TOL[dtype] * 1e-2, rtol=TOL[dtype])
+
+
+@pytest.mark.parametrize("launch", ["32w", "32w-stream", "16w-early-stream"])
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize(("M", "N", "stride"), [(3, 16411, None), (2, 32768, 32800)])
+def test_softmax_backward_launches(log, launch, M, N, stride, device, poison_outputs):
+    for dtype in _dtypes(device):
+        x = torch.randn(M, stride or N, device=device) * 3
+        y = (torch.log_softmax(x, -1) if log else torch.softmax(x, -1))[:, :N].to(dtype)
+        dy = torch.randn(M, stride or N, device=device)[:, :N].to(dtype)
+        dx = torch.empty(M, N, dtype=dtype, device=device)
+        softmax_ops.wide_softmax_backward(dy, y, dx, log, LAUNCHES[launch])
+        want = softmax_dx_expected(dy.cpu(), y.cpu(), log).to(device)
+        scale = want.abs().max().item()
+        torch.testing.assert_close(dx.double() / scale, want / scale, atol=TOL[dtype],
+                                   rtol=TOL[dtype])  # fmt: skip
+
+
+@pytest.fixture
+def wide_on(monkeypatch):
+    """The tables' launches for fp32 and fp16 rows, whatever the shipped defaults are."""
+    monkeypatch.delenv(WIDE_ROWS, raising=False)
+    for size in (2, 4):
+        for kernel in ("rms_norm.fwd", "add_rms_norm.fwd", "layer_norm.fwd"):
+            monkeypatch.setitem(norm.NORM_FWD_WIDE_LAUNCHES, (size, kernel), WideLaunch(32))
+        monkeypatch.setitem(softmax_ops.FWD_WIDE_LAUNCHES, size, WideLaunch(32))
+        monkeypatch.setitem(softmax_ops.BWD_WIDE_LAUNCHES, size, WideLaunch(32))
+
+
+@pytest.mark.parametrize("op", list(NORMS))
+def test_public_norms_take_the_wide_kernel(op, wide_on, monkeypatch, device, poison_outputs):
+    """16385-32768 columns take the whole-row kernel where its table lists a launch;
+    WARPFORGE_WIDE_ROWS=0 turns it off; 16384 and 32769 columns never take it."""
+    spy = LaunchSpy(wide_kernels.norm_fwd_wide_kernel)
+    monkeypatch.setattr(wide_kernels, "norm_fwd_wide_kernel", spy)
+    center, residual = NORMS[op]
+
+    def run(N):
+        x, r, w, b = norm_operands(2, N, torch.float32, device)
+        if op == "rms":
+            return (rms_norm(x, w, 1e-6, offset=0.5),), norm_expected(
+                x.cpu(), w.cpu(), None, None, 1e-6, 0.5, False)  # fmt: skip
+        if op == "add_rms":
+            return rms_norm(x, w, 1e-6, residual=r), norm_expected(
+                x.cpu(), w.cpu(), None, r.cpu(), 1e-6, 0.0, False)  # fmt: skip
+        return (layer_norm(x, w, b, 1e-5),), norm_expected(
+            x.cpu(), w.cpu(), b.cpu(), None, 1e-5, 0.0, True)  # fmt: skip
+
+    for N, launches in ((16411, 1), (32768, 1), (16384, 0), (32769, 0)):
+        spy.grids.clear()
+        got, want = run(N)
+        assert len(spy.grids) == launches, N
+        torch.testing.assert_close(got[0].double(), want[0].to(device), atol=1e-5, rtol=1e-5)
+        if residual:
+            assert torch.equal(got[1], want[1].to(device))
+    monkeypatch.setenv(WIDE_ROWS, "0")
+    spy.grids.clear()
+    run(16411)
+    assert not spy.grids
+    monkeypatch.delenv(WIDE_ROWS)
+    kernel = "layer_norm.fwd" if center else "add_rms_norm.fwd" if residual else "rms_norm.fwd"
+    monkeypatch.delitem(norm.NORM_FWD_WIDE_LAUNCHES, (4, kernel))
+    run(16411)
+    assert not spy.grids  # not listed: the chunked kernel
+
+
+@pytest.mark.parametrize("fn", [softmax, log_softmax], ids=["softmax", "log_softmax"])
+def test_public_softmax_takes_the_wide_kernels(fn, wide_on, monkeypatch, device, poison_outputs):
+    fwd = LaunchSpy(wide_kernels.softmax_fwd_wide_kernel)
+    bwd = LaunchSpy(wide_kernels.softmax_bwd_wide_kernel)
+    monkeypatch.setattr(wide_kernels, "softmax_fwd_wide_kernel", fwd)
+    monkeypatch.setattr(wide_kernels, "softmax_bwd_wide_kernel", bwd)
+    log = fn is log_softmax
+    for N, launches in ((16411, 1), (32768, 1), (16384, 0), (32769, 0)):
+        fwd.grids.clear()
+        bwd.grids.clear()
+        x = (torch.randn(2, N, device=device) * 3).requires_grad_()
+        dy = torch.randn(2, N, device=device)
+        y = fn(x, -1)
+        (dx,) = torch.autograd.grad(y, x, dy)
+        assert (len(fwd.grids), len(bwd.grids)) == (launches, launches), N
+        torch.testing.assert_close(y.double(), softmax_expected(x.detach(), log),
+                                   atol=1e-7, rtol=1e-5)  # fmt: skip
+        torch.testing.assert_close(dx.double(), softmax_dx_expected(dy, y.detach(), log),
+                                   atol=1e-5, rtol=1e-5)  # fmt: skip
+    monkeypatch.setenv(WIDE_ROWS, "off")
+    fwd.grids.clear()
+    fn(torch.randn(2, 16411, device=device), -1)
+    assert not fwd.grids
+
+
+# --------------------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", list(NORMS))
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"]
+)
+@pytest.mark.parametrize(("M", "N"), [(300, 32768), (5, 16411), (131, 24577), (1, 16385)])
+def test_norm_forward_gpu(op, dtype, M, N, poison_outputs):
+    """Every launch option and the public op (the shipped dispatch) on the GPU."""
+    center, residual = NORMS[op]
+    x, r, w, b = norm_operands(M, N, dtype, "cuda", shift=20.0 if center else 0.0)
+    r = r if residual else None
+    b = b if center else None
+    want = norm_expected(x.cpu(), w.cpu(), None if b is None else b.cpu(),
+                         None if r is None else r.cpu(), 1e-6, 0.0, center)  # fmt: skip
+    want = tuple(t.cuda() for t in want)
+    for launch in LAUNCHES.values():
+        if launch.stages and (dtype == torch.float32 or launch.stages > 2):
+            continue  # staged x and w past two 2-byte stages overflow shared memory
+        got = norm.wide_norm_forward(x, w, b, r, 1e-6, 0.0, center, launch)
+        norm_check(got, want, dtype, center, residual)
+    got = norm._forward(x, w, b, r, 1e-6, 0.0, center)
+    norm_check(got, want, dtype, center, residual)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"]
+)
+@pytest.mark.parametrize(("M", "N"), [(300, 32768), (5, 16411), (131, 24577)])
+def test_softmax_gpu(log, dtype, M, N, poison_outputs):
+    x = (torch.randn(M, N, device="cuda") * 3).to(dtype)
+    x[0, N - 1] = 40.0
+    want = softmax_expected(x, log)
+    for launch in ("32w", "32w-stream", "pipe2", "pipe3-16w", None):
+        if launch == "pipe3-16w" and dtype == torch.float32:
+            continue  # three fp32 stages overflow shared memory
+        if launch is None:
+            y = (log_softmax if log else softmax)(x)
+        else:
+            y = softmax_ops.wide_softmax_forward(x, log, LAUNCHES[launch])
+        torch.testing.assert_close(y.double(), want, atol=TOL[dtype] * 1e-2, rtol=TOL[dtype])
+    y = want.to(dtype)
+    dy = torch.randn(M, N, device="cuda").to(dtype)
+    want_dx = softmax_dx_expected(dy, y, log)
+    scale = want_dx.abs().max().item()
+    for launch in ("32w", "32w-stream", "16w-early-stream"):
+        dx = torch.empty_like(y)
+        softmax_ops.wide_softmax_backward(dy, y, dx, log, LAUNCHES[launch])
+        torch.testing.assert_close(dx.double() / scale, want_dx / scale, atol=TOL[dtype],
+                                   rtol=TOL[dtype])  # fmt: skip
+
+
+@pytest.mark.gpu
+def test_more_than_2_to_31_elements_gpu():
+    """64-bit row offsets: the last rows of a 2**31 + 32768-element bf16 matrix."""
+    n = 32768
+    m = 2**31 // n + 1
+    x = torch.empty(m, n, dtype=torch.bfloat16, device="cuda").normal_()
+    w = torch.randn(n, device="cuda").to(torch.bfloat16)
+    tail = slice(m - 2, m)
+    for launch in (WideLaunch(32), WideLaunch(32, stages=2)):
+        y = norm.wide_norm_forward(x, w, None, None, 1e-6, 0.0, False, launch)[0]
+        want = norm_expected(x[tail].cpu(), w.cpu(), None, None, 1e-6, 0.0, False)
+        torch.testing.assert_close(y[tail].double(), want[0].cuda(), atol=1.6e-2, rtol=1.6e-2)
+        del y
+        s = softmax_ops.wide_softmax_forward(x, False, launch)
+        torch.testing.assert_close(s[tail].double(), softmax_expected(x[tail], False),
+                                   atol=1e-3, rtol=1.6e-2)  # fmt: skip
+        del s
+
+
+def test_a_launch_serves_rows_from_its_min_n(monkeypatch):
+    monkeypatch.delenv(WIDE_ROWS, raising=False)
+    launches = {2: WideLaunch(32, min_n=24576), 4: WideLaunch(16), 8: WideLaunch(aligned=True)}
+    assert wide_launch(launches, 2, 24575, 2) is None
+    assert wide_launch(launches, 2, 24576, 2) == launches[2]
+    assert wide_launch(launches, 2, 32768, 2) == launches[2]
+    assert wide_launch(launches, 2, 32769, 2) is None
+    assert wide_launch(launches, 4, 16384, 4) is None
+    assert wide_launch(launches, 4, 16385, 4) == launches[4]
+    assert wide_launch(launches, 1, 20000, 1) is None
+    assert wide_launch(launches, 4, 20000, 4, enabled=False) is None
+    # aligned: rows of whole 16-byte vectors only
+    assert wide_launch(launches, 8, 20000, 2) == launches[8]
+    assert wide_launch(launches, 8, 20004, 2) is None
+    assert wide_launch(launches, 8, 20004, 4) == launches[8]
+    monkeypatch.setenv(WIDE_ROWS, "no")
+    assert wide_launch(launches, 4, 20000, 4) is None
+
+
+def test_shipped_tables_route_as_measured(monkeypatch):
+    """bf16 LayerNorm keeps the chunked kernel for rows of no whole 16-byte vectors; the 2-byte
+    softmax forward takes the whole-row kernel from 24577 columns, its backward from 24576."""
+    monkeypatch.delenv(WIDE_ROWS, raising=False)
+    assert norm.norm_fwd_wide_launch(24576, 2, "layer_norm.fwd") is not None
+    assert norm.norm_fwd_wide_launch(24577, 2, "layer_norm.fwd") is None
+    assert norm.norm_fwd_wide_launch(24577, 2, "rms_norm.fwd") is not None
+    assert norm.norm_fwd_wide_launch(16385, 4, "layer_norm.fwd") is not None
+    fwd, bwd = softmax_ops.FWD_WIDE_LAUNCHES, softmax_ops.BWD_WIDE_LAUNCHES
+    assert wide_launch(fwd, 2, 24576, 2) is None
+    assert wide_launch(fwd, 2, 24577, 2) is not None
+    assert wide_launch(fwd, 4, 16385, 4) is not None
+    assert wide_launch(bwd, 2, 24575, 2) is None
+    assert wide_launch(bwd, 2, 24576, 2) is not None
+    assert wide_launch(bwd, 4, 32768, 4) is None
