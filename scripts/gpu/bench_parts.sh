@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A harness benchmark in bounded, resumable pieces: one `warpforge bench` call per problem glob,
 # each with its own time limit (cut to what is left of the budget), then one merged report.
-# A slow piece (a max-autotune baseline building, a huge shape) costs only its own rows.
+# A slow piece (a max-autotune baseline building, a huge shape) costs only its own rows; one
+# stopped by its limit after its report was written (atomically) keeps that report.
 #
 # Usage: bash scripts/gpu/bench_parts.sh OUT_DIR REPORT_NAME GLOB:LIMIT_S [GLOB:LIMIT_S ...]
 #   OUT_DIR/parts/GLOB.json    one harness report per piece (bench exit code in summary.txt)
@@ -52,6 +53,7 @@ for entry in "${PROBLEMS[@]}"; do
     continue
   fi
   [ "$limit" -gt "$left" ] && limit=$left
+  rm -f "$part"  # a report found after the run is this run's (reports are written atomically)
   t0=$SECONDS
   timeout "$limit" "$PY" -m warpforge bench --problem "$name" --out "$part" \
     --max-time "${SUITE_MAX_TIME:-1}" "${DTYPE[@]}" "${SHAPES[@]}" "${CEILINGS[@]}" > "$OUT/$safe.log" 2>&1
@@ -59,7 +61,12 @@ for entry in "${PROBLEMS[@]}"; do
   case $rc in
     0) what="ok" ;;
     1) what="done, some row rejected or errored (see log)" ;;
-    124) what="TIMED OUT at $limit s (no report; run again to resume with warm caches)"; rm -f "$part" ;;
+    124)
+      if [ -s "$part" ]; then
+        what="TIMED OUT at $limit s after writing its whole report (kept)"
+      else
+        what="TIMED OUT at $limit s (no report; run again to resume with warm caches)"
+      fi ;;
     *) what="failed (see log)" ;;
   esac
   echo "$name: exit $rc in $((SECONDS - t0)) s: $what" | tee -a "$SUMMARY"
