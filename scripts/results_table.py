@@ -1,7 +1,9 @@
-"""Render a harness report (JSON written by `warpforge bench`) as a Markdown table.
+"""Render harness reports (JSON written by `warpforge bench`) as a Markdown table.
 
 Docs paste this output unchanged, so every number in them traces to a committed results file:
     python scripts/results_table.py benchmarks/results/ops-2026-11-21-h100.json [--problem GLOB]
+With several reports, one table of the latest row of each (problem, shape, dtype): a later file
+replaces an earlier file's row, and each row names its file (a report holds one commit's rows).
 """
 
 from __future__ import annotations
@@ -20,62 +22,93 @@ def _us(seconds: float) -> str:
     return f"{seconds * 1e6:,.1f}"
 
 
-def render(report: dict, pattern: str | None) -> str:
+_HEADER = (
+    "| problem | shape | dtype | status | warpforge µs | best baseline | µs | speedup [95% CI] "
+    "| GB/s | % of copy ceiling |"
+)
+_ALIGN = "| --- | --- | --- | --- | ---: | --- | ---: | --- | ---: | ---: |"
+
+
+def _source(report: dict) -> str:
     env = report.get("environment", {})
     device = env.get("device", {}).get("name", "?")
-    ceilings = report.get("ceilings") or {}
-    copy = ceilings.get("copy_bytes_per_s")
-    lines = [
+    copy = (report.get("ceilings") or {}).get("copy_bytes_per_s")
+    if not copy:
+        return f"Device {device}."
+    return (
         f"Device {device}, torch {env.get('torch')}, Triton {env.get('triton')}, commit "
         f"`{str(env.get('git_commit'))[:12]}`, {env.get('date')}; measured copy ceiling "
         f"{copy / 1e12:.2f} TB/s."
-        if copy
-        else f"Device {device}.",
-        "",
-        "| problem | shape | dtype | status | warpforge µs | best baseline | µs | speedup [95% CI] "
-        "| GB/s | % of copy ceiling |",
-        "| --- | --- | --- | --- | ---: | --- | ---: | --- | ---: | ---: |",
-    ]
-    for row in report["results"]:
-        if pattern and not fnmatch.fnmatchcase(row["problem"], pattern):
-            continue
-        times = row.get("times") or {}
-        cand = times.get("candidate")
-        if cand is None:
-            reason = row["verification"].get("error") or "; ".join(
-                f["reason"] for f in row["verification"].get("findings", [])
-            )
-            lines.append(
-                f"| {row['problem']} | {_shape(row['shape'])} | {row['dtype']} | "
-                f"{row['status']} ({reason[:60]}) | | | | | | |"
-            )
-            continue
-        best = row["speedup"]["vs_best"]
-        base = times[best["baseline"]]
-        lo, hi = best["ci95"]
-        share = row.get("percent_of_ceiling")
-        share_text = f"{share:.0f}%" if share is not None else "- (no ceilings measured)"
-        lines.append(
-            f"| {row['problem']} | {_shape(row['shape'])} | {row['dtype']} | {row['status']} | "
-            f"{_us(cand['median_s'])} | {best['baseline']} | {_us(base['median_s'])} | "
-            f"{best['value']:.2f}x [{lo:.2f}, {hi:.2f}] | {row['achieved']['gb_per_s']:,.0f} | "
-            f"{share_text} |"
+    )
+
+
+def _cells(row: dict) -> str:
+    """One table row: the median times, the speedup over the best baseline and the ceiling."""
+    times = row.get("times") or {}
+    cand = times.get("candidate")
+    if cand is None:
+        reason = row["verification"].get("error") or "; ".join(
+            f["reason"] for f in row["verification"].get("findings", [])
         )
-    lines += ["", *summary(report, pattern)]
-    return "\n".join(lines)
+        return (
+            f"| {row['problem']} | {_shape(row['shape'])} | {row['dtype']} | "
+            f"{row['status']} ({reason[:60]}) | | | | | | |"
+        )
+    best = row["speedup"]["vs_best"]
+    base = times[best["baseline"]]
+    lo, hi = best["ci95"]
+    share = row.get("percent_of_ceiling")
+    share_text = f"{share:.0f}%" if share is not None else "- (no ceilings measured)"
+    return (
+        f"| {row['problem']} | {_shape(row['shape'])} | {row['dtype']} | {row['status']} | "
+        f"{_us(cand['median_s'])} | {best['baseline']} | {_us(base['median_s'])} | "
+        f"{best['value']:.2f}x [{lo:.2f}, {hi:.2f}] | {row['achieved']['gb_per_s']:,.0f} | "
+        f"{share_text} |"
+    )
 
 
-def summary(report: dict, pattern: str | None) -> list[str]:
-    """The issue targets' view of a report: speed against baselines and the copy ceiling."""
+def _selected(report: dict, pattern: str | None) -> list[dict]:
+    return [
+        row
+        for row in report["results"]
+        if not pattern or fnmatch.fnmatchcase(row["problem"], pattern)
+    ]
+
+
+def render(report: dict, pattern: str | None) -> str:
+    rows = _selected(report, pattern)
+    lines = [_source(report), "", _HEADER, _ALIGN, *map(_cells, rows)]
+    return "\n".join([*lines, "", *summary(rows)])
+
+
+def render_latest(reports: list[tuple[str, dict]], pattern: str | None) -> str:
+    """One table of the latest row of each (problem, shape, dtype) over ``reports`` (name,
+    report) in order, each row numbered by the file it comes from."""
+    latest: dict[tuple[str, str, str], tuple[int, dict]] = {}
+    for index, (_, report) in enumerate(reports, 1):
+        for row in _selected(report, pattern):
+            key = (row["problem"], json.dumps(row["shape"], sort_keys=True), row["dtype"])
+            latest[key] = (index, row)
+    lines = ["Files (a later file's row replaces an earlier one's):", ""]
+    lines += [f"{i}. `{name}`: {_source(report)}" for i, (name, report) in enumerate(reports, 1)]
+    lines += ["", _HEADER[:-1] + "| file |", _ALIGN + " ---: |"]
+    ordered = sorted(
+        latest.values(),
+        key=lambda item: (
+            item[1]["problem"],
+            item[1]["dtype"],
+            sorted(item[1]["shape"].items(), reverse=True),
+        ),
+    )
+    lines += [f"{_cells(row)} {index} |" for index, row in ordered]
+    return "\n".join([*lines, "", *summary([row for _, row in ordered])])
+
+
+def summary(rows: list[dict]) -> list[str]:
+    """The issue targets' view of some rows: speed against baselines and the copy ceiling."""
     import statistics
 
-    rows = [
-        r
-        for r in report["results"]
-        if r["status"] == "ok"
-        and (r.get("times") or {}).get("candidate")
-        and (not pattern or fnmatch.fnmatchcase(r["problem"], pattern))
-    ]
+    rows = [r for r in rows if r["status"] == "ok" and (r.get("times") or {}).get("candidate")]
     if not rows:
         return []
     vs_compile = [r["speedup"]["vs"]["torch.compile"]["value"] for r in rows
@@ -98,10 +131,14 @@ def summary(report: dict, pattern: str | None) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("report", type=Path)
+    parser.add_argument("reports", type=Path, nargs="+", help="one report, or several in order")
     parser.add_argument("--problem", help="only problems matching this glob")
     args = parser.parse_args()
-    print(render(json.loads(args.report.read_text()), args.problem))
+    reports = [(str(path), json.loads(path.read_text())) for path in args.reports]
+    if len(reports) == 1:
+        print(render(reports[0][1], args.problem))
+    else:
+        print(render_latest(reports, args.problem))
 
 
 if __name__ == "__main__":

@@ -72,6 +72,17 @@ def check_forward_backward(logits, target, dtype, tol, **options):
     torch.testing.assert_close(grad.double(), expected_grad, atol=tol, rtol=tol)
 
 
+def check_row_losses(loss, lse, logits, target):
+    """Per-row losses (label smoothing 0.1, z-loss 1e-3) and logsumexp against float64."""
+    x64 = logits.double()
+    expected = reference_cross_entropy(
+        x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-3
+    )
+    tol = 2e-5 if logits.dtype == torch.float32 else 1e-3
+    torch.testing.assert_close(loss.double(), expected, atol=tol, rtol=tol)
+    torch.testing.assert_close(lse.double(), x64.logsumexp(-1), atol=tol, rtol=0)
+
+
 @pytest.mark.parametrize(
     "shape",
     [(1, 1), (1, 7), (5, 1), (13, 97), (3, 4, 31), (2, 5000), (17,)],
@@ -454,13 +465,7 @@ def test_loss_only_forward_over_odd_and_even_chunk_counts(dtype, vocab):
     target = random_target((6,), vocab, gen)
     target[0] = vocab - 1
     loss, lse = ce_module.row_losses(logits, target, IGNORE, 0.1, 1e-3, launch=(16, 1))
-    x64 = logits.double()
-    expected = reference_cross_entropy(
-        x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-3
-    )
-    tol = 2e-5 if dtype == torch.float32 else 1e-3
-    torch.testing.assert_close(loss.double(), expected, atol=tol, rtol=tol)
-    torch.testing.assert_close(lse.double(), x64.logsumexp(-1), atol=tol, rtol=0)
+    check_row_losses(loss, lse, logits, target)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
@@ -483,13 +488,7 @@ def test_loss_only_forward_takes_short_rows_several_a_program(dtype, vocab, shor
     target = random_target((37,), vocab, gen)
     target[0], target[1], target[3] = vocab - 1, 0, IGNORE
     loss, lse = ce_module.loss_only_rows(logits, target, IGNORE, 0.1, 1e-3, short=short)
-    x64 = logits.double()
-    expected = reference_cross_entropy(
-        x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-3
-    )
-    tol = 2e-5 if dtype == torch.float32 else 1e-3
-    torch.testing.assert_close(loss.double(), expected, atol=tol, rtol=tol)
-    torch.testing.assert_close(lse.double(), x64.logsumexp(-1), atol=tol, rtol=0)
+    check_row_losses(loss, lse, logits, target)
     assert spy.grids == [(-(-37 // short[0]),)]
 
 
@@ -520,13 +519,7 @@ def test_loss_only_forward_of_unaligned_rows_reads_aligned_chunks(dtype, vocab, 
     target = random_target((9,), vocab, gen)
     target[0], target[2] = vocab - 1, 0
     loss, lse = ce_module.loss_only_rows(logits, target, IGNORE, 0.1, 1e-3, launch=(16, 1))
-    x64 = logits.double()
-    expected = reference_cross_entropy(
-        x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-3
-    )
-    tol = 2e-5 if dtype == torch.float32 else 1e-3
-    torch.testing.assert_close(loss.double(), expected, atol=tol, rtol=tol)
-    torch.testing.assert_close(lse.double(), x64.logsumexp(-1), atol=tol, rtol=0)
+    check_row_losses(loss, lse, logits, target)
     aligned = (vocab + 3) * logits.element_size() % 16 != 0 and logits.data_ptr() % 16 == 0
     assert len(spy.grids) == (1 if aligned else 0)
 

@@ -1,7 +1,9 @@
 """The norm backward of rows of 16385-65535 columns: the lagged split-row kernel
 (``norm_bwd_lag_flags_kernel``, dx of a row written one iteration after its sums are
-published) and the dispatch of :data:`warpforge.ops.norm.NORM_BWD_NARROW`. Against float64
-formulas, on poisoned outputs; the interpreter runs the two-launch fallback."""
+published) at wide rows, and the dispatch of :data:`warpforge.ops.norm.NORM_BWD_NARROW`.
+Against float64 formulas, on poisoned outputs; the interpreter runs the two-launch fallback.
+The lagged kernel's small-chunk cases run with the other split backwards in
+``test_norm_split_bwd.py``."""
 
 from __future__ import annotations
 
@@ -14,51 +16,6 @@ import warpforge.ops._kernels.norm_lag_bwd
 import warpforge.ops._kernels.norm_split_bwd
 from warpforge.ops import norm
 from warpforge.ops._split_rows import split_row_plan
-
-CASES = [(1, 16, None), (7, 37, None), (5, 17, None), (4, 100, 131), (3, 67, None), (2, 643, 701)]
-
-
-@pytest.mark.parametrize(("center", "residual"), KINDS, ids=["rms", "add_rms", "layer"])
-@pytest.mark.parametrize(("M", "N", "stride"), CASES)
-def test_lag_backward_small_chunks(center, residual, M, N, stride, device, poison_outputs):
-    """16-column chunks: a ragged last chunk, one row (no lagged iteration), primes, more rows
-    than slots, row strides wider than the row, 41 chunks (two vectors of words)."""
-    plan = split_row_plan(M, N, device, block=16, num_warps=1, flag_words=True)
-    assert plan is not None and plan.chunks == -(-N // 16)
-    for dtype in (torch.float32, torch.float16):
-        x, dy, dh, w, mean, rstd = operands(M, N, dtype, device, stride, 30.0 if center else 0.0)
-        dh = dh if residual else None
-        offset = 0.0 if center else 1.0
-        got = norm.lag_norm_backward(dy, x, w, mean if center else None, rstd, dh, offset,
-                                     center, True, center, plan)  # fmt: skip
-        want = expected(dy, x, w, mean, rstd, dh, offset, center)
-        check(got, want, dtype, True, center)
-
-
-@pytest.mark.parametrize("center", [False, True], ids=["rms", "layer"])
-@pytest.mark.parametrize(("weight_grad", "bias_grad"), [(False, False), (True, False),
-                                                        (False, True)])  # fmt: skip
-def test_lag_backward_without_weight_or_gradients(center, weight_grad, bias_grad, device,
-                                                  poison_outputs):  # fmt: skip
-    plan = split_row_plan(5, 53, device, block=16, num_warps=1, flag_words=True)
-    x, dy, _, w, mean, rstd = operands(5, 53, torch.float32, device)
-    bias_grad = bias_grad and center
-    for weight in (None, w):
-        got = norm.lag_norm_backward(dy, x, weight, mean, rstd, None, 0.0, center, weight_grad,
-                                     bias_grad, plan)  # fmt: skip
-        want = expected(dy, x, weight, mean, rstd, None, 0.0, center)
-        check(got, want, torch.float32, weight_grad, bias_grad)
-
-
-def test_lag_backward_refuses_bad_plans(device):
-    x = torch.randn(2, 16 * 65, device=device)
-    plan = split_row_plan(2, 16 * 65, device, block=16, num_warps=1, flag_words=True)
-    with pytest.raises(ValueError, match="at most 64 chunks"):
-        norm.lag_norm_backward(x, x, None, None, x[:, 0], None, 0.0, False, False, False, plan)
-    plan = split_row_plan(3, 32, device, block=16, num_warps=1, flag_words=True)
-    with pytest.raises(ValueError, match="slots"):
-        norm.lag_norm_backward(x[:, :32], x[:, :32], None, None, x[:, 0], None, 0.0, False,
-                               False, False, plan)  # fmt: skip
 
 
 @pytest.mark.parametrize(("N", "dtype", "grads"), [(16411, torch.float16, True),

@@ -67,37 +67,48 @@ CASES = [(1, 16, None), (7, 37, None), (5, 17, None), (4, 100, 131), (3, 67, Non
 KINDS = [(False, False), (False, True), (True, False)]
 
 
-@pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
+# the flag-word split backwards: dx from held chunks (the next row's loaded late or early) or,
+# lagged an iteration, from a re-read of the row (norm_bwd_lag_flags_kernel)
+BACKWARDS = {
+    "load": (lambda *a: norm.split_norm_backward(*a), False),
+    "prefetch": (lambda *a: norm.split_norm_backward(*a), True),
+    "lag": (lambda *a: norm.lag_norm_backward(*a), False),
+}
+
+
+@pytest.mark.parametrize("backward", BACKWARDS)
 @pytest.mark.parametrize(("center", "residual"), KINDS, ids=["rms", "add_rms", "layer"])
 @pytest.mark.parametrize(("M", "N", "stride"), CASES)
-def test_split_backward_small_chunks(center, residual, M, N, stride, prefetch, device,
+def test_split_backward_small_chunks(center, residual, M, N, stride, backward, device,
                                      poison_outputs):  # fmt: skip
-    """16-column chunks: a ragged last chunk, one row, primes, more rows than slots (each slot's
-    partial rows sum several rows), row strides wider than the row, 41 chunks (two vectors of
-    words)."""
+    """16-column chunks: a ragged last chunk, one row (no lagged iteration), primes, more rows
+    than slots (each slot's partial rows sum several rows), row strides wider than the row, 41
+    chunks (two vectors of words)."""
+    run, prefetch = BACKWARDS[backward]
     plan = split_row_plan(M, N, device, block=16, num_warps=1, prefetch=prefetch, flag_words=True)
     assert plan is not None and plan.chunks == -(-N // 16)
     for dtype in (torch.float32, torch.float16):
         x, dy, dh, w, mean, rstd = operands(M, N, dtype, device, stride, 30.0 if center else 0.0)
         dh = dh if residual else None
         offset = 0.0 if center else 1.0
-        got = norm.split_norm_backward(dy, x, w, mean if center else None, rstd, dh, offset,
-                                       center, True, center, plan)  # fmt: skip
+        got = run(dy, x, w, mean if center else None, rstd, dh, offset, center, True, center,
+                  plan)  # fmt: skip
         want = expected(dy, x, w, mean, rstd, dh, offset, center)
         check(got, want, dtype, True, center)
 
 
+@pytest.mark.parametrize("backward", ["load", "lag"])
 @pytest.mark.parametrize("center", [False, True], ids=["rms", "layer"])
 @pytest.mark.parametrize(("weight_grad", "bias_grad"), [(False, False), (True, False),
                                                         (False, True)])  # fmt: skip
-def test_split_backward_without_weight_or_gradients(center, weight_grad, bias_grad, device,
-                                                    poison_outputs):  # fmt: skip
+def test_split_backward_without_weight_or_gradients(center, weight_grad, bias_grad, backward,
+                                                    device, poison_outputs):  # fmt: skip
+    run, _ = BACKWARDS[backward]
     plan = split_row_plan(5, 53, device, block=16, num_warps=1, flag_words=True)
     x, dy, _, w, mean, rstd = operands(5, 53, torch.float32, device)
     bias_grad = bias_grad and center
     for weight in (None, w):
-        got = norm.split_norm_backward(dy, x, weight, mean, rstd, None, 0.0, center,
-                                       weight_grad, bias_grad, plan)  # fmt: skip
+        got = run(dy, x, weight, mean, rstd, None, 0.0, center, weight_grad, bias_grad, plan)
         want = expected(dy, x, weight, mean, rstd, None, 0.0, center)
         check(got, want, torch.float32, weight_grad, bias_grad)
 
@@ -112,15 +123,16 @@ def test_split_backward_float32_weight_of_half_rows(device, poison_outputs):
           True, torch.float32)  # fmt: skip
 
 
-def test_split_backward_refuses_bad_plans(device):
+@pytest.mark.parametrize("backward", ["load", "lag"])
+def test_split_backward_refuses_bad_plans(backward, device):
+    run, _ = BACKWARDS[backward]
     x = torch.randn(2, 16 * 65, device=device)
     plan = split_row_plan(2, 16 * 65, device, block=16, num_warps=1, flag_words=True)
     with pytest.raises(ValueError, match="at most 64 chunks"):
-        norm.split_norm_backward(x, x, None, None, x[:, 0], None, 0.0, False, False, False, plan)
+        run(x, x, None, None, x[:, 0], None, 0.0, False, False, False, plan)
     plan = split_row_plan(3, 32, device, block=16, num_warps=1, flag_words=True)
     with pytest.raises(ValueError, match="slots"):
-        norm.split_norm_backward(x[:, :32], x[:, :32], None, None, x[:, 0], None, 0.0, False,
-                                 False, False, plan)  # fmt: skip
+        run(x[:, :32], x[:, :32], None, None, x[:, 0], None, 0.0, False, False, False, plan)
 
 
 def _gradients(op, x, r, w, b, dy):

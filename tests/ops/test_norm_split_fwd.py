@@ -8,55 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 from launch_spy import LaunchSpy
+from norm_fwd_check import check, expected, operands
 
 import warpforge.ops._kernels.norm_split
 from warpforge.ops import layer_norm, norm, rms_norm
 from warpforge.ops._split_rows import split_row_plan
 from warpforge.ops._wide_rows import WIDE_ROWS
-
-TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
-
-
-def operands(M, N, dtype, device, stride=None, shift=0.0):
-    """x (a row view of a wider buffer with ``stride``; ``shift`` moves rows far from zero,
-    where a sum-of-squares variance cancels), residual, weight, bias."""
-    x = (torch.randn(M, stride or N, device=device) * 2 + shift)[:, :N].to(dtype)
-    r = torch.randn(M, stride or N, device=device)[:, :N].to(dtype)
-    w = torch.randn(N, device=device).to(dtype)
-    b = torch.randn(N, device=device).to(dtype)
-    return x, r, w, b
-
-
-def expected(x, w, b, r, eps, offset, center):
-    """(y, h, mean, rstd) in float64; h = x + r rounded to the input dtype, as the kernels do."""
-    h = (x.float() + r.float()).to(x.dtype) if r is not None else x
-    h64 = h.double()
-    mean = h64.mean(-1) if center else torch.zeros(h.shape[0], dtype=torch.float64)
-    c = h64 - mean[:, None] if center else h64
-    rstd = torch.rsqrt(c.square().mean(-1) + eps)
-    y = c * rstd[:, None]
-    if w is not None:
-        y = y * (offset + w.double())
-    if b is not None:
-        y = y + b.double()
-    return y, h, mean, rstd
-
-
-def check(got, want, dtype, center, residual):
-    y, h, mean, rstd = got
-    wy, wh, wmean, wrstd = want
-    assert y.dtype == dtype and y.shape == wy.shape
-    torch.testing.assert_close(y.double(), wy, atol=TOL[dtype], rtol=TOL[dtype])
-    torch.testing.assert_close(rstd.double(), wrstd, atol=1e-5, rtol=1e-5)
-    if center:
-        torch.testing.assert_close(mean.double(), wmean, atol=1e-5, rtol=1e-5)
-    else:
-        assert mean.numel() == 0
-    if residual:
-        assert torch.equal(h, wh)
-    else:
-        assert h.numel() == 0
-
 
 CASES = [(1, 16, None), (7, 37, None), (5, 17, None), (4, 100, 131), (3, 67, None), (2, 643, 701)]
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 from launch_spy import LaunchSpy
+from norm_fwd_check import TOL, check, expected, operands
 
 import warpforge.ops._kernels.wide_rows as wide_kernels
 from warpforge.ops import layer_norm, log_softmax, norm, rms_norm, softmax, softmax_ops
 from warpforge.ops._wide_rows import WIDE_ROWS, WideLaunch, wide_launch
 
-TOL = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 NORMS = {"rms": (False, False), "add_rms": (False, True), "layer": (True, False)}
 # every kernel option: one row a program (weight early or late, streaming hints), 16 warps,
 # the persistent pipelined row loop
@@ -25,45 +25,6 @@ LAUNCHES = {
     "pipe2": WideLaunch(32, stages=2),
     "pipe3-16w": WideLaunch(16, stages=3),
 }
-
-
-def norm_operands(M, N, dtype, device, stride=None, shift=0.0):
-    x = (torch.randn(M, stride or N, device=device) * 2 + shift)[:, :N].to(dtype)
-    r = torch.randn(M, stride or N, device=device)[:, :N].to(dtype)
-    w = torch.randn(N, device=device).to(dtype)
-    b = torch.randn(N, device=device).to(dtype)
-    return x, r, w, b
-
-
-def norm_expected(x, w, b, r, eps, offset, center):
-    """(y, h, mean, rstd) in float64; h = x + r rounded to the input dtype, as the kernels do."""
-    h = (x.float() + r.float()).to(x.dtype) if r is not None else x
-    h64 = h.double()
-    mean = h64.mean(-1) if center else torch.zeros(h.shape[0], dtype=torch.float64)
-    c = h64 - mean[:, None] if center else h64
-    rstd = torch.rsqrt(c.square().mean(-1) + eps)
-    y = c * rstd[:, None]
-    if w is not None:
-        y = y * (offset + w.double())
-    if b is not None:
-        y = y + b.double()
-    return y, h, mean, rstd
-
-
-def norm_check(got, want, dtype, center, residual):
-    y, h, mean, rstd = got
-    wy, wh, wmean, wrstd = want
-    assert y.dtype == dtype and y.shape == wy.shape
-    torch.testing.assert_close(y.double(), wy, atol=TOL[dtype], rtol=TOL[dtype])
-    torch.testing.assert_close(rstd.double(), wrstd, atol=1e-5, rtol=1e-5)
-    if center:
-        torch.testing.assert_close(mean.double(), wmean, atol=1e-5, rtol=1e-5)
-    else:
-        assert mean.numel() == 0
-    if residual:
-        assert torch.equal(h, wh)
-    else:
-        assert h.numel() == 0
 
 
 def softmax_expected(x, log):
@@ -92,25 +53,25 @@ def _dtypes(device):
 def test_norm_forward_launches(op, launch, M, N, stride, device, poison_outputs):
     center, residual = NORMS[op]
     for dtype in _dtypes(device):
-        x, r, w, b = norm_operands(M, N, dtype, device, stride, shift=20.0 if center else 0.0)
+        x, r, w, b = operands(M, N, dtype, device, stride, shift=20.0 if center else 0.0)
         r = r if residual else None
         b = b if center else None
         got = norm.wide_norm_forward(x, w, b, r, 1e-6, 0.5, center, LAUNCHES[launch])
-        want = norm_expected(x.cpu(), w.cpu(), None if b is None else b.cpu(),
+        want = expected(x.cpu(), w.cpu(), None if b is None else b.cpu(),
                              None if r is None else r.cpu(), 1e-6, 0.5, center)  # fmt: skip
-        norm_check(got, tuple(t.to(device) for t in want), dtype, center, residual)
+        check(got, tuple(t.to(device) for t in want), dtype, center, residual)
 
 
 @pytest.mark.parametrize("op", list(NORMS))
 def test_norm_forward_without_weight(op, device, poison_outputs):
     center, residual = NORMS[op]
-    x, r, _, _ = norm_operands(2, 16389, torch.float32, device)
+    x, r, _, _ = operands(2, 16389, torch.float32, device)
     r = r if residual else None
     for launch in (WideLaunch(32), WideLaunch(32, early_w=True), WideLaunch(32, stages=2)):
         got = norm.wide_norm_forward(x, None, None, r, 1e-5, 0.0, center, launch)
-        want = norm_expected(x.cpu(), None, None, None if r is None else r.cpu(), 1e-5, 0.0,
+        want = expected(x.cpu(), None, None, None if r is None else r.cpu(), 1e-5, 0.0,
                              center)  # fmt: skip
-        norm_check(got, tuple(t.to(device) for t in want), torch.float32, center, residual)
+        check(got, tuple(t.to(device) for t in want), torch.float32, center, residual)
 
 
 def test_wide_forwards_refuse_rows_past_32768(device):
@@ -177,14 +138,14 @@ def test_public_norms_take_the_wide_kernel(op, wide_on, monkeypatch, device, poi
     center, residual = NORMS[op]
 
     def run(N):
-        x, r, w, b = norm_operands(2, N, torch.float32, device)
+        x, r, w, b = operands(2, N, torch.float32, device)
         if op == "rms":
-            return (rms_norm(x, w, 1e-6, offset=0.5),), norm_expected(
+            return (rms_norm(x, w, 1e-6, offset=0.5),), expected(
                 x.cpu(), w.cpu(), None, None, 1e-6, 0.5, False)  # fmt: skip
         if op == "add_rms":
-            return rms_norm(x, w, 1e-6, residual=r), norm_expected(
+            return rms_norm(x, w, 1e-6, residual=r), expected(
                 x.cpu(), w.cpu(), None, r.cpu(), 1e-6, 0.0, False)  # fmt: skip
-        return (layer_norm(x, w, b, 1e-5),), norm_expected(
+        return (layer_norm(x, w, b, 1e-5),), expected(
             x.cpu(), w.cpu(), b.cpu(), None, 1e-5, 0.0, True)  # fmt: skip
 
     for N, launches in ((16411, 1), (32768, 1), (16384, 0), (32769, 0)):
@@ -242,19 +203,19 @@ def test_public_softmax_takes_the_wide_kernels(fn, wide_on, monkeypatch, device,
 def test_norm_forward_gpu(op, dtype, M, N, poison_outputs):
     """Every launch option and the public op (the shipped dispatch) on the GPU."""
     center, residual = NORMS[op]
-    x, r, w, b = norm_operands(M, N, dtype, "cuda", shift=20.0 if center else 0.0)
+    x, r, w, b = operands(M, N, dtype, "cuda", shift=20.0 if center else 0.0)
     r = r if residual else None
     b = b if center else None
-    want = norm_expected(x.cpu(), w.cpu(), None if b is None else b.cpu(),
+    want = expected(x.cpu(), w.cpu(), None if b is None else b.cpu(),
                          None if r is None else r.cpu(), 1e-6, 0.0, center)  # fmt: skip
     want = tuple(t.cuda() for t in want)
     for launch in LAUNCHES.values():
         if launch.stages and (dtype == torch.float32 or launch.stages > 2):
             continue  # staged x and w past two 2-byte stages overflow shared memory
         got = norm.wide_norm_forward(x, w, b, r, 1e-6, 0.0, center, launch)
-        norm_check(got, want, dtype, center, residual)
+        check(got, want, dtype, center, residual)
     got = norm._forward(x, w, b, r, 1e-6, 0.0, center)
-    norm_check(got, want, dtype, center, residual)
+    check(got, want, dtype, center, residual)
 
 
 @pytest.mark.gpu
@@ -296,7 +257,7 @@ def test_more_than_2_to_31_elements_gpu():
     tail = slice(m - 2, m)
     for launch in (WideLaunch(32), WideLaunch(32, stages=2)):
         y = norm.wide_norm_forward(x, w, None, None, 1e-6, 0.0, False, launch)[0]
-        want = norm_expected(x[tail].cpu(), w.cpu(), None, None, 1e-6, 0.0, False)
+        want = expected(x[tail].cpu(), w.cpu(), None, None, 1e-6, 0.0, False)
         torch.testing.assert_close(y[tail].double(), want[0].cuda(), atol=1.6e-2, rtol=1.6e-2)
         del y
         s = softmax_ops.wide_softmax_forward(x, False, launch)

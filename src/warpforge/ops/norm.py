@@ -1162,7 +1162,8 @@ def norm_bwd_split_plan(
     return plan
 
 
-def split_norm_backward(
+def _flags_backward(
+    kernel,
     dy: torch.Tensor,
     x: torch.Tensor,
     weight: torch.Tensor | None,
@@ -1174,12 +1175,10 @@ def split_norm_backward(
     weight_grad: bool,
     bias_grad: bool,
     plan: SplitRowPlan,
+    **options: Any,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`_norm_backward`'s (dx, dweight, dbias) of a (M, N) input with M > 0 from
-    ``norm_bwd_flags_kernel`` and the partial-sum kernel, on the kernels' path; tests and sweeps
-    pass their own plan (at most 64 chunks a row, at most M slots)."""
-    from warpforge.ops._kernels.norm_split_bwd import norm_bwd_flags_kernel
-
+    """(dx, dweight, dbias) from one of the flag-word split backward kernels (``kernel``, with
+    its own ``options``) and the partial-sum kernel, after checking the plan's limits."""
     M = x.shape[0]
     if plan.chunks_pow2 > _NORM_BWD_SPLIT_MAX_CHUNKS:
         raise ValueError(
@@ -1200,8 +1199,32 @@ def split_norm_backward(
         offset,
     )
     return _flag_word_split_backward(
-        norm_bwd_flags_kernel, plan, x, weight, weight_grad, bias_grad, 1, operands,
-        CENTER=center, HAS_DH=dh is not None, PREFETCH=plan.prefetch,
+        kernel, plan, x, weight, weight_grad, bias_grad, 1, operands,
+        CENTER=center, HAS_DH=dh is not None, **options,
+    )  # fmt: skip
+
+
+def split_norm_backward(
+    dy: torch.Tensor,
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    mean: torch.Tensor | None,
+    rstd: torch.Tensor,
+    dh: torch.Tensor | None,
+    offset: float,
+    center: bool,
+    weight_grad: bool,
+    bias_grad: bool,
+    plan: SplitRowPlan,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`_norm_backward`'s (dx, dweight, dbias) of a (M, N) input with M > 0 from
+    ``norm_bwd_flags_kernel`` and the partial-sum kernel, on the kernels' path; tests and sweeps
+    pass their own plan (at most 64 chunks a row, at most M slots)."""
+    from warpforge.ops._kernels.norm_split_bwd import norm_bwd_flags_kernel
+
+    return _flags_backward(
+        norm_bwd_flags_kernel, dy, x, weight, mean, rstd, dh, offset, center, weight_grad,
+        bias_grad, plan, PREFETCH=plan.prefetch,
     )  # fmt: skip
 
 
@@ -1224,28 +1247,9 @@ def lag_norm_backward(
     limits."""
     from warpforge.ops._kernels.norm_lag_bwd import norm_bwd_lag_flags_kernel
 
-    M = x.shape[0]
-    if plan.chunks_pow2 > _NORM_BWD_SPLIT_MAX_CHUNKS:
-        raise ValueError(
-            f"plan: at most {_NORM_BWD_SPLIT_MAX_CHUNKS} chunks a row, got {plan.chunks}"
-        )
-    if plan.programs // plan.chunks > M:
-        raise ValueError(f"plan: expected at most {M} slots (rows), got {plan}")
-    x, dy = as_rows(x), as_rows(dy)
-    dh = as_rows(dh) if dh is not None else None
-    operands = (
-        dy,
-        x,
-        weight.contiguous() if weight is not None else x,
-        mean if center else rstd,
-        rstd,
-        dh if dh is not None else dy,
-        dh.stride(0) if dh is not None else 0,
-        offset,
-    )
-    return _flag_word_split_backward(
-        norm_bwd_lag_flags_kernel, plan, x, weight, weight_grad, bias_grad, 1, operands,
-        CENTER=center, HAS_DH=dh is not None,
+    return _flags_backward(
+        norm_bwd_lag_flags_kernel, dy, x, weight, mean, rstd, dh, offset, center, weight_grad,
+        bias_grad, plan,
     )  # fmt: skip
 
 
