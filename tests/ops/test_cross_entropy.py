@@ -472,7 +472,8 @@ def test_loss_only_forward_over_odd_and_even_chunk_counts(dtype, vocab):
 @pytest.mark.parametrize("vocab", [1, 5, 16, 37, 256, 1000])
 @pytest.mark.parametrize("short", [(4, 1), (16, 4)])
 def test_loss_only_forward_takes_short_rows_several_a_program(dtype, vocab, short, monkeypatch):
-    """Rows of up to SHORT_ROWS_MAX_COLS classes, ROWS a program: a ragged last program (37
+    """Short rows, ROWS a program (forced here up to 1000 classes; dispatched up to
+    SHORT_ROWS_MAX_COLS): a ragged last program (37
     rows), rows with a stride wider than V, -inf logits, the row max first and last, label
     smoothing and z-loss, an ignored row, against float64."""
     from warpforge.ops._kernels import cross_entropy as kernels
@@ -490,6 +491,14 @@ def test_loss_only_forward_takes_short_rows_several_a_program(dtype, vocab, shor
     loss, lse = ce_module.loss_only_rows(logits, target, IGNORE, 0.1, 1e-3, short=short)
     check_row_losses(loss, lse, logits, target)
     assert spy.grids == [(-(-37 // short[0]),)]
+
+
+def test_loss_only_forward_dispatches_short_rows_up_to_the_measured_width(path):
+    """The several-rows-a-program kernel serves rows of 1 to SHORT_ROWS_MAX_COLS classes on the
+    kernels' path, and no row on the PyTorch path."""
+    widths = (1, ce_module.SHORT_ROWS_MAX_COLS, ce_module.SHORT_ROWS_MAX_COLS + 1)
+    taken = [ce_module._short_rows(torch.empty(3, n)) for n in widths]
+    assert taken == ([True, True, False] if path == "triton" else [False] * 3)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])

@@ -311,8 +311,11 @@ SHORT_ROWS_LAUNCH = (16, 4)
 """(rows a program, num_warps) of the loss-only forward for rows of up to
 ``SHORT_ROWS_MAX_COLS`` classes (``cross_entropy_fwd_rows_kernel``)."""
 
-SHORT_ROWS_MAX_COLS = 1024
-"""Widest row the loss-only forward takes several of a program as one tile."""
+SHORT_ROWS_MAX_COLS = 256
+"""Widest row the loss-only forward takes several of a program as one tile: measured at 256
+classes (bf16 32768 x 256 through the harness 31.4 -> 21.9 us, ``session11-ce-2026-11-25``'s
+run2 log; float32 32.3 -> 29.2 us, ``run2-ce-fp32.json``); wider rows keep the tuned per-row
+kernel (``cross_entropy.fwd`` in warpforge.tune) until measured."""
 
 
 def _short_rows(logits: torch.Tensor) -> bool:
