@@ -109,6 +109,8 @@ def test_roofline_png_written(tmp_path: Path) -> None:
     rep = report.new_report("builtin-suite", rows, ceilings=CEIL)
     points = roofline.roofline_points(rep)
     assert {p["label"] for p in points} == {"softmax", "matmul"}
+    # one bar a row: rows of one problem at two shapes stay apart
+    assert [p["row_label"] for p in points] == ["softmax N=4096 bfloat16", "matmul N=4096 bfloat16"]
     out = roofline.plot_roofline(rep, tmp_path / "roof.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rep["ceilings"] = None

@@ -10,7 +10,9 @@ from warpforge.harness.report import CANDIDATE
 
 
 def roofline_points(report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """(label, arithmetic intensity FLOP/byte, achieved FLOP/s, dtype) for every timed row."""
+    """(label, row label, arithmetic intensity FLOP/byte, achieved FLOP/s and bytes/s, dtype)
+    for every timed row; the row label adds the shape and dtype, which tell apart the rows of
+    one problem in a sweep."""
     points = []
     for r in report["results"]:
         t = r.get("times", {}).get(CANDIDATE)
@@ -21,6 +23,7 @@ def roofline_points(report: Mapping[str, Any]) -> list[dict[str, Any]]:
         points.append(
             {
                 "label": r["problem"],
+                "row_label": _row_label(r),
                 "intensity": flops / bytes_moved if flops else None,
                 "flop_per_s": flops / t["median_s"] if flops else None,
                 "byte_per_s": bytes_moved / t["median_s"],
@@ -28,6 +31,11 @@ def roofline_points(report: Mapping[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return points
+
+
+def _row_label(row: Mapping[str, Any]) -> str:
+    shape = " ".join(f"{k}={v}" for k, v in (row.get("shape") or {}).items())
+    return " ".join(part for part in (row["problem"], shape, str(row.get("dtype") or "")) if part)
 
 
 def _rate_text(flop_per_s: float) -> str:
@@ -55,9 +63,11 @@ def plot_roofline(report: Mapping[str, Any], output: str | Path) -> Path:
     intensities = [p["intensity"] for p in points if p["intensity"]] or [1.0]
     lo = min(min(intensities) / 4, 0.05)
     hi = max(max(intensities) * 4, max(peaks.values()) / bandwidth * 8)
+    # one bar a row: a sweep's many rows get a taller figure rather than overlapping labels
     fig, (ax, bw) = plt.subplots(
-        1, 2, figsize=(14, 6), dpi=120, gridspec_kw={"width_ratios": [3, 2]}
-    )
+        1, 2, figsize=(14, max(6.0, 0.18 * len(points) + 1.5)), dpi=120,
+        gridspec_kw={"width_ratios": [3, 2]},
+    )  # fmt: skip
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     for key, peak in sorted(peaks.items(), key=lambda kv: -kv[1]):
         label = f"{key} peak {_rate_text(peak)}"
@@ -78,8 +88,10 @@ def plot_roofline(report: Mapping[str, Any], output: str | Path) -> Path:
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(True, which="both", linewidth=0.3)
     # every kernel against the copy ceiling, FLOPs or not
-    labels = [p["label"] for p in points]
-    bw.barh(labels, [p["byte_per_s"] / 1e9 for p in points])
+    positions = range(len(points))
+    bw.barh(positions, [p["byte_per_s"] / 1e9 for p in points])
+    bw.set_yticks(positions, [p["row_label"] for p in points])
+    bw.invert_yaxis()  # the report's order, top down
     bw.axvline(bandwidth / 1e9, color="k", linestyle="--", linewidth=0.8,
                label=f"copy ceiling {bandwidth / 1e9:.0f} GB/s")  # fmt: skip
     bw.set_xlabel("achieved GB/s (analytic bytes / median time)")
