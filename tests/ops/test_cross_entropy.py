@@ -682,6 +682,27 @@ def test_compiles_fullgraph_with_fake_kernels(strategy, monkeypatch):
     torch.testing.assert_close(grad, eager_grad)
 
 
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_loss_only_forward_compiles_fullgraph(reduction):
+    """Without a gradient (inference, evaluation) the loss goes through the reduced or the
+    per-row forward op, and both trace under torch.compile(fullgraph=True)."""
+    gen = torch.Generator().manual_seed(12)
+    logits = torch.randn(2, 5, 37, generator=gen).half()
+    target = random_target((2, 5), 37, gen)
+
+    def loss_fn(x, t):
+        with torch.no_grad():
+            return cross_entropy(x, t, reduction=reduction, label_smoothing=0.1)
+
+    compiled = torch.compile(loss_fn, backend="aot_eager", fullgraph=True)
+    got = compiled(logits, target)
+    expected = reference_cross_entropy(
+        logits.double(), target, reduction=reduction, label_smoothing=0.1
+    )
+    assert got.dtype == torch.float16 and got.shape == expected.shape
+    torch.testing.assert_close(got.double(), expected, atol=2e-3, rtol=2e-3)
+
+
 def test_custom_ops_pass_opcheck():
     gen = torch.Generator().manual_seed(11)
     logits = torch.randn(4, 10, generator=gen, requires_grad=True)
