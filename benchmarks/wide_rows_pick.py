@@ -23,16 +23,13 @@ FIELDS = {"16w": 16, "32w": 32}
 
 
 def launch_source(label: str) -> str:
-    """``"pipe2 32w"`` -> ``WideLaunch(32, stages=2)``, ``"32w early stream"`` -> ..."""
+    """``"32w early stream"`` -> ``WideLaunch(32, early_w=True, stream=True)``."""
     words = label.split()
     args = [str(FIELDS[next(w for w in words if w in FIELDS)])]
     if "early" in words:
         args.append("early_w=True")
     if "stream" in words:
         args.append("stream=True")
-    for w in words:
-        if w.startswith("pipe"):
-            args.append(f"stages={int(w[4:])}")
     return f"WideLaunch({', '.join(args)})"
 
 

@@ -25,20 +25,15 @@ W = WideLaunch
 NORM_BF16 = {
     "32w": W(32), "32w early": W(32, early_w=True), "32w early stream": W(32, True, True),
     "32w stream": W(32, stream=True), "16w": W(16), "16w early": W(16, early_w=True),
-    "pipe2 32w": W(32, stages=2), "pipe2 16w": W(16, stages=2),
 }  # fmt: skip
 NORM_FP32 = {"32w": W(32), "32w early": W(32, early_w=True), "32w stream": W(32, stream=True),
              "16w": W(16)}  # fmt: skip
-NORM_ODD = {"32w": W(32), "32w early": W(32, early_w=True), "16w": W(16),
-            "pipe2 32w": W(32, stages=2)}  # fmt: skip
-SM_BF16 = {"32w": W(32), "32w stream": W(32, stream=True), "16w": W(16),
-           "pipe2 32w": W(32, stages=2), "pipe3 32w": W(32, stages=3),
-           "pipe2 16w": W(16, stages=2)}  # fmt: skip
-SM_FP32 = {"32w": W(32), "32w stream": W(32, stream=True), "16w": W(16),
-           "pipe2 32w": W(32, stages=2)}  # fmt: skip
-SM_ODD = {"32w": W(32), "16w": W(16), "pipe2 32w": W(32, stages=2)}
+NORM_ODD = {"32w": W(32), "32w early": W(32, early_w=True), "16w": W(16)}
+SM_BF16 = {"32w": W(32), "32w stream": W(32, stream=True), "16w": W(16)}
+SM_FP32 = SM_BF16
+SM_ODD = {"32w": W(32), "16w": W(16)}
 BWD = {"32w": W(32), "32w stream": W(32, stream=True), "16w": W(16)}
-NARROW = {"32w": W(32), "16w": W(16), "pipe2 16w": W(16, stages=2)}
+NARROW = {"32w": W(32), "16w": W(16)}
 
 SHAPES = [  # (dtype, M, N, norm candidates, softmax candidates, backward candidates, liger)
     (torch.bfloat16, 4096, 32768, NORM_BF16, SM_BF16, BWD, True),

@@ -10,10 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import torch
-
 from warpforge.ops._rows import MAX_SINGLE_PASS_N
-from warpforge.runtime import device_capabilities
 
 WIDE_MAX_N = 32768
 """Widest row of the whole-row kernels: 32 fp32 values a thread at 32 warps (1024 threads)."""
@@ -32,10 +29,6 @@ class WideLaunch:
     """Norms: weight and bias loaded before the row reductions (``EARLY_W``)."""
     stream: bool = False
     """x loaded evict_first and y stored .cs (``STREAM``); the one-row-a-program kernels only."""
-    stages: int = 0
-    """0: one row a program (grid M). 2 or more: the persistent kernel whose row loop Triton
-    pipelines over this many stages (x, and the norms' weight and bias, staged in shared
-    memory: ``stages - 1`` rows ahead)."""
     min_n: int = MAX_SINGLE_PASS_N + 1
     """Narrowest row the dispatch gives this launch (narrower rows keep the other kernels)."""
     aligned: bool = False
@@ -60,11 +53,3 @@ def wide_launch(
     if launch is None or launch.min_n > N or (launch.aligned and N * element_size % 16):
         return None
     return launch
-
-
-def wide_grid(M: int, launch: WideLaunch, device: torch.device | str) -> int:
-    """Programs of a launch: one a row, or one an SM for the persistent kernel."""
-    if launch.stages:
-        # no SM count (the interpreter): a few programs, so tests cover the row loop's stride
-        return max(1, min(M, device_capabilities(device).sm_count or 3))
-    return M

@@ -31,7 +31,7 @@ from warpforge.ops._rows import (
     row_launch_config,
 )
 from warpforge.ops._split_rows import SplitRowPlan, split_row_plan
-from warpforge.ops._wide_rows import WideLaunch, wide_grid, wide_launch
+from warpforge.ops._wide_rows import WideLaunch, wide_launch
 from warpforge.runtime import ExecutionPath, device_capabilities, execution_path
 from warpforge.validation import (
     FLOAT_DTYPES,
@@ -461,8 +461,8 @@ for the split kernel (Liger 185.9 / 363.2 / 246.5); float32 363.7 / 723.8 / 384.
 452.2 / 771.0 / 493.0. The fastest launch of each was taken (16 or 32 warps tie within 0.5%
 except bf16 RMSNorm, where 16 warps need the weight loaded early: 202.4 us late). Loading the
 weight early spills LayerNorm (bf16 265.0 us) and float32 (add+RMSNorm 881.1). The persistent
-software-pipelined kernel (``norm_fwd_wide_pipe_kernel``, x and w staged through shared memory)
-and the streaming cache hints were slower everywhere (bf16 RMSNorm 197.4-207.1 / 190.4 us).
+software-pipelined kernel (x and w staged through shared memory; measured, then removed) and the
+streaming cache hints were slower everywhere (bf16 RMSNorm 197.4-207.1 / 190.4 us).
 Narrower rows (``widefwd-widths-2026-11-25-h100.txt``): faster at 20000, 24576 and 28672 columns
 (bf16 and float32), except bf16 LayerNorm at a length of no whole 16-byte vectors (24577: 646.1
 against 491.8 us; ``aligned``)."""
@@ -527,20 +527,14 @@ def wide_norm_forward(
         "HAS_BIAS": bias is not None,
         "BLOCK_N": block,
     }
-    grid = (wide_grid(M, launch, x.device),)
     with kernel_device(x):
-        if launch.stages:
-            kernels.norm_fwd_wide_pipe_kernel[grid](
-                *args, **flags, STAGES=launch.stages, num_warps=launch.num_warps
-            )
-        else:
-            kernels.norm_fwd_wide_kernel[grid](
-                *args,
-                **flags,
-                EARLY_W=launch.early_w,
-                STREAM=launch.stream,
-                num_warps=launch.num_warps,
-            )
+        kernels.norm_fwd_wide_kernel[(M,)](
+            *args,
+            **flags,
+            EARLY_W=launch.early_w,
+            STREAM=launch.stream,
+            num_warps=launch.num_warps,
+        )
     return y, h, mean, rstd
 
 

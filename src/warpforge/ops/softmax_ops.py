@@ -26,7 +26,7 @@ from warpforge.ops._rows import (
     row_launch_config,
 )
 from warpforge.ops._split_rows import SplitRowPlan, split_launch, split_row_plan
-from warpforge.ops._wide_rows import WideLaunch, wide_grid, wide_launch
+from warpforge.ops._wide_rows import WideLaunch, wide_launch
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_tensor, normalize_dim
 
@@ -191,8 +191,8 @@ forward of rows of ``min_n``-32768 columns; others keep the split kernel. Kernel
 H100 (``benchmarks/wide_rows_sweep.py``), 4096 x 32768 softmax / log-softmax
 (``benchmarks/results/widefwd-sweep1-2026-11-25-h100.txt``): bf16 192.6 / 190.9 us (94.4% /
 95.3% of copy) against 215.3 / 215.5 split (Liger softmax 192.4); float32 365.1 / 365.9 against
-391.7 / 392.5. 16 warps, the persistent software-pipelined kernel and streaming hints were
-slower. Narrower bf16 rows (``widefwd-widths-2026-11-25-h100.txt``): slower at 20000 columns
+391.7 / 392.5. 16 warps, a persistent software-pipelined kernel (measured, then removed) and
+streaming hints were slower. Narrower bf16 rows (``widefwd-widths-2026-11-25-h100.txt``): slower at 20000 columns
 (160.0 against 145.8 us) and 24576 (168.1 against 165.0), faster at 24577 (223.0 against 508.2:
 rows of no whole 16-byte vectors) and 28672 (181.4 against 197.1); float32 faster at 20000
 and 24576 (225.0 against 248.1, 274.9 against 295.3)."""
@@ -226,18 +226,11 @@ def wide_softmax_forward(x: torch.Tensor, log: bool, launch: WideLaunch) -> torc
     if M == 0 or N == 0:
         return y
     x = as_rows(x)
-    grid = (wide_grid(M, launch, x.device),)
     with kernel_device(x):
-        if launch.stages:
-            kernels.softmax_fwd_wide_pipe_kernel[grid](
-                x, y, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=block,
-                STAGES=launch.stages, num_warps=launch.num_warps,
-            )  # fmt: skip
-        else:
-            kernels.softmax_fwd_wide_kernel[grid](
-                x, y, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=block,
-                STREAM=launch.stream, num_warps=launch.num_warps,
-            )  # fmt: skip
+        kernels.softmax_fwd_wide_kernel[(M,)](
+            x, y, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=block,
+            STREAM=launch.stream, num_warps=launch.num_warps,
+        )  # fmt: skip
     return y
 
 
