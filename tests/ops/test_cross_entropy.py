@@ -682,6 +682,29 @@ def test_compiles_fullgraph_with_fake_kernels(strategy, monkeypatch):
     torch.testing.assert_close(grad, eager_grad)
 
 
+def test_long_unaligned_rows_compile_fullgraph(monkeypatch):
+    """The choice of the aligned forward and the streaming backward for long rows off 16-byte
+    boundaries (made to apply to 41 columns) traces under torch.compile(fullgraph=True), where
+    tensors have no address."""
+    monkeypatch.setattr(ce_module, "FUSED_GRAD_MAX_COLS", 16)
+    monkeypatch.setattr(ce_module, "gradient_in_forward", lambda *a: True)
+    gen = torch.Generator().manual_seed(13)
+    logits = torch.randn(6, 41, generator=gen, requires_grad=True)
+    target = random_target((6,), 41, gen)
+
+    def loss_fn(x, t):
+        return cross_entropy(x, t, label_smoothing=0.1)
+
+    compiled = torch.compile(loss_fn, backend="aot_eager", fullgraph=True)
+    loss = compiled(logits, target)
+    (grad,) = torch.autograd.grad(loss, logits)
+    x64 = logits.detach().double().requires_grad_()
+    expected = reference_cross_entropy(x64, target, label_smoothing=0.1)
+    (expected_grad,) = torch.autograd.grad(expected, x64)
+    torch.testing.assert_close(loss.double(), expected, atol=2e-5, rtol=2e-5)
+    torch.testing.assert_close(grad.double(), expected_grad, atol=2e-5, rtol=2e-5)
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_loss_only_forward_compiles_fullgraph(reduction):
     """Without a gradient (inference, evaluation) the loss goes through the reduced or the

@@ -294,6 +294,15 @@ ALIGNED_CHUNKS = "WARPFORGE_CE_ALIGNED_CHUNKS"
 (for comparisons; ``cross_entropy_fwd_aligned_kernel`` is the default there)."""
 
 
+def _buffer_aligned(t: torch.Tensor) -> bool:
+    """True when ``t`` starts on a 16-byte boundary. While torch.compile traces, tensors have
+    no address (Dynamo traces neither ``data_ptr`` nor ``storage_offset``): taken as aligned,
+    as allocations are; the choice only picks between two exact paths."""
+    if torch.compiler.is_compiling():
+        return True
+    return t.data_ptr() % 16 == 0
+
+
 def _unaligned_rows(logits: torch.Tensor) -> bool:
     """True when the loss-only forward should read ``logits`` from aligned chunk starts: rows
     that start off 16-byte boundaries (a row stride that is no multiple of 16 bytes) in a
@@ -301,7 +310,7 @@ def _unaligned_rows(logits: torch.Tensor) -> bool:
     return (
         logits.shape[0] > 1
         and (logits.stride(0) * logits.element_size()) % 16 != 0
-        and logits.data_ptr() % 16 == 0
+        and _buffer_aligned(logits)
         and execution_path(logits.device) is not ExecutionPath.TORCH_REFERENCE
         and os.environ.get(ALIGNED_CHUNKS, "1").strip().lower() not in ("0", "false", "no", "off")
     )
