@@ -44,6 +44,12 @@ class ExecutionPath(enum.Enum):
     TORCH_REFERENCE = "torch-reference"
 
 
+def switch_on(name: str) -> bool:
+    """A switch that is on unless the environment variable ``name`` is 0, false, no or off
+    (read at each call, so tests and sweeps can flip it)."""
+    return os.environ.get(name, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
 def interpreter_enabled() -> bool:
     """True when Triton kernels run under Triton's CPU interpreter."""
     return _env_flag("TRITON_INTERPRET") or _env_flag("WARPFORGE_INTERPRET")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from warpforge.ops._rows import cdiv, next_power_of_2
-from warpforge.runtime import device_capabilities
+from warpforge.runtime import device_capabilities, switch_on
 
 SPLIT_BLOCK = 32768
 """Columns a program holds: 32 a thread at 32 warps (58-64 registers on sm_90)."""
@@ -103,7 +103,7 @@ def usable_sm_count(sm_count: int) -> int:
 
 
 def _synchronized_enabled() -> bool:
-    return os.environ.get(SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
+    return switch_on(SWITCH)
 
 
 @dataclass(frozen=True)

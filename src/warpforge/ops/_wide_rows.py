@@ -7,10 +7,10 @@ chunked kernels (a row over several programs, or read twice).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from warpforge.ops._rows import MAX_SINGLE_PASS_N
+from warpforge.runtime import switch_on
 
 WIDE_MAX_N = 32768
 """Widest row of the whole-row kernels: 32 fp32 values a thread at 32 warps (1024 threads)."""
@@ -37,7 +37,7 @@ class WideLaunch:
 
 
 def wide_rows_enabled() -> bool:
-    return os.environ.get(WIDE_ROWS, "1").strip().lower() not in ("0", "false", "no", "off")
+    return switch_on(WIDE_ROWS)
 
 
 def wide_launch(

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 
 import torch
 
@@ -38,6 +37,7 @@ from warpforge.runtime import (
     checks_enabled,
     device_capabilities,
     execution_path,
+    switch_on,
 )
 from warpforge.validation import check_choice, check_same_device, check_tensor, describe
 
@@ -312,7 +312,7 @@ def _unaligned_rows(logits: torch.Tensor) -> bool:
         and (logits.stride(0) * logits.element_size()) % 16 != 0
         and _buffer_aligned(logits)
         and execution_path(logits.device) is not ExecutionPath.TORCH_REFERENCE
-        and os.environ.get(ALIGNED_CHUNKS, "1").strip().lower() not in ("0", "false", "no", "off")
+        and switch_on(ALIGNED_CHUNKS)
     )
 
 

@@ -32,7 +32,7 @@ from warpforge.ops._rows import (
 )
 from warpforge.ops._split_rows import SplitRowPlan, split_row_plan
 from warpforge.ops._wide_rows import WideLaunch, wide_launch
-from warpforge.runtime import ExecutionPath, device_capabilities, execution_path
+from warpforge.runtime import ExecutionPath, device_capabilities, execution_path, switch_on
 from warpforge.validation import (
     FLOAT_DTYPES,
     check_positive,
@@ -327,7 +327,7 @@ def norm_fwd_split_options(element_size: int, residual: bool, chunks: int) -> di
 
 
 def _split_forward_enabled() -> bool:
-    return os.environ.get(NORM_FWD_SPLIT, "1").strip().lower() not in ("0", "false", "no", "off")
+    return switch_on(NORM_FWD_SPLIT)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1137,7 +1137,7 @@ _NORM_BWD_SPLIT_MAX_CHUNKS = 64
 
 
 def _split_backward_enabled() -> bool:
-    return os.environ.get(NORM_BWD_SPLIT, "1").strip().lower() not in ("0", "false", "no", "off")
+    return switch_on(NORM_BWD_SPLIT)
 
 
 @functools.lru_cache(maxsize=1024)
