@@ -314,8 +314,8 @@ def test_loss_only_forward_reduces_in_one_launch(path, rows, reduction, monkeypa
     monkeypatch.setattr(ce_module, "_reduction_launch", lambda n_rows: (16, 1))
     from warpforge.ops._kernels import cross_entropy as kernels
 
-    spy = LaunchSpy(kernels.cross_entropy_mean_kernel)
-    monkeypatch.setattr(kernels, "cross_entropy_mean_kernel", spy)
+    spy = LaunchSpy(kernels.cross_entropy_reduce_kernel)
+    monkeypatch.setattr(kernels, "cross_entropy_reduce_kernel", spy)
     gen = torch.Generator().manual_seed(46 + rows)
     logits = (torch.randn(rows, 7, generator=gen) * 2).half()
     target = random_target((rows,), 7, gen, ignore_fraction=0.3)

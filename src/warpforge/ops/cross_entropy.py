@@ -722,13 +722,14 @@ def _reduction_scale(target: torch.Tensor, ignore_index: int, reduction: str) ->
 def _reduced_loss(
     loss_rows: torch.Tensor,
     target: torch.Tensor,
-    scale: torch.Tensor,
+    scale: torch.Tensor | None,
     ignore_index: int,
     reduction: str,
     dtype: torch.dtype,
 ) -> torch.Tensor:
     """The reduced loss in ``dtype`` (float32 per-row losses for "none"); a mean multiplies by
-    the ``scale`` the gradient used (1 / count)."""
+    the ``scale`` the gradient used (1 / count), or without one (None) counts the targets that
+    are not ``ignore_index`` in the same launch."""
     if reduction == "none":
         return loss_rows
     if not _small_reductions(target) or loss_rows.shape[0] == 0:
@@ -737,10 +738,12 @@ def _reduced_loss(
 
     out = torch.empty((), device=loss_rows.device, dtype=dtype)
     block, num_warps = _reduction_launch(loss_rows.shape[0])
+    mean = reduction == "mean"
     with kernel_device(loss_rows):
         cross_entropy_reduce_kernel[(1,)](
-            loss_rows, scale, out, loss_rows.shape[0], BLOCK=block,
-            HAS_SCALE=reduction == "mean", num_warps=num_warps,
+            loss_rows, loss_rows if scale is None else scale, target, out, loss_rows.shape[0],
+            ignore_index, BLOCK=block, HAS_SCALE=mean and scale is not None,
+            COUNT=mean and scale is None, num_warps=num_warps,
         )  # fmt: skip
     return out
 
@@ -755,20 +758,9 @@ def _cross_entropy_fwd_reduced(
     reduction: str,
 ) -> torch.Tensor:
     """The loss-only forward reduced to a scalar ("mean", "sum") in the logits' dtype: the row
-    kernel and one single-program reduction (``cross_entropy_mean_kernel``)."""
+    kernel and one single-program reduction that also counts a mean's rows."""
     loss_rows, _ = loss_only_rows(logits, target, ignore_index, label_smoothing, z_loss)
-    if not _small_reductions(target) or loss_rows.shape[0] == 0:
-        return reduce_rows(loss_rows, target, ignore_index, reduction).to(logits.dtype)
-    from warpforge.ops._kernels.cross_entropy import cross_entropy_mean_kernel
-
-    out = torch.empty((), device=logits.device, dtype=logits.dtype)
-    block, num_warps = _reduction_launch(loss_rows.shape[0])
-    with kernel_device(logits):
-        cross_entropy_mean_kernel[(1,)](
-            loss_rows, target, out, loss_rows.shape[0], ignore_index, BLOCK=block,
-            MEAN=reduction == "mean", num_warps=num_warps,
-        )  # fmt: skip
-    return out
+    return _reduced_loss(loss_rows, target, None, ignore_index, reduction, logits.dtype)
 
 
 @_cross_entropy_fwd_reduced.register_fake

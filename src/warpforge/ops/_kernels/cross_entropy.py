@@ -581,40 +581,27 @@ def cross_entropy_mean_scale_kernel(
 
 @triton.jit
 def cross_entropy_reduce_kernel(
-    loss_ptr, scale_ptr, out_ptr, n_rows, BLOCK: tl.constexpr, HAS_SCALE: tl.constexpr
-):
-    """One program: ``out_ptr[0] = sum(loss_ptr[:n_rows]) * scale_ptr[0]`` (HAS_SCALE, a mean)
-    in float32, stored in the output's dtype: the sum, the product and the cast in one launch."""
-    offs = tl.arange(0, BLOCK)
-    acc = tl.zeros([BLOCK], tl.float32)
-    for start in range(0, n_rows, BLOCK):
-        acc += tl.load(loss_ptr + start + offs, mask=start + offs < n_rows, other=0.0)
-    total = tl.sum(acc, axis=0)
-    if HAS_SCALE:
-        total = total * tl.load(scale_ptr)
-    tl.store(out_ptr, total.to(out_ptr.dtype.element_ty))
-
-
-@triton.jit
-def cross_entropy_mean_kernel(
-    loss_ptr, target_ptr, out_ptr, n_rows, ignore_index, BLOCK: tl.constexpr,
-    MEAN: tl.constexpr,
+    loss_ptr, scale_ptr, target_ptr, out_ptr, n_rows, ignore_index, BLOCK: tl.constexpr,
+    HAS_SCALE: tl.constexpr, COUNT: tl.constexpr,
 ):  # fmt: skip
-    """One program: ``out_ptr[0]`` = the sum of the per-row losses, divided (MEAN) by the number
-    of targets that are not ignore_index (NaN for none, as torch), in the output's dtype. A
-    loss-only forward thus takes two launches, where the sums, count, division and cast in
-    torch take five (at 32768 x 256 they cost more than the row kernel)."""
+    """One program: ``out_ptr[0] = sum(loss_ptr[:n_rows])``, times ``scale_ptr[0]`` (HAS_SCALE:
+    a mean whose 1 / count the gradient already used) or divided by the number of targets that
+    are not ignore_index (COUNT: a mean without a gradient; NaN for none, as torch), in float32,
+    stored in the output's dtype: the sums, the division and the cast in one launch (torch
+    takes five, which at 32768 x 256 cost more than the row kernel)."""
     offs = tl.arange(0, BLOCK)
     acc = tl.zeros([BLOCK], tl.float32)
     counts = tl.zeros([BLOCK], tl.int32)
     for start in range(0, n_rows, BLOCK):
         inside = start + offs < n_rows
         acc += tl.load(loss_ptr + start + offs, mask=inside, other=0.0)
-        if MEAN:
+        if COUNT:
             t = tl.load(target_ptr + start + offs, mask=inside, other=ignore_index)
             counts += (t != ignore_index).to(tl.int32)
     total = tl.sum(acc, axis=0)
-    if MEAN:
+    if HAS_SCALE:
+        total = total * tl.load(scale_ptr)
+    if COUNT:
         total = tl.div_rn(total, tl.sum(counts, axis=0).to(tl.float32))
     tl.store(out_ptr, total.to(out_ptr.dtype.element_ty))
 
