@@ -360,6 +360,37 @@ def _pairs_fit(x: torch.Tensor, *others: torch.Tensor | None) -> bool:
     return True
 
 
+def _forward_outputs(
+    x: torch.Tensor, residual: torch.Tensor | None, center: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Empty (y, h, mean, rstd) of a (M, N) norm forward: h only with a residual, mean only
+    when centred (else empty), the statistics in float32 or wider."""
+    M, N = x.shape
+    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
+    h = torch.empty((M, N) if residual is not None else (0,), dtype=x.dtype, device=x.device)
+    stats_dtype = torch.promote_types(x.dtype, torch.float32)
+    mean = torch.empty((M,) if center else (0,), dtype=stats_dtype, device=x.device)
+    rstd = torch.empty((M,), dtype=stats_dtype, device=x.device)
+    return y, h, mean, rstd
+
+
+def _forward_pointers(x, residual, weight, bias, y, h, mean, rstd, center) -> tuple:
+    """The forward kernels' eight tensor operands, an operand the call lacks standing in for
+    itself (its HAS_ flag is off), and the three row strides (x, residual, y)."""
+    pointers = (
+        x,
+        residual if residual is not None else x,
+        weight.contiguous() if weight is not None else x,  # the kernels index it densely
+        bias.contiguous() if bias is not None else x,
+        y,
+        h if residual is not None else y,
+        mean if center else rstd,
+        rstd,
+    )
+    strides = (x.stride(0), residual.stride(0) if residual is not None else 0, y.stride(0))
+    return pointers, strides
+
+
 def split_norm_forward(
     x: torch.Tensor,
     weight: torch.Tensor | None,
@@ -389,15 +420,12 @@ def split_norm_forward(
             f"plan: at most {_NORM_FWD_SPLIT_MAX_CHUNKS} chunks a row, got {plan.chunks}"
         )
     M, N = x.shape
-    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    h = torch.empty((M, N) if residual is not None else (0,), dtype=x.dtype, device=x.device)
-    stats_dtype = torch.promote_types(x.dtype, torch.float32)
-    mean = torch.empty((M,) if center else (0,), dtype=stats_dtype, device=x.device)
-    rstd = torch.empty((M,), dtype=stats_dtype, device=x.device)
+    y, h, mean, rstd = _forward_outputs(x, residual, center)
     if M == 0:
         return y, h, mean, rstd
     x = as_rows(x)
     residual = as_rows(residual) if residual is not None else None
+    pointers, strides = _forward_pointers(x, residual, weight, bias, y, h, mean, rstd, center)
     words = plan.unpublished_words(M, 1, x.device)
     with kernel_device(x):
         for stage in plan.stages():
@@ -412,18 +440,9 @@ def split_norm_forward(
                 kernel = norm_fwd_flags_kernel
                 options = {"PREFETCH": plan.prefetch}
             kernel[(plan.programs,)](
-                x,
-                residual if residual is not None else x,
-                weight.contiguous() if weight is not None else x,
-                bias.contiguous() if bias is not None else x,
-                y,
-                h if residual is not None else y,
-                mean if center else rstd,
-                rstd,
+                *pointers,
                 words,
-                x.stride(0),
-                residual.stride(0) if residual is not None else 0,
-                y.stride(0),
+                *strides,
                 N,
                 M,
                 N,
@@ -493,33 +512,13 @@ def wide_norm_forward(
     block = next_power_of_2(N)
     if block > 32768:
         raise ValueError(f"x: expected rows of at most 32768 columns, got {N}")
-    y = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    h = torch.empty((M, N) if residual is not None else (0,), dtype=x.dtype, device=x.device)
-    stats_dtype = torch.promote_types(x.dtype, torch.float32)
-    mean = torch.empty((M,) if center else (0,), dtype=stats_dtype, device=x.device)
-    rstd = torch.empty((M,), dtype=stats_dtype, device=x.device)
+    y, h, mean, rstd = _forward_outputs(x, residual, center)
     if M == 0:
         return y, h, mean, rstd
     x = as_rows(x)
     residual = as_rows(residual) if residual is not None else None
-    args = (
-        x,
-        residual if residual is not None else x,
-        weight.contiguous() if weight is not None else x,
-        bias.contiguous() if bias is not None else x,
-        y,
-        h if residual is not None else y,
-        mean if center else rstd,
-        rstd,
-        x.stride(0),
-        residual.stride(0) if residual is not None else 0,
-        y.stride(0),
-        N,
-        M,
-        N,
-        eps,
-        offset,
-    )
+    pointers, strides = _forward_pointers(x, residual, weight, bias, y, h, mean, rstd, center)
+    args = (*pointers, *strides, N, M, N, eps, offset)
     flags = {
         "CENTER": center,
         "HAS_RESIDUAL": residual is not None,
