@@ -290,6 +290,9 @@ def row_losses(
 
 
 ALIGNED_CHUNKS = "WARPFORGE_CE_ALIGNED_CHUNKS"
+ALIGNED_BWD = "WARPFORGE_CE_ALIGNED_BWD"
+"""Switch of the saved-lse backward's aligned slices for unaligned rows (on unless 0; off, the
+row kernel takes them), so one run can time both."""
 """Set to 0 to read rows that start off 16-byte boundaries with the plain loss-only kernel
 (for comparisons; ``cross_entropy_fwd_aligned_kernel`` is the default there)."""
 
@@ -694,7 +697,7 @@ def _cross_entropy_bwd(
             grad_logits, logits, target, lse, grad_loss.float(), ignore_index, label_smoothing,
             z_loss, flat,
         )  # fmt: skip
-    if logits.is_contiguous() and _unaligned_rows(logits):
+    if logits.is_contiguous() and _unaligned_rows(logits) and switch_on(ALIGNED_BWD):
         return aligned_row_grads(
             grad_logits, logits, target, lse, grad_loss.float(), ignore_index, label_smoothing,
             z_loss,
