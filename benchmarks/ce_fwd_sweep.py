@@ -131,7 +131,6 @@ def main() -> None:
 
                 bwd_args = (out, logits, target, lse, grad_loss, IGNORE, 0.0, 0.0)
                 record_bwd("bwd row kernel", lambda a=bwd_args: ce.row_grads(*a))
-                record_bwd("bwd aligned slices", lambda a=bwd_args: ce.aligned_row_grads(*a))
                 for launch in FLAT_GRID:
                     record_bwd(f"bwd flat {launch}",
                                lambda a=bwd_args, c=launch: ce.flat_row_grads(*a, c))  # fmt: skip

@@ -290,9 +290,6 @@ def row_losses(
 
 
 ALIGNED_CHUNKS = "WARPFORGE_CE_ALIGNED_CHUNKS"
-ALIGNED_BWD = "WARPFORGE_CE_ALIGNED_BWD"
-"""Switch of the saved-lse backward's aligned slices for unaligned rows (on unless 0; off, the
-row kernel takes them), so one run can time both."""
 """Set to 0 to read rows that start off 16-byte boundaries with the plain loss-only kernel
 (for comparisons; ``cross_entropy_fwd_aligned_kernel`` is the default there)."""
 
@@ -497,44 +494,6 @@ def row_grads(
     return grad_logits
 
 
-def aligned_row_grads(
-    grad_logits: torch.Tensor,
-    logits: torch.Tensor,
-    target: torch.Tensor,
-    lse: torch.Tensor,
-    grad_loss: torch.Tensor,
-    ignore_index: int,
-    label_smoothing: float,
-    z_loss: float,
-    *,
-    launch: tuple[int, int] | None = None,
-) -> torch.Tensor:
-    """:func:`row_grads` through ``cross_entropy_bwd_aligned_kernel``: slices counted from the
-    aligned address before each row, for rows that start off 16-byte boundaries. ``logits``
-    and ``grad_logits`` share their row stride and are both 16-byte aligned."""
-    from warpforge.ops._kernels.cross_entropy import cross_entropy_bwd_aligned_kernel
-
-    n_rows, n_cols = logits.shape
-    if grad_logits.stride() != logits.stride() or not (
-        _buffer_aligned(logits) and _buffer_aligned(grad_logits)
-    ):
-        raise ValueError(
-            "grad_logits: expected the logits' strides and 16-byte aligned buffers, got strides "
-            f"{grad_logits.stride()} and {logits.stride()}"
-        )
-    if n_rows == 0:
-        return grad_logits
-    align = 16 // logits.element_size()
-    block, num_warps = launch or _bwd_launch_config(n_cols, logits.element_size())
-    with kernel_device(logits):
-        cross_entropy_bwd_aligned_kernel[(n_rows * cdiv(n_cols + align - 1, block),)](
-            grad_logits, logits, target, lse, grad_loss, _row_stride(grad_loss), logits.stride(0),
-            n_cols, ignore_index, float(label_smoothing), float(z_loss),
-            BLOCK=block, ALIGN=align, num_warps=num_warps,
-        )  # fmt: skip
-    return grad_logits
-
-
 FLAT_BWD_LAUNCHES = {4: (8192, 16)}
 """Element size -> (BLOCK, num_warps) of the flat saved-lse backward
 (``cross_entropy_bwd_flat_kernel``), taken where the row kernel's 4096-column slices would pad
@@ -696,11 +655,6 @@ def _cross_entropy_bwd(
         return flat_row_grads(
             grad_logits, logits, target, lse, grad_loss.float(), ignore_index, label_smoothing,
             z_loss, flat,
-        )  # fmt: skip
-    if logits.is_contiguous() and _unaligned_rows(logits) and switch_on(ALIGNED_BWD):
-        return aligned_row_grads(
-            grad_logits, logits, target, lse, grad_loss.float(), ignore_index, label_smoothing,
-            z_loss,
         )  # fmt: skip
     return row_grads(
         grad_logits, logits, target, lse, grad_loss.float(), ignore_index, label_smoothing, z_loss

@@ -533,45 +533,6 @@ def cross_entropy_bwd_kernel(
 
 
 @triton.jit
-def cross_entropy_bwd_aligned_kernel(
-    grad_logits_ptr, logits_ptr, target_ptr, lse_ptr, grad_loss_ptr, grad_loss_stride,
-    row_stride, n_cols, ignore_index, label_smoothing, z_loss,
-    BLOCK: tl.constexpr, ALIGN: tl.constexpr,
-):  # fmt: skip
-    """``cross_entropy_bwd_kernel`` for rows that start off 16-byte boundaries (a row stride
-    that is no multiple of ``ALIGN`` = 16 / element size, e.g. vocab 50257 in bf16), with the
-    gradient laid out as the logits (same row stride, both buffers 16-byte aligned): program
-    ``pid`` takes slice ``pid % slices`` of row ``pid // slices`` counted from the aligned
-    address at or before the row's start, so every slice inside the row loads and stores 16
-    bytes a vector without a predicate, and only a row's first and last slices mask per
-    element (the row kernel's slices, counted from the row's start, load element by element)."""
-    slices = tl.cdiv(n_cols + ALIGN - 1, BLOCK)
-    pid = tl.program_id(0)
-    row = (pid // slices).to(tl.int64)
-    start = row * row_stride
-    aligned = (start // ALIGN) * ALIGN
-    lead = start - aligned  # the row is [lead, lead + n_cols) from the aligned address
-    first = (pid % slices) * BLOCK
-    offs = first + tl.arange(0, BLOCK)
-    cols = offs - lead
-    target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, False)
-    lse = tl.load(lse_ptr + row)
-    grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
-    scale = _grad_scale(grad_loss, ignored, in_range)
-    src = logits_ptr + aligned + offs
-    dst = grad_logits_ptr + aligned + offs
-    if (first >= lead) & (first + BLOCK <= lead + n_cols):
-        x = tl.load(src, eviction_policy="evict_first").to(tl.float32)
-        grad = _grad_values(x, cols, lse, scale, target, n_cols, label_smoothing, z_loss)
-        tl.store(dst, grad.to(grad_logits_ptr.dtype.element_ty))
-    else:
-        inside = (cols >= 0) & (cols < n_cols)
-        x = tl.load(src, mask=inside, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        grad = _grad_values(x, cols, lse, scale, target, n_cols, label_smoothing, z_loss)
-        tl.store(dst, grad.to(grad_logits_ptr.dtype.element_ty), mask=inside)
-
-
-@triton.jit
 def cross_entropy_scale_rows_kernel(
     grad_ptr,
     grad_loss_ptr,
