@@ -265,6 +265,47 @@ def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch, 
     _check_split_forward_with_grad(logits, target, grad_loss, plan)
 
 
+@pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
+@pytest.mark.parametrize(("rows", "vocab"), [(9, 37), (5, 33), (6, 100), (4, 41 * 16 - 3)])
+def test_split_forward_with_grad_counts_chunks_from_aligned_addresses(rows, vocab, prefetch):
+    """The flag-word split kernel over 2-byte rows that start off 16-byte boundaries (ALIGN 8:
+    9 x 37 meets every lead 0-7) in 16-column chunks counted from each row's aligned address:
+    the partial first and last vectors of each row through the edge tensor, targets in them,
+    at the first and last column and a chunk boundary, and ignored; more rows than slots,
+    smoothing and z-loss; into a NaN-poisoned buffer and in place; against float64."""
+    from warpforge.ops._kernels import cross_entropy as kernels
+
+    gen = torch.Generator().manual_seed(rows * vocab)
+    logits = (torch.randn(rows, vocab, generator=gen) * 3).half()
+    target = random_target((rows,), vocab, gen)
+    target[0], target[1], target[2], target[3] = 0, vocab - 1, 3, IGNORE
+    target[4 % rows] = vocab - 2
+    grad_loss = torch.rand(rows, generator=gen) + 0.5
+    x64 = logits.double().requires_grad_()
+    expected_rows = reference_cross_entropy(
+        x64, target, reduction="none", label_smoothing=0.1, z_loss=0.01
+    )
+    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
+    plan = split_row_plan(rows, vocab + 7, "cpu", block=16, num_warps=1, prefetch=prefetch,
+                          flag_words=True)  # fmt: skip
+    spy = LaunchSpy(kernels.cross_entropy_fwd_grad_flags_kernel)
+    for out in (torch.full_like(logits, float("nan")), logits.clone()):
+        source = out if not out.isnan().any() else logits
+        assert ce_module._aligned_split_align(source, out) == 8
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(kernels, "cross_entropy_fwd_grad_flags_kernel", spy)
+            loss, lse = ce_module.row_losses(
+                source, target, IGNORE, 0.1, 0.01, grad_out=out, grad_loss=grad_loss, split=plan
+            )
+        torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=2e-4, rtol=2e-4)
+        torch.testing.assert_close(lse.double(), logits.double().logsumexp(-1), atol=1e-4, rtol=0)
+        torch.testing.assert_close(out.double(), expected, atol=1e-3, rtol=2e-3)
+    assert len(spy.grids) == 2 * 2  # two launches (stages) on the interpreter, two buffers
+    strided = torch.empty(rows, vocab + 1, dtype=torch.float16)[:, :vocab]
+    assert ce_module._aligned_split_align(logits, strided) == 1  # the gradient laid out otherwise
+    assert ce_module._aligned_split_align(logits.float(), None) == 1  # float32: counter plans
+
+
 @pytest.mark.parametrize("early", [False, True], ids=["chunk0-target", "early-target"])
 def test_split_forward_with_grad_early_and_late_target_loads(path, early, monkeypatch):
     """Both target paths of the split kernel (EARLY: every program loads its row's target one
@@ -533,13 +574,21 @@ def test_loss_only_forward_of_unaligned_rows_reads_aligned_chunks(dtype, vocab, 
     assert len(spy.grids) == (1 if aligned else 0)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_long_unaligned_rows_take_the_aligned_forward_and_the_flat_backward(dtype, monkeypatch):
+@pytest.mark.parametrize(
+    ("dtype", "aligned_split"),
+    [(torch.float32, "1"), (torch.float16, "0")],
+    ids=["float32", "float16-aligned-split-off"],
+)
+def test_long_unaligned_rows_take_the_aligned_forward_and_the_flat_backward(
+    dtype, aligned_split, monkeypatch
+):
     """Rows past the whole-row block that start off 16-byte boundaries (made to apply to 41
-    columns here) skip the split forward with gradient: the aligned loss-only forward saves lse
-    and the flat backward streams the logits, matching float64; aligned rows stay fused."""
+    columns here) skip the split forward with gradient in float32 (its split meets through
+    counters) and with ``WARPFORGE_CE_ALIGNED_SPLIT=0``: the aligned loss-only forward saves
+    lse and the flat backward streams the logits, matching float64; aligned rows stay fused."""
     from warpforge.ops._kernels import cross_entropy as kernels
 
+    monkeypatch.setenv(ce_module.ALIGNED_SPLIT, aligned_split)
     monkeypatch.setattr(ce_module, "FUSED_GRAD_MAX_COLS", 16)
     monkeypatch.setattr(ce_module, "gradient_in_forward", lambda *a: True)
     monkeypatch.setattr(ce_module, "FLAT_BWD_UNALIGNED_LAUNCHES", {4: (16, 1), 2: (16, 1)})
@@ -557,6 +606,32 @@ def test_long_unaligned_rows_take_the_aligned_forward_and_the_flat_backward(dtyp
     check_forward_backward(logits, target, dtype, tol, label_smoothing=0.1, z_loss=1e-3)
     assert len(forward.grids) == 1 and len(backward.grids) == 1
     assert ce_module._fused_gradient(torch.randn(4, 48).to(dtype))  # rows on 16-byte boundaries
+
+
+def test_long_unaligned_two_byte_rows_take_the_aligned_split(monkeypatch):
+    """2-byte rows past the whole-row block that start off 16-byte boundaries (made to apply
+    to 45 columns, in 16-column chunks) get their gradient in the forward from the flag-word
+    split kernel counting chunks from aligned addresses (ALIGN 8, one chunk more than the
+    row's start would need), matching float64 through the op's forward and backward."""
+    from warpforge.ops._kernels import cross_entropy as kernels
+
+    monkeypatch.setattr(ce_module, "FUSED_GRAD_MAX_COLS", 16)
+    monkeypatch.setattr(ce_module, "gradient_in_forward", lambda *a: True)
+    monkeypatch.setattr(
+        ce_module, "_fwd_grad_split_plan",
+        lambda n_rows, n_cols, size, device: split_row_plan(
+            n_rows, n_cols, device, block=16, num_warps=1, prefetch=True, flag_words=True
+        ),
+    )  # fmt: skip
+    spy = LaunchSpy(kernels.cross_entropy_fwd_grad_flags_kernel)
+    monkeypatch.setattr(kernels, "cross_entropy_fwd_grad_flags_kernel", spy)
+    gen = torch.Generator().manual_seed(43)
+    logits = torch.randn(3, 5, 45, generator=gen) * 3
+    target = random_target((3, 5), 45, gen)
+    target[0, 0], target[0, 1], target[0, 2] = 44, 0, 2
+    assert ce_module._fused_gradient(logits.half().reshape(15, 45))
+    check_forward_backward(logits, target, torch.float16, 2e-3, label_smoothing=0.1, z_loss=1e-3)
+    assert len(spy.grids) == 2 and all(grid[0] % 4 == 0 for grid in spy.grids)  # 4 chunks a row
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -913,12 +988,15 @@ def test_gpu_split_forward_with_grad_target_loads_and_arrivals(early, release, m
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("broadcast", [False, True], ids=["per-row", "broadcast"])
-@pytest.mark.parametrize(("rows", "vocab"), [(100, 128256), (40, 262144), (37, 65536 + 24)])
+@pytest.mark.parametrize(
+    ("rows", "vocab"), [(100, 128256), (40, 262144), (37, 65536 + 24), (300, 50257), (9, 65537)]
+)
 def test_gpu_split_forward_with_grad_flag_words(rows, vocab, broadcast):
     """The op's 2-byte split launch meeting through flag words, rows in several waves (33 and
     16 rows in flight at 128256 and 262144 columns), targets at the first, last and a chunk's
     first and last column and ignored, per-row and broadcast grad_loss, smoothing and z-loss:
-    into a NaN-poisoned buffer and in place over the logits."""
+    into a NaN-poisoned buffer and in place over the logits. 50257 and 65537 columns start rows
+    off 16-byte boundaries (chunks counted from aligned addresses, ALIGN 8)."""
     gen = torch.Generator().manual_seed(rows + vocab + broadcast)
     logits = (torch.randn(rows, vocab, generator=gen) * 3).to("cuda", torch.bfloat16)
     target = random_target((rows,), vocab, gen).cuda()

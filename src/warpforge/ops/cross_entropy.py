@@ -179,7 +179,37 @@ def _fused_gradient(logits: torch.Tensor) -> bool:
     n_rows, n_cols = logits.shape
     if not gradient_in_forward(n_rows, n_cols, logits.element_size(), logits.device):
         return False
-    return next_power_of_2(n_cols) <= FUSED_GRAD_MAX_COLS or not _unaligned_rows(logits)
+    return (
+        next_power_of_2(n_cols) <= FUSED_GRAD_MAX_COLS
+        or not _unaligned_rows(logits)
+        or _aligned_split_align(logits) > 1
+    )
+
+
+ALIGNED_SPLIT = "WARPFORGE_CE_ALIGNED_SPLIT"
+"""Set to 0 to keep rows that start off 16-byte boundaries off the split forward with gradient
+(the aligned loss-only forward and the streaming backward take them, as before the aligned
+split; for comparisons)."""
+
+
+def _aligned_split_align(logits: torch.Tensor, grad_out: torch.Tensor | None = None) -> int:
+    """ALIGN of the flag-word split forward with gradient (16 / element size) for rows that
+    start off 16-byte boundaries, whose chunks it then counts from each row's aligned address;
+    1 (chunks from the row's start, one element a load) for other rows, float32 (its split
+    plan meets through counters, not flag words), a gradient buffer laid out otherwise than
+    the logits or in an unaligned buffer, and with ``WARPFORGE_CE_ALIGNED_SPLIT=0``."""
+    if not (
+        logits.element_size() <= FLAG_WORDS_MAX_ELEMENT_SIZE
+        and logits.shape[1] >= 32  # whole vectors between the two partial ones
+        and _unaligned_rows(logits)
+        and switch_on(ALIGNED_SPLIT)
+    ):
+        return 1
+    if grad_out is not None and (
+        grad_out.stride() != logits.stride() or not _buffer_aligned(grad_out)
+    ):
+        return 1
+    return 16 // logits.element_size()
 
 
 @functools.lru_cache(maxsize=1024)
@@ -388,7 +418,15 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
         cross_entropy_fwd_grad_split_kernel,
     )
 
-    n_rows = logits.shape[0]
+    n_rows, n_cols = logits.shape
+    align = _aligned_split_align(logits, grad_out) if plan.flag_words else 1
+    if align > 1 and cdiv(n_cols + align - 1, plan.block) != plan.chunks:
+        wider = _fwd_grad_split_plan(n_rows, n_cols + align - 1, logits.element_size(),
+                                     logits.device)  # fmt: skip
+        if wider is not None and wider.flag_words and wider.block == plan.block:
+            plan = wider
+        else:
+            align = 1
     options = dict(options, BLOCK=plan.block, **plan.launch_options())
     if plan.flag_words:
         if plan.chunks_pow2 > _FLAG_WORDS_MAX_CHUNKS:
@@ -403,7 +441,7 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
                     logits, target, loss, lse, grad_out, grad_loss, words,
                     _row_stride(grad_loss), logits.stride(0), grad_out.stride(0), n_rows,
                     *common, CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, PREFETCH=plan.prefetch,
-                    **options,
+                    ALIGN=align, **options,
                 )  # fmt: skip
         return
     partials = plan.workspace(n_rows, 4, logits.device)

@@ -190,25 +190,44 @@ def _grad_scale(grad_loss, ignored, in_range):
 
 
 @triton.jit
-def _store_held_grad(
-    exponentials, prob_factor, offs, mask, lse, target, target_logit, owns_target, scale,
-    out_row, n_cols, label_smoothing, z_loss,
-):  # fmt: skip
-    """Write the gradient of the row elements at columns ``offs`` to ``out_row`` from their
-    ``exponentials`` (``p_j = exponentials * prob_factor``, the exponentials already computed
-    for lse: one exponential per element in all): every element without the one-hot term
-    first, then the target element alone where ``owns_target``. Comparing every column with
-    the target would cost a register per element (ptxas spills at BLOCK=32768)."""
+def _held_grad(exponentials, prob_factor, lse, scale, n_cols, label_smoothing, z_loss):
+    """The gradient of row elements without the one-hot term, from their ``exponentials``
+    (``p_j = exponentials * prob_factor``, the exponentials already computed for lse: one
+    exponential per element in all)."""
     prob_scale = scale * (1.0 + 2.0 * z_loss * lse)
     uniform = scale * (label_smoothing / n_cols)
-    grad = exponentials * (prob_factor * prob_scale) - uniform
-    tl.store(out_row + offs, grad.to(out_row.dtype.element_ty), mask=mask)
-    tl.debug_barrier()  # every thread's store lands before the target element is rewritten
+    return exponentials * (prob_factor * prob_scale) - uniform
+
+
+@triton.jit
+def _store_target_grad(
+    out_row, lse, target, target_logit, owns_target, scale, n_cols, label_smoothing, z_loss
+):  # fmt: skip
+    """Rewrite the target element's gradient alone where ``owns_target``, after a barrier that
+    lands every thread's store of :func:`_held_grad` first. Comparing every column with the
+    target would cost a register per element (ptxas spills at BLOCK=32768)."""
+    tl.debug_barrier()
+    prob_scale = scale * (1.0 + 2.0 * z_loss * lse)
+    uniform = scale * (label_smoothing / n_cols)
     hit = tl.exp(target_logit - lse) * prob_scale - uniform - scale * (1.0 - label_smoothing)
     tl.store(
         out_row + tl.where(owns_target, target, 0),
         hit.to(out_row.dtype.element_ty),
         mask=owns_target,
+    )
+
+
+@triton.jit
+def _store_held_grad(
+    exponentials, prob_factor, offs, mask, lse, target, target_logit, owns_target, scale,
+    out_row, n_cols, label_smoothing, z_loss,
+):  # fmt: skip
+    """Write the gradient of the row elements at columns ``offs`` to ``out_row``: every element
+    without the one-hot term first (:func:`_held_grad`), then the target element alone."""
+    grad = _held_grad(exponentials, prob_factor, lse, scale, n_cols, label_smoothing, z_loss)
+    tl.store(out_row + offs, grad.to(out_row.dtype.element_ty), mask=mask)
+    _store_target_grad(
+        out_row, lse, target, target_logit, owns_target, scale, n_cols, label_smoothing, z_loss
     )
 
 
@@ -787,6 +806,42 @@ def cross_entropy_fwd_grad_split_kernel(
 
 
 @triton.jit
+def _aligned_place(row, logits_row_stride, n_cols, ALIGN: tl.constexpr):
+    """Where ``row`` lies from the 16-byte aligned address at or before its start: (that
+    address, the row's first column after it, and the span [whole_lo, whole_hi) of the row's
+    whole 16-byte vectors), offsets in elements."""
+    start = row * logits_row_stride
+    aligned = (start // ALIGN) * ALIGN
+    lead = (start - aligned).to(tl.int32)  # int64 would widen every offset it meets
+    return aligned, lead, ((lead + ALIGN - 1) // ALIGN) * ALIGN, ((lead + n_cols) // ALIGN) * ALIGN
+
+
+@triton.jit
+def _aligned_chunk(logits_ptr, row, live, logits_row_stride, n_cols, offs, ALIGN: tl.constexpr):
+    """The row's whole 16-byte vectors among offsets ``offs`` from its aligned address, loaded a
+    vector at a time (the mask's bounds are multiples of ALIGN), -inf elsewhere and when not
+    ``live``; the row's partial first and last vectors are :func:`_row_edges`'."""
+    aligned, lead, whole_lo, whole_hi = _aligned_place(row, logits_row_stride, n_cols, ALIGN)
+    whole_hi = tl.where(live, whole_hi, 0)
+    return tl.load(
+        logits_ptr + aligned + offs, mask=(offs >= whole_lo) & (offs < whole_hi), other=float("-inf")
+    )
+
+
+@triton.jit
+def _row_edges(lead, whole_hi, n_cols, chunk, live, BLOCK: tl.constexpr, ALIGN: tl.constexpr):
+    """The row's partial first and last 16-byte vectors, each for the program whose chunk holds
+    it: (offsets from the aligned address: the first vector, then the one at whole_hi; their
+    in-row mask, all False for other programs and when not ``live``)."""
+    pos = tl.arange(0, 2 * ALIGN)
+    edge_offs = tl.where(pos < ALIGN, pos, whole_hi + pos - ALIGN)
+    head_end = tl.where((chunk == 0) & (lead > 0) & live, ALIGN, 0)
+    tail_end = tl.where((chunk == whole_hi // BLOCK) & live, lead + n_cols, 0)
+    edge_mask = tl.where(pos < ALIGN, (pos >= lead) & (pos < head_end), edge_offs < tail_end)
+    return edge_offs, edge_mask
+
+
+@triton.jit
 def cross_entropy_fwd_grad_flags_kernel(
     logits_ptr,
     target_ptr,
@@ -809,6 +864,7 @@ def cross_entropy_fwd_grad_flags_kernel(
     PREFETCH: tl.constexpr,
     HAS_SMOOTHING: tl.constexpr,
     CHECK_TARGETS: tl.constexpr,
+    ALIGN: tl.constexpr = 1,
 ):
     """``cross_entropy_fwd_grad_split_kernel`` (same programs, rows and chunks) meeting through
     flag words instead of a counter (see ``warpforge.ops._kernels.split_rows.row_words``): per
@@ -820,14 +876,36 @@ def cross_entropy_fwd_grad_flags_kernel(
     No fence: no program reads another's chunk. The target logit is read by the program whose
     chunk holds it (and published in its word for the loss), so the gradient may overwrite the
     logits in place. The target index and grad_loss of a program's next row are loaded with the
-    prefetch of its next chunk, so after the meeting only the words' poll is a round trip."""
-    chunks, chunk, slot, slots, offs, mask = split_place(n_cols, BLOCK)
+    prefetch of its next chunk, so after the meeting only the words' poll is a round trip.
+
+    ALIGN > 1 (16 / element size) for rows that start off 16-byte boundaries (a row stride
+    that is no multiple of ALIGN, e.g. vocab 50257), with the gradient laid out as the logits
+    (same row stride, both buffers 16-byte aligned): chunks are counted from the aligned
+    address at or before each row's start (``cdiv(n_cols + ALIGN - 1, BLOCK)`` of them), and
+    a chunk loads and stores the row's whole 16-byte vectors a vector at a time; the row's
+    partial first and last vectors (up to ALIGN - 1 elements each) go through a small tensor
+    of 2 * ALIGN elements of the programs that hold them, folded into the chunk's published
+    statistics. Counted from the row's start, every load and store is one element (ptxas,
+    BLOCK 8192, 4 warps, bf16: 129 16-bit loads and a 408-byte stack a thread; a per-element
+    in-row mask on the aligned chunks still spilled 264 bytes)."""
+    chunks, chunk, slot, slots, offs, mask = split_place(n_cols + ALIGN - 1, BLOCK)
     chunk_start = chunk * BLOCK
     if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
         lanes = tl.arange(0, 32)
     else:
         lanes = tl.arange(0, CHUNKS_POW2)
-    if PREFETCH:
+    if ALIGN > 1:  # the first row's edges, loaded with its chunk
+        _, lead, _, whole_hi = _aligned_place(slot.to(tl.int64), logits_row_stride, n_cols, ALIGN)
+        upcoming_offs, upcoming_mask = _row_edges(lead, whole_hi, n_cols, chunk, slot < n_rows,
+                                                  BLOCK, ALIGN)  # fmt: skip
+        upcoming_edges = tl.load(
+            logits_ptr + (slot.to(tl.int64) * logits_row_stride // ALIGN) * ALIGN + upcoming_offs,
+            mask=upcoming_mask, other=float("-inf"),
+        )  # fmt: skip
+    if PREFETCH and ALIGN > 1:
+        upcoming = _aligned_chunk(logits_ptr, slot.to(tl.int64), slot < n_rows,
+                                  logits_row_stride, n_cols, offs, ALIGN)  # fmt: skip
+    elif PREFETCH:
         upcoming = tl.load(
             logits_ptr + slot.to(tl.int64) * logits_row_stride + offs,
             mask=mask,
@@ -838,29 +916,66 @@ def cross_entropy_fwd_grad_flags_kernel(
     for i in range(0, tl.cdiv(n_rows - slot, slots)):
         row = slot.to(tl.int64) + i * slots
         row_ptr = logits_ptr + row * logits_row_stride
+        if ALIGN > 1:  # this row's columns in the chunk, counted from its aligned address
+            aligned, lead, whole_lo, whole_hi = _aligned_place(
+                row, logits_row_stride, n_cols, ALIGN
+            )
+            first_col = chunk_start - lead
+            in_row = (offs >= whole_lo) & (offs < whole_hi)
+            edge_offs, edge_mask = _row_edges(lead, whole_hi, n_cols, chunk, True, BLOCK, ALIGN)
+            edges = upcoming_edges.to(tl.float32)
+        else:
+            first_col = chunk_start
+            in_row = mask
         target, ignored, in_range = _classify_target(
             next_target, n_cols, ignore_index, CHECK_TARGETS
         )
         grad_loss = next_grad_loss.to(tl.float32)
-        owns_target = in_range & (target >= chunk_start) & (target < chunk_start + BLOCK)
+        owns_target = in_range & (target >= first_col) & (target < first_col + BLOCK)
         target_logit = tl.load(
             row_ptr + tl.where(owns_target, target, 0), mask=owns_target, other=0.0
         ).to(tl.float32)
         if PREFETCH:
             x = upcoming.to(tl.float32)
+        elif ALIGN > 1:
+            x = _aligned_chunk(logits_ptr, row, True, logits_row_stride, n_cols, offs, ALIGN)
+            x = x.to(tl.float32)
         else:
             x = tl.load(row_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
         words = words_ptr + row * (2 * CHUNKS_POW2)
         if HAS_SMOOTHING and STAGE != 2:
             # summed before the exponentials replace x: x and them held at once would spill
-            row_part = tl.sum(tl.where(mask, x, 0.0), axis=0)
+            row_part = tl.sum(tl.where(in_row, x, 0.0), axis=0)
+            if ALIGN > 1:
+                row_part += tl.sum(tl.where(edge_mask, edges, 0.0), axis=0)
         else:
             row_part = 0.0
         chunk_max, e = chunk_exponentials(x)
+        if ALIGN > 1:  # the edges join the chunk's statistics (e stays relative to chunk_max)
+            stat_max = tl.maximum(chunk_max, tl.max(edges, axis=0))
+            stat_sum = tl.sum(e, axis=0) * tl.exp2((chunk_max - stat_max) * LOG2E) + tl.sum(
+                tl.exp2((edges - stat_max) * LOG2E), axis=0
+            )
+        else:
+            stat_max = chunk_max
+            stat_sum = tl.sum(e, axis=0)
         if STAGE != 2:
-            publish_word(words + chunk, chunk_max, tl.sum(e, axis=0), STAGE)
+            publish_word(words + chunk, stat_max, stat_sum, STAGE)
             publish_word(words + CHUNKS_POW2 + chunk, row_part, target_logit, STAGE)
-        if PREFETCH:
+        if ALIGN > 1:
+            _, next_lead, _, next_hi = _aligned_place(row + slots, logits_row_stride, n_cols,
+                                                      ALIGN)  # fmt: skip
+            upcoming_offs, upcoming_mask = _row_edges(
+                next_lead, next_hi, n_cols, chunk, row + slots < n_rows, BLOCK, ALIGN
+            )
+            upcoming_edges = tl.load(
+                logits_ptr + ((row + slots) * logits_row_stride // ALIGN) * ALIGN + upcoming_offs,
+                mask=upcoming_mask, other=float("-inf"),
+            )  # fmt: skip
+        if PREFETCH and ALIGN > 1:
+            upcoming = _aligned_chunk(logits_ptr, row + slots, row + slots < n_rows,
+                                      logits_row_stride, n_cols, offs, ALIGN)  # fmt: skip
+        elif PREFETCH:
             upcoming = _next_row_chunk(row_ptr, row, slots, n_rows, n_cols, logits_row_stride, offs)
         has_next = row + slots < n_rows
         next_target = tl.load(target_ptr + row + slots, mask=has_next, other=0)
@@ -890,11 +1005,23 @@ def cross_entropy_fwd_grad_flags_kernel(
                 tl.store(loss_ptr + row, loss)
                 tl.store(lse_ptr + row, lse)
             scale = _grad_scale(grad_loss, ignored, in_range)
-            _store_held_grad(
-                e, tl.exp2((chunk_max - row_max) * LOG2E) / total, offs, mask, lse, target,
-                target_logit, owns_target, scale, grad_ptr + row * grad_row_stride, n_cols,
-                label_smoothing, z_loss,
-            )  # fmt: skip
+            prob_factor = tl.exp2((chunk_max - row_max) * LOG2E) / total
+            if ALIGN > 1:
+                grad = _held_grad(e, prob_factor, lse, scale, n_cols, label_smoothing, z_loss)
+                out = grad_ptr + aligned  # the logits' row stride
+                tl.store(out + offs, grad.to(grad_ptr.dtype.element_ty), mask=in_row)
+                edge_grad = _grad_values(edges, edge_offs - lead, lse, scale, target, n_cols,
+                                         label_smoothing, z_loss)  # fmt: skip
+                tl.store(out + edge_offs, edge_grad.to(grad_ptr.dtype.element_ty), mask=edge_mask)
+                _store_target_grad(
+                    grad_ptr + row * grad_row_stride, lse, target, target_logit, owns_target,
+                    scale, n_cols, label_smoothing, z_loss,
+                )  # fmt: skip
+            else:
+                _store_held_grad(
+                    e, prob_factor, offs, in_row, lse, target, target_logit, owns_target, scale,
+                    grad_ptr + row * grad_row_stride, n_cols, label_smoothing, z_loss,
+                )  # fmt: skip
 
 
 @triton.jit
