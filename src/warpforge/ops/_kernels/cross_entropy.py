@@ -821,10 +821,12 @@ def _aligned_chunk(logits_ptr, row, live, logits_row_stride, n_cols, offs, ALIGN
     """The row's whole 16-byte vectors among offsets ``offs`` from its aligned address, loaded a
     vector at a time (the mask's bounds are multiples of ALIGN), -inf elsewhere and when not
     ``live``; the row's partial first and last vectors are :func:`_row_edges`'."""
-    aligned, lead, whole_lo, whole_hi = _aligned_place(row, logits_row_stride, n_cols, ALIGN)
+    aligned, _, whole_lo, whole_hi = _aligned_place(row, logits_row_stride, n_cols, ALIGN)
     whole_hi = tl.where(live, whole_hi, 0)
     return tl.load(
-        logits_ptr + aligned + offs, mask=(offs >= whole_lo) & (offs < whole_hi), other=float("-inf")
+        logits_ptr + aligned + offs,
+        mask=(offs >= whole_lo) & (offs < whole_hi),
+        other=float("-inf"),
     )
 
 
