@@ -159,12 +159,15 @@ def _fwd_grad_split_plan(
 
 
 ALIGNED_FLOAT32_LAUNCHES = (
-    ({"block": 8192, "num_warps": 8, "programs_per_sm": 4, "prefetch": False}, 64),
+    ({"block": 8192, "num_warps": 4, "programs_per_sm": 4, "prefetch": False}, 64),
 )
 """``FLAG_WORDS_LAUNCHES`` of float32 rows that start off 16-byte boundaries (ALIGN 4), which
 meet through flag words too (aligned float32 rows keep the counter launch of ``split_launch``,
-not measured against flag words): ``split_launch``'s float32 launch, 64 registers a thread on
-sm_90 without spills (ptxas, Triton 3.9; with the prefetch 144 bytes spilled)."""
+not measured against flag words): four 8192-column programs an SM with 4 warps each (106
+registers on sm_90 under Triton 3.9, no spills; with the prefetch 176 bytes spilled). On the
+H100, kernel alone at 4096 x 50257 (``benchmarks/results/session12-2026-11-25/
+ce_split_sweep.txt``): 590.8 us (92.8% of copy) against 622.4 for ``split_launch``'s 8 warps,
+616.8 for 4096/4 x8 and 1004.5 for 8192/8 x4 with the prefetch."""
 
 
 @functools.lru_cache(maxsize=1024)
