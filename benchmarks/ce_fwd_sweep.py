@@ -16,14 +16,13 @@ the logits once) by the copy bandwidth measured in the same process.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import os
 import time
-from pathlib import Path
 
 import torch
+from sweep_common import start_sweep
 
 IGNORE = -100
 SHAPES = ((32768, 256), (4096, 50257), (2048, 151936))
@@ -32,25 +31,12 @@ FLAT_GRID = ((2048, 4), (4096, 8), (8192, 16), (16384, 16))
 GRID = [(b, w) for b in (1024, 2048, 4096, 8192) for w in (4, 8, 16, 32) if b >= 32 * w]
 
 
-def _copy_bandwidth(do_bench) -> float:
-    x = torch.empty(2**30, dtype=torch.uint8, device="cuda")
-    y = torch.empty_like(x)
-    return 2 * x.numel() / (do_bench(lambda: y.copy_(x), return_mode="median") * 1e-3)
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--dtypes", default="bfloat16,float32")
-    args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    from triton.testing import do_bench
-
+    args, do_bench, copy, header = start_sweep(__doc__)
     from warpforge.ops import cross_entropy
 
     ce = importlib.import_module("warpforge.ops.cross_entropy")
-    copy = _copy_bandwidth(do_bench)
-    lines = [f"copy bandwidth {copy / 1e9:.0f} GB/s ({torch.cuda.get_device_name()})"]
+    lines = [header]
     rows: list[dict[str, object]] = []
     for dtype_name in args.dtypes.split(","):
         dtype = getattr(torch, dtype_name)

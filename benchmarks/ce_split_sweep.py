@@ -13,14 +13,13 @@ bytes (read the logits, write the gradient) by the copy bandwidth measured in th
 
 from __future__ import annotations
 
-import argparse
 import functools
 import importlib
 import json
 import time
-from pathlib import Path
 
 import torch
+from sweep_common import start_sweep
 
 IGNORE = -100
 SHAPE = (4096, 50257)
@@ -30,12 +29,6 @@ LAUNCHES = {
     4: [(8192, 8, 4, False), (8192, 8, 4, True), (4096, 4, 8, False), (4096, 8, 4, False),
         (16384, 16, 2, False), (8192, 4, 4, False)],
 }  # fmt: skip
-
-
-def _copy_bandwidth(do_bench) -> float:
-    x = torch.empty(2**30, dtype=torch.uint8, device="cuda")
-    y = torch.empty_like(x)
-    return 2 * x.numel() / (do_bench(lambda: y.copy_(x), return_mode="median") * 1e-3)
 
 
 def _contenders(ce, split_row_plan, logits, target, grad_loss, out, align):
@@ -75,18 +68,11 @@ def _contenders(ce, split_row_plan, logits, target, grad_loss, out, align):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--dtypes", default="bfloat16,float32")
-    args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    from triton.testing import do_bench
-
+    args, do_bench, copy, header = start_sweep(__doc__)
     from warpforge.ops._split_rows import split_row_plan
 
     ce = importlib.import_module("warpforge.ops.cross_entropy")
-    copy = _copy_bandwidth(do_bench)
-    lines = [f"copy bandwidth {copy / 1e9:.0f} GB/s ({torch.cuda.get_device_name()})"]
+    lines = [header]
     rows: list[dict[str, object]] = []
     M, V = SHAPE
     for dtype_name in args.dtypes.split(","):
