@@ -11,10 +11,13 @@
 #   3  cross-entropy GPU tests, benchmarks/ce_split_sweep.py, fp32 fwd_bwd at 4096 x 50257 with
 #      the aligned split off and on, the bf16 cross-entropy part of the issue's sweep
 #   4  cross-entropy GPU tests, the fp32 cross-entropy part of the issue's sweep
+#   5  fused linear cross-entropy GPU tests (50257 classes: the aligned split in place), the
+#      bf16 swiglu/geglu part of the issue's sweep
+#   6  the fp32 forward part of the issue's sweep (norms, softmax, log_softmax)
 # Usage: bash scripts/gpu/session12_calls.sh OUT CALL
 set -uo pipefail
-OUT="${1:?usage: session12_calls.sh OUT 1|2|3|4}"
-CALL="${2:?usage: session12_calls.sh OUT 1|2|3|4}"
+OUT="${1:?usage: session12_calls.sh OUT 1-6}"
+CALL="${2:?usage: session12_calls.sh OUT 1-6}"
 mkdir -p "$OUT/keep"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 
@@ -45,7 +48,7 @@ sweep_part() {  # DTYPE PART [SHAPE]: a part of the issue's sweep in what time i
   SUITE_DTYPE="$1" SUITE_SHAPE="${3:-}" SUITE_BUDGET_S=$((575 - SECONDS)) \
     bash scripts/gpu/issue_sweep.sh "$OUT/$2-$1" "$2" > "$OUT/$2-$1.log" 2>&1
   cp "$OUT/$2-$1/keep/"* "$OUT/keep/" 2>/dev/null
-  grep -E "cross_entropy|rows|exit" "$OUT/$2-$1.log" | head -24
+  grep -E "^\| [a-z_]+\.|rows|exit" "$OUT/$2-$1.log" | head -60
 }
 
 case "$CALL" in
@@ -70,7 +73,10 @@ case "$CALL" in
      sweep_part bf16 ce ;;
   4) gpu_tests ce 150 -x tests/ops/test_cross_entropy.py
      sweep_part fp32 ce ;;
-  *) echo "CALL: expected 1, 2, 3 or 4, got $CALL" >&2; exit 2 ;;
+  5) gpu_tests flce 150 tests/ops/test_fused_linear_cross_entropy.py
+     sweep_part bf16 gated ;;
+  6) sweep_part fp32 fwd ;;
+  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
 find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +
