@@ -14,6 +14,7 @@
 #   5  fused linear cross-entropy GPU tests (50257 classes: the aligned split in place), the
 #      bf16 swiglu/geglu part of the issue's sweep
 #   6  the fp32 forward part of the issue's sweep (norms, softmax, log_softmax)
+#   7  the fp32 softmax/log_softmax backward and swiglu/geglu parts of the issue's sweep
 # Usage: bash scripts/gpu/session12_calls.sh OUT CALL
 set -uo pipefail
 OUT="${1:?usage: session12_calls.sh OUT 1-6}"
@@ -48,6 +49,7 @@ sweep_part() {  # DTYPE PART [SHAPE]: a part of the issue's sweep in what time i
   SUITE_DTYPE="$1" SUITE_SHAPE="${3:-}" SUITE_BUDGET_S=$((575 - SECONDS)) \
     bash scripts/gpu/issue_sweep.sh "$OUT/$2-$1" "$2" > "$OUT/$2-$1.log" 2>&1
   cp "$OUT/$2-$1/keep/"* "$OUT/keep/" 2>/dev/null
+  cp "$OUT/$2-$1/logs.tgz" "$OUT/keep/logs-$2-$1.tgz" 2>/dev/null
   grep -E "^\| [a-z_]+\.|rows|exit" "$OUT/$2-$1.log" | head -60
 }
 
@@ -76,6 +78,8 @@ case "$CALL" in
   5) gpu_tests flce 150 tests/ops/test_fused_linear_cross_entropy.py
      sweep_part bf16 gated ;;
   6) sweep_part fp32 fwd ;;
+  7) sweep_part fp32 smbwd
+     sweep_part fp32 gated ;;
   *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
