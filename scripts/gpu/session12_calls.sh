@@ -15,10 +15,11 @@
 #      bf16 swiglu/geglu part of the sweep
 #   6  the fp32 forward part of the sweep (norms, softmax, log_softmax)
 #   7  the fp32 softmax/log_softmax backward and swiglu/geglu parts of the sweep
+#   8  the fp32 norm backward part of the sweep
 # Usage: bash scripts/gpu/session12_calls.sh OUT CALL
 set -uo pipefail
-OUT="${1:?usage: session12_calls.sh OUT 1-6}"
-CALL="${2:?usage: session12_calls.sh OUT 1-6}"
+OUT="${1:?usage: session12_calls.sh OUT 1-8}"
+CALL="${2:?usage: session12_calls.sh OUT 1-8}"
 mkdir -p "$OUT/keep"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 
@@ -80,7 +81,8 @@ case "$CALL" in
   6) sweep_part fp32 fwd ;;
   7) sweep_part fp32 smbwd
      sweep_part fp32 gated ;;
-  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
+  8) sweep_part fp32 normbwd ;;
+  *) echo "CALL: expected 1-8, got $CALL" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
 find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +
