@@ -16,10 +16,12 @@
 #   6  the fp32 forward part of the sweep (norms, softmax, log_softmax)
 #   7  the fp32 softmax/log_softmax backward and swiglu/geglu parts of the sweep
 #   8  the fp32 norm backward part of the sweep
+#   9  the split norm backward GPU tests and the fp32 norm backward rows of 65536-262144 columns
+#      with the weight gradient flushed every NORM_BWD_FLUSH_ROWS rows
 # Usage: bash scripts/gpu/session12_calls.sh OUT CALL
 set -uo pipefail
-OUT="${1:?usage: session12_calls.sh OUT 1-8}"
-CALL="${2:?usage: session12_calls.sh OUT 1-8}"
+OUT="${1:?usage: session12_calls.sh OUT 1-9}"
+CALL="${2:?usage: session12_calls.sh OUT 1-9}"
 mkdir -p "$OUT/keep"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 
@@ -82,7 +84,9 @@ case "$CALL" in
   7) sweep_part fp32 smbwd
      sweep_part fp32 gated ;;
   8) sweep_part fp32 normbwd ;;
-  *) echo "CALL: expected 1-8, got $CALL" >&2; exit 2 ;;
+  9) gpu_tests normsplit 120 tests/ops/test_norm_split_bwd.py
+     sweep_part fp32 normbwd "N=65536 N=131072 N=262144" ;;
+  *) echo "CALL: expected 1-9, got $CALL" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
 find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +

@@ -1,14 +1,22 @@
-"""A stand-in for a Triton kernel in tests that check which kernel an op launches."""
+"""A stand-in for a Triton kernel in tests that check which kernel an op launches, and how."""
 
 from __future__ import annotations
 
 
 class LaunchSpy:
-    """Records each launch grid, then launches the real kernel."""
+    """Records each launch's grid (``grids``) and keyword arguments with the grid under
+    ``"grid"`` (``launches``), then launches the real kernel."""
 
-    def __init__(self, kernel):
-        self.kernel, self.grids = kernel, []
+    def __init__(self, kernel) -> None:
+        self.kernel = kernel
+        self.grids: list[object] = []
+        self.launches: list[dict[str, object]] = []
 
     def __getitem__(self, grid):
         self.grids.append(grid)
-        return self.kernel[grid]
+
+        def launch(*args, **kwargs):
+            self.launches.append(dict(kwargs, grid=grid))
+            return self.kernel[grid](*args, **kwargs)
+
+        return launch

@@ -97,6 +97,36 @@ def test_split_backward_small_chunks(center, residual, M, N, stride, backward, d
         check(got, want, dtype, True, center)
 
 
+@pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
+@pytest.mark.parametrize(("center", "residual"), KINDS, ids=["rms", "add_rms", "layer"])
+def test_split_backward_flushes_parameter_gradients(center, residual, prefetch, device,
+                                                    poison_outputs, monkeypatch):  # fmt: skip
+    """With NORM_BWD_FLUSH_ROWS (made 2 here) a program adds its dweight / dbias sums into its
+    slot's zeroed partial row every 2 of its rows and after its last (11 rows over 3 slots:
+    4, 4 and 3 rows, an odd remainder), matching float64; a flush longer than any slot's rows
+    leaves the single store."""
+    from warpforge.ops._kernels import norm_split_bwd
+
+    spy = LaunchSpy(norm_split_bwd.norm_bwd_flags_kernel)
+    monkeypatch.setattr(norm_split_bwd, "norm_bwd_flags_kernel", spy)
+    monkeypatch.setattr(norm, "NORM_BWD_FLUSH_ROWS", {4: 2, 2: 2})
+    plan = split_row_plan(11, 37, device, block=16, num_warps=1, prefetch=prefetch,
+                          flag_words=True)  # fmt: skip
+    assert plan.programs // plan.chunks == 3
+    for dtype in (torch.float32, torch.float16):
+        x, dy, dh, w, mean, rstd = operands(11, 37, dtype, device, None, 30.0 if center else 0.0)
+        dh = dh if residual else None
+        offset = 0.0 if center else 1.0
+        got = norm.split_norm_backward(dy, x, w, mean if center else None, rstd, dh, offset,
+                                       center, True, center, plan)  # fmt: skip
+        check(got, expected(dy, x, w, mean, rstd, dh, offset, center), dtype, True, center)
+    assert [launch["FLUSH"] for launch in spy.launches][::2] == [2, 2]
+    monkeypatch.setattr(norm, "NORM_BWD_FLUSH_ROWS", {4: 4})  # no slot owns more than 4 rows
+    x, dy, _, w, mean, rstd = operands(11, 37, torch.float32, device)
+    norm.split_norm_backward(dy, x, w, mean, rstd, None, 0.0, True, True, True, plan)
+    assert spy.launches[-1]["FLUSH"] == 0
+
+
 @pytest.mark.parametrize("backward", ["load", "lag"])
 @pytest.mark.parametrize("center", [False, True], ids=["rms", "layer"])
 @pytest.mark.parametrize(("weight_grad", "bias_grad"), [(False, False), (True, False),

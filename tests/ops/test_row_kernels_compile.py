@@ -132,12 +132,20 @@ COMPILE_ALL = textwrap.dedent(
                 # split4w-ce-sweep-2026-11-25-h100.txt); the same allowance
                 plan = ce._fwd_grad_split_plan(4096, vocab, tdt.itemsize, "cuda")
                 if plan.flag_words:
-                    stack = spilled_bytes(ck.cross_entropy_fwd_grad_flags_kernel, dict(split_types, words_ptr="*i64"), dict(flags, BLOCK=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch), aligned=("n_cols", "logits_row_stride", "grad_row_stride"), **plan.launch_options())
+                    stack = spilled_bytes(ck.cross_entropy_fwd_grad_flags_kernel, dict(split_types, words_ptr="*i64"), dict(flags, BLOCK=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch, ALIGN=1), aligned=("n_cols", "logits_row_stride", "grad_row_stride"), **plan.launch_options())
                     assert stack <= allowed, f"flag-word split kernel spills {stack} bytes under its register cap ({dt}, {vocab})"
             block, warps = ce.launch_heuristic(vocab, tdt.itemsize)
             spilled_bytes(ck.cross_entropy_fwd_kernel, types, dict(flags, BLOCK=block), warps)
             block, warps = ce.bwd_launch_heuristic(vocab, tdt.itemsize)
             spilled_bytes(ck.cross_entropy_bwd_kernel, types, dict(BLOCK=block), warps)
+        # rows that start off 16-byte boundaries (50257 classes): the flag-word kernel with
+        # chunks from aligned addresses, at the op's plan (bf16 prefetching: the same
+        # allowance; float32 without a prefetch: none)
+        align = 16 // tdt.itemsize
+        plan = ce._flag_word_plan(4096, 50257 + align - 1, tdt.itemsize, "cuda")
+        split_types = dict(types, words_ptr="*i64")
+        stack = spilled_bytes(ck.cross_entropy_fwd_grad_flags_kernel, split_types, dict(HAS_SMOOTHING=True, CHECK_TARGETS=False, BLOCK=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch, ALIGN=align), **plan.launch_options())
+        assert stack <= (48 if plan.prefetch else 0), f"aligned flag-word split kernel spills {stack} bytes ({dt})"
     # the split-row softmax backward at the op's launches: y and dy held under the register cap,
     # no spills (the launch's reason: 4-warp 8192-column programs spill 536-744 bytes)
     for dt, tdt in (("bf16", torch.bfloat16), ("fp32", torch.float32)):

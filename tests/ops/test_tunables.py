@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from launch_spy import LaunchSpy
 from typer.testing import CliRunner
 
 from warpforge import ops
@@ -42,21 +43,6 @@ def private_lookup(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[
     yield url
     for cache in LAUNCH_CACHES:
         cache.cache_clear()
-
-
-class LaunchSpy:
-    """Stands in for a Triton kernel: records each launch's keyword arguments, then runs it."""
-
-    def __init__(self, kernel) -> None:
-        self.kernel = kernel
-        self.launches: list[dict[str, object]] = []
-
-    def __getitem__(self, grid):
-        def launch(*args, **kwargs):
-            self.launches.append(dict(kwargs, grid=grid))
-            return self.kernel[grid](*args, **kwargs)
-
-        return launch
 
 
 def _store_best(url: str, kernel: str, features: dict, config: dict) -> None:

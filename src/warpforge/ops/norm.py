@@ -876,20 +876,23 @@ def _flag_word_split_backward(
     bias_grad: bool,
     rows: int,
     operands: tuple[torch.Tensor, ...],
+    *,
+    accumulate: bool = False,
     **constants: Any,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The launch the flag-word backward kernels share (LayerNorm's lagged, held, pairs; the
     long-row ``norm_bwd_flags_kernel``): the buffers, the chunks' unpublished sum words, the
     plan's stages and the partial sums.
     ``operands``: (dy, x, weight, mean, rstd) as ``kernel`` reads them; ``constants``: its own
-    compile-time arguments."""
+    compile-time arguments; ``accumulate``: the kernel adds into its partial rows (zeroed)."""
     M, N = x.shape
     slots = plan.programs // plan.chunks
     # a slot that owns a group writes its partial columns; one without (more slots than
     # groups of rows) adds zeros
     dx, dw, db, dw_partial, db_partial = _split_backward_buffers(
-        x, weight, weight_grad, bias_grad, slots, zero_partials=slots > cdiv(M, rows)
-    )
+        x, weight, weight_grad, bias_grad, slots,
+        zero_partials=accumulate or slots > cdiv(M, rows),
+    )  # fmt: skip
     sums = plan.unpublished_words(M, 1, x.device)  # each chunk's two sums as one int64 word
     dy_operand, x_operand = operands[0], operands[1]
     with kernel_device(x):
@@ -1122,6 +1125,15 @@ against ``normbwd-262144-before-2026-11-25-h100.json``): 8192 x 262144 RMSNorm 1
 us (42 -> 73% of copy), LayerNorm 11161 -> 10225 us (64 -> 70%), add+RMSNorm 13162 us (87%;
 its row was rejected before, see the harness's ``row_sums``); 8192 x 65536 85 / 79 / 95%."""
 
+NORM_BWD_FLUSH_ROWS = {4: 64}
+"""Element size -> rows a program of ``norm_bwd_flags_kernel`` sums dweight / dbias over in
+registers before adding them into its slot's partial row (the kernel's FLUSH). At 8192 x 262144
+a float32 row has 64 chunks, so 4 slots of 2048 rows each: their running float32 sums put the
+weight gradient 4-8x PyTorch's error away from float64 (3.0e-4 to 6.0e-4 against 6.6e-5 to
+8.1e-5 at 131072-262144 columns), past the harness's tolerance
+(``benchmarks/results/session12-2026-11-25/normbwd-fp32-call8.json``); blocks of 64 rows cut
+that error by about sqrt(64). bf16 rows keep one store a program (within their tolerance)."""
+
 NORM_BWD_SPLIT_MIN_N = 65536
 """The narrowest row whose backward splits over programs by default (LayerNorm's own split
 kernels serve 16384-65535 columns; RMSNorm there keeps the chunked kernel)."""
@@ -1215,9 +1227,12 @@ def split_norm_backward(
     pass their own plan (at most 64 chunks a row, at most M slots)."""
     from warpforge.ops._kernels.norm_split_bwd import norm_bwd_flags_kernel
 
+    flush = NORM_BWD_FLUSH_ROWS.get(x.element_size(), 0)
+    if flush and cdiv(x.shape[0], plan.programs // plan.chunks) <= flush:
+        flush = 0  # no slot owns more rows than one flush holds
     return _flags_backward(
         norm_bwd_flags_kernel, dy, x, weight, mean, rstd, dh, offset, center, weight_grad,
-        bias_grad, plan, PREFETCH=plan.prefetch,
+        bias_grad, plan, PREFETCH=plan.prefetch, FLUSH=flush, accumulate=flush > 0,
     )  # fmt: skip
 
 

@@ -8,7 +8,9 @@ The programs of a row meet through flag words (``warpforge.ops._kernels.split_ro
 ``norm_fwd_flags_kernel`` does): each publishes its chunk's sums as one 8-byte word and polls
 the row's words until every one is published. dweight / dbias need no row total, so each
 program accumulates its chunk's columns over its rows in registers and writes them once, to its
-slot's row of the ``[slots, N]`` partials that ``partial_sum_kernel`` adds up.
+slot's row of the ``[slots, N]`` partials that ``partial_sum_kernel`` adds up (or, with FLUSH,
+adds them there every FLUSH rows: a slot can own thousands of rows, whose float32 running sum
+loses more than PyTorch's reduction does).
 """
 
 from __future__ import annotations
@@ -34,6 +36,18 @@ def _row_totals(words, lanes, chunks, SECOND: tl.constexpr, STAGE: tl.constexpr)
     lo_2, hi_2 = unpack_pair(parts_2)
     lo = tl.where(lanes < chunks, lo, 0.0) + tl.where(lanes + 32 < chunks, lo_2, 0.0)
     return tl.sum(lo, axis=0), tl.sum(hi + hi_2, axis=0)
+
+
+@triton.jit
+def _add_to_partials(dw_ptrs, db_ptrs, dw_acc, db_acc, mask, WEIGHT_GRAD: tl.constexpr,
+                     BIAS_GRAD: tl.constexpr):  # fmt: skip
+    """Add the accumulators into a slot's (zeroed) partial rows: relaxed atomics, as no value
+    comes back into registers (a load, an add and a store would hold one more chunk of them);
+    only this program writes those addresses, so the sums come out in one order every run."""
+    if WEIGHT_GRAD:
+        tl.atomic_add(dw_ptrs, dw_acc, mask=mask, sem="relaxed")
+    if BIAS_GRAD:
+        tl.atomic_add(db_ptrs, db_acc, mask=mask, sem="relaxed")
 
 
 @triton.jit
@@ -64,6 +78,7 @@ def norm_bwd_flags_kernel(
     CENTER: tl.constexpr,
     HAS_DH: tl.constexpr,
     PREFETCH: tl.constexpr,
+    FLUSH: tl.constexpr = 0,
 ):
     """RMSNorm / LayerNorm (CENTER) backward of rows split over ``cdiv(N, BLOCK_N)`` programs
     (the places of ``split_place``: program ``pid`` owns column chunk ``pid % chunks`` of rows
@@ -76,7 +91,9 @@ def norm_bwd_flags_kernel(
     A program publishes its chunk's ``(sum(wdy), sum(wdy * xhat))`` (low, high half) in
     ``WORDS[row * CHUNKS_POW2 + chunk]`` (filled with UNPUBLISHED by the caller), accumulates
     the parameter gradients and, with PREFETCH, loads its next row's chunk while the others
-    publish, then polls the row's words and writes dx from the chunk it holds.
+    publish, then polls the row's words and writes dx from the chunk it holds. FLUSH > 0 adds
+    the parameter gradients into the partials (zeroed by the caller) every FLUSH rows of the
+    program and after its last, instead of storing them once.
 
     STAGE 0 (GPU): one launch, all programs of a row resident together. STAGE 1 / 2 (the
     interpreter): the words only / dx and the partials from a second read (two launches)."""
@@ -130,6 +147,12 @@ def norm_bwd_flags_kernel(
                 dw_acc += dy * xhat
             if BIAS_GRAD:
                 db_acc += dy
+            if FLUSH > 0:  # noqa: SIM102 (a compile-time branch around a run-time one)
+                if (i + 1) % FLUSH == 0:
+                    _add_to_partials(DW_PARTIAL + first * N + cols, DB_PARTIAL + first * N + cols,
+                                     dw_acc, db_acc, mask, WEIGHT_GRAD, BIAS_GRAD)  # fmt: skip
+                    dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
+                    db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
             total_wdy, total_dot = _row_totals(words, lanes, chunks, CHUNKS_POW2 > 32, STAGE)
             dx = wdy - xhat * (total_dot * inv_n)
             if CENTER:
@@ -138,7 +161,10 @@ def norm_bwd_flags_kernel(
             if HAS_DH:
                 dx = dx + dh.to(tl.float32)
             tl.store(DX + row * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=mask)
-    if STAGE != 1:
+    if STAGE != 1 and FLUSH > 0:
+        _add_to_partials(DW_PARTIAL + first * N + cols, DB_PARTIAL + first * N + cols, dw_acc,
+                         db_acc, mask, WEIGHT_GRAD, BIAS_GRAD)  # fmt: skip
+    elif STAGE != 1:
         if WEIGHT_GRAD:
             tl.store(DW_PARTIAL + first * N + cols, dw_acc, mask=mask)
         if BIAS_GRAD:
