@@ -67,7 +67,7 @@ def spills() -> None:
                              CHUNKS_POW2=plan.chunks_pow2, STAGE=0, CENTER=center,
                              HAS_DH=residual)  # fmt: skip
                 if kernel == "flags":
-                    flags["PREFETCH"] = bool(prefetch)
+                    flags.update(PREFETCH=bool(prefetch), FLUSH=0)
                 reg, stack = sls.usage(kernels[kernel], types, flags, warps,
                                        aligned=("stride_dy", "stride_x", "stride_dx",
                                                 "stride_dh"),

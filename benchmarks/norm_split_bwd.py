@@ -48,7 +48,7 @@ def spills() -> None:
             for op, (center, residual) in OPS.items():
                 flags = dict(HAS_WEIGHT=True, WEIGHT_GRAD=True, BIAS_GRAD=center, BLOCK_N=block,
                              CHUNKS_POW2=plan.chunks_pow2, STAGE=0, CENTER=center,
-                             HAS_DH=residual, PREFETCH=prefetch)  # fmt: skip
+                             HAS_DH=residual, PREFETCH=prefetch, FLUSH=0)  # fmt: skip
                 reg, stack = sls.usage(norm_bwd_flags_kernel, types, flags, warps,
                                        aligned=("stride_dy", "stride_x", "stride_dx",
                                                 "stride_dh"),

@@ -1132,7 +1132,13 @@ a float32 row has 64 chunks, so 4 slots of 2048 rows each: their running float32
 weight gradient 4-8x PyTorch's error away from float64 (3.0e-4 to 6.0e-4 against 6.6e-5 to
 8.1e-5 at 131072-262144 columns), past the harness's tolerance
 (``benchmarks/results/session12-2026-11-25/normbwd-fp32-call8.json``); blocks of 64 rows cut
-that error by about sqrt(64). bf16 rows keep one store a program (within their tolerance)."""
+that error by about sqrt(64); all pass since, at 92-101% of copy (``normbwd-fp32-call9.json``).
+The cost where both runs passed, 8192 x 65536 (512 rows a slot): RMSNorm 3667.2 -> 3686.0 us,
+LayerNorm 3833.2 -> 3894.8 us. The per-element atomics need an address register each: under
+the 248-register cap ptxas (Triton 3.9) spills 296-472 bytes a thread with the flush against
+0-16 without (``benchmarks/split_launch_spills.py``-style offline compile); a vectorised
+load-add-store flush might spill less (not measured). bf16 rows keep one store a program
+(within their tolerance)."""
 
 NORM_BWD_SPLIT_MIN_N = 65536
 """The narrowest row whose backward splits over programs by default (LayerNorm's own split
