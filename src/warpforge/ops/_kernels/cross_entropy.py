@@ -844,6 +844,15 @@ def _row_edges(lead, whole_hi, n_cols, chunk, live, BLOCK: tl.constexpr, ALIGN: 
 
 
 @triton.jit
+def _load_row_edges(logits_ptr, row, live, logits_row_stride, n_cols, chunk,
+                    BLOCK: tl.constexpr, ALIGN: tl.constexpr):  # fmt: skip
+    """:func:`_row_edges`' elements of ``row`` that this program's chunk holds, -inf elsewhere."""
+    aligned, lead, _, whole_hi = _aligned_place(row, logits_row_stride, n_cols, ALIGN)
+    edge_offs, edge_mask = _row_edges(lead, whole_hi, n_cols, chunk, live, BLOCK, ALIGN)
+    return tl.load(logits_ptr + aligned + edge_offs, mask=edge_mask, other=float("-inf"))
+
+
+@triton.jit
 def cross_entropy_fwd_grad_flags_kernel(
     logits_ptr,
     target_ptr,
@@ -897,13 +906,8 @@ def cross_entropy_fwd_grad_flags_kernel(
     else:
         lanes = tl.arange(0, CHUNKS_POW2)
     if ALIGN > 1:  # the first row's edges, loaded with its chunk
-        _, lead, _, whole_hi = _aligned_place(slot.to(tl.int64), logits_row_stride, n_cols, ALIGN)
-        upcoming_offs, upcoming_mask = _row_edges(lead, whole_hi, n_cols, chunk, slot < n_rows,
-                                                  BLOCK, ALIGN)  # fmt: skip
-        upcoming_edges = tl.load(
-            logits_ptr + (slot.to(tl.int64) * logits_row_stride // ALIGN) * ALIGN + upcoming_offs,
-            mask=upcoming_mask, other=float("-inf"),
-        )  # fmt: skip
+        upcoming_edges = _load_row_edges(logits_ptr, slot.to(tl.int64), slot < n_rows,
+                                         logits_row_stride, n_cols, chunk, BLOCK, ALIGN)  # fmt: skip
     if PREFETCH and ALIGN > 1:
         upcoming = _aligned_chunk(logits_ptr, slot.to(tl.int64), slot < n_rows,
                                   logits_row_stride, n_cols, offs, ALIGN)  # fmt: skip
@@ -965,15 +969,9 @@ def cross_entropy_fwd_grad_flags_kernel(
             publish_word(words + chunk, stat_max, stat_sum, STAGE)
             publish_word(words + CHUNKS_POW2 + chunk, row_part, target_logit, STAGE)
         if ALIGN > 1:
-            _, next_lead, _, next_hi = _aligned_place(row + slots, logits_row_stride, n_cols,
-                                                      ALIGN)  # fmt: skip
-            upcoming_offs, upcoming_mask = _row_edges(
-                next_lead, next_hi, n_cols, chunk, row + slots < n_rows, BLOCK, ALIGN
-            )
-            upcoming_edges = tl.load(
-                logits_ptr + ((row + slots) * logits_row_stride // ALIGN) * ALIGN + upcoming_offs,
-                mask=upcoming_mask, other=float("-inf"),
-            )  # fmt: skip
+            upcoming_edges = _load_row_edges(logits_ptr, row + slots, row + slots < n_rows,
+                                             logits_row_stride, n_cols, chunk, BLOCK,
+                                             ALIGN)  # fmt: skip
         if PREFETCH and ALIGN > 1:
             upcoming = _aligned_chunk(logits_ptr, row + slots, row + slots < n_rows,
                                       logits_row_stride, n_cols, offs, ALIGN)  # fmt: skip
