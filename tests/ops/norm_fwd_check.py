@@ -19,7 +19,10 @@ def operands(M, N, dtype, device, stride=None, shift=0.0):
 
 
 def expected(x, w, b, r, eps, offset, center):
-    """(y, h, mean, rstd) in float64; h = x + r rounded to the input dtype, as the kernels do."""
+    """(y, h, mean, rstd) in float64, computed on the CPU and returned on x's device; h = x + r
+    rounded to the input dtype, as the kernels do."""
+    device = x.device
+    x, w, b, r = (None if t is None else t.cpu() for t in (x, w, b, r))
     h = (x.float() + r.float()).to(x.dtype) if r is not None else x
     h64 = h.double()
     mean = h64.mean(-1) if center else torch.zeros(h.shape[0], dtype=torch.float64)
@@ -30,7 +33,7 @@ def expected(x, w, b, r, eps, offset, center):
         y = y * (offset + w.double())
     if b is not None:
         y = y + b.double()
-    return y, h, mean, rstd
+    return tuple(t.to(device) for t in (y, h, mean, rstd))
 
 
 def check(got, want, dtype, center, residual):

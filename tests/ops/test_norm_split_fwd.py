@@ -184,9 +184,7 @@ def test_split_forward_gpu(center, residual, dtype, M, N, poison_outputs):
     x, r, w, b = operands(M, N, dtype, "cuda", shift=20.0 if center else 0.0)
     r = r if residual else None
     b = b if center else None
-    want = expected(x.cpu(), w.cpu(), None if b is None else b.cpu(),
-                    None if r is None else r.cpu(), 1e-6, 0.0, center)  # fmt: skip
-    want = tuple(t.cuda() for t in want)
+    want = expected(x, w, b, r, 1e-6, 0.0, center)
     plan = norm.norm_fwd_split_plan(M, N, dtype.itemsize, "cuda", residual)
     plans = [plan] if plan is not None else []
     # other launches of the flags kernel (the previous default and four programs an SM)

@@ -54,9 +54,7 @@ def test_norm_forward_launches(op, launch, M, N, stride, device, poison_outputs)
         r = r if residual else None
         b = b if center else None
         got = norm.wide_norm_forward(x, w, b, r, 1e-6, 0.5, center, LAUNCHES[launch])
-        want = expected(x.cpu(), w.cpu(), None if b is None else b.cpu(),
-                             None if r is None else r.cpu(), 1e-6, 0.5, center)  # fmt: skip
-        check(got, tuple(t.to(device) for t in want), dtype, center, residual)
+        check(got, expected(x, w, b, r, 1e-6, 0.5, center), dtype, center, residual)
 
 
 @pytest.mark.parametrize("op", list(NORMS))
@@ -66,9 +64,8 @@ def test_norm_forward_without_weight(op, device, poison_outputs):
     r = r if residual else None
     for launch in (WideLaunch(32), WideLaunch(32, early_w=True)):
         got = norm.wide_norm_forward(x, None, None, r, 1e-5, 0.0, center, launch)
-        want = expected(x.cpu(), None, None, None if r is None else r.cpu(), 1e-5, 0.0,
-                             center)  # fmt: skip
-        check(got, tuple(t.to(device) for t in want), torch.float32, center, residual)
+        want = expected(x, None, None, r, 1e-5, 0.0, center)
+        check(got, want, torch.float32, center, residual)
 
 
 def test_wide_forwards_refuse_rows_past_32768(device):
@@ -137,21 +134,18 @@ def test_public_norms_take_the_wide_kernel(op, wide_on, monkeypatch, device, poi
     def run(N):
         x, r, w, b = operands(2, N, torch.float32, device)
         if op == "rms":
-            return (rms_norm(x, w, 1e-6, offset=0.5),), expected(
-                x.cpu(), w.cpu(), None, None, 1e-6, 0.5, False)  # fmt: skip
+            return (rms_norm(x, w, 1e-6, offset=0.5),), expected(x, w, None, None, 1e-6, 0.5, False)
         if op == "add_rms":
-            return rms_norm(x, w, 1e-6, residual=r), expected(
-                x.cpu(), w.cpu(), None, r.cpu(), 1e-6, 0.0, False)  # fmt: skip
-        return (layer_norm(x, w, b, 1e-5),), expected(
-            x.cpu(), w.cpu(), b.cpu(), None, 1e-5, 0.0, True)  # fmt: skip
+            return rms_norm(x, w, 1e-6, residual=r), expected(x, w, None, r, 1e-6, 0.0, False)
+        return (layer_norm(x, w, b, 1e-5),), expected(x, w, b, None, 1e-5, 0.0, True)
 
     for N, launches in ((16411, 1), (32768, 1), (16384, 0), (32769, 0)):
         spy.grids.clear()
         got, want = run(N)
         assert len(spy.grids) == launches, N
-        torch.testing.assert_close(got[0].double(), want[0].to(device), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(got[0].double(), want[0], atol=1e-5, rtol=1e-5)
         if residual:
-            assert torch.equal(got[1], want[1].to(device))
+            assert torch.equal(got[1], want[1])
     monkeypatch.setenv(WIDE_ROWS, "0")
     spy.grids.clear()
     run(16411)
@@ -203,9 +197,7 @@ def test_norm_forward_gpu(op, dtype, M, N, poison_outputs):
     x, r, w, b = operands(M, N, dtype, "cuda", shift=20.0 if center else 0.0)
     r = r if residual else None
     b = b if center else None
-    want = expected(x.cpu(), w.cpu(), None if b is None else b.cpu(),
-                         None if r is None else r.cpu(), 1e-6, 0.0, center)  # fmt: skip
-    want = tuple(t.cuda() for t in want)
+    want = expected(x, w, b, r, 1e-6, 0.0, center)
     for launch in LAUNCHES.values():
         got = norm.wide_norm_forward(x, w, b, r, 1e-6, 0.0, center, launch)
         check(got, want, dtype, center, residual)
@@ -250,8 +242,8 @@ def test_more_than_2_to_31_elements_gpu():
     tail = slice(m - 2, m)
     for launch in (WideLaunch(32), WideLaunch(16)):
         y = norm.wide_norm_forward(x, w, None, None, 1e-6, 0.0, False, launch)[0]
-        want = expected(x[tail].cpu(), w.cpu(), None, None, 1e-6, 0.0, False)
-        torch.testing.assert_close(y[tail].double(), want[0].cuda(), atol=1.6e-2, rtol=1.6e-2)
+        want = expected(x[tail], w, None, None, 1e-6, 0.0, False)
+        torch.testing.assert_close(y[tail].double(), want[0], atol=1.6e-2, rtol=1.6e-2)
         del y
         s = softmax_ops.wide_softmax_forward(x, False, launch)
         torch.testing.assert_close(s[tail].double(), softmax_expected(x[tail], False),
