@@ -107,6 +107,30 @@ def test_export_ships_the_fastest_measured_configs_with_their_relative_speed(
     assert stored.measured[0] == ({"B": 0}, 1.0) and len(stored.measured) == len(expected)
 
 
+def test_export_lists_the_entry_config_first_when_another_config_tied_its_time(
+    tmp_path: Path, db_url: str
+) -> None:
+    # The stored best is the first config to reach the fastest time; a later one timed the same
+    # (coarse timers on the CPU) sorts before it by its config, yet must not lead the evidence.
+    path = tmp_path / "configs.json"
+    with PerfDatabase(db_url) as db:
+        for b in (7, 1, 3):
+            db.record_trial(
+                kernel="kx",
+                source_hash="h",
+                device="gpu/sm_90",
+                features=F1,
+                trial=Trial({"B": b}, "ok", 2e-5 if b == 3 else 1e-5),
+            )
+        export_shipped("kx", path, database=db)
+    (entry,) = json.loads(path.read_text())["kernels"]["kx"]
+    assert entry["config"] == {"B": 7}
+    assert entry["measured"] == [
+        {"config": {"B": 7}, "relative": 1.0},
+        {"config": {"B": 1}, "relative": 1.0},
+    ]
+
+
 def test_version_1_files_still_load_as_their_best_alone(tmp_path: Path) -> None:
     path = tmp_path / "old.json"
     entry = {"source_hash": "h", "device": "d", "features": F1, "config": {"B": 2}}

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from warpforge.tune.consensus import EVIDENCE_MAX, EVIDENCE_MIN_RELATIVE, top_evidence
 from warpforge.tune.lookup import StoredConfig, normalize_features
+from warpforge.tune.space import config_key
 from warpforge.validation import describe
 
 if TYPE_CHECKING:  # the database layer loads only for export/import, never for reading
@@ -215,7 +216,7 @@ def export_shipped(
                     "config": r.config,
                     "median_s": r.median_s,
                     "ci_s": [r.ci_low_s, r.ci_high_s],
-                    "measured": _shipped_measured(r.median_s, others),
+                    "measured": _shipped_measured(r.config, r.median_s, others),
                 }
             )
     return _write_configs(path, grouped)
@@ -322,9 +323,14 @@ def _problem_key(source_hash: str, features: Mapping[str, object]) -> str:
     return json.dumps([source_hash, dict(features)], sort_keys=True)
 
 
-def _shipped_measured(best_s: float, measured: list[Any]) -> list[dict[str, Any]]:
-    """The fastest configs of one problem with their relative speed, as shipped."""
-    pairs = [(m.config, min(1.0, best_s / m.median_s)) for m in measured if m.median_s > 0]
+def _shipped_measured(
+    best_config: Mapping[str, object], best_s: float, measured: list[Any]
+) -> list[dict[str, Any]]:
+    """The fastest configs of one problem with their relative speed, as shipped: the entry's own
+    config first, also when another config tied its time (the ranking keeps order on ties)."""
+    best_key = config_key(best_config)
+    ordered = sorted(measured, key=lambda m: config_key(m.config) != best_key)
+    pairs = [(m.config, min(1.0, best_s / m.median_s)) for m in ordered if m.median_s > 0]
     return [
         {"config": config, "relative": round(relative, 4)}
         for config, relative in top_evidence(pairs)
