@@ -25,14 +25,7 @@ CALL="${2:?usage: session12_calls.sh OUT 1-9}"
 mkdir -p "$OUT/keep"
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 
-gpu_tests() {  # NAME LIMIT_S PATH...: pytest -m gpu into OUT/keep/gpu-tests-NAME.txt
-  local name="$1" limit="$2" t0=$SECONDS
-  shift 2
-  timeout "$limit" python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs "$@" \
-    > "$OUT/keep/gpu-tests-$name.txt" 2>&1
-  echo "$name gpu tests: exit $? in $((SECONDS - t0)) s: $(tail -1 "$OUT/keep/gpu-tests-$name.txt")"
-  grep -E "^FAILED|^ERROR|^E " "$OUT/keep/gpu-tests-$name.txt" | head -8
-}
+source "$(dirname "$0")/calls_common.sh"
 
 fwd_bwd_50257() {  # SWITCH DTYPE: cross_entropy.fwd_bwd at 4096 x 50257, the switch 0 then 1
   local switch="$1" dtype="$2" mode t0
@@ -46,14 +39,6 @@ fwd_bwd_50257() {  # SWITCH DTYPE: cross_entropy.fwd_bwd at 4096 x 50257, the sw
     echo "$dtype $switch=$mode: $((SECONDS - t0)) s"
     python3 scripts/results_table.py "$OUT/keep/fwd_bwd-$dtype-$mode.json" 2>&1 | grep cross_entropy
   done
-}
-
-sweep_part() {  # DTYPE PART [SHAPE]: a part of the issue's sweep in what time is left
-  SUITE_DTYPE="$1" SUITE_SHAPE="${3:-}" SUITE_BUDGET_S=$((575 - SECONDS)) \
-    bash scripts/gpu/issue_sweep.sh "$OUT/$2-$1" "$2" > "$OUT/$2-$1.log" 2>&1
-  cp "$OUT/$2-$1/keep/"* "$OUT/keep/" 2>/dev/null
-  cp "$OUT/$2-$1/logs.tgz" "$OUT/keep/logs-$2-$1.tgz" 2>/dev/null
-  grep -E "^\| [a-z_]+\.|rows|exit" "$OUT/$2-$1.log" | head -60
 }
 
 case "$CALL" in
