@@ -792,6 +792,24 @@ def test_long_unaligned_rows_compile_fullgraph(monkeypatch):
     torch.testing.assert_close(grad.double(), expected_grad, atol=2e-5, rtol=2e-5)
 
 
+@pytest.mark.parametrize("grad", [True, False])
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_compiled_cpu_call_still_rejects_out_of_range_targets(path, grad, reduction):
+    """The public function's value check is traced away under torch.compile; the ops' bodies
+    run eagerly in the graph and raise there instead of returning NaN."""
+    gen = torch.Generator().manual_seed(14)
+    logits = torch.randn(4, 9, generator=gen, requires_grad=grad)
+    target = torch.tensor([0, 9, IGNORE, 3])
+
+    def loss_fn(x, t):
+        with torch.set_grad_enabled(grad):
+            return cross_entropy(x, t, reduction=reduction)
+
+    compiled = torch.compile(loss_fn, backend="aot_eager", fullgraph=True)
+    with pytest.raises(ValueError, match=r"target: expected class indices in \[0, 9\).*got 9"):
+        compiled(logits, target)
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_loss_only_forward_compiles_fullgraph(reduction):
     """Without a gradient (inference, evaluation) the loss goes through the reduced or the

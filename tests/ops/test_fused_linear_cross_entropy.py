@@ -242,6 +242,17 @@ def test_invalid_arguments_raise_naming_the_argument(call, error, match):
         call(hidden, weight, target, bias)
 
 
+def test_compiled_cpu_call_still_rejects_out_of_range_targets(path):
+    """The value check runs in the op's body, which a compiled graph runs eagerly."""
+    gen = torch.Generator().manual_seed(13)
+    hidden = torch.randn(4, 8, generator=gen, requires_grad=True)
+    weight = torch.randn(11, 8, generator=gen, requires_grad=True)
+    target = torch.tensor([3, 0, 11, 7])
+    compiled = torch.compile(fused_linear_cross_entropy, backend="aot_eager", fullgraph=True)
+    with pytest.raises(ValueError, match=r"target: expected class indices in \[0, 11\).*got 11"):
+        compiled(hidden, weight, target)
+
+
 def test_grad_weight_accumulates_in_float32_where_chunk_sums_cancel():
     """Two chunks whose products nearly cancel: a float16 running sum would round the first
     chunk's large partial (ulp 0.25 near 500) and lose the small remainder. The accumulator

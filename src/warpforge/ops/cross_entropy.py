@@ -694,6 +694,7 @@ def _cross_entropy_fwd(
     label_smoothing: float,
     z_loss: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    check_target_values(target, logits.shape[1], ignore_index)
     return loss_only_rows(logits, target, ignore_index, label_smoothing, z_loss)
 
 
@@ -826,6 +827,7 @@ def _cross_entropy_fwd_reduced(
 ) -> torch.Tensor:
     """The loss-only forward reduced to a scalar ("mean", "sum") in the logits' dtype: the row
     kernel and one single-program reduction that also counts a mean's rows."""
+    check_target_values(target, logits.shape[1], ignore_index)
     loss_rows, _ = loss_only_rows(logits, target, ignore_index, label_smoothing, z_loss)
     return _reduced_loss(loss_rows, target, None, ignore_index, reduction, logits.dtype)
 
@@ -847,6 +849,7 @@ def _cross_entropy_fwd_grad(
     """(reduced loss, gradient of that loss w.r.t. the logits) in one pass. The reduced loss
     ("mean", "sum") comes in the logits' dtype (no cast launch after it, nor one of its
     gradient before the backward); per-row losses ("none") in float32."""
+    check_target_values(target, logits.shape[1], ignore_index)
     grad = torch.empty(logits.shape, device=logits.device, dtype=logits.dtype)
     scale = _reduction_scale(target, ignore_index, reduction)
     loss_rows, _ = row_losses(
@@ -919,20 +922,23 @@ def validate_loss_options(
     return ignore_index, reduction, float(label_smoothing)
 
 
-def validate_target(
-    target: object, expected_shape: tuple[int, ...], n_classes: int, ignore_index: int, *, what: str
-) -> torch.Tensor:
-    """``target`` holds int64/int32 class indices of ``expected_shape``.
-
-    Values are range-checked here for CPU tensors (cheap, no device sync); CUDA tensors are
-    checked by a device assertion when ``WARPFORGE_CHECKS=1``.
-    """
+def validate_target(target: object, expected_shape: tuple[int, ...], *, what: str) -> torch.Tensor:
+    """``target`` holds int64/int32 class indices of ``expected_shape`` (its values are checked
+    by :func:`check_target_values` in the forward ops' bodies)."""
     target = check_tensor("target", target, dtypes=TARGET_DTYPES, allow_empty=True)
     if tuple(target.shape) != tuple(expected_shape):
         raise ValueError(
             f"target: expected shape {tuple(expected_shape)} ({what}), got {describe(target)}"
         )
-    if target.device.type == "cpu" and target.numel() and not torch.compiler.is_compiling():
+    return target
+
+
+def check_target_values(target: torch.Tensor, n_classes: int, ignore_index: int) -> None:
+    """CPU targets outside [0, ``n_classes``) other than ``ignore_index`` raise (cheap, no device
+    sync); CUDA targets are checked by a device assertion when ``WARPFORGE_CHECKS=1``. The
+    forward ops call it in their bodies, which also run eagerly inside a compiled graph (a check
+    in the public function would be traced away there)."""
+    if target.device.type == "cpu" and target.numel():
         bad = (target != ignore_index) & ((target < 0) | (target >= n_classes))
         if bool(bad.any()):
             position = tuple(int(i) for i in bad.nonzero()[0])
@@ -940,7 +946,6 @@ def validate_target(
                 f"target: expected class indices in [0, {n_classes}) or ignore_index="
                 f"{ignore_index}, got {int(target[position])} at position {position}"
             )
-    return target
 
 
 def reduce_rows(
@@ -993,7 +998,7 @@ def cross_entropy(
             f"logits: expected at least one class in the last dimension, got {describe(logits)}"
         )
     lead = tuple(logits.shape[:-1])
-    target = validate_target(target, lead, n_classes, ignore_index, what="logits.shape[:-1]")
+    target = validate_target(target, lead, what="logits.shape[:-1]")
     check_same_device(logits=logits, target=target)
 
     logits2d = logits.reshape(-1, n_classes)

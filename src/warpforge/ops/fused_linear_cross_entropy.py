@@ -27,6 +27,7 @@ import torch
 from warpforge.dispatch import dispatched_op
 from warpforge.ops._rows import cdiv, kernel_device
 from warpforge.ops.cross_entropy import (
+    check_target_values,
     reduce_rows,
     row_grads,
     row_losses,
@@ -137,6 +138,7 @@ def _flce_fwd(
     """Returns (loss, lse, grad_hidden, grad_weight, grad_bias); the gradients are those of the
     reduced loss (mean/sum), ``grad_weight`` and ``grad_bias`` unrounded in float32, and are empty
     when not computed."""
+    check_target_values(target, weight.shape[0], ignore_index)
     n_tokens = hidden.shape[0]
     loss_rows = torch.empty(n_tokens, device=hidden.device, dtype=torch.float32)
     lse = torch.empty(n_tokens, device=hidden.device, dtype=torch.float32)
@@ -359,7 +361,7 @@ def fused_linear_cross_entropy(
                 f"bias: expected the dtype of hidden ({hidden.dtype}), got {describe(bias)}"
             )
     lead = tuple(hidden.shape[:-1])
-    target = validate_target(target, lead, vocab, ignore_index, what="hidden.shape[:-1]")
+    target = validate_target(target, lead, what="hidden.shape[:-1]")
     check_same_device(hidden=hidden, weight=weight, target=target, bias=bias)
     hidden2d = hidden.reshape(-1, width)
     n_tokens = hidden2d.shape[0]
