@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from warpforge.nn import LayerNorm, RMSNorm, replace_modules
+from warpforge.nn import LayerNorm, PromotedRMSNorm, RMSNorm, replace_modules
 
 
 class LlamaRMSNorm(nn.Module):
@@ -85,7 +85,7 @@ def test_swaps_in_place_and_preserves_outputs(device):
 
     swapped = {s.path: (s.from_class, s.to_class) for s in report.swapped}
     assert swapped == {
-        "0.input_norm": ("LlamaRMSNorm", "RMSNorm"),
+        "0.input_norm": ("LlamaRMSNorm", "PromotedRMSNorm"),  # weight * x.to(input_dtype)
         "0.post_norm": ("LayerNorm", "LayerNorm"),
         "0.gemma_norm": ("GemmaRMSNorm", "RMSNorm"),
         "0.torch_rms": ("RMSNorm", "RMSNorm"),
@@ -94,7 +94,7 @@ def test_swaps_in_place_and_preserves_outputs(device):
     skipped = {s.path: s.reason for s in report.skipped}
     assert set(skipped) == {"0.wide_norm", "0.impostor"}
     assert "2 trailing dimensions" in skipped["0.wide_norm"]
-    assert "does not look like" in skipped["0.impostor"]
+    assert "does not compute x * rsqrt(mean(x^2) + eps)" in skipped["0.impostor"]
     assert isinstance(model[0].input_norm, RMSNorm) and isinstance(model[1][0], LayerNorm)
     assert model[0].gemma_norm.offset == 1.0 and model[0].input_norm.eps == 1e-5
     assert model[0].input_norm.weight is weight_object
@@ -132,3 +132,144 @@ def test_root_norm_is_reported_not_swapped():
 def test_model_must_be_a_module():
     with pytest.raises(TypeError, match=r"model: expected a torch.nn.Module, got dict"):
         replace_modules({})
+
+
+class BiasRMSNorm(nn.Module):
+    """An RMSNorm with a bias: warpforge's has none, so it must be skipped, even while the bias
+    is still zero (training would move it)."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight + self.bias
+
+
+class WeightPlusOneRMSNorm(nn.Module):
+    """Gemma's scaling written ``(self.weight + 1.0)``."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * (self.weight + 1.0)
+
+
+class CenteredRMSNorm(nn.Module):
+    """Named RMSNorm, computes a LayerNorm without bias: must be skipped."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        x = x - x.mean(-1, keepdim=True)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class EpsOutsideRMSNorm(nn.Module):
+    """eps added after the square root: equal to the formula except near sqrt(eps)."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        return x / (x.pow(2).mean(-1, keepdim=True).sqrt() + self.eps) * self.weight
+
+
+class HelperGemmaRMSNorm(nn.Module):
+    """Hugging Face's Gemma layout: the statistics in a ``_norm`` helper, not in forward."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def forward(self, x):
+        output = self._norm(x.float())
+        output = output * (1.0 + self.weight.float())
+        return output.type_as(x)
+
+
+class TwoArgumentRMSNorm(LlamaRMSNorm):
+    def forward(self, hidden_states, scale):
+        return super().forward(hidden_states) * scale
+
+
+def _swap_one(norm: nn.Module):
+    model = nn.Sequential(norm)
+    report = replace_modules(model)
+    return model[0], report
+
+
+@pytest.mark.parametrize(
+    ("norm", "reason"),
+    [
+        (BiasRMSNorm(12), "does not compute"),
+        (CenteredRMSNorm(12), "does not compute"),
+        (EpsOutsideRMSNorm(12, eps=1e-2), "does not compute"),
+        (TwoArgumentRMSNorm(12), "forward(x) failed on a probe input"),
+    ],
+    ids=["bias", "centered", "eps-outside-sqrt", "two-arguments"],
+)
+def test_norms_named_rmsnorm_that_compute_something_else_are_skipped(norm, reason):
+    original = norm
+    kept, report = _swap_one(norm)
+    assert kept is original and not report.swapped
+    (skipped,) = report.skipped
+    assert reason in skipped.reason, skipped.reason
+
+
+@pytest.mark.parametrize(
+    ("norm_class", "to_class"),
+    # x * (weight + 1.0) promotes a bfloat16 x with a float32 weight; Gemma's casts back
+    [(WeightPlusOneRMSNorm, "PromotedRMSNorm"), (HelperGemmaRMSNorm, "RMSNorm")],
+)
+def test_gemma_scaling_is_found_however_it_is_written(norm_class, to_class, device):
+    norm = norm_class(24).to(device)
+    _randomize(norm)
+    x = torch.randn(5, 24, device=device)
+    before = norm(x)
+    new, report = _swap_one(norm)
+    assert [s.to_class for s in report.swapped] == [to_class]
+    assert new.offset == 1.0 and new.weight is norm.weight
+    torch.testing.assert_close(new(x), before, atol=1e-5, rtol=1e-5)
+
+
+def test_llama_norm_with_float32_weight_keeps_its_promoted_output_dtype(device):
+    """Llama multiplies a float32 weight by the normalised input cast back to bfloat16: the
+    output is float32, and the swapped module's must be too."""
+    norm = LlamaRMSNorm(32, eps=1e-5).to(device)
+    _randomize(norm)
+    x = torch.randn(3, 32, device=device).to(torch.bfloat16)
+    before = norm(x)
+    new, report = _swap_one(norm)
+    assert isinstance(new, PromotedRMSNorm) and report.swapped[0].to_class == "PromotedRMSNorm"
+    after = new(x)
+    assert before.dtype == after.dtype == torch.float32
+    # Llama rounds the normalised x to bfloat16 before scaling; warpforge rounds only the output
+    torch.testing.assert_close(after, before, atol=2e-2, rtol=1e-2)
+    same_dtype = LlamaRMSNorm(32).to(device, torch.bfloat16)
+    new, _ = _swap_one(same_dtype)
+    assert new(x).dtype == torch.bfloat16
+
+
+def test_norm_on_the_meta_device_is_probed_and_swapped():
+    """Models built on the meta device (weights loaded later) are swapped too: the probe runs
+    on a CPU copy and the meta Parameter is kept."""
+    with torch.device("meta"):
+        norm = HelperGemmaRMSNorm(16)
+    new, report = _swap_one(norm)
+    assert report.swapped and new.weight is norm.weight and new.weight.is_meta
+    assert new.offset == 1.0

@@ -12,6 +12,7 @@ _NAMES: dict[str, str] = {
     "LayerNorm": "warpforge.nn.modules",
     "replace_modules": "warpforge.nn.replace",
     "ReplacementReport": "warpforge.nn.replace",
+    "PromotedRMSNorm": "warpforge.nn.replace",
     "LinearCrossEntropyLoss": "warpforge.nn.loss_modules",
     "CrossEntropyLoss": "warpforge.nn.loss_modules",
     "SwiGLU": "warpforge.nn.loss_modules",

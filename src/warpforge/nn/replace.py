@@ -1,26 +1,36 @@
 """Swap a model's normalisation layers for warpforge's fused ones, in place, keeping weights.
 
 Recognised: ``torch.nn.LayerNorm``, ``torch.nn.RMSNorm`` and RMSNorm classes from other
-libraries that are *structurally* the same (e.g. Hugging Face's ``LlamaRMSNorm``): a class named
-``...RMSNorm`` with a 1-D ``weight`` parameter, a float ``variance_epsilon`` or ``eps``, and a
-forward that computes ``x * rsqrt(mean(x**2) + eps) * weight`` (or Gemma's ``(1 + weight)``).
-Nothing is imported from those libraries; the forward's source is read to confirm the formula.
-The new modules hold the *same* ``Parameter`` objects, so optimisers and tied weights still work.
+libraries that compute the same thing (e.g. Hugging Face's ``LlamaRMSNorm`` and
+``GemmaRMSNorm``): a class named ``...RMSNorm`` with a 1-D ``weight`` parameter and a float
+``variance_epsilon`` or ``eps``, whose forward is *probed*: a copy of the module, on the CPU with
+every floating parameter and buffer randomised, must give ``x * rsqrt(mean(x**2) + eps) *
+(offset + weight)`` with ``offset`` 0 or 1 (Gemma) on rows where eps matters and rows where it
+does not, and its output dtype for an input of another float dtype than the weight's must be
+the input's or the two promoted (Llama's ``weight * x.to(input_dtype)``). Anything else, an
+extra bias say, is skipped with the reason. Nothing is imported from those libraries. The new
+modules hold the *same* ``Parameter`` objects, so optimisers and tied weights still work.
 """
 
 from __future__ import annotations
 
-import inspect
-import re
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import torch
 from torch import nn
 
 from warpforge.nn.modules import LayerNorm, RMSNorm
 from warpforge.validation import FLOAT_DTYPES, describe
 
-__all__ = ["ReplacementReport", "SkippedModule", "SwappedModule", "replace_modules"]
+__all__ = [
+    "PromotedRMSNorm",
+    "ReplacementReport",
+    "SkippedModule",
+    "SwappedModule",
+    "replace_modules",
+]
 
 
 @dataclass(frozen=True)
@@ -78,8 +88,96 @@ def _from_torch_rms_norm(module: nn.Module) -> nn.Module:
     return new
 
 
-_RSQRT = re.compile(r"\brsqrt\b|\bsqrt\b")
-_GEMMA_SCALE = re.compile(r"\(\s*1(?:\.0*)?\s*\+\s*self\.weight")
+class PromotedRMSNorm(RMSNorm):
+    """:class:`~warpforge.nn.RMSNorm` whose output takes ``torch.promote_types(x.dtype,
+    weight.dtype)``, as a norm written ``weight * normed_x.to(input_dtype)`` (Hugging Face's
+    Llama) returns float32 for a bfloat16 input with a float32 weight."""
+
+    def forward(
+        self, x: torch.Tensor, residual: torch.Tensor | None = None
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        out = super().forward(x, residual)
+        dtype = x.dtype if self.weight is None else torch.promote_types(x.dtype, self.weight.dtype)
+        if residual is None:
+            return out.to(dtype)
+        y, h = out
+        return y.to(dtype), h
+
+
+def _probe_copy(module: nn.Module, dtype: torch.dtype | None) -> nn.Module:
+    """A CPU copy of ``module`` (also of one on the meta device), every floating parameter and
+    buffer random, in ``dtype`` (None: the module's own dtypes)."""
+    probe = copy.deepcopy(module).to_empty(device="cpu")
+    if dtype is not None:
+        probe = probe.to(dtype)
+    gen = torch.Generator().manual_seed(20261125)
+    with torch.no_grad():
+        for t in [*probe.parameters(), *probe.buffers()]:
+            if t.is_floating_point():
+                t.copy_(torch.randn(t.shape, generator=gen, dtype=torch.float32))
+    return probe
+
+
+def _probe_input(n: int, eps: float, dtype: torch.dtype) -> torch.Tensor:
+    """Rows at unit and large scale, and rows near sqrt(eps), where eps moves the result."""
+    gen = torch.Generator().manual_seed(7)
+    scales = torch.tensor([1.0, 20.0, 0.5 * eps**0.5, 2.0 * eps**0.5], dtype=torch.float64)
+    x = torch.randn(len(scales), n, generator=gen, dtype=torch.float64) * scales[:, None]
+    return x.to(dtype)
+
+
+def _rms_formula(x: torch.Tensor, weight: torch.Tensor, eps: float, offset: float) -> torch.Tensor:
+    x64 = x.double()
+    normed = x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps)
+    return normed * (offset + weight.double())
+
+
+def _probe_offset(module: nn.Module, eps: float) -> float:
+    """The offset (0 or 1) with which the module's forward computes the RMSNorm formula in
+    float32; raises :class:`_Unsupported` when neither matches or the forward fails."""
+    probe = _probe_copy(module, torch.float32)
+    n = probe.weight.shape[0]
+    x = _probe_input(n, eps, torch.float32)
+    try:
+        with torch.no_grad():
+            got = probe(x)
+    except Exception as error:  # any failure of foreign code means: do not swap
+        raise _Unsupported(f"forward(x) failed on a probe input: {error!r}"[:300]) from None
+    if not isinstance(got, torch.Tensor) or got.shape != x.shape:
+        raise _Unsupported(
+            f"forward(x) returned {describe(got)} for a probe of shape {tuple(x.shape)}"
+        )
+    errors = {}
+    for offset in (0.0, 1.0):
+        expected = _rms_formula(x, probe.weight.detach(), eps, offset)
+        excess = (got.double() - expected).abs() - (1e-5 + 1e-4 * expected.abs())
+        if excess.max() <= 0:
+            return offset
+        errors[offset] = float((got.double() - expected).abs().max())
+    raise _Unsupported(
+        "forward does not compute x * rsqrt(mean(x^2) + eps) * (offset + weight) for offset 0 "
+        f"or 1 (max error on a probe: {errors[0.0]:.3g} and {errors[1.0]:.3g})"
+    )
+
+
+def _probe_promotes(module: nn.Module, eps: float) -> bool:
+    """Whether the module's output dtype is the input's promoted with the weight's (``True``)
+    or the input's (``False``), probed with an input of another float dtype than the weight."""
+    probe = _probe_copy(module, None)
+    weight_dtype = probe.weight.dtype
+    x_dtype = torch.bfloat16 if weight_dtype == torch.float32 else torch.float32
+    promoted = torch.promote_types(x_dtype, weight_dtype)
+    try:
+        with torch.no_grad():
+            got = probe(_probe_input(probe.weight.shape[0], eps, x_dtype))
+    except Exception as error:
+        raise _Unsupported(f"forward(x) failed on a {x_dtype} probe: {error!r}"[:300]) from None
+    if got.dtype not in (x_dtype, promoted):
+        raise _Unsupported(
+            f"forward returns {got.dtype} for a {x_dtype} input and a {weight_dtype} weight; "
+            f"warpforge returns {x_dtype} or {promoted}"
+        )
+    return got.dtype != x_dtype
 
 
 def _from_structural_rms_norm(module: nn.Module) -> nn.Module:
@@ -89,14 +187,9 @@ def _from_structural_rms_norm(module: nn.Module) -> nn.Module:
     eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
         raise _Unsupported(f"has no positive `variance_epsilon`/`eps` attribute (got {eps!r})")
-    try:
-        source = inspect.getsource(type(module).forward)
-    except (OSError, TypeError):
-        raise _Unsupported("forward's source is unavailable to confirm the formula") from None
-    if not _RSQRT.search(source) or "self.weight" not in source:
-        raise _Unsupported("forward does not look like x * rsqrt(mean(x^2) + eps) * weight")
-    offset = 1.0 if _GEMMA_SCALE.search(source) else 0.0
-    new = RMSNorm(weight.shape[0], eps=float(eps), elementwise_affine=False, offset=offset)
+    offset = _probe_offset(module, float(eps))
+    kind = PromotedRMSNorm if _probe_promotes(module, float(eps)) else RMSNorm
+    new = kind(weight.shape[0], eps=float(eps), elementwise_affine=False, offset=offset)
     new.weight = weight
     return new
 
