@@ -100,6 +100,58 @@ def test_per_batch_tables_and_heads_first_views(interleaved, path):
     check(q, k, one_tables, one_full, interleaved, 1e-5)
 
 
+def reference_any_lead(x, cos, sin, interleaved):
+    """reference_rope over any leading dims: x [*lead, s, h, d], full tables [s, d] or
+    [*table_lead, s, d] broadcasting against lead."""
+    lead = x.shape[:-3]
+    cos = cos.expand(*lead, *cos.shape[-2:]).reshape(-1, *cos.shape[-2:])
+    sin = sin.expand(*lead, *sin.shape[-2:]).reshape(-1, *sin.shape[-2:])
+    flat = x.reshape(-1, *x.shape[-3:]) if lead else x[None]
+    return reference_rope(flat, cos, sin, interleaved).reshape(x.shape)
+
+
+@pytest.mark.parametrize("interleaved", [False, True], ids=["half", "interleaved"])
+@pytest.mark.parametrize(
+    ("lead", "table_lead"),
+    [((), ()), ((3, 2), ()), ((3, 2), (1, 1)), ((3, 2), (2,)), ((3, 2), (3, 1)), ((2, 1, 2), (2,))],
+)
+def test_any_leading_dims_with_broadcast_tables(lead, table_lead, interleaved, path):
+    """q and k with no, two or three leading dims (one merged batch for the kernel); tables
+    broadcast over some, all or none of them; the outputs keep the inputs' shapes."""
+    gen = torch.Generator().manual_seed(15 + len(lead) * 7 + len(table_lead))
+    seq, head_dim = 5, 8
+    q = torch.randn(*lead, seq, 3, head_dim, generator=gen)
+    k = torch.randn(*lead, seq, 1, head_dim, generator=gen)
+    angles = torch.rand(*table_lead, seq, head_dim // 2, generator=gen, dtype=torch.float64) * 6
+    full = angles.repeat_interleave(2, -1) if interleaved else torch.cat([angles, angles], -1)
+    q_, k_ = q.clone().requires_grad_(), k.clone().requires_grad_()
+    q_rot, k_rot = rope(q_, k_, angles.cos().float(), angles.sin().float(), interleaved=interleaved)
+    assert q_rot.shape == q.shape and k_rot.shape == k.shape
+    grads_out = torch.randn(q.shape, generator=gen), torch.randn(k.shape, generator=gen)
+    grad_q, grad_k = torch.autograd.grad((q_rot, k_rot), (q_, k_), grads_out)
+    q64, k64 = q.double().requires_grad_(), k.double().requires_grad_()
+    want_q = reference_any_lead(q64, full.cos(), full.sin(), interleaved)
+    want_k = reference_any_lead(k64, full.cos(), full.sin(), interleaved)
+    want = torch.autograd.grad((want_q, want_k), (q64, k64), [g.double() for g in grads_out])
+    for got, expected in zip((q_rot, k_rot, grad_q, grad_k), (want_q, want_k, *want), strict=True):
+        torch.testing.assert_close(got.double(), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_leading_dims_that_cannot_merge_are_copied_not_misread(path):
+    """Leading dims permuted in memory have no merged stride: they are copied, then rotated."""
+    gen = torch.Generator().manual_seed(16)
+    q = torch.randn(2, 3, 4, 2, 8, generator=gen).permute(1, 0, 2, 3, 4)  # [3, 2, seq 4, 2, 8]
+    k = torch.randn(3, 2, 4, 1, 8, generator=gen)
+    (cos, sin), (full_cos, full_sin) = tables(4, 8, False, gen, batch=2)
+    q_rot, k_rot = rope(q, k, cos, sin)
+    torch.testing.assert_close(
+        q_rot.double(), reference_any_lead(q, full_cos, full_sin, False), atol=1e-5, rtol=1e-5
+    )
+    torch.testing.assert_close(
+        k_rot.double(), reference_any_lead(k, full_cos, full_sin, False), atol=1e-5, rtol=1e-5
+    )
+
+
 def test_float16_and_strided_last_dim(path):
     gen = torch.Generator().manual_seed(12)
     q = torch.randn(1, 4, 3, 32, generator=gen)[..., ::2]  # last stride 2 -> copied
@@ -202,7 +254,22 @@ def test_compiles_fullgraph_and_passes_opcheck():
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
-        (lambda q, k, c, s: rope(q[0], k, c, s), ValueError, "q: expected a 4-D tensor"),
+        (lambda q, k, c, s: rope(q[0, 0], k, c, s), ValueError, "q: expected at least 3 dim"),
+        (
+            lambda q, k, c, s: rope(q[0], k, c, s),
+            ValueError,
+            r"k: expected shape \[3, k_heads, 8\] \(the leading dims",
+        ),
+        (
+            lambda q, k, c, s: rope(q, k, c.expand(3, 3, 8), s.expand(3, 3, 8)),
+            ValueError,
+            r"cos: expected shape \[seq=3, D\] or \[2, seq=3, D\]",
+        ),
+        (
+            lambda q, k, c, s: rope(q, k, c.expand(1, 2, 3, 8), s.expand(1, 2, 3, 8)),
+            ValueError,
+            "cos: expected shape",
+        ),
         (lambda q, k, c, s: rope(q, k.half(), c, s), TypeError, "k: expected the dtype of q"),
         (
             lambda q, k, c, s: rope(q, k[:, :2], c, s),
@@ -213,11 +280,6 @@ def test_compiles_fullgraph_and_passes_opcheck():
         (lambda q, k, c, s: rope(q, k, c[:2], s), ValueError, "cos: expected shape"),
         (lambda q, k, c, s: rope(q, k, c[:, :3], s[:, :3]), ValueError, "cos: expected shape"),
         (lambda q, k, c, s: rope(q, k, c, s[:, :4]), ValueError, "sin: expected the shape of cos"),
-        (
-            lambda q, k, c, s: rope(q, k, c.expand(3, 3, 8), s.expand(3, 3, 8)),
-            ValueError,
-            "cos: expected shape",
-        ),
         (
             lambda q, k, c, s: rope(q, k, c.requires_grad_(), s),
             ValueError,

@@ -1,18 +1,21 @@
 """Rotary position embedding (RoPE) for queries and keys.
 
 Layout: ``q`` is ``[batch, seq, q_heads, head_dim]`` and ``k`` is ``[batch, seq, k_heads,
-head_dim]`` (``q_heads`` and ``k_heads`` may differ, as in grouped-query attention). Tensors in
-``[batch, heads, seq, head_dim]`` layout can be passed as ``x.transpose(1, 2)`` views: the
+head_dim]`` (``q_heads`` and ``k_heads`` may differ, as in grouped-query attention); any number
+of leading dims in place of ``batch`` (none too), the same for both, are merged into one. Tensors
+in ``[batch, heads, seq, head_dim]`` layout can be passed as ``x.transpose(1, 2)`` views: the
 kernel reads any strides (the last one must be 1, else a copy is made).
 
-``cos`` and ``sin`` are ``[seq, D]`` or ``[batch or 1, seq, D]`` with ``D = head_dim`` (the
-Hugging Face convention, e.g. ``cat([freqs, freqs])`` for half rotation) or ``D = head_dim // 2``
-(one angle per rotated pair). They are constants: gradients flow to ``q`` and ``k`` only.
+``cos`` and ``sin`` are ``[seq, D]`` or ``[*lead, seq, D]`` whose leading dims are 1 or those of
+``q`` (right-aligned), with ``D = head_dim`` (the Hugging Face convention, e.g.
+``cat([freqs, freqs])`` for half rotation) or ``D = head_dim // 2`` (one angle per rotated pair).
+They are constants: gradients flow to ``q`` and ``k`` only.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 
@@ -182,45 +185,68 @@ _rope_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
 def _validate_table(name: str, table: object, q: torch.Tensor) -> torch.Tensor:
-    table = check_tensor(name, table, dtypes=FLOAT_DTYPES, ndim=(2, 3), allow_empty=True)
-    batch, seq, _, head_dim = q.shape
-    expected = f"[seq={seq}, D] or [1 or batch={batch}, seq={seq}, D] with D in ({head_dim}, {head_dim // 2})"
-    ok = table.shape[-2] == seq and table.shape[-1] in (head_dim, head_dim // 2)
-    if table.dim() == 3:
-        ok = ok and table.shape[0] in (1, batch)
-    if not ok:
-        raise ValueError(f"{name}: expected shape {expected}, got {describe(table)}")
+    """``table`` as the kernel takes it, ``[seq, D]`` or ``[1 or batch, seq, D]`` for the 4-D
+    (batch, seq, heads, head_dim) view of ``q``: given ``[seq, D]`` or ``[*lead, seq, D]`` whose
+    leading dims broadcast (right-aligned) against ``q``'s; flattened (a copy where a table
+    varies over some leading dims but not all) to match the flattened batch."""
+    table = check_tensor(name, table, dtypes=FLOAT_DTYPES, min_ndim=2, allow_empty=True)
+    lead, (seq, _, head_dim) = tuple(q.shape[:-3]), tuple(q.shape[-3:])
+    table_lead = tuple(table.shape[:-2])
+    broadcasts = len(table_lead) <= len(lead) and all(
+        t in (1, n) for t, n in zip(reversed(table_lead), reversed(lead), strict=False)
+    )
+    if not (broadcasts and table.shape[-2] == seq and table.shape[-1] in (head_dim, head_dim // 2)):
+        lead_text = "".join(f"{n}, " for n in lead)
+        raise ValueError(
+            f"{name}: expected shape [seq={seq}, D] or [{lead_text}seq={seq}, D] (leading dims "
+            f"1 or those of q) with D in ({head_dim}, {head_dim // 2}), got {describe(table)}"
+        )
     if table.requires_grad and torch.is_grad_enabled():
         raise ValueError(
             f"{name}: rope treats cos/sin as constants and does not differentiate them; "
             f"pass {name}.detach() (got a tensor that requires grad)"
         )
+    if math.prod(table_lead) == 1 and len(table_lead) != 1:
+        table = table.reshape(table.shape[-2:])  # one table for every batch (a view)
+    elif len(table_lead) != 1 or len(lead) != 1:
+        table = table.expand(*lead, *table.shape[-2:]).reshape(math.prod(lead), *table.shape[-2:])
     if table.stride(-1) != 1:
         table = table.contiguous()
     return table
 
 
+def _as_batched(x: torch.Tensor) -> torch.Tensor:
+    """``x`` [..., seq, heads, head_dim] as [batch, seq, heads, head_dim]: its leading dims merged
+    (a view where their strides allow it, else a copy), or a batch of 1 for a 3-D ``x``."""
+    if x.dim() == 4:
+        return x
+    return x.reshape(math.prod(x.shape[:-3]), *x.shape[-3:])
+
+
 def _validate(q, k, cos, sin, interleaved, q_name="q", k_name="k"):
-    q = check_tensor(q_name, q, dtypes=FLOAT_DTYPES, ndim=4, allow_empty=True)
-    k = check_tensor(k_name, k, dtypes=FLOAT_DTYPES, ndim=4, allow_empty=True)
+    """(q, k, cos, sin) in the kernel's 4-D / table layouts, checked."""
+    q = check_tensor(q_name, q, dtypes=FLOAT_DTYPES, min_ndim=3, allow_empty=True)
+    k = check_tensor(k_name, k, dtypes=FLOAT_DTYPES, min_ndim=3, allow_empty=True)
     if not isinstance(interleaved, bool):
         raise TypeError(f"interleaved: expected a bool, got {describe(interleaved)}")
     if k.dtype != q.dtype:
         raise TypeError(f"{k_name}: expected the dtype of {q_name} ({q.dtype}), got {describe(k)}")
-    batch, seq, _, head_dim = q.shape
+    seq, _, head_dim = q.shape[-3:]
     if head_dim % 2:
         raise ValueError(f"{q_name}: expected an even head_dim (last dimension), got {describe(q)}")
-    if (k.shape[0], k.shape[1], k.shape[3]) != (batch, seq, head_dim):
+    lead = tuple(q.shape[:-3])
+    if k.dim() != q.dim() or (*k.shape[:-3], k.shape[-3], k.shape[-1]) != (*lead, seq, head_dim):
+        lead_text = "".join(f"{n}, " for n in lead)
         raise ValueError(
-            f"{k_name}: expected shape [{batch}, {seq}, k_heads, {head_dim}] (batch, seq and "
-            f"head_dim of {q_name}), got {describe(k)}"
+            f"{k_name}: expected shape [{lead_text}{seq}, k_heads, {head_dim}] (the leading dims, "
+            f"seq and head_dim of {q_name}), got {describe(k)}"
         )
     cos = _validate_table("cos", cos, q)
     sin = _validate_table("sin", sin, q)
     if sin.shape != cos.shape:
         raise ValueError(f"sin: expected the shape of cos {tuple(cos.shape)}, got {describe(sin)}")
     check_same_device(**{q_name: q, k_name: k, "cos": cos, "sin": sin})
-    return q, k, cos, sin
+    return _as_batched(q), _as_batched(k), cos, sin
 
 
 def rope(
@@ -231,15 +257,16 @@ def rope(
     *,
     interleaved: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rotate ``q`` and ``k`` (``[batch, seq, heads, head_dim]``) by the angles in cos/sin.
+    """Rotate ``q`` and ``k`` (``[..., seq, heads, head_dim]``: any leading dims, the same for
+    both, or none) by the angles in cos/sin.
 
     ``interleaved=False`` rotates ``(x[d], x[d + head_dim/2])`` pairs (NeoX/Llama
     ``rotate_half``): ``out = x * cos + rotate_half(x) * sin``. ``interleaved=True`` rotates
     ``(x[2i], x[2i+1])`` pairs (GPT-J). Returns new tensors ``(q_rot, k_rot)`` of the input
     shapes and dtypes; math in float32. Differentiable in ``q`` and ``k``.
     """
-    q, k, cos, sin = _validate(q, k, cos, sin, interleaved)
-    return _rope_fwd(q, k, cos, sin, interleaved)
+    q_rot, k_rot = _rope_fwd(*_validate(q, k, cos, sin, interleaved), interleaved)
+    return q_rot.view(q.shape), k_rot.view(k.shape)
 
 
 def rope_backward(
@@ -252,5 +279,6 @@ def rope_backward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Gradients of :func:`rope` w.r.t. ``q`` and ``k`` for output gradients ``grad_q``,
     ``grad_k``: the backward kernel alone (same layouts and tables as :func:`rope`)."""
-    grad_q, grad_k, cos, sin = _validate(grad_q, grad_k, cos, sin, interleaved, "grad_q", "grad_k")
-    return _rope_bwd(grad_q, grad_k, cos, sin, interleaved)
+    checked = _validate(grad_q, grad_k, cos, sin, interleaved, "grad_q", "grad_k")
+    dq, dk = _rope_bwd(*checked, interleaved)
+    return dq.view(grad_q.shape), dk.view(grad_k.shape)
