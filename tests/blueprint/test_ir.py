@@ -208,7 +208,8 @@ class RandomGraph:
             return memo[v]
 
         nodes = sorted(expr(self.n_inputs + i) for i in range(len(self.nodes)))
-        return tuple(nodes), tuple(expr(v) for v in self.outputs)
+        inputs = tuple(expr(v) for v in range(self.n_inputs))  # read by a node or not
+        return tuple(nodes), tuple(expr(v) for v in self.outputs), inputs
 
 
 @st.composite
@@ -357,3 +358,36 @@ def test_hash_ignores_symbol_names_but_not_symbol_sharing() -> None:
 
     assert graph("B", "B").canonical_hash() == graph("T", "T").canonical_hash()
     assert graph("B", "T").canonical_hash() != graph("B", "B").canonical_hash()
+
+
+def test_hash_follows_symbols_into_shape_attributes() -> None:
+    """A reshape to ``["B", 8]`` means whichever input dim is named B: renaming the symbols
+    everywhere keeps the hash, pointing the attribute at the other input's dim changes it."""
+
+    def graph(x_dim: str, y_dim: str, target: str) -> BlueprintIR:
+        b = BlueprintBuilder("g")
+        x = b.input("x", (x_dim, 2, 4), "float32")
+        y = b.input("y", (y_dim, 8), "float32")
+        b.output("o", b.op("reshape", x, shape=[target, 8]))
+        b.output("p", b.op("exp", y))
+        return b.build()
+
+    assert graph("B", "T", "B").canonical_hash() == graph("S", "U", "S").canonical_hash()
+    assert graph("B", "T", "T").canonical_hash() != graph("B", "T", "B").canonical_hash()
+    assert graph("B", "T", "B").canonical_hash() != graph("T", "B", "B").canonical_hash()
+
+
+def test_hash_counts_inputs_no_node_reads() -> None:
+    """The compiled module checks every input, so an unused input's shape and dtype count."""
+
+    def graph(shape: tuple[int, ...], dtype: str) -> BlueprintIR:
+        b = BlueprintBuilder("g")
+        x = b.input("x", (4,), "float32")
+        b.input("z", shape, dtype)
+        b.output("o", b.op("exp", x))
+        return b.build()
+
+    base = graph((4,), "float32").canonical_hash()
+    assert graph((5,), "float32").canonical_hash() != base
+    assert graph((4,), "float16").canonical_hash() != base
+    assert graph((4,), "float32").canonical_hash() == base

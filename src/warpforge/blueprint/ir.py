@@ -292,8 +292,17 @@ class BlueprintIR:
         def dim_text(dim: Dim) -> Any:
             if isinstance(dim, int):
                 return dim
-            # Symbol names are arbitrary; only which dims share a symbol matters.
+            # Symbol names are arbitrary; only which dims share a symbol matters. Inputs bind
+            # every symbol a valid graph uses, in input order, before any attribute is read.
             return symbols.setdefault(dim, f"${len(symbols)}")
+
+        def attrs_text(spec: Any, attrs: dict[str, Any]) -> dict[str, Any]:
+            shapes = {
+                key: [dim_text(d) if isinstance(d, str) else d for d in attrs[key]]
+                for key in spec.shape_attrs
+                if isinstance(attrs.get(key), list)
+            }
+            return {**attrs, **shapes}
 
         value_hash: dict[str, str] = {}
         for position, (name, schema) in enumerate(self.inputs):
@@ -306,7 +315,7 @@ class BlueprintIR:
                 "node",
                 node.op,
                 spec.version,
-                node.attrs,
+                attrs_text(spec, node.attrs),
                 [value_hash[v] for v in node.inputs],
             ]
             value_hash[node.name] = _sha(canonical_json(payload))
@@ -317,7 +326,9 @@ class BlueprintIR:
             SCHEMA_VERSION,
             sorted(node_hashes),
             [value_hash[v] for _, v in self.outputs],
-            len(self.inputs),
+            # every input by position, shape and dtype, those no node reads too: the compiled
+            # module checks them all
+            [value_hash[name] for name, _ in self.inputs],
         ]
         digest = _sha(canonical_json(graph))
         if registry is None:

@@ -23,7 +23,12 @@ from warpforge.blueprint.codegen import (
     loaded_inputs,
 )
 from warpforge.blueprint.ir import BlueprintIR, IRNode, TensorSchema
-from warpforge.blueprint.registry import OperatorRegistry, broadcast_shapes, torch_dtype
+from warpforge.blueprint.registry import (
+    OperatorRegistry,
+    OperatorSpec,
+    broadcast_shapes,
+    torch_dtype,
+)
 from warpforge.validation import describe
 
 MAX_ROW_BLOCK = 32768
@@ -79,10 +84,10 @@ def concrete(shape: Sequence[Any], bindings: Mapping[str, int]) -> tuple[int, ..
     return tuple(d if isinstance(d, int) else bindings[d] for d in shape)
 
 
-def _bound_attrs(node: IRNode, bindings: Mapping[str, int]) -> dict[str, Any]:
+def _bound_attrs(spec: OperatorSpec, node: IRNode, bindings: Mapping[str, int]) -> dict[str, Any]:
     attrs = dict(node.attrs)
-    if node.op in ("reshape", "sum_to"):
-        attrs["shape"] = [bindings[d] if isinstance(d, str) else d for d in attrs["shape"]]
+    for key in spec.shape_attrs:
+        attrs[key] = [bindings[d] if isinstance(d, str) else d for d in attrs[key]]
     return attrs
 
 
@@ -92,7 +97,8 @@ def run_node_reference(
     args: Sequence[torch.Tensor],
     bindings: Mapping[str, int],
 ) -> torch.Tensor:
-    return registry.get(node.op).reference(*args, **_bound_attrs(node, bindings))
+    spec = registry.get(node.op)
+    return spec.reference(*args, **_bound_attrs(spec, node, bindings))
 
 
 def run_reference(

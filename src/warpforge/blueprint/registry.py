@@ -78,6 +78,10 @@ class OperatorSpec:
     arity: tuple[int, int] = (1, 1)
     """Allowed (min, max) number of tensor inputs."""
     doc: str = ""
+    shape_attrs: tuple[str, ...] = ()
+    """Attributes holding shapes whose entries may name symbolic dims (reshape's ``shape``):
+    bound to sizes before the reference runs, and hashed by which dims share a symbol, as input
+    shapes are, so renaming a symbol keeps the canonical hash and swapping two changes it."""
 
     def infer_schema(
         self, inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]
@@ -819,7 +823,9 @@ def _infer_concat(inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]) -> T
     return TensorSchema(tuple(shape), first.dtype)
 
 
-_DEFAULT.register(OperatorSpec("reshape", "layout", _infer_reshape, _reshape_reference))
+_DEFAULT.register(
+    OperatorSpec("reshape", "layout", _infer_reshape, _reshape_reference, shape_attrs=("shape",))
+)
 _DEFAULT.register(
     OperatorSpec("permute", "layout", _infer_permute, lambda x, dims: x.permute(*dims))
 )
@@ -852,4 +858,6 @@ def _sum_to_reference(x: torch.Tensor, shape: Sequence[Any]) -> torch.Tensor:
 
 
 # Used by generated backward graphs to undo broadcasting (runs as a PyTorch op).
-_DEFAULT.register(OperatorSpec("sum_to", "layout", _infer_sum_to, _sum_to_reference))
+_DEFAULT.register(
+    OperatorSpec("sum_to", "layout", _infer_sum_to, _sum_to_reference, shape_attrs=("shape",))
+)
