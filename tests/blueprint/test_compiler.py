@@ -157,6 +157,48 @@ def test_triton_compile_failure_at_first_launch_falls_back() -> None:
         CompiledBlueprint(ir, strict=True, registry=registry)(value)
 
 
+def test_inputs_the_graph_rejects_raise_and_leave_the_kernels_in_place() -> None:
+    """Sizes a reshape cannot take fail the reference too: the caller's error, raised, and not a
+    compile failure that would turn the kernels off for every later call."""
+    b = BlueprintBuilder("reshape_then_add")
+    x = b.input("x", ("B", "T", 8), "float32")
+    n = b.input("n", ("N", 8), "float32")
+    b.output("y", b.op("add", b.op("reshape", x, shape=["N", 8]), n))
+    module = warpforge.compile(b.build())
+    with pytest.raises(RuntimeError, match="invalid for input of size"):
+        module(torch.randn(2, 3, 8, device=DEVICE), torch.randn(5, 8, device=DEVICE))
+    inputs = [torch.randn(2, 3, 8, device=DEVICE), torch.randn(6, 8, device=DEVICE)]
+    torch.testing.assert_close(module(*inputs), inputs[0].reshape(6, 8) + inputs[1])
+    assert not module.fell_back()
+    assert default_metrics().snapshot()["fallbacks"] == {}
+
+
+SCALE = 2.0
+
+
+def _scaled_helper(x: torch.Tensor) -> torch.Tensor:
+    return x * SCALE
+
+
+def test_a_function_is_traced_again_when_a_scalar_it_bakes_in_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The trace records SCALE (read by a helper the function calls) as a constant: compiling
+    again after it changed must not return the module that baked in the old value."""
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return _scaled_helper(x) + 1.0
+
+    x = torch.randn(4, 8, device=DEVICE)
+    first = warpforge.compile(fn, [x])
+    assert warpforge.compile(fn, [x]) is first
+    torch.testing.assert_close(first(x), x * 2.0 + 1.0)
+    monkeypatch.setitem(globals(), "SCALE", 5.0)
+    again = warpforge.compile(fn, [x])
+    assert again is not first
+    torch.testing.assert_close(again(x), x * 5.0 + 1.0)
+
+
 def test_inputs_are_validated_with_clear_errors() -> None:
     module = warpforge.compile(_bias_gelu())
     with pytest.raises(ValueError, match="bias: expected a tensor on cpu"):

@@ -256,7 +256,16 @@ class CompiledBlueprint(torch.nn.Module):
             try:
                 outputs = program.run(tensors)
             except Exception as error:  # the first launch is where Triton compiles the kernels
-                program = self._fail(spec, "triton-compile", error)
+                # Inputs the graph itself rejects (sizes a reshape cannot take, say) fail the
+                # reference too: that is the caller's error, raised as the reference raises it,
+                # and the program stays prepared for the next call's inputs.
+                try:
+                    outputs = run_reference(self.ir, tensors, self.registry)
+                except Exception:
+                    self._prepared[spec] = program
+                    raise
+                self._programs[spec] = self._fail(spec, "triton-compile", error)
+                return outputs
             else:
                 self._programs[spec] = program
                 if on_gpu:
@@ -474,8 +483,9 @@ def compile(
     """Compile a :class:`BlueprintIR`, or trace and compile a PyTorch function.
 
     ``example_inputs`` is required for a function (it fixes shapes and dtypes). The module is
-    cached per canonical hash (and per function and input signature), so compiling the same
-    blueprint again in this process is a dictionary lookup.
+    cached per canonical hash (and per function, input signature and the scalars its trace
+    bakes in from globals, closures and defaults), so compiling the same blueprint again in
+    this process is a dictionary lookup.
     """
     if not isinstance(strict, bool):
         raise TypeError(f"strict: expected a bool, got {describe(strict)}")
@@ -490,12 +500,14 @@ def compile(
                 f"{getattr(fn_or_blueprint, '__name__', 'the function')} with, "
                 f"got {describe(example_inputs)}"
             )
+        from warpforge.blueprint.trace import baked_values, trace
+
         inputs = list(example_inputs)
-        traced_key = (fn_or_blueprint, _signature(inputs), strict)
+        # the scalars a trace bakes in: a global changed since the last trace traces again
+        traced_key = (fn_or_blueprint, _signature(inputs), strict, baked_values(fn_or_blueprint))
         cached = _TRACED.get(traced_key)
         if cached is not None:
             return cached
-        from warpforge.blueprint.trace import trace
 
         ir = trace(fn_or_blueprint, inputs)
         module = compile(ir, strict=strict)

@@ -8,6 +8,7 @@ all with the fx node and the source line that made the call.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import linecache
 import operator as py_operator
@@ -325,6 +326,62 @@ class _LocatingTracer(torch.fx.Tracer):
 
 def _where_called(node: torch.fx.Node) -> str:
     return node.meta.get("warpforge_location", "an unknown source line")
+
+
+@functools.lru_cache(maxsize=1024)
+def _global_names(code: Any) -> tuple[str, ...]:
+    """Names ``code`` and the code nested in it (lambdas, comprehensions) load, sorted."""
+    out = set(code.co_names)
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            out.update(_global_names(const))
+    return tuple(sorted(out))
+
+
+_BAKED_DEPTH = 3
+"""How deep :func:`baked_values` follows the Python functions ``fn`` reads (helpers it calls)."""
+
+
+def baked_values(fn: Callable[..., Any]) -> tuple[Any, ...]:
+    """The values a trace of ``fn`` bakes into the graph as constants: the scalars (numbers,
+    strings, None, dtypes and tuples of them) that ``fn`` and the Python functions it reads
+    (to :data:`_BAKED_DEPTH`) take from globals, closures and defaults. Equal tuples mean a new
+    trace would record the same constants; a cached trace is stale when they differ. (Tensors
+    are not among them: a trace refuses tensor constants.)"""
+    found: list[tuple[str, Any]] = []
+    seen: set[int] = set()
+
+    def scalar(value: Any) -> bool:
+        if isinstance(value, tuple):
+            return all(scalar(v) for v in value)
+        return value is None or isinstance(value, (bool, int, float, complex, str, torch.dtype))
+
+    def visit(function: Any, depth: int) -> None:
+        code = getattr(function, "__code__", None)
+        if code is None or id(function) in seen or depth > _BAKED_DEPTH:
+            return
+        seen.add(id(function))
+        where = f"{getattr(function, '__qualname__', '?')}."
+        namespace = getattr(function, "__globals__", {})
+        read = {name: namespace[name] for name in _global_names(code) if name in namespace}
+        cells = zip(code.co_freevars, function.__closure__ or (), strict=True)
+        for name, cell in cells:
+            try:
+                read[name] = cell.cell_contents
+            except ValueError:  # an empty cell: nothing baked
+                continue
+        for i, value in enumerate(function.__defaults__ or ()):
+            read[f"<default {i}>"] = value
+        for name, value in (function.__kwdefaults__ or {}).items():
+            read[f"<default {name}>"] = value
+        for name, value in read.items():
+            if scalar(value):
+                found.append((where + name, value))
+            elif inspect.isfunction(value):
+                visit(value, depth + 1)
+
+    visit(fn, 0)
+    return tuple(found)
 
 
 def trace(
