@@ -11,7 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import warpforge.nn.modules as warpforge_norm_modules
 from warpforge import ops
+from warpforge.nn import RMSNorm, replace_modules
 from warpforge.nn.loss_modules import CrossEntropyLoss, LinearCrossEntropyLoss, SwiGLU
 
 
@@ -89,10 +91,21 @@ def test_invalid_module_arguments(make, error, match):
 # ---------------------------------------------------------------------------------------------
 
 
-def rms_norm(x, weight, eps=1e-6):
-    """Plain PyTorch RMSNorm (warpforge's lives in another module; this test uses only its own)."""
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.square().mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
+class LlamaStyleRMSNorm(nn.Module):
+    """Hugging Face's ``LlamaRMSNorm`` as written there (nothing imported from transformers):
+    float32 statistics, ``weight * hidden_states.to(input_dtype)``."""
+
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
 
 
 def rope_reference(q, k, cos, sin):
@@ -104,20 +117,27 @@ def rope_reference(q, k, cos, sin):
     return rotate(q), rotate(k)
 
 
+NORMS = ("attn_norm", "mlp_norm", "final_norm")
+LOSSES = ("cross_entropy", "fused_linear_cross_entropy")
+
+
 class TinyLlama(nn.Module):
-    def __init__(self, vocab=96, dim=64, heads=4, kv_heads=2, ffn=160, seq=16, warpforge=False):
+    """Plain PyTorch with ``loss=None``; with ``loss`` in LOSSES, warpforge's rope, SwiGLU and
+    that loss (the norms are whatever modules it holds: patch them with replace_modules)."""
+
+    def __init__(self, vocab=96, dim=64, heads=4, kv_heads=2, ffn=160, seq=16, loss=None):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
-        self.warpforge = warpforge
+        self.loss = loss
         self.embed = nn.Embedding(vocab, dim)
-        self.attn_norm = nn.Parameter(torch.ones(dim))
+        self.attn_norm = LlamaStyleRMSNorm(dim)
         self.q_proj = nn.Linear(dim, dim, bias=False)
         self.k_proj = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
         self.v_proj = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
         self.o_proj = nn.Linear(dim, dim, bias=False)
-        self.mlp_norm = nn.Parameter(torch.ones(dim))
+        self.mlp_norm = LlamaStyleRMSNorm(dim)
         self.mlp = SwiGLU(dim, ffn)
-        self.final_norm = nn.Parameter(torch.ones(dim))
+        self.final_norm = LlamaStyleRMSNorm(dim)
         self.lm_head = nn.Linear(dim, vocab, bias=False)
         angles = torch.arange(seq)[:, None] * 10000 ** (
             -torch.arange(0, self.head_dim, 2) / self.head_dim
@@ -128,26 +148,28 @@ class TinyLlama(nn.Module):
     def forward(self, tokens, target):
         b, s = tokens.shape
         x = self.embed(tokens)
-        h = rms_norm(x, self.attn_norm)
+        h = self.attn_norm(x)
         q = self.q_proj(h).view(b, s, self.heads, self.head_dim)
         k = self.k_proj(h).view(b, s, self.kv_heads, self.head_dim)
         v = self.v_proj(h).view(b, s, self.kv_heads, self.head_dim)
         cos, sin = self.cos[:s], self.sin[:s]
-        q, k = ops.rope(q, k, cos, sin) if self.warpforge else rope_reference(q, k, cos, sin)
+        q, k = ops.rope(q, k, cos, sin) if self.loss else rope_reference(q, k, cos, sin)
         groups = self.heads // self.kv_heads
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))
         k, v = k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1)
         attn = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.o_proj(attn.transpose(1, 2).reshape(b, s, -1))
-        h = rms_norm(x, self.mlp_norm)
-        if self.warpforge:
+        h = self.mlp_norm(x)
+        if self.loss:
             x = x + self.mlp(h)
         else:
             mlp = self.mlp
             x = x + mlp.down_proj(F.silu(mlp.gate_proj(h)) * mlp.up_proj(h))
-        h = rms_norm(x, self.final_norm)
-        if self.warpforge:
+        h = self.final_norm(x)
+        if self.loss == "fused_linear_cross_entropy":
             return ops.fused_linear_cross_entropy(h, self.lm_head.weight, target, chunk_size=16)
+        if self.loss == "cross_entropy":
+            return ops.cross_entropy(self.lm_head(h), target)
         return F.cross_entropy(self.lm_head(h).flatten(0, 1).float(), target.flatten())
 
 
@@ -164,11 +186,32 @@ def train_losses(model, steps, batches, lr=3e-3):
     return losses
 
 
-def compare_training(device, dtype, steps, rtol):
+def compare_training(device, dtype, steps, rtol, loss, monkeypatch):
+    """The plain model and a deep copy patched with replace_modules (every Llama-style norm
+    swapped for warpforge's, whose op runs 3 times a step) that also uses warpforge's rope,
+    SwiGLU and ``loss``: the same loss curve."""
+    norm_calls = []
+
+    def counted_rms_norm(*args, **kwargs):
+        norm_calls.append(args[0].shape)
+        return real_rms_norm(*args, **kwargs)
+
+    real_rms_norm = warpforge_norm_modules.rms_norm
+    monkeypatch.setattr(warpforge_norm_modules, "rms_norm", counted_rms_norm)
     torch.manual_seed(7)
     reference = TinyLlama().to(device=device, dtype=dtype)
     candidate = copy.deepcopy(reference)
-    candidate.warpforge = True
+    weights = {name: getattr(candidate, name).weight for name in NORMS}
+    report = replace_modules(candidate)
+    assert sorted(s.path for s in report.swapped) == sorted(NORMS), str(report)
+    assert not report.skipped, str(report)
+    for name in NORMS:
+        norm = getattr(candidate, name)
+        assert isinstance(norm, RMSNorm), (name, type(norm))
+        assert norm.weight is weights[name]  # the copy's own parameter, kept
+        assert norm.eps == getattr(reference, name).variance_epsilon
+        assert isinstance(getattr(reference, name), LlamaStyleRMSNorm)
+    candidate.loss = loss
     gen = torch.Generator().manual_seed(8)
     batches = []
     for _ in range(4):
@@ -177,22 +220,29 @@ def compare_training(device, dtype, steps, rtol):
         target[:, -1] = -100
         batches.append((tokens.to(device), target.to(device)))
     expected = train_losses(reference, steps, batches)
+    assert not norm_calls  # the plain model never reaches warpforge's norm
     got = train_losses(candidate, steps, batches)
+    assert len(norm_calls) == 3 * steps
     assert all(math.isfinite(v) for v in got)
     assert got[-1] < got[0] - 0.3, "the model should learn"
     torch.testing.assert_close(torch.tensor(got), torch.tensor(expected), rtol=rtol, atol=rtol)
 
 
-def test_tiny_llama_training_matches_pytorch_cpu():
-    compare_training("cpu", torch.float32, steps=6, rtol=1e-4)
+@pytest.mark.parametrize("loss", LOSSES)
+def test_tiny_llama_training_matches_pytorch_cpu(loss, monkeypatch):
+    compare_training("cpu", torch.float32, steps=6, rtol=1e-4, loss=loss, monkeypatch=monkeypatch)
 
 
 @pytest.mark.gpu
-def test_tiny_llama_training_matches_pytorch_gpu_fp32():
+@pytest.mark.parametrize("loss", LOSSES)
+def test_tiny_llama_training_matches_pytorch_gpu_fp32(loss, monkeypatch):
     torch.backends.cuda.matmul.allow_tf32 = False
-    compare_training("cuda", torch.float32, steps=50, rtol=1e-4)
+    compare_training("cuda", torch.float32, steps=50, rtol=1e-4, loss=loss, monkeypatch=monkeypatch)
 
 
 @pytest.mark.gpu
-def test_tiny_llama_training_matches_pytorch_gpu_bf16():
-    compare_training("cuda", torch.bfloat16, steps=50, rtol=2e-2)
+@pytest.mark.parametrize("loss", LOSSES)
+def test_tiny_llama_training_matches_pytorch_gpu_bf16(loss, monkeypatch):
+    compare_training(
+        "cuda", torch.bfloat16, steps=50, rtol=2e-2, loss=loss, monkeypatch=monkeypatch
+    )

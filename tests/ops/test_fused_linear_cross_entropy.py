@@ -8,11 +8,14 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from warpforge.ops import fused_linear_cross_entropy
 from warpforge.runtime import ExecutionPath
 
 IGNORE = -100
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # hypothesis tests cannot take fixtures
 ce_module = importlib.import_module("warpforge.ops.cross_entropy")
 flce_module = importlib.import_module("warpforge.ops.fused_linear_cross_entropy")
 
@@ -125,6 +128,43 @@ def test_all_rows_ignored(path):
     (grad,) = torch.autograd.grad(loss, hidden)
     assert torch.equal(grad, torch.zeros_like(grad))
     assert fused_linear_cross_entropy(hidden, weight, target, reduction="sum").item() == 0.0
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    tokens=st.sampled_from([1, 2, 3, 5, 7, 11, 13, 16]),
+    batched=st.booleans(),
+    width=st.sampled_from([1, 3, 8, 17]),
+    vocab=st.sampled_from([1, 2, 3, 7, 13, 31, 37, 64]),
+    with_bias=st.booleans(),
+    ignored_share=st.sampled_from([0.0, 0.3, 0.7]),
+    ignore_class=st.booleans(),
+    reduction=st.sampled_from(["mean", "sum", "none"]),
+    label_smoothing=st.sampled_from([0.0, 0.1, 0.7]),
+    chunk_size=st.one_of(st.none(), st.integers(1, 20)),
+    dtype=st.sampled_from([torch.float32, torch.float16]),
+    seed=st.integers(0, 2**16),
+)
+def test_property_matches_unfused_reference(tokens, batched, width, vocab, with_bias,
+                                            ignored_share, ignore_class, reduction,
+                                            label_smoothing, chunk_size, dtype, seed):  # fmt: skip
+    """Loss and gradients (hidden, weight, bias; a random output gradient) against the unfused
+    float64 reference: token, width and vocabulary sizes of 1 and primes, random rows ignored
+    (ignore_index -100 or class 0; the first row never, so a mean has a row), label smoothing,
+    every reduction, chunk sizes below, at and above the token count."""
+    torch.manual_seed(seed)
+    lead = (2, tokens) if batched else (tokens,)
+    hidden, weight, target, bias = make_inputs(lead, width, vocab, with_bias=with_bias,
+                                               dtype=dtype, seed=seed)  # fmt: skip
+    ignore_index = 0 if ignore_class and vocab > 1 else IGNORE
+    target = torch.where(target == IGNORE, vocab - 1, target)  # the share ignored is ours
+    ignored = torch.rand(lead) < ignored_share
+    target = torch.where(ignored, ignore_index, target)
+    if target.view(-1)[0] == ignore_index:
+        target.view(-1)[0] = vocab - 1
+    tensors = [t.to(DEVICE) if t is not None else None for t in (hidden, weight, target, bias)]
+    check(*tensors, 2e-5 if dtype == torch.float32 else 1e-2, reduction=reduction,
+          label_smoothing=label_smoothing, chunk_size=chunk_size, ignore_index=ignore_index)  # fmt: skip
 
 
 def test_no_grad_and_frozen_hidden(path):

@@ -194,18 +194,33 @@ def test_mixed_weight_dtype(device):
     offset=st.sampled_from([0.0, 1.0]),
     eps=st.sampled_from([1e-6, 1e-2]),
     use_residual=st.booleans(),
+    dtype=st.sampled_from([torch.float32, torch.float16]),
     seed=st.integers(0, 2**16),
 )
-def test_rms_norm_property(m, n, offset, eps, use_residual, seed):
+def test_rms_norm_property(m, n, offset, eps, use_residual, dtype, seed):
+    """Forward and backward (dx, dweight, dresidual; with a residual both y and h carry random
+    gradients) against float64."""
     torch.manual_seed(seed)
-    x, w = randn(m, n, device=DEVICE), randn(n, device=DEVICE)
-    r = randn(m, n, device=DEVICE) if use_residual else None
-    out = rms_norm(x, w, eps, residual=r, offset=offset)
+    x, w = randn(m, n, dtype=dtype, device=DEVICE), randn(n, dtype=dtype, device=DEVICE)
+    r = randn(m, n, dtype=dtype, device=DEVICE) if use_residual else None
+    dy, dh = randn(m, n, dtype=dtype, device=DEVICE), randn(m, n, dtype=dtype, device=DEVICE)
+    xs, ws, rs = leaves(x, w, r)
+    out = rms_norm(xs, ws, eps, residual=rs, offset=offset)
     y = out[0] if use_residual else out
-    y64, h64 = rms_norm_ref(x, w, eps, residual=r, offset=offset)
-    close(y, y64, 1e-5, "y")
+    assert y.dtype == dtype and y.shape == x.shape
+    x64, w64, r64 = leaves(x.double(), w.double(), r.double() if use_residual else None)
+    y64, h64 = rms_norm_ref(x64, w64, eps, residual=r64, offset=offset)
+    close(y, y64, FWD_TOL[dtype], "y")
     if use_residual:
-        close(out[1], h64, 0.0, "h")
+        close(out[1], (x + r).double(), 0.0, "h")  # x + residual rounded to the input dtype
+        got = torch.autograd.grad(out, (xs, ws, rs), (dy, dh))
+        want = torch.autograd.grad((y64, h64), (x64, w64, r64), (dy.double(), dh.double()))
+    else:
+        got = torch.autograd.grad(y, (xs, ws), dy)
+        want = torch.autograd.grad(y64, (x64, w64), dy.double())
+    for g, e, name in zip(got, want, ("dx", "dweight", "dresidual"), strict=False):
+        assert g.dtype == dtype, name
+        close(g, e, BWD_TOL[dtype], f"{name} {dtype}")
 
 
 # --------------------------------------------------------------------------- layer_norm
@@ -229,6 +244,38 @@ def test_layer_norm_forward_backward(shape, affine, device, cpu_float_dtypes, po
         want = grads_of(y64, [x64, w64, b64], dy.double())
         for g, e in zip(got, want, strict=True):
             close(g, e, BWD_TOL[dtype], f"grad {dtype} {affine}")
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    m=st.integers(1, 4),
+    n=st.integers(1, 70),
+    affine=st.sampled_from(["none", "weight", "weight+bias", "bias"]),
+    eps=st.sampled_from([1e-5, 1e-2]),
+    shift=st.sampled_from([0.0, 2.0]),
+    dtype=st.sampled_from([torch.float32, torch.float16]),
+    seed=st.integers(0, 2**16),
+)
+def test_layer_norm_property(m, n, affine, eps, shift, dtype, seed):
+    """Forward and backward (dx, dweight, dbias) against float64, rows with a mean far from
+    zero among them."""
+    torch.manual_seed(seed)
+    x = (torch.randn(m, n, device=DEVICE) * 3 + shift).to(dtype)
+    w = randn(n, dtype=dtype, device=DEVICE) if "weight" in affine else None
+    b = randn(n, dtype=dtype, device=DEVICE) if "bias" in affine else None
+    dy = randn(m, n, dtype=dtype, device=DEVICE)
+    xs, ws, bs = leaves(x, w, b)
+    y = layer_norm(xs, ws, bs, eps)
+    assert y.dtype == dtype and y.shape == x.shape
+    x64, w64, b64 = leaves(x.double(), *(t.double() if t is not None else None for t in (w, b)))
+    y64 = layer_norm_ref(x64, w64, b64, eps)
+    close(y, y64, FWD_TOL[dtype] * 2, f"y {dtype}")
+    got = grads_of(y, [xs, ws, bs], dy)
+    want = grads_of(y64, [x64, w64, b64], dy.double())
+    assert len(got) == 1 + affine.count("weight") + affine.count("bias")
+    for g, e in zip(got, want, strict=True):
+        assert g.dtype == dtype
+        close(g, e, BWD_TOL[dtype], f"grad {dtype} {affine}")
 
 
 def test_layer_norm_chunked(device, poison_outputs):

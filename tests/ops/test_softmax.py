@@ -109,15 +109,15 @@ def test_public_name_is_the_function_after_module_import():
     shape=st.lists(st.integers(1, 9), min_size=1, max_size=3),
     dim_seed=st.integers(0, 100),
     name=st.sampled_from(sorted(OPS)),
+    dtype=st.sampled_from([torch.float32, torch.float16]),
     seed=st.integers(0, 2**16),
 )
-def test_property_any_dim(shape, dim_seed, name, seed):
+def test_property_any_dim(shape, dim_seed, name, dtype, seed):
+    """Forward and backward (a random output gradient) against float64, any dim, fp32/fp16."""
     torch.manual_seed(seed)
     dim = dim_seed % len(shape) - (len(shape) if dim_seed % 2 else 0)
-    x = randn(*shape, device=DEVICE)
-    torch.testing.assert_close(
-        OPS[name][0](x, dim).double(), reference(name, x, dim), atol=1e-5, rtol=1e-5
-    )
+    x = randn(*shape, dtype=dtype, device=DEVICE)
+    check(name, x, dim, FWD_TOL[dtype], BWD_TOL[dtype])
 
 
 @pytest.fixture
