@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
@@ -49,3 +51,38 @@ def test_compile_reports_bad_targets(tmp_path: Path) -> None:
     assert "not valid JSON" in broken.output
     no_attr = CliRunner().invoke(app, ["compile", f"{__name__}:nothing_here"])
     assert no_attr.exit_code != 0 and "has no attribute" in no_attr.output
+
+
+def test_show_prints_whole_lines_when_output_is_not_a_terminal(tmp_path: Path) -> None:
+    from warpforge.blueprint import KernelSourceGenerator
+
+    ir = bias_gelu_blueprint("float16")
+    generator = KernelSourceGenerator(ir)
+    source = generator.source(generator.plan())
+    long_lines = [line for line in source.splitlines() if len(line) > 100]
+    assert long_lines  # e.g. the tl.store of the output
+    path = tmp_path / "bias_gelu.json"
+    path.write_text(ir.to_json())
+    result = CliRunner().invoke(app, ["compile", str(path), "--show"])  # captured: no terminal
+    assert result.exit_code == 0, result.output
+    for line in long_lines:
+        assert line in result.output.splitlines()
+
+
+def test_compile_imports_a_module_from_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "wf_cwd_blueprint.py").write_text(
+        "import torch\n\n"
+        "def double(x):\n"
+        "    return x * 2.0\n\n"
+        "double.example_inputs = [torch.randn(2, 8)]\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    # the installed console script: neither '' nor the current directory on the path
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "wf_cwd_blueprint", raising=False)
+    result = CliRunner().invoke(app, ["compile", "wf_cwd_blueprint:double", "--json"])
+    monkeypatch.delitem(sys.modules, "wf_cwd_blueprint", raising=False)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["kernels"] == 1

@@ -5,12 +5,25 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 
 # Errors while loading a target are ValueErrors; the command prints them without a traceback.
+
+
+def _import_from_cwd(module_name: str) -> Any:
+    """Import ``module_name`` with the current directory first on the path, as ``python -m``
+    has it: the installed console script starts with only its own directory there. It stays
+    there for the command's life, as under ``python -m``: the target's functions may import
+    neighbouring modules lazily while they are traced."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    return importlib.import_module(module_name)
 
 
 def _load_target(target: str) -> Any:
@@ -28,7 +41,7 @@ def _load_target(target: str) -> Any:
         return BlueprintIR.from_json(path.read_text())
     module_name, _, attribute = target.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = _import_from_cwd(module_name)
     except ImportError as error:
         raise ValueError(f"cannot import module {module_name!r}: {error}") from None
     obj: Any = module
@@ -112,4 +125,7 @@ def register(app: typer.Typer) -> None:
         console.print(table)
         console.print(f"{plan.kernel_count} fused kernel(s) for {len(ir.nodes)} node(s)")
         if show:
-            console.print(Syntax(source, "python", line_numbers=True, word_wrap=False))
+            if console.is_terminal:
+                console.print(Syntax(source, "python", line_numbers=True, word_wrap=False))
+            else:  # piped or redirected: rich would crop lines to its default 80 columns
+                typer.echo(source)
