@@ -120,6 +120,47 @@ def test_codegen_failure_falls_back_logs_once_and_counts(
     assert module.fell_back()
 
 
+def test_an_unusable_redis_url_keeps_the_kernels(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from warpforge.cache import KernelRegistry
+    from warpforge.cache import registry as registry_module
+
+    monkeypatch.setattr(registry_module, "_WARNED_REDIS_URLS", set())
+    monkeypatch.setenv("WARPFORGE_REDIS_URL", "notaurl")
+    with caplog.at_level(logging.WARNING):
+        KernelRegistry.default(refresh=True)
+        ir = _bias_gelu()
+        module = warpforge.compile(ir)
+        inputs = _inputs()
+        got = module(*inputs)
+    torch.testing.assert_close(got, run_reference(ir, inputs, default_registry())[0])
+    assert not module.fell_back()
+    snap = default_metrics().snapshot()
+    assert snap["fallbacks"] == {} and snap["builds"]["count"] == 1
+    assert KernelRegistry.default().disk.stats()["entries"] == 1  # the disk tier still stores
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert "WARPFORGE_REDIS_URL" in warning and "'notaurl'" in warning
+    assert "expected a redis://, rediss:// or unix:// URL" in warning
+
+
+def test_a_cache_setting_that_does_not_parse_is_no_codegen_fallback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from warpforge.cache import KernelRegistry
+
+    ir = _bias_gelu()
+    inputs = _inputs()
+    with monkeypatch.context() as patch:  # undone before the fixture rebuilds the registry
+        patch.setattr(KernelRegistry, "_default", None)
+        patch.setenv("WARPFORGE_CACHE_MAX_BYTES", "lots")
+        got = warpforge.compile(ir)(*inputs)
+        torch.testing.assert_close(got, run_reference(ir, inputs, default_registry())[0])
+        assert default_metrics().snapshot()["fallbacks"] == {"cache-config": 1}
+        with pytest.raises(BlueprintCompileError, match="WARPFORGE_CACHE_MAX_BYTES"):
+            warpforge.compile(ir, strict=True)(*inputs)
+
+
 def test_strict_raises_instead_of_falling_back(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(self, plan=None):  # type: ignore[no-untyped-def]
         raise RuntimeError("injected codegen failure")

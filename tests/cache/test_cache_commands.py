@@ -54,3 +54,17 @@ def test_clear_of_an_unconfigured_tier_says_so(populated):
     result = runner.invoke(app, ["cache", "clear", "--tier", "redis", "--yes"])
     assert result.exit_code == 0 and "redis tier is not configured" in result.output
     assert populated.disk.stats()["entries"] == 3
+
+
+@pytest.mark.parametrize(
+    "command", [["cache", "stats"], ["cache", "verify"], ["cache", "clear", "--yes"]]
+)
+def test_an_unusable_redis_url_is_one_line_and_exit_code_2(populated, monkeypatch, command):
+    monkeypatch.setenv("WARPFORGE_REDIS_URL", "notaurl")
+    result = runner.invoke(app, command)
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("error: WARPFORGE_REDIS_URL: expected a redis://")
+    assert "'notaurl'" in line
+    assert populated.disk.stats()["entries"] == 3  # clear did nothing

@@ -1,3 +1,4 @@
+import logging
 import threading
 import time
 
@@ -143,3 +144,41 @@ def test_argument_types_are_checked(registry, tmp_path):
         registry.get_or_build(make_key("a"), make_artifact("a"))
     with pytest.raises(TypeError, match="disk: expected a DiskTier or None"):
         KernelRegistry(disk=str(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("notaurl", "no scheme"),
+        ("http://host:6379/0", "scheme 'http'"),
+        ("redis://host:port/0", "Port could not be cast"),
+    ],
+)
+def test_an_unusable_redis_url_turns_the_redis_tier_off_with_one_warning(
+    tmp_path, monkeypatch, caplog, raw, reason
+):
+    from warpforge.cache import registry as registry_module
+
+    monkeypatch.setattr(registry_module, "_WARNED_REDIS_URLS", set())
+    monkeypatch.setenv("WARPFORGE_REDIS_URL", raw)
+    with caplog.at_level(logging.WARNING, logger="warpforge.cache.registry"):
+        first = KernelRegistry.from_environment()
+        KernelRegistry.from_environment()
+    assert first.redis is None and first.disk is not None
+    first.put(make_key("a"), make_artifact("a"))  # memory and disk keep working
+    assert first.disk.get(make_key("a")) == make_artifact("a")
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "WARPFORGE_REDIS_URL" in warning and repr(raw) in warning and reason in warning
+    assert "expected a redis://, rediss:// or unix:// URL" in warning
+    with pytest.raises(ValueError, match=f"WARPFORGE_REDIS_URL: expected .* got '{raw}'"):
+        KernelRegistry.from_environment(strict=True)
+
+
+def test_a_valid_but_unreachable_redis_url_is_a_miss_not_an_error(monkeypatch):
+    monkeypatch.setenv("WARPFORGE_REDIS_URL", "redis://127.0.0.1:1/0")
+    registry = KernelRegistry.from_environment(strict=True)
+    assert registry.redis is not None
+    registry.metrics = registry.redis.metrics = CacheMetrics()
+    got = registry.get_or_build(make_key("a"), lambda: make_artifact("a"))
+    assert got == make_artifact("a") and registry.redis.errors == 1
+    assert registry.metrics.snapshot()["misses"]["redis"] == 1

@@ -299,6 +299,9 @@ class CompiledBlueprint(torch.nn.Module):
 
         try:
             registry = self.kernel_registry or KernelRegistry.default()
+        except Exception as error:  # a cache setting that does not parse: no codegen failure
+            return self._fail(spec, "cache-config", error)
+        try:
             key = self._cache_key(spec, device)
             plan = self.plan
 

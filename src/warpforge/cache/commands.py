@@ -15,9 +15,17 @@ cache_app = typer.Typer(
 
 
 def _registry() -> Any:
+    """The registry the environment configures; a bad setting (an unusable WARPFORGE_REDIS_URL,
+    a size that does not parse) is one line on stderr and exit code 2, not a traceback."""
     from warpforge.cache.registry import KernelRegistry
 
-    return KernelRegistry.from_environment()
+    try:
+        # strict: here the operator asked about the cache, so say what is wrong instead of
+        # quietly dropping the Redis tier as a training process does
+        return KernelRegistry.from_environment(strict=True)
+    except ValueError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=2) from None
 
 
 def _human_bytes(n: int | None) -> str:

@@ -15,6 +15,7 @@ read per lookup.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from typing import Any
@@ -41,9 +42,27 @@ DEFAULT_SOCKET_TIMEOUT_S = 0.25
 DEFAULT_RETRY_AFTER_S = 5.0
 
 
+URL_SCHEMES = ("redis", "rediss", "unix")
+
+
+class RedisURLError(ValueError):
+    """A URL that cannot name a Redis server; ``reason`` says why (password masked)."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = redact_url(url)
+        self.reason = reason
+        super().__init__(
+            f"url: expected a redis://, rediss:// or unix:// URL such as redis://host:6379/0, "
+            f"got {self.url!r} ({reason})"
+        )
+
+
 def redact_url(url: str) -> str:
     """``url`` with any password replaced, for logs and stats."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # unparseable (a bad IPv6 host): mask what looks like user:password@
+        return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
     if parts.password is None:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
@@ -87,10 +106,14 @@ class RedisTier:
         ttl_s: int | None = None,
         metrics: CacheMetrics | None = None,
     ) -> None:
-        if not isinstance(url, str) or urlsplit(url).scheme not in ("redis", "rediss", "unix"):
-            raise ValueError(
-                f"url: expected a redis://, rediss:// or unix:// URL, got {describe(url)}"
-            )
+        if not isinstance(url, str):
+            raise TypeError(f"url: expected a str, got {describe(url)}")
+        try:
+            scheme = urlsplit(url).scheme
+        except ValueError as exc:
+            raise RedisURLError(url, str(exc)) from None
+        if scheme not in URL_SCHEMES:
+            raise RedisURLError(url, f"scheme {scheme!r}" if scheme else "no scheme")
         if not isinstance(prefix, str) or not prefix:
             raise ValueError(f"prefix: expected a non-empty str, got {describe(prefix)}")
         self.url = url
@@ -108,6 +131,10 @@ class RedisTier:
         self._client: Any = None
         self._lock = threading.Lock()
         self._redis = require("redis", extra="redis", feature="the Redis cache tier")
+        try:  # redis-py parses the URL only when it connects, where a ValueError is no miss
+            self._redis.connection.parse_url(url)
+        except ValueError as exc:
+            raise RedisURLError(url, str(exc)) from None
 
     def _connection(self) -> Any:
         with self._lock:

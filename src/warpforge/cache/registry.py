@@ -10,6 +10,7 @@ atomic publish keeps exactly one correct entry.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import threading
@@ -25,8 +26,11 @@ from warpforge.cache.disk import DiskTier, VerifyReport
 from warpforge.cache.key import CacheKey
 from warpforge.cache.memory import MemoryTier
 from warpforge.cache.metrics import CacheMetrics, default_metrics
-from warpforge.cache.redis_tier import RedisTier
+from warpforge.cache.redis_tier import RedisTier, RedisURLError, redact_url
+from warpforge.optional import MissingDependencyError
 from warpforge.validation import check_choice, describe
+
+log = logging.getLogger(__name__)
 
 CLEAR_TIERS: tuple[str, ...] = ("memory", "disk", "redis", "all")
 _SIZE = re.compile(r"\s*(\d+)\s*([kmgt]?)i?b?\s*", re.IGNORECASE)
@@ -44,6 +48,38 @@ def env_size(name: str, default: int) -> int:
             f"{name}: expected a positive byte count such as 1073741824, 512M or 2GiB, got {raw!r}"
         )
     return int(match.group(1)) * _UNITS[match.group(2).lower()]
+
+
+REDIS_URL_VARIABLE = "WARPFORGE_REDIS_URL"
+_WARNED_REDIS_URLS: set[str] = set()
+
+
+def redis_tier_from_environment(*, strict: bool = False) -> RedisTier | None:
+    """The Redis tier ``WARPFORGE_REDIS_URL`` names, or None when it is unset.
+
+    A value that cannot be used (not a Redis URL, or redis-py not installed) raises
+    ``ValueError`` naming the variable when ``strict``; otherwise it disables the tier with one
+    warning per value, so a typo costs the fleet tier, not every kernel. A valid URL whose server
+    is unreachable is not checked here: each lookup then misses (see :class:`RedisTier`).
+    """
+    url = os.environ.get(REDIS_URL_VARIABLE, "").strip()
+    if not url:
+        return None
+    try:
+        return RedisTier(url)
+    except RedisURLError as exc:
+        message = (
+            f"{REDIS_URL_VARIABLE}: expected a redis://, rediss:// or unix:// URL such as "
+            f"redis://host:6379/0, got {exc.url!r} ({exc.reason})"
+        )
+    except MissingDependencyError as exc:
+        message = f"{REDIS_URL_VARIABLE} is set ({redact_url(url)!r}) but {exc}"
+    if strict:
+        raise ValueError(message)
+    if url not in _WARNED_REDIS_URLS:
+        _WARNED_REDIS_URLS.add(url)
+        log.warning("kernel cache: %s; the Redis tier is off (memory and disk stay on)", message)
+    return None
 
 
 def _check_tier(name: str, tier: object, kind: type) -> None:
@@ -86,14 +122,17 @@ class KernelRegistry:
 
     # --- construction from the environment ---
     @classmethod
-    def from_environment(cls) -> KernelRegistry:
+    def from_environment(cls, *, strict: bool = False) -> KernelRegistry:
         """A new registry configured by the environment:
 
         ``WARPFORGE_CACHE_DIR`` (disk root is ``<it>/kernels``), ``WARPFORGE_CACHE_MAX_BYTES``
         (disk bound, default 2 GiB), ``WARPFORGE_CACHE_MEMORY_MAX_BYTES`` (default 256 MiB),
         ``WARPFORGE_CACHE_MEMORY_MAX_ENTRIES`` (default 1024), ``WARPFORGE_REDIS_URL`` (Redis
-        tier, off when unset).
+        tier, off when unset; an unusable value turns it off with a warning, or raises
+        ``ValueError`` when ``strict``). A size that does not parse raises ``ValueError``.
         """
+        if not isinstance(strict, bool):
+            raise TypeError(f"strict: expected a bool, got {describe(strict)}")
         memory = MemoryTier(
             max_entries=env_size(
                 "WARPFORGE_CACHE_MEMORY_MAX_ENTRIES", memory_module.DEFAULT_MAX_ENTRIES
@@ -104,9 +143,7 @@ class KernelRegistry:
             environment.cache_dir() / "kernels",
             max_bytes=env_size("WARPFORGE_CACHE_MAX_BYTES", disk_module.DEFAULT_MAX_BYTES),
         )
-        url = os.environ.get("WARPFORGE_REDIS_URL", "").strip()
-        redis = RedisTier(url) if url else None
-        return cls(memory=memory, disk=disk, redis=redis)
+        return cls(memory=memory, disk=disk, redis=redis_tier_from_environment(strict=strict))
 
     @classmethod
     def default(cls, *, refresh: bool = False) -> KernelRegistry:
