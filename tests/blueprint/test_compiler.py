@@ -99,6 +99,49 @@ print(json.dumps({"snapshot": default_metrics().snapshot(), "shape": list(out.sh
     assert result["snapshot"]["builds"]["count"] == 0
 
 
+def test_loaded_sources_live_in_a_folder_of_their_process_deleted_at_its_exit(
+    fresh_blueprint_cache: Path,
+) -> None:
+    # a blueprint no other test loads: this process imports its module here, not from before
+    b = BlueprintBuilder("loaded_here")
+    x = b.input("x", ("B", 24), "float32")
+    bias = b.input("bias", (24,), "float32")
+    b.output("y", b.op("mul", b.op("exp", x), bias))
+    ir = b.build()
+    module = warpforge.compile(ir)
+    module(*_inputs())
+    (program,) = module._programs.values()
+    own = Path(program.module.__file__)
+    modules = fresh_blueprint_cache / "blueprint" / "modules"
+    assert own.parent.parent == modules and f"-{os.getpid()}-" in own.parent.name
+    script = """
+import os, sys, torch
+import warpforge
+from warpforge.blueprint import BlueprintIR
+ir = BlueprintIR.from_json(sys.stdin.read())
+device = "cuda" if torch.cuda.is_available() else "cpu"
+module = warpforge.compile(ir, strict=True)
+module(torch.randn(3, 24, device=device), torch.randn(24, device=device))
+(program,) = module._programs.values()
+print(program.module.__file__)
+"""
+    env = {**os.environ, "PYTHONPATH": str(SRC), "WARPFORGE_CACHE_DIR": str(fresh_blueprint_cache)}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=ir.to_json(),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    child = Path(done.stdout.strip().splitlines()[-1])
+    assert child.parent.parent == modules and child.parent != own.parent
+    assert not child.parent.exists()  # removed when the child exited
+    assert [p.name for p in modules.iterdir()] == [own.parent.name]
+    assert own.exists()  # a running process's file stays
+
+
 def test_codegen_failure_falls_back_logs_once_and_counts(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

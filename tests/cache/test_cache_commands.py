@@ -1,4 +1,6 @@
 import json
+import subprocess
+import sys
 
 import pytest
 from cache_samples import make_artifact, make_key
@@ -68,3 +70,23 @@ def test_an_unusable_redis_url_is_one_line_and_exit_code_2(populated, monkeypatc
     assert line.startswith("error: WARPFORGE_REDIS_URL: expected a redis://")
     assert "'notaurl'" in line
     assert populated.disk.stats()["entries"] == 3  # clear did nothing
+
+
+def test_clear_removes_loaded_sources_of_ended_processes_only(populated, tmp_path):
+    from warpforge.cache import loaded_sources
+
+    live = loaded_sources.write_source("bp_live", b"x = 1\n")
+    modules = loaded_sources.modules_root()
+    assert live.parent.parent == modules == tmp_path / "wf" / "blueprint" / "modules"
+    legacy = modules / "bp_legacy.py"  # written by an older warpforge, straight into modules/
+    legacy.write_text("x = 2\n")
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    dead = modules / f"{live.parent.name.split('-')[0]}-{ended.pid}-abc"
+    dead.mkdir()
+    (dead / "bp_dead.py").write_text("x = 3\n")
+    result = runner.invoke(app, ["cache", "clear", "--tier", "disk", "--yes"])
+    assert result.exit_code == 0, result.output
+    assert "removed 2 files of ended processes" in result.output
+    assert not legacy.exists() and not dead.exists()
+    assert live.exists()  # a running process may still import from its folder

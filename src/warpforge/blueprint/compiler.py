@@ -6,9 +6,9 @@ because an equal signature validates and binds identically) -> on a miss, valida
 inputs -> specialisation (device, divisibility by 16 and power-of-two bucket of each input's
 last dim) -> per-module dict of loaded programs -> on a miss, the :class:`~warpforge.cache.KernelRegistry` (memory -> disk
 -> Redis) by a :class:`~warpforge.cache.CacheKey` of canonical hash + specialisation -> on a full
-miss, code generation -> the source is written beside the cache under ``<cache dir>/blueprint``
-and imported from that file (Triton's JIT reads kernel source from files; Triton's own cache keeps
-the binaries).
+miss, code generation -> the source is written to this process's folder under
+``<cache dir>/blueprint/modules`` (deleted when the process ends) and imported from that file
+(Triton's JIT reads kernel source from files; Triton's own cache keeps the binaries).
 
 Any failure in code generation, loading, or the first launch of a specialisation (where Triton
 compiles) falls back to the PyTorch reference: logged once per blueprint and reason, counted by
@@ -20,13 +20,10 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
-import os
 import sys
-import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -94,30 +91,17 @@ def call_signature(tensors: Sequence[object]) -> tuple[Any, ...] | None:
         return None
 
 
-def _module_path(digest: str) -> Path:
-    from warpforge.environment import cache_dir
-
-    return cache_dir() / "blueprint" / "modules" / f"bp_{digest[:40]}.py"
-
-
 def load_source_module(source: bytes, digest: str) -> ModuleType:
-    """Import generated source from a file named by its cache digest (written atomically)."""
+    """Import generated source from a file named by its cache digest, in this process's folder
+    of loaded sources (:mod:`warpforge.cache.loaded_sources`: deleted when the process ends)."""
+    from warpforge.cache import loaded_sources
+
     name = f"warpforge_blueprint_{digest[:40]}"
     loaded = sys.modules.get(name)
     checksum = hashlib.sha256(source).hexdigest()
     if loaded is not None and getattr(loaded, "__warpforge_sha256__", None) == checksum:
         return loaded
-    path = _module_path(digest)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not path.exists() or path.read_bytes() != source:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".py")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(source)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+    path = loaded_sources.write_source(f"bp_{digest[:40]}", source)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import generated kernels from {path}")

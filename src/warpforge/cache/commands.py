@@ -119,6 +119,15 @@ def clear(
         typer.echo(f"the {tier} tier is not configured; nothing to clear")
     for name, count in removed.items():
         typer.echo(f"{name}: removed {count} entries")
+    if "disk" in removed:
+        from warpforge.cache import loaded_sources
+
+        # Running processes keep theirs: they may still import from them.
+        files = loaded_sources.remove_ended(legacy=True)
+        typer.echo(
+            f"loaded kernel sources ({loaded_sources.modules_root()}): removed {files} files "
+            "of ended processes"
+        )
 
 
 def register(app: typer.Typer) -> None:
