@@ -74,9 +74,20 @@ def _wrong_digest_manifest(entry):
     (entry / MANIFEST_NAME).write_text(json.dumps(manifest))
 
 
+def _edit_manifest(section, field, value):
+    def damage(entry):
+        manifest = json.loads((entry / MANIFEST_NAME).read_bytes())
+        manifest[section][field] = value
+        (entry / MANIFEST_NAME).write_text(json.dumps(manifest))
+
+    return damage
+
+
 @pytest.mark.parametrize(
     ("damage", "reason"),
     [
+        (_edit_manifest("metadata", "entry_point", "kernel_b"), "key or metadata does not match"),
+        (_edit_manifest("key", "arch", "sm_80"), "key or metadata does not match"),
         (_truncate, "has 59 bytes, manifest records 64"),
         (_flip, "does not match its SHA-256"),
         (_delete, "missing file"),
@@ -225,3 +236,22 @@ def test_tier_arguments_are_checked(store):
         store.put(make_key("a"), b"x")
     with pytest.raises(TypeError, match="key: expected a CacheKey, got str"):
         MemoryTier().get("a")
+
+
+def test_an_entry_of_the_older_manifest_format_is_a_quiet_miss_and_rebuilt(store):
+    key = make_key("a")
+    store.put(key, make_artifact("a"))
+    path = _entry(store, key) / MANIFEST_NAME
+    manifest = json.loads(path.read_bytes())
+    del manifest["header_sha256"]  # what format 1 wrote
+    manifest["format"] = 1
+    path.write_text(json.dumps(manifest))
+    registry = KernelRegistry(memory=MemoryTier(), disk=store, metrics=store.metrics)
+    builds = []
+    result = registry.get_or_build(key, lambda: builds.append(1) or make_artifact("a"))
+    assert result == make_artifact("a") and builds == [1]
+    assert store.quarantined() == [] and store.metrics.snapshot()["corruptions"]["disk"] == 0
+    assert json.loads(path.read_bytes())["format"] == 2  # rewritten in the current format
+    path.write_text(json.dumps(manifest))
+    report = store.verify()  # dropped, not listed as corrupted
+    assert report.clean and report.checked == 0 and not _entry(store, key).exists()

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 from cache_samples import make_artifact, make_key
 
-from warpforge.cache import CacheMetrics, DiskTier, KernelRegistry, MemoryTier, RedisTier
+from warpforge.cache import (
+    CacheMetrics,
+    CorruptEntryError,
+    DiskTier,
+    KernelRegistry,
+    MemoryTier,
+    RedisTier,
+)
 from warpforge.cache.redis_tier import pack_entry, redact_url, unpack_entry
 
 
@@ -69,6 +77,28 @@ def test_corrupted_value_is_deleted_and_reported_as_miss(redis_server):
     client.close()
 
 
+def test_a_value_of_the_older_manifest_format_is_deleted_without_counting(redis_server):
+    import redis
+
+    metrics = CacheMetrics()
+    tier = RedisTier(redis_server.url, metrics=metrics)
+    key = make_key("a")
+    tier.put(key, make_artifact("a"))
+    client = redis.Redis.from_url(redis_server.url)
+    raw_key = tier.prefix + key.digest()
+    blob = client.get(raw_key)
+    end = 12 + int.from_bytes(blob[4:12], "big")
+    manifest = json.loads(blob[12:end])
+    del manifest["header_sha256"]
+    manifest["format"] = 1
+    raw = json.dumps(manifest).encode()
+    client.set(raw_key, blob[:4] + len(raw).to_bytes(8, "big") + raw + blob[end:])
+    assert tier.get(key) is None and client.exists(raw_key) == 0
+    assert metrics.snapshot()["corruptions"]["redis"] == 0
+    assert tier.put(key, make_artifact("a")) and tier.get(key) == make_artifact("a")
+    client.close()
+
+
 def test_server_killed_mid_use_degrades_to_miss_without_crash(redis_server, tmp_path):
     metrics = CacheMetrics()
     registry = KernelRegistry(
@@ -99,6 +129,19 @@ def test_unreachable_server_from_the_start(tmp_path):
     assert tier.clear() == 0
     assert tier.stats()["entries"] is None
     assert tier.errors == 4
+
+
+@pytest.mark.parametrize(("section", "field"), [("metadata", "name"), ("key", "arch")])
+def test_a_changed_key_or_metadata_in_a_value_is_corruption(section, field):
+    key = make_key("a")
+    blob = pack_entry(key.digest(), key, make_artifact("a"))
+    end = 12 + int.from_bytes(blob[4:12], "big")
+    manifest = json.loads(blob[12:end])
+    manifest[section][field] = "tampered"
+    raw = json.dumps(manifest).encode()
+    tampered = blob[:4] + len(raw).to_bytes(8, "big") + raw + blob[end:]
+    with pytest.raises(CorruptEntryError, match="key or metadata does not match"):
+        unpack_entry(tampered, key.digest())
 
 
 def test_pack_format_and_url_redaction():

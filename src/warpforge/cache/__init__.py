@@ -11,7 +11,7 @@ True
 from __future__ import annotations
 
 from warpforge.cache import metrics
-from warpforge.cache.artifact import CorruptEntryError, KernelArtifact
+from warpforge.cache.artifact import CorruptEntryError, KernelArtifact, OutdatedEntryError
 from warpforge.cache.disk import CorruptEntry, DiskTier, VerifyReport
 from warpforge.cache.key import CacheKey
 from warpforge.cache.memory import MemoryTier
@@ -28,6 +28,7 @@ __all__ = [
     "KernelArtifact",
     "KernelRegistry",
     "MemoryTier",
+    "OutdatedEntryError",
     "RedisTier",
     "VerifyReport",
     "default_metrics",

@@ -1,9 +1,11 @@
 """A compiled kernel as stored by the cache, and the manifest that makes corruption detectable.
 
 Every tier that leaves the process (disk, Redis) stores a manifest next to the files: the SHA-256
-and size of each file plus the artifact's metadata. Readers rebuild the artifact only through
-:func:`artifact_from_manifest`, which checks every file against it, so a torn, truncated or
-bit-flipped entry is reported as :class:`CorruptEntryError` instead of being loaded.
+and size of each file, the key, the artifact's metadata and a SHA-256 over the digest, key and
+metadata. Readers rebuild the artifact only through :func:`parse_manifest` (which checks that
+last checksum) and :func:`artifact_from_manifest` (which checks every file), so a torn,
+truncated or bit-flipped entry, in a file or in the manifest, is reported as
+:class:`CorruptEntryError` instead of being loaded.
 """
 
 from __future__ import annotations
@@ -19,13 +21,19 @@ from typing import Any
 from warpforge.validation import describe
 
 MANIFEST_NAME = "manifest.json"
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2
+"""2 adds ``header_sha256`` over the key and metadata; format 1 entries are misses (rebuilt)."""
 # Plain file names only: no directories, no hidden files, nothing that escapes an entry's folder.
 _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 
 
 class CorruptEntryError(Exception):
     """A stored entry does not match its manifest (the message says how)."""
+
+
+class OutdatedEntryError(CorruptEntryError):
+    """An entry in an older manifest format: nothing is wrong with it, but its key and metadata
+    are not checksummed, so tiers drop it quietly (no corruption counted) and it is rebuilt."""
 
 
 def _check_file_name(name: object) -> str:
@@ -92,17 +100,27 @@ def file_checksum(content: bytes) -> str:
     return hashlib.sha256(content).hexdigest()
 
 
+def _header_checksum(digest: object, key: object, metadata: object) -> str:
+    """SHA-256 of the manifest fields that the file checksums do not cover."""
+    header = _canonical_json({"digest": digest, "key": key, "metadata": metadata})
+    return hashlib.sha256(header.encode("ascii")).hexdigest()
+
+
 def build_manifest(digest: str, key: Mapping[str, Any], artifact: KernelArtifact) -> bytes:
     """The manifest of ``artifact`` stored under ``digest``, as canonical JSON bytes."""
+    # a JSON round trip first, so the checksum is over what a reader will decode (tuples: lists)
+    key_json = json.loads(_canonical_json(dict(key)))
+    metadata = dict(artifact.metadata)
     manifest = {
         "format": MANIFEST_FORMAT,
         "digest": digest,
-        "key": dict(key),
+        "key": key_json,
         "files": {
             name: {"sha256": file_checksum(content), "size": len(content)}
             for name, content in artifact.files.items()
         },
-        "metadata": dict(artifact.metadata),
+        "metadata": metadata,
+        "header_sha256": _header_checksum(digest, key_json, metadata),
     }
     return _canonical_json(manifest).encode("ascii")
 
@@ -113,6 +131,8 @@ def parse_manifest(raw: bytes, digest: str) -> dict[str, Any]:
         manifest = json.loads(raw)
     except (UnicodeDecodeError, ValueError) as exc:
         raise CorruptEntryError(f"manifest is not valid JSON ({exc})") from None
+    if isinstance(manifest, dict) and manifest.get("format") == 1:
+        raise OutdatedEntryError("manifest format 1 does not checksum its key and metadata")
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         raise CorruptEntryError("manifest has no known format version")
     if manifest.get("digest") != digest:
@@ -133,6 +153,9 @@ def parse_manifest(raw: bytes, digest: str) -> dict[str, Any]:
             raise CorruptEntryError(f"manifest entry for file {name!r} is malformed")
     if not isinstance(manifest.get("metadata"), dict):
         raise CorruptEntryError("manifest metadata is not an object")
+    expected = _header_checksum(digest, manifest.get("key"), manifest["metadata"])
+    if manifest.get("header_sha256") != expected:
+        raise CorruptEntryError("manifest key or metadata does not match its SHA-256 checksum")
     return manifest
 
 

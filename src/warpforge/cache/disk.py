@@ -14,7 +14,9 @@ folder. A reader therefore sees a complete entry or none. If the destination alr
 (another process won the race) and verifies, the writer discards its copy; if it does not
 verify, it is quarantined and the rename retried. Readers check every file against the manifest,
 and anything that does not match (missing file, wrong size, wrong checksum, unreadable manifest)
-is moved to ``quarantine/`` and reported as a miss, so it gets rebuilt, never loaded.
+is moved to ``quarantine/`` and reported as a miss, so it gets rebuilt, never loaded. The
+manifest checksums its own key and metadata too; an entry of the older manifest format, which
+did not, is deleted (not quarantined, not counted as a corruption) and rebuilt.
 
 Eviction is least-recently-used by the entry folder's mtime, which a hit refreshes.
 """
@@ -39,6 +41,7 @@ from warpforge.cache.artifact import (
     MANIFEST_NAME,
     CorruptEntryError,
     KernelArtifact,
+    OutdatedEntryError,
     artifact_from_manifest,
     build_manifest,
     parse_manifest,
@@ -206,6 +209,9 @@ class DiskTier:
             artifact = self._read_entry(entry, digest)
         except _Vanished:
             return None
+        except OutdatedEntryError as exc:
+            self._discard_outdated(entry, digest, str(exc))
+            return None
         except CorruptEntryError as exc:
             self._quarantine(entry, digest, str(exc))
             return None
@@ -240,6 +246,11 @@ class DiskTier:
             (target / REASON_NAME).write_text(reason + "\n")
         log.warning("kernel cache: quarantined corrupted entry %s: %s", digest, reason)
         return str(target)
+
+    def _discard_outdated(self, entry: Path, digest: str, reason: str) -> None:
+        """Delete an entry of an older manifest format (a miss, rebuilt; not a corruption)."""
+        if self._remove(entry):
+            log.info("kernel cache: dropped entry %s: %s", digest, reason)
 
     def quarantined(self) -> list[Path]:
         folder = self.root / QUARANTINE
@@ -301,6 +312,8 @@ class DiskTier:
                     return True
                 except _Vanished:
                     continue
+                except OutdatedEntryError as exc:
+                    self._discard_outdated(final, digest, str(exc))
                 except CorruptEntryError as exc:
                     self._quarantine(final, digest, str(exc))
             return False
@@ -400,6 +413,10 @@ class DiskTier:
                 try:
                     self._read_entry(entry, digest)
                 except _Vanished:
+                    checked -= 1
+                    continue
+                except OutdatedEntryError as exc:  # not damaged: dropped, not listed
+                    self._discard_outdated(entry, digest, str(exc))
                     checked -= 1
                     continue
                 except (CorruptEntryError, OSError) as exc:

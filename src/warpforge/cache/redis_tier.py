@@ -5,8 +5,9 @@ writer wins and a reader gets a whole value or nothing::
 
     b"WFK1" | manifest length (8 bytes, big-endian) | manifest JSON | file bytes in manifest order
 
-The manifest is the disk tier's (SHA-256 and size per file), and every file is checked against
-it on read; a value that does not match is deleted and reported as a miss. Any Redis error
+The manifest is the disk tier's (SHA-256 and size per file, and over its key and metadata), and
+every file is checked against it on read; a value that does not match is deleted and reported as
+a miss (a value of the older manifest format is deleted too, without counting a corruption). Any Redis error
 (refused connection, timeout, server gone) is logged, counted and turned into a miss; after one,
 the tier stays quiet for ``retry_after_s`` so a dead server costs training nothing but a clock
 read per lookup.
@@ -24,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 from warpforge.cache.artifact import (
     CorruptEntryError,
     KernelArtifact,
+    OutdatedEntryError,
     artifact_from_manifest,
     build_manifest,
     parse_manifest,
@@ -184,9 +186,12 @@ class RedisTier:
         try:
             return unpack_entry(blob, digest)
         except CorruptEntryError as exc:
-            log.warning("kernel cache: deleting corrupted Redis entry %s: %s", digest, exc)
-            if self.metrics is not None:
-                self.metrics.record_corruption(self.name)
+            if isinstance(exc, OutdatedEntryError):  # an older format: replaced, not counted
+                log.info("kernel cache: deleting Redis entry %s: %s", digest, exc)
+            else:
+                log.warning("kernel cache: deleting corrupted Redis entry %s: %s", digest, exc)
+                if self.metrics is not None:
+                    self.metrics.record_corruption(self.name)
             try:
                 self._connection().delete(self._redis_key(digest))
             except (self._redis.RedisError, OSError) as delete_exc:
