@@ -6,6 +6,7 @@ shape or device) whose message names the argument, what was expected and what wa
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import torch
@@ -67,14 +68,18 @@ def check_shape(name: str, x: torch.Tensor, expected: Sequence[int], *, what: st
         raise ValueError(f"{name}: expected shape {tuple(expected)}{because}, got {describe(x)}")
 
 
-def check_positive(name: str, value: object, *, allow_zero: bool = False) -> float:
-    """``value`` must be a real number > 0 (or >= 0 with ``allow_zero``)."""
+def check_positive(
+    name: str, value: object, *, allow_zero: bool = False, finite: bool = False
+) -> float:
+    """``value`` must be a real number > 0 (or >= 0 with ``allow_zero``), and not infinite with
+    ``finite`` (an eps, a voxel edge; limits such as a byte budget may be infinite)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name}: expected a number, got {describe(value)}")
     ok = value >= 0 if allow_zero else value > 0
-    if not ok or value != value:  # NaN fails too
+    if not ok or value != value or (finite and not math.isfinite(value)):  # NaN fails too
         bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name}: expected a number {bound}, got {value!r}")
+        kind = "a finite number" if finite else "a number"
+        raise ValueError(f"{name}: expected {kind} {bound}, got {value!r}")
     return float(value)
 
 

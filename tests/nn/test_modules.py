@@ -66,7 +66,7 @@ def test_module_argument_errors():
         RMSNorm((4, 8))
     with pytest.raises(ValueError, match=r"normalized_shape: expected a positive int"):
         LayerNorm(0)
-    with pytest.raises(ValueError, match=r"eps: expected a number > 0"):
+    with pytest.raises(ValueError, match=r"eps: expected a finite number > 0"):
         LayerNorm(8, eps=0.0)
     with pytest.raises(ValueError, match=r"x: expected a last dimension of size 8 .*\(2, 9\)"):
         RMSNorm(8)(torch.randn(2, 9))

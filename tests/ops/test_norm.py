@@ -473,9 +473,9 @@ def test_errors_name_the_argument():
         rms_norm(x, randn(8), residual=randn(2, 9))
     with pytest.raises(TypeError, match=r"residual: expected dtype in \(float32\)"):
         rms_norm(x, randn(8), residual=randn(2, 8, dtype=torch.float16))
-    with pytest.raises(ValueError, match=r"eps: expected a number > 0, got 0"):
+    with pytest.raises(ValueError, match=r"eps: expected a finite number > 0, got 0"):
         rms_norm(x, eps=0)
-    with pytest.raises(ValueError, match=r"eps: expected a number > 0, got -1"):
+    with pytest.raises(ValueError, match=r"eps: expected a finite number > 0, got -1"):
         layer_norm(x, eps=-1e-5)
     with pytest.raises(TypeError, match=r"eps: expected a number"):
         rms_norm(x, eps="small")

@@ -6,6 +6,7 @@ import pytest
 import robotics_plain_reference as plain
 import torch
 
+from launch_spy import LaunchSpy
 from warpforge.robotics import align, resample
 
 
@@ -139,4 +140,29 @@ def test_five_streams_concat_in_two_launches(cpu_path: str) -> None:
         [plain.resample(v, t, query, "linear", "extrapolate")[0] for v, t in streams], dim=-1
     )
     assert out.shape == (2, 9, 19)
+    assert (out.double() - expected).abs().max().item() < 1e-4
+
+
+@pytest.mark.parametrize("streams_count", [1, 2, 3, 4, 5])
+def test_streams_launch_once_per_four(
+    streams_count: int, interpreter: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Up to MAX_STREAMS (4) streams of any rates, dtypes and widths resample in one kernel
+    launch; a fifth starts a second (the kernels' path: the reference launches none)."""
+    from warpforge.robotics._kernels import resample as kernels
+
+    spies = []
+    for name in ("resample_streams_kernel", "resample_kernel", "resample_staged_kernel"):
+        spies.append(LaunchSpy(getattr(kernels, name)))
+        monkeypatch.setattr(kernels, name, spies[-1])
+    g = torch.Generator().manual_seed(27)
+    spec = [*SPEC, (6, 4, torch.float32, 9), (7, 2, torch.float32, 9)][:streams_count]
+    streams = make_streams(spec, 2, g)
+    query = torch.rand(2, 9, generator=g) * 12 - 1
+    out = align(streams, query, out_of_range="clamp", assume_sorted=True)
+    launches = sum(len(spy.grids) for spy in spies)  # a lone stream takes the resample kernel
+    assert launches == (1 if streams_count <= kernels.MAX_STREAMS else 2)
+    expected = torch.cat(
+        [plain.resample(v, t, query, "linear", "clamp")[0] for v, t in streams], dim=-1
+    )
     assert (out.double() - expected).abs().max().item() < 1e-4

@@ -368,7 +368,10 @@ def test_unsorted_and_nan_times_name_the_row(cpu_path: str) -> None:
     with pytest.raises(ValueError, match="row 2 decreases at sample 2"):
         resample(values, times, torch.rand(3, 5))
     times[2] = torch.tensor([0.0, 1.0, float("nan"), 3.0])
-    with pytest.raises(ValueError, match="row 2 holds NaN"):
+    with pytest.raises(ValueError, match="row 2 holds nan at sample 2; times must be finite"):
+        resample(values, times, torch.rand(3, 5))
+    times[2] = torch.tensor([float("-inf"), 1.0, 2.0, 3.0])  # sorted, yet no interval to weigh
+    with pytest.raises(ValueError, match="row 2 holds -inf at sample 0"):
         resample(values, times, torch.rand(3, 5))
     # padding past lengths is never checked
     times[2] = torch.tensor([0.0, 1.0, -5.0, float("nan")])

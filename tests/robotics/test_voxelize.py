@@ -98,8 +98,26 @@ def test_float16_features_and_strided_points(cpu_path: str) -> None:
     ("kwargs", "error", "match"),
     [
         ({"points": torch.rand(5, 2)}, ValueError, r"points: expected shape \[N, 3\]"),
-        ({"points": torch.rand(0, 3)}, ValueError, "points: expected a non-empty"),
-        ({"voxel_size": 0.0}, ValueError, r"voxel_size\[x\]: expected a number > 0"),
+        ({"voxel_size": 0.0}, ValueError, r"voxel_size\[x\]: expected a finite number > 0"),
+        (
+            {"voxel_size": [1.0, float("inf"), 1.0]},
+            ValueError,
+            r"voxel_size\[y\]: expected a finite number > 0, got inf",
+        ),
+        ({"grid_min": float("nan")}, ValueError, r"grid_min\[x\]: expected a finite number"),
+        (
+            {"grid_min": [0.0, 0.0, float("-inf")]},
+            ValueError,
+            r"grid_min\[z\]: expected a finite number, got -inf",
+        ),
+        ({"grid_min": "0"}, ValueError, r"grid_min: expected a number or three"),
+        ({"grid_min": [0, "1", 2]}, TypeError, r"grid_min\[y\]: expected a number, got str"),
+        ({"features": torch.rand(5, 0), "reduce": "sum"}, ValueError, "at least one channel"),
+        (
+            {"batch_index": torch.full((5,), -1, dtype=torch.long)},
+            ValueError,
+            "batch_index: expected some index >= 0 to read batch_size from",
+        ),
         ({"voxel_size": [1.0, 2.0]}, ValueError, "voxel_size: expected a number or three"),
         ({"grid_size": [4, 0, 4]}, ValueError, r"grid_size\[y\]: expected an int >= 1"),
         ({"reduce": "median"}, ValueError, "reduce: expected one of"),
@@ -117,3 +135,21 @@ def test_invalid_arguments(kwargs: dict, error: type, match: str) -> None:
     points, features = args.pop("points"), args.pop("features", None)
     with pytest.raises(error, match=match):
         voxelize(points, features, **args)
+
+
+@pytest.mark.parametrize("reduce", REDUCTIONS)
+def test_empty_cloud_gives_an_empty_grid(reduce: str, cpu_path: str) -> None:
+    """A frame with no points is a legitimate input: every voxel empty, nothing launched."""
+    features = torch.rand(0, 3) if reduce in ("sum", "mean", "max") else None
+    out = voxelize(torch.rand(0, 3), features, voxel_size=1.0, grid_min=0.0, grid_size=[2, 3, 4],
+                   reduce=reduce)  # fmt: skip
+    expected = voxelize(torch.full((1, 3), 9.0), None if features is None else torch.rand(1, 3),
+                        voxel_size=1.0, grid_min=0.0, grid_size=[2, 3, 4], reduce=reduce)  # fmt: skip
+    assert out.shape == expected.shape and out.dtype == expected.dtype  # the point is dropped
+    assert not out.any()
+    batched = voxelize(torch.rand(0, 3), features, voxel_size=1.0, grid_min=0.0, grid_size=2,
+                       reduce=reduce, batch_index=torch.zeros(0, dtype=torch.long), batch_size=3)  # fmt: skip
+    assert batched.shape[:4] == (3, 2, 2, 2) and not batched.any()
+    with pytest.raises(ValueError, match="batch_size: needed with an empty batch_index"):
+        voxelize(torch.rand(0, 3), features, voxel_size=1.0, grid_min=0.0, grid_size=2,
+                 reduce=reduce, batch_index=torch.zeros(0, dtype=torch.long))  # fmt: skip

@@ -24,7 +24,7 @@ class CrossEntropyLoss(nn.Module):
         self.ignore_index, self.reduction, self.label_smoothing = validate_loss_options(
             ignore_index, reduction, label_smoothing
         )
-        self.z_loss = check_positive("z_loss", z_loss, allow_zero=True)
+        self.z_loss = check_positive("z_loss", z_loss, allow_zero=True, finite=True)
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         from warpforge.ops import cross_entropy

@@ -56,7 +56,7 @@ class RMSNorm(nn.Module):
     ) -> None:
         super().__init__()
         self.normalized_shape = (_last_dim_size(normalized_shape),)
-        self.eps = None if eps is None else check_positive("eps", eps)
+        self.eps = None if eps is None else check_positive("eps", eps, finite=True)
         self.offset = float(offset)
         if elementwise_affine:
             init = 0.0 if self.offset else 1.0  # (offset + weight) starts at 1 either way
@@ -91,7 +91,7 @@ class LayerNorm(nn.Module):
     ) -> None:
         super().__init__()
         self.normalized_shape = (_last_dim_size(normalized_shape),)
-        self.eps = check_positive("eps", eps)
+        self.eps = check_positive("eps", eps, finite=True)
         factory = {"device": device, "dtype": dtype}
         if elementwise_affine:
             self.weight = nn.Parameter(torch.ones(self.normalized_shape, **factory))

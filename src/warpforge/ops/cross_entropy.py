@@ -39,7 +39,13 @@ from warpforge.runtime import (
     execution_path,
     switch_on,
 )
-from warpforge.validation import check_choice, check_same_device, check_tensor, describe
+from warpforge.validation import (
+    check_choice,
+    check_positive,
+    check_same_device,
+    check_tensor,
+    describe,
+)
 
 REDUCTIONS = ("mean", "sum", "none")
 TARGET_DTYPES = (torch.int64, torch.int32)
@@ -988,10 +994,7 @@ def cross_entropy(
     ignore_index, reduction, label_smoothing = validate_loss_options(
         ignore_index, reduction, label_smoothing
     )
-    if isinstance(z_loss, bool) or not isinstance(z_loss, (int, float)):
-        raise TypeError(f"z_loss: expected a number, got {describe(z_loss)}")
-    if not z_loss >= 0.0:
-        raise ValueError(f"z_loss: expected a number >= 0, got {z_loss!r}")
+    z_loss = check_positive("z_loss", z_loss, allow_zero=True, finite=True)
     n_classes = logits.shape[-1]
     if n_classes == 0:
         raise ValueError(

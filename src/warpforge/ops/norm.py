@@ -1719,7 +1719,7 @@ def rms_norm(
     if residual is not None:
         residual = check_tensor("residual", residual, dtypes=(x.dtype,), allow_empty=True)
         check_shape("residual", residual, tuple(x.shape), what="the shape of x")
-    eps = check_positive("eps", eps)
+    eps = check_positive("eps", eps, finite=True)
     if isinstance(offset, bool) or not isinstance(offset, (int, float)):
         raise TypeError(f"offset: expected a number, got {describe(offset)}")
     if offset != 0 and weight is None:
@@ -1754,7 +1754,7 @@ def layer_norm(
         weight = _check_vector("weight", weight, x)
     if bias is not None:
         bias = _check_vector("bias", bias, x)
-    eps = check_positive("eps", eps)
+    eps = check_positive("eps", eps, finite=True)
     check_same_device(x=x, weight=weight, bias=bias)
     y, _, _ = _layer_norm_fwd(_flat_rows(x), weight, bias, eps)
     return y if x.dim() == 2 else y.view(x.shape)

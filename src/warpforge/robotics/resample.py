@@ -152,7 +152,7 @@ class _TimeAnomalies:
         else:
             valid = torch.ones((1, samples), dtype=torch.bool, device=times.device)
         decreasing = (rows[:, 1:] < rows[:, :-1]) & valid[:, 1:] if samples > 1 else None
-        nan = torch.isnan(rows) & valid if rows.dtype.is_floating_point else None
+        nan = ~torch.isfinite(rows) & valid if rows.dtype.is_floating_point else None
         bad_rows = torch.zeros(rows.shape[0], dtype=torch.bool, device=rows.device)
         if decreasing is not None:
             bad_rows |= decreasing.any(dim=1)
@@ -176,7 +176,8 @@ class _TimeAnomalies:
         if self.nan is not None and bool(self.nan[row].any()):
             col = int(self.nan[row].nonzero()[0, 0])
             raise ValueError(
-                f"{self.name}: row {row} holds NaN at sample {col}; times must be numbers"
+                f"{self.name}: row {row} holds {self.rows[row, col].item()!r} at sample {col}; "
+                "times must be finite numbers"
             )
         col = int(self.decreasing[row].nonzero()[0, 0]) + 1
         before, after = self.rows[row, col - 1].item(), self.rows[row, col].item()

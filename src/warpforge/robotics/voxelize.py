@@ -14,6 +14,7 @@ accumulated in float32). ``occupancy``, ``count`` and ``max`` are deterministic;
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 
 import torch
@@ -47,9 +48,11 @@ def _triple(name: str, value: object, *, positive: bool) -> list[float]:
     for index, item in enumerate(items):  # no zip(strict=...): this runs under torch.compile
         axis = "xyz"[index]
         if positive:
-            out.append(check_positive(f"{name}[{axis}]", item))
-        elif isinstance(item, bool) or not isinstance(item, (int, float)) or item != item:
-            raise TypeError(f"{name}[{axis}]: expected a finite number, got {describe(item)}")
+            out.append(check_positive(f"{name}[{axis}]", item, finite=True))
+        elif isinstance(item, bool) or not isinstance(item, (int, float)):
+            raise TypeError(f"{name}[{axis}]: expected a number, got {describe(item)}")
+        elif not math.isfinite(item):
+            raise ValueError(f"{name}[{axis}]: expected a finite number, got {item!r}")
         else:
             out.append(float(item))
     return out
@@ -136,7 +139,8 @@ def _voxelize_impl(
     batch_size: int,
     reduce: str,
 ) -> torch.Tensor:
-    if execution_path(points.device) is ExecutionPath.TORCH_REFERENCE:
+    # an empty cloud launches nothing: the scatter reference returns its empty grid
+    if execution_path(points.device) is ExecutionPath.TORCH_REFERENCE or points.shape[0] == 0:
         return voxelize_reference(
             points, features, batch_index, grid_min, voxel_size, grid_size, batch_size, reduce
         )
@@ -271,7 +275,7 @@ def voxelize(
         [X, Y, Z] or [X, Y, Z, C]; [B, X, Y, Z(, C)] with ``batch_index``.
     """
     check_choice("reduce", reduce, REDUCTIONS)
-    points = check_tensor("points", points, dtypes=_POINT_DTYPES, ndim=2)
+    points = check_tensor("points", points, dtypes=_POINT_DTYPES, ndim=2, allow_empty=True)
     if points.shape[1] != 3:
         raise ValueError(f"points: expected shape [N, 3] (x, y, z), got {describe(points)}")
     sizes = _triple("voxel_size", voxel_size, positive=True)
@@ -280,7 +284,11 @@ def voxelize(
     if reduce in _FEATURE_REDUCTIONS:
         if features is None:
             raise ValueError(f"features: reduce={reduce!r} needs features [N, C], got None")
-        features = check_tensor("features", features, dtypes=_FEATURE_DTYPES, ndim=2)
+        features = check_tensor(
+            "features", features, dtypes=_FEATURE_DTYPES, ndim=2, allow_empty=True
+        )
+        if features.shape[1] < 1:
+            raise ValueError(f"features: expected at least one channel, got {describe(features)}")
         if features.shape[0] != points.shape[0]:
             raise ValueError(
                 f"features: expected {points.shape[0]} rows (one per point), got {describe(features)}"
@@ -293,14 +301,26 @@ def voxelize(
             f"or 'max', got {describe(features)}"
         )
     if batch_index is not None:
-        batch_index = check_tensor("batch_index", batch_index, dtypes=_INDEX_DTYPES, ndim=1)
+        batch_index = check_tensor(
+            "batch_index", batch_index, dtypes=_INDEX_DTYPES, ndim=1, allow_empty=True
+        )
         if batch_index.shape[0] != points.shape[0]:
             raise ValueError(
                 f"batch_index: expected {points.shape[0]} entries (one per point), "
                 f"got {describe(batch_index)}"
             )
         if batch_size is None:
+            if batch_index.numel() == 0:
+                raise ValueError(
+                    "batch_size: needed with an empty batch_index (no point to read the number "
+                    "of clouds from), got None"
+                )
             batch_size = int(batch_index.max()) + 1
+            if batch_size < 1:
+                raise ValueError(
+                    "batch_index: expected some index >= 0 to read batch_size from (or pass "
+                    f"batch_size), got all negative (max {batch_size - 1})"
+                )
     if batch_size is not None and (
         isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
     ):
