@@ -52,10 +52,13 @@ def test_compile_runs_kernels_and_caches_the_module() -> None:
     torch.testing.assert_close(got, run_reference(ir, inputs, default_registry())[0])
     snap = default_metrics().snapshot()
     assert snap["builds"]["count"] == 1 and snap["fallbacks"] == {}
+    # builds time code generation; the first launch (where Triton compiles) is its own metric
+    assert snap["first_launches"]["count"] == 1
     # a second call with the same specialisation does not touch the kernel registry
     lookups = snap["lookups"]
     module(*_inputs(rows=7))
     assert default_metrics().snapshot()["lookups"] == lookups
+    assert default_metrics().snapshot()["first_launches"]["count"] == 1
 
 
 def test_recompiling_in_process_hits_the_memory_tier() -> None:

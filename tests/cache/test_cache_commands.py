@@ -27,8 +27,11 @@ def test_stats_json_and_table(populated):
     info = json.loads(result.output)
     assert info["disk"]["entries"] == 3 and info["disk"]["root"] == str(populated.disk.root)
     assert info["redis"] is None
+    # the counters are the CLI process's own, and labelled so
+    assert info["metrics_scope"].startswith("counters (hits, builds, fallbacks) are per process")
     table = runner.invoke(app, ["cache", "stats"])
     assert table.exit_code == 0 and "disk" in table.output and "redis" in table.output
+    assert "are per process" in table.output and "snapshot()" in table.output
 
 
 def test_verify_exits_non_zero_and_lists_corrupted_entries(populated):

@@ -74,6 +74,10 @@ def test_prometheus_exposition():
     assert 'warpforge_cache_lookup_seconds_count{outcome="miss"} 1.0' in text
     assert "warpforge_cache_build_seconds_count 1.0" in text
     assert 'warpforge_compiler_fallbacks_total{reason="codegen"} 1.0' in text
+    metrics.record_first_launch(0.3)
+    text = generate_latest(metrics.prometheus_registry()).decode()
+    assert 'warpforge_compiler_first_launch_seconds_bucket{le="0.5"} 1.0' in text
+    assert "warpforge_compiler_first_launch_seconds_count 1.0" in text
     # Scrapes read live values.
     registry.get(make_key("a"))
     assert (

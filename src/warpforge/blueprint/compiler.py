@@ -22,6 +22,7 @@ import importlib.util
 import logging
 import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
@@ -237,6 +238,7 @@ class CompiledBlueprint(torch.nn.Module):
                 triton_startup.install()
             program.launched = []
             program.launch_calls = []
+            start = time.perf_counter()
             try:
                 outputs = program.run(tensors)
             except Exception as error:  # the first launch is where Triton compiles the kernels
@@ -251,6 +253,10 @@ class CompiledBlueprint(torch.nn.Module):
                 self._programs[spec] = self._fail(spec, "triton-compile", error)
                 return outputs
             else:
+                from warpforge.cache import metrics
+
+                # the registry's "builds" time code generation only; Triton compiles here
+                metrics.record_first_launch(time.perf_counter() - start)
                 self._programs[spec] = program
                 if on_gpu:
                     triton_startup.record()

@@ -14,6 +14,12 @@ cache_app = typer.Typer(
 )
 
 
+METRICS_SCOPE = (
+    "counters (hits, builds, fallbacks) are per process: this CLI process's are empty; a job's "
+    "are in its warpforge.cache.metrics.snapshot() or Prometheus endpoint"
+)
+
+
 def _registry() -> Any:
     """The registry the environment configures; a bad setting (an unusable WARPFORGE_REDIS_URL,
     a size that does not parse) is one line on stderr and exit code 2, not a traceback."""
@@ -43,15 +49,17 @@ def _human_bytes(n: int | None) -> str:
 def stats(
     as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
 ) -> None:
-    """Entries and bytes per tier, and this process's hit/miss counters."""
+    """Entries and bytes per tier. Hit, build and fallback counters belong to each process
+    (warpforge.cache.metrics.snapshot() or Prometheus there), so this command has none to show."""
     info = _registry().stats()
+    info["metrics_scope"] = METRICS_SCOPE
     if as_json:
         typer.echo(json.dumps(info, indent=2, sort_keys=True))
         return
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="warpforge kernel cache")
+    table = Table(title="warpforge kernel cache", caption=METRICS_SCOPE)
     for column in ("tier", "location", "entries", "size", "limit", "notes"):
         table.add_column(column)
     memory = info["memory"]

@@ -1,4 +1,5 @@
-"""Kernel-cache metrics: hits and misses per tier, lookup latency, build times, fallbacks.
+"""Kernel-cache metrics: hits and misses per tier, lookup latency, build and first-launch times,
+fallbacks.
 
 Recording is a few integer updates under one lock (the in-memory hit path records on every
 lookup, so nothing here allocates or calls into Prometheus). :meth:`CacheMetrics.snapshot`
@@ -23,7 +24,7 @@ LOOKUP_BUCKETS_S: tuple[float, ...] = (
     1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4,
     1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0,
 )  # fmt: skip
-# Build (codegen + compile) time buckets (seconds), 1 ms to 2 min.
+# Build time buckets (seconds), 1 ms to 2 min; also used for first launches (Triton compiles).
 BUILD_BUCKETS_S: tuple[float, ...] = (
     1e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 )  # fmt: skip
@@ -74,6 +75,7 @@ class CacheMetrics:
             self._lookup = {name: _Histogram(LOOKUP_BUCKETS_S) for name in (*TIERS, "miss")}
             self._build = _Histogram(BUILD_BUCKETS_S)
             self._build_failures = 0
+            self._first_launch = _Histogram(BUILD_BUCKETS_S)
             self._fallbacks: dict[str, int] = {}
             self._direct_launches: dict[str, int] = {}
 
@@ -89,13 +91,23 @@ class CacheMetrics:
             self._lookup[outcome].observe_ns(elapsed_ns)
 
     def record_build(self, seconds: float, *, ok: bool = True) -> None:
-        """One build (code generation + compilation) on a full miss, and how long it took."""
+        """One ``build()`` on a full registry miss, and how long it took. For the blueprint
+        compiler that is code generation only: Triton compiles at the first launch, which
+        :meth:`record_first_launch` times."""
         seconds = check_positive("seconds", seconds, allow_zero=True)
         with self._lock:
             if ok:
                 self._build.observe_ns(round(seconds * 1e9))
             else:
                 self._build_failures += 1
+
+    def record_first_launch(self, seconds: float) -> None:
+        """A compiled program's first successful launch for one specialisation in this process:
+        host time, where Triton compiles the kernels (or loads them from its cache), not
+        synchronised with the device."""
+        seconds = check_positive("seconds", seconds, allow_zero=True)
+        with self._lock:
+            self._first_launch.observe_ns(round(seconds * 1e9))
 
     def record_fallback(self, reason: str) -> None:
         """The compiler ran the PyTorch reference instead of a kernel; ``reason`` is a short
@@ -145,6 +157,7 @@ class CacheMetrics:
                 "lookup_latency": {k: h.as_dict() for k, h in self._lookup.items()},
                 "builds": self._build.as_dict(),
                 "build_failures": self._build_failures,
+                "first_launches": self._first_launch.as_dict(),
                 "fallbacks": dict(self._fallbacks),
                 "direct_launch": dict(self._direct_launches),
             }
@@ -205,10 +218,19 @@ class _PrometheusCollector:
             lookup.add_metric([outcome], _prom_buckets(hist), sum_value=hist["sum_s"])
         yield lookup
         build = HistogramMetricFamily(
-            "warpforge_cache_build_seconds", "Kernel build (codegen + compile) time on a miss."
+            "warpforge_cache_build_seconds",
+            "Kernel build time on a full registry miss (for blueprints: code generation only).",
         )
         build.add_metric([], _prom_buckets(snap["builds"]), sum_value=snap["builds"]["sum_s"])
         yield build
+        first = HistogramMetricFamily(
+            "warpforge_compiler_first_launch_seconds",
+            "Host time of each specialisation's first launch in a process (Triton compiles or "
+            "loads from its cache there).",
+        )
+        launches = snap["first_launches"]
+        first.add_metric([], _prom_buckets(launches), sum_value=launches["sum_s"])
+        yield first
         failures = CounterMetricFamily(
             "warpforge_cache_build_failures", "Kernel builds that raised an error."
         )
@@ -247,6 +269,11 @@ def record_fallback(reason: str) -> None:
 def record_build(seconds: float, *, ok: bool = True) -> None:
     """Count a build on the process-wide metrics."""
     _DEFAULT.record_build(seconds, ok=ok)
+
+
+def record_first_launch(seconds: float) -> None:
+    """Time a compiled program's first launch on the process-wide metrics."""
+    _DEFAULT.record_first_launch(seconds)
 
 
 def snapshot() -> dict[str, Any]:
