@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from hf_style_norms import LlamaRMSNorm
 from torch import nn
 
 import warpforge.nn.modules as warpforge_norm_modules
@@ -91,23 +92,6 @@ def test_invalid_module_arguments(make, error, match):
 # ---------------------------------------------------------------------------------------------
 
 
-class LlamaStyleRMSNorm(nn.Module):
-    """Hugging Face's ``LlamaRMSNorm`` as written there (nothing imported from transformers):
-    float32 statistics, ``weight * hidden_states.to(input_dtype)``."""
-
-    def __init__(self, hidden_size, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden_size))
-        self.variance_epsilon = eps
-
-    def forward(self, hidden_states):
-        input_dtype = hidden_states.dtype
-        hidden_states = hidden_states.to(torch.float32)
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        return self.weight * hidden_states.to(input_dtype)
-
-
 def rope_reference(q, k, cos, sin):
     def rotate(x):
         half = x.shape[-1] // 2
@@ -130,14 +114,14 @@ class TinyLlama(nn.Module):
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
         self.loss = loss
         self.embed = nn.Embedding(vocab, dim)
-        self.attn_norm = LlamaStyleRMSNorm(dim)
+        self.attn_norm = LlamaRMSNorm(dim)
         self.q_proj = nn.Linear(dim, dim, bias=False)
         self.k_proj = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
         self.v_proj = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
         self.o_proj = nn.Linear(dim, dim, bias=False)
-        self.mlp_norm = LlamaStyleRMSNorm(dim)
+        self.mlp_norm = LlamaRMSNorm(dim)
         self.mlp = SwiGLU(dim, ffn)
-        self.final_norm = LlamaStyleRMSNorm(dim)
+        self.final_norm = LlamaRMSNorm(dim)
         self.lm_head = nn.Linear(dim, vocab, bias=False)
         angles = torch.arange(seq)[:, None] * 10000 ** (
             -torch.arange(0, self.head_dim, 2) / self.head_dim
@@ -210,7 +194,7 @@ def compare_training(device, dtype, steps, rtol, loss, monkeypatch):
         assert isinstance(norm, RMSNorm), (name, type(norm))
         assert norm.weight is weights[name]  # the copy's own parameter, kept
         assert norm.eps == getattr(reference, name).variance_epsilon
-        assert isinstance(getattr(reference, name), LlamaStyleRMSNorm)
+        assert isinstance(getattr(reference, name), LlamaRMSNorm)
     candidate.loss = loss
     gen = torch.Generator().manual_seed(8)
     batches = []

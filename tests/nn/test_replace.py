@@ -4,25 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hf_style_norms import LlamaRMSNorm
 from torch import nn
 
 from warpforge.nn import LayerNorm, PromotedRMSNorm, RMSNorm, replace_modules
-
-
-class LlamaRMSNorm(nn.Module):
-    """Written like Hugging Face's: fp32 statistics, cast back, then scaled by the weight."""
-
-    def __init__(self, hidden_size, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden_size))
-        self.variance_epsilon = eps
-
-    def forward(self, hidden_states):
-        input_dtype = hidden_states.dtype
-        hidden_states = hidden_states.to(torch.float32)
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        return self.weight * hidden_states.to(input_dtype)
 
 
 class GemmaRMSNorm(nn.Module):
