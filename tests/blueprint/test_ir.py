@@ -166,6 +166,51 @@ def test_json_round_trip_is_exact_and_versioned() -> None:
         BlueprintIR.from_json("{")
 
 
+def _bias_gelu_json() -> dict:
+    b = BlueprintBuilder("bg")
+    x = b.input("x", ("B", 8), "float32")
+    bias = b.input("bias", (8,), "float32")
+    b.output("y", b.op("gelu", b.op("add", x, bias), approximate="tanh"))
+    return json.loads(b.build().to_json())
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda d: d.update(schema_version=True), "schema_version True is not supported"),
+        (lambda d: d.update(schema_version=1.0), "schema_version 1.0 is not supported"),
+        (
+            lambda d: d["inputs"][1].update(extra=1),
+            r"inputs\[1\]: malformed entry: expected exactly the keys \['dtype', 'name', 'shape'\]",
+        ),
+        (
+            lambda d: d["inputs"][1].update(shape="AB"),
+            r"inputs\[1\]: malformed entry: shape: expected a list, got str 'AB'",
+        ),
+        (
+            lambda d: d["inputs"][0].update(dtype="float8"),
+            r"inputs\[0\]: malformed entry: dtype: expected one of",
+        ),
+        (
+            lambda d: d["nodes"][1].pop("attrs"),
+            r"nodes\[1\]: malformed entry: expected exactly the keys",
+        ),
+        (lambda d: d["nodes"][0].update(inputs="x"), r"nodes\[0\]: malformed entry: inputs"),
+        (
+            lambda d: d["outputs"].append(3),
+            r"outputs\[1\]: malformed entry: expected an object",
+        ),
+        (lambda d: d.update(nodes={}), "nodes: expected a list, got dict"),
+    ],
+)
+def test_from_json_rejects_malformed_entries_naming_them(damage, message) -> None:  # type: ignore[no-untyped-def]
+    data = _bias_gelu_json()
+    BlueprintIR.from_json(json.dumps(data))  # intact: accepted
+    damage(data)
+    with pytest.raises(BlueprintError, match=message):
+        BlueprintIR.from_json(json.dumps(data))
+
+
 # ------------------------------------------------------------------------------- hashing
 @dataclasses.dataclass
 class RandomGraph:

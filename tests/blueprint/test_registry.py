@@ -234,3 +234,32 @@ def test_registry_rejects_bad_specs() -> None:
         operator("y", kind="row")
     with pytest.raises(ValueError, match="unknown operator 'nope'"):
         registry.get("nope")
+
+
+@pytest.mark.parametrize(
+    ("op", "attrs", "unknown", "allowed"),
+    [
+        ("gelu", {"approximat": "tanh"}, "'approximat'", "'approximate'"),
+        ("softmax", {"axis": -1}, "'axis'", "'dim'"),
+        ("exp", {"scalar": 2.0}, "'scalar'", "no attributes"),
+        ("add", {"scalar": 1.0, "revers": True}, "'revers'", "'scalar', 'reverse'"),
+    ],
+)
+def test_unknown_attributes_of_built_in_operators_are_rejected(
+    op: str, attrs: dict, unknown: str, allowed: str
+) -> None:
+    b = BlueprintBuilder("typo")
+    x = b.input("x", ("B", 8), "float32")
+    b.output("y", b.op(op, x, name="node_with_typo", **attrs))
+    with pytest.raises(ValueError) as caught:
+        b.build()
+    message = str(caught.value)
+    assert "node 'node_with_typo'" in message
+    assert f"unknown attribute(s) {unknown} for operator '{op}'" in message
+    assert f"expected: {allowed}" in message
+
+
+def test_every_built_in_operator_lists_its_attributes() -> None:
+    registry = default_registry()
+    unchecked = [n for n in registry.names() if registry.get(n).attr_names is None]
+    assert unchecked == []

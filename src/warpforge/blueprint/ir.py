@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -355,28 +355,41 @@ class BlueprintIR:
         if not isinstance(data, Mapping):
             raise TypeError(f"blueprint JSON: expected an object, got {describe(data)}")
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
+        # type(...) is int: True and 1.0 compare equal to 1 but are not what to_json writes
+        if type(version) is not int or version != SCHEMA_VERSION:
             raise BlueprintError(
                 f"blueprint JSON: schema_version {version!r} is not supported "
-                f"(this warpforge reads {SCHEMA_VERSION})"
+                f"(this warpforge reads the integer {SCHEMA_VERSION})"
             )
         expected = {"schema_version", "name", "version", "inputs", "nodes", "outputs"}
         if set(data) != expected:
             raise BlueprintError(
                 f"blueprint JSON: expected exactly the keys {sorted(expected)}, got {sorted(data)}"
             )
-        try:
-            inputs = tuple(
-                (item["name"], TensorSchema(tuple(item["shape"]), item["dtype"]))
-                for item in data["inputs"]
-            )
-            nodes = tuple(
-                IRNode(item["name"], item["op"], tuple(item["inputs"]), item["attrs"])
-                for item in data["nodes"]
-            )
-            outputs = tuple((item["name"], item["value"]) for item in data["outputs"])
-        except (KeyError, TypeError) as error:
-            raise BlueprintError(f"blueprint JSON: malformed entry ({error!r})") from None
+        inputs = _json_entries(
+            data,
+            "inputs",
+            ("name", "shape", "dtype"),
+            ("shape",),
+            lambda item: (
+                check_identifier("name", item["name"]),
+                TensorSchema(tuple(item["shape"]), item["dtype"]),
+            ),
+        )
+        nodes = _json_entries(
+            data,
+            "nodes",
+            ("name", "op", "inputs", "attrs"),
+            ("inputs",),
+            lambda item: IRNode(item["name"], item["op"], tuple(item["inputs"]), item["attrs"]),
+        )
+        outputs = _json_entries(
+            data,
+            "outputs",
+            ("name", "value"),
+            (),
+            lambda item: (check_identifier("name", item["name"]), item["value"]),
+        )
         return cls(data["name"], inputs, nodes, outputs, data["version"])
 
     @classmethod
@@ -402,6 +415,39 @@ class BlueprintIR:
             f"BlueprintIR({self.name!r}, inputs={len(self.inputs)}, nodes={len(self.nodes)}, "
             f"outputs={len(self.outputs)})"
         )
+
+
+def _json_entries(
+    data: Mapping[str, Any],
+    section: str,
+    keys: tuple[str, ...],
+    lists: tuple[str, ...],
+    build: Callable[[Mapping[str, Any]], Any],
+) -> tuple[Any, ...]:
+    """``build(entry)`` for each entry of ``data[section]``, each checked to hold exactly
+    ``keys`` (those in ``lists`` being lists); every error names the section and the index."""
+    items = data[section]
+    if not isinstance(items, list):
+        raise BlueprintError(f"blueprint JSON: {section}: expected a list, got {describe(items)}")
+    built = []
+    for index, item in enumerate(items):
+        where = f"blueprint JSON: {section}[{index}]: malformed entry"
+        if not isinstance(item, Mapping):
+            raise BlueprintError(
+                f"{where}: expected an object with the keys {list(keys)}, got {describe(item)}"
+            )
+        if set(item) != set(keys):
+            raise BlueprintError(
+                f"{where}: expected exactly the keys {sorted(keys)}, got {sorted(item)}"
+            )
+        for key in lists:  # tuple() would take a str apart letter by letter
+            if not isinstance(item[key], list):
+                raise BlueprintError(f"{where}: {key}: expected a list, got {describe(item[key])}")
+        try:
+            built.append(build(item))
+        except (TypeError, ValueError) as error:
+            raise BlueprintError(f"{where}: {error}") from None
+    return tuple(built)
 
 
 def _sha(text: str) -> str:

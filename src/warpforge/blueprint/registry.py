@@ -82,6 +82,9 @@ class OperatorSpec:
     """Attributes holding shapes whose entries may name symbolic dims (reshape's ``shape``):
     bound to sizes before the reference runs, and hashed by which dims share a symbol, as input
     shapes are, so renaming a symbol keeps the canonical hash and swapping two changes it."""
+    attr_names: tuple[str, ...] | None = None
+    """Every attribute the operator takes; others are rejected by :meth:`infer_schema` (a typo
+    such as ``approximat`` would otherwise be ignored and the default used). None: unchecked."""
 
     def infer_schema(
         self, inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]
@@ -90,6 +93,14 @@ class OperatorSpec:
         if not low <= len(inputs) <= high:
             expected = str(low) if low == high else f"{low} to {high}"
             raise ValueError(f"expected {expected} input(s), got {len(inputs)}")
+        if self.attr_names is not None:
+            unknown = sorted(set(attrs) - set(self.attr_names))
+            if unknown:
+                allowed = ", ".join(repr(n) for n in self.attr_names) or "no attributes"
+                raise ValueError(
+                    f"unknown attribute(s) {', '.join(repr(n) for n in unknown)} for operator "
+                    f"{self.name!r}; expected: {allowed}"
+                )
         return self.infer(inputs, attrs)
 
 
@@ -298,7 +309,16 @@ def _binary(name: str, symbol: str, torch_fn: Callable[..., torch.Tensor]) -> No
         return out
 
     _DEFAULT.register(
-        OperatorSpec(name, "pointwise", infer, reference, code, grad=_GRADS.get(name), arity=(1, 2))
+        OperatorSpec(
+            name,
+            "pointwise",
+            infer,
+            reference,
+            code,
+            grad=_GRADS.get(name),
+            arity=(1, 2),
+            attr_names=("scalar", "reverse"),
+        )
     )
 
 
@@ -311,6 +331,7 @@ def _unary(name: str, torch_fn: Callable[..., torch.Tensor], code_fn: Callable[[
             lambda x: torch_fn(x),
             lambda args, attrs: code_fn(args[0]),
             grad=_GRADS.get(name),
+            attr_names=(),
         )
     )
 
@@ -485,12 +506,37 @@ _unary("silu", torch.nn.functional.silu, lambda a: f"({a} * {_sigmoid_code(a)})"
 _unary("sigmoid", torch.sigmoid, _sigmoid_code)
 # tanh(a) = 2 * sigmoid(2a) - 1 (tl.tanh is not in every Triton release we support).
 _unary("tanh", torch.tanh, lambda a: f"(2.0 * {_sigmoid_code('2.0 * ' + a)} - 1.0)")
-_DEFAULT.register(OperatorSpec("gelu", "pointwise", _infer_gelu, _gelu_reference, _gelu_code))
-_DEFAULT.register(OperatorSpec("clamp", "pointwise", _infer_clamp, _clamp_reference, _clamp_code))
 _DEFAULT.register(
-    OperatorSpec("where", "pointwise", _infer_where, _where_reference, _where_code, arity=(2, 3))
+    OperatorSpec(
+        "gelu",
+        "pointwise",
+        _infer_gelu,
+        _gelu_reference,
+        _gelu_code,
+        attr_names=("approximate",),
+    )
 )
-_DEFAULT.register(OperatorSpec("cast", "pointwise", _infer_cast, _cast_reference, _cast_code))
+_DEFAULT.register(
+    OperatorSpec(
+        "clamp", "pointwise", _infer_clamp, _clamp_reference, _clamp_code, attr_names=("min", "max")
+    )
+)
+_DEFAULT.register(
+    OperatorSpec(
+        "where",
+        "pointwise",
+        _infer_where,
+        _where_reference,
+        _where_code,
+        arity=(2, 3),
+        attr_names=("other",),
+    )
+)
+_DEFAULT.register(
+    OperatorSpec(
+        "cast", "pointwise", _infer_cast, _cast_reference, _cast_code, attr_names=("dtype",)
+    )
+)
 
 
 # ------------------------------------------------------------------------------------ row ops
@@ -526,7 +572,11 @@ def _reduce(name: str, torch_fn: Callable[..., torch.Tensor], code: Callable[...
         return torch_fn(x, dim=dim, keepdim=keepdim)
 
     grad = _g_sum if name == "sum" else None
-    _DEFAULT.register(OperatorSpec(name, "row", _infer_reduce, reference, code, grad=grad))
+    _DEFAULT.register(
+        OperatorSpec(
+            name, "row", _infer_reduce, reference, code, grad=grad, attr_names=("dim", "keepdim")
+        )
+    )
 
 
 _reduce("sum", torch.sum, lambda e, args, attrs: e.row_sum(args[0]))
@@ -669,11 +719,18 @@ _DEFAULT.register(
         _expand_like_reference,
         lambda args, attrs: f"({args[0]} + tl.zeros_like({args[1]}))",
         arity=(2, 2),
+        attr_names=(),
     )
 )
 _DEFAULT.register(
     OperatorSpec(
-        "softmax", "row", _infer_row_same, _softmax_reference, _softmax_code, grad=_g_softmax
+        "softmax",
+        "row",
+        _infer_row_same,
+        _softmax_reference,
+        _softmax_code,
+        grad=_g_softmax,
+        attr_names=("dim",),
     )
 )
 _DEFAULT.register(
@@ -685,6 +742,7 @@ _DEFAULT.register(
         _layer_norm_code,
         grad=_g_layer_norm,
         arity=(1, 3),
+        attr_names=("eps",),
     )
 )
 _DEFAULT.register(
@@ -696,6 +754,7 @@ _DEFAULT.register(
         _rms_norm_code,
         grad=_g_rms_norm,
         arity=(1, 2),
+        attr_names=("eps",),
     )
 )
 
@@ -736,8 +795,12 @@ def _linear_reference(
     return torch.nn.functional.linear(x, w, b)
 
 
-_DEFAULT.register(OperatorSpec("matmul", "matmul", _infer_matmul, torch.matmul, arity=(2, 2)))
-_DEFAULT.register(OperatorSpec("linear", "matmul", _infer_linear, _linear_reference, arity=(2, 3)))
+_DEFAULT.register(
+    OperatorSpec("matmul", "matmul", _infer_matmul, torch.matmul, arity=(2, 2), attr_names=())
+)
+_DEFAULT.register(
+    OperatorSpec("linear", "matmul", _infer_linear, _linear_reference, arity=(2, 3), attr_names=())
+)
 
 
 # ------------------------------------------------------------------------------------ layout
@@ -824,14 +887,31 @@ def _infer_concat(inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]) -> T
 
 
 _DEFAULT.register(
-    OperatorSpec("reshape", "layout", _infer_reshape, _reshape_reference, shape_attrs=("shape",))
-)
-_DEFAULT.register(
-    OperatorSpec("permute", "layout", _infer_permute, lambda x, dims: x.permute(*dims))
+    OperatorSpec(
+        "reshape",
+        "layout",
+        _infer_reshape,
+        _reshape_reference,
+        shape_attrs=("shape",),
+        attr_names=("shape",),
+    )
 )
 _DEFAULT.register(
     OperatorSpec(
-        "transpose", "layout", _infer_transpose, lambda x, dim0, dim1: x.transpose(dim0, dim1)
+        "permute",
+        "layout",
+        _infer_permute,
+        lambda x, dims: x.permute(*dims),
+        attr_names=("dims",),
+    )
+)
+_DEFAULT.register(
+    OperatorSpec(
+        "transpose",
+        "layout",
+        _infer_transpose,
+        lambda x, dim0, dim1: x.transpose(dim0, dim1),
+        attr_names=("dim0", "dim1"),
     )
 )
 _DEFAULT.register(
@@ -841,6 +921,7 @@ _DEFAULT.register(
         _infer_concat,
         lambda *xs, dim=0: torch.cat(xs, dim=dim),
         arity=(1, 64),
+        attr_names=("dim",),
     )
 )
 
@@ -859,5 +940,12 @@ def _sum_to_reference(x: torch.Tensor, shape: Sequence[Any]) -> torch.Tensor:
 
 # Used by generated backward graphs to undo broadcasting (runs as a PyTorch op).
 _DEFAULT.register(
-    OperatorSpec("sum_to", "layout", _infer_sum_to, _sum_to_reference, shape_attrs=("shape",))
+    OperatorSpec(
+        "sum_to",
+        "layout",
+        _infer_sum_to,
+        _sum_to_reference,
+        shape_attrs=("shape",),
+        attr_names=("shape",),
+    )
 )
