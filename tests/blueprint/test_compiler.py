@@ -40,6 +40,22 @@ def _inputs(rows: int = 5) -> list[torch.Tensor]:
     return [torch.randn(rows, 24, device=DEVICE), torch.randn(24, device=DEVICE)]
 
 
+def _run_child(script: str, ir, cache: Path) -> subprocess.CompletedProcess:  # type: ignore[no-untyped-def]
+    """Run ``script`` in a new Python process with the blueprint's JSON on stdin and ``cache``
+    as its cache directory; it must succeed."""
+    env = {**os.environ, "PYTHONPATH": str(SRC), "WARPFORGE_CACHE_DIR": str(cache)}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=ir.to_json(),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_compile_runs_kernels_and_caches_the_module() -> None:
     ir = _bias_gelu()
     module = warpforge.compile(ir)
@@ -86,16 +102,7 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 out = warpforge.compile(ir, strict=True)(torch.randn(3, 24, device=device), torch.randn(24, device=device))
 print(json.dumps({"snapshot": default_metrics().snapshot(), "shape": list(out.shape)}))
 """
-    env = {**os.environ, "PYTHONPATH": str(SRC), "WARPFORGE_CACHE_DIR": str(fresh_blueprint_cache)}
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        input=ir.to_json(),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _run_child(script, ir, fresh_blueprint_cache)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["shape"] == [3, 24]
     assert result["snapshot"]["hits"]["disk"] == 1
@@ -128,16 +135,7 @@ module(torch.randn(3, 24, device=device), torch.randn(24, device=device))
 (program,) = module._programs.values()
 print(program.module.__file__)
 """
-    env = {**os.environ, "PYTHONPATH": str(SRC), "WARPFORGE_CACHE_DIR": str(fresh_blueprint_cache)}
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        input=ir.to_json(),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    done = _run_child(script, ir, fresh_blueprint_cache)
     child = Path(done.stdout.strip().splitlines()[-1])
     assert child.parent.parent == modules and child.parent != own.parent
     assert not child.parent.exists()  # removed when the child exited

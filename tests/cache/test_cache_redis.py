@@ -57,15 +57,19 @@ def test_redis_hit_is_copied_to_disk_and_memory(redis_server, tmp_path):
     assert fresh.metrics.snapshot()["hits"]["disk"] == 1 and fresh.redis.errors == 0
 
 
-def test_corrupted_value_is_deleted_and_reported_as_miss(redis_server):
+def _stored_entry(redis_server):
+    """A tier with entry "a" stored: (metrics, tier, key, a raw client, the entry's Redis key)."""
     import redis
 
     metrics = CacheMetrics()
     tier = RedisTier(redis_server.url, metrics=metrics)
     key = make_key("a")
     tier.put(key, make_artifact("a"))
-    client = redis.Redis.from_url(redis_server.url)
-    raw_key = tier.prefix + key.digest()
+    return metrics, tier, key, redis.Redis.from_url(redis_server.url), tier.prefix + key.digest()
+
+
+def test_corrupted_value_is_deleted_and_reported_as_miss(redis_server):
+    metrics, tier, key, client, raw_key = _stored_entry(redis_server)
     blob = bytearray(client.get(raw_key))
     blob[-10] ^= 0x01
     client.set(raw_key, bytes(blob))
@@ -78,14 +82,7 @@ def test_corrupted_value_is_deleted_and_reported_as_miss(redis_server):
 
 
 def test_a_value_of_the_older_manifest_format_is_deleted_without_counting(redis_server):
-    import redis
-
-    metrics = CacheMetrics()
-    tier = RedisTier(redis_server.url, metrics=metrics)
-    key = make_key("a")
-    tier.put(key, make_artifact("a"))
-    client = redis.Redis.from_url(redis_server.url)
-    raw_key = tier.prefix + key.digest()
+    metrics, tier, key, client, raw_key = _stored_entry(redis_server)
     blob = client.get(raw_key)
     end = 12 + int.from_bytes(blob[4:12], "big")
     manifest = json.loads(blob[12:end])
