@@ -3,7 +3,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -192,18 +191,26 @@ def test_one_database_query_per_kernel_however_many_shapes(
     assert lookup._db.queries == queries_after_open
 
 
-def test_cached_lookup_p99_is_under_a_millisecond(sqlite_url: str, kernel, tmp_path: Path) -> None:
+def test_repeated_lookups_are_answered_from_the_cache(
+    sqlite_url: str, kernel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Speed is shown by the benchmarks; here only that a repeated lookup does no work: it neither
+    # resolves again nor asks the database.
     _store(sqlite_url, kernel, 1024, {"BLOCK": 128, "num_warps": 4, "unroll": 2})
     lookup = ConfigLookup(database_url=sqlite_url, shipped_dir=tmp_path)
+    resolved = []
+    original = ConfigLookup._resolve
+    monkeypatch.setattr(
+        ConfigLookup,
+        "_resolve",
+        lambda self, *args: resolved.append(args) or original(self, *args),
+    )
     features = {"N": 1024, "dtype": "float32"}
-    lookup.config_for(kernel.name, features, DEFAULT, device="cpu")
-    samples = []
-    for _ in range(2000):
-        t0 = time.perf_counter()
-        lookup.config_for(kernel.name, features, DEFAULT, device="cpu")
-        samples.append(time.perf_counter() - t0)
-    samples.sort()
-    assert samples[int(0.99 * len(samples))] < 1e-3
+    first = lookup.config_for(kernel.name, features, DEFAULT, device="cpu")
+    queries = lookup._db.queries
+    for _ in range(50):
+        assert lookup.config_for(kernel.name, features, DEFAULT, device="cpu") == first
+    assert len(resolved) == 1 and lookup.db_queries == 1 and lookup._db.queries == queries
 
 
 def test_returned_configs_are_copies(sqlite_url: str, kernel, tmp_path: Path) -> None:
