@@ -211,6 +211,34 @@ def test_record_trial_validates(sqlite_url: str) -> None:
             db.trials(limit=0)
 
 
+@pytest.mark.parametrize(
+    ("trial", "error", "message"),
+    [
+        (Trial({"b": 1}, "ok", float("nan")), ValueError, "median_s.*nan"),
+        (Trial({"b": 1}, "ok", float("inf")), ValueError, "median_s.*inf"),
+        (Trial({"b": 1}, "ok", -1e-5), ValueError, "median_s.*> 0.*-1e-05"),
+        (Trial({"b": 1}, "ok", 0.0), ValueError, "median_s.*> 0"),
+        (Trial({"b": 1}, "ok", "1e-5"), TypeError, "median_s.*number.*str"),
+        (Trial({"b": 1}, "ok", True), TypeError, "median_s"),
+        (Trial({"b": 1}, "ok", 1e-5, float("nan"), 2e-5), ValueError, "ci_low_s"),
+        (Trial({"b": 1}, "ok", 1e-5, -1.0, 2e-5), ValueError, "ci_low_s"),
+        (Trial({"b": 1}, "ok", 1e-5, 1e-6, float("inf")), ValueError, "ci_high_s"),
+        (Trial({"b": 1}, "incorrect", float("nan")), ValueError, "median_s"),
+    ],
+)
+def test_record_trial_refuses_impossible_times(
+    db_url: str, trial: Trial, error: type, message: str
+) -> None:
+    with PerfDatabase(db_url) as db:
+        _record(db, Trial({"b": 0}, "ok", 1e-4))
+        with pytest.raises(error, match=message):
+            _record(db, trial)
+        # Nothing half-written, and the problem keeps its real best.
+        assert db.count_trials(kernel="k") == 1
+        best = db.best("k", "h1", "dev/sm_90", FEATURES)
+        assert best is not None and best.config == {"b": 0}
+
+
 # -- two processes at once --------------------------------------------------------------------
 TRIALS_PER_WORKER = 60
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import math
 import os
 import socket
 import sqlite3
@@ -244,6 +245,20 @@ def _enable_wal(conn: sqlite3.Connection, attempts: int = 50) -> None:
             time.sleep(0.02 * (attempt + 1))
 
 
+def check_time(name: str, value: object, *, positive: bool = True) -> float | None:
+    """``value`` as a stored time in seconds: ``None``, or a finite number > 0 (``>= 0`` when not
+    ``positive``). NaN broke SQLite (stored as NULL, so the NOT NULL best row failed) and a time
+    <= 0 would become a problem's unbeatable best; both are refused before anything is written."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name}: expected a time in seconds (a number), got {describe(value)}")
+    if not math.isfinite(value) or value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name}: expected a finite time in seconds {bound}, got {value!r}")
+    return float(value)
+
+
 class PerfDatabase:
     """A connection to the performance database (one per process or thread).
 
@@ -423,6 +438,10 @@ class PerfDatabase:
                 raise ValueError(f"{name}: expected a non-empty string, got {value!r}")
         if not isinstance(features, Mapping):
             raise TypeError(f"features: expected a mapping, got {describe(features)}")
+        check_time("trial.median_s", trial.median_s)
+        # A bootstrap bound is a median of samples, so it may only be 0 when a sample was.
+        check_time("trial.ci_low_s", trial.ci_low_s, positive=False)
+        check_time("trial.ci_high_s", trial.ci_high_s, positive=False)
         features_json = canonical_json(features)
         config_json = canonical_json(trial.config)
         when = created_at or _now()
