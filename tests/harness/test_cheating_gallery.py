@@ -54,6 +54,11 @@ STATIC_GALLERY = [
     ("disguised_torch_op", "audit-dynamic-code"),
     ("vendor_library", "audit-vendor-library"),
     ("public_seed", "audit-torch-op"),
+    ("alias_patch", "audit-patching"),
+    ("module_attribute", "audit-introspection"),
+    ("module_attribute", "audit-harness-access"),
+    ("numpy_host", "audit-torch-op"),
+    ("identity_cache", "audit-introspection"),
 ]
 
 HONEST = [("honest_scale", "ref_scale"), ("honest_linear", "ref_linear")]

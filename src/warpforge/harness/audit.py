@@ -63,6 +63,12 @@ _VENDOR_MODULES = ("ctypes", "cffi", "cupy", "pycuda", "cuda", "cutlass", "nvmat
                    "cudnn", "torch.backends", "torch._C", "torch.ops", "torch.utils._python_dispatch",
                    "torch.library")  # fmt: skip
 _TIMER_MODULES = ("time", "timeit")
+# modules other modules commonly hold as attributes (logging.sys, logging.os, json.threading...)
+_REACHABLE_MODULES = frozenset(
+    {"sys", "os", "threading", "_thread", "multiprocessing", "subprocess", "signal", "time",
+     "timeit", "gc", "inspect", "builtins", "importlib", "ctypes", "weakref", "traceback",
+     "types", "pickle", "asyncio", "runpy"}
+)  # fmt: skip
 _FORBIDDEN_BUILTINS = {
     "__import__": Reason.AUDIT_DYNAMIC_CODE,
     "eval": Reason.AUDIT_DYNAMIC_CODE,
@@ -72,6 +78,7 @@ _FORBIDDEN_BUILTINS = {
     "locals": Reason.AUDIT_INTROSPECTION,
     "vars": Reason.AUDIT_INTROSPECTION,
     "open": Reason.AUDIT_INTROSPECTION,
+    "id": Reason.AUDIT_INTROSPECTION,  # keys results on object identity: a replay cache
 }
 _INTROSPECTION_ATTRS = frozenset(
     {"__dict__", "__globals__", "__closure__", "__code__", "__subclasses__", "__builtins__",
@@ -214,7 +221,19 @@ class _Auditor(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
             self._check_assign_target(target)
+        # `T = torch` or `Tns = torch.Tensor`: the name is the module (or its attribute) from
+        # here on, so `T.equal = ...` patches torch as surely as `torch.equal = ...`
+        value = (
+            self.resolve(node.value) if isinstance(node.value, ast.Name | ast.Attribute) else None
+        )
+        if value is not None and value.split(".")[0] in self._imported_roots():
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self.aliases[target.id] = value
         self.generic_visit(node)
+
+    def _imported_roots(self) -> set[str]:
+        return {full.split(".")[0] for full in self.aliases.values()}
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._check_assign_target(node.target)
@@ -228,6 +247,12 @@ class _Auditor(ast.NodeVisitor):
         if node.attr in _INTROSPECTION_ATTRS:
             self.flag(Reason.AUDIT_INTROSPECTION, node, f"accesses .{node.attr}")
         full = self.resolve(node) or ""
+        # a module another module imported (`logging.sys`, `logging.os`, `json.threading`):
+        # the same reach as importing it, so the same rule
+        if full.count(".") >= 1 and isinstance(node.value, ast.Name | ast.Attribute):
+            owner = self.resolve(node.value) or ""
+            if owner.split(".")[0] in self._imported_roots() and node.attr in _REACHABLE_MODULES:
+                self._check_module(node.attr, node)
         if (
             node.attr in _STREAM_ATTRS
             and full.startswith("torch.")
@@ -239,6 +264,12 @@ class _Auditor(ast.NodeVisitor):
         lowered = node.attr.lower()
         if any(word in lowered for word in _VENDOR_WORDS) and not self.policy.allow_vendor:
             self.flag(Reason.AUDIT_VENDOR, node, f"accesses {node.attr}: vendor library")
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        key = node.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str) and "harness" in key.value:
+            self.flag(Reason.AUDIT_HARNESS_ACCESS, node, f"indexes with {key.value!r}")
         self.generic_visit(node)
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
@@ -280,6 +311,17 @@ class _Auditor(ast.NodeVisitor):
         full = self.resolve(func) if isinstance(func, ast.Attribute | ast.Name) else None
         if full is not None:
             self._check_torch_call(full, node)
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "numpy"
+            and not self._exempt_depth
+            and not self.policy.allow_torch
+        ):
+            self.flag(
+                Reason.AUDIT_TORCH_OP,
+                node,
+                "calls .numpy(): computes on the host, outside the kernel",
+            )
         if (
             isinstance(func, ast.Attribute)
             and not self._exempt_depth
