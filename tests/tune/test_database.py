@@ -60,6 +60,23 @@ def test_best_is_the_fastest_correct_trial(db_url: str) -> None:
         assert [t.config for t in db.trials(status="ok", limit=2)] == [{"b": 1}, {"b": 2}]
 
 
+@pytest.mark.parametrize("order", [(9, 10, 2), (2, 10, 9), (10, 9, 2)])
+def test_equal_medians_go_to_the_smallest_config_json_in_any_order(
+    db_url: str, order: tuple[int, ...]
+) -> None:
+    from warpforge.tune.lookup import _stored_problems
+
+    # '{"b":10}' < '{"b":2}' < '{"b":9}' as text: the rule is the JSON's, not the numbers'.
+    with PerfDatabase(db_url) as db:
+        _record(db, Trial({"b": 1}, "ok", 2e-5))
+        for b in order:
+            _record(db, Trial({"b": b}, "ok", 1e-5))
+        best = db.best("k", "h1", "dev/sm_90", FEATURES)
+        (problem,) = _stored_problems(db.measured_configs(kernel="k", device="dev/sm_90"), "d")
+    assert best is not None and best.config == {"b": 10}
+    assert problem.config == best.config  # the lookup picks what best_configs keeps
+
+
 def test_feature_order_does_not_matter(db_url: str) -> None:
     with PerfDatabase(db_url) as db:
         _record(db, Trial({"b": 1}, "ok", 1e-5), features={"dtype": "float16", "N": 4096})

@@ -110,11 +110,11 @@ def test_export_ships_the_fastest_measured_configs_with_their_relative_speed(
 def test_export_lists_the_entry_config_first_when_another_config_tied_its_time(
     tmp_path: Path, db_url: str
 ) -> None:
-    # The stored best is the first config to reach the fastest time; a later one timed the same
-    # (coarse timers on the CPU) sorts before it by its config, yet must not lead the evidence.
+    # Equal times (coarse timers on the CPU) go to the smallest config JSON whatever the order
+    # they were stored in ('{"B":10}' < '{"B":9}'), and the entry's own config leads its evidence.
     path = tmp_path / "configs.json"
     with PerfDatabase(db_url) as db:
-        for b in (7, 1, 3):
+        for b in (9, 10, 3):
             db.record_trial(
                 kernel="kx",
                 source_hash="h",
@@ -124,11 +124,12 @@ def test_export_lists_the_entry_config_first_when_another_config_tied_its_time(
             )
         export_shipped("kx", path, database=db)
     (entry,) = json.loads(path.read_text())["kernels"]["kx"]
-    assert entry["config"] == {"B": 7}
+    assert entry["config"] == {"B": 10}
     assert entry["measured"] == [
-        {"config": {"B": 7}, "relative": 1.0},
-        {"config": {"B": 1}, "relative": 1.0},
+        {"config": {"B": 10}, "relative": 1.0},
+        {"config": {"B": 9}, "relative": 1.0},
     ]
+    assert read_shipped(path)["kx"][0].evidence()[0] == ({"B": 10}, 1.0)
 
 
 def test_version_1_files_still_load_as_their_best_alone(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from warpforge.tune.consensus import NEIGHBOURS, Neighbour, consensus_config, top_evidence
-from warpforge.tune.space import ConfigSpace
+from warpforge.tune.space import ConfigSpace, config_key
 from warpforge.tune.transfer import Transfer
 from warpforge.tune.tunable import TunableKernel, device_fingerprint, dtype_name, find_tunable
 from warpforge.validation import check_choice, describe
@@ -157,13 +157,14 @@ def shipped_directory() -> Path:
 
 def _stored_problems(records: Iterable[Any], device: str) -> list[StoredConfig]:
     """Measured configs (:class:`~warpforge.tune.database.MeasuredRecord`) grouped per problem:
-    its best, and every config with its relative speed, fastest first."""
+    its best, and every config with its relative speed, fastest first. Equal medians go to the
+    smallest canonical config JSON, the rule ``best_configs`` keeps, so both answer alike."""
     grouped: dict[tuple[str, str], list[Any]] = {}
     for record in records:
         grouped.setdefault((record.source_hash, repr(_key(record.features))), []).append(record)
     problems = []
     for group in grouped.values():
-        group.sort(key=lambda r: r.median_s)
+        group.sort(key=lambda r: (r.median_s, config_key(r.config)))
         best = group[0]
         if best.median_s <= 0:
             continue

@@ -119,7 +119,8 @@ class SearchResult:
     @property
     def best(self) -> Trial | None:
         good = [t for t in self.trials if t.ok and t.median_s is not None]
-        return min(good, key=lambda t: t.median_s) if good else None  # type: ignore[arg-type,return-value]
+        # Ties go to the smallest config JSON, as in the database's best_configs.
+        return min(good, key=lambda t: (t.median_s, config_key(t.config))) if good else None  # type: ignore[arg-type,return-value]
 
 
 @dataclass
