@@ -257,3 +257,16 @@ def test_bench_verify_only_checks_without_timing(tmp_path: Path, monkeypatch) ->
                  str(CHEATS / "honest_scale.py")],
     )  # fmt: skip
     assert pair.exit_code == 2 and "--verify-only" in pair.output
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "value"),
+    [("bench", "--max-time", "0"), ("bench", "--max-time", "nan"), ("verify", "--timeout", "nan"),
+     ("verify", "--timeout", "-1")],
+)  # fmt: skip
+def test_seconds_options_must_be_finite_and_positive(command: str, option: str, value: str) -> None:
+    """A usage error (exit 2 naming the option), not a traceback deep in timing (exit 1)."""
+    pair = [str(CHEATS / "ref_scale.py"), str(CHEATS / "honest_scale.py")]
+    done = CliRunner().invoke(_app(), [command, *pair, option, value])
+    assert done.exit_code == 2, done.output
+    assert option in done.output and "finite number of seconds > 0" in done.output

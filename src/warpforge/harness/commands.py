@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +38,13 @@ def _resolve_loader(loader: str | ProblemLoader) -> ProblemLoader:
         return getattr(importlib.import_module(module), attr)()
 
     return load
+
+
+def _positive_seconds(value: float) -> float:
+    """A typer callback: seconds must be a finite number > 0 (NaN passes a plain range check)."""
+    if not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"expected a finite number of seconds > 0, got {value!r}")
+    return value
 
 
 def _fail_usage(message: str) -> None:
@@ -118,7 +126,9 @@ def register(
         ),
         candidate: Path = typer.Argument(..., help="Candidate file (ModelNew)."),
         trials: int = typer.Option(5, "--trials", min=5, help="Correctness trials (fresh seeds)."),
-        timeout: float = typer.Option(300.0, "--timeout", help="Seconds per candidate call."),
+        timeout: float = typer.Option(
+            300.0, "--timeout", help="Seconds per candidate call.", callback=_positive_seconds
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
         allow_torch: bool = ALLOW_TORCH,
         allow_vendor: bool = ALLOW_VENDOR,
@@ -176,7 +186,9 @@ def register(
         out: Path | None = typer.Option(
             None, "--out", help="JSON report path (default ./warpforge-results/)."
         ),
-        max_time: float = typer.Option(2.0, "--max-time", help="Timing budget per row, seconds."),
+        max_time: float = typer.Option(
+            2.0, "--max-time", help="Timing budget per row, seconds.", callback=_positive_seconds
+        ),
         warm: bool = typer.Option(
             False, "--warm", help="Do not flush L2 before each call (says so)."
         ),
@@ -287,7 +299,9 @@ def register(
         out: Path | None = typer.Option(
             None, "--out", help="JSON report path (default ./warpforge-results/)."
         ),
-        max_time: float = typer.Option(2.0, "--max-time", help="Timing budget per pair, seconds."),
+        max_time: float = typer.Option(
+            2.0, "--max-time", help="Timing budget per pair, seconds.", callback=_positive_seconds
+        ),
         trials: int = typer.Option(5, "--trials", min=5, help="Correctness trials per pair."),
         no_ceilings: bool = typer.Option(
             False, "--no-ceilings", help="Skip the speed-of-light check."
