@@ -262,7 +262,7 @@ def test_bench_verify_only_checks_without_timing(tmp_path: Path, monkeypatch) ->
 @pytest.mark.parametrize(
     ("command", "option", "value"),
     [("bench", "--max-time", "0"), ("bench", "--max-time", "nan"), ("verify", "--timeout", "nan"),
-     ("verify", "--timeout", "-1")],
+     ("verify", "--timeout", "-1"), ("bench", "--timeout", "0")],
 )  # fmt: skip
 def test_seconds_options_must_be_finite_and_positive(command: str, option: str, value: str) -> None:
     """A usage error (exit 2 naming the option), not a traceback deep in timing (exit 1)."""

@@ -199,6 +199,12 @@ def register(
             help="Built-in problems: every correctness check, no timing (no baselines built).",
         ),
         trials: int = typer.Option(5, "--trials", min=5, help="Correctness trials per row."),
+        timeout: float = typer.Option(
+            300.0,
+            "--timeout",
+            help="A pair: seconds per candidate call, and for the whole timing step.",
+            callback=_positive_seconds,
+        ),
         no_ceilings: bool = typer.Option(
             False, "--no-ceilings", help="Skip the speed-of-light check."
         ),
@@ -232,6 +238,7 @@ def register(
             try:
                 options = VerifyOptions(
                     trials=trials,
+                    timeout_s=timeout,
                     policy=_policy(allow_torch, allow_vendor, allow_fallback, allow_streams),
                 )
                 row = bench_mod.bench_pair(
