@@ -165,3 +165,50 @@ def test_a_problems_evidence_always_holds_its_best() -> None:
     without_best = StoredConfig({"N": 1}, best, "h", "d", 1.0, "shipped", ((other, 0.9),))
     assert without_best.evidence() == ((best, 1.0), (other, 0.9))
     assert StoredConfig({"N": 1}, best, "h", "d", 1.0, "shipped").evidence() == ((best, 1.0),)
+
+
+def test_a_config_that_failed_on_a_neighbour_is_never_chosen() -> None:
+    fast = Neighbour(1.0, [({"c": "a"}, 1.0), ({"c": "b"}, 0.95)])
+    wrong_there = Neighbour(1.0, [({"c": "b"}, 1.0)], failed=[{"c": "a"}])
+    choice = consensus_config([fast, wrong_there], _identity, _identity)
+    assert choice is not None and choice.config == {"c": "b"}
+    # also when only its carried form at the target matches
+    renamed = Neighbour(1.0, [({"c": "b"}, 1.0)], failed=[{"c": "a-there"}])
+
+    def forward(i: int, config: Mapping[str, object]) -> dict[str, object]:
+        return {"c": "a"} if config["c"] == "a-there" else dict(config)
+
+    choice = consensus_config([fast, renamed], forward, _identity)
+    assert choice is not None and choice.config == {"c": "b"}
+
+
+def test_the_lookup_skips_configs_that_failed_on_the_neighbours(
+    sqlite_url: str, kernel, tmp_path: Path
+) -> None:
+    # X is fastest at N=1024; at N=4096 and N=65536 it gave wrong results. Y ran correctly on all.
+    with PerfDatabase(sqlite_url) as db:
+        for n, config, status, median in (
+            (1024, X, "ok", 1.00e-5),
+            (1024, Y, "ok", 1.05e-5),
+            (4096, X, "incorrect", None),
+            (4096, Y, "ok", 4.0e-5),
+            (65536, X, "error", None),
+            (65536, Y, "ok", 1.0e-4),
+        ):
+            db.record_trial(
+                kernel=kernel.name,
+                source_hash=kernel.source_hash,
+                device=CPU,
+                features={"N": n, "dtype": "float32"},
+                trial=Trial(config, status, median, error=None if status == "ok" else "wrong"),
+            )
+    lookup = ConfigLookup(database_url=sqlite_url, shipped_dir=tmp_path)
+    target = {"N": 512, "dtype": "float32"}
+    assert lookup.config_for(kernel.name, target, DEFAULT, device="cpu") == Y
+    assert "consensus" in lookup.origin(kernel.name, target, device="cpu")
+    assert lookup.starting_configs(kernel.name, target, device="cpu")[0] == Y
+    # the exact problem's own best is still its own (it never failed there)
+    assert lookup.config_for(kernel.name, {"N": 1024, "dtype": "float32"}, DEFAULT) == X
+    with PerfDatabase(sqlite_url, create=False, migrate=False) as opened:
+        opening = opened.queries  # what checking the schema costs
+    assert lookup.db_queries == 1 and lookup._db.queries == opening + 1  # failures in that query

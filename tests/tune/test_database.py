@@ -77,6 +77,24 @@ def test_equal_medians_go_to_the_smallest_config_json_in_any_order(
     assert problem.config == best.config  # the lookup picks what best_configs keeps
 
 
+def test_measured_configs_can_flag_the_configs_that_failed(db_url: str) -> None:
+    import math
+
+    with PerfDatabase(db_url) as db:
+        _record(db, Trial({"b": 1}, "ok", 2e-5))
+        _record(db, Trial({"b": 1}, "incorrect", error="off"))  # flaky: ok once, wrong once
+        _record(db, Trial({"b": 2}, "ok", 1e-5))
+        _record(db, Trial({"b": 3}, "error", error="OutOfResources"))
+        plain = db.measured_configs(kernel="k", device="dev/sm_90")
+        flagged = db.measured_configs(kernel="k", device="dev/sm_90", include_failed=True)
+    assert [(m.config, m.failed) for m in plain] == [({"b": 1}, False), ({"b": 2}, False)]
+    assert [(m.config, m.median_s, m.failed) for m in flagged] == [
+        ({"b": 1}, 2e-5, True),
+        ({"b": 2}, 1e-5, False),
+        ({"b": 3}, math.inf, True),
+    ]
+
+
 def test_feature_order_does_not_matter(db_url: str) -> None:
     with PerfDatabase(db_url) as db:
         _record(db, Trial({"b": 1}, "ok", 1e-5), features={"dtype": "float16", "N": 4096})

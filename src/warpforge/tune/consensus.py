@@ -14,7 +14,8 @@ config's time), so the lookup asks the ``k`` nearest problems together:
    :data:`EVIDENCE_MIN_RELATIVE` of its best's speed);
 2. a neighbour's weight is ``1 / distance`` (log2 sizes, :func:`warpforge.tune.lookup.feature_distance`);
    a config is a candidate when the neighbours that measured it hold at least half the total weight;
-3. the chosen config has the highest weighted geometric mean of its relative speeds over the
+3. a config that failed (incorrect or an error) on any of the neighbours asked is never chosen;
+4. the chosen config has the highest weighted geometric mean of its relative speeds over the
    neighbours that measured it (ties: the larger support, then the nearest neighbour's order).
 
 No timing happens here: it only reads stored measurements. With one neighbour, or neighbours
@@ -53,6 +54,8 @@ class Neighbour:
     distance: float
     measured: Sequence[tuple[Mapping[str, object], float]]
     """(config, relative speed: the problem's best time / this config's time, in (0, 1])."""
+    failed: Sequence[Mapping[str, object]] = ()
+    """Configs that were incorrect or errored on this problem."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,16 @@ def consensus_config(
         return None
     weights = [1.0 / max(n.distance, _MIN_DISTANCE) for n in neighbours]
     total = sum(weights)
+    # A config one neighbour saw fail (wrong results, a launch error) is never chosen, however
+    # fast the others found it: its failure may well repeat on the target. Excluded as measured
+    # and as carried to the target.
+    excluded: set[str] = set()
+    for i, neighbour in enumerate(neighbours):
+        for failed in neighbour.failed:
+            excluded.add(config_key(failed))
+            carried = carry(i, failed)
+            if carried is not None:
+                excluded.add(config_key(carried))
     evidence: dict[str, dict[int, float]] = {}
     configs: dict[str, dict[str, object]] = {}
     for i, neighbour in enumerate(neighbours):
@@ -100,6 +113,8 @@ def consensus_config(
             if carried is None or carry_back(i, carried) != dict(measured):
                 continue
             key = config_key(carried)
+            if key in excluded or config_key(measured) in excluded:
+                continue
             configs.setdefault(key, carried)
             seen = evidence.setdefault(key, {})
             seen[i] = max(seen.get(i, 0.0), min(relative, 1.0))

@@ -211,6 +211,9 @@ class MeasuredRecord:
     features: dict[str, object]
     config: dict[str, object]
     median_s: float
+    """``math.inf`` for a config that never ran correctly there (only with ``include_failed``)."""
+    failed: bool = False
+    """It was ``incorrect`` or an ``error`` at least once on this problem."""
 
 
 class DatabaseUnavailable(RuntimeError):
@@ -580,21 +583,43 @@ class PerfDatabase:
         return [_best_record(r) for r in self._execute(sql, params).fetchall()]
 
     def measured_configs(
-        self, *, kernel: str, device: str, source_hash: str | None = None
+        self,
+        *,
+        kernel: str,
+        device: str,
+        source_hash: str | None = None,
+        include_failed: bool = False,
     ) -> list[MeasuredRecord]:
         """Every config measured correct on each stored problem of ``kernel`` on ``device``, with
-        its fastest median (one query; what the consensus lookup weighs)."""
+        its fastest median (one query; what the consensus lookup weighs). ``include_failed`` also
+        flags the configs that failed there, and lists those that never ran correctly (median
+        ``math.inf``): the lookup must not pick a config a neighbour saw fail, in the same query."""
         for name, value in (("kernel", kernel), ("device", device)):
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{name}: expected a non-empty string, got {value!r}")
         where, params = self._filters(kernel=kernel, device=device, source_hash=source_hash)
-        sql = (
-            f"SELECT source_hash, features, config, MIN(median_s) FROM trials{where} "
-            "AND status = 'ok' AND median_s IS NOT NULL "
-            "GROUP BY source_hash, features, config ORDER BY source_hash, features, config"
-        )
+        if include_failed:
+            fastest = "MIN(CASE WHEN status = 'ok' THEN median_s END)"
+            failed = "MAX(CASE WHEN status IN ('incorrect', 'error') THEN 1 ELSE 0 END)"
+            sql = (
+                f"SELECT source_hash, features, config, {fastest}, {failed} FROM trials{where} "
+                f"GROUP BY source_hash, features, config HAVING {fastest} IS NOT NULL "
+                f"OR {failed} = 1 ORDER BY source_hash, features, config"
+            )
+        else:
+            sql = (
+                f"SELECT source_hash, features, config, MIN(median_s), 0 FROM trials{where} "
+                "AND status = 'ok' AND median_s IS NOT NULL "
+                "GROUP BY source_hash, features, config ORDER BY source_hash, features, config"
+            )
         return [
-            MeasuredRecord(r[0], json.loads(r[1]), json.loads(r[2]), float(r[3]))
+            MeasuredRecord(
+                r[0],
+                json.loads(r[1]),
+                json.loads(r[2]),
+                math.inf if r[3] is None else float(r[3]),
+                bool(r[4]),
+            )
             for r in self._execute(sql, params).fetchall()
         ]
 

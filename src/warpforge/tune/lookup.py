@@ -59,6 +59,8 @@ class StoredConfig:
     measured: tuple[tuple[dict[str, object], float], ...] = ()
     """Every config measured on this problem with its relative speed (best time / its time, the
     best's is 1.0), fastest first; empty when only the best is known."""
+    failed: tuple[dict[str, object], ...] = ()
+    """Configs that were incorrect or errored on this problem (the consensus never picks them)."""
 
     def evidence(self) -> tuple[tuple[dict[str, object], float], ...]:
         """What was measured here: :attr:`measured`, with the best at relative speed 1 first if
@@ -163,7 +165,11 @@ def _stored_problems(records: Iterable[Any], device: str) -> list[StoredConfig]:
     for record in records:
         grouped.setdefault((record.source_hash, repr(_key(record.features))), []).append(record)
     problems = []
-    for group in grouped.values():
+    for records_of_problem in grouped.values():
+        failed = tuple(dict(r.config) for r in records_of_problem if getattr(r, "failed", False))
+        group = [r for r in records_of_problem if math.isfinite(r.median_s)]
+        if not group:  # nothing ran correctly here: no best to offer
+            continue
         group.sort(key=lambda r: (r.median_s, config_key(r.config)))
         best = group[0]
         if best.median_s <= 0:
@@ -183,6 +189,7 @@ def _stored_problems(records: Iterable[Any], device: str) -> list[StoredConfig]:
                 best.median_s,
                 "database",
                 measured,
+                failed,
             )
         )
     return problems
@@ -345,7 +352,7 @@ class ConfigLookup:
             return self._transfer(kernel, config, features, asked[i][1].features)
 
         choice = consensus_config(
-            [Neighbour(distance, stored.evidence()) for distance, stored in asked],
+            [Neighbour(distance, stored.evidence(), stored.failed) for distance, stored in asked],
             carry,
             carry_back,
         )
@@ -464,6 +471,7 @@ class ConfigLookup:
                     kernel=kernel,
                     device=device,
                     source_hash=tunable.source_hash if tunable is not None else None,
+                    include_failed=True,
                 )
                 rows = _stored_problems(records, device)
             except Exception as exc:  # a broken database must never fail an op
