@@ -392,3 +392,48 @@ def test_lookup_without_a_database_file_never_imports_the_database_layer(tmp_pat
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("False"), done.stdout + done.stderr
     assert not (tmp_path / "absent").exists()
+
+
+def test_a_malformed_shipped_entry_is_skipped_with_one_warning_and_the_rest_kept(
+    kernel, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from warpforge.tune import shipped
+
+    good = {"BLOCK": 128, "num_warps": 4, "unroll": 2}
+
+    def entry(n: int, **over: object) -> dict:
+        return {
+            "source_hash": kernel.source_hash,
+            "device": CPU,
+            "features": {"N": n, "dtype": "float32"},
+            "config": good,
+            **over,
+        }
+
+    bad = [entry(2048, median_s=[1]), entry(4096, median_s={}), entry(8192, median_s=math.nan)]
+    document = {
+        "format": shipped.CONFIGS_FORMAT,
+        "version": 2,
+        "kernels": {kernel.name: [entry(1024, median_s=1e-5), *bad]},
+    }
+    (tmp_path / "cpu.json").write_text(json.dumps(document))
+    reads = []
+    original = shipped.read_shipped
+    monkeypatch.setattr(
+        shipped, "read_shipped", lambda *a, **kw: reads.append(a) or original(*a, **kw)
+    )
+    lookup = ConfigLookup(shipped_dir=tmp_path, use_database=False)
+    with caplog.at_level(logging.WARNING, logger="warpforge.tune"):
+        for n in (1024, 1024, 2048, 4096, 8192):
+            lookup.config_for(kernel.name, {"N": n, "dtype": "float32"}, DEFAULT, device="cpu")
+    assert lookup.origin(kernel.name, {"N": 1024, "dtype": "float32"}, device="cpu") == (
+        "shipped exact"
+    )
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "3 malformed entries" in warning and "cpu.json" in warning
+    assert f"kernels[{kernel.name!r}][1]: median_s" in warning and "[1]" in warning
+    assert len(reads) == 1  # read once, cached with the bad entries left out
+    with pytest.raises(ValueError, match=r"cpu\.json: kernels\[.*\]\[1\]: median_s.*\[1\]"):
+        original(tmp_path / "cpu.json")  # the strict reader (merge, import) refuses the file

@@ -438,12 +438,23 @@ class ConfigLookup:
             directory = self._shipped_dir or shipped_directory()
             merged: dict[str, list[StoredConfig]] = {}
             for path in sorted(directory.glob("*.json")) if directory.is_dir() else ():
+                errors: list[str] = []
                 try:
-                    for name, entries in read_shipped(path).items():
+                    for name, entries in read_shipped(path, errors=errors).items():
                         merged.setdefault(name, []).extend(entries)
-                except (OSError, ValueError) as exc:
+                except (OSError, TypeError, ValueError) as exc:
                     logger.warning("ignoring shipped tuning file %s: %s", path, exc)
-            self._shipped = merged
+                if errors:  # one warning per file; its good entries are still used
+                    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+                    logger.warning(
+                        "ignoring %d malformed entr%s of shipped tuning file %s: %s%s",
+                        len(errors),
+                        "y" if len(errors) == 1 else "ies",
+                        path,
+                        errors[0],
+                        more,
+                    )
+            self._shipped = merged  # cached even when files were bad: read and warned once
         return self._shipped.get(kernel, [])
 
     # -- database --------------------------------------------------------------------------------

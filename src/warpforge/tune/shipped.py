@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -111,8 +112,23 @@ def _entry(kernel: str, raw: object, where: str) -> StoredConfig:
     if missing:
         raise ValueError(f"{where}: missing field(s) {missing}")
     if not isinstance(raw["features"], dict) or not isinstance(raw["config"], dict):
-        raise ValueError(f"{where}: features and config must be objects")
+        raise ValueError(
+            f"{where}: features and config must be objects, got {describe(raw['features'])} "
+            f"and {describe(raw['config'])}"
+        )
+    for field in ("source_hash", "device"):
+        if not isinstance(raw[field], str) or not raw[field]:
+            raise ValueError(f"{where}: {field} must be a non-empty string, got {raw[field]!r}")
     median = raw.get("median_s")
+    if median is not None and (
+        isinstance(median, bool)
+        or not isinstance(median, (int, float))
+        or not math.isfinite(median)
+        or median <= 0
+    ):
+        raise ValueError(
+            f"{where}: median_s must be a finite time in seconds > 0 (or absent), got {median!r}"
+        )
     measured = raw.get("measured", [])
     if not isinstance(measured, list):
         raise ValueError(f"{where}: measured must be a list, got {describe(measured)}")
@@ -141,8 +157,14 @@ def _entry(kernel: str, raw: object, where: str) -> StoredConfig:
     )
 
 
-def read_shipped(path: str | Path) -> dict[str, list[StoredConfig]]:
-    """The entries of a shipped-configs file, by kernel; ``ValueError`` naming what is malformed."""
+def read_shipped(
+    path: str | Path, *, errors: list[str] | None = None
+) -> dict[str, list[StoredConfig]]:
+    """The entries of a shipped-configs file, by kernel; ``ValueError`` naming what is malformed.
+
+    With an ``errors`` list, a malformed entry is left out and its message (naming the file and the
+    entry) appended instead: the lookup keeps a file's good entries when one is bad. A malformed
+    document (not JSON, wrong format) still raises."""
     document = _read_document(path)
     if document["format"] != CONFIGS_FORMAT:
         raise ValueError(f"{path}: expected format {CONFIGS_FORMAT!r}, got {document['format']!r}")
@@ -153,9 +175,15 @@ def read_shipped(path: str | Path) -> dict[str, list[StoredConfig]]:
     for name, entries in kernels.items():
         if not isinstance(entries, list):
             raise ValueError(f"{path}: kernels[{name!r}] must be a list of entries")
-        result[name] = [
-            _entry(name, raw, f"{path}: kernels[{name!r}][{i}]") for i, raw in enumerate(entries)
-        ]
+        good = []
+        for i, raw in enumerate(entries):
+            try:
+                good.append(_entry(name, raw, f"{path}: kernels[{name!r}][{i}]"))
+            except (TypeError, ValueError) as exc:
+                if errors is None:
+                    raise
+                errors.append(str(exc))
+        result[name] = good
     return result
 
 
