@@ -242,6 +242,64 @@ def test_malformed_files_import_nothing(tmp_path: Path, document: object, match:
         assert db.count_trials() == 0
 
 
+def _trials_document(**over: object) -> dict:
+    good = {
+        "kernel": "k",
+        "source_hash": "h",
+        "device": "d",
+        "features": {"N": 1},
+        "config": {"B": 1},
+        "status": "ok",
+        "median_s": 1e-5,
+    }
+    return {"format": TRIALS_FORMAT, "version": 1, "trials": [good, {**good, **over}]}
+
+
+@pytest.mark.parametrize(
+    ("over", "match"),
+    [
+        ({"median_s": float("nan")}, r"trials\[1\]: median_s.*nan"),
+        ({"median_s": float("inf")}, r"trials\[1\]: median_s.*inf"),
+        ({"median_s": -1e-5}, r"trials\[1\]: median_s.*> 0"),
+        ({"median_s": "fast"}, r"trials\[1\]: median_s.*number.*str"),
+        ({"ci_low_s": -1.0}, r"trials\[1\]: ci_low_s"),
+        ({"features": [1, 2]}, r"trials\[1\]: features must be an object.*list"),
+        ({"config": "B=1"}, r"trials\[1\]: config must be an object"),
+        ({"device": ""}, r"trials\[1\]: device must be a non-empty string"),
+    ],
+)
+def test_bad_trials_are_named_and_import_nothing(tmp_path: Path, over: dict, match: str) -> None:
+    path = tmp_path / "trials.json"
+    path.write_text(json.dumps(_trials_document(**over)))
+    with PerfDatabase(f"sqlite:///{tmp_path / 'x.db'}") as db:
+        with pytest.raises(ValueError, match=match):
+            import_file(path, database=db)
+        assert db.count_trials() == 0
+
+
+def test_an_import_failing_midway_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "trials.json"
+    path.write_text(json.dumps(_trials_document()))
+    real = PerfDatabase.record_trial
+    calls = []
+
+    def fail_second(self, **kw):
+        calls.append(kw)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return real(self, **kw)
+
+    with PerfDatabase(f"sqlite:///{tmp_path / 'x.db'}") as db:
+        monkeypatch.setattr(PerfDatabase, "record_trial", fail_second)
+        with pytest.raises(OSError, match="disk full"):
+            import_file(path, database=db)
+        monkeypatch.undo()
+        assert db.count_trials() == 0  # the first trial was rolled back with the second
+        assert import_file(path, database=db) == 2 and db.count_trials() == 2
+
+
 def test_export_rejects_bad_kernel_names(tmp_path: Path) -> None:
     with (
         PerfDatabase(f"sqlite:///{tmp_path / 'x.db'}") as db,

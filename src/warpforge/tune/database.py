@@ -292,6 +292,7 @@ class PerfDatabase:
         self.url = url
         self.queries = 0
         """Statements executed through this connection (lookup tests count them)."""
+        self._in_batch = 0
         path = sqlite_path(url)
         if path is not None:
             self.dialect = SQLITE
@@ -442,6 +443,17 @@ class PerfDatabase:
             f"best_configs.median_s AND excluded.config COLLATE {c} < best_configs.config COLLATE {c})"
         )
 
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Every :meth:`record_trial` inside the block in one transaction: all stored or none (an
+        import never leaves half a file behind)."""
+        with self._write():
+            self._in_batch += 1
+            try:
+                yield
+            finally:
+                self._in_batch -= 1
+
     def record_trial(
         self,
         *,
@@ -467,7 +479,7 @@ class PerfDatabase:
         config_json = canonical_json(trial.config)
         when = created_at or _now()
         host = host or f"{socket.gethostname()}:{os.getpid()}"
-        with self._write():
+        with self._write() if self._in_batch == 0 else contextlib.nullcontext():
             row = self._execute(
                 "INSERT INTO trials (kernel, source_hash, device, features, config, status, "
                 "median_s, ci_low_s, ci_high_s, rel_stderr, samples, error, host, created_at) "

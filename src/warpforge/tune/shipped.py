@@ -389,6 +389,7 @@ def import_file(path: str | Path, *, database: PerfDatabase | None = None) -> in
 
     The whole file is validated before anything is written, so a malformed file imports nothing.
     """
+    from warpforge.tune.database import check_time
     from warpforge.tune.search import STATUSES, Trial
 
     document = _read_document(path)
@@ -428,6 +429,21 @@ def import_file(path: str | Path, *, database: PerfDatabase | None = None) -> in
                 )
             if raw["status"] == "ok" and raw.get("median_s") is None:
                 raise ValueError(f"{where}: an 'ok' trial needs median_s")
+            for field in ("kernel", "source_hash", "device"):
+                if not isinstance(raw[field], str) or not raw[field]:
+                    raise ValueError(
+                        f"{where}: {field} must be a non-empty string, got {raw[field]!r}"
+                    )
+            for field in ("features", "config"):
+                if not isinstance(raw[field], dict):
+                    raise ValueError(
+                        f"{where}: {field} must be an object, got {describe(raw[field])}"
+                    )
+            for field in ("median_s", "ci_low_s", "ci_high_s"):
+                try:  # the checks record_trial makes, here before anything is written
+                    check_time(field, raw.get(field), positive=field == "median_s")
+                except (TypeError, ValueError) as exc:
+                    raise ValueError(f"{where}: {exc}") from exc
             pending.append(
                 {
                     "kernel": str(raw["kernel"]),
@@ -450,7 +466,7 @@ def import_file(path: str | Path, *, database: PerfDatabase | None = None) -> in
             )
     from warpforge.tune.database import database_or_default
 
-    with database_or_default(database) as db:
+    with database_or_default(database) as db, db.batch():
         for item in pending:
             db.record_trial(**item)
     return len(pending)
