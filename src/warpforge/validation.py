@@ -120,5 +120,7 @@ def parse_shape(text: object) -> dict[str, int]:
             raise ValueError(f"{form}, got {text!r} (size of {name!r}: {value!r})") from None
         if size <= 0:
             raise ValueError(f"{form}, got {text!r} (size of {name!r}: {size})")
+        if name in shape:  # the later one silently won before
+            raise ValueError(f"{form}, each name once, got {text!r} ({name!r} twice)")
         shape[name] = size
     return shape

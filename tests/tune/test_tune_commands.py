@@ -94,6 +94,8 @@ def test_refine_starts_from_the_nearest_tuned_shape_and_stops_at_its_trials(url:
         (["tune", "row_sum", "--shape", "M=x"], "shape"),
         (["tune", "row_sum", "--dtype", "int8"], "dtype"),
         (["tune", "row_sum", "--budget", "0"], "--budget"),
+        (["tune", "row_sum", "--budget", "nan"], "--budget: expected a finite number"),
+        (["tune", "row_sum", "--shape", "M=3,N=4,M=5"], "'M' twice"),
         (["tune", "row_sum", "--budget", "1", "--exhaustive"], "exclude"),
         (["tune", "row_sum", "--refine", "0"], "--refine"),
         (["tune", "row_sum", "--refine", "3", "--exhaustive"], "--refine excludes"),

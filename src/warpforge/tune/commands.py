@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +74,8 @@ def tune_command(
     if op is None:
         _list_tunables(registered_tunables())
         return
-    if budget is not None and budget <= 0:
-        _fail(f"--budget: expected seconds > 0, got {budget}")
+    if budget is not None and not (math.isfinite(budget) and budget > 0):
+        _fail(f"--budget: expected a finite number of seconds > 0, got {budget}")
     if budget is not None and exhaustive:
         _fail("--budget and --exhaustive exclude each other")
     if refine is not None and refine < 1:
