@@ -205,6 +205,26 @@ def test_a_newer_schema_is_refused(db_url: str) -> None:
         PerfDatabase(db_url)
 
 
+def test_another_programs_trials_table_is_refused_untouched(tmp_path: Path) -> None:
+    """A file with a `trials` table but no warpforge schema_version is someone else's: refused
+    with a clear error before anything is written (migrating failed half-way, a raw sqlite3
+    error)."""
+    import sqlite3
+
+    path = tmp_path / "foreign.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE trials (id INTEGER PRIMARY KEY, note TEXT)")
+        conn.execute("INSERT INTO trials (note) VALUES ('theirs')")
+    conn.close()
+    with pytest.raises(DatabaseUnavailable, match="not a warpforge performance database"):
+        PerfDatabase(f"sqlite:///{path}")
+    with sqlite3.connect(path) as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        rows = conn.execute("SELECT note FROM trials").fetchall()
+    conn.close()
+    assert tables == {"trials"} and rows == [("theirs",)]
+
+
 def test_sqlite_uses_wal_and_create_false_never_creates(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "perf.db"
     with pytest.raises(DatabaseUnavailable, match="no performance database"):

@@ -306,6 +306,14 @@ class PerfDatabase:
                 "(set WARPFORGE_DB_URL)"
             )
         version = self.schema_version()
+        if version == 0 and any(self._table_exists(t) for t in ("trials", "best_configs")):
+            # another program's tables under our names: migrating would fail half-way (or
+            # write into them), so refuse the file before touching it
+            self.close()
+            raise DatabaseUnavailable(
+                f"{url}: holds a trials or best_configs table but no warpforge schema_version: "
+                "not a warpforge performance database; point WARPFORGE_DB_URL (or --db) elsewhere"
+            )
         if version > CURRENT_VERSION:
             self.close()
             raise DatabaseUnavailable(
