@@ -107,6 +107,14 @@ def test_tune_errors_are_clear(args: list[str], message: str, url: str) -> None:
     assert message in result.output
 
 
+def test_a_problem_whose_inputs_cannot_be_made_is_reported_not_a_traceback(url: str) -> None:
+    huge = "M=100000000,N=100000000"  # 40 PB of float32: the allocation fails at once
+    result = _invoke("tune", "row_sum", "--shape", huge, "--db", url)
+    assert result.exit_code == 1
+    assert f"row_sum {huge} float32: not tuned: " in result.output.replace("\n", "")
+    assert not isinstance(result.exception, RuntimeError)
+
+
 def test_db_show_export_import(url: str, tmp_path: Path) -> None:
     assert _invoke("tune", "row_sum", *SHAPE, "--db", url).exit_code == 0
     shown = _invoke("db", "show", "--db", url)

@@ -143,7 +143,6 @@ def _tune_problems(
     from warpforge.tune import distributed
     from warpforge.tune.database import DatabaseUnavailable, PerfDatabase
     from warpforge.tune.lookup import ConfigLookup
-    from warpforge.tune.search import budgeted_search, exhaustive_search, refine_search
     from warpforge.tune.tunable import dtype_name
 
     rank = distributed.init_from_environment()
@@ -157,6 +156,7 @@ def _tune_problems(
         return
     plan = distributed.plan_work(len(problems), rank)
     seeds_from = ConfigLookup(database_url=database.url)
+    unrun = 0  # problems whose search could not start (their inputs could not be made, say)
     try:
         with Progress(
             TextColumn("{task.description}"),
@@ -182,39 +182,69 @@ def _tune_problems(
                     "on_trial": lambda _t, task=task: progress.advance(task),
                     "seed": seed + (rank.rank if plan.config_shard else 0),
                 }
-                if refine is not None:
-                    # the neighbours' configs carried over first, the built-in heuristic last
-                    initial = seeds_from.starting_configs(kernel.name, features, device=device)
-                    initial.append(kernel.default_config(features))
-                    refine_search(
-                        kernel, shape, dtype, device, initial=initial, max_trials=refine, **common
-                    )
-                elif use_budget:
-                    initial = seeds_from.starting_configs(kernel.name, features, device=device)
-                    initial.append(kernel.default_config(features))
-                    budgeted_search(
-                        kernel,
-                        shape,
-                        dtype,
-                        device,
-                        budget_s=budget or 60.0,
-                        initial=initial,
-                        **common,
-                    )
-                else:
-                    configs = distributed.shard(valid, rank) if plan.config_shard else valid
-                    exhaustive_search(kernel, shape, dtype, device, configs=configs, **common)
+                try:
+                    _search_problem(
+                        kernel, shape, dtype, device, valid, common, seeds_from, features,
+                        refine=refine, use_budget=use_budget, budget=budget, plan=plan,
+                        rank=rank,
+                    )  # fmt: skip
+                except RuntimeError as exc:  # inputs that cannot be made (out of memory, say)
+                    message = f"{label}: not tuned: {type(exc).__name__}: {exc}"
+                    console.print(message[:400], style="red", markup=False)
+                    unrun += 1
         distributed.barrier(rank)
         if rank.is_leader:
-            failures = _print_summary(console, database, kernel, problems, device)
+            failures = _print_summary(console, database, kernel, problems, device) + unrun
         else:
-            failures = 0
+            failures = unrun
     finally:
         seeds_from.clear()
         database.close()
         distributed.finish(rank)
     if failures:
         raise typer.Exit(1)
+
+
+def _search_problem(
+    kernel: Any,
+    shape: dict[str, int],
+    dtype: Any,
+    device: Any,
+    valid: list[Any],
+    common: dict[str, Any],
+    seeds_from: Any,
+    features: dict[str, Any],
+    *,
+    refine: int | None,
+    use_budget: bool,
+    budget: float | None,
+    plan: Any,
+    rank: Any,
+) -> None:
+    """One problem's search: refined, budgeted or exhaustive, as the command asked."""
+    from warpforge.tune import distributed
+    from warpforge.tune.search import budgeted_search, exhaustive_search, refine_search
+
+    if refine is not None:
+        # the neighbours' configs carried over first, the built-in heuristic last
+        initial = seeds_from.starting_configs(kernel.name, features, device=device)
+        initial.append(kernel.default_config(features))
+        refine_search(kernel, shape, dtype, device, initial=initial, max_trials=refine, **common)
+    elif use_budget:
+        initial = seeds_from.starting_configs(kernel.name, features, device=device)
+        initial.append(kernel.default_config(features))
+        budgeted_search(
+            kernel,
+            shape,
+            dtype,
+            device,
+            budget_s=budget or 60.0,
+            initial=initial,
+            **common,
+        )
+    else:
+        configs = distributed.shard(valid, rank) if plan.config_shard else valid
+        exhaustive_search(kernel, shape, dtype, device, configs=configs, **common)
 
 
 def _shape_text(shape: dict[str, int]) -> str:
