@@ -31,11 +31,12 @@ import logging
 import os
 import platform
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from warpforge.atomic_write import write_atomically
 
 logger = logging.getLogger("warpforge.blueprint")
 
@@ -309,16 +310,7 @@ def record() -> bool:
                 "executable": executable_fingerprint(),
                 "platform_key": platform_key(),
             }
-        path = memo_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump(payload, handle)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomically(memo_path(), json.dumps(payload))
     except (ImportError, OSError) as error:  # an optimisation only: never fail a launch
         logger.debug("could not record Triton's start-up key: %s", error)
         return False

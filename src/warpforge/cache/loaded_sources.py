@@ -26,6 +26,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from warpforge.atomic_write import write_atomically
+
 _LOCK = threading.Lock()
 # (pid, modules root) -> this process's folder there; the pid keeps a forked child out of its
 # parent's folder (and its exit from deleting it).
@@ -95,15 +97,7 @@ def write_source(name: str, source: bytes) -> Path:
     path = process_folder() / f"{name}.py"
     if path.exists() and path.read_bytes() == source:
         return path
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".py")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(source)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomically(path, source)
 
 
 def remove_ended(root: Path | None = None, *, legacy: bool = False) -> int:

@@ -13,7 +13,6 @@ import datetime as _dt
 import json
 import os
 import platform
-import tempfile
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any
 
 import torch
 
+from warpforge.atomic_write import write_atomically
 from warpforge.harness import timing
 
 IMPOSSIBLE_MARGIN = 0.05
@@ -243,16 +243,7 @@ def _read_cache(path: Path) -> dict[str, Any]:
 
 def _write_cache(path: Path, entries: dict[str, Any]) -> None:
     """Atomic: a crash mid-write leaves the previous file intact."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ceilings-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump({"version": 1, "entries": entries}, handle, indent=2, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomically(path, json.dumps({"version": 1, "entries": entries}, indent=2, sort_keys=True))
 
 
 def cached_ceilings(device: torch.device | None = None) -> Ceilings | None:

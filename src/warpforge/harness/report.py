@@ -8,18 +8,16 @@ GB/s and TFLOP/s, percent of ceiling and the regime (memory- or compute-bound).
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from warpforge.atomic_write import write_atomically
 from warpforge.harness.ceilings import Ceilings
 
 SCHEMA = "warpforge-bench/1"
@@ -158,19 +156,7 @@ def _json_safe(value: Any) -> Any:
 
 def write_report(report: Mapping[str, Any], path: str | Path) -> Path:
     """Write ``report`` as JSON atomically (a crash leaves any previous file intact)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(_json_safe(report), handle, indent=2, sort_keys=False)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return path
+    return write_atomically(path, json.dumps(_json_safe(report), indent=2, sort_keys=False) + "\n")
 
 
 def load_report(path: str | Path) -> dict[str, Any]:
