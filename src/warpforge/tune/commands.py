@@ -143,6 +143,7 @@ def _tune_problems(
     from warpforge.tune import distributed
     from warpforge.tune.database import DatabaseUnavailable, PerfDatabase
     from warpforge.tune.lookup import ConfigLookup
+    from warpforge.tune.search import budgeted_search, exhaustive_search, refine_search
     from warpforge.tune.tunable import dtype_name
 
     rank = distributed.init_from_environment()
@@ -183,11 +184,19 @@ def _tune_problems(
                     "seed": seed + (rank.rank if plan.config_shard else 0),
                 }
                 try:
-                    _search_problem(
-                        kernel, shape, dtype, device, valid, common, seeds_from, features,
-                        refine=refine, use_budget=use_budget, budget=budget, plan=plan,
-                        rank=rank,
-                    )  # fmt: skip
+                    if refine is None and not use_budget:
+                        configs = distributed.shard(valid, rank) if plan.config_shard else valid
+                        exhaustive_search(kernel, shape, dtype, device, configs=configs, **common)
+                    else:
+                        # the neighbours' configs carried over first, the built-in heuristic last
+                        initial = seeds_from.starting_configs(kernel.name, features, device=device)
+                        initial.append(kernel.default_config(features))
+                        if refine is not None:
+                            refine_search(kernel, shape, dtype, device, initial=initial,
+                                          max_trials=refine, **common)  # fmt: skip
+                        else:
+                            budgeted_search(kernel, shape, dtype, device, budget_s=budget or 60.0,
+                                            initial=initial, **common)  # fmt: skip
                 except RuntimeError as exc:  # inputs that cannot be made (out of memory, say)
                     message = f"{label}: not tuned: {type(exc).__name__}: {exc}"
                     console.print(message[:400], style="red", markup=False)
@@ -203,48 +212,6 @@ def _tune_problems(
         distributed.finish(rank)
     if failures:
         raise typer.Exit(1)
-
-
-def _search_problem(
-    kernel: Any,
-    shape: dict[str, int],
-    dtype: Any,
-    device: Any,
-    valid: list[Any],
-    common: dict[str, Any],
-    seeds_from: Any,
-    features: dict[str, Any],
-    *,
-    refine: int | None,
-    use_budget: bool,
-    budget: float | None,
-    plan: Any,
-    rank: Any,
-) -> None:
-    """One problem's search: refined, budgeted or exhaustive, as the command asked."""
-    from warpforge.tune import distributed
-    from warpforge.tune.search import budgeted_search, exhaustive_search, refine_search
-
-    if refine is not None:
-        # the neighbours' configs carried over first, the built-in heuristic last
-        initial = seeds_from.starting_configs(kernel.name, features, device=device)
-        initial.append(kernel.default_config(features))
-        refine_search(kernel, shape, dtype, device, initial=initial, max_trials=refine, **common)
-    elif use_budget:
-        initial = seeds_from.starting_configs(kernel.name, features, device=device)
-        initial.append(kernel.default_config(features))
-        budgeted_search(
-            kernel,
-            shape,
-            dtype,
-            device,
-            budget_s=budget or 60.0,
-            initial=initial,
-            **common,
-        )
-    else:
-        configs = distributed.shard(valid, rank) if plan.config_shard else valid
-        exhaustive_search(kernel, shape, dtype, device, configs=configs, **common)
 
 
 def _shape_text(shape: dict[str, int]) -> str:

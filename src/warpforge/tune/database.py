@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warpforge.tune.sqlite_location import sqlite_path
-from warpforge.validation import describe
+from warpforge.validation import check_positive, describe
 
 if TYPE_CHECKING:
     from warpforge.tune.search import Trial
@@ -261,12 +261,7 @@ def check_time(name: str, value: object, *, positive: bool = True) -> float | No
     <= 0 would become a problem's unbeatable best; both are refused before anything is written."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name}: expected a time in seconds (a number), got {describe(value)}")
-    if not math.isfinite(value) or value < 0 or (positive and value == 0):
-        bound = "> 0" if positive else ">= 0"
-        raise ValueError(f"{name}: expected a finite time in seconds {bound}, got {value!r}")
-    return float(value)
+    return check_positive(name, value, allow_zero=not positive, finite=True)
 
 
 class PerfDatabase:

@@ -166,7 +166,7 @@ def _stored_problems(records: Iterable[Any], device: str) -> list[StoredConfig]:
         grouped.setdefault((record.source_hash, repr(_key(record.features))), []).append(record)
     problems = []
     for records_of_problem in grouped.values():
-        failed = tuple(dict(r.config) for r in records_of_problem if getattr(r, "failed", False))
+        failed = tuple(dict(r.config) for r in records_of_problem if r.failed)
         group = [r for r in records_of_problem if math.isfinite(r.median_s)]
         if not group:  # nothing ran correctly here: no best to offer
             continue

@@ -41,17 +41,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from warpforge.atomic_write import write_atomically
 from warpforge.tune.consensus import EVIDENCE_MAX, EVIDENCE_MIN_RELATIVE, top_evidence
 from warpforge.tune.lookup import StoredConfig, normalize_features
 from warpforge.tune.space import config_key
-from warpforge.validation import describe
+from warpforge.validation import check_positive, describe
 
 if TYPE_CHECKING:  # the database layer loads only for export/import, never for reading
     from warpforge.tune.database import PerfDatabase
@@ -71,16 +69,7 @@ SHIPPED_MEASURED_MIN_RELATIVE = EVIDENCE_MIN_RELATIVE
 
 def _write_json_atomically(path: Path, document: Mapping[str, Any]) -> None:
     """Write to a temporary file and rename it over ``path``: a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(document, f, indent=1, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomically(path, json.dumps(document, indent=1, sort_keys=True) + "\n")
 
 
 def _read_document(path: str | Path) -> dict[str, Any]:
@@ -111,24 +100,8 @@ def _entry(kernel: str, raw: object, where: str) -> StoredConfig:
     missing = [k for k in ("source_hash", "device", "features", "config") if k not in raw]
     if missing:
         raise ValueError(f"{where}: missing field(s) {missing}")
-    if not isinstance(raw["features"], dict) or not isinstance(raw["config"], dict):
-        raise ValueError(
-            f"{where}: features and config must be objects, got {describe(raw['features'])} "
-            f"and {describe(raw['config'])}"
-        )
-    for field in ("source_hash", "device"):
-        if not isinstance(raw[field], str) or not raw[field]:
-            raise ValueError(f"{where}: {field} must be a non-empty string, got {raw[field]!r}")
+    _check_fields(raw, where, strings=("source_hash", "device"), times=("median_s",))
     median = raw.get("median_s")
-    if median is not None and (
-        isinstance(median, bool)
-        or not isinstance(median, (int, float))
-        or not math.isfinite(median)
-        or median <= 0
-    ):
-        raise ValueError(
-            f"{where}: median_s must be a finite time in seconds > 0 (or absent), got {median!r}"
-        )
     measured = raw.get("measured", [])
     if not isinstance(measured, list):
         raise ValueError(f"{where}: measured must be a list, got {describe(measured)}")
@@ -155,6 +128,26 @@ def _entry(kernel: str, raw: object, where: str) -> StoredConfig:
         "shipped",
         tuple(sorted(pairs, key=lambda pair: -pair[1])),
     )
+
+
+def _check_fields(
+    raw: Mapping[str, Any], where: str, *, strings: tuple[str, ...], times: tuple[str, ...]
+) -> None:
+    """An entry's (a shipped config's or an exported trial's) ``strings`` are non-empty strings,
+    its features and config objects, its ``times`` absent or finite (``median_s`` > 0, the
+    interval bounds >= 0, as ``record_trial`` takes them); ``ValueError`` naming ``where``
+    otherwise. (Lookups read shipped files: the database layer is not imported here.)"""
+    for field in strings:
+        if not isinstance(raw[field], str) or not raw[field]:
+            raise ValueError(f"{where}: {field} must be a non-empty string, got {raw[field]!r}")
+    for field in ("features", "config"):
+        if not isinstance(raw[field], dict):
+            raise ValueError(f"{where}: {field} must be an object, got {describe(raw[field])}")
+    for field in (f for f in times if raw.get(f) is not None):
+        try:
+            check_positive(field, raw[field], allow_zero=field != "median_s", finite=True)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: {exc} ({raw.get(field)!r})") from exc
 
 
 def read_shipped(
@@ -389,7 +382,6 @@ def import_file(path: str | Path, *, database: PerfDatabase | None = None) -> in
 
     The whole file is validated before anything is written, so a malformed file imports nothing.
     """
-    from warpforge.tune.database import check_time
     from warpforge.tune.search import STATUSES, Trial
 
     document = _read_document(path)
@@ -429,21 +421,9 @@ def import_file(path: str | Path, *, database: PerfDatabase | None = None) -> in
                 )
             if raw["status"] == "ok" and raw.get("median_s") is None:
                 raise ValueError(f"{where}: an 'ok' trial needs median_s")
-            for field in ("kernel", "source_hash", "device"):
-                if not isinstance(raw[field], str) or not raw[field]:
-                    raise ValueError(
-                        f"{where}: {field} must be a non-empty string, got {raw[field]!r}"
-                    )
-            for field in ("features", "config"):
-                if not isinstance(raw[field], dict):
-                    raise ValueError(
-                        f"{where}: {field} must be an object, got {describe(raw[field])}"
-                    )
-            for field in ("median_s", "ci_low_s", "ci_high_s"):
-                try:  # the checks record_trial makes, here before anything is written
-                    check_time(field, raw.get(field), positive=field == "median_s")
-                except (TypeError, ValueError) as exc:
-                    raise ValueError(f"{where}: {exc}") from exc
+            # the checks record_trial makes, here before anything is written
+            _check_fields(raw, where, strings=("kernel", "source_hash", "device"),
+                          times=("median_s", "ci_low_s", "ci_high_s"))  # fmt: skip
             pending.append(
                 {
                     "kernel": str(raw["kernel"]),
