@@ -132,21 +132,28 @@ def _rms_formula(x: torch.Tensor, weight: torch.Tensor, eps: float, offset: floa
     return normed * (offset + weight.double())
 
 
+def _probe_forward(probe: nn.Module, x: torch.Tensor, what: str) -> torch.Tensor:
+    """``probe(x)``, a tensor of ``x``'s shape, or :class:`_Unsupported` saying what went wrong
+    (any failure of foreign code means: do not swap)."""
+    try:
+        with torch.no_grad():
+            got = probe(x)
+    except Exception as error:
+        raise _Unsupported(f"forward(x) failed on {what}: {error!r}"[:300]) from None
+    if not isinstance(got, torch.Tensor) or got.shape != x.shape:
+        raise _Unsupported(
+            f"forward(x) returned {describe(got)} for {what} of shape {tuple(x.shape)}"
+        )
+    return got
+
+
 def _probe_offset(module: nn.Module, eps: float) -> float:
     """The offset (0 or 1) with which the module's forward computes the RMSNorm formula in
     float32; raises :class:`_Unsupported` when neither matches or the forward fails."""
     probe = _probe_copy(module, torch.float32)
     n = probe.weight.shape[0]
     x = _probe_input(n, eps, torch.float32)
-    try:
-        with torch.no_grad():
-            got = probe(x)
-    except Exception as error:  # any failure of foreign code means: do not swap
-        raise _Unsupported(f"forward(x) failed on a probe input: {error!r}"[:300]) from None
-    if not isinstance(got, torch.Tensor) or got.shape != x.shape:
-        raise _Unsupported(
-            f"forward(x) returned {describe(got)} for a probe of shape {tuple(x.shape)}"
-        )
+    got = _probe_forward(probe, x, "a probe input")
     errors = {}
     for offset in (0.0, 1.0):
         expected = _rms_formula(x, probe.weight.detach(), eps, offset)
@@ -167,11 +174,8 @@ def _probe_promotes(module: nn.Module, eps: float) -> bool:
     weight_dtype = probe.weight.dtype
     x_dtype = torch.bfloat16 if weight_dtype == torch.float32 else torch.float32
     promoted = torch.promote_types(x_dtype, weight_dtype)
-    try:
-        with torch.no_grad():
-            got = probe(_probe_input(probe.weight.shape[0], eps, x_dtype))
-    except Exception as error:
-        raise _Unsupported(f"forward(x) failed on a {x_dtype} probe: {error!r}"[:300]) from None
+    x = _probe_input(probe.weight.shape[0], eps, x_dtype)
+    got = _probe_forward(probe, x, f"a {x_dtype} probe input")
     if got.dtype not in (x_dtype, promoted):
         raise _Unsupported(
             f"forward returns {got.dtype} for a {x_dtype} input and a {weight_dtype} weight; "
