@@ -1,12 +1,13 @@
 """widebwd (session 11 helper): the WARPFORGE_NORM_BWD_NARROW table the kernel-alone sweep
-(benchmarks/norm_bwd_narrow_sweep.py) supports, bf16 rows, printed as the variable's value.
+(benchmarks/norm_bwd_narrow_sweep.py) supports for one dtype's rows (bfloat16 unless named),
+printed as the variable's value.
 
 Per op: the fastest candidate at 4096 x 32768 where it beats the default by more than 3%
 (else the op keeps its kernels); its range starts at 16385 columns if it also beats the default
 at 4096 x 16411, else at 32768; it reaches 65536 columns if it beats the default at 8192 x 65536
 by more than 3%, else 65535.
 
-    python scripts/gpu/widebwd_pick.py SWEEP.txt
+    python scripts/gpu/widebwd_pick.py SWEEP.txt [bfloat16|float16|float32]
 """
 
 from __future__ import annotations
@@ -19,13 +20,17 @@ FAMILY = {"rms": "rms_norm", "add_rms": "add_rms_norm", "layer": "layer_norm"}
 KERNEL = {"flags": "flags", "lag": "lag"}  # run 1 also timed "hold" (removed since)
 
 
-def main(path: str) -> None:
+ELEMENT_SIZE = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+def main(path: str, dtype: str = "bfloat16") -> None:
+    size = ELEMENT_SIZE[dtype]
     times: dict[tuple[str, int, str], float] = {}
     with open(path) as f:
         lines = f.read().splitlines()
     for line in lines:
         m = LINE.match(line.strip())
-        if m and m.group(1) == "bfloat16":
+        if m and m.group(1) == dtype:
             times[(m.group(4), int(m.group(3)), m.group(5))] = float(m.group(6))
     items = []
     for op, family in FAMILY.items():
@@ -52,7 +57,7 @@ def main(path: str) -> None:
         per_sm = per_sm.lstrip("x")
         prefetch = pf.split("=")[1]
         items.append(
-            f"{family}:2={KERNEL[kernel]}/{block}/{warps}/{per_sm}/{prefetch}/"
+            f"{family}:{size}={KERNEL[kernel]}/{block}/{warps}/{per_sm}/{prefetch}/"
             f"{16385 if narrow else 32768}/{65536 if wide else 65535}"
         )
         print(
@@ -64,4 +69,4 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The fourteenth session's device calls, one per CALL, each under the 10-minute limit; results
+# under benchmarks/results/session14-2026-11-25/. Carry .whl/ (Liger-Kernel) and set
+# WARPFORGE_GIT_COMMIT. Writes OUT/keep/* (what comes back) and OUT/keep/logs.tgz.
+#   1  GPU tests never run on the H100 (tests/nn: the mini Llama training loop through
+#      replace_modules, PromotedRMSNorm) and the narrow norm backward's; the float32 kernel-alone
+#      sweep of benchmarks/norm_bwd_narrow_sweep.py (rows of 16385-65536 columns had no split
+#      entry in float32); the fp32 norm backward rows at 4096 x 32768 through the harness with
+#      the table that sweep supports (scripts/gpu/widebwd_pick.py, WARPFORGE_NORM_BWD_NARROW)
+#   2  the same rows with the table as committed after call 1, its GPU tests, and the fp32
+#      8192 x 262144 rows that did not fit the harness's verification on 80 GB before
+# Usage: bash scripts/gpu/session14_calls.sh OUT CALL
+set -uo pipefail
+OUT="${1:?usage: session14_calls.sh OUT CALL}"
+CALL="${2:?usage: session14_calls.sh OUT CALL}"
+mkdir -p "$OUT/keep"
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+
+source "$(dirname "$0")/calls_common.sh"
+
+case "$CALL" in
+  1) gpu_tests narrow 100 tests/ops/test_norm_bwd_narrow.py tests/ops/test_norm_split_bwd.py
+     gpu_tests nn 120 tests/nn
+     t0=$SECONDS
+     SWEEP_DTYPES=float32 timeout 200 python3 benchmarks/norm_bwd_narrow_sweep.py \
+       sweep "$OUT/keep/norm-bwd-narrow-fp32-sweep.txt" > "$OUT/sweep.log" 2>&1
+     echo "narrow sweep: exit $? in $((SECONDS - t0)) s"
+     table="$(python3 scripts/gpu/widebwd_pick.py "$OUT/keep/norm-bwd-narrow-fp32-sweep.txt" \
+       float32 2> "$OUT/keep/pick.txt")"
+     echo "WARPFORGE_NORM_BWD_NARROW=$table" | tee -a "$OUT/keep/pick.txt"
+     WARPFORGE_NORM_BWD_NARROW="$table" sweep_part fp32 normbwd "M=4096,N=32768" ;;
+  2) gpu_tests narrow 100 tests/ops/test_norm_bwd_narrow.py
+     sweep_part fp32 normbwd "M=4096,N=32768"
+     sweep_part fp32 fwd "N=262144" ;;
+  *) echo "CALL: expected 1-2, got $CALL" >&2; exit 2 ;;
+esac
+tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
+find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +
