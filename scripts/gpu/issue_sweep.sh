@@ -12,7 +12,8 @@
 # Writes OUT/keep/PART-DTYPE.json (merged harness report: device, versions, commit, date, copy
 # ceiling), OUT/keep/PART-DTYPE.png (roofline) and OUT/logs.tgz, and removes the rest of OUT
 # (only a few files come back from a device call). Set WARPFORGE_GIT_COMMIT to the full commit.
-# SUITE_SHAPE narrows the shapes (e.g. "M=4096,N=32768"); SUITE_BUDGET_S the part's seconds.
+# SUITE_SHAPE narrows the shapes (e.g. "M=4096,N=32768"); SUITE_BUDGET_S the part's seconds;
+# SUITE_PIECES replaces the part's problems.
 # On the H100 the bf16 parts took 250-350 s of wall time each in the eleventh session
 # (benchmarks/results/session11-sweep-2026-11-25/); fp32 parts move twice the bytes.
 set -uo pipefail
@@ -29,6 +30,8 @@ case "$PART" in
   rope) PIECES=("rope.*:150" "fused_linear_cross_entropy.*:300") ;;
   *) echo "PART: expected fwd, normbwd, smbwd, ce, gated or rope, got $PART" >&2; exit 2 ;;
 esac
+# SUITE_PIECES ("GLOB:LIMIT_S ...") replaces the part's pieces (a few problems of a part).
+[ -n "${SUITE_PIECES:-}" ] && read -ra PIECES <<< "$SUITE_PIECES"
 mkdir -p "$OUT/keep"
 if compgen -G ".whl/*.whl" > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \

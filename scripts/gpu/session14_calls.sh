@@ -7,8 +7,12 @@
 #      sweep of benchmarks/norm_bwd_narrow_sweep.py (rows of 16385-65536 columns had no split
 #      entry in float32); the fp32 norm backward rows at 4096 x 32768 through the harness with
 #      the table that sweep supports (scripts/gpu/widebwd_pick.py, WARPFORGE_NORM_BWD_NARROW)
-#   2  the same rows with the table as committed after call 1, its GPU tests, and the fp32
-#      8192 x 262144 rows that did not fit the harness's verification on 80 GB before
+#   2  the narrow norm backward GPU tests (bf16 and now fp32); the fp32 norm backward rows at
+#      4096 x 32768 and 8192 x 65536 with the table as committed after call 1; two of the three
+#      fp32 8192 x 262144 rows that did not fit the harness's verification on 80 GB before
+#      (add_rms_norm.fwd, log_softmax.bwd; the harness now frees a trial's tensors before the
+#      repeat run)
+#   3  the third of those rows, add_rms_norm.bwd
 # Usage: bash scripts/gpu/session14_calls.sh OUT CALL
 set -uo pipefail
 OUT="${1:?usage: session14_calls.sh OUT CALL}"
@@ -30,9 +34,10 @@ case "$CALL" in
      echo "WARPFORGE_NORM_BWD_NARROW=$table" | tee -a "$OUT/keep/pick.txt"
      WARPFORGE_NORM_BWD_NARROW="$table" sweep_part fp32 normbwd "M=4096,N=32768" ;;
   2) gpu_tests narrow 100 tests/ops/test_norm_bwd_narrow.py
-     sweep_part fp32 normbwd "M=4096,N=32768"
-     sweep_part fp32 fwd "N=262144" ;;
-  *) echo "CALL: expected 1-2, got $CALL" >&2; exit 2 ;;
+     sweep_part fp32 normbwd "M=4096,N=32768 M=8192,N=65536"
+     SUITE_PIECES="add_rms_norm.fwd:150 log_softmax.bwd:150" sweep_part fp32 fwd "N=262144" ;;
+  3) SUITE_PIECES="add_rms_norm.bwd:300" sweep_part fp32 normbwd "N=262144" ;;
+  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
 find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +

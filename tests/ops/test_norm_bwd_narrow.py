@@ -78,12 +78,11 @@ def test_public_ops_take_the_narrow_split_where_listed(op, kernel, monkeypatch, 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(("center", "residual"), KINDS, ids=["rms", "add_rms", "layer"])
-@pytest.mark.parametrize("dtype", [torch.bfloat16])
-@pytest.mark.parametrize(("M", "N"), [(300, 32768), (37, 40009), (64, 65536)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize(("M", "N"), [(300, 32768), (37, 40009), (64, 65536), (29, 16411)])
 def test_narrow_backward_gpu(center, residual, dtype, M, N, poison_outputs):
-    """The one-launch meetings of both kernels at the default plan and the swept launches
-    (bf16, the dtype the table serves; the interpreter tests fp32 and fp16), bitwise the same
-    on a second run."""
+    """The one-launch meetings of both kernels at the table's plan and the swept launches
+    (bf16 and fp32, the dtypes the table serves), bitwise the same on a second run."""
     x, dy, dh, w, mean, rstd = operands(M, N, dtype, "cuda", shift=20.0 if center else 0.0)
     dh = dh if residual else None
     want = expected(dy, x, w, mean, rstd, dh, 0.0, center)
@@ -138,8 +137,9 @@ def test_narrow_table_from_the_environment(monkeypatch):
 @pytest.mark.parametrize("element_size", [2, 4])
 def test_narrow_plans_pick_the_first_choice_holding_the_width(element_size, monkeypatch):
     """The shipped table on an H100-like GPU: bf16 RMSNorm takes the flags kernel under 32768
-    columns and the lagged one from there to 65536; LayerNorm only from 32768 columns; 4-byte
-    rows are not listed; nothing under NORM_BWD_NARROW_MIN_N."""
+    columns and the lagged one from there to 65536; LayerNorm only from 32768 columns. float32
+    takes the flags kernel only: at 2048 columns under 32768, at 4096 from there to 65535, and
+    LayerNorm at 2048 to 65536; nothing under NORM_BWD_NARROW_MIN_N."""
     import warpforge.ops._split_rows as split_rows
     from warpforge.runtime import DeviceCapabilities
 
@@ -154,7 +154,17 @@ def test_narrow_plans_pick_the_first_choice_holding_the_width(element_size, monk
             return None if got is None else (got[0], got[1].block)
 
         if element_size == 4:
-            assert all(plan(f, 32768) is None for f in ("rms_norm", "add_rms_norm", "layer_norm"))
+            for family in ("rms_norm", "add_rms_norm"):
+                assert plan(family, 16384) is None
+                assert plan(family, 16385) == ("flags", 2048)
+                assert plan(family, 32767) == ("flags", 2048)
+                assert plan(family, 32768) == ("flags", 4096)
+                assert plan(family, 65535) == ("flags", 4096)
+                assert plan(family, 65536) is None
+            assert plan("layer_norm", 16384) is None
+            assert plan("layer_norm", 16385) == ("flags", 2048)
+            assert plan("layer_norm", 65536) == ("flags", 2048)
+            assert plan("layer_norm", 65537) is None
             return
         assert plan("rms_norm", 16384) is None
         assert plan("rms_norm", 16385) == ("flags", 2048)

@@ -1284,6 +1284,12 @@ NORM_BWD_NARROW: dict[tuple[str, int], tuple[NarrowChoice, ...]] = {
         ("flags", _FLAGS_4096, 32768, 65535),
     ),
     ("layer_norm", 2): (("flags", _FLAGS_4096, 32768, 65535),),
+    ("rms_norm", 4): (("flags", _FLAGS_2048, 16385, 32767), ("flags", _FLAGS_4096, 32768, 65535)),
+    ("add_rms_norm", 4): (
+        ("flags", _FLAGS_2048, 16385, 32767),
+        ("flags", _FLAGS_4096, 32768, 65535),
+    ),
+    ("layer_norm", 4): (("flags", _FLAGS_2048, 16385, 65536),),
 }
 """(op family, element size) -> the (kernel, split launch, narrowest, widest row) choices of
 the backward of rows of ``NORM_BWD_NARROW_MIN_N`` columns and up, the first whose widths hold
@@ -1299,7 +1305,15 @@ LayerNorm: 4096 x 32768 default 667 / 801 / 400 us, flags at 4096 columns (4 war
 4096 x 16411 default 584 / 636 / 318 us, flags at 2048 columns (4 warps, 4 an SM) 258 / 330 /
 314 us, lag 377 / 469 / 725 us; 8192 x 65536 default (flags at 4096 columns) 1302 / 1522 /
 1410 us, lag 1212 / 1591 / 1536 us. LayerNorm under 32768 columns keeps its pairs kernel (a
-tie at 16411). float32 is not listed: not measured."""
+tie at 16411).
+
+float32, kernel alone on the H100 (``benchmarks/results/session14-2026-11-25/
+norm-bwd-narrow-fp32-sweep.txt``), RMSNorm / add+RMSNorm / LayerNorm: 4096 x 32768 default
+1069 / 1275 / 573 us, flags at 4096 columns 552 / 728 / 596 us, at 2048 columns 555 / 730 /
+565 us; 4096 x 16411 default 574 / 728 / 487 us, flags at 2048 columns 336 / 454 / 411 us, at
+4096 columns 365 / 497 / 494 us; 8192 x 65536 default 2194 / 2883 / 2381 us, flags at 2048
+columns 2240 / 2896 / 2282 us. The lag kernel is 1.6-3.5x slower than flags in every float32
+row (not investigated)."""
 
 NORM_BWD_NARROW_ENV = "WARPFORGE_NORM_BWD_NARROW"
 """Replaces :data:`NORM_BWD_NARROW` (benchmark sweeps), read when a shape is first planned:
