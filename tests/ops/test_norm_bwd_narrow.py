@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from launch_spy import LaunchSpy
 from test_norm_split_bwd import KINDS, _gradients, check, expected, operands
 
 import warpforge.ops._kernels.norm_lag_bwd
 import warpforge.ops._kernels.norm_split_bwd
+from launch_spy import LaunchSpy
 from warpforge.ops import norm
 from warpforge.ops._split_rows import split_row_plan
 
