@@ -124,6 +124,14 @@ def test_suite_tasks_keep_only_the_shapes_asked_for() -> None:
             parse_shape(bad)
 
 
+def test_suite_tasks_time_a_shape_listed_twice_once() -> None:
+    """A sweep shape that is also one of the problem's own shapes is one row, not two."""
+    problem = dataclasses.replace(_problem(_axpb), shapes=[{"N": 7}, {"N": 9}],
+                                  sweep=[{"N": 9}, {"N": 11}])  # fmt: skip
+    tasks = bench.suite_tasks([problem], torch.device("cuda"), dtype=torch.float32, sweep=True)
+    assert [t[1] for t in tasks] == [{"N": 7}, {"N": 9}, {"N": 11}]
+
+
 def test_select_problems_by_glob() -> None:
     problems = [_problem(_axpb, "norm.rms"), _problem(_axpb, "norm.layer"), _problem(_axpb, "ce")]
     assert [p.name for p in bench.select_problems(problems, "norm.*")] == ["norm.rms", "norm.layer"]
@@ -184,7 +192,11 @@ def test_a_crashing_row_is_reported_and_the_suite_goes_on(device: torch.device) 
         by_name.setdefault(row["problem"], set()).add(row["status"])
     assert by_name["test.bad"] == {"error"}
     assert by_name["test.good"] == {"ok"}
-    assert "MemoryError: simulated out of memory" in rows[0]["verification"]["error"]
+    error = rows[0]["verification"]["error"]
+    assert "MemoryError: simulated out of memory" in error
+    # the row says which stage failed and where (an out-of-memory row names the allocation)
+    assert error.startswith("verification, at ")
+    assert "exploding_inputs" in error.split(": MemoryError")[0]
 
 
 def test_baseline_that_writes_its_inputs_runs_on_private_copies(device: torch.device) -> None:
@@ -227,6 +239,24 @@ def _softmax_wrong_in_last_rows(x: torch.Tensor) -> torch.Tensor:
     y = torch.softmax(x.double(), dim=-1).to(x.dtype)
     y[-3:] *= 1.01
     return y
+
+
+def test_gpu_reference_blocks_leave_room_for_the_outputs(monkeypatch) -> None:
+    """On a GPU the blocks' budget is a share of the memory left once PyTorch's result and the
+    candidate's outputs (about the inputs' size each) are allocated: 8192 x 262144 fp32 with a
+    residual ran out of 80 GB when the share was taken of all the free memory."""
+    problem = _row_softmax_problem(lambda x: x)
+    x = torch.randn(64, 50)
+    size = x.numel() * x.element_size()
+    need = 3 * 8 * x.numel()
+    monkeypatch.setattr(bench, "_free_device_bytes", lambda device: 2 * size + need * 4)
+    assert bench._reference_blocks(problem, (x,), torch.device("cuda")) is None
+    monkeypatch.setattr(bench, "_free_device_bytes", lambda device: 2 * size + need * 2)
+    blocks = bench._reference_blocks(problem, (x,), torch.device("cuda"))
+    assert blocks is not None and len(blocks) == 2 and blocks[-1].stop == 64
+    monkeypatch.setattr(bench, "_free_device_bytes", lambda device: size)  # not even that
+    blocks = bench._reference_blocks(problem, (x,), torch.device("cuda"))
+    assert blocks is not None and len(blocks) == 64
 
 
 @pytest.mark.parametrize(

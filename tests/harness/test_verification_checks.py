@@ -21,6 +21,32 @@ def test_bitwise_equal_treats_identical_nan_bits_as_equal() -> None:
     assert not checks.bitwise_equal(a, a.double())
 
 
+def test_comparisons_in_slices_see_every_slice(monkeypatch) -> None:
+    """Equality, the repeat checks and max_difference work a slice at a time (a whole-size
+    temporary of a multi-GB output does not fit beside it): a difference in any slice counts,
+    the last, ragged one included."""
+    monkeypatch.setattr(checks, "BYTE_CHUNK", 12)
+    monkeypatch.setattr(checks, "ERROR_CHUNK", 5)
+    a = torch.randn(7, 3)
+    for place in (0, 11, 20):
+        b = a.clone()
+        b.view(-1)[place] += 0.5
+        assert checks.bitwise_equal(a, a.clone())
+        assert not checks.bitwise_equal(a, b)
+        assert checks.max_difference(a, b) == pytest.approx(0.5, abs=1e-6)
+        assert not checks.repeat_equal(b, a, atol=0.1)
+        assert checks.repeat_equal(b, a, atol=0.6)
+        assert _reasons(checks.check_repeat((a,), (b,), Tolerance(), trial=0)) == {
+            "nondeterministic"
+        }
+        b.view(-1)[place] = float("nan")
+        assert checks.max_difference(a, b) != checks.max_difference(a, b)  # NaN
+        assert not checks.repeat_equal(b, a, atol=1.0)
+        found = checks.check_repeat((a,), (b,), Tolerance(), trial=0)
+        assert _reasons(found) == {"uninitialised-memory"}
+        assert "1 value(s)" in found[0].message
+
+
 def test_values_accept_pytorch_level_error_and_reject_lower_precision() -> None:
     x = torch.randn(64, 33)
     ref64 = x.double() * 3.0 + 1.0

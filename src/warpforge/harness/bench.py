@@ -13,7 +13,9 @@ rejected as impossible.
 from __future__ import annotations
 
 import fnmatch
+import os
 import secrets
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -207,14 +209,18 @@ def _reference_blocks(
 ) -> list[slice] | None:
     """Row blocks for a float64 reference too large to compute in one piece (None: it fits).
 
-    The estimate is three float64 copies of the inputs (inputs, outputs, one temporary)."""
+    The estimate is three float64 copies of the inputs (inputs, outputs, one temporary), within
+    a share of the memory left once PyTorch's and the candidate's outputs are allocated."""
     tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
     if problem.row_split is None or not tensors or tensors[0].dim() == 0:
         return None
     rows = tensors[0].shape[0]
     need = 3 * 8 * sum(x.numel() for x in tensors)
     if device.type == "cuda":
-        budget = _free_device_bytes(device) // REFERENCE_MEMORY_SHARE
+        # PyTorch's result and the candidate's outputs, allocated after this, are about the
+        # inputs' size each: leave room for them
+        later = 2 * sum(x.numel() * x.element_size() for x in tensors)
+        budget = max(0, _free_device_bytes(device) - later) // REFERENCE_MEMORY_SHARE
     else:
         budget = CPU_REFERENCE_BYTES
     if need <= budget or rows <= 1:
@@ -539,6 +545,7 @@ def time_problem(
             continue
         finally:
             changed = _restore_if_changed(input_sets[0], snapshot)
+            snapshot = None  # before the next contender's copy: at 8192 x 262144 fp32, 16 GB
         if changed:
             # a baseline that writes its inputs (Liger's in-place gradients) would feed every
             # other contender corrupted inputs: it runs on its own copies instead
@@ -618,13 +625,21 @@ def suite_tasks(
         else:
             candidates = list(problem.cpu_shapes)
         dtypes = [d for d in problem.dtypes if dtype is None or d == dtype]
-        for shape in (s for s in candidates if _shape_selected(s, shapes)):
+        unique = list({tuple(sorted(s.items())): s for s in candidates}.values())
+        for shape in (s for s in unique if _shape_selected(s, shapes)):
             for d in dtypes:
                 skip = None
                 if device.type != "cuda" and d == torch.bfloat16:
                     skip = "bfloat16 is unreliable under Triton's CPU interpreter; GPU only"
                 tasks.append((problem, shape, d, skip))
     return tasks
+
+
+def _raised_at(exc: BaseException, frames: int = 4) -> str:
+    """Where ``exc`` was raised: its innermost ``frames`` frames as ``file:line function``,
+    outermost first (an out-of-memory row says which allocation did not fit)."""
+    stack = traceback.extract_tb(exc.__traceback__)[-frames:]
+    return "at " + " > ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}" for f in stack)
 
 
 def run_builtin_suite(
@@ -658,8 +673,10 @@ def run_builtin_suite(
             row["status"] = "skipped"
             rows.append(row)
             continue
+        stage = "verification"
         try:
             verification = verify_problem(problem, shape, dtype, device, trials=trials)
+            stage = "timing"
             times: dict[str, Any] = {}
             skipped: dict[str, str] = {}
             findings: list[dict[str, str]] = []
@@ -687,9 +704,10 @@ def run_builtin_suite(
                 )
             )
         except Exception as exc:  # one broken row (a crash, out of memory) must not end the suite
+            error = f"{stage}, {_raised_at(exc)}: {type(exc).__name__}: {exc}"
             row = report.result_entry(
                 problem=problem.name, shape=shape, dtype=dtype,
-                verification={"passed": False, "error": f"{type(exc).__name__}: {exc}"[:500]},
+                verification={"passed": False, "error": error[:700]},
                 times={}, flops=flops, bytes_moved=bytes_moved, ceilings=ceilings,
             )  # fmt: skip
             row["status"] = "error"

@@ -9,6 +9,7 @@ the worker and ``verify.py`` for the order in which checks run.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -103,7 +104,20 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
         return True
     a_bytes = a.detach().contiguous().reshape(-1).view(torch.uint8)
     b_bytes = b.detach().contiguous().reshape(-1).view(torch.uint8)
-    return bool(torch.equal(a_bytes, b_bytes))
+    # in slices: torch.equal on the GPU holds a whole-size bool result (8 GB for an 8 GB output)
+    return all(torch.equal(x, y) for x, y in _chunks(a_bytes, b_bytes, size=BYTE_CHUNK))
+
+
+def max_difference(a: torch.Tensor, b: torch.Tensor) -> float:
+    """max |a - b| of two equally shaped tensors in float64 (NaN where either holds NaN at a
+    place the other does not, or both), computed in slices."""
+    worst = 0.0
+    for x, y in _chunks(a, b):
+        diff = float((x.to(torch.float64) - y.to(torch.float64)).abs().max())
+        if math.isnan(diff):
+            return math.nan
+        worst = max(worst, diff)
+    return worst
 
 
 def repeat_equal(got: Any, want: torch.Tensor, atol: float) -> bool:
@@ -115,8 +129,7 @@ def repeat_equal(got: Any, want: torch.Tensor, atol: float) -> bool:
         return True
     if atol <= 0 or not got.is_floating_point():
         return False
-    diff = (got.double() - want.double()).abs()
-    return not bool(torch.isnan(diff).any()) and float(diff.max()) <= atol
+    return max_difference(got, want) <= atol  # False for NaN
 
 
 def check_structure(
@@ -150,13 +163,15 @@ def check_structure(
 
 ERROR_CHUNK = 1 << 24
 """Elements compared at a time: float64 temporaries of a multi-GB output would not fit beside it."""
+BYTE_CHUNK = 1 << 28
+"""Bytes compared at a time by :func:`bitwise_equal`."""
 
 
-def _chunks(*tensors: torch.Tensor) -> Iterator[list[torch.Tensor]]:
-    """Aligned flat slices of equally shaped tensors, ``ERROR_CHUNK`` elements each."""
+def _chunks(*tensors: torch.Tensor, size: int = ERROR_CHUNK) -> Iterator[list[torch.Tensor]]:
+    """Aligned flat slices of equally shaped tensors, ``size`` elements each."""
     flat = [t.reshape(-1) for t in tensors]
-    for start in range(0, flat[0].numel(), ERROR_CHUNK):
-        yield [f[start : start + ERROR_CHUNK] for f in flat]
+    for start in range(0, flat[0].numel(), size):
+        yield [f[start : start + size] for f in flat]
 
 
 def error_ratio(
@@ -335,17 +350,20 @@ def check_repeat(
         if bitwise_equal(a, b):
             continue
         if a.is_floating_point():
-            nan_a, nan_b = torch.isnan(a), torch.isnan(b)
-            if not torch.equal(nan_a, nan_b):
+            nan_places = sum(int((torch.isnan(x) ^ torch.isnan(y)).sum()) for x, y in _chunks(a, b))
+            if nan_places:
                 return [
                     Finding(
                         Reason.UNINITIALISED_MEMORY,
-                        f"trial {trial}, output {i}: {int((nan_a ^ nan_b).sum())} value(s) "
+                        f"trial {trial}, output {i}: {nan_places} value(s) "
                         "follow the harness' memory poison: the candidate reads memory it "
                         "never wrote (uninitialised, stale or another object's)",
                     )
                 ]
-            diff = float((a.to(torch.float64) - b.to(torch.float64)).abs().nan_to_num(0).max())
+            diff = max(
+                float((x.to(torch.float64) - y.to(torch.float64)).abs().nan_to_num(0).max())
+                for x, y in _chunks(a, b)
+            )
             if diff <= tol.repeat_atol:
                 continue
             return [
