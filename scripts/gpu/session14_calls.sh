@@ -15,6 +15,11 @@
 #   3  call 2 ran out of memory in those rows (verification or timing: the rows did not say
 #      which): the three rows again, with the harness's comparisons in slices, the timing's
 #      input snapshot freed per contender and the reference blocks sized after the outputs
+#   4  exhaustive tuning of the fp32 norm backwards at the sweep shapes the shipped configs lack
+#      (16384 x 2048, 32768 x 1024, 16384 x 4096, 8192 x 8192: rms_norm.bwd 0.91x and
+#      add_rms_norm.bwd 0.84x torch.compile at 16384 x 2048 on the nearest tuned neighbour's
+#      config); scripts/gpu/tune_norm_grid.sh, exported for scripts/tune_merge.py shipped
+#   5  those rows through the harness with the merged shipped configs
 # Usage: bash scripts/gpu/session14_calls.sh OUT CALL
 set -uo pipefail
 OUT="${1:?usage: session14_calls.sh OUT CALL}"
@@ -40,7 +45,14 @@ case "$CALL" in
      SUITE_PIECES="add_rms_norm.fwd:150 log_softmax.bwd:150" sweep_part fp32 fwd "N=262144" ;;
   3) SUITE_PIECES="add_rms_norm.fwd:150 log_softmax.bwd:150" sweep_part fp32 fwd "M=8192,N=262144"
      SUITE_PIECES="add_rms_norm.bwd:250" sweep_part fp32 normbwd "M=8192,N=262144" ;;
-  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
+  4) GRID_SHAPES="M=16384,N=2048 M=32768,N=1024 M=16384,N=4096 M=8192,N=8192" \
+     GRID_DTYPES=float32 GRID_KERNELS="add_rms_norm.bwd rms_norm.bwd layer_norm.bwd" \
+     GRID_MAX_WALL=480 bash scripts/gpu/tune_norm_grid.sh "$OUT/grid" > "$OUT/grid.log" 2>&1
+     cat "$OUT/grid/summary.txt"
+     cp "$OUT/grid/shipped-grid.json" "$OUT/grid/trials-grid.json" "$OUT/keep/" ;;
+  5) SUITE_SHAPE="M=16384,N=2048 M=32768,N=1024 M=16384,N=4096 M=8192,N=8192" \
+     sweep_part fp32 normbwd ;;
+  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
 find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +
