@@ -50,8 +50,7 @@ case "$CALL" in
      GRID_MAX_WALL=480 bash scripts/gpu/tune_norm_grid.sh "$OUT/grid" > "$OUT/grid.log" 2>&1
      cat "$OUT/grid/summary.txt"
      cp "$OUT/grid/shipped-grid.json" "$OUT/grid/trials-grid.json" "$OUT/keep/" ;;
-  5) SUITE_SHAPE="M=16384,N=2048 M=32768,N=1024 M=16384,N=4096 M=8192,N=8192" \
-     sweep_part fp32 normbwd ;;
+  5) sweep_part fp32 normbwd "M=16384,N=2048 M=32768,N=1024 M=16384,N=4096 M=8192,N=8192" ;;
   *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
