@@ -20,6 +20,10 @@
 #      add_rms_norm.bwd 0.84x torch.compile at 16384 x 2048 on the nearest tuned neighbour's
 #      config); scripts/gpu/tune_norm_grid.sh, exported for scripts/tune_merge.py shipped
 #   5  those rows through the harness with the merged shipped configs
+#   6  a kernel-alone sweep of the bf16 norm backward's split launches at 32768-262144 columns
+#      with larger chunks per program (8 and 16 warps: the fp32 rows reach 98-99% of copy at the
+#      same bytes a chunk); exhaustive tuning of the fp32 norm forwards at the sweep shapes the
+#      shipped configs lack (0.97-0.99x torch.compile there)
 # Usage: bash scripts/gpu/session14_calls.sh OUT CALL
 set -uo pipefail
 OUT="${1:?usage: session14_calls.sh OUT CALL}"
@@ -51,7 +55,19 @@ case "$CALL" in
      cat "$OUT/grid/summary.txt"
      cp "$OUT/grid/shipped-grid.json" "$OUT/grid/trials-grid.json" "$OUT/keep/" ;;
   5) sweep_part fp32 normbwd "M=16384,N=2048 M=32768,N=1024 M=16384,N=4096 M=8192,N=8192" ;;
-  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
+  6) t0=$SECONDS
+     SWEEP_SHAPES="4096x32768 8192x65536 8192x131072 8192x262144" \
+     SWEEP_LAUNCHES="flags/4096/4/2/1 flags/4096/8/2/1 flags/8192/16/1/1 flags/8192/8/1/1 flags/4096/8/1/1 lag/2048/4/4/0" \
+       timeout 200 python3 benchmarks/norm_bwd_narrow_sweep.py sweep \
+       "$OUT/keep/norm-bwd-wide-bf16-sweep.txt" > "$OUT/sweep.log" 2>&1
+     echo "bf16 wide sweep: exit $? in $((SECONDS - t0)) s"
+     GRID_SHAPES="M=32768,N=1024 M=16384,N=2048 M=8192,N=8192 M=4096,N=16384" \
+     GRID_DTYPES=float32 GRID_KERNELS="rms_norm.fwd add_rms_norm.fwd layer_norm.fwd" \
+     GRID_MAX_WALL=$((560 - SECONDS)) bash scripts/gpu/tune_norm_grid.sh "$OUT/grid" > "$OUT/grid.log" 2>&1
+     cat "$OUT/grid/summary.txt"
+     cp "$OUT/grid/shipped-grid.json" "$OUT/keep/shipped-fwd-grid.json"
+     cp "$OUT/grid/trials-grid.json" "$OUT/keep/trials-fwd-grid.json" ;;
+  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
 find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +
