@@ -24,6 +24,9 @@
 #      with larger chunks per program (8 and 16 warps: the fp32 rows reach 98-99% of copy at the
 #      same bytes a chunk); exhaustive tuning of the fp32 norm forwards at the sweep shapes the
 #      shipped configs lack (0.97-0.99x torch.compile there)
+#   7  the narrow/wide norm backward GPU tests; bf16 rms_norm.bwd and add_rms_norm.bwd at
+#      8192 x 131072 and 8192 x 262144 with call 6's launches in NORM_BWD_NARROW; the fp32 norm
+#      forwards at the shapes call 6 tuned, with the merged shipped configs
 # Usage: bash scripts/gpu/session14_calls.sh OUT CALL
 set -uo pipefail
 OUT="${1:?usage: session14_calls.sh OUT CALL}"
@@ -67,7 +70,12 @@ case "$CALL" in
      cat "$OUT/grid/summary.txt"
      cp "$OUT/grid/shipped-grid.json" "$OUT/keep/shipped-fwd-grid.json"
      cp "$OUT/grid/trials-grid.json" "$OUT/keep/trials-fwd-grid.json" ;;
-  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
+  7) gpu_tests narrow 120 tests/ops/test_norm_bwd_narrow.py
+     SUITE_PIECES="rms_norm.bwd:150 add_rms_norm.bwd:150" \
+       sweep_part bf16 normbwd "M=8192,N=131072 M=8192,N=262144"
+     SUITE_PIECES="rms_norm.fwd:100 add_rms_norm.fwd:100 layer_norm.fwd:100" \
+       sweep_part fp32 fwd "M=32768,N=1024 M=16384,N=2048 M=8192,N=8192 M=4096,N=16384" ;;
+  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
 find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +

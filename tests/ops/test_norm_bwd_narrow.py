@@ -79,7 +79,9 @@ def test_public_ops_take_the_narrow_split_where_listed(op, kernel, monkeypatch, 
 @pytest.mark.gpu
 @pytest.mark.parametrize(("center", "residual"), KINDS, ids=["rms", "add_rms", "layer"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-@pytest.mark.parametrize(("M", "N"), [(300, 32768), (37, 40009), (64, 65536), (29, 16411)])
+@pytest.mark.parametrize(
+    ("M", "N"), [(300, 32768), (37, 40009), (64, 65536), (29, 16411), (19, 131072), (11, 262144)]
+)
 def test_narrow_backward_gpu(center, residual, dtype, M, N, poison_outputs):
     """The one-launch meetings of both kernels at the table's plan and the swept launches
     (bf16 and fp32, the dtypes the table serves), bitwise the same on a second run."""
@@ -137,7 +139,8 @@ def test_narrow_table_from_the_environment(monkeypatch):
 @pytest.mark.parametrize("element_size", [2, 4])
 def test_narrow_plans_pick_the_first_choice_holding_the_width(element_size, monkeypatch):
     """The shipped table on an H100-like GPU: bf16 RMSNorm takes the flags kernel under 32768
-    columns and the lagged one from there to 65536; LayerNorm only from 32768 columns. float32
+    columns and the lagged one from there to 131072; add+RMSNorm the flags kernel at 8192
+    columns over 131072; LayerNorm only from 32768 columns. float32
     takes the flags kernel only: at 2048 columns under 32768, at 4096 from there to 65535, and
     LayerNorm at 2048 to 65536; nothing under NORM_BWD_NARROW_MIN_N."""
     import warpforge.ops._split_rows as split_rows
@@ -171,9 +174,14 @@ def test_narrow_plans_pick_the_first_choice_holding_the_width(element_size, monk
         assert plan("rms_norm", 32767) == ("flags", 2048)
         assert plan("rms_norm", 32768) == ("lag", 2048)
         assert plan("rms_norm", 65536) == ("lag", 2048)
-        assert plan("rms_norm", 65537) is None
+        assert plan("rms_norm", 131072) == ("lag", 2048)
+        assert plan("rms_norm", 131073) is None
         assert plan("add_rms_norm", 40009) == ("flags", 4096)
         assert plan("add_rms_norm", 65536) is None
+        assert plan("add_rms_norm", 131072) is None
+        assert plan("add_rms_norm", 131073) == ("flags", 8192)
+        assert plan("add_rms_norm", 262144) == ("flags", 8192)
+        assert plan("add_rms_norm", 262145) is None
         assert plan("layer_norm", 32767) is None
         assert plan("layer_norm", 32768) == ("flags", 4096)
     finally:

@@ -1276,12 +1276,14 @@ NarrowChoice = tuple[str, dict[str, int | bool], int, int]
 _FLAGS_2048 = {"block": 2048, "num_warps": 4, "programs_per_sm": 4, "prefetch": True}
 _FLAGS_4096 = {"block": 4096, "num_warps": 4, "programs_per_sm": 2, "prefetch": True}
 _LAG_2048 = {"block": 2048, "num_warps": 4, "programs_per_sm": 4, "prefetch": False}
+_FLAGS_8192 = {"block": 8192, "num_warps": 8, "programs_per_sm": 1, "prefetch": True}
 
 NORM_BWD_NARROW: dict[tuple[str, int], tuple[NarrowChoice, ...]] = {
-    ("rms_norm", 2): (("flags", _FLAGS_2048, 16385, 32767), ("lag", _LAG_2048, 32768, 65536)),
+    ("rms_norm", 2): (("flags", _FLAGS_2048, 16385, 32767), ("lag", _LAG_2048, 32768, 131072)),
     ("add_rms_norm", 2): (
         ("flags", _FLAGS_2048, 16385, 32767),
         ("flags", _FLAGS_4096, 32768, 65535),
+        ("flags", _FLAGS_8192, 131073, 262144),
     ),
     ("layer_norm", 2): (("flags", _FLAGS_4096, 32768, 65535),),
     ("rms_norm", 4): (("flags", _FLAGS_2048, 16385, 32767), ("flags", _FLAGS_4096, 32768, 65535)),
@@ -1306,6 +1308,12 @@ LayerNorm: 4096 x 32768 default 667 / 801 / 400 us, flags at 4096 columns (4 war
 314 us, lag 377 / 469 / 725 us; 8192 x 65536 default (flags at 4096 columns) 1302 / 1522 /
 1410 us, lag 1212 / 1591 / 1536 us. LayerNorm under 32768 columns keeps its pairs kernel (a
 tie at 16411).
+
+Wider bf16 rows, kernel alone (``benchmarks/results/session14-2026-11-25/
+norm-bwd-wide-bf16-sweep.txt``): RMSNorm 8192 x 131072 default (flags at 4096 columns) 2670 us,
+the lag kernel at 2048 columns 2440 us; add+RMSNorm 8192 x 262144 default 7253 us, flags at
+8192 columns (8 warps, 1 an SM) 6834 us (a tie at 131072: 3096 against 3111 us). Launches of
+8 and 16 warps at 4096-8192 columns were 1-30% slower everywhere else.
 
 float32, kernel alone on the H100 (``benchmarks/results/session14-2026-11-25/
 norm-bwd-narrow-fp32-sweep.txt``), RMSNorm / add+RMSNorm / LayerNorm: 4096 x 32768 default
