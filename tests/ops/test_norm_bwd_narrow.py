@@ -83,8 +83,9 @@ def test_public_ops_take_the_narrow_split_where_listed(op, kernel, monkeypatch, 
     ("M", "N"), [(300, 32768), (37, 40009), (64, 65536), (29, 16411), (19, 131072), (11, 262144)]
 )
 def test_narrow_backward_gpu(center, residual, dtype, M, N, poison_outputs):
-    """The one-launch meetings of both kernels at the table's plan and the swept launches
-    (bf16 and fp32, the dtypes the table serves), bitwise the same on a second run."""
+    """The one-launch meetings of both kernels at the table's plan (else the default split
+    plan) and the swept launches (bf16 and fp32, the dtypes the table serves), bitwise the
+    same on a second run."""
     x, dy, dh, w, mean, rstd = operands(M, N, dtype, "cuda", shift=20.0 if center else 0.0)
     dh = dh if residual else None
     want = expected(dy, x, w, mean, rstd, dh, 0.0, center)
@@ -94,6 +95,8 @@ def test_narrow_backward_gpu(center, residual, dtype, M, N, poison_outputs):
     if narrow is not None:
         runs.append((norm.lag_norm_backward if narrow[0] == "lag" else norm.split_norm_backward,
                      narrow[1]))  # fmt: skip
+    elif (default := norm.norm_bwd_split_plan(M, N, dtype.itemsize, "cuda")) is not None:
+        runs.append((norm.split_norm_backward, default))  # widths the table leaves to it
     for launch in GPU_LAUNCHES:
         p = split_row_plan(M, N, "cuda", **launch, flag_words=True)
         if p is not None and p.chunks_pow2 <= 64:
