@@ -27,6 +27,8 @@
 #   7  the narrow/wide norm backward GPU tests; bf16 rms_norm.bwd and add_rms_norm.bwd at
 #      8192 x 131072 and 8192 x 262144 with call 6's launches in NORM_BWD_NARROW; the fp32 norm
 #      forwards at the shapes call 6 tuned, with the merged shipped configs
+#   8  GPU tests: the norm backward's split kernels (call 7's test mended), the harness's
+#      (comparisons in slices) and the tuner's (new shipped configs)
 # Usage: bash scripts/gpu/session14_calls.sh OUT CALL
 set -uo pipefail
 OUT="${1:?usage: session14_calls.sh OUT CALL}"
@@ -75,7 +77,10 @@ case "$CALL" in
        sweep_part bf16 normbwd "M=8192,N=131072 M=8192,N=262144"
      SUITE_PIECES="rms_norm.fwd:100 add_rms_norm.fwd:100 layer_norm.fwd:100" \
        sweep_part fp32 fwd "M=32768,N=1024 M=16384,N=2048 M=8192,N=8192 M=4096,N=16384" ;;
-  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
+  8) gpu_tests narrow 150 tests/ops/test_norm_bwd_narrow.py tests/ops/test_norm_split_bwd.py
+     gpu_tests harness 150 tests/harness
+     gpu_tests tune 150 tests/tune ;;
+  *) echo "CALL: expected 1-8, got $CALL" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
 find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +
