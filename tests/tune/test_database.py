@@ -266,6 +266,26 @@ def test_record_trial_validates(sqlite_url: str) -> None:
             db.trials(limit=0)
 
 
+def test_a_problem_key_over_the_index_limit_is_refused_on_both_backends(db_url: str) -> None:
+    """PostgreSQL refuses btree index rows over about 2700 bytes: a key at the limit is stored
+    (incompressible text, so no index compression helps), one byte over is a ValueError naming
+    features, not a database error, and on SQLite alike; nothing is half-written."""
+    import secrets
+
+    from warpforge.tune.database import MAX_PROBLEM_KEY_BYTES, canonical_json
+
+    head = len("k") + len("h1") + len("dev/sm_90") + len(canonical_json({"blob": ""}))
+    blob = secrets.token_hex(MAX_PROBLEM_KEY_BYTES)[: MAX_PROBLEM_KEY_BYTES - head]
+    with PerfDatabase(db_url) as db:
+        db.record_trial(kernel="k", source_hash="h1", device="dev/sm_90",
+                        features={"blob": blob}, trial=Trial({"b": 0}, "ok", 1e-4))  # fmt: skip
+        assert db.best("k", "h1", "dev/sm_90", {"blob": blob}) is not None
+        with pytest.raises(ValueError, match=r"features: .*at most 2400 bytes.*got 2401"):
+            db.record_trial(kernel="k", source_hash="h1", device="dev/sm_90",
+                            features={"blob": blob + "0"}, trial=Trial({"b": 0}, "ok", 1e-4))  # fmt: skip
+        assert db.count_trials(kernel="k") == 1
+
+
 @pytest.mark.parametrize(
     ("trial", "error", "message"),
     [

@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     from warpforge.tune.search import Trial
 
 BUSY_TIMEOUT_MS = 60_000
+MAX_PROBLEM_KEY_BYTES = 2400
+"""The most bytes of a problem's key (kernel, source hash, device, features JSON): PostgreSQL
+refuses btree index rows over about 2700 bytes, and the trials and best-config tables index it.
+Both backends hold the same limit, so a database moves between them whole."""
 _PG_MIGRATION_LOCK = 0x77617270  # "warp": serialises migrations across processes
 
 
@@ -479,6 +483,13 @@ class PerfDatabase:
         check_time("trial.ci_low_s", trial.ci_low_s, positive=False)
         check_time("trial.ci_high_s", trial.ci_high_s, positive=False)
         features_json = canonical_json(features)
+        key_bytes = sum(len(v.encode()) for v in (kernel, source_hash, device, features_json))
+        if key_bytes > MAX_PROBLEM_KEY_BYTES:
+            raise ValueError(
+                f"features: a problem's key (kernel, source hash, device and features JSON) "
+                f"may take at most {MAX_PROBLEM_KEY_BYTES} bytes (PostgreSQL's index limit, "
+                f"kept on SQLite too), got {key_bytes} with {len(features)} feature(s)"
+            )
         config_json = canonical_json(trial.config)
         when = created_at or _now()
         host = host or f"{socket.gethostname()}:{os.getpid()}"
