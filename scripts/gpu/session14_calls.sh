@@ -29,6 +29,10 @@
 #      forwards at the shapes call 6 tuned, with the merged shipped configs
 #   8  GPU tests: the norm backward's split kernels (call 7's test mended), the harness's
 #      (comparisons in slices) and the tuner's (new shipped configs)
+#   9  the split LayerNorm forward with float64 chunk sums (moments64) against the two
+#      reductions: benchmarks/norm_fwd_moments_sweep.py, the split forward's LayerNorm GPU
+#      tests, and bf16 layer_norm.fwd at 65536-262144 columns through the harness with
+#      WARPFORGE_NORM_FWD_MOMENTS64=0 then 1
 # Usage: bash scripts/gpu/session14_calls.sh OUT CALL
 set -uo pipefail
 OUT="${1:?usage: session14_calls.sh OUT CALL}"
@@ -80,7 +84,17 @@ case "$CALL" in
   8) gpu_tests narrow 150 tests/ops/test_norm_bwd_narrow.py tests/ops/test_norm_split_bwd.py
      gpu_tests harness 150 tests/harness
      gpu_tests tune 150 tests/tune ;;
-  *) echo "CALL: expected 1-8, got $CALL" >&2; exit 2 ;;
+  9) timeout 120 python3 benchmarks/norm_fwd_moments_sweep.py --out "$OUT/keep" > "$OUT/moments.log" 2>&1
+     echo "moments sweep: exit $?"; cat "$OUT/keep/norm-fwd-moments.txt"
+     gpu_tests splitfwd 120 tests/ops/test_norm_split_fwd.py -k layer
+     for m in 0 1; do
+       WARPFORGE_NORM_FWD_MOMENTS64=$m SUITE_PIECES="layer_norm.fwd:120" \
+         sweep_part bf16 fwd "M=8192,N=65536 M=8192,N=131072 M=8192,N=262144"
+       mv "$OUT/keep/fwd-bf16.json" "$OUT/keep/lnfwd-bf16-moments$m.json"
+       mv "$OUT/keep/fwd-bf16.png" "$OUT/keep/lnfwd-bf16-moments$m.png"
+       mv "$OUT/keep/logs-fwd-bf16.tgz" "$OUT/keep/logs-lnfwd-bf16-moments$m.tgz"
+     done ;;
+  *) echo "CALL: expected 1-9, got $CALL" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
 find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +

@@ -311,6 +311,11 @@ call."""
 _NORM_FWD_SPLIT_MAX_CHUNKS = 64
 """``row_words`` polls at most two vectors of 32 words."""
 
+NORM_FWD_MOMENTS64 = "WARPFORGE_NORM_FWD_MOMENTS64"
+"""``0``/``false``/``no``/``off``: the split LayerNorm forward computes a chunk's mean, then its
+centred sum of squares (two reductions, the second waiting for the first), instead of float64
+sums of x and x^2 in one go (:func:`split_norm_forward`'s ``moments64``); read at each call."""
+
 
 _KERNEL_OPTIONS = ("lag_depth", "hold_weight", "packed")
 """Keys of a ``NORM_FWD_SPLIT_LAUNCHES`` entry that pick the kernel (:func:`split_norm_forward`'s
@@ -404,12 +409,14 @@ def split_norm_forward(
     lag_depth: int = 0,
     hold_weight: bool = False,
     packed: bool = False,
+    moments64: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`_norm_forward`'s (y, h, mean, rstd) from the split kernel of a (M, N) input on
     the kernels' path; tests and sweeps pass their own plan. ``lag_depth`` 0:
     ``norm_fwd_flags_kernel`` (``plan.prefetch``); 1 or 2: ``norm_fwd_lag_kernel`` with that
     many rows loading a program (its DEPTH), ``hold_weight`` its HOLD_W and ``packed`` its
-    PACKED where :func:`_pairs_fit` (else unpacked)."""
+    PACKED where :func:`_pairs_fit` (else unpacked). ``moments64``: a LayerNorm chunk's mean
+    and M2 from float64 sums (both kernels' MOMENTS64)."""
     from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel, norm_fwd_lag_kernel
 
     if lag_depth not in (0, 1, 2):
@@ -439,6 +446,7 @@ def split_norm_forward(
             else:
                 kernel = norm_fwd_flags_kernel
                 options = {"PREFETCH": plan.prefetch}
+            options["MOMENTS64"] = moments64
             kernel[(plan.programs,)](
                 *pointers,
                 words,
@@ -564,6 +572,8 @@ def _forward(
         plan = norm_fwd_split_plan(M, N, x.element_size(), x.device, residual is not None)
         if plan is not None:
             options = norm_fwd_split_options(x.element_size(), residual is not None, plan.chunks)
+            if center and switch_on(NORM_FWD_MOMENTS64):
+                options["moments64"] = True
             return split_norm_forward(
                 x, weight, bias, residual, eps, offset, center, plan, **options
             )
