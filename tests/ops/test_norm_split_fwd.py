@@ -43,11 +43,10 @@ def test_split_forward_small_chunks(center, residual, M, N, stride, variant, dev
         r = r if residual else None
         b = b if center else None
         offset = 0.0 if center else 1.0
-        for moments64 in (False, True) if center else (False,):
-            got = norm.split_norm_forward(x, w, b, r, 1e-6, offset, center, plan,
-                                          lag_depth=lag_depth, hold_weight=hold_weight,
-                                          packed=packed, moments64=moments64)  # fmt: skip
-            check(got, expected(x, w, b, r, 1e-6, offset, center), dtype, center, residual)
+        got = norm.split_norm_forward(x, w, b, r, 1e-6, offset, center, plan,
+                                      lag_depth=lag_depth, hold_weight=hold_weight,
+                                      packed=packed)  # fmt: skip
+        check(got, expected(x, w, b, r, 1e-6, offset, center), dtype, center, residual)
 
 
 @pytest.mark.parametrize(("lag_depth", "hold_weight"), [(1, False), (2, True)])
@@ -63,11 +62,9 @@ def test_split_forward_packed_pairs(center, residual, M, N, stride, lag_depth, h
     r = r if residual else None
     b = b if center else None
     assert norm._pairs_fit(x, w, b, r)
-    for moments64 in (False, True) if center else (False,):
-        got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.25, center, plan, lag_depth=lag_depth,
-                                      hold_weight=hold_weight, packed=True,
-                                      moments64=moments64)  # fmt: skip
-        check(got, expected(x, w, b, r, 1e-6, 0.25, center), torch.float16, center, residual)
+    got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.25, center, plan, lag_depth=lag_depth,
+                                  hold_weight=hold_weight, packed=True)  # fmt: skip
+    check(got, expected(x, w, b, r, 1e-6, 0.25, center), torch.float16, center, residual)
 
 
 def test_pairs_fit_only_even_aligned_two_byte_rows():
@@ -127,17 +124,7 @@ def test_public_ops_of_long_rows_take_the_split_kernel(op, monkeypatch, device, 
         y = layer_norm(x, w, b, 1e-5)
         want = expected(x, w, b, None, 1e-5, 0.0, True)
     assert len(spy.grids) == (2 if device.type == "cpu" else 1)
-    # LayerNorm's chunk moments from float64 sums unless WARPFORGE_NORM_FWD_MOMENTS64=0
-    assert [launch["MOMENTS64"] for launch in spy.launches] == [center] * len(spy.grids)
     torch.testing.assert_close(y.double(), want[0], atol=1e-5, rtol=1e-5)
-    if center:
-        monkeypatch.setenv(norm.NORM_FWD_MOMENTS64, "0")
-        spy.launches.clear()
-        y_two_pass = layer_norm(x, w, b, 1e-5)
-        assert not any(launch["MOMENTS64"] for launch in spy.launches)
-        torch.testing.assert_close(y_two_pass, y, atol=1e-5, rtol=1e-5)
-        monkeypatch.delenv(norm.NORM_FWD_MOMENTS64)
-        spy.grids.clear()
     # off: the chunked kernel, same result
     monkeypatch.setenv(norm.NORM_FWD_SPLIT, "0")
     spy.grids.clear()
@@ -207,12 +194,10 @@ def test_split_forward_gpu(center, residual, dtype, M, N, poison_outputs):
         if p is not None and p.chunks_pow2 <= 64:
             plans.append(p)
     assert plans
-    if plan is not None:  # the default kernel and its options, LayerNorm's both moments
+    if plan is not None:  # the default kernel and its options
         options = norm.norm_fwd_split_options(dtype.itemsize, residual, plan.chunks)
-        for moments64 in (False, True) if center else (False,):
-            got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.0, center, plan, **options,
-                                          moments64=moments64)  # fmt: skip
-            check(got, want, dtype, center, residual)
+        got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.0, center, plan, **options)
+        check(got, want, dtype, center, residual)
     for p in plans:
         got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.0, center, p)
         check(got, want, dtype, center, residual)

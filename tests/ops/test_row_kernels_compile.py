@@ -222,8 +222,7 @@ COMPILE_ALL = textwrap.dedent(
                 assert plan is not None and plan.flag_words, f"expected a split forward ({dt})"
                 options = norm.norm_fwd_split_options(tdt.itemsize, residual, plan.chunks)
                 flags = dict(CENTER=center, HAS_RESIDUAL=residual, HAS_WEIGHT=True, HAS_BIAS=center,
-                             BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0,
-                             MOMENTS64=center)  # LayerNorm's default: float64 chunk sums
+                             BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0)
                 if options:
                     kernel = norm_fwd_lag_kernel
                     flags.update(DEPTH=options["lag_depth"], HOLD_W=options.get("hold_weight", False),

@@ -292,7 +292,13 @@ LayerNorm 878 against 859 packed). Two rows loading (DEPTH 2), w and b held, fou
 SM, 4096-column programs: no better, or slower where they spill. float32: the lag kernel spills
 under the 128-register cap and is slower at every shape (rms 6325 against 5982 us), so the
 flags kernel stays (fp32 8192 x 262144: 94.8% / 93.9% (no prefetch) / 87.8%).
-Earlier sweep: ``benchmarks/results/normsplit-sweep-2026-11-25-h100.txt``."""
+Earlier sweep: ``benchmarks/results/normsplit-sweep-2026-11-25-h100.txt``. LayerNorm's chunk
+moments from float64 sums of x and x^2 (independent reductions, instead of the mean and then
+the centred squares) were 8-21% slower in bf16 and 1-6% in fp32 at 32768-262144 columns
+(``session14-2026-11-25/norm-fwd-moments-call9.log``, kernel alone; the harness's bf16
+layer_norm.fwd at 65536-262144: 76-66-75% of copy against 84-80-84%,
+``lnfwd-bf16-moments{1,0}-call9.json``), so the two dependent reductions are not what holds
+LayerNorm under RMSNorm here; removed after commit ``34d44de``."""
 
 NORM_FWD_LAG_MIN_CHUNKS = 16
 """Chunks a row needs before the lag kernel is the default (measured better at 32, a tie at 8;
@@ -310,11 +316,6 @@ call."""
 
 _NORM_FWD_SPLIT_MAX_CHUNKS = 64
 """``row_words`` polls at most two vectors of 32 words."""
-
-NORM_FWD_MOMENTS64 = "WARPFORGE_NORM_FWD_MOMENTS64"
-"""``0``/``false``/``no``/``off``: the split LayerNorm forward computes a chunk's mean, then its
-centred sum of squares (two reductions, the second waiting for the first), instead of float64
-sums of x and x^2 in one go (:func:`split_norm_forward`'s ``moments64``); read at each call."""
 
 
 _KERNEL_OPTIONS = ("lag_depth", "hold_weight", "packed")
@@ -409,14 +410,12 @@ def split_norm_forward(
     lag_depth: int = 0,
     hold_weight: bool = False,
     packed: bool = False,
-    moments64: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`_norm_forward`'s (y, h, mean, rstd) from the split kernel of a (M, N) input on
     the kernels' path; tests and sweeps pass their own plan. ``lag_depth`` 0:
     ``norm_fwd_flags_kernel`` (``plan.prefetch``); 1 or 2: ``norm_fwd_lag_kernel`` with that
     many rows loading a program (its DEPTH), ``hold_weight`` its HOLD_W and ``packed`` its
-    PACKED where :func:`_pairs_fit` (else unpacked). ``moments64``: a LayerNorm chunk's mean
-    and M2 from float64 sums (both kernels' MOMENTS64)."""
+    PACKED where :func:`_pairs_fit` (else unpacked)."""
     from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel, norm_fwd_lag_kernel
 
     if lag_depth not in (0, 1, 2):
@@ -446,7 +445,6 @@ def split_norm_forward(
             else:
                 kernel = norm_fwd_flags_kernel
                 options = {"PREFETCH": plan.prefetch}
-            options["MOMENTS64"] = moments64
             kernel[(plan.programs,)](
                 *pointers,
                 words,
@@ -572,8 +570,6 @@ def _forward(
         plan = norm_fwd_split_plan(M, N, x.element_size(), x.device, residual is not None)
         if plan is not None:
             options = norm_fwd_split_options(x.element_size(), residual is not None, plan.chunks)
-            if center and switch_on(NORM_FWD_MOMENTS64):
-                options["moments64"] = True
             return split_norm_forward(
                 x, weight, bias, residual, eps, offset, center, plan, **options
             )

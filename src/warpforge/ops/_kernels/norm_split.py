@@ -61,24 +61,6 @@ def _row_moments(parts, parts_2, lanes, chunks, N, BLOCK_N: tl.constexpr, SECOND
 
 
 @triton.jit
-def _moments_of_chunk(v, mask, n_chunk, MOMENTS64: tl.constexpr):
-    """(mean, M2) of a chunk's fp32 values ``v`` (0 where not ``mask``) over ``n_chunk`` of
-    them. MOMENTS64: the sum and the sum of squares in float64, independent reductions (M2 =
-    sum(v^2) - sum(v) * mean, which float64 keeps to about 2^-53 * sum(v^2), far under the
-    inputs' own rounding), instead of the mean first and then the centred squares, a
-    reduction that waits for the other."""
-    if MOMENTS64:
-        v64 = v.to(tl.float64)
-        s1 = tl.sum(v64, axis=0)
-        s2 = tl.sum(v64 * v64, axis=0)
-        mean64 = s1 / n_chunk
-        return mean64.to(tl.float32), tl.maximum(s2 - s1 * mean64, 0.0).to(tl.float32)
-    mean = tl.sum(v, axis=0) / n_chunk
-    d = tl.where(mask, v - mean, 0.0)
-    return mean, tl.sum(d * d, axis=0)
-
-
-@triton.jit
 def norm_fwd_flags_kernel(
     X,
     R,
@@ -105,7 +87,6 @@ def norm_fwd_flags_kernel(
     CHUNKS_POW2: tl.constexpr,
     STAGE: tl.constexpr,
     PREFETCH: tl.constexpr,
-    MOMENTS64: tl.constexpr = False,
 ):
     """RMSNorm / LayerNorm (CENTER) forward of rows split over ``cdiv(N, BLOCK_N)`` programs
     (the places of ``split_place``), the same outputs as ``norm_fwd_chunked_kernel``: y; h =
@@ -149,8 +130,9 @@ def norm_fwd_flags_kernel(
         words = WORDS + row * CHUNKS_POW2
         if STAGE != 2:
             if CENTER:
-                chunk_mean, second = _moments_of_chunk(x, mask, n_chunk, MOMENTS64)
-                publish_word(words + chunk, chunk_mean, second, STAGE)
+                chunk_mean = tl.sum(x, axis=0) / n_chunk
+                d = tl.where(mask, x - chunk_mean, 0.0)
+                publish_word(words + chunk, chunk_mean, tl.sum(d * d, axis=0), STAGE)
             else:
                 # high half: a word past the row's end (EMPTY_STATS) reads as 0 there
                 publish_word(words + chunk, 0.0, tl.sum(x * x, axis=0), STAGE)
@@ -228,8 +210,7 @@ def _load_chunk(P, row, stride, cols, M, n_cols):
 @triton.jit
 def _publish_chunk(x, r, H, WORDS, row, stride_h, cols, mask, chunk, n_chunk,
                    CENTER: tl.constexpr, HAS_RESIDUAL: tl.constexpr, CHUNKS_POW2: tl.constexpr,
-                   STAGE: tl.constexpr, PACKED: tl.constexpr, DT: tl.constexpr,
-                   MOMENTS64: tl.constexpr):  # fmt: skip
+                   STAGE: tl.constexpr, PACKED: tl.constexpr, DT: tl.constexpr):  # fmt: skip
     """h of a chunk (x, or x + r rounded to DT and stored in H) with its statistics published
     in the row's word (not in STAGE 2, which only writes y); returns h as carried."""
     if HAS_RESIDUAL:
@@ -246,14 +227,7 @@ def _publish_chunk(x, r, H, WORDS, row, stride_h, cols, mask, chunk, n_chunk,
     if STAGE != 2:
         if PACKED:
             even, odd = _halves(h, DT)
-            if CENTER and MOMENTS64:
-                e64, o64 = even.to(tl.float64), odd.to(tl.float64)
-                s1 = tl.sum(e64, axis=0) + tl.sum(o64, axis=0)
-                s2 = tl.sum(e64 * e64, axis=0) + tl.sum(o64 * o64, axis=0)
-                mean64 = s1 / n_chunk
-                chunk_mean = mean64.to(tl.float32)
-                second = tl.maximum(s2 - s1 * mean64, 0.0).to(tl.float32)
-            elif CENTER:
+            if CENTER:
                 chunk_mean = (tl.sum(even, axis=0) + tl.sum(odd, axis=0)) / n_chunk
                 d_even = tl.where(mask, even - chunk_mean, 0.0)
                 d_odd = tl.where(mask, odd - chunk_mean, 0.0)
@@ -264,7 +238,9 @@ def _publish_chunk(x, r, H, WORDS, row, stride_h, cols, mask, chunk, n_chunk,
         else:
             hf = h.to(tl.float32)
             if CENTER:
-                chunk_mean, second = _moments_of_chunk(hf, mask, n_chunk, MOMENTS64)
+                chunk_mean = tl.sum(hf, axis=0) / n_chunk
+                d = tl.where(mask, hf - chunk_mean, 0.0)
+                second = tl.sum(d * d, axis=0)
             else:
                 chunk_mean = 0.0
                 second = tl.sum(hf * hf, axis=0)
@@ -325,7 +301,6 @@ def norm_fwd_lag_kernel(
     DEPTH: tl.constexpr,
     HOLD_W: tl.constexpr,
     PACKED: tl.constexpr,
-    MOMENTS64: tl.constexpr = False,
 ):
     """``norm_fwd_flags_kernel``'s outputs (y; h = x + r rounded, HAS_RESIDUAL; rstd, mean from
     each row's chunk 0) from the same split launch and words, one row later: at iteration k a
@@ -382,8 +357,7 @@ def norm_fwd_lag_kernel(
     if HAS_RESIDUAL:
         r = _load_chunk(Rs, row, sr, cols, M, n_cols)
     h = _publish_chunk(x, r, Hs, WORDS, row, sh, cols, mask, chunk, n_chunk, CENTER,
-                       HAS_RESIDUAL, CHUNKS_POW2, STAGE, PACKED, X.dtype.element_ty,
-                       MOMENTS64)  # fmt: skip
+                       HAS_RESIDUAL, CHUNKS_POW2, STAGE, PACKED, X.dtype.element_ty)  # fmt: skip
     next_x = _load_chunk(Xs, row + slots, sx, cols, M, n_cols)
     next_r = next_x
     if HAS_RESIDUAL:
@@ -405,7 +379,7 @@ def norm_fwd_lag_kernel(
         if next_row < M:
             next_h = _publish_chunk(next_x, next_r, Hs, WORDS, next_row, sh, cols, mask, chunk,
                                     n_chunk, CENTER, HAS_RESIDUAL, CHUNKS_POW2, STAGE, PACKED,
-                                    X.dtype.element_ty, MOMENTS64)  # fmt: skip
+                                    X.dtype.element_ty)  # fmt: skip
         else:
             next_h = h
         if DEPTH == 2:
