@@ -19,3 +19,13 @@ def poison_outputs(monkeypatch: pytest.MonkeyPatch) -> None:
         return out
 
     monkeypatch.setattr(torch, "empty", poisoned)
+
+
+@pytest.fixture(autouse=True)
+def _narrow_plans_not_carried_over():
+    """``norm_bwd_narrow_plan`` caches plans read from ``NORM_BWD_NARROW``, which tests replace:
+    a plan cached under a replaced table must not reach the next test, even one that failed."""
+    yield
+    from warpforge.ops import norm
+
+    norm.norm_bwd_narrow_plan.cache_clear()

@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from launch_spy import LaunchSpy
 
+from launch_spy import LaunchSpy
 from warpforge.ops import cross_entropy
 from warpforge.ops._split_rows import split_row_plan
 from warpforge.runtime import ExecutionPath

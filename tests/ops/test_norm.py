@@ -794,8 +794,13 @@ def test_layer_norm_split_backward_strided_rows(device, poison_outputs):
 
 def test_wide_layer_norm_backward_takes_the_split(device, monkeypatch, poison_outputs):
     """The public op at >= LAYER_NORM_BWD_SPLIT_MIN_N columns (a 3-D input, a prime width past
-    it) runs the split kernel, and matches float64."""
+    it) runs the split kernel, and matches float64 (NORM_BWD_NARROW emptied: its float32
+    entries send these rows to the flag-word kernel, tested in test_norm_bwd_narrow.py)."""
     from warpforge.ops._kernels import norm as kernels
+
+    monkeypatch.delenv(norm_module.NORM_BWD_NARROW_ENV, raising=False)
+    monkeypatch.setattr(norm_module, "NORM_BWD_NARROW", {})
+    norm_module.norm_bwd_narrow_plan.cache_clear()
 
     launched = []
     for name in (

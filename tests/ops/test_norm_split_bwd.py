@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from launch_spy import LaunchSpy
 
 import warpforge.ops._kernels.norm_split_bwd
+from launch_spy import LaunchSpy
 from warpforge.ops import layer_norm, norm, rms_norm
 from warpforge.ops._split_rows import split_row_plan
 
@@ -184,12 +184,15 @@ def _gradients(op, x, r, w, b, dy):
 def test_public_ops_of_long_rows_take_the_split_backward(op, monkeypatch, device):
     """From 65536 columns the backward splits rows over programs by default, with the autograd
     result of the other kernels; WARPFORGE_NORM_BWD_SPLIT=0 turns it off, and 65535 columns
-    keep the other kernels."""
+    keep the other kernels (with NORM_BWD_NARROW empty: its float32 entries reach 65536)."""
     kernels = warpforge.ops._kernels.norm_split_bwd
     spy = LaunchSpy(kernels.norm_bwd_flags_kernel)
     monkeypatch.setattr(kernels, "norm_bwd_flags_kernel", spy)
     monkeypatch.delenv(norm.NORM_BWD_SPLIT, raising=False)
+    monkeypatch.delenv(norm.NORM_BWD_NARROW_ENV, raising=False)
+    monkeypatch.setattr(norm, "NORM_BWD_NARROW", {})
     norm.norm_bwd_split_plan.cache_clear()
+    norm.norm_bwd_narrow_plan.cache_clear()
     M, N = 3, 65536 + 3
     x, dy, r, w, _, _ = operands(M, N, torch.float32, device)
     b = torch.randn(N, device=device)

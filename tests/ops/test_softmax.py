@@ -6,10 +6,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from launch_spy import LaunchSpy
 
 import warpforge.ops
 import warpforge.ops._kernels.softmax
+from launch_spy import LaunchSpy
 from warpforge.ops import log_softmax, softmax, softmax_ops
 from warpforge.ops._rows import RowLaunchConfig
 from warpforge.ops._split_rows import split_row_plan

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from launch_spy import LaunchSpy
 
 import warpforge.ops._kernels.softmax
+from launch_spy import LaunchSpy
 from warpforge.ops import log_softmax, softmax, softmax_ops
 from warpforge.ops._split_rows import split_row_plan
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from launch_spy import LaunchSpy
 from typer.testing import CliRunner
 
+from launch_spy import LaunchSpy
 from warpforge import ops
 from warpforge.cli import app
 from warpforge.ops import norm, softmax_ops, tunables

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from launch_spy import LaunchSpy
 from norm_fwd_check import TOL, check, expected, operands
 
 import warpforge.ops._kernels.wide_rows as wide_kernels
+from launch_spy import LaunchSpy
 from warpforge.ops import layer_norm, log_softmax, norm, rms_norm, softmax, softmax_ops
 from warpforge.ops._wide_rows import WIDE_ROWS, WideLaunch, wide_launch
 
