@@ -32,7 +32,8 @@
 #   9  the split LayerNorm forward with float64 chunk sums (moments64) against the two
 #      reductions: benchmarks/norm_fwd_moments_sweep.py, the split forward's LayerNorm GPU
 #      tests, and bf16 layer_norm.fwd at 65536-262144 columns through the harness with
-#      WARPFORGE_NORM_FWD_MOMENTS64=0 then 1
+#      WARPFORGE_NORM_FWD_MOMENTS64=0 then 1. Ran at commit 34d44de; the variant, its switch and
+#      the sweep script were removed after it (slower), so call 9 runs only from that commit.
 # Usage: bash scripts/gpu/session14_calls.sh OUT CALL
 set -uo pipefail
 OUT="${1:?usage: session14_calls.sh OUT CALL}"
