@@ -34,6 +34,8 @@
 #      tests, and bf16 layer_norm.fwd at 65536-262144 columns through the harness with
 #      WARPFORGE_NORM_FWD_MOMENTS64=0 then 1. Ran at commit 34d44de; the variant, its switch and
 #      the sweep script were removed after it (slower), so call 9 runs only from that commit.
+#   10 RoPE forward and backward (Llama-3 shapes) through the harness with static torch.compile
+#      baselines, bf16 then fp32 (last timed with dynamic ones on 2026-11-24)
 # Usage: bash scripts/gpu/session14_calls.sh OUT CALL
 set -uo pipefail
 OUT="${1:?usage: session14_calls.sh OUT CALL}"
@@ -95,7 +97,9 @@ case "$CALL" in
        mv "$OUT/keep/fwd-bf16.png" "$OUT/keep/lnfwd-bf16-moments$m.png"
        mv "$OUT/keep/logs-fwd-bf16.tgz" "$OUT/keep/logs-lnfwd-bf16-moments$m.tgz"
      done ;;
-  *) echo "CALL: expected 1-9, got $CALL" >&2; exit 2 ;;
+  10) SUITE_PIECES="rope.*:100" sweep_part bf16 rope
+      SUITE_PIECES="rope.*:100" sweep_part fp32 rope ;;
+  *) echo "CALL: expected 1-10, got $CALL" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
 find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +
