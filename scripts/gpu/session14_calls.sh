@@ -35,7 +35,9 @@
 #      WARPFORGE_NORM_FWD_MOMENTS64=0 then 1. Ran at commit 34d44de; the variant, its switch and
 #      the sweep script were removed after it (slower), so call 9 runs only from that commit.
 #   10 RoPE forward and backward (Llama-3 shapes) through the harness with static torch.compile
-#      baselines, bf16 then fp32 (last timed with dynamic ones on 2026-11-24)
+#      baselines, bf16 then fp32 (last timed with dynamic ones on 2026-11-24). NOT RUN: the
+#      session's device time was spent (153 s left, under what a new machine needs); next
+#      session's first call
 # Usage: bash scripts/gpu/session14_calls.sh OUT CALL
 set -uo pipefail
 OUT="${1:?usage: session14_calls.sh OUT CALL}"
