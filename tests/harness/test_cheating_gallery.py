@@ -110,8 +110,32 @@ def test_policy_allow_torch_accepts_torch_candidate() -> None:
 
 
 def test_candidate_without_model_new_is_a_load_error() -> None:
-    with pytest.raises(LoadError, match="does not define ModelNew"):
+    with pytest.raises(LoadError, match="does not define ModelNew") as caught:
         _verify("no_model_new", "ref_scale")
+    assert (
+        str(caught.value).startswith("candidate: ") and str(caught.value).count("candidate:") == 1
+    )
+    assert "LoadError" not in str(caught.value)  # the worker's own type name is not repeated
+
+
+def test_candidate_failing_at_import_or_construction_is_one_named_load_error(tmp_path) -> None:
+    at_import = tmp_path / "at_import.py"
+    at_import.write_text("raise RuntimeError('no GPU here, says the candidate')\n")
+    with pytest.raises(LoadError) as caught:
+        verify.verify_pair(CHEATS / "ref_scale.py", at_import)
+    message = str(caught.value)
+    assert message.startswith("candidate: importing ") and message.count("candidate:") == 1
+    assert message.endswith("RuntimeError: no GPU here, says the candidate")
+    in_init = tmp_path / "in_init.py"
+    in_init.write_text(
+        "import torch\n\n\nclass ModelNew(torch.nn.Module):\n"
+        "    def __init__(self, *args):\n        raise ValueError('bad width')\n"
+    )
+    with pytest.raises(LoadError) as caught:
+        verify.verify_pair(CHEATS / "ref_scale.py", in_init)
+    assert str(caught.value).count("candidate:") == 1 and "ValueError: bad width" in str(
+        caught.value
+    )
 
 
 def test_candidate_with_syntax_error_is_a_load_error(tmp_path: Path) -> None:

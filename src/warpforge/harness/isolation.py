@@ -505,7 +505,14 @@ def _worker_main(conn: Any, config_bytes: bytes) -> None:
     try:
         worker = _Worker(config)
     except BaseException as exc:  # report why the candidate failed to load, then exit
-        message = f"{type(exc).__name__}: {exc}"
+        # a LoadError already names the file's role ("candidate: ..."); anything else is the
+        # candidate's model failing to build
+        from warpforge.harness.kernelbench import LoadError
+
+        if isinstance(exc, LoadError):
+            message = str(exc)
+        else:
+            message = f"candidate: {type(exc).__name__}: {exc}"
         conn.send_bytes(encode({"ok": False, "error": message}))
         return
     conn.send_bytes(encode({"ok": True, "timers_ok": worker.timing.timers_untouched()}))

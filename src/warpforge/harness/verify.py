@@ -170,8 +170,8 @@ class PairSession:
                 config, timeout_s=self.options.timeout_s
             )
         except isolation.WorkerFailure as exc:
-            if exc.kind == "load":
-                raise LoadError(f"candidate: {exc}") from None
+            if exc.kind == "load":  # the worker's message names the role
+                raise LoadError(str(exc)) from None
             raise LoadError(f"candidate: its process failed to start: {exc}") from None
         self.result = VerificationResult(
             reference=str(reference_path), candidate=str(candidate_path), device=str(self.device)
