@@ -215,3 +215,67 @@ def test_timers_untouched_sees_patched_event_methods(monkeypatch) -> None:
     assert timing.timers_untouched()
     monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, other: 0.0)
     assert not timing.timers_untouched()
+
+
+class _Work:
+    """A callable object whose ``__call__`` lives in this file."""
+
+    def __init__(self, release) -> None:
+        self.release = release
+
+    def __call__(self) -> None:
+        self.release.wait(10)
+
+    def method(self) -> None:
+        self.release.wait(10)
+
+
+def _wait(release, _unused=None) -> None:
+    release.wait(10)
+
+
+def test_threads_left_running_are_traced_to_the_candidate_through_wrappers() -> None:
+    """A thread counts as the candidate's when its target is reached through a partial, a bound
+    method, a callable object or a Timer, or when a pool's worker is running the candidate's
+    task; a thread running only library code does not count."""
+    import concurrent.futures
+    import functools
+    import os
+    import threading
+
+    worker = object.__new__(isolation._Worker)
+    worker.candidate_file = os.path.realpath(__file__)
+    release = threading.Event()
+    work = _Work(release)
+    threads = [
+        threading.Thread(target=functools.partial(_wait, release), daemon=True),
+        threading.Thread(target=functools.partial(functools.partial(_wait), release), daemon=True),
+        threading.Thread(target=work.method, daemon=True),
+        threading.Thread(target=work, daemon=True),
+        threading.Timer(0.0, _wait, (release,)),
+    ]
+    library = threading.Thread(target=release.wait, args=(10,), daemon=True)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    running = None
+    try:
+        for t in [*threads, library]:
+            t.start()
+        running = pool.submit(_wait, release)
+        pool_threads = list(pool._threads)
+        for t in threads:
+            assert worker._started_here(t), t
+        assert not worker._started_here(library)
+        # the pool's worker targets concurrent.futures; its stack holds this file's _wait
+        for _ in range(100):
+            if any(worker._started_here(t) for t in pool_threads):
+                break
+            threading.Event().wait(0.01)
+        assert any(worker._started_here(t) for t in pool_threads)
+    finally:
+        release.set()
+        if running is not None:
+            running.result(timeout=10)
+        pool.shutdown()
+    for t in [*threads, library]:
+        t.join(10)
+        assert not worker._started_here(t)  # finished threads never count

@@ -380,11 +380,35 @@ class _Worker:
         return reply
 
     def _started_here(self, thread: threading.Thread) -> bool:
-        """True for a live thread running code from the candidate's file (not a library's)."""
-        target = getattr(thread, "_target", None) or type(thread).run
-        code = getattr(target, "__code__", None)
-        path = getattr(code, "co_filename", "")
-        return thread.is_alive() and os.path.realpath(path) == self.candidate_file
+        """True for a live thread running code from the candidate's file (not a library's):
+        its target (through ``functools.partial``, bound methods, callable objects and a
+        ``threading.Timer``'s function) is the candidate's, or a frame on its stack now is (a
+        thread pool's worker running the candidate's task)."""
+        if not thread.is_alive():
+            return False
+        target = getattr(thread, "_target", None) or getattr(thread, "function", None)
+        if self._in_candidate_file(target or type(thread).run):
+            return True
+        frame = sys._current_frames().get(thread.ident or -1)
+        while frame is not None:
+            if os.path.realpath(frame.f_code.co_filename) == self.candidate_file:
+                return True
+            frame = frame.f_back
+        return False
+
+    def _in_candidate_file(self, fn: Any) -> bool:
+        for _ in range(16):  # unwrap partials, methods and callable objects, a bounded depth
+            if isinstance(fn, functools.partial):
+                fn = fn.func
+            elif hasattr(fn, "__func__"):
+                fn = fn.__func__
+            elif hasattr(fn, "__code__"):
+                return os.path.realpath(fn.__code__.co_filename) == self.candidate_file
+            elif callable(fn) and not isinstance(fn, type):
+                fn = type(fn).__call__
+            else:
+                return False
+        return False
 
     def _profiled(self, inputs: tuple[Any, ...], recorder: _OpRecorder) -> tuple[Any, list[str]]:
         """The call under the profiler (kernels launched, check 10) and the operator trace."""
