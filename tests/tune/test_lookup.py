@@ -437,3 +437,114 @@ def test_a_malformed_shipped_entry_is_skipped_with_one_warning_and_the_rest_kept
     assert len(reads) == 1  # read once, cached with the bad entries left out
     with pytest.raises(ValueError, match=r"cpu\.json: kernels\[.*\]\[1\]: median_s.*\[1\]"):
         original(tmp_path / "cpu.json")  # the strict reader (merge, import) refuses the file
+
+
+H100 = "NVIDIA H100 80GB HBM3/sm_90"
+H200 = "NVIDIA H200/sm_90"
+
+
+def _ship(directory: Path, kernel, entries: list[tuple[str, int, dict]]) -> None:
+    """A shipped file of (device, N, config) entries for ``kernel``, float32."""
+    import json
+
+    from warpforge.tune import shipped
+
+    directory.mkdir(parents=True, exist_ok=True)
+    document = {
+        "format": shipped.CONFIGS_FORMAT,
+        "version": 2,
+        "kernels": {
+            kernel.name: [
+                {
+                    "source_hash": kernel.source_hash,
+                    "device": device,
+                    "features": {"N": n, "dtype": "float32"},
+                    "config": config,
+                    "median_s": 1e-5,
+                }
+                for device, n, config in entries
+            ]
+        },
+    }
+    (directory / "configs.json").write_text(json.dumps(document))
+
+
+@pytest.fixture
+def on_h200(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lookups for "cuda" see an H200 (this machine has no GPU)."""
+    monkeypatch.setattr(
+        lookup_mod,
+        "device_fingerprint",
+        lambda d: H200 if torch.device(d).type == "cuda" else CPU,
+    )
+    monkeypatch.delenv(lookup_mod.OTHER_MODELS_ENV, raising=False)
+
+
+def test_a_model_with_nothing_tuned_takes_another_models_shipped_configs_of_its_architecture(
+    kernel, tmp_path: Path, on_h200: None
+) -> None:
+    at_1024 = {"BLOCK": 256, "num_warps": 8, "unroll": 4}
+    at_1m = {"BLOCK": 1024, "num_warps": 8, "unroll": 2}
+    _ship(
+        tmp_path,
+        kernel,
+        [
+            (H100, 1024, at_1024),
+            (H100, 1 << 20, at_1m),
+            ("NVIDIA A100-SXM4-80GB/sm_80", 1024, {"BLOCK": 64, "num_warps": 2, "unroll": 1}),
+        ],
+    )
+    lookup = ConfigLookup(shipped_dir=tmp_path, use_database=False)
+
+    def ask(n: int, device: str = "cuda") -> dict[str, object]:
+        return lookup.config_for(kernel.name, {"N": n, "dtype": "float32"}, DEFAULT, device=device)
+
+    assert ask(1024) == at_1024
+    assert lookup.origin(kernel.name, {"N": 1024, "dtype": "float32"}, device="cuda") == (
+        f"shipped for {H100} exact"
+    )
+    assert ask(1 << 19)["BLOCK"] == 1024  # the H100's nearest tuned shape, carried over
+    origin = lookup.origin(kernel.name, {"N": 1 << 19, "dtype": "float32"}, device="cuda")
+    assert origin is not None and f"shipped for {H100}" in origin and "exact" not in origin
+    assert ask(1024, device="cpu") == DEFAULT  # the interpreter never takes a GPU's configs
+
+
+def test_another_models_configs_stop_at_one_config_tuned_on_this_model(
+    sqlite_url: str, kernel, tmp_path: Path, on_h200: None
+) -> None:
+    _ship(tmp_path, kernel, [(H100, 1024, {"BLOCK": 256, "num_warps": 8, "unroll": 4})])
+    own = {"BLOCK": 128, "num_warps": 2, "unroll": 2}
+    _store(sqlite_url, kernel, 4096, own, device=H200)
+    lookup = ConfigLookup(database_url=sqlite_url, shipped_dir=tmp_path)
+    got = lookup.config_for(kernel.name, {"N": 1024, "dtype": "float32"}, DEFAULT, device="cuda")
+    assert got["num_warps"] == 2  # this model's own measurement, though of another shape
+    origin = lookup.origin(kernel.name, {"N": 1024, "dtype": "float32"}, device="cuda")
+    assert origin is not None and origin.startswith("database") and H100 not in origin
+
+
+def test_other_models_are_off_by_argument_or_environment(
+    kernel, tmp_path: Path, on_h200: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _ship(tmp_path, kernel, [(H100, 1024, {"BLOCK": 256, "num_warps": 8, "unroll": 4})])
+    features = {"N": 1024, "dtype": "float32"}
+    off = ConfigLookup(shipped_dir=tmp_path, use_database=False, other_models=False)
+    assert off.config_for(kernel.name, features, DEFAULT, device="cuda") == DEFAULT
+    assert off.origin(kernel.name, features, device="cuda") == "default"
+    monkeypatch.setenv(lookup_mod.OTHER_MODELS_ENV, "0")
+    from_env = ConfigLookup(shipped_dir=tmp_path, use_database=False)
+    assert from_env.config_for(kernel.name, features, DEFAULT, device="cuda") == DEFAULT
+    with pytest.raises(TypeError, match=r"other_models: expected a bool or None, got str"):
+        ConfigLookup(shipped_dir=tmp_path, use_database=False, other_models="no")  # type: ignore[arg-type]
+
+
+def test_of_several_other_models_the_one_with_most_entries_is_taken(
+    kernel, tmp_path: Path, on_h200: None
+) -> None:
+    h800 = "NVIDIA H800/sm_90"
+    one = {"BLOCK": 64, "num_warps": 2, "unroll": 2}
+    two = {"BLOCK": 256, "num_warps": 4, "unroll": 1}
+    _ship(tmp_path, kernel, [(h800, 1024, one), (H100, 1024, two), (H100, 2048, two)])
+    lookup = ConfigLookup(shipped_dir=tmp_path, use_database=False)
+    features = {"N": 1024, "dtype": "float32"}
+    assert lookup.config_for(kernel.name, features, DEFAULT, device="cuda") == two
+    assert lookup.origin(kernel.name, features, device="cuda") == f"shipped for {H100} exact"

@@ -13,7 +13,10 @@
    distances): the config with the best weighted geometric mean of its relative speeds on the 3
    nearest, from the fastest configs measured there (:mod:`warpforge.tune.consensus`); when
    nothing they measured carries over faithfully, the nearest neighbour's best carried over;
-5. ``default``.
+5. when neither the database nor the shipped JSON holds anything for the kernel on this GPU
+   model, steps 3-4 over the shipped configs of another model of the same architecture (an H200
+   takes the H100's; ``WARPFORGE_TUNE_OTHER_MODELS=0`` turns this off);
+6. ``default``.
 
 The database is asked once per (kernel, device) per process: that one query returns every config
 measured on every stored problem of the kernel (each with its fastest time), and later shapes, in
@@ -24,6 +27,7 @@ goes on without it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -152,6 +156,10 @@ SELECTIONS = ("consensus", "nearest")
 """How an unseen problem's config is chosen: the consensus of the nearest tuned problems, or the
 single nearest neighbour's best (the rule before the consensus, kept to compare them)."""
 
+OTHER_MODELS_ENV = "WARPFORGE_TUNE_OTHER_MODELS"
+"""``0`` keeps a GPU model with nothing tuned for a kernel on the default config instead of the
+shipped configs of another model of its architecture (read at each lookup not yet cached)."""
+
 
 def shipped_directory() -> Path:
     return Path(str(resources.files("warpforge.tune") / "shipped"))
@@ -205,9 +213,13 @@ class ConfigLookup:
         shipped_dir: str | Path | None = None,
         use_database: bool | None = None,
         selection: str = "consensus",
+        other_models: bool | None = None,
     ) -> None:
         check_choice("selection", selection, SELECTIONS)
+        if other_models is not None and not isinstance(other_models, bool):
+            raise TypeError(f"other_models: expected a bool or None, got {describe(other_models)}")
         self._selection = selection
+        self._other_models = other_models
         self._database_url = database_url
         self._shipped_dir = Path(shipped_dir) if shipped_dir is not None else None
         self._use_database = use_database
@@ -390,8 +402,49 @@ class ConfigLookup:
         return self._origins.get((kernel, self._device(device), _key(features)))
 
     def _candidates(self, kernel: str, device: str) -> list[StoredConfig]:
-        shipped = [s for s in self._shipped_for(kernel) if self._matches(kernel, s, device)]
-        return self._database_rows(kernel, device) + shipped
+        shipped = self._shipped_for(kernel)
+        own = self._database_rows(kernel, device) + [
+            s for s in shipped if self._matches(kernel, s, device)
+        ]
+        if own or not self._other_models_enabled():
+            return own
+        return self._same_architecture(kernel, shipped, device)
+
+    def _same_architecture(
+        self, kernel: str, shipped: list[StoredConfig], device: str
+    ) -> list[StoredConfig]:
+        """The shipped configs of one other GPU model of ``device``'s architecture (the one
+        with the most entries for ``kernel``, ties to the name), for a model nothing was tuned
+        on: an H200 takes the H100's table rather than the default. Such a config is valid
+        there (same registers, shared memory and instructions); how fast it is was measured on
+        the other model, hence the origin names it."""
+        model, _, arch = device.rpartition("/")
+        if not model or not arch.startswith("sm_"):  # the CPU paths have no architecture
+            return []
+        by_model: dict[str, list[StoredConfig]] = {}
+        for stored in shipped:
+            other_model, _, other_arch = stored.device.rpartition("/")
+            # _matches with the entry's own device: the source-hash rule, nothing else
+            if (
+                other_arch == arch
+                and other_model != model
+                and self._matches(kernel, stored, stored.device)
+            ):
+                by_model.setdefault(stored.device, []).append(stored)
+        if not by_model:
+            return []
+        chosen = min(by_model, key=lambda name: (-len(by_model[name]), name))
+        return [
+            dataclasses.replace(stored, origin=f"shipped for {chosen}")
+            for stored in by_model[chosen]
+        ]
+
+    def _other_models_enabled(self) -> bool:
+        if self._other_models is not None:
+            return self._other_models
+        from warpforge import runtime
+
+        return runtime.switch_on(OTHER_MODELS_ENV)
 
     @staticmethod
     def _tunable(kernel: str) -> TunableKernel | None:

@@ -174,8 +174,10 @@ def registered_tunables() -> list[TunableKernel]:
 def device_fingerprint(device: torch.device | str) -> str:
     """What a stored timing is valid for: the GPU model and architecture (or the CPU path).
 
-    Configs tuned on one H100 apply to every H100 of the same model; they do not carry over to
-    another model, nor to the interpreter, whose timings mean nothing for a GPU.
+    Configs tuned on one H100 apply to every H100 of the same model. Another model of the same
+    architecture takes them only where nothing was tuned for it (the lookup's last resort before
+    the default, :meth:`~warpforge.tune.lookup.ConfigLookup.config_for`); the interpreter never
+    does, its timings mean nothing for a GPU.
     """
     from warpforge import runtime
 
