@@ -264,3 +264,112 @@ def test_refine_search_bad_arguments(kwargs: dict, error: type[Exception], match
 
     with pytest.raises(error, match=match):
         refine_search(make_synthetic(), SHAPE, torch.float32, "cpu", timer=FakeTimer(), **kwargs)
+
+
+HANGS = {"BLOCK": 256, "num_warps": 4, "unroll": 1}
+
+_HUNG_SEARCH = """
+import sys, threading
+sys.path.insert(0, {tests!r})
+import torch
+from tune_synthetic import FakeTimer, make_synthetic
+from warpforge.tune.database import PerfDatabase
+from warpforge.tune.search import exhaustive_search
+
+kernel = make_synthetic()
+run = kernel.run
+
+
+def hangs(config, x):
+    if dict(config) == {hangs!r}:
+        threading.Event().wait()  # a launch that never returns
+    return run(config, x)
+
+
+kernel = type(kernel)(**{{**kernel.__dict__, "run": hangs}})
+exhaustive_search(kernel, {{"N": 1024}}, torch.float32, "cpu", timer=FakeTimer(),
+                  database=PerfDatabase({url!r}), trial_timeout_s=1.0)
+print("the search finished")
+"""
+
+
+def test_a_hung_trial_is_recorded_stops_the_process_and_is_skipped_by_the_next_search(
+    tmp_path, sqlite_url: str
+) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from warpforge.tune.database import PerfDatabase
+    from warpforge.tune.search import TIMED_OUT, TIMED_OUT_EXIT_CODE
+
+    script = tmp_path / "hung_search.py"
+    tests = str(Path(__file__).parent)
+    script.write_text(_HUNG_SEARCH.format(tests=tests, hangs=HANGS, url=sqlite_url))
+    child = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+    )
+    assert child.returncode == TIMED_OUT_EXIT_CODE, child.stderr[-2000:]
+    assert "the search finished" not in child.stdout
+    assert "no result after 1 s" in child.stderr and "searching again skips it" in child.stderr
+    with PerfDatabase(sqlite_url) as db:
+        stored = db.trials(kernel="synthetic")
+    (hung,) = [t for t in stored if t.config == HANGS]
+    assert hung.status == "error" and hung.error.startswith(TIMED_OUT)
+    before = len(stored)
+
+    kernel = make_synthetic()
+    run = kernel.run
+
+    def refuses_the_hung_config(config, x):
+        assert dict(config) != HANGS, "a config that timed out was run again"
+        return run(config, x)
+
+    again = type(kernel)(**{**kernel.__dict__, "run": refuses_the_hung_config})
+    seen = []
+    with PerfDatabase(sqlite_url) as db:
+        result = exhaustive_search(
+            again, SHAPE, torch.float32, "cpu", timer=FakeTimer(), database=db,
+            on_trial=seen.append, trial_timeout_s=60.0,
+        )  # fmt: skip
+        after = db.trials(kernel="synthetic")
+    valid = kernel.space.valid_configs(kernel.features(SHAPE, torch.float32))
+    assert len(result.trials) == len(seen) == len(valid)  # the skipped config is reported too
+    by_key = {config_key(t.config): t for t in result.trials}
+    assert by_key[config_key(HANGS)].error.startswith(TIMED_OUT)
+    assert result.best is not None and result.best.config == BEST
+    # the skipped config is not stored twice; everything else was measured again
+    assert sum(t.config == HANGS for t in after) == 1
+    assert len(after) == before + len(valid) - 1
+    # another problem (another size) tries the config: the hang was seen on one problem only
+    other = exhaustive_search(
+        kernel, {"N": 2048}, torch.float32, "cpu", timer=FakeTimer(),
+        database=PerfDatabase(sqlite_url), configs=[HANGS],
+    )  # fmt: skip
+    assert other.trials[0].ok
+
+
+def test_a_trial_under_its_timeout_is_left_alone() -> None:
+    import threading
+
+    result = exhaustive_search(
+        make_synthetic(), SHAPE, torch.float32, "cpu", timer=FakeTimer(), trial_timeout_s=60.0
+    )
+    assert result.best is not None and result.best.config == BEST
+    assert not [t for t in threading.enumerate() if isinstance(t, threading.Timer) and t.is_alive()]
+
+
+@pytest.mark.parametrize(
+    ("timeout", "error", "message"),
+    [
+        (0, ValueError, "trial_timeout_s: expected a finite number > 0, got 0"),
+        (math.nan, ValueError, "trial_timeout_s: expected a finite number"),
+        (math.inf, ValueError, "trial_timeout_s: expected a finite number"),
+        ("5", TypeError, "trial_timeout_s: expected a number, got str"),
+    ],
+)
+def test_a_bad_trial_timeout_is_refused(timeout, error, message) -> None:
+    kernel = make_synthetic()
+    for search in (exhaustive_search, budgeted_search):
+        with pytest.raises(error, match=message):
+            search(kernel, SHAPE, torch.float32, "cpu", timer=FakeTimer(), trial_timeout_s=timeout)

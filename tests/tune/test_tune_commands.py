@@ -99,6 +99,8 @@ def test_refine_starts_from_the_nearest_tuned_shape_and_stops_at_its_trials(url:
         (["tune", "row_sum", "--budget", "1", "--exhaustive"], "exclude"),
         (["tune", "row_sum", "--refine", "0"], "--refine"),
         (["tune", "row_sum", "--refine", "3", "--exhaustive"], "--refine excludes"),
+        (["tune", "row_sum", "--trial-timeout", "0"], "--trial-timeout: expected a finite"),
+        (["tune", "row_sum", "--trial-timeout", "inf"], "--trial-timeout: expected a finite"),
     ],
 )
 def test_tune_errors_are_clear(args: list[str], message: str, url: str) -> None:
@@ -170,3 +172,11 @@ def test_db_stale_lists_configs_tuned_on_an_earlier_kernel_source(tmp_path: Path
     assert listed.output.split() == ["rms_norm.fwd", "float16", "M=64,N=1024"]
     table = _invoke("db", "stale", str(path))
     assert "1 stale shipped config" in table.output and "old.json" in table.output
+
+
+def test_the_cli_names_the_watchdogs_exit_status() -> None:
+    from warpforge.tune import commands, search
+
+    assert commands.TIMED_OUT_EXIT_CODE == search.TIMED_OUT_EXIT_CODE
+    result = _invoke("tune", "--help")
+    assert "--trial-timeout" in result.output

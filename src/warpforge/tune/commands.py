@@ -15,6 +15,13 @@ db_app = typer.Typer(
 )
 
 
+DEFAULT_TRIAL_TIMEOUT_S = 300.0
+"""``--trial-timeout``'s default: far above a trial's compile, check and timing (seconds on the
+H100), short enough that a hung launch does not hold a tuning run for long."""
+
+TIMED_OUT_EXIT_CODE = 3  # warpforge.tune.search's, kept here so `--help` imports no torch
+
+
 def register(app: typer.Typer) -> None:
     app.command("tune")(tune_command)
     app.add_typer(db_app, name="db")
@@ -60,6 +67,13 @@ def tune_command(
         None, "--db", help="Database URL (default: WARPFORGE_DB_URL or ~/.cache/warpforge/perf.db)."
     ),
     seed: int = typer.Option(0, "--seed", help="Seed for inputs and random sampling."),
+    trial_timeout: float = typer.Option(
+        DEFAULT_TRIAL_TIMEOUT_S,
+        "--trial-timeout",
+        help="Seconds one trial may take; past it the trial is recorded as timed out and the "
+        f"process exits with status {TIMED_OUT_EXIT_CODE} (a hung launch cannot be "
+        "interrupted). Running the command again skips that config.",
+    ),
 ) -> None:
     """Tune a kernel's launch config for some shapes; every trial goes to the database.
 
@@ -82,6 +96,8 @@ def tune_command(
         _fail(f"--refine: expected a number of trials >= 1, got {refine}")
     if refine is not None and (budget is not None or exhaustive):
         _fail("--refine excludes --budget and --exhaustive")
+    if not (math.isfinite(trial_timeout) and trial_timeout > 0):
+        _fail(f"--trial-timeout: expected a finite number of seconds > 0, got {trial_timeout}")
     try:
         kernel = get_tunable(op)
         shapes = [parse_shape(s) for s in shape or ()]
@@ -112,6 +128,7 @@ def tune_command(
         refine=refine,
         db_url=db,
         seed=seed,
+        trial_timeout_s=trial_timeout,
     )
 
 
@@ -136,6 +153,7 @@ def _tune_problems(
     db_url: str | None,
     seed: int,
     refine: int | None = None,
+    trial_timeout_s: float | None = None,
 ) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -182,6 +200,7 @@ def _tune_problems(
                     "database": database,
                     "on_trial": lambda _t, task=task: progress.advance(task),
                     "seed": seed + (rank.rank if plan.config_shard else 0),
+                    "trial_timeout_s": trial_timeout_s,
                 }
                 try:
                     if refine is None and not use_budget:

@@ -9,13 +9,22 @@ harness (:func:`warpforge.harness.timing.measure`).
 
 Each finished trial is handed to ``on_trial`` and, when a database is given, written at once, so a
 crash mid-search loses nothing already measured.
+
+A hung launch (a split kernel whose programs wait on each other, say) cannot be interrupted from
+Python, so ``trial_timeout_s`` arms a watchdog per trial: past it, the trial is written to the
+database as a timed-out error and the process exits with :data:`TIMED_OUT_EXIT_CODE`. Every later
+search of that problem (same kernel source, device and features) in that database skips the config,
+so running the search again goes on past it.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import os
 import random
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +45,12 @@ STATUSES = (OK, INCORRECT, ERROR)
 
 EXHAUSTIVE_LIMIT = 256
 """Spaces with at most this many valid configs are searched exhaustively by default."""
+
+TIMED_OUT = "timed out"
+"""How a timed-out trial's error starts (later searches of its problem skip its config)."""
+
+TIMED_OUT_EXIT_CODE = 3
+"""The exit status of a process stopped by a trial's watchdog (``trial_timeout_s``)."""
 
 
 class TrialTimer(Protocol):
@@ -245,7 +260,11 @@ def _describe_error(exc: BaseException) -> str:
 
 
 class _Recorder:
-    """Evaluates configs once each, keeps every trial, and reports them as they finish."""
+    """Evaluates configs once each, keeps every trial, and reports them as they finish.
+
+    With ``trial_timeout_s``, a trial still running after that many seconds is recorded as timed
+    out and the process stops (:data:`TIMED_OUT_EXIT_CODE`); configs that timed out on this
+    problem in an earlier run (read from ``database``) are not run again."""
 
     def __init__(
         self,
@@ -253,20 +272,52 @@ class _Recorder:
         timer: TrialTimer,
         on_trial: Callable[[Trial], None] | None,
         database: PerfDatabase | None,
+        trial_timeout_s: float | None = None,
     ) -> None:
         self.problem = problem
         self.timer = timer
         self.on_trial = on_trial
         self.database = database
+        self.trial_timeout_s = trial_timeout_s
         self.trials: dict[str, Trial] = {}
         self.fingerprint = device_fingerprint(problem.device)
+        self.timed_out_before = self._timed_out_before()
+        self._watch = threading.Lock()
+
+    def _timed_out_before(self) -> dict[str, Trial]:
+        if self.database is None:
+            return {}
+        from warpforge.tune.database import canonical_json
+
+        features = canonical_json(self.problem.features)
+        return {
+            config_key(t.config): Trial(dict(t.config), ERROR, error=t.error)
+            for t in self.database.trials(
+                kernel=self.problem.kernel.name,
+                source_hash=self.problem.kernel.source_hash,
+                device=self.fingerprint,
+                status=ERROR,
+            )
+            if (t.error or "").startswith(TIMED_OUT) and canonical_json(t.features) == features
+        }
 
     def __call__(self, config: Config) -> Trial:
         key = config_key(config)
         if key in self.trials:
             return self.trials[key]
-        trial = evaluate_config(self.problem, config, self.timer)
+        if key in self.timed_out_before:  # already in the database: reported, not re-recorded
+            trial = self.trials[key] = self.timed_out_before[key]
+            if self.on_trial is not None:
+                self.on_trial(trial)
+            return trial
+        trial = self._evaluate_watched(config)
         self.trials[key] = trial
+        self._record(trial)
+        if self.on_trial is not None:
+            self.on_trial(trial)
+        return trial
+
+    def _record(self, trial: Trial) -> None:
         if self.database is not None:
             self.database.record_trial(
                 kernel=self.problem.kernel.name,
@@ -275,9 +326,46 @@ class _Recorder:
                 features=self.problem.features,
                 trial=trial,
             )
-        if self.on_trial is not None:
-            self.on_trial(trial)
-        return trial
+
+    def _evaluate_watched(self, config: Config) -> Trial:
+        if self.trial_timeout_s is None:
+            return evaluate_config(self.problem, config, self.timer)
+        done = threading.Event()
+        watchdog = threading.Timer(self.trial_timeout_s, self._give_up, (config, done))
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            return evaluate_config(self.problem, config, self.timer)
+        finally:
+            with self._watch:  # a watchdog that fired first holds the lock until the exit
+                done.set()
+            watchdog.cancel()
+            watchdog.join()  # no timer thread outlives its trial
+
+    def _give_up(self, config: Config, done: threading.Event) -> None:
+        with self._watch:
+            if done.is_set():  # the trial finished as the watchdog fired
+                return
+            what = f"{self.problem.kernel.name} {self.problem.features} config {config_key(config)}"
+            trial = Trial(
+                dict(config),
+                ERROR,
+                error=f"{TIMED_OUT}: no result after {self.trial_timeout_s:g} s; the process "
+                "was stopped (a hung launch cannot be interrupted), later searches of this "
+                "problem skip the config",
+            )
+            try:
+                self._record(trial)
+                saved = "recorded in the database; searching again skips it"
+            except Exception as exc:  # the exit below must happen whatever the database does
+                saved = f"not recorded ({type(exc).__name__}: {exc})"
+            print(
+                f"warpforge tune: {what}: no result after {self.trial_timeout_s:g} s; "
+                f"stopping the process (a hung launch cannot be interrupted); the trial is {saved}",
+                file=sys.stderr,
+                flush=True,
+            )
+            os._exit(TIMED_OUT_EXIT_CODE)
 
 
 def _score(trial: Trial) -> float:
@@ -296,13 +384,18 @@ def exhaustive_search(
     on_trial: Callable[[Trial], None] | None = None,
     database: PerfDatabase | None = None,
     seed: int = 0,
+    trial_timeout_s: float | None = None,
 ) -> SearchResult:
-    """Try every valid config (or the given ``configs``, e.g. one rank's shard)."""
+    """Try every valid config (or the given ``configs``, e.g. one rank's shard).
+
+    ``trial_timeout_s``: seconds one trial may take before the process is stopped (see the
+    module's docstring); ``None`` waits for ever."""
+    _check_trial_timeout(trial_timeout_s)
     problem, timer = _prepare(kernel, shape, dtype, device, timer, timing, seed)
     valid, rejected = kernel.space.enumerate(problem.features)
     todo = list(valid if configs is None else configs)
     start = time.monotonic()
-    record = _Recorder(problem, timer, on_trial, database)
+    record = _Recorder(problem, timer, on_trial, database, trial_timeout_s)
     for config in todo:
         record(config)
     return SearchResult(
@@ -332,6 +425,7 @@ def budgeted_search(
     database: PerfDatabase | None = None,
     seed: int = 0,
     clock: Callable[[], float] = time.monotonic,
+    trial_timeout_s: float | None = None,
 ) -> SearchResult:
     """Random sampling, then coordinate descent from the best, until ``budget_s`` or ``max_trials``.
 
@@ -341,6 +435,7 @@ def budgeted_search(
     was tried. The result's best is the fastest correct config over all trials.
     """
     check_positive("budget_s", budget_s)
+    _check_trial_timeout(trial_timeout_s)
     if max_trials is not None and (
         isinstance(max_trials, bool) or not isinstance(max_trials, int) or max_trials < 1
     ):
@@ -350,7 +445,7 @@ def budgeted_search(
     valid, rejected = space.enumerate(problem.features)
     valid_keys = {config_key(c) for c in valid}
     rng = random.Random(seed)
-    record = _Recorder(problem, timer, on_trial, database)
+    record = _Recorder(problem, timer, on_trial, database, trial_timeout_s)
     start = clock()
 
     def out_of_budget() -> bool:
@@ -410,6 +505,7 @@ def refine_search(
     database: PerfDatabase | None = None,
     seed: int = 0,
     clock: Callable[[], float] = time.monotonic,
+    trial_timeout_s: float | None = None,
 ) -> SearchResult:
     """The short search that refines a nearest match on an unseen problem.
 
@@ -422,6 +518,7 @@ def refine_search(
     at the price of a few compiles. Raises ``ValueError`` when no ``initial`` config is valid.
     """
     check_positive("budget_s", budget_s)
+    _check_trial_timeout(trial_timeout_s)
     if isinstance(max_trials, bool) or not isinstance(max_trials, int) or max_trials < 1:
         raise ValueError(f"max_trials: expected a positive int, got {max_trials!r}")
     if isinstance(initial, Mapping) or not isinstance(initial, Sequence):
@@ -443,7 +540,7 @@ def refine_search(
             f"initial: none of the {len(initial)} config(s) is valid for {kernel.name} "
             f"{problem.features}"
         )
-    record = _Recorder(problem, timer, on_trial, database)
+    record = _Recorder(problem, timer, on_trial, database, trial_timeout_s)
     start = clock()
 
     def spent() -> bool:
@@ -492,6 +589,11 @@ def _descend(
             break
         current = better
     return current
+
+
+def _check_trial_timeout(trial_timeout_s: float | None) -> None:
+    if trial_timeout_s is not None:
+        check_positive("trial_timeout_s", trial_timeout_s, finite=True)
 
 
 def _prepare(
