@@ -4,6 +4,8 @@ Docs paste this output unchanged, so every number in them traces to a committed 
     python scripts/results_table.py benchmarks/results/ops-2026-11-21-h100.json [--problem GLOB]
 With several reports, one table of the latest row of each (problem, shape, dtype): a later file
 replaces an earlier file's row, and each row names its file (a report holds one commit's rows).
+Reports from different GPU models never share a table: each model gets its own table and summary,
+so an H200 row never stands in for an H100 one.
 """
 
 from __future__ import annotations
@@ -29,9 +31,13 @@ _HEADER = (
 _ALIGN = "| --- | --- | --- | --- | ---: | --- | ---: | --- | ---: | ---: |"
 
 
+def _device(report: dict) -> str:
+    return report.get("environment", {}).get("device", {}).get("name", "?")
+
+
 def _source(report: dict) -> str:
     env = report.get("environment", {})
-    device = env.get("device", {}).get("name", "?")
+    device = _device(report)
     copy = (report.get("ceilings") or {}).get("copy_bytes_per_s")
     if not copy:
         return f"Device {device}."
@@ -83,7 +89,19 @@ def render(report: dict, pattern: str | None) -> str:
 
 def render_latest(reports: list[tuple[str, dict]], pattern: str | None) -> str:
     """One table of the latest row of each (problem, shape, dtype) over ``reports`` (name,
-    report) in order, each row numbered by the file it comes from."""
+    report) in order, each row numbered by the file it comes from; one such table per GPU model
+    when the reports come from several, under a heading naming it."""
+    devices = list(dict.fromkeys(_device(report) for _, report in reports))
+    if len(devices) == 1:
+        return _render_latest_of_one_device(reports, pattern)
+    return "\n\n".join(
+        f"#### {device}\n\n"
+        + _render_latest_of_one_device([r for r in reports if _device(r[1]) == device], pattern)
+        for device in devices
+    )
+
+
+def _render_latest_of_one_device(reports: list[tuple[str, dict]], pattern: str | None) -> str:
     latest: dict[tuple[str, str, str], tuple[int, dict]] = {}
     for index, (_, report) in enumerate(reports, 1):
         for row in _selected(report, pattern):

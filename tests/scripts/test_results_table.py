@@ -1,0 +1,65 @@
+"""scripts/results_table.py: the docs' tables never mix GPU models."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "results_table.py"
+
+
+@pytest.fixture(scope="module")
+def results_table():
+    spec = importlib.util.spec_from_file_location("results_table", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _report(device: str, median_s: float, n: int = 4096) -> dict:
+    """A harness report of one timed row on ``device`` (the fields the table reads)."""
+    times = {"candidate": {"median_s": median_s}, "torch.compile": {"median_s": 2 * median_s}}
+    vs = {"baseline": "torch.compile", "value": 2.0, "ci95": [1.9, 2.1]}
+    return {
+        "environment": {"device": {"name": device}, "torch": "2.11", "triton": "3.6"},
+        "ceilings": {"copy_bytes_per_s": 3e12},
+        "results": [
+            {
+                "problem": "rms_norm.fwd",
+                "shape": {"M": 4096, "N": n},
+                "dtype": "bfloat16",
+                "status": "ok",
+                "verification": {},
+                "times": times,
+                "speedup": {"vs_best": vs, "vs": {"torch.compile": vs}},
+                "achieved": {"gb_per_s": 2500.0},
+                "bytes_moved": 3e8,
+                "percent_of_ceiling": 83.0,
+            }
+        ],
+    }
+
+
+def test_a_later_report_of_the_same_device_replaces_the_row(results_table) -> None:
+    text = results_table.render_latest(
+        [("a.json", _report("NVIDIA H100", 1e-4)), ("b.json", _report("NVIDIA H100", 2e-4))], None
+    )
+    assert text.count("| rms_norm.fwd |") == 1 and "| 200.0 |" in text and "####" not in text
+
+
+def test_reports_of_two_gpu_models_get_a_table_each(results_table) -> None:
+    text = results_table.render_latest(
+        [
+            ("h100.json", _report("NVIDIA H100 80GB HBM3", 1e-4)),
+            ("h200.json", _report("NVIDIA H200", 7e-5)),
+            ("h100-later.json", _report("NVIDIA H100 80GB HBM3", 9e-5, n=8192)),
+        ],
+        None,
+    )
+    h100, h200 = text.split("#### NVIDIA H200")
+    assert h100.startswith("#### NVIDIA H100 80GB HBM3")
+    assert "| 100.0 |" in h100 and "| 90.0 |" in h100 and "| 70.0 |" not in h100
+    assert "| 70.0 |" in h200 and "h100" not in h200
+    assert h100.count("- rows timed: 2") == 1 and h200.count("- rows timed: 1") == 1
