@@ -153,6 +153,14 @@ def test_compare_and_roofline_commands(tmp_path: Path) -> None:
     assert regressed.exit_code == 1
     assert json.loads(regressed.output)[0]["status"] == "regression"
     assert runner.invoke(_app(), ["compare", str(old), str(tmp_path / "none.json")]).exit_code == 2
+    elsewhere = json.loads(new.read_text())
+    elsewhere["environment"]["device"] = {"name": "Another GPU"}
+    other = tmp_path / "other-device.json"
+    other.write_text(json.dumps(elsewhere))
+    refused = runner.invoke(_app(), ["compare", str(old), str(other)])
+    assert refused.exit_code == 2 and "--across-devices" in refused.output
+    across = runner.invoke(_app(), ["compare", str(old), str(other), "--across-devices"])
+    assert across.exit_code == 1  # compared: the slowdown is a regression again
     png = tmp_path / "roof.png"
     drawn = runner.invoke(_app(), ["roofline", str(new), "-o", str(png)])
     assert drawn.exit_code == 0, drawn.output

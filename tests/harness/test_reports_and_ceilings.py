@@ -104,6 +104,22 @@ def test_compare_newly_rejected_is_a_regression() -> None:
         compare.compare_reports(old, new, threshold=-1)
 
 
+def test_compare_refuses_reports_of_two_devices_unless_asked() -> None:
+    def on(device: str | None, median: float) -> dict:
+        environment = {"device": {"name": device}} if device else {}
+        return {**_report([_row("a", median, 2e-3)]), "environment": environment}
+
+    h100_slow, h200_fast = on("NVIDIA H100 80GB HBM3", 1.2e-3), on("NVIDIA H200", 0.8e-3)
+    with pytest.raises(ValueError, match=r"new: measured on 'NVIDIA H200', the old report on "
+                                         r"'NVIDIA H100 80GB HBM3'.*--across-devices"):  # fmt: skip
+        compare.compare_reports(h100_slow, h200_fast)
+    rows = compare.compare_reports(h100_slow, h200_fast, across_devices=True)
+    assert [r.status for r in rows] == ["improvement"]
+    # one device, or a report that names none (older files): compared as before
+    assert compare.compare_reports(on("NVIDIA H200", 1e-3), h200_fast)[0].status == "improvement"
+    assert compare.compare_reports(on(None, 1e-3), h200_fast)[0].status == "improvement"
+
+
 def test_roofline_png_written(tmp_path: Path) -> None:
     rows = [_row("softmax", 1e-3, 2e-3), _row("matmul", 1e-3, 2e-3, flops=5e11, bytes_moved=1e8)]
     rep = report.new_report("builtin-suite", rows, ceilings=CEIL)

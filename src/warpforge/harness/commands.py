@@ -416,6 +416,12 @@ def register(
             0.03, "--threshold", help="Slowdown that fails (0.03 = 3%)."
         ),
         as_json: bool = typer.Option(False, "--json", help="Print machine-readable JSON."),
+        across_devices: bool = typer.Option(
+            False,
+            "--across-devices",
+            help="Compare reports of different devices (refused by default: the ratio would "
+            "measure the hardware).",
+        ),
     ) -> None:
         """Per-problem time ratios with intervals; exit 1 on a regression beyond noise."""
         from warpforge.harness import compare as compare_mod
@@ -423,7 +429,10 @@ def register(
 
         try:
             rows = compare_mod.compare_reports(
-                report.load_report(old), report.load_report(new), threshold=threshold
+                report.load_report(old),
+                report.load_report(new),
+                threshold=threshold,
+                across_devices=across_devices,
             )
         except ValueError as exc:
             _fail_usage(str(exc))

@@ -5,6 +5,10 @@ candidate's median time is reported with an interval from the two 95% intervals.
 when the ratio exceeds ``1 + threshold`` *and* its interval lies wholly above 1 (the slowdown is
 bigger than the threshold and not explained by noise). A row that passed verification before and
 is rejected now is a regression too.
+
+Both reports must come from the same GPU model: a time ratio across models (an H100's report
+against an H200's) measures the hardware, not the change, and would hide a regression behind a
+faster card. ``across_devices=True`` (``--across-devices``) compares them anyway.
 """
 
 from __future__ import annotations
@@ -31,16 +35,33 @@ class RowComparison:
         return {"key": self.key, "ratio": self.ratio, "ci95": self.ci95, "status": self.status}
 
 
+def report_device(report: Mapping[str, Any]) -> str | None:
+    """The device a report was measured on, as its environment names it (``None``: unnamed)."""
+    device = (report.get("environment") or {}).get("device") or {}
+    return device.get("name") if isinstance(device, Mapping) else None
+
+
 def compare_reports(
-    old: Mapping[str, Any], new: Mapping[str, Any], *, threshold: float = DEFAULT_THRESHOLD
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    across_devices: bool = False,
 ) -> list[RowComparison]:
-    """Per-row comparison of two loaded reports."""
+    """Per-row comparison of two loaded reports of one device (see the module's docstring)."""
     if (
         isinstance(threshold, bool)
         or not isinstance(threshold, (int, float))
         or not 0 <= threshold < 1
     ):
         raise ValueError(f"threshold: expected a number in [0, 1), got {threshold!r}")
+    old_device, new_device = report_device(old), report_device(new)
+    if not across_devices and old_device and new_device and old_device != new_device:
+        raise ValueError(
+            f"new: measured on {new_device!r}, the old report on {old_device!r}; a time ratio "
+            "across devices measures the hardware, not the change (compare reports of one "
+            "device, or pass --across-devices)"
+        )
     old_rows = {result_key(r): r for r in old["results"]}
     new_rows = {result_key(r): r for r in new["results"]}
     rows = []
