@@ -175,3 +175,14 @@ def cuda_available() -> bool:
 def default_device() -> torch.device:
     """The device benchmarks and examples use: CUDA when present, else the CPU."""
     return torch.device("cuda") if cuda_available() else torch.device("cpu")
+
+
+def command_device() -> torch.device:
+    """The device a command-line tool runs kernels on: CUDA when present; else the CPU, with
+    Triton's interpreter switched on unless the environment says otherwise (call it before any
+    kernel module is imported: Triton reads the switch when a kernel is defined)."""
+    if cuda_available():
+        return torch.device("cuda")
+    os.environ.setdefault("WARPFORGE_INTERPRET", "1")
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    return torch.device("cpu")

@@ -180,3 +180,54 @@ def test_the_cli_names_the_watchdogs_exit_status() -> None:
     assert commands.TIMED_OUT_EXIT_CODE == search.TIMED_OUT_EXIT_CODE
     result = _invoke("tune", "--help")
     assert "--trial-timeout" in result.output
+
+
+def test_db_lookup_shows_each_problems_config_and_where_it_comes_from(url: str) -> None:
+    tuned = ["--shape", "M=3,N=20"]
+    assert _invoke("tune", "row_sum", *tuned, "--exhaustive", "--db", url).exit_code == 0
+    with PerfDatabase(url) as db:
+        (best,) = db.best_configs(kernel="row_sum")
+    result = _invoke("db", "lookup", "row_sum", *tuned, "--shape", "M=5,N=40", "--db", url)
+    assert result.exit_code == 0, result.output
+    lines = {line.split("│")[1].strip(): line for line in result.output.splitlines()
+             if line.count("│") > 4 and "M=" in line}  # fmt: skip
+    assert set(lines) == {"M=3,N=20", "M=5,N=40"}
+    assert "database exact" in lines["M=3,N=20"]
+    assert " ".join(f"{k}={v}" for k, v in best.config.items()) in lines["M=3,N=20"]
+    assert "database" in lines["M=5,N=40"] and "exact" not in lines["M=5,N=40"]
+    missing = _invoke("db", "lookup", "no_such_op", "--db", url)
+    assert missing.exit_code == 1 and "no tunable kernel named 'no_such_op'" in missing.output
+
+
+def _without_interpreter_flags() -> dict[str, str]:
+    import os
+
+    return {
+        k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "WARPFORGE_INTERPRET")
+    }
+
+
+def test_tune_without_a_gpu_runs_the_kernels_under_the_interpreter_unasked(url: str) -> None:
+    import subprocess
+    import sys
+
+    from warpforge import runtime
+
+    if runtime.cuda_available():
+        pytest.skip("with a GPU the kernels run there")
+    command = [sys.executable, "-m", "warpforge", "tune", "row_sum", *SHAPE, "--exhaustive"]
+    env = {**_without_interpreter_flags(), **ENV}
+    done = subprocess.run([*command, "--db", url], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    with PerfDatabase(url) as db:
+        trials = db.trials(kernel="row_sum")
+    # before, every trial was an error ("0 active drivers"): Triton had no backend to run on
+    assert len(trials) == 9 and {t.status for t in trials} == {"ok"}
+    assert {t.device for t in trials} == {"cpu/triton-interpreter"}
+    off = subprocess.run(
+        [*command, "--db", url],
+        capture_output=True,
+        text=True,
+        env={**env, "TRITON_INTERPRET": "0", "WARPFORGE_INTERPRET": "0"},
+    )
+    assert off.returncode == 1 and "Triton's interpreter is switched off" in off.stderr

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -54,13 +53,9 @@ def _fail_usage(message: str) -> None:
 
 def _prepare_device() -> Any:
     """Without CUDA, Triton kernels run under the interpreter: set it before any kernel import."""
-    import torch
+    from warpforge import runtime
 
-    if not torch.cuda.is_available():
-        os.environ.setdefault("WARPFORGE_INTERPRET", "1")
-        os.environ.setdefault("TRITON_INTERPRET", "1")
-        return torch.device("cpu")
-    return torch.device("cuda")
+    return runtime.command_device()
 
 
 def _policy(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(db_app, name="db")
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     from rich.console import Console
 
     Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False)
@@ -79,11 +79,7 @@ def tune_command(
 
     Runs on one GPU, or on N under ``torchrun --nproc-per-node=N -m warpforge tune OP``.
     """
-    import torch
-
-    from warpforge import runtime
-    from warpforge.tune.tunable import get_tunable, parse_dtype, registered_tunables
-    from warpforge.validation import parse_shape
+    from warpforge.tune.tunable import registered_tunables
 
     if op is None:
         _list_tunables(registered_tunables())
@@ -98,13 +94,44 @@ def tune_command(
         _fail("--refine excludes --budget and --exhaustive")
     if not (math.isfinite(trial_timeout) and trial_timeout > 0):
         _fail(f"--trial-timeout: expected a finite number of seconds > 0, got {trial_timeout}")
+    kernel, problems = _kernel_problems(op, shape, dtype, sweep)
+    _tune_problems(
+        kernel,
+        problems,
+        budget=budget,
+        exhaustive=exhaustive,
+        refine=refine,
+        db_url=db,
+        seed=seed,
+        trial_timeout_s=trial_timeout,
+    )
+
+
+def _kernel_problems(
+    op: str, shape: list[str] | None, dtype: list[str] | None, sweep: bool
+) -> tuple[Any, list[tuple[dict[str, int], Any]]]:
+    """The tunable named ``op`` and its (shape, dtype) problems from the command line; with no
+    ``--shape`` the kernel's own shapes (its CPU ones without a GPU), with no ``--dtype`` its
+    first dtype this machine runs. Without a GPU, kernels run under Triton's interpreter."""
+    import torch
+
+    from warpforge import runtime
+
+    runtime.command_device()  # before get_tunable imports the kernels
+    if not runtime.cuda_available() and not runtime.interpreter_enabled():
+        _fail(
+            "no CUDA device, and Triton's interpreter is switched off (TRITON_INTERPRET / "
+            "WARPFORGE_INTERPRET): the kernels cannot run here; unset them or set them to 1"
+        )
+    from warpforge.tune.tunable import get_tunable, parse_dtype
+    from warpforge.validation import parse_shape
+
     try:
         kernel = get_tunable(op)
         shapes = [parse_shape(s) for s in shape or ()]
         dtypes = [parse_dtype(d) for d in dtype or ()]
     except (KeyError, ValueError) as exc:
         _fail(str(exc.args[0]) if exc.args else str(exc))
-        return
     on_gpu = runtime.cuda_available()
     if not shapes:
         shapes = [dict(s) for s in (kernel.shapes if on_gpu else kernel.cpu_shapes)]
@@ -119,17 +146,7 @@ def tune_command(
         shapes = [kernel.check_shape(s) for s in shapes]
     except ValueError as exc:
         _fail(str(exc))
-    problems = [(s, d) for s in shapes for d in dtypes]
-    _tune_problems(
-        kernel,
-        problems,
-        budget=budget,
-        exhaustive=exhaustive,
-        refine=refine,
-        db_url=db,
-        seed=seed,
-        trial_timeout_s=trial_timeout,
-    )
+    return kernel, [(s, d) for s in shapes for d in dtypes]
 
 
 def _list_tunables(kernels: list[Any]) -> None:
@@ -362,6 +379,52 @@ def db_show(
         console.print(table)
     finally:
         database.close()
+
+
+@db_app.command("lookup")
+def db_lookup(
+    op: str = typer.Argument(..., help="Tunable kernel name."),
+    shape: list[str] = typer.Option(
+        None, "--shape", "-s", help="Problem size, e.g. M=4096,N=1024 (repeatable)."
+    ),
+    dtype: list[str] = typer.Option(
+        None, "--dtype", "-d", help="float32, float16 or bfloat16 (repeatable)."
+    ),
+    sweep: bool = typer.Option(False, "--sweep", help="Also the kernel's sweep shapes."),
+    db: str = typer.Option(
+        None, "--db", help="Database URL (default: WARPFORGE_DB_URL or ~/.cache/warpforge/perf.db)."
+    ),
+) -> None:
+    """The config an op launches with on this machine's device for some shapes, and where it
+    comes from (database, shipped JSON, another GPU model's shipped table, the default)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from warpforge import runtime
+    from warpforge.tune.lookup import ConfigLookup
+    from warpforge.tune.tunable import device_fingerprint, dtype_name
+
+    kernel, problems = _kernel_problems(op, shape, dtype, sweep)
+    device = runtime.default_device()
+    lookup = ConfigLookup(database_url=db)
+    table = Table(title=f"{kernel.name} on {device_fingerprint(device)}")
+    for column in ("shape", "dtype", "config", "from", "default config"):
+        table.add_column(column, overflow="fold")
+    try:
+        for shape_of, dtype_of in problems:
+            features = kernel.features(shape_of, dtype_of)
+            default = kernel.default_config(features)
+            config = lookup.config_for(kernel.name, features, default, device=device)
+            table.add_row(
+                _shape_text(shape_of),
+                dtype_name(dtype_of),
+                _fmt_config(config),
+                lookup.origin(kernel.name, features, device=device) or "-",
+                _fmt_config(default),
+            )
+    finally:
+        lookup.clear()
+    Console().print(table)
 
 
 @db_app.command("export")
