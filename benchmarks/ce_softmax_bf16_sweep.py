@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import torch
+from sweep_common import copy_bandwidth
 
 IGNORE = -100
 BF16 = torch.bfloat16
@@ -43,13 +44,6 @@ SHRINK = 1
 SPLITS = ((4096, 4, 8), (8192, 8, 4))
 """(block, num_warps, programs an SM) of the split plans timed (all prefetching)."""
 """Split blocks are divided by this (256 under --smoke, so that tiny rows still split)."""
-
-
-def _copy_bandwidth(do_bench) -> float:
-    x = torch.empty(2**30, dtype=torch.uint8, device=DEV)
-    y = torch.empty_like(x)
-    ms = do_bench(lambda: y.copy_(x), return_mode="median")
-    return 2 * x.numel() / (ms * 1e-3)
 
 
 def rel_err(out: torch.Tensor, ref: torch.Tensor, rows: int = 1024) -> float:
@@ -122,7 +116,7 @@ def main() -> None:
     ce = importlib.import_module("warpforge.ops.cross_entropy")
     families = set(args.families.split(","))
     start = time.monotonic()
-    copy = _copy_bandwidth(do_bench)
+    copy = copy_bandwidth(do_bench, DEV)
     rows: list[dict[str, object]] = []
     device_name = torch.cuda.get_device_name() if DEV == "cuda" else "cpu (smoke)"
     lines = [f"copy bandwidth {copy / 1e9:.0f} GB/s ({device_name})"]

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from sweep_common import copy_bandwidth
 
 IGNORE = -100
 SPLITS = (
@@ -41,13 +42,6 @@ SPLITS = (
 
 def _split_name(block: int, warps: int, per_sm: int, prefetch: bool) -> str:
     return f"split {block}/{warps} x{per_sm}" + (" prefetch" if prefetch else "")
-
-
-def _copy_bandwidth(do_bench) -> float:
-    x = torch.empty(2**28, dtype=torch.uint8, device="cuda")
-    y = torch.empty_like(x)
-    ms = do_bench(lambda: y.copy_(x), return_mode="median")
-    return 2 * x.numel() / (ms * 1e-3)
 
 
 def _logits(M: int, V: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,7 +75,7 @@ def main() -> None:
 
     ce = importlib.import_module("warpforge.ops.cross_entropy")
     start = time.monotonic()
-    copy = _copy_bandwidth(do_bench)
+    copy = copy_bandwidth(do_bench)
     rows: list[dict[str, object]] = []
     lines = [f"copy bandwidth {copy / 1e9:.0f} GB/s"]
 
