@@ -88,6 +88,21 @@ def test_honest_candidate_passes(candidate: str, reference: str) -> None:
     assert result.compute_ops == []
 
 
+def test_a_process_the_candidate_leaves_running_dies_with_its_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    marker = tmp_path / "outlived"
+    monkeypatch.setenv("WARPFORGE_TEST_OUTLIVE_MARKER", str(marker))
+    result = _verify("outliving_child", "ref_scale", timeout_s=60.0)
+    assert not result.passed and "audit-concurrency" in result.reasons(), result.reasons()
+    deadline = time.monotonic() + 5  # the child writes within 0.05 s of the worker's end
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not marker.exists(), "a process the candidate forked outlived its worker"
+
+
 def test_hanging_candidate_times_out() -> None:
     result = _verify("hang", "ref_scale", timeout_s=2.0)
     assert result.reasons() == ["timeout"]

@@ -6,7 +6,9 @@ operators and GPU kernels the call launched, and timings. Every message is seria
 ``torch.save`` into bytes, so tensors travel by value (never as shared-memory handles), and the
 harness reads the worker's replies with ``torch.load(weights_only=True)``, so a candidate cannot
 smuggle code into the harness process. A candidate that raises is reported; one that kills its
-process or hangs is reported too, and the harness carries on.
+process or hangs is reported too, and the harness carries on. The worker leads a process group of
+its own, which the harness kills when it ends the worker, so no process the candidate started
+(and did not move to another group) outlives it.
 
 Inside the worker, before the candidate is imported:
 
@@ -25,6 +27,7 @@ import functools
 import io
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import traceback
@@ -131,6 +134,7 @@ class CandidateProcess:
         self._process = context.Process(
             target=_worker_main, args=(child, encode(config.as_dict())), daemon=True
         )
+        self._group_ended = False
         with _main_module_hidden():
             self._process.start()
         child.close()
@@ -148,6 +152,7 @@ class CandidateProcess:
                 )
             data = self._conn.recv_bytes()
         except (EOFError, OSError, ConnectionError):
+            self._end_group()
             self._process.join(5)
             code = self._process.exitcode
             raise WorkerFailure(
@@ -168,10 +173,22 @@ class CandidateProcess:
 
     def close(self) -> None:
         # the worker holds nothing worth a clean shutdown; killing it skips torch's slow teardown
+        self._end_group()
         if self._process.is_alive():
             self._process.kill()
             self._process.join(5)
         self._conn.close()
+
+    def _end_group(self) -> None:
+        """Kill the worker's process group: whatever the candidate started and left running (a
+        forked child, a pool) dies with the worker instead of touching files after the run.
+        Done before the worker is reaped, while its pid (the group's id) cannot be reused."""
+        pid = self._process.pid
+        if self._group_ended or pid is None or not hasattr(os, "killpg"):
+            return
+        self._group_ended = True
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)  # no group yet: the worker died before making it
 
     def __enter__(self) -> CandidateProcess:
         return self
@@ -525,6 +542,10 @@ def _no_grad(model: torch.nn.Module) -> Any:
 
 def _worker_main(conn: Any, config_bytes: bytes) -> None:
     """Entry point of the spawned worker: load the candidate, then serve commands."""
+    if hasattr(os, "setpgid"):
+        # a process group of its own, made before the candidate runs: every process it starts
+        # joins it, and the harness kills the group when it ends the worker
+        os.setpgid(0, 0)
     config = decode(config_bytes)
     try:
         worker = _Worker(config)
