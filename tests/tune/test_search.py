@@ -301,7 +301,7 @@ def test_a_hung_trial_is_recorded_stops_the_process_and_is_skipped_by_the_next_s
     from pathlib import Path
 
     from warpforge.tune.database import PerfDatabase
-    from warpforge.tune.search import TIMED_OUT, TIMED_OUT_EXIT_CODE
+    from warpforge.tune.search import STOPPED_EXIT_CODE, TIMED_OUT
 
     script = tmp_path / "hung_search.py"
     tests = str(Path(__file__).parent)
@@ -309,7 +309,7 @@ def test_a_hung_trial_is_recorded_stops_the_process_and_is_skipped_by_the_next_s
     child = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=300
     )
-    assert child.returncode == TIMED_OUT_EXIT_CODE, child.stderr[-2000:]
+    assert child.returncode == STOPPED_EXIT_CODE, child.stderr[-2000:]
     assert "the search finished" not in child.stdout
     assert "no result after 3 s" in child.stderr and "searching again skips it" in child.stderr
     with PerfDatabase(sqlite_url) as db:
@@ -373,3 +373,62 @@ def test_a_bad_trial_timeout_is_refused(timeout, error, message) -> None:
     for search in (exhaustive_search, budgeted_search):
         with pytest.raises(error, match=message):
             search(kernel, SHAPE, torch.float32, "cpu", timer=FakeTimer(), trial_timeout_s=timeout)
+
+
+BREAKS = {"BLOCK": 512, "num_warps": 2, "unroll": 2}
+
+
+def test_a_config_that_leaves_the_device_unusable_stops_the_search_and_is_skipped_later(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from warpforge.tune import search
+    from warpforge.tune.database import PerfDatabase
+
+    kernel = make_synthetic()
+    run = kernel.run
+    device = {"broken": False}
+
+    def breaks_the_device(config, x):
+        if device["broken"]:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        if dict(config) == BREAKS:
+            device["broken"] = True  # as an illegal access poisons a CUDA context
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return run(config, x)
+
+    # the CPU cannot break; the probe stands in for the CUDA one
+    monkeypatch.setattr(search, "device_usable", lambda d: not device["broken"])
+    breaking = type(kernel)(**{**kernel.__dict__, "run": breaks_the_device})
+    with PerfDatabase(sqlite_url) as db, pytest.raises(search.DeviceBroken, match="unusable"):
+        exhaustive_search(breaking, SHAPE, torch.float32, "cpu", timer=FakeTimer(), database=db)
+    with PerfDatabase(sqlite_url) as db:
+        stored = db.trials(kernel="synthetic")
+    # nothing after the config was stored as a (false) error; the config itself says what it did
+    assert stored[-1].config == BREAKS and stored[-1].error.startswith(search.BROKE_DEVICE)
+    assert "illegal memory access" in stored[-1].error
+    assert all(t.status == "ok" for t in stored[:-1] if t.config != RAISES)
+
+    device["broken"] = False  # a new process: a fresh context
+    refuses = type(kernel)(
+        **{**kernel.__dict__, "run": lambda c, x: pytest.fail("ran the breaking config")
+           if dict(c) == BREAKS else run(c, x)}
+    )  # fmt: skip
+    with PerfDatabase(sqlite_url) as db:
+        result = exhaustive_search(
+            refuses, SHAPE, torch.float32, "cpu", timer=FakeTimer(), database=db
+        )
+    assert result.best is not None and result.best.config == BEST
+    skipped = {config_key(t.config): t for t in result.trials}[config_key(BREAKS)]
+    assert skipped.error.startswith(search.BROKE_DEVICE)
+
+
+def test_an_ordinary_error_on_a_usable_device_does_not_stop_the_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from warpforge.tune import search
+
+    probes = []
+    monkeypatch.setattr(search, "device_usable", lambda d: probes.append(d) or True)
+    result = exhaustive_search(make_synthetic(), SHAPE, torch.float32, "cpu", timer=FakeTimer())
+    assert result.best is not None and result.best.config == BEST
+    assert len(probes) == 1  # asked once, after the one raising config (RAISES)

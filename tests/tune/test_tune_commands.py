@@ -177,7 +177,7 @@ def test_db_stale_lists_configs_tuned_on_an_earlier_kernel_source(tmp_path: Path
 def test_the_cli_names_the_watchdogs_exit_status() -> None:
     from warpforge.tune import commands, search
 
-    assert commands.TIMED_OUT_EXIT_CODE == search.TIMED_OUT_EXIT_CODE
+    assert commands.STOPPED_EXIT_CODE == search.STOPPED_EXIT_CODE
     result = _invoke("tune", "--help")
     assert "--trial-timeout" in result.output
 
@@ -231,3 +231,34 @@ def test_tune_without_a_gpu_runs_the_kernels_under_the_interpreter_unasked(url: 
         env={**env, "TRITON_INTERPRET": "0", "WARPFORGE_INTERPRET": "0"},
     )
     assert off.returncode == 1 and "Triton's interpreter is switched off" in off.stderr
+
+
+def test_tune_stops_with_the_stop_status_when_a_config_breaks_the_device(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tune_synthetic import make_synthetic
+
+    from warpforge.tune import search
+    from warpforge.tune.tunable import register_tunable, unregister_tunable
+
+    kernel = make_synthetic("breaks_the_device")
+    state = {"broken": False}
+
+    def run(config, x):
+        if state["broken"] or config["BLOCK"] == 512:
+            state["broken"] = True
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return kernel.run(config, x)
+
+    monkeypatch.setattr(search, "device_usable", lambda d: not state["broken"])
+    register_tunable(type(kernel)(**{**kernel.__dict__, "run": run}), replace=True)
+    try:
+        result = _invoke("tune", "breaks_the_device", "--shape", "N=1024", "--exhaustive",
+                         "--db", url)  # fmt: skip
+    finally:
+        unregister_tunable("breaks_the_device")
+    assert result.exit_code == search.STOPPED_EXIT_CODE, result.output
+    assert "stopped:" in result.output and "unusable" in result.output
+    with PerfDatabase(url) as db:
+        last = db.trials(kernel="breaks_the_device")[-1]
+    assert last.config["BLOCK"] == 512 and last.error.startswith(search.BROKE_DEVICE)

@@ -19,7 +19,7 @@ DEFAULT_TRIAL_TIMEOUT_S = 300.0
 """``--trial-timeout``'s default: far above a trial's compile, check and timing (seconds on the
 H100), short enough that a hung launch does not hold a tuning run for long."""
 
-TIMED_OUT_EXIT_CODE = 3  # warpforge.tune.search's, kept here so `--help` imports no torch
+STOPPED_EXIT_CODE = 3  # warpforge.tune.search's, kept here so `--help` imports no torch
 
 
 def register(app: typer.Typer) -> None:
@@ -71,8 +71,9 @@ def tune_command(
         DEFAULT_TRIAL_TIMEOUT_S,
         "--trial-timeout",
         help="Seconds one trial may take; past it the trial is recorded as timed out and the "
-        f"process exits with status {TIMED_OUT_EXIT_CODE} (a hung launch cannot be "
-        "interrupted). Running the command again skips that config.",
+        f"process exits with status {STOPPED_EXIT_CODE} (a hung launch cannot be "
+        "interrupted), as it does after a config that leaves the GPU unusable. Running the "
+        "command again skips that config.",
     ),
 ) -> None:
     """Tune a kernel's launch config for some shapes; every trial goes to the database.
@@ -178,7 +179,12 @@ def _tune_problems(
     from warpforge.tune import distributed
     from warpforge.tune.database import DatabaseUnavailable, PerfDatabase
     from warpforge.tune.lookup import ConfigLookup
-    from warpforge.tune.search import budgeted_search, exhaustive_search, refine_search
+    from warpforge.tune.search import (
+        DeviceBroken,
+        budgeted_search,
+        exhaustive_search,
+        refine_search,
+    )
     from warpforge.tune.tunable import dtype_name
 
     rank = distributed.init_from_environment()
@@ -233,6 +239,9 @@ def _tune_problems(
                         else:
                             budgeted_search(kernel, shape, dtype, device, budget_s=budget or 60.0,
                                             initial=initial, **common)  # fmt: skip
+                except DeviceBroken as exc:  # nothing more can run in this process
+                    console.print(f"{label}: stopped: {exc}", style="red", markup=False)
+                    raise typer.Exit(STOPPED_EXIT_CODE) from None
                 except RuntimeError as exc:  # inputs that cannot be made (out of memory, say)
                     message = f"{label}: not tuned: {type(exc).__name__}: {exc}"
                     console.print(message[:400], style="red", markup=False)

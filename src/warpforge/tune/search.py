@@ -10,11 +10,17 @@ harness (:func:`warpforge.harness.timing.measure`).
 Each finished trial is handed to ``on_trial`` and, when a database is given, written at once, so a
 crash mid-search loses nothing already measured.
 
-A hung launch (a split kernel whose programs wait on each other, say) cannot be interrupted from
-Python, so ``trial_timeout_s`` arms a watchdog per trial: past it, the trial is written to the
-database as a timed-out error and the process exits with :data:`TIMED_OUT_EXIT_CODE`. Every later
-search of that problem (same kernel source, device and features) in that database skips the config,
-so running the search again goes on past it.
+Two kinds of config stop a search, because nothing after them in the process could be trusted:
+
+* a hung launch (a split kernel whose programs wait on each other, say) cannot be interrupted from
+  Python, so ``trial_timeout_s`` arms a watchdog per trial: past it, the trial is written to the
+  database as a timed-out error and the process exits with :data:`STOPPED_EXIT_CODE`;
+* a config whose error leaves the device unusable (an illegal memory access poisons the CUDA
+  context: every later trial would fail and be stored as a false error) is written as having
+  broken the device, and the search raises :class:`DeviceBroken`.
+
+Every later search of that problem (same kernel source, device and features) in that database
+skips such a config, so running the search again goes on past it.
 """
 
 from __future__ import annotations
@@ -49,8 +55,31 @@ EXHAUSTIVE_LIMIT = 256
 TIMED_OUT = "timed out"
 """How a timed-out trial's error starts (later searches of its problem skip its config)."""
 
-TIMED_OUT_EXIT_CODE = 3
-"""The exit status of a process stopped by a trial's watchdog (``trial_timeout_s``)."""
+STOPPED_EXIT_CODE = 3
+"""The exit status of a process a config stopped: a trial past its watchdog
+(``trial_timeout_s``), or, from ``warpforge tune``, a device left unusable."""
+
+BROKE_DEVICE = "broke the device"
+"""How the error of a trial after which the device was unusable starts."""
+
+_STOPPED_THE_SEARCH = (TIMED_OUT, BROKE_DEVICE)
+
+
+class DeviceBroken(RuntimeError):
+    """A config's error left the device unusable; its trial is stored, later searches skip it,
+    and this process cannot tune any further (start a new one)."""
+
+
+def device_usable(device: torch.device) -> bool:
+    """Whether ``device`` still runs work after a trial failed: an illegal memory access leaves
+    a CUDA context that fails every later call. The CPU always is."""
+    if device.type != "cuda":
+        return True
+    try:
+        torch.cuda.synchronize(device)
+        return float((torch.ones(1, device=device) + 1).item()) == 2.0
+    except RuntimeError:
+        return False
 
 
 class TrialTimer(Protocol):
@@ -263,8 +292,9 @@ class _Recorder:
     """Evaluates configs once each, keeps every trial, and reports them as they finish.
 
     With ``trial_timeout_s``, a trial still running after that many seconds is recorded as timed
-    out and the process stops (:data:`TIMED_OUT_EXIT_CODE`); configs that timed out on this
-    problem in an earlier run (read from ``database``) are not run again."""
+    out and the process stops (:data:`STOPPED_EXIT_CODE`); a trial that leaves the device
+    unusable is recorded as such and :class:`DeviceBroken` raised. Configs that did either on
+    this problem in an earlier run (read from ``database``) are not run again."""
 
     def __init__(
         self,
@@ -281,10 +311,10 @@ class _Recorder:
         self.trial_timeout_s = trial_timeout_s
         self.trials: dict[str, Trial] = {}
         self.fingerprint = device_fingerprint(problem.device)
-        self.timed_out_before = self._timed_out_before()
+        self.stopped_before = self._stopped_before()
         self._watch = threading.Lock()
 
-    def _timed_out_before(self) -> dict[str, Trial]:
+    def _stopped_before(self) -> dict[str, Trial]:
         if self.database is None:
             return {}
         from warpforge.tune.database import canonical_json
@@ -298,23 +328,39 @@ class _Recorder:
                 device=self.fingerprint,
                 status=ERROR,
             )
-            if (t.error or "").startswith(TIMED_OUT) and canonical_json(t.features) == features
+            if (t.error or "").startswith(_STOPPED_THE_SEARCH)
+            and canonical_json(t.features) == features
         }
 
     def __call__(self, config: Config) -> Trial:
         key = config_key(config)
         if key in self.trials:
             return self.trials[key]
-        if key in self.timed_out_before:  # already in the database: reported, not re-recorded
-            trial = self.trials[key] = self.timed_out_before[key]
+        if key in self.stopped_before:  # already in the database: reported, not re-recorded
+            trial = self.trials[key] = self.stopped_before[key]
             if self.on_trial is not None:
                 self.on_trial(trial)
             return trial
         trial = self._evaluate_watched(config)
+        cause = trial.error
+        broken = trial.status == ERROR and not device_usable(self.problem.device)
+        if broken:
+            trial = Trial(
+                dict(config),
+                ERROR,
+                error=f"{BROKE_DEVICE} (nothing ran on it afterwards), later searches of this "
+                f"problem skip the config: {cause}",
+            )
         self.trials[key] = trial
         self._record(trial)
         if self.on_trial is not None:
             self.on_trial(trial)
+        if broken:
+            raise DeviceBroken(
+                f"{self.problem.kernel.name} {self.problem.features} config {key} left "
+                f"{self.problem.device} unusable ({(cause or '')[:300]}); the "
+                "trial is recorded and searching again, in a new process, skips the config"
+            )
         return trial
 
     def _record(self, trial: Trial) -> None:
@@ -365,7 +411,7 @@ class _Recorder:
                 file=sys.stderr,
                 flush=True,
             )
-            os._exit(TIMED_OUT_EXIT_CODE)
+            os._exit(STOPPED_EXIT_CODE)
 
 
 def _score(trial: Trial) -> float:
