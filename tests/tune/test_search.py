@@ -432,3 +432,41 @@ def test_an_ordinary_error_on_a_usable_device_does_not_stop_the_search(
     result = exhaustive_search(make_synthetic(), SHAPE, torch.float32, "cpu", timer=FakeTimer())
     assert result.best is not None and result.best.config == BEST
     assert len(probes) == 1  # asked once, after the one raising config (RAISES)
+
+
+_ILLEGAL_ACCESS = """
+import torch
+import triton
+import triton.language as tl
+from warpforge.tune.search import device_usable
+
+
+@triton.jit
+def _store_far_away(ptr):
+    tl.store(ptr + (1 << 40), 1.0)  # a terabyte past a one-element tensor
+
+
+device = torch.device("cuda")
+print("before", device_usable(device))
+try:
+    _store_far_away[(1,)](torch.zeros(1, device=device))
+    torch.cuda.synchronize()
+except RuntimeError as exc:
+    print("raised", type(exc).__name__)
+print("after", device_usable(device))
+"""
+
+
+@pytest.mark.gpu
+def test_gpu_device_usable_sees_a_context_an_illegal_access_broke(tmp_path) -> None:
+    """In a child process: the broken context is that process's alone."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "illegal_access.py"
+    script.write_text(_ILLEGAL_ACCESS)
+    child = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+    )
+    assert "before True" in child.stdout, child.stdout + child.stderr[-2000:]
+    assert "after False" in child.stdout, child.stdout + child.stderr[-2000:]
