@@ -36,6 +36,7 @@ DYNAMIC_GALLERY = [
     ("wrong_shape", "ref_scale", "wrong-shape"),
     ("nan_output", "ref_scale", "nonfinite"),
     ("alias_input", "ref_copy", "aliasing"),
+    ("transposed_output", "ref_scale", "wrong-layout"),
     ("nondeterministic", "ref_scale", "nondeterministic"),
     ("crash", "ref_scale", "crash"),
     ("exit_process", "ref_scale", "crash"),

@@ -39,6 +39,9 @@ class Reason(str, enum.Enum):
     """(4) A different number of outputs than the reference returns."""
     ALIASING = "aliasing"
     """(4) An output shares memory with an input."""
+    WRONG_LAYOUT = "wrong-layout"
+    """(4) A candidate's output is not contiguous where the reference's is (``.view`` on it
+    fails, and torch.compile's stride checks of custom ops refuse it)."""
     NONFINITE = "nonfinite"
     """(4) NaN or Inf where the reference has a finite value (or a different one)."""
     INPUT_MUTATION = "input-mutation"
@@ -156,6 +159,30 @@ def check_structure(
                 Finding(
                     Reason.WRONG_SHAPE,
                     f"output {i}: expected shape {tuple(ref.shape)}, got {tuple(out.shape)}",
+                )
+            )
+    return findings
+
+
+def check_layout(
+    contiguous: Sequence[bool | None],
+    strides: Sequence[Sequence[int] | None],
+    expected: Sequence[torch.Tensor],
+) -> list[Finding]:
+    """(4) Each output contiguous where the reference's output is: a candidate that returns the
+    right values in another memory layout (a transposed view, say) is no drop-in replacement.
+    ``contiguous`` and ``strides`` describe the candidate's outputs as it returned them."""
+    findings = []
+    for i, (is_contiguous, stride, ref) in enumerate(
+        zip(contiguous, strides, expected, strict=False)
+    ):
+        if is_contiguous is False and ref.is_contiguous():
+            findings.append(
+                Finding(
+                    Reason.WRONG_LAYOUT,
+                    f"output {i}: strides {tuple(stride or ())} for shape {tuple(ref.shape)}, "
+                    f"where the reference returns a contiguous tensor (strides {ref.stride()}); "
+                    "write the output in that layout",
                 )
             )
     return findings

@@ -380,6 +380,10 @@ class _Worker:
             "types": [f"{type(o).__module__}.{type(o).__qualname__}" for o in outputs],
             "plain": [type(o) is torch.Tensor for o in outputs],
             "devices": [str(o.device) if isinstance(o, torch.Tensor) else "" for o in outputs],
+            "contiguous": [
+                o.is_contiguous() if isinstance(o, torch.Tensor) else None for o in outputs
+            ],
+            "strides": [list(o.stride()) if isinstance(o, torch.Tensor) else None for o in outputs],
             "aliasing": [
                 isinstance(o, torch.Tensor) and overlaps_inputs(o, inputs) for o in outputs
             ],
