@@ -106,7 +106,9 @@ def test_gradient_check_sees_the_small_values_away_from_the_target(name, dtype):
     as64 = [t.double() if t.is_floating_point() else t for t in inputs]
     ref = checks.as_outputs(problem.reference(*as64))
     native = checks.as_outputs(problem.reference(*inputs))
-    assert checks.check_values(native, ref, native, problem.tolerance, trial=0) == []
+    extra = problem.saved_rounding(as64, dtype)  # as the harness adds it
+    tolerance = problem.tolerance
+    assert checks.check_values(native, ref, native, tolerance, trial=0, extra_bounds=extra) == []
     grad = native[-1]
     target = inputs[1]
     keep = torch.zeros_like(grad, dtype=torch.bool)
@@ -114,5 +116,34 @@ def test_gradient_check_sees_the_small_values_away_from_the_target(name, dtype):
     valid = (target >= 0) & (target < grad.shape[1])
     keep[rows[valid], target[valid]] = True
     target_only = [*native[:-1], torch.where(keep, grad, torch.zeros_like(grad))]
-    found = checks.check_values(target_only, ref, native, problem.tolerance, trial=0)
+    found = checks.check_values(target_only, ref, native, tolerance, trial=0, extra_bounds=extra)
     assert [f.reason.value for f in found] == ["tolerance"]
+
+
+@pytest.mark.parametrize(
+    ("logits", "target", "cancels"),
+    [
+        ([[4.766438961029053, 0.5950660705566406, -1.8418900966644287]], [0], "the loss"),
+        ([[-2.8835644721984863, 3.910963535308838, -1.8371955156326294]], [1], "1 - p"),
+    ],
+)
+def test_float32_cancellation_is_allowed_and_nothing_more(logits, target, cancels):
+    """Rows where the loss (lse - x[target]) or the target's gradient (p - 1) is a small
+    difference of O(1) float32 numbers: warpforge's correct results there were off by 1-3 ulps
+    of the terms, beyond the bound PyTorch's luckier rounding set (a CI flake). The allowance
+    (saved_rounding) covers that and is a few ulps: 1e-5 of the terms still fails."""
+    from warpforge.harness import checks
+
+    problem = get_problem("cross_entropy.fwd_bwd")
+    x, t = torch.tensor(logits), torch.tensor(target)
+    got = checks.as_outputs(problem.implementation(x, t))
+    ref = checks.as_outputs(problem.reference(x.double(), t))
+    native = checks.as_outputs(problem.reference(x, t))
+    extra = problem.saved_rounding([x.double(), t], torch.float32)
+    tolerance = problem.tolerance
+    assert checks.check_values(got, ref, native, tolerance, trial=0, extra_bounds=extra) == []
+    nudge = 1e-5 * float(x.abs().max())
+    for i in range(2):
+        off = [o + nudge if j == i else o for j, o in enumerate(got)]
+        found = checks.check_values(off, ref, native, tolerance, trial=0, extra_bounds=extra)
+        assert [f.reason.value for f in found] == ["tolerance"], (cancels, i)
