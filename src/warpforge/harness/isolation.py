@@ -37,6 +37,8 @@ from typing import Any
 
 import torch
 
+from warpforge import runtime
+
 POISON_NAN = 0xFF
 POISON_FINITE = 0x41
 
@@ -127,10 +129,9 @@ class CandidateProcess:
         self.timeout_s = float(timeout_s)
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
-        if not torch.cuda.is_available():
-            # the worker runs Triton kernels under the interpreter; Triton reads this at import
-            os.environ.setdefault("TRITON_INTERPRET", "1")
-            os.environ.setdefault("WARPFORGE_INTERPRET", "1")
+        # without CUDA the worker runs Triton kernels under the interpreter (it inherits the
+        # switch, which Triton reads at import)
+        runtime.command_device()
         self._process = context.Process(
             target=_worker_main, args=(child, encode(config.as_dict())), daemon=True
         )

@@ -44,14 +44,22 @@ def _fmt_config(config: dict[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in config.items())
 
 
+# options `tune` and `db lookup` share (typer reads them, never changes them)
+_SHAPE_OPTION = typer.Option(
+    None, "--shape", "-s", help="Problem size, e.g. M=4096,N=1024 (repeatable)."
+)
+_DTYPE_OPTION = typer.Option(
+    None, "--dtype", "-d", help="float32, float16 or bfloat16 (repeatable)."
+)
+_DB_OPTION = typer.Option(
+    None, "--db", help="Database URL (default: WARPFORGE_DB_URL or ~/.cache/warpforge/perf.db)."
+)
+
+
 def tune_command(
     op: str = typer.Argument(None, help="Tunable kernel name; omit to list them."),
-    shape: list[str] = typer.Option(
-        None, "--shape", "-s", help="Problem size, e.g. M=4096,N=1024 (repeatable)."
-    ),
-    dtype: list[str] = typer.Option(
-        None, "--dtype", "-d", help="float32, float16 or bfloat16 (repeatable)."
-    ),
+    shape: list[str] = _SHAPE_OPTION,
+    dtype: list[str] = _DTYPE_OPTION,
     sweep: bool = typer.Option(False, "--sweep", help="Also tune the kernel's sweep shapes."),
     budget: float = typer.Option(
         None, "--budget", help="Seconds per problem: random + local search."
@@ -63,9 +71,7 @@ def tune_command(
         help="At most this many trials: a short descent from the nearest tuned shapes' consensus "
         "config and their bests (for a shape near tuned ones).",
     ),
-    db: str = typer.Option(
-        None, "--db", help="Database URL (default: WARPFORGE_DB_URL or ~/.cache/warpforge/perf.db)."
-    ),
+    db: str = _DB_OPTION,
     seed: int = typer.Option(0, "--seed", help="Seed for inputs and random sampling."),
     trial_timeout: float = typer.Option(
         DEFAULT_TRIAL_TIMEOUT_S,
@@ -95,7 +101,7 @@ def tune_command(
         _fail("--refine excludes --budget and --exhaustive")
     if not (math.isfinite(trial_timeout) and trial_timeout > 0):
         _fail(f"--trial-timeout: expected a finite number of seconds > 0, got {trial_timeout}")
-    kernel, problems = _kernel_problems(op, shape, dtype, sweep)
+    kernel, problems, _ = _kernel_problems(op, shape, dtype, sweep)
     _tune_problems(
         kernel,
         problems,
@@ -110,16 +116,18 @@ def tune_command(
 
 def _kernel_problems(
     op: str, shape: list[str] | None, dtype: list[str] | None, sweep: bool
-) -> tuple[Any, list[tuple[dict[str, int], Any]]]:
-    """The tunable named ``op`` and its (shape, dtype) problems from the command line; with no
-    ``--shape`` the kernel's own shapes (its CPU ones without a GPU), with no ``--dtype`` its
-    first dtype this machine runs. Without a GPU, kernels run under Triton's interpreter."""
+) -> tuple[Any, list[tuple[dict[str, int], Any]], Any]:
+    """The tunable named ``op``, its (shape, dtype) problems from the command line and the device
+    they run on; with no ``--shape`` the kernel's own shapes (its CPU ones without a GPU), with
+    no ``--dtype`` its first dtype this machine runs. Without a GPU, kernels run under Triton's
+    interpreter."""
     import torch
 
     from warpforge import runtime
 
-    runtime.command_device()  # before get_tunable imports the kernels
-    if not runtime.cuda_available() and not runtime.interpreter_enabled():
+    device = runtime.command_device()  # before get_tunable imports the kernels
+    on_gpu = device.type == "cuda"
+    if not on_gpu and not runtime.interpreter_enabled():
         _fail(
             "no CUDA device, and Triton's interpreter is switched off (TRITON_INTERPRET / "
             "WARPFORGE_INTERPRET): the kernels cannot run here; unset them or set them to 1"
@@ -133,7 +141,6 @@ def _kernel_problems(
         dtypes = [parse_dtype(d) for d in dtype or ()]
     except (KeyError, ValueError) as exc:
         _fail(str(exc.args[0]) if exc.args else str(exc))
-    on_gpu = runtime.cuda_available()
     if not shapes:
         shapes = [dict(s) for s in (kernel.shapes if on_gpu else kernel.cpu_shapes)]
     if sweep:
@@ -147,7 +154,7 @@ def _kernel_problems(
         shapes = [kernel.check_shape(s) for s in shapes]
     except ValueError as exc:
         _fail(str(exc))
-    return kernel, [(s, d) for s in shapes for d in dtypes]
+    return kernel, [(s, d) for s in shapes for d in dtypes], device
 
 
 def _list_tunables(kernels: list[Any]) -> None:
@@ -393,28 +400,20 @@ def db_show(
 @db_app.command("lookup")
 def db_lookup(
     op: str = typer.Argument(..., help="Tunable kernel name."),
-    shape: list[str] = typer.Option(
-        None, "--shape", "-s", help="Problem size, e.g. M=4096,N=1024 (repeatable)."
-    ),
-    dtype: list[str] = typer.Option(
-        None, "--dtype", "-d", help="float32, float16 or bfloat16 (repeatable)."
-    ),
+    shape: list[str] = _SHAPE_OPTION,
+    dtype: list[str] = _DTYPE_OPTION,
     sweep: bool = typer.Option(False, "--sweep", help="Also the kernel's sweep shapes."),
-    db: str = typer.Option(
-        None, "--db", help="Database URL (default: WARPFORGE_DB_URL or ~/.cache/warpforge/perf.db)."
-    ),
+    db: str = _DB_OPTION,
 ) -> None:
     """The config an op launches with on this machine's device for some shapes, and where it
     comes from (database, shipped JSON, another GPU model's shipped table, the default)."""
     from rich.console import Console
     from rich.table import Table
 
-    from warpforge import runtime
     from warpforge.tune.lookup import ConfigLookup
     from warpforge.tune.tunable import device_fingerprint, dtype_name
 
-    kernel, problems = _kernel_problems(op, shape, dtype, sweep)
-    device = runtime.default_device()
+    kernel, problems, device = _kernel_problems(op, shape, dtype, sweep)
     lookup = ConfigLookup(database_url=db)
     table = Table(title=f"{kernel.name} on {device_fingerprint(device)}")
     for column in ("shape", "dtype", "config", "from", "default config"):
