@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The sixteenth session's device calls, on the H200 (nvidia-h200) the device tool now lends; the
+# H100 that every earlier result was measured on is no longer lent. H200 rows form tables of
+# their own (scripts/results_table.py keeps GPU models apart; `warpforge compare` refuses to mix
+# them). Carry .whl/ (Liger-Kernel) and set WARPFORGE_GIT_COMMIT. Writes OUT/keep/* (what comes
+# back). Results go under benchmarks/results/session16-h200-2026-11-28/.
+#   1  the machine and its ceilings (warpforge env --json, warpforge ceilings --json); where each
+#      tuned op's launch config comes from on the H200 (`warpforge db lookup ... --sweep`: the
+#      H100's shipped table through the same-architecture fallback, expected "shipped for NVIDIA
+#      H100 80GB HBM3/sm_90 ..."); the GPU tests of tests/harness and tests/tune (changed in the
+#      fifteenth session, CPU-tested only; each test stopped after 80 s and the slowest listed,
+#      since the fourteenth session's tune tests never finished); RoPE forward and backward
+#      (Llama-3 shapes) in bf16 with static torch.compile baselines (never run); fp32
+#      add_rms_norm.bwd at 8192 x 262144 (did not fit the H100's 80 GB)
+#   2  issue 4's normbwd part in bf16 (rms_norm, layer_norm, add_rms_norm backward, every shape)
+#   3  issue 4's fwd part in bf16, then RoPE in fp32 in what time is left
+# Usage: bash scripts/gpu/session16_calls.sh OUT CALL
+set -uo pipefail
+OUT="${1:?usage: session16_calls.sh OUT CALL}"
+CALL="${2:?usage: session16_calls.sh OUT CALL}"
+mkdir -p "$OUT/keep"
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+
+source "$(dirname "$0")/calls_common.sh"
+
+case "$CALL" in
+  1) python3 -m warpforge env --json > "$OUT/keep/env.json" 2>&1
+     timeout 120 python3 -m warpforge ceilings --json > "$OUT/keep/ceilings.json" 2>&1
+     echo "ceilings: exit $?"; head -c 600 "$OUT/keep/ceilings.json"; echo
+     for op in rms_norm.fwd rms_norm.bwd add_rms_norm.fwd add_rms_norm.bwd layer_norm.fwd \
+               layer_norm.bwd softmax.fwd cross_entropy.fwd; do
+       COLUMNS=220 timeout 90 python3 -m warpforge db lookup "$op" --sweep --dtype bf16 \
+         --dtype fp32 > "$OUT/lookup-$op.txt" 2>&1 &
+     done
+     wait
+     cat "$OUT"/lookup-*.txt > "$OUT/keep/lookup-origins.txt"
+     echo "lookup rows from the H100's table: $(grep -c 'shipped for NVIDIA H100' \
+       "$OUT/keep/lookup-origins.txt")"
+     gpu_tests harness 90 tests/harness
+     PYTEST_ADDOPTS="--timeout=80 --durations=12" gpu_tests tune 170 tests/tune
+     SUITE_PIECES="rope.*:100" sweep_part bf16 rope
+     SUITE_PIECES="add_rms_norm.bwd:250" sweep_part fp32 normbwd "M=8192,N=262144" ;;
+  2) sweep_part bf16 normbwd ;;
+  3) sweep_part bf16 fwd
+     SUITE_PIECES="rope.*:100" sweep_part fp32 rope ;;
+  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
+esac
+tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
+find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +
