@@ -14,6 +14,11 @@
 #      add_rms_norm.bwd at 8192 x 262144 (did not fit the H100's 80 GB)
 #   2  issue 4's normbwd part in bf16 (rms_norm, layer_norm, add_rms_norm backward, every shape)
 #   3  issue 4's fwd part in bf16, then RoPE in fp32 in what time is left
+#   4  why the long rows run under 90% of copy on the H200 (the H100's split launches): the
+#      split forward's candidate launches kernel alone (benchmarks/norm_split_fwd.py, bf16 and
+#      fp32), the bf16 backward's of 32768-262144 columns (benchmarks/norm_bwd_narrow_sweep.py);
+#      then exhaustive tuning of bf16 rms_norm.bwd and layer_norm.bwd at 16384 x 2048 and
+#      32768 x 1024 on the H200 (74-79% of copy with the H100's configs)
 # Usage: bash scripts/gpu/session16_calls.sh OUT CALL
 set -uo pipefail
 OUT="${1:?usage: session16_calls.sh OUT CALL}"
@@ -43,7 +48,22 @@ case "$CALL" in
   2) sweep_part bf16 normbwd ;;
   3) sweep_part bf16 fwd
      SUITE_PIECES="rope.*:100" sweep_part fp32 rope ;;
-  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
+  4) t0=$SECONDS
+     timeout 130 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/normfwd-split-sweep" \
+       > "$OUT/fwd-sweep.log" 2>&1
+     echo "forward split sweep: exit $? in $((SECONDS - t0)) s"; t0=$SECONDS
+     SWEEP_SHAPES="4096x32768 8192x65536 8192x131072 8192x262144" \
+     SWEEP_LAUNCHES="flags/4096/4/2/1 flags/4096/8/2/1 flags/8192/16/1/1 flags/8192/8/1/1 lag/2048/4/4/0 flags/2048/4/4/1 lag/4096/4/2/0" \
+       timeout 200 python3 benchmarks/norm_bwd_narrow_sweep.py sweep \
+       "$OUT/keep/normbwd-wide-bf16-sweep.txt" > "$OUT/bwd-sweep.log" 2>&1
+     echo "backward wide sweep: exit $? in $((SECONDS - t0)) s"
+     GRID_SHAPES="M=16384,N=2048 M=32768,N=1024" GRID_DTYPES=bfloat16 \
+     GRID_KERNELS="rms_norm.bwd layer_norm.bwd" GRID_MAX_WALL=$((545 - SECONDS)) \
+       bash scripts/gpu/tune_norm_grid.sh "$OUT/grid" > "$OUT/grid.log" 2>&1
+     cat "$OUT/grid/summary.txt"
+     cp "$OUT/grid/shipped-grid.json" "$OUT/keep/tune-normbwd-bf16-shipped.json"
+     cp "$OUT/grid/trials-grid.json" "$OUT/keep/tune-normbwd-bf16-trials.json" ;;
+  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
 find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +
