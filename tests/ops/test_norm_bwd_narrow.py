@@ -139,6 +139,41 @@ def test_narrow_table_from_the_environment(monkeypatch):
             norm._narrow_table()
 
 
+def test_an_h200_takes_its_own_bf16_entries_and_the_shared_rest(monkeypatch):
+    """On an H200 the bf16 backward takes NORM_BWD_NARROW_BY_MODEL's entries (the lagged kernel
+    for add+RMSNorm from 65536 columns, for all three families over 131072); float32 and the
+    narrower bf16 rows keep the shared table; the environment's table still replaces both."""
+    import warpforge.ops._split_rows as split_rows
+    from warpforge.runtime import DeviceCapabilities
+
+    h200 = DeviceCapabilities("NVIDIA H200", (9, 0), 132, 60 * 2**20, 141 * 2**30, 232448)
+    monkeypatch.setattr(split_rows, "device_capabilities", lambda device: h200)
+    monkeypatch.delenv(norm.NORM_BWD_NARROW_ENV, raising=False)
+    norm.norm_bwd_narrow_plan.cache_clear()
+    try:
+
+        def plan(family, N, element_size=2):
+            got = norm.norm_bwd_narrow_plan(family, 8192, N, element_size, "cuda")
+            return None if got is None else (got[0], got[1].block)
+
+        assert plan("rms_norm", 32767) == ("flags", 2048)
+        assert plan("rms_norm", 131072) == ("lag", 2048)
+        assert plan("rms_norm", 262144) == ("lag", 4096)
+        assert plan("add_rms_norm", 40009) == ("flags", 4096)
+        assert plan("add_rms_norm", 65536) == ("lag", 2048)
+        assert plan("add_rms_norm", 262144) == ("lag", 4096)
+        assert plan("layer_norm", 65536) is None
+        assert plan("layer_norm", 131072) == ("lag", 4096)
+        assert plan("layer_norm", 262144) == ("lag", 4096)
+        assert plan("rms_norm", 65536, 4) is None  # float32: the shared table's
+        assert plan("layer_norm", 65536, 4) == ("flags", 2048)
+        monkeypatch.setenv(norm.NORM_BWD_NARROW_ENV, "none")
+        norm.norm_bwd_narrow_plan.cache_clear()
+        assert plan("add_rms_norm", 65536) is None
+    finally:
+        norm.norm_bwd_narrow_plan.cache_clear()
+
+
 @pytest.mark.parametrize("element_size", [2, 4])
 def test_narrow_plans_pick_the_first_choice_holding_the_width(element_size, monkeypatch):
     """The shipped table on an H100-like GPU: bf16 RMSNorm takes the flags kernel under 32768

@@ -30,6 +30,7 @@ from warpforge.ops._rows import (
     next_power_of_2,
     row_launch_config,
 )
+from warpforge.ops import _split_rows
 from warpforge.ops._split_rows import SplitRowPlan, split_row_plan
 from warpforge.ops._wide_rows import WideLaunch, wide_launch
 from warpforge.runtime import ExecutionPath, device_capabilities, execution_path, switch_on
@@ -1329,16 +1330,53 @@ norm-bwd-narrow-fp32-sweep.txt``), RMSNorm / add+RMSNorm / LayerNorm: 4096 x 327
 columns 2240 / 2896 / 2282 us. The lag kernel is 1.6-3.5x slower than flags in every float32
 row (not investigated)."""
 
+_LAG_4096 = {"block": 4096, "num_warps": 4, "programs_per_sm": 2, "prefetch": False}
+
+NORM_BWD_NARROW_BY_MODEL: dict[str, dict[tuple[str, int], tuple[NarrowChoice, ...]]] = {
+    "NVIDIA H200": {
+        ("rms_norm", 2): (
+            ("flags", _FLAGS_2048, 16385, 32767),
+            ("lag", _LAG_2048, 32768, 131072),
+            ("lag", _LAG_4096, 131073, 262144),
+        ),
+        ("add_rms_norm", 2): (
+            ("flags", _FLAGS_2048, 16385, 32767),
+            ("flags", _FLAGS_4096, 32768, 65535),
+            ("lag", _LAG_2048, 65536, 131072),
+            ("lag", _LAG_4096, 131073, 262144),
+        ),
+        ("layer_norm", 2): (
+            ("flags", _FLAGS_4096, 32768, 65535),
+            ("lag", _LAG_4096, 131072, 262144),
+        ),
+    },
+}
+"""GPU model (``torch.cuda.get_device_name``) -> (op family, element size) entries that replace
+:data:`NORM_BWD_NARROW`'s on that model; other models and entries keep the table above.
+
+The H200 (4.2-4.3 TB/s copy against the H100's 3.0) holds the H100's launches under 90% of copy
+in the bf16 backward of long rows. Kernel alone on the H200, bf16
+(``benchmarks/results/session16-h200-2026-11-28/normbwd-wide-bf16-sweep.txt``), the H100's
+choice against the lagged kernel: add+RMSNorm 8192 x 65536 1261 -> 1127 us (lag at 2048
+columns, 4 an SM; 80.5 -> 90.0% of copy), 8192 x 131072 2645 -> 2291 us (75.8 -> 87.5%);
+at 8192 x 262144 the lag kernel at 4096 columns of 4 warps, 2 an SM: RMSNorm 5378 -> 4317 us
+(55.7 -> 69.4%), add+RMSNorm 5919 -> 5362 (67.4 -> 74.4%), LayerNorm 5701 -> 4551 (52.5 ->
+65.8%); LayerNorm 8192 x 131072 2535 -> 2343 us (it loses at 65536: 1396 against 1227 us).
+At 4096 x 32768 the H100's choices stay the fastest measured. The lagged kernel at 2048
+columns cannot take 262144 columns (128 chunks, over the words' poll)."""
+
 NORM_BWD_NARROW_ENV = "WARPFORGE_NORM_BWD_NARROW"
 """Replaces :data:`NORM_BWD_NARROW` (benchmark sweeps), read when a shape is first planned:
 ``family:size=kernel/block/warps/programs an SM/prefetch/narrowest/widest`` items separated by
 ``;``, a family's in order (``none``: an empty table)."""
 
 
-def _narrow_table() -> dict[tuple[str, int], tuple[NarrowChoice, ...]]:
+def _narrow_table(model: str = "") -> dict[tuple[str, int], tuple[NarrowChoice, ...]]:
+    """The backward's narrow-row choices on GPU ``model``: the environment's table when set,
+    else :data:`NORM_BWD_NARROW` with the model's entries of :data:`NORM_BWD_NARROW_BY_MODEL`."""
     spec = os.environ.get(NORM_BWD_NARROW_ENV, "").strip()
     if not spec:
-        return NORM_BWD_NARROW
+        return {**NORM_BWD_NARROW, **NORM_BWD_NARROW_BY_MODEL.get(model, {})}
     table: dict[tuple[str, int], tuple[NarrowChoice, ...]] = {}
     for item in filter(None, (i.strip() for i in spec.split(";"))):
         if item == "none":
@@ -1373,9 +1411,12 @@ def norm_bwd_narrow_plan(
     """(kernel, plan) of :data:`NORM_BWD_NARROW` for rows of N columns, or None (not listed,
     outside its widths, more chunks than the words' poll reads, or more programs a row than
     the GPU holds at once)."""
+    model = _split_rows.device_capabilities(device).name
     choices = [
         (kernel, launch)
-        for kernel, launch, narrowest, widest in _narrow_table().get((family, element_size), ())
+        for kernel, launch, narrowest, widest in _narrow_table(model).get(
+            (family, element_size), ()
+        )
         if max(narrowest, NORM_BWD_NARROW_MIN_N) <= N <= widest
     ]
     if not choices:
