@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+import math
+import multiprocessing
+import os
+import time
+
 import pytest
 import torch
+from tune_sleepy import SLEEPY, SleepSeconds
 
 from warpforge.tune.precompile import CompilePool
 from warpforge.tune.tunable import get_tunable
@@ -15,11 +22,64 @@ def test_worker_count_is_validated(workers: object) -> None:
         CompilePool(workers)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("timeout_s", "error", "message"),
+    [
+        (0, ValueError, "timeout_s: expected a finite number > 0, got 0"),
+        (-1.5, ValueError, "timeout_s: expected a finite number > 0, got -1.5"),
+        (math.nan, ValueError, "timeout_s: expected a finite number > 0, got nan"),
+        (math.inf, ValueError, "timeout_s: expected a finite number > 0, got inf"),
+        ("5", TypeError, "timeout_s: expected a number, got str '5'"),
+        (True, TypeError, "timeout_s: expected a number, got bool True"),
+    ],
+)
+def test_the_time_limit_is_validated(timeout_s: object, error: type, message: str) -> None:
+    with pytest.raises(error, match=message):
+        CompilePool(1, timeout_s=timeout_s)  # type: ignore[arg-type]
+
+
+def _exists(pid: int) -> bool:
+    """Whether process ``pid`` is still there, as a zombie too (signal 0 reaches one)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_config_that_hangs_a_worker_stops_the_workers_not_the_search(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from warpforge.tune.search import exhaustive_search
+
+    shape = dict(SLEEPY.cpu_shapes[0])
+    others = set(multiprocessing.active_children())
+    with CompilePool(1, timeout_s=0.5) as pool:
+        pool.start()  # not under the 0.5 s: starting a worker takes seconds
+        workers = [p.pid for p in set(multiprocessing.active_children()) - others]
+        assert len(workers) == 1
+        hangs = {"sleep_s": SleepSeconds(60)}
+        began = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="warpforge.tune"):
+            assert pool.compile(SLEEPY.name, shape, torch.float32, "cpu", [hangs]) is False
+            assert time.monotonic() - began < 10  # the limit and the kill, not the 60 s sleep
+            assert not pool.usable
+            assert not any(_exists(pid) for pid in workers)  # killed and reaped
+            assert pool.compile(SLEEPY.name, shape, torch.float32, "cpu", [hangs]) is False
+        # once, naming the kernel, the problem and the config it waited for
+        (warning,) = [r for r in caplog.records if r.name == "warpforge.tune"]
+        assert "sleepy {'N': 1024} float32" in warning.getMessage()
+        assert 'in flight: {"sleep_s":60}' in warning.getMessage()
+    # The search then compiles by itself (the hanging config is for its trial_timeout_s).
+    result = exhaustive_search(SLEEPY, shape, torch.float32, "cpu", configs=[{"sleep_s": 0}])
+    assert [t.status for t in result.trials] == ["ok"]
+
+
 def test_workers_run_each_config_once_and_survive_failures() -> None:
     kernel = get_tunable("row_sum")
     shape = dict(kernel.cpu_shapes[0])
     configs = kernel.space.valid_configs(kernel.features(shape, torch.float32))[:3]
-    with CompilePool(1) as pool:
+    with CompilePool(1, timeout_s=None) as pool:  # None: no time limit
         assert pool.compile(kernel.name, shape, torch.float32, "cpu", []) is True
         assert pool.compile(kernel.name, shape, torch.float32, "cpu", configs) is True
         assert pool.compiled == len(configs)
