@@ -11,9 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
-from warpforge.harness import audit, verify
+from warpforge.harness import audit, bench, kernelbench, verify
 from warpforge.harness.kernelbench import LoadError
+from warpforge.harness.problem import Problem
 
 CHEATS = Path(__file__).parent / "cheats"
 
@@ -37,6 +39,7 @@ DYNAMIC_GALLERY = [
     ("nan_output", "ref_scale", "nonfinite"),
     ("alias_input", "ref_copy", "aliasing"),
     ("transposed_output", "ref_scale", "wrong-layout"),
+    ("transposed_while_timed", "ref_scale", "timed-output"),
     ("nondeterministic", "ref_scale", "nondeterministic"),
     ("crash", "ref_scale", "crash"),
     ("exit_process", "ref_scale", "crash"),
@@ -102,6 +105,32 @@ def test_a_process_the_candidate_leaves_running_dies_with_its_worker(
     while not marker.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not marker.exists(), "a process the candidate forked outlived its worker"
+
+
+def test_transposed_output_is_caught_in_process_too(device: torch.device) -> None:
+    """The layout check runs where no worker does (built-in problems are verified in the
+    harness process): the gallery's transposed candidate, called in process, is rejected too."""
+    reference = kernelbench.load_reference(CHEATS / "ref_scale.py")
+    path = CHEATS / "transposed_output.py"
+    module = kernelbench.load_module(path, role="candidate")
+    model_new = kernelbench.model_class(module, path, role="candidate")
+
+    def inputs(shape, dtype, device, generator):
+        seed = int(torch.randint(1 << 62, (1,), generator=generator, device=device))
+        return reference.inputs(seed, device)
+
+    problem = Problem(
+        name="gallery.transposed_output",
+        reference=kernelbench.build_model(reference.model_class, [], seed=0, device=device),
+        implementation=kernelbench.build_model(model_new, [], seed=0, device=device),
+        make_inputs=inputs,
+        flops=lambda shape, dtype: 0.0,
+        bytes_moved=lambda shape, dtype: 0.0,
+        shapes=[{}],
+        cpu_shapes=[{}],
+    )
+    result = bench.verify_problem(problem, {}, torch.float32, device)
+    assert result.reasons() == ["wrong-layout"], [str(f) for f in result.findings]
 
 
 def test_hanging_candidate_times_out() -> None:

@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from warpforge import runtime
+from warpforge.harness import checks
 
 POISON_NAN = 0xFF
 POISON_FINITE = 0x41
@@ -376,15 +377,14 @@ class _Worker:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         outputs = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        contiguous, strides = checks.output_layout(outputs)
         reply = {
             "outputs": [plain_copy(o) for o in outputs],
             "types": [f"{type(o).__module__}.{type(o).__qualname__}" for o in outputs],
             "plain": [type(o) is torch.Tensor for o in outputs],
             "devices": [str(o.device) if isinstance(o, torch.Tensor) else "" for o in outputs],
-            "contiguous": [
-                o.is_contiguous() if isinstance(o, torch.Tensor) else None for o in outputs
-            ],
-            "strides": [list(o.stride()) if isinstance(o, torch.Tensor) else None for o in outputs],
+            "contiguous": contiguous,
+            "strides": strides,
             "aliasing": [
                 isinstance(o, torch.Tensor) and overlaps_inputs(o, inputs) for o in outputs
             ],
@@ -449,23 +449,14 @@ class _Worker:
         )
         return result, names
 
-    def _matches(self, output: Any, expected: tuple[torch.Tensor | None, ...], atol: float) -> bool:
-        """``output`` equals ``expected`` bitwise (or within ``atol``), compared on its device."""
-        from warpforge.harness.checks import repeat_equal
-
-        outs = tuple(output) if isinstance(output, (tuple, list)) else (output,)
-        return len(outs) == len(expected) and all(
-            ref is not None and repeat_equal(out, ref, atol)
-            for out, ref in zip(outs, expected, strict=False)
-        )
-
     def loop(self, command: dict[str, Any]) -> dict[str, Any]:
         """Call the candidate repeatedly, like a timing loop, checking every output."""
         mismatches = []
         calls = int(command["calls"])
         for i in range(calls):
             inputs, expected = self.slots[i % len(self.slots)]
-            if not self._matches(self._call(inputs), expected, command.get("repeat_atol", 0.0)):
+            output = self._call(inputs)
+            if not checks.matches_verified(output, expected, command.get("repeat_atol", 0.0)):
                 mismatches.append(i)
         return {"calls": calls, "mismatches": mismatches}
 
@@ -505,7 +496,7 @@ class _Worker:
         def check(name: str, inputs: tuple[Any, ...], output: Any) -> None:
             if name != "candidate":
                 return
-            if not self._matches(output, expected[id(inputs)], atol):
+            if not checks.matches_verified(output, expected[id(inputs)], atol):
                 mismatches.append(calls[0])
             calls[0] += 1
 
