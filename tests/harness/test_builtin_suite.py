@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -69,6 +71,22 @@ def _partial(x: torch.Tensor) -> torch.Tensor:
     return y
 
 
+def _transposed(x: torch.Tensor) -> torch.Tensor:
+    """The right values in a column-major buffer: a transposed view of a contiguous result."""
+    return _axpb(x.t().contiguous()).t()
+
+
+def _transposed_on(calls: Callable[[int], bool]) -> Callable[[torch.Tensor], torch.Tensor]:
+    """An implementation that returns its result transposed on the calls that ``calls`` picks
+    (counted from 1) and contiguous on the others."""
+    count = itertools.count(1)
+
+    def implementation(x: torch.Tensor) -> torch.Tensor:
+        return _transposed(x) if calls(next(count)) else _axpb(x)
+
+    return implementation
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_honest_builtin_passes(dtype: torch.dtype, device: torch.device) -> None:
     result = bench.verify_problem(_problem(_axpb), {"N": 130}, dtype, device)
@@ -84,6 +102,7 @@ def test_honest_builtin_passes(dtype: torch.dtype, device: torch.device) -> None
         (lambda x: _axpb(x).double(), "wrong-dtype"),
         (lambda x: x, "aliasing"),
         (lambda x: (_axpb(x.half())).float(), "tolerance"),
+        (_transposed, "wrong-layout"),
     ],
 )
 def test_broken_builtin_rejected(implementation, reason: str, device: torch.device) -> None:
@@ -214,6 +233,26 @@ def test_baseline_that_writes_its_inputs_runs_on_private_copies(device: torch.de
     assert findings == []  # the candidate saw uncorrupted inputs in every timed call
     assert skipped == {}
     assert "writes its inputs: timed on private copies of them" in times["in_place"]["notes"]
+
+
+def test_builtin_output_transposed_on_the_repeat_calls_is_rejected(device: torch.device) -> None:
+    """The repeat calls of checks 6 and 7 (calls 2 and 4) are held to the layout too, as the
+    isolated path holds a candidate's every call."""
+    problem = _problem(_transposed_on(lambda call: call in (2, 4)))
+    result = bench.verify_problem(problem, {"N": 130}, torch.float32, device)
+    assert result.reasons() == ["wrong-layout"], [str(f) for f in result.findings]
+
+
+def test_builtin_output_transposed_while_timed_is_rejected(device: torch.device) -> None:
+    """Check 11 compares the layout too: right values in another layout are not the verified
+    output (an implementation could be verified contiguous, then timed writing a cheaper one)."""
+    pool = 2
+    problem = _problem(_transposed_on(lambda call: call > pool))
+    times, _, findings = bench.time_problem(
+        problem, {"N": 130}, torch.float32, device, max_time_s=0.05, pool=pool
+    )
+    assert [f.reason.value for f in findings] == ["timed-output"], findings
+    assert "candidate" in times
 
 
 def _row_softmax_problem(implementation) -> Problem:

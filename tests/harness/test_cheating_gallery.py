@@ -8,12 +8,15 @@ directly (no process needed) and once end to end.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from warpforge.harness import audit, verify
+from warpforge.harness import audit, bench, kernelbench, verify
 from warpforge.harness.kernelbench import LoadError
+from warpforge.harness.problem import Problem
 
 CHEATS = Path(__file__).parent / "cheats"
 
@@ -37,6 +40,7 @@ DYNAMIC_GALLERY = [
     ("nan_output", "ref_scale", "nonfinite"),
     ("alias_input", "ref_copy", "aliasing"),
     ("transposed_output", "ref_scale", "wrong-layout"),
+    ("transposed_while_timed", "ref_scale", "timed-output"),
     ("nondeterministic", "ref_scale", "nondeterministic"),
     ("crash", "ref_scale", "crash"),
     ("exit_process", "ref_scale", "crash"),
@@ -102,6 +106,63 @@ def test_a_process_the_candidate_leaves_running_dies_with_its_worker(
     while not marker.exists() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not marker.exists(), "a process the candidate forked outlived its worker"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux's")
+def test_processes_that_leave_the_worker_group_die_with_it_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A setsid() child and a daemon (double fork, new session) escape the group kill; the
+    worker, their subreaper, holds them, and the harness kills them before the worker."""
+    import time
+
+    monkeypatch.setenv("WARPFORGE_TEST_ESCAPE_DIR", str(tmp_path))
+    result = _verify("escaping_child", "ref_scale", timeout_s=60.0)
+    assert not result.passed and "audit-concurrency" in result.reasons(), result.reasons()
+    pid_files = [tmp_path / "setsid.pid", tmp_path / "daemon.pid"]
+    assert all(f.exists() for f in pid_files), "the candidate's children did not start"
+    pids = [int(f.read_text()) for f in pid_files]
+    deadline = time.monotonic() + 5  # they write within 0.05 s of the worker's end, then exit
+    while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    outlived = sorted(f.name for f in tmp_path.glob("*.outlived"))
+    assert outlived == [], f"processes the candidate started outlived its worker: {outlived}"
+    assert not any(_running(pid) for pid in pids)
+
+
+def _running(pid: int) -> bool:
+    """Process ``pid`` exists and has not exited (a zombie left for init to reap has)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2 :].split()[0] not in (b"Z", b"X")
+
+
+def test_transposed_output_is_caught_in_process_too(device: torch.device) -> None:
+    """The layout check runs where no worker does (built-in problems are verified in the
+    harness process): the gallery's transposed candidate, called in process, is rejected too."""
+    reference = kernelbench.load_reference(CHEATS / "ref_scale.py")
+    path = CHEATS / "transposed_output.py"
+    module = kernelbench.load_module(path, role="candidate")
+    model_new = kernelbench.model_class(module, path, role="candidate")
+
+    def inputs(shape, dtype, device, generator):
+        seed = int(torch.randint(1 << 62, (1,), generator=generator, device=device))
+        return reference.inputs(seed, device)
+
+    problem = Problem(
+        name="gallery.transposed_output",
+        reference=kernelbench.build_model(reference.model_class, [], seed=0, device=device),
+        implementation=kernelbench.build_model(model_new, [], seed=0, device=device),
+        make_inputs=inputs,
+        flops=lambda shape, dtype: 0.0,
+        bytes_moved=lambda shape, dtype: 0.0,
+        shapes=[{}],
+        cpu_shapes=[{}],
+    )
+    result = bench.verify_problem(problem, {}, torch.float32, device)
+    assert result.reasons() == ["wrong-layout"], [str(f) for f in result.findings]
 
 
 def test_hanging_candidate_times_out() -> None:

@@ -131,6 +131,19 @@ def test_structure_reports_dtype_shape_and_count() -> None:
     assert _reasons(checks.check_structure((ref, ref), (ref,), "cpu")) == {"wrong-structure"}
 
 
+def test_layout_and_timed_outputs_hold_the_verified_layout() -> None:
+    ref = torch.randn(4, 6)
+    transposed = ref.t().contiguous().t()
+    assert checks.output_layout([transposed, 1.0]) == ([False, None], [[1, 4], None])
+    found = checks.check_layout(*checks.output_layout([transposed]), [ref])
+    assert _reasons(found) == {"wrong-layout"} and "strides (1, 4)" in found[0].message
+    assert checks.matches_verified(ref.clone(), [ref], atol=0.0)
+    assert not checks.matches_verified(transposed, [ref], atol=0.0)  # equal values, other layout
+    assert checks.matches_verified(transposed, [transposed.clone()], atol=0.0)  # as verified
+    assert not checks.matches_verified((ref, ref), [ref], atol=0.0)
+    assert not checks.matches_verified(ref, [None], atol=0.0)
+
+
 def test_repeat_distinguishes_poison_reads_from_nondeterminism() -> None:
     a = torch.randn(10)
     poisoned = a.clone()

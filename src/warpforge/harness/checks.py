@@ -2,8 +2,9 @@
 
 The functions here compare what a candidate produced (outputs, inputs after the call, repeated
 outputs) with the float64 reference and PyTorch's own result at the candidate's dtype. They run in
-the harness process on data the candidate's worker sent back by value; see ``isolation.py`` for
-the worker and ``verify.py`` for the order in which checks run.
+the harness process on data the candidate's worker sent back by value, except the two the worker
+runs on outputs as returned (:func:`output_layout`, and :func:`matches_verified` on timed calls);
+see ``isolation.py`` for the worker and ``verify.py`` for the order in which checks run.
 """
 
 from __future__ import annotations
@@ -135,6 +136,21 @@ def repeat_equal(got: Any, want: torch.Tensor, atol: float) -> bool:
     return max_difference(got, want) <= atol  # False for NaN
 
 
+def matches_verified(output: Any, verified: Sequence[torch.Tensor | None], atol: float) -> bool:
+    """(11) A model's return value is its verified output again: as many outputs, each a plain
+    tensor equal to the verified one bitwise (or within ``atol``, see :func:`repeat_equal`) and
+    contiguous where that one is (:func:`check_layout`). ``verified``: copies of the outputs
+    that passed verification (a copy keeps a contiguous or transposed layout; None where the
+    verified output was no tensor, which never matches)."""
+    outputs = as_outputs(output)
+    wants = [want for want in verified if want is not None]
+    if len(outputs) != len(verified) or len(wants) != len(verified):
+        return False
+    if not all(repeat_equal(got, want, atol) for got, want in zip(outputs, wants, strict=True)):
+        return False
+    return not check_layout(*output_layout(outputs), wants)
+
+
 def check_structure(
     outputs: Sequence[torch.Tensor], expected: Sequence[torch.Tensor], device: str
 ) -> list[Finding]:
@@ -162,6 +178,17 @@ def check_structure(
                 )
             )
     return findings
+
+
+def output_layout(outputs: Sequence[Any]) -> tuple[list[bool | None], list[list[int] | None]]:
+    """Whether each output is contiguous, and its strides (None for an output that is no
+    tensor): what :func:`check_layout` reads. Taken from the outputs as returned (the worker
+    sends it back beside copies of them, whose layout a copy may change)."""
+    tensors = [o if isinstance(o, torch.Tensor) else None for o in outputs]
+    return (
+        [None if t is None else t.is_contiguous() for t in tensors],
+        [None if t is None else list(t.stride()) for t in tensors],
+    )
 
 
 def check_layout(

@@ -7,8 +7,9 @@ operators and GPU kernels the call launched, and timings. Every message is seria
 harness reads the worker's replies with ``torch.load(weights_only=True)``, so a candidate cannot
 smuggle code into the harness process. A candidate that raises is reported; one that kills its
 process or hangs is reported too, and the harness carries on. The worker leads a process group of
-its own, which the harness kills when it ends the worker, so no process the candidate started
-(and did not move to another group) outlives it.
+its own, which the harness kills when it ends the worker, and on Linux it is a child subreaper
+(``process_tree.py``), so the processes the candidate started that left the group (``setsid``, a
+daemon's double fork) are found and killed too: none outlives the worker.
 
 Inside the worker, before the candidate is imported:
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import logging
 import multiprocessing
 import os
 import signal
@@ -38,6 +40,9 @@ from typing import Any
 import torch
 
 from warpforge import runtime
+from warpforge.harness import checks, process_tree
+
+log = logging.getLogger(__name__)
 
 POISON_NAN = 0xFF
 POISON_FINITE = 0x41
@@ -120,6 +125,16 @@ def _main_module_hidden() -> Iterator[None]:
             setattr(main, attr, value)
 
 
+@functools.cache
+def _note_no_subreaper(reason: str) -> None:
+    """Say once per reason that the group kill is all there is (not Linux, say)."""
+    log.warning(
+        "candidate workers are no child subreapers here (%s): a process a candidate moves out of "
+        "its worker's process group (setsid, a daemon's double fork) is not ended after the run",
+        reason,
+    )
+
+
 class CandidateProcess:
     """A spawned worker holding one candidate; commands go in, results come back by value."""
 
@@ -135,7 +150,7 @@ class CandidateProcess:
         self._process = context.Process(
             target=_worker_main, args=(child, encode(config.as_dict())), daemon=True
         )
-        self._group_ended = False
+        self._processes_ended = False
         with _main_module_hidden():
             self._process.start()
         child.close()
@@ -143,6 +158,8 @@ class CandidateProcess:
         if not self.ready.get("ok"):
             self.close()
             raise WorkerFailure("load", str(self.ready.get("error")))
+        if self.ready.get("subreaper_error"):
+            _note_no_subreaper(self.ready["subreaper_error"])
 
     def _receive(self, timeout_s: float) -> dict[str, Any]:
         try:
@@ -153,7 +170,7 @@ class CandidateProcess:
                 )
             data = self._conn.recv_bytes()
         except (EOFError, OSError, ConnectionError):
-            self._end_group()
+            self._end_processes()
             self._process.join(5)
             code = self._process.exitcode
             raise WorkerFailure(
@@ -174,22 +191,34 @@ class CandidateProcess:
 
     def close(self) -> None:
         # the worker holds nothing worth a clean shutdown; killing it skips torch's slow teardown
-        self._end_group()
-        if self._process.is_alive():
-            self._process.kill()
-            self._process.join(5)
+        self._end_processes()
+        self._process.join(5)
         self._conn.close()
 
-    def _end_group(self) -> None:
-        """Kill the worker's process group: whatever the candidate started and left running (a
-        forked child, a pool) dies with the worker instead of touching files after the run.
-        Done before the worker is reaped, while its pid (the group's id) cannot be reused."""
+    def _end_processes(self) -> None:
+        """Kill the worker and whatever the candidate started and left running (a forked child,
+        a pool, a daemon in a session of its own), so nothing touches files after the run or
+        loads the device while the next contender is timed.
+
+        In this order: the worker is stopped (its threads fork no more) but kept alive, since as
+        the subreaper of its descendants it keeps every orphan among them in its subtree, where
+        they are killed; then its process group (the only net where there is no subreaper), and
+        the worker itself. All before the worker is reaped, while its pid (the group's id, the
+        subtree's root) cannot be reused."""
         pid = self._process.pid
-        if self._group_ended or pid is None or not hasattr(os, "killpg"):
+        if self._processes_ended or pid is None:
             return
-        self._group_ended = True
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)  # no group yet: the worker died before making it
+        self._processes_ended = True
+        if hasattr(signal, "SIGSTOP"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        try:
+            process_tree.end_descendants(pid)
+        finally:
+            if hasattr(os, "killpg"):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)  # no group yet: the worker died before it
+            self._process.kill()  # stopped, it must not wait outside its group for the join
 
     def __enter__(self) -> CandidateProcess:
         return self
@@ -376,15 +405,14 @@ class _Worker:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         outputs = tuple(result) if isinstance(result, (tuple, list)) else (result,)
+        contiguous, strides = checks.output_layout(outputs)
         reply = {
             "outputs": [plain_copy(o) for o in outputs],
             "types": [f"{type(o).__module__}.{type(o).__qualname__}" for o in outputs],
             "plain": [type(o) is torch.Tensor for o in outputs],
             "devices": [str(o.device) if isinstance(o, torch.Tensor) else "" for o in outputs],
-            "contiguous": [
-                o.is_contiguous() if isinstance(o, torch.Tensor) else None for o in outputs
-            ],
-            "strides": [list(o.stride()) if isinstance(o, torch.Tensor) else None for o in outputs],
+            "contiguous": contiguous,
+            "strides": strides,
             "aliasing": [
                 isinstance(o, torch.Tensor) and overlaps_inputs(o, inputs) for o in outputs
             ],
@@ -449,23 +477,14 @@ class _Worker:
         )
         return result, names
 
-    def _matches(self, output: Any, expected: tuple[torch.Tensor | None, ...], atol: float) -> bool:
-        """``output`` equals ``expected`` bitwise (or within ``atol``), compared on its device."""
-        from warpforge.harness.checks import repeat_equal
-
-        outs = tuple(output) if isinstance(output, (tuple, list)) else (output,)
-        return len(outs) == len(expected) and all(
-            ref is not None and repeat_equal(out, ref, atol)
-            for out, ref in zip(outs, expected, strict=False)
-        )
-
     def loop(self, command: dict[str, Any]) -> dict[str, Any]:
         """Call the candidate repeatedly, like a timing loop, checking every output."""
         mismatches = []
         calls = int(command["calls"])
         for i in range(calls):
             inputs, expected = self.slots[i % len(self.slots)]
-            if not self._matches(self._call(inputs), expected, command.get("repeat_atol", 0.0)):
+            output = self._call(inputs)
+            if not checks.matches_verified(output, expected, command.get("repeat_atol", 0.0)):
                 mismatches.append(i)
         return {"calls": calls, "mismatches": mismatches}
 
@@ -505,7 +524,7 @@ class _Worker:
         def check(name: str, inputs: tuple[Any, ...], output: Any) -> None:
             if name != "candidate":
                 return
-            if not self._matches(output, expected[id(inputs)], atol):
+            if not checks.matches_verified(output, expected[id(inputs)], atol):
                 mismatches.append(calls[0])
             calls[0] += 1
 
@@ -551,7 +570,24 @@ def _worker_main(conn: Any, config_bytes: bytes) -> None:
         # a process group of its own, made before the candidate runs: every process it starts
         # joins it, and the harness kills the group when it ends the worker
         os.setpgid(0, 0)
-    config = decode(config_bytes)
+    subreaper_error = None
+    try:
+        # also before the candidate runs: orphans among the processes it starts, in whatever
+        # group or session, are re-parented to this process instead of init, staying in reach
+        process_tree.become_subreaper()
+    except OSError as exc:
+        subreaper_error = str(exc)
+    try:
+        _serve(conn, decode(config_bytes), subreaper_error)
+    finally:
+        # the harness asked to close or went away: end what the candidate started while this
+        # process still holds it (once it exits, its orphans would go to init)
+        process_tree.end_descendants(os.getpid())
+        process_tree.reap_children()
+
+
+def _serve(conn: Any, config: dict[str, Any], subreaper_error: str | None) -> None:
+    """Load the candidate, report that it loaded (or why not), then answer commands."""
     try:
         worker = _Worker(config)
     except BaseException as exc:  # report why the candidate failed to load, then exit
@@ -565,7 +601,15 @@ def _worker_main(conn: Any, config_bytes: bytes) -> None:
             message = f"candidate: {type(exc).__name__}: {exc}"
         conn.send_bytes(encode({"ok": False, "error": message}))
         return
-    conn.send_bytes(encode({"ok": True, "timers_ok": worker.timing.timers_untouched()}))
+    conn.send_bytes(
+        encode(
+            {
+                "ok": True,
+                "timers_ok": worker.timing.timers_untouched(),
+                "subreaper_error": subreaper_error,
+            }
+        )
+    )
     handlers = {"run": worker.run, "loop": worker.loop, "time": worker.time}
     while True:
         try:
