@@ -19,6 +19,10 @@
 #      fp32), the bf16 backward's of 32768-262144 columns (benchmarks/norm_bwd_narrow_sweep.py);
 #      then exhaustive tuning of bf16 rms_norm.bwd and layer_norm.bwd at 16384 x 2048 and
 #      32768 x 1024 on the H200 (74-79% of copy with the H100's configs)
+#   5  the H200's own bf16 long-row backward choices (NORM_BWD_NARROW_BY_MODEL, from call 4):
+#      their GPU tests, then the harness's normbwd at 65536-262144 columns; the harness and
+#      compile-ahead GPU tests after this session's isolation and CompilePool changes; then
+#      issue 4's smbwd part in bf16 in what time is left
 # Usage: bash scripts/gpu/session16_calls.sh OUT CALL
 set -uo pipefail
 OUT="${1:?usage: session16_calls.sh OUT CALL}"
@@ -63,7 +67,12 @@ case "$CALL" in
      cat "$OUT/grid/summary.txt"
      cp "$OUT/grid/shipped-grid.json" "$OUT/keep/tune-normbwd-bf16-shipped.json"
      cp "$OUT/grid/trials-grid.json" "$OUT/keep/tune-normbwd-bf16-trials.json" ;;
-  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
+  5) gpu_tests narrow 150 tests/ops/test_norm_bwd_narrow.py
+     sweep_part bf16 normbwd "M=8192,N=65536 M=8192,N=131072 M=8192,N=262144"
+     gpu_tests harness 90 tests/harness
+     gpu_tests precompile 60 tests/tune/test_precompile.py
+     sweep_part bf16 smbwd ;;
+  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
 tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
 find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from warpforge.dispatch import dispatched_op
+from warpforge.ops import _split_rows
 from warpforge.ops._rows import (
     MAX_SINGLE_PASS_N,
     RowLaunchConfig,
@@ -30,7 +31,6 @@ from warpforge.ops._rows import (
     next_power_of_2,
     row_launch_config,
 )
-from warpforge.ops import _split_rows
 from warpforge.ops._split_rows import SplitRowPlan, split_row_plan
 from warpforge.ops._wide_rows import WideLaunch, wide_launch
 from warpforge.runtime import ExecutionPath, device_capabilities, execution_path, switch_on
