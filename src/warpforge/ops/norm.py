@@ -1363,7 +1363,11 @@ at 8192 x 262144 the lag kernel at 4096 columns of 4 warps, 2 an SM: RMSNorm 537
 (55.7 -> 69.4%), add+RMSNorm 5919 -> 5362 (67.4 -> 74.4%), LayerNorm 5701 -> 4551 (52.5 ->
 65.8%); LayerNorm 8192 x 131072 2535 -> 2343 us (it loses at 65536: 1396 against 1227 us).
 At 4096 x 32768 the H100's choices stay the fastest measured. The lagged kernel at 2048
-columns cannot take 262144 columns (128 chunks, over the words' poll)."""
+columns cannot take 262144 columns (128 chunks, over the words' poll). Through the harness on the
+H200 (``normbwd-bf16-call2.json`` before, ``normbwd-bf16-call5.json`` after, same directory):
+add+RMSNorm 65536 / 131072 / 262144 columns 2373.6 / 4855.7 / 10477.3 -> 2222.2 / 4481.3 /
+9826.7 us (85 / 84 / 77 -> 91 / 91 / 83% of copy); RMSNorm 262144 7894.3 -> 6853.6 us (64 ->
+74%); LayerNorm 131072 / 262144 4219.7 / 8762.1 -> 4029.0 / 7607.6 us (60 / 58 -> 63 / 67%)."""
 
 NORM_BWD_NARROW_ENV = "WARPFORGE_NORM_BWD_NARROW"
 """Replaces :data:`NORM_BWD_NARROW` (benchmark sweeps), read when a shape is first planned:
