@@ -45,6 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile-workers", type=int, default=0)
     parser.add_argument("--max-wall", type=float, default=300.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--trial-timeout", type=float, default=300.0,
+        help="seconds a trial (or a worker's compile of a config) may take before the run is "
+        "stopped with the trial recorded as timed out; 0: no limit",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     problems = [parse_problem(p) for p in args.problems]
 
@@ -65,11 +70,12 @@ def main(argv: list[str] | None = None) -> int:
         shape = kernel.check_shape(shape)
         resolved.append((kernel, shape, dtype, budget))
 
+    timeout_s = args.trial_timeout or None  # 0: no limit
     compiled = None
     if args.compile_workers > 0 and device.type == "cuda":
         from warpforge.tune.precompile import CompilePool
 
-        with CompilePool(args.compile_workers) as pool:
+        with CompilePool(args.compile_workers, timeout_s=timeout_s) as pool:
             pool.start()
             for kernel, shape, dtype, _ in resolved:
                 valid = kernel.space.valid_configs(kernel.features(shape, dtype))
@@ -94,14 +100,15 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.monotonic()
             if budget is None:
                 result = exhaustive_search(
-                    kernel, shape, dtype, device, database=database, seed=args.seed
-                )
+                    kernel, shape, dtype, device, database=database, seed=args.seed,
+                    trial_timeout_s=timeout_s,
+                )  # fmt: skip
             else:
                 initial = seeds_from.starting_configs(kernel.name, features, device=device)
                 initial.append(default)
                 result = budgeted_search(
                     kernel, shape, dtype, device, budget_s=budget, initial=initial,
-                    database=database, seed=args.seed,
+                    database=database, seed=args.seed, trial_timeout_s=timeout_s,
                 )  # fmt: skip
             times = {
                 json.dumps(t.config, sort_keys=True): t.median_s

@@ -90,6 +90,30 @@ def test_workers_run_each_config_once_and_survive_failures() -> None:
     assert pool.compile(kernel.name, shape, torch.float32, "cpu", configs) is False
 
 
+def test_a_worker_that_died_between_compiles_closes_the_pool_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A worker killed while idle (by the OOM killer, say) breaks the executor, which then
+    refuses new tasks: compile returns False instead of raising into the search."""
+    kernel = get_tunable("row_sum")
+    shape = dict(kernel.cpu_shapes[0])
+    configs = kernel.space.valid_configs(kernel.features(shape, torch.float32))[:1]
+    others = set(multiprocessing.active_children())
+    with CompilePool(1, timeout_s=None) as pool:
+        pool.start()
+        (worker,) = set(multiprocessing.active_children()) - others
+        worker.kill()
+        worker.join(10)
+        deadline = time.monotonic() + 10  # the executor notices the death on its own thread
+        with caplog.at_level(logging.WARNING, logger="warpforge.tune"):
+            while pool.compile(kernel.name, shape, torch.float32, "cpu", configs):
+                assert time.monotonic() < deadline, "the pool never noticed its dead worker"
+                time.sleep(0.05)
+        assert not pool.usable
+        assert any("pool broke" in r.getMessage() for r in caplog.records)
+        assert pool.compile(kernel.name, shape, torch.float32, "cpu", configs) is False
+
+
 @pytest.mark.gpu
 def test_gpu_configs_compiled_ahead_are_what_the_search_then_runs() -> None:
     from warpforge.tune.search import exhaustive_search

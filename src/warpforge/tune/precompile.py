@@ -132,18 +132,25 @@ class CompilePool:
         todo = [dict(c) for c in configs]
         size = max(1, min(chunk, math.ceil(len(todo) / self.workers)))
         problem = {k: int(v) for k, v in shape.items()}
-        tasks = {
-            self._executor.submit(
-                _run_configs,
-                kernel,
-                problem,
-                dtype_name(dtype),
-                str(device),
-                todo[i : i + size],
-                seed,
-            ): todo[i : i + size]
-            for i in range(0, len(todo), size)
-        }
+        try:
+            tasks = {
+                self._executor.submit(
+                    _run_configs,
+                    kernel,
+                    problem,
+                    dtype_name(dtype),
+                    str(device),
+                    todo[i : i + size],
+                    seed,
+                ): todo[i : i + size]
+                for i in range(0, len(todo), size)
+            }
+        except concurrent.futures.process.BrokenProcessPool as exc:
+            # a worker died between two compiles (killed, out of memory): the executor refuses
+            # new tasks, and the search must not see that
+            logger.warning("compile-ahead pool broke (%s); compiling in the search", exc)
+            self._kill_workers()
+            return False
         limit_s = None if self.timeout_s is None else self.timeout_s * size
         doing = f"compiling {len(todo)} config(s) of {kernel} {problem} {dtype_name(dtype)}"
         results = self._wait(tasks, limit_s, doing)
