@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # The device calls planned in the sixteenth session for the next one, on the H200 (nvidia-h200).
-# Carry .whl/ (Liger-Kernel) and set WARPFORGE_GIT_COMMIT; end the run command with
-#   tar -czf $OUT/callN.tgz -C $OUT keep && rm -rf $OUT/keep
-# (a call brings back only a few files: the sixteenth session's first call lost its JSON reports
-# to that limit). Results go under benchmarks/results/session17-h200-<date>/.
+# Carry .whl/ (Liger-Kernel) and set WARPFORGE_GIT_COMMIT. Everything kept comes back as one
+# file, OUT/call-N.tgz (a call brings back only a few files: the sixteenth session's first call
+# lost its JSON reports to that limit). Results go under benchmarks/results/session17-h200-<date>/.
 #   1  exhaustive tuning on the H200 of the bf16 norm forwards (rms_norm.fwd, add_rms_norm.fwd,
 #      layer_norm.fwd) at the seven shapes the H100's shipped table holds for them: on the H200
 #      the H100's configs left short-row forwards under torch.compile (rms_norm.fwd 32768 x 256
@@ -45,3 +44,4 @@ case "$CALL" in
 esac
 tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
 find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +
+tar -czf "$OUT/call-$CALL.tgz" -C "$OUT" keep && rm -rf "$OUT/keep"
