@@ -1,5 +1,6 @@
-# Shared by the sessions' device-call scripts (scripts/gpu/session*_calls.sh): each sets OUT
-# (with OUT/keep made) and sources this file.
+# Shared by the sessions' device-call scripts (scripts/gpu/session*_calls.sh): each sources this
+# file, then sets OUT and CALL with start_call (older ones set OUT, with OUT/keep made, by hand)
+# and ends with finish_call.
 gpu_tests() {  # NAME LIMIT_S PATH...: pytest -m gpu into OUT/keep/gpu-tests-NAME.txt
   local name="$1" limit="$2" t0=$SECONDS
   shift 2
@@ -15,4 +16,20 @@ sweep_part() {  # DTYPE PART [SHAPE]: a part of the issue's sweep in what time i
   cp "$OUT/$2-$1/keep/"* "$OUT/keep/" 2>/dev/null
   cp "$OUT/$2-$1/logs.tgz" "$OUT/keep/logs-$2-$1.tgz" 2>/dev/null
   grep -E "^\| [a-z_]+\.|rows|exit" "$OUT/$2-$1.log" | head -60
+}
+
+start_call() {  # SCRIPT OUT CALL: sets OUT and CALL, makes OUT/keep, puts src/ on PYTHONPATH
+  OUT="${2:?usage: $1 OUT CALL}"
+  CALL="${3:?usage: $1 OUT CALL}"
+  mkdir -p "$OUT/keep"
+  export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+}
+
+finish_call() {  # [one]: the logs into OUT/keep/logs.tgz and the rest of OUT removed; with
+  # "one", OUT/keep itself packed as OUT/call-CALL.tgz (a call brings back only a few files)
+  tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
+  find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +
+  if [ "${1:-}" = one ]; then
+    tar -czf "$OUT/call-$CALL.tgz" -C "$OUT" keep && rm -rf "$OUT/keep"
+  fi
 }

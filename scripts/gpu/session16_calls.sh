@@ -25,12 +25,8 @@
 #      issue 4's smbwd part in bf16 in what time is left
 # Usage: bash scripts/gpu/session16_calls.sh OUT CALL
 set -uo pipefail
-OUT="${1:?usage: session16_calls.sh OUT CALL}"
-CALL="${2:?usage: session16_calls.sh OUT CALL}"
-mkdir -p "$OUT/keep"
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-
 source "$(dirname "$0")/calls_common.sh"
+start_call session16_calls.sh "$@"
 
 case "$CALL" in
   1) python3 -m warpforge env --json > "$OUT/keep/env.json" 2>&1
@@ -74,5 +70,4 @@ case "$CALL" in
      sweep_part bf16 smbwd ;;
   *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
-tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
-find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +
+finish_call

@@ -17,12 +17,8 @@
 #      entropy in bf16 in what time is left
 # Usage: bash scripts/gpu/session17_calls.sh OUT CALL
 set -uo pipefail
-OUT="${1:?usage: session17_calls.sh OUT CALL}"
-CALL="${2:?usage: session17_calls.sh OUT CALL}"
-mkdir -p "$OUT/keep"
-export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-
 source "$(dirname "$0")/calls_common.sh"
+start_call session17_calls.sh "$@"
 
 case "$CALL" in
   1) GRID_SHAPES="M=2048,N=12288 M=2048,N=16384 M=4096,N=16384 M=8192,N=4096 M=8192,N=6144 M=16384,N=1024 M=32768,N=256" \
@@ -42,6 +38,4 @@ case "$CALL" in
      SUITE_PIECES="fused_linear_cross_entropy.*:300" sweep_part bf16 rope ;;
   *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
 esac
-tar -czf "$OUT/keep/logs.tgz" -C "$OUT" --exclude=keep --exclude='*cache*' . 2>/dev/null
-find "$OUT" -mindepth 1 -maxdepth 1 ! -name keep -exec rm -rf {} +
-tar -czf "$OUT/call-$CALL.tgz" -C "$OUT" keep && rm -rf "$OUT/keep"
+finish_call one

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from warpforge.tune import DEFAULT_TRIAL_TIMEOUT_S
+
 
 def parse_problem(text: str) -> tuple[str, dict[str, int], str, float | None]:
     parts = text.split(":")
@@ -46,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-wall", type=float, default=300.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--trial-timeout", type=float, default=300.0,
+        "--trial-timeout", type=float, default=DEFAULT_TRIAL_TIMEOUT_S,
         help="seconds a trial (or a worker's compile of a config) may take before the run is "
         "stopped with the trial recorded as timed out; 0: no limit",
     )  # fmt: skip

@@ -139,88 +139,85 @@ def test_narrow_table_from_the_environment(monkeypatch):
             norm._narrow_table()
 
 
-def test_an_h200_takes_its_own_bf16_entries_and_the_shared_rest(monkeypatch):
-    """On an H200 the bf16 backward takes NORM_BWD_NARROW_BY_MODEL's entries (the lagged kernel
-    for add+RMSNorm from 65536 columns, for all three families over 131072); float32 and the
-    narrower bf16 rows keep the shared table; the environment's table still replaces both."""
+@pytest.fixture
+def narrow_plan(monkeypatch):
+    """``narrow_plan(model, family, M, N, element_size)``: the (kernel, block) that
+    ``norm_bwd_narrow_plan`` picks on an sm_90 GPU of 132 SMs named ``model`` (None: no split),
+    from the tables in the code unless a test sets the environment's."""
     import warpforge.ops._split_rows as split_rows
     from warpforge.runtime import DeviceCapabilities
 
-    h200 = DeviceCapabilities("NVIDIA H200", (9, 0), 132, 60 * 2**20, 141 * 2**30, 232448)
-    monkeypatch.setattr(split_rows, "device_capabilities", lambda device: h200)
     monkeypatch.delenv(norm.NORM_BWD_NARROW_ENV, raising=False)
-    norm.norm_bwd_narrow_plan.cache_clear()
-    try:
 
-        def plan(family, N, element_size=2):
-            got = norm.norm_bwd_narrow_plan(family, 8192, N, element_size, "cuda")
-            return None if got is None else (got[0], got[1].block)
+    def plan(model, family, M, N, element_size):
+        gpu = DeviceCapabilities(model, (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448)
+        monkeypatch.setattr(split_rows, "device_capabilities", lambda device: gpu)
+        norm.norm_bwd_narrow_plan.cache_clear()  # plans are cached per shape, not per model
+        got = norm.norm_bwd_narrow_plan(family, M, N, element_size, "cuda")
+        return None if got is None else (got[0], got[1].block)
 
-        assert plan("rms_norm", 32767) == ("flags", 2048)
-        assert plan("rms_norm", 131072) == ("lag", 2048)
-        assert plan("rms_norm", 262144) == ("lag", 4096)
-        assert plan("add_rms_norm", 40009) == ("flags", 4096)
-        assert plan("add_rms_norm", 65536) == ("lag", 2048)
-        assert plan("add_rms_norm", 262144) == ("lag", 4096)
-        assert plan("layer_norm", 65536) is None
-        assert plan("layer_norm", 131072) == ("lag", 4096)
-        assert plan("layer_norm", 262144) == ("lag", 4096)
-        assert plan("rms_norm", 65536, 4) is None  # float32: the shared table's
-        assert plan("layer_norm", 65536, 4) == ("flags", 2048)
-        monkeypatch.setenv(norm.NORM_BWD_NARROW_ENV, "none")
-        norm.norm_bwd_narrow_plan.cache_clear()
-        assert plan("add_rms_norm", 65536) is None
-    finally:
-        norm.norm_bwd_narrow_plan.cache_clear()
+    return plan
+
+
+def test_an_h200_takes_its_own_bf16_entries_and_the_shared_rest(narrow_plan, monkeypatch):
+    """On an H200 the bf16 backward takes NORM_BWD_NARROW_BY_MODEL's entries (the lagged kernel
+    for add+RMSNorm from 65536 columns, for all three families over 131072); float32 and the
+    narrower bf16 rows keep the shared table; the environment's table still replaces both."""
+
+    def plan(family, N, element_size=2):
+        return narrow_plan("NVIDIA H200", family, 8192, N, element_size)
+
+    assert plan("rms_norm", 32767) == ("flags", 2048)
+    assert plan("rms_norm", 131072) == ("lag", 2048)
+    assert plan("rms_norm", 262144) == ("lag", 4096)
+    assert plan("add_rms_norm", 40009) == ("flags", 4096)
+    assert plan("add_rms_norm", 65536) == ("lag", 2048)
+    assert plan("add_rms_norm", 262144) == ("lag", 4096)
+    assert plan("layer_norm", 65536) is None
+    assert plan("layer_norm", 131072) == ("lag", 4096)
+    assert plan("layer_norm", 262144) == ("lag", 4096)
+    assert plan("rms_norm", 65536, 4) is None  # float32: the shared table's
+    assert plan("layer_norm", 65536, 4) == ("flags", 2048)
+    monkeypatch.setenv(norm.NORM_BWD_NARROW_ENV, "none")
+    assert plan("add_rms_norm", 65536) is None
 
 
 @pytest.mark.parametrize("element_size", [2, 4])
-def test_narrow_plans_pick_the_first_choice_holding_the_width(element_size, monkeypatch):
+def test_narrow_plans_pick_the_first_choice_holding_the_width(element_size, narrow_plan):
     """The shipped table on an H100-like GPU: bf16 RMSNorm takes the flags kernel under 32768
     columns and the lagged one from there to 131072; add+RMSNorm the flags kernel at 8192
     columns over 131072; LayerNorm only from 32768 columns. float32
     takes the flags kernel only: at 2048 columns under 32768, at 4096 from there to 65535, and
     LayerNorm at 2048 to 65536; nothing under NORM_BWD_NARROW_MIN_N."""
-    import warpforge.ops._split_rows as split_rows
-    from warpforge.runtime import DeviceCapabilities
 
-    h100 = DeviceCapabilities("H100", (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448)
-    monkeypatch.setattr(split_rows, "device_capabilities", lambda device: h100)
-    monkeypatch.delenv(norm.NORM_BWD_NARROW_ENV, raising=False)
-    norm.norm_bwd_narrow_plan.cache_clear()
-    try:
+    def plan(family, N):
+        return narrow_plan("H100", family, 4096, N, element_size)
 
-        def plan(family, N):
-            got = norm.norm_bwd_narrow_plan(family, 4096, N, element_size, "cuda")
-            return None if got is None else (got[0], got[1].block)
-
-        if element_size == 4:
-            for family in ("rms_norm", "add_rms_norm"):
-                assert plan(family, 16384) is None
-                assert plan(family, 16385) == ("flags", 2048)
-                assert plan(family, 32767) == ("flags", 2048)
-                assert plan(family, 32768) == ("flags", 4096)
-                assert plan(family, 65535) == ("flags", 4096)
-                assert plan(family, 65536) is None
-            assert plan("layer_norm", 16384) is None
-            assert plan("layer_norm", 16385) == ("flags", 2048)
-            assert plan("layer_norm", 65536) == ("flags", 2048)
-            assert plan("layer_norm", 65537) is None
-            return
-        assert plan("rms_norm", 16384) is None
-        assert plan("rms_norm", 16385) == ("flags", 2048)
-        assert plan("rms_norm", 32767) == ("flags", 2048)
-        assert plan("rms_norm", 32768) == ("lag", 2048)
-        assert plan("rms_norm", 65536) == ("lag", 2048)
-        assert plan("rms_norm", 131072) == ("lag", 2048)
-        assert plan("rms_norm", 131073) is None
-        assert plan("add_rms_norm", 40009) == ("flags", 4096)
-        assert plan("add_rms_norm", 65536) is None
-        assert plan("add_rms_norm", 131072) is None
-        assert plan("add_rms_norm", 131073) == ("flags", 8192)
-        assert plan("add_rms_norm", 262144) == ("flags", 8192)
-        assert plan("add_rms_norm", 262145) is None
-        assert plan("layer_norm", 32767) is None
-        assert plan("layer_norm", 32768) == ("flags", 4096)
-    finally:
-        norm.norm_bwd_narrow_plan.cache_clear()
+    if element_size == 4:
+        for family in ("rms_norm", "add_rms_norm"):
+            assert plan(family, 16384) is None
+            assert plan(family, 16385) == ("flags", 2048)
+            assert plan(family, 32767) == ("flags", 2048)
+            assert plan(family, 32768) == ("flags", 4096)
+            assert plan(family, 65535) == ("flags", 4096)
+            assert plan(family, 65536) is None
+        assert plan("layer_norm", 16384) is None
+        assert plan("layer_norm", 16385) == ("flags", 2048)
+        assert plan("layer_norm", 65536) == ("flags", 2048)
+        assert plan("layer_norm", 65537) is None
+        return
+    assert plan("rms_norm", 16384) is None
+    assert plan("rms_norm", 16385) == ("flags", 2048)
+    assert plan("rms_norm", 32767) == ("flags", 2048)
+    assert plan("rms_norm", 32768) == ("lag", 2048)
+    assert plan("rms_norm", 65536) == ("lag", 2048)
+    assert plan("rms_norm", 131072) == ("lag", 2048)
+    assert plan("rms_norm", 131073) is None
+    assert plan("add_rms_norm", 40009) == ("flags", 4096)
+    assert plan("add_rms_norm", 65536) is None
+    assert plan("add_rms_norm", 131072) is None
+    assert plan("add_rms_norm", 131073) == ("flags", 8192)
+    assert plan("add_rms_norm", 262144) == ("flags", 8192)
+    assert plan("add_rms_norm", 262145) is None
+    assert plan("layer_norm", 32767) is None
+    assert plan("layer_norm", 32768) == ("flags", 4096)

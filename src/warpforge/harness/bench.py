@@ -442,10 +442,7 @@ def _inspect_outputs(
                 Finding(Reason.ALIASING, f"trial {trial}: output {i} shares memory with an input")
             )
     found += checks.check_inputs_unchanged(before, inputs, trial=trial)
-    structure = checks.check_structure(outputs, native, str(device))
-    found += structure
-    if not structure:
-        found += checks.check_layout(*checks.output_layout(outputs), native)
+    found += checks.check_outputs_fit(outputs, native, str(device))
     return found
 
 

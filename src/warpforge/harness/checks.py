@@ -180,6 +180,20 @@ def check_structure(
     return findings
 
 
+def check_outputs_fit(
+    outputs: Sequence[torch.Tensor],
+    expected: Sequence[torch.Tensor],
+    device: str,
+    layout: tuple[Sequence[bool | None], Sequence[Sequence[int] | None]] | None = None,
+) -> list[Finding]:
+    """(4) :func:`check_structure`, then, where the structure fits, :func:`check_layout` of
+    ``layout`` (:func:`output_layout` of the outputs as returned; by default of ``outputs``)."""
+    findings = check_structure(outputs, expected, device)
+    if not findings:
+        findings += check_layout(*(layout or output_layout(outputs)), expected)
+    return findings
+
+
 def output_layout(outputs: Sequence[Any]) -> tuple[list[bool | None], list[list[int] | None]]:
     """Whether each output is contiguous, and its strides (None for an output that is no
     tensor): what :func:`check_layout` reads. Taken from the outputs as returned (the worker

@@ -17,6 +17,17 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+# Limits the searches, the compile-ahead pool and the CLI share: defined once, where each of them
+# reaches them without importing the others.
+DEFAULT_TRIAL_TIMEOUT_S = 300.0
+"""Seconds a trial (or a compile-ahead worker's config) may take by default: far above a trial's
+compile, check and timing (seconds on the H100), short enough that a hung launch does not hold a
+tuning run for long."""
+
+STOPPED_EXIT_CODE = 3
+"""The exit status of a process a config stopped: a trial past its watchdog
+(``trial_timeout_s``), or, from ``warpforge tune``, a device left unusable."""
+
 _LAZY: dict[str, str] = {
     "ConfigSpace": "warpforge.tune.space",
     "Constraint": "warpforge.tune.space",

@@ -8,18 +8,13 @@ from typing import Any, NoReturn
 
 import typer
 
+from warpforge.tune import DEFAULT_TRIAL_TIMEOUT_S, STOPPED_EXIT_CODE
+
 db_app = typer.Typer(
     name="db",
     help="Inspect, export and import the performance database.",
     no_args_is_help=True,
 )
-
-
-DEFAULT_TRIAL_TIMEOUT_S = 300.0
-"""``--trial-timeout``'s default: far above a trial's compile, check and timing (seconds on the
-H100), short enough that a hung launch does not hold a tuning run for long."""
-
-STOPPED_EXIT_CODE = 3  # warpforge.tune.search's, kept here so `--help` imports no torch
 
 
 def register(app: typer.Typer) -> None:

@@ -26,15 +26,12 @@ from typing import Any
 
 import torch
 
+from warpforge.tune import DEFAULT_TRIAL_TIMEOUT_S
 from warpforge.tune.space import config_key
 from warpforge.tune.tunable import Shape, dtype_name
 from warpforge.validation import check_positive, describe
 
 logger = logging.getLogger("warpforge.tune")
-
-DEFAULT_TIMEOUT_S = 300.0
-"""``CompilePool``'s default ``timeout_s``: seconds a worker may spend on one config, far above a
-config's compile and one run (as ``warpforge tune --trial-timeout``'s default is above a trial)."""
 
 START_TIMEOUT_S = 300.0
 """Seconds the workers may take to start (spawn, then import torch, Triton and the kernels: seconds
@@ -84,7 +81,7 @@ class CompilePool:
     no worker finishes a task in that time (times the configs a task holds), the pool kills its
     workers and gives up, as when one dies. ``None`` waits for ever."""
 
-    def __init__(self, workers: int, *, timeout_s: float | None = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, workers: int, *, timeout_s: float | None = DEFAULT_TRIAL_TIMEOUT_S) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers: expected a positive int, got {describe(workers)}")
         if timeout_s is not None:

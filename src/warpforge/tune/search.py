@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 
 from warpforge.harness.timing import Measurement, measure
+from warpforge.tune import STOPPED_EXIT_CODE
 from warpforge.tune.space import Config, ConfigSpace, config_key
 from warpforge.tune.tunable import Shape, TunableKernel, device_fingerprint
 from warpforge.validation import check_positive, describe
@@ -54,10 +55,6 @@ EXHAUSTIVE_LIMIT = 256
 
 TIMED_OUT = "timed out"
 """How a timed-out trial's error starts (later searches of its problem skip its config)."""
-
-STOPPED_EXIT_CODE = 3
-"""The exit status of a process a config stopped: a trial past its watchdog
-(``trial_timeout_s``), or, from ``warpforge tune``, a device left unusable."""
 
 BROKE_DEVICE = "broke the device"
 """How the error of a trial after which the device was unusable starts."""
