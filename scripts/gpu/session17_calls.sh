@@ -11,10 +11,13 @@
 #      and for every shape the H100's table holds: one config of the H200's own ends the
 #      same-architecture fallback for that kernel, so a partial table would leave the other
 #      shapes to nearest neighbours tuned on the H200 alone.
-#   2  issue 4's fwd part in bf16 again (after shipping call 1's configs), then cross entropy
-#   3  swiglu/geglu; the split softmax forward's launches kernel alone (benchmarks/
-#      softmax_split_sweep.py; long rows at 78-80% of copy on the H200); fused linear cross
-#      entropy in bf16 in what time is left
+#      (Ran 2026-11-28: the H100's configs within 3.4% of the H200's best at every shape, so
+#      nothing shipped and the fwd part was not timed again.)
+#   2  issue 4's cross entropy and swiglu/geglu in bf16, never measured on the H200
+#   3  the split softmax forward's launches kernel alone (benchmarks/softmax_split_sweep.py;
+#      long rows at 78-80% of copy on the H200), with the lagged kernel as contenders, the
+#      softmax GPU tests, then the harness's softmax/log_softmax forward at the long rows
+#   4  fused linear cross entropy in bf16, then issue 5's robotics problems on the H200
 # Usage: bash scripts/gpu/session17_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -27,15 +30,21 @@ case "$CALL" in
      cat "$OUT/grid/summary.txt"
      cp "$OUT/grid/shipped-grid.json" "$OUT/keep/tune-normfwd-bf16-shipped.json"
      cp "$OUT/grid/trials-grid.json" "$OUT/keep/tune-normfwd-bf16-trials.json" ;;
-  2) sweep_part bf16 fwd
-     SUITE_PIECES="cross_entropy.fwd:90 cross_entropy.bwd:80 cross_entropy.fwd_bwd:110" \
-       sweep_part bf16 ce ;;
-  3) sweep_part bf16 gated
-     t0=$SECONDS
-     timeout 150 python3 benchmarks/softmax_split_sweep.py --out "$OUT/keep/softmax-split" \
+  2) sweep_part bf16 ce
+     SUITE_PIECES="swiglu.*:140 geglu.*:140" sweep_part bf16 gated ;;
+  3) t0=$SECONDS
+     timeout 200 python3 benchmarks/softmax_split_sweep.py --out "$OUT/keep/softmax-split" \
        --repeat 2 > "$OUT/softmax-sweep.log" 2>&1
      echo "softmax split sweep: exit $? in $((SECONDS - t0)) s"
-     SUITE_PIECES="fused_linear_cross_entropy.*:300" sweep_part bf16 rope ;;
-  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
+     tail -40 "$OUT/softmax-sweep.log"
+     gpu_tests softmax 120 tests/ops/test_softmax.py
+     SUITE_PIECES="softmax.fwd:110 log_softmax.fwd:110" SUITE_SHAPE="N=65536 N=131072 N=262144" \
+       sweep_part bf16 fwd ;;
+  4) SUITE_PIECES="fused_linear_cross_entropy.*:300" sweep_part bf16 rope
+     t0=$SECONDS
+     timeout $((570 - SECONDS)) python3 -m warpforge bench --problem 'resample*,align*,voxelize*' \
+       --out "$OUT/keep/robotics.json" > "$OUT/robotics.log" 2>&1
+     echo "robotics: exit $? in $((SECONDS - t0)) s"; tail -30 "$OUT/robotics.log" ;;
+  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
