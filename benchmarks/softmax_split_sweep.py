@@ -15,7 +15,8 @@ are listed.
     TRITON_INTERPRET=1 PYTHONPATH=src python benchmarks/softmax_split_sweep.py --out DIR --smoke
 
 A contender is named ``BLOCK/WARPS xPROGRAMS_PER_SM`` (2-byte rows prefetch their next chunk
-and arrive release-only, as ``split_launch`` plans them; float32 rows do neither), ``default``
+and arrive release-only, as ``split_launch`` plans them; float32 rows do neither), with ``lag``
+after it the flag-word kernel that meets a row later (``softmax_fwd_lag_kernel``), ``default``
 (the op's own plan, ``softmax_ops._fwd_split_plan``) or ``bwd`` (the backward op, default
 launch).
 """
@@ -31,7 +32,17 @@ from pathlib import Path
 import torch
 
 SHAPES = ((8192, 262144, "bf16"), (8192, 262144, "fp32"))
-CONTENDERS = ("8192/8 x4", "8192/4 x4", "16384/8 x2", "default", "bwd")
+CONTENDERS = (
+    "8192/8 x4",
+    "8192/4 x4",
+    "16384/8 x2",
+    "8192/8 x2 lag",
+    "8192/16 x2 lag",
+    "4096/4 x4 lag",
+    "4096/8 x4 lag",
+    "default",
+    "bwd",
+)
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
@@ -68,8 +79,13 @@ def kernel_usage(fn) -> list[dict[str, object]]:
 def contender_plan(name: str, M: int, N: int, dev: str, element_size: int, shrink: int = 1):
     from warpforge.ops._split_rows import split_row_plan
 
-    launch, per_sm = name.split()
+    launch, per_sm, *kind = name.split()
     block, warps = (int(v) for v in launch.split("/"))
+    if kind == ["lag"]:  # the flag-word kernel, one row later (softmax_fwd_lag_kernel)
+        return split_row_plan(
+            M, N, dev, block=block // shrink, num_warps=warps, programs_per_sm=int(per_sm[1:]),
+            flag_words=True,
+        )  # fmt: skip
     two_bytes = element_size == 2
     return split_row_plan(
         M, N, dev, block=block // shrink, num_warps=warps, programs_per_sm=int(per_sm[1:]),
@@ -151,7 +167,7 @@ def main() -> None:
         __doc__.splitlines()[0], SHAPES, CONTENDERS
     )
     from warpforge.ops import softmax_ops
-    from warpforge.ops._kernels.softmax import softmax_fwd_split_kernel
+    from warpforge.ops._kernels.softmax import softmax_fwd_lag_kernel, softmax_fwd_split_kernel
 
     lines = [f"copy bandwidth {copy / 1e9:.0f} GB/s ({device})"]
     rows_out: list[dict[str, object]] = []
@@ -226,6 +242,7 @@ def main() -> None:
             write()
         del x, dy
     report_kernel_usage(softmax_fwd_split_kernel, lines, rows_out)
+    report_kernel_usage(softmax_fwd_lag_kernel, lines, rows_out)
     write()
     print("\n".join(lines))
 

@@ -15,9 +15,10 @@
 #      nothing shipped and the fwd part was not timed again.)
 #   2  issue 4's cross entropy and swiglu/geglu in bf16, never measured on the H200
 #   3  the split softmax forward's launches kernel alone (benchmarks/softmax_split_sweep.py;
-#      long rows at 78-80% of copy on the H200), with the lagged kernel as contenders, the
-#      softmax GPU tests, then the harness's softmax/log_softmax forward at the long rows
-#   4  fused linear cross entropy in bf16, then issue 5's robotics problems on the H200
+#      long rows at 78-80% of copy on the H200) with the new lagged flag-word kernel
+#      (softmax_fwd_lag_kernel) as contenders, then the softmax split GPU tests
+#   4  the harness's softmax/log_softmax forward at the long rows (after call 3's pick), fused
+#      linear cross entropy in bf16, then issue 5's robotics problems on the H200
 # Usage: bash scripts/gpu/session17_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -33,14 +34,16 @@ case "$CALL" in
   2) sweep_part bf16 ce
      SUITE_PIECES="swiglu.*:140 geglu.*:140" sweep_part bf16 gated ;;
   3) t0=$SECONDS
-     timeout 200 python3 benchmarks/softmax_split_sweep.py --out "$OUT/keep/softmax-split" \
-       --repeat 2 > "$OUT/softmax-sweep.log" 2>&1
+     timeout 330 python3 benchmarks/softmax_split_sweep.py --out "$OUT/keep/softmax-split" \
+       --repeat 2 --shapes 8192x262144:bf16,8192x131072:bf16,16384x65536:bf16,8192x262144:fp32 \
+       --only "8192/8 x4,8192/8 x2 lag,8192/16 x2 lag,4096/4 x4 lag,4096/8 x4 lag,default" \
+       > "$OUT/softmax-sweep.log" 2>&1
      echo "softmax split sweep: exit $? in $((SECONDS - t0)) s"
-     tail -40 "$OUT/softmax-sweep.log"
-     gpu_tests softmax 120 tests/ops/test_softmax.py
-     SUITE_PIECES="softmax.fwd:110 log_softmax.fwd:110" SUITE_SHAPE="N=65536 N=131072 N=262144" \
-       sweep_part bf16 fwd ;;
-  4) SUITE_PIECES="fused_linear_cross_entropy.*:300" sweep_part bf16 rope
+     grep -v "^  " "$OUT/softmax-sweep.log" | tail -60
+     gpu_tests softmax 200 tests/ops/test_softmax.py -k "lag or split" ;;
+  4) SUITE_PIECES="softmax.fwd:100 log_softmax.fwd:100" SUITE_SHAPE="N=65536 N=131072 N=262144" \
+       sweep_part bf16 fwd
+     SUITE_PIECES="fused_linear_cross_entropy.*:250" sweep_part bf16 rope
      t0=$SECONDS
      timeout $((570 - SECONDS)) python3 -m warpforge bench --problem 'resample*,align*,voxelize*' \
        --out "$OUT/keep/robotics.json" > "$OUT/robotics.log" 2>&1

@@ -251,6 +251,56 @@ def test_split_kernel_small_chunks(log, M, N, prefetch, device, poison_outputs):
 
 
 @pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize(("M", "N"), [(7, 37), (1, 16), (4, 100), (5, 17), (3, 16 * 40 + 5)])
+def test_lag_kernel_small_chunks(log, M, N, device, poison_outputs, monkeypatch):
+    """``softmax_fwd_lag_kernel`` (a flag-word plan): rows over several 16-column chunks (a
+    ragged last chunk, a chunk of only -inf, a dominant logit in a late chunk, 41 chunks: two
+    vectors of words), more rows than slots, fp32 and fp16; the lag kernel is the one launched."""
+    kernels = warpforge.ops._kernels.softmax
+    spy = LaunchSpy(kernels.softmax_fwd_lag_kernel)
+    monkeypatch.setattr(kernels, "softmax_fwd_lag_kernel", spy)
+    plan = split_row_plan(M, N, device, block=16, num_warps=1, flag_words=True)
+    for dtype in (torch.float32, torch.float16):
+        x = randn(M, N, dtype=dtype, device=device)
+        x[0, N - 1] = 30.0
+        if N > 32:
+            x[M - 1, 16:32] = float("-inf")
+        y = softmax_ops.softmax_forward(x, log, split=plan)
+        expected = reference("log_softmax" if log else "softmax", x, -1)
+        torch.testing.assert_close(y.double(), expected, atol=FWD_TOL[dtype], rtol=FWD_TOL[dtype])
+    assert spy.grids
+
+
+def test_lag_kernel_refuses_more_chunks_than_its_words_poll(device):
+    plan = split_row_plan(2, 16 * 65, device, block=16, num_warps=1, flag_words=True)
+    x = randn(2, 16 * 65, device=device)
+    with pytest.raises(ValueError, match="plan: expected a flag-word plan of at most 64 chunks"):
+        softmax_ops.softmax_forward(x, False, split=plan)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(OPS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(("M", "N"), [(300, 262144), (5, 131072 + 7), (1000, 40000)])
+@pytest.mark.parametrize("launch", ["8192/8 x2", "4096/4 x4", "4096/8 x4"])
+def test_lag_kernel_gpu(name, dtype, M, N, launch, poison_outputs):
+    """The lag kernel's one-launch path (programs of a row meeting through flag words a row
+    later) at the launches the sweep tries: rows in several waves, a ragged last chunk, a chunk
+    of only -inf, a dominant late logit."""
+    sizes, per_sm = launch.split()
+    block, warps = (int(v) for v in sizes.split("/"))
+    plan = split_row_plan(M, N, "cuda", block=block, num_warps=warps,
+                          programs_per_sm=int(per_sm[1:]), flag_words=True)  # fmt: skip
+    assert plan is not None and plan.synchronized
+    x = randn(M, N, dtype=dtype, device="cuda")
+    x[0, N - 1] = 40.0
+    x[M - 1, 32768 : 2 * 32768] = float("-inf")
+    y = softmax_ops.softmax_forward(x, name == "log_softmax", split=plan)
+    tol = FWD_TOL[dtype]
+    torch.testing.assert_close(y.double(), reference(name, x, -1), atol=tol * 1e-2, rtol=tol)
+
+
+@pytest.mark.parametrize("log", [False, True])
 def test_chunked_kernel_still_serves_explicit_launches(log, device, poison_outputs):
     """The one-program-per-row chunked kernel (rows needing more programs than the GPU holds,
     and the tuner's trials): chunks of 16, more rows than programs."""

@@ -71,6 +71,21 @@ def split_launch(element_size: int) -> dict[str, int | bool]:
     return {"block": 8192, "num_warps": 8, "programs_per_sm": 4, "prefetch": False}
 
 
+FLAG_WORDS_MAX_CHUNKS = 64
+"""Chunks a row of a flag-word launch may have: ``row_words`` and ``look_at_words`` poll at most
+two vectors of 32 words."""
+
+
+def check_flag_words(plan: SplitRowPlan, argument: str = "plan") -> None:
+    """Raise ValueError (naming ``argument``) when a flag-word launch's rows have more chunks
+    than its poll reads."""
+    if plan.chunks_pow2 > FLAG_WORDS_MAX_CHUNKS:
+        raise ValueError(
+            f"{argument}: expected a flag-word plan of at most {FLAG_WORDS_MAX_CHUNKS} chunks "
+            f"a row, got {plan.chunks}"
+        )
+
+
 _INTERPRETER_SLOTS = 3
 """Rows in flight under the interpreter: fewer than most test shapes, so slots loop over rows."""
 

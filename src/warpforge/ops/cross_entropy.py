@@ -31,7 +31,12 @@ import torch
 
 from warpforge.dispatch import dispatched_op
 from warpforge.ops._rows import cdiv, kernel_device, next_power_of_2
-from warpforge.ops._split_rows import SplitRowPlan, split_launch, split_row_plan
+from warpforge.ops._split_rows import (
+    SplitRowPlan,
+    check_flag_words,
+    split_launch,
+    split_row_plan,
+)
 from warpforge.runtime import (
     ExecutionPath,
     checks_enabled,
@@ -128,10 +133,6 @@ FLAG_WORDS_MAX_ELEMENT_SIZE = 2
 (``cross_entropy_fwd_grad_flags_kernel``: no release fence, no counter, the poll is the
 partials' load); float32 rows keep the counter launch of ``split_launch`` (not measured with
 the flag words)."""
-
-_FLAG_WORDS_MAX_CHUNKS = 64
-"""The flag-word meeting polls a row's words in vectors of 32, each in one warp's lanes (see
-``row_words``), at most two of them."""
 
 FLAG_WORDS_LAUNCHES = (({"block": 8192, "num_warps": 4, "programs_per_sm": 4}, 64),)
 """(launch, most chunks a row, rounded up to a power of 2) of the flag-word split plans, the
@@ -464,11 +465,7 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
             align = 1
     options = dict(options, BLOCK=plan.block, **plan.launch_options())
     if plan.flag_words:
-        if plan.chunks_pow2 > _FLAG_WORDS_MAX_CHUNKS:
-            raise ValueError(
-                f"split: a flag-word plan of at most {_FLAG_WORDS_MAX_CHUNKS} chunks a row, "
-                f"got {plan.chunks}"
-            )
+        check_flag_words(plan, "split")
         words = plan.unpublished_words(n_rows, 2, logits.device)  # two words a chunk
         with kernel_device(logits):
             for stage in plan.stages():

@@ -31,7 +31,12 @@ from warpforge.ops._rows import (
     next_power_of_2,
     row_launch_config,
 )
-from warpforge.ops._split_rows import SplitRowPlan, split_row_plan
+from warpforge.ops._split_rows import (
+    FLAG_WORDS_MAX_CHUNKS,
+    SplitRowPlan,
+    check_flag_words,
+    split_row_plan,
+)
 from warpforge.ops._wide_rows import WideLaunch, wide_launch
 from warpforge.runtime import ExecutionPath, device_capabilities, execution_path, switch_on
 from warpforge.validation import (
@@ -315,10 +320,6 @@ NORM_FWD_SPLIT = "WARPFORGE_NORM_FWD_SPLIT"
 """``0``/``false``/``no``/``off`` turns the split forward off (the chunked kernel); read at each
 call."""
 
-_NORM_FWD_SPLIT_MAX_CHUNKS = 64
-"""``row_words`` polls at most two vectors of 32 words."""
-
-
 _KERNEL_OPTIONS = ("lag_depth", "hold_weight", "packed")
 """Keys of a ``NORM_FWD_SPLIT_LAUNCHES`` entry that pick the kernel (:func:`split_norm_forward`'s
 keywords) rather than the plan."""
@@ -349,7 +350,7 @@ def norm_fwd_split_plan(
         return None
     launch = {k: v for k, v in launch.items() if k not in _KERNEL_OPTIONS}
     plan = split_row_plan(M, N, device, **launch, flag_words=True)
-    if plan is None or plan.chunks_pow2 > _NORM_FWD_SPLIT_MAX_CHUNKS:
+    if plan is None or plan.chunks_pow2 > FLAG_WORDS_MAX_CHUNKS:
         return None
     return plan
 
@@ -422,10 +423,7 @@ def split_norm_forward(
     if lag_depth not in (0, 1, 2):
         raise ValueError(f"lag_depth: expected 0, 1 or 2, got {lag_depth!r}")
 
-    if plan.chunks_pow2 > _NORM_FWD_SPLIT_MAX_CHUNKS:
-        raise ValueError(
-            f"plan: at most {_NORM_FWD_SPLIT_MAX_CHUNKS} chunks a row, got {plan.chunks}"
-        )
+    check_flag_words(plan)
     M, N = x.shape
     y, h, mean, rstd = _forward_outputs(x, residual, center)
     if M == 0:
@@ -1156,9 +1154,6 @@ NORM_BWD_SPLIT = "WARPFORGE_NORM_BWD_SPLIT"
 replaces: RMSNorm's chunked kernel, LayerNorm's counter-based split kernel); read at each
 call."""
 
-_NORM_BWD_SPLIT_MAX_CHUNKS = 64
-"""``row_words`` polls at most two vectors of 32 words."""
-
 
 def _split_backward_enabled() -> bool:
     return switch_on(NORM_BWD_SPLIT)
@@ -1175,7 +1170,7 @@ def norm_bwd_split_plan(
     if launch is None or N < NORM_BWD_SPLIT_MIN_N:
         return None
     plan = split_row_plan(M, N, device, **launch, flag_words=True)
-    if plan is None or plan.chunks_pow2 > _NORM_BWD_SPLIT_MAX_CHUNKS:
+    if plan is None or plan.chunks_pow2 > FLAG_WORDS_MAX_CHUNKS:
         return None
     return plan
 
@@ -1198,10 +1193,7 @@ def _flags_backward(
     """(dx, dweight, dbias) from one of the flag-word split backward kernels (``kernel``, with
     its own ``options``) and the partial-sum kernel, after checking the plan's limits."""
     M = x.shape[0]
-    if plan.chunks_pow2 > _NORM_BWD_SPLIT_MAX_CHUNKS:
-        raise ValueError(
-            f"plan: at most {_NORM_BWD_SPLIT_MAX_CHUNKS} chunks a row, got {plan.chunks}"
-        )
+    check_flag_words(plan)
     if plan.programs // plan.chunks > M:
         raise ValueError(f"plan: expected at most {M} slots (rows), got {plan}")
     x, dy = as_rows(x), as_rows(dy)
@@ -1427,7 +1419,7 @@ def norm_bwd_narrow_plan(
         return None
     kernel, launch = choices[0]
     plan = split_row_plan(M, N, device, **launch, flag_words=True)
-    if plan is None or plan.chunks_pow2 > _NORM_BWD_SPLIT_MAX_CHUNKS:
+    if plan is None or plan.chunks_pow2 > FLAG_WORDS_MAX_CHUNKS:
         return None
     return kernel, plan
 

@@ -25,7 +25,13 @@ from warpforge.ops._rows import (
     next_power_of_2,
     row_launch_config,
 )
-from warpforge.ops._split_rows import SplitRowPlan, split_launch, split_row_plan
+from warpforge.ops._split_rows import (
+    FLAG_WORDS_MAX_CHUNKS,
+    SplitRowPlan,
+    check_flag_words,
+    split_launch,
+    split_row_plan,
+)
 from warpforge.ops._wide_rows import WideLaunch, wide_launch
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_tensor, normalize_dim
@@ -93,9 +99,6 @@ BWD_SPLIT_MIN_N = {2: MAX_SINGLE_PASS_N + 1, 4: MAX_SINGLE_PASS_N + 1}
 whole-row kernel). Measured faster at 131072 and 262144 columns; rows of 16385-65536 columns
 take it too, not measured there yet."""
 
-_BWD_SPLIT_MAX_CHUNKS = 64
-"""``row_words`` polls at most two vectors of 32 words."""
-
 
 @functools.lru_cache(maxsize=1024)
 def _bwd_split_plan(
@@ -108,7 +111,7 @@ def _bwd_split_plan(
     if launch is None or BWD_SPLIT_MIN_N.get(element_size, 1 << 62) > N:
         return None
     plan = split_row_plan(M, N, device, **launch, flag_words=True)
-    if plan is None or plan.chunks_pow2 > _BWD_SPLIT_MAX_CHUNKS:
+    if plan is None or plan.chunks_pow2 > FLAG_WORDS_MAX_CHUNKS:
         return None
     return plan
 
@@ -120,8 +123,7 @@ def split_softmax_backward(
     through flag words (``softmax_bwd_flags_kernel``); tests and sweeps pass their own plan."""
     from warpforge.ops._kernels.softmax import softmax_bwd_flags_kernel
 
-    if plan.chunks_pow2 > _BWD_SPLIT_MAX_CHUNKS:
-        raise ValueError(f"plan: at most {_BWD_SPLIT_MAX_CHUNKS} chunks a row, got {plan.chunks}")
+    check_flag_words(plan)
     M, N = y.shape
     words = plan.unpublished_words(M, 1, y.device)
     with kernel_device(y):
@@ -171,9 +173,21 @@ def softmax_forward(
 
 
 def _split_softmax_forward(x: torch.Tensor, y: torch.Tensor, log: bool, plan: SplitRowPlan) -> None:
-    from warpforge.ops._kernels.softmax import softmax_fwd_split_kernel
+    """The split forward of (M, N) rows: with ``plan.flag_words`` the lagged flag-word kernel
+    (``softmax_fwd_lag_kernel``), else the arrival-counter kernel (``softmax_fwd_split_kernel``)."""
+    from warpforge.ops._kernels.softmax import softmax_fwd_lag_kernel, softmax_fwd_split_kernel
 
     M, N = x.shape
+    if plan.flag_words:
+        check_flag_words(plan)
+        words = plan.unpublished_words(M, 1, x.device)
+        with kernel_device(x):
+            for stage in plan.stages():
+                softmax_fwd_lag_kernel[(plan.programs,)](
+                    x, y, words, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=plan.block,
+                    CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, **plan.launch_options(),
+                )  # fmt: skip
+        return
     partials = plan.workspace(M, 2, x.device)
     arrivals = plan.arrivals(M, x.device)
     with kernel_device(x):

@@ -42,6 +42,7 @@ from warpforge.ops._kernels.split_rows import (
     arrive,
     chunk_exponentials,
     combined_partials,
+    combined_words,
     publish_word,
     row_words,
     split_place,
@@ -987,12 +988,7 @@ def cross_entropy_fwd_grad_flags_kernel(
                 words, words + CHUNKS_POW2, lanes, chunks, tl.where(chunk == 0, chunks, 0),
                 CHUNKS_POW2 > 32, STAGE,
             )  # fmt: skip
-            maxes, exp_sums = unpack_pair(stats)
-            maxes_2, exp_sums_2 = unpack_pair(stats_2)
-            row_max = tl.maximum(tl.max(maxes, axis=0), tl.max(maxes_2, axis=0))
-            total = tl.sum(exp_sums * tl.exp2((maxes - row_max) * LOG2E), axis=0) + tl.sum(
-                exp_sums_2 * tl.exp2((maxes_2 - row_max) * LOG2E), axis=0
-            )
+            row_max, total = combined_words(stats, stats_2)
             lse = row_max + tl.log(total)
             if chunk == 0:
                 row_totals, target_logits = unpack_pair(sums)

@@ -14,9 +14,8 @@ import triton
 import triton.language as tl
 
 from warpforge.ops._kernels.split_rows import (
-    EMPTY_STATS,
-    _pending,
-    _poll,
+    await_words,
+    look_at_words,
     publish_word,
     row_words,
     split_place,
@@ -370,11 +369,7 @@ def norm_fwd_lag_kernel(
         row = slot.to(tl.int64) + i * slots
         words = WORDS + row * CHUNKS_POW2
         # first look at row k's words now: the answer travels while row k + 1's load lands
-        first = _poll(words, lanes, lanes < chunks, EMPTY_STATS)
-        if CHUNKS_POW2 > 32:
-            second = _poll(words + 32, lanes, lanes + 32 < chunks, EMPTY_STATS)
-        else:
-            second = tl.full(lanes.shape, EMPTY_STATS, tl.int64)
+        first, second = look_at_words(words, lanes, chunks, CHUNKS_POW2 > 32)
         next_row = row + slots
         if next_row < M:
             next_h = _publish_chunk(next_x, next_r, Hs, WORDS, next_row, sh, cols, mask, chunk,
@@ -394,15 +389,8 @@ def norm_fwd_lag_kernel(
                 next_r = _load_chunk(Rs, row + 2 * slots, sr, cols, M, n_cols)
         if STAGE != 1:
             if STAGE == 0:
-                pending = _pending(first)
-                if CHUNKS_POW2 > 32:
-                    pending = tl.maximum(pending, _pending(second))
-                while pending > 0:
-                    first = _poll(words, lanes, lanes < chunks, EMPTY_STATS)
-                    pending = _pending(first)
-                    if CHUNKS_POW2 > 32:
-                        second = _poll(words + 32, lanes, lanes + 32 < chunks, EMPTY_STATS)
-                        pending = tl.maximum(pending, _pending(second))
+                first, second = await_words(words, lanes, chunks, first, second,
+                                            CHUNKS_POW2 > 32)  # fmt: skip
             mean, rstd = _row_stats(first, second, lanes, chunks, N, eps, BLOCK_N, CENTER,
                                     CHUNKS_POW2 > 32)  # fmt: skip
             if chunk == 0:

@@ -27,8 +27,11 @@ import triton.language as tl
 from warpforge.ops._kernels.split_rows import (
     LOG2E,
     arrive,
+    await_words,
     chunk_exponentials,
     combined_partials,
+    combined_words,
+    look_at_words,
     publish_word,
     row_words,
     split_place,
@@ -241,6 +244,83 @@ def softmax_fwd_split_kernel(
                 # exp(x - row_max) / total from the chunk's exponentials: one multiply each
                 y = e * (tl.exp2((chunk_max - row_max) * LOG2E) / total)
             tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_chunk(X, row, stride_x, cols, M, N):
+    """A chunk of ``row`` as stored, -inf past the row's end and past the last row (carried
+    raw, converted where used, so the load stays in flight until then)."""
+    return tl.load(
+        X + row * stride_x + cols, mask=cols < tl.where(row < M, N, 0), other=float("-inf")
+    )
+
+
+@triton.jit
+def _publish_softmax_chunk(x, words, chunk, STAGE: tl.constexpr):
+    """Publish one chunk's (max, sum of exp(x - max)) in its word (nothing kept: the chunk's
+    exponentials are computed again from x when its output is written)."""
+    chunk_max, e = chunk_exponentials(x.to(tl.float32))
+    publish_word(words + chunk, chunk_max, tl.sum(e, axis=0), STAGE)
+
+
+@triton.jit
+def softmax_fwd_lag_kernel(
+    X,
+    Y,
+    WORDS,
+    stride_x,
+    stride_y,
+    M,
+    N,
+    LOG: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    STAGE: tl.constexpr,
+):
+    """``softmax_fwd_split_kernel``'s output from the same places (``split_place``), the
+    programs of a row meeting through flag words (``WORDS``, filled with UNPUBLISHED by the
+    caller; a chunk's word holds its (max, sum of exp)) one row later, as
+    ``warpforge.ops._kernels.norm_split.norm_fwd_lag_kernel`` does: at iteration k a program
+    holds row k's chunk as loaded (published at k - 1), publishes row k + 1 from the load it
+    issued an iteration earlier, issues the load of row k + 2, then reads row k's words (their
+    first look issued before row k + 1's publication) and writes row k. The wait finds words
+    published an iteration ago rather than the slowest program's load of this row. x is held
+    rather than its exponentials (half the registers for 2-byte rows), so softmax computes each
+    element's exponential twice; log-softmax needs none at the write.
+
+    STAGE 0 (GPU): one launch, all programs of a row resident together. STAGE 1 / 2 (the
+    interpreter's two launches): words only / the output only."""
+    chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
+    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
+        lanes = tl.arange(0, 32)
+    else:
+        lanes = tl.arange(0, CHUNKS_POW2)
+    row = slot.to(tl.int64)
+    x = _softmax_chunk(X, row, stride_x, cols, M, N)
+    if STAGE != 2:
+        _publish_softmax_chunk(x, WORDS + row * CHUNKS_POW2, chunk, STAGE)
+    next_x = _softmax_chunk(X, row + slots, stride_x, cols, M, N)
+    for i in range(0, tl.cdiv(M - slot, slots)):
+        row = slot.to(tl.int64) + i * slots
+        words = WORDS + row * CHUNKS_POW2
+        first, second = look_at_words(words, lanes, chunks, CHUNKS_POW2 > 32)
+        if STAGE != 2:  # noqa: SIM102 (a compile-time branch around a run-time one)
+            if row + slots < M:
+                _publish_softmax_chunk(next_x, WORDS + (row + slots) * CHUNKS_POW2, chunk, STAGE)
+        held = next_x
+        next_x = _softmax_chunk(X, row + 2 * slots, stride_x, cols, M, N)
+        if STAGE != 1:
+            if STAGE == 0:
+                first, second = await_words(words, lanes, chunks, first, second,
+                                            CHUNKS_POW2 > 32)  # fmt: skip
+            row_max, total = combined_words(first, second)
+            xf = x.to(tl.float32)
+            if LOG:
+                y = xf - (row_max + tl.log(total))
+            else:
+                y = tl.exp2((xf - row_max) * LOG2E) * (1.0 / total)
+            tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+        x = held
 
 
 @triton.jit

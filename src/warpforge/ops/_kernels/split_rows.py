@@ -176,3 +176,45 @@ def row_words(words_ptr, more_ptr, lanes, chunks, more_chunks, SECOND: tl.conste
                 more_second = _poll(more_ptr + 32, lanes, lanes + 32 < more_chunks, 0)
                 pending = tl.maximum(pending, tl.maximum(_pending(second), _pending(more_second)))
     return first, second, more_first, more_second
+
+
+@triton.jit
+def look_at_words(words_ptr, lanes, chunks, SECOND: tl.constexpr):
+    """A first look at a row's words, not waiting (the lagged kernels issue it early so the
+    answer travels while other loads land): (words of chunks ``lanes``, of ``32 + lanes``),
+    EMPTY_STATS past the row's chunks (and as the whole second vector without SECOND)."""
+    first = _poll(words_ptr, lanes, lanes < chunks, EMPTY_STATS)
+    if SECOND:
+        second = _poll(words_ptr + 32, lanes, lanes + 32 < chunks, EMPTY_STATS)
+    else:
+        second = tl.full(lanes.shape, EMPTY_STATS, tl.int64)
+    return first, second
+
+
+@triton.jit
+def await_words(words_ptr, lanes, chunks, first, second, SECOND: tl.constexpr):
+    """:func:`look_at_words`'s (first, second), polled again until no word is UNPUBLISHED (the
+    one-launch path, STAGE 0; see :func:`row_words` for why a vector is at most 32 words)."""
+    pending = _pending(first)
+    if SECOND:
+        pending = tl.maximum(pending, _pending(second))
+    while pending > 0:
+        first = _poll(words_ptr, lanes, lanes < chunks, EMPTY_STATS)
+        pending = _pending(first)
+        if SECOND:
+            second = _poll(words_ptr + 32, lanes, lanes + 32 < chunks, EMPTY_STATS)
+            pending = tl.maximum(pending, _pending(second))
+    return first, second
+
+
+@triton.jit
+def combined_words(stats, stats_2):
+    """(row max, sum of exp(x - row max)) of a row from its chunks' (max, sum of exp) words
+    (two vectors; a word past the row's end, EMPTY_STATS, reads as (-inf, 0) and adds nothing)."""
+    maxes, sums = unpack_pair(stats)
+    maxes_2, sums_2 = unpack_pair(stats_2)
+    row_max = tl.maximum(tl.max(maxes, axis=0), tl.max(maxes_2, axis=0))
+    total = tl.sum(sums * tl.exp2((maxes - row_max) * LOG2E), axis=0) + tl.sum(
+        sums_2 * tl.exp2((maxes_2 - row_max) * LOG2E), axis=0
+    )
+    return row_max, total
