@@ -17,8 +17,12 @@
 #   3  the split softmax forward's launches kernel alone (benchmarks/softmax_split_sweep.py;
 #      long rows at 78-80% of copy on the H200) with the new lagged flag-word kernel
 #      (softmax_fwd_lag_kernel) as contenders, then the softmax split GPU tests
-#   4  the harness's softmax/log_softmax forward at the long rows (after call 3's pick), fused
-#      linear cross entropy in bf16, then issue 5's robotics problems on the H200
+#      (Ran: every lagged launch slower for bf16, 8192/8 x2 lagged 93% of copy against 84% for
+#      float32 8192 x 262144; made the float32 default from 16 chunks.)
+#   4  float32 softmax forward: the launches kernel alone at 65536 and 131072 columns, then the
+#      harness at the long rows (the lagged default); fused linear cross entropy in bf16; then
+#      issue 5's robotics problems in what time is left
+#   5  issue 5's robotics problems (if call 4 left no time for them)
 # Usage: bash scripts/gpu/session17_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -41,13 +45,22 @@ case "$CALL" in
      echo "softmax split sweep: exit $? in $((SECONDS - t0)) s"
      grep -v "^  " "$OUT/softmax-sweep.log" | tail -60
      gpu_tests softmax 200 tests/ops/test_softmax.py -k "lag or split" ;;
-  4) SUITE_PIECES="softmax.fwd:100 log_softmax.fwd:100" SUITE_SHAPE="N=65536 N=131072 N=262144" \
-       sweep_part bf16 fwd
+  4) t0=$SECONDS
+     timeout 90 python3 benchmarks/softmax_split_sweep.py --out "$OUT/keep/softmax-split-fp32" \
+       --repeat 2 --shapes 16384x65536:fp32,8192x131072:fp32 \
+       --only "8192/8 x4,8192/8 x2 lag,4096/4 x4 lag,default" > "$OUT/softmax-sweep.log" 2>&1
+     echo "softmax split sweep: exit $? in $((SECONDS - t0)) s"
+     grep -E "^fp32" "$OUT/softmax-sweep.log"
+     SUITE_PIECES="softmax.fwd:90 log_softmax.fwd:90" \
+       sweep_part fp32 fwd "N=65536 N=131072 N=262144"
      SUITE_PIECES="fused_linear_cross_entropy.*:250" sweep_part bf16 rope
      t0=$SECONDS
      timeout $((570 - SECONDS)) python3 -m warpforge bench --problem 'resample*,align*,voxelize*' \
        --out "$OUT/keep/robotics.json" > "$OUT/robotics.log" 2>&1
      echo "robotics: exit $? in $((SECONDS - t0)) s"; tail -30 "$OUT/robotics.log" ;;
-  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
+  5) timeout 560 python3 -m warpforge bench --problem 'resample*,align*,voxelize*' \
+       --out "$OUT/keep/robotics.json" > "$OUT/robotics.log" 2>&1
+     echo "robotics: exit $? in $SECONDS s"; tail -30 "$OUT/robotics.log" ;;
+  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -79,10 +79,20 @@ COMPILE_ALL = textwrap.dedent(
                 else:
                     build(sk.softmax_fwd_chunked_kernel, sm_types, dict(LOG=log, BLOCK_N=f.block_n), f.num_warps)
                     split = softmax_ops._fwd_split_plan(M, N, tdt.itemsize, "cuda")
-                    split_types = dict(sm_types, PARTIALS="*fp32", ARRIVALS="*i32")
-                    build(sk.softmax_fwd_split_kernel, split_types, dict(LOG=log, BLOCK_N=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0, PREFETCH=split.prefetch, RELEASE_ONLY=split.release_only), **split.launch_options())
+                    if split.flag_words:
+                        build(sk.softmax_fwd_lag_kernel, dict(sm_types, WORDS="*i64"), dict(LOG=log, BLOCK_N=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0), **split.launch_options())
+                    else:
+                        split_types = dict(sm_types, PARTIALS="*fp32", ARRIVALS="*i32")
+                        build(sk.softmax_fwd_split_kernel, split_types, dict(LOG=log, BLOCK_N=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0, PREFETCH=split.prefetch, RELEASE_ONLY=split.release_only), **split.launch_options())
                     build(sk.softmax_bwd_chunked_kernel, sm_types, dict(LOG=log, BLOCK_N=b.block_n), b.num_warps)
         build(nk.partial_sum_kernel, {"DW_PARTIAL": "*fp32", "DW": p, "DB_PARTIAL": "*fp32", "DB": p, "num_partials": "i32", "N": "i32"}, dict(BLOCK_P=256, BLOCK_N=16), 4)
+    # float32 long rows: the lagged flag-word softmax forward
+    split = softmax_ops._fwd_split_plan(8192, 262144, 4, "cuda")
+    assert split.flag_words, split
+    lag_types = {"X": "*fp32", "Y": "*fp32", "WORDS": "*i64"}
+    lag_types.update(dict.fromkeys(["stride_x", "stride_y", "M", "N"], "i32"))
+    for log in (False, True):
+        build(sk.softmax_fwd_lag_kernel, lag_types, dict(LOG=log, BLOCK_N=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0), **split.launch_options())
     import importlib, os, re, subprocess, tempfile
     from warpforge.ops._kernels import cross_entropy as ck
     ce = importlib.import_module("warpforge.ops.cross_entropy")

@@ -271,6 +271,37 @@ def test_lag_kernel_small_chunks(log, M, N, device, poison_outputs, monkeypatch)
     assert spy.grids
 
 
+@pytest.mark.parametrize(
+    ("N", "element_size", "lagged"),
+    [
+        (16 * 8192, 4, True),
+        (64 * 8192, 4, True),
+        (16 * 8192 - 1, 4, False),  # 16 chunks, the last ragged: under the lag's minimum
+        (64 * 8192 + 1, 4, False),  # 65 chunks: more than the words' poll reads
+        (32 * 8192, 2, False),  # 2-byte rows keep the counter kernel
+    ],
+)
+def test_default_split_plan_lags_only_long_float32_rows(N, element_size, lagged, device):
+    plan = softmax_ops._fwd_split_plan(4, N, element_size, device)
+    assert plan is not None and plan.flag_words is lagged
+    if lagged:
+        launch = softmax_ops.FWD_LAG_LAUNCHES[element_size]
+        assert (plan.block, plan.num_warps) == (launch["block"], launch["num_warps"])
+
+
+def test_long_float32_rows_take_the_lag_kernel(device, poison_outputs, monkeypatch):
+    """The op's own path: float32 rows of 16 chunks of 8192 go to ``softmax_fwd_lag_kernel``."""
+    kernels = warpforge.ops._kernels.softmax
+    spy = LaunchSpy(kernels.softmax_fwd_lag_kernel)
+    monkeypatch.setattr(kernels, "softmax_fwd_lag_kernel", spy)
+    x = randn(3, 16 * 8192, device=device)
+    x[1, 5 * 8192 : 6 * 8192] = float("-inf")
+    for name in sorted(OPS):
+        y = OPS[name][0](x)
+        torch.testing.assert_close(y.double(), reference(name, x, -1), atol=1e-7, rtol=1e-5)
+    assert spy.grids
+
+
 def test_lag_kernel_refuses_more_chunks_than_its_words_poll(device):
     plan = split_row_plan(2, 16 * 65, device, block=16, num_warps=1, flag_words=True)
     x = randn(2, 16 * 65, device=device)

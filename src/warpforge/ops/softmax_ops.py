@@ -59,14 +59,34 @@ def _fwd_launch_config(
     return tuned_row_launch("softmax.fwd", M, N, dtype, device, heuristic, reread_operands=1)
 
 
+FWD_LAG_LAUNCHES = {4: {"block": 8192, "num_warps": 8, "programs_per_sm": 2}}
+"""Element size -> the flag-word launch of the lagged split forward (``softmax_fwd_lag_kernel``)
+for rows of at least ``FWD_LAG_MIN_CHUNKS`` of its chunks (and at most FLAG_WORDS_MAX_CHUNKS);
+other rows keep the arrival-counter kernel of ``split_launch``. Kernel alone on the H200
+(``benchmarks/results/session17-h200-2026-11-28/softmax-fwd-split-sweep-call3.txt``), float32
+8192 x 262144 softmax / log-softmax: 4352 / 4323 us (93% of copy) against 4829 / 4814 (84%) for
+the counter kernel. 2-byte rows stay on the counter kernel: there every lagged launch was
+slower (bf16 65536-262144 columns: 64-75% of copy against 78-81%)."""
+
+FWD_LAG_MIN_CHUNKS = 16
+"""Chunks a row needs before the lagged forward is the default: measured at 32 (262144 float32
+columns); the norm forward's lag kernel only tied at 8 chunks on the H100."""
+
+
 @functools.lru_cache(maxsize=1024)
 def _fwd_split_plan(
     M: int, N: int, element_size: int, device: torch.device | str
 ) -> SplitRowPlan | None:
     """Rows wider than one program's registers: split over programs (one read, one write; see
-    warpforge.ops._split_rows), or None when a row needs more programs than the GPU holds."""
+    warpforge.ops._split_rows), or None when a row needs more programs than the GPU holds. A
+    plan with ``flag_words`` takes the lagged kernel (``FWD_LAG_LAUNCHES``)."""
     if N <= MAX_SINGLE_PASS_N:
         return None
+    lag = FWD_LAG_LAUNCHES.get(element_size)
+    if lag is not None and FWD_LAG_MIN_CHUNKS * lag["block"] <= N:
+        plan = split_row_plan(M, N, device, **lag, flag_words=True)
+        if plan is not None and plan.chunks_pow2 <= FLAG_WORDS_MAX_CHUNKS:
+            return plan
     return split_row_plan(M, N, device, **split_launch(element_size))
 
 
