@@ -22,7 +22,10 @@
 #   4  float32 softmax forward: the launches kernel alone at 65536 and 131072 columns, then the
 #      harness at the long rows (the lagged default); fused linear cross entropy in bf16; then
 #      issue 5's robotics problems in what time is left
-#   5  issue 5's robotics problems (if call 4 left no time for them)
+#      (Ran: lagged 93% at 65536 and 131072 columns too (counter 90%); FLCE and robotics done.)
+#   5  bf16 softmax forward with the lagged kernel moving rows as int32 pairs (half the
+#      registers a chunk, so 16384-column programs fit two an SM), kernel alone; the split GPU
+#      tests; the harness's float32 softmax forward at 65536 columns (lagged from 8 chunks now)
 # Usage: bash scripts/gpu/session17_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -58,9 +61,15 @@ case "$CALL" in
      timeout $((570 - SECONDS)) python3 -m warpforge bench --problem 'resample*,align*,voxelize*' \
        --out "$OUT/keep/robotics.json" > "$OUT/robotics.log" 2>&1
      echo "robotics: exit $? in $((SECONDS - t0)) s"; tail -30 "$OUT/robotics.log" ;;
-  5) timeout 560 python3 -m warpforge bench --problem 'resample*,align*,voxelize*' \
-       --out "$OUT/keep/robotics.json" > "$OUT/robotics.log" 2>&1
-     echo "robotics: exit $? in $SECONDS s"; tail -30 "$OUT/robotics.log" ;;
+  5) t0=$SECONDS
+     timeout 150 python3 benchmarks/softmax_split_sweep.py --out "$OUT/keep/softmax-split-packed" \
+       --repeat 2 --shapes 8192x262144:bf16,8192x131072:bf16,16384x65536:bf16 \
+       --only "8192/8 x4,8192/8 x2 lag,8192/4 x4 lag,16384/8 x2 lag,16384/16 x2 lag,default" \
+       > "$OUT/softmax-sweep.log" 2>&1
+     echo "softmax split sweep: exit $? in $((SECONDS - t0)) s"
+     grep -E "^bf16|^compiled|^  " "$OUT/softmax-sweep.log"
+     gpu_tests softmax 150 tests/ops/test_softmax.py -k "lag or split"
+     SUITE_PIECES="softmax.fwd:60 log_softmax.fwd:60" sweep_part fp32 fwd "N=65536" ;;
   *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -255,7 +255,8 @@ def test_split_kernel_small_chunks(log, M, N, prefetch, device, poison_outputs):
 def test_lag_kernel_small_chunks(log, M, N, device, poison_outputs, monkeypatch):
     """``softmax_fwd_lag_kernel`` (a flag-word plan): rows over several 16-column chunks (a
     ragged last chunk, a chunk of only -inf, a dominant logit in a late chunk, 41 chunks: two
-    vectors of words), more rows than slots, fp32 and fp16; the lag kernel is the one launched."""
+    vectors of words), more rows than slots, fp32 and fp16 (as int32 pairs where N is even,
+    a ragged pair-chunk at N = 100); the lag kernel is the one launched."""
     kernels = warpforge.ops._kernels.softmax
     spy = LaunchSpy(kernels.softmax_fwd_lag_kernel)
     monkeypatch.setattr(kernels, "softmax_fwd_lag_kernel", spy)
@@ -268,15 +269,16 @@ def test_lag_kernel_small_chunks(log, M, N, device, poison_outputs, monkeypatch)
         y = softmax_ops.softmax_forward(x, log, split=plan)
         expected = reference("log_softmax" if log else "softmax", x, -1)
         torch.testing.assert_close(y.double(), expected, atol=FWD_TOL[dtype], rtol=FWD_TOL[dtype])
-    assert spy.grids
+    # float32 unpacked; float16 as int32 pairs where the row length is even
+    assert [launch["PACKED"] for launch in spy.launches] == [False] * 2 + [N % 2 == 0] * 2
 
 
 @pytest.mark.parametrize(
     ("N", "element_size", "lagged"),
     [
-        (16 * 8192, 4, True),
+        (8 * 8192, 4, True),
         (64 * 8192, 4, True),
-        (16 * 8192 - 1, 4, False),  # 16 chunks, the last ragged: under the lag's minimum
+        (8 * 8192 - 1, 4, False),  # 8 chunks, the last ragged: under the lag's minimum
         (64 * 8192 + 1, 4, False),  # 65 chunks: more than the words' poll reads
         (32 * 8192, 2, False),  # 2-byte rows keep the counter kernel
     ],
@@ -290,11 +292,11 @@ def test_default_split_plan_lags_only_long_float32_rows(N, element_size, lagged,
 
 
 def test_long_float32_rows_take_the_lag_kernel(device, poison_outputs, monkeypatch):
-    """The op's own path: float32 rows of 16 chunks of 8192 go to ``softmax_fwd_lag_kernel``."""
+    """The op's own path: float32 rows of 8 chunks of 8192 go to ``softmax_fwd_lag_kernel``."""
     kernels = warpforge.ops._kernels.softmax
     spy = LaunchSpy(kernels.softmax_fwd_lag_kernel)
     monkeypatch.setattr(kernels, "softmax_fwd_lag_kernel", spy)
-    x = randn(3, 16 * 8192, device=device)
+    x = randn(3, 8 * 8192, device=device)
     x[1, 5 * 8192 : 6 * 8192] = float("-inf")
     for name in sorted(OPS):
         y = OPS[name][0](x)

@@ -29,6 +29,7 @@ from warpforge.ops._split_rows import (
     FLAG_WORDS_MAX_CHUNKS,
     SplitRowPlan,
     check_flag_words,
+    pairs_fit,
     split_launch,
     split_row_plan,
 )
@@ -61,16 +62,18 @@ def _fwd_launch_config(
 
 FWD_LAG_LAUNCHES = {4: {"block": 8192, "num_warps": 8, "programs_per_sm": 2}}
 """Element size -> the flag-word launch of the lagged split forward (``softmax_fwd_lag_kernel``)
-for rows of at least ``FWD_LAG_MIN_CHUNKS`` of its chunks (and at most FLAG_WORDS_MAX_CHUNKS);
+for rows of at least ``FWD_LAG_MIN_CHUNKS`` whole chunks (and at most FLAG_WORDS_MAX_CHUNKS);
 other rows keep the arrival-counter kernel of ``split_launch``. Kernel alone on the H200
-(``benchmarks/results/session17-h200-2026-11-28/softmax-fwd-split-sweep-call3.txt``), float32
-8192 x 262144 softmax / log-softmax: 4352 / 4323 us (93% of copy) against 4829 / 4814 (84%) for
-the counter kernel. 2-byte rows stay on the counter kernel: there every lagged launch was
-slower (bf16 65536-262144 columns: 64-75% of copy against 78-81%)."""
+(``benchmarks/results/session17-h200-2026-11-28/softmax-fwd-split-sweep-call3.txt`` and
+``-fp32-call4.txt``), float32 softmax / log-softmax, lagged against the counter kernel:
+8192 x 262144 4352 / 4323 us (93% of copy) against 4829 / 4814 (84%); 8192 x 131072 2200 /
+2162 against 2249 / 2265; 16384 x 65536 2173 / 2171 (93%) against 2252 / 2255 (90%). 2-byte
+rows stay on the counter kernel: every lagged launch was slower there, unpacked (bf16
+65536-262144 columns: 64-75% of copy against 78-81%)."""
 
-FWD_LAG_MIN_CHUNKS = 16
-"""Chunks a row needs before the lagged forward is the default: measured at 32 (262144 float32
-columns); the norm forward's lag kernel only tied at 8 chunks on the H100."""
+FWD_LAG_MIN_CHUNKS = 8
+"""Chunks a row needs before the lagged forward is the default: measured better at 8, 16 and
+32 (float32 65536-262144 columns); narrower split rows (5-7 chunks) not measured."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -194,7 +197,8 @@ def softmax_forward(
 
 def _split_softmax_forward(x: torch.Tensor, y: torch.Tensor, log: bool, plan: SplitRowPlan) -> None:
     """The split forward of (M, N) rows: with ``plan.flag_words`` the lagged flag-word kernel
-    (``softmax_fwd_lag_kernel``), else the arrival-counter kernel (``softmax_fwd_split_kernel``)."""
+    (``softmax_fwd_lag_kernel``; 2-byte rows as int32 pairs where :func:`pairs_fit`), else the
+    arrival-counter kernel (``softmax_fwd_split_kernel``)."""
     from warpforge.ops._kernels.softmax import softmax_fwd_lag_kernel, softmax_fwd_split_kernel
 
     M, N = x.shape
@@ -205,7 +209,8 @@ def _split_softmax_forward(x: torch.Tensor, y: torch.Tensor, log: bool, plan: Sp
             for stage in plan.stages():
                 softmax_fwd_lag_kernel[(plan.programs,)](
                     x, y, words, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=plan.block,
-                    CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, **plan.launch_options(),
+                    CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, PACKED=pairs_fit(x, y),
+                    **plan.launch_options(),
                 )  # fmt: skip
         return
     partials = plan.workspace(M, 2, x.device)
