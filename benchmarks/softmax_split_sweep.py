@@ -16,8 +16,7 @@ are listed.
 
 A contender is named ``BLOCK/WARPS xPROGRAMS_PER_SM`` (2-byte rows prefetch their next chunk
 and arrive release-only, as ``split_launch`` plans them; float32 rows do neither), with ``lag``
-after it the flag-word kernel that meets a row later (``softmax_fwd_lag_kernel``; 2-byte rows
-of even length as int32 pairs), ``default``
+after it the flag-word kernel that meets a row later (``softmax_fwd_lag_kernel``), ``default``
 (the op's own plan, ``softmax_ops._fwd_split_plan``) or ``bwd`` (the backward op, default
 launch).
 """

@@ -26,6 +26,8 @@
 #   5  bf16 softmax forward with the lagged kernel moving rows as int32 pairs (half the
 #      registers a chunk, so 16384-column programs fit two an SM), kernel alone; the split GPU
 #      tests; the harness's float32 softmax forward at 65536 columns (lagged from 8 chunks now)
+#      (Ran: as pairs slower still, 52-76% of copy against the counter kernel's 78-81%; the
+#      pairs removed again after commit fed23e7.)
 # Usage: bash scripts/gpu/session17_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"

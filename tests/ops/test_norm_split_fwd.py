@@ -12,7 +12,7 @@ from norm_fwd_check import check, expected, operands
 import warpforge.ops._kernels.norm_split
 from launch_spy import LaunchSpy
 from warpforge.ops import layer_norm, norm, rms_norm
-from warpforge.ops._split_rows import pairs_fit, split_row_plan
+from warpforge.ops._split_rows import split_row_plan
 from warpforge.ops._wide_rows import WIDE_ROWS
 
 CASES = [(1, 16, None), (7, 37, None), (5, 17, None), (4, 100, 131), (3, 67, None), (2, 643, 701)]
@@ -61,7 +61,7 @@ def test_split_forward_packed_pairs(center, residual, M, N, stride, lag_depth, h
     x, r, w, b = operands(M, N, torch.float16, device, stride, shift=50.0 if center else 0.0)
     r = r if residual else None
     b = b if center else None
-    assert pairs_fit(x, w, b, r)
+    assert norm._pairs_fit(x, w, b, r)
     got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.25, center, plan, lag_depth=lag_depth,
                                   hold_weight=hold_weight, packed=True)  # fmt: skip
     check(got, expected(x, w, b, r, 1e-6, 0.25, center), torch.float16, center, residual)
@@ -69,12 +69,12 @@ def test_split_forward_packed_pairs(center, residual, M, N, stride, lag_depth, h
 
 def test_pairs_fit_only_even_aligned_two_byte_rows():
     x = torch.zeros(4, 64, dtype=torch.float16)
-    assert pairs_fit(x, x[0], None)
-    assert not pairs_fit(x.float())
-    assert not pairs_fit(x[:, :63])
-    assert not pairs_fit(torch.zeros(4, 65, dtype=torch.float16)[:, :64])  # odd stride
-    assert not pairs_fit(x.view(-1)[1:].view(3, 85)[:, :64])  # 2-byte aligned start
-    assert not pairs_fit(x, x[0].to(torch.bfloat16))  # weight of another dtype
+    assert norm._pairs_fit(x, x[0], None)
+    assert not norm._pairs_fit(x.float())
+    assert not norm._pairs_fit(x[:, :63])
+    assert not norm._pairs_fit(torch.zeros(4, 65, dtype=torch.float16)[:, :64])  # odd stride
+    assert not norm._pairs_fit(x.view(-1)[1:].view(3, 85)[:, :64])  # 2-byte aligned start
+    assert not norm._pairs_fit(x, x[0].to(torch.bfloat16))  # weight of another dtype
 
 
 @pytest.mark.parametrize(("lag_depth", "hold_weight"), [(0, False), (1, True), (2, False)])

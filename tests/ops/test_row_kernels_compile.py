@@ -80,7 +80,7 @@ COMPILE_ALL = textwrap.dedent(
                     build(sk.softmax_fwd_chunked_kernel, sm_types, dict(LOG=log, BLOCK_N=f.block_n), f.num_warps)
                     split = softmax_ops._fwd_split_plan(M, N, tdt.itemsize, "cuda")
                     if split.flag_words:
-                        build(sk.softmax_fwd_lag_kernel, dict(sm_types, WORDS="*i64"), dict(LOG=log, BLOCK_N=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0, PACKED=True), **split.launch_options())
+                        build(sk.softmax_fwd_lag_kernel, dict(sm_types, WORDS="*i64"), dict(LOG=log, BLOCK_N=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0), **split.launch_options())
                     else:
                         split_types = dict(sm_types, PARTIALS="*fp32", ARRIVALS="*i32")
                         build(sk.softmax_fwd_split_kernel, split_types, dict(LOG=log, BLOCK_N=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0, PREFETCH=split.prefetch, RELEASE_ONLY=split.release_only), **split.launch_options())
@@ -92,10 +92,7 @@ COMPILE_ALL = textwrap.dedent(
     lag_types = {"X": "*fp32", "Y": "*fp32", "WORDS": "*i64"}
     lag_types.update(dict.fromkeys(["stride_x", "stride_y", "M", "N"], "i32"))
     for log in (False, True):
-        build(sk.softmax_fwd_lag_kernel, lag_types, dict(LOG=log, BLOCK_N=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0, PACKED=False), **split.launch_options())
-        # and 2-byte rows as int32 pairs (the sweep's lagged launches)
-        packed_types = dict(lag_types, X="*bf16", Y="*bf16")
-        build(sk.softmax_fwd_lag_kernel, packed_types, dict(LOG=log, BLOCK_N=16384, CHUNKS_POW2=16, STAGE=0, PACKED=True), 8, maxnreg=128)
+        build(sk.softmax_fwd_lag_kernel, lag_types, dict(LOG=log, BLOCK_N=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0), **split.launch_options())
     import importlib, os, re, subprocess, tempfile
     from warpforge.ops._kernels import cross_entropy as ck
     ce = importlib.import_module("warpforge.ops.cross_entropy")

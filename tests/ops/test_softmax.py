@@ -255,8 +255,7 @@ def test_split_kernel_small_chunks(log, M, N, prefetch, device, poison_outputs):
 def test_lag_kernel_small_chunks(log, M, N, device, poison_outputs, monkeypatch):
     """``softmax_fwd_lag_kernel`` (a flag-word plan): rows over several 16-column chunks (a
     ragged last chunk, a chunk of only -inf, a dominant logit in a late chunk, 41 chunks: two
-    vectors of words), more rows than slots, fp32 and fp16 (as int32 pairs where N is even,
-    a ragged pair-chunk at N = 100); the lag kernel is the one launched."""
+    vectors of words), more rows than slots, fp32 and fp16; the lag kernel is the one launched."""
     kernels = warpforge.ops._kernels.softmax
     spy = LaunchSpy(kernels.softmax_fwd_lag_kernel)
     monkeypatch.setattr(kernels, "softmax_fwd_lag_kernel", spy)
@@ -269,8 +268,7 @@ def test_lag_kernel_small_chunks(log, M, N, device, poison_outputs, monkeypatch)
         y = softmax_ops.softmax_forward(x, log, split=plan)
         expected = reference("log_softmax" if log else "softmax", x, -1)
         torch.testing.assert_close(y.double(), expected, atol=FWD_TOL[dtype], rtol=FWD_TOL[dtype])
-    # float32 unpacked; float16 as int32 pairs where the row length is even
-    assert [launch["PACKED"] for launch in spy.launches] == [False] * 2 + [N % 2 == 0] * 2
+    assert spy.grids
 
 
 @pytest.mark.parametrize(

@@ -86,19 +86,6 @@ def check_flag_words(plan: SplitRowPlan, argument: str = "plan") -> None:
         )
 
 
-def pairs_fit(x: torch.Tensor, *others: torch.Tensor | None) -> bool:
-    """Whether a lagged kernel can move these rows as int32 pairs (its PACKED): 2-byte elements
-    of one dtype, an even row length, even row strides, 4-byte aligned starts."""
-    if x.element_size() != 2 or x.shape[-1] % 2:
-        return False
-    for t in (x, *others):
-        if t is None or t.numel() == 0:
-            continue
-        if t.dtype != x.dtype or t.data_ptr() % 4 or (t.dim() == 2 and t.stride(0) % 2):
-            return False
-    return True
-
-
 _INTERPRETER_SLOTS = 3
 """Rows in flight under the interpreter: fewer than most test shapes, so slots loop over rows."""
 

@@ -35,7 +35,6 @@ from warpforge.ops._split_rows import (
     FLAG_WORDS_MAX_CHUNKS,
     SplitRowPlan,
     check_flag_words,
-    pairs_fit,
     split_row_plan,
 )
 from warpforge.ops._wide_rows import WideLaunch, wide_launch
@@ -356,6 +355,19 @@ def norm_fwd_split_plan(
     return plan
 
 
+def _pairs_fit(x: torch.Tensor, *others: torch.Tensor | None) -> bool:
+    """Whether the lag kernel can move these rows as int32 pairs (its PACKED): 2-byte elements
+    of one dtype, an even row length, even row strides, 4-byte aligned starts."""
+    if x.element_size() != 2 or x.shape[-1] % 2:
+        return False
+    for t in (x, *others):
+        if t is None or t.numel() == 0:
+            continue
+        if t.dtype != x.dtype or t.data_ptr() % 4 or (t.dim() == 2 and t.stride(0) % 2):
+            return False
+    return True
+
+
 def _forward_outputs(
     x: torch.Tensor, residual: torch.Tensor | None, center: bool
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -405,7 +417,7 @@ def split_norm_forward(
     the kernels' path; tests and sweeps pass their own plan. ``lag_depth`` 0:
     ``norm_fwd_flags_kernel`` (``plan.prefetch``); 1 or 2: ``norm_fwd_lag_kernel`` with that
     many rows loading a program (its DEPTH), ``hold_weight`` its HOLD_W and ``packed`` its
-    PACKED where :func:`pairs_fit` (else unpacked)."""
+    PACKED where :func:`_pairs_fit` (else unpacked)."""
     from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel, norm_fwd_lag_kernel
 
     if lag_depth not in (0, 1, 2):
@@ -427,7 +439,7 @@ def split_norm_forward(
                 options = {
                     "DEPTH": lag_depth,
                     "HOLD_W": hold_weight,
-                    "PACKED": packed and pairs_fit(x, weight, bias, residual, y, h),
+                    "PACKED": packed and _pairs_fit(x, weight, bias, residual, y, h),
                 }
             else:
                 kernel = norm_fwd_flags_kernel

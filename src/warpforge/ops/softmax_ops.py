@@ -29,7 +29,6 @@ from warpforge.ops._split_rows import (
     FLAG_WORDS_MAX_CHUNKS,
     SplitRowPlan,
     check_flag_words,
-    pairs_fit,
     split_launch,
     split_row_plan,
 )
@@ -68,8 +67,9 @@ other rows keep the arrival-counter kernel of ``split_launch``. Kernel alone on 
 ``-fp32-call4.txt``), float32 softmax / log-softmax, lagged against the counter kernel:
 8192 x 262144 4352 / 4323 us (93% of copy) against 4829 / 4814 (84%); 8192 x 131072 2200 /
 2162 against 2249 / 2265; 16384 x 65536 2173 / 2171 (93%) against 2252 / 2255 (90%). 2-byte
-rows stay on the counter kernel: every lagged launch was slower there, unpacked (bf16
-65536-262144 columns: 64-75% of copy against 78-81%)."""
+rows stay on the counter kernel: every lagged launch was slower there (bf16 65536-262144
+columns: 64-75% of copy against 78-81%), and slower still with the chunks held as int32 pairs
+(half the registers; ``-packed-call5.txt``, 52-76%; removed after commit ``fed23e7``)."""
 
 FWD_LAG_MIN_CHUNKS = 8
 """Chunks a row needs before the lagged forward is the default: measured better at 8, 16 and
@@ -197,8 +197,7 @@ def softmax_forward(
 
 def _split_softmax_forward(x: torch.Tensor, y: torch.Tensor, log: bool, plan: SplitRowPlan) -> None:
     """The split forward of (M, N) rows: with ``plan.flag_words`` the lagged flag-word kernel
-    (``softmax_fwd_lag_kernel``; 2-byte rows as int32 pairs where :func:`pairs_fit`), else the
-    arrival-counter kernel (``softmax_fwd_split_kernel``)."""
+    (``softmax_fwd_lag_kernel``), else the arrival-counter kernel (``softmax_fwd_split_kernel``)."""
     from warpforge.ops._kernels.softmax import softmax_fwd_lag_kernel, softmax_fwd_split_kernel
 
     M, N = x.shape
@@ -209,8 +208,7 @@ def _split_softmax_forward(x: torch.Tensor, y: torch.Tensor, log: bool, plan: Sp
             for stage in plan.stages():
                 softmax_fwd_lag_kernel[(plan.programs,)](
                     x, y, words, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=plan.block,
-                    CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, PACKED=pairs_fit(x, y),
-                    **plan.launch_options(),
+                    CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, **plan.launch_options(),
                 )  # fmt: skip
         return
     partials = plan.workspace(M, 2, x.device)

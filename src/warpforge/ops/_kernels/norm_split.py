@@ -14,10 +14,8 @@ import triton
 import triton.language as tl
 
 from warpforge.ops._kernels.split_rows import (
-    as_pairs,
     await_words,
     look_at_words,
-    pair_halves,
     publish_word,
     row_words,
     split_place,
@@ -181,6 +179,27 @@ def norm_fwd_flags_kernel(
 
 
 @triton.jit
+def _halves(v, DT: tl.constexpr):
+    """The (even, odd) elements of int32 pairs of 2-byte ``DT`` values, as fp32."""
+    u = v.to(tl.uint32, bitcast=True)
+    if DT.is_bf16():  # a bf16 is the high half of its fp32
+        even = (u << 16).to(tl.float32, bitcast=True)
+        odd = ((u >> 16) << 16).to(tl.float32, bitcast=True)
+    else:
+        even = ((u << 16) >> 16).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+        odd = (u >> 16).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
+    return even, odd
+
+
+@triton.jit
+def _pairs(even, odd, DT: tl.constexpr):
+    """fp32 (even, odd) elements rounded to ``DT`` and packed as int32 pairs."""
+    even_bits = even.to(DT).to(tl.uint16, bitcast=True).to(tl.uint32)
+    odd_bits = odd.to(DT).to(tl.uint16, bitcast=True).to(tl.uint32)
+    return (even_bits | (odd_bits << 16)).to(tl.int32, bitcast=True)
+
+
+@triton.jit
 def _load_chunk(P, row, stride, cols, M, n_cols):
     """A chunk of ``row`` as stored (0 past the last row). Callers carry raw loads through the
     loop and convert them only where used, so the load stays in flight until then."""
@@ -195,9 +214,9 @@ def _publish_chunk(x, r, H, WORDS, row, stride_h, cols, mask, chunk, n_chunk,
     in the row's word (not in STAGE 2, which only writes y); returns h as carried."""
     if HAS_RESIDUAL:
         if PACKED:
-            x_even, x_odd = pair_halves(x, DT)
-            r_even, r_odd = pair_halves(r, DT)
-            h = as_pairs(x_even + r_even, x_odd + r_odd, DT)
+            x_even, x_odd = _halves(x, DT)
+            r_even, r_odd = _halves(r, DT)
+            h = _pairs(x_even + r_even, x_odd + r_odd, DT)
         else:
             h = (x.to(tl.float32) + r.to(tl.float32)).to(DT)
         if STAGE != 2:
@@ -206,7 +225,7 @@ def _publish_chunk(x, r, H, WORDS, row, stride_h, cols, mask, chunk, n_chunk,
         h = x
     if STAGE != 2:
         if PACKED:
-            even, odd = pair_halves(h, DT)
+            even, odd = _halves(h, DT)
             if CENTER:
                 chunk_mean = (tl.sum(even, axis=0) + tl.sum(odd, axis=0)) / n_chunk
                 d_even = tl.where(mask, even - chunk_mean, 0.0)
@@ -393,10 +412,10 @@ def norm_fwd_lag_kernel(
             else:
                 b = h
             if PACKED:
-                even, odd = pair_halves(h, X.dtype.element_ty)
-                w_even, w_odd = pair_halves(w, X.dtype.element_ty)
-                b_even, b_odd = pair_halves(b, X.dtype.element_ty)
-                y = as_pairs(_scaled(even, mean, rstd, w_even, b_even, offset, HAS_WEIGHT, HAS_BIAS),
+                even, odd = _halves(h, X.dtype.element_ty)
+                w_even, w_odd = _halves(w, X.dtype.element_ty)
+                b_even, b_odd = _halves(b, X.dtype.element_ty)
+                y = _pairs(_scaled(even, mean, rstd, w_even, b_even, offset, HAS_WEIGHT, HAS_BIAS),
                            _scaled(odd, mean, rstd, w_odd, b_odd, offset, HAS_WEIGHT, HAS_BIAS),
                            X.dtype.element_ty)  # fmt: skip
             else:

@@ -25,16 +25,13 @@ import triton
 import triton.language as tl
 
 from warpforge.ops._kernels.split_rows import (
-    _NEG_BIG,
     LOG2E,
     arrive,
-    as_pairs,
     await_words,
     chunk_exponentials,
     combined_partials,
     combined_words,
     look_at_words,
-    pair_halves,
     publish_word,
     row_words,
     split_place,
@@ -250,46 +247,20 @@ def softmax_fwd_split_kernel(
 
 
 @triton.jit
-def _softmax_chunk(X, row, stride_x, cols, M, n_cols, PACKED: tl.constexpr):
-    """A chunk of ``row`` as stored (carried raw, converted where used, so the load stays in
-    flight until then): -inf past the row's end and past the last row, or with PACKED (int32
-    pairs) 0 there, masked where the pairs are split (``_chunk_halves``)."""
-    live = cols < tl.where(row < M, n_cols, 0)
-    if PACKED:
-        return tl.load(X + row * stride_x + cols, mask=live, other=0)
-    return tl.load(X + row * stride_x + cols, mask=live, other=float("-inf"))
+def _softmax_chunk(X, row, stride_x, cols, M, N):
+    """A chunk of ``row`` as stored, -inf past the row's end and past the last row (carried
+    raw, converted where used, so the load stays in flight until then)."""
+    return tl.load(
+        X + row * stride_x + cols, mask=cols < tl.where(row < M, N, 0), other=float("-inf")
+    )
 
 
 @triton.jit
-def _chunk_halves(x, mask, DT: tl.constexpr):
-    """A PACKED chunk's (even, odd) elements as fp32, -inf past the row's end."""
-    even, odd = pair_halves(x, DT)
-    return tl.where(mask, even, float("-inf")), tl.where(mask, odd, float("-inf"))
-
-
-@triton.jit
-def _publish_softmax_chunk(x, mask, words, chunk, STAGE: tl.constexpr, PACKED: tl.constexpr,
-                           DT: tl.constexpr):  # fmt: skip
+def _publish_softmax_chunk(x, words, chunk, STAGE: tl.constexpr):
     """Publish one chunk's (max, sum of exp(x - max)) in its word (nothing kept: the chunk's
     exponentials are computed again from x when its output is written)."""
-    if PACKED:
-        even, odd = _chunk_halves(x, mask, DT)
-        chunk_max = tl.maximum(tl.maximum(tl.max(even, axis=0), tl.max(odd, axis=0)), _NEG_BIG)
-        total = tl.sum(tl.exp2((even - chunk_max) * LOG2E), axis=0) + tl.sum(
-            tl.exp2((odd - chunk_max) * LOG2E), axis=0
-        )
-    else:
-        chunk_max, e = chunk_exponentials(x.to(tl.float32))
-        total = tl.sum(e, axis=0)
-    publish_word(words + chunk, chunk_max, total, STAGE)
-
-
-@triton.jit
-def _softmax_values(x, row_max, total, LOG: tl.constexpr):
-    """(log-)softmax of fp32 ``x`` from its row's max and sum of exp(x - max)."""
-    if LOG:
-        return x - (row_max + tl.log(total))
-    return tl.exp2((x - row_max) * LOG2E) * (1.0 / total)
+    chunk_max, e = chunk_exponentials(x.to(tl.float32))
+    publish_word(words + chunk, chunk_max, tl.sum(e, axis=0), STAGE)
 
 
 @triton.jit
@@ -305,7 +276,6 @@ def softmax_fwd_lag_kernel(
     BLOCK_N: tl.constexpr,
     CHUNKS_POW2: tl.constexpr,
     STAGE: tl.constexpr,
-    PACKED: tl.constexpr = False,
 ):
     """``softmax_fwd_split_kernel``'s output from the same places (``split_place``), the
     programs of a row meeting through flag words (``WORDS``, filled with UNPUBLISHED by the
@@ -316,59 +286,40 @@ def softmax_fwd_lag_kernel(
     first look issued before row k + 1's publication) and writes row k. The wait finds words
     published an iteration ago rather than the slowest program's load of this row. x is held
     rather than its exponentials (half the registers for 2-byte rows), so softmax computes each
-    element's exponential twice; log-softmax needs none at the write. PACKED: 2-byte x and y
-    moved as int32 pairs (even N, even row strides, 4-byte aligned rows; the caller checks), so
-    a chunk held takes half the registers.
+    element's exponential twice; log-softmax needs none at the write.
 
     STAGE 0 (GPU): one launch, all programs of a row resident together. STAGE 1 / 2 (the
     interpreter's two launches): words only / the output only."""
     chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
-    if PACKED:  # int32 pairs: N, the strides and the chunk halved
-        n_cols = N // 2
-        cols = chunk * (BLOCK_N // 2) + tl.arange(0, BLOCK_N // 2)
-        mask = cols < n_cols
-        Xs = X.to(tl.pointer_type(tl.int32))
-        Ys = Y.to(tl.pointer_type(tl.int32))
-        sx = stride_x // 2
-        sy = stride_y // 2
-    else:
-        n_cols = N
-        Xs = X
-        Ys = Y
-        sx = stride_x
-        sy = stride_y
     if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
         lanes = tl.arange(0, 32)
     else:
         lanes = tl.arange(0, CHUNKS_POW2)
-    DT = X.dtype.element_ty
     row = slot.to(tl.int64)
-    x = _softmax_chunk(Xs, row, sx, cols, M, n_cols, PACKED)
+    x = _softmax_chunk(X, row, stride_x, cols, M, N)
     if STAGE != 2:
-        _publish_softmax_chunk(x, mask, WORDS + row * CHUNKS_POW2, chunk, STAGE, PACKED, DT)
-    next_x = _softmax_chunk(Xs, row + slots, sx, cols, M, n_cols, PACKED)
+        _publish_softmax_chunk(x, WORDS + row * CHUNKS_POW2, chunk, STAGE)
+    next_x = _softmax_chunk(X, row + slots, stride_x, cols, M, N)
     for i in range(0, tl.cdiv(M - slot, slots)):
         row = slot.to(tl.int64) + i * slots
         words = WORDS + row * CHUNKS_POW2
         first, second = look_at_words(words, lanes, chunks, CHUNKS_POW2 > 32)
         if STAGE != 2:  # noqa: SIM102 (a compile-time branch around a run-time one)
             if row + slots < M:
-                _publish_softmax_chunk(next_x, mask, WORDS + (row + slots) * CHUNKS_POW2, chunk,
-                                       STAGE, PACKED, DT)  # fmt: skip
+                _publish_softmax_chunk(next_x, WORDS + (row + slots) * CHUNKS_POW2, chunk, STAGE)
         held = next_x
-        next_x = _softmax_chunk(Xs, row + 2 * slots, sx, cols, M, n_cols, PACKED)
+        next_x = _softmax_chunk(X, row + 2 * slots, stride_x, cols, M, N)
         if STAGE != 1:
             if STAGE == 0:
                 first, second = await_words(words, lanes, chunks, first, second,
                                             CHUNKS_POW2 > 32)  # fmt: skip
             row_max, total = combined_words(first, second)
-            if PACKED:
-                even, odd = pair_halves(x, DT)
-                y = as_pairs(_softmax_values(even, row_max, total, LOG),
-                             _softmax_values(odd, row_max, total, LOG), DT)  # fmt: skip
+            xf = x.to(tl.float32)
+            if LOG:
+                y = xf - (row_max + tl.log(total))
             else:
-                y = _softmax_values(x.to(tl.float32), row_max, total, LOG).to(DT)
-            tl.store(Ys + row * sy + cols, y, mask=mask)
+                y = tl.exp2((xf - row_max) * LOG2E) * (1.0 / total)
+            tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
         x = held
 
 

@@ -218,28 +218,3 @@ def combined_words(stats, stats_2):
         sums_2 * tl.exp2((maxes_2 - row_max) * LOG2E), axis=0
     )
     return row_max, total
-
-
-# 2-byte elements carried as int32 pairs (a tensor of bf16 sits in one 32-bit register an
-# element, two a register as pairs): the lagged kernels' PACKED.
-
-
-@triton.jit
-def pair_halves(v, DT: tl.constexpr):
-    """The (even, odd) elements of int32 pairs of 2-byte ``DT`` values, as fp32."""
-    u = v.to(tl.uint32, bitcast=True)
-    if DT.is_bf16():  # a bf16 is the high half of its fp32
-        even = (u << 16).to(tl.float32, bitcast=True)
-        odd = ((u >> 16) << 16).to(tl.float32, bitcast=True)
-    else:
-        even = ((u << 16) >> 16).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
-        odd = (u >> 16).to(tl.uint16).to(tl.float16, bitcast=True).to(tl.float32)
-    return even, odd
-
-
-@triton.jit
-def as_pairs(even, odd, DT: tl.constexpr):
-    """fp32 (even, odd) elements rounded to ``DT`` and packed as int32 pairs."""
-    even_bits = even.to(DT).to(tl.uint16, bitcast=True).to(tl.uint32)
-    odd_bits = odd.to(DT).to(tl.uint16, bitcast=True).to(tl.uint32)
-    return (even_bits | (odd_bits << 16)).to(tl.int32, bitcast=True)
