@@ -28,6 +28,8 @@
 #      tests; the harness's float32 softmax forward at 65536 columns (lagged from 8 chunks now)
 #      (Ran: as pairs slower still, 52-76% of copy against the counter kernel's 78-81%; the
 #      pairs removed again after commit fed23e7.)
+#   6  the blueprint and robotics GPU tests on the H200 (never run there), then issue 4's float32
+#      norm forwards
 # Usage: bash scripts/gpu/session17_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -72,6 +74,9 @@ case "$CALL" in
      grep -E "^bf16|^compiled|^  " "$OUT/softmax-sweep.log"
      gpu_tests softmax 150 tests/ops/test_softmax.py -k "lag or split"
      SUITE_PIECES="softmax.fwd:60 log_softmax.fwd:60" sweep_part fp32 fwd "N=65536" ;;
-  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
+  6) gpu_tests blueprint 100 tests/blueprint
+     gpu_tests robotics 100 tests/robotics
+     SUITE_PIECES="rms_norm.fwd:100 layer_norm.fwd:100 add_rms_norm.fwd:100" sweep_part fp32 fwd ;;
+  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
