@@ -30,6 +30,7 @@
 #      pairs removed again after commit fed23e7.)
 #   6  the blueprint and robotics GPU tests on the H200 (never run there), then issue 4's float32
 #      norm forwards
+#   7  a first part of issue 6's blueprint suite on the H200 (four pointwise/row blueprints)
 # Usage: bash scripts/gpu/session17_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -77,6 +78,11 @@ case "$CALL" in
   6) gpu_tests blueprint 100 tests/blueprint
      gpu_tests robotics 100 tests/robotics
      SUITE_PIECES="rms_norm.fwd:100 layer_norm.fwd:100 add_rms_norm.fwd:100" sweep_part fp32 fwd ;;
-  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
+  7) SUITE_BUDGET_S=230 SUITE_DTYPE=bf16 bash scripts/gpu/bench_parts.sh "$OUT/bp" blueprint \
+       "blueprint.bias_gelu:60" "blueprint.residual_rmsnorm_swiglu:60" \
+       "blueprint.scaled_masked_softmax:60" "blueprint.reduction_chain:60" > "$OUT/bp.log" 2>&1
+     cat "$OUT/bp/summary.txt"; cp "$OUT/bp/blueprint.json" "$OUT/keep/" 2>/dev/null
+     python3 scripts/results_table.py "$OUT/keep/blueprint.json" ;;
+  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
