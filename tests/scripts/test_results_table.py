@@ -63,3 +63,16 @@ def test_reports_of_two_gpu_models_get_a_table_each(results_table) -> None:
     assert "| 100.0 |" in h100 and "| 90.0 |" in h100 and "| 70.0 |" not in h100
     assert "| 70.0 |" in h200 and "h100" not in h200
     assert h100.count("- rows timed: 2") == 1 and h200.count("- rows timed: 1") == 1
+
+
+def test_a_compute_bound_row_is_placed_against_matmul_not_copy(results_table) -> None:
+    """The harness gives a compute-bound row its share of the matmul ceiling: the table says
+    so, and the copy-ceiling count of the summary leaves the row out."""
+    report = _report("NVIDIA H200", 1e-4)
+    compute = dict(report["results"][0], problem="fused_linear_cross_entropy.fwd_bwd",
+                   regime="compute", percent_of_ceiling=91.0)  # fmt: skip
+    report["results"][0]["regime"] = "memory"
+    report["results"].append(compute)
+    text = results_table.render_latest([("a.json", report)], None)
+    assert "| 91% of matmul |" in text and "| 83% |" in text
+    assert "- memory-bound rows moving >= 256 MB: 1; at >= 90% of the copy ceiling: 0" in text
