@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The device calls planned in the seventeenth session for the next one, on the H200
+# (nvidia-h200), most useful first (30 minutes of device time hold about three of them). Carry
+# .whl/ (Liger-Kernel) and set WARPFORGE_GIT_COMMIT. Each call comes back as OUT/call-N.tgz;
+# results go under benchmarks/results/session18-h200-<date>/, tables via scripts/results_table.py.
+#   1  issue 4's float32 norm backwards, never run on the H200
+#   2  float32 softmax/log-softmax backward and swiglu/geglu on the H200
+#   3  float32 cross entropy; then the whole-row kernels' launches kernel alone
+#      (benchmarks/wide_rows_sweep.py; its float32 shape is 4096 x 32768): float32
+#      layer_norm.fwd at 4096 x 16384 and 4096 x 32768 runs at 0.92x / 0.91x torch.compile
+#      there (session17 normfwd-fp32-call6.json)
+#   4  the rest of issue 6's blueprint suite on the H200 (the matmul blueprints and the
+#      backward; the seventeenth session ran the other four), with the ceilings
+# Usage: bash scripts/gpu/session18_calls.sh OUT CALL
+set -uo pipefail
+source "$(dirname "$0")/calls_common.sh"
+start_call session18_calls.sh "$@"
+
+case "$CALL" in
+  1) sweep_part fp32 normbwd ;;
+  2) SUITE_PIECES="softmax.bwd:150 log_softmax.bwd:150" sweep_part fp32 smbwd
+     sweep_part fp32 gated ;;
+  3) sweep_part fp32 ce
+     t0=$SECONDS
+     timeout $((570 - SECONDS)) python3 benchmarks/wide_rows_sweep.py "$OUT/keep/wide-rows" \
+       > "$OUT/wide-rows.log" 2>&1
+     echo "wide rows sweep: exit $? in $((SECONDS - t0)) s"; tail -40 "$OUT/wide-rows.log" ;;
+  4) SUITE_BUDGET_S=560 SUITE_CEILINGS=1 SUITE_DTYPE=bf16 \
+       bash scripts/gpu/bench_parts.sh "$OUT/bp" blueprint \
+       "blueprint.layernorm_linear_gelu:120" "blueprint.mlp_block:120" \
+       "blueprint.causal_attention_scores:100" "blueprint.mixed_precision_chain:70" \
+       "blueprint.residual_rmsnorm_swiglu.bwd:130" > "$OUT/bp.log" 2>&1
+     cat "$OUT/bp/summary.txt"; cp "$OUT/bp/blueprint.json" "$OUT/keep/" 2>/dev/null
+     python3 scripts/results_table.py "$OUT/keep/blueprint.json" ;;
+  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
+esac
+finish_call one
