@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from script_module import load_script
 from warpforge.harness import report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,11 +18,7 @@ SCRIPT = ROOT / "scripts" / "merge_results.py"
 
 
 def _load_script() -> Any:
-    spec = importlib.util.spec_from_file_location("merge_results", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/merge_results.py")
 
 
 def _row(problem: str, median: float, t: int = 8) -> dict[str, Any]:

@@ -3,7 +3,6 @@ verifies each against float64 and writes the report; its error measure rejects w
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,16 +11,14 @@ from pathlib import Path
 
 import torch
 
+from script_module import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "ops_bwd_sweep.py"
 
 
 def _load_script():
-    spec = importlib.util.spec_from_file_location("ops_bwd_sweep", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/ops_bwd_sweep.py")
 
 
 def test_smoke_run_verifies_and_times_every_contender(tmp_path: Path) -> None:

@@ -232,14 +232,9 @@ def test_split_persistent_rows(name, device, poison_outputs, monkeypatch):
     check(name, randn(6, 16385, device=device), -1, 1e-5, 1e-4)
 
 
-@pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
-@pytest.mark.parametrize("log", [False, True])
-@pytest.mark.parametrize(("M", "N"), [(7, 37), (1, 16), (4, 100), (5, 17)])
-def test_split_kernel_small_chunks(log, M, N, prefetch, device, poison_outputs):
-    """Rows over several 16-column chunks (ragged last chunk, a chunk of only -inf, a dominant
-    logit in a late chunk), more rows than slots (with ``prefetch`` each program loads its next
-    row's chunk before the wait), every float dtype the interpreter runs."""
-    plan = split_row_plan(M, N, device, block=16, num_warps=1, prefetch=prefetch)
+def check_split_forward(plan, log, M, N, device):
+    """The forward with ``plan`` (chunks of 16 columns) against the float64 reference in fp32
+    and fp16: a ragged last chunk, a chunk of only -inf, a dominant logit in a late chunk."""
     for dtype in (torch.float32, torch.float16):
         x = randn(M, N, dtype=dtype, device=device)
         x[0, N - 1] = 30.0
@@ -248,6 +243,17 @@ def test_split_kernel_small_chunks(log, M, N, prefetch, device, poison_outputs):
         y = softmax_ops.softmax_forward(x, log, split=plan)
         expected = reference("log_softmax" if log else "softmax", x, -1)
         torch.testing.assert_close(y.double(), expected, atol=FWD_TOL[dtype], rtol=FWD_TOL[dtype])
+
+
+@pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize(("M", "N"), [(7, 37), (1, 16), (4, 100), (5, 17)])
+def test_split_kernel_small_chunks(log, M, N, prefetch, device, poison_outputs):
+    """Rows over several 16-column chunks (ragged last chunk, a chunk of only -inf, a dominant
+    logit in a late chunk), more rows than slots (with ``prefetch`` each program loads its next
+    row's chunk before the wait), every float dtype the interpreter runs."""
+    plan = split_row_plan(M, N, device, block=16, num_warps=1, prefetch=prefetch)
+    check_split_forward(plan, log, M, N, device)
 
 
 @pytest.mark.parametrize("log", [False, True])
@@ -260,14 +266,7 @@ def test_lag_kernel_small_chunks(log, M, N, device, poison_outputs, monkeypatch)
     spy = LaunchSpy(kernels.softmax_fwd_lag_kernel)
     monkeypatch.setattr(kernels, "softmax_fwd_lag_kernel", spy)
     plan = split_row_plan(M, N, device, block=16, num_warps=1, flag_words=True)
-    for dtype in (torch.float32, torch.float16):
-        x = randn(M, N, dtype=dtype, device=device)
-        x[0, N - 1] = 30.0
-        if N > 32:
-            x[M - 1, 16:32] = float("-inf")
-        y = softmax_ops.softmax_forward(x, log, split=plan)
-        expected = reference("log_softmax" if log else "softmax", x, -1)
-        torch.testing.assert_close(y.double(), expected, atol=FWD_TOL[dtype], rtol=FWD_TOL[dtype])
+    check_split_forward(plan, log, M, N, device)
     assert spy.grids
 
 

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "results_table.py"
+from script_module import load_script
 
 
 @pytest.fixture(scope="module")
 def results_table():
-    spec = importlib.util.spec_from_file_location("results_table", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/results_table.py")
 
 
 def _report(device: str, median_s: float, n: int = 4096) -> dict:

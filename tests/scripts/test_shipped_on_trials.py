@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -10,15 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from script_module import load_script
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "shipped_on_trials.py"
 
 
 @pytest.fixture(scope="module")
 def shipped_on_trials():
-    spec = importlib.util.spec_from_file_location("shipped_on_trials", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/shipped_on_trials.py")
 
 
 FEATURES = {"M": 4096, "N": 1024, "dtype": "bfloat16"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 from tune_synthetic import WRONG_BUT_FAST, make_synthetic
 
+from script_module import load_script
 from warpforge.tune.lookup import ConfigLookup
 from warpforge.tune.tunable import register_tunable, unregister_tunable
 
@@ -24,10 +24,7 @@ REPLAY = ROOT / "scripts" / "tune_replay.py"
 
 
 def _load(path: Path):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(str(path.relative_to(ROOT)))
 
 
 @pytest.fixture

@@ -3,32 +3,25 @@ scripts/tune_merge.py): leave-one-out over tuned shapes, and denser training sha
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 from tune_synthetic import make_synthetic, synthetic_space
 
+from script_module import load_script
 from warpforge.tune.database import PerfDatabase
 from warpforge.tune.lookup import ConfigLookup
 from warpforge.tune.search import Trial
 from warpforge.tune.tunable import device_fingerprint, register_tunable, unregister_tunable
 
-ROOT = Path(__file__).resolve().parents[2]
 CPU = device_fingerprint("cpu")
 
 
 def _load(name: str):
-    path = ROOT / "scripts" / f"{name}.py"
-    sys.path.insert(0, str(path.parent))  # tune_table imports tune_merge beside it
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(f"scripts/{name}.py")  # tune_table imports tune_merge beside it
 
 
 @pytest.fixture
