@@ -81,15 +81,11 @@ def contender_plan(name: str, M: int, N: int, dev: str, element_size: int, shrin
 
     launch, per_sm, *kind = name.split()
     block, warps = (int(v) for v in launch.split("/"))
-    if kind == ["lag"]:  # the flag-word kernel, one row later (softmax_fwd_lag_kernel)
-        return split_row_plan(
-            M, N, dev, block=block // shrink, num_warps=warps, programs_per_sm=int(per_sm[1:]),
-            flag_words=True,
-        )  # fmt: skip
-    two_bytes = element_size == 2
+    lag = kind == ["lag"]  # the flag-word kernel, one row later (softmax_fwd_lag_kernel)
+    counter_two_bytes = element_size == 2 and not lag
     return split_row_plan(
         M, N, dev, block=block // shrink, num_warps=warps, programs_per_sm=int(per_sm[1:]),
-        prefetch=two_bytes, release_only=two_bytes,
+        prefetch=counter_two_bytes, release_only=counter_two_bytes, flag_words=lag,
     )  # fmt: skip
 
 

@@ -230,3 +230,14 @@ def split_row_plan(
         flag_words=flag_words,
         max_registers=max_registers,
     )
+
+
+def flag_word_plan(
+    M: int, N: int, device: torch.device | str, **launch: int | bool
+) -> SplitRowPlan | None:
+    """:func:`split_row_plan` of ``launch`` for programs that meet through flag words, or None
+    also where a row has more chunks than their poll reads (``FLAG_WORDS_MAX_CHUNKS``)."""
+    plan = split_row_plan(M, N, device, **launch, flag_words=True)
+    if plan is None or plan.chunks_pow2 > FLAG_WORDS_MAX_CHUNKS:
+        return None
+    return plan

@@ -32,9 +32,9 @@ from warpforge.ops._rows import (
     row_launch_config,
 )
 from warpforge.ops._split_rows import (
-    FLAG_WORDS_MAX_CHUNKS,
     SplitRowPlan,
     check_flag_words,
+    flag_word_plan,
     split_row_plan,
 )
 from warpforge.ops._wide_rows import WideLaunch, wide_launch
@@ -349,10 +349,7 @@ def norm_fwd_split_plan(
     if launch is None or NORM_FWD_SPLIT_MIN_N.get(element_size, 1 << 62) > N:
         return None
     launch = {k: v for k, v in launch.items() if k not in _KERNEL_OPTIONS}
-    plan = split_row_plan(M, N, device, **launch, flag_words=True)
-    if plan is None or plan.chunks_pow2 > FLAG_WORDS_MAX_CHUNKS:
-        return None
-    return plan
+    return flag_word_plan(M, N, device, **launch)
 
 
 def _pairs_fit(x: torch.Tensor, *others: torch.Tensor | None) -> bool:
@@ -1169,10 +1166,7 @@ def norm_bwd_split_plan(
     launch = NORM_BWD_SPLIT_LAUNCHES.get(element_size)
     if launch is None or N < NORM_BWD_SPLIT_MIN_N:
         return None
-    plan = split_row_plan(M, N, device, **launch, flag_words=True)
-    if plan is None or plan.chunks_pow2 > FLAG_WORDS_MAX_CHUNKS:
-        return None
-    return plan
+    return flag_word_plan(M, N, device, **launch)
 
 
 def _flags_backward(
@@ -1418,10 +1412,8 @@ def norm_bwd_narrow_plan(
     if not choices:
         return None
     kernel, launch = choices[0]
-    plan = split_row_plan(M, N, device, **launch, flag_words=True)
-    if plan is None or plan.chunks_pow2 > FLAG_WORDS_MAX_CHUNKS:
-        return None
-    return kernel, plan
+    plan = flag_word_plan(M, N, device, **launch)
+    return None if plan is None else (kernel, plan)
 
 
 def _long_row_backward(

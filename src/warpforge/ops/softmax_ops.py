@@ -26,9 +26,9 @@ from warpforge.ops._rows import (
     row_launch_config,
 )
 from warpforge.ops._split_rows import (
-    FLAG_WORDS_MAX_CHUNKS,
     SplitRowPlan,
     check_flag_words,
+    flag_word_plan,
     split_launch,
     split_row_plan,
 )
@@ -87,8 +87,8 @@ def _fwd_split_plan(
         return None
     lag = FWD_LAG_LAUNCHES.get(element_size)
     if lag is not None and FWD_LAG_MIN_CHUNKS * lag["block"] <= N:
-        plan = split_row_plan(M, N, device, **lag, flag_words=True)
-        if plan is not None and plan.chunks_pow2 <= FLAG_WORDS_MAX_CHUNKS:
+        plan = flag_word_plan(M, N, device, **lag)
+        if plan is not None:
             return plan
     return split_row_plan(M, N, device, **split_launch(element_size))
 
@@ -133,10 +133,7 @@ def _bwd_split_plan(
     launch = BWD_SPLIT_LAUNCHES.get(element_size)
     if launch is None or BWD_SPLIT_MIN_N.get(element_size, 1 << 62) > N:
         return None
-    plan = split_row_plan(M, N, device, **launch, flag_words=True)
-    if plan is None or plan.chunks_pow2 > FLAG_WORDS_MAX_CHUNKS:
-        return None
-    return plan
+    return flag_word_plan(M, N, device, **launch)
 
 
 def split_softmax_backward(
