@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from warpforge.tune.database import PerfDatabase
 from warpforge.tune.search import Trial
@@ -160,7 +161,12 @@ def test_trials_round_trip_through_json(tmp_path: Path, db_url: str) -> None:
         _fill(source)
         assert export_trials(path, database=source, kernel="kx") == 5
         before = [t.as_dict() for t in source.trials(kernel="kx")]
-    assert json.loads(path.read_text())["format"] == TRIALS_FORMAT
+    document = json.loads(path.read_text())
+    assert document["format"] == TRIALS_FORMAT
+    # the exporting process's environment, as the harness's reports carry theirs
+    exported_by = document["exported_by"]
+    assert {"date", "git_commit", "torch", "triton", "device"} <= exported_by.keys()
+    assert exported_by["torch"] == torch.__version__
     with PerfDatabase(db_url) as target:
         assert import_file(path, database=target) == 5
         after = [t.as_dict() for t in target.trials(kernel="kx")]

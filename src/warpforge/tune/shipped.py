@@ -361,7 +361,12 @@ def _shipped_measured(
 def export_trials(
     path: str | Path, *, database: PerfDatabase | None = None, kernel: str | None = None
 ) -> int:
-    """Write every stored trial (of ``kernel``, or all) as a trials file; returns the count."""
+    """Write every stored trial (of ``kernel``, or all) as a trials file; returns the count.
+
+    Each trial names its device and time; ``exported_by`` adds the exporting process's
+    environment (versions, commit, date, device), which is the trials' own when the export runs
+    where they were measured, as the device calls' scripts do."""
+    from warpforge.environment import environment_fingerprint
     from warpforge.tune.database import database_or_default
 
     with database_or_default(database) as db:
@@ -371,9 +376,13 @@ def export_trials(
         row = t.as_dict()
         row.pop("id")
         rows.append(row)
-    _write_json_atomically(
-        Path(path), {"format": TRIALS_FORMAT, "version": FORMAT_VERSION, "trials": rows}
-    )
+    document = {
+        "format": TRIALS_FORMAT,
+        "version": FORMAT_VERSION,
+        "exported_by": environment_fingerprint(),
+        "trials": rows,
+    }
+    _write_json_atomically(Path(path), document)
     return len(rows)
 
 
