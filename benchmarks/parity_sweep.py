@@ -226,7 +226,10 @@ ACT_BWD_GRID = [(1024, 8, 3), (1024, 4, 1), (512, 8, 1), (512, 4, 1), (256, 2, 1
 SM_GRID = [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1), (4, 2), (4, 4), (8, 2), (8, 4), (16, 8)]
 SM_GRID_SHORT = [(2, 1), (2, 2), (4, 1), (4, 4), (8, 2), (16, 8)]
 CE_FLAT_GRID = [(512, 4), (1024, 4), (1024, 8), (2048, 8), (4096, 8), (8192, 16)]
-CE_ROWS_GRID = [(1024, 2), (2048, 4)]
+CE_ROWS_GRID = [(1024, 2), (2048, 4), (2048, 8), (4096, 4), (8192, 8), (8192, 16), (16384, 16)]
+CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257)]
+"""The float32 backward's three paths: the aligned flat stream, the row kernel (wider than the
+flat stream takes) and the flat stream for rows off 16-byte boundaries."""
 
 
 def cases(device, smoke: bool):
@@ -291,20 +294,20 @@ def cases(device, smoke: bool):
 
         return f"{'log_' if log else ''}softmax forward alone M=32768 N=256 {dtype}", build
 
-    def ce_bwd(dtype):
+    def ce_bwd(dtype, rows, classes):
         def build():
             problem = get_problem("cross_entropy.bwd")
-            shape = {"M": 8, "V": 320} if smoke else {"M": 16384, "V": 32000}
+            shape = {"M": 8, "V": 320} if smoke else {"M": rows, "V": classes}
             flat = [(64, 1), (256, 2)] if smoke else CE_FLAT_GRID
             contenders = _with_baselines(problem, _ce_variants(flat, [] if smoke else CE_ROWS_GRID))
             return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
                     problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
 
-        return f"cross_entropy.bwd M=16384 V=32000 {dtype}", build
+        return f"cross_entropy.bwd M={rows} V={classes} {dtype}", build
 
     return [
         activation("swiglu.fwd", FP32, ACT_FWD_GRID),
-        ce_bwd(FP32),
+        *(ce_bwd(FP32, rows, classes) for rows, classes in CE_BWD_SHAPES),
         softmax_alone(False, FP32, SM_GRID),
         softmax_alone(True, FP32, SM_GRID),
         softmax_fwd_alone(False, FP32),

@@ -11,6 +11,12 @@
 #      there (session17 normfwd-fp32-call6.json)
 #   4  the rest of issue 6's blueprint suite on the H200 (the matmul blueprints and the
 #      backward; the seventeenth session ran the other four), with the ceilings
+#   (Ran 2026-11-28, 1-4. Planned in the eighteenth session from what they showed:)
+#   5  the float32 rows under torch.compile on the H200: the cross entropy backward
+#      (0.92-0.96x, ce-fp32-call3) and the swiglu/geglu forwards (0.98x, gated-fp32-call2)
+#      against launch grids and torch.compile's own kernels (benchmarks/parity_sweep.py); then
+#      the harness's float32 layer_norm.fwd at 32768 columns with its whole-row launch at 32
+#      warps (289.1 us against 315.8 at 16, wide-rows-call3; 0.91x torch.compile at 16)
 # Usage: bash scripts/gpu/session18_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -32,6 +38,13 @@ case "$CALL" in
        "blueprint.residual_rmsnorm_swiglu.bwd:130" > "$OUT/bp.log" 2>&1
      cat "$OUT/bp/summary.txt"; cp "$OUT/bp/blueprint.json" "$OUT/keep/" 2>/dev/null
      python3 scripts/results_table.py "$OUT/keep/blueprint.json" ;;
-  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
+  5) t0=$SECONDS
+     timeout 380 python3 benchmarks/parity_sweep.py --out "$OUT/parity" \
+       --only cross_entropy.bwd swiglu.fwd geglu.fwd > "$OUT/parity.log" 2>&1
+     echo "parity sweep: exit $? in $((SECONDS - t0)) s"
+     cp "$OUT/parity/parity_sweep.json" "$OUT/keep/parity-sweep.json" 2>/dev/null
+     grep -vE "^\s*$" "$OUT/parity.log" | grep -vE "Warning|warn" | head -90
+     SUITE_PIECES="layer_norm.fwd:100" sweep_part fp32 fwd "N=32768" ;;
+  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -471,7 +471,7 @@ NORM_FWD_WIDE_LAUNCHES: dict[tuple[int, str], WideLaunch] = {
     (2, "layer_norm.fwd"): WideLaunch(32, aligned=True),
     (4, "rms_norm.fwd"): WideLaunch(32),
     (4, "add_rms_norm.fwd"): WideLaunch(16),
-    (4, "layer_norm.fwd"): WideLaunch(16),
+    (4, "layer_norm.fwd"): WideLaunch(32),
 }
 """(element size, tunable) -> the whole-row launch (``norm_fwd_wide_kernel``, one row a program)
 of rows of 16385-32768 columns; keys not listed, and rows a launch does not take, keep the split
@@ -486,7 +486,9 @@ software-pipelined kernel (x and w staged through shared memory; measured, then 
 streaming cache hints were slower everywhere (bf16 RMSNorm 197.4-207.1 / 190.4 us).
 Narrower rows (``widefwd-widths-2026-11-25-h100.txt``): faster at 20000, 24576 and 28672 columns
 (bf16 and float32), except bf16 LayerNorm at a length of no whole 16-byte vectors (24577: 646.1
-against 491.8 us; ``aligned``)."""
+against 491.8 us; ``aligned``). float32 LayerNorm takes 32 warps since the H200
+(``session18-h200-2026-11-28/wide-rows-call3.txt``, 4096 x 32768): 289.1 us (89.5% of copy)
+against 315.8 at 16 warps, where the H100 had them within 1.1% (388.3 against 384.1)."""
 
 
 def norm_fwd_wide_launch(
