@@ -225,11 +225,12 @@ ACT_FWD_GRID = [(1024, 8, 3), (1024, 4, 1), (512, 8, 1), (512, 4, 1), (512, 2, 1
 ACT_BWD_GRID = [(1024, 8, 3), (1024, 4, 1), (512, 8, 1), (512, 4, 1), (256, 2, 1)]
 SM_GRID = [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1), (4, 2), (4, 4), (8, 2), (8, 4), (16, 8)]
 SM_GRID_SHORT = [(2, 1), (2, 2), (4, 1), (4, 4), (8, 2), (16, 8)]
-CE_FLAT_GRID = [(512, 4), (1024, 4), (1024, 8), (2048, 8), (4096, 8), (8192, 16)]
+CE_FLAT_GRID = [(256, 2), (512, 2), (512, 4), (1024, 2), (1024, 4), (1024, 8), (2048, 4), (2048, 8),
+                (4096, 8), (8192, 16)]  # fmt: skip
 CE_ROWS_GRID = [(1024, 2), (2048, 4), (2048, 8), (4096, 4), (8192, 8), (8192, 16), (16384, 16)]
-CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257)]
-"""The float32 backward's three paths: the aligned flat stream, the row kernel (wider than the
-flat stream takes) and the flat stream for rows off 16-byte boundaries."""
+CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257), (4096, 262144)]
+"""The float32 backward where its launches were once told apart: rows that pad the row
+kernel's last slice, wide rows, rows off 16-byte boundaries and whole slices."""
 
 
 def cases(device, smoke: bool):

@@ -594,7 +594,7 @@ def test_long_unaligned_rows_take_the_aligned_forward_and_the_flat_backward(dtyp
     monkeypatch.setenv(ce_module.ALIGNED_SPLIT, "0")
     monkeypatch.setattr(ce_module, "FUSED_GRAD_MAX_COLS", 16)
     monkeypatch.setattr(ce_module, "gradient_in_forward", lambda *a: True)
-    monkeypatch.setattr(ce_module, "FLAT_BWD_UNALIGNED_LAUNCHES", {4: (16, 1), 2: (16, 1)})
+    monkeypatch.setattr(ce_module, "FLAT_BWD_LAUNCHES", {4: (16, 1), 2: (16, 1)})
     monkeypatch.setattr(ce_module, "SHORT_ROWS_MAX_COLS", 0)  # 41 columns count as long here
     forward = LaunchSpy(kernels.cross_entropy_fwd_aligned_kernel)
     backward = LaunchSpy(kernels.cross_entropy_bwd_flat_kernel)

@@ -179,20 +179,17 @@ def test_cross_entropy_flat_backward_past_2_31_elements_gpu():
 # --------------------------------------------------------------------------- dispatch
 
 
-def test_cross_entropy_backward_op_takes_the_flat_stream_for_padded_float32_rows(device):
-    """8200 classes pad the row kernel's last 4096-column slice: the op's backward takes the
-    flat kernel (one block of 8192 spans two rows) and matches the float64 gradient."""
-    assert ce._flat_bwd_launch(torch.empty(2, 8200, device=device)) == ce.FLAT_BWD_LAUNCHES[4]
-    assert ce._flat_bwd_launch(torch.empty(2, 8192, device=device)) is None  # no padding
+def test_cross_entropy_backward_op_takes_the_flat_stream_for_float32_rows(device):
+    """float32 rows of one block or more take the flat kernel (8200 classes: one block spans
+    two rows), aligned to 16 bytes or not, at any width; the op's backward matches the float64
+    gradient."""
+    launch = ce.FLAT_BWD_LAUNCHES[4]
+    for n_cols in (launch[0], 2049, 8192, 8200, 8201, 50257, 128256):
+        assert ce._flat_bwd_launch(torch.empty(2, n_cols, device=device)) == launch
+    assert ce._flat_bwd_launch(torch.empty(2, launch[0] - 1, device=device)) is None
     assert ce._flat_bwd_launch(torch.empty(2, 8200, device=device, dtype=torch.float16)) is None
-    # float32 rows that start off 16-byte boundaries, from one block wide
-    for n_cols in (2049, 8201, 50257):
-        unaligned = torch.empty(2, n_cols, device=device)
-        assert ce._flat_bwd_launch(unaligned) == ce.FLAT_BWD_UNALIGNED_LAUNCHES[4]
-    assert ce._flat_bwd_launch(torch.empty(2, 2047, device=device)) is None  # under one block
     assert ce._flat_bwd_launch(torch.empty(2, 50257, device=device, dtype=torch.float16)) is None
     assert ce._flat_bwd_launch(torch.empty(2, 16400, device=device)[:, :8200]) is None
-    assert ce._flat_bwd_launch(torch.empty(1, 128256, device=device)) is None  # row kernel
     logits = torch.randn(3, 8200, device=device) * 3
     target = torch.tensor([5, -100, 8199], device=device)
     lse = torch.logsumexp(logits, -1)

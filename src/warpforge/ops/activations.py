@@ -22,16 +22,20 @@ GELU_APPROXIMATIONS = ("tanh", "none")
 
 
 @functools.lru_cache(maxsize=16)
-def _launch_config(element_size: int) -> tuple[int, int]:
+def _launch_config(element_size: int, backward: bool) -> tuple[int, int]:
     """(BLOCK, num_warps). 2-byte types: one 16-byte vector of each operand per thread of 8
     warps (4 KB per operand and program), measured best or tied-best of a (BLOCK, num_warps)
-    grid on the H100 (benchmarks/activation_launch_sweep.py). float32: 512-element blocks on 8
-    warps, two elements (8 bytes) a thread, the launch torch.compile's autotuner picks for these
-    kernels: at 8192 x 14336 swiglu forward 459.1 us against 464.4 for 1024 elements on 8 warps
-    (torch.compile 459.3), and the same 1% on the geglu forward and both backwards
-    (benchmarks/parity_sweep.py, ``parity-sweep-2026-11-25-h100.json``)."""
+    grid on the H100 (benchmarks/activation_launch_sweep.py). float32: 256-element blocks on 4
+    warps, two elements (8 bytes) a thread, the one launch within 0.4% of the fastest at 8192 x
+    14336 swiglu forward on both Hopper GPUs measured (``benchmarks/parity_sweep.py``): H100
+    461.0 us against 459.1 at 512 / 8 warps and torch.compile 459.3
+    (``parity-sweep-2026-11-25-h100.json``); H200 326.1 against 324.8 at 256 / 2 warps, 329.3
+    at 512 / 8 and torch.compile 326.1 (``session18-h200-2026-11-28/parity-sweep-call5.json``).
+    The float32 backwards keep 512 / 8 warps, the launch torch.compile's autotuner picks for
+    them: fastest of its grid on the H100 (776.1 us, torch.compile 776.0) and 1.00x
+    torch.compile on the H200 (``session18-h200-2026-11-28/gated-fp32-call2.json``)."""
     if element_size == 4:
-        return 512, 8
+        return (512, 8) if backward else (256, 4)
     return 4096 // element_size, 8
 
 
@@ -66,14 +70,15 @@ def _launch(
 ):
     """Run ``kernel(*inputs, *outputs, n_cols, n_col_blocks, *input_row_strides)``; return the
     outputs: new contiguous tensors of the inputs' shape and dtype. ``launch_config`` forces
-    (BLOCK, num_warps) instead of the op's own (``benchmarks/activation_launch_sweep.py``)."""
+    (BLOCK, num_warps) instead of the op's own (``benchmarks/activation_launch_sweep.py``); the
+    backwards, the kernels with two outputs (the gradients of gate and up), have their own."""
     shape = inputs[-1].shape
     outputs = [inputs[-1].new_empty(shape) for _ in range(n_outputs)]
     if outputs[0].numel() == 0:
         return outputs
     views = _row_views(*inputs)
     rows, cols = views[0].shape
-    block, num_warps = launch_config or _launch_config(views[0].element_size())
+    block, num_warps = launch_config or _launch_config(views[0].element_size(), n_outputs == 2)
     n_col_blocks = cdiv(cols, block)
     # the furthest element offset the kernel forms (padded last block included)
     furthest = (rows - 1) * max(cols, *(v.stride(0) for v in views)) + n_col_blocks * block

@@ -564,47 +564,29 @@ def row_grads(
     return grad_logits
 
 
-FLAT_BWD_LAUNCHES = {4: (8192, 16)}
+FLAT_BWD_LAUNCHES = {4: (1024, 4)}
 """Element size -> (BLOCK, num_warps) of the flat saved-lse backward
-(``cross_entropy_bwd_flat_kernel``), taken where the row kernel's 4096-column slices would pad
-the last slice of each row. H100, kernel alone, fp32 16384 x 32000
-(``benchmarks/results/parity-sweep-2026-11-25-h100.json``): 1396.4 us against 1409.8 for the
-row kernel and 1396.6 for torch.compile's flat pointwise kernel; the flat stream at 1024-4096
-elements a program measured 1405-1422 us. 2-byte logits keep the row kernel (2.8x
-torch.compile there)."""
-
-
-_FLAT_BWD_MAX_COLS = 65535
-"""Wider rows keep the row kernel: the flat stream was timed at 32000 classes only, and the row
-kernel already leads torch.compile at 128256 (1.04x, ``ops-bwd-ce-2026-11-21-rerun-h100.json``)."""
-
-
-FLAT_BWD_UNALIGNED_LAUNCHES = {4: (2048, 4)}
-"""Element size -> (BLOCK, num_warps) of the flat backward for rows that start off 16-byte
-boundaries, from one block wide: the row kernel loads and stores those element by element.
-H100, kernel alone, 4096 x 50257 (``session11-ce-2026-11-25/run2-ce_fwd_sweep.json``): fp32
-549.8 us (99.8% of copy) against 632.7 for the row kernel and 566.9-650.0 for the flat
-stream at 4096-16384 elements a program; bf16 keeps the row kernel (318.9 us against
-355.6-471.5 for the flat stream, whose 16-byte vectors hold 8 elements of two rows' terms)."""
+(``cross_entropy_bwd_flat_kernel``), taken for every contiguous row of at least one block.
+H200, kernel alone (``benchmarks/parity_sweep.py``,
+``session18-h200-2026-11-28/parity-sweep-call5.json``), float32: 16384 x 32000 1006.1 us
+against 1046.3-1056.9 for the row kernel at its default and 1046.9 for the flat stream at
+8192 / 16 warps; 8192 x 128256 2016.4 against 2106.4 (the row kernel, then the default);
+4096 x 50257 (rows off 16-byte boundaries) 405.5 against 424.4 at 2048 / 4 warps (then their
+default) and 410.7 for torch.compile. On the H100 (``parity-sweep-2026-11-25-h100.json``) the
+same launch at 16384 x 32000 ran 1408.8 us against 1396.4 at 8192 / 16 warps (0.9% slower).
+2-byte logits keep the row kernel (1.4x torch.compile and more on both GPUs)."""
 
 
 def _flat_bwd_launch(logits: torch.Tensor) -> tuple[int, int] | None:
     """The flat backward's launch for these logits, or None (the row kernel): GPU kernels only,
-    contiguous logits, and either float32 rows that start off 16-byte boundaries or rows of
-    one block to ``_FLAT_BWD_MAX_COLS`` columns that the row kernel's slices would pad."""
+    contiguous logits of an element size ``FLAT_BWD_LAUNCHES`` holds, rows of one block or
+    more."""
     if logits.dim() != 2 or not logits.is_contiguous():
         return None
     if execution_path(logits.device) is ExecutionPath.TORCH_REFERENCE:
         return None
-    n_cols = logits.shape[1]
-    unaligned = FLAT_BWD_UNALIGNED_LAUNCHES.get(logits.element_size())
-    if unaligned and (n_cols * logits.element_size()) % 16 and n_cols >= unaligned[0]:
-        return unaligned
     launch = FLAT_BWD_LAUNCHES.get(logits.element_size())
-    if launch is None:
-        return None
-    row_block, _ = _bwd_launch_config(n_cols, logits.element_size())
-    if not launch[0] <= n_cols <= _FLAT_BWD_MAX_COLS or n_cols % row_block == 0:
+    if launch is None or logits.shape[1] < launch[0]:
         return None
     return launch
 
