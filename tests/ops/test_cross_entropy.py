@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from launch_spy import LaunchSpy
 from warpforge.ops import cross_entropy
+from warpforge.ops import _split_rows as split_rows
 from warpforge.ops._split_rows import split_row_plan
 from warpforge.runtime import ExecutionPath
 
@@ -1045,7 +1046,7 @@ def test_gpu_split_forward_with_grad_flag_words(rows, vocab, broadcast):
     )
     (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
     plan = ce_module._fwd_grad_split_plan(rows, vocab, 2, logits.device)
-    assert plan is not None and plan.chunks_pow2 <= ce_module._FLAG_WORDS_MAX_CHUNKS
+    assert plan is not None and plan.chunks_pow2 <= split_rows.FLAG_WORDS_MAX_CHUNKS
     for out in (torch.full_like(logits, float("nan")), logits.clone()):
         source = out if not out.isnan().any() else logits
         loss, lse = ce_module.row_losses(
