@@ -1,6 +1,9 @@
 # Shared by the sessions' device-call scripts (scripts/gpu/session*_calls.sh): each sources this
 # file, then sets OUT and CALL with start_call (older ones set OUT, with OUT/keep made, by hand)
-# and ends with finish_call.
+# and ends with finish_call. Set WARPFORGE_GIT_COMMIT to this machine's `git rev-parse HEAD`, a
+# literal hash in the call's command: the device copy's .git can stand at an older commit than
+# the files it received (session18-h200-2026-11-28/PROVENANCE.md); reports also record
+# source_sha256, which scripts/report_commit.py matches to a commit.
 gpu_tests() {  # NAME LIMIT_S PATH...: pytest -m gpu into OUT/keep/gpu-tests-NAME.txt
   local name="$1" limit="$2" t0=$SECONDS
   shift 2

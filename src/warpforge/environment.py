@@ -7,10 +7,12 @@ to the machine, software and commit that produced it.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import os
 import platform
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +71,29 @@ def _git_commit() -> str | None:
     return commit + ("-dirty" if dirty.stdout.strip() else "") if commit else None
 
 
+PACKAGE_ROOT = Path(__file__).resolve().parent
+
+
+def source_files_hash(files: Iterable[tuple[str, bytes]]) -> str:
+    """SHA-256 over (relative path, contents) pairs in path order, bytecode left out."""
+    digest = hashlib.sha256()
+    for name, data in sorted(f for f in files if not f[0].endswith(".pyc")):
+        digest.update(name.encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
+    return digest.hexdigest()
+
+
+def source_tree_hash(root: Path = PACKAGE_ROOT) -> str:
+    """``source_files_hash`` of the package's files as they are on disk: names the code that ran
+    where ``git_commit`` cannot (a copied tree whose ``.git`` or ``WARPFORGE_GIT_COMMIT`` is
+    older than its files). ``scripts/report_commit.py`` finds the commit whose tree it is."""
+    files = (
+        (path.relative_to(root).as_posix(), path.read_bytes())
+        for path in root.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    )
+    return source_files_hash(files)
+
+
 def _driver_version() -> str | None:
     try:
         import pynvml  # from nvidia-ml-py
@@ -104,6 +129,7 @@ def environment_fingerprint() -> dict[str, Any]:
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "warpforge": __version__,
         "git_commit": _git_commit(),
+        "source_sha256": source_tree_hash(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "torch": torch.__version__,

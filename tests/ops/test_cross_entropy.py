@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from launch_spy import LaunchSpy
-from warpforge.ops import cross_entropy
 from warpforge.ops import _split_rows as split_rows
+from warpforge.ops import cross_entropy
 from warpforge.ops._split_rows import split_row_plan
 from warpforge.runtime import ExecutionPath
 
