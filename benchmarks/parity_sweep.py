@@ -129,6 +129,27 @@ def _ce_variants(grid_flat, grid_rows) -> dict[str, Fn]:
     return out
 
 
+def _norm_fwd_variants(center: bool, warps: tuple[int, ...]) -> dict[str, Fn]:
+    """The norm forward through the whole-row kernel (one row a program, read once) at each
+    ``num_warps``, weight loaded late and early, at any row length up to 32768."""
+    from warpforge.ops import norm
+    from warpforge.ops._wide_rows import WideLaunch
+    from warpforge.ops.norm_problems import EPS, LN_EPS
+
+    out: dict[str, Fn] = {}
+    for w in warps:
+        for early in (False, True):
+            launch = WideLaunch(w, early_w=early)
+            label = f"whole-row {w}w{' early' if early else ''}"
+            if center:
+                out[label] = lambda x, wt, b, la=launch: norm.wide_norm_forward(
+                    x, wt, b, None, LN_EPS, 0.0, True, la)[0]  # fmt: skip
+            else:
+                out[label] = lambda x, wt, la=launch: norm.wide_norm_forward(
+                    x, wt, None, None, EPS, 0.0, False, la)[0]  # fmt: skip
+    return out
+
+
 # --------------------------------------------------------------------------- one case
 
 
@@ -228,6 +249,14 @@ SM_GRID_SHORT = [(2, 1), (2, 2), (4, 1), (4, 4), (8, 2), (16, 8)]
 CE_FLAT_GRID = [(256, 2), (512, 2), (512, 4), (1024, 2), (1024, 4), (1024, 8), (2048, 4), (2048, 8),
                 (4096, 8), (8192, 16)]  # fmt: skip
 CE_ROWS_GRID = [(1024, 2), (2048, 4), (2048, 8), (4096, 4), (8192, 8), (8192, 16), (16384, 16)]
+NORM_FWD_CASES = [
+    ("rms_norm.fwd", BF16, 4096, 32768, (16, 32)),
+    ("layer_norm.fwd", FP32, 4096, 16384, (16, 32)),
+    ("layer_norm.fwd", FP32, 16384, 4096, (4, 8)),
+    ("rms_norm.fwd", BF16, 16384, 4096, (4, 8)),
+]
+"""Norm forwards under torch.compile on the H200 (``session16 fwd-bf16-call3``,
+``session17 normfwd-fp32-call6``: 0.90x, 0.92x, 0.93x, 0.95x), against the whole-row kernel."""
 CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257), (4096, 262144)]
 """The float32 backward where its launches were once told apart: rows that pad the row
 kernel's last slice, wide rows, rows off 16-byte boundaries and whole slices."""
@@ -306,7 +335,21 @@ def cases(device, smoke: bool):
 
         return f"cross_entropy.bwd M={rows} V={classes} {dtype}", build
 
+    def norm_fwd(name, dtype, M, N, warps):
+        dtype = FP32 if smoke else dtype  # bf16 loads are wrong under the interpreter
+
+        def build():
+            problem = get_problem(name)
+            shape = {"M": 64, "N": 256} if smoke else {"M": M, "N": N}
+            variants = _norm_fwd_variants(name.startswith("layer"), (4,) if smoke else warps)
+            contenders = _with_baselines(problem, variants)
+            return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
+                    problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
+
+        return f"{name} M={M} N={N} {dtype}", build
+
     return [
+        *(norm_fwd(*case) for case in NORM_FWD_CASES),
         activation("swiglu.fwd", FP32, ACT_FWD_GRID),
         *(ce_bwd(FP32, rows, classes) for rows, classes in CE_BWD_SHAPES),
         softmax_alone(False, FP32, SM_GRID),

@@ -13,6 +13,28 @@ gpu_tests() {  # NAME LIMIT_S PATH...: pytest -m gpu into OUT/keep/gpu-tests-NAM
   grep -E "^FAILED|^ERROR|^E " "$OUT/keep/gpu-tests-$name.txt" | head -8
 }
 
+sass_dump() {  # TRITON_CACHE DEST 'GLOB|GLOB...': cuobjdump -sass of the matching cubins into DEST
+  local cache="$1" dest="$2" pattern="$3"
+  mkdir -p "$dest"
+  find "$cache" -name '*.cubin' 2>/dev/null | while read -r f; do
+    local base
+    base=$(basename "$f" .cubin)
+    # shellcheck disable=SC2053  # the pattern is a glob on purpose
+    if [[ "$base" == @($pattern) ]]; then
+      timeout 20 cuobjdump -sass "$f" > "$dest/$base.$(basename "$(dirname "$f")" | cut -c1-8).sass" 2>&1
+    fi
+  done
+}
+
+norm_grid() {  # NAME DTYPES KERNELS SHAPES: exhaustive tuning (tune_norm_grid.sh) in what time is
+  # left; OUT/keep/tune-NAME-shipped.json and tune-NAME-trials.json
+  GRID_SHAPES="$4" GRID_DTYPES="$2" GRID_KERNELS="$3" GRID_MAX_WALL=$((540 - SECONDS)) \
+    bash "$(dirname "${BASH_SOURCE[0]}")/tune_norm_grid.sh" "$OUT/grid" > "$OUT/grid.log" 2>&1
+  cat "$OUT/grid/summary.txt"
+  cp "$OUT/grid/shipped-grid.json" "$OUT/keep/tune-$1-shipped.json"
+  cp "$OUT/grid/trials-grid.json" "$OUT/keep/tune-$1-trials.json"
+}
+
 sweep_part() {  # DTYPE PART [SHAPE]: a part of the issue's sweep in what time is left
   SUITE_DTYPE="$1" SUITE_SHAPE="${3:-}" SUITE_BUDGET_S=$((575 - SECONDS)) \
     bash scripts/gpu/issue_sweep.sh "$OUT/$2-$1" "$2" > "$OUT/$2-$1.log" 2>&1

@@ -5,6 +5,7 @@
 # .best_config), the PTX of both sides and the SASS of the kernels compared.
 # Usage (repo root, PYTHONPATH with src and Liger): bash scripts/gpu/parity_call1.sh OUT
 set -uo pipefail
+source "$(dirname "$0")/calls_common.sh"
 O="${1:?OUT}"
 W="$O/w"
 mkdir -p "$W"
@@ -24,14 +25,8 @@ t1=$SECONDS
 TORCH_LOGS=output_code timeout 200 python3 benchmarks/parity_sweep.py --out "$O" --max-time 1.0 \
   > "$O/sweep.txt" 2> "$W/sweep.err"
 echo "sweep: exit $? in $((SECONDS - t1)) s" | tee -a "$O/summary.txt"
-mkdir -p "$W/sass"
-find "$TRITON_CACHE_DIR" -name '*.cubin' 2>/dev/null | while read -r f; do
-  base=$(basename "$f" .cubin)
-  case "$base" in
-    *swiglu_fwd*|*triton_poi*|*triton_per*|*triton_red*|*softmax_bwd*|*norm_fwd*|*cross_entropy_bwd*)
-      timeout 20 cuobjdump -sass "$f" > "$W/sass/$base.$(basename "$(dirname "$f")" | cut -c1-8).sass" 2>&1 ;;
-  esac
-done
+sass_dump "$TRITON_CACHE_DIR" "$W/sass" \
+  '*swiglu_fwd*|*triton_poi*|*triton_per*|*triton_red*|*softmax_bwd*|*norm_fwd*|*cross_entropy_bwd*'
 ( cd "$W" && find . \( -name '*.py' -o -name '*.best_config' -o -name '*.ptx' -o -name '*.json' \
     -o -name '*.ttgir' -o -name '*.sass' -o -name '*.log' -o -name '*.err' \) -print0 \
   | tar czf "$O/dumps.tgz" --null -T - )

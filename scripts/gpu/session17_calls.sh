@@ -37,12 +37,8 @@ source "$(dirname "$0")/calls_common.sh"
 start_call session17_calls.sh "$@"
 
 case "$CALL" in
-  1) GRID_SHAPES="M=2048,N=12288 M=2048,N=16384 M=4096,N=16384 M=8192,N=4096 M=8192,N=6144 M=16384,N=1024 M=32768,N=256" \
-     GRID_DTYPES=bfloat16 GRID_KERNELS="rms_norm.fwd layer_norm.fwd add_rms_norm.fwd" \
-     GRID_MAX_WALL=540 bash scripts/gpu/tune_norm_grid.sh "$OUT/grid" > "$OUT/grid.log" 2>&1
-     cat "$OUT/grid/summary.txt"
-     cp "$OUT/grid/shipped-grid.json" "$OUT/keep/tune-normfwd-bf16-shipped.json"
-     cp "$OUT/grid/trials-grid.json" "$OUT/keep/tune-normfwd-bf16-trials.json" ;;
+  1) norm_grid normfwd-bf16 bfloat16 "rms_norm.fwd layer_norm.fwd add_rms_norm.fwd" \
+       "M=2048,N=12288 M=2048,N=16384 M=4096,N=16384 M=8192,N=4096 M=8192,N=6144 M=16384,N=1024 M=32768,N=256" ;;
   2) sweep_part bf16 ce
      SUITE_PIECES="swiglu.*:140 geglu.*:140" sweep_part bf16 gated ;;
   3) t0=$SECONDS

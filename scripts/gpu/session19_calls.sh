@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The device calls planned in the eighteenth session for the next one, on the H200
+# (nvidia-h200), most useful first. Carry .whl/ (Liger-Kernel); set WARPFORGE_GIT_COMMIT to this
+# machine's `git rev-parse HEAD` as a literal hash (calls_common.sh says why). Each call comes
+# back as OUT/call-N.tgz; results go under benchmarks/results/session19-h200-<date>/.
+#   1  the norm forwards under torch.compile on the H200 (rms_norm.fwd bf16 4096 x 32768 0.90x,
+#      layer_norm.fwd fp32 4096 x 16384 0.92x and 16384 x 4096 0.93x, rms_norm.fwd bf16
+#      16384 x 4096 0.95x) against the whole-row kernel at 4-32 warps
+#      (benchmarks/parity_sweep.py NORM_FWD_CASES), with torch.compile's generated kernels,
+#      autotuned configs and SASS packed (dumps.tgz) to read what it does there
+#   2  exhaustive tuning on the H200 of the float32 norm forwards at the shapes where they run
+#      under torch.compile (0.93-0.99x, session18 all-H200 table in docs/ops.md); compare with
+#      scripts/shipped_on_trials.py, as the seventeenth session did for bf16
+# Usage: bash scripts/gpu/session19_calls.sh OUT CALL
+set -uo pipefail
+source "$(dirname "$0")/calls_common.sh"
+start_call session19_calls.sh "$@"
+
+case "$CALL" in
+  1) W="$OUT/w"
+     export TORCHINDUCTOR_CACHE_DIR="$W/inductor" TRITON_CACHE_DIR="$W/triton"
+     t0=$SECONDS
+     TORCH_LOGS=output_code timeout 420 python3 benchmarks/parity_sweep.py --out "$OUT/parity" \
+       --only rms_norm.fwd layer_norm.fwd > "$OUT/parity.log" 2> "$W/parity.err"
+     echo "parity sweep: exit $? in $((SECONDS - t0)) s"
+     cp "$OUT/parity/parity_sweep.json" "$OUT/keep/parity-sweep-normfwd.json" 2>/dev/null
+     grep -vE "^\s*$" "$OUT/parity.log" | head -80
+     sass_dump "$TRITON_CACHE_DIR" "$W/sass" '*triton_per*|*triton_red*|*norm_fwd*|*wide*'
+     ( cd "$W" && find . \( -name '*.py' -o -name '*.best_config' -o -name '*.ttgir' \
+         -o -name '*.sass' -o -name '*.err' \) -print0 \
+       | tar czf "$OUT/keep/normfwd-compile-dumps.tgz" --null -T - ) ;;
+  2) norm_grid normfwd-fp32 float32 "rms_norm.fwd layer_norm.fwd add_rms_norm.fwd" \
+       "M=16384,N=4096 M=8192,N=8192 M=16384,N=2048 M=32768,N=1024 M=4096,N=16384 M=32768,N=256" ;;
+  *) echo "CALL: expected 1-2, got $CALL" >&2; exit 2 ;;
+esac
+finish_call one

@@ -1,0 +1,37 @@
+"""benchmarks/parity_sweep.py: its --smoke mode builds a norm forward case and a cross entropy
+backward case, checks every variant against the op's output and times the ones that agree."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "parity_sweep.py"
+
+
+def test_smoke_run_checks_and_times_the_variants(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    only = ["layer_norm.fwd M=16384", "cross_entropy.bwd M=4096 V=50257"]
+    command = [sys.executable, str(SCRIPT), "--out", str(tmp_path), "--smoke", "--only", *only]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads((tmp_path / "parity_sweep.json").read_text())
+    assert report["environment"]["torch"]
+    cases = {case["case"]: case for case in report["cases"]}
+    assert sorted(cases) == [
+        "cross_entropy.bwd M=4096 V=50257 torch.float32",
+        "layer_norm.fwd M=16384 N=4096 torch.float32",
+    ]
+    for label, case in cases.items():
+        assert "error" not in case and not case["skipped"], (label, case)
+        names = {row["contender"] for row in case["rows"]}
+        assert "op" in names and len(names) >= 3, (label, names)
+        for row in case["rows"]:
+            assert row["median_us"] > 0 and row["relative_error_vs_op"] <= 1e-5, (label, row)
+    assert {"whole-row 4w", "whole-row 4w early"} <= {
+        row["contender"] for row in cases["layer_norm.fwd M=16384 N=4096 torch.float32"]["rows"]
+    }
