@@ -569,12 +569,14 @@ FLAT_BWD_LAUNCHES = {4: (1024, 4)}
 (``cross_entropy_bwd_flat_kernel``), taken for every contiguous row of at least one block.
 H200, kernel alone (``benchmarks/parity_sweep.py``,
 ``session18-h200-2026-11-28/parity-sweep-call5.json``), float32: 16384 x 32000 1006.1 us
-against 1046.3-1056.9 for the row kernel at its default and 1046.9 for the flat stream at
-8192 / 16 warps; 8192 x 128256 2016.4 against 2106.4 (the row kernel, then the default);
-4096 x 50257 (rows off 16-byte boundaries) 405.5 against 424.4 at 2048 / 4 warps (then their
-default) and 410.7 for torch.compile. On the H100 (``parity-sweep-2026-11-25-h100.json``) the
-same launch at 16384 x 32000 ran 1408.8 us against 1396.4 at 8192 / 16 warps (0.9% slower).
-2-byte logits keep the row kernel (1.4x torch.compile and more on both GPUs)."""
+against 1047.2 for the launch before it (the flat stream at 8192 / 16 warps, for rows the row
+kernel's 4096-column slices pad) and 1014.6-1057.0 for the row kernel's launches; 8192 x
+128256 2016.4 against 2106.4 for the row kernel's 4096 / 8 warps (then the default); 4096 x
+50257 (rows off 16-byte boundaries) 405.5 against 424.4 at 2048 / 4 warps (then their
+default) and 410.7 for torch.compile. On the H100 (``parity-sweep-2026-11-25-h100.json``) this
+launch at 16384 x 32000 ran 1408.8 us against 1396.4 at 8192 / 16 warps (0.9% slower); the
+H100 never timed it at the other shapes. 2-byte logits keep the row kernel (1.64-2.85x
+torch.compile on the H200, ``session17-h200-2026-11-28/ce-bf16-call2.json``)."""
 
 
 def _flat_bwd_launch(logits: torch.Tensor) -> tuple[int, int] | None:
