@@ -11,6 +11,9 @@
 #   2  exhaustive tuning on the H200 of the float32 norm forwards at the shapes where they run
 #      under torch.compile (0.93-0.99x, session18 all-H200 table in docs/ops.md); compare with
 #      scripts/shipped_on_trials.py, as the seventeenth session did for bf16
+#   3  issue 6's compiler measurements on the H200, never run there (benchmarks/compiler_bench.py:
+#      cold compile against torch.compile's, a new process's first result from the disk cache,
+#      the in-memory hit lookup, the 10 000-call replay's hit ratio) for two blueprints
 # Usage: bash scripts/gpu/session19_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -31,6 +34,12 @@ case "$CALL" in
        | tar czf "$OUT/keep/normfwd-compile-dumps.tgz" --null -T - ) ;;
   2) norm_grid normfwd-fp32 float32 "rms_norm.fwd layer_norm.fwd add_rms_norm.fwd" \
        "M=16384,N=4096 M=8192,N=8192 M=16384,N=2048 M=32768,N=1024 M=4096,N=16384 M=32768,N=256" ;;
-  *) echo "CALL: expected 1-2, got $CALL" >&2; exit 2 ;;
+  3) t0=$SECONDS
+     timeout 540 python3 benchmarks/compiler_bench.py --out "$OUT/compiler" --name compiler \
+       --problems blueprint.bias_gelu blueprint.residual_rmsnorm_swiglu --timeout 200 \
+       > "$OUT/compiler.log" 2>&1
+     echo "compiler bench: exit $? in $((SECONDS - t0)) s"; tail -30 "$OUT/compiler.log"
+     cp "$OUT/compiler/compiler.json" "$OUT/keep/" 2>/dev/null ;;
+  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
