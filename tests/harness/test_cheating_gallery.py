@@ -130,6 +130,27 @@ def test_processes_that_leave_the_worker_group_die_with_it_too(
     assert not any(_running(pid) for pid in pids)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a child subreaper is Linux's")
+def test_a_process_that_escapes_then_kills_its_worker_dies_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A setsid() child, then the candidate kills its own worker: the orphan goes to the
+    worker's keeper (a subreaper above it), not to init, and is killed with it; the candidate
+    is rejected as a crash, with the worker's exit code (killed by SIGKILL: -9)."""
+    import time
+
+    monkeypatch.setenv("WARPFORGE_TEST_ESCAPE_DIR", str(tmp_path))
+    result = _verify("escape_then_crash", "ref_scale", timeout_s=60.0)
+    assert not result.passed and "crash" in result.reasons(), result.reasons()
+    assert any("exit code -9" in str(f) for f in result.findings), [str(f) for f in result.findings]
+    pid_file = tmp_path / "escapee.pid"
+    assert pid_file.exists(), "the candidate's child did not start"
+    pid = int(pid_file.read_text())
+    assert not _running(pid), "the orphan of the killed worker still runs"
+    time.sleep(2.0)  # it would write its marker 1.5 s after the worker's end
+    assert not (tmp_path / "escapee.outlived").exists()
+
+
 def _running(pid: int) -> bool:
     """Process ``pid`` exists and has not exited (a zombie left for init to reap has)."""
     try:

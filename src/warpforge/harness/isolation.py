@@ -9,7 +9,9 @@ smuggle code into the harness process. A candidate that raises is reported; one 
 process or hangs is reported too, and the harness carries on. The worker leads a process group of
 its own, which the harness kills when it ends the worker, and on Linux it is a child subreaper
 (``process_tree.py``), so the processes the candidate started that left the group (``setsid``, a
-daemon's double fork) are found and killed too: none outlives the worker.
+daemon's double fork) are found and killed too: none outlives the worker. The spawned process is
+a *keeper* that forks the worker: a subreaper too, it holds the orphans of a worker the
+candidate killed and kills them (``_keeper_main``).
 
 Inside the worker, before the candidate is imported:
 
@@ -32,6 +34,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -144,16 +147,24 @@ class CandidateProcess:
         self.timeout_s = float(timeout_s)
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
+        # the keeper's reports (the worker's id, its exit code), a few words of text: nothing
+        # the candidate can write to (the worker closes its copy before loading it)
+        self._status, status_child = context.Pipe(duplex=False)
+        self._worker_pid: int | None = None
+        self._worker_exit: int | None = None
         # without CUDA the worker runs Triton kernels under the interpreter (it inherits the
         # switch, which Triton reads at import)
         runtime.command_device()
         self._process = context.Process(
-            target=_worker_main, args=(child, encode(config.as_dict())), daemon=True
+            target=_keeper_main,
+            args=(child, status_child, encode(config.as_dict())),
+            daemon=True,
         )
         self._processes_ended = False
         with _main_module_hidden():
             self._process.start()
         child.close()
+        status_child.close()
         self.ready = self._receive(self.timeout_s + 60.0)  # + interpreter start and imports
         if not self.ready.get("ok"):
             self.close()
@@ -170,9 +181,10 @@ class CandidateProcess:
                 )
             data = self._conn.recv_bytes()
         except (EOFError, OSError, ConnectionError):
+            self._read_status(2.0, until_exit=True)  # the keeper reaps the worker at once
             self._end_processes()
             self._process.join(5)
-            code = self._process.exitcode
+            code = self._worker_exit if self._worker_exit is not None else self._process.exitcode
             raise WorkerFailure(
                 "crash", f"the candidate's process died (exit code {code})"
             ) from None
@@ -189,35 +201,64 @@ class CandidateProcess:
             raise WorkerFailure("crash", "the candidate's process is gone") from None
         return self._receive(self.timeout_s if timeout_s is None else timeout_s)
 
+    def _read_status(self, timeout_s: float, *, until_exit: bool = False) -> None:
+        """Take the keeper's reports that have come (waiting up to ``timeout_s`` for the
+        worker's exit code with ``until_exit``): the worker's id, then its exit code."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic() if until_exit else 0.0
+            if until_exit and self._worker_exit is not None:
+                return
+            try:
+                if not self._status.poll(max(0.0, remaining)):
+                    return
+                kind, _, value = self._status.recv_bytes(64).decode().partition(" ")
+            except (EOFError, OSError, UnicodeDecodeError):
+                return  # the keeper is gone (or it runs the worker itself: nothing comes)
+            with contextlib.suppress(ValueError):
+                if kind == "worker":
+                    self._worker_pid = int(value)
+                elif kind == "exit":
+                    self._worker_exit = int(value)
+
     def close(self) -> None:
         # the worker holds nothing worth a clean shutdown; killing it skips torch's slow teardown
         self._end_processes()
         self._process.join(5)
         self._conn.close()
+        self._status.close()
 
     def _end_processes(self) -> None:
         """Kill the worker and whatever the candidate started and left running (a forked child,
         a pool, a daemon in a session of its own), so nothing touches files after the run or
         loads the device while the next contender is timed.
 
-        In this order: the worker is stopped (its threads fork no more) but kept alive, since as
-        the subreaper of its descendants it keeps every orphan among them in its subtree, where
-        they are killed; then its process group (the only net where there is no subreaper), and
-        the worker itself. All before the worker is reaped, while its pid (the group's id, the
-        subtree's root) cannot be reused."""
+        In this order: the worker is stopped (its threads fork no more); every descendant of the
+        keeper is killed, the worker among them (the keeper, a subreaper, holds the orphans of
+        a worker that died, and the worker, one too, those of the processes it started); then
+        the process group (the only net where there is no subreaper), and the keeper. All
+        before the keeper is reaped, while its pid (the group's id, the subtree's root) cannot
+        be reused. Where there is no keeper (no subreaper), the spawned process is the worker
+        and is stopped itself."""
         pid = self._process.pid
         if self._processes_ended or pid is None:
             return
         self._processes_ended = True
-        if hasattr(signal, "SIGSTOP"):
+        self._read_status(0.0)
+        target = pid if self._worker_pid is None else self._worker_pid
+        # a worker the keeper has reaped is left alone: its id may name another process by now
+        reaped = self._worker_exit is not None or (
+            target != pid and target not in process_tree.living_descendants(pid)
+        )
+        if hasattr(signal, "SIGSTOP") and not reaped:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGSTOP)
+                os.kill(target, signal.SIGSTOP)
         try:
             process_tree.end_descendants(pid)
         finally:
             if hasattr(os, "killpg"):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pid, signal.SIGKILL)  # no group yet: the worker died before it
+                    os.killpg(pid, signal.SIGKILL)  # no group yet: the keeper died before it
             self._process.kill()  # stopped, it must not wait outside its group for the join
 
     def __enter__(self) -> CandidateProcess:
@@ -564,16 +605,56 @@ def _no_grad(model: torch.nn.Module) -> Any:
     return call
 
 
-def _worker_main(conn: Any, config_bytes: bytes) -> None:
-    """Entry point of the spawned worker: load the candidate, then serve commands."""
+def _keeper_main(conn: Any, status_conn: Any, config_bytes: bytes) -> None:
+    """Entry point of the spawned process, the *keeper*: a child subreaper that forks the worker
+    and outlives it. A candidate that kills its own worker leaves its processes orphaned; they
+    are re-parented to the keeper (not to init), which kills them as soon as it has reaped the
+    worker, and the harness kills whatever is left in the keeper's subtree when it ends the
+    worker. The keeper reports the worker's id, then its exit code, on ``status_conn``. Where it
+    cannot be a subreaper (not Linux) it runs the worker itself."""
     if hasattr(os, "setpgid"):
         # a process group of its own, made before the candidate runs: every process it starts
         # joins it, and the harness kills the group when it ends the worker
         os.setpgid(0, 0)
+    try:
+        process_tree.become_subreaper()
+    except OSError:
+        status_conn.close()
+        _worker_main(conn, config_bytes)  # it reports why there is no subreaper
+        return
+    worker = os.fork()
+    if worker == 0:
+        code = 1
+        try:
+            status_conn.close()
+            _worker_main(conn, config_bytes)
+            code = 0
+        finally:
+            os._exit(code)  # never back into the keeper's code
+    conn.close()  # the worker holds the only other end: the harness sees EOF when it dies
+    with contextlib.suppress(OSError):
+        status_conn.send_bytes(f"worker {worker}".encode())
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+        if pid == worker:
+            with contextlib.suppress(OSError):
+                status_conn.send_bytes(f"exit {os.waitstatus_to_exitcode(status)}".encode())
+            # the worker's orphans are the keeper's children now: end them all, then go
+            process_tree.end_descendants(os.getpid())
+            process_tree.reap_children()
+            return
+
+
+def _worker_main(conn: Any, config_bytes: bytes) -> None:
+    """The worker: load the candidate, then serve commands."""
     subreaper_error = None
     try:
-        # also before the candidate runs: orphans among the processes it starts, in whatever
-        # group or session, are re-parented to this process instead of init, staying in reach
+        # before the candidate runs: orphans among the processes it starts, in whatever group
+        # or session, are re-parented to this process instead of the keeper or init, so this
+        # process ends them all when it closes
         process_tree.become_subreaper()
     except OSError as exc:
         subreaper_error = str(exc)
@@ -581,7 +662,7 @@ def _worker_main(conn: Any, config_bytes: bytes) -> None:
         _serve(conn, decode(config_bytes), subreaper_error)
     finally:
         # the harness asked to close or went away: end what the candidate started while this
-        # process still holds it (once it exits, its orphans would go to init)
+        # process still holds it
         process_tree.end_descendants(os.getpid())
         process_tree.reap_children()
 
