@@ -129,24 +129,42 @@ def _ce_variants(grid_flat, grid_rows) -> dict[str, Fn]:
     return out
 
 
-def _norm_fwd_variants(center: bool, warps: tuple[int, ...]) -> dict[str, Fn]:
-    """The norm forward through the whole-row kernel (one row a program, read once) at each
-    ``num_warps``, weight loaded late and early, at any row length up to 32768."""
+def _norm_fwd_variants(
+    center: bool, N: int, warps: tuple[int, ...], rows: tuple[tuple[int, int, int], ...]
+) -> dict[str, Fn]:
+    """The norm forward through the whole-row kernel (one row a program, read once) at each of
+    ``warps``, weight loaded late and early, and through the row kernels at each (BLOCK_N, rows a
+    program, num_warps) of ``rows``: the tile kernel where the block covers the row, else the
+    chunked kernel (the row read twice, the second time from L2)."""
     from warpforge.ops import norm
+    from warpforge.ops._rows import row_launch_shape
     from warpforge.ops._wide_rows import WideLaunch
     from warpforge.ops.norm_problems import EPS, LN_EPS
+
+    eps = LN_EPS if center else EPS
+
+    def variant(forward):
+        if center:
+            return lambda x, wt, b: forward(x, wt, b)[0]
+        return lambda x, wt: forward(x, wt, None)[0]
 
     out: dict[str, Fn] = {}
     for w in warps:
         for early in (False, True):
             launch = WideLaunch(w, early_w=early)
-            label = f"whole-row {w}w{' early' if early else ''}"
-            if center:
-                out[label] = lambda x, wt, b, la=launch: norm.wide_norm_forward(
-                    x, wt, b, None, LN_EPS, 0.0, True, la)[0]  # fmt: skip
-            else:
-                out[label] = lambda x, wt, la=launch: norm.wide_norm_forward(
-                    x, wt, None, None, EPS, 0.0, False, la)[0]  # fmt: skip
+            out[f"whole-row {w}w{' early' if early else ''}"] = variant(
+                lambda x, wt, b, la=launch: norm.wide_norm_forward(
+                    x, wt, b, None, eps, 0.0, center, la))  # fmt: skip
+    for block, per_program, w in rows:
+
+        def rows_forward(x, wt, b, block=block, per_program=per_program, w=w):
+            M, N = x.shape
+            launch = row_launch_shape(M, N, x.dtype, x.device, block_n=block,
+                                      rows_per_program=per_program, num_warps=w)  # fmt: skip
+            return norm._norm_forward(x, wt, b, None, eps, 0.0, center, launch)
+
+        kind = "chunked" if block < N else "tiles"
+        out[f"{kind} {block}/{per_program}/{w}w"] = variant(rows_forward)
     return out
 
 
@@ -249,14 +267,19 @@ SM_GRID_SHORT = [(2, 1), (2, 2), (4, 1), (4, 4), (8, 2), (16, 8)]
 CE_FLAT_GRID = [(256, 2), (512, 2), (512, 4), (1024, 2), (1024, 4), (1024, 8), (2048, 4), (2048, 8),
                 (4096, 8), (8192, 16)]  # fmt: skip
 CE_ROWS_GRID = [(1024, 2), (2048, 4), (2048, 8), (4096, 4), (8192, 8), (8192, 16), (16384, 16)]
+CHUNKED = ((2048, 1, 4), (4096, 1, 8), (8192, 1, 8), (8192, 1, 16))
 NORM_FWD_CASES = [
-    ("rms_norm.fwd", BF16, 4096, 32768, (16, 32)),
-    ("layer_norm.fwd", FP32, 4096, 16384, (16, 32)),
-    ("layer_norm.fwd", FP32, 16384, 4096, (4, 8)),
-    ("rms_norm.fwd", BF16, 16384, 4096, (4, 8)),
-]
+    ("rms_norm.fwd", BF16, 4096, 32768, (16, 32), CHUNKED),
+    ("layer_norm.fwd", FP32, 4096, 16384, (16, 32), ((16384, 1, 16), (16384, 1, 32), *CHUNKED)),
+    ("layer_norm.fwd", FP32, 16384, 4096, (4, 8), ((4096, 1, 4), (4096, 1, 8), (4096, 2, 8),
+                                                   (4096, 2, 16), (4096, 4, 16))),
+    ("rms_norm.fwd", BF16, 16384, 4096, (4, 8), ((4096, 1, 4), (4096, 2, 4), (4096, 2, 8),
+                                                 (4096, 4, 8), (4096, 4, 16))),
+]  # fmt: skip
 """Norm forwards under torch.compile on the H200 (``session16 fwd-bf16-call3``,
-``session17 normfwd-fp32-call6``: 0.90x, 0.92x, 0.93x, 0.95x), against the whole-row kernel."""
+``session17 normfwd-fp32-call6``: 0.90x, 0.92x, 0.93x, 0.95x), against the whole-row kernel and
+the row kernels at other launches (``(name, dtype, M, N, whole-row warps, (BLOCK_N, rows a
+program, num_warps) of the row kernels)``)."""
 CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257), (4096, 262144)]
 """The float32 backward where its launches were once told apart: rows that pad the row
 kernel's last slice, wide rows, rows off 16-byte boundaries and whole slices."""
@@ -335,13 +358,18 @@ def cases(device, smoke: bool):
 
         return f"cross_entropy.bwd M={rows} V={classes} {dtype}", build
 
-    def norm_fwd(name, dtype, M, N, warps):
+    def norm_fwd(name, dtype, M, N, warps, rows):
         dtype = FP32 if smoke else dtype  # bf16 loads are wrong under the interpreter
 
         def build():
             problem = get_problem(name)
             shape = {"M": 64, "N": 256} if smoke else {"M": M, "N": N}
-            variants = _norm_fwd_variants(name.startswith("layer"), (4,) if smoke else warps)
+            variants = _norm_fwd_variants(
+                name.startswith("layer"),
+                shape["N"],
+                (4,) if smoke else warps,
+                ((256, 2, 2), (128, 1, 1)) if smoke else rows,
+            )
             contenders = _with_baselines(problem, variants)
             return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
                     problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
