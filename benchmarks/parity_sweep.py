@@ -122,6 +122,15 @@ def _ce_variants(grid_flat, grid_rows) -> dict[str, Fn]:
         out[f"flat BLOCK={block} warps={warps}"] = lambda lg, t, lse, g, b=block, w=warps: (
             ce.flat_row_grads(torch.empty_like(lg), lg, t, lse, g, IGNORE_INDEX, 0.0, 0.0, (b, w))
         )
+    for block, warps in grid_flat[:2]:  # the logits loaded without evict_first
+
+        def plain(lg, t, lse, g, b=block, w=warps):
+            grad = torch.empty_like(lg)
+            return ce.flat_row_grads(
+                grad, lg, t, lse, g, IGNORE_INDEX, 0.0, 0.0, (b, w), evict_first=False
+            )
+
+        out[f"flat BLOCK={block} warps={warps} plain"] = plain
     for block, warps in grid_rows:
         out[f"rows BLOCK={block} warps={warps}"] = lambda lg, t, lse, g, b=block, w=warps: (
             ce.row_grads(torch.empty_like(lg), lg, t, lse, g, IGNORE_INDEX, 0.0, 0.0, launch=(b, w))
@@ -264,8 +273,9 @@ ACT_FWD_GRID = [(1024, 8, 3), (1024, 4, 1), (512, 8, 1), (512, 4, 1), (512, 2, 1
 ACT_BWD_GRID = [(1024, 8, 3), (1024, 4, 1), (512, 8, 1), (512, 4, 1), (256, 2, 1)]
 SM_GRID = [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1), (4, 2), (4, 4), (8, 2), (8, 4), (16, 8)]
 SM_GRID_SHORT = [(2, 1), (2, 2), (4, 1), (4, 4), (8, 2), (16, 8)]
-CE_FLAT_GRID = [(256, 2), (512, 2), (512, 4), (1024, 2), (1024, 4), (1024, 8), (2048, 4), (2048, 8),
+CE_FLAT_GRID = [(1024, 4), (512, 2), (256, 2), (512, 4), (1024, 2), (1024, 8), (2048, 4), (2048, 8),
                 (4096, 8), (8192, 16)]  # fmt: skip
+"""(BLOCK, num_warps) of the flat backward; the first two also without evict_first."""
 CE_ROWS_GRID = [(1024, 2), (2048, 4), (2048, 8), (4096, 4), (8192, 8), (8192, 16), (16384, 16)]
 CHUNKED = ((2048, 1, 4), (4096, 1, 8), (8192, 1, 8), (8192, 1, 16))
 NORM_FWD_CASES = [

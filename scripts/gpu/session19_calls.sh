@@ -7,7 +7,9 @@
 #      layer_norm.fwd fp32 4096 x 16384 0.92x and 16384 x 4096 0.93x, rms_norm.fwd bf16
 #      16384 x 4096 0.95x) against the whole-row kernel at 4-32 warps
 #      (benchmarks/parity_sweep.py NORM_FWD_CASES), with torch.compile's generated kernels,
-#      autotuned configs and SASS packed (dumps.tgz) to read what it does there
+#      autotuned configs and SASS packed (dumps.tgz) to read what it does there; and the float32
+#      cross entropy backward (0.98x torch.compile at 16384 x 32000 and 8192 x 128256, ce-fp32-call6)
+#      with the flat stream's logits loaded without evict_first ("plain"), as torch.compile loads them
 #   2  exhaustive tuning on the H200 of the float32 norm forwards at the shapes where they run
 #      under torch.compile (0.93-0.99x, session18 all-H200 table in docs/ops.md); compare with
 #      scripts/shipped_on_trials.py, as the seventeenth session did for bf16
@@ -24,11 +26,12 @@ case "$CALL" in
      export TORCHINDUCTOR_CACHE_DIR="$W/inductor" TRITON_CACHE_DIR="$W/triton"
      t0=$SECONDS
      TORCH_LOGS=output_code timeout 420 python3 benchmarks/parity_sweep.py --out "$OUT/parity" \
-       --only rms_norm.fwd layer_norm.fwd > "$OUT/parity.log" 2> "$W/parity.err"
+       --only rms_norm.fwd layer_norm.fwd "cross_entropy.bwd M=16384" "cross_entropy.bwd M=8192" \
+       > "$OUT/parity.log" 2> "$W/parity.err"
      echo "parity sweep: exit $? in $((SECONDS - t0)) s"
      cp "$OUT/parity/parity_sweep.json" "$OUT/keep/parity-sweep-normfwd.json" 2>/dev/null
      grep -vE "^\s*$" "$OUT/parity.log" | head -80
-     sass_dump "$TRITON_CACHE_DIR" "$W/sass" '*triton_per*|*triton_red*|*norm_fwd*|*wide*'
+     sass_dump "$TRITON_CACHE_DIR" "$W/sass" '*triton_per*|*triton_red*|*triton_poi*|*norm_fwd*|*wide*|*cross_entropy_bwd*'
      ( cd "$W" && find . \( -name '*.py' -o -name '*.best_config' -o -name '*.ttgir' \
          -o -name '*.sass' -o -name '*.err' \) -print0 \
        | tar czf "$OUT/keep/normfwd-compile-dumps.tgz" --null -T - ) ;;

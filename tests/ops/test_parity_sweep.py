@@ -35,3 +35,7 @@ def test_smoke_run_checks_and_times_the_variants(tmp_path: Path) -> None:
     assert {"whole-row 4w", "whole-row 4w early", "tiles 256/2/2w", "chunked 128/1/1w"} <= {
         row["contender"] for row in cases["layer_norm.fwd M=16384 N=4096 torch.float32"]["rows"]
     }
+    ce_rows = {
+        row["contender"] for row in cases["cross_entropy.bwd M=4096 V=50257 torch.float32"]["rows"]
+    }
+    assert {"flat BLOCK=64 warps=1", "flat BLOCK=64 warps=1 plain"} <= ce_rows

@@ -603,10 +603,13 @@ def flat_row_grads(
     label_smoothing: float,
     z_loss: float,
     launch: tuple[int, int],
+    *,
+    evict_first: bool = True,
 ) -> torch.Tensor:
     """:func:`row_grads` through ``cross_entropy_bwd_flat_kernel``: contiguous logits and
     gradient taken as one stream of ``BLOCK``-element blocks (``launch`` = (BLOCK, num_warps),
-    ``BLOCK <= n_cols``), for a vocabulary that the row kernel's slices would pad."""
+    ``BLOCK <= n_cols``), wherever rows begin; ``evict_first=False`` loads the logits without
+    the eviction hint (benchmark sweeps)."""
     from warpforge.ops._kernels.cross_entropy import cross_entropy_bwd_flat_kernel
 
     n_rows, n_cols = logits.shape
@@ -624,7 +627,8 @@ def flat_row_grads(
         cross_entropy_bwd_flat_kernel[(cdiv(n, block),)](
             grad_logits, logits, target, lse, grad_loss, _row_stride(grad_loss), n_rows, n_cols,
             n, ignore_index, float(label_smoothing), float(z_loss),
-            BLOCK=block, WIDE=n + block + n_cols >= 2**31, num_warps=num_warps,
+            BLOCK=block, WIDE=n + block + n_cols >= 2**31, EVICT_FIRST=evict_first,
+            num_warps=num_warps,
         )  # fmt: skip
     return grad_logits
 

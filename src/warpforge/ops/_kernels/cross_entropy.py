@@ -1036,7 +1036,7 @@ def _flat_row_terms(target_ptr, lse_ptr, grad_loss_ptr, grad_loss_stride, row, n
 def cross_entropy_bwd_flat_kernel(
     grad_logits_ptr, logits_ptr, target_ptr, lse_ptr, grad_loss_ptr, grad_loss_stride,
     n_rows, n_cols, n_elements, ignore_index, label_smoothing, z_loss,
-    BLOCK: tl.constexpr, WIDE: tl.constexpr,
+    BLOCK: tl.constexpr, WIDE: tl.constexpr, EVICT_FIRST: tl.constexpr = True,
 ):  # fmt: skip
     """``cross_entropy_bwd_kernel`` over contiguous logits seen as one flat stream: program
     ``pid`` takes elements ``[pid * BLOCK, (pid + 1) * BLOCK)`` wherever rows begin, so no lane
@@ -1056,10 +1056,17 @@ def cross_entropy_bwd_flat_kernel(
     # arguments would wrap past 2**31 elements
     whole = start + BLOCK <= n_elements
     mask = offs < n_elements
-    if whole:
-        x = tl.load(logits_ptr + offs, eviction_policy="evict_first")
+    # the logits are read once: evict_first keeps them from pushing lse and targets out of L2
+    # (``EVICT_FIRST``; off, the load is plain, as torch.compile's kernel loads them)
+    if EVICT_FIRST:
+        if whole:
+            x = tl.load(logits_ptr + offs, eviction_policy="evict_first")
+        else:
+            x = tl.load(logits_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+    elif whole:
+        x = tl.load(logits_ptr + offs)
     else:
-        x = tl.load(logits_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+        x = tl.load(logits_ptr + offs, mask=mask, other=0.0)
     row = start // n_cols
     boundary = (row + 1) * n_cols
     target_a, lse_a, scale_a = _flat_row_terms(
