@@ -1,4 +1,4 @@
-"""The tests reach only names that warpforge's modules define.
+"""The tests, benchmarks and scripts reach only names that warpforge's modules define.
 
 GPU tests skip on machines without a GPU, CI's included, so a renamed or removed module
 constant that only a GPU test reads would pass CI and fail on the first GPU run (the
@@ -59,7 +59,10 @@ def _module_aliases(tree: ast.Module) -> dict[str, str]:
                         aliases[target.id] = str(value.args[0].value)  # type: ignore[union-attr]
                     else:
                         rebound.add(target.id)
-        elif isinstance(node, (ast.For, ast.With, ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
+        elif isinstance(
+            node,
+            (ast.For, ast.comprehension, ast.With, ast.AugAssign, ast.AnnAssign, ast.NamedExpr),
+        ):
             targets = [node.target] if hasattr(node, "target") else []
             if isinstance(node, ast.With):
                 targets = [item.optional_vars for item in node.items if item.optional_vars]
@@ -96,11 +99,21 @@ def _missing_names(path: Path, root: Path = TESTS) -> list[str]:
     return missing
 
 
+ROOT = TESTS.parent
+GPU_SCRIPTS = sorted([*(ROOT / "benchmarks").rglob("*.py"), *(ROOT / "scripts").rglob("*.py")])
+"""The benchmarks and scripts, most of which run only on the GPU machine, rot the same way."""
+
+
 @pytest.mark.parametrize(
     "path", sorted(TESTS.rglob("test_*.py")), ids=lambda p: str(p.relative_to(TESTS))
 )
 def test_tests_reach_only_defined_names(path: Path) -> None:
     assert _missing_names(path) == []
+
+
+@pytest.mark.parametrize("path", GPU_SCRIPTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_benchmarks_and_scripts_reach_only_defined_names(path: Path) -> None:
+    assert _missing_names(path, ROOT) == []
 
 
 def test_a_removed_name_is_found(tmp_path: Path) -> None:
@@ -118,6 +131,8 @@ def test_a_removed_name_is_found(tmp_path: Path) -> None:
         "def test_y():\n"
         "    kernels = {}\n"
         "    kernels.get('x')\n"
+        "from warpforge.blueprint import problems as p\n"
+        "names = [p.name for p in []]\n"
     )
     path = tmp_path / "_stale_probe_test.py"
     path.write_text(source)
