@@ -16,6 +16,10 @@
 #   3  issue 6's compiler measurements on the H200, never run there (benchmarks/compiler_bench.py:
 #      cold compile against torch.compile's, a new process's first result from the disk cache,
 #      the in-memory hit lookup, the 10 000-call replay's hit ratio) for two blueprints
+#   4  issue 5's large resample shapes on the H200 (72-75% of copy, 0.95-1.11x torch.compile,
+#      session17 robotics-call4.json; 88-91% on the H100): the search and tile launches
+#      (benchmarks/robotics_sweep.py) and the L2 prefetch of rows, since the H100's picks may
+#      keep too few bytes in flight for the H200's bandwidth
 # Usage: bash scripts/gpu/session19_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -43,6 +47,12 @@ case "$CALL" in
        > "$OUT/compiler.log" 2>&1
      echo "compiler bench: exit $? in $((SECONDS - t0)) s"; tail -30 "$OUT/compiler.log"
      cp "$OUT/compiler/compiler.json" "$OUT/keep/" 2>/dev/null ;;
-  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
+  4) t0=$SECONDS
+     timeout 560 python3 benchmarks/robotics_sweep.py --out "$OUT/robotics" --budget-s 480 \
+       --stages search,tile,prefetch --only "fwd.bf16 B=64 S=4096,fwd.fp32 B=1024" \
+       > "$OUT/robotics.log" 2>&1
+     echo "robotics sweep: exit $? in $((SECONDS - t0)) s"; tail -60 "$OUT/robotics.log"
+     cp "$OUT/robotics/robotics-sweep.json" "$OUT/keep/" 2>/dev/null ;;
+  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
