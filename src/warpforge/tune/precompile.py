@@ -199,9 +199,12 @@ class CompilePool:
         executor, self._executor = self._executor, None
         if executor is None:
             return
-        # The executor keeps no public handle on its processes before Python 3.14 (kill_workers).
-        for process in list(executor._processes.values()):
-            process.kill()
+        kill_workers = getattr(executor, "kill_workers", None)  # Python 3.14 and later
+        if kill_workers is not None:
+            kill_workers()
+        else:  # no public handle on the executor's processes before 3.14
+            for process in list(executor._processes.values()):
+                process.kill()
         # Seeing its workers dead, the executor fails the pending tasks and joins the processes
         # (no zombies), so this returns at once.
         executor.shutdown(wait=True, cancel_futures=True)
