@@ -3,13 +3,16 @@
 # (nvidia-h200), most useful first. Carry .whl/ (Liger-Kernel); set WARPFORGE_GIT_COMMIT to this
 # machine's `git rev-parse HEAD` as a literal hash (calls_common.sh says why). Each call comes
 # back as OUT/call-N.tgz; results go under benchmarks/results/session19-h200-<date>/.
-#   1  the norm forwards under torch.compile on the H200 (rms_norm.fwd bf16 4096 x 32768 0.90x,
-#      layer_norm.fwd fp32 4096 x 16384 0.92x and 16384 x 4096 0.93x, rms_norm.fwd bf16
-#      16384 x 4096 0.95x) against the whole-row kernel at 4-32 warps
-#      (benchmarks/parity_sweep.py NORM_FWD_CASES), with torch.compile's generated kernels,
-#      autotuned configs and SASS packed (dumps.tgz) to read what it does there; and the float32
-#      cross entropy backward (0.98x torch.compile at 16384 x 32000 and 8192 x 128256, ce-fp32-call6)
-#      with the flat stream's logits loaded without evict_first ("plain"), as torch.compile loads them
+#   1  first the harness's candidate workers on CUDA since the keeper process (a subreaper
+#      that forks the worker; eighteenth session, run on the CPU only): the cheating gallery
+#      and the harness GPU tests. Then the norm forwards under torch.compile on the H200
+#      (rms_norm.fwd bf16 4096 x 32768 0.90x, layer_norm.fwd fp32 4096 x 16384 0.92x and
+#      16384 x 4096 0.93x, rms_norm.fwd bf16 16384 x 4096 0.95x) against the whole-row, tile and
+#      chunked launches (benchmarks/parity_sweep.py NORM_FWD_CASES), with torch.compile's
+#      generated kernels, autotuned configs and SASS packed (normfwd-compile-dumps.tgz) to read
+#      what it does there; and the float32 cross entropy backward (0.98x torch.compile at
+#      16384 x 32000 and 8192 x 128256, ce-fp32-call6) with the flat stream's logits loaded
+#      without evict_first ("plain"), as torch.compile loads them
 #   2  exhaustive tuning on the H200 of the float32 norm forwards at the shapes where they run
 #      under torch.compile (0.93-0.99x, session18 all-H200 table in docs/ops.md); compare with
 #      scripts/shipped_on_trials.py, as the seventeenth session did for bf16
@@ -26,16 +29,25 @@ source "$(dirname "$0")/calls_common.sh"
 start_call session19_calls.sh "$@"
 
 case "$CALL" in
-  1) W="$OUT/w"
+  1) t0=$SECONDS
+     timeout 170 python3 -m pytest -q -p no:cacheprovider -rfEs \
+       tests/harness/test_cheating_gallery.py tests/harness/test_gpu_measurements.py \
+       > "$OUT/keep/gpu-tests-harness.txt" 2>&1
+     echo "harness tests on CUDA: exit $? in $((SECONDS - t0)) s:" \
+       "$(tail -1 "$OUT/keep/gpu-tests-harness.txt")"
+     W="$OUT/w"
+     mkdir -p "$W"
      export TORCHINDUCTOR_CACHE_DIR="$W/inductor" TRITON_CACHE_DIR="$W/triton"
      t0=$SECONDS
-     TORCH_LOGS=output_code timeout 420 python3 benchmarks/parity_sweep.py --out "$OUT/parity" \
-       --only rms_norm.fwd layer_norm.fwd "cross_entropy.bwd M=16384" "cross_entropy.bwd M=8192" \
+     TORCH_LOGS=output_code timeout $((520 - SECONDS)) python3 benchmarks/parity_sweep.py \
+       --out "$OUT/parity" --only rms_norm.fwd layer_norm.fwd "cross_entropy.bwd M=16384" \
+       "cross_entropy.bwd M=8192" \
        > "$OUT/parity.log" 2> "$W/parity.err"
      echo "parity sweep: exit $? in $((SECONDS - t0)) s"
      cp "$OUT/parity/parity_sweep.json" "$OUT/keep/parity-sweep-normfwd.json" 2>/dev/null
      grep -vE "^\s*$" "$OUT/parity.log" | head -80
-     sass_dump "$TRITON_CACHE_DIR" "$W/sass" '*triton_per*|*triton_red*|*triton_poi*|*norm_fwd*|*wide*|*cross_entropy_bwd*'
+     sass_dump "$TRITON_CACHE_DIR" "$W/sass" \
+       '*triton_per*|*triton_red*|*triton_poi*|*norm_fwd*|*wide*|*cross_entropy_bwd*'
      ( cd "$W" && find . \( -name '*.py' -o -name '*.best_config' -o -name '*.ttgir' \
          -o -name '*.sass' -o -name '*.err' \) -print0 \
        | tar czf "$OUT/keep/normfwd-compile-dumps.tgz" --null -T - ) ;;
