@@ -373,7 +373,7 @@ def cases(device, smoke: bool):
 
         def build():
             problem = get_problem(name)
-            shape = {"M": 64, "N": 256} if smoke else {"M": M, "N": N}
+            shape = {"M": 8, "N": 256} if smoke else {"M": M, "N": N}
             variants = _norm_fwd_variants(
                 name.startswith("layer"),
                 shape["N"],
