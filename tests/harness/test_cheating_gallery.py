@@ -151,6 +151,17 @@ def test_a_process_that_escapes_then_kills_its_worker_dies_too(
     assert not (tmp_path / "escapee.outlived").exists()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the keeper is Linux's")
+def test_a_candidate_that_kills_the_keeper_dies_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker gets SIGKILL when its keeper dies (PR_SET_PDEATHSIG): killing the keeper, the
+    first step of escaping it, is a crash, even where the candidate then answers honestly."""
+    import os
+
+    monkeypatch.setenv("WARPFORGE_TEST_HARNESS_PID", str(os.getpid()))
+    result = _verify("kill_keeper", "ref_scale", timeout_s=60.0)
+    assert not result.passed and "crash" in result.reasons(), result.reasons()
+
+
 def _running(pid: int) -> bool:
     """Process ``pid`` exists and has not exited (a zombie left for init to reap has)."""
     try:

@@ -622,11 +622,14 @@ def _keeper_main(conn: Any, status_conn: Any, config_bytes: bytes) -> None:
         status_conn.close()
         _worker_main(conn, config_bytes)  # it reports why there is no subreaper
         return
+    keeper = os.getpid()
     worker = os.fork()
     if worker == 0:
         code = 1
         try:
             status_conn.close()
+            # a candidate that kills the keeper ends its worker with it: a crash, seen at once
+            process_tree.die_with_parent(keeper)
             _worker_main(conn, config_bytes)
             code = 0
         finally:

@@ -21,6 +21,8 @@ import time
 
 PR_SET_CHILD_SUBREAPER = 36
 """``prctl`` option (``<linux/prctl.h>``, Linux 3.4 and later)."""
+PR_SET_PDEATHSIG = 1
+"""``prctl`` option: the signal this process gets when its parent dies."""
 PROC = "/proc"
 
 
@@ -36,6 +38,17 @@ def become_subreaper() -> None:
     if prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"prctl(PR_SET_CHILD_SUBREAPER) failed: {os.strerror(errno)}")
+
+
+def die_with_parent(parent: int) -> None:
+    """SIGKILL this process when its parent (``parent``) dies; at once if it already has. Linux
+    only; elsewhere nothing happens."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # it died before the request took effect
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def living_descendants(root: int) -> list[int]:
