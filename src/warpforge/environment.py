@@ -7,6 +7,7 @@ to the machine, software and commit that produced it.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import os
 import platform
@@ -94,6 +95,13 @@ def source_tree_hash(root: Path = PACKAGE_ROOT) -> str:
     return source_files_hash(files)
 
 
+@functools.cache
+def _running_source_hash() -> str:
+    """``source_tree_hash()`` once a process (a fingerprint is taken for every report and
+    ceilings lookup): the package's files when first asked, after its modules have loaded."""
+    return source_tree_hash()
+
+
 def _driver_version() -> str | None:
     try:
         import pynvml  # from nvidia-ml-py
@@ -129,7 +137,7 @@ def environment_fingerprint() -> dict[str, Any]:
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "warpforge": __version__,
         "git_commit": _git_commit(),
-        "source_sha256": source_tree_hash(),
+        "source_sha256": _running_source_hash(),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "torch": torch.__version__,
