@@ -122,15 +122,15 @@ def _ce_variants(grid_flat, grid_rows) -> dict[str, Fn]:
         out[f"flat BLOCK={block} warps={warps}"] = lambda lg, t, lse, g, b=block, w=warps: (
             ce.flat_row_grads(torch.empty_like(lg), lg, t, lse, g, IGNORE_INDEX, 0.0, 0.0, (b, w))
         )
-    for block, warps in grid_flat[:2]:  # the logits loaded without evict_first
+    for block, warps in grid_flat[:2]:  # the logits loaded evict_first
 
-        def plain(lg, t, lse, g, b=block, w=warps):
+        def evicting(lg, t, lse, g, b=block, w=warps):
             grad = torch.empty_like(lg)
             return ce.flat_row_grads(
-                grad, lg, t, lse, g, IGNORE_INDEX, 0.0, 0.0, (b, w), evict_first=False
+                grad, lg, t, lse, g, IGNORE_INDEX, 0.0, 0.0, (b, w), evict_first=True
             )
 
-        out[f"flat BLOCK={block} warps={warps} plain"] = plain
+        out[f"flat BLOCK={block} warps={warps} evict_first"] = evicting
     for block, warps in grid_rows:
         out[f"rows BLOCK={block} warps={warps}"] = lambda lg, t, lse, g, b=block, w=warps: (
             ce.row_grads(torch.empty_like(lg), lg, t, lse, g, IGNORE_INDEX, 0.0, 0.0, launch=(b, w))
@@ -142,7 +142,7 @@ def _norm_fwd_variants(
     center: bool, N: int, warps: tuple[int, ...], rows: tuple[tuple[int, int, int], ...]
 ) -> dict[str, Fn]:
     """The norm forward through the whole-row kernel (one row a program, read once) at each of
-    ``warps``, weight loaded late and early, and through the row kernels at each (BLOCK_N, rows a
+    ``warps``, weight loaded late and early, x held or read again, and through the row kernels at each (BLOCK_N, rows a
     program, num_warps) of ``rows``: the tile kernel where the block covers the row, else the
     chunked kernel (the row read twice, the second time from L2)."""
     from warpforge.ops import norm
@@ -159,9 +159,10 @@ def _norm_fwd_variants(
 
     out: dict[str, Fn] = {}
     for w in warps:
-        for early in (False, True):
-            launch = WideLaunch(w, early_w=early)
-            out[f"whole-row {w}w{' early' if early else ''}"] = variant(
+        for early, reload in ((False, False), (True, False), (False, True), (True, True)):
+            launch = WideLaunch(w, early_w=early, reload=reload)
+            tags = " early" * early + " reload" * reload
+            out[f"whole-row {w}w{tags}"] = variant(
                 lambda x, wt, b, la=launch: norm.wide_norm_forward(
                     x, wt, b, None, eps, 0.0, center, la))  # fmt: skip
     for block, per_program, w in rows:
@@ -285,6 +286,11 @@ NORM_FWD_CASES = [
                                                    (4096, 2, 16), (4096, 4, 16))),
     ("rms_norm.fwd", BF16, 16384, 4096, (4, 8), ((4096, 1, 4), (4096, 2, 4), (4096, 2, 8),
                                                  (4096, 4, 8), (4096, 4, 16))),
+    ("rms_norm.fwd", FP32, 4096, 32768, (16, 32), CHUNKED),
+    ("layer_norm.fwd", BF16, 4096, 32768, (16, 32), CHUNKED),
+    ("rms_norm.fwd", FP32, 8192, 8192, (8, 16), ((8192, 1, 8), (8192, 1, 16), (8192, 2, 16))),
+    ("layer_norm.fwd", BF16, 8192, 8192, (8, 16), ((8192, 1, 8), (8192, 1, 16), (8192, 2, 16))),
+    ("rms_norm.fwd", BF16, 32768, 1024, (1, 2, 4), ((1024, 1, 1), (1024, 4, 4), (1024, 8, 4))),
 ]  # fmt: skip
 """Norm forwards under torch.compile on the H200 (``session16 fwd-bf16-call3``,
 ``session17 normfwd-fp32-call6``: 0.90x, 0.92x, 0.93x, 0.95x), against the whole-row kernel and

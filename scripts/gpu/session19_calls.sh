@@ -23,6 +23,11 @@
 #      session17 robotics-call4.json; 88-91% on the H100): the search and tile launches
 #      (benchmarks/robotics_sweep.py) and the L2 prefetch of rows, since the H100's picks may
 #      keep too few bytes in flight for the H200's bandwidth
+#   5  (nineteenth session, after call 1) the keeper's tests on CUDA in time enough (call 1's
+#      170 s ran out after 18 of the gallery's tests at ~10 s each, a CUDA worker apiece); the
+#      norm forwards' whole-row kernel with x read again (RELOAD, as torch.compile's kernels read
+#      a row) at the shapes of call 1 and five more; the float32 cross entropy backward's plain
+#      loads (now shipped) at the two shapes call 1 did not time
 # Usage: bash scripts/gpu/session19_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -65,6 +70,20 @@ case "$CALL" in
        > "$OUT/robotics.log" 2>&1
      echo "robotics sweep: exit $? in $((SECONDS - t0)) s"; tail -60 "$OUT/robotics.log"
      cp "$OUT/robotics/robotics-sweep.json" "$OUT/keep/" 2>/dev/null ;;
-  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
+  5) t0=$SECONDS
+     timeout 230 python3 -m pytest -q -p no:cacheprovider -rfEs \
+       tests/harness/test_gpu_measurements.py tests/harness/test_cheating_gallery.py \
+       -k "gpu or crash or exit_process or dies or keeper or honest or hanging" \
+       > "$OUT/keep/gpu-tests-harness.txt" 2>&1
+     echo "harness tests on CUDA: exit $? in $((SECONDS - t0)) s:" \
+       "$(tail -1 "$OUT/keep/gpu-tests-harness.txt")"
+     grep -E "^FAILED|^ERROR" "$OUT/keep/gpu-tests-harness.txt" | head
+     t0=$SECONDS
+     timeout $((560 - SECONDS)) python3 benchmarks/parity_sweep.py --out "$OUT/parity" \
+       --only rms_norm.fwd layer_norm.fwd "cross_entropy.bwd M=4096" > "$OUT/parity.log" 2>&1
+     echo "parity sweep: exit $? in $((SECONDS - t0)) s"
+     cp "$OUT/parity/parity_sweep.json" "$OUT/keep/parity-sweep-reload.json" 2>/dev/null
+     grep -vE "^\s*$|liger unavailable" "$OUT/parity.log" | head -150 ;;
+  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

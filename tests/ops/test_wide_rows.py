@@ -15,12 +15,14 @@ from warpforge.ops import layer_norm, log_softmax, norm, rms_norm, softmax, soft
 from warpforge.ops._wide_rows import WIDE_ROWS, WideLaunch, wide_launch
 
 NORMS = {"rms": (False, False), "add_rms": (False, True), "layer": (True, False)}
-# every kernel option: one row a program, weight early or late, streaming hints, 16 warps
+# every kernel option: one row a program, weight early or late, streaming hints, x read again,
+# 16 warps
 LAUNCHES = {
     "32w": WideLaunch(32),
     "32w-early": WideLaunch(32, early_w=True),
     "16w-early-stream": WideLaunch(16, early_w=True, stream=True),
     "32w-stream": WideLaunch(32, stream=True),
+    "16w-early-reload": WideLaunch(16, early_w=True, reload=True),
 }
 
 
@@ -45,7 +47,8 @@ def _dtypes(device):
 @pytest.mark.parametrize("launch", list(LAUNCHES))
 @pytest.mark.parametrize("op", list(NORMS))
 @pytest.mark.parametrize(
-    ("M", "N", "stride"), [(3, 16411, None), (2, 32768, 32800), (4, 24577, None)]
+    ("M", "N", "stride"),
+    [(3, 16411, None), (2, 32768, 32800), (4, 24577, None), (5, 4099, 4104)],
 )
 def test_norm_forward_launches(op, launch, M, N, stride, device, poison_outputs):
     center, residual = NORMS[op]

@@ -29,6 +29,8 @@ class WideLaunch:
     """Norms: weight and bias loaded before the row reductions (``EARLY_W``)."""
     stream: bool = False
     """x loaded evict_first and y stored .cs (``STREAM``); the one-row-a-program kernels only."""
+    reload: bool = False
+    """Norms: x read again for the output instead of held across the reductions (``RELOAD``)."""
     min_n: int = MAX_SINGLE_PASS_N + 1
     """Narrowest row the dispatch gives this launch (narrower rows keep the other kernels)."""
     aligned: bool = False

@@ -576,7 +576,10 @@ kernel's 4096-column slices pad) and 1014.6-1057.0 for the row kernel's launches
 default) and 410.7 for torch.compile. On the H100 (``parity-sweep-2026-11-25-h100.json``) this
 launch at 16384 x 32000 ran 1408.8 us against 1396.4 at 8192 / 16 warps (0.9% slower); the
 H100 never timed it at the other shapes. 2-byte logits keep the row kernel (1.64-2.85x
-torch.compile on the H200, ``session17-h200-2026-11-28/ce-bf16-call2.json``)."""
+torch.compile on the H200, ``session17-h200-2026-11-28/ce-bf16-call2.json``). The logits are
+loaded without an eviction hint since the nineteenth session
+(``session19-h200-2026-11-29/parity-sweep-call1.json``): 16384 x 32000 987.7 us against 1011.3
+with ``evict_first`` (torch.compile 993.2), 8192 x 128256 1977.3 against 2021.6 (1981.5)."""
 
 
 def _flat_bwd_launch(logits: torch.Tensor) -> tuple[int, int] | None:
@@ -604,12 +607,12 @@ def flat_row_grads(
     z_loss: float,
     launch: tuple[int, int],
     *,
-    evict_first: bool = True,
+    evict_first: bool = False,
 ) -> torch.Tensor:
     """:func:`row_grads` through ``cross_entropy_bwd_flat_kernel``: contiguous logits and
     gradient taken as one stream of ``BLOCK``-element blocks (``launch`` = (BLOCK, num_warps),
-    ``BLOCK <= n_cols``), wherever rows begin; ``evict_first=False`` loads the logits without
-    the eviction hint (benchmark sweeps)."""
+    ``BLOCK <= n_cols``), wherever rows begin; ``evict_first=True`` loads the logits with the
+    eviction hint (benchmark sweeps; slower on the H200, ``FLAT_BWD_LAUNCHES``)."""
     from warpforge.ops._kernels.cross_entropy import cross_entropy_bwd_flat_kernel
 
     n_rows, n_cols = logits.shape

@@ -536,6 +536,7 @@ def wide_norm_forward(
             **flags,
             EARLY_W=launch.early_w,
             STREAM=launch.stream,
+            RELOAD=launch.reload,
             num_warps=launch.num_warps,
         )
     return y, h, mean, rstd

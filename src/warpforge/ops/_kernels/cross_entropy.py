@@ -1036,7 +1036,7 @@ def _flat_row_terms(target_ptr, lse_ptr, grad_loss_ptr, grad_loss_stride, row, n
 def cross_entropy_bwd_flat_kernel(
     grad_logits_ptr, logits_ptr, target_ptr, lse_ptr, grad_loss_ptr, grad_loss_stride,
     n_rows, n_cols, n_elements, ignore_index, label_smoothing, z_loss,
-    BLOCK: tl.constexpr, WIDE: tl.constexpr, EVICT_FIRST: tl.constexpr = True,
+    BLOCK: tl.constexpr, WIDE: tl.constexpr, EVICT_FIRST: tl.constexpr = False,
 ):  # fmt: skip
     """``cross_entropy_bwd_kernel`` over contiguous logits seen as one flat stream: program
     ``pid`` takes elements ``[pid * BLOCK, (pid + 1) * BLOCK)`` wherever rows begin, so no lane
@@ -1056,8 +1056,8 @@ def cross_entropy_bwd_flat_kernel(
     # arguments would wrap past 2**31 elements
     whole = start + BLOCK <= n_elements
     mask = offs < n_elements
-    # the logits are read once: evict_first keeps them from pushing lse and targets out of L2
-    # (``EVICT_FIRST``; off, the load is plain, as torch.compile's kernel loads them)
+    # plain loads, as torch.compile's kernel reads the logits, ran faster on the H200 than
+    # evict_first (``EVICT_FIRST``, kept for the sweeps; ``FLAT_BWD_LAUNCHES`` has the numbers)
     if EVICT_FIRST:
         if whole:
             x = tl.load(logits_ptr + offs, eviction_policy="evict_first")

@@ -12,6 +12,10 @@ Options (constexpr) that the launch sweep picks between:
   hides under x's rather than following the reductions (costs their registers meanwhile).
 * ``STREAM``: x loaded ``evict_first`` and y stored ``.cs``: each is touched once, so L2 keeps
   the weight (and, at one row a program, nothing else worth keeping).
+* ``RELOAD`` (norm): x is not held from the reductions to the output but read again (first
+  ``evict_last``, then ``evict_first``, as torch.compile's reduction kernels read a row), so
+  fewer registers stay live across the reductions and more programs fit on an SM; the second
+  read comes from L1 or L2.
 
 Row offsets are int64 (operands of more than 2**31 elements).
 """
@@ -62,13 +66,17 @@ def norm_fwd_wide_kernel(
     BLOCK_N: tl.constexpr,
     EARLY_W: tl.constexpr,
     STREAM: tl.constexpr,
+    RELOAD: tl.constexpr = False,
 ):
     """``norm_fwd_rows_kernel``'s arithmetic (same order, same rounding) on one whole row."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
 
-    x = _load_row(X + row * stride_x, cols, mask, 0.0, STREAM)
+    if RELOAD:
+        x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0, eviction_policy="evict_last")
+    else:
+        x = _load_row(X + row * stride_x, cols, mask, 0.0, STREAM)
     if HAS_RESIDUAL:
         r = _load_row(R + row * stride_r, cols, mask, 0.0, STREAM)
         # h rounded to the input dtype before it is normalised, as eager ``x + residual``
@@ -88,6 +96,16 @@ def norm_fwd_wide_kernel(
     rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
     tl.store(RSTD + row, rstd)
 
+    if RELOAD:
+        if HAS_RESIDUAL:
+            tl.debug_barrier()  # h, written by this program's threads, is read back
+            src = H + row * stride_h
+        else:
+            src = X + row * stride_x
+        x = tl.load(src + cols, mask=mask, other=0.0, eviction_policy="evict_first")
+        x = x.to(tl.float32)
+        if CENTER:
+            x = x - mean
     y = x * rstd
     if HAS_WEIGHT:
         if not EARLY_W:
