@@ -291,6 +291,13 @@ NORM_FWD_CASES = [
     ("rms_norm.fwd", FP32, 8192, 8192, (8, 16), ((8192, 1, 8), (8192, 1, 16), (8192, 2, 16))),
     ("layer_norm.fwd", BF16, 8192, 8192, (8, 16), ((8192, 1, 8), (8192, 1, 16), (8192, 2, 16))),
     ("rms_norm.fwd", BF16, 32768, 1024, (1, 2, 4), ((1024, 1, 1), (1024, 4, 4), (1024, 8, 4))),
+    *((name, dtype, M, N, warps, ())  # the rest of the sweep's rows of 2048-16384 columns
+      for name in ("rms_norm.fwd", "layer_norm.fwd") for dtype in (BF16, FP32)
+      for M, N, warps in ((16384, 2048, (2, 4)), (16384, 4096, (4, 8)), (8192, 8192, (8, 16)),
+                          (4096, 16384, (16, 32)))
+      if (name, dtype, N) not in {("layer_norm.fwd", FP32, 16384), ("layer_norm.fwd", FP32, 4096),
+                                  ("rms_norm.fwd", BF16, 4096), ("rms_norm.fwd", FP32, 8192),
+                                  ("layer_norm.fwd", BF16, 8192)}),
 ]  # fmt: skip
 """Norm forwards under torch.compile on the H200 (``session16 fwd-bf16-call3``,
 ``session17 normfwd-fp32-call6``: 0.90x, 0.92x, 0.93x, 0.95x), against the whole-row kernel and

@@ -28,6 +28,8 @@
 #      norm forwards' whole-row kernel with x read again (RELOAD, as torch.compile's kernels read
 #      a row) at the shapes of call 1 and five more; the float32 cross entropy backward's plain
 #      loads (now shipped) at the two shapes call 1 did not time
+#   6  the whole-row forward (held or read again, weight early or late) at the issue's sweep rows
+#      of 2048-16384 columns call 5 did not time (RMSNorm and LayerNorm, bf16 and float32)
 # Usage: bash scripts/gpu/session19_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -84,6 +86,16 @@ case "$CALL" in
      echo "parity sweep: exit $? in $((SECONDS - t0)) s"
      cp "$OUT/parity/parity_sweep.json" "$OUT/keep/parity-sweep-reload.json" 2>/dev/null
      grep -vE "^\s*$|liger unavailable" "$OUT/parity.log" | head -150 ;;
-  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
+  6) t0=$SECONDS
+     timeout 540 python3 benchmarks/parity_sweep.py --out "$OUT/parity" --only \
+       "rms_norm.fwd M=16384 N=2048" "rms_norm.fwd M=8192 N=8192 torch.bfloat16" \
+       "rms_norm.fwd M=4096 N=16384" "rms_norm.fwd M=16384 N=4096 torch.float32" \
+       "layer_norm.fwd M=16384 N=2048" "layer_norm.fwd M=16384 N=4096 torch.bfloat16" \
+       "layer_norm.fwd M=4096 N=16384 torch.bfloat16" "layer_norm.fwd M=8192 N=8192 torch.float32" \
+       > "$OUT/parity.log" 2>&1
+     echo "parity sweep: exit $? in $((SECONDS - t0)) s"
+     cp "$OUT/parity/parity_sweep.json" "$OUT/keep/parity-sweep-rows.json" 2>/dev/null
+     grep -vE "^\s*$|liger unavailable" "$OUT/parity.log" | head -150 ;;
+  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
