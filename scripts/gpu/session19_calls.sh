@@ -30,6 +30,10 @@
 #      loads (now shipped) at the two shapes call 1 did not time
 #   6  the whole-row forward (held or read again, weight early or late) at the issue's sweep rows
 #      of 2048-16384 columns call 5 did not time (RMSNorm and LayerNorm, bf16 and float32)
+#   7  through the harness: bf16 RMSNorm and LayerNorm forwards (the row table
+#      NORM_FWD_ROW_LAUNCHES and RMSNorm's read-again launch at 16385-32768 columns, from calls
+#      5 and 6) and the float32 cross entropy backward (plain loads), the issue's sweep shapes
+#   8  the same for the float32 RMSNorm and LayerNorm forwards
 # Usage: bash scripts/gpu/session19_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -96,6 +100,12 @@ case "$CALL" in
      echo "parity sweep: exit $? in $((SECONDS - t0)) s"
      cp "$OUT/parity/parity_sweep.json" "$OUT/keep/parity-sweep-rows.json" 2>/dev/null
      grep -vE "^\s*$|liger unavailable" "$OUT/parity.log" | head -150 ;;
-  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
+  7) export SUITE_PIECES="rms_norm.fwd:125 layer_norm.fwd:125"
+     sweep_part bf16 fwd
+     export SUITE_PIECES="cross_entropy.bwd:80"
+     sweep_part fp32 ce ;;
+  8) export SUITE_PIECES="rms_norm.fwd:125 layer_norm.fwd:125"
+     sweep_part fp32 fwd ;;
+  *) echo "CALL: expected 1-8, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

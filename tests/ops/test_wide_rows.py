@@ -124,6 +124,53 @@ def wide_on(monkeypatch):
             monkeypatch.setitem(norm.NORM_FWD_WIDE_LAUNCHES, (size, kernel), WideLaunch(32))
         monkeypatch.setitem(softmax_ops.FWD_WIDE_LAUNCHES, size, WideLaunch(32))
         monkeypatch.setitem(softmax_ops.BWD_WIDE_LAUNCHES, size, WideLaunch(32))
+    monkeypatch.setattr(norm, "NORM_FWD_ROW_LAUNCHES", {})  # rows <= 16384: the tiled kernel
+
+
+@pytest.mark.parametrize("op", list(NORMS))
+def test_public_norms_take_the_row_table(op, monkeypatch, device, poison_outputs):
+    """Rows of 1025-16384 columns take the whole-row kernel where ``NORM_FWD_ROW_LAUNCHES``
+    lists their power of two (rows of whole 16-byte vectors only), the tiled kernel elsewhere;
+    either way the result is right."""
+    monkeypatch.delenv(WIDE_ROWS, raising=False)
+    spy = LaunchSpy(wide_kernels.norm_fwd_wide_kernel)
+    monkeypatch.setattr(wide_kernels, "norm_fwd_wide_kernel", spy)
+    center, residual = NORMS[op]
+    kernel = "layer_norm.fwd" if center else "add_rms_norm.fwd" if residual else "rms_norm.fwd"
+    launch = WideLaunch(4, early_w=True, reload=True, min_n=1, aligned=True)
+    monkeypatch.setattr(norm, "NORM_FWD_ROW_LAUNCHES", {(4, kernel, 4096): launch})
+    # listed power of two (2049-4096, aligned), unaligned, another power of two, too narrow
+    for N, launches in ((4096, 1), (2052, 1), (4095, 0), (4100, 0), (1024, 0)):
+        spy.grids.clear()
+        x, r, w, b = operands(3, N, torch.float32, device, shift=20.0 if center else 0.0)
+        if op == "add_rms":
+            got, want = rms_norm(x, w, 1e-6, residual=r), expected(x, w, None, r, 1e-6, 0.0, False)
+        elif op == "rms":
+            got, want = (rms_norm(x, w, 1e-6),), expected(x, w, None, None, 1e-6, 0.0, False)
+        else:
+            got, want = (layer_norm(x, w, b, 1e-5),), expected(x, w, b, None, 1e-5, 0.0, True)
+        assert len(spy.grids) == launches, N
+        torch.testing.assert_close(got[0].double(), want[0], atol=1e-5, rtol=1e-5)
+        if residual:
+            assert torch.equal(got[1], want[1])
+
+
+@pytest.mark.parametrize(
+    "key", sorted(norm.NORM_FWD_ROW_LAUNCHES), ids=lambda k: f"{k[1]}-{k[0]}B-{k[2]}"
+)
+def test_shipped_row_launches_compute_right(key, device, poison_outputs):
+    """Each launch of the shipped row table at a ragged row of its power of two."""
+    size, kernel, block = key
+    launch = norm.NORM_FWD_ROW_LAUNCHES[key]
+    N = block - 16 // size  # one 16-byte vector short of the power of two
+    assert norm.norm_fwd_wide_launch(N, size, kernel) == launch
+    assert norm.norm_fwd_wide_launch(block // 2, size, kernel) != launch
+    center = kernel.startswith("layer")
+    dtype = torch.float32 if size == 4 else torch.float16  # bf16 loads: GPU only
+    x, _, w, b = operands(3, N, dtype, device, shift=20.0 if center else 0.0)
+    b = b if center else None
+    got = norm.wide_norm_forward(x, w, b, None, 1e-6, 0.0, center, launch)
+    check(got, expected(x, w, b, None, 1e-6, 0.0, center), dtype, center, False)
 
 
 @pytest.mark.parametrize("op", list(NORMS))
@@ -193,9 +240,13 @@ def test_public_softmax_takes_the_wide_kernels(fn, wide_on, monkeypatch, device,
 @pytest.mark.parametrize(
     "dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"]
 )
-@pytest.mark.parametrize(("M", "N"), [(300, 32768), (5, 16411), (131, 24577), (1, 16385)])
+@pytest.mark.parametrize(
+    ("M", "N"),
+    [(300, 32768), (5, 16411), (131, 24577), (1, 16385), (129, 4096), (7, 2040), (3, 16376)],
+)
 def test_norm_forward_gpu(op, dtype, M, N, poison_outputs):
-    """Every launch option and the public op (the shipped dispatch) on the GPU."""
+    """Every launch option and the public op (the shipped dispatch, the row table's launches at
+    2040-16376 columns) on the GPU."""
     center, residual = NORMS[op]
     x, r, w, b = operands(M, N, dtype, "cuda", shift=20.0 if center else 0.0)
     r = r if residual else None

@@ -47,7 +47,7 @@ def wide_launch(
 ) -> WideLaunch | None:
     """``launches[key]`` for rows of its ``min_n``-32768 columns (of whole 16-byte vectors where
     it is ``aligned``) with the kernels on, else None."""
-    if not MAX_SINGLE_PASS_N < N <= WIDE_MAX_N:
+    if not 0 < N <= WIDE_MAX_N:
         return None
     if not (wide_rows_enabled() if enabled is None else enabled):
         return None

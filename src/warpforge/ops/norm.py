@@ -466,10 +466,10 @@ def split_norm_forward(
 # --------------------------------------------------------------------------- whole-row forward
 
 NORM_FWD_WIDE_LAUNCHES: dict[tuple[int, str], WideLaunch] = {
-    (2, "rms_norm.fwd"): WideLaunch(16, early_w=True),
+    (2, "rms_norm.fwd"): WideLaunch(32, early_w=True, reload=True),
     (2, "add_rms_norm.fwd"): WideLaunch(16),
     (2, "layer_norm.fwd"): WideLaunch(32, aligned=True),
-    (4, "rms_norm.fwd"): WideLaunch(32),
+    (4, "rms_norm.fwd"): WideLaunch(32, reload=True),
     (4, "add_rms_norm.fwd"): WideLaunch(16),
     (4, "layer_norm.fwd"): WideLaunch(32),
 }
@@ -488,14 +488,68 @@ Narrower rows (``widefwd-widths-2026-11-25-h100.txt``): faster at 20000, 24576 a
 (bf16 and float32), except bf16 LayerNorm at a length of no whole 16-byte vectors (24577: 646.1
 against 491.8 us; ``aligned``). float32 LayerNorm takes 32 warps since the H200
 (``session18-h200-2026-11-28/wide-rows-call3.txt``, 4096 x 32768): 289.1 us (89.5% of copy)
-against 315.8 at 16 warps, where the H100 had them within 1.1% (388.3 against 384.1)."""
+against 315.8 at 16 warps, where the H100 had them within 1.1% (388.3 against 384.1).
+RMSNorm reads x again for y (``reload``) since the nineteenth session (H200, 4096 x 32768,
+``session19-h200-2026-11-29/parity-sweep-call5.json``): bf16 130.0 us at 32 warps, weight
+early, against 146.5 for the launch before it and 132.3 for torch.compile; float32 255.5
+against 265.1 (torch.compile 255.2)."""
+
+_ROW = functools.partial(WideLaunch, min_n=1, aligned=True)  # the key's power of two bounds N
+NORM_FWD_ROW_LAUNCHES: dict[tuple[int, str, int], WideLaunch] = {
+    (2, "rms_norm.fwd", 2048): _ROW(4),
+    (2, "rms_norm.fwd", 4096): _ROW(8, early_w=True, reload=True),
+    (2, "rms_norm.fwd", 8192): _ROW(16, reload=True),
+    (2, "rms_norm.fwd", 16384): _ROW(16, early_w=True),
+    (2, "layer_norm.fwd", 4096): _ROW(4, reload=True),
+    (4, "rms_norm.fwd", 4096): _ROW(8, reload=True),
+    (4, "rms_norm.fwd", 8192): _ROW(16, early_w=True, reload=True),
+    (4, "rms_norm.fwd", 16384): _ROW(32, early_w=True, reload=True),
+    (4, "layer_norm.fwd", 2048): _ROW(4, early_w=True, reload=True),
+    (4, "layer_norm.fwd", 4096): _ROW(8, early_w=True, reload=True),
+    (4, "layer_norm.fwd", 8192): _ROW(16, reload=True),
+    (4, "layer_norm.fwd", 16384): _ROW(16, early_w=True),
+}
+"""(element size, tunable, the row's power of two) -> the whole-row launch (one row a program)
+of rows of 1025-16384 columns, of whole 16-byte vectors; keys not listed keep the tiled row
+kernel (its tuned launch). H200, kernel alone (``benchmarks/parity_sweep.py``,
+``session19-h200-2026-11-29/parity-sweep-call5.json`` and ``parity-sweep-call6.json``), the
+fastest launch at the issue's sweep rows against the tiled kernel's and torch.compile's, us:
+
+=============  =============  ===========  =====  =============
+tunable        dtype, M x N   whole-row    tiled  torch.compile
+=============  =============  ===========  =====  =============
+rms_norm.fwd   bf16 16384x2048    35.1      35.9       41.2
+rms_norm.fwd   bf16 16384x4096    66.9      70.2       74.7
+rms_norm.fwd   bf16 8192x8192     66.7      67.8       66.5
+rms_norm.fwd   bf16 4096x16384    67.7      70.6       69.9
+layer_norm.fwd bf16 16384x4096    68.1      71.1       96.2
+rms_norm.fwd   fp32 16384x4096   129.8     131.7      127.4
+rms_norm.fwd   fp32 8192x8192    128.7     132.4      129.3
+rms_norm.fwd   fp32 4096x16384   129.1     133.1      129.9
+layer_norm.fwd fp32 16384x2048    67.5      68.0       69.1
+layer_norm.fwd fp32 16384x4096   127.4     138.8      129.1
+layer_norm.fwd fp32 8192x8192    130.7     136.8      130.9
+layer_norm.fwd fp32 4096x16384   147.1     156.3      145.8
+=============  =============  ===========  =====  =============
+
+Not listed, the tiled kernel was as fast or faster: float32 RMSNorm at 2048 columns (67.1 both),
+bf16 LayerNorm at 2048, 8192 and 16384 (36.4, 69.7, 74.6 against 36.5, 70.1, 76.3). Reading x
+again (``reload``) frees the registers that held it across the reductions; the weight loaded
+early (``early_w``) hides its latency under x's. add+RMSNorm was not measured and keeps the
+tiled kernel."""
 
 
 def norm_fwd_wide_launch(
     N: int, element_size: int, kernel: str, enabled: bool | None = None
 ) -> WideLaunch | None:
-    """The whole-row launch of rows of N columns for ``kernel`` (``rms_norm.fwd`` ...), or None."""
-    return wide_launch(NORM_FWD_WIDE_LAUNCHES, (element_size, kernel), N, element_size, enabled)
+    """The whole-row launch of rows of N columns for ``kernel`` (``rms_norm.fwd`` ...), or None:
+    ``NORM_FWD_WIDE_LAUNCHES`` for rows of more than ``MAX_SINGLE_PASS_N`` columns,
+    ``NORM_FWD_ROW_LAUNCHES`` for narrower ones."""
+    if N > MAX_SINGLE_PASS_N:
+        key: tuple = (element_size, kernel)
+        return wide_launch(NORM_FWD_WIDE_LAUNCHES, key, N, element_size, enabled)
+    key = (element_size, kernel, next_power_of_2(N))
+    return wide_launch(NORM_FWD_ROW_LAUNCHES, key, N, element_size, enabled)
 
 
 def wide_norm_forward(
