@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Run in the nineteenth session: 1, 5, 6, 7, 8 (and the compiler bench of call 3 by hand, all
+# eight forward blueprints; benchmarks/results/session19-h200-2026-11-29/README.md); 2 and 4
+# wait for a later session.
 # The device calls planned in the eighteenth session for the next one, on the H200
 # (nvidia-h200), most useful first. Carry .whl/ (Liger-Kernel); set WARPFORGE_GIT_COMMIT to this
 # machine's `git rev-parse HEAD` as a literal hash (calls_common.sh says why). Each call comes

@@ -1,0 +1,50 @@
+"""scripts/compiler_table.py: the compiler benchmark's table, from the committed H200 reports."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import pytest
+
+from script_module import ROOT, load_script
+
+RESULTS = ROOT / "benchmarks/results/session19-h200-2026-11-29"
+
+
+@pytest.fixture(scope="module")
+def compiler_table():
+    return load_script("scripts/compiler_table.py")
+
+
+@pytest.fixture(scope="module")
+def reports():
+    return [json.loads((RESULTS / name).read_text())
+            for name in ("compiler-bias-gelu.json", "compiler-suite.json")]  # fmt: skip
+
+
+def test_one_row_a_blueprint_with_the_reports_numbers(compiler_table, reports):
+    text = compiler_table.render(reports)
+    blueprints = {b["problem"]: b for r in reports for b in r["blueprints"]}
+    rows = [line for line in text.splitlines() if line.startswith("| blueprint.")]
+    assert len(rows) == len(blueprints) == 8
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        b = blueprints[cells[0]]
+        ours, theirs = b["warpforge_cold"]["seconds"], b["torch_compile_cold"]["seconds"]
+        assert cells[2:5] == [f"{ours:.2f}", f"{theirs:.2f}", f"{ours / theirs:.2f}"]
+        assert cells[5] == f"{b['warm_first_result_ms_median']:.1f}"
+    met = re.search(r"cold compile <= 25% of torch.compile's: (\d+) of 8", text)
+    want = sum(b["cold_compile_ratio"] <= 0.25 for b in blueprints.values())
+    assert met is not None and int(met.group(1)) == want
+    assert "NVIDIA H200" in text and text.count("hit ratio 0.9984") == 2
+
+
+def test_reports_of_other_machines_or_commits_are_refused(compiler_table, reports):
+    other = copy.deepcopy(reports[1])
+    other["environment_fingerprint"]["git_commit"] = "0" * 40
+    with pytest.raises(ValueError, match="reports: expected one machine"):
+        compiler_table.render([reports[0], other])
+    with pytest.raises(ValueError, match="at least one"):
+        compiler_table.render([])
