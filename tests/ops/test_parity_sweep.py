@@ -15,7 +15,8 @@ SCRIPT = ROOT / "benchmarks" / "parity_sweep.py"
 
 def test_smoke_run_checks_and_times_the_variants(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    only = ["layer_norm.fwd M=16384", "cross_entropy.bwd M=4096 V=50257"]
+    only = ["layer_norm.fwd M=16384 N=4096", "add_rms_norm.fwd M=16384 N=4096",
+            "cross_entropy.bwd M=4096 V=50257"]  # fmt: skip
     command = [sys.executable, str(SCRIPT), "--out", str(tmp_path), "--smoke", "--max-time", "0.05"]
     command += ["--only", *only]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
@@ -24,6 +25,7 @@ def test_smoke_run_checks_and_times_the_variants(tmp_path: Path) -> None:
     assert report["environment"]["torch"]
     cases = {case["case"]: case for case in report["cases"]}
     assert sorted(cases) == [
+        "add_rms_norm.fwd M=16384 N=4096 torch.float32",  # bf16 cases run in float32 here
         "cross_entropy.bwd M=4096 V=50257 torch.float32",
         "layer_norm.fwd M=16384 N=4096 torch.float32",
     ]
