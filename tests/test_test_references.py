@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import types
 from pathlib import Path
 
@@ -140,3 +141,23 @@ def test_a_removed_name_is_found(tmp_path: Path) -> None:
         "_stale_probe_test.py:5: warpforge.ops.cross_entropy._NO_SUCH_CONSTANT",
         "_stale_probe_test.py:6: warpforge.ops._split_rows.NO_SUCH_PLAN",
     ]
+
+
+def _planned_call_scripts() -> list[Path]:
+    """The device-call scripts that will run again: every script but the sessions' call plans,
+    and the newest plan (older plans record what ran then, against the files of then)."""
+    scripts = sorted((ROOT / "scripts").rglob("*.sh"))
+    plans = [p for p in scripts if re.fullmatch(r"session\d+_calls\.sh", p.name)]
+    newest = max(plans, key=lambda p: int(re.sub(r"\D", "", p.name)), default=None)
+    return [p for p in scripts if p not in plans or p == newest]
+
+
+REPO_PATH = re.compile(r"\b(?:tests|benchmarks|scripts)/[\w./-]+\.(?:py|sh)\b")
+
+
+@pytest.mark.parametrize("path", _planned_call_scripts(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_device_scripts_name_only_existing_files(path: Path) -> None:
+    """A device call that names a missing test file runs nothing and still costs its start-up
+    (the nineteenth session lost one to ``tests/ops/test_norm_fwd_split.py``)."""
+    named = sorted(set(REPO_PATH.findall(path.read_text())))
+    assert [name for name in named if not (ROOT / name).exists()] == []

@@ -4,7 +4,8 @@
 # shapes) into OUT/tune.db, the shipped-configs export of what was found, then the harness bench
 # of the three problems against eager and torch.compile(max-autotune-no-cudagraphs) with those
 # configs. Usage: bash scripts/gpu/gemm_tune_bench.sh OUT_DIR [TUNE_BUDGET_S]   (repository root)
-# GEMM_TUNE_ONLY=REGEX tunes only the matching kernels; GEMM_PYTEST=1 adds the GPU tests;
+# GEMM_TUNE_ONLY=REGEX tunes only the matching kernels (GEMM_TUNE_ENTRIES and GEMM_BENCH: other
+# kernels and problems, below); GEMM_PYTEST=1 adds the GPU tests;
 # GEMM_VARIANTS=SECONDS runs scripts/gpu/gemm_variants.py until that many seconds have passed.
 set -uo pipefail
 OUT="${1:-gemm-out}"
@@ -29,6 +30,11 @@ TUNE=(
   "blueprint.mlp_block.k0_linear_gelu T=8192,D=2048,F=8192"
   "blueprint.mlp_block.k1_linear_add T=8192,D=2048,F=8192"
 )
+BENCH=(blueprint.causal_attention_scores blueprint.layernorm_linear_gelu blueprint.mlp_block)
+# GEMM_TUNE_ENTRIES ("KERNEL SHAPE" lines) and GEMM_BENCH ("PROBLEM ...") replace the lists
+# above, for other generated kernels (the row kernels' tunables work the same way)
+if [ -n "${GEMM_TUNE_ENTRIES:-}" ]; then mapfile -t TUNE <<< "$GEMM_TUNE_ENTRIES"; fi
+if [ -n "${GEMM_BENCH:-}" ]; then read -ra BENCH <<< "$GEMM_BENCH"; fi
 for entry in "${TUNE[@]}"; do
   kernel="${entry%% *}" shape="${entry##* }"
   if [ -n "${GEMM_TUNE_ONLY:-}" ] && ! [[ "$kernel" =~ $GEMM_TUNE_ONLY ]]; then
@@ -41,7 +47,7 @@ done
 timeout 30 "$PY" -m warpforge db export "$OUT/shipped-tuned.json" > "$OUT/export.log" 2>&1
 echo "export: exit $?" | tee -a "$SUMMARY"
 
-for name in blueprint.causal_attention_scores blueprint.layernorm_linear_gelu blueprint.mlp_block; do
+for name in "${BENCH[@]}"; do
   timeout 100 "$PY" -m warpforge bench --problem "$name" --out "$OUT/parts/$name.json" \
     --max-time 1 --dtype bf16 --no-ceilings > "$OUT/bench-$name.log" 2>&1
   echo "bench $name: exit $? at $((SECONDS - start)) s" | tee -a "$SUMMARY"

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The device calls planned in the nineteenth session for the next one, on the H200
+# (nvidia-h200), most useful first. Carry .whl/ (Liger-Kernel); set WARPFORGE_GIT_COMMIT to this
+# machine's `git rev-parse HEAD` as a literal hash (calls_common.sh says why). Each call comes
+# back as OUT/call-N.tgz; results go under benchmarks/results/session20-h200-<date>/.
+#   1  the norm GPU tests in full since the nineteenth session's dispatch (NORM_FWD_ROW_LAUNCHES:
+#      rows of 1025-16384 columns through the whole-row kernel; its bf16 cases run only here;
+#      session 19 ran the whole-row file's 82, then its limit stopped test_norm.py), then
+#      add+RMSNorm's forwards held and read again (benchmarks/parity_sweep.py, never timed with
+#      the whole-row kernel at 2048-16384 columns, nor read again at 32768)
+#   2  issue 6's row blueprints tuned on the H200 (their launches come from the H100's shipped
+#      configs): scaled_masked_softmax at both bench shapes (0.89x torch.compile at
+#      4 x 16 x 1024 x 1024 on the H200, 1.00x on the H100) and causal_attention_scores' fused
+#      matmul + softmax kernel (0.96x), each then benched through the harness with what tuning
+#      found (scripts/gpu/gemm_tune_bench.sh)
+#   3  the same for mlp_block's two GEMMs (0.97x cuBLAS through eager on the H200)
+#   4  issue 5's large resample shapes (session19_calls.sh 4: search, tile and prefetch launches)
+#   5  exhaustive tuning of the float32 norm forwards (session19_calls.sh 2)
+# Usage: bash scripts/gpu/session20_calls.sh OUT CALL
+set -uo pipefail
+source "$(dirname "$0")/calls_common.sh"
+start_call session20_calls.sh "$@"
+
+blueprint_tune() {  # BUDGET_S ENTRIES PROBLEMS: gemm_tune_bench.sh with these kernels/problems
+  GEMM_TUNE_ENTRIES="$2" GEMM_BENCH="$3" timeout 560 bash scripts/gpu/gemm_tune_bench.sh \
+    "$OUT/bp" "$1" > "$OUT/bp.log" 2>&1
+  cat "$OUT/bp/summary.txt"
+  cp "$OUT/bp/blueprint-gemm.json" "$OUT/keep/blueprint-tuned-call$CALL.json" 2>/dev/null
+  cp "$OUT/bp/shipped-tuned.json" "$OUT/keep/shipped-tuned-call$CALL.json" 2>/dev/null
+  python3 scripts/results_table.py "$OUT/bp/blueprint-gemm.json" 2>/dev/null | tail -12
+}
+
+case "$CALL" in
+  1) gpu_tests norms 330 tests/ops/test_norm.py tests/ops/test_wide_rows.py \
+       tests/ops/test_norm_split_fwd.py
+     t0=$SECONDS
+     timeout $((560 - SECONDS)) python3 benchmarks/parity_sweep.py --out "$OUT/parity" \
+       --only add_rms_norm.fwd > "$OUT/parity.log" 2>&1
+     echo "parity sweep: exit $? in $((SECONDS - t0)) s"
+     cp "$OUT/parity/parity_sweep.json" "$OUT/keep/parity-sweep-addrms.json" 2>/dev/null
+     grep -vE "^\s*$|liger unavailable" "$OUT/parity.log" | head -120 ;;
+  2) blueprint_tune 45 \
+       "blueprint.scaled_masked_softmax.k0_mul_add_softmax B=4,NH=16,T=1024
+blueprint.scaled_masked_softmax.k0_mul_add_softmax B=1,NH=32,T=2048
+blueprint.causal_attention_scores.k1_matmul_mul_where_softmax B=4,NH=16,T=1024,DH=64" \
+       "blueprint.scaled_masked_softmax blueprint.causal_attention_scores" ;;
+  3) blueprint_tune 60 \
+       "blueprint.mlp_block.k0_linear_gelu T=8192,D=2048,F=8192
+blueprint.mlp_block.k1_linear_add T=8192,D=2048,F=8192" "blueprint.mlp_block" ;;
+  4) t0=$SECONDS
+     timeout 560 python3 benchmarks/robotics_sweep.py --out "$OUT/robotics" --budget-s 480 \
+       --stages search,tile,prefetch --only "fwd.bf16 B=64 S=4096,fwd.fp32 B=1024" \
+       > "$OUT/robotics.log" 2>&1
+     echo "robotics sweep: exit $? in $((SECONDS - t0)) s"; tail -60 "$OUT/robotics.log"
+     cp "$OUT/robotics/robotics-sweep.json" "$OUT/keep/" 2>/dev/null ;;
+  5) norm_grid normfwd-fp32 float32 "rms_norm.fwd layer_norm.fwd add_rms_norm.fwd" \
+       "M=16384,N=4096 M=8192,N=8192 M=16384,N=2048 M=32768,N=1024 M=4096,N=16384 M=32768,N=256" ;;
+  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
+esac
+finish_call one
