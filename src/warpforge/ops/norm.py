@@ -515,22 +515,19 @@ kernel (its tuned launch). H200, kernel alone (``benchmarks/parity_sweep.py``,
 ``session19-h200-2026-11-29/parity-sweep-call5.json`` and ``parity-sweep-call6.json``), the
 fastest launch at the issue's sweep rows against the tiled kernel's and torch.compile's, us:
 
-=============  =============  ===========  =====  =============
-tunable        dtype, M x N   whole-row    tiled  torch.compile
-=============  =============  ===========  =====  =============
-rms_norm.fwd   bf16 16384x2048    35.1      35.9       41.2
-rms_norm.fwd   bf16 16384x4096    66.9      70.2       74.7
-rms_norm.fwd   bf16 8192x8192     66.7      67.8       66.5
-rms_norm.fwd   bf16 4096x16384    67.7      70.6       69.9
-layer_norm.fwd bf16 16384x4096    68.1      71.1       96.2
-rms_norm.fwd   fp32 16384x4096   129.8     131.7      127.4
-rms_norm.fwd   fp32 8192x8192    128.7     132.4      129.3
-rms_norm.fwd   fp32 4096x16384   129.1     133.1      129.9
-layer_norm.fwd fp32 16384x2048    67.5      68.0       69.1
-layer_norm.fwd fp32 16384x4096   127.4     138.8      129.1
-layer_norm.fwd fp32 8192x8192    130.7     136.8      130.9
-layer_norm.fwd fp32 4096x16384   147.1     156.3      145.8
-=============  =============  ===========  =====  =============
+    tunable         dtype  M x N          whole-row   tiled   torch.compile
+    rms_norm.fwd    bf16   16384 x 2048        35.1    35.9            41.2
+    rms_norm.fwd    bf16   16384 x 4096        66.9    70.2            74.7
+    rms_norm.fwd    bf16    8192 x 8192        66.7    67.8            66.5
+    rms_norm.fwd    bf16   4096 x 16384        67.7    70.6            69.9
+    layer_norm.fwd  bf16   16384 x 4096        68.1    71.1            96.2
+    rms_norm.fwd    fp32   16384 x 4096       129.8   131.7           127.4
+    rms_norm.fwd    fp32    8192 x 8192       128.7   132.4           129.3
+    rms_norm.fwd    fp32   4096 x 16384       129.1   133.1           129.9
+    layer_norm.fwd  fp32   16384 x 2048        67.5    68.0            69.1
+    layer_norm.fwd  fp32   16384 x 4096       127.4   138.8           129.1
+    layer_norm.fwd  fp32    8192 x 8192       130.7   136.8           130.9
+    layer_norm.fwd  fp32   4096 x 16384       147.1   156.3           145.8
 
 Not listed, the tiled kernel was as fast or faster: float32 RMSNorm at 2048 columns (67.1 both),
 bf16 LayerNorm at 2048, 8192 and 16384 (36.4, 69.7, 74.6 against 36.5, 70.1, 76.3). Reading x
@@ -605,8 +602,9 @@ def _forward(
     offset: float,
     center: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The custom ops' forward: the whole-row kernel for rows of 16385-32768 columns where
-    ``NORM_FWD_WIDE_LAUNCHES`` lists one (and ``WARPFORGE_WIDE_ROWS`` is not off), the split
+    """The custom ops' forward: the whole-row kernel where ``norm_fwd_wide_launch`` gives a
+    launch (rows of 16385-32768 columns in ``NORM_FWD_WIDE_LAUNCHES``, of 1025-16384 in
+    ``NORM_FWD_ROW_LAUNCHES``; ``WARPFORGE_WIDE_ROWS`` not off), the split
     kernel for rows of at least ``NORM_FWD_SPLIT_MIN_N`` columns when a plan fits (and
     ``WARPFORGE_NORM_FWD_SPLIT`` is not off), else :func:`_norm_forward`."""
     M, N = x.shape
