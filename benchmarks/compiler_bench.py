@@ -7,7 +7,9 @@ Measures, for each blueprint of the suite (``warpforge.blueprint.problems``):
 * **cold compile**: a fresh process with empty WARPFORGE_CACHE_DIR, TRITON_CACHE_DIR and
   TORCHINDUCTOR_CACHE_DIR runs ``warpforge.compile`` and the first call to a synchronised
   result; another fresh process does the same with
-  ``torch.compile(mode="max-autotune-no-cudagraphs")`` on the reference function.
+  ``torch.compile(mode="max-autotune-no-cudagraphs")`` on the reference function. One more
+  fresh process runs warpforge's cold compile under cProfile (``warpforge_cold_profile``: code
+  generation, the launch-config lookup, Triton's compile stages and ``ptxas``, per kernel).
 * **warm first result**: a new process reusing the cold run's caches. The headline is timed
   from calling ``warpforge.compile`` to the synchronised result, in a process where torch, the
   CUDA context, the inputs, triton and warpforge are already there (as in a training job);
@@ -91,7 +93,7 @@ def _child(args: argparse.Namespace) -> None:
     sync()
     stages["inputs_s"] = time.perf_counter() - t
     stages["triton_import_s"] = None  # type: ignore[assignment]
-    if args.mode in ("warpforge", "warm", "warm-profile"):
+    if args.mode in ("warpforge", "cold-profile", "warm", "warm-profile"):
         t = time.perf_counter()
         import triton  # noqa: F401 - a package import, reported apart from the compile time
 
@@ -117,7 +119,7 @@ def _child(args: argparse.Namespace) -> None:
     builder = getattr(problems, f"{args.blueprint}_blueprint")
     ir = builder(args.dtype)
     profiler = None
-    if args.mode == "warm-profile":
+    if args.mode in ("warm-profile", "cold-profile"):
         import cProfile
 
         profiler = cProfile.Profile()
@@ -491,7 +493,9 @@ def main() -> None:
     )
     parser.add_argument("--warm-repeats", type=int, default=3)
     parser.add_argument(
-        "--no-profile", action="store_true", help="skip the cProfile'd warm run per blueprint"
+        "--no-profile",
+        action="store_true",
+        help="skip the cProfile'd cold and warm runs per blueprint",
     )
     parser.add_argument("--lookup-samples", type=int, default=20000)
     parser.add_argument("--replay-steps", type=int, default=10000)
@@ -589,6 +593,11 @@ def main() -> None:
             entry["warpforge_cold"] = _run_child(
                 "warpforge", problem.name, use, shape, caches, args.timeout
             )
+            if not args.no_profile:  # where a cold compile's time goes, in caches of its own
+                entry["warpforge_cold_profile"] = _run_child(
+                    "cold-profile", problem.name, use, shape,
+                    _fresh_caches(scratch, "warpforge-profile"), args.timeout,
+                )  # fmt: skip
             warm = [
                 _run_child("warm", problem.name, use, shape, caches, args.timeout)
                 for _ in range(args.warm_repeats)

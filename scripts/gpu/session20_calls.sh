@@ -16,6 +16,9 @@
 #   3  the same for mlp_block's two GEMMs (0.97x cuBLAS through eager on the H200)
 #   4  issue 5's large resample shapes (session19_calls.sh 4: search, tile and prefetch launches)
 #   5  exhaustive tuning of the float32 norm forwards (session19_calls.sh 2)
+#   6  the cold compile of the two blueprints that compile GEMMs, profiled (compiler_bench.py's
+#      warpforge_cold_profile): layernorm_linear_gelu took 31% of torch.compile's cold compile
+#      on the H200 (target 25%; session19 compiler-suite.json), mlp_block 17%
 # Usage: bash scripts/gpu/session20_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -55,6 +58,12 @@ blueprint.mlp_block.k1_linear_add T=8192,D=2048,F=8192" "blueprint.mlp_block" ;;
      cp "$OUT/robotics/robotics-sweep.json" "$OUT/keep/" 2>/dev/null ;;
   5) norm_grid normfwd-fp32 float32 "rms_norm.fwd layer_norm.fwd add_rms_norm.fwd" \
        "M=16384,N=4096 M=8192,N=8192 M=16384,N=2048 M=32768,N=1024 M=4096,N=16384 M=32768,N=256" ;;
-  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
+  6) t0=$SECONDS
+     timeout 540 python3 benchmarks/compiler_bench.py --out "$OUT/compiler" \
+       --name compiler-gemm --problems blueprint.layernorm_linear_gelu blueprint.mlp_block \
+       --timeout 150 > "$OUT/compiler.log" 2>&1
+     echo "compiler bench: exit $? in $((SECONDS - t0)) s"; tail -5 "$OUT/compiler.log"
+     cp "$OUT/compiler/compiler-gemm.json" "$OUT/keep/" 2>/dev/null ;;
+  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -48,6 +48,9 @@ def test_compiler_bench_smoke(tmp_path: Path) -> None:
     triton_cold = entry["warm_first_result_triton_not_imported"]
     assert triton_cold["stages"]["triton_import_s"] is None and triton_cold["disk_hits"] == 1
     assert entry["warm_first_result_empty_triton_cache"]["disk_hits"] == 1
+    cold_profile = entry["warpforge_cold_profile"]
+    assert cold_profile["builds"] == 1 and cold_profile["disk_hits"] == 0  # caches of its own
+    assert any("compiler.py" in row["function"] for row in cold_profile["profile_top_cumulative"])
     profile = entry["warm_first_result_profile"]["profile_top_cumulative"]
     assert any("compiler.py" in row["function"] for row in profile)
     assert entry["warm_first_result_profile"]["profile_top_self"]
