@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from norm_fwd_check import TOL, check, expected, operands
 
 import warpforge.ops._kernels.wide_rows as wide_kernels
@@ -153,6 +155,50 @@ def test_public_norms_take_the_row_table(op, monkeypatch, device, poison_outputs
         torch.testing.assert_close(got[0].double(), want[0], atol=1e-5, rtol=1e-5)
         if residual:
             assert torch.equal(got[1], want[1])
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    op=st.sampled_from(sorted(NORMS)),
+    dtype=st.sampled_from([torch.float32, torch.float16]),
+    m=st.integers(1, 3),
+    vectors=st.integers(129, 2048),  # N = 8 * vectors - short: 1025-16384 columns
+    short=st.sampled_from([0, 0, 0, 1, 2, 4, 7]),
+    weight=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_public_forwards_of_1025_to_16384_columns(op, dtype, m, vectors, short, weight, seed,
+                                                  monkeypatch):  # fmt: skip
+    """The public norm forwards with the shipped row table, at random widths (mostly whole
+    16-byte vectors, which the table's launches take, some not), against float64; whichever
+    kernel the dispatch picks, the whole-row one exactly where ``norm_fwd_wide_launch`` says."""
+    torch.manual_seed(seed)
+    center, residual = NORMS[op]
+    N = 8 * vectors - short
+    x, r, w, b = operands(m, N, dtype, "cpu", shift=20.0 if center else 0.0)
+    w = w if weight else None
+    with monkeypatch.context() as patched:  # undone after each example
+        patched.delenv(WIDE_ROWS, raising=False)
+        spy = LaunchSpy(wide_kernels.norm_fwd_wide_kernel)
+        patched.setattr(wide_kernels, "norm_fwd_wide_kernel", spy)
+        if op == "layer":
+            b = b if weight else None
+            got, want = (layer_norm(x, w, b, 1e-5),), expected(x, w, b, None, 1e-5, 0.0, True)
+        elif op == "add_rms":
+            got = rms_norm(x, w, 1e-6, residual=r)
+            want = expected(x, w, None, r, 1e-6, 0.0, False)
+        else:
+            offset = 0.25 if weight else 0.0  # an offset needs a weight (ValueError)
+            got = (rms_norm(x, w, 1e-6, offset=offset),)
+            want = expected(x, w, None, None, 1e-6, offset, False)
+    kernel = "layer_norm.fwd" if center else "add_rms_norm.fwd" if residual else "rms_norm.fwd"
+    assert len(spy.grids) == (norm.norm_fwd_wide_launch(N, x.element_size(), kernel) is not None)
+    assert got[0].dtype == dtype
+    torch.testing.assert_close(got[0].double(), want[0], atol=TOL[dtype], rtol=TOL[dtype])
+    if residual:
+        assert torch.equal(got[1], want[1])
 
 
 @pytest.mark.parametrize(
