@@ -5,9 +5,8 @@
 # back as OUT/call-N.tgz; results go under benchmarks/results/session20-h200-<date>/.
 #   1  the norm GPU tests in full since the nineteenth session's dispatch (NORM_FWD_ROW_LAUNCHES:
 #      rows of 1025-16384 columns through the whole-row kernel; its bf16 cases run only here;
-#      session 19 ran the whole-row file's 82, then its limit stopped test_norm.py), then
-#      add+RMSNorm's forwards held and read again (benchmarks/parity_sweep.py, never timed with
-#      the whole-row kernel at 2048-16384 columns, nor read again at 32768)
+#      session 19 ran the whole-row file's 82, then its limit stopped test_norm.py), and the
+#      cross entropy GPU tests (the flat backward's loads changed to plain)
 #   2  issue 6's row blueprints tuned on the H200 (their launches come from the H100's shipped
 #      configs): scaled_masked_softmax at both bench shapes (0.89x torch.compile at
 #      4 x 16 x 1024 x 1024 on the H200, 1.00x on the H100) and causal_attention_scores' fused
@@ -18,7 +17,9 @@
 #   5  exhaustive tuning of the float32 norm forwards (session19_calls.sh 2)
 #   6  the cold compile of the two blueprints that compile GEMMs, profiled (compiler_bench.py's
 #      warpforge_cold_profile): layernorm_linear_gelu took 31% of torch.compile's cold compile
-#      on the H200 (target 25%; session19 compiler-suite.json), mlp_block 17%
+#      on the H200 (target 25%; session19 compiler-suite.json), mlp_block 17%; then
+#      add+RMSNorm's forwards held and read again (benchmarks/parity_sweep.py, never timed with
+#      the whole-row kernel at 2048-16384 columns, nor read again at 32768)
 # Usage: bash scripts/gpu/session20_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -36,12 +37,7 @@ blueprint_tune() {  # BUDGET_S ENTRIES PROBLEMS: gemm_tune_bench.sh with these k
 case "$CALL" in
   1) gpu_tests norms 330 tests/ops/test_norm.py tests/ops/test_wide_rows.py \
        tests/ops/test_norm_split_fwd.py
-     t0=$SECONDS
-     timeout $((560 - SECONDS)) python3 benchmarks/parity_sweep.py --out "$OUT/parity" \
-       --only add_rms_norm.fwd > "$OUT/parity.log" 2>&1
-     echo "parity sweep: exit $? in $((SECONDS - t0)) s"
-     cp "$OUT/parity/parity_sweep.json" "$OUT/keep/parity-sweep-addrms.json" 2>/dev/null
-     grep -vE "^\s*$|liger unavailable" "$OUT/parity.log" | head -120 ;;
+     gpu_tests ce $((560 - SECONDS)) tests/ops/test_cross_entropy.py ;;
   2) blueprint_tune 45 \
        "blueprint.scaled_masked_softmax.k0_mul_add_softmax B=4,NH=16,T=1024
 blueprint.scaled_masked_softmax.k0_mul_add_softmax B=1,NH=32,T=2048
@@ -59,11 +55,17 @@ blueprint.mlp_block.k1_linear_add T=8192,D=2048,F=8192" "blueprint.mlp_block" ;;
   5) norm_grid normfwd-fp32 float32 "rms_norm.fwd layer_norm.fwd add_rms_norm.fwd" \
        "M=16384,N=4096 M=8192,N=8192 M=16384,N=2048 M=32768,N=1024 M=4096,N=16384 M=32768,N=256" ;;
   6) t0=$SECONDS
-     timeout 540 python3 benchmarks/compiler_bench.py --out "$OUT/compiler" \
+     timeout 400 python3 benchmarks/compiler_bench.py --out "$OUT/compiler" \
        --name compiler-gemm --problems blueprint.layernorm_linear_gelu blueprint.mlp_block \
        --timeout 150 > "$OUT/compiler.log" 2>&1
      echo "compiler bench: exit $? in $((SECONDS - t0)) s"; tail -5 "$OUT/compiler.log"
-     cp "$OUT/compiler/compiler-gemm.json" "$OUT/keep/" 2>/dev/null ;;
+     cp "$OUT/compiler/compiler-gemm.json" "$OUT/keep/" 2>/dev/null
+     t0=$SECONDS
+     timeout $((560 - SECONDS)) python3 benchmarks/parity_sweep.py --out "$OUT/parity" \
+       --only add_rms_norm.fwd > "$OUT/parity.log" 2>&1
+     echo "parity sweep: exit $? in $((SECONDS - t0)) s"
+     cp "$OUT/parity/parity_sweep.json" "$OUT/keep/parity-sweep-addrms.json" 2>/dev/null
+     grep -vE "^\s*$|liger unavailable" "$OUT/parity.log" | head -120 ;;
   *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
