@@ -49,9 +49,9 @@ def wide_launch(
     it is ``aligned``) with the kernels on, else None."""
     if not 0 < N <= WIDE_MAX_N:
         return None
-    if not (wide_rows_enabled() if enabled is None else enabled):
-        return None
-    launch = launches.get(key)
+    launch = launches.get(key)  # before the environment: most calls find no launch
     if launch is None or launch.min_n > N or (launch.aligned and N * element_size % 16):
+        return None
+    if not (wide_rows_enabled() if enabled is None else enabled):
         return None
     return launch
