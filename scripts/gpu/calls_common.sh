@@ -35,6 +35,15 @@ norm_grid() {  # NAME DTYPES KERNELS SHAPES: exhaustive tuning (tune_norm_grid.s
   cp "$OUT/grid/trials-grid.json" "$OUT/keep/tune-$1-trials.json"
 }
 
+robotics_large() {  # issue 5's large resample shapes: search, tile and prefetch launches
+  local t0=$SECONDS
+  timeout 560 python3 benchmarks/robotics_sweep.py --out "$OUT/robotics" --budget-s 480 \
+    --stages search,tile,prefetch --only "fwd.bf16 B=64 S=4096,fwd.fp32 B=1024" \
+    > "$OUT/robotics.log" 2>&1
+  echo "robotics sweep: exit $? in $((SECONDS - t0)) s"; tail -60 "$OUT/robotics.log"
+  cp "$OUT/robotics/robotics-sweep.json" "$OUT/keep/" 2>/dev/null
+}
+
 sweep_part() {  # DTYPE PART [SHAPE]: a part of the issue's sweep in what time is left
   SUITE_DTYPE="$1" SUITE_SHAPE="${3:-}" SUITE_BUDGET_S=$((575 - SECONDS)) \
     bash scripts/gpu/issue_sweep.sh "$OUT/$2-$1" "$2" > "$OUT/$2-$1.log" 2>&1

@@ -73,12 +73,7 @@ case "$CALL" in
        > "$OUT/compiler.log" 2>&1
      echo "compiler bench: exit $? in $((SECONDS - t0)) s"; tail -30 "$OUT/compiler.log"
      cp "$OUT/compiler/compiler.json" "$OUT/keep/" 2>/dev/null ;;
-  4) t0=$SECONDS
-     timeout 560 python3 benchmarks/robotics_sweep.py --out "$OUT/robotics" --budget-s 480 \
-       --stages search,tile,prefetch --only "fwd.bf16 B=64 S=4096,fwd.fp32 B=1024" \
-       > "$OUT/robotics.log" 2>&1
-     echo "robotics sweep: exit $? in $((SECONDS - t0)) s"; tail -60 "$OUT/robotics.log"
-     cp "$OUT/robotics/robotics-sweep.json" "$OUT/keep/" 2>/dev/null ;;
+  4) robotics_large ;;
   5) t0=$SECONDS
      timeout 230 python3 -m pytest -q -p no:cacheprovider -rfEs \
        tests/harness/test_gpu_measurements.py tests/harness/test_cheating_gallery.py \

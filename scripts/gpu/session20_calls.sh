@@ -46,12 +46,7 @@ blueprint.causal_attention_scores.k1_matmul_mul_where_softmax B=4,NH=16,T=1024,D
   3) blueprint_tune 60 \
        "blueprint.mlp_block.k0_linear_gelu T=8192,D=2048,F=8192
 blueprint.mlp_block.k1_linear_add T=8192,D=2048,F=8192" "blueprint.mlp_block" ;;
-  4) t0=$SECONDS
-     timeout 560 python3 benchmarks/robotics_sweep.py --out "$OUT/robotics" --budget-s 480 \
-       --stages search,tile,prefetch --only "fwd.bf16 B=64 S=4096,fwd.fp32 B=1024" \
-       > "$OUT/robotics.log" 2>&1
-     echo "robotics sweep: exit $? in $((SECONDS - t0)) s"; tail -60 "$OUT/robotics.log"
-     cp "$OUT/robotics/robotics-sweep.json" "$OUT/keep/" 2>/dev/null ;;
+  4) robotics_large ;;
   5) norm_grid normfwd-fp32 float32 "rms_norm.fwd layer_norm.fwd add_rms_norm.fwd" \
        "M=16384,N=4096 M=8192,N=8192 M=16384,N=2048 M=32768,N=1024 M=4096,N=16384 M=32768,N=256" ;;
   6) t0=$SECONDS

@@ -26,16 +26,20 @@ PR_SET_PDEATHSIG = 1
 PROC = "/proc"
 
 
+def _prctl():
+    """The C library's ``prctl``; OSError where there is none."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError) as exc:
+        raise OSError(f"no prctl in this process' C library: {exc}") from exc
+
+
 def become_subreaper() -> None:
     """Make this process a child subreaper: orphans among its descendants are re-parented to it,
     not to init. OSError where it cannot be one (not Linux, no ``prctl``, the kernel refused)."""
     if not sys.platform.startswith("linux"):
         raise OSError(f"no child subreaper on {sys.platform} (Linux only)")
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError) as exc:
-        raise OSError(f"no prctl in this process' C library: {exc}") from exc
-    if prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+    if _prctl()(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"prctl(PR_SET_CHILD_SUBREAPER) failed: {os.strerror(errno)}")
 
@@ -45,8 +49,8 @@ def die_with_parent(parent: int) -> None:
     only; elsewhere nothing happens."""
     if not sys.platform.startswith("linux"):
         return
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    with contextlib.suppress(OSError):
+        _prctl()(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # it died before the request took effect
         os.kill(os.getpid(), signal.SIGKILL)
 
