@@ -21,6 +21,10 @@
 #      on the H200 (target 25%; session19 compiler-suite.json), mlp_block 17%; then
 #      add+RMSNorm's forwards held and read again (benchmarks/parity_sweep.py, never timed with
 #      the whole-row kernel at 2048-16384 columns, nor read again at 32768)
+#   7  (added in session 20) the one-tile kernel of a matmul with row ops: the blueprint codegen
+#      GPU tests, causal_attention_scores tuned again with one-tile launches in its space, then
+#      the three blueprints whose configs were tuned on the H200 benched (the others from
+#      src/warpforge/tune/shipped/nvidia-h200-sm_90.json, calls 2-3)
 # Usage: bash scripts/gpu/session20_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -67,6 +71,12 @@ blueprint.mlp_block.k1_linear_add T=8192,D=2048,F=8192" "blueprint.mlp_block" ;;
      echo "parity sweep: exit $? in $((SECONDS - t0)) s"
      cp "$OUT/parity/parity_sweep.json" "$OUT/keep/parity-sweep-addrms.json" 2>/dev/null
      grep -vE "^\s*$|liger unavailable" "$OUT/parity.log" | head -120 ;;
-  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
+  7) timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider -rfEs tests/blueprint/test_codegen.py \
+       > "$OUT/keep/gpu-tests-codegen.txt" 2>&1
+     echo "codegen gpu tests: exit $? in $SECONDS s: $(tail -1 "$OUT/keep/gpu-tests-codegen.txt")"
+     blueprint_tune 100 \
+       "blueprint.causal_attention_scores.k1_matmul_mul_where_softmax B=4,NH=16,T=1024,DH=64" \
+       "blueprint.causal_attention_scores blueprint.scaled_masked_softmax blueprint.mlp_block" ;;
+  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -285,6 +285,69 @@ def test_matmul_then_softmax_is_one_two_pass_kernel(t, s, inner, check) -> None:
     check(ir, [q, k.transpose(-2, -1).contiguous().transpose(-2, -1), keep], atol=1e-5, rtol=1e-5)
 
 
+def _one_tile_spy(monkeypatch: pytest.MonkeyPatch, block_n: int) -> list[bool]:
+    """Launch matmul row-pass groups with ``block_n``-wide N tiles; returns each launch's
+    ONE_TILE."""
+    from warpforge.blueprint import launch, program
+
+    real_default, real_launch = launch.matmul_default, program.KernelProgram._launch_kernel
+    one_tile: list[bool] = []
+
+    def default(features, on_gpu, row_passes=False):  # type: ignore[no-untyped-def]
+        config = real_default(features, on_gpu, row_passes)
+        return {**config, "BLOCK_N": block_n} if row_passes else config
+
+    def spy(self, kernel, grid, args, options):  # type: ignore[no-untyped-def]
+        if "ONE_TILE" in options:
+            one_tile.append(options["ONE_TILE"])
+        return real_launch(self, kernel, grid, args, options)
+
+    monkeypatch.setattr(launch, "matmul_default", default)
+    monkeypatch.setattr(program.KernelProgram, "_launch_kernel", spy)
+    return one_tile
+
+
+@pytest.mark.parametrize("block_n", [16, 64], ids=["two-passes", "one-tile"])
+@pytest.mark.parametrize("s, inner", [(37, 8), (64, 20), (1, 3)], ids=["ragged", "even", "one"])
+def test_matmul_softmax_in_one_tile_or_two_passes(  # type: ignore[no-untyped-def]
+    block_n: int, s: int, inner: int, monkeypatch: pytest.MonkeyPatch, check
+) -> None:
+    """The row in one N tile (its product computed once) or in tiles walked twice: the same
+    results; which one ran follows BLOCK_N >= N."""
+    one_tile = _one_tile_spy(monkeypatch, block_n)
+    ir = _scores_softmax(f"scores_tiles_{block_n}_{s}_{inner}", "DH")
+    assert "if ONE_TILE:" in KernelSourceGenerator(ir).source()
+    keep = torch.rand(5, s) < 0.6
+    keep[:, 0] = True
+    q, k = torch.randn(2, 3, 5, inner), torch.randn(2, 3, s, inner)
+    check(ir, [q, k, keep], atol=1e-5, rtol=1e-5)
+    assert one_tile == [s <= block_n]
+
+
+@pytest.mark.parametrize("block_n", [16, 64], ids=["two-passes", "one-tile"])
+def test_matmul_row_statistics_in_one_tile_or_two_passes(  # type: ignore[no-untyped-def]
+    block_n: int, monkeypatch: pytest.MonkeyPatch, check
+) -> None:
+    """sum, mean, amax and softmax over a linear's rows, per-row and full outputs, values used
+    before and after the statistics: one tile and two passes agree with float64."""
+    one_tile = _one_tile_spy(monkeypatch, block_n)
+    b = BlueprintBuilder(f"linear_stats_tiles_{block_n}")
+    x = b.input("x", ("T", 24), "float32")
+    w = b.input("w", (41, 24), "float32")
+    bias = b.input("bias", (41,), "float32")
+    y = b.op("tanh", b.op("linear", x, w, bias))
+    mean = b.op("mean", y, keepdim=True)
+    peak = b.op("amax", y, keepdim=True)
+    b.output("centered", b.op("mul", b.op("sub", y, mean), b.op("softmax", y)))
+    b.output("spread", b.op("sub", peak, mean))
+    b.output("total", b.op("sum", y))
+    b.output("y", y)
+    ir = b.build()
+    got = check(ir, [torch.randn(9, 24), torch.randn(41, 24), torch.randn(41)], atol=1e-5)
+    assert got[2].shape == (9,)
+    assert one_tile == [block_n >= 41]
+
+
 def test_matmul_softmax_of_a_fully_masked_row_is_nan_like_torch() -> None:
     ir = _scores_softmax("scores_masked_row", 8)
     keep = torch.rand(6, 20) < 0.5

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -154,6 +155,27 @@ def test_heuristics_lie_in_their_spaces_for_gpu_shapes() -> None:
         assert config["BLOCK_K"] >= head_dim  # one K block: the A tile is loaded once
 
 
+def test_row_pass_matmuls_may_take_one_tile_spanning_the_row() -> None:
+    from warpforge.blueprint.launch import MATMUL_ROWS_SPACE
+
+    features = {"graph": "g", "B": 64, "M": 1024, "N": 1024, "K": 64, "dtype": "bfloat16"}
+    wide = [c for c in MATMUL_ROWS_SPACE.valid_configs(features) if c["BLOCK_N"] > 256]
+    # one tile: BLOCK_N = N rounded up, K in one block (one stage), few rows within registers
+    assert wide and all(c["BLOCK_N"] == 1024 and c["num_stages"] == 2 for c in wide)
+    assert {c["BLOCK_M"] for c in wide} == {16, 32, 64}
+    assert not [c for c in MATMUL_SPACE.valid_configs(features) if c["BLOCK_N"] > 256]
+    two_pass = {"BLOCK_M": 64, "BLOCK_N": 512, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8,
+                "num_stages": 2}  # fmt: skip
+    long_rows = {**features, "N": 4096}
+    assert "only as one tile" in str(MATMUL_ROWS_SPACE.rejection(two_pass, long_rows))
+    small_rows = {**two_pass, "BLOCK_M": 16, "BLOCK_N": 64}  # below 64 rows: one tile only
+    assert "BLOCK_M=16 is below 64" in str(MATMUL_ROWS_SPACE.rejection(small_rows, long_rows))
+    tunable = get_tunable("blueprint.causal_attention_scores.k1_matmul_mul_where_softmax")
+    assert tunable.space is MATMUL_ROWS_SPACE
+    plain = get_tunable("blueprint.mlp_block.k0_linear_gelu")
+    assert plain.space is MATMUL_SPACE
+
+
 def test_row_tuned_configs_keep_their_key_when_the_matmul_template_changes() -> None:
     from warpforge.blueprint.codegen import TEMPLATE_VERSIONS
     from warpforge.blueprint.launch import graph_identity
@@ -162,6 +184,8 @@ def test_row_tuned_configs_keep_their_key_when_the_matmul_template_changes() -> 
     rows, matmul = graph_identity(ir, kind="rows"), graph_identity(ir, kind="matmul")
     assert rows.endswith(f"/g{TEMPLATE_VERSIONS['rows']}/l1")
     assert matmul.endswith(f"/g{TEMPLATE_VERSIONS['matmul']}/l1") and rows != matmul
+    streaming = graph_identity(ir, kind="matmul_rows")  # a matmul with row ops: its own template
+    assert streaming.endswith(f"/g{TEMPLATE_VERSIONS['matmul_rows']}/l1") and streaming != matmul
     layer_norm = get_tunable("blueprint.layernorm_linear_gelu.k0_layer_norm")
     linear = get_tunable("blueprint.layernorm_linear_gelu.k1_linear_gelu")
     assert layer_norm.source_hash != linear.source_hash
@@ -180,3 +204,30 @@ def test_matmul_sizes_follow_the_launcher() -> None:
     assert matmul_sizes("linear", (4, 6, 24), (20, 24)) == (1, 24, 20, 24)
     assert matmul_sizes("matmul", (2, 3, 17, 16), (2, 3, 16, 17)) == (6, 17, 17, 16)
     assert matmul_sizes("matmul", (5, 8), (8, 3)) == (1, 5, 3, 8)
+
+
+def test_configs_tuned_on_another_graph_are_stale(tmp_path: Path) -> None:
+    """A blueprint's configs are keyed by the graph they were tuned on: one whose graph identity
+    the generator no longer produces (an edited blueprint or template) is stale, and dropped
+    when shipped files are merged."""
+    from warpforge.tune.shipped import merge_shipped, read_shipped, stale_entries
+
+    tunable = get_tunable("blueprint.scaled_masked_softmax.k0_mul_add_softmax")
+    assert tunable.current_features is not None
+    current = tunable.features(dict(tunable.cpu_shapes[0]), tunable.dtypes[0])
+    earlier = {**current, "graph": "0123456789abcdef/g1/l1"}
+    assert tunable.current_features(current) and not tunable.current_features(earlier)
+    config = {"BLOCK_M": 1, "BLOCK_N": current["N"], "num_warps": 1}
+
+    def entry(features: dict) -> dict:
+        return {"source_hash": tunable.source_hash, "device": "NVIDIA H200/sm_90",
+                "features": features, "config": config}  # fmt: skip
+
+    path = tmp_path / "shipped.json"
+    document = {"format": "warpforge.tune.configs", "version": 2,
+                "kernels": {tunable.name: [entry(earlier), entry(current)]}}  # fmt: skip
+    path.write_text(json.dumps(document))
+    assert [e.features["graph"] for _, e in stale_entries(path)] == [earlier["graph"]]
+    assert merge_shipped([path], tmp_path / "merged.json", drop_stale=True) == 1
+    kept = read_shipped(tmp_path / "merged.json")[tunable.name]
+    assert [e.features["graph"] for e in kept] == [current["graph"]]

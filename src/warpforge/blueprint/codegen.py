@@ -17,8 +17,10 @@ Fusion rules (see docs/compiler.md):
   and the pointwise ops after them. Its kernel gives each program ``BLOCK_M`` whole rows and walks
   the N tiles twice: pass 1 keeps running statistics (an online max and rescaled sum for softmax),
   pass 2 recomputes each tile (cheap when the inner dim K is small, as for attention scores) and
-  stores the results. Only the outputs reach memory, never the matmul's product. A graph whose K
-  is a fixed size above :data:`ROW_FUSION_MAX_K` keeps the product in memory instead.
+  stores the results. When one tile spans the row (``ONE_TILE``: ``BLOCK_N >= N``) the tile is
+  computed once and its statistics and outputs come from registers. Only the outputs reach
+  memory, never the matmul's product. A graph whose K is a fixed size above
+  :data:`ROW_FUSION_MAX_K` keeps the product in memory instead.
 * Everything else (layout ops, integer arithmetic, float64 matmul, a reduction without keepdim
   feeding more ops) runs as a PyTorch op between kernels.
 
@@ -37,12 +39,13 @@ from typing import Any
 from warpforge.blueprint.ir import BlueprintIR, IRNode, TensorSchema
 from warpforge.blueprint.registry import OperatorRegistry, default_registry
 
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 """Bumped when generated code changes; part of every cache key of the generated source."""
 
-TEMPLATE_VERSIONS = {"rows": 1, "matmul": 2}
+TEMPLATE_VERSIONS = {"rows": 1, "matmul": 2, "matmul_rows": 3}
 """Bumped when one kernel template changes what a launch config means: part of the key of its
-tuned configs (a change to the matmul template leaves the row kernels' tuned configs valid)."""
+tuned configs (a change to the matmul template leaves the row kernels' tuned configs valid).
+``matmul_rows`` is a matmul group with streaming row ops (:func:`template_of`)."""
 
 PERSISTENT_SUFFIX = "_tma"
 """Name suffix of a plain matmul group's persistent TMA kernel (beside the pointer kernel)."""
@@ -87,6 +90,11 @@ class FusionGroup:
     @property
     def produced(self) -> set[str]:
         return {n.name for n in self.nodes}
+
+
+def template_of(group: FusionGroup) -> str:
+    """The kernel template ``group`` is generated from (a key of :data:`TEMPLATE_VERSIONS`)."""
+    return "matmul_rows" if group.kind == "matmul" and group.has_row_op else group.kind
 
 
 @dataclass(frozen=True)
@@ -555,10 +563,11 @@ class _MatmulKernelWriter(_KernelWriter):
         if group.has_row_op:
             self.n_cols = "N"
             self._write_row_passes(mm)
-            constexprs.insert(-1, "SINGLE_K")
+            constexprs[-1:-1] = ["SINGLE_K", "ONE_TILE"]
             doc = (
                 '    """Matmul + streaming row ops: each program owns BLOCK_M whole rows and walks '
-                'the N tiles twice\n    (statistics, then recomputed tiles and stores)."""'
+                "the N tiles twice\n    (statistics, then recomputed tiles and stores), or once "
+                'when one tile spans the row (ONE_TILE)."""'
             )
         else:
             self._write_tiles(mm)
@@ -739,6 +748,41 @@ class _MatmulKernelWriter(_KernelWriter):
         e("rows = pid_b * M + offs_m")
         e("row_mask = offs_m < M")
         self.row_coordinates()
+        e("if ONE_TILE:")
+        self.depth += 1
+        self._write_one_tile(mm, row_ops, after)
+        self.depth -= 1
+        e("else:")
+        self.depth += 1
+        self._write_two_passes(mm, row_ops, after)
+        self.depth -= 1
+
+    def _write_one_tile(self, mm: IRNode, row_ops: list[IRNode], after: set[str]) -> None:
+        """The row in one N tile: the product once, statistics from registers, then the stores."""
+        e = self.emit
+        e("# one tile spans the row: its product is computed once and never recomputed")
+        self._tile(mm, loop=False)
+        for node in self.group.nodes[1:]:
+            if node.name not in after:
+                self.node_body(node)
+        for node in row_ops:
+            stat, x = self._stat(node), self.operand(node.inputs[0])
+            e(f"# {_describe_node(node, self.gen.schemas[node.name])}: statistics of the row")
+            if node.op in ("softmax", "amax"):
+                e(f"{stat}_max = tl.max({self.masked(x, NEG_INF)}, axis=1)[:, None]")
+            if node.op in ("sum", "mean"):
+                e(f"{stat}_sum = tl.sum({self.masked(x, '0.0')}, axis=1)[:, None]")
+            if node.op == "softmax":
+                e("# a row of only -inf keeps a 0 shift (torch gives NaN there, so do we: 0 / 0)")
+                e(f"{stat}_shift = tl.where({stat}_max == {NEG_INF}, 0.0, {stat}_max)")
+                e(f"{stat}_exp = {self.masked(f'tl.exp({x} - {stat}_shift)', '0.0')}")
+                e(f"{stat}_scale = 1.0 / tl.sum({stat}_exp, axis=1)[:, None]")
+        self._results_and_stores(row_ops, after, one_tile=True)
+
+    def _write_two_passes(self, mm: IRNode, row_ops: list[IRNode], after: set[str]) -> None:
+        """Pass 1 over the N tiles for the statistics, pass 2 recomputing each tile to store."""
+        group = self.group
+        e = self.emit
         e("# pass 1: running statistics of the row ops over the N tiles")
         for node in row_ops:
             stat = self._stat(node)
@@ -746,7 +790,7 @@ class _MatmulKernelWriter(_KernelWriter):
                 e(f"{stat}_max = tl.full((BLOCK_M, 1), {NEG_INF}, tl.float32)")
             if node.op != "amax":
                 e(f"{stat}_sum = tl.zeros((BLOCK_M, 1), dtype=tl.float32)")
-        self._n_loop(mm)
+        self._tile(mm, loop=True)
         for node in group.nodes[1:]:
             if node.name in after:
                 continue
@@ -761,28 +805,42 @@ class _MatmulKernelWriter(_KernelWriter):
                 e("# a row of only -inf keeps a 0 shift (torch gives NaN there, so do we: 0 / 0)")
                 e(f"{stat}_shift = tl.where({stat}_max == {NEG_INF}, 0.0, {stat}_max)")
                 e(f"{stat}_scale = 1.0 / {stat}_sum  # one division per row, not per element")
-        self._n_loop(mm)
+        self._tile(mm, loop=True)
+        self._results_and_stores(row_ops, after, one_tile=False)
+        self.depth -= 1
+
+    def _results_and_stores(
+        self, row_ops: list[IRNode], after: set[str], *, one_tile: bool
+    ) -> None:
+        """The row ops' results, the nodes after them (``after``; the others too when each tile
+        is recomputed), and the group's stores."""
+        group = self.group
         row_names = {n.name for n in row_ops}
         for node in group.nodes[1:]:
             if node.name in row_names:
-                self._row_result(node)
+                self._row_result(node, one_tile=one_tile)
+            elif one_tile and node.name not in after:
+                continue  # computed before the statistics
             else:
                 self.node_body(node)
         for value in group.outputs:
             # per-row values: stored by the first tile only
             once = " & ((rows * 0 + n_start) == 0)[:, None]" if group.space[value] == ROW else ""
             self.store(value, extra_mask=once)
-        self.depth -= 1
 
     @staticmethod
     def _stat(node: IRNode) -> str:
         return f"s_{node.name}"
 
-    def _n_loop(self, mm: IRNode) -> None:
-        """Open a loop over the N tiles whose body starts with the tile's matmul value."""
+    def _tile(self, mm: IRNode, *, loop: bool) -> None:
+        """Start an N tile whose body begins with the tile's matmul value: a loop over the N
+        tiles (``loop``) or the one tile at column 0."""
         e = self.emit
-        e("for n_start in range(0, N, BLOCK_N):")
-        self.depth += 1
+        if loop:
+            e("for n_start in range(0, N, BLOCK_N):")
+            self.depth += 1
+        else:
+            e("n_start = 0")
         self.loaded = {}  # loads are per tile
         e("offs_n = n_start + tl.arange(0, BLOCK_N)")
         e("if INDEX_64:")
@@ -824,11 +882,13 @@ class _MatmulKernelWriter(_KernelWriter):
         )
         e(f"{stat}_max = new_max")
 
-    def _row_result(self, node: IRNode) -> None:
+    def _row_result(self, node: IRNode, *, one_tile: bool = False) -> None:
         schema = self.gen.schemas[node.name]
         stat = self._stat(node)
         self.emit(f"# {_describe_node(node, schema)}")
-        if node.op == "softmax":
+        if node.op == "softmax" and one_tile:
+            expr = f"{stat}_exp * {stat}_scale"
+        elif node.op == "softmax":
             x = self.operand(node.inputs[0])
             expr = f"tl.exp({x} - {stat}_shift) * {stat}_scale"
         elif node.op == "sum":

@@ -23,6 +23,7 @@ from warpforge.blueprint.codegen import (
     FusionGroup,
     KernelSourceGenerator,
     Plan,
+    template_of,
 )
 from warpforge.blueprint.ir import BlueprintIR
 from warpforge.blueprint.registry import OperatorRegistry, broadcast_shapes
@@ -33,7 +34,7 @@ from warpforge.tune.space import (
     relation,
     shared_memory_budget,
 )
-from warpforge.tune.transfer import matmul_tile_transfer, row_tile_transfer
+from warpforge.tune.transfer import Transfer, matmul_tile_transfer, row_tile_transfer
 
 _MAX_GRID_Y = 65535
 _POWERS_OF_2 = tuple(1 << i for i in range(16))  # 1 .. 32768
@@ -167,9 +168,58 @@ MATMUL_SPACE = ConfigSpace(
         ),
     ),
 )
-"""Launch configs of a matmul group (the usual Hopper GEMM tiles; pruned by the accumulator's
-registers and the pipeline's shared memory). A matmul group with row ops reads the same keys:
-``BLOCK_N`` is then the width of the N tiles each program walks (``GROUP_M`` is unused)."""
+"""Launch configs of a plain matmul group (the usual Hopper GEMM tiles; pruned by the
+accumulator's registers and the pipeline's shared memory); one with row ops takes
+:data:`MATMUL_ROWS_SPACE`."""
+
+
+def _one_tile(config: Mapping[str, object], features: Mapping[str, object]) -> bool:
+    return _int(config, "BLOCK_N") >= _int(features, "N")
+
+
+def _matmul_rows_shared_memory(config: Mapping[str, object], features: Mapping[str, object]) -> int:
+    # one tile with the whole K in one block has no loop to pipeline: one stage of operands
+    if _one_tile(config, features) and _int(config, "BLOCK_K") >= _int(features, "K"):
+        return _matmul_shared_memory({**config, "num_stages": 1}, features)
+    return _matmul_shared_memory(config, features)
+
+
+def _matmul_rows_tiles(config: Mapping[str, object], features: Mapping[str, object]) -> str | None:
+    if not _one_tile(config, features):
+        if _int(config, "BLOCK_N") > 256:
+            return "N tiles wider than 256 only as one tile spanning the row"
+        if _int(config, "num_warps") > 8:
+            return "16 warps only for one tile spanning the row"
+        return _matmul_tiles(config, features)
+    if _int(config, "BLOCK_N") != max(16, next_power_of_2(_int(features, "N"))):
+        return f"one tile spanning the row takes BLOCK_N = N={features['N']} rounded up"
+    if _int(config, "BLOCK_K") >= _int(features, "K") and _int(config, "num_stages") != 2:
+        return "one tile with K in one block has no loop to pipeline (num_stages 2 stands for it)"
+    # the row's statistics come from registers: rows per program may go below 64
+    return _matmul_tiles({**config, "BLOCK_M": max(64, _int(config, "BLOCK_M"))}, features)
+
+
+MATMUL_ROWS_SPACE = ConfigSpace(
+    {
+        **MATMUL_SPACE.parameters,
+        "BLOCK_N": (*MATMUL_SPACE.parameters["BLOCK_N"], 512, 1024, 2048),  # type: ignore[misc]
+        "num_warps": (4, 8, 16),
+    },
+    constraints=(
+        relation("tiles", _matmul_rows_tiles),
+        shared_memory_budget(_matmul_rows_shared_memory),
+        register_budget(
+            lambda c, f: (
+                _int(c, "BLOCK_M") * _int(c, "BLOCK_N") // (32 * _int(c, "num_warps")) + 64
+            ),
+            limit=192,
+        ),
+    ),
+)
+"""Launch configs of a matmul group with streaming row ops: ``BLOCK_N`` is the width of the N
+tiles each program walks (``GROUP_M`` is unused). Beside the :data:`MATMUL_SPACE` tiles, one tile
+spanning the whole row (``BLOCK_N`` = N rounded up, up to 2048 columns, 16 warps allowed, fewer
+than 64 rows a program): the kernel then computes each product once instead of twice."""
 
 MATMUL_TRANSFER = matmul_tile_transfer(
     max_whole_k=max(MATMUL_SPACE.parameters["BLOCK_K"]),  # type: ignore[type-var]
@@ -224,6 +274,13 @@ def matmul_sizes(
 # ------------------------------------------------------------------------------ the lookup
 
 
+def space_of(group: FusionGroup) -> tuple[ConfigSpace, Transfer]:
+    """The launch configs ``group``'s kernel takes, and how a tuned one carries to other sizes."""
+    if group.kind == "rows":
+        return ROWS_SPACE, ROWS_TRANSFER
+    return (MATMUL_ROWS_SPACE if group.has_row_op else MATMUL_SPACE), MATMUL_TRANSFER
+
+
 def tunable_name(ir: BlueprintIR, group: FusionGroup) -> str:
     return f"blueprint.{ir.name}.{group.kernel_name}"
 
@@ -231,7 +288,7 @@ def tunable_name(ir: BlueprintIR, group: FusionGroup) -> str:
 def graph_identity(
     ir: BlueprintIR, registry: OperatorRegistry | None = None, kind: str = "rows"
 ) -> str:
-    """What a launch config of a ``kind`` ("rows" or "matmul") group depends on: the graph (dtypes
+    """What a launch config of a ``kind`` (a :func:`template_of` name) group depends on: the graph (dtypes
     included), that kernel template's version and the launchers' (a bump of the template retires
     its tuned configs; a bump of the launchers retires every tuned config of the blueprint)."""
     return f"{ir.canonical_hash(registry)[:16]}/g{TEMPLATE_VERSIONS[kind]}/l{LAUNCH_VERSION}"
@@ -280,14 +337,13 @@ def launch_config(
     registry (the default one when ``None``)."""
     from warpforge.tune.lookup import checked_config_for
 
-    features = group_features(graph_identity(ir, registry, group.kind), plan, group, sizes)
+    features = group_features(graph_identity(ir, registry, template_of(group)), plan, group, sizes)
     if group.kind == "rows":
         default = rows_default(sizes[0], sizes[1], group.has_row_op)
-        space, transfer = ROWS_SPACE, ROWS_TRANSFER
     else:
         on_gpu = torch.device(device).type == "cuda"
         default = matmul_default(features, on_gpu, group.has_row_op)
-        space, transfer = MATMUL_SPACE, MATMUL_TRANSFER
+    space, transfer = space_of(group)
     chosen = checked_config_for(
         tunable_name(ir, group), features, default, space=space, transfer=transfer, device=device
     )

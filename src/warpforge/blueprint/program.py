@@ -442,6 +442,7 @@ class KernelProgram:
             if group.has_row_op:  # each program walks whole rows: one per BLOCK_M rows
                 grid = (math.ceil(m / block_m) * n_batch,)
                 options["SINGLE_K"] = k <= block_k
+                options["ONE_TILE"] = n <= block_n  # the product computed once, not twice
             else:
                 grid = (tiles * n_batch,)
             kernel = getattr(self.module, group.kernel_name)

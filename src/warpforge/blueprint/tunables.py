@@ -23,20 +23,18 @@ from warpforge.blueprint.codegen import (
     KernelSourceGenerator,
     Plan,
     loaded_inputs,
+    template_of,
 )
 from warpforge.blueprint.ir import BlueprintIR
 from warpforge.blueprint.launch import (
     LAUNCH_VERSION,
-    MATMUL_SPACE,
-    MATMUL_TRANSFER,
-    ROWS_SPACE,
-    ROWS_TRANSFER,
     graph_identity,
     group_features,
     matmul_default,
     matmul_sizes,
     plan_of,
     rows_default,
+    space_of,
     tunable_name,
 )
 from warpforge.blueprint.program import KernelProgram, bind_inputs, concrete, run_node_reference
@@ -106,7 +104,9 @@ def _group_tunable(
     def features(shape: Shape, dtype: torch.dtype) -> dict[str, object]:
         ir = ir_for(dtype)
         plan, grp = this_group(ir)
-        return group_features(graph_identity(ir, kind=grp.kind), plan, grp, sizes(ir, shape))
+        return group_features(
+            graph_identity(ir, kind=template_of(grp)), plan, grp, sizes(ir, shape)
+        )
 
     def make_inputs(shape: Shape, dtype: torch.dtype, device: torch.device, generator):
         ir = ir_for(dtype)
@@ -144,13 +144,24 @@ def _group_tunable(
         on_gpu = runtime.default_device().type == "cuda"
         return dict(matmul_default(feats, on_gpu, group.has_row_op))
 
+    space, transfer = space_of(group)
+    identities: set[str] = set()
+
+    def current_features(features: Mapping[str, object]) -> bool:
+        """A config tuned on another graph identity than the code generated now is stale."""
+        if not identities:  # built on first use: registering tunables stays cheap
+            for dtype in problem.dtypes:
+                ir = ir_for(dtype)
+                identities.add(graph_identity(ir, kind=template_of(this_group(ir)[1])))
+        return features.get("graph") in identities
+
     return TunableKernel(
         name=name,
-        space=ROWS_SPACE if group.kind == "rows" else MATMUL_SPACE,
-        transfer=ROWS_TRANSFER if group.kind == "rows" else MATMUL_TRANSFER,
+        space=space,
+        transfer=transfer,
         source_hash=source_hash(
             f"blueprint launch v{LAUNCH_VERSION}",
-            f"generator v{TEMPLATE_VERSIONS[group.kind]}",
+            f"generator v{TEMPLATE_VERSIONS[template_of(group)]}",
             group.kind,
         ),
         features=features,
@@ -165,6 +176,7 @@ def _group_tunable(
         atol={torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 1.6e-2},
         rtol={torch.float32: 1e-4, torch.float16: 2e-3, torch.bfloat16: 1.6e-2},
         description=f"generated kernel {group.kernel_name} of the {problem_name} suite problem",
+        current_features=current_features,
     )
 
 

@@ -245,8 +245,10 @@ def export_shipped(
 
 def stale_entries(path: str | Path) -> list[tuple[str, StoredConfig]]:
     """The entries of a shipped-configs file tuned on another source than the kernel's current
-    one (the kernel was edited since): lookups ignore them, so they want re-tuning. Kernels no
-    provider registers here (another package's) are never called stale."""
+    one (the kernel was edited since), or whose features name code the kernel no longer
+    generates (a blueprint's graph identity; :attr:`TunableKernel.current_features`): lookups
+    never reach them, so they want re-tuning. Kernels no provider registers here (another
+    package's) are never called stale."""
     return _stale(read_shipped(path))
 
 
@@ -259,7 +261,13 @@ def _stale(kernels: Mapping[str, list[StoredConfig]]) -> list[tuple[str, StoredC
         tunable = find_tunable(kernel)
         if tunable is None:
             continue
-        stale.extend((kernel, e) for e in entries if e.source_hash != tunable.source_hash)
+        current = tunable.current_features
+        stale.extend(
+            (kernel, e)
+            for e in entries
+            if e.source_hash != tunable.source_hash
+            or (current is not None and not current(e.features))
+        )
     return stale
 
 
@@ -275,8 +283,8 @@ def merge_shipped(
     An entry is one problem (kernel, source hash, device, features); where several sources hold
     the same problem, the later source's entry replaces the earlier one (list the newest results
     last). ``exclude`` names problems, as ``(kernel, features)``, left out whatever their source
-    hash and device. ``drop_stale`` leaves out the entries :func:`stale_entries` names (tuned on
-    an earlier source of their kernel). Every source is read and validated before anything is
+    hash and device. ``drop_stale`` leaves out the problems :func:`stale_entries` names (tuned on
+    an earlier source of their kernel, or for code it no longer generates). Every source is read and validated before anything is
     written, and entries are copied as exported (version 1 entries stay without ``measured``).
     Returns the number of entries written.
     """
@@ -287,14 +295,18 @@ def merge_shipped(
     merged: dict[str, dict[str, dict[str, Any]]] = {}
     for file in files:
         parsed = read_shipped(file)  # validates every entry, naming what is malformed
-        stale = {(k, e.source_hash) for k, e in _stale(parsed)} if drop_stale else set()
+        stale = (
+            {(e.source_hash, _problem_name(k, e.features)) for k, e in _stale(parsed)}
+            if drop_stale
+            else set()
+        )
         for kernel, entries in _read_document(file)["kernels"].items():
             slot = merged.setdefault(kernel, {})
             for raw in entries:
                 features = normalize_features(raw["features"])
                 if _problem_name(kernel, features) in left_out:
                     continue
-                if (kernel, raw["source_hash"]) in stale:
+                if (raw["source_hash"], _problem_name(kernel, features)) in stale:
                     continue
                 key = json.dumps([raw["source_hash"], raw["device"], features], sort_keys=True)
                 slot.pop(key, None)  # re-inserted last: the file's order follows the sources

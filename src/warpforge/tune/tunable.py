@@ -73,6 +73,10 @@ class TunableKernel:
     transfer: Transfer | None = None
     """How a neighbour's config is carried to another shape by the nearest-match lookup
     (:mod:`warpforge.tune.transfer`); ``None`` uses it unchanged."""
+    current_features: Callable[[Mapping[str, object]], bool] | None = None
+    """Whether a stored problem's features describe code the kernel generates now (a generated
+    kernel keys its configs by the graph it came from): stored configs failing it are stale.
+    ``None``: every problem's features are current."""
 
     def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
         return self.atol.get(dtype, 1e-5), self.rtol.get(dtype, 1e-5)
