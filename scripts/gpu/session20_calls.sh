@@ -25,6 +25,9 @@
 #      GPU tests, causal_attention_scores tuned again with one-tile launches in its space, then
 #      the three blueprints whose configs were tuned on the H200 benched (the others from
 #      src/warpforge/tune/shipped/nvidia-h200-sm_90.json, calls 2-3)
+#   8  (added in session 20, for the device time left) residual_rmsnorm_swiglu's row kernel tuned
+#      on the H200 at both bench shapes (1.00x torch.compile at 8192 x 8192 in session 17), then
+#      benched
 # Usage: bash scripts/gpu/session20_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -77,6 +80,10 @@ blueprint.mlp_block.k1_linear_add T=8192,D=2048,F=8192" "blueprint.mlp_block" ;;
      blueprint_tune 100 \
        "blueprint.causal_attention_scores.k1_matmul_mul_where_softmax B=4,NH=16,T=1024,DH=64" \
        "blueprint.causal_attention_scores blueprint.scaled_masked_softmax blueprint.mlp_block" ;;
-  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
+  8) blueprint_tune 30 \
+       "blueprint.residual_rmsnorm_swiglu.k0_add_rms_norm_silu_mul T=8192,H=8192
+blueprint.residual_rmsnorm_swiglu.k0_add_rms_norm_silu_mul T=16384,H=4096" \
+       "blueprint.residual_rmsnorm_swiglu" ;;
+  *) echo "CALL: expected 1-8, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
