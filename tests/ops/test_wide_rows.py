@@ -211,12 +211,13 @@ def test_shipped_row_launches_compute_right(key, device, poison_outputs):
     N = block - 16 // size  # one 16-byte vector short of the power of two
     assert norm.norm_fwd_wide_launch(N, size, kernel) == launch
     assert norm.norm_fwd_wide_launch(block // 2, size, kernel) != launch
-    center = kernel.startswith("layer")
+    center, residual = kernel.startswith("layer"), kernel.startswith("add_")
     dtype = torch.float32 if size == 4 else torch.float16  # bf16 loads: GPU only
-    x, _, w, b = operands(3, N, dtype, device, shift=20.0 if center else 0.0)
+    x, r, w, b = operands(3, N, dtype, device, shift=20.0 if center else 0.0)
     b = b if center else None
-    got = norm.wide_norm_forward(x, w, b, None, 1e-6, 0.0, center, launch)
-    check(got, expected(x, w, b, None, 1e-6, 0.0, center), dtype, center, False)
+    r = r if residual else None
+    got = norm.wide_norm_forward(x, w, b, r, 1e-6, 0.0, center, launch)
+    check(got, expected(x, w, b, r, 1e-6, 0.0, center), dtype, center, residual)
 
 
 @pytest.mark.parametrize("op", list(NORMS))

@@ -467,7 +467,7 @@ def split_norm_forward(
 
 NORM_FWD_WIDE_LAUNCHES: dict[tuple[int, str], WideLaunch] = {
     (2, "rms_norm.fwd"): WideLaunch(32, early_w=True, reload=True),
-    (2, "add_rms_norm.fwd"): WideLaunch(16),
+    (2, "add_rms_norm.fwd"): WideLaunch(16, early_w=True, reload=True),
     (2, "layer_norm.fwd"): WideLaunch(32, aligned=True),
     (4, "rms_norm.fwd"): WideLaunch(32, reload=True),
     (4, "add_rms_norm.fwd"): WideLaunch(16),
@@ -492,7 +492,10 @@ against 315.8 at 16 warps, where the H100 had them within 1.1% (388.3 against 38
 RMSNorm reads x again for y (``reload``) since the nineteenth session (H200, 4096 x 32768,
 ``session19-h200-2026-11-29/parity-sweep-call5.json``): bf16 130.0 us at 32 warps, weight
 early, against 146.5 for the launch before it and 132.3 for torch.compile; float32 255.5
-against 265.1 (torch.compile 255.2)."""
+against 265.1 (torch.compile 255.2). bf16 add+RMSNorm too since the twentieth, with the weight
+early (``session20-h200-2026-11-29/parity-sweep-addrms.json``): 258.0 us against 261.7 at 16
+warps plain (Liger 261.5, torch.compile 269.7); float32 keeps its launch (523.2, the fastest
+variant 521.4)."""
 
 _ROW = functools.partial(WideLaunch, min_n=1, aligned=True)  # the key's power of two bounds N
 NORM_FWD_ROW_LAUNCHES: dict[tuple[int, str, int], WideLaunch] = {
@@ -508,6 +511,12 @@ NORM_FWD_ROW_LAUNCHES: dict[tuple[int, str, int], WideLaunch] = {
     (4, "layer_norm.fwd", 4096): _ROW(8, early_w=True, reload=True),
     (4, "layer_norm.fwd", 8192): _ROW(16, reload=True),
     (4, "layer_norm.fwd", 16384): _ROW(16, early_w=True),
+    (2, "add_rms_norm.fwd", 2048): _ROW(4),
+    (2, "add_rms_norm.fwd", 16384): _ROW(16, early_w=True),
+    (4, "add_rms_norm.fwd", 2048): _ROW(2, early_w=True),
+    (4, "add_rms_norm.fwd", 4096): _ROW(4, early_w=True, reload=True),
+    (4, "add_rms_norm.fwd", 8192): _ROW(16, early_w=True),
+    (4, "add_rms_norm.fwd", 16384): _ROW(16, early_w=True, reload=True),
 }
 """(element size, tunable, the row's power of two) -> the whole-row launch (one row a program)
 of rows of 1025-16384 columns, of whole 16-byte vectors; keys not listed keep the tiled row
@@ -532,8 +541,20 @@ fastest launch at the issue's sweep rows against the tiled kernel's and torch.co
 Not listed, the tiled kernel was as fast or faster: float32 RMSNorm at 2048 columns (67.1 both),
 bf16 LayerNorm at 2048, 8192 and 16384 (36.4, 69.7, 74.6 against 36.5, 70.1, 76.3). Reading x
 again (``reload``) frees the registers that held it across the reductions; the weight loaded
-early (``early_w``) hides its latency under x's. add+RMSNorm was not measured and keeps the
-tiled kernel."""
+early (``early_w``) hides its latency under x's. add+RMSNorm (session 20,
+``session20-h200-2026-11-29/parity-sweep-addrms.json``), whole-row against the tiled kernel,
+Liger and torch.compile, us:
+
+    dtype  M x N          whole-row   tiled   Liger   torch.compile
+    bf16   16384 x 2048        66.3    67.4    66.7            69.4
+    bf16   4096 x 16384       130.8   131.8   131.5           136.1
+    fp32   16384 x 2048       130.8   131.6   132.5           136.7
+    fp32   16384 x 4096       261.3   265.6   263.0           271.2
+    fp32    8192 x 8192       260.1   262.0   260.2           272.6
+    fp32   4096 x 16384       257.4   265.6   260.4           271.6
+
+bf16 add+RMSNorm at 4096 and 8192 columns keeps the tiled kernel (131.7 and 131.5 against the
+whole-row kernel's 131.6 and 131.4: within noise)."""
 
 
 def norm_fwd_wide_launch(
