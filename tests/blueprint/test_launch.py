@@ -162,7 +162,13 @@ def test_row_pass_matmuls_may_take_one_tile_spanning_the_row() -> None:
     wide = [c for c in MATMUL_ROWS_SPACE.valid_configs(features) if c["BLOCK_N"] > 256]
     # one tile: BLOCK_N = N rounded up, K in one block (one stage), few rows within registers
     assert wide and all(c["BLOCK_N"] == 1024 and c["num_stages"] == 2 for c in wide)
-    assert {c["BLOCK_M"] for c in wide} == {16, 32, 64}
+    assert {(c["BLOCK_M"], c["num_warps"]) for c in wide} == {
+        (16, 4),
+        (16, 8),
+        (16, 16),
+        (32, 8),
+        (32, 16),
+    }
     assert not [c for c in MATMUL_SPACE.valid_configs(features) if c["BLOCK_N"] > 256]
     two_pass = {"BLOCK_M": 64, "BLOCK_N": 512, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8,
                 "num_stages": 2}  # fmt: skip

@@ -195,6 +195,10 @@ def _matmul_rows_tiles(config: Mapping[str, object], features: Mapping[str, obje
         return f"one tile spanning the row takes BLOCK_N = N={features['N']} rounded up"
     if _int(config, "BLOCK_K") >= _int(features, "K") and _int(config, "num_stages") != 2:
         return "one tile with K in one block has no loop to pipeline (num_stages 2 stands for it)"
+    threads = 32 * _int(config, "num_warps")
+    needed = _int(config, "BLOCK_M") * _int(config, "BLOCK_N") // threads + 64
+    if needed > 65536 // threads:  # ptxas refused 64 x 1024 on 16 warps (session 20 call 7)
+        return f"~{needed} registers a thread, {threads} threads get at most {65536 // threads}"
     # the row's statistics come from registers: rows per program may go below 64
     return _matmul_tiles({**config, "BLOCK_M": max(64, _int(config, "BLOCK_M"))}, features)
 
