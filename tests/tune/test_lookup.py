@@ -421,8 +421,9 @@ def test_a_malformed_shipped_entry_is_skipped_with_one_warning_and_the_rest_kept
     (tmp_path / "cpu.json").write_text(json.dumps(document))
     reads = []
     original = shipped.read_shipped
+    load = shipped.load_configs_document
     monkeypatch.setattr(
-        shipped, "read_shipped", lambda *a, **kw: reads.append(a) or original(*a, **kw)
+        shipped, "load_configs_document", lambda *a, **kw: reads.append(a) or load(*a, **kw)
     )
     lookup = ConfigLookup(shipped_dir=tmp_path, use_database=False)
     with caplog.at_level(logging.WARNING, logger="warpforge.tune"):

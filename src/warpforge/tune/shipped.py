@@ -158,14 +158,35 @@ def read_shipped(
     With an ``errors`` list, a malformed entry is left out and its message (naming the file and the
     entry) appended instead: the lookup keeps a file's good entries when one is bad. A malformed
     document (not JSON, wrong format) still raises."""
+    return configs_entries(load_configs_document(path), path, errors=errors)
+
+
+def load_configs_document(path: str | Path) -> dict[str, Any]:
+    """A shipped-configs file's document, its format and ``kernels`` object checked (entries are
+    checked by :func:`configs_entries`); ``ValueError`` naming what is malformed."""
     document = _read_document(path)
     if document["format"] != CONFIGS_FORMAT:
         raise ValueError(f"{path}: expected format {CONFIGS_FORMAT!r}, got {document['format']!r}")
-    kernels = document.get("kernels")
-    if not isinstance(kernels, dict):
+    if not isinstance(document.get("kernels"), dict):
         raise ValueError(f"{path}: 'kernels' must be an object of kernel name -> entries")
+    return document
+
+
+def configs_entries(
+    document: Mapping[str, Any],
+    path: str | Path,
+    *,
+    errors: list[str] | None = None,
+    kernels: Iterable[str] | None = None,
+) -> dict[str, list[StoredConfig]]:
+    """The entries of a :func:`load_configs_document` document, by kernel (only ``kernels``'
+    when given: a lookup checks the entries of the kernels it is asked about, not the whole
+    file); ``errors`` as for :func:`read_shipped`."""
+    table = document["kernels"]
+    names = list(table) if kernels is None else [k for k in kernels if k in table]
     result: dict[str, list[StoredConfig]] = {}
-    for name, entries in kernels.items():
+    for name in names:
+        entries = table[name]
         if not isinstance(entries, list):
             raise ValueError(f"{path}: kernels[{name!r}] must be a list of entries")
         good = []
