@@ -147,6 +147,12 @@ def _matmul_tiles(config: Mapping[str, object], features: Mapping[str, object]) 
     return None
 
 
+def _accumulator_registers(config: Mapping[str, object], features: Mapping[str, object]) -> int:
+    """Registers a thread needs, estimated: its share of the fp32 accumulator, plus 64."""
+    threads = 32 * _int(config, "num_warps")
+    return _int(config, "BLOCK_M") * _int(config, "BLOCK_N") // threads + 64
+
+
 MATMUL_SPACE = ConfigSpace(
     {
         "BLOCK_M": (16, 32, 64, 128, 256),
@@ -159,13 +165,7 @@ MATMUL_SPACE = ConfigSpace(
     constraints=(
         relation("tiles", _matmul_tiles),
         shared_memory_budget(_matmul_shared_memory),
-        # the fp32 accumulator: BLOCK_M * BLOCK_N / threads registers per thread
-        register_budget(
-            lambda c, f: (
-                _int(c, "BLOCK_M") * _int(c, "BLOCK_N") // (32 * _int(c, "num_warps")) + 64
-            ),
-            limit=192,
-        ),
+        register_budget(_accumulator_registers, limit=192),
     ),
 )
 """Launch configs of a plain matmul group (the usual Hopper GEMM tiles; pruned by the
@@ -195,8 +195,7 @@ def _matmul_rows_tiles(config: Mapping[str, object], features: Mapping[str, obje
         return f"one tile spanning the row takes BLOCK_N = N={features['N']} rounded up"
     if _int(config, "BLOCK_K") >= _int(features, "K") and _int(config, "num_stages") != 2:
         return "one tile with K in one block has no loop to pipeline (num_stages 2 stands for it)"
-    threads = 32 * _int(config, "num_warps")
-    needed = _int(config, "BLOCK_M") * _int(config, "BLOCK_N") // threads + 64
+    threads, needed = 32 * _int(config, "num_warps"), _accumulator_registers(config, features)
     if needed > 65536 // threads:  # ptxas refused 64 x 1024 on 16 warps (session 20 call 7)
         return f"~{needed} registers a thread, {threads} threads get at most {65536 // threads}"
     # the row's statistics come from registers: rows per program may go below 64
@@ -212,12 +211,7 @@ MATMUL_ROWS_SPACE = ConfigSpace(
     constraints=(
         relation("tiles", _matmul_rows_tiles),
         shared_memory_budget(_matmul_rows_shared_memory),
-        register_budget(
-            lambda c, f: (
-                _int(c, "BLOCK_M") * _int(c, "BLOCK_N") // (32 * _int(c, "num_warps")) + 64
-            ),
-            limit=192,
-        ),
+        register_budget(_accumulator_registers, limit=192),
     ),
 )
 """Launch configs of a matmul group with streaming row ops: ``BLOCK_N`` is the width of the N
