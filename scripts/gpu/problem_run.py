@@ -2,9 +2,10 @@
 
 A driver for Nsight Compute or Nsight Systems, not a benchmark (the harness's numbers are the
 ones to report): the problem's inputs at its first timed shape (or ``--shape``), ``--warmup``
-calls, then ``--iters`` calls, synchronised. Under Nsight Compute, skip the warm-up launches:
+calls, then ``--iters`` calls inside an NVTX range ``profile``, synchronised. Nsight Compute
+then profiles only those (not the warm-up's, nor torch.compile's autotuning launches):
 
-    ncu --kernel-name regex:k1_ --launch-skip 3 --launch-count 1 --set full -o OUT/causal \\
+    ncu --nvtx --nvtx-include profile/ --set full -o OUT/causal \\
         python3 scripts/gpu/problem_run.py blueprint.causal_attention_scores --iters 1
 
 ``--impl`` names a baseline (``torch.compile``, ``eager``, ``liger``) instead of warpforge.
@@ -14,7 +15,9 @@ calls, then ``--iters`` calls, synchronised. Under Nsight Compute, skip the warm
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 
 import torch
 
@@ -30,6 +33,18 @@ def _shape(text: str) -> dict[str, int]:
             raise argparse.ArgumentTypeError(f"--shape: expected NAME=INT,..., got {text!r}")
         shape[name] = int(value)
     return shape
+
+
+@contextlib.contextmanager
+def _profiled_range(device: str) -> Iterator[None]:
+    """The timed calls inside an NVTX range named ``profile`` (``ncu --nvtx --nvtx-include
+    profile/`` then skips warm-up and autotuning launches, however many there are)."""
+    if device != "cuda":
+        yield
+        return
+    torch.cuda.synchronize()
+    with torch.cuda.nvtx.range("profile"):
+        yield
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,10 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device(args.device)
     generator = torch.Generator(device=device).manual_seed(0)
     inputs = problem.make_inputs(shape, _DTYPES[args.dtype], device, generator)
-    for _ in range(args.warmup + args.iters):
+    for _ in range(args.warmup):
         fn(*inputs)
-    if args.device == "cuda":
-        torch.cuda.synchronize()
+    with _profiled_range(args.device):
+        for _ in range(args.iters):
+            fn(*inputs)
+        if args.device == "cuda":
+            torch.cuda.synchronize()
     print(f"{args.problem} {args.impl} {shape} {args.dtype}: {args.warmup}+{args.iters} calls")
     return 0
 

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Run in the twentieth session: 1, 2 (SPLIT_TESTS=1), 3, 7, 6, 8 and the add+RMSNorm harness
+# sweep by hand (benchmarks/results/session20-h200-2026-11-29/README.md); 4 and 5 wait for a
+# later session (scripts/gpu/session21_calls.sh).
 # The device calls planned in the nineteenth session for the next one, on the H200
 # (nvidia-h200), most useful first. Carry .whl/ (Liger-Kernel); set WARPFORGE_GIT_COMMIT to this
 # machine's `git rev-parse HEAD` as a literal hash (calls_common.sh says why). Each call comes

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The device calls planned in the twentieth session for the next one, on the H200
+# (nvidia-h200), most useful first. Carry .whl/ (Liger-Kernel); set WARPFORGE_GIT_COMMIT to this
+# machine's `git rev-parse HEAD` as a literal hash (calls_common.sh says why). Each call comes
+# back as OUT/call-N.tgz; results go under benchmarks/results/session21-h200-<date>/.
+#   1  where issue 6's causal_attention_scores spends its time (0.85x torch.compile on the H200,
+#      session20 blueprint-tuned-call7.json; one tile spanning the row measured slower than two
+#      passes, so the per-element epilogue, not the product, looks like the cost): Nsight
+#      Compute on the generated two-pass kernel (speed of light, instruction mix, warp stalls,
+#      source counters) and on torch.compile's kernels for the same function, then the
+#      blueprint GPU tests
+#   2  issue 5's large resample shapes (72-75% of copy on the H200, session17 robotics-call4.json;
+#      planned since the nineteenth session): search, tile and prefetch launches
+#   3  exhaustive tuning of the float32 norm forwards (planned since the nineteenth session)
+#   4  issue 6's compiler measurements for all eight forward blueprints with the H200's shipped
+#      configs and the lookup that checks only the kernels asked about (mlp_block's first result
+#      from disk took 53.5 ms in session20 compiler-gemm-call6.json, target 50)
+# Usage: bash scripts/gpu/session21_calls.sh OUT CALL
+set -uo pipefail
+source "$(dirname "$0")/calls_common.sh"
+start_call session21_calls.sh "$@"
+
+ncu_problem() {  # NAME IMPL: Nsight Compute on the kernels of one call (problem_run.py's range)
+  timeout 200 ncu --nvtx --nvtx-include "profile/" --launch-count 8 --set full \
+    --import-source yes -f -o "$OUT/keep/ncu-$1" \
+    python3 scripts/gpu/problem_run.py blueprint.causal_attention_scores --impl "$2" \
+    --warmup 3 --iters 1 > "$OUT/ncu-$1.log" 2>&1
+  echo "ncu $1: exit $?"; tail -3 "$OUT/ncu-$1.log"
+  ncu --import "$OUT/keep/ncu-$1.ncu-rep" --page details > "$OUT/keep/ncu-$1.txt" 2>&1
+  grep -E "Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Achieved Occupancy|Issue Slots Busy|Executed Ipc" \
+    "$OUT/keep/ncu-$1.txt" | head -12
+}
+
+case "$CALL" in
+  1) ncu_problem warpforge warpforge
+     ncu_problem torch-compile torch.compile
+     gpu_tests blueprint $((560 - SECONDS)) tests/blueprint ;;
+  2) robotics_large ;;
+  3) norm_grid normfwd-fp32 float32 "rms_norm.fwd layer_norm.fwd add_rms_norm.fwd" \
+       "M=16384,N=4096 M=8192,N=8192 M=16384,N=2048 M=32768,N=1024 M=4096,N=16384 M=32768,N=256" ;;
+  4) t0=$SECONDS
+     timeout 540 python3 benchmarks/compiler_bench.py --out "$OUT/compiler" \
+       --name compiler-suite --problems blueprint.bias_gelu blueprint.causal_attention_scores \
+       blueprint.layernorm_linear_gelu blueprint.mixed_precision_chain blueprint.mlp_block \
+       blueprint.reduction_chain blueprint.residual_rmsnorm_swiglu blueprint.scaled_masked_softmax \
+       --timeout 150 --no-profile > "$OUT/compiler.log" 2>&1
+     echo "compiler bench: exit $? in $((SECONDS - t0)) s"; tail -5 "$OUT/compiler.log"
+     cp "$OUT/compiler/compiler-suite.json" "$OUT/keep/" 2>/dev/null ;;
+  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
+esac
+finish_call one
