@@ -286,9 +286,10 @@ def tunable_name(ir: BlueprintIR, group: FusionGroup) -> str:
 def graph_identity(
     ir: BlueprintIR, registry: OperatorRegistry | None = None, kind: str = "rows"
 ) -> str:
-    """What a launch config of a ``kind`` (a :func:`template_of` name) group depends on: the graph (dtypes
-    included), that kernel template's version and the launchers' (a bump of the template retires
-    its tuned configs; a bump of the launchers retires every tuned config of the blueprint)."""
+    """What a launch config of a ``kind`` group (a :func:`template_of` name) depends on: the
+    graph (dtypes included), that kernel template's version and the launchers' (a bump of the
+    template retires its tuned configs; a bump of the launchers retires every tuned config of the
+    blueprint)."""
     return f"{ir.canonical_hash(registry)[:16]}/g{TEMPLATE_VERSIONS[kind]}/l{LAUNCH_VERSION}"
 
 
