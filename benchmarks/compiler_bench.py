@@ -493,6 +493,11 @@ def main() -> None:
     )
     parser.add_argument("--warm-repeats", type=int, default=3)
     parser.add_argument(
+        "--concurrent-compile",
+        action="store_true",
+        help="also a cold compile with WARPFORGE_CONCURRENT_COMPILE=1 (kernels compiled at once)",
+    )
+    parser.add_argument(
         "--no-profile",
         action="store_true",
         help="skip the cProfile'd cold and warm runs per blueprint",
@@ -593,6 +598,13 @@ def main() -> None:
             entry["warpforge_cold"] = _run_child(
                 "warpforge", problem.name, use, shape, caches, args.timeout
             )
+            if args.concurrent_compile:  # the same cold compile, its kernels compiled at once
+                entry["warpforge_cold_concurrent"] = _run_child(
+                    "warpforge", problem.name, use, shape,
+                    {**_fresh_caches(scratch, "warpforge-concurrent"),
+                     "WARPFORGE_CONCURRENT_COMPILE": "1"},
+                    args.timeout,
+                )  # fmt: skip
             if not args.no_profile:  # where a cold compile's time goes, in caches of its own
                 entry["warpforge_cold_profile"] = _run_child(
                     "cold-profile", problem.name, use, shape,
@@ -646,6 +658,11 @@ def main() -> None:
                     entry["torch_compile_cold"].get("seconds"),
                 )
                 entry["cold_compile_ratio"] = mine / theirs if mine and theirs else None
+                if args.concurrent_compile:
+                    ahead = entry["warpforge_cold_concurrent"].get("seconds")
+                    entry["cold_compile_ratio_concurrent"] = (
+                        ahead / theirs if ahead and theirs else None
+                    )
             results.append(entry)
             progress.advance(task)
         progress.add_task("hit lookup + replay", total=None)

@@ -84,6 +84,16 @@ def render(reports: list[dict[str, Any]]) -> str:
         f"- first result from disk <= {warm_max:g} ms: "
         f"{sum(row['warm_ms'] <= warm_max for row in rows)} of {len(rows)} blueprints"
     )
+    ahead = [b for r in reports for b in r["blueprints"] if "warpforge_cold_concurrent" in b]
+    if ahead:  # compiler_bench.py --concurrent-compile
+        lines.append(
+            "- cold compile with the kernels compiled concurrently (WARPFORGE_CONCURRENT_COMPILE=1): "
+            + "; ".join(
+                f"{b['problem']} {b['warpforge_cold_concurrent']['seconds']:.2f} s "
+                f"(ratio {b['cold_compile_ratio_concurrent']:.2f})"
+                for b in sorted(ahead, key=lambda b: b["problem"])
+            )
+        )
     for report in reports:
         names = ", ".join(b["problem"] for b in report["blueprints"])
         hit = report["hit_lookup"]["per_call_hit_path"]

@@ -14,7 +14,10 @@
 #   3  exhaustive tuning of the float32 norm forwards (planned since the nineteenth session)
 #   4  issue 6's compiler measurements for all eight forward blueprints with the H200's shipped
 #      configs and the lookup that checks only the kernels asked about (mlp_block's first result
-#      from disk took 53.5 ms in session20 compiler-gemm-call6.json, target 50)
+#      from disk took 53.5 ms in session20 compiler-gemm-call6.json, target 50), and each cold
+#      compile again with its kernels compiled concurrently (WARPFORGE_CONCURRENT_COMPILE=1,
+#      off by default until this measures it; layernorm_linear_gelu's cold ratio was 0.31 and
+#      0.18 in two runs, target 0.25). Call 1's blueprint GPU tests include compile_ahead's.
 # Usage: bash scripts/gpu/session21_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -43,7 +46,7 @@ case "$CALL" in
        --name compiler-suite --problems blueprint.bias_gelu blueprint.causal_attention_scores \
        blueprint.layernorm_linear_gelu blueprint.mixed_precision_chain blueprint.mlp_block \
        blueprint.reduction_chain blueprint.residual_rmsnorm_swiglu blueprint.scaled_masked_softmax \
-       --timeout 150 --no-profile > "$OUT/compiler.log" 2>&1
+       --timeout 150 --no-profile --concurrent-compile > "$OUT/compiler.log" 2>&1
      echo "compiler bench: exit $? in $((SECONDS - t0)) s"; tail -5 "$OUT/compiler.log"
      cp "$OUT/compiler/compiler-suite.json" "$OUT/keep/" 2>/dev/null ;;
   *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;

@@ -27,6 +27,7 @@ def test_compiler_bench_smoke(tmp_path: Path) -> None:
         "--lookup-samples", "300",
         "--replay-steps", "1200",
         "--bytecode", "prefix",
+        "--concurrent-compile",
     ]  # fmt: skip
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -35,6 +36,7 @@ def test_compiler_bench_smoke(tmp_path: Path) -> None:
     (entry,) = report["blueprints"]
     assert entry["problem"] == "blueprint.bias_gelu"
     assert entry["warpforge_cold"]["builds"] == 1
+    assert entry["warpforge_cold_concurrent"]["builds"] == 1  # in caches of its own
     warm = entry["warm_first_result"][0]
     assert warm["builds"] == 0 and warm["disk_hits"] == 1  # the new process reused the disk cache
     assert entry["warm_first_result_ms_median"] > 0

@@ -48,3 +48,15 @@ def test_reports_of_other_machines_or_commits_are_refused(compiler_table, report
         compiler_table.render([reports[0], other])
     with pytest.raises(ValueError, match="at least one"):
         compiler_table.render([])
+
+
+def test_a_concurrent_cold_compile_is_listed_when_the_report_has_one(compiler_table, reports):
+    """compiler_bench.py --concurrent-compile adds a cold run with the kernels compiled at once."""
+    assert "compiled concurrently" not in compiler_table.render(reports)
+    both = copy.deepcopy(reports)
+    entry = both[1]["blueprints"][0]
+    entry["warpforge_cold_concurrent"] = {"seconds": 1.5}
+    entry["cold_compile_ratio_concurrent"] = 1.5 / entry["torch_compile_cold"]["seconds"]
+    text = compiler_table.render(both)
+    ratio = entry["cold_compile_ratio_concurrent"]
+    assert f"{entry['problem']} 1.50 s (ratio {ratio:.2f})" in text

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
+import os
 import sys
 import threading
 import time
@@ -39,6 +40,18 @@ from warpforge.blueprint.registry import OperatorRegistry, default_registry
 from warpforge.validation import describe
 
 logger = logging.getLogger("warpforge.blueprint")
+
+
+def concurrent_compile_enabled() -> bool:
+    """``WARPFORGE_CONCURRENT_COMPILE=1``: a cold first call compiles a blueprint's kernels
+    concurrently (:meth:`KernelProgram.compile_ahead`). Off by default until measured."""
+    return os.environ.get("WARPFORGE_CONCURRENT_COMPILE", "0").strip().lower() in {
+        "1",
+        "true",
+        "yes",
+        "on",
+    }
+
 
 SOURCE_FILE = "kernels.py"
 
@@ -239,6 +252,8 @@ class CompiledBlueprint(torch.nn.Module):
             program.launched = []
             program.launch_calls = []
             start = time.perf_counter()
+            if on_gpu and program.direct is None and concurrent_compile_enabled():
+                self._compile_ahead(program, tensors)
             try:
                 outputs = program.run(tensors)
             except Exception as error:  # the first launch is where Triton compiles the kernels
@@ -268,6 +283,20 @@ class CompiledBlueprint(torch.nn.Module):
                     program.launch_calls = None
         self._programs[spec] = program
         return run_reference(self.ir, tensors, self.registry)
+
+    def _compile_ahead(self, program: KernelProgram, tensors: Sequence[torch.Tensor]) -> None:
+        """:meth:`KernelProgram.compile_ahead`; a failure there is logged, and the first run then
+        compiles each kernel as it launches (a real compile error surfaces there)."""
+        try:
+            program.compile_ahead(tensors)
+        except Exception as error:  # never worse than compiling one kernel at a time
+            logger.warning(
+                "blueprint %r: compiling its kernels concurrently failed (%s: %s); compiling "
+                "them one at a time",
+                self.ir.name,
+                type(error).__name__,
+                error,
+            )
 
     def fell_back(self) -> bool:
         """True when some specialisation runs the PyTorch reference after a failure."""

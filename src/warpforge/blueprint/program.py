@@ -186,6 +186,13 @@ class _RowLaunch:
     kernel: Any  # the @triton.jit function of this program's module
 
 
+def set_up_triton_driver() -> None:
+    """Triton's GPU driver (and the utilities it builds on first use) set up in this thread."""
+    from triton.runtime import driver
+
+    driver.active.get_current_device()
+
+
 class KernelProgram:
     """A plan plus its loaded Triton module; ``run`` executes it on validated inputs."""
 
@@ -208,6 +215,8 @@ class KernelProgram:
         self._output_values = tuple(v for _, v in ir.outputs)
         self._launches: dict[tuple[Any, ...], dict[str, int]] = {}
         """Launch configs per (group, sizes, device): warpforge.tune is asked once for each."""
+        self._dry_run: list[tuple[Any, tuple[int, ...], list[Any], dict[str, Any]]] | None = None
+        """While a list, launches are recorded there instead of made (:meth:`compile_ahead`)."""
 
     def run(
         self, tensors: Sequence[torch.Tensor], bindings: Mapping[str, int] | None = None
@@ -310,10 +319,58 @@ class KernelProgram:
         args += launch.sizes
         self._launch_kernel(launch.kernel, launch.grid, args, launch.options)
 
+    def compile_ahead(self, tensors: Sequence[torch.Tensor]) -> int:
+        """Compile the kernels a first run of ``tensors`` launches, all at once, before it.
+
+        A dry run (outputs allocated, PyTorch steps run, no kernel launched) records each
+        launch; then one thread per distinct kernel has Triton compile it for those arguments
+        (``warmup``) and load it, building its launcher. Triton spends much of a compile waiting
+        on ``ptxas`` and the host compiler in subprocesses, so the kernels' compiles overlap.
+        The run that follows finds them compiled. Returns the number of kernels compiled; an
+        error propagates (the caller then compiles them one by one as they launch)."""
+        distinct = {
+            (id(k), tuple(sorted(o.items()))): (k, g, a, o)
+            for k, g, a, o in self.record_launches(tensors)
+        }
+        if len(distinct) < 2:
+            return 0  # nothing to overlap: the run compiles it as usual
+        import concurrent.futures
+
+        set_up_triton_driver()  # once, in this thread: the workers only compile and load
+
+        def compile_one(kernel: Any, grid: tuple[int, ...], args: list[Any], options: dict) -> None:
+            compiled = kernel.warmup(*args, grid=grid, **options)
+            init_handles = getattr(compiled, "_init_handles", None)
+            if init_handles is not None:  # Triton >= 3.3 loads and builds the launcher lazily
+                init_handles()
+
+        workers = min(len(distinct), 8)
+        with concurrent.futures.ThreadPoolExecutor(workers, "warpforge-compile") as pool:
+            futures = [pool.submit(compile_one, *record) for record in distinct.values()]
+            for future in futures:
+                future.result()
+        return len(distinct)
+
+    def record_launches(
+        self, tensors: Sequence[torch.Tensor]
+    ) -> list[tuple[Any, tuple[int, ...], list[Any], dict[str, Any]]]:
+        """The (kernel, grid, args, options) a run of ``tensors`` launches, in order, from a dry
+        run: outputs are allocated and PyTorch steps run, but no kernel is launched."""
+        records: list[tuple[Any, tuple[int, ...], list[Any], dict[str, Any]]] = []
+        self._dry_run = records
+        try:
+            self.run(tensors)
+        finally:
+            self._dry_run = None
+        return records
+
     def _launch_kernel(
         self, kernel: Any, grid: tuple[int, ...], args: list[Any], options: dict[str, Any]
     ) -> None:
         """``kernel[grid](*args, **options)``, through the recorded binary where one applies."""
+        if self._dry_run is not None:
+            self._dry_run.append((kernel, tuple(grid), list(args), dict(options)))
+            return
         direct = self.direct
         if direct is not None and direct.launch(kernel, grid, args, options):
             return
