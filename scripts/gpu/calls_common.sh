@@ -35,6 +35,20 @@ norm_grid() {  # NAME DTYPES KERNELS SHAPES: exhaustive tuning (tune_norm_grid.s
   cp "$OUT/grid/trials-grid.json" "$OUT/keep/tune-$1-trials.json"
 }
 
+normfwd_fp32_grid() {  # exhaustive tuning of the float32 norm forwards at the issue's rows
+  norm_grid normfwd-fp32 float32 "rms_norm.fwd layer_norm.fwd add_rms_norm.fwd" \
+    "M=16384,N=4096 M=8192,N=8192 M=16384,N=2048 M=32768,N=1024 M=4096,N=16384 M=32768,N=256"
+}
+
+compiler_run() {  # NAME LIMIT_S ARGS...: benchmarks/compiler_bench.py --name NAME ARGS into OUT/keep
+  local name="$1" limit="$2" t0=$SECONDS
+  shift 2
+  timeout "$limit" python3 benchmarks/compiler_bench.py --out "$OUT/compiler" --name "$name" \
+    "$@" > "$OUT/compiler.log" 2>&1
+  echo "compiler bench: exit $? in $((SECONDS - t0)) s"; tail -5 "$OUT/compiler.log"
+  cp "$OUT/compiler/$name.json" "$OUT/keep/" 2>/dev/null
+}
+
 robotics_large() {  # issue 5's large resample shapes: search, tile and prefetch launches
   local t0=$SECONDS
   timeout 560 python3 benchmarks/robotics_sweep.py --out "$OUT/robotics" --budget-s 480 \

@@ -63,14 +63,9 @@ blueprint.causal_attention_scores.k1_matmul_mul_where_softmax B=4,NH=16,T=1024,D
        "blueprint.mlp_block.k0_linear_gelu T=8192,D=2048,F=8192
 blueprint.mlp_block.k1_linear_add T=8192,D=2048,F=8192" "blueprint.mlp_block" ;;
   4) robotics_large ;;
-  5) norm_grid normfwd-fp32 float32 "rms_norm.fwd layer_norm.fwd add_rms_norm.fwd" \
-       "M=16384,N=4096 M=8192,N=8192 M=16384,N=2048 M=32768,N=1024 M=4096,N=16384 M=32768,N=256" ;;
-  6) t0=$SECONDS
-     timeout 400 python3 benchmarks/compiler_bench.py --out "$OUT/compiler" \
-       --name compiler-gemm --problems blueprint.layernorm_linear_gelu blueprint.mlp_block \
-       --timeout 150 > "$OUT/compiler.log" 2>&1
-     echo "compiler bench: exit $? in $((SECONDS - t0)) s"; tail -5 "$OUT/compiler.log"
-     cp "$OUT/compiler/compiler-gemm.json" "$OUT/keep/" 2>/dev/null
+  5) normfwd_fp32_grid ;;
+  6) compiler_run compiler-gemm 400 --problems blueprint.layernorm_linear_gelu blueprint.mlp_block \
+       --timeout 150
      t0=$SECONDS
      timeout $((560 - SECONDS)) python3 benchmarks/parity_sweep.py --out "$OUT/parity" \
        --only add_rms_norm.fwd > "$OUT/parity.log" 2>&1

@@ -39,16 +39,12 @@ case "$CALL" in
      ncu_problem torch-compile torch.compile
      gpu_tests blueprint $((560 - SECONDS)) tests/blueprint ;;
   2) robotics_large ;;
-  3) norm_grid normfwd-fp32 float32 "rms_norm.fwd layer_norm.fwd add_rms_norm.fwd" \
-       "M=16384,N=4096 M=8192,N=8192 M=16384,N=2048 M=32768,N=1024 M=4096,N=16384 M=32768,N=256" ;;
-  4) t0=$SECONDS
-     timeout 540 python3 benchmarks/compiler_bench.py --out "$OUT/compiler" \
-       --name compiler-suite --problems blueprint.bias_gelu blueprint.causal_attention_scores \
-       blueprint.layernorm_linear_gelu blueprint.mixed_precision_chain blueprint.mlp_block \
-       blueprint.reduction_chain blueprint.residual_rmsnorm_swiglu blueprint.scaled_masked_softmax \
-       --timeout 150 --no-profile --concurrent-compile > "$OUT/compiler.log" 2>&1
-     echo "compiler bench: exit $? in $((SECONDS - t0)) s"; tail -5 "$OUT/compiler.log"
-     cp "$OUT/compiler/compiler-suite.json" "$OUT/keep/" 2>/dev/null ;;
+  3) normfwd_fp32_grid ;;
+  4) compiler_run compiler-suite 540 --problems blueprint.bias_gelu \
+       blueprint.causal_attention_scores blueprint.layernorm_linear_gelu \
+       blueprint.mixed_precision_chain blueprint.mlp_block blueprint.reduction_chain \
+       blueprint.residual_rmsnorm_swiglu blueprint.scaled_masked_softmax \
+       --timeout 150 --no-profile --concurrent-compile ;;
   *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
