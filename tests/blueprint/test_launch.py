@@ -12,6 +12,7 @@ import torch
 from warpforge.blueprint import problems
 from warpforge.blueprint.compiler import compile as compile_blueprint
 from warpforge.blueprint.launch import (
+    MATMUL_ROWS_SPACE,
     MATMUL_SPACE,
     ROWS_SPACE,
     matmul_default,
@@ -149,15 +150,15 @@ def test_heuristics_lie_in_their_spaces_for_gpu_shapes() -> None:
         assert 20 <= len(MATMUL_SPACE.valid_configs(features)) <= 110
     # attention scores: K = head dim, the row-pass kernel's own default
     for head_dim in (64, 40, 128):
-        features = {"graph": "g", "B": 64, "M": 1024, "N": 1024, "K": head_dim, "dtype": "bfloat16"}
-        config = matmul_default(features, on_gpu=True, row_passes=True)
-        assert MATMUL_SPACE.rejection(config, features) is None
-        assert config["BLOCK_K"] >= head_dim  # one K block: the A tile is loaded once
+        for n in (1024, 48):  # two passes, then one tile
+            features = {"graph": "g", "B": 64, "M": 1024, "N": n, "K": head_dim,
+                        "dtype": "bfloat16"}  # fmt: skip
+            config = matmul_default(features, on_gpu=True, row_passes=True)
+            assert MATMUL_ROWS_SPACE.rejection(config, features) is None, (n, head_dim)
+            assert config["BLOCK_K"] >= head_dim  # one K block: the A tile is loaded once
 
 
 def test_row_pass_matmuls_may_take_one_tile_spanning_the_row() -> None:
-    from warpforge.blueprint.launch import MATMUL_ROWS_SPACE
-
     features = {"graph": "g", "B": 64, "M": 1024, "N": 1024, "K": 64, "dtype": "bfloat16"}
     wide = [c for c in MATMUL_ROWS_SPACE.valid_configs(features) if c["BLOCK_N"] > 256]
     # one tile: BLOCK_N = N rounded up, K in one block (one stage), few rows within registers

@@ -242,10 +242,12 @@ def matmul_default(
     block_k = min(block_k, max(16, next_power_of_2(_int(features, "K"))))
     if row_passes:  # K in one block when it fits 128: the A tile is then loaded once
         single_k = max(16, next_power_of_2(_int(features, "K")))
+        k_block = single_k if single_k <= 128 else block_k
+        # rows of <= 64 columns are one tile; with K in one block there is no loop to pipeline
+        no_loop = _int(features, "N") <= 64 and k_block >= _int(features, "K")
         return {
-            "BLOCK_M": 64, "BLOCK_N": 64,
-            "BLOCK_K": single_k if single_k <= 128 else block_k,
-            "GROUP_M": 8, "num_warps": 4, "num_stages": 3,
+            "BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": k_block,
+            "GROUP_M": 8, "num_warps": 4, "num_stages": 2 if no_loop else 3,
         }  # fmt: skip
     n = _int(features, "N")
     return {  # the best measured tile of the suite's large GEMMs on the H100 (2026-11-22)
