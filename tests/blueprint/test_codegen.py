@@ -285,9 +285,11 @@ def test_matmul_then_softmax_is_one_two_pass_kernel(t, s, inner, check) -> None:
     check(ir, [q, k.transpose(-2, -1).contiguous().transpose(-2, -1), keep], atol=1e-5, rtol=1e-5)
 
 
-def _one_tile_spy(monkeypatch: pytest.MonkeyPatch, block_n: int) -> list[bool]:
-    """Launch matmul row-pass groups with ``block_n``-wide N tiles; returns each launch's
-    ONE_TILE."""
+def _one_tile_spy(
+    monkeypatch: pytest.MonkeyPatch, block_n: int, **launch_config: int
+) -> list[bool]:
+    """Launch matmul row-pass groups with ``block_n``-wide N tiles (and ``launch_config``'s other
+    values); returns each launch's ONE_TILE."""
     from warpforge.blueprint import launch, program
 
     real_default, real_launch = launch.matmul_default, program.KernelProgram._launch_kernel
@@ -295,7 +297,7 @@ def _one_tile_spy(monkeypatch: pytest.MonkeyPatch, block_n: int) -> list[bool]:
 
     def default(features, on_gpu, row_passes=False):  # type: ignore[no-untyped-def]
         config = real_default(features, on_gpu, row_passes)
-        return {**config, "BLOCK_N": block_n} if row_passes else config
+        return {**config, "BLOCK_N": block_n, **launch_config} if row_passes else config
 
     def spy(self, kernel, grid, args, options):  # type: ignore[no-untyped-def]
         if "ONE_TILE" in options:
@@ -422,6 +424,33 @@ def test_bf16_matmul_kernels_on_gpu() -> None:
     got = warpforge.compile(b.build(), strict=True)(x_val, w_val)
     want = torch.nn.functional.gelu(x_val.double() @ w_val.double().t(), approximate="tanh")
     torch.testing.assert_close(got.double(), want, atol=3e-2, rtol=2e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("t", "launch_config"),
+    [(48, {}), (1000, {"BLOCK_M": 16, "num_warps": 8}), (1000, {"BLOCK_M": 32, "num_warps": 16})],
+    ids=["default-64-wide", "1024-wide-8-warps", "1024-wide-16-warps"],
+)
+def test_bf16_scores_in_one_tile_on_gpu(  # type: ignore[no-untyped-def]
+    t: int, launch_config: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one-tile kernel on the GPU: the default 64-column tile over a shorter row, and
+    1024-column tiles as the tuner tries them at the bench shape (bf16, causal mask, ragged T)."""
+    block_n = 64 if t <= 64 else 1024
+    stages = {"num_stages": 2} if launch_config else {}
+    one_tile = _one_tile_spy(monkeypatch, block_n, **launch_config, **stages)
+    name = f"scores_one_tile_{t}_{launch_config.get('num_warps', 4)}"
+    ir = _scores_softmax(name, "DH", "bfloat16")
+    keep = torch.ones(t, t, dtype=torch.bool, device="cuda").tril()
+    q = torch.randn(2, 3, t, 64, dtype=torch.bfloat16, device="cuda")
+    k = torch.randn(2, 3, t, 64, dtype=torch.bfloat16, device="cuda")
+    got = warpforge.compile(ir, strict=True)(q, k, keep)
+    want = torch.softmax(
+        (q.double() @ k.double().transpose(-2, -1) * 0.3).masked_fill(~keep, float("-inf")), -1
+    )
+    torch.testing.assert_close(got.double(), want, atol=1e-2, rtol=2e-2)
+    assert one_tile == [True]
 
 
 @pytest.mark.parametrize("use_tma", [True, False], ids=["tma", "pointer"])
