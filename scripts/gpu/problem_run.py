@@ -25,14 +25,13 @@ _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 def _shape(text: str) -> dict[str, int]:
-    """``"B=4,NH=16"`` -> ``{"B": 4, "NH": 16}``."""
-    shape = {}
-    for item in text.split(","):
-        name, _, value = item.partition("=")
-        if not name or not value.isdigit():
-            raise argparse.ArgumentTypeError(f"--shape: expected NAME=INT,..., got {text!r}")
-        shape[name] = int(value)
-    return shape
+    """``"B=4,NH=16"`` -> ``{"B": 4, "NH": 16}`` (``warpforge.validation.parse_shape``)."""
+    from warpforge.validation import parse_shape
+
+    try:
+        return parse_shape(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--shape: expected NAME=INT,... ({exc})") from None
 
 
 @contextlib.contextmanager
