@@ -49,6 +49,16 @@ compiler_run() {  # NAME LIMIT_S ARGS...: benchmarks/compiler_bench.py --name NA
   cp "$OUT/compiler/$name.json" "$OUT/keep/" 2>/dev/null
 }
 
+blueprint_tune() {  # BUDGET_S ENTRIES PROBLEMS: gemm_tune_bench.sh with these kernels/problems;
+  # OUT/keep/blueprint-tuned-callCALL.json (harness) and shipped-tuned-callCALL.json
+  GEMM_TUNE_ENTRIES="$2" GEMM_BENCH="$3" timeout $((570 - SECONDS)) bash scripts/gpu/gemm_tune_bench.sh \
+    "$OUT/bp" "$1" > "$OUT/bp.log" 2>&1
+  cat "$OUT/bp/summary.txt"
+  cp "$OUT/bp/blueprint-gemm.json" "$OUT/keep/blueprint-tuned-call$CALL.json" 2>/dev/null
+  cp "$OUT/bp/shipped-tuned.json" "$OUT/keep/shipped-tuned-call$CALL.json" 2>/dev/null
+  python3 scripts/results_table.py "$OUT/bp/blueprint-gemm.json" 2>/dev/null | tail -12
+}
+
 robotics_large() {  # issue 5's large resample shapes: search, tile and prefetch launches
   local t0=$SECONDS
   timeout 560 python3 benchmarks/robotics_sweep.py --out "$OUT/robotics" --budget-s 480 \

@@ -36,15 +36,6 @@ set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
 start_call session20_calls.sh "$@"
 
-blueprint_tune() {  # BUDGET_S ENTRIES PROBLEMS: gemm_tune_bench.sh with these kernels/problems
-  GEMM_TUNE_ENTRIES="$2" GEMM_BENCH="$3" timeout $((570 - SECONDS)) bash scripts/gpu/gemm_tune_bench.sh \
-    "$OUT/bp" "$1" > "$OUT/bp.log" 2>&1
-  cat "$OUT/bp/summary.txt"
-  cp "$OUT/bp/blueprint-gemm.json" "$OUT/keep/blueprint-tuned-call$CALL.json" 2>/dev/null
-  cp "$OUT/bp/shipped-tuned.json" "$OUT/keep/shipped-tuned-call$CALL.json" 2>/dev/null
-  python3 scripts/results_table.py "$OUT/bp/blueprint-gemm.json" 2>/dev/null | tail -12
-}
-
 case "$CALL" in
   1) gpu_tests norms 330 tests/ops/test_norm.py tests/ops/test_wide_rows.py \
        tests/ops/test_norm_split_fwd.py

@@ -18,6 +18,10 @@
 #      compile again with its kernels compiled concurrently (WARPFORGE_CONCURRENT_COMPILE=1,
 #      off by default until this measures it; layernorm_linear_gelu's cold ratio was 0.31 and
 #      0.18 in two runs, target 0.25). Call 1's blueprint GPU tests include compile_ahead's.
+#   5  (added after call 1's profile: the two-pass kernel issue-bound on its ALU pipe, 89.6 M
+#      instructions against torch.compile's 71.3 M in two kernels) the causal kernel skipping
+#      the N tiles its mask hides, with constant masks when there is no tail and exp2 of an fma:
+#      codegen GPU tests, Nsight Compute again, retuned on the H200 and benched
 # Usage: bash scripts/gpu/session21_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -45,6 +49,11 @@ case "$CALL" in
        blueprint.mixed_precision_chain blueprint.mlp_block blueprint.reduction_chain \
        blueprint.residual_rmsnorm_swiglu blueprint.scaled_masked_softmax \
        --timeout 150 --no-profile --concurrent-compile ;;
-  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
+  5) gpu_tests codegen 150 tests/blueprint/test_codegen.py
+     ncu_problem warpforge-skip warpforge
+     blueprint_tune 100 \
+       "blueprint.causal_attention_scores.k1_matmul_mul_where_softmax B=4,NH=16,T=1024,DH=64" \
+       "blueprint.causal_attention_scores" ;;
+  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

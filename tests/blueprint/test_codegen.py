@@ -366,6 +366,47 @@ def test_matmul_softmax_of_a_fully_masked_row_is_nan_like_torch() -> None:
     torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, equal_nan=True)
 
 
+@pytest.mark.parametrize("t, s", [(53, 53), (64, 48)], ids=["ragged-tiles", "even-tiles"])
+def test_matmul_softmax_skips_the_tiles_its_mask_hides(t: int, s: int) -> None:
+    """A causal mask hides whole N tiles above the diagonal, and one block of rows is masked
+    throughout: skipped tiles store 0 (NaN on the rows torch gives NaN), and every other value
+    matches float64 exactly as when every tile is computed."""
+    ir = _scores_softmax(f"scores_skip_{t}_{s}", 8)
+    source = KernelSourceGenerator(ir).source()
+    assert source.count("if tl.max(in_keep.to(tl.int32)) != 0:") == 2  # in both passes
+    keep = torch.ones(t, s, dtype=torch.bool).tril()
+    keep[16:32] = False  # a whole block of rows of the CPU's 16-row tiles
+    q, k = torch.randn(2, 3, t, 8), torch.randn(2, 3, s, 8)
+    got = warpforge.compile(ir, strict=True)(q, k, keep)
+    want = torch.softmax(
+        (q.double() @ k.double().transpose(-2, -1) * 0.3).masked_fill(~keep, float("-inf")), -1
+    )
+    assert got[:, :, 16:32].isnan().all() and not got[:, :, :16].isnan().any()
+    torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, equal_nan=True)
+
+
+def test_masked_scores_used_elsewhere_are_computed_for_every_tile(check) -> None:  # type: ignore[no-untyped-def]
+    """No tile is skipped when the masked scores also reach memory or the fill is not -inf."""
+    b = BlueprintBuilder("scores_kept")
+    q = b.input("q", ("T", 8), "float32")
+    k = b.input("k", ("S", 8), "float32")
+    keep = b.input("keep", ("T", "S"), "bool")
+    scores = b.op(
+        "where", keep, b.op("matmul", q, b.op("transpose", k, dim0=0, dim1=1)), other="-inf"
+    )
+    b.output("p", b.op("softmax", scores))
+    b.output("scores", scores)
+    b2 = BlueprintBuilder("scores_filled")
+    q2, k2 = b2.input("q", ("T", 8), "float32"), b2.input("k", ("S", 8), "float32")
+    keep2 = b2.input("keep", ("T", "S"), "bool")
+    product = b2.op("matmul", q2, b2.op("transpose", k2, dim0=0, dim1=1))
+    b2.output("p", b2.op("softmax", b2.op("where", keep2, product, other=-1e4)))
+    mask = torch.ones(40, 37, dtype=torch.bool).tril()
+    for ir in (b.build(), b2.build()):
+        assert "if tl.max(" not in KernelSourceGenerator(ir).source()
+        check(ir, [torch.randn(40, 8), torch.randn(37, 8), mask], atol=1e-5, rtol=1e-5)
+
+
 def test_matmul_then_softmax_in_float16(check) -> None:  # type: ignore[no-untyped-def]
     ir = _scores_softmax("scores_fp16", "DH", "float16")
     keep = torch.ones(11, 19, dtype=torch.bool)

@@ -19,7 +19,10 @@ Fusion rules (see docs/compiler.md):
   pass 2 recomputes each tile (cheap when the inner dim K is small, as for attention scores) and
   stores the results. When one tile spans the row (``ONE_TILE``: ``BLOCK_N >= N``) the tile is
   computed once and its statistics and outputs come from registers. Only the outputs reach
-  memory, never the matmul's product. A graph whose K is a fixed size above
+  memory, never the matmul's product. A softmax of ``where(mask, x, other=-inf)`` whose mask is
+  loaded from memory skips each N tile whose mask is false throughout: pass 1 leaves its
+  statistics as they are and pass 2 stores ``0 * scale`` without the product (a causal mask
+  skips about half the tiles; the results are those of computing them, NaN rows included). A graph whose K is a fixed size above
   :data:`ROW_FUSION_MAX_K` keeps the product in memory instead.
 * Everything else (layout ops, integer arithmetic, float64 matmul, a reduction without keepdim
   feeding more ops) runs as a PyTorch op between kernels.
@@ -39,7 +42,7 @@ from typing import Any
 from warpforge.blueprint.ir import BlueprintIR, IRNode, TensorSchema
 from warpforge.blueprint.registry import OperatorRegistry, default_registry
 
-GENERATOR_VERSION = 3
+GENERATOR_VERSION = 4
 """Bumped when generated code changes; part of every cache key of the generated source."""
 
 TEMPLATE_VERSIONS = {"rows": 1, "matmul": 2, "matmul_rows": 3}
@@ -58,6 +61,9 @@ ROW_FUSION_MAX_K = 512
 fused kernel computes every tile twice, which pays off only while K is small."""
 
 NEG_INF = 'float("-inf")'
+LOG2E = "1.4426950408889634"
+"""exp(x - shift) is emitted as exp2(fma(x, LOG2E, -shift * LOG2E)): one fused multiply-add
+before the hardware's exp2 where exp would cost a subtraction and a multiplication."""
 FULL = "full"
 ROW = "row"
 
@@ -563,7 +569,7 @@ class _MatmulKernelWriter(_KernelWriter):
         if group.has_row_op:
             self.n_cols = "N"
             self._write_row_passes(mm)
-            constexprs[-1:-1] = ["SINGLE_K", "ONE_TILE"]
+            constexprs[-1:-1] = ["SINGLE_K", "ONE_TILE", "EVEN_M", "EVEN_N"]
             doc = (
                 '    """Matmul + streaming row ops: each program owns BLOCK_M whole rows and walks '
                 "the N tiles twice\n    (statistics, then recomputed tiles and stores), or once "
@@ -625,10 +631,18 @@ class _MatmulKernelWriter(_KernelWriter):
         e(f"pid_m = first_m + ({index} % group_size) % rows_in_group")
         e(f"pid_n = ({index} % group_size) // rows_in_group")
 
-    def _tile_masks(self) -> None:
+    def _tile_masks(self, even_n: bool = False) -> None:
+        """``cols``, ``col_mask`` and the tile's ``mask``; with ``even_n`` the kernel's EVEN_N
+        (N a multiple of BLOCK_N) makes the column mask a constant the compiler folds away."""
         e = self.emit
         e("cols = offs_n")
-        e("col_mask = offs_n < N")
+        if even_n:
+            e("if EVEN_N:  # no column tail: a constant mask, folded out of loads and selects")
+            e("    col_mask = tl.full((BLOCK_N,), 1, tl.int1)")
+            e("else:")
+            e("    col_mask = offs_n < N")
+        else:
+            e("col_mask = offs_n < N")
         e("mask = row_mask[:, None] & col_mask[None, :]")
 
     # ------------------------------------------------------------------ plain tiled matmul
@@ -746,7 +760,10 @@ class _MatmulKernelWriter(_KernelWriter):
         e("    else:")
         e("        a_whole = tl.load(a_start, mask=offs_k[None, :] < K, other=0.0)")
         e("rows = pid_b * M + offs_m")
-        e("row_mask = offs_m < M")
+        e("if EVEN_M:  # no row tail: a constant mask, folded out of loads and stores")
+        e("    row_mask = tl.full((BLOCK_M,), 1, tl.int1)")
+        e("else:")
+        e("    row_mask = offs_m < M")
         self.row_coordinates()
         e("if ONE_TILE:")
         self.depth += 1
@@ -775,14 +792,17 @@ class _MatmulKernelWriter(_KernelWriter):
             if node.op == "softmax":
                 e("# a row of only -inf keeps a 0 shift (torch gives NaN there, so do we: 0 / 0)")
                 e(f"{stat}_shift = tl.where({stat}_max == {NEG_INF}, 0.0, {stat}_max)")
-                e(f"{stat}_exp = {self.masked(f'tl.exp({x} - {stat}_shift)', '0.0')}")
+                e(f"{stat}_shift2 = {stat}_shift * {LOG2E}")
+                e(f"{stat}_exp = {self.masked(self._exp_shifted(x, stat + '_shift2'), '0.0')}")
                 e(f"{stat}_scale = 1.0 / tl.sum({stat}_exp, axis=1)[:, None]")
         self._results_and_stores(row_ops, after, one_tile=True)
 
     def _write_two_passes(self, mm: IRNode, row_ops: list[IRNode], after: set[str]) -> None:
-        """Pass 1 over the N tiles for the statistics, pass 2 recomputing each tile to store."""
+        """Pass 1 over the N tiles for the statistics, pass 2 recomputing each tile to store;
+        tiles whose softmax mask is false throughout are skipped (:meth:`_masked_softmax`)."""
         group = self.group
         e = self.emit
+        skip = self._masked_softmax(row_ops)
         e("# pass 1: running statistics of the row ops over the N tiles")
         for node in row_ops:
             stat = self._stat(node)
@@ -790,24 +810,60 @@ class _MatmulKernelWriter(_KernelWriter):
                 e(f"{stat}_max = tl.full((BLOCK_M, 1), {NEG_INF}, tl.float32)")
             if node.op != "amax":
                 e(f"{stat}_sum = tl.zeros((BLOCK_M, 1), dtype=tl.float32)")
-        self._tile(mm, loop=True)
+        self._tile(mm, loop=True, skip=skip)
         for node in group.nodes[1:]:
             if node.name in after:
                 continue
             self.node_body(node)
         for node in row_ops:
             self._update_stat(node)
-        self.depth -= 1
+        self.depth -= 2 if skip else 1
         e("# pass 2: the tiles again (recomputed: only the outputs reach memory)")
         for node in row_ops:
             if node.op == "softmax":
                 stat = self._stat(node)
                 e("# a row of only -inf keeps a 0 shift (torch gives NaN there, so do we: 0 / 0)")
                 e(f"{stat}_shift = tl.where({stat}_max == {NEG_INF}, 0.0, {stat}_max)")
+                e(f"{stat}_shift2 = {stat}_shift * {LOG2E}")
                 e(f"{stat}_scale = 1.0 / {stat}_sum  # one division per row, not per element")
-        self._tile(mm, loop=True)
+        self._tile(mm, loop=True, skip=skip)
         self._results_and_stores(row_ops, after, one_tile=False)
+        if skip:
+            softmax = row_ops[0]
+            self.depth -= 1
+            e("else:")
+            e("    # every score of the tile is masked: exp(-inf - shift) * scale = 0 * scale")
+            e("    # (NaN where the whole row is masked, as computing the tile gives)")
+            e(
+                f"    {self.var(softmax.name)} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"
+                f" + 0.0 * {self._stat(softmax)}_scale"
+            )
+            self.depth += 1
+            self.store(softmax.name)
+            self.depth -= 1
         self.depth -= 1
+
+    def _masked_softmax(self, row_ops: list[IRNode]) -> str | None:
+        """The mask input whose all-false N tiles the two passes skip, or None. Only where the
+        group is ``softmax(where(mask, x, other=-inf))`` and nothing else reaches memory: a tile
+        with no true mask element then adds nothing to the row's statistics and stores exactly
+        ``0 * scale``, whatever its product holds (NaN and inf included)."""
+        group = self.group
+        if len(row_ops) != 1 or row_ops[0].op != "softmax" or group.nodes[-1] is not row_ops[0]:
+            return None
+        softmax = row_ops[0]
+        if group.outputs != [softmax.name]:
+            return None
+        where = next((n for n in group.nodes if n.name == softmax.inputs[0]), None)
+        if where is None or where.op != "where" or len(where.inputs) != 2:
+            return None
+        if where.attrs.get("other") != "-inf" and where.attrs.get("other") != float("-inf"):
+            return None
+        mask = where.inputs[0]
+        users = sum(n.inputs.count(where.name) for n in group.nodes)
+        if mask in group.space or users != 1:
+            return None  # a mask computed in the kernel, or the masked scores used elsewhere
+        return mask
 
     def _results_and_stores(
         self, row_ops: list[IRNode], after: set[str], *, one_tile: bool
@@ -832,9 +888,15 @@ class _MatmulKernelWriter(_KernelWriter):
     def _stat(node: IRNode) -> str:
         return f"s_{node.name}"
 
-    def _tile(self, mm: IRNode, *, loop: bool) -> None:
+    @staticmethod
+    def _exp_shifted(x: str, shift2: str) -> str:
+        """exp(x - shift) given ``shift2`` = shift * log2(e): see :data:`LOG2E`."""
+        return f"tl.exp2(tl.fma({x}, {LOG2E}, -{shift2}))"
+
+    def _tile(self, mm: IRNode, *, loop: bool, skip: str | None = None) -> None:
         """Start an N tile whose body begins with the tile's matmul value: a loop over the N
-        tiles (``loop``) or the one tile at column 0."""
+        tiles (``loop``) or the one tile at column 0. With ``skip`` (a bool mask input) the
+        body is inside ``if`` the tile's mask has a true element."""
         e = self.emit
         if loop:
             e("for n_start in range(0, N, BLOCK_N):")
@@ -845,6 +907,14 @@ class _MatmulKernelWriter(_KernelWriter):
         e("offs_n = n_start + tl.arange(0, BLOCK_N)")
         e("if INDEX_64:")
         e("    offs_n = offs_n.to(tl.int64)")
+        self._tile_masks(even_n=True)
+        if skip is not None:
+            kept = self.operand(skip)
+            e(
+                f"# a tile {skip} masks throughout adds nothing to the softmax: its product is skipped"
+            )
+            e(f"if tl.max({kept}.to(tl.int32)) != 0:")
+            self.depth += 1
         e("b_ptrs = b_start + (offs_n % N)[None, :] * b_sn")
         e("if SINGLE_K:")
         self.depth += 1
@@ -859,7 +929,6 @@ class _MatmulKernelWriter(_KernelWriter):
         e("a_ptrs = a_start")
         self._k_loop()
         self.depth -= 1
-        self._tile_masks()
         self._matmul_value(mm)
 
     def _update_stat(self, node: IRNode) -> None:
@@ -875,10 +944,10 @@ class _MatmulKernelWriter(_KernelWriter):
             return
         # online softmax: rescale the running sum to the new max
         e(f"new_max = tl.maximum({stat}_max, tile_max)")
-        e(f"shift = tl.where(new_max == {NEG_INF}, 0.0, new_max)")
+        e(f"shift2 = tl.where(new_max == {NEG_INF}, 0.0, new_max) * {LOG2E}")
         e(
-            f"{stat}_sum = {stat}_sum * tl.exp({stat}_max - shift) + "
-            f"tl.sum({self.masked(f'tl.exp({x} - shift)', '0.0')}, axis=1)[:, None]"
+            f"{stat}_sum = {stat}_sum * tl.exp2({stat}_max * {LOG2E} - shift2) + "
+            f"tl.sum({self.masked(self._exp_shifted(x, 'shift2'), '0.0')}, axis=1)[:, None]"
         )
         e(f"{stat}_max = new_max")
 
@@ -890,7 +959,7 @@ class _MatmulKernelWriter(_KernelWriter):
             expr = f"{stat}_exp * {stat}_scale"
         elif node.op == "softmax":
             x = self.operand(node.inputs[0])
-            expr = f"tl.exp({x} - {stat}_shift) * {stat}_scale"
+            expr = f"{self._exp_shifted(x, stat + '_shift2')} * {stat}_scale"
         elif node.op == "sum":
             expr = f"{stat}_sum"
         elif node.op == "mean":

@@ -500,6 +500,9 @@ class KernelProgram:
                 grid = (math.ceil(m / block_m) * n_batch,)
                 options["SINGLE_K"] = k <= block_k
                 options["ONE_TILE"] = n <= block_n  # the product computed once, not twice
+                # no row or column tail: the masks become constants the compiler folds away
+                options["EVEN_M"] = m % block_m == 0
+                options["EVEN_N"] = n % block_n == 0
             else:
                 grid = (tiles * n_batch,)
             kernel = getattr(self.module, group.kernel_name)
