@@ -366,15 +366,19 @@ def test_matmul_softmax_of_a_fully_masked_row_is_nan_like_torch() -> None:
     torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, equal_nan=True)
 
 
+@pytest.mark.parametrize("kind", ["causal", "anti-causal", "window"])
 @pytest.mark.parametrize("t, s", [(53, 53), (64, 48)], ids=["ragged-tiles", "even-tiles"])
-def test_matmul_softmax_skips_the_tiles_its_mask_hides(t: int, s: int) -> None:
-    """A causal mask hides whole N tiles above the diagonal, and one block of rows is masked
-    throughout: skipped tiles store 0 (NaN on the rows torch gives NaN), and every other value
-    matches float64 exactly as when every tile is computed."""
-    ir = _scores_softmax(f"scores_skip_{t}_{s}", 8)
+def test_matmul_softmax_skips_the_tiles_its_mask_hides(t: int, s: int, kind: str) -> None:
+    """A causal mask hides whole N tiles after the diagonal (an anti-causal one before it, a
+    sliding window both), and one block of rows is masked throughout: skipped tiles store 0
+    (NaN on the rows torch gives NaN), and every other value matches float64 exactly as when
+    every tile is computed."""
+    ir = _scores_softmax(f"scores_skip_{t}_{s}_{kind}", 8)
     source = KernelSourceGenerator(ir).source()
-    assert source.count("if tl.max(in_keep.to(tl.int32)) != 0:") == 2  # in both passes
-    keep = torch.ones(t, s, dtype=torch.bool).tril()
+    assert "kept = tl.max(in_keep.to(tl.int32)) != 0" in source  # the scan of the mask
+    assert source.count("for n_start in range(first_tile, end_tile, BLOCK_N):") == 2
+    i, j = torch.arange(t)[:, None], torch.arange(s)[None, :]
+    keep = {"causal": j <= i, "anti-causal": j >= i, "window": (i - j).abs() < 10}[kind]
     keep[16:32] = False  # a whole block of rows of the CPU's 16-row tiles
     q, k = torch.randn(2, 3, t, 8), torch.randn(2, 3, s, 8)
     got = warpforge.compile(ir, strict=True)(q, k, keep)
@@ -382,6 +386,7 @@ def test_matmul_softmax_skips_the_tiles_its_mask_hides(t: int, s: int) -> None:
         (q.double() @ k.double().transpose(-2, -1) * 0.3).masked_fill(~keep, float("-inf")), -1
     )
     assert got[:, :, 16:32].isnan().all() and not got[:, :, :16].isnan().any()
+    assert (got[:, :, :16] != 0).any() and (got[:, :, :16] == 0).any()
     torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, equal_nan=True)
 
 
@@ -403,7 +408,7 @@ def test_masked_scores_used_elsewhere_are_computed_for_every_tile(check) -> None
     b2.output("p", b2.op("softmax", b2.op("where", keep2, product, other=-1e4)))
     mask = torch.ones(40, 37, dtype=torch.bool).tril()
     for ir in (b.build(), b2.build()):
-        assert "if tl.max(" not in KernelSourceGenerator(ir).source()
+        assert "first_tile" not in KernelSourceGenerator(ir).source()
         check(ir, [torch.randn(40, 8), torch.randn(37, 8), mask], atol=1e-5, rtol=1e-5)
 
 

@@ -20,9 +20,10 @@ Fusion rules (see docs/compiler.md):
   stores the results. When one tile spans the row (``ONE_TILE``: ``BLOCK_N >= N``) the tile is
   computed once and its statistics and outputs come from registers. Only the outputs reach
   memory, never the matmul's product. A softmax of ``where(mask, x, other=-inf)`` whose mask is
-  loaded from memory skips each N tile whose mask is false throughout: pass 1 leaves its
-  statistics as they are and pass 2 stores ``0 * scale`` without the product (a causal mask
-  skips about half the tiles; the results are those of computing them, NaN rows included). A graph whose K is a fixed size above
+  loaded from memory first scans the mask for the N tiles from the first to the last with a
+  true element: only those are computed, and pass 2 stores ``0 * scale`` in the others without
+  their product (a causal mask leaves out about half the tiles; the results are those of
+  computing them, NaN rows included). A graph whose K is a fixed size above
   :data:`ROW_FUSION_MAX_K` keeps the product in memory instead.
 * Everything else (layout ops, integer arithmetic, float64 matmul, a reduction without keepdim
   feeding more ops) runs as a PyTorch op between kernels.
@@ -778,7 +779,7 @@ class _MatmulKernelWriter(_KernelWriter):
         """The row in one N tile: the product once, statistics from registers, then the stores."""
         e = self.emit
         e("# one tile spans the row: its product is computed once and never recomputed")
-        self._tile(mm, loop=False)
+        self._tile(mm, None)
         for node in self.group.nodes[1:]:
             if node.name not in after:
                 self.node_body(node)
@@ -799,10 +800,15 @@ class _MatmulKernelWriter(_KernelWriter):
 
     def _write_two_passes(self, mm: IRNode, row_ops: list[IRNode], after: set[str]) -> None:
         """Pass 1 over the N tiles for the statistics, pass 2 recomputing each tile to store;
-        tiles whose softmax mask is false throughout are skipped (:meth:`_masked_softmax`)."""
+        with a softmax mask (:meth:`_masked_softmax`) only the tiles from the first to the last
+        one it leaves any element of are computed."""
         group = self.group
         e = self.emit
         skip = self._masked_softmax(row_ops)
+        span = "0, N"
+        if skip is not None:
+            self._scan_kept_tiles(skip)
+            span = "first_tile, end_tile"
         e("# pass 1: running statistics of the row ops over the N tiles")
         for node in row_ops:
             stat = self._stat(node)
@@ -810,14 +816,14 @@ class _MatmulKernelWriter(_KernelWriter):
                 e(f"{stat}_max = tl.full((BLOCK_M, 1), {NEG_INF}, tl.float32)")
             if node.op != "amax":
                 e(f"{stat}_sum = tl.zeros((BLOCK_M, 1), dtype=tl.float32)")
-        self._tile(mm, loop=True, skip=skip)
+        self._tile(mm, span)
         for node in group.nodes[1:]:
             if node.name in after:
                 continue
             self.node_body(node)
         for node in row_ops:
             self._update_stat(node)
-        self.depth -= 2 if skip else 1
+        self.depth -= 1
         e("# pass 2: the tiles again (recomputed: only the outputs reach memory)")
         for node in row_ops:
             if node.op == "softmax":
@@ -826,21 +832,41 @@ class _MatmulKernelWriter(_KernelWriter):
                 e(f"{stat}_shift = tl.where({stat}_max == {NEG_INF}, 0.0, {stat}_max)")
                 e(f"{stat}_shift2 = {stat}_shift * {LOG2E}")
                 e(f"{stat}_scale = 1.0 / {stat}_sum  # one division per row, not per element")
-        self._tile(mm, loop=True, skip=skip)
+        if skip is not None:
+            self._store_hidden_tiles(row_ops[0], "0, first_tile")
+        self._tile(mm, span)
         self._results_and_stores(row_ops, after, one_tile=False)
-        if skip:
-            softmax = row_ops[0]
-            self.depth -= 1
-            e("else:")
-            e("    # every score of the tile is masked: exp(-inf - shift) * scale = 0 * scale")
-            e("    # (NaN where the whole row is masked, as computing the tile gives)")
-            e(
-                f"    {self.var(softmax.name)} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"
-                f" + 0.0 * {self._stat(softmax)}_scale"
-            )
-            self.depth += 1
-            self.store(softmax.name)
-            self.depth -= 1
+        self.depth -= 1
+        if skip is not None:
+            self._store_hidden_tiles(row_ops[0], "end_tile, N")
+
+    def _scan_kept_tiles(self, mask: str) -> None:
+        """``first_tile``/``end_tile``: the N range from the first tile with a true ``mask``
+        element to past the last (empty when there is none), found before the passes so their
+        loops keep plain bounds the compiler pipelines."""
+        e = self.emit
+        e(f"# the N tiles {mask} leaves an element of: the others add nothing to the softmax")
+        e("first_tile = tl.full((), 0, tl.int32) + N")
+        e("end_tile = first_tile * 0")
+        self._tile_start("0, N")
+        kept = self.operand(mask)
+        e(f"kept = tl.max({kept}.to(tl.int32)) != 0")
+        e("first_tile = tl.where(kept, tl.minimum(first_tile, n_start), first_tile)")
+        e("end_tile = tl.where(kept, n_start + BLOCK_N, end_tile)")
+        self.depth -= 1
+        e("end_tile = tl.maximum(end_tile, first_tile)  # no kept tile: an empty range at N")
+
+    def _store_hidden_tiles(self, softmax: IRNode, span: str) -> None:
+        """Pass 2 over the tiles of ``span`` the mask hides throughout: exp(-inf - shift) *
+        scale = 0 * scale without the product (NaN where the whole row is masked, as computing
+        the tile gives)."""
+        self._tile_start(span)
+        self.emit("# every score of the tile is masked")
+        self.emit(
+            f"{self.var(softmax.name)} = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)"
+            f" + 0.0 * {self._stat(softmax)}_scale"
+        )
+        self.store(softmax.name)
         self.depth -= 1
 
     def _masked_softmax(self, row_ops: list[IRNode]) -> str | None:
@@ -893,13 +919,12 @@ class _MatmulKernelWriter(_KernelWriter):
         """exp(x - shift) given ``shift2`` = shift * log2(e): see :data:`LOG2E`."""
         return f"tl.exp2(tl.fma({x}, {LOG2E}, -{shift2}))"
 
-    def _tile(self, mm: IRNode, *, loop: bool, skip: str | None = None) -> None:
-        """Start an N tile whose body begins with the tile's matmul value: a loop over the N
-        tiles (``loop``) or the one tile at column 0. With ``skip`` (a bool mask input) the
-        body is inside ``if`` the tile's mask has a true element."""
+    def _tile_start(self, span: str | None) -> None:
+        """Open an N tile: a loop over ``range(span, BLOCK_N)`` (body one level deeper), or the
+        one tile at column 0 when ``span`` is None; then its offsets and masks."""
         e = self.emit
-        if loop:
-            e("for n_start in range(0, N, BLOCK_N):")
+        if span is not None:
+            e(f"for n_start in range({span}, BLOCK_N):")
             self.depth += 1
         else:
             e("n_start = 0")
@@ -908,13 +933,11 @@ class _MatmulKernelWriter(_KernelWriter):
         e("if INDEX_64:")
         e("    offs_n = offs_n.to(tl.int64)")
         self._tile_masks(even_n=True)
-        if skip is not None:
-            kept = self.operand(skip)
-            e(
-                f"# a tile {skip} masks throughout adds nothing to the softmax: its product is skipped"
-            )
-            e(f"if tl.max({kept}.to(tl.int32)) != 0:")
-            self.depth += 1
+
+    def _tile(self, mm: IRNode, span: str | None) -> None:
+        """An N tile (:meth:`_tile_start`) whose body begins with the tile's matmul value."""
+        e = self.emit
+        self._tile_start(span)
         e("b_ptrs = b_start + (offs_n % N)[None, :] * b_sn")
         e("if SINGLE_K:")
         self.depth += 1
