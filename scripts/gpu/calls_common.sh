@@ -60,8 +60,9 @@ blueprint_tune() {  # BUDGET_S ENTRIES PROBLEMS: gemm_tune_bench.sh with these k
 }
 
 robotics_large() {  # issue 5's large resample shapes: search, tile and prefetch launches
-  local t0=$SECONDS
-  timeout 560 python3 benchmarks/robotics_sweep.py --out "$OUT/robotics" --budget-s 480 \
+  # (ROBOTICS_BUDGET_S: the sweep's budget, 480 s unless set; the call stops 80 s after it)
+  local t0=$SECONDS budget="${ROBOTICS_BUDGET_S:-480}"
+  timeout $((budget + 80)) python3 benchmarks/robotics_sweep.py --out "$OUT/robotics" --budget-s "$budget" \
     --stages search,tile,prefetch --only "fwd.bf16 B=64 S=4096,fwd.fp32 B=1024" \
     > "$OUT/robotics.log" 2>&1
   echo "robotics sweep: exit $? in $((SECONDS - t0)) s"; tail -60 "$OUT/robotics.log"
