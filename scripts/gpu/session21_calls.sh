@@ -25,6 +25,9 @@
 #   6  the same after the per-tile test became one scan of the mask for the kept N range (call
 #      5: 138.6 µs, 0.95x torch.compile; Nsight Compute: 1 eligible warp a scheduler, the
 #      loads behind the test unpipelined)
+#   7  (after call 2: smaller resample programs won at both large shapes, as on the H100) the
+#      new default launch (32 elements a thread, 1024/2048-element tiles): robotics GPU tests,
+#      the sweep over every case, then the harness's resample and align problems
 # Usage: bash scripts/gpu/session21_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -65,6 +68,16 @@ case "$CALL" in
      blueprint_tune 100 \
        "blueprint.causal_attention_scores.k1_matmul_mul_where_softmax B=4,NH=16,T=1024,DH=64" \
        "blueprint.causal_attention_scores" ;;
-  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
+  7) gpu_tests robotics 110 tests/robotics
+     t0=$SECONDS
+     timeout 200 python3 benchmarks/robotics_sweep.py --out "$OUT/robotics" --budget-s 150 \
+       --stages search,tile,prefetch > "$OUT/robotics.log" 2>&1
+     echo "robotics sweep: exit $? in $((SECONDS - t0)) s"; grep -E "best|wrong|error" "$OUT/robotics.log" | head
+     cp "$OUT/robotics/robotics-sweep.json" "$OUT/keep/robotics-sweep-call7.json" 2>/dev/null
+     t0=$SECONDS
+     timeout $((470 - SECONDS)) python3 -m warpforge bench --problem 'resample*,align*' \
+       --out "$OUT/keep/robotics-call7.json" > "$OUT/robotics-bench.log" 2>&1
+     echo "robotics bench: exit $? in $((SECONDS - t0)) s"; tail -14 "$OUT/robotics-bench.log" ;;
+  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -314,3 +314,23 @@ def test_prefetch_is_planned_only_with_line_sizes_and_enough_queries() -> None:
     assert sparse["PREFETCH_V"] == 0 and sparse["PREFETCH_T"] == 0
     assert _single_plan(4, 256, 50, 128, 2, *fixed, None, (64, 32))[2]["PREFETCH_V"] == 0
     assert not default_config(1000, 64, 2, "linear").prefetch
+
+
+@pytest.mark.parametrize(
+    ("queries", "width", "element_size", "want"),
+    [
+        (2000, 32, 4, (32, 32, 1)),  # 1024-element tiles for rows of <= 32 columns
+        (4096, 256, 2, (8, 256, 2)),  # 2048 elements otherwise
+        (1000, 64, 2, (32, 64, 2)),
+        (1000, 512, 4, (16, 128, 2)),  # float32 columns in blocks of 128
+        (3, 6, 4, (4, 8, 1)),  # no more queries than exist
+    ],
+)
+def test_default_launch_gives_each_thread_32_elements(
+    queries: int, width: int, element_size: int, want: tuple[int, int, int]
+) -> None:
+    from warpforge.robotics.resample import default_config
+
+    config = default_config(queries, width, element_size, "linear")
+    assert (config.block_t, config.block_d, config.num_warps) == want
+    assert config.block_t * config.block_d <= 32 * 32 * config.num_warps

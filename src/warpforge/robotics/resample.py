@@ -390,16 +390,20 @@ def default_config(queries: int, width: int, element_size: int, method: str) -> 
     """The launch configuration of one stream when the caller gives none.
 
     A column block spans the whole row up to 256 elements (16-byte vectors for every dtype); the
-    query block fills a tile of about 4096 elements (2048 for rows of at most 32 columns) so
-    each program has enough loads in flight, but no more queries than exist. Measured on the
-    H100 (robotics_sweep): (1024, 1000 -> 2000, 32) fp32 ran at 88% of copy with 64 x 32 tiles
-    on 2 warps, 75% with 128 x 32 on 4; wide rows were best at 16-32 x 256 on 4 warps.
+    query block fills a tile of about 2048 elements (1024 for rows of at most 32 columns), 32
+    elements a thread, but no more queries than exist. Smaller programs than the earlier 4096 /
+    2048-element tiles won on both GPUs at the issue's large shapes (robotics_sweep, the same
+    search each time): (1024, 1000 -> 2000, 32) fp32 with 32 x 32 tiles on 1 warp against 64 x
+    32 on 2, H200 123.0 against 130.0 µs (session21-h200-2026-11-29/robotics-sweep-call2.json),
+    H100 143.1 against 145.2 µs with the row prefetch in both (robotics-robo-sweep-prefetch-
+    2026-11-24-h100.json); (64, 4096 -> 4096, 256) bf16 with 8 x 256 on 2 warps against 16 x
+    256 on 4, H200 79.2 against 81.2 µs, H100 96.6 against 100.9 µs with the prefetch.
     """
     if method == "slerp":
         block_d = 4
     else:
         block_d = min(triton_next_power_of_2(width), 256 if element_size <= 2 else 128)
-    tile = 2048 if block_d <= 32 else 4096
+    tile = 1024 if block_d <= 32 else 2048
     block_t = max(1, min(tile // block_d, 256, triton_next_power_of_2(queries)))
     return LaunchConfig(block_t, block_d, _num_warps(block_t * block_d))
 
@@ -463,7 +467,8 @@ def _single_plan(
 
 
 def _num_warps(tile: int) -> int:
-    return 4 if tile > 2048 else 2
+    """32 elements a thread: 1 warp up to 1024 elements, 2 up to 2048, 4 above."""
+    return 1 if tile <= 1024 else 2 if tile <= 2048 else 4
 
 
 STAGED_METHODS = ("linear", "previous", "nearest")
