@@ -28,6 +28,9 @@
 #   7  (after call 2: smaller resample programs won at both large shapes, as on the H100) the
 #      new default launch (32 elements a thread, 1024/2048-element tiles): robotics GPU tests,
 #      the sweep over every case, then the harness's resample and align problems
+#   8  (after call 4: mlp_block's first result from disk 57.6 / 38.0 / 56.6 ms, the one of eight
+#      over 50) its warm first result seven times, profiled, beside layernorm_linear_gelu's (the
+#      other two-kernel blueprint, 36.0 ms); torch.compile's cold run skipped
 # Usage: bash scripts/gpu/session21_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -78,6 +81,8 @@ case "$CALL" in
      timeout $((470 - SECONDS)) python3 -m warpforge bench --problem 'resample*,align*' \
        --out "$OUT/keep/robotics-call7.json" > "$OUT/robotics-bench.log" 2>&1
      echo "robotics bench: exit $? in $((SECONDS - t0)) s"; tail -14 "$OUT/robotics-bench.log" ;;
-  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
+  8) compiler_run compiler-warm 280 --problems blueprint.mlp_block blueprint.layernorm_linear_gelu \
+       --timeout 120 --warm-repeats 7 --skip-torch-compile --replay-steps 2000 ;;
+  *) echo "CALL: expected 1-8, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
