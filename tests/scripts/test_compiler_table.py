@@ -60,3 +60,19 @@ def test_a_concurrent_cold_compile_is_listed_when_the_report_has_one(compiler_ta
     text = compiler_table.render(both)
     ratio = entry["cold_compile_ratio_concurrent"]
     assert f"{entry['problem']} 1.50 s (ratio {ratio:.2f})" in text
+
+
+def test_a_run_without_torch_compile_leaves_its_cells_empty(compiler_table):
+    """compiler_bench.py --skip-torch-compile (session 21 call 8): no ratio, every warm repeat."""
+    report = json.loads(
+        (ROOT / "benchmarks/results/session21-h200-2026-11-29/compiler-warm-call8.json").read_text()
+    )
+    text = compiler_table.render([report])
+    mlp = next(b for b in report["blueprints"] if b["problem"] == "blueprint.mlp_block")
+    row = next(line for line in text.splitlines() if line.startswith("| blueprint.mlp_block"))
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[3:5] == ["-", "-"]
+    assert cells[5] == f"{mlp['warm_first_result_ms_median']:.1f}"
+    repeats = " / ".join(f"{run['seconds'] * 1e3:.1f}" for run in mlp["warm_first_result"])
+    assert f"blueprint.mlp_block {repeats}" in text and len(mlp["warm_first_result"]) == 7
+    assert "not measured (torch.compile's cold run skipped)" in text
