@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import warpforge
 from warpforge.blueprint import BlueprintBuilder, KernelSourceGenerator
@@ -388,6 +390,45 @@ def test_matmul_softmax_skips_the_tiles_its_mask_hides(t: int, s: int, kind: str
     assert got[:, :, 16:32].isnan().all() and not got[:, :, :16].isnan().any()
     assert (got[:, :, :16] != 0).any() and (got[:, :, :16] == 0).any()
     torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, equal_nan=True)
+
+
+_BLOCK_MASKS = st.sampled_from(["false", "true", "random"])
+
+
+@pytest.fixture(scope="module")
+def scores_module():  # type: ignore[no-untyped-def]
+    """One compiled masked softmax for every hypothesis example (each shape specialises it)."""
+    return warpforge.compile(_scores_softmax("scores_skip_property", 8), strict=True)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    t=st.integers(1, 50),
+    s=st.integers(1, 50),
+    blocks=st.lists(_BLOCK_MASKS, min_size=16, max_size=16),
+    seed=st.integers(0, 2**16),
+)
+def test_masked_softmax_matches_float64_on_block_structured_masks(  # type: ignore[no-untyped-def]
+    scores_module, t: int, s: int, blocks: list[str], seed: int
+) -> None:
+    """Random masks made of 16 x 16 blocks (the CPU's tiles) that are false, true or random,
+    with NaN and inf in the keys of columns no row keeps: the skipped tiles never leak into the
+    result, which matches float64 everywhere (NaN exactly on the rows masked throughout)."""
+    generator = torch.Generator().manual_seed(seed)
+    keep = torch.rand(t, s, generator=generator) < 0.5
+    for index, kind in enumerate(blocks):  # a 4 x 4 grid of blocks covers 64 x 64
+        row, col = 16 * (index // 4), 16 * (index % 4)
+        if kind != "random":
+            keep[row : row + 16, col : col + 16] = kind == "true"
+    q = torch.randn(1, 2, t, 8, generator=generator)
+    k = torch.randn(1, 2, s, 8, generator=generator)
+    hidden = ~keep.any(dim=0)  # columns no row keeps: their scores never count
+    k[:, :, hidden] = torch.tensor([float("nan"), float("inf")]).repeat(4)
+    got = scores_module(q, k, keep)
+    scores = q.double() @ k.double().transpose(-2, -1) * 0.3
+    want = torch.softmax(scores.masked_fill(~keep, float("-inf")), -1)
+    torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, equal_nan=True)
+    assert torch.equal(got.isnan().all(dim=-1), (~keep.any(dim=-1)).expand(1, 2, t))
 
 
 def test_masked_scores_used_elsewhere_are_computed_for_every_tile(check) -> None:  # type: ignore[no-untyped-def]
