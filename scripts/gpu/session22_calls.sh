@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The device calls planned in the twenty-first session for the next one, on the H200
+# (nvidia-h200), most useful first. Carry .whl/ (Liger-Kernel); set WARPFORGE_GIT_COMMIT to this
+# machine's `git rev-parse HEAD` as a literal hash (calls_common.sh says why). Each call comes
+# back as OUT/call-N.tgz; results go under benchmarks/results/session22-h200-<date>/.
+#   1  issue 6's suite in one harness run with the ceilings, part 1: the row blueprints with
+#      the H200's shipped configs (sessions 17-21 benched them in pieces, on four commits)
+#   2  part 2: the matmul blueprints (causal_attention_scores' kept-range kernel, 1.27x in
+#      session21 blueprint-tuned-call6.json without ceilings) and the backward
+#   3  exhaustive tuning of the float32 norm forwards (planned since the nineteenth session;
+#      session 21 spent its device time on calls 5-8 instead)
+#   4  issue 5's large bf16 resample (0.94x torch.compile at 78% of copy, session21
+#      robotics-call7.json): the tile stage session 21's sweep budget did not reach
+# Usage: bash scripts/gpu/session22_calls.sh OUT CALL
+set -uo pipefail
+source "$(dirname "$0")/calls_common.sh"
+start_call session22_calls.sh "$@"
+
+blueprint_suite() {  # NAME GLOB:LIMIT...: bench_parts.sh with the ceilings, bf16, into OUT/keep
+  local name="$1"
+  shift
+  SUITE_BUDGET_S=540 SUITE_CEILINGS=1 SUITE_DTYPE=bf16 \
+    bash scripts/gpu/bench_parts.sh "$OUT/bp" "$name" "$@" > "$OUT/bp.log" 2>&1
+  cat "$OUT/bp/summary.txt"; cp "$OUT/bp/$name.json" "$OUT/keep/" 2>/dev/null
+  python3 scripts/results_table.py "$OUT/keep/$name.json"
+}
+
+case "$CALL" in
+  1) blueprint_suite blueprint-rows-call1 "blueprint.bias_gelu:80" \
+       "blueprint.residual_rmsnorm_swiglu:90" "blueprint.scaled_masked_softmax:90" \
+       "blueprint.reduction_chain:80" "blueprint.mixed_precision_chain:80" ;;
+  2) blueprint_suite blueprint-matmul-call2 "blueprint.causal_attention_scores:100" \
+       "blueprint.layernorm_linear_gelu:130" "blueprint.mlp_block:130" \
+       "blueprint.residual_rmsnorm_swiglu.bwd:130" ;;
+  3) normfwd_fp32_grid ;;
+  4) t0=$SECONDS
+     timeout 400 python3 benchmarks/robotics_sweep.py --out "$OUT/robotics" --budget-s 320 \
+       --stages search,tile,prefetch --only "fwd.bf16 B=64 S=4096" > "$OUT/robotics.log" 2>&1
+     echo "robotics sweep: exit $? in $((SECONDS - t0)) s"; tail -50 "$OUT/robotics.log"
+     cp "$OUT/robotics/robotics-sweep.json" "$OUT/keep/robotics-sweep-call4.json" 2>/dev/null ;;
+  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
+esac
+finish_call one
