@@ -431,6 +431,36 @@ def test_masked_softmax_matches_float64_on_block_structured_masks(  # type: igno
     assert torch.equal(got.isnan().all(dim=-1), (~keep.any(dim=-1)).expand(1, 2, t))
 
 
+@pytest.mark.parametrize("block_n", [16, 64], ids=["two-passes", "one-tile"])
+def test_matmul_softmax_with_64_bit_offsets(  # type: ignore[no-untyped-def]
+    block_n: int, monkeypatch: pytest.MonkeyPatch, check
+) -> None:
+    """The int64 offsets of the matmul row kernels (taken past 2**31 elements; here forced by a
+    lower limit), through the mask scan, the kept range and the hidden tiles' stores."""
+    from warpforge.blueprint import program
+
+    one_tile = _one_tile_spy(monkeypatch, block_n)
+    index_64: list[bool] = []
+    real_launch = program.KernelProgram._launch_kernel
+
+    def spy(self, kernel, grid, args, options):  # type: ignore[no-untyped-def]
+        index_64.append(options["INDEX_64"])
+        return real_launch(self, kernel, grid, args, options)
+
+    monkeypatch.setattr(program.KernelProgram, "_launch_kernel", spy)
+    monkeypatch.setattr(program, "_INT32_LIMIT", 64)
+    ir = _scores_softmax(f"scores_index_64_{block_n}", 8)
+    keep = torch.ones(40, 37, dtype=torch.bool).tril()
+    keep[16:32] = False
+    q, k = torch.randn(1, 2, 40, 8), torch.randn(1, 2, 37, 8)
+    got = warpforge.compile(ir, strict=True)(q, k, keep)
+    want = torch.softmax(
+        (q.double() @ k.double().transpose(-2, -1) * 0.3).masked_fill(~keep, float("-inf")), -1
+    )
+    torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, equal_nan=True)
+    assert index_64 == [True] and one_tile == [block_n >= 37]
+
+
 def test_masked_scores_used_elsewhere_are_computed_for_every_tile(check) -> None:  # type: ignore[no-untyped-def]
     """No tile is skipped when the masked scores also reach memory or the fill is not -inf."""
     b = BlueprintBuilder("scores_kept")
