@@ -100,6 +100,20 @@ def render(reports: list[dict[str, Any]]) -> str:
             for row in sorted(rows, key=lambda row: row["problem"])
         )
     )
+    launches = [  # compiler_bench.py records this since the twenty-first session
+        (b["problem"], [run["first_launch_s"] * 1e3 for run in b["warm_first_result"]])
+        for r in reports
+        for b in r["blueprints"]
+        if all("first_launch_s" in run for run in b["warm_first_result"])
+    ]
+    if launches:
+        lines.append(
+            "- of which the kernels' first launch, every repeat, ms: "
+            + "; ".join(
+                f"{name} " + " / ".join(f"{ms:.1f}" for ms in values)
+                for name, values in sorted(launches)
+            )
+        )
     ahead = [b for r in reports for b in r["blueprints"] if "warpforge_cold_concurrent" in b]
     if ahead:  # compiler_bench.py --concurrent-compile
         lines.append(

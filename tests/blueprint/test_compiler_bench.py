@@ -46,6 +46,8 @@ def test_compiler_bench_smoke(tmp_path: Path) -> None:
         stages["compile_returned_s"] + stages["first_call_returned_s"] + stages["synchronised_s"]
     )
     assert abs(window - warm["seconds"]) < 1e-3
+    # the kernels' first launch is a part of the first call
+    assert 0 < warm["first_launch_s"] <= stages["first_call_returned_s"]
     assert stages["triton_import_s"] > 0 and stages["torch_import_s"] > 0
     triton_cold = entry["warm_first_result_triton_not_imported"]
     assert triton_cold["stages"]["triton_import_s"] is None and triton_cold["disk_hits"] == 1

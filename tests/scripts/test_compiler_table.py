@@ -76,3 +76,14 @@ def test_a_run_without_torch_compile_leaves_its_cells_empty(compiler_table):
     repeats = " / ".join(f"{run['seconds'] * 1e3:.1f}" for run in mlp["warm_first_result"])
     assert f"blueprint.mlp_block {repeats}" in text and len(mlp["warm_first_result"]) == 7
     assert "not measured (torch.compile's cold run skipped)" in text
+
+
+def test_the_first_launch_inside_each_repeat_is_listed_when_recorded(compiler_table, reports):
+    """compiler_bench.py records each warm run's first launch (first_launch_s)."""
+    assert "first launch" not in compiler_table.render(reports)
+    both = copy.deepcopy(reports)
+    for entry in both[1]["blueprints"]:
+        for run in entry["warm_first_result"]:
+            run["first_launch_s"] = 0.0125
+    text = compiler_table.render(both)
+    assert "first launch, every repeat, ms: blueprint.causal_attention_scores 12.5 / 12.5" in text
