@@ -11,6 +11,8 @@
 #      session 21 spent its device time on calls 5-8 instead)
 #   4  issue 5's large bf16 resample (0.94x torch.compile at 78% of copy, session21
 #      robotics-call7.json): the tile stage session 21's sweep budget did not reach
+#   5  mlp_block's first result from disk, bimodal between runs (33.5-57.6 ms in session 21):
+#      seven repeats that now record the kernels' first launch apart from the loading
 # Usage: bash scripts/gpu/session22_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -38,6 +40,9 @@ case "$CALL" in
        --stages search,tile,prefetch --only "fwd.bf16 B=64 S=4096" > "$OUT/robotics.log" 2>&1
      echo "robotics sweep: exit $? in $((SECONDS - t0)) s"; tail -50 "$OUT/robotics.log"
      cp "$OUT/robotics/robotics-sweep.json" "$OUT/keep/robotics-sweep-call4.json" 2>/dev/null ;;
-  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
+  5) compiler_run compiler-warm 280 --problems blueprint.mlp_block blueprint.layernorm_linear_gelu \
+       --timeout 120 --warm-repeats 7 --skip-torch-compile --replay-steps 2000
+     python3 scripts/compiler_table.py "$OUT/keep/compiler-warm.json" ;;
+  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
