@@ -13,6 +13,10 @@
 #      robotics-call7.json): the tile stage session 21's sweep budget did not reach
 #   5  mlp_block's first result from disk, bimodal between runs (33.5-57.6 ms in session 21):
 #      seven repeats that now record the kernels' first launch apart from the loading
+#   6  the masked softmax's FULL_RUN (built in session 21, off, unmeasured: the run of tiles
+#      the mask keeps throughout without loading it): the codegen GPU tests (its bf16 test
+#      among them), then scripts/gpu/masked_softmax_ab.py at T = 1024, 2048 and 4096; switch
+#      program.FULL_RUN_TILES on only if it wins, then retune and bench through the harness
 # Usage: bash scripts/gpu/session22_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -43,6 +47,11 @@ case "$CALL" in
   5) compiler_run compiler-warm 280 --problems blueprint.mlp_block blueprint.layernorm_linear_gelu \
        --timeout 120 --warm-repeats 7 --skip-torch-compile --replay-steps 2000
      python3 scripts/compiler_table.py "$OUT/keep/compiler-warm.json" ;;
-  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
+  6) gpu_tests codegen 150 tests/blueprint/test_codegen.py
+     t0=$SECONDS
+     timeout $((560 - SECONDS)) python3 scripts/gpu/masked_softmax_ab.py \
+       "$OUT/keep/masked-softmax-ab-call6.json" > "$OUT/ab.log" 2>&1
+     echo "masked softmax A/B: exit $? in $((SECONDS - t0)) s"; tail -5 "$OUT/ab.log" ;;
+  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -368,17 +368,25 @@ def test_matmul_softmax_of_a_fully_masked_row_is_nan_like_torch() -> None:
     torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, equal_nan=True)
 
 
+@pytest.mark.parametrize("full_run", [False, True], ids=["mask-every-kept-tile", "full-run"])
 @pytest.mark.parametrize("kind", ["causal", "anti-causal", "window"])
 @pytest.mark.parametrize("t, s", [(53, 53), (64, 48)], ids=["ragged-tiles", "even-tiles"])
-def test_matmul_softmax_skips_the_tiles_its_mask_hides(t: int, s: int, kind: str) -> None:
+def test_matmul_softmax_skips_the_tiles_its_mask_hides(
+    t: int, s: int, kind: str, full_run: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A causal mask hides whole N tiles after the diagonal (an anti-causal one before it, a
     sliding window both), and one block of rows is masked throughout: skipped tiles store 0
     (NaN on the rows torch gives NaN), and every other value matches float64 exactly as when
-    every tile is computed."""
+    every tile is computed; with ``FULL_RUN`` the tiles the mask keeps throughout skip it."""
+    from warpforge.blueprint import program
+
+    monkeypatch.setattr(program, "FULL_RUN_TILES", full_run)
     ir = _scores_softmax(f"scores_skip_{t}_{s}_{kind}", 8)
     source = KernelSourceGenerator(ir).source()
     assert "kept = tl.max(in_keep.to(tl.int32)) != 0" in source  # the scan of the mask
     assert source.count("for n_start in range(first_tile, end_tile, BLOCK_N):") == 2
+    assert source.count("for n_start in range(full_start, full_end, BLOCK_N):") == 2
+    assert "v_where_0 = (v_mul_0).to(tl.float32)" in source  # no select where all are kept
     i, j = torch.arange(t)[:, None], torch.arange(s)[None, :]
     keep = {"causal": j <= i, "anti-causal": j >= i, "window": (i - j).abs() < 10}[kind]
     keep[16:32] = False  # a whole block of rows of the CPU's 16-row tiles
@@ -401,19 +409,23 @@ def scores_module():  # type: ignore[no-untyped-def]
     return warpforge.compile(_scores_softmax("scores_skip_property", 8), strict=True)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(
     t=st.integers(1, 50),
     s=st.integers(1, 50),
     blocks=st.lists(_BLOCK_MASKS, min_size=16, max_size=16),
     seed=st.integers(0, 2**16),
+    full_run=st.booleans(),
 )
 def test_masked_softmax_matches_float64_on_block_structured_masks(  # type: ignore[no-untyped-def]
-    scores_module, t: int, s: int, blocks: list[str], seed: int
+    scores_module, t: int, s: int, blocks: list[str], seed: int, full_run: bool
 ) -> None:
     """Random masks made of 16 x 16 blocks (the CPU's tiles) that are false, true or random,
     with NaN and inf in the keys of columns no row keeps: the skipped tiles never leak into the
-    result, which matches float64 everywhere (NaN exactly on the rows masked throughout)."""
+    result, which matches float64 everywhere (NaN exactly on the rows masked throughout), with
+    and without ``FULL_RUN``."""
+    from warpforge.blueprint import program
+
     generator = torch.Generator().manual_seed(seed)
     keep = torch.rand(t, s, generator=generator) < 0.5
     for index, kind in enumerate(blocks):  # a 4 x 4 grid of blocks covers 64 x 64
@@ -424,7 +436,11 @@ def test_masked_softmax_matches_float64_on_block_structured_masks(  # type: igno
     k = torch.randn(1, 2, s, 8, generator=generator)
     hidden = ~keep.any(dim=0)  # columns no row keeps: their scores never count
     k[:, :, hidden] = torch.tensor([float("nan"), float("inf")]).repeat(4)
-    got = scores_module(q, k, keep)
+    saved, program.FULL_RUN_TILES = program.FULL_RUN_TILES, full_run
+    try:
+        got = scores_module(q, k, keep)
+    finally:
+        program.FULL_RUN_TILES = saved
     scores = q.double() @ k.double().transpose(-2, -1) * 0.3
     want = torch.softmax(scores.masked_fill(~keep, float("-inf")), -1)
     torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, equal_nan=True)
@@ -449,6 +465,7 @@ def test_matmul_softmax_with_64_bit_offsets(  # type: ignore[no-untyped-def]
 
     monkeypatch.setattr(program.KernelProgram, "_launch_kernel", spy)
     monkeypatch.setattr(program, "_INT32_LIMIT", 64)
+    monkeypatch.setattr(program, "FULL_RUN_TILES", True)
     ir = _scores_softmax(f"scores_index_64_{block_n}", 8)
     keep = torch.ones(40, 37, dtype=torch.bool).tril()
     keep[16:32] = False
@@ -541,6 +558,30 @@ def test_bf16_matmul_kernels_on_gpu() -> None:
     got = warpforge.compile(b.build(), strict=True)(x_val, w_val)
     want = torch.nn.functional.gelu(x_val.double() @ w_val.double().t(), approximate="tanh")
     torch.testing.assert_close(got.double(), want, atol=3e-2, rtol=2e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("full_run", [False, True], ids=["mask-every-kept-tile", "full-run"])
+@pytest.mark.parametrize("t", [300, 1024], ids=["ragged", "even"])
+def test_bf16_masked_softmax_kept_tiles_on_gpu(
+    t: int, full_run: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kept-range kernel compiled for the GPU (ragged and even tiles), with and without
+    ``FULL_RUN``: a causal mask and a block of rows masked throughout."""
+    from warpforge.blueprint import program
+
+    monkeypatch.setattr(program, "FULL_RUN_TILES", full_run)
+    ir = _scores_softmax(f"scores_kept_gpu_{t}", "DH", "bfloat16")
+    keep = torch.ones(t, t, dtype=torch.bool, device="cuda").tril()
+    keep[64:128] = False
+    q = torch.randn(2, 3, t, 64, dtype=torch.bfloat16, device="cuda")
+    k = torch.randn(2, 3, t, 64, dtype=torch.bfloat16, device="cuda")
+    got = warpforge.compile(ir, strict=True)(q, k, keep)
+    want = torch.softmax(
+        (q.double() @ k.double().transpose(-2, -1) * 0.3).masked_fill(~keep, float("-inf")), -1
+    )
+    assert got[:, :, 64:128].isnan().all()
+    torch.testing.assert_close(got.double(), want, atol=1e-2, rtol=2e-2, equal_nan=True)
 
 
 @pytest.mark.gpu

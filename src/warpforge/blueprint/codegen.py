@@ -43,7 +43,7 @@ from typing import Any
 from warpforge.blueprint.ir import BlueprintIR, IRNode, TensorSchema
 from warpforge.blueprint.registry import OperatorRegistry, default_registry
 
-GENERATOR_VERSION = 4
+GENERATOR_VERSION = 5
 """Bumped when generated code changes; part of every cache key of the generated source."""
 
 TEMPLATE_VERSIONS = {"rows": 1, "matmul": 2, "matmul_rows": 3}
@@ -389,6 +389,8 @@ class _KernelWriter:
         self._current = ""
         self.depth = 1
         """Indentation level of emitted statements (loops nest deeper)."""
+        self.full_run = False
+        """Emitting tiles of the masked softmax whose every element its mask keeps."""
 
     # names
     @staticmethod
@@ -476,6 +478,11 @@ class _KernelWriter:
         schema = self.gen.schemas[node.name]
         self.emit(f"# {_describe_node(node, schema)}")
         self._current = node.name
+        if self.full_run and node.op == "where":  # the mask keeps every element of the tile
+            self.emit(
+                f"{self.var(node.name)} = ({self.operand(node.inputs[1])}).to({self.compute})"
+            )
+            return
         args = [self.operand(v) for v in node.inputs]
         if spec.kind == "pointwise":
             expr = spec.triton(args, node.attrs)  # type: ignore[misc]
@@ -570,7 +577,7 @@ class _MatmulKernelWriter(_KernelWriter):
         if group.has_row_op:
             self.n_cols = "N"
             self._write_row_passes(mm)
-            constexprs[-1:-1] = ["SINGLE_K", "ONE_TILE", "EVEN_M", "EVEN_N"]
+            constexprs[-1:-1] = ["SINGLE_K", "ONE_TILE", "EVEN_M", "EVEN_N", "FULL_RUN"]
             doc = (
                 '    """Matmul + streaming row ops: each program owns BLOCK_M whole rows and walks '
                 "the N tiles twice\n    (statistics, then recomputed tiles and stores), or once "
@@ -801,29 +808,22 @@ class _MatmulKernelWriter(_KernelWriter):
     def _write_two_passes(self, mm: IRNode, row_ops: list[IRNode], after: set[str]) -> None:
         """Pass 1 over the N tiles for the statistics, pass 2 recomputing each tile to store;
         with a softmax mask (:meth:`_masked_softmax`) only the tiles from the first to the last
-        one it leaves any element of are computed."""
-        group = self.group
+        one it leaves any element of are computed, and with ``FULL_RUN`` the run of tiles it
+        keeps throughout skips the mask's load and select."""
         e = self.emit
-        skip = self._masked_softmax(row_ops)
-        span = "0, N"
-        if skip is not None:
-            self._scan_kept_tiles(skip)
-            span = "first_tile, end_tile"
+        where = self._masked_softmax(row_ops)
         e("# pass 1: running statistics of the row ops over the N tiles")
+        if where is not None:
+            self._scan_kept_tiles(where.inputs[0])
         for node in row_ops:
             stat = self._stat(node)
             if node.op in ("softmax", "amax"):
                 e(f"{stat}_max = tl.full((BLOCK_M, 1), {NEG_INF}, tl.float32)")
             if node.op != "amax":
                 e(f"{stat}_sum = tl.zeros((BLOCK_M, 1), dtype=tl.float32)")
-        self._tile(mm, span)
-        for node in group.nodes[1:]:
-            if node.name in after:
-                continue
-            self.node_body(node)
-        for node in row_ops:
-            self._update_stat(node)
-        self.depth -= 1
+        self._kept_ranges(
+            where, lambda span, full: self._statistics_tiles(mm, span, row_ops, after, full)
+        )
         e("# pass 2: the tiles again (recomputed: only the outputs reach memory)")
         for node in row_ops:
             if node.op == "softmax":
@@ -832,29 +832,86 @@ class _MatmulKernelWriter(_KernelWriter):
                 e(f"{stat}_shift = tl.where({stat}_max == {NEG_INF}, 0.0, {stat}_max)")
                 e(f"{stat}_shift2 = {stat}_shift * {LOG2E}")
                 e(f"{stat}_scale = 1.0 / {stat}_sum  # one division per row, not per element")
-        if skip is not None:
+        if where is not None:
             self._store_hidden_tiles(row_ops[0], "0, first_tile")
-        self._tile(mm, span)
-        self._results_and_stores(row_ops, after, one_tile=False)
-        self.depth -= 1
-        if skip is not None:
+        self._kept_ranges(
+            where, lambda span, full: self._output_tiles(mm, span, row_ops, after, full)
+        )
+        if where is not None:
             self._store_hidden_tiles(row_ops[0], "end_tile, N")
+
+    def _kept_ranges(self, where: IRNode | None, tiles: Any) -> None:
+        """``tiles(span, full)`` over every N tile (no mask), over the kept range, or, with
+        ``FULL_RUN``, over the kept range in three parts: the run of tiles the mask keeps
+        throughout (``full``) and the kept tiles before and after it."""
+        if where is None:
+            tiles("0, N", False)
+            return
+        e = self.emit
+        e("if FULL_RUN:  # the tiles the mask keeps throughout skip its load and select")
+        self.depth += 1
+        tiles("first_tile, full_start", False)
+        tiles("full_start, full_end", True)
+        tiles("full_end, end_tile", False)
+        self.depth -= 1
+        e("else:")
+        self.depth += 1
+        tiles("first_tile, end_tile", False)
+        self.depth -= 1
+
+    def _statistics_tiles(
+        self, mm: IRNode, span: str, row_ops: list[IRNode], after: set[str], full: bool
+    ) -> None:
+        """Pass 1's loop over the tiles of ``span``: values up to the row ops, then their
+        running statistics."""
+        self._tile(mm, span)
+        self.full_run = full
+        for node in self.group.nodes[1:]:
+            if node.name not in after:
+                self.node_body(node)
+        for node in row_ops:
+            self._update_stat(node)
+        self.full_run = False
+        self.depth -= 1
+
+    def _output_tiles(
+        self, mm: IRNode, span: str, row_ops: list[IRNode], after: set[str], full: bool
+    ) -> None:
+        """Pass 2's loop over the tiles of ``span``: recomputed values, results, stores."""
+        self._tile(mm, span)
+        self.full_run = full
+        self._results_and_stores(row_ops, after, one_tile=False)
+        self.full_run = False
+        self.depth -= 1
 
     def _scan_kept_tiles(self, mask: str) -> None:
         """``first_tile``/``end_tile``: the N range from the first tile with a true ``mask``
         element to past the last (empty when there is none), found before the passes so their
-        loops keep plain bounds the compiler pipelines."""
+        loops keep plain bounds the compiler pipelines. With ``FULL_RUN`` also
+        ``full_start``/``full_end``: the first run of tiles whose every element (tails aside:
+        they are never stored) ``mask`` keeps, inside that range (empty at its end if none)."""
         e = self.emit
         e(f"# the N tiles {mask} leaves an element of: the others add nothing to the softmax")
         e("first_tile = tl.full((), 0, tl.int32) + N")
         e("end_tile = first_tile * 0")
+        e("if FULL_RUN:")
+        e("    full_start = first_tile")
+        e("    full_end = first_tile")
         self._tile_start("0, N")
         kept = self.operand(mask)
         e(f"kept = tl.max({kept}.to(tl.int32)) != 0")
         e("first_tile = tl.where(kept, tl.minimum(first_tile, n_start), first_tile)")
         e("end_tile = tl.where(kept, n_start + BLOCK_N, end_tile)")
+        e("if FULL_RUN:")
+        e(f"    full = tl.min(tl.where(mask, {kept}, 1).to(tl.int32)) != 0")
+        e("    full_start = tl.where(full & (full_start == N), n_start, full_start)")
+        e("    run_ends = ~full & (full_start < n_start) & (full_end == N)")
+        e("    full_end = tl.where(run_ends, n_start, full_end)")
         self.depth -= 1
         e("end_tile = tl.maximum(end_tile, first_tile)  # no kept tile: an empty range at N")
+        e("if FULL_RUN:")
+        e("    full_start = tl.minimum(full_start, end_tile)")
+        e("    full_end = tl.minimum(tl.maximum(full_end, full_start), end_tile)")
 
     def _store_hidden_tiles(self, softmax: IRNode, span: str) -> None:
         """Pass 2 over the tiles of ``span`` the mask hides throughout: exp(-inf - shift) *
@@ -869,11 +926,12 @@ class _MatmulKernelWriter(_KernelWriter):
         self.store(softmax.name)
         self.depth -= 1
 
-    def _masked_softmax(self, row_ops: list[IRNode]) -> str | None:
-        """The mask input whose all-false N tiles the two passes skip, or None. Only where the
-        group is ``softmax(where(mask, x, other=-inf))`` and nothing else reaches memory: a tile
-        with no true mask element then adds nothing to the row's statistics and stores exactly
-        ``0 * scale``, whatever its product holds (NaN and inf included)."""
+    def _masked_softmax(self, row_ops: list[IRNode]) -> IRNode | None:
+        """The ``where`` whose mask's all-false N tiles the two passes skip, or None. Only where
+        the group is ``softmax(where(mask, x, other=-inf))`` with ``mask`` read from memory and
+        nothing else reaching memory: a tile with no true mask element then adds nothing to the
+        row's statistics and stores exactly ``0 * scale``, whatever its product holds (NaN and
+        inf included)."""
         group = self.group
         if len(row_ops) != 1 or row_ops[0].op != "softmax" or group.nodes[-1] is not row_ops[0]:
             return None
@@ -885,11 +943,10 @@ class _MatmulKernelWriter(_KernelWriter):
             return None
         if where.attrs.get("other") != "-inf" and where.attrs.get("other") != float("-inf"):
             return None
-        mask = where.inputs[0]
         users = sum(n.inputs.count(where.name) for n in group.nodes)
-        if mask in group.space or users != 1:
+        if where.inputs[0] in group.space or users != 1:
             return None  # a mask computed in the kernel, or the masked scores used elsewhere
-        return mask
+        return where
 
     def _results_and_stores(
         self, row_ops: list[IRNode], after: set[str], *, one_tile: bool

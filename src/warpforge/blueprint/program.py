@@ -40,6 +40,12 @@ USE_TMA = True
 """Plain matmul groups launch their persistent TMA kernel where the operands allow it (see
 :func:`tma_operands`); tests switch it off to run the pointer kernel."""
 
+FULL_RUN_TILES = False
+"""The masked softmax's kernel (``softmax(where(mask, x, -inf))`` after a matmul) computes the
+run of N tiles its mask keeps throughout without loading the mask there (``FULL_RUN``). Off
+until a GPU measures it against the kernel that loads the mask for every kept tile
+(``scripts/gpu/masked_softmax_ab.py``)."""
+
 POISON_OUTPUTS = False
 """Tests set this to fill output buffers with NaN (or True for bool) before kernels write them,
 so an element a kernel forgets to store shows up instead of passing by luck."""
@@ -503,6 +509,7 @@ class KernelProgram:
                 # no row or column tail: the masks become constants the compiler folds away
                 options["EVEN_M"] = m % block_m == 0
                 options["EVEN_N"] = n % block_n == 0
+                options["FULL_RUN"] = FULL_RUN_TILES
             else:
                 grid = (tiles * n_batch,)
             kernel = getattr(self.module, group.kernel_name)

@@ -1,0 +1,110 @@
+"""Experiment (GPU): the masked softmax kernel with and without ``FULL_RUN`` on one run.
+
+causal_attention_scores' fused kernel computes only the N tiles its mask leaves an element of;
+``warpforge.blueprint.program.FULL_RUN_TILES`` also has it take the run of tiles the mask keeps
+throughout without loading the mask there. This times the problem's warpforge candidate both
+ways and torch.compile's baseline, interleaved in one process (the harness's timing: CUDA events,
+L2 flushed, shuffled order), at the problem's shapes and the longer sequences of ``--t``, after
+checking both variants against the float64 reference. Not a harness report: the choice it
+informs is whether to switch ``FULL_RUN_TILES`` on; the harness then measures the result.
+
+Usage (GPU): ``PYTHONPATH=src python3 scripts/gpu/masked_softmax_ab.py OUT.json [--t 2048 4096]``
+``--device cpu`` runs a tiny shape under Triton's interpreter (the tests use it; its times mean
+nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+PROBLEM = "blueprint.causal_attention_scores"
+
+
+def _variant(fn: Any, full_run: bool) -> Any:
+    from warpforge.blueprint import program
+
+    def run(*inputs: Any) -> Any:
+        program.FULL_RUN_TILES = full_run  # read at each launch
+        return fn(*inputs)
+
+    return run
+
+
+def _check(problem: Any, outputs: Any, inputs: tuple[Any, ...]) -> float:
+    """Largest absolute error against the float64 reference (NaN where both are NaN is 0)."""
+    want = problem.reference(*[t.double() if t.is_floating_point() else t for t in inputs])
+    diff = (outputs.double() - want).abs().nan_to_num(nan=0.0)
+    if not torch.equal(outputs.isnan(), want.isnan()):
+        raise AssertionError("NaN positions differ from the float64 reference")
+    return float(diff.max())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--t", type=int, nargs="*", default=[2048, 4096], help="more lengths")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--max-time", type=float, default=2.0, help="seconds of timing a shape")
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("masked_softmax_ab.py: no CUDA device (--device cpu for a smoke run)")
+
+    from warpforge.blueprint import program
+    from warpforge.catalog import load_builtin_problems
+    from warpforge.environment import environment_fingerprint
+    from warpforge.harness.registry import get_problem
+    from warpforge.harness.timing import measure_interleaved
+
+    load_builtin_problems()
+    problem = get_problem(PROBLEM)
+    device = torch.device(args.device)
+    if args.device == "cuda":
+        base = dict(problem.shapes[0])
+        shapes = [base, *({**base, "T": t} for t in args.t)]
+        dtype = torch.bfloat16
+    else:
+        shapes, dtype = [dict(problem.cpu_shapes[0])], torch.float32
+    default = program.FULL_RUN_TILES
+    rows = []
+    try:
+        for shape in shapes:
+            generator = torch.Generator(device=device).manual_seed(0)
+            inputs = tuple(problem.make_inputs(shape, dtype, device, generator))
+            fns = {
+                "mask every kept tile": _variant(problem.implementation, False),
+                "full run": _variant(problem.implementation, True),
+            }
+            errors = {name: _check(problem, fn(*inputs), inputs) for name, fn in fns.items()}
+            if args.device == "cuda":  # max-autotune-no-cudagraphs, as the harness runs it
+                fns["torch.compile"] = problem.baselines["torch.compile"]()
+            timed = measure_interleaved(fns, [inputs], max_time_s=args.max_time, seed=0)
+            row = {
+                "shape": shape,
+                "max_abs_error": errors,
+                "median_us": {name: m.median_s * 1e6 for name, m in timed.items()},
+                "ci_us": {name: [m.ci_low_s * 1e6, m.ci_high_s * 1e6] for name, m in timed.items()},
+            }
+            rows.append(row)
+            print(json.dumps(row))
+    finally:
+        program.FULL_RUN_TILES = default
+    report = {
+        "experiment": "masked softmax FULL_RUN A/B",
+        "problem": PROBLEM,
+        "dtype": str(dtype).removeprefix("torch."),
+        "environment_fingerprint": environment_fingerprint(),
+        "rows": rows,
+    }
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,27 @@
+"""scripts/gpu/masked_softmax_ab.py: the FULL_RUN A/B runs both variants, checked, on the CPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from script_module import load_script
+
+masked_softmax_ab = load_script("scripts/gpu/masked_softmax_ab.py")
+
+
+def test_both_variants_are_checked_and_timed_and_the_switch_restored(tmp_path: Path) -> None:
+    from warpforge.blueprint import program
+
+    out = tmp_path / "ab.json"
+    before = program.FULL_RUN_TILES
+    assert masked_softmax_ab.main([str(out), "--device", "cpu", "--max-time", "0.05"]) == 0
+    assert program.FULL_RUN_TILES is before
+    report = json.loads(out.read_text())
+    assert report["problem"] == "blueprint.causal_attention_scores"
+    assert "git_commit" in report["environment_fingerprint"]
+    (row,) = report["rows"]
+    variants = {"mask every kept tile", "full run"}
+    assert set(row["max_abs_error"]) == variants == set(row["median_us"])
+    assert all(error < 1e-5 for error in row["max_abs_error"].values())
+    assert all(low <= row["median_us"][n] <= high for n, (low, high) in row["ci_us"].items())
