@@ -1,0 +1,74 @@
+"""Compile causal_attention_scores' generated kernel for Hopper (sm_90) without a GPU and print
+a JSON summary of each variant's PTX.
+
+Run as a script with TRITON_INTERPRET=0 (under the interpreter @triton.jit yields functions the
+compiler cannot take): ``python blueprint_hopper_compile.py``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from warpforge.blueprint import KernelSourceGenerator, problems
+
+HOPPER = GPUTarget("cuda", 90, 32)
+CASES = {  # name: (FULL_RUN, EVEN_M and EVEN_N)
+    "kept_range_even": (False, True),
+    "kept_range_ragged": (False, False),
+    "full_run_ragged": (True, False),
+}
+
+
+def _kernel():
+    """The generated module imported from a file (Triton's JIT reads kernel source from it)."""
+    source = KernelSourceGenerator(problems.attention_scores_blueprint("bfloat16")).source()
+    path = Path(tempfile.mkdtemp()) / "bp_causal_attention_scores.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("bp_causal_attention_scores", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module.k1_matmul_mul_where_softmax
+
+
+def compile_case(kernel, full_run: bool, even: bool) -> str:
+    """PTX at the bench shape's launch (64 x 128 tiles, K = 64 in one block, 2 stages, 4 warps),
+    unit strides and 16-divisible sizes specialised as a launch with such values would be."""
+    constants = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "EVEN_K": True,
+                 "SINGLE_K": True, "ONE_TILE": False, "EVEN_M": even, "EVEN_N": even,
+                 "FULL_RUN": full_run, "INDEX_64": False,
+                 "a_sk": 1, "b_sk": 1, "p_causal_s3": 1, "p_softmax_0_s3": 1}  # fmt: skip
+    types = {"a_ptr": "*bf16", "b_ptr": "*bf16", "p_causal": "*i1", "p_softmax_0": "*bf16"}
+    names = kernel.arg_names
+    signature = {n: "constexpr" if n in constants else types.get(n, "i32") for n in names}
+    divisible = [*types, "a_sb", "a_sm", "b_sb", "b_sn", "M", "N", "K"]
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in divisible}
+    source = ASTSource(kernel, signature, constexprs=constants, attrs=attrs)
+    options = {"num_warps": 4, "num_stages": 2}
+    return triton.compile(source, target=HOPPER, options=options).asm["ptx"]
+
+
+def main() -> int:
+    kernel = _kernel()
+    summary = {}
+    for name, (full_run, even) in CASES.items():
+        ptx = compile_case(kernel, full_run, even)
+        summary[name] = {
+            "selects": ptx.count("selp."),
+            "exp2": ptx.count("ex2.approx"),
+            "fma": ptx.count("fma.rn.f32"),
+            "wgmma": ptx.count("wgmma.mma_async"),
+        }
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
