@@ -478,6 +478,27 @@ def test_matmul_softmax_with_64_bit_offsets(  # type: ignore[no-untyped-def]
     assert index_64 == [True] and one_tile == [block_n >= 37]
 
 
+def test_full_run_keeps_every_other_where(monkeypatch: pytest.MonkeyPatch, check) -> None:  # type: ignore[no-untyped-def]
+    """FULL_RUN drops only the softmax mask's select in the tiles it keeps throughout; an
+    earlier ``where`` of the same kernel still applies there."""
+    from warpforge.blueprint import program
+
+    monkeypatch.setattr(program, "FULL_RUN_TILES", True)
+    b = BlueprintBuilder("scores_two_wheres")
+    q, k = b.input("q", ("T", 8), "float32"), b.input("k", ("S", 8), "float32")
+    keep, clip = b.input("keep", ("T", "S"), "bool"), b.input("clip", ("T", "S"), "bool")
+    product = b.op("matmul", q, b.op("transpose", k, dim0=0, dim1=1))
+    clipped = b.op("where", clip, product, other=-1.0)
+    b.output("p", b.op("softmax", b.op("where", keep, clipped, other="-inf")))
+    ir = b.build()
+    source = KernelSourceGenerator(ir).source()
+    assert "v_where_1 = (v_where_0).to(tl.float32)" in source
+    # one tile, and in each pass the three FULL_RUN loops and the plain one
+    assert source.count("v_where_0 = (tl.where(in_clip") == 9
+    causal = torch.ones(50, 45, dtype=torch.bool).tril()
+    check(ir, [torch.randn(50, 8), torch.randn(45, 8), causal, torch.rand(50, 45) < 0.5])
+
+
 def test_masked_scores_used_elsewhere_are_computed_for_every_tile(check) -> None:  # type: ignore[no-untyped-def]
     """No tile is skipped when the masked scores also reach memory or the fill is not -inf."""
     b = BlueprintBuilder("scores_kept")

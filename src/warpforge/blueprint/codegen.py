@@ -36,7 +36,7 @@ elements of offset).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -389,8 +389,9 @@ class _KernelWriter:
         self._current = ""
         self.depth = 1
         """Indentation level of emitted statements (loops nest deeper)."""
-        self.full_run = False
-        """Emitting tiles of the masked softmax whose every element its mask keeps."""
+        self.full_run: str | None = None
+        """The masked softmax's ``where`` while emitting tiles whose every element its mask
+        keeps (that ``where`` is then its value), else None."""
 
     # names
     @staticmethod
@@ -478,7 +479,7 @@ class _KernelWriter:
         schema = self.gen.schemas[node.name]
         self.emit(f"# {_describe_node(node, schema)}")
         self._current = node.name
-        if self.full_run and node.op == "where":  # the mask keeps every element of the tile
+        if node.name == self.full_run:  # the mask keeps every element of the tile
             self.emit(
                 f"{self.var(node.name)} = ({self.operand(node.inputs[1])}).to({self.compute})"
             )
@@ -840,27 +841,28 @@ class _MatmulKernelWriter(_KernelWriter):
         if where is not None:
             self._store_hidden_tiles(row_ops[0], "end_tile, N")
 
-    def _kept_ranges(self, where: IRNode | None, tiles: Any) -> None:
+    def _kept_ranges(self, where: IRNode | None, tiles: Callable[[str, str | None], None]) -> None:
         """``tiles(span, full)`` over every N tile (no mask), over the kept range, or, with
         ``FULL_RUN``, over the kept range in three parts: the run of tiles the mask keeps
-        throughout (``full``) and the kept tiles before and after it."""
+        throughout (``full`` = the ``where``'s name there, else None) and the kept tiles before
+        and after it."""
         if where is None:
-            tiles("0, N", False)
+            tiles("0, N", None)
             return
         e = self.emit
         e("if FULL_RUN:  # the tiles the mask keeps throughout skip its load and select")
         self.depth += 1
-        tiles("first_tile, full_start", False)
-        tiles("full_start, full_end", True)
-        tiles("full_end, end_tile", False)
+        tiles("first_tile, full_start", None)
+        tiles("full_start, full_end", where.name)
+        tiles("full_end, end_tile", None)
         self.depth -= 1
         e("else:")
         self.depth += 1
-        tiles("first_tile, end_tile", False)
+        tiles("first_tile, end_tile", None)
         self.depth -= 1
 
     def _statistics_tiles(
-        self, mm: IRNode, span: str, row_ops: list[IRNode], after: set[str], full: bool
+        self, mm: IRNode, span: str, row_ops: list[IRNode], after: set[str], full: str | None
     ) -> None:
         """Pass 1's loop over the tiles of ``span``: values up to the row ops, then their
         running statistics."""
@@ -871,17 +873,17 @@ class _MatmulKernelWriter(_KernelWriter):
                 self.node_body(node)
         for node in row_ops:
             self._update_stat(node)
-        self.full_run = False
+        self.full_run = None
         self.depth -= 1
 
     def _output_tiles(
-        self, mm: IRNode, span: str, row_ops: list[IRNode], after: set[str], full: bool
+        self, mm: IRNode, span: str, row_ops: list[IRNode], after: set[str], full: str | None
     ) -> None:
         """Pass 2's loop over the tiles of ``span``: recomputed values, results, stores."""
         self._tile(mm, span)
         self.full_run = full
         self._results_and_stores(row_ops, after, one_tile=False)
-        self.full_run = False
+        self.full_run = None
         self.depth -= 1
 
     def _scan_kept_tiles(self, mask: str) -> None:
