@@ -43,7 +43,7 @@ from typing import Any
 from warpforge.blueprint.ir import BlueprintIR, IRNode, TensorSchema
 from warpforge.blueprint.registry import OperatorRegistry, default_registry
 
-GENERATOR_VERSION = 5
+GENERATOR_VERSION = 6
 """Bumped when generated code changes; part of every cache key of the generated source."""
 
 TEMPLATE_VERSIONS = {"rows": 1, "matmul": 2, "matmul_rows": 3}
