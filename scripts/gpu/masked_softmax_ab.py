@@ -1,12 +1,14 @@
-"""Experiment (GPU): the masked softmax kernel with and without ``FULL_RUN`` on one run.
+"""Experiment (GPU): the masked softmax kernel with and without its switches, on one run.
 
-causal_attention_scores' fused kernel computes only the N tiles its mask leaves an element of;
-``warpforge.blueprint.program.FULL_RUN_TILES`` also has it take the run of tiles the mask keeps
-throughout without loading the mask there. This times the problem's warpforge candidate both
-ways and torch.compile's baseline, interleaved in one process (the harness's timing: CUDA events,
+causal_attention_scores' fused kernel computes only the N tiles its mask leaves an element of.
+Two switches of ``warpforge.blueprint.program``, off by default, may speed it up:
+``FULL_RUN_TILES`` has it take the run of tiles the mask keeps throughout without loading the
+mask there, ``LAST_ROWS_FIRST`` launches the longest row blocks of a causal mask (the last)
+first. This times the problem's warpforge candidate with each combination and torch.compile's
+baseline, interleaved in one process (the harness's timing: CUDA events,
 L2 flushed, shuffled order), at the problem's shapes and the longer sequences of ``--t``, after
 checking both variants against the float64 reference. Not a harness report: the choice it
-informs is whether to switch ``FULL_RUN_TILES`` on; the harness then measures the result.
+informs is which switches to turn on; the harness then measures the result.
 
 Usage (GPU): ``PYTHONPATH=src python3 scripts/gpu/masked_softmax_ab.py OUT.json [--t 2048 4096]``
 ``--device cpu`` runs a tiny shape under Triton's interpreter (the tests use it; its times mean
@@ -26,11 +28,20 @@ import torch
 PROBLEM = "blueprint.causal_attention_scores"
 
 
-def _variant(fn: Any, full_run: bool) -> Any:
+VARIANTS = {  # name: (program.FULL_RUN_TILES, program.LAST_ROWS_FIRST)
+    "default": (False, False),
+    "full run": (True, False),
+    "last rows first": (False, True),
+    "both": (True, True),
+}
+
+
+def _variant(fn: Any, full_run: bool, last_rows_first: bool) -> Any:
     from warpforge.blueprint import program
 
     def run(*inputs: Any) -> Any:
         program.FULL_RUN_TILES = full_run  # read at each launch
+        program.LAST_ROWS_FIRST = last_rows_first
         return fn(*inputs)
 
     return run
@@ -70,15 +81,15 @@ def main(argv: list[str] | None = None) -> int:
         dtype = torch.bfloat16
     else:
         shapes, dtype = [dict(problem.cpu_shapes[0])], torch.float32
-    default = program.FULL_RUN_TILES
+    saved = program.FULL_RUN_TILES, program.LAST_ROWS_FIRST
     rows = []
     try:
         for shape in shapes:
             generator = torch.Generator(device=device).manual_seed(0)
             inputs = tuple(problem.make_inputs(shape, dtype, device, generator))
             fns = {
-                "mask every kept tile": _variant(problem.implementation, False),
-                "full run": _variant(problem.implementation, True),
+                name: _variant(problem.implementation, *switches)
+                for name, switches in VARIANTS.items()
             }
             errors = {name: _check(problem, fn(*inputs), inputs) for name, fn in fns.items()}
             if args.device == "cuda":  # max-autotune-no-cudagraphs, as the harness runs it
@@ -93,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(json.dumps(row))
     finally:
-        program.FULL_RUN_TILES = default
+        program.FULL_RUN_TILES, program.LAST_ROWS_FIRST = saved
     report = {
         "experiment": "masked softmax FULL_RUN A/B",
         "problem": PROBLEM,

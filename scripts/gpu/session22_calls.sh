@@ -13,10 +13,11 @@
 #      robotics-call7.json): the tile stage session 21's sweep budget did not reach
 #   5  mlp_block's first result from disk, bimodal between runs (33.5-57.6 ms in session 21):
 #      seven repeats that now record the kernels' first launch apart from the loading
-#   6  the masked softmax's FULL_RUN (built in session 21, off, unmeasured: the run of tiles
-#      the mask keeps throughout without loading it): the codegen GPU tests (its bf16 test
-#      among them), then scripts/gpu/masked_softmax_ab.py at T = 1024, 2048 and 4096; switch
-#      program.FULL_RUN_TILES on only if it wins, then retune and bench through the harness
+#   6  the masked softmax's switches (built in session 21, off, unmeasured: FULL_RUN_TILES,
+#      the run of tiles the mask keeps throughout without loading it; LAST_ROWS_FIRST, the
+#      longest causal row blocks launched first): the codegen GPU tests (their bf16 test among
+#      them), then scripts/gpu/masked_softmax_ab.py at T = 1024, 2048 and 4096; switch on only
+#      what wins, then retune and bench through the harness
 # Usage: bash scripts/gpu/session22_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"

@@ -328,14 +328,19 @@ def test_matmul_softmax_in_one_tile_or_two_passes(  # type: ignore[no-untyped-de
     assert one_tile == [s <= block_n]
 
 
+@pytest.mark.parametrize("last_rows_first", [False, True], ids=["in-order", "last-rows-first"])
 @pytest.mark.parametrize("block_n", [16, 64], ids=["two-passes", "one-tile"])
 def test_matmul_row_statistics_stream_in_one_tile_or_two_passes(  # type: ignore[no-untyped-def]
-    block_n: int, monkeypatch: pytest.MonkeyPatch, check
+    block_n: int, last_rows_first: bool, monkeypatch: pytest.MonkeyPatch, check
 ) -> None:
     """sum, mean, amax and softmax over a linear's rows, per-row and full outputs, values used
-    before and after the statistics: one tile and two passes agree with float64."""
+    before and after the statistics: one tile and two passes agree with float64, whichever
+    row blocks the grid takes first."""
+    from warpforge.blueprint import program
+
+    monkeypatch.setattr(program, "LAST_ROWS_FIRST", last_rows_first)
     one_tile = _one_tile_spy(monkeypatch, block_n)
-    b = BlueprintBuilder(f"linear_stats_tiles_{block_n}")
+    b = BlueprintBuilder(f"linear_stats_tiles_{block_n}_{last_rows_first}")
     x = b.input("x", ("T", 24), "float32")
     w = b.input("w", (41, 24), "float32")
     bias = b.input("bias", (41,), "float32")
@@ -368,11 +373,24 @@ def test_matmul_softmax_of_a_fully_masked_row_is_nan_like_torch() -> None:
     torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, equal_nan=True)
 
 
-@pytest.mark.parametrize("full_run", [False, True], ids=["mask-every-kept-tile", "full-run"])
+SWITCHES = pytest.mark.parametrize(
+    ("full_run", "last_rows_first"),
+    [(False, False), (True, False), (False, True)],
+    ids=["default", "full-run", "last-rows-first"],
+)
+"""The kernel's off-by-default switches (program.FULL_RUN_TILES, program.LAST_ROWS_FIRST)."""
+
+
+@SWITCHES
 @pytest.mark.parametrize("kind", ["causal", "anti-causal", "window"])
 @pytest.mark.parametrize("t, s", [(53, 53), (64, 48)], ids=["ragged-tiles", "even-tiles"])
 def test_matmul_softmax_skips_the_tiles_its_mask_hides(
-    t: int, s: int, kind: str, full_run: bool, monkeypatch: pytest.MonkeyPatch
+    t: int,
+    s: int,
+    kind: str,
+    full_run: bool,
+    last_rows_first: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A causal mask hides whole N tiles after the diagonal (an anti-causal one before it, a
     sliding window both), and one block of rows is masked throughout: skipped tiles store 0
@@ -381,6 +399,7 @@ def test_matmul_softmax_skips_the_tiles_its_mask_hides(
     from warpforge.blueprint import program
 
     monkeypatch.setattr(program, "FULL_RUN_TILES", full_run)
+    monkeypatch.setattr(program, "LAST_ROWS_FIRST", last_rows_first)
     ir = _scores_softmax(f"scores_skip_{t}_{s}_{kind}", 8)
     source = KernelSourceGenerator(ir).source()
     assert "kept = tl.max(in_keep.to(tl.int32)) != 0" in source  # the scan of the mask
@@ -416,14 +435,21 @@ def scores_module():  # type: ignore[no-untyped-def]
     blocks=st.lists(_BLOCK_MASKS, min_size=16, max_size=16),
     seed=st.integers(0, 2**16),
     full_run=st.booleans(),
+    last_rows_first=st.booleans(),
 )
 def test_masked_softmax_matches_float64_on_block_structured_masks(  # type: ignore[no-untyped-def]
-    scores_module, t: int, s: int, blocks: list[str], seed: int, full_run: bool
+    scores_module,
+    t: int,
+    s: int,
+    blocks: list[str],
+    seed: int,
+    full_run: bool,
+    last_rows_first: bool,
 ) -> None:
     """Random masks made of 16 x 16 blocks (the CPU's tiles) that are false, true or random,
     with NaN and inf in the keys of columns no row keeps: the skipped tiles never leak into the
     result, which matches float64 everywhere (NaN exactly on the rows masked throughout), with
-    and without ``FULL_RUN``."""
+    and without the kernel's switches."""
     from warpforge.blueprint import program
 
     generator = torch.Generator().manual_seed(seed)
@@ -436,11 +462,12 @@ def test_masked_softmax_matches_float64_on_block_structured_masks(  # type: igno
     k = torch.randn(1, 2, s, 8, generator=generator)
     hidden = ~keep.any(dim=0)  # columns no row keeps: their scores never count
     k[:, :, hidden] = torch.tensor([float("nan"), float("inf")]).repeat(4)
-    saved, program.FULL_RUN_TILES = program.FULL_RUN_TILES, full_run
+    saved = program.FULL_RUN_TILES, program.LAST_ROWS_FIRST
+    program.FULL_RUN_TILES, program.LAST_ROWS_FIRST = full_run, last_rows_first
     try:
         got = scores_module(q, k, keep)
     finally:
-        program.FULL_RUN_TILES = saved
+        program.FULL_RUN_TILES, program.LAST_ROWS_FIRST = saved
     scores = q.double() @ k.double().transpose(-2, -1) * 0.3
     want = torch.softmax(scores.masked_fill(~keep, float("-inf")), -1)
     torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, equal_nan=True)
@@ -582,16 +609,17 @@ def test_bf16_matmul_kernels_on_gpu() -> None:
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("full_run", [False, True], ids=["mask-every-kept-tile", "full-run"])
+@SWITCHES
 @pytest.mark.parametrize("t", [300, 1024], ids=["ragged", "even"])
 def test_bf16_masked_softmax_kept_tiles_on_gpu(
-    t: int, full_run: bool, monkeypatch: pytest.MonkeyPatch
+    t: int, full_run: bool, last_rows_first: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The kept-range kernel compiled for the GPU (ragged and even tiles), with and without
-    ``FULL_RUN``: a causal mask and a block of rows masked throughout."""
+    its switches: a causal mask and a block of rows masked throughout."""
     from warpforge.blueprint import program
 
     monkeypatch.setattr(program, "FULL_RUN_TILES", full_run)
+    monkeypatch.setattr(program, "LAST_ROWS_FIRST", last_rows_first)
     ir = _scores_softmax(f"scores_kept_gpu_{t}", "DH", "bfloat16")
     keep = torch.ones(t, t, dtype=torch.bool, device="cuda").tril()
     keep[64:128] = False

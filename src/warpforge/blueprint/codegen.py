@@ -43,7 +43,7 @@ from typing import Any
 from warpforge.blueprint.ir import BlueprintIR, IRNode, TensorSchema
 from warpforge.blueprint.registry import OperatorRegistry, default_registry
 
-GENERATOR_VERSION = 6
+GENERATOR_VERSION = 7
 """Bumped when generated code changes; part of every cache key of the generated source."""
 
 TEMPLATE_VERSIONS = {"rows": 1, "matmul": 2, "matmul_rows": 3}
@@ -578,7 +578,9 @@ class _MatmulKernelWriter(_KernelWriter):
         if group.has_row_op:
             self.n_cols = "N"
             self._write_row_passes(mm)
-            constexprs[-1:-1] = ["SINGLE_K", "ONE_TILE", "EVEN_M", "EVEN_N", "FULL_RUN"]
+            constexprs[-1:-1] = [
+                "SINGLE_K", "ONE_TILE", "EVEN_M", "EVEN_N", "FULL_RUN", "LAST_ROWS_FIRST",
+            ]  # fmt: skip
             doc = (
                 '    """Matmul + streaming row ops: each program owns BLOCK_M whole rows and walks '
                 "the N tiles twice\n    (statistics, then recomputed tiles and stores), or once "
@@ -751,8 +753,13 @@ class _MatmulKernelWriter(_KernelWriter):
         )
         e("pid = tl.program_id(0)")
         e("num_m = tl.cdiv(M, BLOCK_M)")
-        e("pid_b = pid // num_m")
-        e("pid_m = pid % num_m")
+        e("if LAST_ROWS_FIRST:  # every batch entry's last row block first, then the ones before")
+        e("    n_batch = tl.num_programs(0) // num_m")
+        e("    pid_b = pid % n_batch")
+        e("    pid_m = num_m - 1 - pid // n_batch")
+        e("else:")
+        e("    pid_b = pid // num_m")
+        e("    pid_m = pid % num_m")
         e("if INDEX_64:")
         e("    pid_b = pid_b.to(tl.int64)")
         e("offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")

@@ -46,6 +46,12 @@ run of N tiles its mask keeps throughout without loading the mask there (``FULL_
 until a GPU measures it against the kernel that loads the mask for every kept tile
 (``scripts/gpu/masked_softmax_ab.py``)."""
 
+LAST_ROWS_FIRST = False
+"""Matmul groups with row ops launch every batch entry's last row block first, then the ones
+before it (``LAST_ROWS_FIRST``), instead of batch entry by batch entry: under a causal mask the
+last rows are the longest, and starting the longest first leaves short ones to fill the end of
+the grid. Off until a GPU measures it (``scripts/gpu/masked_softmax_ab.py``)."""
+
 POISON_OUTPUTS = False
 """Tests set this to fill output buffers with NaN (or True for bool) before kernels write them,
 so an element a kernel forgets to store shows up instead of passing by luck."""
@@ -510,6 +516,7 @@ class KernelProgram:
                 options["EVEN_M"] = m % block_m == 0
                 options["EVEN_N"] = n % block_n == 0
                 options["FULL_RUN"] = FULL_RUN_TILES
+                options["LAST_ROWS_FIRST"] = LAST_ROWS_FIRST
             else:
                 grid = (tiles * n_batch,)
             kernel = getattr(self.module, group.kernel_name)
