@@ -5,28 +5,18 @@ interpreter."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from hopper_compile_child import compile_in_child
 
 HELPER = Path(__file__).with_name("blueprint_hopper_compile.py")
 
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, int]]:
-    env = {**os.environ, "TRITON_INTERPRET": "0", "WARPFORGE_INTERPRET": "0",
-           "TRITON_DEFAULT_FP_FUSION": "1",
-           "TRITON_CACHE_DIR": str(tmp_path_factory.mktemp("triton-cache"))}  # fmt: skip
-    src = str(Path(__file__).parents[2] / "src")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
-    result = subprocess.run([sys.executable, str(HELPER)], env=env, capture_output=True,
-                            text=True, timeout=300)  # fmt: skip
-    assert result.returncode == 0, result.stderr[-4000:]
-    return json.loads(result.stdout)
+    return compile_in_child(HELPER, tmp_path_factory.mktemp("triton-cache"))
 
 
 def test_every_variant_compiles_to_tensor_core_code(compiled: dict) -> None:
