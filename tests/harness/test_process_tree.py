@@ -28,10 +28,13 @@ _SUBREAPER_WITH_ESCAPEES = textwrap.dedent(
     process_tree = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(process_tree)
     process_tree.become_subreaper()
+    session_made, session_made_w = os.pipe()
     if os.fork() == 0:
         os.setsid()
-        time.sleep(60)
+        os.write(session_made_w, b"x")  # "ready" waits for this: a loaded machine may run the
+        time.sleep(60)                  # child's setsid after the parent's print otherwise
         os._exit(0)
+    os.read(session_made, 1)
     middle = os.fork()
     if middle == 0:
         os.setsid()
