@@ -46,11 +46,8 @@ def _blueprint_row(blueprint: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
-
-
 def _number(value: float | None, digits: int = 2) -> str:
+    """``value`` with ``digits`` decimals, or "-" for a measurement the report does not have."""
     return "-" if value is None else f"{value:.{digits}f}"
 
 
@@ -78,7 +75,7 @@ def render(reports: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {row['problem']} | {row['shape']} | {row['cold_s']:.2f} | "
             f"{_number(row['torch_cold_s'])} | {_number(row['ratio'])} | {row['warm_ms']:.1f} | "
-            f"{_ms(row['with_triton_import_ms'])} | {_ms(row['without_prefix_ms'])} |"
+            f"{_number(row['with_triton_import_ms'], 1)} | {_number(row['without_prefix_ms'], 1)} |"
         )
     lines.append("")
     ratio_max, warm_max = targets["cold_compile_ratio_max"], targets["warm_first_result_ms_max"]

@@ -47,13 +47,15 @@ def _variant(fn: Any, full_run: bool, last_rows_first: bool) -> Any:
     return run
 
 
-def _check(problem: Any, outputs: Any, inputs: tuple[Any, ...]) -> float:
-    """Largest absolute error against the float64 reference (NaN where both are NaN is 0)."""
-    want = problem.reference(*[t.double() if t.is_floating_point() else t for t in inputs])
-    diff = (outputs.double() - want).abs().nan_to_num(nan=0.0)
-    if not torch.equal(outputs.isnan(), want.isnan()):
-        raise AssertionError("NaN positions differ from the float64 reference")
-    return float(diff.max())
+def _check(problem: Any, fn: Any, inputs: tuple[Any, ...]) -> float:
+    """The largest absolute error of ``fn`` against the float64 reference; AssertionError
+    naming what the harness's checks found when it is not within the problem's tolerance."""
+    from warpforge.harness.checks import check_against_reference
+
+    found, worst = check_against_reference(problem, fn, inputs)
+    if found:
+        raise AssertionError("; ".join(f.detail for f in found))
+    return worst
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                 name: _variant(problem.implementation, *switches)
                 for name, switches in VARIANTS.items()
             }
-            errors = {name: _check(problem, fn(*inputs), inputs) for name, fn in fns.items()}
+            errors = {name: _check(problem, fn, inputs) for name, fn in fns.items()}
             if args.device == "cuda":  # max-autotune-no-cudagraphs, as the harness runs it
                 fns["torch.compile"] = problem.baselines["torch.compile"]()
             timed = measure_interleaved(fns, [inputs], max_time_s=args.max_time, seed=0)

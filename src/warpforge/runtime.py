@@ -24,12 +24,13 @@ import torch
 _TRUE = {"1", "true", "yes", "on"}
 
 
-def _env_flag(name: str) -> bool:
+def env_flag(name: str) -> bool:
+    """Whether the environment variable ``name`` is set to 1, true, yes or on (any case)."""
     return os.environ.get(name, "").strip().lower() in _TRUE
 
 
 def _sync_interpreter_flag() -> None:
-    if _env_flag("WARPFORGE_INTERPRET") and not _env_flag("TRITON_INTERPRET"):
+    if env_flag("WARPFORGE_INTERPRET") and not env_flag("TRITON_INTERPRET"):
         os.environ["TRITON_INTERPRET"] = "1"
 
 
@@ -52,12 +53,12 @@ def switch_on(name: str) -> bool:
 
 def interpreter_enabled() -> bool:
     """True when Triton kernels run under Triton's CPU interpreter."""
-    return _env_flag("TRITON_INTERPRET") or _env_flag("WARPFORGE_INTERPRET")
+    return env_flag("TRITON_INTERPRET") or env_flag("WARPFORGE_INTERPRET")
 
 
 def checks_enabled() -> bool:
     """True when ``WARPFORGE_CHECKS=1`` asks for device-side input checks (e.g. target ranges)."""
-    return _env_flag("WARPFORGE_CHECKS")
+    return env_flag("WARPFORGE_CHECKS")
 
 
 def execution_path(device: torch.device | str) -> ExecutionPath:

@@ -7,17 +7,16 @@ compiler cannot take): ``python blueprint_hopper_compile.py``.
 
 from __future__ import annotations
 
-import importlib.util
+import hashlib
 import json
 import sys
-import tempfile
-from pathlib import Path
 
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from warpforge.blueprint import KernelSourceGenerator, problems
+from warpforge.blueprint.compiler import load_source_module
 
 HOPPER = GPUTarget("cuda", 90, 32)
 CASES = {  # name: (FULL_RUN, EVEN_M and EVEN_N, LAST_ROWS_FIRST)
@@ -28,14 +27,11 @@ CASES = {  # name: (FULL_RUN, EVEN_M and EVEN_N, LAST_ROWS_FIRST)
 
 
 def _kernel():
-    """The generated module imported from a file (Triton's JIT reads kernel source from it)."""
+    """The generated kernel, imported as the compiler imports it (from a file: Triton's JIT
+    reads kernel source from there)."""
     source = KernelSourceGenerator(problems.attention_scores_blueprint("bfloat16")).source()
-    path = Path(tempfile.mkdtemp()) / "bp_causal_attention_scores.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("bp_causal_attention_scores", path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module.k1_matmul_mul_where_softmax
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    return load_source_module(source.encode(), digest).k1_matmul_mul_where_softmax
 
 
 def compile_case(kernel, full_run: bool, even: bool, last_rows_first: bool) -> str:

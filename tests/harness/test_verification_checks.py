@@ -292,3 +292,16 @@ def test_threads_left_running_are_traced_to_the_candidate_through_wrappers() -> 
     for t in [*threads, library]:
         t.join(10)
         assert not worker._started_here(t)  # finished threads never count
+
+
+def test_check_against_reference_finds_a_wrong_variant_and_reports_the_worst_error() -> None:
+    """In-process check of one function against a problem's float64 reference (the scripts
+    that compare kernel variants use it): a right one passes with its error, a wrong one fails."""
+    from types import SimpleNamespace
+
+    problem = SimpleNamespace(reference=torch.exp, tolerance=Tolerance())
+    x = torch.randn(64, dtype=torch.float32)
+    found, worst = checks.check_against_reference(problem, torch.exp, (x,))
+    assert found == [] and 0 <= worst < 1e-5
+    found, worst = checks.check_against_reference(problem, lambda t: torch.exp(t) * 1.01, (x,))
+    assert found and worst > 1e-3

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from warpforge.blueprint.ir import BlueprintIR, IRNode, TensorSchema
-from warpforge.blueprint.registry import OperatorRegistry, default_registry
+from warpforge.blueprint.registry import OperatorRegistry, default_registry, scalar_attr
 
 GENERATOR_VERSION = 7
 """Bumped when generated code changes; part of every cache key of the generated source."""
@@ -950,7 +950,7 @@ class _MatmulKernelWriter(_KernelWriter):
         where = next((n for n in group.nodes if n.name == softmax.inputs[0]), None)
         if where is None or where.op != "where" or len(where.inputs) != 2:
             return None
-        if where.attrs.get("other") != "-inf" and where.attrs.get("other") != float("-inf"):
+        if scalar_attr(where.attrs, "other") != float("-inf"):
             return None
         users = sum(n.inputs.count(where.name) for n in group.nodes)
         if where.inputs[0] in group.space or users != 1:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
-import os
 import sys
 import threading
 import time
@@ -44,13 +43,9 @@ logger = logging.getLogger("warpforge.blueprint")
 
 def concurrent_compile_enabled() -> bool:
     """``WARPFORGE_CONCURRENT_COMPILE=1``: a cold first call compiles a blueprint's kernels
-    concurrently (:meth:`KernelProgram.compile_ahead`). Off by default until measured."""
-    return os.environ.get("WARPFORGE_CONCURRENT_COMPILE", "0").strip().lower() in {
-        "1",
-        "true",
-        "yes",
-        "on",
-    }
+    concurrently (:meth:`KernelProgram.compile_ahead`). Off by default: one measured run gained
+    only where a blueprint has two kernels or more (docs/compiler.md)."""
+    return runtime.env_flag("WARPFORGE_CONCURRENT_COMPILE")
 
 
 SOURCE_FILE = "kernels.py"

@@ -237,7 +237,8 @@ def broadcast_shapes(shapes: Sequence[Sequence[Dim]]) -> tuple[Dim, ...]:
     return tuple(out)
 
 
-def _scalar(attrs: Mapping[str, Any], key: str) -> float | None:
+def scalar_attr(attrs: Mapping[str, Any], key: str) -> float | None:
+    """Attribute ``key`` as a float (numbers, or "inf", "-inf", "nan"); None when absent."""
     value = attrs.get(key)
     if value is None:
         return None
@@ -284,7 +285,7 @@ def _binary(name: str, symbol: str, torch_fn: Callable[..., torch.Tensor]) -> No
     ) -> torch.Tensor:
         if len(tensors) == 2:
             return torch_fn(tensors[0], tensors[1])
-        value = _scalar({"scalar": scalar}, "scalar")
+        value = scalar_attr({"scalar": scalar}, "scalar")
         if value is None:
             raise ValueError(f"{name}: one tensor input needs a 'scalar' attribute")
         return torch_fn(value, tensors[0]) if reverse else torch_fn(tensors[0], value)
@@ -292,12 +293,12 @@ def _binary(name: str, symbol: str, torch_fn: Callable[..., torch.Tensor]) -> No
     def code(args: Sequence[str], attrs: Mapping[str, Any]) -> str:
         if len(args) == 2:
             return f"({args[0]} {symbol} {args[1]})"
-        value = _scalar_code(_scalar(attrs, "scalar"))  # type: ignore[arg-type]
+        value = _scalar_code(scalar_attr(attrs, "scalar"))  # type: ignore[arg-type]
         lhs, rhs = (value, args[0]) if attrs.get("reverse") else (args[0], value)
         return f"({lhs} {symbol} {rhs})"
 
     def infer(inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]) -> TensorSchema:
-        if len(inputs) == 1 and _scalar(attrs, "scalar") is None:
+        if len(inputs) == 1 and scalar_attr(attrs, "scalar") is None:
             raise ValueError(f"{name} with one tensor input needs a numeric 'scalar' attribute")
         if len(inputs) == 2 and "scalar" in attrs:
             raise ValueError(
@@ -364,7 +365,7 @@ def _clamp_reference(x: torch.Tensor, min: Any = None, max: Any = None) -> torch
 
 def _clamp_code(args: Sequence[str], attrs: Mapping[str, Any]) -> str:
     expr = args[0]
-    low, high = _scalar(attrs, "min"), _scalar(attrs, "max")
+    low, high = scalar_attr(attrs, "min"), scalar_attr(attrs, "max")
     if low is not None:
         expr = f"tl.maximum({expr}, {_scalar_code(low)})"
     if high is not None:
@@ -373,7 +374,7 @@ def _clamp_code(args: Sequence[str], attrs: Mapping[str, Any]) -> str:
 
 
 def _infer_clamp(inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]) -> TensorSchema:
-    if _scalar(attrs, "min") is None and _scalar(attrs, "max") is None:
+    if scalar_attr(attrs, "min") is None and scalar_attr(attrs, "max") is None:
         raise ValueError("clamp needs a 'min' or a 'max' attribute")
     return _infer_same(inputs, attrs)
 
@@ -381,21 +382,21 @@ def _infer_clamp(inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]) -> Te
 def _where_reference(cond: torch.Tensor, *rest: torch.Tensor, other: Any = None) -> torch.Tensor:
     if len(rest) == 2:
         return torch.where(cond, rest[0], rest[1])
-    value = _scalar({"other": other}, "other")
+    value = scalar_attr({"other": other}, "other")
     return torch.where(
         cond, rest[0], torch.tensor(value, dtype=rest[0].dtype, device=rest[0].device)
     )
 
 
 def _where_code(args: Sequence[str], attrs: Mapping[str, Any]) -> str:
-    other = args[2] if len(args) == 3 else _scalar_code(_scalar(attrs, "other"))  # type: ignore[arg-type]
+    other = args[2] if len(args) == 3 else _scalar_code(scalar_attr(attrs, "other"))  # type: ignore[arg-type]
     return f"tl.where({args[0]}, {args[1]}, {other})"
 
 
 def _infer_where(inputs: Sequence[TensorSchema], attrs: Mapping[str, Any]) -> TensorSchema:
     if inputs[0].dtype != "bool":
         raise TypeError(f"where: the condition must be bool, got {inputs[0].dtype}")
-    if len(inputs) == 2 and _scalar(attrs, "other") is None:
+    if len(inputs) == 2 and scalar_attr(attrs, "other") is None:
         raise ValueError("where with two inputs needs a numeric 'other' attribute")
     shape = broadcast_shapes([s.shape for s in inputs])
     return TensorSchema(shape, promote(inputs[1:]))

@@ -376,6 +376,23 @@ def check_values(
     return findings
 
 
+def check_against_reference(
+    problem: Any, fn: Any, inputs: Sequence[Any]
+) -> tuple[list[Finding], float]:
+    """:func:`check_values` of ``fn(*inputs)``, in this process, against ``problem``'s float64
+    reference and within its tolerance (PyTorch's own error at the inputs' dtype included), and
+    the largest absolute error (:func:`max_abs_error`): for scripts that compare variants of one
+    kernel before timing them. An exception of ``fn`` propagates."""
+    from warpforge.harness.kernelbench import to_float64
+
+    ref64 = as_outputs(problem.reference(*map(to_float64, inputs)))
+    native = as_outputs(problem.reference(*inputs))
+    outputs = as_outputs(fn(*inputs))
+    found = check_values(outputs, ref64, native, problem.tolerance, trial=0)
+    worst = max((max_abs_error(o, r) for o, r in zip(outputs, ref64, strict=False)), default=0.0)
+    return found, worst
+
+
 def check_inputs_unchanged(
     before: Sequence[Any], after: Sequence[Any], *, trial: int
 ) -> list[Finding]:
