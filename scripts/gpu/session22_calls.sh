@@ -18,6 +18,9 @@
 #      longest causal row blocks launched first): the codegen GPU tests (their bf16 test among
 #      them), then scripts/gpu/masked_softmax_ab.py at T = 1024, 2048 and 4096; switch on only
 #      what wins, then retune and bench through the harness
+#   7  (added in session 22, after call 6 switched LAST_ROWS_FIRST on) the causal blueprint
+#      through the harness with the ceilings, then scripts/gpu/matmul_lowering_ab.py: mlp_block's
+#      and layernorm_linear_gelu's generated GEMMs against cuBLAS(Lt) lowerings
 # Usage: bash scripts/gpu/session22_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -53,6 +56,11 @@ case "$CALL" in
      timeout $((560 - SECONDS)) python3 scripts/gpu/masked_softmax_ab.py \
        "$OUT/keep/masked-softmax-ab-call6.json" > "$OUT/ab.log" 2>&1
      echo "masked softmax A/B: exit $? in $((SECONDS - t0)) s"; tail -5 "$OUT/ab.log" ;;
-  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
+  7) blueprint_suite blueprint-causal-call7 "blueprint.causal_attention_scores:100"
+     t0=$SECONDS
+     timeout $((560 - SECONDS)) python3 scripts/gpu/matmul_lowering_ab.py \
+       "$OUT/keep/matmul-lowering-ab-call7.json" > "$OUT/ab.log" 2>&1
+     echo "matmul lowering A/B: exit $? in $((SECONDS - t0)) s"; grep -v "^ *triton_\|AUTOTUNE" "$OUT/ab.log" | tail -12 ;;
+  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
