@@ -21,6 +21,9 @@
 #   7  (added in session 22, after call 6 switched LAST_ROWS_FIRST on) the causal blueprint
 #      through the harness with the ceilings, then scripts/gpu/matmul_lowering_ab.py: mlp_block's
 #      and layernorm_linear_gelu's generated GEMMs against cuBLAS(Lt) lowerings
+#   8  (after call 7: bias + GELU/ReLU matmul groups lowered to cuBLASLt's epilogue) the blueprint
+#      GPU tests, the two GEMM-bound blueprints through the harness with the ceilings, and their
+#      first result from disk (seven repeats each, as call 5)
 # Usage: bash scripts/gpu/session22_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -61,6 +64,13 @@ case "$CALL" in
      timeout $((560 - SECONDS)) python3 scripts/gpu/matmul_lowering_ab.py \
        "$OUT/keep/matmul-lowering-ab-call7.json" > "$OUT/ab.log" 2>&1
      echo "matmul lowering A/B: exit $? in $((SECONDS - t0)) s"; grep -v "^ *triton_\|AUTOTUNE" "$OUT/ab.log" | tail -12 ;;
-  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
+  8) gpu_tests blueprint 200 tests/blueprint
+     blueprint_suite blueprint-matmul-call8 "blueprint.layernorm_linear_gelu:130" \
+       "blueprint.mlp_block:130"
+     compiler_run compiler-warm-call8 250 --problems blueprint.mlp_block \
+       blueprint.layernorm_linear_gelu --timeout 120 --warm-repeats 7 --skip-torch-compile \
+       --replay-steps 2000
+     python3 scripts/compiler_table.py "$OUT/keep/compiler-warm-call8.json" ;;
+  *) echo "CALL: expected 1-8, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -95,15 +95,23 @@ def register(app: typer.Typer) -> None:
         except (BlueprintError, ValueError, TypeError) as error:
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(2) from None
-        groups = [
-            {
-                "kind": g.kind,
-                "kernel": g.kernel_name if g.kind != "torch" else None,
-                "nodes": [n.name for n in g.nodes],
-                "domain": list(g.domain),
-            }
-            for g in plan.groups
-        ]
+        from warpforge.blueprint.cublas_epilogue import match as cublas_match
+
+        groups = []
+        for g in plan.groups:
+            lowering = cublas_match(g, plan)
+            groups.append(
+                {
+                    "kind": g.kind,
+                    "kernel": g.kernel_name if g.kind != "torch" else None,
+                    "nodes": [n.name for n in g.nodes],
+                    "domain": list(g.domain),
+                    # on CUDA (one batch entry, cublas_epilogue.ENABLED) the group runs as this
+                    "cuda_lowering": f"cuBLASLt {lowering.activation}+bias epilogue"
+                    if lowering
+                    else None,
+                }
+            )
         if as_json:
             summary = {
                 "name": ir.name,
@@ -121,6 +129,8 @@ def register(app: typer.Typer) -> None:
             table.add_column(column)
         for index, group in enumerate(groups):
             runs_as = group["kernel"] or f"PyTorch {plan.groups[index].nodes[0].op}"
+            if group["cuda_lowering"]:
+                runs_as += f" (on CUDA: {group['cuda_lowering']})"
             table.add_row(str(index), runs_as, ", ".join(group["nodes"]), str(group["domain"]))
         console.print(table)
         console.print(f"{plan.kernel_count} fused kernel(s) for {len(ir.nodes)} node(s)")

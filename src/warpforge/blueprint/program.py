@@ -22,6 +22,7 @@ from warpforge.blueprint.codegen import (
     Plan,
     loaded_inputs,
 )
+from warpforge.blueprint.cublas_epilogue import CublasEpilogue
 from warpforge.blueprint.ir import BlueprintIR, IRNode, TensorSchema
 from warpforge.blueprint.registry import (
     OperatorRegistry,
@@ -227,6 +228,8 @@ class KernelProgram:
         # Recorded launches of the registry entry this program was loaded from (CUDA only).
         self.direct: Any = None
         self._row_launches: dict[tuple[Any, ...], _RowLaunch] = {}
+        self._cublas: dict[int, CublasEpilogue | None] = {}
+        """Per matmul group: its cuBLASLt lowering (warpforge.blueprint.cublas_epilogue)."""
         self._input_names = tuple(ir.input_names)
         self._output_values = tuple(v for _, v in ir.outputs)
         self._launches: dict[tuple[Any, ...], dict[str, int]] = {}
@@ -445,6 +448,31 @@ class KernelProgram:
         kernel = getattr(self.module, group.kernel_name)
         return _RowLaunch(out_specs, input_strides, output_strides, sizes, grid, options, kernel)
 
+    def _run_cublas(
+        self,
+        group: FusionGroup,
+        a3: torch.Tensor,
+        b3: torch.Tensor,
+        env: dict[str, torch.Tensor],
+        bindings: Mapping[str, int],
+    ) -> bool:
+        """Run ``group`` as one cuBLASLt GEMM with its epilogue when it matches and the
+        operands allow (one batch entry, a device cublas_epilogue lowers on); False otherwise."""
+        from warpforge.blueprint import cublas_epilogue
+
+        if not cublas_epilogue.ENABLED or a3.device.type not in cublas_epilogue.DEVICE_TYPES:
+            return False
+        if group.index not in self._cublas:
+            self._cublas[group.index] = cublas_epilogue.match(group, self.plan)
+        lowering = self._cublas[group.index]
+        if lowering is None or a3.shape[0] != 1 or min(a3.shape[1:]) == 0 or b3.shape[-1] == 0:
+            return False
+        bias = env[lowering.bias]
+        output = group.outputs[0]
+        result = lowering.run(a3[0], b3[0], bias)
+        env[output] = result.reshape(concrete(self.plan.schemas[output].shape, bindings))
+        return True
+
     def _run_matmul(
         self,
         group: FusionGroup,
@@ -464,6 +492,8 @@ class KernelProgram:
         b3 = b.expand(*batch, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
         n_batch, m, k = a3.shape
         n = b3.shape[-1]
+        if self._run_cublas(group, a3, b3, env, bindings):
+            return
         domain = concrete(self.plan.schemas[mm.name].shape, bindings)
         views = [env[v].expand(domain) for v in loaded_inputs(group)]
         outputs = self._outputs(group, domain, a.device, bindings)
