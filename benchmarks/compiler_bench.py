@@ -12,10 +12,13 @@ Measures, for each blueprint of the suite (``warpforge.blueprint.problems``):
   generation, the launch-config lookup, Triton's compile stages and ``ptxas``, per kernel).
 * **warm first result**: a new process reusing the cold run's caches. The headline is timed
   from calling ``warpforge.compile`` to the synchronised result, in a process where torch, the
-  CUDA context, the inputs, triton and warpforge are already there (as in a training job);
-  every earlier stage is timed too (``stages``: interpreter start, torch import, CUDA context,
-  inputs, triton import, warpforge import, compile returned, first call returned,
-  synchronised). One more run leaves triton unimported (its import falls inside the window),
+  CUDA context with cuBLAS's handles (one small linear layer run, as any model's forward has),
+  the inputs, triton and warpforge are already there (as in a training job); every earlier
+  stage is timed too (``stages``: interpreter start, torch import, CUDA context, BLAS
+  initialised, inputs, triton import, warpforge import, compile returned, first call
+  returned, synchronised). One more run leaves triton unimported (its import falls inside the
+  window), one leaves cuBLAS uninitialised (its start-up, paid by blueprints lowered to
+  cuBLASLt, falls inside the window),
   one runs the window under cProfile (``profile_top_cumulative``: where the time went), and
   one starts with an empty ``TRITON_CACHE_DIR`` (the binaries come from the registry entry).
 * **in-memory hit lookup**: in a process of its own, p50/p99 (pooled and per round) of the
@@ -60,7 +63,8 @@ def _child(args: argparse.Namespace) -> None:
 
     Stages are timed in order so the first-result claim starts from a defined point: process
     spawn -> interpreter running -> torch imported -> CUDA context ready (a tensor on the GPU,
-    synchronised) -> inputs made -> triton imported (mode ``warm``; mode ``warm-triton-cold``
+    synchronised) -> cuBLAS initialised (a small linear layer in the problem's dtype; mode
+    ``warm-blas-cold`` leaves it to the measured window) -> inputs made -> triton imported (mode ``warm``; mode ``warm-triton-cold``
     leaves it to the measured window) -> warpforge imported -> ``warpforge.compile`` returned
     -> first call returned (launch queued) -> synchronised result.
     """
@@ -81,6 +85,13 @@ def _child(args: argparse.Namespace) -> None:
         torch.zeros(1, device=device)  # creates the CUDA context
         sync()
     stages["cuda_context_s"] = time.perf_counter() - t
+    stages["blas_init_s"] = None  # type: ignore[assignment]
+    if device.type == "cuda" and args.mode != "warm-blas-cold":
+        t = time.perf_counter()
+        small = torch.ones(16, 16, device=device, dtype=getattr(torch, args.dtype))
+        torch.nn.functional.linear(small, small, small[0])  # cuBLAS(Lt) handles, workspace
+        sync()
+        stages["blas_init_s"] = time.perf_counter() - t
     import warpforge.blueprint.problems
     from warpforge.harness import get_problem
 
@@ -93,7 +104,7 @@ def _child(args: argparse.Namespace) -> None:
     sync()
     stages["inputs_s"] = time.perf_counter() - t
     stages["triton_import_s"] = None  # type: ignore[assignment]
-    if args.mode in ("warpforge", "cold-profile", "warm", "warm-profile"):
+    if args.mode in ("warpforge", "cold-profile", "warm", "warm-profile", "warm-blas-cold"):
         t = time.perf_counter()
         import triton  # noqa: F401 - a package import, reported apart from the compile time
 
@@ -637,6 +648,12 @@ def main() -> None:
             entry["warm_first_result_triton_not_imported"] = triton_cold
             entry["warm_first_result_including_triton_import_ms"] = (
                 triton_cold["seconds"] * 1000 if "seconds" in triton_cold else None
+            )
+            # The same, with cuBLAS's start-up inside the window (no matmul run before it).
+            blas_cold = _run_child("warm-blas-cold", problem.name, use, shape, caches, args.timeout)
+            entry["warm_first_result_blas_not_initialised"] = blas_cold
+            entry["warm_first_result_including_blas_init_ms"] = (
+                blas_cold["seconds"] * 1000 if "seconds" in blas_cold else None
             )
             # Triton's own cache emptied: the kernels come from the registry entry's binaries.
             empty_triton = {**caches, "TRITON_CACHE_DIR": tempfile.mkdtemp(dir=scratch)}

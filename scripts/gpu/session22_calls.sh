@@ -24,6 +24,10 @@
 #   8  (after call 7: bias + GELU/ReLU matmul groups lowered to cuBLASLt's epilogue) the blueprint
 #      GPU tests, the two GEMM-bound blueprints through the harness with the ceilings, and their
 #      first result from disk (seven repeats each, as call 5)
+#   9  (after call 8: compiler_bench initialises cuBLAS before the window, as a model's forward
+#      has, and times one run without) the blueprint GPU tests, then the compiler's measurements
+#      of the three blueprints whose kernels changed this session, torch.compile's cold compile
+#      included
 # Usage: bash scripts/gpu/session22_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -71,6 +75,11 @@ case "$CALL" in
        blueprint.layernorm_linear_gelu --timeout 120 --warm-repeats 7 --skip-torch-compile \
        --replay-steps 2000
      python3 scripts/compiler_table.py "$OUT/keep/compiler-warm-call8.json" ;;
-  *) echo "CALL: expected 1-8, got $CALL" >&2; exit 2 ;;
+  9) gpu_tests blueprint 200 tests/blueprint
+     compiler_run compiler-call9 330 --problems blueprint.mlp_block \
+       blueprint.layernorm_linear_gelu blueprint.causal_attention_scores --timeout 120 \
+       --warm-repeats 5 --replay-steps 2000
+     python3 scripts/compiler_table.py "$OUT/keep/compiler-call9.json" ;;
+  *) echo "CALL: expected 1-9, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
