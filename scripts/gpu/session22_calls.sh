@@ -28,6 +28,8 @@
 #      has, and times one run without) the blueprint GPU tests, then the compiler's measurements
 #      of the three blueprints whose kernels changed this session, torch.compile's cold compile
 #      included
+#  10  the same for the other five blueprints and causal_attention_scores again (its warm
+#      repeats in call 9 were slow in every stage before the window too), without the profiles
 # Usage: bash scripts/gpu/session22_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -80,6 +82,11 @@ case "$CALL" in
        blueprint.layernorm_linear_gelu blueprint.causal_attention_scores --timeout 120 \
        --warm-repeats 5 --replay-steps 2000
      python3 scripts/compiler_table.py "$OUT/keep/compiler-call9.json" ;;
-  *) echo "CALL: expected 1-9, got $CALL" >&2; exit 2 ;;
+  10) compiler_run compiler-call10 400 --problems blueprint.causal_attention_scores \
+        blueprint.bias_gelu blueprint.residual_rmsnorm_swiglu blueprint.scaled_masked_softmax \
+        blueprint.reduction_chain blueprint.mixed_precision_chain --timeout 120 \
+        --warm-repeats 3 --no-profile --replay-steps 10000
+      python3 scripts/compiler_table.py "$OUT/keep/compiler-call10.json" ;;
+  *) echo "CALL: expected 1-10, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
