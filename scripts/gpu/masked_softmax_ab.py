@@ -47,17 +47,6 @@ def _variant(fn: Any, full_run: bool, last_rows_first: bool) -> Any:
     return run
 
 
-def _check(problem: Any, fn: Any, inputs: tuple[Any, ...]) -> float:
-    """The largest absolute error of ``fn`` against the float64 reference; AssertionError
-    naming what the harness's checks found when it is not within the problem's tolerance."""
-    from warpforge.harness.checks import check_against_reference
-
-    found, worst = check_against_reference(problem, fn, inputs)
-    if found:
-        raise AssertionError("; ".join(f.detail for f in found))
-    return worst
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
@@ -70,8 +59,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from warpforge.blueprint import program
     from warpforge.catalog import load_builtin_problems
-    from warpforge.environment import environment_fingerprint
+    from warpforge.harness.checks import require_reference_match
     from warpforge.harness.registry import get_problem
+    from warpforge.harness.report import experiment_row, write_experiment
     from warpforge.harness.timing import measure_interleaved
 
     load_builtin_problems()
@@ -93,29 +83,24 @@ def main(argv: list[str] | None = None) -> int:
                 name: _variant(problem.implementation, *switches)
                 for name, switches in VARIANTS.items()
             }
-            errors = {name: _check(problem, fn, inputs) for name, fn in fns.items()}
+            errors = {
+                name: require_reference_match(problem, fn, inputs) for name, fn in fns.items()
+            }
             if args.device == "cuda":  # max-autotune-no-cudagraphs, as the harness runs it
                 fns["torch.compile"] = problem.baselines["torch.compile"]()
             timed = measure_interleaved(fns, [inputs], max_time_s=args.max_time, seed=0)
-            row = {
-                "shape": shape,
-                "max_abs_error": errors,
-                "median_us": {name: m.median_s * 1e6 for name, m in timed.items()},
-                "ci_us": {name: [m.ci_low_s * 1e6, m.ci_high_s * 1e6] for name, m in timed.items()},
-            }
+            row = experiment_row(timed, shape=shape, max_abs_error=errors)
             rows.append(row)
             print(json.dumps(row))
     finally:
         program.FULL_RUN_TILES, program.LAST_ROWS_FIRST = saved
-    report = {
-        "experiment": "masked softmax FULL_RUN A/B",
-        "problem": PROBLEM,
-        "dtype": str(dtype).removeprefix("torch."),
-        "environment_fingerprint": environment_fingerprint(),
-        "rows": rows,
-    }
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_experiment(
+        args.out,
+        "masked softmax FULL_RUN A/B",
+        rows,
+        dtype=str(dtype).removeprefix("torch."),
+        problem=PROBLEM,
+    )
     return 0
 
 

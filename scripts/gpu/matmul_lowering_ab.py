@@ -27,15 +27,6 @@ import torch
 import torch.nn.functional as F
 
 
-def _check(problem: Any, fn: Any, inputs: tuple[Any, ...]) -> float:
-    from warpforge.harness.checks import check_against_reference
-
-    found, worst = check_against_reference(problem, fn, inputs)
-    if found:
-        raise AssertionError("; ".join(f.detail for f in found))
-    return worst
-
-
 def _one_gemm_blueprints(dtype: str) -> dict[str, Any]:
     """Generated kernels of one GEMM each: linear + bias + GELU(tanh); linear + bias + residual;
     layer_norm alone."""
@@ -83,8 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("matmul_lowering_ab.py: needs a CUDA device")
 
     from warpforge.catalog import load_builtin_problems
-    from warpforge.environment import environment_fingerprint
+    from warpforge.harness.checks import require_reference_match
     from warpforge.harness.registry import get_problem
+    from warpforge.harness.report import experiment_row, write_experiment
     from warpforge.harness.timing import measure_interleaved
 
     load_builtin_problems()
@@ -98,12 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         name: str, fns: dict[str, Any], inputs: tuple[Any, ...], errors: dict[str, float]
     ) -> None:
         measured = measure_interleaved(fns, [inputs], max_time_s=args.max_time, seed=0)
-        row = {
-            "set": name,
-            "max_abs_error": errors,
-            "median_us": {k: m.median_s * 1e6 for k, m in measured.items()},
-            "ci_us": {k: [m.ci_low_s * 1e6, m.ci_high_s * 1e6] for k, m in measured.items()},
-        }
+        row = experiment_row(measured, set=name, max_abs_error=errors)
         rows.append(row)
         print(json.dumps(row), flush=True)
 
@@ -130,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         "triton gemm1, cublas gemm2": triton_then_cublas,
         "cublaslt gemm1, triton gemm2": lt_then_triton,
     }
-    errors = {k: _check(problem, fn, inputs) for k, fn in whole.items()}
+    errors = {k: require_reference_match(problem, fn, inputs) for k, fn in whole.items()}
     timed(f"mlp_block {shape}", whole, inputs, errors)
 
     h = F.gelu(F.linear(x, w1, b1), approximate="tanh")
@@ -182,17 +169,15 @@ def main(argv: list[str] | None = None) -> int:
         "eager layer_norm + cublaslt": ln_lt,
         "generated layer_norm + cublaslt": wf_ln_lt,
     }
-    errors = {k: _check(problem, fn, inputs) for k, fn in whole.items()}
+    errors = {k: require_reference_match(problem, fn, inputs) for k, fn in whole.items()}
     timed(f"layernorm_linear_gelu {shape}", whole, inputs, errors)
 
-    report = {
-        "experiment": "matmul blueprints: generated Triton GEMMs against cuBLAS(Lt) lowerings",
-        "dtype": "bfloat16",
-        "environment_fingerprint": environment_fingerprint(),
-        "rows": rows,
-    }
-    args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_experiment(
+        args.out,
+        "matmul blueprints: generated Triton GEMMs against cuBLAS(Lt) lowerings",
+        rows,
+        dtype="bfloat16",
+    )
     return 0
 
 

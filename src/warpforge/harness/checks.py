@@ -393,6 +393,16 @@ def check_against_reference(
     return found, worst
 
 
+def require_reference_match(problem: Any, fn: Any, inputs: Sequence[Any]) -> float:
+    """The largest absolute error of ``fn`` against ``problem``'s float64 reference; an
+    AssertionError naming what :func:`check_against_reference` found when it is out of
+    tolerance (for scripts that must not time a wrong variant)."""
+    found, worst = check_against_reference(problem, fn, inputs)
+    if found:
+        raise AssertionError("; ".join(f.detail for f in found))
+    return worst
+
+
 def check_inputs_unchanged(
     before: Sequence[Any], after: Sequence[Any], *, trial: int
 ) -> list[Finding]:

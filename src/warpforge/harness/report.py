@@ -159,6 +159,34 @@ def write_report(report: Mapping[str, Any], path: str | Path) -> Path:
     return write_atomically(path, json.dumps(_json_safe(report), indent=2, sort_keys=False) + "\n")
 
 
+def experiment_row(measured: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
+    """One row of an experiment: ``fields`` then each contender's median and 95% interval in
+    µs, from :func:`warpforge.harness.timing.measure_interleaved`'s measurements."""
+    return {
+        **fields,
+        "median_us": {name: m.median_s * 1e6 for name, m in measured.items()},
+        "ci_us": {name: [m.ci_low_s * 1e6, m.ci_high_s * 1e6] for name, m in measured.items()},
+    }
+
+
+def write_experiment(
+    path: str | Path, experiment: str, rows: Sequence[Mapping[str, Any]], **fields: Any
+) -> Path:
+    """Write a kernel-level experiment's rows (an A/B script's, not a harness report) with the
+    environment fingerprint, atomically, and say where."""
+    from warpforge.environment import environment_fingerprint
+
+    report = {
+        "experiment": experiment,
+        **fields,
+        "environment_fingerprint": environment_fingerprint(),
+        "rows": list(rows),
+    }
+    written = write_report(report, path)
+    print(f"wrote {written}")
+    return written
+
+
 def load_report(path: str | Path) -> dict[str, Any]:
     """Read a report written by :func:`write_report`; ValueError naming the problem otherwise."""
     path = Path(path)
