@@ -77,6 +77,16 @@ sweep_part() {  # DTYPE PART [SHAPE]: a part of the issue's sweep in what time i
   grep -E "^\| [a-z_]+\.|rows|exit" "$OUT/$2-$1.log" | head -60
 }
 
+blueprint_suite() {  # NAME GLOB:LIMIT...: bench_parts.sh with the ceilings, bf16, into
+  # OUT/bp-NAME (its own folder: bench_parts.sh resumes parts it finds there) and OUT/keep
+  local name="$1"
+  shift
+  SUITE_BUDGET_S=$((560 - SECONDS)) SUITE_CEILINGS=1 SUITE_DTYPE=bf16 \
+    bash scripts/gpu/bench_parts.sh "$OUT/bp-$name" "$name" "$@" > "$OUT/bp-$name.log" 2>&1
+  cat "$OUT/bp-$name/summary.txt"; cp "$OUT/bp-$name/$name.json" "$OUT/keep/" 2>/dev/null
+  python3 scripts/results_table.py "$OUT/keep/$name.json"
+}
+
 start_call() {  # SCRIPT OUT CALL: sets OUT and CALL, makes OUT/keep, puts src/ on PYTHONPATH
   OUT="${2:?usage: $1 OUT CALL}"
   CALL="${3:?usage: $1 OUT CALL}"

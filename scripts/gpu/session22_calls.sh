@@ -35,15 +35,6 @@ set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
 start_call session22_calls.sh "$@"
 
-blueprint_suite() {  # NAME GLOB:LIMIT...: bench_parts.sh with the ceilings, bf16, into OUT/keep
-  local name="$1"
-  shift
-  SUITE_BUDGET_S=540 SUITE_CEILINGS=1 SUITE_DTYPE=bf16 \
-    bash scripts/gpu/bench_parts.sh "$OUT/bp" "$name" "$@" > "$OUT/bp.log" 2>&1
-  cat "$OUT/bp/summary.txt"; cp "$OUT/bp/$name.json" "$OUT/keep/" 2>/dev/null
-  python3 scripts/results_table.py "$OUT/keep/$name.json"
-}
-
 case "$CALL" in
   1) blueprint_suite blueprint-rows-call1 "blueprint.bias_gelu:80" \
        "blueprint.residual_rmsnorm_swiglu:90" "blueprint.scaled_masked_softmax:90" \

@@ -1,5 +1,6 @@
 """Compile causal_attention_scores' generated kernel for Hopper (sm_90) without a GPU and print
-a JSON summary of each variant's PTX.
+a JSON summary of each variant's PTX; likewise the suite's backward row kernel with its weight
+gradient summed in the kernel (codegen.COLUMN_SUMS).
 
 Run as a script with TRITON_INTERPRET=0 (under the interpreter @triton.jit yields functions the
 compiler cannot take): ``python blueprint_hopper_compile.py``.
@@ -51,17 +52,43 @@ def compile_case(kernel, full_run: bool, even: bool, last_rows_first: bool) -> s
     return triton.compile(source, target=HOPPER, options=options).asm["ptx"]
 
 
+def column_sums_backward() -> str:
+    """PTX of residual_rmsnorm_swiglu's generated backward row kernel in bf16 with the weight
+    gradient as a column sum, at a launch for 4096-wide rows (2 rows a block, 8 warps)."""
+    from warpforge.blueprint import codegen, default_registry
+    from warpforge.blueprint.autodiff import backward_blueprint
+
+    codegen.COLUMN_SUMS = True
+    ir, _ = backward_blueprint(
+        problems.residual_rmsnorm_swiglu_blueprint("bfloat16"), default_registry()
+    )
+    source = KernelSourceGenerator(ir).source()
+    module = load_source_module(source.encode(), hashlib.sha256(source.encode()).hexdigest())
+    (name,) = [n for n in dir(module) if n.startswith("k0_")]
+    kernel = getattr(module, name)
+    constants = {"BLOCK_M": 2, "BLOCK_N": 4096, "INDEX_64": False}
+    names = kernel.arg_names
+    pointers = [n for n in names if n.startswith("p_") and "_s" not in n.removeprefix("p_")]
+    types = {n: "*fp32" if n.endswith("_partial") else "*bf16" for n in pointers}
+    signature = {n: "constexpr" if n in constants else types.get(n, "i32") for n in names}
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in pointers}
+    source_ast = ASTSource(kernel, signature, constexprs=constants, attrs=attrs)
+    return triton.compile(source_ast, target=HOPPER, options={"num_warps": 8}).asm["ptx"]
+
+
 def main() -> int:
     kernel = _kernel()
-    summary = {}
+    summary: dict[str, dict] = {"causal": {}}
     for name, (full_run, even, last_rows_first) in CASES.items():
         ptx = compile_case(kernel, full_run, even, last_rows_first)
-        summary[name] = {
+        summary["causal"][name] = {
             "selects": ptx.count("selp."),
             "exp2": ptx.count("ex2.approx"),
             "fma": ptx.count("fma.rn.f32"),
             "wgmma": ptx.count("wgmma.mma_async"),
         }
+    ptx = column_sums_backward()
+    summary["column_sums"] = {"stores": ptx.count("st.global"), "branches": ptx.count("bra")}
     print(json.dumps(summary))
     return 0
 

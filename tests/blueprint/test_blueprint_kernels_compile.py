@@ -1,5 +1,5 @@
 """causal_attention_scores' generated kernel compiles for Hopper (sm_90) without a GPU, every
-variant of its kept-range passes. The interpreter forgives what the compiler refuses (scalar
+variant of its kept-range passes, and so does the backward row kernel with a column sum. The interpreter forgives what the compiler refuses (scalar
 loop bounds, type mixes), so the CPU tier compiles it too, in a child process without the
 interpreter."""
 
@@ -15,8 +15,13 @@ HELPER = Path(__file__).with_name("blueprint_hopper_compile.py")
 
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, int]]:
+def summary(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     return compile_in_child(HELPER, tmp_path_factory.mktemp("triton-cache"))
+
+
+@pytest.fixture(scope="module")
+def compiled(summary: dict) -> dict[str, dict[str, int]]:
+    return summary["causal"]
 
 
 def test_every_variant_compiles_to_tensor_core_code(compiled: dict) -> None:
@@ -34,3 +39,8 @@ def test_constant_masks_fold_selects_away(compiled: dict) -> None:
 def test_exp_is_exp2_of_an_fma(compiled: dict) -> None:
     for ptx in compiled.values():
         assert ptx["exp2"] > 0 and ptx["fma"] >= ptx["exp2"] // 2
+
+
+def test_column_sums_kernel_compiles_with_its_row_loop(summary: dict) -> None:
+    # the two [T, H] gradients and the partial row are stored; the row-block loop branches back
+    assert summary["column_sums"]["stores"] >= 3 and summary["column_sums"]["branches"] >= 1

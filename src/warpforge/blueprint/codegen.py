@@ -42,6 +42,7 @@ from typing import Any
 
 from warpforge.blueprint.ir import BlueprintIR, IRNode, TensorSchema
 from warpforge.blueprint.registry import OperatorRegistry, default_registry, scalar_attr
+from warpforge.runtime import env_flag
 
 GENERATOR_VERSION = 7
 """Bumped when generated code changes; part of every cache key of the generated source."""
@@ -60,6 +61,16 @@ STREAMING_ROW_OPS = ("softmax", "sum", "mean", "amax")
 ROW_FUSION_MAX_K = 512
 """A matmul with a fixed inner dim above this keeps its product in memory before row ops: the
 fused kernel computes every tile twice, which pays off only while K is small."""
+
+COLUMN_SUMS = env_flag("WARPFORGE_COLUMN_SUMS")
+"""Fold a ``sum_to`` over the leading dims of a value a row group computes (a broadcast
+input's gradient, such as a norm weight's in a generated backward) into that group's kernel:
+each program walks a strided set of row blocks and keeps one float32 partial row, and a PyTorch
+step adds the few partial rows. Without it the value is stored whole ([rows, N]) and read back
+by the ``sum_to`` step: for residual_rmsnorm_swiglu's backward at 16384 x 4096 in bf16 that is
+256 MB of about 1.15 GB moved. Off (``WARPFORGE_COLUMN_SUMS=1`` at import turns it on) until a
+GPU measures it (``scripts/gpu/session23_calls.sh``); part of the generated source's cache key
+when on. Read when a blueprint is planned."""
 
 NEG_INF = 'float("-inf")'
 LOG2E = "1.4426950408889634"
@@ -88,6 +99,8 @@ class FusionGroup:
     """Group values stored for later groups or as graph outputs, in node order."""
     has_row_op: bool = False
     index: int = 0
+    column_sums: dict[str, str] = field(default_factory=dict)
+    """``sum_to`` node name -> the group value it sums over the leading dims (COLUMN_SUMS)."""
 
     @property
     def kernel_name(self) -> str:
@@ -96,7 +109,7 @@ class FusionGroup:
 
     @property
     def produced(self) -> set[str]:
-        return {n.name for n in self.nodes}
+        return {n.name for n in self.nodes} | set(self.column_sums)
 
 
 def template_of(group: FusionGroup) -> str:
@@ -136,6 +149,11 @@ class KernelSourceGenerator:
         for node in self.ir.topological_order():
             spec = self.registry.get(node.op)
             out = self.schemas[node.name]
+            owner = self._column_sum_owner(groups, node) if COLUMN_SUMS else None
+            if owner is not None:
+                owner.column_sums[node.name] = node.inputs[0]
+                current = None  # the sum exists only once that kernel has run
+                continue
             if current is not None and self._joins(current, node, spec.kind):
                 self._add(current, node, spec.kind)
                 continue
@@ -154,6 +172,27 @@ class KernelSourceGenerator:
                 groups.append(FusionGroup("torch", tuple(out.shape), [node]))
         self._wire(groups)
         return Plan(tuple(groups), self.schemas)
+
+    def _column_sum_owner(self, groups: list[FusionGroup], node: IRNode) -> FusionGroup | None:
+        """The row group that can compute ``node``, a ``sum_to`` over every leading dim of a
+        value it holds whole, as a column sum; None otherwise."""
+        if node.op != "sum_to" or len(node.inputs) != 1:
+            return None
+        source = node.inputs[0]
+        for group in groups:
+            if group.kind != "rows" or group.space.get(source) != FULL:
+                continue
+            domain = tuple(group.domain)
+            schema, out = self.schemas[source], self.schemas[node.name]
+            if (
+                len(domain) >= 2
+                and tuple(schema.shape) == domain
+                and tuple(out.shape) == (domain[-1],)
+                and schema.dtype == out.dtype
+                and self._float_ok([source])
+            ):
+                return group
+        return None
 
     def _float_ok(self, names: Sequence[str], allow_bool: bool = False) -> bool:
         for name in names:
@@ -515,6 +554,7 @@ class _KernelWriter:
             args += self.tensor_args(value)
         for value in self.group.outputs:
             args += self.tensor_args(value)
+        args += [f"p_{name}_partial" for name in self.group.column_sums]
         args += sizes
         args += [f"{c}: tl.constexpr" for c in constexprs]
         lines = ["@triton.jit", f"def {self.group.kernel_name}{suffix}("]
@@ -540,22 +580,22 @@ class _RowKernelWriter(_KernelWriter):
         self.emit("if INDEX_64:")
         self.emit("    pid_m = pid_m.to(tl.int64)")
         self.emit("    pid_n = pid_n.to(tl.int64)")
-        self.emit("rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")
-        self.emit("cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
-        self.emit("row_mask = rows < n_rows")
-        self.emit("col_mask = cols < n_cols")
-        self.emit("mask = row_mask[:, None] & col_mask[None, :]")
-        self.row_coordinates()
-        for node in group.nodes:
-            self.node_body(node)
-        for value in group.outputs:
-            # Without a row op the grid also spans columns: one column program writes per-row values.
-            once = "" if group.has_row_op else " & ((rows * 0 + pid_n) == 0)[:, None]"
-            self.store(value, extra_mask=once)
+        if group.column_sums:
+            self.emit("cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
+            self.emit("col_mask = cols < n_cols")
+            self._row_blocks_with_column_sums()
+        else:
+            self.emit("rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")
+            self.emit("cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
+            self.emit("row_mask = rows < n_rows")
+            self.emit("col_mask = cols < n_cols")
+            self.emit("mask = row_mask[:, None] & col_mask[None, :]")
+            self._row_block()
         doc = [
             '    """Rows kernel: one program per BLOCK_M rows'
-            + (" (whole rows: BLOCK_N >= n_cols)." if group.has_row_op else " x BLOCK_N columns.")
-            + '"""'
+            + (" (whole rows: BLOCK_N >= n_cols)" if group.has_row_op else " x BLOCK_N columns")
+            + ("; with column sums, a strided set of row blocks" if group.column_sums else "")
+            + '."""'
         ]
         return [
             *self.header_comment(),
@@ -563,6 +603,43 @@ class _RowKernelWriter(_KernelWriter):
             *doc,
             *self.body,
         ]
+
+    def _row_block(self) -> None:
+        """The group's nodes and stores over the rows ``rows`` (masks already emitted)."""
+        group = self.group
+        self.row_coordinates()
+        for node in group.nodes:
+            self.node_body(node)
+        for value in group.outputs:
+            # Without a row op the grid also spans columns: one column program writes per-row values.
+            once = "" if group.has_row_op else " & ((rows * 0 + pid_n) == 0)[:, None]"
+            self.store(value, extra_mask=once)
+
+    def _row_blocks_with_column_sums(self) -> None:
+        """Program (pid_m, pid_n) walks row blocks pid_m, pid_m + programs, ... and adds each
+        summed value's columns into a float32 accumulator, stored as partial row pid_m."""
+        sums = self.group.column_sums
+        for name, value in sums.items():
+            self.emit(f"# {name}: sum of {value} over the leading dims, one partial row a program")
+            self.emit(f"acc_{name} = tl.zeros([BLOCK_N], dtype=tl.float32)")
+        self.emit(
+            "for row_block in range(tl.program_id(0), tl.cdiv(n_rows, BLOCK_M), tl.num_programs(0)):"
+        )
+        self.depth += 1
+        self.emit("if INDEX_64:")
+        self.emit("    rows = row_block.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)")
+        self.emit("else:")
+        self.emit("    rows = row_block * BLOCK_M + tl.arange(0, BLOCK_M)")
+        self.emit("row_mask = rows < n_rows")
+        self.emit("mask = row_mask[:, None] & col_mask[None, :]")
+        self._row_block()
+        for name, value in sums.items():
+            self.emit(f"acc_{name} += tl.sum(tl.where(mask, {self.var(value)}, 0.0), axis=0)")
+        self.depth -= 1
+        for name in sums:
+            self.emit(
+                f"tl.store(p_{name}_partial + pid_m * n_cols + cols, acc_{name}, mask=col_mask)"
+            )
 
 
 class _MatmulKernelWriter(_KernelWriter):

@@ -106,6 +106,8 @@ def register(app: typer.Typer) -> None:
                     "kernel": g.kernel_name if g.kind != "torch" else None,
                     "nodes": [n.name for n in g.nodes],
                     "domain": list(g.domain),
+                    # sum_to nodes the kernel computes as column sums (codegen.COLUMN_SUMS)
+                    "column_sums": list(g.column_sums),
                     # on CUDA (one batch entry, cublas_epilogue.ENABLED) the group runs as this
                     "cuda_lowering": f"cuBLASLt {lowering.activation}+bias epilogue"
                     if lowering
@@ -131,7 +133,8 @@ def register(app: typer.Typer) -> None:
             runs_as = group["kernel"] or f"PyTorch {plan.groups[index].nodes[0].op}"
             if group["cuda_lowering"]:
                 runs_as += f" (on CUDA: {group['cuda_lowering']})"
-            table.add_row(str(index), runs_as, ", ".join(group["nodes"]), str(group["domain"]))
+            nodes = [*group["nodes"], *(f"{name} (column sum)" for name in group["column_sums"])]
+            table.add_row(str(index), runs_as, ", ".join(nodes), str(group["domain"]))
         console.print(table)
         console.print(f"{plan.kernel_count} fused kernel(s) for {len(ir.nodes)} node(s)")
         if show:

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from warpforge import runtime
-from warpforge.blueprint import triton_startup
+from warpforge.blueprint import codegen, triton_startup
 from warpforge.blueprint.codegen import GENERATOR_VERSION, KernelSourceGenerator, Plan
 from warpforge.blueprint.ir import BlueprintIR
 from warpforge.blueprint.program import KernelProgram, bind_inputs, run_reference
@@ -302,6 +302,8 @@ class CompiledBlueprint(torch.nn.Module):
         from warpforge.cache import CacheKey
 
         values: dict[str, object] = {"generator": GENERATOR_VERSION, "device_type": spec[0]}
+        if codegen.COLUMN_SUMS:  # another plan, another source (absent when off: keys unchanged)
+            values["column_sums"] = True
         for (name, schema), (div16, bucket) in zip(self.ir.inputs, spec[1:], strict=True):
             values[f"{name}.dtype"] = schema.dtype
             values[f"{name}.div16"] = div16

@@ -180,6 +180,15 @@ def _persistent_stride(device: torch.device) -> int:
     return max(1, runtime.device_capabilities(device).sm_count or 1)
 
 
+def _column_sum_programs(device: torch.device) -> int:
+    """Row-block programs of a row group with column sums: four a multiprocessor on a GPU (each
+    adds its rows into registers, so more programs only add partial rows to sum); three under
+    the interpreter, so that tests walk several row blocks a program."""
+    if device.type != "cuda":
+        return 3
+    return 4 * torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def _max_offset(tensor: torch.Tensor) -> int:
     return sum(
         (size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride(), strict=True)
@@ -201,6 +210,9 @@ class _RowLaunch:
     grid: tuple[int, int] | None  # None: an empty domain, nothing to launch
     options: dict[str, Any]
     kernel: Any  # the @triton.jit function of this program's module
+    column_sums: tuple[tuple[str, tuple[int, ...], torch.dtype], ...] = ()
+    """Per column sum of the group: its value, shape and dtype; the kernel writes grid[0]
+    float32 partial rows of n_cols, which are added after the launch."""
 
 
 def set_up_triton_driver() -> None:
@@ -334,9 +346,20 @@ class KernelProgram:
             args.append(buffer)
             args += strides
         if launch.grid is None:
+            for value, shape, dtype in launch.column_sums:  # no rows: a sum of nothing
+                env[value] = torch.zeros(shape, dtype=dtype, device=device)
             return
+        partials = []
+        for _value, _shape, _dtype in launch.column_sums:
+            partial = torch.empty((launch.grid[0], launch.sizes[-1]), device=device)
+            if POISON_OUTPUTS:
+                partial.fill_(float("nan"))
+            partials.append(partial)
+            args.append(partial)
         args += launch.sizes
         self._launch_kernel(launch.kernel, launch.grid, args, launch.options)
+        for (value, shape, dtype), partial in zip(launch.column_sums, partials, strict=True):
+            env[value] = partial.sum(0).to(dtype).reshape(shape)
 
     def compile_ahead(self, tensors: Sequence[torch.Tensor]) -> int:
         """Compile the kernels a first run of ``tensors`` launches, all at once, before it.
@@ -419,8 +442,13 @@ class KernelProgram:
         out_views = [view for _, view, _ in outputs]
         input_strides = tuple(tuple(v.stride()) for v in views)
         output_strides = tuple(tuple(v.stride()) for v in out_views)
+        sums = tuple(
+            (name, concrete(self.plan.schemas[name].shape, bindings),
+             torch_dtype(self.plan.schemas[name].dtype))
+            for name in group.column_sums
+        )  # fmt: skip
         if n_rows == 0 or n_cols == 0:
-            return _RowLaunch(out_specs, input_strides, output_strides, (), None, {}, None)
+            return _RowLaunch(out_specs, input_strides, output_strides, (), None, {}, None, sums)
         if group.has_row_op and _next_pow2(n_cols) > MAX_ROW_BLOCK:
             raise CodegenError(
                 f"row group {group.kernel_name}: rows of {n_cols} elements exceed the "
@@ -434,6 +462,8 @@ class KernelProgram:
         )
         sizes = (*(domain[d] for d in range(1, len(domain) - 1)), n_rows, n_cols)
         grid = (math.ceil(n_rows / block_m), math.ceil(n_cols / block_n))
+        if sums:  # each program walks a strided set of row blocks: a few partial rows to add
+            grid = (min(grid[0], _column_sum_programs(device)), grid[1])
         if grid[1] > _MAX_GRID_Y:
             raise CodegenError(
                 f"row group {group.kernel_name}: {n_cols} columns need {grid[1]} column tiles, "
@@ -446,7 +476,9 @@ class KernelProgram:
             "num_warps": num_warps,
         }
         kernel = getattr(self.module, group.kernel_name)
-        return _RowLaunch(out_specs, input_strides, output_strides, sizes, grid, options, kernel)
+        return _RowLaunch(
+            out_specs, input_strides, output_strides, sizes, grid, options, kernel, sums
+        )
 
     def _run_cublas(
         self,

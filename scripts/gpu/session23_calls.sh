@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The device calls planned in the twenty-second session for the next one, on the H200
+# (nvidia-h200), most useful first. Carry .whl/ (Liger-Kernel); set WARPFORGE_GIT_COMMIT to this
+# machine's `git rev-parse HEAD` as a literal hash (calls_common.sh says why). Each call comes
+# back as OUT/call-N.tgz; results go under benchmarks/results/session23-h200-<date>/.
+#   1  codegen.COLUMN_SUMS (built in session 22, off, unmeasured: a sum_to over a row group's
+#      leading dims summed in its kernel, so residual_rmsnorm_swiglu's backward no longer
+#      stores and re-reads its [T, H] weight-gradient product): its GPU tests, then the
+#      backward blueprint through the harness with it on and off, in one call. The backward
+#      ties torch.compile (1.00x, session22 blueprint-matmul-call2.json) at 52% of copy.
+#   2  issue 5's large bf16 resample (0.94x torch.compile at 78% of copy, session21
+#      robotics-call7.json): the tile stage the twenty-first session's sweep budget did not reach
+#   3  exhaustive tuning of the float32 norm forwards (planned since the nineteenth session)
+#   4  issue 6's compiler measurements of all eight blueprints at one commit, with cuBLAS
+#      initialised before the window (session 22 measured them in two calls, 9 and 10)
+#   5  the whole harness test suite on CUDA (the cheating gallery's CPU-tier cases included,
+#      which earlier sessions ran on a GPU only in parts)
+# Usage: bash scripts/gpu/session23_calls.sh OUT CALL
+set -uo pipefail
+source "$(dirname "$0")/calls_common.sh"
+start_call session23_calls.sh "$@"
+
+case "$CALL" in
+  1) gpu_tests column-sums 150 tests/blueprint/test_column_sums.py
+     (export WARPFORGE_COLUMN_SUMS=1
+      blueprint_suite blueprint-bwd-column-sums-call1 "blueprint.residual_rmsnorm_swiglu.bwd:130")
+     blueprint_suite blueprint-bwd-call1 "blueprint.residual_rmsnorm_swiglu.bwd:130" ;;
+  2) t0=$SECONDS
+     timeout 400 python3 benchmarks/robotics_sweep.py --out "$OUT/robotics" --budget-s 320 \
+       --stages search,tile,prefetch --only "fwd.bf16 B=64 S=4096" > "$OUT/robotics.log" 2>&1
+     echo "robotics sweep: exit $? in $((SECONDS - t0)) s"; tail -50 "$OUT/robotics.log"
+     cp "$OUT/robotics/robotics-sweep.json" "$OUT/keep/robotics-sweep-call2.json" 2>/dev/null ;;
+  3) normfwd_fp32_grid ;;
+  4) compiler_run compiler-suite-call4 560 --timeout 120 --warm-repeats 3 --no-profile \
+       --replay-steps 10000
+     python3 scripts/compiler_table.py "$OUT/keep/compiler-suite-call4.json" ;;
+  5) t0=$SECONDS
+     timeout 540 python3 -m pytest tests/harness -q -p no:cacheprovider -rfEs \
+       > "$OUT/keep/tests-harness-cuda-call5.txt" 2>&1
+     echo "harness tests on CUDA: exit $? in $((SECONDS - t0)) s: $(tail -1 "$OUT/keep/tests-harness-cuda-call5.txt")" ;;
+  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
+esac
+finish_call one
