@@ -12,7 +12,9 @@
 #      robotics-call7.json): the tile stage the twenty-first session's sweep budget did not reach
 #   3  exhaustive tuning of the float32 norm forwards (planned since the nineteenth session)
 #   4  issue 6's compiler measurements of all eight blueprints at one commit, with cuBLAS
-#      initialised before the window (session 22 measured them in two calls, 9 and 10)
+#      initialised before the window (session 22 measured them in two calls, 9 and 10), and
+#      the first cold compiles with Triton's self-hash in a background thread (built in
+#      session 22: bias_gelu 0.26 and mixed_precision_chain 0.29 of torch.compile's there)
 #   5  the whole harness test suite on CUDA (the cheating gallery's CPU-tier cases included,
 #      which earlier sessions ran on a GPU only in parts)
 # Usage: bash scripts/gpu/session23_calls.sh OUT CALL

@@ -190,3 +190,35 @@ def test_platform_key_of_another_executable_is_not_used(
     _write_memo({"executable": 3, "platform_key": "bad"})  # malformed: the whole record is ignored
     assert triton_startup.install() is False
     assert triton_build.platform_key is original
+
+
+def test_hash_in_background_gives_triton_its_own_value(
+    clean_state: None, fresh_blueprint_cache: Path
+) -> None:
+    """Without a record, the hash starts in a thread; Triton's call waits for it and gets the
+    value its own function computes, which record() then stores as usual."""
+    original = _original()
+    original.cache_clear()
+    assert triton_startup.install() is False  # no record: Triton will hash
+    assert triton_startup.hash_in_background() is True
+    assert triton_startup.hash_in_background() is False  # once a process
+    assert triton_cache.triton_key is not original  # Triton's modules call the waiting wrapper
+    value = triton_cache.triton_key()
+    assert original.cache_info().currsize == 1 and value == original()
+    assert triton_startup.record() is True
+    assert json.loads(triton_startup.memo_path().read_text())["triton_key"] == value
+    triton_startup.reset_for_tests()
+    assert triton_cache.triton_key is original
+
+
+def test_no_background_hash_when_recorded_computed_or_switched_off(
+    clean_state: None, fresh_blueprint_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = _original()
+    original()  # computed already in this process
+    assert triton_startup.hash_in_background() is False
+    triton_startup.reset_for_tests()
+    original.cache_clear()
+    monkeypatch.setenv(triton_startup.SWITCH, "0")
+    assert triton_startup.hash_in_background() is False
+    assert triton_cache.triton_key is original

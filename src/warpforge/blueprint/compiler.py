@@ -242,8 +242,10 @@ class CompiledBlueprint(torch.nn.Module):
         program = self._prepared.pop(spec, None) or self._load(spec, tensors[0].device)
         if program is not _FALLBACK:
             on_gpu = tensors[0].is_cuda
-            if on_gpu:  # skip Triton's ~0.3 s self-hash when an earlier process recorded it
-                triton_startup.install()
+            # skip Triton's ~0.3 s self-hash when an earlier process recorded it; otherwise,
+            # where Triton's JIT will run, hash while its driver is being built
+            if on_gpu and not triton_startup.install() and program.direct is None:
+                triton_startup.hash_in_background()
             program.launched = []
             program.launch_calls = []
             start = time.perf_counter()

@@ -49,6 +49,7 @@ _STATE: dict[str, Any] = {
     "platform_installed": False,
     "recorded": False,
     "fingerprint": None,
+    "hashing": None,
 }
 
 
@@ -223,11 +224,49 @@ def _hand_to_triton(name: str, original: Any, value: str) -> None:
     def remembered() -> str:
         return value
 
-    remembered.__warpforge_original__ = original  # type: ignore[attr-defined]
-    remembered.__wrapped__ = original  # type: ignore[attr-defined]
+    _replace_in_triton(name, original, remembered)
+
+
+def _replace_in_triton(name: str, original: Any, replacement: Any) -> None:
+    replacement.__warpforge_original__ = original
+    replacement.__wrapped__ = original
     for module in _triton_modules():
         if getattr(module, name, None) is original:
-            setattr(module, name, remembered)
+            setattr(module, name, replacement)
+
+
+def hash_in_background() -> bool:
+    """When Triton is about to hash itself (no current record: a first compile on this
+    machine), start that hash now in a thread, so that it overlaps what Triton does before it
+    asks for the value (creating its CUDA driver, which builds a helper module with the host
+    compiler, then the kernel's front end). Triton's own call then waits for the thread and
+    gets the value Triton's function computed (its cache holds it, so :func:`record` stores
+    it as usual). Returns True when the thread started. Off with the rest of this module."""
+    if not enabled():
+        return False
+    with _LOCK:
+        if _STATE["installed"] or _STATE["hashing"] is not None:
+            return False
+        original = _original_triton_key()
+        if original is None or original.cache_info().currsize:
+            return False  # another Triton layout, or computed already in this process
+
+        def compute() -> None:
+            try:
+                original()
+            except Exception as error:  # Triton's call computes (and raises) it itself then
+                logger.debug("Triton's key was not computed in the background: %s", error)
+
+        thread = threading.Thread(target=compute, name="warpforge-triton-key", daemon=True)
+        _STATE["hashing"] = thread
+
+        def after_the_thread() -> str:
+            thread.join()
+            return original()
+
+        thread.start()
+        _replace_in_triton("triton_key", original, after_the_thread)
+        return True
 
 
 def _install_platform_key(recorded: dict[str, str] | None) -> bool:
@@ -334,3 +373,7 @@ def reset_for_tests() -> None:
         _STATE["platform_installed"] = False
         _STATE["recorded"] = False
         _STATE["fingerprint"] = None
+        thread = _STATE["hashing"]
+        if thread is not None:
+            thread.join()
+        _STATE["hashing"] = None
