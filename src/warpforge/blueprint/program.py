@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from warpforge.blueprint import cublas_epilogue
 from warpforge.blueprint.codegen import (
     FULL,
     PERSISTENT_SUFFIX,
@@ -186,7 +187,7 @@ def _column_sum_programs(device: torch.device) -> int:
     the interpreter, so that tests walk several row blocks a program."""
     if device.type != "cuda":
         return 3
-    return 4 * torch.cuda.get_device_properties(device).multi_processor_count
+    return 4 * _persistent_stride(device)
 
 
 def _max_offset(tensor: torch.Tensor) -> int:
@@ -490,8 +491,6 @@ class KernelProgram:
     ) -> bool:
         """Run ``group`` as one cuBLASLt GEMM with its epilogue when it matches and the
         operands allow (one batch entry, a device cublas_epilogue lowers on); False otherwise."""
-        from warpforge.blueprint import cublas_epilogue
-
         if not cublas_epilogue.ENABLED or a3.device.type not in cublas_epilogue.DEVICE_TYPES:
             return False
         if group.index not in self._cublas:
