@@ -177,3 +177,23 @@ def test_compile_command_lists_the_column_sums(column_sums, tmp_path) -> None:  
     assert group["column_sums"] == ["sum_to_0"]
     table = CliRunner().invoke(app, ["compile", str(path)])
     assert "sum_to_0 (column sum)" in table.output
+
+
+@pytest.mark.gpu
+def test_column_sum_over_more_than_2_pow_31_elements(column_sums) -> None:  # type: ignore[no-untyped-def]
+    """64-bit offsets in the strided row-block walk: every row block, the last ones past
+    2**31 elements included, lands in the sum exactly once."""
+    b = BlueprintBuilder("huge_column_sum")
+    x = b.input("x", ("T", 4096), "float32")
+    y = b.op("add", b.op("mul", x, scalar=0.5), scalar=1.0)
+    b.output("y", y)
+    b.output("s", b.op("sum_to", y, shape=[4096]))
+    rows = (2**31) // 4096 + 16
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    x_val = torch.randn(rows, 4096, device="cuda", generator=gen)
+    got_y, got_s = warpforge.compile(b.build(), strict=True)(x_val)
+    want_y = x_val * 0.5 + 1.0
+    assert torch.equal(got_y[-3:], want_y[-3:])
+    want_s = want_y.double().sum(0)
+    del want_y
+    torch.testing.assert_close(got_s.double(), want_s, atol=0.5, rtol=1e-5)
