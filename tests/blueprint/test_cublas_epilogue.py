@@ -119,6 +119,36 @@ def test_lowered_relu_matches_float64_on_cpu(
     torch.testing.assert_close(got.double(), reference64(ir, [x, w, b])[0], atol=2e-2, rtol=1e-2)
 
 
+@pytest.mark.parametrize(
+    "device, act",
+    [("cpu", "relu"), pytest.param("cuda", "gelu", marks=pytest.mark.gpu)],
+    ids=["cpu-relu", "gpu-gelu"],
+)
+def test_lowered_3d_and_strided_operands(  # type: ignore[no-untyped-def]
+    device: str, act: str, monkeypatch: pytest.MonkeyPatch, reference64
+) -> None:
+    """Leading dims, a permuted input, a transposed weight and a strided bias: the output keeps
+    the graph's shape and every value is right."""
+    monkeypatch.setattr(cublas_epilogue, "DEVICE_TYPES", ("cpu", "cuda"))
+    calls = _count_lowered(monkeypatch)
+    b = BlueprintBuilder(f"lin3d_{act}")
+    x = b.input("x", ("B", "T", 24), "float16")
+    w = b.input("w", (40, 24), "float16")
+    bias = b.input("bias", (40,), "float16")
+    y = b.op("linear", x, w, bias)
+    b.output("y", b.op("gelu", y, approximate="tanh") if act == "gelu" else b.op("relu", y))
+    ir = b.build()
+    gen = torch.Generator(device=device).manual_seed(3)
+    xv = torch.randn(24, 7, 3, device=device, generator=gen).half().permute(2, 1, 0)
+    wv = (torch.randn(24, 40, device=device, generator=gen) / 5).half().t()
+    bv = torch.randn(80, device=device, generator=gen).half()[::2]
+    got = warpforge.compile(ir, strict=True)(xv, wv, bv)
+    assert calls == [act]
+    assert got.shape == (3, 7, 40) and got.dtype == torch.float16
+    want = reference64(ir, [xv, wv, bv])[0]
+    torch.testing.assert_close(got.double(), want, atol=2e-2, rtol=1e-2)
+
+
 def test_not_lowered_on_cpu_or_when_disabled(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _count_lowered(monkeypatch)
     ir = _linear_act("float16", act="relu")
