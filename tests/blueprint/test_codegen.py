@@ -374,11 +374,9 @@ def test_matmul_softmax_of_a_fully_masked_row_is_nan_like_torch() -> None:
 
 
 SWITCHES = pytest.mark.parametrize(
-    ("full_run", "last_rows_first"),
-    [(False, False), (True, False), (False, True)],
-    ids=["default", "full-run", "last-rows-first"],
+    "last_rows_first", [True, False], ids=["last-rows-first", "in-order"]
 )
-"""The kernel's off-by-default switches (program.FULL_RUN_TILES, program.LAST_ROWS_FIRST)."""
+"""The kernel's launch order (program.LAST_ROWS_FIRST, on by default)."""
 
 
 @SWITCHES
@@ -388,24 +386,20 @@ def test_matmul_softmax_skips_the_tiles_its_mask_hides(
     t: int,
     s: int,
     kind: str,
-    full_run: bool,
     last_rows_first: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A causal mask hides whole N tiles after the diagonal (an anti-causal one before it, a
     sliding window both), and one block of rows is masked throughout: skipped tiles store 0
     (NaN on the rows torch gives NaN), and every other value matches float64 exactly as when
-    every tile is computed; with ``FULL_RUN`` the tiles the mask keeps throughout skip it."""
+    every tile is computed."""
     from warpforge.blueprint import program
 
-    monkeypatch.setattr(program, "FULL_RUN_TILES", full_run)
     monkeypatch.setattr(program, "LAST_ROWS_FIRST", last_rows_first)
     ir = _scores_softmax(f"scores_skip_{t}_{s}_{kind}", 8)
     source = KernelSourceGenerator(ir).source()
     assert "kept = tl.max(in_keep.to(tl.int32)) != 0" in source  # the scan of the mask
     assert source.count("for n_start in range(first_tile, end_tile, BLOCK_N):") == 2
-    assert source.count("for n_start in range(full_start, full_end, BLOCK_N):") == 2
-    assert "v_where_0 = (v_mul_0).to(tl.float32)" in source  # no select where all are kept
     i, j = torch.arange(t)[:, None], torch.arange(s)[None, :]
     keep = {"causal": j <= i, "anti-causal": j >= i, "window": (i - j).abs() < 10}[kind]
     keep[16:32] = False  # a whole block of rows of the CPU's 16-row tiles
@@ -434,7 +428,6 @@ def scores_module():  # type: ignore[no-untyped-def]
     s=st.integers(1, 50),
     blocks=st.lists(_BLOCK_MASKS, min_size=16, max_size=16),
     seed=st.integers(0, 2**16),
-    full_run=st.booleans(),
     last_rows_first=st.booleans(),
 )
 def test_masked_softmax_matches_float64_on_block_structured_masks(  # type: ignore[no-untyped-def]
@@ -443,13 +436,12 @@ def test_masked_softmax_matches_float64_on_block_structured_masks(  # type: igno
     s: int,
     blocks: list[str],
     seed: int,
-    full_run: bool,
     last_rows_first: bool,
 ) -> None:
     """Random masks made of 16 x 16 blocks (the CPU's tiles) that are false, true or random,
     with NaN and inf in the keys of columns no row keeps: the skipped tiles never leak into the
-    result, which matches float64 everywhere (NaN exactly on the rows masked throughout), with
-    and without the kernel's switches."""
+    result, which matches float64 everywhere (NaN exactly on the rows masked throughout), in
+    either launch order."""
     from warpforge.blueprint import program
 
     generator = torch.Generator().manual_seed(seed)
@@ -462,12 +454,12 @@ def test_masked_softmax_matches_float64_on_block_structured_masks(  # type: igno
     k = torch.randn(1, 2, s, 8, generator=generator)
     hidden = ~keep.any(dim=0)  # columns no row keeps: their scores never count
     k[:, :, hidden] = torch.tensor([float("nan"), float("inf")]).repeat(4)
-    saved = program.FULL_RUN_TILES, program.LAST_ROWS_FIRST
-    program.FULL_RUN_TILES, program.LAST_ROWS_FIRST = full_run, last_rows_first
+    saved = program.LAST_ROWS_FIRST
+    program.LAST_ROWS_FIRST = last_rows_first
     try:
         got = scores_module(q, k, keep)
     finally:
-        program.FULL_RUN_TILES, program.LAST_ROWS_FIRST = saved
+        program.LAST_ROWS_FIRST = saved
     scores = q.double() @ k.double().transpose(-2, -1) * 0.3
     want = torch.softmax(scores.masked_fill(~keep, float("-inf")), -1)
     torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5, equal_nan=True)
@@ -492,7 +484,6 @@ def test_matmul_softmax_with_64_bit_offsets(  # type: ignore[no-untyped-def]
 
     monkeypatch.setattr(program.KernelProgram, "_launch_kernel", spy)
     monkeypatch.setattr(program, "_INT32_LIMIT", 64)
-    monkeypatch.setattr(program, "FULL_RUN_TILES", True)
     ir = _scores_softmax(f"scores_index_64_{block_n}", 8)
     keep = torch.ones(40, 37, dtype=torch.bool).tril()
     keep[16:32] = False
@@ -505,12 +496,9 @@ def test_matmul_softmax_with_64_bit_offsets(  # type: ignore[no-untyped-def]
     assert index_64 == [True] and one_tile == [block_n >= 37]
 
 
-def test_full_run_keeps_every_other_where(monkeypatch: pytest.MonkeyPatch, check) -> None:  # type: ignore[no-untyped-def]
-    """FULL_RUN drops only the softmax mask's select in the tiles it keeps throughout; an
-    earlier ``where`` of the same kernel still applies there."""
-    from warpforge.blueprint import program
-
-    monkeypatch.setattr(program, "FULL_RUN_TILES", True)
+def test_a_where_before_the_softmax_mask_applies_in_every_kept_tile(check) -> None:  # type: ignore[no-untyped-def]
+    """An earlier ``where`` of the same kernel applies in every tile the passes compute, beside
+    the softmax mask's own select."""
     b = BlueprintBuilder("scores_two_wheres")
     q, k = b.input("q", ("T", 8), "float32"), b.input("k", ("S", 8), "float32")
     keep, clip = b.input("keep", ("T", "S"), "bool"), b.input("clip", ("T", "S"), "bool")
@@ -519,9 +507,9 @@ def test_full_run_keeps_every_other_where(monkeypatch: pytest.MonkeyPatch, check
     b.output("p", b.op("softmax", b.op("where", keep, clipped, other="-inf")))
     ir = b.build()
     source = KernelSourceGenerator(ir).source()
-    assert "v_where_1 = (v_where_0).to(tl.float32)" in source
-    # one tile, and in each pass the three FULL_RUN loops and the plain one
-    assert source.count("v_where_0 = (tl.where(in_clip") == 9
+    assert "first_tile" in source  # the kept-range kernel
+    # one tile, and in each of the two passes
+    assert source.count("v_where_0 = (tl.where(in_clip") == 3
     causal = torch.ones(50, 45, dtype=torch.bool).tril()
     check(ir, [torch.randn(50, 8), torch.randn(45, 8), causal, torch.rand(50, 45) < 0.5])
 
@@ -612,13 +600,12 @@ def test_bf16_matmul_kernels_on_gpu() -> None:
 @SWITCHES
 @pytest.mark.parametrize("t", [300, 1024], ids=["ragged", "even"])
 def test_bf16_masked_softmax_kept_tiles_on_gpu(
-    t: int, full_run: bool, last_rows_first: bool, monkeypatch: pytest.MonkeyPatch
+    t: int, last_rows_first: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The kept-range kernel compiled for the GPU (ragged and even tiles), with and without
-    its switches: a causal mask and a block of rows masked throughout."""
+    """The kept-range kernel compiled for the GPU (ragged and even tiles), in either launch
+    order: a causal mask and a block of rows masked throughout."""
     from warpforge.blueprint import program
 
-    monkeypatch.setattr(program, "FULL_RUN_TILES", full_run)
     monkeypatch.setattr(program, "LAST_ROWS_FIRST", last_rows_first)
     ir = _scores_softmax(f"scores_kept_gpu_{t}", "DH", "bfloat16")
     keep = torch.ones(t, t, dtype=torch.bool, device="cuda").tril()

@@ -36,7 +36,7 @@ elements of offset).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +44,7 @@ from warpforge.blueprint.ir import BlueprintIR, IRNode, TensorSchema
 from warpforge.blueprint.registry import OperatorRegistry, default_registry, scalar_attr
 from warpforge.runtime import env_flag
 
-GENERATOR_VERSION = 7
+GENERATOR_VERSION = 8
 """Bumped when generated code changes; part of every cache key of the generated source."""
 
 TEMPLATE_VERSIONS = {"rows": 1, "matmul": 2, "matmul_rows": 3}
@@ -428,9 +428,6 @@ class _KernelWriter:
         self._current = ""
         self.depth = 1
         """Indentation level of emitted statements (loops nest deeper)."""
-        self.full_run: str | None = None
-        """The masked softmax's ``where`` while emitting tiles whose every element its mask
-        keeps (that ``where`` is then its value), else None."""
 
     # names
     @staticmethod
@@ -518,11 +515,6 @@ class _KernelWriter:
         schema = self.gen.schemas[node.name]
         self.emit(f"# {_describe_node(node, schema)}")
         self._current = node.name
-        if node.name == self.full_run:  # the mask keeps every element of the tile
-            self.emit(
-                f"{self.var(node.name)} = ({self.operand(node.inputs[1])}).to({self.compute})"
-            )
-            return
         args = [self.operand(v) for v in node.inputs]
         if spec.kind == "pointwise":
             expr = spec.triton(args, node.attrs)  # type: ignore[misc]
@@ -656,7 +648,7 @@ class _MatmulKernelWriter(_KernelWriter):
             self.n_cols = "N"
             self._write_row_passes(mm)
             constexprs[-1:-1] = [
-                "SINGLE_K", "ONE_TILE", "EVEN_M", "EVEN_N", "FULL_RUN", "LAST_ROWS_FIRST",
+                "SINGLE_K", "ONE_TILE", "EVEN_M", "EVEN_N", "LAST_ROWS_FIRST",
             ]  # fmt: skip
             doc = (
                 '    """Matmul + streaming row ops: each program owns BLOCK_M whole rows and walks '
@@ -893,8 +885,7 @@ class _MatmulKernelWriter(_KernelWriter):
     def _write_two_passes(self, mm: IRNode, row_ops: list[IRNode], after: set[str]) -> None:
         """Pass 1 over the N tiles for the statistics, pass 2 recomputing each tile to store;
         with a softmax mask (:meth:`_masked_softmax`) only the tiles from the first to the last
-        one it leaves any element of are computed, and with ``FULL_RUN`` the run of tiles it
-        keeps throughout skips the mask's load and select."""
+        one it leaves any element of are computed."""
         e = self.emit
         where = self._masked_softmax(row_ops)
         e("# pass 1: running statistics of the row ops over the N tiles")
@@ -906,9 +897,7 @@ class _MatmulKernelWriter(_KernelWriter):
                 e(f"{stat}_max = tl.full((BLOCK_M, 1), {NEG_INF}, tl.float32)")
             if node.op != "amax":
                 e(f"{stat}_sum = tl.zeros((BLOCK_M, 1), dtype=tl.float32)")
-        self._kept_ranges(
-            where, lambda span, full: self._statistics_tiles(mm, span, row_ops, after, full)
-        )
+        self._statistics_tiles(mm, self._kept_range(where), row_ops, after)
         e("# pass 2: the tiles again (recomputed: only the outputs reach memory)")
         for node in row_ops:
             if node.op == "softmax":
@@ -919,85 +908,49 @@ class _MatmulKernelWriter(_KernelWriter):
                 e(f"{stat}_scale = 1.0 / {stat}_sum  # one division per row, not per element")
         if where is not None:
             self._store_hidden_tiles(row_ops[0], "0, first_tile")
-        self._kept_ranges(
-            where, lambda span, full: self._output_tiles(mm, span, row_ops, after, full)
-        )
+        self._output_tiles(mm, self._kept_range(where), row_ops, after)
         if where is not None:
             self._store_hidden_tiles(row_ops[0], "end_tile, N")
 
-    def _kept_ranges(self, where: IRNode | None, tiles: Callable[[str, str | None], None]) -> None:
-        """``tiles(span, full)`` over every N tile (no mask), over the kept range, or, with
-        ``FULL_RUN``, over the kept range in three parts: the run of tiles the mask keeps
-        throughout (``full`` = the ``where``'s name there, else None) and the kept tiles before
-        and after it."""
-        if where is None:
-            tiles("0, N", None)
-            return
-        e = self.emit
-        e("if FULL_RUN:  # the tiles the mask keeps throughout skip its load and select")
-        self.depth += 1
-        tiles("first_tile, full_start", None)
-        tiles("full_start, full_end", where.name)
-        tiles("full_end, end_tile", None)
-        self.depth -= 1
-        e("else:")
-        self.depth += 1
-        tiles("first_tile, end_tile", None)
-        self.depth -= 1
+    @staticmethod
+    def _kept_range(where: IRNode | None) -> str:
+        """The N tiles both passes walk: every tile, or with a softmax mask the kept range."""
+        return "0, N" if where is None else "first_tile, end_tile"
 
     def _statistics_tiles(
-        self, mm: IRNode, span: str, row_ops: list[IRNode], after: set[str], full: str | None
+        self, mm: IRNode, span: str, row_ops: list[IRNode], after: set[str]
     ) -> None:
         """Pass 1's loop over the tiles of ``span``: values up to the row ops, then their
         running statistics."""
         self._tile(mm, span)
-        self.full_run = full
         for node in self.group.nodes[1:]:
             if node.name not in after:
                 self.node_body(node)
         for node in row_ops:
             self._update_stat(node)
-        self.full_run = None
         self.depth -= 1
 
-    def _output_tiles(
-        self, mm: IRNode, span: str, row_ops: list[IRNode], after: set[str], full: str | None
-    ) -> None:
+    def _output_tiles(self, mm: IRNode, span: str, row_ops: list[IRNode], after: set[str]) -> None:
         """Pass 2's loop over the tiles of ``span``: recomputed values, results, stores."""
         self._tile(mm, span)
-        self.full_run = full
         self._results_and_stores(row_ops, after, one_tile=False)
-        self.full_run = None
         self.depth -= 1
 
     def _scan_kept_tiles(self, mask: str) -> None:
         """``first_tile``/``end_tile``: the N range from the first tile with a true ``mask``
         element to past the last (empty when there is none), found before the passes so their
-        loops keep plain bounds the compiler pipelines. With ``FULL_RUN`` also
-        ``full_start``/``full_end``: the first run of tiles whose every element (tails aside:
-        they are never stored) ``mask`` keeps, inside that range (empty at its end if none)."""
+        loops keep plain bounds the compiler pipelines."""
         e = self.emit
         e(f"# the N tiles {mask} leaves an element of: the others add nothing to the softmax")
         e("first_tile = tl.full((), 0, tl.int32) + N")
         e("end_tile = first_tile * 0")
-        e("if FULL_RUN:")
-        e("    full_start = first_tile")
-        e("    full_end = first_tile")
         self._tile_start("0, N")
         kept = self.operand(mask)
         e(f"kept = tl.max({kept}.to(tl.int32)) != 0")
         e("first_tile = tl.where(kept, tl.minimum(first_tile, n_start), first_tile)")
         e("end_tile = tl.where(kept, n_start + BLOCK_N, end_tile)")
-        e("if FULL_RUN:")
-        e(f"    full = tl.min(tl.where(mask, {kept}, 1).to(tl.int32)) != 0")
-        e("    full_start = tl.where(full & (full_start == N), n_start, full_start)")
-        e("    run_ends = ~full & (full_start < n_start) & (full_end == N)")
-        e("    full_end = tl.where(run_ends, n_start, full_end)")
         self.depth -= 1
         e("end_tile = tl.maximum(end_tile, first_tile)  # no kept tile: an empty range at N")
-        e("if FULL_RUN:")
-        e("    full_start = tl.minimum(full_start, end_tile)")
-        e("    full_end = tl.minimum(tl.maximum(full_end, full_start), end_tile)")
 
     def _store_hidden_tiles(self, softmax: IRNode, span: str) -> None:
         """Pass 2 over the tiles of ``span`` the mask hides throughout: exp(-inf - shift) *

@@ -42,13 +42,6 @@ USE_TMA = True
 """Plain matmul groups launch their persistent TMA kernel where the operands allow it (see
 :func:`tma_operands`); tests switch it off to run the pointer kernel."""
 
-FULL_RUN_TILES = False
-"""The masked softmax's kernel (``softmax(where(mask, x, -inf))`` after a matmul) computes the
-run of N tiles its mask keeps throughout without loading the mask there (``FULL_RUN``). Off:
-measured slower on the H200 than loading the mask for every kept tile (causal_attention_scores
-114.7 -> 124.4 µs at T = 1024, 377.4 -> 402.0 at 2048, 1499.3 -> 1640.4 at 4096;
-``masked-softmax-ab-call6.json`` of the twenty-second session)."""
-
 LAST_ROWS_FIRST = True
 """Matmul groups with row ops launch every batch entry's last row block first, then the ones
 before it (``LAST_ROWS_FIRST``), instead of batch entry by batch entry: under a causal mask the
@@ -580,7 +573,6 @@ class KernelProgram:
                 # no row or column tail: the masks become constants the compiler folds away
                 options["EVEN_M"] = m % block_m == 0
                 options["EVEN_N"] = n % block_n == 0
-                options["FULL_RUN"] = FULL_RUN_TILES
                 options["LAST_ROWS_FIRST"] = LAST_ROWS_FIRST
             else:
                 grid = (tiles * n_batch,)
