@@ -8,6 +8,8 @@
 #      stores and re-reads its [T, H] weight-gradient product): its GPU tests, then the
 #      backward blueprint through the harness with it on and off, in one call. The backward
 #      ties torch.compile (1.00x, session22 blueprint-matmul-call2.json) at 52% of copy.
+#      causal_attention_scores joins the second run: its generator v8 kernel (FULL_RUN removed,
+#      session 22) has not been benched (v7 measured 104.4 µs, blueprint-causal-call7.json)
 #   2  issue 5's large bf16 resample (0.94x torch.compile at 78% of copy, session21
 #      robotics-call7.json): the tile stage the twenty-first session's sweep budget did not reach
 #   3  exhaustive tuning of the float32 norm forwards (planned since the nineteenth session)
@@ -26,7 +28,8 @@ case "$CALL" in
   1) gpu_tests column-sums 150 tests/blueprint/test_column_sums.py
      (export WARPFORGE_COLUMN_SUMS=1
       blueprint_suite blueprint-bwd-column-sums-call1 "blueprint.residual_rmsnorm_swiglu.bwd:130")
-     blueprint_suite blueprint-bwd-call1 "blueprint.residual_rmsnorm_swiglu.bwd:130" ;;
+     blueprint_suite blueprint-bwd-call1 "blueprint.residual_rmsnorm_swiglu.bwd:130" \
+       "blueprint.causal_attention_scores:100" ;;
   2) t0=$SECONDS
      timeout 400 python3 benchmarks/robotics_sweep.py --out "$OUT/robotics" --budget-s 320 \
        --stages search,tile,prefetch --only "fwd.bf16 B=64 S=4096" > "$OUT/robotics.log" 2>&1
