@@ -897,7 +897,14 @@ class _MatmulKernelWriter(_KernelWriter):
                 e(f"{stat}_max = tl.full((BLOCK_M, 1), {NEG_INF}, tl.float32)")
             if node.op != "amax":
                 e(f"{stat}_sum = tl.zeros((BLOCK_M, 1), dtype=tl.float32)")
-        self._statistics_tiles(mm, self._kept_range(where), row_ops, after)
+        span = "0, N" if where is None else "first_tile, end_tile"  # with a mask: the kept range
+        self._tile(mm, span)
+        for node in self.group.nodes[1:]:
+            if node.name not in after:
+                self.node_body(node)
+        for node in row_ops:
+            self._update_stat(node)
+        self.depth -= 1
         e("# pass 2: the tiles again (recomputed: only the outputs reach memory)")
         for node in row_ops:
             if node.op == "softmax":
@@ -908,33 +915,11 @@ class _MatmulKernelWriter(_KernelWriter):
                 e(f"{stat}_scale = 1.0 / {stat}_sum  # one division per row, not per element")
         if where is not None:
             self._store_hidden_tiles(row_ops[0], "0, first_tile")
-        self._output_tiles(mm, self._kept_range(where), row_ops, after)
-        if where is not None:
-            self._store_hidden_tiles(row_ops[0], "end_tile, N")
-
-    @staticmethod
-    def _kept_range(where: IRNode | None) -> str:
-        """The N tiles both passes walk: every tile, or with a softmax mask the kept range."""
-        return "0, N" if where is None else "first_tile, end_tile"
-
-    def _statistics_tiles(
-        self, mm: IRNode, span: str, row_ops: list[IRNode], after: set[str]
-    ) -> None:
-        """Pass 1's loop over the tiles of ``span``: values up to the row ops, then their
-        running statistics."""
-        self._tile(mm, span)
-        for node in self.group.nodes[1:]:
-            if node.name not in after:
-                self.node_body(node)
-        for node in row_ops:
-            self._update_stat(node)
-        self.depth -= 1
-
-    def _output_tiles(self, mm: IRNode, span: str, row_ops: list[IRNode], after: set[str]) -> None:
-        """Pass 2's loop over the tiles of ``span``: recomputed values, results, stores."""
         self._tile(mm, span)
         self._results_and_stores(row_ops, after, one_tile=False)
         self.depth -= 1
+        if where is not None:
+            self._store_hidden_tiles(row_ops[0], "end_tile, N")
 
     def _scan_kept_tiles(self, mask: str) -> None:
         """``first_tile``/``end_tile``: the N range from the first tile with a true ``mask``

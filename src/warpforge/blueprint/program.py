@@ -345,7 +345,9 @@ class KernelProgram:
             return
         partials = []
         for _value, _shape, _dtype in launch.column_sums:
-            partial = torch.empty((launch.grid[0], launch.sizes[-1]), device=device)
+            partial = torch.empty(
+                (launch.grid[0], launch.sizes[-1]), dtype=torch.float32, device=device
+            )
             if POISON_OUTPUTS:
                 partial.fill_(float("nan"))
             partials.append(partial)

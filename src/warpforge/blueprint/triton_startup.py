@@ -55,7 +55,9 @@ _STATE: dict[str, Any] = {
 
 def enabled() -> bool:
     """False when ``WARPFORGE_TRITON_STARTUP_MEMO`` is ``0``/``false``/``no``/``off``."""
-    return os.environ.get(SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
+    from warpforge.runtime import switch_on
+
+    return switch_on(SWITCH)
 
 
 def memo_path() -> Path:
