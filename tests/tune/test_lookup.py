@@ -444,8 +444,9 @@ H100 = "NVIDIA H100 80GB HBM3/sm_90"
 H200 = "NVIDIA H200/sm_90"
 
 
-def _ship(directory: Path, kernel, entries: list[tuple[str, int, dict]]) -> None:
-    """A shipped file of (device, N, config) entries for ``kernel``, float32."""
+def _ship(directory: Path, kernel, entries: list[tuple]) -> None:
+    """A shipped file of (device, N, config[, dtype]) entries for ``kernel`` (float32 unless
+    an entry names its dtype)."""
     import json
 
     from warpforge.tune import shipped
@@ -458,12 +459,12 @@ def _ship(directory: Path, kernel, entries: list[tuple[str, int, dict]]) -> None
             kernel.name: [
                 {
                     "source_hash": kernel.source_hash,
-                    "device": device,
-                    "features": {"N": n, "dtype": "float32"},
-                    "config": config,
+                    "device": entry[0],
+                    "features": {"N": entry[1], "dtype": entry[3] if len(entry) > 3 else "float32"},
+                    "config": entry[2],
                     "median_s": 1e-5,
                 }
-                for device, n, config in entries
+                for entry in entries
             ]
         },
     }
@@ -508,6 +509,32 @@ def test_a_model_with_nothing_tuned_takes_another_models_shipped_configs_of_its_
     origin = lookup.origin(kernel.name, {"N": 1 << 19, "dtype": "float32"}, device="cuda")
     assert origin is not None and f"shipped for {H100}" in origin and "exact" not in origin
     assert ask(1024, device="cpu") == DEFAULT  # the interpreter never takes a GPU's configs
+
+
+def test_another_models_configs_serve_a_dtype_this_model_has_no_configs_for(
+    kernel, tmp_path: Path, on_h200: None
+) -> None:
+    # the H200 table holds float32 only: a bfloat16 problem takes the H100's bfloat16 config,
+    # a float32 one the H200's own (no float32 config is comparable with a bfloat16 problem)
+    h100_bf16 = {"BLOCK": 512, "num_warps": 4, "unroll": 1}
+    h200_fp32 = {"BLOCK": 128, "num_warps": 2, "unroll": 2}
+    _ship(
+        tmp_path,
+        kernel,
+        [
+            (H100, 1024, h100_bf16, "bfloat16"),
+            (H100, 1024, {"BLOCK": 256, "num_warps": 8, "unroll": 4}),
+            (H200, 1024, h200_fp32),
+        ],
+    )
+    lookup = ConfigLookup(shipped_dir=tmp_path, use_database=False)
+    for dtype, want, origin in [
+        ("bfloat16", h100_bf16, f"shipped for {H100} exact"),
+        ("float32", h200_fp32, "shipped exact"),
+    ]:
+        features = {"N": 1024, "dtype": dtype}
+        assert lookup.config_for(kernel.name, features, DEFAULT, device="cuda") == want
+        assert lookup.origin(kernel.name, features, device="cuda") == origin
 
 
 def test_another_models_configs_stop_at_one_config_tuned_on_this_model(

@@ -14,8 +14,10 @@
    nearest, from the fastest configs measured there (:mod:`warpforge.tune.consensus`); when
    nothing they measured carries over faithfully, the nearest neighbour's best carried over;
 5. when neither the database nor the shipped JSON holds anything for the kernel on this GPU
-   model, steps 3-4 over the shipped configs of another model of the same architecture (an H200
-   takes the H100's; ``WARPFORGE_TUNE_OTHER_MODELS=0`` turns this off);
+   model that the problem can be compared with (the same categorical features: an H200 table of
+   float32 norm configs says nothing of bfloat16), steps 3-4 over the shipped configs of another
+   model of the same architecture (an H200 takes the H100's; ``WARPFORGE_TUNE_OTHER_MODELS=0``
+   turns this off);
 6. ``default``.
 
 The database is asked once per (kernel, device) per process: that one query returns every config
@@ -299,7 +301,7 @@ class ConfigLookup:
         normalized = normalize_features(features)
         fingerprint = self._device(device)
         with self._lock:
-            pool = _distinct_problems(self._candidates(kernel, fingerprint))
+            pool = _distinct_problems(self._candidates(kernel, fingerprint, normalized))
         found = nearest(normalized, pool, k=len(pool))
         carried: list[dict[str, object]] = []
         for _, stored in found:
@@ -325,7 +327,7 @@ class ConfigLookup:
     ) -> tuple[dict[str, object], str] | None:
         """(config, where it came from) or ``None`` for the default."""
         # What this machine measured for this very problem beats what the package shipped.
-        candidates = self._candidates(kernel, device)
+        candidates = self._candidates(kernel, device, features)
         for stored in candidates:
             if stored.features == features and self._fits(kernel, stored.config, features):
                 return dict(stored.config), f"{stored.origin} exact"
@@ -402,21 +404,27 @@ class ConfigLookup:
         ``"shipped nearest {...}"``, ``"default"``...); ``None`` when it was not asked yet."""
         return self._origins.get((kernel, self._device(device), _key(features)))
 
-    def _candidates(self, kernel: str, device: str) -> list[StoredConfig]:
+    def _candidates(
+        self, kernel: str, device: str, features: Mapping[str, object]
+    ) -> list[StoredConfig]:
+        """This model's stored and shipped configs of ``kernel``; another model's of the same
+        architecture too when none of this model's is comparable with ``features``."""
         shipped = self._shipped_for(kernel)
         own = self._database_rows(kernel, device) + [
             s for s in shipped if self._matches(kernel, s, device)
         ]
-        if own or not self._other_models_enabled():
+        comparable = any(feature_distance(features, s.features) is not None for s in own)
+        if comparable or not self._other_models_enabled():
             return own
-        return self._same_architecture(kernel, shipped, device)
+        return own + self._same_architecture(kernel, shipped, device)
 
     def _same_architecture(
         self, kernel: str, shipped: list[StoredConfig], device: str
     ) -> list[StoredConfig]:
         """The shipped configs of one other GPU model of ``device``'s architecture (the one
-        with the most entries for ``kernel``, ties to the name), for a model nothing was tuned
-        on: an H200 takes the H100's table rather than the default. Such a config is valid
+        with the most entries for ``kernel``, ties to the name), for a problem nothing
+        comparable was tuned for on this model: an H200 takes the H100's table rather than the
+        default. Such a config is valid
         there (same registers, shared memory and instructions); how fast it is was measured on
         the other model, hence the origin names it."""
         model, _, arch = device.rpartition("/")
