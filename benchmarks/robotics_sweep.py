@@ -232,9 +232,11 @@ def stream_shapes(case: Case) -> list[tuple[int, int, int]]:
 
 
 def defaults(case: Case) -> list:
-    from warpforge.robotics.resample import default_config
+    """The launch each stream gets when the caller gives none (the tile stages start there)."""
+    from warpforge.robotics.resample import default_config, single_stream_config
 
-    return [default_config(t, d, size, "linear") for t, d, size in stream_shapes(case)]
+    choose = single_stream_config if case.kind == "fwd" else default_config
+    return [choose(t, d, size, "linear") for t, d, size in stream_shapes(case)]
 
 
 def with_probes(configs: Sequence, probes: int) -> list:

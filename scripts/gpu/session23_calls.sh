@@ -19,6 +19,11 @@
 #      session 22: bias_gelu 0.26 and mixed_precision_chain 0.29 of torch.compile's there)
 #   5  the whole harness test suite on CUDA (the cheating gallery's CPU-tier cases included,
 #      which earlier sessions ran on a GPU only in parts)
+# Added in the twenty-third session, after calls 1-4:
+#   6  the single-stream forward's new launch for 16-bit rows of 256+ columns (1 warp, two-probe
+#      search; call 2's tile stage): the robotics GPU tests of the resample forward, the resample
+#      forwards through the harness; then the float32 norm forwards at the six shapes call 3
+#      tuned (their configs now shipped for the H200) through the harness
 # Usage: bash scripts/gpu/session23_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -43,6 +48,13 @@ case "$CALL" in
      timeout 540 python3 -m pytest tests/harness -q -p no:cacheprovider -rfEs \
        > "$OUT/keep/tests-harness-cuda-call5.txt" 2>&1
      echo "harness tests on CUDA: exit $? in $((SECONDS - t0)) s: $(tail -1 "$OUT/keep/tests-harness-cuda-call5.txt")" ;;
-  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
+  6) gpu_tests robotics 120 tests/robotics/test_resample.py tests/robotics/test_resample_search.py
+     t0=$SECONDS
+     timeout 150 python3 -m warpforge bench --problem 'resample.fwd*' \
+       --out "$OUT/keep/robotics-fwd-call6.json" > "$OUT/robotics-bench.log" 2>&1
+     echo "robotics bench: exit $? in $((SECONDS - t0)) s"; tail -12 "$OUT/robotics-bench.log"
+     export SUITE_PIECES="rms_norm.fwd:110 layer_norm.fwd:110 add_rms_norm.fwd:110"
+     sweep_part fp32 fwd "M=16384,N=4096 M=8192,N=8192 M=16384,N=2048 M=32768,N=1024 M=4096,N=16384 M=32768,N=256" ;;
+  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -167,6 +167,21 @@ def test_float16_values(cpu_path: str) -> None:
     assert_matches(out, expected, tol=2e-3)
 
 
+def test_float16_rows_of_more_than_256_columns_on_one_warp(cpu_path: str) -> None:
+    # rows longer than the staged default's and wider than one 256-column block: the launch of
+    # single_stream_config's exception (8 x 256 tiles on 1 warp), the second block ragged
+    from warpforge.robotics.resample import STAGED_DEFAULT_MAX_SAMPLES
+
+    g = torch.Generator().manual_seed(41)
+    samples = STAGED_DEFAULT_MAX_SAMPLES + 7
+    values = torch.randn(2, samples, 300, generator=g).half()
+    times = torch.sort(torch.rand(2, samples, generator=g), dim=1).values
+    query = torch.rand(2, 13, generator=g) * 1.2 - 0.1  # some out of range
+    out = resample(values, times, query, out_of_range="nan")
+    expected, _ = plain.resample(values, times, query, policy="nan")
+    assert_matches(out, expected, tol=2e-3)
+
+
 def test_int64_nanoseconds_one_hour_in(cpu_path: str) -> None:
     g = torch.Generator().manual_seed(5)
     hour = 3600 * 10**9

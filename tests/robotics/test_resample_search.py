@@ -334,3 +334,23 @@ def test_default_launch_gives_each_thread_32_elements(
     config = default_config(queries, width, element_size, "linear")
     assert (config.block_t, config.block_d, config.num_warps) == want
     assert config.block_t * config.block_d <= 32 * 32 * config.num_warps
+
+
+@pytest.mark.parametrize(
+    ("queries", "width", "element_size", "want"),
+    [
+        (4096, 256, 2, (8, 256, 1, 2)),  # 16-bit rows of 256 columns: 1 warp, two probes
+        (4096, 1024, 2, (8, 256, 1, 2)),
+        (4096, 256, 4, (16, 128, 2, 4)),  # float32: default_config's launch
+        (1000, 64, 2, (32, 64, 2, 4)),
+        (3, 256, 2, (4, 256, 1, 4)),  # too few queries for an 8 x 256 tile: default_config's
+    ],
+)
+def test_single_stream_forward_launch(
+    queries: int, width: int, element_size: int, want: tuple[int, int, int, int]
+) -> None:
+    from warpforge.robotics.resample import single_stream_config
+
+    config = single_stream_config(queries, width, element_size, "linear")
+    assert (config.block_t, config.block_d, config.num_warps, config.probes) == want
+    assert not config.prefetch

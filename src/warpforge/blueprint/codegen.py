@@ -68,9 +68,12 @@ input's gradient, such as a norm weight's in a generated backward) into that gro
 each program walks a strided set of row blocks and keeps one float32 partial row, and a PyTorch
 step adds the few partial rows. Without it the value is stored whole ([rows, N]) and read back
 by the ``sum_to`` step: for residual_rmsnorm_swiglu's backward at 16384 x 4096 in bf16 that is
-256 MB of about 1.15 GB moved. Off (``WARPFORGE_COLUMN_SUMS=1`` at import turns it on) until a
-GPU measures it (``scripts/gpu/session23_calls.sh``); part of the generated source's cache key
-when on. Read when a blueprint is planned."""
+256 MB of about 1.15 GB moved. Off (``WARPFORGE_COLUMN_SUMS=1`` at import turns it on): on the
+H200 that backward took 492.9 µs with it and 483.2 µs without, in the same call at the same
+commit (session23-h200-2026-11-29/blueprint-bwd-column-sums-call1.json and
+blueprint-bwd-call1.json): the traffic saved did not pay for programs that each walk many row
+blocks (4 per SM) where the plain kernel spreads one row block per program. Part of the
+generated source's cache key when on. Read when a blueprint is planned."""
 
 NEG_INF = 'float("-inf")'
 LOG2E = "1.4426950408889634"

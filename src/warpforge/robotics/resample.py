@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -408,6 +408,22 @@ def default_config(queries: int, width: int, element_size: int, method: str) -> 
     return LaunchConfig(block_t, block_d, _num_warps(block_t * block_d))
 
 
+def single_stream_config(queries: int, width: int, element_size: int, method: str) -> LaunchConfig:
+    """:func:`default_config` for a one-stream forward launch, with one exception: 16-bit rows
+    of 256 columns or more (8 x 256 tiles, 64 elements a thread) run on 1 warp with the
+    two-probe guided search. At (64, 4096 -> 4096, 256) bf16 on the H200 that took 75.0 µs
+    against 78.7 µs for 2 warps with the same search and 80.4 µs for the default
+    (session23-h200-2026-11-29/robotics-sweep-call2.json; the two-probe search led the
+    four-probe one in every sweep of that shape, session21 calls 2 and 7 too). Multi-stream
+    launches keep :func:`default_config`: the align case ran its camera stream's 8 x 256 tile on
+    1 warp at 172.1 against 163.0 µs (session21-h200-2026-11-29/robotics-sweep-call7.json), and
+    the backward's tiles were not measured so."""
+    config = default_config(queries, width, element_size, method)
+    if element_size <= 2 and config.block_d == 256 and config.block_t == 8:
+        return replace(config, num_warps=1, probes=2)
+    return config
+
+
 def triton_next_power_of_2(n: int) -> int:
     return 1 << max(0, (int(n) - 1).bit_length())
 
@@ -444,7 +460,7 @@ def _single_plan(
     """Grid, search steps and constexprs of one single-stream launch, cached: the small shapes
     are bound by host work per call."""
     if config is None:
-        config = default_config(queries, width, element_size, method)
+        config = single_stream_config(queries, width, element_size, method)
     config.check_method(method)
     block_t, block_d = config.block_t, config.block_d
     kernels = _kernels()
@@ -642,7 +658,8 @@ def launch_single(
 ) -> None:
     """Resample one stream: values [B, S, D], times [B, S], query [B, T] into out [B, T, D].
 
-    ``config`` overrides :func:`default_config` (benchmarks/robotics_sweep.py compares choices)."""
+    ``config`` overrides :func:`single_stream_config` (benchmarks/robotics_sweep.py compares
+    choices)."""
     batch, samples, width = values.shape
     queries = query.shape[1]
     if config is None:
