@@ -24,6 +24,10 @@
 #      search; call 2's tile stage): the robotics GPU tests of the resample forward, the resample
 #      forwards through the harness; then the float32 norm forwards at the six shapes call 3
 #      tuned (their configs now shipped for the H200) through the harness
+#   7  the robotics GPU tests (call 6 named files without GPU tests), float32 LayerNorm at
+#      4096 x 16384 back on the tiled kernel with call 3's launch, and mlp_block,
+#      layernorm_linear_gelu and causal_attention_scores' first results from disk again (call 4
+#      ran every stage of them slower than session 22's calls 9-10, the inputs' set-up too)
 # Usage: bash scripts/gpu/session23_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -55,6 +59,13 @@ case "$CALL" in
      echo "robotics bench: exit $? in $((SECONDS - t0)) s"; tail -12 "$OUT/robotics-bench.log"
      export SUITE_PIECES="rms_norm.fwd:110 layer_norm.fwd:110 add_rms_norm.fwd:110"
      sweep_part fp32 fwd "M=16384,N=4096 M=8192,N=8192 M=16384,N=2048 M=32768,N=1024 M=4096,N=16384 M=32768,N=256" ;;
-  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
+  7) gpu_tests robotics 130 tests/robotics/test_robotics_gpu.py
+     export SUITE_PIECES="layer_norm.fwd:80"
+     sweep_part fp32 fwd "M=4096,N=16384"
+     compiler_run compiler-warm-call7 $((560 - SECONDS)) --problems blueprint.mlp_block \
+       blueprint.layernorm_linear_gelu blueprint.causal_attention_scores --timeout 120 \
+       --warm-repeats 5 --skip-torch-compile --no-profile --replay-steps 2000
+     python3 scripts/compiler_table.py "$OUT/keep/compiler-warm-call7.json" ;;
+  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

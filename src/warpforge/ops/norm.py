@@ -510,7 +510,6 @@ NORM_FWD_ROW_LAUNCHES: dict[tuple[int, str, int], WideLaunch] = {
     (4, "layer_norm.fwd", 2048): _ROW(4, early_w=True, reload=True),
     (4, "layer_norm.fwd", 4096): _ROW(8, early_w=True, reload=True),
     (4, "layer_norm.fwd", 8192): _ROW(16, reload=True),
-    (4, "layer_norm.fwd", 16384): _ROW(16, early_w=True),
     (2, "add_rms_norm.fwd", 2048): _ROW(4),
     (2, "add_rms_norm.fwd", 16384): _ROW(16, early_w=True),
     (4, "add_rms_norm.fwd", 2048): _ROW(2, early_w=True),
@@ -554,7 +553,12 @@ Liger and torch.compile, us:
     fp32   4096 x 16384       257.4   265.6   260.4           271.6
 
 bf16 add+RMSNorm at 4096 and 8192 columns keeps the tiled kernel (131.7 and 131.5 against the
-whole-row kernel's 131.6 and 131.4: within noise)."""
+whole-row kernel's 131.6 and 131.4: within noise).
+
+float32 LayerNorm of 8193-16384 columns went back to the tiled kernel once it had a launch tuned
+on the H200 (two 16384-column rows a program on 32 warps, shipped): 140.2 us at 4096 x 16384 in
+that search (session23-h200-2026-11-29/tune-normfwd-fp32-trials.json), against the whole-row
+kernel's 147.1 above and 156.9 for the H100's tiled launch in the same search."""
 
 
 def norm_fwd_wide_launch(
