@@ -55,7 +55,6 @@ import dataclasses
 import json
 import math
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -836,8 +835,10 @@ def write_plan(plan: list[dict[str, Any]], budget_names: set[str], args: argpars
 
 def device_slug(fingerprint: str) -> str:
     """A file name for a device fingerprint: ``NVIDIA H100 80GB HBM3/sm_90`` ->
-    ``nvidia-h100-80gb-hbm3-sm_90``."""
-    return re.sub(r"[^a-z0-9_]+", "-", fingerprint.lower()).strip("-") or "device"
+    ``nvidia-h100-80gb-hbm3-sm_90`` (the name of its shipped configs file, less ``.json``)."""
+    from warpforge.tune.shipped import shipped_file_name
+
+    return shipped_file_name(fingerprint).removesuffix(".json")
 
 
 # ------------------------------------------------------------------------------ main

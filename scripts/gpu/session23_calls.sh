@@ -28,6 +28,10 @@
 #      4096 x 16384 back on the tiled kernel with call 3's launch, and mlp_block,
 #      layernorm_linear_gelu and causal_attention_scores' first results from disk again (call 4
 #      ran every stage of them slower than session 22's calls 9-10, the inputs' set-up too)
+#   8  a first result's import made cheaper (generated_modules: @triton.jit deferred to first
+#      use, the entry's bytecode run instead of compiling the source; lookup: another model's
+#      shipped file parsed only when needed): its tests on CUDA, then the three blueprints of
+#      call 7 again (device time left: about 290 s)
 # Usage: bash scripts/gpu/session23_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -66,6 +70,15 @@ case "$CALL" in
        blueprint.layernorm_linear_gelu blueprint.causal_attention_scores --timeout 120 \
        --warm-repeats 5 --skip-torch-compile --no-profile --replay-steps 2000
      python3 scripts/compiler_table.py "$OUT/keep/compiler-warm-call7.json" ;;
-  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
+  8) t0=$SECONDS
+     timeout 70 python3 -m pytest -q -p no:cacheprovider -rfEs \
+       tests/blueprint/test_generated_modules.py tests/blueprint/test_triton_direct.py \
+       > "$OUT/keep/tests-generated-modules-cuda-call8.txt" 2>&1
+     echo "tests: exit $? in $((SECONDS - t0)) s: $(tail -1 "$OUT/keep/tests-generated-modules-cuda-call8.txt")"
+     compiler_run compiler-warm-call8 $((270 - SECONDS)) --problems blueprint.mlp_block \
+       blueprint.layernorm_linear_gelu blueprint.causal_attention_scores --timeout 120 \
+       --warm-repeats 5 --skip-torch-compile --no-profile --replay-steps 500
+     python3 scripts/compiler_table.py "$OUT/keep/compiler-warm-call8.json" ;;
+  *) echo "CALL: expected 1-8, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

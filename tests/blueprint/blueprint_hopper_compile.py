@@ -17,7 +17,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from warpforge.blueprint import KernelSourceGenerator, problems
-from warpforge.blueprint.compiler import load_source_module
+from warpforge.blueprint.generated_modules import generated_kernel, load_source_module
 
 HOPPER = GPUTarget("cuda", 90, 32)
 CASES = {  # name: (EVEN_M and EVEN_N, LAST_ROWS_FIRST)
@@ -32,7 +32,9 @@ def _kernel():
     reads kernel source from there)."""
     source = KernelSourceGenerator(problems.attention_scores_blueprint("bfloat16")).source()
     digest = hashlib.sha256(source.encode()).hexdigest()
-    return load_source_module(source.encode(), digest).k1_matmul_mul_where_softmax
+    return generated_kernel(
+        load_source_module(source.encode(), digest), "k1_matmul_mul_where_softmax"
+    )
 
 
 def compile_case(kernel, even: bool, last_rows_first: bool) -> str:
@@ -65,7 +67,7 @@ def column_sums_backward() -> str:
     source = KernelSourceGenerator(ir).source()
     module = load_source_module(source.encode(), hashlib.sha256(source.encode()).hexdigest())
     (name,) = [n for n in dir(module) if n.startswith("k0_")]
-    kernel = getattr(module, name)
+    kernel = generated_kernel(module, name)
     constants = {"BLOCK_M": 2, "BLOCK_N": 4096, "INDEX_64": False}
     names = kernel.arg_names
     pointers = [n for n in names if n.startswith("p_") and "_s" not in n.removeprefix("p_")]

@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from blueprint_child_process import run_child
 
 import warpforge
 from warpforge.blueprint import (
@@ -23,7 +22,6 @@ from warpforge.blueprint.compiler import BlueprintCompileError, CompiledBlueprin
 from warpforge.blueprint.program import run_reference
 from warpforge.cache import default_metrics
 
-SRC = Path(__file__).resolve().parents[2] / "src"
 # Kernels run on CUDA when present, else under the interpreter (conftest sets it up).
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -38,22 +36,6 @@ def _bias_gelu(name: str = "bias_gelu"):  # type: ignore[no-untyped-def]
 
 def _inputs(rows: int = 5) -> list[torch.Tensor]:
     return [torch.randn(rows, 24, device=DEVICE), torch.randn(24, device=DEVICE)]
-
-
-def _run_child(script: str, ir, cache: Path) -> subprocess.CompletedProcess:  # type: ignore[no-untyped-def]
-    """Run ``script`` in a new Python process with the blueprint's JSON on stdin and ``cache``
-    as its cache directory; it must succeed."""
-    env = {**os.environ, "PYTHONPATH": str(SRC), "WARPFORGE_CACHE_DIR": str(cache)}
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        input=ir.to_json(),
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return done
 
 
 def test_compile_runs_kernels_and_caches_the_module() -> None:
@@ -102,7 +84,7 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 out = warpforge.compile(ir, strict=True)(torch.randn(3, 24, device=device), torch.randn(24, device=device))
 print(json.dumps({"snapshot": default_metrics().snapshot(), "shape": list(out.shape)}))
 """
-    done = _run_child(script, ir, fresh_blueprint_cache)
+    done = run_child(script, ir, fresh_blueprint_cache)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["shape"] == [3, 24]
     assert result["snapshot"]["hits"]["disk"] == 1
@@ -135,7 +117,7 @@ module(torch.randn(3, 24, device=device), torch.randn(24, device=device))
 (program,) = module._programs.values()
 print(program.module.__file__)
 """
-    done = _run_child(script, ir, fresh_blueprint_cache)
+    done = run_child(script, ir, fresh_blueprint_cache)
     child = Path(done.stdout.strip().splitlines()[-1])
     assert child.parent.parent == modules and child.parent != own.parent
     assert not child.parent.exists()  # removed when the child exited

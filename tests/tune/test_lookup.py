@@ -537,6 +537,34 @@ def test_another_models_configs_serve_a_dtype_this_model_has_no_configs_for(
         assert lookup.origin(kernel.name, features, device="cuda") == origin
 
 
+def test_another_models_file_is_read_only_when_this_models_has_nothing_comparable(
+    kernel, tmp_path: Path, on_h200: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from warpforge.tune import shipped
+
+    h200_fp32 = {"BLOCK": 128, "num_warps": 2, "unroll": 2}
+    h100_bf16 = {"BLOCK": 512, "num_warps": 4, "unroll": 1}
+    _ship(tmp_path / "h200", kernel, [(H200, 1024, h200_fp32)])
+    _ship(tmp_path / "h100", kernel, [(H100, 1024, h100_bf16, "bfloat16")])
+    (tmp_path / "h200" / "configs.json").rename(tmp_path / shipped.shipped_file_name(H200))
+    (tmp_path / "h100" / "configs.json").rename(tmp_path / shipped.shipped_file_name(H100))
+    read: list[str] = []
+    original = shipped.load_configs_document
+
+    def spy(path):  # type: ignore[no-untyped-def]
+        read.append(Path(path).name)
+        return original(path)
+
+    monkeypatch.setattr(shipped, "load_configs_document", spy)
+    lookup = ConfigLookup(shipped_dir=tmp_path, use_database=False)
+    fp32 = {"N": 2048, "dtype": "float32"}
+    assert lookup.config_for(kernel.name, fp32, DEFAULT, device="cuda") == h200_fp32
+    assert read == [shipped.shipped_file_name(H200)]  # the H100's file not parsed
+    bf16 = {"N": 1024, "dtype": "bfloat16"}
+    assert lookup.config_for(kernel.name, bf16, DEFAULT, device="cuda") == h100_bf16
+    assert sorted(read) == sorted(shipped.shipped_file_name(d) for d in (H100, H200))
+
+
 def test_another_models_configs_stop_at_one_config_tuned_on_this_model(
     sqlite_url: str, kernel, tmp_path: Path, on_h200: None
 ) -> None:

@@ -17,15 +17,11 @@ compiles) falls back to the PyTorch reference: logged once per blueprint and rea
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import logging
-import sys
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from types import ModuleType
 from typing import Any
 
 import torch
@@ -33,6 +29,7 @@ import torch
 from warpforge import runtime
 from warpforge.blueprint import codegen, triton_startup
 from warpforge.blueprint.codegen import GENERATOR_VERSION, KernelSourceGenerator, Plan
+from warpforge.blueprint.generated_modules import bytecode_of, load_source_module
 from warpforge.blueprint.ir import BlueprintIR
 from warpforge.blueprint.program import KernelProgram, bind_inputs, run_reference
 from warpforge.blueprint.registry import OperatorRegistry, default_registry
@@ -49,6 +46,9 @@ def concurrent_compile_enabled() -> bool:
 
 
 SOURCE_FILE = "kernels.py"
+BYTECODE_FILE = "kernels.bytecode"
+"""The source's module code, marshalled (``generated_modules.bytecode_of``; entries written
+before it existed, or by another Python, import from the source alone)."""
 
 
 class BlueprintCompileError(RuntimeError):
@@ -98,31 +98,6 @@ def call_signature(tensors: Sequence[object]) -> tuple[Any, ...] | None:
         return tuple([(type(t), t.shape, t.dtype, t.device) for t in tensors])  # type: ignore[attr-defined]
     except AttributeError:
         return None
-
-
-def load_source_module(source: bytes, digest: str) -> ModuleType:
-    """Import generated source from a file named by its cache digest, in this process's folder
-    of loaded sources (:mod:`warpforge.cache.loaded_sources`: deleted when the process ends)."""
-    from warpforge.cache import loaded_sources
-
-    name = f"warpforge_blueprint_{digest[:40]}"
-    loaded = sys.modules.get(name)
-    checksum = hashlib.sha256(source).hexdigest()
-    if loaded is not None and getattr(loaded, "__warpforge_sha256__", None) == checksum:
-        return loaded
-    path = loaded_sources.write_source(f"bp_{digest[:40]}", source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import generated kernels from {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    module.__warpforge_sha256__ = checksum  # type: ignore[attr-defined]
-    return module
 
 
 class CompiledBlueprint(torch.nn.Module):
@@ -331,10 +306,14 @@ class CompiledBlueprint(torch.nn.Module):
                     "generator_version": GENERATOR_VERSION,
                     "kernels": [g.kernel_name for g in plan.groups if g.kind != "torch"],
                 }
-                return KernelArtifact({SOURCE_FILE: source.encode()}, metadata)
+                encoded = source.encode()
+                files = {SOURCE_FILE: encoded, BYTECODE_FILE: bytecode_of(encoded)}
+                return KernelArtifact(files, metadata)
 
             artifact = registry.get_or_build(key, build)
-            module = load_source_module(artifact.files[SOURCE_FILE], key.digest())
+            module = load_source_module(
+                artifact.files[SOURCE_FILE], key.digest(), artifact.files.get(BYTECODE_FILE)
+            )
             program = KernelProgram(self.ir, plan, module, self.registry)
             if device.type == "cuda":
                 program.direct = self._restore_binaries(spec, registry, key)

@@ -24,6 +24,7 @@ from warpforge.blueprint.codegen import (
     loaded_inputs,
 )
 from warpforge.blueprint.cublas_epilogue import CublasEpilogue
+from warpforge.blueprint.generated_modules import generated_kernel
 from warpforge.blueprint.ir import BlueprintIR, IRNode, TensorSchema
 from warpforge.blueprint.registry import (
     OperatorRegistry,
@@ -471,7 +472,7 @@ class KernelProgram:
             "INDEX_64": index_64,
             "num_warps": num_warps,
         }
-        kernel = getattr(self.module, group.kernel_name)
+        kernel = generated_kernel(self.module, group.kernel_name)
         return _RowLaunch(
             out_specs, input_strides, output_strides, sizes, grid, options, kernel, sums
         )
@@ -565,7 +566,7 @@ class KernelProgram:
             ]
             options.update(B_NK=b_nk, NUM_PROGRAMS=stride)
             grid = (programs,)
-            kernel = getattr(self.module, group.kernel_name + PERSISTENT_SUFFIX)
+            kernel = generated_kernel(self.module, group.kernel_name + PERSISTENT_SUFFIX)
         else:
             options["EVEN_K"] = k % block_k == 0
             if group.has_row_op:  # each program walks whole rows: one per BLOCK_M rows
@@ -578,5 +579,5 @@ class KernelProgram:
                 options["LAST_ROWS_FIRST"] = LAST_ROWS_FIRST
             else:
                 grid = (tiles * n_batch,)
-            kernel = getattr(self.module, group.kernel_name)
+            kernel = generated_kernel(self.module, group.kernel_name)
         self._launch_kernel(kernel, grid, args, options)

@@ -57,7 +57,7 @@ _PROGRAMS: dict[tuple[str, str], KernelProgram] = {}
 
 def _program(ir: BlueprintIR, device: torch.device) -> KernelProgram:
     """The generated module of ``ir``, loaded once per process (outside the kernel registry)."""
-    from warpforge.blueprint.compiler import load_source_module
+    from warpforge.blueprint.generated_modules import load_source_module
 
     key = (ir.canonical_hash(), str(device))
     program = _PROGRAMS.get(key)

@@ -237,8 +237,9 @@ class ConfigLookup:
             self._results: dict[tuple[Any, ...], dict[str, object]] = {}
             self._origins: dict[tuple[Any, ...], str] = {}
             self._hints: dict[str, tuple[ConfigSpace | None, Transfer | None]] = {}
-            self._shipped: dict[str, list[StoredConfig]] = {}
-            self._shipped_documents: list[tuple[Path, dict[str, Any]]] | None = None
+            self._shipped: dict[tuple[Path, str], list[StoredConfig]] = {}
+            self._shipped_files: list[Path] | None = None
+            self._shipped_documents: dict[Path, dict[str, Any] | None] = {}
             self._db_rows: dict[tuple[str, str], list[StoredConfig]] = {}
             self._db: Any = None
             self._db_state = "unopened"  # unopened | open | unavailable | disabled
@@ -409,14 +410,13 @@ class ConfigLookup:
     ) -> list[StoredConfig]:
         """This model's stored and shipped configs of ``kernel``; another model's of the same
         architecture too when none of this model's is comparable with ``features``."""
-        shipped = self._shipped_for(kernel)
         own = self._database_rows(kernel, device) + [
-            s for s in shipped if self._matches(kernel, s, device)
+            s for s in self._shipped_for(kernel, device) if self._matches(kernel, s, device)
         ]
         comparable = any(feature_distance(features, s.features) is not None for s in own)
         if comparable or not self._other_models_enabled():
             return own
-        return own + self._same_architecture(kernel, shipped, device)
+        return own + self._same_architecture(kernel, self._shipped_for(kernel), device)
 
     def _same_architecture(
         self, kernel: str, shipped: list[StoredConfig], device: str
@@ -493,40 +493,59 @@ class ConfigLookup:
         return fingerprint
 
     # -- shipped JSON ----------------------------------------------------------------------------
-    def _shipped_for(self, kernel: str) -> list[StoredConfig]:
-        """The shipped entries of ``kernel``: every file is read once, and only the entries of
-        the kernels asked about are checked (checking all of the H100 file's took 9.1 ms of a
-        60 ms warm-start profile on the H200)."""
+    def _shipped_for(self, kernel: str, device: str | None = None) -> list[StoredConfig]:
+        """The shipped entries of ``kernel``; with ``device``, from the file named for that GPU
+        model alone (:func:`~warpforge.tune.shipped.shipped_file_name`) where the directory
+        holds one. Each model's configs ship in a file of their own, so another model's file
+        is parsed only when step 5 of the lookup needs it (the H100 file took 1.9 ms to parse
+        on the development machine, every process that launches a kernel on an H200 paying it
+        before). Each file is read once, and only the entries of the kernels asked about are
+        checked (checking all of the H100 file's took 9.1 ms of a 60 ms warm-start profile on
+        the H200)."""
+        from warpforge.tune.shipped import shipped_file_name
+
+        if self._shipped_files is None:
+            directory = self._shipped_dir or shipped_directory()
+            self._shipped_files = sorted(directory.glob("*.json")) if directory.is_dir() else []
+        files = self._shipped_files
+        if device is not None:
+            named = [p for p in files if p.name == shipped_file_name(device)]
+            files = named or files
+        return [entry for path in files for entry in self._shipped_entries(path, kernel)]
+
+    def _shipped_entries(self, path: Path, kernel: str) -> list[StoredConfig]:
+        """The entries of ``kernel`` in one shipped file, cached even when some were bad (their
+        warning is given once)."""
+        cached = self._shipped.get((path, kernel))
+        if cached is None:
+            cached = self._shipped[(path, kernel)] = self._read_shipped_entries(path, kernel)
+        return cached
+
+    def _read_shipped_entries(self, path: Path, kernel: str) -> list[StoredConfig]:
         from warpforge.tune.shipped import configs_entries, load_configs_document
 
-        if self._shipped_documents is None:
-            directory = self._shipped_dir or shipped_directory()
-            self._shipped_documents = []
-            for path in sorted(directory.glob("*.json")) if directory.is_dir() else ():
-                try:
-                    self._shipped_documents.append((path, load_configs_document(path)))
-                except (OSError, TypeError, ValueError) as exc:
-                    logger.warning("ignoring shipped tuning file %s: %s", path, exc)
-        cached = self._shipped.get(kernel)
-        if cached is not None:
-            return cached
-        merged: list[StoredConfig] = []
-        for path, document in self._shipped_documents:
-            errors: list[str] = []
-            entries = configs_entries(document, path, errors=errors, kernels=(kernel,))
-            merged.extend(entries.get(kernel, []))
-            if errors:  # one warning per file and kernel; its good entries are still used
-                more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-                logger.warning(
-                    "ignoring %d malformed entr%s of shipped tuning file %s: %s%s",
-                    len(errors),
-                    "y" if len(errors) == 1 else "ies",
-                    path,
-                    errors[0],
-                    more,
-                )
-        self._shipped[kernel] = merged  # cached even when entries were bad: warned once
-        return merged
+        if path not in self._shipped_documents:
+            try:
+                self._shipped_documents[path] = load_configs_document(path)
+            except (OSError, TypeError, ValueError) as exc:
+                logger.warning("ignoring shipped tuning file %s: %s", path, exc)
+                self._shipped_documents[path] = None
+        document = self._shipped_documents[path]
+        if document is None:
+            return []
+        errors: list[str] = []
+        entries = configs_entries(document, path, errors=errors, kernels=(kernel,))
+        if errors:  # one warning per file and kernel; its good entries are still used
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            logger.warning(
+                "ignoring %d malformed entr%s of shipped tuning file %s: %s%s",
+                len(errors),
+                "y" if len(errors) == 1 else "ies",
+                path,
+                errors[0],
+                more,
+            )
+        return entries.get(kernel, [])
 
     # -- database --------------------------------------------------------------------------------
     def _database_enabled(self) -> bool:

@@ -29,7 +29,9 @@ fastest configs measured on the problem with their relative speed (best time / t
 :data:`SHIPPED_MEASURED_MAX` of them and none slower than :data:`SHIPPED_MEASURED_MIN_RELATIVE`: the
 evidence the consensus lookup (:mod:`warpforge.tune.consensus`) weighs. Version 1 files (no
 ``measured``) still load; their entries count as their best alone. An entry applies to a registered
-kernel only while its ``source_hash`` matches the kernel's current source.
+kernel only while its ``source_hash`` matches the kernel's current source. The package ships one
+file per GPU model, named by :func:`shipped_file_name`; a lookup on that model reads that file
+alone unless it needs another model's configs.
 
 **Trials** (``"format": "warpforge.tune.trials"``, version 1): every stored trial, one object per
 trial with the columns of the ``trials`` table (``kernel, source_hash, device, features, config,
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,6 +68,12 @@ SHIPPED_MEASURED_MAX = EVIDENCE_MAX
 SHIPPED_MEASURED_MIN_RELATIVE = EVIDENCE_MIN_RELATIVE
 """What is shipped per problem is what the consensus lookup weighs: its fastest configs, at most
 :data:`SHIPPED_MEASURED_MAX` and none slower than this share of the best's speed."""
+
+
+def shipped_file_name(device: str) -> str:
+    """The shipped file of one GPU model, named from its device fingerprint:
+    ``NVIDIA H100 80GB HBM3/sm_90`` -> ``nvidia-h100-80gb-hbm3-sm_90.json``."""
+    return (re.sub(r"[^a-z0-9_]+", "-", device.lower()).strip("-") or "device") + ".json"
 
 
 def _write_json_atomically(path: Path, document: Mapping[str, Any]) -> None:
