@@ -128,7 +128,7 @@ def test_stored_bytecode_is_run_moved_to_the_module_file(monkeypatch: pytest.Mon
     def no_compile(*args: object, **kwargs: object) -> None:
         raise AssertionError("the stored bytecode fits: nothing to compile")
 
-    monkeypatch.setattr(generated_modules, "compile", no_compile, raising=False)
+    monkeypatch.setattr(generated_modules, "compile_text", no_compile)
     module = load_source_module(SOURCE, _digest(SOURCE), bytecode)
     assert module.helper(2.0) == 6.0
     assert module.helper.__code__.co_filename == module.__file__
@@ -164,7 +164,7 @@ import warpforge
 from warpforge.blueprint import BlueprintIR, generated_modules
 def no_compile(*args, **kwargs):
     raise AssertionError("the entry's bytecode fits: nothing to compile")
-generated_modules.compile = no_compile
+generated_modules.compile_text = no_compile
 ir = BlueprintIR.from_json(sys.stdin.read())
 device = "cuda" if torch.cuda.is_available() else "cpu"
 x, bias = torch.randn(3, 40, device=device), torch.randn(40, device=device)

@@ -53,12 +53,16 @@ def _header(text: bytes) -> bytes:
     return importlib.util.MAGIC_NUMBER + hashlib.sha256(text).digest()
 
 
+def compile_text(text: bytes, filename: str) -> CodeType:
+    """The module code of ``text`` (what a load without fitting bytecode runs)."""
+    return compile(text, filename, "exec", dont_inherit=True)
+
+
 def bytecode_of(source: bytes) -> bytes:
     """The module code of ``source`` as :func:`load_source_module` imports it, marshalled for
     this Python, behind a header naming its bytecode version and the text it was compiled from."""
     text, _ = deferred_text(source)
-    code = compile(text, "<warpforge generated>", "exec", dont_inherit=True)
-    return _header(text) + marshal.dumps(code)
+    return _header(text) + marshal.dumps(compile_text(text, "<warpforge generated>"))
 
 
 def _relocated(code: CodeType, filename: str) -> CodeType:
@@ -78,7 +82,7 @@ def _module_code(text: bytes, filename: str, bytecode: bytes | None) -> CodeType
             code = None
         if isinstance(code, CodeType):
             return _relocated(code, filename)
-    return compile(text, filename, "exec", dont_inherit=True)
+    return compile_text(text, filename)
 
 
 def load_source_module(source: bytes, digest: str, bytecode: bytes | None = None) -> ModuleType:
