@@ -171,10 +171,13 @@ def _grad_of(forward: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor
 
 
 def _resample_grad_bytes(shape: Shape, dtype: torch.dtype) -> float:
+    """What the timed function must move: autograd runs the forward first (its bytes as for the
+    forward problems), then the backward reads grad_out, times and queries and writes
+    grad_values once."""
     b, s, t, d = shape["B"], shape["S"], shape["T"], shape["D"]
     size = torch.empty((), dtype=dtype).element_size()
-    # grad_out once, grad_values once, times and queries
-    return float(b * t * d * size + b * s * d * size + b * s * 4 + b * t * 4)
+    backward = b * t * d * size + b * s * d * size + b * s * 4 + b * t * 4
+    return _resample_bytes(shape, dtype) + float(backward)
 
 
 RESAMPLE_BWD_FP32 = register_problem(
