@@ -444,9 +444,9 @@ H100 = "NVIDIA H100 80GB HBM3/sm_90"
 H200 = "NVIDIA H200/sm_90"
 
 
-def _ship(directory: Path, kernel, entries: list[tuple]) -> None:
-    """A shipped file of (device, N, config[, dtype]) entries for ``kernel`` (float32 unless
-    an entry names its dtype)."""
+def _ship(directory: Path, kernel, entries: list[tuple], name: str = "configs.json") -> None:
+    """A shipped file ``name`` of (device, N, config[, dtype]) entries for ``kernel`` (float32
+    unless an entry names its dtype)."""
     import json
 
     from warpforge.tune import shipped
@@ -468,7 +468,7 @@ def _ship(directory: Path, kernel, entries: list[tuple]) -> None:
             ]
         },
     }
-    (directory / "configs.json").write_text(json.dumps(document))
+    (directory / name).write_text(json.dumps(document))
 
 
 @pytest.fixture
@@ -544,10 +544,8 @@ def test_another_models_file_is_read_only_when_this_models_has_nothing_comparabl
 
     h200_fp32 = {"BLOCK": 128, "num_warps": 2, "unroll": 2}
     h100_bf16 = {"BLOCK": 512, "num_warps": 4, "unroll": 1}
-    _ship(tmp_path / "h200", kernel, [(H200, 1024, h200_fp32)])
-    _ship(tmp_path / "h100", kernel, [(H100, 1024, h100_bf16, "bfloat16")])
-    (tmp_path / "h200" / "configs.json").rename(tmp_path / shipped.shipped_file_name(H200))
-    (tmp_path / "h100" / "configs.json").rename(tmp_path / shipped.shipped_file_name(H100))
+    _ship(tmp_path, kernel, [(H200, 1024, h200_fp32)], shipped.shipped_file_name(H200))
+    _ship(tmp_path, kernel, [(H100, 1024, h100_bf16, "bfloat16")], shipped.shipped_file_name(H100))
     read: list[str] = []
     original = shipped.load_configs_document
 
