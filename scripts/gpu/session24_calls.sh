@@ -7,11 +7,14 @@
 #      modules' deferred @triton.jit and stored bytecode (session 23 measured them on three
 #      blueprints only, compiler-warm-call8.json, for want of device time), the replay of
 #      10 000 calls included
-#   2  the blueprint, tuning and norm GPU tests: the generated modules' import path (its own
-#      tests and test_triton_direct.py ran on CUDA in session 23, call 8; the rest of the
+#   2  the blueprint, tuning and robotics GPU tests: the generated modules' import path (its
+#      own tests and test_triton_direct.py ran on CUDA in session 23, call 8; the rest of the
 #      blueprint tests did not), the lookup that parses another model's shipped file only when
-#      needed, and the float32 norm forwards on their new H200 launches
+#      needed, the resample forward's new launches; then the resample
+#      forwards through the harness (float32 rows of <= 32 columns now prefetch their row,
+#      chosen by session 21's sweeps, not yet timed through the harness)
 #   3  the whole harness test suite on CUDA (planned since session 22, not reached in session 23)
+#   4  the norm GPU tests (the float32 norm forwards on their new H200 launches)
 # Usage: bash scripts/gpu/session24_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -21,11 +24,16 @@ case "$CALL" in
   1) compiler_run compiler-suite-call1 560 --timeout 120 --warm-repeats 3 --no-profile \
        --replay-steps 10000
      python3 scripts/compiler_table.py "$OUT/keep/compiler-suite-call1.json" ;;
-  2) gpu_tests blueprint-tune-norm 540 tests/blueprint tests/tune tests/ops/test_norm.py ;;
+  2) gpu_tests blueprint-tune-robotics 360 tests/blueprint tests/tune tests/robotics/test_robotics_gpu.py
+     t0=$SECONDS
+     timeout $((570 - SECONDS)) python3 -m warpforge bench --problem 'resample.fwd*' \
+       --out "$OUT/keep/robotics-fwd-call2.json" > "$OUT/robotics-bench.log" 2>&1
+     echo "robotics bench: exit $? in $((SECONDS - t0)) s"; tail -12 "$OUT/robotics-bench.log" ;;
   3) t0=$SECONDS
      timeout 540 python3 -m pytest tests/harness -q -p no:cacheprovider -rfEs \
        > "$OUT/keep/tests-harness-cuda-call3.txt" 2>&1
      echo "harness tests on CUDA: exit $? in $((SECONDS - t0)) s: $(tail -1 "$OUT/keep/tests-harness-cuda-call3.txt")" ;;
-  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
+  4) gpu_tests norm 540 tests/ops/test_norm.py ;;
+  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

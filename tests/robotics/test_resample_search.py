@@ -341,9 +341,12 @@ def test_default_launch_gives_each_thread_32_elements(
     [
         (4096, 256, 2, (8, 256, 1, 2)),  # 16-bit rows of 256 columns: 1 warp, two probes
         (4096, 1024, 2, (8, 256, 1, 2)),
-        (4096, 256, 4, (16, 128, 2, 4)),  # float32: default_config's launch
+        (4096, 256, 4, (16, 128, 2, 4)),  # float32 wider than 32 columns: default_config's
         (1000, 64, 2, (32, 64, 2, 4)),
         (3, 256, 2, (4, 256, 1, 4)),  # too few queries for an 8 x 256 tile: default_config's
+        (2000, 32, 4, (32, 32, 1, 4)),  # float32 rows of <= 32 columns: the row prefetch too
+        (2000, 6, 4, (128, 8, 1, 4)),
+        (2000, 32, 2, (32, 32, 1, 4)),  # 16-bit: no prefetch
     ],
 )
 def test_single_stream_forward_launch(
@@ -353,4 +356,4 @@ def test_single_stream_forward_launch(
 
     config = single_stream_config(queries, width, element_size, "linear")
     assert (config.block_t, config.block_d, config.num_warps, config.probes) == want
-    assert not config.prefetch
+    assert config.prefetch == (element_size == 4 and width <= 32)

@@ -363,9 +363,10 @@ class LaunchConfig:
     ``prefetch`` (single-stream launches on the GPU, when a row's queries can touch most of it,
     2 T >= S, and its values and times are packed): each program first asks L2 for its share of
     its row (``prefetch.global.L2``), so the search rounds and value gathers after the queries'
-    load find the row in L2. Off by default: on the H100 it gained 6% at (1024, 1000 -> 2000, 32)
-    fp32 and nothing or a little less on the other issue shapes (benchmarks/results/
-    robotics-robo-sweep-prefetch-2026-11-24-h100.json).
+    load find the row in L2. Off by default except for float32 rows of at most 32 columns in a
+    single-stream forward (:func:`single_stream_config`): on the H100 it gained 6% at (1024,
+    1000 -> 2000, 32) fp32 and nothing or a little less on the other issue shapes (benchmarks/
+    results/robotics-robo-sweep-prefetch-2026-11-24-h100.json), 3% at that shape on the H200.
     """
 
     block_t: int
@@ -408,19 +409,31 @@ def default_config(queries: int, width: int, element_size: int, method: str) -> 
     return LaunchConfig(block_t, block_d, _num_warps(block_t * block_d))
 
 
+@functools.lru_cache(maxsize=1024)
 def single_stream_config(queries: int, width: int, element_size: int, method: str) -> LaunchConfig:
-    """:func:`default_config` for a one-stream forward launch, with one exception: 16-bit rows
-    of 256 columns or more (8 x 256 tiles, 64 elements a thread) run on 1 warp with the
-    two-probe guided search. At (64, 4096 -> 4096, 256) bf16 on the H200 that took 75.0 µs
+    """:func:`default_config` for a one-stream forward launch, with two exceptions.
+
+    16-bit rows of 256 columns or more (8 x 256 tiles, 64 elements a thread) run on 1 warp with
+    the two-probe guided search. At (64, 4096 -> 4096, 256) bf16 on the H200 that took 75.0 µs
     against 78.7 µs for 2 warps with the same search and 80.4 µs for the default
     (session23-h200-2026-11-29/robotics-sweep-call2.json; the two-probe search led the
-    four-probe one in every sweep of that shape, session21 calls 2 and 7 too). Multi-stream
-    launches keep :func:`default_config`: the align case ran its camera stream's 8 x 256 tile on
-    1 warp at 172.1 against 163.0 µs (session21-h200-2026-11-29/robotics-sweep-call7.json), and
-    the backward's tiles were not measured so."""
+    four-probe one in every sweep of that shape, session21 calls 2 and 7 too).
+
+    float32 rows of at most 32 columns prefetch their row into L2 (``LaunchConfig.prefetch``;
+    it applies only where the launcher finds the rows packed and 2 T >= S). At (1024, 1000 ->
+    2000, 32) fp32 the default's 32 x 32 tile on 1 warp took 119.5 against 123.7 µs with it and
+    120.0 against 123.0 µs in another sweep on the H200 (session21-h200-2026-11-29/
+    robotics-sweep-call7.json and robotics-sweep-call2.json), and 6% less on the H100
+    (robotics-robo-sweep-prefetch-2026-11-24-h100.json); none of the issue's other shapes gained.
+
+    Multi-stream launches keep :func:`default_config`: the align case ran its camera stream's
+    8 x 256 tile on 1 warp at 172.1 against 163.0 µs (session21-h200-2026-11-29/
+    robotics-sweep-call7.json), and the backward's tiles were not measured so."""
     config = default_config(queries, width, element_size, method)
     if element_size <= 2 and config.block_d == 256 and config.block_t == 8:
         return replace(config, num_warps=1, probes=2)
+    if element_size == 4 and width <= 32:
+        return replace(config, prefetch=True)
     return config
 
 
@@ -668,17 +681,12 @@ def launch_single(
             values, times, query, lengths, out, mask, method, out_of_range, staged
         ):
             return
+        config = single_stream_config(queries, width, values.element_size(), method)
     # a prefetch asks for whole rows: only rows packed in memory, and only on the GPU (the
     # interpreter runs no inline PTX); elements per 128-byte line of values and of times
-    # (checked only when asked for: the default path keeps its host work per call)
+    # (checked only when asked for: most launches keep their host work per call)
     prefetch_lines = (0, 0)
-    if (
-        config is not None
-        and config.prefetch
-        and values.is_cuda
-        and values.stride(1) == width
-        and times.stride(1) == 1
-    ):
+    if config.prefetch and values.is_cuda and values.stride(1) == width and times.stride(1) == 1:
         prefetch_lines = (128 // values.element_size(), 128 // times.element_size())
     grid, steps, kwargs = _single_plan(
         batch, queries, samples, width, values.element_size(), method, out_of_range,
