@@ -425,6 +425,8 @@ def single_stream_config(queries: int, width: int, element_size: int, method: st
     120.0 against 123.0 µs in another sweep on the H200 (session21-h200-2026-11-29/
     robotics-sweep-call7.json and robotics-sweep-call2.json), and 6% less on the H100
     (robotics-robo-sweep-prefetch-2026-11-24-h100.json); none of the issue's other shapes gained.
+    Through the harness on the H200: 124.4 -> 119.8 µs (session23 robotics-fwd-call6.json ->
+    session24 robotics-fwd-call2.json).
 
     Multi-stream launches keep :func:`default_config`: the align case ran its camera stream's
     8 x 256 tile on 1 warp at 172.1 against 163.0 µs (session21-h200-2026-11-29/
