@@ -26,18 +26,20 @@ sass_dump() {  # TRITON_CACHE DEST 'GLOB|GLOB...': cuobjdump -sass of the matchi
   done
 }
 
-norm_grid() {  # NAME DTYPES KERNELS SHAPES: exhaustive tuning (tune_norm_grid.sh) in what time is
-  # left; OUT/keep/tune-NAME-shipped.json and tune-NAME-trials.json
-  GRID_SHAPES="$4" GRID_DTYPES="$2" GRID_KERNELS="$3" GRID_MAX_WALL=$((540 - SECONDS)) \
-    bash "$(dirname "${BASH_SOURCE[0]}")/tune_norm_grid.sh" "$OUT/grid" > "$OUT/grid.log" 2>&1
-  cat "$OUT/grid/summary.txt"
-  cp "$OUT/grid/shipped-grid.json" "$OUT/keep/tune-$1-shipped.json"
-  cp "$OUT/grid/trials-grid.json" "$OUT/keep/tune-$1-trials.json"
+norm_grid() {  # NAME DTYPES KERNELS SHAPES [WALL_S]: exhaustive tuning (tune_norm_grid.sh) in
+  # WALL_S seconds or what time is left; OUT/keep/tune-NAME-shipped.json and tune-NAME-trials.json
+  GRID_SHAPES="$4" GRID_DTYPES="$2" GRID_KERNELS="$3" GRID_MAX_WALL="${5:-$((540 - SECONDS))}" \
+    bash "$(dirname "${BASH_SOURCE[0]}")/tune_norm_grid.sh" "$OUT/grid-$1" > "$OUT/grid-$1.log" 2>&1
+  cat "$OUT/grid-$1/summary.txt"
+  cp "$OUT/grid-$1/shipped-grid.json" "$OUT/keep/tune-$1-shipped.json"
+  cp "$OUT/grid-$1/trials-grid.json" "$OUT/keep/tune-$1-trials.json"
 }
 
+SHORT_ROWS="M=16384,N=4096 M=8192,N=8192 M=16384,N=2048 M=32768,N=1024 M=4096,N=16384 M=32768,N=256"
+# the issue's sweep rows of at most 16384 columns (the row kernels' tuned launches)
+
 normfwd_fp32_grid() {  # exhaustive tuning of the float32 norm forwards at the issue's rows
-  norm_grid normfwd-fp32 float32 "rms_norm.fwd layer_norm.fwd add_rms_norm.fwd" \
-    "M=16384,N=4096 M=8192,N=8192 M=16384,N=2048 M=32768,N=1024 M=4096,N=16384 M=32768,N=256"
+  norm_grid normfwd-fp32 float32 "rms_norm.fwd layer_norm.fwd add_rms_norm.fwd" "$SHORT_ROWS"
 }
 
 compiler_run() {  # NAME LIMIT_S ARGS...: benchmarks/compiler_bench.py --name NAME ARGS into OUT/keep

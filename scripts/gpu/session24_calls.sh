@@ -15,6 +15,11 @@
 #      chosen by session 21's sweeps, not yet timed through the harness)
 #   3  the whole harness test suite on CUDA (planned since session 22, not reached in session 23)
 #   4  the norm GPU tests (the float32 norm forwards on their new H200 launches)
+#   5  (planned in the twenty-fourth session) exhaustive tuning of the softmax forward
+#      (softmax.fwd: log_softmax takes its launch too), never tuned on any GPU, in bf16 and
+#      float32 at the issue's rows of <= 16384 columns; the result merged into the H200's
+#      shipped table here, then softmax and log_softmax forward through the harness at those
+#      rows (the float32 ones never timed on the H200)
 # Usage: bash scripts/gpu/session24_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -34,6 +39,15 @@ case "$CALL" in
        > "$OUT/keep/tests-harness-cuda-call3.txt" 2>&1
      echo "harness tests on CUDA: exit $? in $((SECONDS - t0)) s: $(tail -1 "$OUT/keep/tests-harness-cuda-call3.txt")" ;;
   4) gpu_tests norm 540 tests/ops/test_norm.py ;;
-  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
+  5) norm_grid softmaxfwd "bfloat16 float32" softmax.fwd "$SHORT_ROWS" 170
+     shipped=src/warpforge/tune/shipped/nvidia-h200-sm_90.json
+     python3 scripts/tune_merge.py shipped "$shipped" "$shipped" "$OUT/keep/tune-softmaxfwd-shipped.json"
+     cp "$shipped" "$OUT/keep/shipped-merged-call5.json"
+     for dtype in bf16 fp32; do
+       SUITE_PIECES="softmax.fwd:95 log_softmax.fwd:95" sweep_part "$dtype" fwd "$SHORT_ROWS"
+       mv "$OUT/keep/fwd-$dtype.json" "$OUT/keep/smfwd-$dtype-call5.json" 2>/dev/null
+       mv "$OUT/keep/fwd-$dtype.png" "$OUT/keep/smfwd-$dtype-call5.png" 2>/dev/null
+     done ;;
+  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
