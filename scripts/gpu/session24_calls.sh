@@ -20,6 +20,8 @@
 #      float32 at the issue's rows of <= 16384 columns; the result merged into the H200's
 #      shipped table here, then softmax and log_softmax forward through the harness at those
 #      rows (the float32 ones never timed on the H200)
+#   6  the softmax GPU tests on the H200's new softmax.fwd table (call 5's merged file, now
+#      shipped), then the harness tests on CUDA (call 3) in what time is left
 # Usage: bash scripts/gpu/session24_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -48,6 +50,11 @@ case "$CALL" in
        mv "$OUT/keep/fwd-$dtype.json" "$OUT/keep/smfwd-$dtype-call5.json" 2>/dev/null
        mv "$OUT/keep/fwd-$dtype.png" "$OUT/keep/smfwd-$dtype-call5.png" 2>/dev/null
      done ;;
-  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
+  6) gpu_tests softmax 150 tests/ops/test_softmax.py
+     t0=$SECONDS
+     timeout $((440 - SECONDS)) python3 -m pytest tests/harness -q -p no:cacheprovider -rfEs \
+       > "$OUT/keep/tests-harness-cuda-call6.txt" 2>&1
+     echo "harness tests on CUDA: exit $? in $((SECONDS - t0)) s: $(tail -1 "$OUT/keep/tests-harness-cuda-call6.txt")" ;;
+  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
