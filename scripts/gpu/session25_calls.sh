@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The device calls planned in the twenty-fourth session for the next one, on the H200
+# (nvidia-h200), most useful first. Carry .whl/ (Liger-Kernel); set WARPFORGE_GIT_COMMIT to this
+# machine's `git rev-parse HEAD` as a literal hash (calls_common.sh says why). Each call comes
+# back as OUT/call-N.tgz; results go under benchmarks/results/session25-h200-<date>/.
+#   1  the bf16 norm forwards through the harness at the issue's rows of <= 16384 columns, on
+#      the H200's own bf16 configs (shipped in the twenty-fourth session from the seventeenth's
+#      search, not yet timed through the harness), then the norm GPU tests on them
+#   2  the harness test files on CUDA that session24 call 6 did not reach before its limit
+# Usage: bash scripts/gpu/session25_calls.sh OUT CALL
+set -uo pipefail
+source "$(dirname "$0")/calls_common.sh"
+start_call session25_calls.sh "$@"
+
+case "$CALL" in
+  1) SUITE_PIECES="rms_norm.fwd:100 layer_norm.fwd:100 add_rms_norm.fwd:100" \
+       sweep_part bf16 fwd "$SHORT_ROWS"
+     mv "$OUT/keep/fwd-bf16.json" "$OUT/keep/normfwd-bf16-call1.json" 2>/dev/null
+     mv "$OUT/keep/fwd-bf16.png" "$OUT/keep/normfwd-bf16-call1.png" 2>/dev/null
+     gpu_tests norm $((560 - SECONDS)) tests/ops/test_norm.py ;;
+  2) t0=$SECONDS
+     timeout 540 python3 -m pytest -q -p no:cacheprovider -rfEs tests/harness/test_kernelbench_set.py \
+       tests/harness/test_process_tree.py tests/harness/test_reports_and_ceilings.py \
+       tests/harness/test_timing.py tests/harness/test_verification_checks.py \
+       > "$OUT/keep/tests-harness-cuda-call2.txt" 2>&1
+     echo "harness tests on CUDA: exit $? in $((SECONDS - t0)) s: $(tail -1 "$OUT/keep/tests-harness-cuda-call2.txt")" ;;
+  *) echo "CALL: expected 1-2, got $CALL" >&2; exit 2 ;;
+esac
+finish_call one
