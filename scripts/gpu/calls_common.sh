@@ -38,6 +38,21 @@ norm_grid() {  # NAME DTYPES KERNELS SHAPES [WALL_S]: exhaustive tuning (tune_no
 SHORT_ROWS="M=16384,N=4096 M=8192,N=8192 M=16384,N=2048 M=32768,N=1024 M=4096,N=16384 M=32768,N=256"
 # the issue's sweep rows of at most 16384 columns (the row kernels' tuned launches)
 
+short_rows_tuned() {  # TUNABLE PART REPORT PIECES WALL_S: TUNABLE tuned exhaustively at SHORT_ROWS
+  # in bf16 and float32 (norm_grid, WALL_S), merged into this tree's H200 shipped table (a copy
+  # in OUT/keep/shipped-merged-callCALL.json), then the issue sweep's PART with PIECES at those
+  # rows through the harness on it: OUT/keep/REPORT-DTYPE-callCALL.json and .png
+  local grid="${1//./}" dtype shipped=src/warpforge/tune/shipped/nvidia-h200-sm_90.json
+  norm_grid "$grid" "bfloat16 float32" "$1" "$SHORT_ROWS" "$5"
+  python3 scripts/tune_merge.py shipped "$shipped" "$shipped" "$OUT/keep/tune-$grid-shipped.json"
+  cp "$shipped" "$OUT/keep/shipped-merged-call$CALL.json"
+  for dtype in bf16 fp32; do
+    SUITE_PIECES="$4" sweep_part "$dtype" "$2" "$SHORT_ROWS"
+    mv "$OUT/keep/$2-$dtype.json" "$OUT/keep/$3-$dtype-call$CALL.json" 2>/dev/null
+    mv "$OUT/keep/$2-$dtype.png" "$OUT/keep/$3-$dtype-call$CALL.png" 2>/dev/null
+  done
+}
+
 normfwd_fp32_grid() {  # exhaustive tuning of the float32 norm forwards at the issue's rows
   norm_grid normfwd-fp32 float32 "rms_norm.fwd layer_norm.fwd add_rms_norm.fwd" "$SHORT_ROWS"
 }

@@ -41,15 +41,7 @@ case "$CALL" in
        > "$OUT/keep/tests-harness-cuda-call3.txt" 2>&1
      echo "harness tests on CUDA: exit $? in $((SECONDS - t0)) s: $(tail -1 "$OUT/keep/tests-harness-cuda-call3.txt")" ;;
   4) gpu_tests norm 540 tests/ops/test_norm.py ;;
-  5) norm_grid softmaxfwd "bfloat16 float32" softmax.fwd "$SHORT_ROWS" 170
-     shipped=src/warpforge/tune/shipped/nvidia-h200-sm_90.json
-     python3 scripts/tune_merge.py shipped "$shipped" "$shipped" "$OUT/keep/tune-softmaxfwd-shipped.json"
-     cp "$shipped" "$OUT/keep/shipped-merged-call5.json"
-     for dtype in bf16 fp32; do
-       SUITE_PIECES="softmax.fwd:95 log_softmax.fwd:95" sweep_part "$dtype" fwd "$SHORT_ROWS"
-       mv "$OUT/keep/fwd-$dtype.json" "$OUT/keep/smfwd-$dtype-call5.json" 2>/dev/null
-       mv "$OUT/keep/fwd-$dtype.png" "$OUT/keep/smfwd-$dtype-call5.png" 2>/dev/null
-     done ;;
+  5) short_rows_tuned softmax.fwd fwd smfwd "softmax.fwd:95 log_softmax.fwd:95" 170 ;;
   6) gpu_tests softmax 150 tests/ops/test_softmax.py
      t0=$SECONDS
      timeout $((440 - SECONDS)) python3 -m pytest tests/harness -q -p no:cacheprovider -rfEs \

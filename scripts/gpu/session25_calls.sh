@@ -6,7 +6,12 @@
 #   1  the bf16 norm forwards through the harness at the issue's rows of <= 16384 columns, on
 #      the H200's own bf16 configs (shipped in the twenty-fourth session from the seventeenth's
 #      search, not yet timed through the harness), then the norm GPU tests on them
-#   2  the harness test files on CUDA that session24 call 6 did not reach before its limit
+#   2  exhaustive tuning of the softmax backward (softmax.bwd, registered in the twenty-fourth
+#      session; log_softmax takes its launch too) in bf16 and float32 at the issue's rows of
+#      <= 16384 columns, merged into the H200's shipped table here, then softmax and
+#      log_softmax backward through the harness at those rows (as session24 call 5 did for the
+#      forward)
+#   3  the harness test files on CUDA that session24 call 6 did not reach before its limit
 # Usage: bash scripts/gpu/session25_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -18,12 +23,13 @@ case "$CALL" in
      mv "$OUT/keep/fwd-bf16.json" "$OUT/keep/normfwd-bf16-call1.json" 2>/dev/null
      mv "$OUT/keep/fwd-bf16.png" "$OUT/keep/normfwd-bf16-call1.png" 2>/dev/null
      gpu_tests norm $((560 - SECONDS)) tests/ops/test_norm.py ;;
-  2) t0=$SECONDS
+  2) short_rows_tuned softmax.bwd smbwd smbwd "softmax.bwd:95 log_softmax.bwd:95" 200 ;;
+  3) t0=$SECONDS
      timeout 540 python3 -m pytest -q -p no:cacheprovider -rfEs tests/harness/test_kernelbench_set.py \
        tests/harness/test_process_tree.py tests/harness/test_reports_and_ceilings.py \
        tests/harness/test_timing.py tests/harness/test_verification_checks.py \
-       > "$OUT/keep/tests-harness-cuda-call2.txt" 2>&1
-     echo "harness tests on CUDA: exit $? in $((SECONDS - t0)) s: $(tail -1 "$OUT/keep/tests-harness-cuda-call2.txt")" ;;
-  *) echo "CALL: expected 1-2, got $CALL" >&2; exit 2 ;;
+       > "$OUT/keep/tests-harness-cuda-call3.txt" 2>&1
+     echo "harness tests on CUDA: exit $? in $((SECONDS - t0)) s: $(tail -1 "$OUT/keep/tests-harness-cuda-call3.txt")" ;;
+  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -26,6 +26,7 @@ LAUNCH_CACHES = (
     norm._fwd_launch_config,
     norm._bwd_launch_config,
     softmax_ops._fwd_launch_config,
+    softmax_ops._bwd_launch_config,
     cross_entropy_module._fwd_launch_config,
 )
 
@@ -114,6 +115,61 @@ def test_a_stored_cross_entropy_config_changes_the_launch(
     assert (launch["BLOCK"], launch["num_warps"]) == (64, 2)
 
 
+@pytest.mark.parametrize("log", [False, True])
+def test_a_stored_softmax_backward_config_changes_the_launch(
+    private_lookup: str, monkeypatch: pytest.MonkeyPatch, log: bool
+) -> None:
+    """softmax.bwd's tuned launch reaches the backward row kernel of softmax and log-softmax
+    (they share it), and the gradient stays exact."""
+    from warpforge.ops._kernels import softmax as softmax_kernels
+
+    heuristic = softmax_ops.bwd_launch_heuristic(5, 37, torch.float32, "cpu")
+    tuned = {"BLOCK_N": 64, "ROWS": 2, "num_warps": 2}
+    assert tuned != tunables.row_config_dict(heuristic)
+    features = {"M": 5, "N": 37, "dtype": "float32"}
+    assert get_tunable("softmax.bwd").space.rejection(tuned, features) is None
+    _store_best(private_lookup, "softmax.bwd", features, tuned)
+    spy = LaunchSpy(softmax_kernels.softmax_bwd_rows_kernel)
+    monkeypatch.setattr(softmax_kernels, "softmax_bwd_rows_kernel", spy)
+    x, dy = torch.randn(5, 37), torch.randn(5, 37)
+    leaf = x.clone().requires_grad_()
+    (got,) = torch.autograd.grad((ops.log_softmax if log else ops.softmax)(leaf), leaf, dy)
+    leaf64 = x.double().requires_grad_()
+    y64 = (torch.log_softmax if log else torch.softmax)(leaf64, -1)
+    (want,) = torch.autograd.grad(y64, leaf64, dy.double())
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-6)
+    (launch,) = spy.launches
+    assert (launch["BLOCK_N"], launch["ROWS"], launch["num_warps"]) == (64, 2, 2)
+    assert launch["grid"] == (3,)  # ceil(5 rows / 2 per program)
+
+
+def test_softmax_backward_trials_run_the_row_kernel_where_the_op_takes_a_tile(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A trial's launch runs the row kernel it configures, also at a row length whose
+    op call takes the tile kernel (``BWD_TILE_LAUNCHES``), and matches the reference."""
+    from warpforge.ops._kernels import softmax as softmax_kernels
+
+    assert (4, 256, False) in softmax_ops.BWD_TILE_LAUNCHES
+    tunable = get_tunable("softmax.bwd")
+    features = {"M": 6, "N": 256, "dtype": "float32"}
+    dy, y = tunable.make_inputs(
+        {"M": 6, "N": 256}, torch.float32, torch.device("cpu"), torch.Generator().manual_seed(5)
+    )
+    torch.testing.assert_close(y.sum(-1), torch.ones(6))  # softmax rows, as the op saves them
+    rows, tile = (LaunchSpy(getattr(softmax_kernels, name)) for name in
+                  ("softmax_bwd_rows_kernel", "softmax_bwd_tile_kernel"))  # fmt: skip
+    monkeypatch.setattr(softmax_kernels, "softmax_bwd_rows_kernel", rows)
+    monkeypatch.setattr(softmax_kernels, "softmax_bwd_tile_kernel", tile)
+    config = {"BLOCK_N": 256, "ROWS": 2, "num_warps": 4}
+    assert tunable.space.rejection(config, features) is None
+    got = tunable.run(config, dy, y)
+    torch.testing.assert_close(got, tunable.reference(dy, y), rtol=1e-5, atol=1e-6)
+    assert [launch["ROWS"] for launch in rows.launches] == [2] and not tile.launches
+    softmax_ops.softmax_backward(dy, y, False)  # the op's own dispatch: the tile kernel
+    assert len(tile.launches) == 1 and len(rows.launches) == 1
+
+
 def test_a_config_the_space_rejects_is_not_used(
     private_lookup: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -174,6 +230,7 @@ def test_launch_configs_are_cached_per_problem(monkeypatch: pytest.MonkeyPatch) 
         ("layer_norm.fwd", "M=2,N=9"),
         ("layer_norm.bwd", "M=2,N=9"),
         ("softmax.fwd", "M=3,N=20"),
+        ("softmax.bwd", "M=3,N=20"),
         ("cross_entropy.fwd", "M=2,V=40"),
     ],
 )
@@ -290,14 +347,14 @@ def test_backward_knobs_transfer_only_where_they_apply() -> None:
     assert "warps per SM" in space.rejection({**tuned, "num_warps": 32}, source)
 
 
-def test_shipped_norm_configs_match_the_current_kernels() -> None:
-    """Every shipped norm entry names the kernel source it applies to and a config its space
-    accepts: an edit to a kernel without re-tuning (or re-hashing, when its code for the
-    shipped configs is unchanged) would silently drop them all to the heuristics."""
+def test_shipped_row_configs_match_the_current_kernels() -> None:
+    """Every shipped norm and softmax entry names the kernel source it applies to and a config
+    its space accepts: an edit to a kernel without re-tuning (or re-hashing, when its code for
+    the shipped configs is unchanged) would silently drop them all to the heuristics."""
     import json
 
     shipped = lookup.shipped_directory()
-    names = [f"{family}.{d}" for family in ("rms_norm", "add_rms_norm", "layer_norm")
+    names = [f"{family}.{d}" for family in ("rms_norm", "add_rms_norm", "layer_norm", "softmax")
              for d in ("fwd", "bwd")]  # fmt: skip
     seen = 0
     for path in sorted(shipped.glob("*.json")):

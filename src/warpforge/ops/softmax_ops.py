@@ -93,12 +93,23 @@ def _fwd_split_plan(
     return split_row_plan(M, N, device, **split_launch(element_size))
 
 
-@functools.lru_cache(maxsize=1024)
-def _bwd_launch_config(
+def bwd_launch_heuristic(
     M: int, N: int, dtype: torch.dtype, device: torch.device | str
 ) -> RowLaunchConfig:
     """Backward: two operands per row (dy, y); the chunked kernel re-reads both."""
     return row_launch_config(M, N, dtype, device, reread_operands=2)
+
+
+@functools.lru_cache(maxsize=1024)
+def _bwd_launch_config(
+    M: int, N: int, dtype: torch.dtype, device: torch.device | str
+) -> RowLaunchConfig:
+    """The backward's row launch: tuned (``softmax.bwd`` in warpforge.tune) when known, else
+    the heuristic."""
+    from warpforge.ops.tunables import tuned_row_launch
+
+    heuristic = bwd_launch_heuristic(M, N, dtype, device)
+    return tuned_row_launch("softmax.bwd", M, N, dtype, device, heuristic, reread_operands=2)
 
 
 BWD_SPLIT_LAUNCHES = {
@@ -337,8 +348,13 @@ def softmax_backward_tile(
     return dx
 
 
-@dispatched_op("warpforge::softmax_bwd", mutates_args=())
-def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
+def softmax_backward(
+    dy: torch.Tensor, y: torch.Tensor, log: bool, launch: RowLaunchConfig | None = None
+) -> torch.Tensor:
+    """dx of the (M, N) rows of (log-)softmax output ``y`` and its gradient ``dy``.
+    ``launch`` (the tuner's trials) runs the row or chunked kernel with that launch; without
+    it, rows that ``BWD_WIDE_LAUNCHES``, the split plan or ``BWD_TILE_LAUNCHES`` name take
+    those kernels and the rest the row kernels on the tuned launch."""
     M, N = y.shape
     dx = torch.empty((M, N), dtype=y.dtype, device=y.device)
     if M == 0 or N == 0:
@@ -353,18 +369,20 @@ def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
     from warpforge.ops._kernels import softmax as kernels
 
     dy, y = as_rows(dy), as_rows(y)
-    wide = wide_launch(BWD_WIDE_LAUNCHES, y.element_size(), N, y.element_size())
-    if wide is not None:
-        return wide_softmax_backward(dy, y, dx, log, wide)
-    config = _bwd_launch_config(M, N, y.dtype, y.device)
-    if not config.single_pass:
-        split = _bwd_split_plan(M, N, y.element_size(), y.device)
-        if split is not None:
-            split_softmax_backward(dy, y, dx, log, split)
-            return dx
-    tile = BWD_TILE_LAUNCHES.get((y.element_size(), config.block_n, log))
-    if config.single_pass and tile is not None:
-        return softmax_backward_tile(dy, y, dx, log, *tile)
+    config = launch
+    if config is None:
+        wide = wide_launch(BWD_WIDE_LAUNCHES, y.element_size(), N, y.element_size())
+        if wide is not None:
+            return wide_softmax_backward(dy, y, dx, log, wide)
+        config = _bwd_launch_config(M, N, y.dtype, y.device)
+        if not config.single_pass:
+            split = _bwd_split_plan(M, N, y.element_size(), y.device)
+            if split is not None:
+                split_softmax_backward(dy, y, dx, log, split)
+                return dx
+        tile = BWD_TILE_LAUNCHES.get((y.element_size(), config.block_n, log))
+        if config.single_pass and tile is not None:
+            return softmax_backward_tile(dy, y, dx, log, *tile)
     args = (dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N)
     with kernel_device(y):
         launch_rows(
@@ -375,6 +393,11 @@ def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
             LOG=log,
         )
     return dx
+
+
+@dispatched_op("warpforge::softmax_bwd", mutates_args=())
+def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
+    return softmax_backward(dy, y, log)
 
 
 @_softmax_bwd.register_fake

@@ -9,7 +9,8 @@ else the heuristic. A broken database, a malformed shipped entry or a config the
 rejects never fails an op: the heuristic is used and the reason is logged.
 
 Registered here (``warpforge tune NAME`` tunes them): ``rms_norm.fwd``, ``rms_norm.bwd``,
-``add_rms_norm.fwd``/``.bwd`` (RMSNorm fused with the residual add), ``layer_norm.fwd``, ``layer_norm.bwd``, ``softmax.fwd`` and ``cross_entropy.fwd``. The
+``add_rms_norm.fwd``/``.bwd`` (RMSNorm fused with the residual add), ``layer_norm.fwd``,
+``layer_norm.bwd``, ``softmax.fwd``, ``softmax.bwd`` and ``cross_entropy.fwd``. The
 registry imports this module when a name is looked up (``warpforge.tune.tunable._PROVIDERS``);
 it imports Triton, so ``import warpforge.ops`` never loads it.
 """
@@ -475,39 +476,73 @@ def _default_device() -> torch.device:
     return default_device()
 
 
-def _softmax_tunable() -> TunableKernel:
+def _softmax_inputs(backward: bool):
+    def make(shape: Shape, dtype: torch.dtype, device: torch.device, generator: torch.Generator):
+        M, N = int(shape["M"]), int(shape["N"])
+        x = _randn(generator, dtype, device, M, N)
+        if not backward:
+            return (x,)
+        # y a softmax output (rows of probabilities), as the backward receives it
+        return _randn(generator, dtype, device, M, N), torch.softmax(x.float(), -1).to(dtype)
+
+    return make
+
+
+def _softmax_reference(backward: bool):
+    def forward(x):
+        return torch.softmax(x.float() if x.dtype != torch.float64 else x, -1).to(x.dtype)
+
+    def gradient(dy, y):
+        compute = torch.promote_types(y.dtype, torch.float32)
+        dyf, yf = dy.to(compute), y.to(compute)
+        return (yf * (dyf - (dyf * yf).sum(dim=-1, keepdim=True))).to(y.dtype)
+
+    return gradient if backward else forward
+
+
+def _softmax_tunable(backward: bool) -> TunableKernel:
+    """``softmax.fwd`` or ``softmax.bwd``: the row and chunked kernels (log-softmax takes the
+    same launch); the backward's two operands a row (dy, y) are read again by the chunked kernel."""
     from warpforge.ops import softmax_ops
     from warpforge.ops._kernels import softmax as kernels
 
-    def run(config: Mapping[str, object], x):
-        launch = row_launch_from_config(config, *x.shape, x.dtype, x.device, reread_operands=1)
-        return softmax_ops.softmax_forward(x, False, launch=launch)
+    operands = 2 if backward else 1
 
+    def run(config: Mapping[str, object], *inputs):
+        launch = row_launch_from_config(
+            config, *inputs[0].shape, inputs[0].dtype, inputs[0].device, reread_operands=operands
+        )
+        if backward:
+            return softmax_ops.softmax_backward(*inputs, False, launch=launch)
+        return softmax_ops.softmax_forward(*inputs, False, launch=launch)
+
+    if backward:
+        source = (kernels.softmax_bwd_rows_kernel, kernels.softmax_bwd_chunked_kernel,
+                  softmax_ops.softmax_backward)  # fmt: skip
+        heuristic = softmax_ops.bwd_launch_heuristic
+    else:
+        source = (kernels.softmax_fwd_rows_kernel, kernels.softmax_fwd_chunked_kernel,
+                  softmax_ops.softmax_forward)  # fmt: skip
+        heuristic = softmax_ops.fwd_launch_heuristic
+    direction = "backward" if backward else "forward"
     return TunableKernel(
-        name="softmax.fwd",
-        space=FORWARD_ROW_SPACE,
-        source_hash=source_hash(
-            kernels.softmax_fwd_rows_kernel,
-            kernels.softmax_fwd_chunked_kernel,
-            softmax_ops.softmax_forward,
-        ),
+        name="softmax.bwd" if backward else "softmax.fwd",
+        space=BACKWARD_ROW_SPACE if backward else FORWARD_ROW_SPACE,
+        source_hash=source_hash(*source),
         features=_row_features,
-        make_inputs=lambda s, dt, dev, g: (_randn(g, dt, dev, int(s["M"]), int(s["N"])),),
+        make_inputs=_softmax_inputs(backward),
         run=run,
-        reference=lambda x: torch.softmax(x.float() if x.dtype != torch.float64 else x, -1).to(
-            x.dtype
-        ),
+        reference=_softmax_reference(backward),
         default_config=lambda f: row_config_dict(
-            softmax_ops.fwd_launch_heuristic(
-                _int(f, "M"), _int(f, "N"), _dtype(f), _default_device()
-            )
+            heuristic(_int(f, "M"), _int(f, "N"), _dtype(f), _default_device())
         ),
         shapes=_ROW_SHAPES,
         cpu_shapes=_ROW_CPU_SHAPES,
         sweep=_ROW_SWEEP,
         transfer=ROW_TRANSFER,
         dtypes=_DTYPES,
-        description="warpforge.ops softmax forward kernel",
+        description=f"warpforge.ops softmax {direction} kernel",
+        **({"atol": _BACKWARD_TOLERANCE, "rtol": _BACKWARD_TOLERANCE} if backward else {}),
     )
 
 
@@ -564,7 +599,8 @@ for _tunable in (
     _norm_tunable("add_rms_norm.bwd", center=False, backward=True, residual=True),
     _norm_tunable("layer_norm.fwd", center=True, backward=False),
     _norm_tunable("layer_norm.bwd", center=True, backward=True),
-    _softmax_tunable(),
+    _softmax_tunable(backward=False),
+    _softmax_tunable(backward=True),
     _cross_entropy_tunable(),
 ):
     register_tunable(_tunable, replace=True)
