@@ -12,6 +12,9 @@
 #      log_softmax backward through the harness at those rows (as session24 call 5 did for the
 #      forward)
 #   3  the harness test files on CUDA that session24 call 6 did not reach before its limit
+#   4  call 2 again with softmax.bwd's trials timing log-softmax's backward too (call 2's launch,
+#      tuned on softmax's alone, cost float32 log-softmax 5% at 16384 x 4096), then the softmax
+#      GPU tests on the merged table
 # Usage: bash scripts/gpu/session25_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -30,6 +33,8 @@ case "$CALL" in
        tests/harness/test_timing.py tests/harness/test_verification_checks.py \
        > "$OUT/keep/tests-harness-cuda-call3.txt" 2>&1
      echo "harness tests on CUDA: exit $? in $((SECONDS - t0)) s: $(tail -1 "$OUT/keep/tests-harness-cuda-call3.txt")" ;;
-  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
+  4) short_rows_tuned softmax.bwd smbwd smbwd "softmax.bwd:95 log_softmax.bwd:95" 260
+     gpu_tests softmax $((580 - SECONDS)) tests/ops/test_softmax.py ;;
+  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

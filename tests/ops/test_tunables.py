@@ -146,28 +146,38 @@ def test_a_stored_softmax_backward_config_changes_the_launch(
 def test_softmax_backward_trials_run_the_row_kernel_where_the_op_takes_a_tile(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A trial's launch runs the row kernel it configures, also at a row length whose
-    op call takes the tile kernel (``BWD_TILE_LAUNCHES``), and matches the reference."""
+    """A trial's launch runs the row kernel it configures, for softmax's backward and then
+    log-softmax's (they share the launch, so a trial times both), also at a row length whose
+    op call takes the tile kernel (``BWD_TILE_LAUNCHES``), and both match the float64
+    gradients."""
     from warpforge.ops._kernels import softmax as softmax_kernels
 
     assert (4, 256, False) in softmax_ops.BWD_TILE_LAUNCHES
     tunable = get_tunable("softmax.bwd")
     features = {"M": 6, "N": 256, "dtype": "float32"}
-    dy, y = tunable.make_inputs(
+    dy, y, log_y = tunable.make_inputs(
         {"M": 6, "N": 256}, torch.float32, torch.device("cpu"), torch.Generator().manual_seed(5)
     )
-    torch.testing.assert_close(y.sum(-1), torch.ones(6))  # softmax rows, as the op saves them
+    # softmax and log-softmax outputs of one x, as the two ops save them
+    torch.testing.assert_close(y.sum(-1), torch.ones(6))
+    torch.testing.assert_close(log_y.exp(), y)
     rows, tile = (LaunchSpy(getattr(softmax_kernels, name)) for name in
                   ("softmax_bwd_rows_kernel", "softmax_bwd_tile_kernel"))  # fmt: skip
     monkeypatch.setattr(softmax_kernels, "softmax_bwd_rows_kernel", rows)
     monkeypatch.setattr(softmax_kernels, "softmax_bwd_tile_kernel", tile)
     config = {"BLOCK_N": 256, "ROWS": 2, "num_warps": 4}
     assert tunable.space.rejection(config, features) is None
-    got = tunable.run(config, dy, y)
-    torch.testing.assert_close(got, tunable.reference(dy, y), rtol=1e-5, atol=1e-6)
-    assert [launch["ROWS"] for launch in rows.launches] == [2] and not tile.launches
+    got_softmax, got_log = tunable.run(config, dy, y, log_y)
+    want_softmax, want_log = tunable.reference(dy.double(), y.double(), log_y.double())
+    dy64, y64 = dy.double(), y.double()
+    torch.testing.assert_close(want_softmax, y64 * (dy64 - (dy64 * y64).sum(-1, keepdim=True)))
+    torch.testing.assert_close(want_log, dy64 - y64 * dy64.sum(-1, keepdim=True))
+    torch.testing.assert_close(got_softmax.double(), want_softmax, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got_log.double(), want_log, rtol=1e-5, atol=1e-6)
+    assert [launch["ROWS"] for launch in rows.launches] == [2, 2] and not tile.launches
+    assert [launch["LOG"] for launch in rows.launches] == [False, True]
     softmax_ops.softmax_backward(dy, y, False)  # the op's own dispatch: the tile kernel
-    assert len(tile.launches) == 1 and len(rows.launches) == 1
+    assert len(tile.launches) == 1 and len(rows.launches) == 2
 
 
 def test_a_config_the_space_rejects_is_not_used(

@@ -482,8 +482,13 @@ def _softmax_inputs(backward: bool):
         x = _randn(generator, dtype, device, M, N)
         if not backward:
             return (x,)
-        # y a softmax output (rows of probabilities), as the backward receives it
-        return _randn(generator, dtype, device, M, N), torch.softmax(x.float(), -1).to(dtype)
+        # the outputs the two backwards receive: softmax's probabilities, log-softmax's logs
+        dy = _randn(generator, dtype, device, M, N)
+        return (
+            dy,
+            torch.softmax(x.float(), -1).to(dtype),
+            torch.log_softmax(x.float(), -1).to(dtype),
+        )
 
     return make
 
@@ -492,17 +497,25 @@ def _softmax_reference(backward: bool):
     def forward(x):
         return torch.softmax(x.float() if x.dtype != torch.float64 else x, -1).to(x.dtype)
 
-    def gradient(dy, y):
+    def gradients(dy, y, log_y):
+        """dx of softmax (from its output y) and of log-softmax (from its output log_y)."""
         compute = torch.promote_types(y.dtype, torch.float32)
-        dyf, yf = dy.to(compute), y.to(compute)
-        return (yf * (dyf - (dyf * yf).sum(dim=-1, keepdim=True))).to(y.dtype)
+        dyf, yf, log_yf = dy.to(compute), y.to(compute), log_y.to(compute)
+        total = dyf.sum(dim=-1, keepdim=True)
+        return (
+            (yf * (dyf - (dyf * yf).sum(dim=-1, keepdim=True))).to(y.dtype),
+            (dyf - log_yf.exp() * total).to(y.dtype),
+        )
 
-    return gradient if backward else forward
+    return gradients if backward else forward
 
 
 def _softmax_tunable(backward: bool) -> TunableKernel:
-    """``softmax.fwd`` or ``softmax.bwd``: the row and chunked kernels (log-softmax takes the
-    same launch); the backward's two operands a row (dy, y) are read again by the chunked kernel."""
+    """``softmax.fwd`` or ``softmax.bwd``: the row and chunked kernels. Log-softmax takes the
+    same launch, so a backward trial times both (softmax's then log-softmax's) and a config wins
+    on their sum: a launch tuned on softmax's alone cost the float32 log-softmax backward 5% at
+    16384 x 4096 on the H200 (``benchmarks/results/session25-h200-2026-11-29``). The backward's
+    two operands a row (dy, y) are read again by the chunked kernel."""
     from warpforge.ops import softmax_ops
     from warpforge.ops._kernels import softmax as kernels
 
@@ -513,7 +526,11 @@ def _softmax_tunable(backward: bool) -> TunableKernel:
             config, *inputs[0].shape, inputs[0].dtype, inputs[0].device, reread_operands=operands
         )
         if backward:
-            return softmax_ops.softmax_backward(*inputs, False, launch=launch)
+            dy, y, log_y = inputs
+            return (
+                softmax_ops.softmax_backward(dy, y, False, launch=launch),
+                softmax_ops.softmax_backward(dy, log_y, True, launch=launch),
+            )
         return softmax_ops.softmax_forward(*inputs, False, launch=launch)
 
     if backward:
