@@ -15,6 +15,8 @@
 #   4  call 2 again with softmax.bwd's trials timing log-softmax's backward too (call 2's launch,
 #      tuned on softmax's alone, cost float32 log-softmax 5% at 16384 x 4096), then the softmax
 #      GPU tests on the merged table
+#   5  the GPU tests of tests/nn and of the op files calls 1 and 4 did not run (the training
+#      loop, activations, RoPE, cross-entropy, FLCE, lean, tunable, split and whole-row kernels)
 # Usage: bash scripts/gpu/session25_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -35,6 +37,11 @@ case "$CALL" in
      echo "harness tests on CUDA: exit $? in $((SECONDS - t0)) s: $(tail -1 "$OUT/keep/tests-harness-cuda-call3.txt")" ;;
   4) short_rows_tuned softmax.bwd smbwd smbwd "softmax.bwd:95 log_softmax.bwd:95" 260
      gpu_tests softmax $((580 - SECONDS)) tests/ops/test_softmax.py ;;
-  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
+  5) gpu_tests ops-nn $((555 - SECONDS)) tests/nn tests/test_runtime.py tests/ops/test_activations.py \
+       tests/ops/test_rope.py tests/ops/test_cross_entropy.py tests/ops/test_fused_linear_cross_entropy.py \
+       tests/ops/test_lean_kernels.py tests/ops/test_tunables.py tests/ops/test_split_rows.py \
+       tests/ops/test_softmax_split_bwd.py tests/ops/test_norm_split_fwd.py \
+       tests/ops/test_norm_split_bwd.py tests/ops/test_norm_bwd_narrow.py tests/ops/test_wide_rows.py ;;
+  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
