@@ -35,6 +35,23 @@ def operands(M, N, dtype, device, log, stride=None):
     return dy, y
 
 
+def row_errors(dx: torch.Tensor, want: torch.Tensor, y: torch.Tensor, log: bool) -> str:
+    """Which rows are wrong and, for log-softmax, the row total each implies (dx = dy -
+    exp(y) * total, read at the row's largest exp(y)) against the right one: a chunk's partial
+    missing or taken from another row shows as a difference of one chunk's sum of dy."""
+    bad = ((dx.double() - want).abs() > TOL.get(dx.dtype, 1e-5) * (1 + want.abs())).any(-1)
+    rows = bad.nonzero().flatten()[:8].tolist()
+    lines = [f"{int(bad.sum())} of {dx.shape[0]} rows wrong, first {rows}"]
+    if log:
+        for row in rows:
+            col = int(y[row].argmax())
+            weight = y[row, col].double().exp()
+            lines.append(
+                f"row {row}: total off by {float((dx[row, col].double() - want[row, col]) / -weight):.6g}"
+            )
+    return "\n".join(lines)
+
+
 def run_split(dy, y, log, plan):
     dx = torch.empty(y.shape, dtype=y.dtype, device=y.device)
     softmax_ops.split_softmax_backward(dy, y, dx, log, plan)
@@ -60,6 +77,18 @@ def test_split_backward_small_chunks(log, M, N, stride, prefetch, device, poison
         torch.testing.assert_close(
             dx.double(), expected_dx(dy, y, log), atol=TOL[dtype], rtol=TOL[dtype]
         )
+
+
+def test_row_errors_names_the_wrong_rows_and_the_total_they_imply():
+    """The GPU test's failure message: a log-softmax dx whose row 2 used a total 0.75 too
+    small (as if a chunk's partial sum of dy were lost) is reported as that row, off by -0.75."""
+    dy, y = operands(4, 300, torch.float32, "cpu", True)
+    want = expected_dx(dy, y, True)
+    dx = want.clone()
+    dx[2] += y[2].double().exp() * 0.75  # dx = dy - exp(y) * (total - 0.75)
+    report = row_errors(dx.float(), want, y, True)
+    assert report.splitlines()[0] == "1 of 4 rows wrong, first [2]"
+    assert report.splitlines()[1].startswith("row 2: total off by -0.75")
 
 
 def test_split_backward_refuses_more_chunks_than_the_poll_reads(device):
@@ -105,7 +134,10 @@ def test_split_backward_gpu(log, dtype, M, N, poison_outputs):
     assert plans
     for p in plans:
         dx = run_split(dy, y, log, p)
-        torch.testing.assert_close(dx.double(), want, atol=TOL[dtype], rtol=TOL[dtype], msg=str(p))
+        torch.testing.assert_close(
+            dx.double(), want, atol=TOL[dtype], rtol=TOL[dtype],
+            msg=lambda report, p=p, dx=dx: f"{p}\n{report}\n{row_errors(dx, want, y, log)}",
+        )  # fmt: skip
     if plan is not None:
         got = softmax_ops._softmax_bwd(dy, y, log)  # the dispatched op
         torch.testing.assert_close(got.double(), want, atol=TOL[dtype], rtol=TOL[dtype])
