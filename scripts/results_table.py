@@ -5,7 +5,13 @@ Docs paste this output unchanged, so every number in them traces to a committed 
 With several reports, one table of the latest row of each (problem, shape, dtype): a later file
 replaces an earlier file's row, and each row names its file (a report holds one commit's rows).
 Reports from different GPU models never share a table: each model gets its own table and summary,
-so an H200 row never stands in for an H100 one.
+so an H200 row never stands in for an H100 one. ``--by-date`` orders the reports by the time the
+harness wrote them (``created``) rather than as given, so a folder's glob, whose names sort
+call 10 before call 9, still lets the newer row win; files that are not harness reports (tuning
+exports, sweeps) are skipped with a line on stderr; ``--exclude GLOB`` (repeatable) leaves out
+problems, e.g. every H200 row of issue 4 so far:
+    python scripts/results_table.py --by-date --exclude 'blueprint.*' --exclude 'resample*' \
+        --exclude 'align*' --exclude 'voxelize*' benchmarks/results/session*-h200-*/*.json
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import sys
 from pathlib import Path
 
 
@@ -151,12 +158,44 @@ def summary(rows: list[dict]) -> list[str]:
     return out
 
 
+def harness_reports(
+    paths: list[Path], *, by_date: bool = False, exclude: tuple[str, ...] = ()
+) -> list[tuple[str, dict]]:
+    """(name, report) of the harness reports among ``paths``, in the order given or, with
+    ``by_date``, by their ``created`` time; other JSON files are skipped with a line on stderr,
+    and rows of problems matching an ``exclude`` glob are left out (with the reports left with
+    none)."""
+    reports = []
+    for path in paths:
+        report = json.loads(path.read_text())
+        if not isinstance(report, dict) or not isinstance(report.get("results"), list):
+            print(f"skipped {path}: not a harness report", file=sys.stderr)
+            continue
+        if by_date and not report.get("created"):
+            raise SystemExit(f"{path}: no 'created' time to order it by (--by-date)")
+        rows = [
+            row
+            for row in report["results"]
+            if not any(fnmatch.fnmatchcase(row["problem"], glob) for glob in exclude)
+        ]
+        if rows or not exclude:  # a report whose every row is excluded is left out
+            reports.append((str(path), {**report, "results": rows}))
+    if by_date:
+        # ISO-8601 times of one zone (the harness writes UTC) sort as text
+        reports.sort(key=lambda item: item[1]["created"])
+    return reports
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("reports", type=Path, nargs="+", help="one report, or several in order")
     parser.add_argument("--problem", help="only problems matching this glob")
+    parser.add_argument("--exclude", action="append", default=[], help="leave out these problems")
+    parser.add_argument("--by-date", action="store_true", help="order reports by creation time")
     args = parser.parse_args()
-    reports = [(str(path), json.loads(path.read_text())) for path in args.reports]
+    reports = harness_reports(args.reports, by_date=args.by_date, exclude=tuple(args.exclude))
+    if not reports:
+        raise SystemExit("reports: none of the files given is a harness report")
     if len(reports) == 1:
         print(render(reports[0][1], args.problem))
     else:

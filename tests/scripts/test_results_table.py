@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from script_module import load_script
@@ -70,3 +73,40 @@ def test_a_compute_bound_row_is_placed_against_matmul_not_copy(results_table) ->
     text = results_table.render_latest([("a.json", report)], None)
     assert "| 91% of matmul |" in text and "| 83% |" in text
     assert "- memory-bound rows moving >= 256 MB: 1; at >= 90% of the copy ceiling: 0" in text
+
+
+def test_by_date_lets_the_newer_report_win_and_skips_other_files(
+    results_table, tmp_path, capsys
+) -> None:
+    """Named so that they sort the other way, the report written later still replaces the
+    earlier one's row; a tuning export among the files is skipped, said on stderr; an
+    excluded problem's rows are left out, and a report left with none is dropped."""
+    newer, older = _report("NVIDIA H200", 1e-4), _report("NVIDIA H200", 2e-4)
+    newer["created"], older["created"] = "2026-11-29T15:00:01+00:00", "2026-11-29T14:48:45+00:00"
+    other = dict(newer["results"][0], problem="blueprint.bias_gelu")
+    newer["results"].append(other)
+    paths = []
+    excluded_only = {**older, "results": [other]}
+    for name, document in (("call10.json", newer), ("call9.json", older),
+                           ("tune-export.json", {"format": "warpforge.tune.configs"}),
+                           ("blueprints.json", excluded_only)):  # fmt: skip
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(document))
+    reports = results_table.harness_reports(paths, by_date=True, exclude=("blueprint.*",))
+    assert [Path(name).name for name, _ in reports] == ["call9.json", "call10.json"]
+    assert "tune-export.json: not a harness report" in capsys.readouterr().err
+    text = results_table.render_latest(reports, None)
+    # the newer row (100 us, torch.compile 200) in, the older (200 us, torch.compile 400) out
+    assert "| 100.0 |" in text and "| 400.0 |" not in text and "blueprint" not in text
+    assert [Path(name).name for name, _ in results_table.harness_reports(paths)] == [
+        "call10.json",
+        "call9.json",
+        "blueprints.json",
+    ]  # as given without --by-date, and nothing excluded
+
+
+def test_by_date_refuses_a_report_without_its_time(results_table, tmp_path) -> None:
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(_report("NVIDIA H200", 1e-4)))
+    with pytest.raises(SystemExit, match=r"old\.json: no 'created' time"):
+        results_table.harness_reports([path], by_date=True)
