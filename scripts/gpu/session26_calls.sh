@@ -6,8 +6,9 @@
 #   1  the split softmax backward's GPU tests three times over: session 25 call 5 saw
 #      float32 log-softmax at 300 x 262144 wrong on the candidate launch of 4096-column chunks,
 #      4 warps, 4 programs an SM, prefetching (64 chunks a row, the poll's two vectors of words);
-#      its other launches and the default plan passed. The test now names the wrong rows and
-#      the row total each implies (a lost chunk partial shows as one chunk's sum of dy). Then
+#      the default plan and the launches before it passed (the test stopped there). The test
+#      now checks every launch with and without prefetching, and names each wrong one's rows
+#      and the row total each implies (a lost chunk partial shows as one chunk's sum of dy). Then
 #      the tunables' GPU tests (the forward's test moved to 1024 columns, where the op runs its
 #      tuned launch)
 # Usage: bash scripts/gpu/session26_calls.sh OUT CALL

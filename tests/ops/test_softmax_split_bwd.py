@@ -121,23 +121,28 @@ def test_autograd_backward_of_long_rows_takes_the_split_kernel(fn, monkeypatch, 
 @pytest.mark.parametrize(("M", "N"), [(300, 262144), (5, 131072 + 7), (200, 40000), (1, 16385)])
 def test_split_backward_gpu(log, dtype, M, N, poison_outputs):
     """The one-launch meeting through flag words, at the default plan (rows in several waves,
-    ragged last chunk) and at each candidate launch of the sweep."""
+    ragged last chunk) and at each candidate launch of the sweep, with and without the next
+    row's prefetch. Every plan is checked before the test fails, and the failure lists each
+    wrong plan with its wrong rows (see ``row_errors``)."""
     dy, y = operands(M, N, dtype, "cuda", log)
     want = expected_dx(dy, y, log)
     plan = softmax_ops._bwd_split_plan(M, N, dtype.itemsize, "cuda")
     plans = [plan] if plan is not None else []
     for block, warps, per_sm in ((8192, 4, 4), (8192, 8, 2), (4096, 4, 4), (4096, 4, 8)):
-        p = split_row_plan(M, N, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm,
-                           prefetch=True, flag_words=True)  # fmt: skip
-        if p is not None and p.chunks_pow2 <= 64:
-            plans.append(p)
+        for prefetch in (True, False):
+            p = split_row_plan(M, N, "cuda", block=block, num_warps=warps,
+                               programs_per_sm=per_sm, prefetch=prefetch, flag_words=True)  # fmt: skip
+            if p is not None and p.chunks_pow2 <= 64:
+                plans.append(p)
     assert plans
+    failures = []
     for p in plans:
         dx = run_split(dy, y, log, p)
-        torch.testing.assert_close(
-            dx.double(), want, atol=TOL[dtype], rtol=TOL[dtype],
-            msg=lambda report, p=p, dx=dx: f"{p}\n{report}\n{row_errors(dx, want, y, log)}",
-        )  # fmt: skip
+        try:
+            torch.testing.assert_close(dx.double(), want, atol=TOL[dtype], rtol=TOL[dtype])
+        except AssertionError as mismatch:
+            failures.append(f"{p}\n{mismatch}\n{row_errors(dx, want, y, log)}")
+    assert not failures, f"{len(failures)} of {len(plans)} plans wrong:\n\n" + "\n\n".join(failures)
     if plan is not None:
         got = softmax_ops._softmax_bwd(dy, y, log)  # the dispatched op
         torch.testing.assert_close(got.double(), want, atol=TOL[dtype], rtol=TOL[dtype])
