@@ -12,6 +12,7 @@ exports, sweeps) are skipped with a line on stderr; ``--exclude GLOB`` (repeatab
 problems, e.g. every H200 row of issue 4 so far:
     python scripts/results_table.py --by-date --exclude 'blueprint.*' --exclude 'resample*' \
         --exclude 'align*' --exclude 'voxelize*' benchmarks/results/session*-h200-*/*.json
+``--by-problem`` sums those latest rows up per (problem, dtype) instead of listing them.
 """
 
 from __future__ import annotations
@@ -111,12 +112,59 @@ def render_latest(reports: list[tuple[str, dict]], pattern: str | None) -> str:
     )
 
 
-def _render_latest_of_one_device(reports: list[tuple[str, dict]], pattern: str | None) -> str:
+def _latest_rows(
+    reports: list[tuple[str, dict]], pattern: str | None
+) -> dict[tuple[str, str, str], tuple[int, dict]]:
+    """(problem, shape, dtype) -> (file number, row) of the last report holding that row."""
     latest: dict[tuple[str, str, str], tuple[int, dict]] = {}
     for index, (_, report) in enumerate(reports, 1):
         for row in _selected(report, pattern):
             key = (row["problem"], json.dumps(row["shape"], sort_keys=True), row["dtype"])
             latest[key] = (index, row)
+    return latest
+
+
+def render_by_problem(reports: list[tuple[str, dict]], pattern: str | None) -> str:
+    """:func:`render_latest`'s rows summed up per (problem, dtype), one table per GPU model:
+    how many rows, how many at or above the best baseline, the geometric-mean speedup over
+    torch.compile, and of the memory-bound rows moving >= 256 MB how many reach 90% of copy
+    and the lowest share."""
+    import statistics
+
+    parts = []
+    for device in dict.fromkeys(_device(report) for _, report in reports):
+        rows = [row for _, row in _latest_rows(
+            [r for r in reports if _device(r[1]) == device], pattern).values()]  # fmt: skip
+        rows = [r for r in rows if r["status"] == "ok" and (r.get("times") or {}).get("candidate")]
+        groups: dict[tuple[str, str], list[dict]] = {}
+        for row in rows:
+            groups.setdefault((row["problem"], row["dtype"]), []).append(row)
+        lines = [
+            f"#### {device}",
+            "",
+            "| problem | dtype | rows | at or above best | vs torch.compile (geomean) "
+            "| >= 256 MB, memory-bound | at >= 90% of copy | lowest % of copy |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for (problem, dtype), group in sorted(groups.items()):
+            at_best = sum(r["speedup"]["vs_best"]["value"] >= 1.0 for r in group)
+            vs = [r["speedup"]["vs"]["torch.compile"]["value"] for r in group
+                  if "torch.compile" in r["speedup"]["vs"]]  # fmt: skip
+            big = [r["percent_of_ceiling"] for r in group if r["bytes_moved"] >= 256e6
+                   and r.get("percent_of_ceiling") is not None and r.get("regime") != "compute"]  # fmt: skip
+            lines.append(
+                f"| {problem} | {dtype} | {len(group)} | {at_best} | "
+                + (f"{statistics.geometric_mean(vs):.2f}x" if vs else "-")
+                + f" | {len(big)} | {sum(share >= 90 for share in big)} | "
+                + (f"{min(big):.0f}%" if big else "-")
+                + " |"
+            )
+        parts.append("\n".join([*lines, "", *summary(rows)]))
+    return "\n\n".join(parts)
+
+
+def _render_latest_of_one_device(reports: list[tuple[str, dict]], pattern: str | None) -> str:
+    latest = _latest_rows(reports, pattern)
     lines = ["Files (a later file's row replaces an earlier one's):", ""]
     lines += [f"{i}. `{name}`: {_source(report)}" for i, (name, report) in enumerate(reports, 1)]
     lines += ["", _HEADER[:-1] + "| file |", _ALIGN + " ---: |"]
@@ -192,11 +240,16 @@ def main() -> None:
     parser.add_argument("--problem", help="only problems matching this glob")
     parser.add_argument("--exclude", action="append", default=[], help="leave out these problems")
     parser.add_argument("--by-date", action="store_true", help="order reports by creation time")
+    parser.add_argument(
+        "--by-problem", action="store_true", help="the latest rows summed up per problem and dtype"
+    )
     args = parser.parse_args()
     reports = harness_reports(args.reports, by_date=args.by_date, exclude=tuple(args.exclude))
     if not reports:
         raise SystemExit("reports: none of the files given is a harness report")
-    if len(reports) == 1:
+    if args.by_problem:
+        print(render_by_problem(reports, args.problem))
+    elif len(reports) == 1:
         print(render(reports[0][1], args.problem))
     else:
         print(render_latest(reports, args.problem))

@@ -110,3 +110,19 @@ def test_by_date_refuses_a_report_without_its_time(results_table, tmp_path) -> N
     path.write_text(json.dumps(_report("NVIDIA H200", 1e-4)))
     with pytest.raises(SystemExit, match=r"old\.json: no 'created' time"):
         results_table.harness_reports([path], by_date=True)
+
+
+def test_by_problem_sums_up_the_latest_rows_per_problem_and_dtype(results_table) -> None:
+    """Two rows of one problem (one replaced by a later report) and one of another: a line
+    each, counting rows at or above the best baseline and memory-bound rows at 90% of copy."""
+    first, later = _report("NVIDIA H200", 1e-4), _report("NVIDIA H200", 1e-4)
+    slow = dict(first["results"][0], shape={"M": 4096, "N": 8192}, percent_of_ceiling=95.0)
+    slow["speedup"] = {"vs_best": {**slow["speedup"]["vs_best"], "value": 0.9},
+                       "vs": slow["speedup"]["vs"]}  # fmt: skip
+    first["results"].append(slow)
+    later["results"][0] = dict(later["results"][0], percent_of_ceiling=91.0)
+    later["results"].append(dict(later["results"][0], problem="softmax.fwd", dtype="float32"))
+    text = results_table.render_by_problem([("a.json", first), ("b.json", later)], None)
+    assert "| rms_norm.fwd | bfloat16 | 2 | 1 | 2.00x | 2 | 2 | 91% |" in text
+    assert "| softmax.fwd | float32 | 1 | 1 | 2.00x | 1 | 1 | 91% |" in text
+    assert "- rows timed: 3; at or above the best baseline (median): 2" in text
