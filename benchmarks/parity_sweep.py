@@ -281,6 +281,8 @@ ACT_FWD_GRID = [(1024, 8, 3), (1024, 4, 1), (512, 8, 1), (512, 4, 1), (512, 2, 1
 ACT_BWD_GRID = [(1024, 8, 3), (1024, 4, 1), (512, 8, 1), (512, 4, 1), (256, 2, 1)]
 SM_GRID = [(1, 1), (1, 2), (2, 1), (2, 2), (4, 1), (4, 2), (4, 4), (8, 2), (8, 4), (16, 8)]
 SM_GRID_SHORT = [(2, 1), (2, 2), (4, 1), (4, 4), (8, 2), (16, 8)]
+SM_GRID_WIDE = [(1, 8), (1, 16), (1, 32), (2, 32)]
+"""(ROWS, num_warps) of the tile backward at 16384 columns (16-64 elements a thread)."""
 CE_FLAT_GRID = [(1024, 4), (512, 2), (256, 2), (512, 4), (1024, 2), (1024, 8), (2048, 4), (2048, 8),
                 (4096, 8), (8192, 16)]  # fmt: skip
 """(BLOCK, num_warps) of the flat backward; the first two also without evict_first."""
@@ -338,17 +340,17 @@ def cases(device, smoke: bool):
 
         return f"{name} {ACT_SHAPE} {dtype}", build
 
-    def softmax_full(name, dtype, grid):
+    def softmax_full(name, dtype, grid, M=32768, N=256):
         log = name.startswith("log")
 
         def build():
             problem = get_problem(name)
-            shape = {"M": 64, "N": 256} if smoke else {"M": 32768, "N": 256}
+            shape = {"M": 64, "N": 256} if smoke else {"M": M, "N": N}
             contenders = _with_baselines(problem, _softmax_full_variants(log, grid))
             return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
                     problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
 
-        return f"{name} M=32768 N=256 {dtype} (fwd+bwd)", build
+        return f"{name} M={M} N={N} {dtype} (fwd+bwd)", build
 
     def softmax_alone(log, dtype, grid):
         def build():
@@ -426,6 +428,9 @@ def cases(device, smoke: bool):
         softmax_alone(False, BF16, SM_GRID_SHORT),
         softmax_full("softmax.bwd", BF16, SM_GRID_SHORT),
         activation("geglu.bwd", FP32, ACT_BWD_GRID[:4]),
+        # bf16 softmax.bwd at 4096 x 16384, 0.97x Liger on the H200's tuned row kernel
+        # (session25-h200-2026-11-29/smbwd-bf16-call4.json): the tile kernel's whole rows
+        softmax_full("softmax.bwd", BF16, SM_GRID_WIDE, M=4096, N=16384),
     ]
 
 

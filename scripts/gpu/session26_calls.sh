@@ -11,6 +11,10 @@
 #      and the row total each implies (a lost chunk partial shows as one chunk's sum of dy). Then
 #      the tunables' GPU tests (the forward's test moved to 1024 columns, where the op runs its
 #      tuned launch)
+#   2  bf16 softmax.bwd at 4096 x 16384 (0.97x Liger on its tuned row launch, session 25 call 4):
+#      our forward + the tile backward (whole rows, 32-bit offsets, no predicates) at 8-32 warps
+#      against the op and the problem's baselines (benchmarks/parity_sweep.py); a win there
+#      goes into softmax_ops.BWD_TILE_LAUNCHES and through the harness
 # Usage: bash scripts/gpu/session26_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -21,6 +25,12 @@ case "$CALL" in
        gpu_tests "split-bwd-run$run" 120 tests/ops/test_softmax_split_bwd.py
      done
      gpu_tests tunables $((560 - SECONDS)) tests/ops/test_tunables.py ;;
-  *) echo "CALL: expected 1, got $CALL" >&2; exit 2 ;;
+  2) t0=$SECONDS
+     timeout 400 python3 benchmarks/parity_sweep.py --out "$OUT/ps" --max-time 1.0 \
+       --only "softmax.bwd M=4096 N=16384" > "$OUT/keep/parity-softmax-bwd-call2.txt" 2>&1
+     echo "parity sweep: exit $? in $((SECONDS - t0)) s"
+     cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-softmax-bwd-call2.json" 2>/dev/null
+     tail -12 "$OUT/keep/parity-softmax-bwd-call2.txt" ;;
+  *) echo "CALL: expected 1-2, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
