@@ -15,6 +15,9 @@
 #      our forward + the tile backward (whole rows, 32-bit offsets, no predicates) at 8-32 warps
 #      against the op and the problem's baselines (benchmarks/parity_sweep.py); a win there
 #      goes into softmax_ops.BWD_TILE_LAUNCHES and through the harness
+#   3  RoPE's launches on the H200 (benchmarks/flce_rope_sweep.py rope: kernel alone, bf16 and
+#      float32 at the issue's two shapes, against Liger's in-place rotation and a copy of the
+#      same bytes); the fp32 rows run at 0.96x Liger with the launch measured on the H100
 # Usage: bash scripts/gpu/session26_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -31,6 +34,12 @@ case "$CALL" in
      echo "parity sweep: exit $? in $((SECONDS - t0)) s"
      cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-softmax-bwd-call2.json" 2>/dev/null
      tail -12 "$OUT/keep/parity-softmax-bwd-call2.txt" ;;
-  *) echo "CALL: expected 1-2, got $CALL" >&2; exit 2 ;;
+  3) t0=$SECONDS
+     timeout 300 python3 benchmarks/flce_rope_sweep.py "$OUT/rope" rope \
+       > "$OUT/keep/rope-sweep-call3.txt" 2>&1
+     echo "rope sweep: exit $? in $((SECONDS - t0)) s"
+     cp "$OUT/rope/flce_rope_sweep.json" "$OUT/keep/rope-sweep-call3.json" 2>/dev/null
+     tail -20 "$OUT/keep/rope-sweep-call3.txt" ;;
+  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
