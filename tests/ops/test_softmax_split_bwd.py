@@ -39,7 +39,8 @@ def row_errors(dx: torch.Tensor, want: torch.Tensor, y: torch.Tensor, log: bool)
     """Which rows are wrong and, for log-softmax, the row total each implies (dx = dy -
     exp(y) * total, read at the row's largest exp(y)) against the right one: a chunk's partial
     missing or taken from another row shows as a difference of one chunk's sum of dy."""
-    bad = ((dx.double() - want).abs() > TOL.get(dx.dtype, 1e-5) * (1 + want.abs())).any(-1)
+    close = (dx.double() - want).abs() <= TOL.get(dx.dtype, 1e-5) * (1 + want.abs())
+    bad = (~close).any(-1)  # a NaN (an unwritten or torn value) counts as wrong
     rows = bad.nonzero().flatten()[:8].tolist()
     lines = [f"{int(bad.sum())} of {dx.shape[0]} rows wrong, first {rows}"]
     if log:
@@ -81,14 +82,16 @@ def test_split_backward_small_chunks(log, M, N, stride, prefetch, device, poison
 
 def test_row_errors_names_the_wrong_rows_and_the_total_they_imply():
     """The GPU test's failure message: a log-softmax dx whose row 2 used a total 0.75 too
-    small (as if a chunk's partial sum of dy were lost) is reported as that row, off by -0.75."""
+    small (as if a chunk's partial sum of dy were lost) is reported as that row, off by -0.75;
+    a NaN in row 3 (a value never written) counts as wrong too."""
     dy, y = operands(4, 300, torch.float32, "cpu", True)
     want = expected_dx(dy, y, True)
     dx = want.clone()
     dx[2] += y[2].double().exp() * 0.75  # dx = dy - exp(y) * (total - 0.75)
-    report = row_errors(dx.float(), want, y, True)
-    assert report.splitlines()[0] == "1 of 4 rows wrong, first [2]"
-    prefix, implied = report.splitlines()[1].rsplit(" ", 1)
+    dx[3, 7] = float("nan")
+    report = row_errors(dx.float(), want, y, True).splitlines()
+    assert report[0] == "2 of 4 rows wrong, first [2, 3]"
+    prefix, implied = report[1].rsplit(" ", 1)
     assert prefix == "row 2: total off by"
     assert float(implied) == pytest.approx(-0.75, abs=1e-3)  # dx is float32, weight >= 1/N
 
