@@ -102,14 +102,21 @@ def render_latest(reports: list[tuple[str, dict]], pattern: str | None) -> str:
     """One table of the latest row of each (problem, shape, dtype) over ``reports`` (name,
     report) in order, each row numbered by the file it comes from; one such table per GPU model
     when the reports come from several, under a heading naming it."""
-    devices = list(dict.fromkeys(_device(report) for _, report in reports))
+    devices = _per_device(reports)
     if len(devices) == 1:
         return _render_latest_of_one_device(reports, pattern)
     return "\n\n".join(
-        f"#### {device}\n\n"
-        + _render_latest_of_one_device([r for r in reports if _device(r[1]) == device], pattern)
-        for device in devices
+        f"#### {device}\n\n" + _render_latest_of_one_device(of_device, pattern)
+        for device, of_device in devices.items()
     )
+
+
+def _per_device(reports: list[tuple[str, dict]]) -> dict[str, list[tuple[str, dict]]]:
+    """``reports`` split by GPU model, in order of first appearance, each keeping its order."""
+    devices: dict[str, list[tuple[str, dict]]] = {}
+    for item in reports:
+        devices.setdefault(_device(item[1]), []).append(item)
+    return devices
 
 
 def _latest_rows(
@@ -132,10 +139,8 @@ def render_by_problem(reports: list[tuple[str, dict]], pattern: str | None) -> s
     import statistics
 
     parts = []
-    for device in dict.fromkeys(_device(report) for _, report in reports):
-        rows = [row for _, row in _latest_rows(
-            [r for r in reports if _device(r[1]) == device], pattern).values()]  # fmt: skip
-        rows = [r for r in rows if r["status"] == "ok" and (r.get("times") or {}).get("candidate")]
+    for device, of_device in _per_device(reports).items():
+        rows = _timed([row for _, row in _latest_rows(of_device, pattern).values()])
         groups: dict[tuple[str, str], list[dict]] = {}
         for row in rows:
             groups.setdefault((row["problem"], row["dtype"]), []).append(row)
@@ -147,12 +152,10 @@ def render_by_problem(reports: list[tuple[str, dict]], pattern: str | None) -> s
             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
         ]
         for (problem, dtype), group in sorted(groups.items()):
-            at_best = sum(r["speedup"]["vs_best"]["value"] >= 1.0 for r in group)
-            vs = [r["speedup"]["vs"]["torch.compile"]["value"] for r in group
-                  if "torch.compile" in r["speedup"]["vs"]]  # fmt: skip
+            vs = _vs_compile(group)
             big = [r["percent_of_ceiling"] for r in group if _held_to_copy(r)]
             lines.append(
-                f"| {problem} | {dtype} | {len(group)} | {at_best} | "
+                f"| {problem} | {dtype} | {len(group)} | {_at_best(group)} | "
                 + (f"{statistics.geometric_mean(vs):.2f}x" if vs else "-")
                 + f" | {len(big)} | {sum(share >= 90 for share in big)} | "
                 + (f"{min(big):.0f}%" if big else "-")
@@ -189,19 +192,33 @@ def _held_to_copy(row: dict) -> bool:
     )
 
 
+def _timed(rows: list[dict]) -> list[dict]:
+    """The rows whose candidate ran and was timed."""
+    return [r for r in rows if r["status"] == "ok" and (r.get("times") or {}).get("candidate")]
+
+
+def _at_best(rows: list[dict]) -> int:
+    """How many of ``rows`` are at or above their best baseline (median)."""
+    return sum(r["speedup"]["vs_best"]["value"] >= 1.0 for r in rows)
+
+
+def _vs_compile(rows: list[dict]) -> list[float]:
+    """The speedups over torch.compile of the rows that timed it."""
+    return [r["speedup"]["vs"]["torch.compile"]["value"] for r in rows
+            if "torch.compile" in r["speedup"]["vs"]]  # fmt: skip
+
+
 def summary(rows: list[dict]) -> list[str]:
     """The issue targets' view of some rows: speed against baselines and the copy ceiling."""
     import statistics
 
-    rows = [r for r in rows if r["status"] == "ok" and (r.get("times") or {}).get("candidate")]
+    rows = _timed(rows)
     if not rows:
         return []
-    vs_compile = [r["speedup"]["vs"]["torch.compile"]["value"] for r in rows
-                  if "torch.compile" in r["speedup"]["vs"]]  # fmt: skip
+    vs_compile = _vs_compile(rows)
     big = [r for r in rows if _held_to_copy(r)]
     out = [
-        f"- rows timed: {len(rows)}; at or above the best baseline (median): "
-        f"{sum(r['speedup']['vs_best']['value'] >= 1.0 for r in rows)}",
+        f"- rows timed: {len(rows)}; at or above the best baseline (median): {_at_best(rows)}",
     ]
     if vs_compile:
         geomean = statistics.geometric_mean(vs_compile)
