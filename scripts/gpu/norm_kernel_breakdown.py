@@ -6,6 +6,10 @@ the harness does), and the table lists every CUDA kernel's mean device time per 
 diagnostic, not a benchmark: the harness numbers are the ones to report.
 
     python scripts/gpu/norm_kernel_breakdown.py --op add_rms_norm --M 32768 --N 256 --dtype bf16
+    ncu -k regex:bwd python scripts/gpu/norm_kernel_breakdown.py --op rms_norm --driver  # ncu's program
+
+``--driver``: warpforge's forward + backward three times and nothing else (no profiler, no
+torch.compile), for Nsight Compute to profile.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ def main() -> None:
     parser.add_argument("--N", type=int, default=256)
     parser.add_argument("--dtype", choices=sorted(_DTYPES), default="bf16")
     parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--driver", action="store_true")
     args = parser.parse_args()
     dtype, device = _DTYPES[args.dtype], torch.device("cuda")
     g = torch.Generator(device=device).manual_seed(0)
@@ -60,8 +65,12 @@ def main() -> None:
     w, b = randn(args.N), randn(args.N)
     grads = [randn(args.M, args.N) for _ in range(2)]
     flush = torch.empty(256 * 2**20, dtype=torch.uint8, device=device)
-    print(f"{args.op} fwd+bwd {args.M}x{args.N} {args.dtype}: mean device time per call (us)")
-    for name, fn in _implementations(args.op).items():
+    implementations = _implementations(args.op)
+    if args.driver:
+        implementations = {"warpforge": implementations["warpforge"]}
+    else:
+        print(f"{args.op} fwd+bwd {args.M}x{args.N} {args.dtype}: mean device time per call (us)")
+    for name, fn in implementations.items():
         leaves = [t.detach().requires_grad_() for t in (x, residual, w, b)]
 
         def step(fn=fn, leaves=leaves):  # bound now: the loop rebinds both
@@ -72,6 +81,8 @@ def main() -> None:
         for _ in range(3):  # compile and warm up
             step()
         torch.cuda.synchronize()
+        if args.driver:
+            return
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(args.iters):
                 flush.zero_()

@@ -21,6 +21,11 @@
 #   3  RoPE's launches on the H200 (benchmarks/flce_rope_sweep.py rope: kernel alone, bf16 and
 #      float32 at the issue's two shapes, against Liger's in-place rotation and a copy of the
 #      same bytes); the fp32 rows run at 0.96x Liger with the launch measured on the H100
+#   4  (added in session 26) where the bf16 norm backwards lose time on the H200 (0 of 18
+#      rows >= 256 MB at 90% of copy; LayerNorm 63-67% past 32768 columns): each kernel's
+#      device time of the forward + backward against torch.compile's at six rows, then Nsight
+#      Compute (full set) on the backward kernels of LayerNorm 8192 x 65536 and RMSNorm
+#      16384 x 2048
 # Usage: bash scripts/gpu/session26_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -44,6 +49,28 @@ case "$CALL" in
      echo "rope sweep: exit $? in $((SECONDS - t0)) s"
      cp "$OUT/rope/flce_rope_sweep.json" "$OUT/keep/rope-sweep-call3.json" 2>/dev/null
      tail -20 "$OUT/keep/rope-sweep-call3.txt" ;;
-  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
+  4) for row in "layer_norm 8192 65536" "layer_norm 4096 32768" "layer_norm 16384 4096" \
+       "rms_norm 16384 2048" "rms_norm 4096 16384" "rms_norm 8192 65536"; do
+       set -- $row
+       timeout 120 python3 scripts/gpu/norm_kernel_breakdown.py --op "$1" --M "$2" --N "$3" \
+         --dtype bf16 >> "$OUT/keep/breakdown-bf16-call4.txt" 2>&1
+     done
+     cat "$OUT/keep/breakdown-bf16-call4.txt"
+     for row in "layer_norm 8192 65536" "rms_norm 16384 2048"; do
+       set -- $row
+       name="ncu-$1-bwd-$2x$3-bf16"
+       timeout 150 ncu -k regex:bwd --launch-skip 2 --launch-count 2 --set full \
+         --import-source yes -f -o "$OUT/keep/$name" python3 scripts/gpu/norm_kernel_breakdown.py \
+         --op "$1" --M "$2" --N "$3" --dtype bf16 --driver > "$OUT/$name.log" 2>&1
+       echo "$name: exit $?"; tail -2 "$OUT/$name.log"
+       ncu --import "$OUT/keep/$name.ncu-rep" --page details > "$OUT/keep/$name.txt" 2>&1
+       ncu --import "$OUT/keep/$name.ncu-rep" --page raw > "$OUT/$name-raw.txt" 2>&1
+       grep -E "smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active\.ratio" \
+         "$OUT/$name-raw.txt" | sort -k3 -g -r | head -12 > "$OUT/keep/$name-stalls.txt"
+       grep -E "^  [a-z_]+bwd|Duration|Compute \(SM\) Throughput|Memory Throughput|DRAM Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Issue Slots Busy|Executed Ipc|Grid Size|Block Size" \
+         "$OUT/keep/$name.txt" | head -40
+       cat "$OUT/keep/$name-stalls.txt"
+     done ;;
+  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
