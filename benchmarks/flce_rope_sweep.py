@@ -79,10 +79,13 @@ def rope_cases() -> None:
 
 
 ROPE_LAUNCHES = (
-    (32, 8, 4, False), (64, 8, 8, False), (16, 8, 2, False), (64, 8, 4, True),
-    # added for the H200, where the fp32 rows run at 0.96x Liger's in-place rotation
-    # (session16-h200-2026-11-28/rope-fp32-call3.json): fewer heads a program, more warps
-    (16, 8, 4, False), (8, 8, 2, False), (32, 8, 8, False), (32, 8, 4, True),
+    (32, 8, 4, False), (16, 8, 4, False), (8, 8, 2, False),
+    # paired programs load q's and k's tiles before storing either (since the twenty-sixth
+    # session), as Liger-Kernel's program per token does; on the H200 the fp32 rows ran at
+    # 0.96x Liger's in-place rotation, the best unpaired launch 1.5-2% behind it
+    # (session26-h200-2026-11-29/rope-sweep-call3.json)
+    (32, 8, 4, True), (64, 8, 4, True), (64, 8, 8, True), (32, 8, 2, True), (16, 8, 4, True),
+    (16, 8, 2, True), (8, 8, 2, True),
 )  # fmt: skip
 """(BLOCK_HQ, BLOCK_HK, num_warps, PAIRED) of the one-launch kernel, timed against Liger."""
 

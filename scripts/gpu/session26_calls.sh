@@ -26,6 +26,8 @@
 #      device time of the forward + backward against torch.compile's at six rows, then Nsight
 #      Compute (full set) on the backward kernels of LayerNorm 8192 x 65536 and RMSNorm
 #      16384 x 2048
+#   5  (added in session 26) RoPE's paired launches, which now load q's and k's tiles before
+#      storing either, against the unpaired ones and Liger (benchmarks/flce_rope_sweep.py rope)
 # Usage: bash scripts/gpu/session26_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -43,12 +45,12 @@ case "$CALL" in
      cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-softmax-bwd-call2.json" 2>/dev/null
      tail -12 "$OUT/keep/parity-softmax-bwd-call2.txt"
      gpu_tests split-bwd-allowance $((560 - SECONDS)) tests/ops/test_softmax_split_bwd.py ;;
-  3) t0=$SECONDS
+  3|5) t0=$SECONDS
      timeout 300 python3 benchmarks/flce_rope_sweep.py "$OUT/rope" rope \
-       > "$OUT/keep/rope-sweep-call3.txt" 2>&1
+       > "$OUT/keep/rope-sweep-call$CALL.txt" 2>&1
      echo "rope sweep: exit $? in $((SECONDS - t0)) s"
-     cp "$OUT/rope/flce_rope_sweep.json" "$OUT/keep/rope-sweep-call3.json" 2>/dev/null
-     tail -20 "$OUT/keep/rope-sweep-call3.txt" ;;
+     cp "$OUT/rope/flce_rope_sweep.json" "$OUT/keep/rope-sweep-call$CALL.json" 2>/dev/null
+     cat "$OUT/keep/rope-sweep-call$CALL.txt" ;;
   4) for row in "layer_norm 8192 65536" "layer_norm 4096 32768" "layer_norm 16384 4096" \
        "rms_norm 16384 2048" "rms_norm 4096 16384" "rms_norm 8192 65536"; do
        set -- $row
@@ -71,6 +73,6 @@ case "$CALL" in
          "$OUT/keep/$name.txt" | head -40
        cat "$OUT/keep/$name-stalls.txt"
      done ;;
-  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
+  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
