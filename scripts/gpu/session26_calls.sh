@@ -28,6 +28,9 @@
 #      16384 x 2048
 #   5  (added in session 26) RoPE's paired launches, which now load q's and k's tiles before
 #      storing either, against the unpaired ones and Liger (benchmarks/flce_rope_sweep.py rope)
+#   6  (after call 5: paired launches fastest, (16, 8, 4) in bf16 and (8, 8, 2) in float32,
+#      now the default, rope._launch_config) RoPE's GPU tests, then its harness rows, forward
+#      and backward, bf16 and float32
 # Usage: bash scripts/gpu/session26_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -73,6 +76,12 @@ case "$CALL" in
          "$OUT/keep/$name.txt" | head -40
        cat "$OUT/keep/$name-stalls.txt"
      done ;;
-  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
+  6) gpu_tests rope 150 tests/ops/test_rope.py
+     for dtype in bf16 fp32; do
+       SUITE_PIECES="rope.*:150" sweep_part "$dtype" rope
+       mv "$OUT/keep/rope-$dtype.json" "$OUT/keep/rope-$dtype-call6.json" 2>/dev/null
+       mv "$OUT/keep/rope-$dtype.png" "$OUT/keep/rope-$dtype-call6.png" 2>/dev/null
+     done ;;
+  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -27,21 +27,29 @@ from warpforge.validation import FLOAT_DTYPES, check_same_device, check_tensor, 
 RopeLaunch = tuple[int, int, int, bool]
 """(BLOCK_HQ, BLOCK_HK, num_warps, PAIRED): see ``warpforge.ops._kernels.rope.rope_kernel``."""
 
-_BLOCK_ELEMENTS = 4096
-"""Most elements of one tensor a program rotates (32 heads of 128)."""
+_BLOCK_BYTES = 4096
+"""Bytes of q a program rotates at most: 8 heads of 128 in float32, 16 in bf16 / fp16."""
+
+_ELEMENTS_PER_THREAD = 16
+"""Elements of q's tile a thread holds (the launch's warps follow from the tile)."""
 
 
 @functools.lru_cache(maxsize=256)
-def _launch_config(q_heads: int, k_heads: int, head_dim: int) -> RopeLaunch:
-    """Up to 4096 elements of q or of k per program, one block each (not paired), 4 warps (2
-    for small blocks): the launch measured on the H100 at Llama shapes
-    (benchmarks/results/lnbwd-rope-sweep-2026-11-22-h100.json). Paired blocks (one program for
-    all heads of a token, as Liger-Kernel launches) are selectable and await a measurement."""
-    cap = max(1, _BLOCK_ELEMENTS // head_dim)
+def _launch_config(q_heads: int, k_heads: int, head_dim: int, element_size: int) -> RopeLaunch:
+    """Paired programs (a block of q's heads and the same-numbered block of k's, both loaded
+    before either is stored), at most 4 KB of q and of k each, 16 elements of q a thread.
+
+    On the H200 (``benchmarks/flce_rope_sweep.py``, session26-h200-2026-11-29/
+    rope-sweep-call5.json; Llama-3 8B and 70B shapes) the fastest of ten launches or within 1%
+    of it in each row: bf16 (16, 8, 4, paired) at 45.5 / 42.0 us against 48.4 / 44.2 for the
+    previous default (32, 8, 4, unpaired), float32 (8, 8, 2, paired) at 87.0 / 78.1 against
+    89.8 / 81.4."""
+    cap = max(1, _BLOCK_BYTES // (head_dim * element_size))
     block_hq = min(next_power_of_2(q_heads), cap)
     block_hk = min(next_power_of_2(k_heads), cap)
-    num_warps = 4 if max(block_hq, block_hk) * head_dim >= 2048 else 2
-    return block_hq, block_hk, num_warps, False
+    threads = block_hq * next_power_of_2(head_dim) // _ELEMENTS_PER_THREAD
+    num_warps = max(1, min(8, threads // 32))
+    return block_hq, block_hk, num_warps, True
 
 
 def _table_strides(table: torch.Tensor) -> tuple[int, int]:
@@ -114,7 +122,9 @@ def _rotate(
     k_heads = k.shape[2]
     if batch * seq * head_dim == 0 or q_heads + k_heads == 0:
         return q_out, k_out
-    block_hq, block_hk, num_warps, paired = launch or _launch_config(q_heads, k_heads, head_dim)
+    block_hq, block_hk, num_warps, paired = launch or _launch_config(
+        q_heads, k_heads, head_dim, q.element_size()
+    )
     q_blocks, k_blocks = cdiv(q_heads, block_hq), cdiv(k_heads, block_hk)
     blocks = max(q_blocks, k_blocks) if paired else q_blocks + k_blocks
     with kernel_device(q):
