@@ -86,6 +86,9 @@ ROPE_LAUNCHES = (
     # (session26-h200-2026-11-29/rope-sweep-call3.json)
     (32, 8, 4, True), (64, 8, 4, True), (64, 8, 8, True), (32, 8, 2, True), (16, 8, 4, True),
     (16, 8, 2, True), (8, 8, 2, True),
+    # call 5 made (16, 8, 4) / (8, 8, 2) paired the default; float32 stayed 0.99-1.00x Liger
+    # in the harness (rope-fp32-call6.json): smaller programs, fewer warps
+    (8, 8, 1, True), (4, 4, 1, True), (4, 8, 1, True), (8, 4, 2, True), (8, 8, 4, True),
 )  # fmt: skip
 """(BLOCK_HQ, BLOCK_HK, num_warps, PAIRED) of the one-launch kernel, timed against Liger."""
 

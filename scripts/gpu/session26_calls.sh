@@ -31,6 +31,8 @@
 #   6  (after call 5: paired launches fastest, (16, 8, 4) in bf16 and (8, 8, 2) in float32,
 #      now the default, rope._launch_config) RoPE's GPU tests, then its harness rows, forward
 #      and backward, bf16 and float32
+#   7  (after call 6: float32 rope.fwd 0.99-1.00x Liger) call 5's sweep with five more paired
+#      launches of 1-4 warps and 4-8 heads
 # Usage: bash scripts/gpu/session26_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -48,7 +50,7 @@ case "$CALL" in
      cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-softmax-bwd-call2.json" 2>/dev/null
      tail -12 "$OUT/keep/parity-softmax-bwd-call2.txt"
      gpu_tests split-bwd-allowance $((560 - SECONDS)) tests/ops/test_softmax_split_bwd.py ;;
-  3|5) t0=$SECONDS
+  3|5|7) t0=$SECONDS
      timeout 300 python3 benchmarks/flce_rope_sweep.py "$OUT/rope" rope \
        > "$OUT/keep/rope-sweep-call$CALL.txt" 2>&1
      echo "rope sweep: exit $? in $((SECONDS - t0)) s"
@@ -82,6 +84,6 @@ case "$CALL" in
        mv "$OUT/keep/rope-$dtype.json" "$OUT/keep/rope-$dtype-call6.json" 2>/dev/null
        mv "$OUT/keep/rope-$dtype.png" "$OUT/keep/rope-$dtype-call6.png" 2>/dev/null
      done ;;
-  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
+  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
