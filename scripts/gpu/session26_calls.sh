@@ -33,6 +33,11 @@
 #      and backward, bf16 and float32
 #   7  (after call 6: float32 rope.fwd 0.99-1.00x Liger) call 5's sweep with five more paired
 #      launches of 1-4 warps and 4-8 heads
+#   8  the long-row norm backward's split launches on the H200 (never swept there; bf16
+#      LayerNorm 63-67% of copy past 32768 columns, call 4's Nsight Compute: 244 registers,
+#      8 warps an SM, 48% of DRAM bandwidth): benchmarks/norm_split_bwd.py sweep, bf16, the
+#      shipped 4096/4w x2 against 2048-column programs of 2 and 4 warps four an SM, 1024/1w x8,
+#      8192/8w x1
 # Usage: bash scripts/gpu/session26_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -84,6 +89,12 @@ case "$CALL" in
        mv "$OUT/keep/rope-$dtype.json" "$OUT/keep/rope-$dtype-call6.json" 2>/dev/null
        mv "$OUT/keep/rope-$dtype.png" "$OUT/keep/rope-$dtype-call6.png" 2>/dev/null
      done ;;
-  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
+  8) t0=$SECONDS
+     SWEEP_LAUNCHES="4096/4/2/1 2048/2/4/1 2048/4/4/1 1024/1/8/1 8192/8/1/1" timeout 400 \
+       python3 benchmarks/norm_split_bwd.py sweep "$OUT/keep/normbwd-split-sweep-call8.txt" \
+       > "$OUT/normbwd-split-sweep.log" 2>&1
+     echo "norm split bwd sweep: exit $? in $((SECONDS - t0)) s"
+     cat "$OUT/keep/normbwd-split-sweep-call8.txt"; tail -3 "$OUT/normbwd-split-sweep.log" ;;
+  *) echo "CALL: expected 1-8, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
