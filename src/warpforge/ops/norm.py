@@ -1205,7 +1205,16 @@ float32 at this launch 93 / 94 / 89% of copy at 262144 columns and 99 / 93 / 91%
 Harness, bf16, forward + backward (``benchmarks/results/normbwd-after-2026-11-25-h100.json``
 against ``normbwd-262144-before-2026-11-25-h100.json``): 8192 x 262144 RMSNorm 16840 -> 9780
 us (42 -> 73% of copy), LayerNorm 11161 -> 10225 us (64 -> 70%), add+RMSNorm 13162 us (87%;
-its row was rejected before, see the harness's ``row_sums``); 8192 x 65536 85 / 79 / 95%."""
+its row was rejected before, see the harness's ``row_sums``); 8192 x 65536 85 / 79 / 95%.
+
+On the H200 the launch is not what holds bf16 under 90% of copy (kernel alone,
+``session26-h200-2026-11-29/normbwd-split-sweep-call8.txt``): at 8192 x 65536 RMSNorm /
+add+RMSNorm / LayerNorm 1129.7 / 1261.7 / 1225.6 us (68 / 82 / 63% of copy) at this launch,
+2048 columns of 2 warps four an SM within 0.6%, 2048/4 warps x4, 1024/1 warp x8 and 8192/8
+warps x1 1-7% slower; at 262144 8192/8 warps x1 -1 to +4%. add+RMSNorm, which reads one more
+stream, runs nearest copy: the time goes to each row's meeting (publish, poll, then dx), not
+to bytes (Nsight Compute on LayerNorm at 65536, ``ncu-layer_norm-bwd-8192x65536-bf16-call4.txt``:
+244 registers, 8 warps an SM, 48% of DRAM bandwidth, long-scoreboard stalls first)."""
 
 NORM_BWD_FLUSH_ROWS = {4: 64}
 """Element size -> rows a program of ``norm_bwd_flags_kernel`` sums dweight / dbias over in
