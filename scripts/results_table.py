@@ -23,6 +23,11 @@ import json
 import sys
 from pathlib import Path
 
+from warpforge.harness.report import SCHEMA
+
+HARNESS_SCHEMA_FAMILY = SCHEMA.split("/")[0] + "/"
+"""A harness report's ``schema`` starts so (any version); sweeps' JSON also hold ``results``."""
+
 
 def _shape(shape: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in shape.items())
@@ -241,7 +246,11 @@ def harness_reports(
     reports = []
     for path in paths:
         report = json.loads(path.read_text())
-        if not isinstance(report, dict) or not isinstance(report.get("results"), list):
+        if (
+            not isinstance(report, dict)
+            or not str(report.get("schema", "")).startswith(HARNESS_SCHEMA_FAMILY)
+            or not isinstance(report.get("results"), list)
+        ):
             print(f"skipped {path}: not a harness report", file=sys.stderr)
             continue
         if by_date and not report.get("created"):

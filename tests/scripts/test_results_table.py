@@ -20,6 +20,7 @@ def _report(device: str, median_s: float, n: int = 4096) -> dict:
     times = {"candidate": {"median_s": median_s}, "torch.compile": {"median_s": 2 * median_s}}
     vs = {"baseline": "torch.compile", "value": 2.0, "ci95": [1.9, 2.1]}
     return {
+        "schema": "warpforge-bench/1",
         "environment": {"device": {"name": device}, "torch": "2.11", "triton": "3.6"},
         "ceilings": {"copy_bytes_per_s": 3e12},
         "results": [
@@ -79,7 +80,8 @@ def test_by_date_lets_the_newer_report_win_and_skips_other_files(
     results_table, tmp_path, capsys
 ) -> None:
     """Named so that they sort the other way, the report written later still replaces the
-    earlier one's row; a tuning export among the files is skipped, said on stderr; an
+    earlier one's row; a tuning export and a sweep's JSON among the files are skipped, said
+    on stderr; an
     excluded problem's rows are left out, and a report left with none is dropped."""
     newer, older = _report("NVIDIA H200", 1e-4), _report("NVIDIA H200", 2e-4)
     newer["created"], older["created"] = "2026-11-29T15:00:01+00:00", "2026-11-29T14:48:45+00:00"
@@ -89,12 +91,15 @@ def test_by_date_lets_the_newer_report_win_and_skips_other_files(
     excluded_only = {**older, "results": [other]}
     for name, document in (("call10.json", newer), ("call9.json", older),
                            ("tune-export.json", {"format": "warpforge.tune.configs"}),
+                           ("sweep.json", {"device": "NVIDIA H200", "results": [{"case": "x"}]}),
                            ("blueprints.json", excluded_only)):  # fmt: skip
         paths.append(tmp_path / name)
         paths[-1].write_text(json.dumps(document))
     reports = results_table.harness_reports(paths, by_date=True, exclude=("blueprint.*",))
     assert [Path(name).name for name, _ in reports] == ["call9.json", "call10.json"]
-    assert "tune-export.json: not a harness report" in capsys.readouterr().err
+    skipped = capsys.readouterr().err
+    assert "tune-export.json: not a harness report" in skipped
+    assert "sweep.json: not a harness report" in skipped  # a sweep's rows, no schema
     text = results_table.render_latest(reports, None)
     # the newer row (100 us, torch.compile 200) in, the older (200 us, torch.compile 400) out
     assert "| 100.0 |" in text and "| 400.0 |" not in text and "blueprint" not in text
