@@ -38,6 +38,10 @@
 #      8 warps an SM, 48% of DRAM bandwidth): benchmarks/norm_split_bwd.py sweep, bf16, the
 #      shipped 4096/4w x2 against 2048-column programs of 2 and 4 warps four an SM, 1024/1w x8,
 #      8192/8w x1
+#   9  the bf16 norm backward's rows kernel with its tile loop pipelined by Triton
+#      (tl.range(num_stages=2|3): the next tiles' loads as asynchronous copies into shared
+#      memory) against its default launch, RMSNorm and LayerNorm at the issue's five rows of
+#      1024-16384 columns (benchmarks/pipelined_rows_sweep.py)
 # Usage: bash scripts/gpu/session26_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -95,6 +99,11 @@ case "$CALL" in
        > "$OUT/normbwd-split-sweep.log" 2>&1
      echo "norm split bwd sweep: exit $? in $((SECONDS - t0)) s"
      cat "$OUT/keep/normbwd-split-sweep-call8.txt"; tail -3 "$OUT/normbwd-split-sweep.log" ;;
-  *) echo "CALL: expected 1-8, got $CALL" >&2; exit 2 ;;
+  9) t0=$SECONDS
+     timeout 420 python3 benchmarks/pipelined_rows_sweep.py "$OUT/keep/pipelined-rows-sweep-call9.json" \
+       > "$OUT/keep/pipelined-rows-sweep-call9.txt" 2>&1
+     echo "pipelined rows sweep: exit $? in $((SECONDS - t0)) s"
+     cat "$OUT/keep/pipelined-rows-sweep-call9.txt" ;;
+  *) echo "CALL: expected 1-9, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

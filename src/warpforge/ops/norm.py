@@ -667,11 +667,13 @@ def _norm_backward(
     in_memory: bool | None = None,
     prefetch: bool | None = None,
     knobs: BwdKnobs | None = None,
+    stages: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) for a (M, N) input; dweight/dbias are empty when not asked for.
     ``launch`` and ``knobs`` override the tuned launch (the tuner's trials, benchmark sweeps;
     ``launch`` alone runs with the default knobs), ``in_memory`` and ``prefetch`` the choices
-    of :func:`partials_in_memory` and :func:`prefetch_tiles` (benchmark sweeps)."""
+    of :func:`partials_in_memory` and :func:`prefetch_tiles` (benchmark sweeps); ``stages`` > 1
+    pipelines the rows kernel's tile loop that deep instead of prefetching (benchmark sweeps)."""
     M, N = x.shape
     dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
     wdtype = weight.dtype if weight is not None else x.dtype
@@ -698,6 +700,7 @@ def _norm_backward(
     if in_memory is None:
         in_memory = partials_in_memory(config, operands, x.element_size(), knobs.reload)
     prefetch = prefetch_tiles(config) if prefetch is None else prefetch
+    prefetch = prefetch and stages <= 1
     programs = _bwd_grid(config, operands, in_memory, prefetch, x.device, M, knobs.programs_per_sm)
     # the chunked kernel and the in-memory mode accumulate into the partials
     alloc = torch.zeros if in_memory or not config.single_pass else torch.empty
@@ -729,7 +732,9 @@ def _norm_backward(
         "HAS_DH": dh is not None,
     }
     if config.single_pass:
-        flags.update(PARTIALS_IN_MEMORY=in_memory, PREFETCH=prefetch, RELOAD=knobs.reload)
+        flags.update(
+            PARTIALS_IN_MEMORY=in_memory, PREFETCH=prefetch, RELOAD=knobs.reload, STAGES=stages
+        )
     config = dataclasses.replace(config, num_programs=programs)
     with kernel_device(x):
         launch_rows(
