@@ -45,6 +45,8 @@
 #  10  call 9 again after the shipped H100 backward configs were re-hashed: call 9's defaults
 #      were the heuristic's (the kernel's new STAGES argument changed the source hash those
 #      entries name, so lookups skipped them), not the tuned launches the op runs on the H200
+#      (no win against them: the kernel's STAGES argument, the re-hash and the sweep script
+#      were taken out again after call 10; calls 9 and 10 run only at commits 72e856d, ba6efd5)
 # Usage: bash scripts/gpu/session26_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"

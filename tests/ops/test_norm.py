@@ -634,15 +634,13 @@ def test_strided_weight_and_bias(device):
         (True, True, True),
     ],
 )
-@pytest.mark.parametrize("stages", [1, 3], ids=["loop", "pipelined"])
 def test_backward_partials_in_registers_or_in_memory(
-    center, rows, in_memory, prefetch, reload, stages, device
+    center, rows, in_memory, prefetch, reload, device
 ):
     """The rows kernel's partial dweight/dbias kept in registers or in its rows of the partial
     buffers (wide LayerNorm rows), with or without loading the next tile ahead, with or without
-    reading each tile a second time after the row reductions, with the tile loop pipelined by
-    Triton (``stages``, which replaces the prefetch), over a persistent grid with several tiles
-    per program (the last one ragged); the one partial-sum launch reduces both."""
+    reading each tile a second time after the row reductions, over a persistent grid with
+    several tiles per program (the last one ragged); the one partial-sum launch reduces both."""
     from warpforge.ops._rows import RowLaunchConfig
 
     m, n = 11, 37
@@ -655,7 +653,7 @@ def test_backward_partials_in_registers_or_in_memory(
     dx, dw, db = norm_module._norm_backward(
         dy, x, w, mean.float() if center else None, rstd.float(), None, 0.0, center,
         True, center, launch=config, in_memory=in_memory, prefetch=prefetch,
-        knobs=norm_module.BwdKnobs(reload=reload), stages=stages,
+        knobs=norm_module.BwdKnobs(reload=reload),
     )  # fmt: skip
     xs, ws = leaves(x64, w64)
     bs = leaves(torch.zeros(n, dtype=torch.float64))[0]

@@ -166,7 +166,18 @@ def partials_in_memory(
 def prefetch_tiles(config: RowLaunchConfig) -> bool:
     """Whether the backward rows kernel loads its next tile while processing the current one:
     when a thread holds at most 8 elements of a tile (the prefetched x and dy then cost ~11-19
-    more registers on sm_90; at 16 elements they would spill)."""
+    more registers on sm_90; at 16 elements they would spill).
+
+    Triton's software pipelining of the tile loop instead (``tl.range(num_stages=2|3)``: the
+    next tiles' loads as asynchronous copies into shared memory, no registers held; a STAGES
+    argument of the kernel at commit ``72e856d``, ``benchmarks/pipelined_rows_sweep.py`` there)
+    was timed on the H200, bf16, kernel alone, against the launches the op runs (the H100's
+    tuned configs; ``session26-h200-2026-11-29/pipelined-rows-sweep-call10.txt``): at 3 stages
+    RMSNorm / LayerNorm 16384 x 2048 63.3 -> 61.5 / 63.9 -> 65.9 us, 16384 x 4096 106.8 -> 112.3
+    / 121.4 -> 117.5 us, 8192 x 8192 within 1%, RMSNorm 4096 x 16384 115.0 -> 131.6 us (its
+    buffers leave room for one program an SM), LayerNorm there out of shared memory; 2 stages
+    slower everywhere. Against the heuristic's launches (call 9, before the tuned entries were
+    re-hashed) it gained 10-24%: the tuned launches already hold what it offers. Not kept."""
     per_thread = cdiv(config.block_n * config.rows_per_program, 32 * config.num_warps)
     return config.single_pass and per_thread <= 8
 
@@ -667,13 +678,11 @@ def _norm_backward(
     in_memory: bool | None = None,
     prefetch: bool | None = None,
     knobs: BwdKnobs | None = None,
-    stages: int = 1,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) for a (M, N) input; dweight/dbias are empty when not asked for.
     ``launch`` and ``knobs`` override the tuned launch (the tuner's trials, benchmark sweeps;
     ``launch`` alone runs with the default knobs), ``in_memory`` and ``prefetch`` the choices
-    of :func:`partials_in_memory` and :func:`prefetch_tiles` (benchmark sweeps); ``stages`` > 1
-    pipelines the rows kernel's tile loop that deep instead of prefetching (benchmark sweeps)."""
+    of :func:`partials_in_memory` and :func:`prefetch_tiles` (benchmark sweeps)."""
     M, N = x.shape
     dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
     wdtype = weight.dtype if weight is not None else x.dtype
@@ -700,7 +709,6 @@ def _norm_backward(
     if in_memory is None:
         in_memory = partials_in_memory(config, operands, x.element_size(), knobs.reload)
     prefetch = prefetch_tiles(config) if prefetch is None else prefetch
-    prefetch = prefetch and stages <= 1
     programs = _bwd_grid(config, operands, in_memory, prefetch, x.device, M, knobs.programs_per_sm)
     # the chunked kernel and the in-memory mode accumulate into the partials
     alloc = torch.zeros if in_memory or not config.single_pass else torch.empty
@@ -732,9 +740,7 @@ def _norm_backward(
         "HAS_DH": dh is not None,
     }
     if config.single_pass:
-        flags.update(
-            PARTIALS_IN_MEMORY=in_memory, PREFETCH=prefetch, RELOAD=knobs.reload, STAGES=stages
-        )
+        flags.update(PARTIALS_IN_MEMORY=in_memory, PREFETCH=prefetch, RELOAD=knobs.reload)
     config = dataclasses.replace(config, num_programs=programs)
     with kernel_device(x):
         launch_rows(

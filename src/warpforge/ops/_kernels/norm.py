@@ -288,13 +288,8 @@ def norm_bwd_rows_kernel(
     PARTIALS_IN_MEMORY: tl.constexpr,
     PREFETCH: tl.constexpr,
     RELOAD: tl.constexpr,
-    STAGES: tl.constexpr = 1,
 ):
     """dx = rstd * (w*dy - xhat * mean(w*dy*xhat) [- mean(w*dy)]); persistent over row tiles.
-
-    With STAGES > 1 (and no PREFETCH) the tile loop is software-pipelined by Triton
-    (``tl.range(num_stages=STAGES)``): the loads of the next STAGES - 1 tiles are issued as
-    asynchronous copies into shared memory, so tiles are in flight without holding registers.
 
     With PREFETCH (small tiles, where a persistent program would otherwise wait for each
     tile's loads with nothing else in flight) the next tile's x and dy are loaded while the
@@ -325,8 +320,7 @@ def norm_bwd_rows_kernel(
         x_next, dy_next = _load_tile(
             X, DY, pid, stride_x, stride_dy, M, cols, col_mask, ROWS, RELOAD
         )
-    # num_stages=1 leaves the loop as a plain one (no pipelining)
-    for tile in tl.range(pid, num_tiles, num_programs, num_stages=STAGES):
+    for tile in range(pid, num_tiles, num_programs):
         rows = (tile * ROWS + tl.arange(0, ROWS)).to(tl.int64)
         row_mask = rows < M
         mask = row_mask[:, None] & col_mask[None, :]
