@@ -47,6 +47,11 @@
 #      entries name, so lookups skipped them), not the tuned launches the op runs on the H200
 #      (no win against them: the kernel's STAGES argument, the re-hash and the sweep script
 #      were taken out again after call 10; calls 9 and 10 run only at commits 72e856d, ba6efd5)
+#  11  the float32 RMSNorm backward tuned on the H200 for the first time (it runs the H100's
+#      configs; 16384 x 4096 at 0.95x torch.compile, session18-h200-2026-11-28/
+#      normbwd-fp32-call1.json): an
+#      exhaustive search at the six short rows merged into the H200's shipped table, then the
+#      harness's rms_norm.bwd rows in float32 on it
 # Usage: bash scripts/gpu/session26_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -109,6 +114,13 @@ case "$CALL" in
        "$OUT/keep/pipelined-rows-sweep-call$CALL.json" > "$OUT/keep/pipelined-rows-sweep-call$CALL.txt" 2>&1
      echo "pipelined rows sweep: exit $? in $((SECONDS - t0)) s"
      cat "$OUT/keep/pipelined-rows-sweep-call$CALL.txt" ;;
-  *) echo "CALL: expected 1-10, got $CALL" >&2; exit 2 ;;
+  11) shipped=src/warpforge/tune/shipped/nvidia-h200-sm_90.json
+      norm_grid rmsbwd-fp32 float32 rms_norm.bwd "$SHORT_ROWS" 260
+      python3 scripts/tune_merge.py shipped "$shipped" "$shipped" "$OUT/keep/tune-rmsbwd-fp32-shipped.json"
+      cp "$shipped" "$OUT/keep/shipped-merged-call11.json"
+      SUITE_PIECES="rms_norm.bwd:200" sweep_part fp32 normbwd "$SHORT_ROWS"
+      mv "$OUT/keep/normbwd-fp32.json" "$OUT/keep/rmsbwd-fp32-call11.json" 2>/dev/null
+      mv "$OUT/keep/normbwd-fp32.png" "$OUT/keep/rmsbwd-fp32-call11.png" 2>/dev/null ;;
+  *) echo "CALL: expected 1-11, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
