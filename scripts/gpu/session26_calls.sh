@@ -52,6 +52,9 @@
 #      normbwd-fp32-call1.json): an
 #      exhaustive search at the six short rows merged into the H200's shipped table, then the
 #      harness's rms_norm.bwd rows in float32 on it
+#  12  (after call 11: rms_norm.bwd float32 16384 x 4096 0.95x -> 1.04x torch.compile, every
+#      short row at >= 90% of copy) the same for the float32 LayerNorm backward (81-92% of copy
+#      at the short rows on the H100's configs)
 # Usage: bash scripts/gpu/session26_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -114,13 +117,15 @@ case "$CALL" in
        "$OUT/keep/pipelined-rows-sweep-call$CALL.json" > "$OUT/keep/pipelined-rows-sweep-call$CALL.txt" 2>&1
      echo "pipelined rows sweep: exit $? in $((SECONDS - t0)) s"
      cat "$OUT/keep/pipelined-rows-sweep-call$CALL.txt" ;;
-  11) shipped=src/warpforge/tune/shipped/nvidia-h200-sm_90.json
-      norm_grid rmsbwd-fp32 float32 rms_norm.bwd "$SHORT_ROWS" 260
-      python3 scripts/tune_merge.py shipped "$shipped" "$shipped" "$OUT/keep/tune-rmsbwd-fp32-shipped.json"
-      cp "$shipped" "$OUT/keep/shipped-merged-call11.json"
-      SUITE_PIECES="rms_norm.bwd:200" sweep_part fp32 normbwd "$SHORT_ROWS"
-      mv "$OUT/keep/normbwd-fp32.json" "$OUT/keep/rmsbwd-fp32-call11.json" 2>/dev/null
-      mv "$OUT/keep/normbwd-fp32.png" "$OUT/keep/rmsbwd-fp32-call11.png" 2>/dev/null ;;
-  *) echo "CALL: expected 1-11, got $CALL" >&2; exit 2 ;;
+  11|12) shipped=src/warpforge/tune/shipped/nvidia-h200-sm_90.json
+      op=$([ "$CALL" = 11 ] && echo rms_norm || echo layer_norm)
+      name=$([ "$CALL" = 11 ] && echo rmsbwd || echo lnbwd)
+      norm_grid "$name-fp32" float32 "$op.bwd" "$SHORT_ROWS" 260
+      python3 scripts/tune_merge.py shipped "$shipped" "$shipped" "$OUT/keep/tune-$name-fp32-shipped.json"
+      cp "$shipped" "$OUT/keep/shipped-merged-call$CALL.json"
+      SUITE_PIECES="$op.bwd:200" sweep_part fp32 normbwd "$SHORT_ROWS"
+      mv "$OUT/keep/normbwd-fp32.json" "$OUT/keep/$name-fp32-call$CALL.json" 2>/dev/null
+      mv "$OUT/keep/normbwd-fp32.png" "$OUT/keep/$name-fp32-call$CALL.png" 2>/dev/null ;;
+  *) echo "CALL: expected 1-12, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
