@@ -54,9 +54,14 @@ def allowed_error(dy: torch.Tensor, y: torch.Tensor, log: bool, want: torch.Tens
     return TOL[y.dtype] * (1 + want.abs()) + weight.abs() * ROUNDING_SPREADS * spread
 
 
+def wrong_elements(dx: torch.Tensor, want: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """Where dx is off by more than allowed; a NaN (an unwritten or torn value) counts."""
+    return ~((dx.double() - want).abs() <= allowed)
+
+
 def assert_dx_close(dx: torch.Tensor, want: torch.Tensor, allowed: torch.Tensor) -> None:
     err = (dx.double() - want).abs()
-    bad = ~(err <= allowed)  # a NaN (an unwritten or torn value) counts as wrong
+    bad = wrong_elements(dx, want, allowed)
     assert not bad.any(), (
         f"{int(bad.sum())} of {dx.numel()} elements off by more than allowed; worst "
         f"{float(torch.nan_to_num(err - allowed, nan=float('inf')).max()):.3g} over at "
@@ -70,7 +75,7 @@ def row_errors(
     """Which rows are wrong and, for log-softmax, the row total each implies (dx = dy -
     exp(y) * total, read at the row's largest exp(y)) against the right one: a chunk's partial
     missing or taken from another row shows as a difference of one chunk's sum of dy."""
-    bad = (~((dx.double() - want).abs() <= allowed)).any(-1)  # NaN counts as wrong
+    bad = wrong_elements(dx, want, allowed).any(-1)
     rows = bad.nonzero().flatten()[:8].tolist()
     lines = [f"{int(bad.sum())} of {dx.shape[0]} rows wrong, first {rows}"]
     if log:

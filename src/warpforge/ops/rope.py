@@ -31,13 +31,15 @@ _BLOCK_BYTES = 4096
 """Bytes of q a program rotates at most: 8 heads of 128 in float32, 16 in bf16 / fp16."""
 
 _ELEMENTS_PER_THREAD = 16
-"""Elements of q's tile a thread holds (the launch's warps follow from the tile)."""
+"""Elements of the larger tile (q's, under grouped-query attention) a thread holds: the
+launch's warps follow from it."""
 
 
 @functools.lru_cache(maxsize=256)
 def _launch_config(q_heads: int, k_heads: int, head_dim: int, element_size: int) -> RopeLaunch:
     """Paired programs (a block of q's heads and the same-numbered block of k's, both loaded
-    before either is stored), at most 4 KB of q and of k each, 16 elements of q a thread.
+    before either is stored), at most 4 KB of q and of k each, 16 elements of the larger tile
+    a thread.
 
     On the H200 (``benchmarks/flce_rope_sweep.py``, session26-h200-2026-11-29/
     rope-sweep-call5.json; Llama-3 8B and 70B shapes) the fastest of ten launches or within 1%
@@ -47,7 +49,7 @@ def _launch_config(q_heads: int, k_heads: int, head_dim: int, element_size: int)
     cap = max(1, _BLOCK_BYTES // (head_dim * element_size))
     block_hq = min(next_power_of_2(q_heads), cap)
     block_hk = min(next_power_of_2(k_heads), cap)
-    threads = block_hq * next_power_of_2(head_dim) // _ELEMENTS_PER_THREAD
+    threads = max(block_hq, block_hk) * next_power_of_2(head_dim) // _ELEMENTS_PER_THREAD
     num_warps = max(1, min(8, threads // 32))
     return block_hq, block_hk, num_warps, True
 
