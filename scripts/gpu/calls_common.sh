@@ -53,6 +53,19 @@ short_rows_tuned() {  # TUNABLE PART REPORT PIECES WALL_S: TUNABLE tuned exhaust
   done
 }
 
+bwd_tuned_short_rows() {  # OP DTYPE NAME: OP.bwd tuned exhaustively at SHORT_ROWS in DTYPE,
+  # merged into the H200's shipped table (OUT/keep/shipped-merged-callN.json, to commit as it
+  # comes back), then the harness's OP.bwd rows on it (OUT/keep/NAME-{bf16,fp32}-callN.json)
+  local op="$1" dtype="$2" name="$3" short shipped=src/warpforge/tune/shipped/nvidia-h200-sm_90.json
+  short=$([ "$dtype" = float32 ] && echo fp32 || echo bf16)
+  norm_grid "$name-$short" "$dtype" "$op.bwd" "$SHORT_ROWS" 260
+  python3 scripts/tune_merge.py shipped "$shipped" "$shipped" "$OUT/keep/tune-$name-$short-shipped.json"
+  cp "$shipped" "$OUT/keep/shipped-merged-call$CALL.json"
+  SUITE_PIECES="$op.bwd:200" sweep_part "$short" normbwd "$SHORT_ROWS"
+  mv "$OUT/keep/normbwd-$short.json" "$OUT/keep/$name-$short-call$CALL.json" 2>/dev/null
+  mv "$OUT/keep/normbwd-$short.png" "$OUT/keep/$name-$short-call$CALL.png" 2>/dev/null
+}
+
 normfwd_fp32_grid() {  # exhaustive tuning of the float32 norm forwards at the issue's rows
   norm_grid normfwd-fp32 float32 "rms_norm.fwd layer_norm.fwd add_rms_norm.fwd" "$SHORT_ROWS"
 }

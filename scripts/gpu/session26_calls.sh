@@ -117,15 +117,8 @@ case "$CALL" in
        "$OUT/keep/pipelined-rows-sweep-call$CALL.json" > "$OUT/keep/pipelined-rows-sweep-call$CALL.txt" 2>&1
      echo "pipelined rows sweep: exit $? in $((SECONDS - t0)) s"
      cat "$OUT/keep/pipelined-rows-sweep-call$CALL.txt" ;;
-  11|12) shipped=src/warpforge/tune/shipped/nvidia-h200-sm_90.json
-      op=$([ "$CALL" = 11 ] && echo rms_norm || echo layer_norm)
-      name=$([ "$CALL" = 11 ] && echo rmsbwd || echo lnbwd)
-      norm_grid "$name-fp32" float32 "$op.bwd" "$SHORT_ROWS" 260
-      python3 scripts/tune_merge.py shipped "$shipped" "$shipped" "$OUT/keep/tune-$name-fp32-shipped.json"
-      cp "$shipped" "$OUT/keep/shipped-merged-call$CALL.json"
-      SUITE_PIECES="$op.bwd:200" sweep_part fp32 normbwd "$SHORT_ROWS"
-      mv "$OUT/keep/normbwd-fp32.json" "$OUT/keep/$name-fp32-call$CALL.json" 2>/dev/null
-      mv "$OUT/keep/normbwd-fp32.png" "$OUT/keep/$name-fp32-call$CALL.png" 2>/dev/null ;;
+  11) bwd_tuned_short_rows rms_norm float32 rmsbwd ;;
+  12) bwd_tuned_short_rows layer_norm float32 lnbwd ;;
   *) echo "CALL: expected 1-12, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
