@@ -423,7 +423,9 @@ def test_export_leaves_out_excluded_problems(tmp_path: Path, db_url: str) -> Non
     assert [e.features for e in everything["other"]] == [F1]  # same features, another kernel
 
 
-def _shipped_file(path: Path, kernel: str, entries: list[tuple[dict, dict, str]]) -> Path:
+def _shipped_file(
+    path: Path, kernel: str, entries: list[tuple[dict, dict, str]], device: str = "gpu/sm_90"
+) -> Path:
     document = {
         "format": CONFIGS_FORMAT,
         "version": 2,
@@ -431,7 +433,7 @@ def _shipped_file(path: Path, kernel: str, entries: list[tuple[dict, dict, str]]
             kernel: [
                 {
                     "source_hash": source,
-                    "device": "gpu/sm_90",
+                    "device": device,
                     "features": features,
                     "config": config,
                     "measured": [{"config": config, "relative": 1.0}],
@@ -442,6 +444,35 @@ def _shipped_file(path: Path, kernel: str, entries: list[tuple[dict, dict, str]]
     }
     path.write_text(json.dumps(document))
     return path
+
+
+def test_a_lookup_says_once_that_it_skips_shipped_configs_of_an_edited_kernel(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Configs tuned on an earlier source of a registered kernel are skipped (the default is
+    returned), and the lookup warns once per kernel and device rather than dropping them
+    silently: an edit to a tuned kernel would otherwise fall back to its heuristic unnoticed."""
+    from tune_synthetic import make_synthetic
+
+    from warpforge.tune.lookup import ConfigLookup
+    from warpforge.tune.tunable import device_fingerprint, register_tunable, unregister_tunable
+
+    kernel = make_synthetic("edited-kernel")  # source hash "synthetic-v1"
+    register_tunable(kernel)
+    try:
+        cpu = device_fingerprint(torch.device("cpu"))
+        entries = [(F1, {"B": 1}, "synthetic-v0"), (F2, {"B": 2}, "synthetic-v0")]
+        _shipped_file(tmp_path / "cpu.json", "edited-kernel", entries, device=cpu)
+        lookup = ConfigLookup(shipped_dir=tmp_path, use_database=False)
+        default = {"B": 9}
+        with caplog.at_level("WARNING", logger="warpforge.tune"):
+            assert lookup.config_for("edited-kernel", F1, default, device="cpu") == default
+            assert lookup.config_for("edited-kernel", F2, default, device="cpu") == default
+        stale = [r.getMessage() for r in caplog.records if "another source" in r.getMessage()]
+        assert len(stale) == 1
+        assert "edited-kernel" in stale[0] and "synthetic-v0, now synthetic-v1" in stale[0]
+    finally:
+        unregister_tunable("edited-kernel")
 
 
 def test_merge_shipped_takes_the_later_entry_per_problem_and_leaves_out_held_out_ones(

@@ -244,6 +244,7 @@ class ConfigLookup:
             self._db: Any = None
             self._db_state = "unopened"  # unopened | open | unavailable | disabled
             self._devices: dict[str, str] = {}
+            self._stale_warned: set[tuple[str, str]] = set()
             self.db_queries = 0
             """Database queries made by this lookup (the caching tests count them)."""
 
@@ -464,7 +465,17 @@ class ConfigLookup:
             return False
         tunable = self._tunable(kernel)
         # A registered kernel only takes configs measured on its current source.
-        return tunable is None or stored.source_hash == tunable.source_hash
+        if tunable is None or stored.source_hash == tunable.source_hash:
+            return True
+        if (kernel, device) not in self._stale_warned:
+            # an edit to a tuned kernel drops its shipped configs: say so once, not silently
+            self._stale_warned.add((kernel, device))
+            logger.warning(
+                "shipped configs of %s for %s were tuned on another source of the kernel "
+                "(%s, now %s) and are skipped; `warpforge db stale` lists them, re-tune or "
+                "re-hash them", kernel, device, stored.source_hash, tunable.source_hash,
+            )  # fmt: skip
+        return False
 
     def _fits(
         self, kernel: str, config: Mapping[str, object], features: Mapping[str, object]
