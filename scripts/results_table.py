@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import statistics
 import sys
 from pathlib import Path
 
@@ -141,8 +142,6 @@ def render_by_problem(reports: list[tuple[str, dict]], pattern: str | None) -> s
     how many rows, how many at or above the best baseline, the geometric-mean speedup over
     torch.compile, and of the memory-bound rows moving >= 256 MB how many reach 90% of copy
     and the lowest share."""
-    import statistics
-
     parts = []
     for device, of_device in _per_device(reports).items():
         rows = _timed([row for _, row in _latest_rows(of_device, pattern).values()])
@@ -215,8 +214,6 @@ def _vs_compile(rows: list[dict]) -> list[float]:
 
 def summary(rows: list[dict]) -> list[str]:
     """The issue targets' view of some rows: speed against baselines and the copy ceiling."""
-    import statistics
-
     rows = _timed(rows)
     if not rows:
         return []

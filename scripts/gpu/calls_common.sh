@@ -38,32 +38,21 @@ norm_grid() {  # NAME DTYPES KERNELS SHAPES [WALL_S]: exhaustive tuning (tune_no
 SHORT_ROWS="M=16384,N=4096 M=8192,N=8192 M=16384,N=2048 M=32768,N=1024 M=4096,N=16384 M=32768,N=256"
 # the issue's sweep rows of at most 16384 columns (the row kernels' tuned launches)
 
-short_rows_tuned() {  # TUNABLE PART REPORT PIECES WALL_S: TUNABLE tuned exhaustively at SHORT_ROWS
-  # in bf16 and float32 (norm_grid, WALL_S), merged into this tree's H200 shipped table (a copy
-  # in OUT/keep/shipped-merged-callCALL.json), then the issue sweep's PART with PIECES at those
-  # rows through the harness on it: OUT/keep/REPORT-DTYPE-callCALL.json and .png
-  local grid="${1//./}" dtype shipped=src/warpforge/tune/shipped/nvidia-h200-sm_90.json
-  norm_grid "$grid" "bfloat16 float32" "$1" "$SHORT_ROWS" "$5"
+short_rows_tuned() {  # TUNABLE PART REPORT PIECES WALL_S [DTYPES]: TUNABLE tuned exhaustively
+  # at SHORT_ROWS in DTYPES ("bf16 fp32" unless given; norm_grid, WALL_S), merged into this
+  # tree's H200 shipped table (a copy in OUT/keep/shipped-merged-callCALL.json), then the issue
+  # sweep's PART with PIECES at those rows through the harness on it:
+  # OUT/keep/REPORT-DTYPE-callCALL.json and .png
+  local grid="${1//./}" dtypes="${6:-bf16 fp32}" dtype shipped=src/warpforge/tune/shipped/nvidia-h200-sm_90.json
+  local grid_dtypes="${dtypes//bf16/bfloat16}"
+  norm_grid "$grid" "${grid_dtypes//fp32/float32}" "$1" "$SHORT_ROWS" "$5"
   python3 scripts/tune_merge.py shipped "$shipped" "$shipped" "$OUT/keep/tune-$grid-shipped.json"
   cp "$shipped" "$OUT/keep/shipped-merged-call$CALL.json"
-  for dtype in bf16 fp32; do
+  for dtype in $dtypes; do
     SUITE_PIECES="$4" sweep_part "$dtype" "$2" "$SHORT_ROWS"
     mv "$OUT/keep/$2-$dtype.json" "$OUT/keep/$3-$dtype-call$CALL.json" 2>/dev/null
     mv "$OUT/keep/$2-$dtype.png" "$OUT/keep/$3-$dtype-call$CALL.png" 2>/dev/null
   done
-}
-
-bwd_tuned_short_rows() {  # OP DTYPE NAME: OP.bwd tuned exhaustively at SHORT_ROWS in DTYPE,
-  # merged into the H200's shipped table (OUT/keep/shipped-merged-callN.json, to commit as it
-  # comes back), then the harness's OP.bwd rows on it (OUT/keep/NAME-{bf16,fp32}-callN.json)
-  local op="$1" dtype="$2" name="$3" short shipped=src/warpforge/tune/shipped/nvidia-h200-sm_90.json
-  short=$([ "$dtype" = float32 ] && echo fp32 || echo bf16)
-  norm_grid "$name-$short" "$dtype" "$op.bwd" "$SHORT_ROWS" 260
-  python3 scripts/tune_merge.py shipped "$shipped" "$shipped" "$OUT/keep/tune-$name-$short-shipped.json"
-  cp "$shipped" "$OUT/keep/shipped-merged-call$CALL.json"
-  SUITE_PIECES="$op.bwd:200" sweep_part "$short" normbwd "$SHORT_ROWS"
-  mv "$OUT/keep/normbwd-$short.json" "$OUT/keep/$name-$short-call$CALL.json" 2>/dev/null
-  mv "$OUT/keep/normbwd-$short.png" "$OUT/keep/$name-$short-call$CALL.png" 2>/dev/null
 }
 
 normfwd_fp32_grid() {  # exhaustive tuning of the float32 norm forwards at the issue's rows

@@ -117,8 +117,10 @@ case "$CALL" in
        "$OUT/keep/pipelined-rows-sweep-call$CALL.json" > "$OUT/keep/pipelined-rows-sweep-call$CALL.txt" 2>&1
      echo "pipelined rows sweep: exit $? in $((SECONDS - t0)) s"
      cat "$OUT/keep/pipelined-rows-sweep-call$CALL.txt" ;;
-  11) bwd_tuned_short_rows rms_norm float32 rmsbwd ;;
-  12) bwd_tuned_short_rows layer_norm float32 lnbwd ;;
+  # (run then with these steps inline: the tune exports were named tune-rmsbwd-fp32-*.json and
+  # tune-lnbwd-fp32-*.json)
+  11) short_rows_tuned rms_norm.bwd normbwd rmsbwd "rms_norm.bwd:200" 260 fp32 ;;
+  12) short_rows_tuned layer_norm.bwd normbwd lnbwd "layer_norm.bwd:200" 260 fp32 ;;
   *) echo "CALL: expected 1-12, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

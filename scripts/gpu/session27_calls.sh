@@ -6,7 +6,8 @@
 # merged shipped table (OUT/keep/shipped-merged-callN.json) as it came back before the report.
 # Session 26 calls 11-12 tuned the float32 RMSNorm and LayerNorm backwards on the H200 for the
 # first time (they ran the H100's configs): rms_norm.bwd 16384 x 4096 0.95x -> 1.04x
-# torch.compile, 88 -> 96% of copy; these calls do the same for the other norm backwards.
+# torch.compile, 88 -> 96% of copy; these calls do the same for the other norm backwards
+# (short_rows_tuned with one dtype).
 #   1  add_rms_norm.bwd float32 at the six short rows (32768 x 256 at 78% of copy)
 #   2  rms_norm.bwd bf16 (79-90% of copy at those rows; session 16 found the H100's configs the
 #      fastest or next to it at two of them, so this may ship nothing)
@@ -18,10 +19,10 @@ source "$(dirname "$0")/calls_common.sh"
 start_call session27_calls.sh "$@"
 
 case "$CALL" in
-  1) bwd_tuned_short_rows add_rms_norm float32 addrmsbwd ;;
-  2) bwd_tuned_short_rows rms_norm bfloat16 rmsbwd ;;
-  3) bwd_tuned_short_rows layer_norm bfloat16 lnbwd ;;
-  4) bwd_tuned_short_rows add_rms_norm bfloat16 addrmsbwd ;;
+  1) short_rows_tuned add_rms_norm.bwd normbwd addrmsbwd "add_rms_norm.bwd:200" 260 fp32 ;;
+  2) short_rows_tuned rms_norm.bwd normbwd rmsbwd "rms_norm.bwd:200" 260 bf16 ;;
+  3) short_rows_tuned layer_norm.bwd normbwd lnbwd "layer_norm.bwd:200" 260 bf16 ;;
+  4) short_rows_tuned add_rms_norm.bwd normbwd addrmsbwd "add_rms_norm.bwd:200" 260 bf16 ;;
   *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
