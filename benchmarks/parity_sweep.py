@@ -144,12 +144,14 @@ def _norm_fwd_variants(
     warps: tuple[int, ...],
     rows: tuple[tuple[int, int, int], ...],
     residual: bool = False,
+    looped: tuple[tuple[int, int], ...] = (),
 ) -> dict[str, Fn]:
     """The norm forward (add+RMSNorm with ``residual``) through the whole-row kernel (one row a
     program, read once) at each of ``warps``, weight loaded late and early, x held or read
-    again, and through the row kernels at each (BLOCK_N, rows a program, num_warps) of ``rows``:
+    again, through the row kernels at each (BLOCK_N, rows a program, num_warps) of ``rows``:
     the tile kernel where the block covers the row, else the chunked kernel (the row read twice,
-    the second time from L2)."""
+    the second time from L2), and through the looped kernel (one row a program in chunks) at
+    each (chunk, num_warps) of ``looped``."""
     from warpforge.ops import norm
     from warpforge.ops._rows import row_launch_shape
     from warpforge.ops._wide_rows import WideLaunch
@@ -172,6 +174,11 @@ def _norm_fwd_variants(
             out[f"whole-row {w}w{tags}"] = variant(
                 lambda x, wt, b, r, la=launch: norm.wide_norm_forward(
                     x, wt, b, r, eps, 0.0, center, la))  # fmt: skip
+    for chunk, w in looped:
+        launch = WideLaunch(w, chunk=chunk)
+        out[f"looped {chunk}/{w}w"] = variant(
+            lambda x, wt, b, r, la=launch: norm.wide_norm_forward(
+                x, wt, b, r, eps, 0.0, center, la))  # fmt: skip
     for block, per_program, w in rows:
 
         def rows_forward(x, wt, b, r, block=block, per_program=per_program, w=w):
@@ -317,6 +324,18 @@ NORM_FWD_CASES = [
 the row kernels at other launches (``(name, dtype, M, N, whole-row warps, (BLOCK_N, rows a
 program, num_warps) of the row kernels)``); then the rest of the issue's sweep rows of
 2048-16384 columns (``session19 parity-sweep-call6``) and add+RMSNorm's, not yet timed."""
+LOOPED_GRID = ((1024, 4), (1024, 8), (2048, 4), (2048, 8), (2048, 16), (4096, 8), (4096, 16))
+NORM_FWD_LOOPED_CASES = [
+    *(("layer_norm.fwd", BF16, M, N) for M, N in ((4096, 16384), (8192, 8192), (16384, 4096),
+                                                  (4096, 32768))),
+    *(("rms_norm.fwd", BF16, M, N) for M, N in ((4096, 16384), (8192, 8192), (4096, 32768))),
+    *(("layer_norm.fwd", FP32, M, N) for M, N in ((4096, 16384), (4096, 32768))),
+    ("add_rms_norm.fwd", BF16, 4096, 16384),
+]  # fmt: skip
+"""The looped kernel (one row a program walked in chunks, torch.compile's shape of a norm
+forward) against the op as shipped and the baselines, at the norm forwards under 90% of copy
+or under torch.compile on the H200 (``session25 normfwd-bf16-call1``: bf16 LayerNorm 4096 x
+16384 0.95x, 84%; 4096 x 32768 71%)."""
 CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257), (4096, 262144)]
 """The float32 backward where its launches were once told apart: rows that pad the row
 kernel's last slice, wide rows, rows off 16-byte boundaries and whole slices."""
@@ -395,7 +414,7 @@ def cases(device, smoke: bool):
 
         return f"cross_entropy.bwd M={rows} V={classes} {dtype}", build
 
-    def norm_fwd(name, dtype, M, N, warps, rows):
+    def norm_fwd(name, dtype, M, N, warps, rows, looped=()):
         dtype = FP32 if smoke else dtype  # bf16 loads are wrong under the interpreter
 
         def build():
@@ -407,15 +426,17 @@ def cases(device, smoke: bool):
                 (4,) if smoke else warps,
                 ((256, 2, 2), (128, 1, 1)) if smoke else rows,
                 residual=name.startswith("add"),
+                looped=((128, 2),) if smoke and looped else looped,
             )
             contenders = _with_baselines(problem, variants)
             return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
                     problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
 
-        return f"{name} M={M} N={N} {dtype}", build
+        return f"{name} M={M} N={N} {dtype}{' looped' * bool(looped)}", build
 
     return [
         *(norm_fwd(*case) for case in NORM_FWD_CASES),
+        *(norm_fwd(*case, (), (), LOOPED_GRID) for case in NORM_FWD_LOOPED_CASES),
         activation("swiglu.fwd", FP32, ACT_FWD_GRID),
         *(ce_bwd(FP32, rows, classes) for rows, classes in CE_BWD_SHAPES),
         softmax_alone(False, FP32, SM_GRID),

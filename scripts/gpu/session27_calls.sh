@@ -13,6 +13,10 @@
 #      fastest or next to it at two of them, so this may ship nothing)
 #   3  layer_norm.bwd bf16 (48-82%)
 #   4  add_rms_norm.bwd bf16 (59-93%)
+# Added in session 27 (calls 1-4 ran first):
+#   5  the looped norm forward (norm_fwd_looped_kernel: one row a program in chunks, statistics
+#      in one pass) against the op and the baselines at the forwards under 90% of copy or under
+#      torch.compile (bf16 LayerNorm 4096 x 16384 0.95x; benchmarks/parity_sweep.py)
 # Usage: bash scripts/gpu/session27_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -23,6 +27,12 @@ case "$CALL" in
   2) short_rows_tuned rms_norm.bwd normbwd rmsbwd "rms_norm.bwd:200" 260 bf16 ;;
   3) short_rows_tuned layer_norm.bwd normbwd lnbwd "layer_norm.bwd:200" 260 bf16 ;;
   4) short_rows_tuned add_rms_norm.bwd normbwd addrmsbwd "add_rms_norm.bwd:200" 260 bf16 ;;
-  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
+  5) t0=$SECONDS
+     timeout 520 python3 benchmarks/parity_sweep.py --out "$OUT/ps" --max-time 1.0 \
+       --only looped > "$OUT/keep/parity-looped-call5.txt" 2>&1
+     echo "parity sweep: exit $? in $((SECONDS - t0)) s"
+     cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-looped-call5.json" 2>/dev/null
+     cat "$OUT/keep/parity-looped-call5.txt" ;;
+  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

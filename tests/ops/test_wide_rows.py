@@ -62,6 +62,35 @@ def test_norm_forward_launches(op, launch, M, N, stride, device, poison_outputs)
         check(got, expected(x, w, b, r, 1e-6, 0.5, center), dtype, center, residual)
 
 
+# the looped kernel (chunk columns at a time): chunks of 1-4 warps, a row of one partial chunk,
+# of several with a ragged last one, wider than the whole-row kernels take
+LOOPED = {"256c-2w": WideLaunch(2, chunk=256), "1024c-4w": WideLaunch(4, chunk=1024)}
+
+
+@pytest.mark.parametrize("launch", list(LOOPED))
+@pytest.mark.parametrize("op", list(NORMS))
+@pytest.mark.parametrize(
+    ("M", "N", "stride"), [(1, 1, None), (3, 251, None), (5, 4099, 4104), (2, 40009, None)]
+)
+def test_norm_forward_looped(op, launch, M, N, stride, device, poison_outputs):
+    """Rows far from zero (shift 20): a one-pass sum-of-squares variance would cancel there;
+    the kernel's per-lane running statistics do not."""
+    center, residual = NORMS[op]
+    for dtype in _dtypes(device):
+        x, r, w, b = operands(M, N, dtype, device, stride, shift=20.0 if center else 0.0)
+        r = r if residual else None
+        b = b if center else None
+        got = norm.wide_norm_forward(x, w, b, r, 1e-6, 0.5, center, LOOPED[launch])
+        check(got, expected(x, w, b, r, 1e-6, 0.5, center), dtype, center, residual)
+
+
+def test_norm_forward_looped_without_weight(device, poison_outputs):
+    x, _, _, _ = operands(4, 1500, torch.float32, device, shift=-7.0)
+    for center in (False, True):
+        got = norm.wide_norm_forward(x, None, None, None, 1e-5, 0.0, center, LOOPED["256c-2w"])
+        check(got, expected(x, None, None, None, 1e-5, 0.0, center), torch.float32, center, False)
+
+
 @pytest.mark.parametrize("op", list(NORMS))
 def test_norm_forward_without_weight(op, device, poison_outputs):
     center, residual = NORMS[op]

@@ -36,6 +36,9 @@ class WideLaunch:
     aligned: bool = False
     """Only rows whose length is a whole number of 16-byte vectors (others keep the other
     kernels)."""
+    chunk: int = 0
+    """Norm forwards: walk the row in chunks of this many columns (a power of two;
+    ``norm_fwd_looped_kernel``: x read twice, few registers) instead of holding it whole (0)."""
 
 
 def wide_rows_enabled() -> bool:

@@ -595,13 +595,14 @@ def wide_norm_forward(
     center: bool,
     launch: WideLaunch,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`_norm_forward`'s (y, h, mean, rstd) from the whole-row kernels (rows of at most
-    ``WIDE_MAX_N`` columns); tests and sweeps pass their own launch."""
+    """:func:`_norm_forward`'s (y, h, mean, rstd) from the one-row-a-program kernels: the
+    whole row held (rows of at most ``WIDE_MAX_N`` columns) or, with ``launch.chunk``, walked in
+    chunks (any length); tests and sweeps pass their own launch."""
     from warpforge.ops._kernels import wide_rows as kernels
 
     M, N = x.shape
-    block = next_power_of_2(N)
-    if block > 32768:
+    block = launch.chunk or next_power_of_2(N)
+    if not launch.chunk and block > 32768:
         raise ValueError(f"x: expected rows of at most 32768 columns, got {N}")
     y, h, mean, rstd = _forward_outputs(x, residual, center)
     if M == 0:
@@ -618,6 +619,9 @@ def wide_norm_forward(
         "BLOCK_N": block,
     }
     with kernel_device(x):
+        if launch.chunk:
+            kernels.norm_fwd_looped_kernel[(M,)](*args, **flags, num_warps=launch.num_warps)
+            return y, h, mean, rstd
         kernels.norm_fwd_wide_kernel[(M,)](
             *args,
             **flags,

@@ -17,6 +17,10 @@ Options (constexpr) that the launch sweep picks between:
   fewer registers stay live across the reductions and more programs fit on an SM; the second
   read comes from L1 or L2.
 
+``norm_fwd_looped_kernel`` instead walks its row in chunks (one-pass statistics, the output
+from L2), torch.compile's shape of a norm forward: few registers a program, so several programs
+an SM.
+
 Row offsets are int64 (operands of more than 2**31 elements).
 """
 
@@ -116,6 +120,96 @@ def norm_fwd_wide_kernel(
             b = tl.load(B + cols, mask=mask, other=0.0, eviction_policy="evict_last")
         y = y + b.to(tl.float32)
     _store_row(Y + row * stride_y, cols, y.to(Y.dtype.element_ty), mask, STREAM)
+
+
+@triton.jit
+def norm_fwd_looped_kernel(
+    X,
+    R,
+    W,
+    B,
+    Y,
+    H,
+    MEAN,
+    RSTD,
+    stride_x,
+    stride_r,
+    stride_y,
+    stride_h,
+    M,
+    N,
+    eps,
+    offset,
+    CENTER: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    """One row a program, walked in chunks of ``BLOCK_N`` columns (few registers, so several
+    programs share an SM and keep more loads in flight than one whole row in registers).
+
+    The statistics take one pass: each lane keeps a running mean and sum of squared deviations
+    of its columns (Welford; LayerNorm) or a sum of squares (RMSNorm), merged across lanes by
+    two sums at the end, so x is read twice in all, where ``norm_fwd_chunked_kernel`` reads a LayerNorm
+    row three times. The output pass walks the row backwards from L2 (the chunks read last are
+    re-read first)."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    x_row = X + row * stride_x
+    h_row = H + row * stride_h
+    mean_l = tl.zeros([BLOCK_N], dtype=tl.float32)
+    m2_l = tl.zeros([BLOCK_N], dtype=tl.float32)
+    count_l = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for start in range(0, N, BLOCK_N):
+        c = start + cols
+        m = c < N
+        x = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_last")
+        if HAS_RESIDUAL:
+            r = tl.load(R + row * stride_r + c, mask=m, other=0.0, eviction_policy="evict_first")
+            # h rounded to the input dtype before it is normalised, as eager ``x + residual``
+            x = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
+            tl.store(h_row + c, x, mask=m)
+        x = x.to(tl.float32)
+        if CENTER:
+            count_l += tl.where(m, 1.0, 0.0)
+            delta = tl.where(m, x - mean_l, 0.0)
+            mean_l += delta / tl.maximum(count_l, 1.0)
+            m2_l += delta * (x - mean_l)
+        else:
+            m2_l += x * x
+    if CENTER:
+        # the lanes' summaries merged as sums (pairwise on the GPU and in the interpreter):
+        # the row's squared deviations are each lane's own plus its count times its mean's
+        mean = tl.sum(mean_l * count_l, axis=0) / N
+        spread = mean_l - mean
+        m2 = tl.sum(m2_l + count_l * spread * spread, axis=0)
+        tl.store(MEAN + row, mean)
+    else:
+        mean = 0.0
+        m2 = tl.sum(m2_l, axis=0)
+    rstd = 1.0 / tl.sqrt(m2 / N + eps)
+    tl.store(RSTD + row, rstd)
+    if HAS_RESIDUAL:
+        tl.debug_barrier()  # h, written by this program's threads, is read back
+        src = h_row
+    else:
+        src = x_row
+
+    y_row = Y + row * stride_y
+    last = (N - 1) // BLOCK_N * BLOCK_N
+    for back in range(0, N, BLOCK_N):
+        c = last - back + cols
+        m = c < N
+        x = tl.load(src + c, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        y = (x - mean) * rstd
+        if HAS_WEIGHT:
+            w = tl.load(W + c, mask=m, other=0.0, eviction_policy="evict_last")
+            y = y * (offset + w.to(tl.float32))
+        if HAS_BIAS:
+            b = tl.load(B + c, mask=m, other=0.0, eviction_policy="evict_last")
+            y = y + b.to(tl.float32)
+        tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=m)
 
 
 @triton.jit
