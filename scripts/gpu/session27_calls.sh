@@ -17,6 +17,8 @@
 #   5  the looped norm forward (norm_fwd_looped_kernel: one row a program in chunks, statistics
 #      in one pass) against the op and the baselines at the forwards under 90% of copy or under
 #      torch.compile (bf16 LayerNorm 4096 x 16384 0.95x; benchmarks/parity_sweep.py)
+#   6  the same after call 5 (LayerNorm's Welford division per element, 1.35x torch.compile's
+#      time, replaced by per-lane shifted sums)
 # Usage: bash scripts/gpu/session27_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -27,12 +29,12 @@ case "$CALL" in
   2) short_rows_tuned rms_norm.bwd normbwd rmsbwd "rms_norm.bwd:200" 260 bf16 ;;
   3) short_rows_tuned layer_norm.bwd normbwd lnbwd "layer_norm.bwd:200" 260 bf16 ;;
   4) short_rows_tuned add_rms_norm.bwd normbwd addrmsbwd "add_rms_norm.bwd:200" 260 bf16 ;;
-  5) t0=$SECONDS
+  5|6) t0=$SECONDS
      timeout 520 python3 benchmarks/parity_sweep.py --out "$OUT/ps" --max-time 1.0 \
-       --only looped > "$OUT/keep/parity-looped-call5.txt" 2>&1
+       --only looped > "$OUT/keep/parity-looped-call$CALL.txt" 2>&1
      echo "parity sweep: exit $? in $((SECONDS - t0)) s"
-     cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-looped-call5.json" 2>/dev/null
-     cat "$OUT/keep/parity-looped-call5.txt" ;;
-  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
+     cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-looped-call$CALL.json" 2>/dev/null
+     cat "$OUT/keep/parity-looped-call$CALL.txt" ;;
+  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

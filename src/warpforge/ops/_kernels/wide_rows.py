@@ -123,6 +123,18 @@ def norm_fwd_wide_kernel(
 
 
 @triton.jit
+def _looped_chunk(x_row, r_row, h_row, c, m, HAS_RESIDUAL: tl.constexpr):
+    """One chunk of the row in float32 (h = x + residual, stored, with a residual)."""
+    x = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_last")
+    if HAS_RESIDUAL:
+        r = tl.load(r_row + c, mask=m, other=0.0, eviction_policy="evict_first")
+        # h rounded to the input dtype before it is normalised, as eager ``x + residual``
+        x = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
+        tl.store(h_row + c, x, mask=m)
+    return x.to(tl.float32)
+
+
+@triton.jit
 def norm_fwd_looped_kernel(
     X,
     R,
@@ -149,45 +161,47 @@ def norm_fwd_looped_kernel(
     """One row a program, walked in chunks of ``BLOCK_N`` columns (few registers, so several
     programs share an SM and keep more loads in flight than one whole row in registers).
 
-    The statistics take one pass: each lane keeps a running mean and sum of squared deviations
-    of its columns (Welford; LayerNorm) or a sum of squares (RMSNorm), merged across lanes by
-    two sums at the end, so x is read twice in all, where ``norm_fwd_chunked_kernel`` reads a LayerNorm
-    row three times. The output pass walks the row backwards from L2 (the chunks read last are
-    re-read first)."""
+    The statistics take one pass (x is read twice in all, where ``norm_fwd_chunked_kernel``
+    reads a LayerNorm row three times): RMSNorm sums squares per lane; LayerNorm sums each
+    lane's deviations from the lane's first value and their squares. That shift costs little
+    precision: a lane's first value lies within sqrt(n - 1) standard deviations of the lane's
+    mean (Samuelson's inequality, n the lane's count), so the squares exceed the squared
+    deviations they stand for at most n-fold. The output pass walks the row backwards from L2
+    (the chunks read last are re-read first)."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     x_row = X + row * stride_x
     h_row = H + row * stride_h
-    mean_l = tl.zeros([BLOCK_N], dtype=tl.float32)
-    m2_l = tl.zeros([BLOCK_N], dtype=tl.float32)
-    count_l = tl.zeros([BLOCK_N], dtype=tl.float32)
-    for start in range(0, N, BLOCK_N):
+    r_row = R + row * stride_r
+    # the first chunk's values are the lanes' shifts (no division in the loop, as Welford's)
+    shift = _looped_chunk(x_row, r_row, h_row, cols, cols < N, HAS_RESIDUAL)
+    total = tl.zeros([BLOCK_N], dtype=tl.float32)
+    squares = tl.zeros([BLOCK_N], dtype=tl.float32) if CENTER else shift * shift
+    for start in range(BLOCK_N, N, BLOCK_N):
         c = start + cols
         m = c < N
-        x = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_last")
-        if HAS_RESIDUAL:
-            r = tl.load(R + row * stride_r + c, mask=m, other=0.0, eviction_policy="evict_first")
-            # h rounded to the input dtype before it is normalised, as eager ``x + residual``
-            x = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
-            tl.store(h_row + c, x, mask=m)
-        x = x.to(tl.float32)
+        x = _looped_chunk(x_row, r_row, h_row, c, m, HAS_RESIDUAL)
         if CENTER:
-            count_l += tl.where(m, 1.0, 0.0)
-            delta = tl.where(m, x - mean_l, 0.0)
-            mean_l += delta / tl.maximum(count_l, 1.0)
-            m2_l += delta * (x - mean_l)
+            d = tl.where(m, x - shift, 0.0)
+            total += d
+            squares += d * d
         else:
-            m2_l += x * x
+            squares += x * x
     if CENTER:
-        # the lanes' summaries merged as sums (pairwise on the GPU and in the interpreter):
-        # the row's squared deviations are each lane's own plus its count times its mean's
-        mean = tl.sum(mean_l * count_l, axis=0) / N
-        spread = mean_l - mean
-        m2 = tl.sum(m2_l + count_l * spread * spread, axis=0)
+        # each lane's mean and squared deviations, merged across lanes as sums (pairwise on
+        # the GPU and in the interpreter): the row's are the lanes' own plus each lane's count
+        # times its mean's squared distance from the row's
+        count = tl.where(cols < N, (N - 1 - cols) // BLOCK_N + 1, 0).to(tl.float32)
+        held = tl.maximum(count, 1.0)
+        lane_mean = shift + total / held
+        lane_m2 = tl.maximum(squares - total * total / held, 0.0)
+        mean = tl.sum(lane_mean * count, axis=0) / N
+        spread = lane_mean - mean
+        m2 = tl.sum(lane_m2 + count * spread * spread, axis=0)
         tl.store(MEAN + row, mean)
     else:
         mean = 0.0
-        m2 = tl.sum(m2_l, axis=0)
+        m2 = tl.sum(squares, axis=0)
     rstd = 1.0 / tl.sqrt(m2 / N + eps)
     tl.store(RSTD + row, rstd)
     if HAS_RESIDUAL:
