@@ -19,6 +19,9 @@
 #      torch.compile (bf16 LayerNorm 4096 x 16384 0.95x; benchmarks/parity_sweep.py)
 #   6  the same after call 5 (LayerNorm's Welford division per element, 1.35x torch.compile's
 #      time, replaced by per-lane shifted sums)
+#   7  bf16 LayerNorm forward 4096 x 16384 under Nsight Compute: the op's row kernel, the looped
+#      kernel (2048-column chunks, 8 warps: 89 us in call 6) and torch.compile's (72 us), whose
+#      shapes are alike
 # Usage: bash scripts/gpu/session27_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -35,6 +38,19 @@ case "$CALL" in
      echo "parity sweep: exit $? in $((SECONDS - t0)) s"
      cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-looped-call$CALL.json" 2>/dev/null
      cat "$OUT/keep/parity-looped-call$CALL.txt" ;;
-  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
+  7) args=(--op layer_norm --M 4096 --N 16384 --dtype bf16 --forward --looped 2048 8)
+     timeout 120 python3 scripts/gpu/norm_kernel_breakdown.py "${args[@]}" \
+       > "$OUT/keep/breakdown-lnfwd-call7.txt" 2>&1
+     cat "$OUT/keep/breakdown-lnfwd-call7.txt"
+     name=ncu-layer_norm-fwd-4096x16384-bf16-call7
+     timeout 300 ncu --profile-from-start off -k regex:norm --set full --import-source yes -f \
+       -o "$OUT/keep/$name" python3 scripts/gpu/norm_kernel_breakdown.py "${args[@]}" --driver \
+       --compile-too > "$OUT/$name.log" 2>&1
+     echo "$name: exit $?"; tail -3 "$OUT/$name.log"
+     ncu --import "$OUT/keep/$name.ncu-rep" --page details > "$OUT/keep/$name.txt" 2>&1
+     ncu --import "$OUT/keep/$name.ncu-rep" --page raw --csv > "$OUT/keep/$name-raw.csv" 2>&1
+     grep -E "^  [a-z_]+norm|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|L2 Hit Rate|L1/TEX Hit Rate|Block Limit" \
+       "$OUT/keep/$name.txt" | head -80 ;;
+  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
