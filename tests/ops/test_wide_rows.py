@@ -64,13 +64,17 @@ def test_norm_forward_launches(op, launch, M, N, stride, device, poison_outputs)
 
 # the looped kernel (chunk columns at a time): chunks of 1-4 warps, a row of one partial chunk,
 # of several with a ragged last one, wider than the whole-row kernels take
-LOOPED = {"256c-2w": WideLaunch(2, chunk=256), "1024c-4w": WideLaunch(4, chunk=1024)}
+LOOPED = {
+    "256c-2w": WideLaunch(2, chunk=256),
+    "1024c-4w-forwards": WideLaunch(4, chunk=1024, forwards=True),
+}
 
 
 @pytest.mark.parametrize("launch", list(LOOPED))
 @pytest.mark.parametrize("op", list(NORMS))
 @pytest.mark.parametrize(
-    ("M", "N", "stride"), [(1, 1, None), (3, 251, None), (5, 4099, 4104), (2, 40009, None)]
+    ("M", "N", "stride"),
+    [(1, 1, None), (3, 251, None), (5, 4099, 4104), (2, 40009, None), (3, 2048, 2056)],
 )
 def test_norm_forward_looped(op, launch, M, N, stride, device, poison_outputs):
     """Rows far from zero (shift 20): a one-pass sum-of-squares variance would cancel there;

@@ -39,6 +39,8 @@ class WideLaunch:
     chunk: int = 0
     """Norm forwards: walk the row in chunks of this many columns (a power of two;
     ``norm_fwd_looped_kernel``: x read twice, few registers) instead of holding it whole (0)."""
+    forwards: bool = False
+    """Looped: the output pass re-reads the row in order (``FORWARDS``), not backwards."""
 
 
 def wide_rows_enabled() -> bool:

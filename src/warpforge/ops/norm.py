@@ -620,7 +620,13 @@ def wide_norm_forward(
     }
     with kernel_device(x):
         if launch.chunk:
-            kernels.norm_fwd_looped_kernel[(M,)](*args, **flags, num_warps=launch.num_warps)
+            kernels.norm_fwd_looped_kernel[(M,)](
+                *args,
+                **flags,
+                EVEN=N % block == 0,
+                FORWARDS=launch.forwards,
+                num_warps=launch.num_warps,
+            )
             return y, h, mean, rstd
         kernels.norm_fwd_wide_kernel[(M,)](
             *args,

@@ -123,14 +123,29 @@ def norm_fwd_wide_kernel(
 
 
 @triton.jit
-def _looped_chunk(x_row, r_row, h_row, c, m, HAS_RESIDUAL: tl.constexpr):
+def _chunk_load(ptr, c, m, EVEN: tl.constexpr, POLICY: tl.constexpr):
+    if EVEN:
+        return tl.load(ptr + c, eviction_policy=POLICY)
+    return tl.load(ptr + c, mask=m, other=0.0, eviction_policy=POLICY)
+
+
+@triton.jit
+def _chunk_store(ptr, c, value, m, EVEN: tl.constexpr):
+    if EVEN:
+        tl.store(ptr + c, value)
+    else:
+        tl.store(ptr + c, value, mask=m)
+
+
+@triton.jit
+def _looped_chunk(x_row, r_row, h_row, c, m, HAS_RESIDUAL: tl.constexpr, EVEN: tl.constexpr):
     """One chunk of the row in float32 (h = x + residual, stored, with a residual)."""
-    x = tl.load(x_row + c, mask=m, other=0.0, eviction_policy="evict_last")
+    x = _chunk_load(x_row, c, m, EVEN, "evict_last")
     if HAS_RESIDUAL:
-        r = tl.load(r_row + c, mask=m, other=0.0, eviction_policy="evict_first")
+        r = _chunk_load(r_row, c, m, EVEN, "evict_first")
         # h rounded to the input dtype before it is normalised, as eager ``x + residual``
         x = (x.to(tl.float32) + r.to(tl.float32)).to(x.dtype)
-        tl.store(h_row + c, x, mask=m)
+        _chunk_store(h_row, c, x, m, EVEN)
     return x.to(tl.float32)
 
 
@@ -157,6 +172,8 @@ def norm_fwd_looped_kernel(
     HAS_WEIGHT: tl.constexpr,
     HAS_BIAS: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    EVEN: tl.constexpr = False,
+    FORWARDS: tl.constexpr = False,
 ):
     """One row a program, walked in chunks of ``BLOCK_N`` columns (few registers, so several
     programs share an SM and keep more loads in flight than one whole row in registers).
@@ -166,23 +183,25 @@ def norm_fwd_looped_kernel(
     lane's deviations from the lane's first value and their squares. That shift costs little
     precision: a lane's first value lies within sqrt(n - 1) standard deviations of the lane's
     mean (Samuelson's inequality, n the lane's count), so the squares exceed the squared
-    deviations they stand for at most n-fold. The output pass walks the row backwards from L2
-    (the chunks read last are re-read first)."""
+    deviations they stand for at most n-fold. The output pass re-reads the row from L2,
+    backwards (the chunks read last first) or, with ``FORWARDS``, in order as torch.compile's.
+    ``EVEN``: N is a multiple of ``BLOCK_N``, so no chunk is masked."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     x_row = X + row * stride_x
     h_row = H + row * stride_h
     r_row = R + row * stride_r
     # the first chunk's values are the lanes' shifts (no division in the loop, as Welford's)
-    shift = _looped_chunk(x_row, r_row, h_row, cols, cols < N, HAS_RESIDUAL)
+    shift = _looped_chunk(x_row, r_row, h_row, cols, cols < N, HAS_RESIDUAL, EVEN)
     total = tl.zeros([BLOCK_N], dtype=tl.float32)
     squares = tl.zeros([BLOCK_N], dtype=tl.float32) if CENTER else shift * shift
     for start in range(BLOCK_N, N, BLOCK_N):
         c = start + cols
-        m = c < N
-        x = _looped_chunk(x_row, r_row, h_row, c, m, HAS_RESIDUAL)
+        x = _looped_chunk(x_row, r_row, h_row, c, c < N, HAS_RESIDUAL, EVEN)
         if CENTER:
-            d = tl.where(m, x - shift, 0.0)
+            d = x - shift
+            if not EVEN:
+                d = tl.where(c < N, d, 0.0)  # the masked lanes' x is 0, not their shift
             total += d
             squares += d * d
         else:
@@ -212,18 +231,21 @@ def norm_fwd_looped_kernel(
 
     y_row = Y + row * stride_y
     last = (N - 1) // BLOCK_N * BLOCK_N
-    for back in range(0, N, BLOCK_N):
-        c = last - back + cols
+    for i in range(0, N, BLOCK_N):
+        if FORWARDS:
+            c = i + cols
+        else:
+            c = last - i + cols
         m = c < N
-        x = tl.load(src + c, mask=m, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        x = _chunk_load(src, c, m, EVEN, "evict_first").to(tl.float32)
         y = (x - mean) * rstd
         if HAS_WEIGHT:
-            w = tl.load(W + c, mask=m, other=0.0, eviction_policy="evict_last")
+            w = _chunk_load(W, c, m, EVEN, "evict_last")
             y = y * (offset + w.to(tl.float32))
         if HAS_BIAS:
-            b = tl.load(B + c, mask=m, other=0.0, eviction_policy="evict_last")
+            b = _chunk_load(B, c, m, EVEN, "evict_last")
             y = y + b.to(tl.float32)
-        tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=m)
+        _chunk_store(y_row, c, y.to(Y.dtype.element_ty), m, EVEN)
 
 
 @triton.jit
