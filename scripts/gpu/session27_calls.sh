@@ -25,6 +25,9 @@
 #   8  the looped kernel after call 7 (torch.compile's: 31 registers, 88% occupancy, x read from
 #      DRAM once; the looped: 40 and 67%, 12% more DRAM reads) with unmasked chunks where N is a
 #      multiple of the chunk, and its output pass in order as well as backwards
+#   9  bf16 LayerNorm on the looped kernel at 16385-32768 columns (call 8: 171.4 us at 4096 x
+#      32768 against 176.2 for the whole-row kernel): forward and backward through the harness
+#      there, then the GPU tests of the wide rows and of the norms
 # Usage: bash scripts/gpu/session27_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -64,6 +67,11 @@ case "$CALL" in
      echo "parity sweep: exit $? in $((SECONDS - t0)) s"
      cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-looped-call8.json" 2>/dev/null
      cat "$OUT/keep/parity-looped-call8.txt" ;;
-  *) echo "CALL: expected 1-8, got $CALL" >&2; exit 2 ;;
+  9) SUITE_PIECES="layer_norm.fwd:100 layer_norm.bwd:120" sweep_part bf16 fwd "M=4096,N=32768"
+     mv "$OUT/keep/fwd-bf16.json" "$OUT/keep/ln-looped-bf16-call9.json" 2>/dev/null
+     mv "$OUT/keep/fwd-bf16.png" "$OUT/keep/ln-looped-bf16-call9.png" 2>/dev/null
+     gpu_tests wide-rows-call9 150 tests/ops/test_wide_rows.py
+     gpu_tests norm-call9 $((540 - SECONDS)) tests/ops/test_norm.py ;;
+  *) echo "CALL: expected 1-9, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

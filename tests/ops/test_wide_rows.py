@@ -43,7 +43,10 @@ def softmax_dx_expected(dy, y, log):
 
 
 def _dtypes(device):
-    return (torch.float32, torch.float16) if device.type == "cpu" else (torch.float32,)
+    # bf16 loads are wrong under the interpreter: bf16 on the GPU only
+    return (
+        (torch.float32, torch.float16) if device.type == "cpu" else (torch.float32, torch.bfloat16)
+    )
 
 
 @pytest.mark.parametrize("launch", list(LAUNCHES))
@@ -251,6 +254,39 @@ def test_shipped_row_launches_compute_right(key, device, poison_outputs):
     r = r if residual else None
     got = norm.wide_norm_forward(x, w, b, r, 1e-6, 0.0, center, launch)
     check(got, expected(x, w, b, r, 1e-6, 0.0, center), dtype, center, residual)
+
+
+@pytest.mark.parametrize(
+    "key", sorted(norm.NORM_FWD_WIDE_LAUNCHES), ids=lambda k: f"{k[1]}-{k[0]}B"
+)
+def test_shipped_wide_launches_compute_right(key, monkeypatch, device, poison_outputs):
+    """Each launch of the shipped wide table through the public op, on the kernel it names
+    (the looped one: a ragged last chunk, then whole chunks only), one 16-byte vector past
+    16384 columns and at 32768."""
+    monkeypatch.delenv(WIDE_ROWS, raising=False)
+    size, kernel = key
+    launch = norm.NORM_FWD_WIDE_LAUNCHES[key]
+    name = "norm_fwd_looped_kernel" if launch.chunk else "norm_fwd_wide_kernel"
+    spy = LaunchSpy(getattr(wide_kernels, name))
+    monkeypatch.setattr(wide_kernels, name, spy)
+    center, residual = kernel.startswith("layer"), kernel.startswith("add_")
+    # bf16 loads are wrong under the interpreter: fp16 there
+    dtype = (
+        torch.float32 if size == 4 else torch.float16 if device.type == "cpu" else torch.bfloat16
+    )
+    for N in (16384 + 16 // size, 32768):
+        spy.grids.clear()
+        x, r, w, b = operands(2, N, dtype, device, shift=20.0 if center else 0.0)
+        if center:
+            got, want = (layer_norm(x, w, b, 1e-5),), expected(x, w, b, None, 1e-5, 0.0, True)
+        elif residual:
+            got, want = rms_norm(x, w, 1e-6, residual=r), expected(x, w, None, r, 1e-6, 0.0, False)
+        else:
+            got, want = (rms_norm(x, w, 1e-6),), expected(x, w, None, None, 1e-6, 0.0, False)
+        assert len(spy.grids) == 1, N
+        torch.testing.assert_close(got[0].double(), want[0], atol=TOL[dtype], rtol=TOL[dtype])
+        if residual:
+            assert torch.equal(got[1], want[1])
 
 
 @pytest.mark.parametrize("op", list(NORMS))

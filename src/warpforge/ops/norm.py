@@ -479,7 +479,7 @@ def split_norm_forward(
 NORM_FWD_WIDE_LAUNCHES: dict[tuple[int, str], WideLaunch] = {
     (2, "rms_norm.fwd"): WideLaunch(32, early_w=True, reload=True),
     (2, "add_rms_norm.fwd"): WideLaunch(16, early_w=True, reload=True),
-    (2, "layer_norm.fwd"): WideLaunch(32, aligned=True),
+    (2, "layer_norm.fwd"): WideLaunch(16, aligned=True, chunk=4096),
     (4, "rms_norm.fwd"): WideLaunch(32, reload=True),
     (4, "add_rms_norm.fwd"): WideLaunch(16),
     (4, "layer_norm.fwd"): WideLaunch(32),
@@ -506,7 +506,15 @@ early, against 146.5 for the launch before it and 132.3 for torch.compile; float
 against 265.1 (torch.compile 255.2). bf16 add+RMSNorm too since the twentieth, with the weight
 early (``session20-h200-2026-11-29/parity-sweep-addrms.json``): 258.0 us against 261.7 at 16
 warps plain (Liger 261.5, torch.compile 269.7); float32 keeps its launch (523.2, the fastest
-variant 521.4)."""
+variant 521.4). bf16 LayerNorm walks its row in 4096-column chunks on 16 warps since the
+twenty-seventh session (``norm_fwd_looped_kernel``; H200, 4096 x 32768,
+``session27-h200-2026-11-29/parity-looped-call8.json``): 171.4 us against 176.2 for the
+whole-row kernel and 176.3 for torch.compile. The looped kernel lost everywhere else it was
+timed (calls 5, 6 and 8 there): bf16 LayerNorm 4096 x 16384 82.6 us at best against 74.9 for
+the op and 71.7 for torch.compile (Nsight Compute, ``ncu-layer_norm-fwd-4096x16384-bf16-call7``:
+40 registers and 67% occupancy against torch.compile's 31 and 88%, and 12% more DRAM reads),
+bf16 RMSNorm 4096 x 16384 70.8 against 67.4, float32 LayerNorm 4096 x 32768 358.9 against
+287.0, bf16 RMSNorm 4096 x 32768 158.2 against 130.5."""
 
 _ROW = functools.partial(WideLaunch, min_n=1, aligned=True)  # the key's power of two bounds N
 NORM_FWD_ROW_LAUNCHES: dict[tuple[int, str, int], WideLaunch] = {
