@@ -334,9 +334,10 @@ NORM_FWD_LOOPED_CASES = [
     ("add_rms_norm.fwd", BF16, 4096, 16384),
 ]  # fmt: skip
 """The looped kernel (one row a program walked in chunks, torch.compile's shape of a norm
-forward; its output pass backwards or in order) against the op as shipped and the baselines, at the norm forwards under 90% of copy
-or under torch.compile on the H200 (``session25 normfwd-bf16-call1``: bf16 LayerNorm 4096 x
-16384 0.95x, 84%; 4096 x 32768 71%)."""
+forward; its output pass backwards or in order) against the op as shipped and the baselines,
+at the norm forwards under 90% of copy or under torch.compile on the H200 (``session25
+normfwd-bf16-call1``: bf16 LayerNorm 4096 x 16384 0.95x, 84%; ``session19 fwd-bf16-call7``:
+4096 x 32768 71%)."""
 CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257), (4096, 262144)]
 """The float32 backward where its launches were once told apart: rows that pad the row
 kernel's last slice, wide rows, rows off 16-byte boundaries and whole slices."""
