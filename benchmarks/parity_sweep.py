@@ -144,14 +144,14 @@ def _norm_fwd_variants(
     warps: tuple[int, ...],
     rows: tuple[tuple[int, int, int], ...],
     residual: bool = False,
-    looped: tuple[tuple[int, int, bool], ...] = (),
+    looped: tuple[tuple[int, int, bool, bool], ...] = (),
 ) -> dict[str, Fn]:
     """The norm forward (add+RMSNorm with ``residual``) through the whole-row kernel (one row a
     program, read once) at each of ``warps``, weight loaded late and early, x held or read
     again, through the row kernels at each (BLOCK_N, rows a program, num_warps) of ``rows``:
     the tile kernel where the block covers the row, else the chunked kernel (the row read twice,
     the second time from L2), and through the looped kernel (one row a program in chunks) at
-    each (chunk, num_warps, output pass in order) of ``looped``."""
+    each (chunk, num_warps, output pass in order, statistics pass unrolled) of ``looped``."""
     from warpforge.ops import norm
     from warpforge.ops._rows import row_launch_shape
     from warpforge.ops._wide_rows import WideLaunch
@@ -174,9 +174,10 @@ def _norm_fwd_variants(
             out[f"whole-row {w}w{tags}"] = variant(
                 lambda x, wt, b, r, la=launch: norm.wide_norm_forward(
                     x, wt, b, r, eps, 0.0, center, la))  # fmt: skip
-    for chunk, w, forwards in looped:
-        launch = WideLaunch(w, chunk=chunk, forwards=forwards)
-        out[f"looped {chunk}/{w}w{' forwards' * forwards}"] = variant(
+    for chunk, w, forwards, unrolled in looped:
+        launch = WideLaunch(w, chunk=chunk, forwards=forwards, unrolled=unrolled)
+        tags = " forwards" * forwards + " unrolled" * unrolled
+        out[f"looped {chunk}/{w}w{tags}"] = variant(
             lambda x, wt, b, r, la=launch: norm.wide_norm_forward(
                 x, wt, b, r, eps, 0.0, center, la))  # fmt: skip
     for block, per_program, w in rows:
@@ -324,8 +325,8 @@ NORM_FWD_CASES = [
 the row kernels at other launches (``(name, dtype, M, N, whole-row warps, (BLOCK_N, rows a
 program, num_warps) of the row kernels)``); then the rest of the issue's sweep rows of
 2048-16384 columns (``session19 parity-sweep-call6``) and add+RMSNorm's, not yet timed."""
-LOOPED_GRID = tuple((chunk, w, forwards) for chunk, w in ((1024, 8), (2048, 8), (2048, 16),
-                    (4096, 16)) for forwards in (False, True))  # fmt: skip
+LOOPED_GRID = tuple((chunk, w, forwards, unrolled) for chunk, w in ((1024, 8), (2048, 8), (2048, 16),
+                    (4096, 16)) for forwards in (False, True) for unrolled in (False, True))  # fmt: skip
 NORM_FWD_LOOPED_CASES = [
     *(("layer_norm.fwd", BF16, M, N) for M, N in ((4096, 16384), (8192, 8192), (16384, 4096),
                                                   (4096, 32768))),
@@ -428,7 +429,9 @@ def cases(device, smoke: bool):
                 (4,) if smoke else warps,
                 ((256, 2, 2), (128, 1, 1)) if smoke else rows,
                 residual=name.startswith("add"),
-                looped=((128, 2, False), (128, 2, True)) if smoke and looped else looped,
+                looped=((128, 2, False, False), (128, 2, True, True))
+                if smoke and looped
+                else looped,
             )
             contenders = _with_baselines(problem, variants)
             return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",

@@ -70,15 +70,25 @@ def test_norm_forward_launches(op, launch, M, N, stride, device, poison_outputs)
 LOOPED = {
     "256c-2w": WideLaunch(2, chunk=256),
     "1024c-4w-forwards": WideLaunch(4, chunk=1024, forwards=True),
+    "512c-4w-unrolled": WideLaunch(4, chunk=512, unrolled=True),
+    "256c-2w-unrolled-forwards": WideLaunch(2, chunk=256, unrolled=True, forwards=True),
 }
 
 
-@pytest.mark.parametrize("launch", list(LOOPED))
-@pytest.mark.parametrize("op", list(NORMS))
+LOOPED_ROWS = [(1, 1, None), (3, 251, None), (5, 4099, 4104), (2, 40009, None), (3, 2048, 2056)]
+
+
 @pytest.mark.parametrize(
-    ("M", "N", "stride"),
-    [(1, 1, None), (3, 251, None), (5, 4099, 4104), (2, 40009, None), (3, 2048, 2056)],
+    ("launch", "M", "N", "stride"),
+    [  # unrolled launches take at most MAX_UNROLLED_CHUNKS chunks a row
+        (launch, *row)
+        for launch in LOOPED
+        for row in LOOPED_ROWS
+        if not LOOPED[launch].unrolled
+        or -(-row[1] // LOOPED[launch].chunk) <= norm.MAX_UNROLLED_CHUNKS
+    ],
 )
+@pytest.mark.parametrize("op", list(NORMS))
 def test_norm_forward_looped(op, launch, M, N, stride, device, poison_outputs):
     """Rows far from zero (shift 20): a one-pass sum-of-squares variance would cancel there;
     the kernel's per-lane running statistics do not."""
@@ -89,6 +99,13 @@ def test_norm_forward_looped(op, launch, M, N, stride, device, poison_outputs):
         b = b if center else None
         got = norm.wide_norm_forward(x, w, b, r, 1e-6, 0.5, center, LOOPED[launch])
         check(got, expected(x, w, b, r, 1e-6, 0.5, center), dtype, center, residual)
+
+
+def test_unrolled_looped_launch_refuses_long_rows(device):
+    x = torch.randn(1, 256 * norm.MAX_UNROLLED_CHUNKS + 1, device=device)
+    launch = WideLaunch(2, chunk=256, unrolled=True)
+    with pytest.raises(ValueError, match=f"at most {norm.MAX_UNROLLED_CHUNKS} chunks"):
+        norm.wide_norm_forward(x, None, None, None, 1e-6, 0.0, False, launch)
 
 
 def test_norm_forward_looped_without_weight(device, poison_outputs):

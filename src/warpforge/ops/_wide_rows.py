@@ -42,6 +42,9 @@ class WideLaunch:
     ``norm_fwd_looped_kernel``: x read twice, few registers) instead of holding it whole (0)."""
     forwards: bool = False
     """Looped: the output pass re-reads the row in order (``FORWARDS``), not backwards."""
+    unrolled: bool = False
+    """Looped: the statistics pass unrolled for the row's number of chunks (``CHUNKS``, one
+    compile per count), so a thread's loads of it are all in flight at once."""
 
 
 def wide_rows_enabled() -> bool:

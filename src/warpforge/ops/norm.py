@@ -580,6 +580,11 @@ that search (session23-h200-2026-11-29/tune-normfwd-fp32-trials.json), against t
 kernel's 147.1 above and 156.9 for the H100's tiled launch in the same search."""
 
 
+MAX_UNROLLED_CHUNKS = 32
+"""Most chunks a row an unrolled looped launch (``WideLaunch.unrolled``) takes: its code grows
+with the count (one copy of a chunk's loads and arithmetic per chunk)."""
+
+
 def norm_fwd_wide_launch(
     N: int, element_size: int, kernel: str, enabled: bool | None = None
 ) -> WideLaunch | None:
@@ -612,6 +617,11 @@ def wide_norm_forward(
     block = launch.chunk or next_power_of_2(N)
     if not launch.chunk and block > 32768:
         raise ValueError(f"x: expected rows of at most 32768 columns, got {N}")
+    if launch.unrolled and cdiv(N, block) > MAX_UNROLLED_CHUNKS:
+        raise ValueError(
+            f"launch: an unrolled looped launch takes at most {MAX_UNROLLED_CHUNKS} chunks a row, "
+            f"got {cdiv(N, block)} ({N} columns in chunks of {block})"
+        )
     y, h, mean, rstd = _forward_outputs(x, residual, center)
     if M == 0:
         return y, h, mean, rstd
@@ -633,6 +643,7 @@ def wide_norm_forward(
                 **flags,
                 EVEN=N % block == 0,
                 FORWARDS=launch.forwards,
+                CHUNKS=cdiv(N, block) if launch.unrolled else 0,
                 num_warps=launch.num_warps,
             )
             return y, h, mean, rstd
