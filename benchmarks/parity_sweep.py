@@ -426,8 +426,8 @@ def cases(device, smoke: bool):
             variants = _norm_fwd_variants(
                 name.startswith("layer"),
                 shape["N"],
-                (4,) if smoke else warps,
-                ((256, 2, 2), (128, 1, 1)) if smoke else rows,
+                (4,) if smoke and not looped else warps,
+                ((256, 2, 2), (128, 1, 1)) if smoke and not looped else rows,
                 residual=name.startswith("add"),
                 looped=((128, 2, False, False), (128, 2, True, True))
                 if smoke and looped

@@ -28,6 +28,7 @@ def test_smoke_run_checks_and_times_the_variants(tmp_path: Path) -> None:
         "add_rms_norm.fwd M=16384 N=4096 torch.float32",  # bf16 cases run in float32 here
         "cross_entropy.bwd M=4096 V=50257 torch.float32",
         "layer_norm.fwd M=16384 N=4096 torch.float32",
+        "layer_norm.fwd M=16384 N=4096 torch.float32 looped",  # the looped kernel's variants
     ]
     for label, case in cases.items():
         assert "error" not in case and not case["skipped"], (label, case)
@@ -40,6 +41,10 @@ def test_smoke_run_checks_and_times_the_variants(tmp_path: Path) -> None:
     assert whole_rows | {"tiles 256/2/2w", "chunked 128/1/1w"} <= {
         row["contender"] for row in cases["layer_norm.fwd M=16384 N=4096 torch.float32"]["rows"]
     }
+    looped = cases["layer_norm.fwd M=16384 N=4096 torch.float32 looped"]["rows"]
+    assert {row["contender"] for row in looped} >= {
+        "op", "looped 128/2w", "looped 128/2w forwards unrolled"
+    }  # fmt: skip
     ce_rows = {
         row["contender"] for row in cases["cross_entropy.bwd M=4096 V=50257 torch.float32"]["rows"]
     }
