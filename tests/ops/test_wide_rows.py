@@ -56,12 +56,18 @@ def _dtypes(device):
     [(3, 16411, None), (2, 32768, 32800), (4, 24577, None), (5, 4099, 4104)],
 )
 def test_norm_forward_launches(op, launch, M, N, stride, device, poison_outputs):
+    _check_forward(op, LAUNCHES[launch], M, N, stride, device)
+
+
+def _check_forward(op, launch, M, N, stride, device):
+    """``wide_norm_forward`` on ``launch`` in each dtype of this tier against float64, on rows
+    far from zero for LayerNorm (shift 20, where a sum-of-squares variance would cancel)."""
     center, residual = NORMS[op]
     for dtype in _dtypes(device):
         x, r, w, b = operands(M, N, dtype, device, stride, shift=20.0 if center else 0.0)
         r = r if residual else None
         b = b if center else None
-        got = norm.wide_norm_forward(x, w, b, r, 1e-6, 0.5, center, LAUNCHES[launch])
+        got = norm.wide_norm_forward(x, w, b, r, 1e-6, 0.5, center, launch)
         check(got, expected(x, w, b, r, 1e-6, 0.5, center), dtype, center, residual)
 
 
@@ -92,13 +98,7 @@ LOOPED_ROWS = [(1, 1, None), (3, 251, None), (5, 4099, 4104), (2, 40009, None), 
 def test_norm_forward_looped(op, launch, M, N, stride, device, poison_outputs):
     """Rows far from zero (shift 20): a one-pass sum-of-squares variance would cancel there;
     the kernel's per-lane running statistics do not."""
-    center, residual = NORMS[op]
-    for dtype in _dtypes(device):
-        x, r, w, b = operands(M, N, dtype, device, stride, shift=20.0 if center else 0.0)
-        r = r if residual else None
-        b = b if center else None
-        got = norm.wide_norm_forward(x, w, b, r, 1e-6, 0.5, center, LOOPED[launch])
-        check(got, expected(x, w, b, r, 1e-6, 0.5, center), dtype, center, residual)
+    _check_forward(op, LOOPED[launch], M, N, stride, device)
 
 
 def test_unrolled_looped_launch_refuses_long_rows(device):

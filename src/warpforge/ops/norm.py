@@ -617,10 +617,11 @@ def wide_norm_forward(
     block = launch.chunk or next_power_of_2(N)
     if not launch.chunk and block > 32768:
         raise ValueError(f"x: expected rows of at most 32768 columns, got {N}")
-    if launch.unrolled and cdiv(N, block) > MAX_UNROLLED_CHUNKS:
+    chunks = cdiv(N, block)
+    if launch.unrolled and chunks > MAX_UNROLLED_CHUNKS:
         raise ValueError(
             f"launch: an unrolled looped launch takes at most {MAX_UNROLLED_CHUNKS} chunks a row, "
-            f"got {cdiv(N, block)} ({N} columns in chunks of {block})"
+            f"got {chunks} ({N} columns in chunks of {block})"
         )
     y, h, mean, rstd = _forward_outputs(x, residual, center)
     if M == 0:
@@ -643,7 +644,7 @@ def wide_norm_forward(
                 **flags,
                 EVEN=N % block == 0,
                 FORWARDS=launch.forwards,
-                CHUNKS=cdiv(N, block) if launch.unrolled else 0,
+                CHUNKS=chunks if launch.unrolled else 0,
                 num_warps=launch.num_warps,
             )
             return y, h, mean, rstd
