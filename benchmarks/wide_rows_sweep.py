@@ -175,7 +175,8 @@ WIDTHS = [(torch.bfloat16, 4096, 20000), (torch.bfloat16, 4096, 24576),
 
 def widths(prefix: str) -> None:
     """The tables' launches (ignoring their ``min_n``) against the current path at ``WIDTHS``,
-    to set each launch's ``min_n``; bf16 RMSNorm also with 32w early."""
+    to set each launch's ``min_n``; bf16 RMSNorm also with 32w early, bf16 LayerNorm also with
+    the whole-row kernel (16w), the launch its looped one replaced."""
     import dataclasses
 
     import triton
@@ -193,6 +194,7 @@ def widths(prefix: str) -> None:
                 table[op] = {"table": dataclasses.replace(la, min_n=0)}
         if size == 2:
             table.setdefault("rms", {})["32w early"] = W(32, early_w=True)
+            table.setdefault("layer", {})["16w whole-row"] = W(16)
         fwd = softmax_ops.FWD_WIDE_LAUNCHES.get(size)
         bwd = softmax_ops.BWD_WIDE_LAUNCHES.get(size)
         sweep_shape(dtype, M, N, table, {"table": fwd} if fwd else {},

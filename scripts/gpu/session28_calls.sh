@@ -14,6 +14,11 @@
 #      unrolled launches' first compile by Triton 3.6). If an unrolled launch wins a row, give
 #      it to NORM_FWD_ROW_LAUNCHES / NORM_FWD_WIDE_LAUNCHES and time the harness there
 #      (sweep_part with SUITE_PIECES, as session 27's call 9 did).
+#   2  (after call 1: bf16 LayerNorm 4096 x 32768, the looped kernel unrolled and walking
+#      forwards at 4096-column chunks on 16 warps, 154.7 us against the op's 170.9 and
+#      torch.compile's 176.2; NORM_FWD_WIDE_LAUNCHES now gives it) the harness at that row,
+#      LayerNorm forward and backward; the launch at the narrower wide rows (wide_rows_sweep.py
+#      widths, against the split path and the whole-row kernel); the wide-row GPU tests.
 # Usage: bash scripts/gpu/session28_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -27,6 +32,12 @@ case "$CALL" in
      cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-looped-call1.json" 2>/dev/null
      cat "$OUT/keep/parity-looped-call1.txt"
      gpu_tests wide-rows-call1 $((560 - SECONDS)) tests/ops/test_wide_rows.py ;;
-  *) echo "CALL: expected 1, got $CALL" >&2; exit 2 ;;
+  2) SUITE_PIECES="layer_norm.fwd:100 layer_norm.bwd:120" sweep_part bf16 fwd "M=4096,N=32768"
+     mv "$OUT/keep/fwd-bf16.json" "$OUT/keep/ln-unrolled-bf16-call2.json" 2>/dev/null
+     mv "$OUT/keep/fwd-bf16.png" "$OUT/keep/ln-unrolled-bf16-call2.png" 2>/dev/null
+     timeout $((450 - SECONDS)) python3 benchmarks/wide_rows_sweep.py widths "$OUT/keep/widths-call2"
+     echo "widths: exit $?"
+     gpu_tests wide-rows-call2 $((560 - SECONDS)) tests/ops/test_wide_rows.py ;;
+  *) echo "CALL: expected 1 or 2, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

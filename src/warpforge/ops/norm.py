@@ -479,7 +479,7 @@ def split_norm_forward(
 NORM_FWD_WIDE_LAUNCHES: dict[tuple[int, str], WideLaunch] = {
     (2, "rms_norm.fwd"): WideLaunch(32, early_w=True, reload=True),
     (2, "add_rms_norm.fwd"): WideLaunch(16, early_w=True, reload=True),
-    (2, "layer_norm.fwd"): WideLaunch(16, aligned=True, chunk=4096),
+    (2, "layer_norm.fwd"): WideLaunch(16, aligned=True, chunk=4096, forwards=True, unrolled=True),
     (4, "rms_norm.fwd"): WideLaunch(32, reload=True),
     (4, "add_rms_norm.fwd"): WideLaunch(16),
     (4, "layer_norm.fwd"): WideLaunch(32),
