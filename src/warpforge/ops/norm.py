@@ -477,9 +477,9 @@ def split_norm_forward(
 # --------------------------------------------------------------------------- whole-row forward
 
 NORM_FWD_WIDE_LAUNCHES: dict[tuple[int, str], WideLaunch] = {
-    (2, "rms_norm.fwd"): WideLaunch(32, early_w=True, reload=True),
-    (2, "add_rms_norm.fwd"): WideLaunch(16, early_w=True, reload=True),
-    (2, "layer_norm.fwd"): WideLaunch(16, aligned=True, chunk=4096, forwards=True, unrolled=True),
+    (2, "rms_norm.fwd"): WideLaunch(32, early_w=True, reload=True, aligned=True),
+    (2, "add_rms_norm.fwd"): WideLaunch(16, early_w=True, reload=True, aligned=True),
+    (2, "layer_norm.fwd"): WideLaunch(16, chunk=4096, forwards=True, unrolled=True),
     (4, "rms_norm.fwd"): WideLaunch(32, reload=True),
     (4, "add_rms_norm.fwd"): WideLaunch(16),
     (4, "layer_norm.fwd"): WideLaunch(32),
@@ -497,7 +497,7 @@ software-pipelined kernel (x and w staged through shared memory; measured, then 
 streaming cache hints were slower everywhere (bf16 RMSNorm 197.4-207.1 / 190.4 us).
 Narrower rows (``widefwd-widths-2026-11-25-h100.txt``): faster at 20000, 24576 and 28672 columns
 (bf16 and float32), except bf16 LayerNorm at a length of no whole 16-byte vectors (24577: 646.1
-against 491.8 us; ``aligned``). float32 LayerNorm takes 32 warps since the H200
+against 491.8 us), which then kept the split kernel. float32 LayerNorm takes 32 warps since the H200
 (``session18-h200-2026-11-28/wide-rows-call3.txt``, 4096 x 32768): 289.1 us (89.5% of copy)
 against 315.8 at 16 warps, where the H100 had them within 1.1% (388.3 against 384.1).
 RMSNorm reads x again for y (``reload``) since the nineteenth session (H200, 4096 x 32768,
@@ -514,7 +514,16 @@ timed (calls 5, 6 and 8 there): bf16 LayerNorm 4096 x 16384 82.6 us at best agai
 the op and 71.7 for torch.compile (Nsight Compute, ``ncu-layer_norm-fwd-4096x16384-bf16-call7``:
 40 registers and 67% occupancy against torch.compile's 31 and 88%, and 12% more DRAM reads),
 bf16 RMSNorm 4096 x 16384 70.8 against 67.4, float32 LayerNorm 4096 x 32768 358.9 against
-287.0, bf16 RMSNorm 4096 x 32768 158.2 against 130.5."""
+287.0, bf16 RMSNorm 4096 x 32768 158.2 against 130.5. Its statistics pass unrolled for the
+row's chunk count and its output pass walking forwards since the twenty-eighth
+(``session28-h200-2026-11-29/parity-looped-call1.json``): 154.7 us at 4096 x 32768 against
+170.9 for the rolled launch (torch.compile 176.2); it lost at every other looped case there.
+At the narrower wide rows (``widths-call2.txt``, bf16 4096 x N, us): LayerNorm 98.4 / 111.0 /
+135.1 at 20000 / 24576 / 28672 columns against 144.3 / 153.4 / 186.2 on the split path and
+149.2 / 156.3 / 165.1 for the whole-row kernel, and at 24577 columns (no whole 16-byte vectors)
+385.3 against 482.5 and 776.7, so it takes those rows too; bf16 RMSNorm and add+RMSNorm lose
+there (318.4 against 251.6, 624.6 against 505.8) and leave them to the split kernel
+(``aligned``)."""
 
 _ROW = functools.partial(WideLaunch, min_n=1, aligned=True)  # the key's power of two bounds N
 NORM_FWD_ROW_LAUNCHES: dict[tuple[int, str, int], WideLaunch] = {
