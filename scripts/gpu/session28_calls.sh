@@ -19,6 +19,9 @@
 #      torch.compile's 176.2; NORM_FWD_WIDE_LAUNCHES now gives it) the harness at that row,
 #      LayerNorm forward and backward; the launch at the narrower wide rows (wide_rows_sweep.py
 #      widths, against the split path and the whole-row kernel); the wide-row GPU tests.
+#   3  (after call 2: at 24577 columns the looped LayerNorm launch beat the split path, and
+#      bf16 RMSNorm's and add+RMSNorm's whole-row launches lost to it; the table now says so)
+#      the wide-row and norm GPU tests on the new dispatch.
 # Usage: bash scripts/gpu/session28_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -38,6 +41,8 @@ case "$CALL" in
      timeout $((450 - SECONDS)) python3 benchmarks/wide_rows_sweep.py widths "$OUT/keep/widths-call2"
      echo "widths: exit $?"
      gpu_tests wide-rows-call2 $((560 - SECONDS)) tests/ops/test_wide_rows.py ;;
-  *) echo "CALL: expected 1 or 2, got $CALL" >&2; exit 2 ;;
+  3) gpu_tests wide-rows-call3 200 tests/ops/test_wide_rows.py
+     gpu_tests norm-call3 $((560 - SECONDS)) tests/ops/test_norm.py ;;
+  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
