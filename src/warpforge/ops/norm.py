@@ -38,7 +38,13 @@ from warpforge.ops._split_rows import (
     split_row_plan,
 )
 from warpforge.ops._wide_rows import WideLaunch, wide_launch
-from warpforge.runtime import ExecutionPath, device_capabilities, execution_path, switch_on
+from warpforge.runtime import (
+    ExecutionPath,
+    device_capabilities,
+    execution_path,
+    interpreter_enabled,
+    switch_on,
+)
 from warpforge.validation import (
     FLOAT_DTYPES,
     check_positive,
@@ -129,9 +135,11 @@ def _kernel_name(center: bool, residual_stream: torch.Tensor | None, backward: b
     return f"{family}.{'bwd' if backward else 'fwd'}"
 
 
-_PARTIAL_BLOCK_N = 16
+_PARTIAL_BLOCK_N = 512 if interpreter_enabled() else 16
 """Columns per program of the partial-sum kernel: enough programs (N / 16 per buffer) to spread
-even a 256-column reduction over 32 SMs, each reading 64-byte row pieces of the partials."""
+even a 256-column reduction over 32 SMs, each reading 64-byte row pieces of the partials.
+Under Triton's interpreter, where a program costs milliseconds of Python whatever its width,
+512 (a 65536-column row's sum: 40 s in 16-column programs, under 2 s in 512)."""
 _PARTIAL_MAX_BLOCK_P = 256
 """Partial rows per load: up to 256 (two SMs' worth of persistent programs) in one round trip."""
 

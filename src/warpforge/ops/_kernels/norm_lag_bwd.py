@@ -19,7 +19,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from warpforge.ops._kernels.norm_split_bwd import _add_pair, _row_totals
+from warpforge.ops._kernels.norm_split_bwd import _row_totals
+from warpforge.ops._kernels.reductions import sum_pair
 from warpforge.ops._kernels.split_rows import publish_word, split_place
 
 
@@ -123,7 +124,7 @@ def norm_bwd_lag_flags_kernel(
             wdy = dy32
         if STAGE != 2:
             if CENTER:
-                s_wdy, s_dot = tl.reduce((wdy, wdy * xhat), 0, _add_pair)
+                s_wdy, s_dot = sum_pair(wdy, wdy * xhat, 0)
             else:
                 s_wdy, s_dot = 0.0, tl.sum(wdy * xhat, axis=0)
             publish_word(WORDS + row * CHUNKS_POW2 + chunk, s_wdy, s_dot, STAGE)

@@ -18,12 +18,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from warpforge.ops._kernels.reductions import sum_pair
 from warpforge.ops._kernels.split_rows import publish_word, row_words, split_place, unpack_pair
-
-
-@triton.jit
-def _add_pair(a1, b1, a2, b2):
-    return a1 + a2, b1 + b2
 
 
 @triton.jit
@@ -130,7 +126,7 @@ def norm_bwd_flags_kernel(
         words = WORDS + row * CHUNKS_POW2
         if STAGE != 2:
             if CENTER:
-                s_wdy, s_dot = tl.reduce((wdy, wdy * xhat), 0, _add_pair)
+                s_wdy, s_dot = sum_pair(wdy, wdy * xhat, 0)
             else:
                 s_wdy, s_dot = 0.0, tl.sum(wdy * xhat, axis=0)
             publish_word(words + chunk, s_wdy, s_dot, STAGE)
