@@ -94,7 +94,7 @@ elif [ "$MODE" = "--smoke" ]; then
   echo "plan: exit $rc" | tee -a "$SUMMARY"
   if [ $rc -eq 0 ]; then
     TRITON_INTERPRET=1 timeout 300 "$PY" benchmarks/tune_bench.py --out "$OUT" --smoke \
-      --kernels add_rms_norm.bwd 'blueprint.layernorm_linear_gelu.*' \
+      --kernels add_rms_norm.fwd 'blueprint.layernorm_linear_gelu.*' \
       --budget-kernels blueprint.layernorm_linear_gelu.k1_linear_gelu --budget 0.5 \
       --short-budget 0.2 --cold-exhaustive 1 --refine-trials 4 --compile-workers 1 > "$OUT/tune_bench.log" 2>&1
     rc=$?

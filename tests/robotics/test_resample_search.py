@@ -220,7 +220,7 @@ def test_gather_backward_matches_atomic_kernel_and_reference(method: str, policy
     # the reference and the atomic kernel, on queries sorted, unsorted, shared by every row
     # (stride 0), with NaN, duplicates of sample times and both sides out of range, and lengths
     g = torch.Generator().manual_seed(39)
-    rows, samples, queries, width = 4, 23, 61, 5
+    rows, samples, queries, width = 4, 23, 31, 5
     times = torch.cumsum(torch.randint(0, 3, (rows, samples), generator=g), dim=1).double()
     values = torch.randn(rows, samples, width, generator=g, dtype=torch.float64)
     lengths = torch.tensor([23, 1, 2, 11])

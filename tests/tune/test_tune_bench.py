@@ -229,16 +229,16 @@ def test_gpu_script_smoke_resolves_the_plan_runs_and_ships(tmp_path: Path) -> No
         assert matmul["budgeted"]["exhaustive_cold"]["strategy"] == "exhaustive"
         assert budget["exhaustive_cold_source"] in (None, "exhaustive search in a fresh process")
     assert not (set(out.glob("wf-probe-*/triton")) | set(out.glob("wf-probe-*/cache")))
-    fused = by_kernel["add_rms_norm.bwd"]["heldout"][0]
+    fused = by_kernel["add_rms_norm.fwd"]["heldout"][0]
     assert "nearest_quality" in fused
     # M=5,N=37's best carried over to M=3,N=130 (a whole-row block of 64 becomes 256)
     assert fused["nearest_origin"].startswith("database consensus of 1 nearest"), fused
 
     shipped = out / document["shipped_file"]
-    entry = json.loads(shipped.read_text())["kernels"]["add_rms_norm.bwd"][0]
+    entry = json.loads(shipped.read_text())["kernels"]["add_rms_norm.fwd"][0]
     lookup = ConfigLookup(shipped_dir=shipped.parent, use_database=False)
     assert (
-        lookup.config_for("add_rms_norm.bwd", entry["features"], {}, device="cpu")
+        lookup.config_for("add_rms_norm.fwd", entry["features"], {}, device="cpu")
         == (entry["config"])
     )
 
