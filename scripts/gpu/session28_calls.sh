@@ -22,6 +22,9 @@
 #   3  (after call 2: at 24577 columns the looped LayerNorm launch beat the split path, and
 #      bf16 RMSNorm's and add+RMSNorm's whole-row launches lost to it; the table now says so)
 #      the wide-row and norm GPU tests on the new dispatch.
+#   4  (after LayerNorm's paired row sums went through one helper, sum_pair, whose
+#      interpreter branch is a compile-time global: INTERPRETED) the GPU tests of the kernels
+#      that call it: the split and narrow-split backwards, then the norm tests.
 # Usage: bash scripts/gpu/session28_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -43,6 +46,8 @@ case "$CALL" in
      gpu_tests wide-rows-call2 $((560 - SECONDS)) tests/ops/test_wide_rows.py ;;
   3) gpu_tests wide-rows-call3 200 tests/ops/test_wide_rows.py
      gpu_tests norm-call3 $((560 - SECONDS)) tests/ops/test_norm.py ;;
-  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
+  4) gpu_tests split-bwd-call4 200 tests/ops/test_norm_split_bwd.py tests/ops/test_norm_bwd_narrow.py
+     gpu_tests norm-call4 $((560 - SECONDS)) tests/ops/test_norm.py ;;
+  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
