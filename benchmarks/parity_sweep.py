@@ -344,8 +344,9 @@ CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257), (4096, 262144)]
 kernel's last slice, wide rows, rows off 16-byte boundaries and whole slices."""
 
 
-def cases(device, smoke: bool):
-    """(label, thunk) pairs; each thunk builds (input_sets, contenders, reference, bytes, dtype)."""
+def cases(device, smoke: bool, looped_grid: tuple = LOOPED_GRID):
+    """(label, thunk) pairs; each thunk builds (input_sets, contenders, reference, bytes, dtype);
+    the looped cases time ``looped_grid``'s launches."""
     from warpforge.harness.registry import get_problem
 
     sets = 1 if smoke else 2
@@ -441,7 +442,7 @@ def cases(device, smoke: bool):
 
     return [
         *(norm_fwd(*case) for case in NORM_FWD_CASES),
-        *(norm_fwd(*case, (), (), LOOPED_GRID) for case in NORM_FWD_LOOPED_CASES),
+        *(norm_fwd(*case, (), (), looped_grid) for case in NORM_FWD_LOOPED_CASES),
         activation("swiglu.fwd", FP32, ACT_FWD_GRID),
         *(ce_bwd(FP32, rows, classes) for rows, classes in CE_BWD_SHAPES),
         softmax_alone(False, FP32, SM_GRID),
@@ -460,6 +461,20 @@ def cases(device, smoke: bool):
     ]
 
 
+def _chunk_warps(text: str) -> tuple[int, int]:
+    """``--looped-grid``'s CHUNK/WARPS: a power-of-two chunk and warp count."""
+    chunk, _, warps = text.partition("/")
+    if not (chunk.isdigit() and warps.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected CHUNK/WARPS such as 2048/8, got {text!r}")
+    c, w = int(chunk), int(warps)
+    if c & (c - 1) or w & (w - 1) or not 0 < w <= 32 or c < 16:
+        raise argparse.ArgumentTypeError(
+            f"expected a power-of-two chunk of at least 16 and 1-32 warps (a power of two), "
+            f"got {text!r}"
+        )
+    return c, w
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, type=Path)
@@ -469,7 +484,20 @@ def main() -> int:
     parser.add_argument(
         "--warm", action="store_true", help="compile and check only (fill the caches), no timing"
     )
+    parser.add_argument(
+        "--looped-grid",
+        nargs="*",
+        type=_chunk_warps,
+        default=[],
+        metavar="CHUNK/WARPS",
+        help="the looped cases' launches instead of LOOPED_GRID's, each rolled and unrolled, "
+        "its output pass backwards and forwards",
+    )
     args = parser.parse_args()
+    looped_grid = LOOPED_GRID
+    if args.looped_grid:
+        looped_grid = tuple((chunk, warps, forwards, unrolled) for chunk, warps in args.looped_grid
+                            for forwards in (False, True) for unrolled in (False, True))  # fmt: skip
 
     from warpforge.catalog import load_builtin_problems
     from warpforge.environment import environment_fingerprint
@@ -481,7 +509,7 @@ def main() -> int:
                               "cases": []}  # fmt: skip
     start = time.perf_counter()
     done: set[str] = set()
-    for label, build in cases(device, args.smoke):
+    for label, build in cases(device, args.smoke, looped_grid):
         if args.only and not any(s in label for s in args.only):
             continue
         if label in done:  # the smoke run times bf16 cases in float32: one of each suffices

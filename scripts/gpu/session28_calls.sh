@@ -25,6 +25,9 @@
 #   4  (after LayerNorm's paired row sums went through one helper, sum_pair, whose
 #      interpreter branch is a compile-time global: INTERPRETED) the GPU tests of the kernels
 #      that call it: the split and narrow-split backwards, then the norm tests.
+#   5  bf16 LayerNorm 4096 x 16384, the row under torch.compile (0.95x), at looped launches
+#      outside LOOPED_GRID (parity_sweep.py --looped-grid): smaller chunks on fewer warps,
+#      larger on more.
 # Usage: bash scripts/gpu/session28_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -48,6 +51,12 @@ case "$CALL" in
      gpu_tests norm-call3 $((560 - SECONDS)) tests/ops/test_norm.py ;;
   4) gpu_tests split-bwd-call4 200 tests/ops/test_norm_split_bwd.py tests/ops/test_norm_bwd_narrow.py
      gpu_tests norm-call4 $((560 - SECONDS)) tests/ops/test_norm.py ;;
-  *) echo "CALL: expected 1-4, got $CALL" >&2; exit 2 ;;
+  5) timeout 300 python3 benchmarks/parity_sweep.py --out "$OUT/ps" --max-time 1.0 \
+       --only "layer_norm.fwd M=4096 N=16384 torch.bfloat16 looped" \
+       --looped-grid 1024/4 2048/4 4096/8 8192/16 8192/32 16384/32 > "$OUT/keep/parity-ln16k-call5.txt" 2>&1
+     echo "parity sweep: exit $?"
+     cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-ln16k-call5.json" 2>/dev/null
+     cat "$OUT/keep/parity-ln16k-call5.txt" ;;
+  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -49,3 +49,12 @@ def test_smoke_run_checks_and_times_the_variants(tmp_path: Path) -> None:
         row["contender"] for row in cases["cross_entropy.bwd M=4096 V=50257 torch.float32"]["rows"]
     }
     assert {"flat BLOCK=64 warps=1", "flat BLOCK=64 warps=1 evict_first"} <= ce_rows
+
+
+def test_looped_grid_takes_chunk_and_warps_and_refuses_the_rest(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    for bad in ("2048/3", "100"):
+        command = [sys.executable, str(SCRIPT), "--out", str(tmp_path), "--looped-grid", bad]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, (bad, done.stderr)
+        assert "argument --looped-grid: expected" in done.stderr and repr(bad) in done.stderr
