@@ -525,7 +525,10 @@ bf16 RMSNorm 4096 x 16384 70.8 against 67.4, float32 LayerNorm 4096 x 32768 358.
 287.0, bf16 RMSNorm 4096 x 32768 158.2 against 130.5. Its statistics pass unrolled for the
 row's chunk count and its output pass walking forwards since the twenty-eighth
 (``session28-h200-2026-11-29/parity-looped-call1.json``): 154.7 us at 4096 x 32768 against
-170.9 for the rolled launch (torch.compile 176.2); it lost at every other looped case there.
+170.9 for the rolled launch (torch.compile 176.2); it lost at every other looped case there,
+and at bf16 LayerNorm 4096 x 16384 at six more launches too (``parity-ln16k-call5.txt``, 1024-
+to 16384-column chunks on 4-32 warps): 79.7 us at best (4096-column chunks, 8 warps, forwards)
+against 76.1 for the op and 72.2 for torch.compile.
 At the narrower wide rows (``widths-call2.txt``, bf16 4096 x N, us): LayerNorm 98.4 / 111.0 /
 135.1 at 20000 / 24576 / 28672 columns against 144.3 / 153.4 / 186.2 on the split path and
 149.2 / 156.3 / 165.1 for the whole-row kernel, and at 24577 columns (no whole 16-byte vectors)
