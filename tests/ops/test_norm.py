@@ -1242,11 +1242,15 @@ def _close_pairs(got, want, dtype, what, scale=None):
     assert err < PAIRS_TOL[dtype], f"{what}: error {err:.2e} of the largest value"
 
 
-def _dx_scale(x, w, dy):
-    """The largest rstd * w * dy: the size of dx's terms."""
+def _pairs_scales(x, w, dy):
+    """The size of the terms that cancel in dx (the largest rstd * w * dy) and in dweight (the
+    largest column sum of |dy| * |x| * rstd: the kernel forms xhat as x * rstd - mean * rstd,
+    so a row of equal values, whose xhat is 0, leaves a rounding of x * rstd in it)."""
     _, rstd = _forward_stats(x)
+    rstd = rstd.double()[:, None]
     wdy = dy.double() * (w.double() if w is not None else 1.0)
-    return (rstd.double()[:, None] * wdy).abs().max().item()
+    dweight = (dy.double().abs() * x.double().abs() * rstd).sum(0)
+    return {"dx": (rstd * wdy).abs().max().item(), "dweight": dweight.max().item()}
 
 
 @pytest.mark.parametrize(
@@ -1288,7 +1292,7 @@ def test_layer_norm_pairs_backward(m, n, block, options, affine, device, poison_
             )
         want = _layer_norm_grads64(x, w, b, dy)
         got = _asked_grads(dx, dw, db, w, b)
-        scale = {"dx": _dx_scale(x, w, dy)}
+        scale = _pairs_scales(x, w, dy)
         for (name, g), e in zip(got.items(), want, strict=True):
             _close_pairs(g, e, dtype, f"{name} {dtype} {affine} {options}", scale.get(name))
     assert len(launched) == len(PAIRS_DTYPES)
@@ -1329,7 +1333,7 @@ def test_layer_norm_pairs_backward_one_launch(m, n, block, dtype, hold_weight, h
                                                  unroll=unroll, lag=lag, l2_ahead=lag - 1,
                                                  **extra)  # fmt: skip
     want = _layer_norm_grads64(x, w, b, dy)
-    scale = {"dx": _dx_scale(x, w, dy)}
+    scale = _pairs_scales(x, w, dy)
     label = (f"{dtype} hold_weight={hold_weight} hold_rows={hold_rows} unroll={unroll} "
              f"lag={lag} {extra}")  # fmt: skip
     for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
@@ -1435,7 +1439,7 @@ def test_default_wide_2_byte_layer_norm_backward_takes_the_pairs_kernel(device, 
             assert [name for name, _ in launched] == ["_layer_norm_pairs_backward",
                                                       "_layer_norm_held_backward"]  # fmt: skip
         want = _layer_norm_grads64(x, w, b, dy)
-        scale = {"dx": _dx_scale(x, w, dy)}
+        scale = _pairs_scales(x, w, dy)
         for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
             _close_pairs(g, e, dtype, f"{name} weight {wdtype}", scale.get(name))
 

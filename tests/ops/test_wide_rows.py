@@ -459,12 +459,15 @@ def test_a_launch_serves_rows_from_its_min_n(monkeypatch):
 
 
 def test_shipped_tables_route_as_measured(monkeypatch):
-    """bf16 LayerNorm keeps the chunked kernel for rows of no whole 16-byte vectors; the 2-byte
-    softmax forward takes the whole-row kernel from 24577 columns, its backward from 24576."""
+    """bf16 LayerNorm takes its looped launch for rows of no whole 16-byte vectors too, bf16
+    RMSNorm and add+RMSNorm leave those rows to the split kernel; the 2-byte softmax forward
+    takes the whole-row kernel from 24577 columns, its backward from 24576."""
     monkeypatch.delenv(WIDE_ROWS, raising=False)
     assert norm.norm_fwd_wide_launch(24576, 2, "layer_norm.fwd") is not None
-    assert norm.norm_fwd_wide_launch(24577, 2, "layer_norm.fwd") is None
-    assert norm.norm_fwd_wide_launch(24577, 2, "rms_norm.fwd") is not None
+    assert norm.norm_fwd_wide_launch(24577, 2, "layer_norm.fwd").chunk == 4096
+    assert norm.norm_fwd_wide_launch(24576, 2, "rms_norm.fwd") is not None
+    assert norm.norm_fwd_wide_launch(24577, 2, "rms_norm.fwd") is None
+    assert norm.norm_fwd_wide_launch(24577, 2, "add_rms_norm.fwd") is None
     assert norm.norm_fwd_wide_launch(16385, 4, "layer_norm.fwd") is not None
     fwd, bwd = softmax_ops.FWD_WIDE_LAUNCHES, softmax_ops.BWD_WIDE_LAUNCHES
     assert wide_launch(fwd, 2, 24576, 2) is None
