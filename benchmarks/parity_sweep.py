@@ -333,12 +333,15 @@ NORM_FWD_LOOPED_CASES = [
     *(("rms_norm.fwd", BF16, M, N) for M, N in ((4096, 16384), (8192, 8192), (4096, 32768))),
     *(("layer_norm.fwd", FP32, M, N) for M, N in ((4096, 16384), (4096, 32768))),
     ("add_rms_norm.fwd", BF16, 4096, 16384),
+    *(("layer_norm.fwd", BF16, 8192, N) for N in (65536, 131072)),
+    ("rms_norm.fwd", BF16, 8192, 65536),
 ]  # fmt: skip
 """The looped kernel (one row a program walked in chunks, torch.compile's shape of a norm
 forward; its output pass backwards or in order) against the op as shipped and the baselines,
 at the norm forwards under 90% of copy or under torch.compile on the H200 (``session25
 normfwd-bf16-call1``: bf16 LayerNorm 4096 x 16384 0.95x, 84%; ``session19 fwd-bf16-call7``:
-4096 x 32768 71%)."""
+4096 x 32768 71%), and past 32768 columns, where the split kernel runs bf16 LayerNorm at 63-67%
+of copy and RMSNorm at 78-81% (``session19 fwd-bf16-call7``)."""
 CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257), (4096, 262144)]
 """The float32 backward where its launches were once told apart: rows that pad the row
 kernel's last slice, wide rows, rows off 16-byte boundaries and whole slices."""

@@ -28,6 +28,9 @@
 #   5  bf16 LayerNorm 4096 x 16384, the row under torch.compile (0.95x), at looped launches
 #      outside LOOPED_GRID (parity_sweep.py --looped-grid): smaller chunks on fewer warps,
 #      larger on more.
+#   6  the looped kernel past 32768 columns, where the split kernel runs bf16 LayerNorm at
+#      63-67% of copy: LayerNorm 8192 x 65536 and 131072, RMSNorm 8192 x 65536, at chunks of
+#      4096 and 8192 columns (at most 32 chunks a row unrolled).
 # Usage: bash scripts/gpu/session28_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -57,6 +60,12 @@ case "$CALL" in
      echo "parity sweep: exit $?"
      cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-ln16k-call5.json" 2>/dev/null
      cat "$OUT/keep/parity-ln16k-call5.txt" ;;
-  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
+  6) timeout 400 python3 benchmarks/parity_sweep.py --out "$OUT/ps" --max-time 1.0 \
+       --only "M=8192 N=65536 torch.bfloat16 looped" "M=8192 N=131072 torch.bfloat16 looped" \
+       --looped-grid 4096/16 8192/16 8192/32 > "$OUT/keep/parity-long-call6.txt" 2>&1
+     echo "parity sweep: exit $?"
+     cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-long-call6.json" 2>/dev/null
+     cat "$OUT/keep/parity-long-call6.txt" ;;
+  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
