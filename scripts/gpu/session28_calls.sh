@@ -31,6 +31,10 @@
 #   6  the looped kernel past 32768 columns, where the split kernel runs bf16 LayerNorm at
 #      63-67% of copy: LayerNorm 8192 x 65536 and 131072, RMSNorm 8192 x 65536, at chunks of
 #      4096 and 8192 columns (at most 32 chunks a row unrolled).
+#   7  (after call 6: at 8192 x 65536 the looped launch, 8192-column chunks on 32 warps,
+#      unrolled, beat the split kernel for bf16 LayerNorm and RMSNorm; NORM_FWD_LONG_LAUNCHES
+#      now gives it to rows of 32769-65536 columns) the harness there, forward, then forward
+#      and backward while device time lasts.
 # Usage: bash scripts/gpu/session28_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -66,6 +70,14 @@ case "$CALL" in
      echo "parity sweep: exit $?"
      cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-long-call6.json" 2>/dev/null
      cat "$OUT/keep/parity-long-call6.txt" ;;
-  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
+  7) SUITE_PIECES="layer_norm.fwd:90 rms_norm.fwd:90" sweep_part bf16 fwd "M=8192,N=65536"
+     mv "$OUT/keep/fwd-bf16.json" "$OUT/keep/long-fwd-bf16-call7.json" 2>/dev/null
+     mv "$OUT/keep/fwd-bf16.png" "$OUT/keep/long-fwd-bf16-call7.png" 2>/dev/null
+     if [ $SECONDS -lt 110 ]; then
+       SUITE_PIECES="layer_norm.bwd:70 rms_norm.bwd:70" sweep_part bf16 normbwd "M=8192,N=65536"
+       mv "$OUT/keep/normbwd-bf16.json" "$OUT/keep/long-normbwd-bf16-call7.json" 2>/dev/null
+       mv "$OUT/keep/normbwd-bf16.png" "$OUT/keep/long-normbwd-bf16-call7.png" 2>/dev/null
+     fi ;;
+  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

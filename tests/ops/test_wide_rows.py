@@ -273,17 +273,28 @@ def test_shipped_row_launches_compute_right(key, device, poison_outputs):
     check(got, expected(x, w, b, r, 1e-6, 0.0, center), dtype, center, residual)
 
 
+SHIPPED_TABLES = {
+    "wide": (norm.NORM_FWD_WIDE_LAUNCHES, lambda size: (16384 + 16 // size, 32768, 24577)),
+    "long": (norm.NORM_FWD_LONG_LAUNCHES, lambda size: (32768 + 16 // size, 65536, 40961)),
+}
+"""The shipped norm forward tables of one-row-a-program launches, each with the row lengths
+its launches are checked at: one 16-byte vector past the narrowest, the widest and one of no
+whole 16-byte vectors (the op keeps its other kernels there where the launch is ``aligned``)."""
+
+
 @pytest.mark.parametrize(
-    "key", sorted(norm.NORM_FWD_WIDE_LAUNCHES), ids=lambda k: f"{k[1]}-{k[0]}B"
+    ("table", "key"),
+    [(name, key) for name, (launches, _) in SHIPPED_TABLES.items() for key in sorted(launches)],
+    ids=lambda v: v if isinstance(v, str) else f"{v[1]}-{v[0]}B",
 )
-def test_shipped_wide_launches_compute_right(key, monkeypatch, device, poison_outputs):
-    """Each launch of the shipped wide table through the public op, on the kernel it names
-    (the looped one: a ragged last chunk, then whole chunks only), one 16-byte vector past
-    16384 columns, at 32768 and at 24577 (no whole 16-byte vectors: the op keeps its other
-    kernels where the launch is ``aligned``)."""
+def test_shipped_wide_launches_compute_right(table, key, monkeypatch, device, poison_outputs):
+    """Each launch of the shipped tables through the public op, on the kernel it names (the
+    looped one: a ragged last chunk, then whole chunks only), at ``SHIPPED_TABLES``' lengths,
+    and one column past the table's widest taking no launch of it."""
     monkeypatch.delenv(WIDE_ROWS, raising=False)
     size, kernel = key
-    launch = norm.NORM_FWD_WIDE_LAUNCHES[key]
+    launches, lengths = SHIPPED_TABLES[table]
+    launch = launches[key]
     name = "norm_fwd_looped_kernel" if launch.chunk else "norm_fwd_wide_kernel"
     spy = LaunchSpy(getattr(wide_kernels, name))
     monkeypatch.setattr(wide_kernels, name, spy)
@@ -292,7 +303,8 @@ def test_shipped_wide_launches_compute_right(key, monkeypatch, device, poison_ou
     dtype = (
         torch.float32 if size == 4 else torch.float16 if device.type == "cpu" else torch.bfloat16
     )
-    for N in (16384 + 16 // size, 32768, 24577):
+    widest = max(lengths(size))
+    for N in (*lengths(size), widest + 1):
         spy.grids.clear()
         x, r, w, b = operands(2, N, dtype, device, shift=20.0 if center else 0.0)
         if center:
@@ -301,7 +313,10 @@ def test_shipped_wide_launches_compute_right(key, monkeypatch, device, poison_ou
             got, want = rms_norm(x, w, 1e-6, residual=r), expected(x, w, None, r, 1e-6, 0.0, False)
         else:
             got, want = (rms_norm(x, w, 1e-6),), expected(x, w, None, None, 1e-6, 0.0, False)
-        assert len(spy.grids) == (0 if launch.aligned and N * size % 16 else 1), N
+        taken = widest >= N and not (launch.aligned and N * size % 16)
+        assert (norm.norm_fwd_wide_launch(N, size, kernel) == launch) == taken, N
+        if widest >= N:  # past it, other tables' or kernels' launches may run this kernel
+            assert len(spy.grids) == taken, N
         torch.testing.assert_close(got[0].double(), want[0], atol=TOL[dtype], rtol=TOL[dtype])
         if residual:
             assert torch.equal(got[1], want[1])
@@ -460,7 +475,8 @@ def test_a_launch_serves_rows_from_its_min_n(monkeypatch):
 
 def test_shipped_tables_route_as_measured(monkeypatch):
     """bf16 LayerNorm takes its looped launch for rows of no whole 16-byte vectors too, bf16
-    RMSNorm and add+RMSNorm leave those rows to the split kernel; the 2-byte softmax forward
+    RMSNorm and add+RMSNorm leave those rows to the split kernel; past 32768 columns the long
+    table's launches; the 2-byte softmax forward
     takes the whole-row kernel from 24577 columns, its backward from 24576."""
     monkeypatch.delenv(WIDE_ROWS, raising=False)
     assert norm.norm_fwd_wide_launch(24576, 2, "layer_norm.fwd") is not None
@@ -469,6 +485,13 @@ def test_shipped_tables_route_as_measured(monkeypatch):
     assert norm.norm_fwd_wide_launch(24577, 2, "rms_norm.fwd") is None
     assert norm.norm_fwd_wide_launch(24577, 2, "add_rms_norm.fwd") is None
     assert norm.norm_fwd_wide_launch(16385, 4, "layer_norm.fwd") is not None
+    # past 32768 columns, bf16 LayerNorm and RMSNorm walk rows of up to 65536 in 8192-column
+    # chunks; float32 and add+RMSNorm keep the split kernel
+    assert norm.norm_fwd_wide_launch(65536, 2, "layer_norm.fwd").chunk == 8192
+    assert norm.norm_fwd_wide_launch(40961, 2, "rms_norm.fwd").chunk == 8192
+    assert norm.norm_fwd_wide_launch(65537, 2, "layer_norm.fwd") is None
+    assert norm.norm_fwd_wide_launch(65536, 4, "layer_norm.fwd") is None
+    assert norm.norm_fwd_wide_launch(65536, 2, "add_rms_norm.fwd") is None
     fwd, bwd = softmax_ops.FWD_WIDE_LAUNCHES, softmax_ops.BWD_WIDE_LAUNCHES
     assert wide_launch(fwd, 2, 24576, 2) is None
     assert wide_launch(fwd, 2, 24577, 2) is not None

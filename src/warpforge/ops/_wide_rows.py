@@ -52,11 +52,16 @@ def wide_rows_enabled() -> bool:
 
 
 def wide_launch(
-    launches: dict, key: object, N: int, element_size: int, enabled: bool | None = None
+    launches: dict,
+    key: object,
+    N: int,
+    element_size: int,
+    enabled: bool | None = None,
+    max_n: int = WIDE_MAX_N,
 ) -> WideLaunch | None:
-    """``launches[key]`` for rows of its ``min_n``-32768 columns (of whole 16-byte vectors where
-    it is ``aligned``) with the kernels on, else None."""
-    if not 0 < N <= WIDE_MAX_N:
+    """``launches[key]`` for rows of its ``min_n`` to ``max_n`` columns (of whole 16-byte
+    vectors where it is ``aligned``) with the kernels on, else None."""
+    if not 0 < N <= max_n:
         return None
     launch = launches.get(key)  # before the environment: most calls find no launch
     if launch is None or launch.min_n > N or (launch.aligned and N * element_size % 16):

@@ -37,7 +37,7 @@ from warpforge.ops._split_rows import (
     flag_word_plan,
     split_row_plan,
 )
-from warpforge.ops._wide_rows import WideLaunch, wide_launch
+from warpforge.ops._wide_rows import WIDE_MAX_N, WideLaunch, wide_launch
 from warpforge.runtime import (
     ExecutionPath,
     device_capabilities,
@@ -600,6 +600,21 @@ that search (session23-h200-2026-11-29/tune-normfwd-fp32-trials.json), against t
 kernel's 147.1 above and 156.9 for the H100's tiled launch in the same search."""
 
 
+NORM_FWD_LONG_MAX_N = 65536
+"""Widest row ``NORM_FWD_LONG_LAUNCHES`` takes."""
+NORM_FWD_LONG_LAUNCHES: dict[tuple[int, str], WideLaunch] = {
+    (2, "layer_norm.fwd"): WideLaunch(32, min_n=32769, chunk=8192, unrolled=True),
+    (2, "rms_norm.fwd"): WideLaunch(32, min_n=32769, chunk=8192, forwards=True, unrolled=True),
+}
+"""(element size, tunable) -> the looped launch (``norm_fwd_looped_kernel``: one row a
+program, walked in chunks) of rows of 32769-65536 columns; keys not listed keep the split
+kernel. H200, kernel alone (``session28-h200-2026-11-29/parity-long-call6.txt``), bf16
+8192 x 65536, 8192-column chunks on 32 warps, unrolled: LayerNorm 632.4 us against 753.2 for
+the split kernel and 867.7 for torch.compile; RMSNorm (its output pass forwards) 558.3 against
+645.1 and 737.7. At 8192 x 131072 the split kernel stayed the fastest (LayerNorm 1578.5 us
+against 1640.4 for the best looped launch): a program's row, 256 KiB, no longer waits in L2
+for its second read."""
+
 MAX_UNROLLED_CHUNKS = 32
 """Most chunks a row an unrolled looped launch (``WideLaunch.unrolled``) takes: its code grows
 with the count (one copy of a chunk's loads and arithmetic per chunk)."""
@@ -609,10 +624,16 @@ def norm_fwd_wide_launch(
     N: int, element_size: int, kernel: str, enabled: bool | None = None
 ) -> WideLaunch | None:
     """The whole-row launch of rows of N columns for ``kernel`` (``rms_norm.fwd`` ...), or None:
-    ``NORM_FWD_WIDE_LAUNCHES`` for rows of more than ``MAX_SINGLE_PASS_N`` columns,
+    ``NORM_FWD_LONG_LAUNCHES`` for rows of more than ``WIDE_MAX_N`` columns,
+    ``NORM_FWD_WIDE_LAUNCHES`` for rows of more than ``MAX_SINGLE_PASS_N``,
     ``NORM_FWD_ROW_LAUNCHES`` for narrower ones."""
-    if N > MAX_SINGLE_PASS_N:
+    if N > WIDE_MAX_N:
         key: tuple = (element_size, kernel)
+        return wide_launch(
+            NORM_FWD_LONG_LAUNCHES, key, N, element_size, enabled, NORM_FWD_LONG_MAX_N
+        )
+    if N > MAX_SINGLE_PASS_N:
+        key = (element_size, kernel)
         return wide_launch(NORM_FWD_WIDE_LAUNCHES, key, N, element_size, enabled)
     key = (element_size, kernel, next_power_of_2(N))
     return wide_launch(NORM_FWD_ROW_LAUNCHES, key, N, element_size, enabled)
@@ -689,8 +710,9 @@ def _forward(
     center: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The custom ops' forward: the whole-row kernel where ``norm_fwd_wide_launch`` gives a
-    launch (rows of 16385-32768 columns in ``NORM_FWD_WIDE_LAUNCHES``, of 1025-16384 in
-    ``NORM_FWD_ROW_LAUNCHES``; ``WARPFORGE_WIDE_ROWS`` not off), the split
+    launch (rows of 32769-65536 columns in ``NORM_FWD_LONG_LAUNCHES``, of 16385-32768 in
+    ``NORM_FWD_WIDE_LAUNCHES``, of 1025-16384 in ``NORM_FWD_ROW_LAUNCHES``;
+    ``WARPFORGE_WIDE_ROWS`` not off), the split
     kernel for rows of at least ``NORM_FWD_SPLIT_MIN_N`` columns when a plan fits (and
     ``WARPFORGE_NORM_FWD_SPLIT`` is not off), else :func:`_norm_forward`."""
     M, N = x.shape
