@@ -1,6 +1,7 @@
 """Launches of the whole-row kernels (``warpforge.ops._kernels.wide_rows``): rows of
 16385-32768 columns, one row held by one program of 16-32 warps, read once (or, for a norm
-forward with ``chunk`` set, walked by one program in chunks and read twice).
+forward with ``chunk`` set, walked by one program in chunks and read twice, which some norm
+forwards also do at other widths: ``warpforge.ops.norm.NORM_FWD_LONG_LAUNCHES``).
 
 Narrower rows take the tiled row kernels (several rows a program); wider ones the split or
 chunked kernels (a row over several programs, or read twice).
