@@ -613,7 +613,9 @@ kernel. H200, kernel alone (``session28-h200-2026-11-29/parity-long-call6.txt``)
 the split kernel and 867.7 for torch.compile; RMSNorm (its output pass forwards) 558.3 against
 645.1 and 737.7. At 8192 x 131072 the split kernel stayed the fastest (LayerNorm 1578.5 us
 against 1640.4 for the best looped launch): a program's row, 256 KiB, no longer waits in L2
-for its second read."""
+for its second read. Rows of 32769-65535 columns were not timed; the launch takes them as the
+4096-column one takes rows of 16385-32768, which beat the split kernel at every width timed
+there, 24577 columns (no whole 16-byte vectors) included (``widths-call2.txt``)."""
 
 MAX_UNROLLED_CHUNKS = 32
 """Most chunks a row an unrolled looped launch (``WideLaunch.unrolled``) takes: its code grows
