@@ -4,6 +4,7 @@ installed, Liger-Kernel's kernels, kernel alone.
 
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py OUT_PREFIX         # GPU: OUT_PREFIX.txt/.json
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py widths OUT_PREFIX  # the tables' launches
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py long OUT_PREFIX    # 32769-65536 columns
 
 CUDA-event medians of ``triton.testing.do_bench`` (L2 flushed between runs); fraction of copy
 = bytes read once and written once against ``copy_`` of the same tensor in the same run; each
@@ -172,48 +173,65 @@ WIDTHS = [(torch.bfloat16, 4096, 20000), (torch.bfloat16, 4096, 24576),
           (torch.float32, 4096, 20000), (torch.float32, 4096, 24576)]  # fmt: skip
 """``widths``: rows between 16384 and 32768 columns (24577: rows not 16-byte aligned)."""
 
+LONG_WIDTHS = [(torch.bfloat16, 8192, N) for N in (40961, 49152, 57344, 65536)]
+"""``long``: rows between 32768 and 65536 columns (40961: rows not 16-byte aligned)."""
+
+
+def _table_launches(launches: dict, size: int) -> dict[str, dict[str, WideLaunch]]:
+    """{op: {"table": launch}} of a shipped norm forward table for one element size, each
+    launch's ``min_n`` lifted."""
+    import dataclasses
+
+    table = {}
+    for op, kernel in (("rms", "rms_norm.fwd"), ("add_rms", "add_rms_norm.fwd"),
+                       ("layer", "layer_norm.fwd")):  # fmt: skip
+        if (la := launches.get((size, kernel))) is not None:
+            table[op] = {"table": dataclasses.replace(la, min_n=0)}
+    return table
+
 
 def widths(prefix: str) -> None:
     """The tables' launches (ignoring their ``min_n``) against the current path at ``WIDTHS``,
     to set each launch's ``min_n``; bf16 RMSNorm also with 32w early, bf16 LayerNorm also with
     the whole-row kernel (16w), the launch its looped one replaced."""
-    import dataclasses
-
-    import triton
-
-    lines = [
-        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
-    ]
-    rows: list[dict] = []
+    shapes = []
     for dtype, M, N in WIDTHS:
         size = dtype.itemsize
-        table = {}
-        for op, kernel in (("rms", "rms_norm.fwd"), ("add_rms", "add_rms_norm.fwd"),
-                           ("layer", "layer_norm.fwd")):  # fmt: skip
-            if (la := norm.NORM_FWD_WIDE_LAUNCHES.get((size, kernel))) is not None:
-                table[op] = {"table": dataclasses.replace(la, min_n=0)}
+        table = _table_launches(norm.NORM_FWD_WIDE_LAUNCHES, size)
         if size == 2:
             table.setdefault("rms", {})["32w early"] = W(32, early_w=True)
             table.setdefault("layer", {})["16w whole-row"] = W(16)
         fwd = softmax_ops.FWD_WIDE_LAUNCHES.get(size)
         bwd = softmax_ops.BWD_WIDE_LAUNCHES.get(size)
-        sweep_shape(dtype, M, N, table, {"table": fwd} if fwd else {},
-                    {"table": bwd} if bwd else {}, False, lines, rows)  # fmt: skip
-        torch.cuda.empty_cache()
-        with open(prefix + ".txt", "w") as f:
-            f.write("\n".join(lines) + "\n")
-        with open(prefix + ".json", "w") as f:
-            json.dump({"device": lines[0], "rows": rows}, f, indent=1)
+        shapes.append((dtype, M, N, table, {"table": fwd} if fwd else {},
+                       {"table": bwd} if bwd else {}, False))  # fmt: skip
+    run(prefix, shapes)
 
 
-def main(prefix: str) -> None:
+def long_widths(prefix: str) -> None:
+    """``NORM_FWD_LONG_LAUNCHES`` against the current path (the split kernel) at
+    ``LONG_WIDTHS``, and add+RMSNorm, which the table leaves out, at the same looped launch."""
+    shapes = []
+    for dtype, M, N in LONG_WIDTHS:
+        table = _table_launches(norm.NORM_FWD_LONG_LAUNCHES, dtype.itemsize)
+        table["add_rms"] = {
+            f"32w 8192{' forwards' * forwards}": W(32, chunk=8192, forwards=forwards, unrolled=True)
+            for forwards in (False, True)
+        }
+        shapes.append((dtype, M, N, table, {}, {}, False))
+    run(prefix, shapes)
+
+
+def run(prefix: str, shapes: list) -> None:
+    """``sweep_shape`` over ``shapes`` (its arguments before ``lines``), the text and JSON
+    rewritten after each."""
     import triton
 
     lines = [
         f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
     ]
     rows: list[dict] = []
-    for dtype, M, N, norms, sms, bwds, with_liger in SHAPES:
+    for dtype, M, N, norms, sms, bwds, with_liger in shapes:
         sweep_shape(dtype, M, N, norms, sms, bwds, with_liger, lines, rows)
         torch.cuda.empty_cache()
         with open(prefix + ".txt", "w") as f:
@@ -222,5 +240,10 @@ def main(prefix: str) -> None:
             json.dump({"device": lines[0], "rows": rows}, f, indent=1)
 
 
+MODES = {"widths": widths, "long": long_widths}
+
 if __name__ == "__main__":
-    widths(sys.argv[2]) if sys.argv[1] == "widths" else main(sys.argv[1])
+    if sys.argv[1] in MODES:
+        MODES[sys.argv[1]](sys.argv[2])
+    else:
+        run(sys.argv[1], SHAPES)

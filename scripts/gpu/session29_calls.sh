@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The device calls planned in the twenty-eighth session for the next one, on the H200
+# (nvidia-h200), most useful first. Carry .whl/ (Liger-Kernel); set WARPFORGE_GIT_COMMIT to this
+# machine's `git rev-parse HEAD` as a literal hash (calls_common.sh says why). Each call comes
+# back as OUT/call-N.tgz; results go under benchmarks/results/session29-h200-<date>/.
+# Session 28 gave bf16/fp16 LayerNorm and RMSNorm forwards of 32769-65536 columns the looped
+# kernel (NORM_FWD_LONG_LAUNCHES: 8192-column chunks on 32 warps, unrolled), timed only at
+# 8192 x 65536, where it beat the split kernel by 1.16-1.19x; add+RMSNorm was not tried.
+#   1  the long table's launches against the split kernel at 40961 (no whole 16-byte vectors),
+#      49152, 57344 and 65536 columns, and add+RMSNorm at the same looped launch
+#      (wide_rows_sweep.py long); then the wide-row GPU tests, which run the long table's
+#      launches through the public ops in bf16 for the first time. If a width loses, give the
+#      launch a min_n (or aligned); if add+RMSNorm wins, add it to the table and time the
+#      harness there (sweep_part with SUITE_PIECES, as session 28's call 7 did).
+# Usage: bash scripts/gpu/session29_calls.sh OUT CALL
+set -uo pipefail
+source "$(dirname "$0")/calls_common.sh"
+start_call session29_calls.sh "$@"
+
+case "$CALL" in
+  1) timeout 300 python3 benchmarks/wide_rows_sweep.py long "$OUT/keep/long-widths-call1"
+     echo "long widths: exit $?"
+     cat "$OUT/keep/long-widths-call1.txt"
+     gpu_tests wide-rows-call1 $((560 - SECONDS)) tests/ops/test_wide_rows.py ;;
+  *) echo "CALL: expected 1, got $CALL" >&2; exit 2 ;;
+esac
+finish_call one
