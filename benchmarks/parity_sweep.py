@@ -328,8 +328,16 @@ NORM_FWD_CASES = [
 the row kernels at other launches (``(name, dtype, M, N, whole-row warps, (BLOCK_N, rows a
 program, num_warps) of the row kernels)``); then the rest of the issue's sweep rows of
 2048-16384 columns (``session19 parity-sweep-call6``) and add+RMSNorm's, not yet timed."""
-LOOPED_GRID = tuple((chunk, w, forwards, unrolled) for chunk, w in ((1024, 8), (2048, 8), (2048, 16),
-                    (4096, 16)) for forwards in (False, True) for unrolled in (False, True))  # fmt: skip
+
+
+def looped_grid(chunk_warps) -> tuple[tuple[int, int, bool, bool], ...]:
+    """(chunk, warps, forwards, unrolled) launches of the looped kernel: each (chunk, warps)
+    rolled and unrolled, its output pass backwards and forwards."""
+    return tuple((chunk, w, forwards, unrolled) for chunk, w in chunk_warps
+                 for forwards in (False, True) for unrolled in (False, True))  # fmt: skip
+
+
+LOOPED_GRID = looped_grid(((1024, 8), (2048, 8), (2048, 16), (4096, 16)))
 NORM_FWD_LOOPED_CASES = [
     *(("layer_norm.fwd", BF16, M, N) for M, N in ((4096, 16384), (8192, 8192), (16384, 4096),
                                                   (4096, 32768))),
@@ -350,9 +358,9 @@ CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257), (4096, 262144)]
 kernel's last slice, wide rows, rows off 16-byte boundaries and whole slices."""
 
 
-def cases(device, smoke: bool, looped_grid: tuple = LOOPED_GRID):
+def cases(device, smoke: bool, looped: tuple = LOOPED_GRID):
     """(label, thunk) pairs; each thunk builds (input_sets, contenders, reference, bytes, dtype);
-    the looped cases time ``looped_grid``'s launches."""
+    the looped cases time ``looped``'s launches."""
     from warpforge.harness.registry import get_problem
 
     sets = 1 if smoke else 2
@@ -448,7 +456,7 @@ def cases(device, smoke: bool, looped_grid: tuple = LOOPED_GRID):
 
     return [
         *(norm_fwd(*case) for case in NORM_FWD_CASES),
-        *(norm_fwd(*case, (), (), looped_grid) for case in NORM_FWD_LOOPED_CASES),
+        *(norm_fwd(*case, (), (), looped) for case in NORM_FWD_LOOPED_CASES),
         activation("swiglu.fwd", FP32, ACT_FWD_GRID),
         *(ce_bwd(FP32, rows, classes) for rows, classes in CE_BWD_SHAPES),
         softmax_alone(False, FP32, SM_GRID),
@@ -500,10 +508,7 @@ def main() -> int:
         "its output pass backwards and forwards",
     )
     args = parser.parse_args()
-    looped_grid = LOOPED_GRID
-    if args.looped_grid:
-        looped_grid = tuple((chunk, warps, forwards, unrolled) for chunk, warps in args.looped_grid
-                            for forwards in (False, True) for unrolled in (False, True))  # fmt: skip
+    grid = looped_grid(args.looped_grid) if args.looped_grid else LOOPED_GRID
 
     from warpforge.catalog import load_builtin_problems
     from warpforge.environment import environment_fingerprint
@@ -515,7 +520,7 @@ def main() -> int:
                               "cases": []}  # fmt: skip
     start = time.perf_counter()
     done: set[str] = set()
-    for label, build in cases(device, args.smoke, looped_grid):
+    for label, build in cases(device, args.smoke, grid):
         if args.only and not any(s in label for s in args.only):
             continue
         if label in done:  # the smoke run times bf16 cases in float32: one of each suffices

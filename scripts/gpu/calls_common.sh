@@ -50,8 +50,7 @@ short_rows_tuned() {  # TUNABLE PART REPORT PIECES WALL_S [DTYPES]: TUNABLE tune
   cp "$shipped" "$OUT/keep/shipped-merged-call$CALL.json"
   for dtype in $dtypes; do
     SUITE_PIECES="$4" sweep_part "$dtype" "$2" "$SHORT_ROWS"
-    mv "$OUT/keep/$2-$dtype.json" "$OUT/keep/$3-$dtype-call$CALL.json" 2>/dev/null
-    mv "$OUT/keep/$2-$dtype.png" "$OUT/keep/$3-$dtype-call$CALL.png" 2>/dev/null
+    keep_report "$2-$dtype" "$3-$dtype"
   done
 }
 
@@ -94,6 +93,22 @@ sweep_part() {  # DTYPE PART [SHAPE]: a part of the issue's sweep in what time i
   cp "$OUT/$2-$1/keep/"* "$OUT/keep/" 2>/dev/null
   cp "$OUT/$2-$1/logs.tgz" "$OUT/keep/logs-$2-$1.tgz" 2>/dev/null
   grep -E "^\| [a-z_]+\.|rows|exit" "$OUT/$2-$1.log" | head -60
+}
+
+keep_report() {  # FROM NAME: sweep_part's OUT/keep/FROM.json and .png as NAME-callCALL.*
+  mv "$OUT/keep/$1.json" "$OUT/keep/$2-call$CALL.json" 2>/dev/null
+  mv "$OUT/keep/$1.png" "$OUT/keep/$2-call$CALL.png" 2>/dev/null
+}
+
+parity_cases() {  # NAME LIMIT_S ARGS...: benchmarks/parity_sweep.py ARGS in LIMIT_S seconds,
+  # its table in OUT/keep/parity-NAME.txt (printed) and its report in parity-NAME.json
+  local name="$1" limit="$2" t0=$SECONDS
+  shift 2
+  timeout "$limit" python3 benchmarks/parity_sweep.py --out "$OUT/ps-$name" --max-time 1.0 "$@" \
+    > "$OUT/keep/parity-$name.txt" 2>&1
+  echo "parity sweep: exit $? in $((SECONDS - t0)) s"
+  cp "$OUT/ps-$name/parity_sweep.json" "$OUT/keep/parity-$name.json" 2>/dev/null
+  cat "$OUT/keep/parity-$name.txt"
 }
 
 blueprint_suite() {  # NAME GLOB:LIMIT...: bench_parts.sh with the ceilings, bf16, into

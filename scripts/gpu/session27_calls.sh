@@ -68,8 +68,7 @@ case "$CALL" in
      cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-looped-call8.json" 2>/dev/null
      cat "$OUT/keep/parity-looped-call8.txt" ;;
   9) SUITE_PIECES="layer_norm.fwd:100 layer_norm.bwd:120" sweep_part bf16 fwd "M=4096,N=32768"
-     mv "$OUT/keep/fwd-bf16.json" "$OUT/keep/ln-looped-bf16-call9.json" 2>/dev/null
-     mv "$OUT/keep/fwd-bf16.png" "$OUT/keep/ln-looped-bf16-call9.png" 2>/dev/null
+     keep_report fwd-bf16 ln-looped-bf16
      gpu_tests wide-rows-call9 150 tests/ops/test_wide_rows.py
      gpu_tests norm-call9 $((540 - SECONDS)) tests/ops/test_norm.py ;;
   *) echo "CALL: expected 1-9, got $CALL" >&2; exit 2 ;;

@@ -41,16 +41,10 @@ source "$(dirname "$0")/calls_common.sh"
 start_call session28_calls.sh "$@"
 
 case "$CALL" in
-  1) t0=$SECONDS
-     timeout 360 python3 benchmarks/parity_sweep.py --out "$OUT/ps" --max-time 1.0 \
-       --only looped > "$OUT/keep/parity-looped-call1.txt" 2>&1
-     echo "parity sweep: exit $? in $((SECONDS - t0)) s"
-     cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-looped-call1.json" 2>/dev/null
-     cat "$OUT/keep/parity-looped-call1.txt"
+  1) parity_cases looped-call1 360 --only looped
      gpu_tests wide-rows-call1 $((560 - SECONDS)) tests/ops/test_wide_rows.py ;;
   2) SUITE_PIECES="layer_norm.fwd:100 layer_norm.bwd:120" sweep_part bf16 fwd "M=4096,N=32768"
-     mv "$OUT/keep/fwd-bf16.json" "$OUT/keep/ln-unrolled-bf16-call2.json" 2>/dev/null
-     mv "$OUT/keep/fwd-bf16.png" "$OUT/keep/ln-unrolled-bf16-call2.png" 2>/dev/null
+     keep_report fwd-bf16 ln-unrolled-bf16
      timeout $((450 - SECONDS)) python3 benchmarks/wide_rows_sweep.py widths "$OUT/keep/widths-call2"
      echo "widths: exit $?"
      gpu_tests wide-rows-call2 $((560 - SECONDS)) tests/ops/test_wide_rows.py ;;
@@ -58,25 +52,15 @@ case "$CALL" in
      gpu_tests norm-call3 $((560 - SECONDS)) tests/ops/test_norm.py ;;
   4) gpu_tests split-bwd-call4 200 tests/ops/test_norm_split_bwd.py tests/ops/test_norm_bwd_narrow.py
      gpu_tests norm-call4 $((560 - SECONDS)) tests/ops/test_norm.py ;;
-  5) timeout 300 python3 benchmarks/parity_sweep.py --out "$OUT/ps" --max-time 1.0 \
-       --only "layer_norm.fwd M=4096 N=16384 torch.bfloat16 looped" \
-       --looped-grid 1024/4 2048/4 4096/8 8192/16 8192/32 16384/32 > "$OUT/keep/parity-ln16k-call5.txt" 2>&1
-     echo "parity sweep: exit $?"
-     cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-ln16k-call5.json" 2>/dev/null
-     cat "$OUT/keep/parity-ln16k-call5.txt" ;;
-  6) timeout 400 python3 benchmarks/parity_sweep.py --out "$OUT/ps" --max-time 1.0 \
-       --only "M=8192 N=65536 torch.bfloat16 looped" "M=8192 N=131072 torch.bfloat16 looped" \
-       --looped-grid 4096/16 8192/16 8192/32 > "$OUT/keep/parity-long-call6.txt" 2>&1
-     echo "parity sweep: exit $?"
-     cp "$OUT/ps/parity_sweep.json" "$OUT/keep/parity-long-call6.json" 2>/dev/null
-     cat "$OUT/keep/parity-long-call6.txt" ;;
+  5) parity_cases ln16k-call5 300 --only "layer_norm.fwd M=4096 N=16384 torch.bfloat16 looped" \
+       --looped-grid 1024/4 2048/4 4096/8 8192/16 8192/32 16384/32 ;;
+  6) parity_cases long-call6 400 --looped-grid 4096/16 8192/16 8192/32 \
+       --only "M=8192 N=65536 torch.bfloat16 looped" "M=8192 N=131072 torch.bfloat16 looped" ;;
   7) SUITE_PIECES="layer_norm.fwd:90 rms_norm.fwd:90" sweep_part bf16 fwd "M=8192,N=65536"
-     mv "$OUT/keep/fwd-bf16.json" "$OUT/keep/long-fwd-bf16-call7.json" 2>/dev/null
-     mv "$OUT/keep/fwd-bf16.png" "$OUT/keep/long-fwd-bf16-call7.png" 2>/dev/null
+     keep_report fwd-bf16 long-fwd-bf16
      if [ $SECONDS -lt 110 ]; then
        SUITE_PIECES="layer_norm.bwd:70 rms_norm.bwd:70" sweep_part bf16 normbwd "M=8192,N=65536"
-       mv "$OUT/keep/normbwd-bf16.json" "$OUT/keep/long-normbwd-bf16-call7.json" 2>/dev/null
-       mv "$OUT/keep/normbwd-bf16.png" "$OUT/keep/long-normbwd-bf16-call7.png" 2>/dev/null
+       keep_report normbwd-bf16 long-normbwd-bf16
      fi ;;
   *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
 esac
