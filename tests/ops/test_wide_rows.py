@@ -476,7 +476,7 @@ def test_a_launch_serves_rows_from_its_min_n(monkeypatch):
 def test_shipped_tables_route_as_measured(monkeypatch):
     """bf16 LayerNorm takes its looped launch for rows of no whole 16-byte vectors too, bf16
     RMSNorm and add+RMSNorm leave those rows to the split kernel; past 32768 columns the long
-    table's launches; the 2-byte softmax forward
+    table's launches, rows of whole 16-byte vectors only; the 2-byte softmax forward
     takes the whole-row kernel from 24577 columns, its backward from 24576."""
     monkeypatch.delenv(WIDE_ROWS, raising=False)
     assert norm.norm_fwd_wide_launch(24576, 2, "layer_norm.fwd") is not None
@@ -486,9 +486,11 @@ def test_shipped_tables_route_as_measured(monkeypatch):
     assert norm.norm_fwd_wide_launch(24577, 2, "add_rms_norm.fwd") is None
     assert norm.norm_fwd_wide_launch(16385, 4, "layer_norm.fwd") is not None
     # past 32768 columns, bf16 LayerNorm and RMSNorm walk rows of up to 65536 in 8192-column
-    # chunks; float32 and add+RMSNorm keep the split kernel
+    # chunks (not rows of no whole 16-byte vectors); float32 and add+RMSNorm keep the split kernel
     assert norm.norm_fwd_wide_launch(65536, 2, "layer_norm.fwd").chunk == 8192
-    assert norm.norm_fwd_wide_launch(40961, 2, "rms_norm.fwd").chunk == 8192
+    assert norm.norm_fwd_wide_launch(40968, 2, "rms_norm.fwd").chunk == 8192
+    assert norm.norm_fwd_wide_launch(40961, 2, "rms_norm.fwd") is None
+    assert norm.norm_fwd_wide_launch(40961, 2, "layer_norm.fwd") is None
     assert norm.norm_fwd_wide_launch(65537, 2, "layer_norm.fwd") is None
     assert norm.norm_fwd_wide_launch(65536, 4, "layer_norm.fwd") is None
     assert norm.norm_fwd_wide_launch(65536, 2, "add_rms_norm.fwd") is None

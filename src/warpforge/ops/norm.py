@@ -603,8 +603,10 @@ kernel's 147.1 above and 156.9 for the H100's tiled launch in the same search.""
 NORM_FWD_LONG_MAX_N = 65536
 """Widest row ``NORM_FWD_LONG_LAUNCHES`` takes."""
 NORM_FWD_LONG_LAUNCHES: dict[tuple[int, str], WideLaunch] = {
-    (2, "layer_norm.fwd"): WideLaunch(32, min_n=32769, chunk=8192, unrolled=True),
-    (2, "rms_norm.fwd"): WideLaunch(32, min_n=32769, chunk=8192, forwards=True, unrolled=True),
+    (2, "layer_norm.fwd"): WideLaunch(32, min_n=32769, aligned=True, chunk=8192, unrolled=True),
+    (2, "rms_norm.fwd"): WideLaunch(
+        32, min_n=32769, aligned=True, chunk=8192, forwards=True, unrolled=True
+    ),
 }
 """(element size, tunable) -> the looped launch (``norm_fwd_looped_kernel``: one row a
 program, walked in chunks) of rows of 32769-65536 columns; keys not listed keep the split
@@ -613,9 +615,12 @@ kernel. H200, kernel alone (``session28-h200-2026-11-29/parity-long-call6.txt``)
 the split kernel and 867.7 for torch.compile; RMSNorm (its output pass forwards) 558.3 against
 645.1 and 737.7. At 8192 x 131072 the split kernel stayed the fastest (LayerNorm 1578.5 us
 against 1640.4 for the best looped launch): a program's row, 256 KiB, no longer waits in L2
-for its second read. Rows of 32769-65535 columns were not timed; the launch takes them as the
-4096-column one takes rows of 16385-32768, which beat the split kernel at every width timed
-there, 24577 columns (no whole 16-byte vectors) included (``widths-call2.txt``)."""
+for its second read. Narrower rows (``session29-h200-2026-11-30/long-widths-call1.txt``, bf16,
+8192 rows, us, the table's launch against the split kernel): LayerNorm 474.2 / 544.4 at 49152
+columns, 532.4 / 646.3 at 57344; RMSNorm 402.0 / 482.7 and 493.8 / 568.6. At 40961 columns
+(rows of no whole 16-byte vectors) it lost (LayerNorm 1314.3 / 1105.0, RMSNorm 826.6 / 823.2),
+so the launches are ``aligned``. add+RMSNorm at the same looped launch lost at every aligned
+width (875.3 / 819.6 at 49152, 1233.5 / 1093.7 at 65536) and keeps the split kernel."""
 
 MAX_UNROLLED_CHUNKS = 32
 """Most chunks a row an unrolled looped launch (``WideLaunch.unrolled``) takes: its code grows
