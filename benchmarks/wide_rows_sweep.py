@@ -5,6 +5,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py OUT_PREFIX         # GPU: OUT_PREFIX.txt/.json
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py widths OUT_PREFIX  # the tables' launches
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py long OUT_PREFIX    # 32769-65536 columns
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax OUT_PREFIX # the looped softmax
 
 CUDA-event medians of ``triton.testing.do_bench`` (L2 flushed between runs); fraction of copy
 = bytes read once and written once against ``copy_`` of the same tensor in the same run; each
@@ -126,7 +127,7 @@ def sweep_shape(dtype, M, N, norms, sms, bwds, with_liger, lines, rows) -> None:
     dt = str(dtype)[6:]
     lines.append(f"{dt} {M}x{N} copy {copy_ms * 1e3:.1f} us = {copy_bps / 1e12:.3f} TB/s")
     with torch.no_grad():
-        for op, (center, residual) in OPS.items():
+        for op, (center, residual) in OPS.items() if norms is not None else ():
             meta = dict(dtype=dt, M=M, N=N, op=op)
             rr, bb = (r if residual else None), (b if center else None)
             moved = nbytes * (4 if residual else 2)
@@ -222,6 +223,37 @@ def long_widths(prefix: str) -> None:
     run(prefix, shapes)
 
 
+SOFTMAX_SHAPES = [(torch.bfloat16, 4096, 16384), (torch.bfloat16, 4096, 32768),
+                  (torch.bfloat16, 8192, 65536), (torch.bfloat16, 8192, 131072),
+                  (torch.float32, 4096, 16384), (torch.float32, 4096, 32768),
+                  (torch.float32, 8192, 65536)]  # fmt: skip
+"""``softmax``: the issue's sweep rows of 16384-131072 columns."""
+
+SOFTMAX_LOOPED = {
+    "2048c 8w": W(8, chunk=2048, unrolled=True),
+    "4096c 8w": W(8, chunk=4096, unrolled=True),
+    "4096c 16w": W(16, chunk=4096, unrolled=True),
+    "4096c 16w fwd": W(16, chunk=4096, forwards=True, unrolled=True),
+    "8192c 16w": W(16, chunk=8192, unrolled=True),
+    "8192c 32w": W(32, chunk=8192, unrolled=True),
+    "8192c 32w fwd": W(32, chunk=8192, forwards=True, unrolled=True),
+}
+"""``softmax``: the looped forward's launches, statistics pass unrolled (at most 32 chunks)."""
+
+
+def softmax_looped(prefix: str) -> None:
+    """The looped softmax forward (``softmax_fwd_looped_kernel``) at ``SOFTMAX_LOOPED``
+    against the split kernel, the whole-row kernel (rows of at most 32768 columns) and Liger
+    at ``SOFTMAX_SHAPES`` (no norms)."""
+    shapes = []
+    for dtype, M, N in SOFTMAX_SHAPES:
+        launches = {k: la for k, la in SOFTMAX_LOOPED.items() if -(-N // la.chunk) <= 32}
+        if N <= 32768:  # the current path with the whole-row kernels off is the split kernel
+            launches["whole-row 32w"] = W(32)
+        shapes.append((dtype, M, N, None, launches, {}, True))
+    run(prefix, shapes)
+
+
 def run(prefix: str, shapes: list) -> None:
     """``sweep_shape`` over ``shapes`` (its arguments before ``lines``), the text and JSON
     rewritten after each."""
@@ -240,7 +272,7 @@ def run(prefix: str, shapes: list) -> None:
             json.dump({"device": lines[0], "rows": rows}, f, indent=1)
 
 
-MODES = {"widths": widths, "long": long_widths}
+MODES = {"widths": widths, "long": long_widths, "softmax": softmax_looped}
 
 if __name__ == "__main__":
     if sys.argv[1] in MODES:

@@ -12,6 +12,9 @@
 #      launches through the public ops in bf16 for the first time. If a width loses, give the
 #      launch a min_n (or aligned); if add+RMSNorm wins, add it to the table and time the
 #      harness there (sweep_part with SUITE_PIECES, as session 28's call 7 did).
+#   2  the looped softmax forward (softmax_fwd_looped_kernel, written this session) at seven
+#      launches against the split kernel, the whole-row kernel and Liger, bf16 and float32 rows
+#      of 16384-131072 columns (wide_rows_sweep.py softmax); then the wide-row GPU tests.
 # Usage: bash scripts/gpu/session29_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -22,6 +25,10 @@ case "$CALL" in
      echo "long widths: exit $?"
      cat "$OUT/keep/long-widths-call1.txt"
      gpu_tests wide-rows-call1 $((560 - SECONDS)) tests/ops/test_wide_rows.py ;;
-  *) echo "CALL: expected 1, got $CALL" >&2; exit 2 ;;
+  2) timeout 420 python3 benchmarks/wide_rows_sweep.py softmax "$OUT/keep/softmax-looped-call2"
+     echo "softmax looped: exit $?"
+     cat "$OUT/keep/softmax-looped-call2.txt"
+     gpu_tests wide-rows-call2 $((570 - SECONDS)) tests/ops/test_wide_rows.py ;;
+  *) echo "CALL: expected 1 or 2, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -14,7 +14,7 @@ from norm_fwd_check import TOL, check, expected, operands
 import warpforge.ops._kernels.wide_rows as wide_kernels
 from launch_spy import LaunchSpy
 from warpforge.ops import layer_norm, log_softmax, norm, rms_norm, softmax, softmax_ops
-from warpforge.ops._wide_rows import WIDE_ROWS, WideLaunch, wide_launch
+from warpforge.ops._wide_rows import MAX_UNROLLED_CHUNKS, WIDE_ROWS, WideLaunch, wide_launch
 
 NORMS = {"rms": (False, False), "add_rms": (False, True), "layer": (True, False)}
 # every kernel option: one row a program, weight early or late, streaming hints, x read again,
@@ -90,8 +90,7 @@ LOOPED_ROWS = [(1, 1, None), (3, 251, None), (5, 4099, 4104), (2, 40009, None), 
         (launch, *row)
         for launch in LOOPED
         for row in LOOPED_ROWS
-        if not LOOPED[launch].unrolled
-        or -(-row[1] // LOOPED[launch].chunk) <= norm.MAX_UNROLLED_CHUNKS
+        if not LOOPED[launch].unrolled or -(-row[1] // LOOPED[launch].chunk) <= MAX_UNROLLED_CHUNKS
     ],
 )
 @pytest.mark.parametrize("op", list(NORMS))
@@ -102,9 +101,9 @@ def test_norm_forward_looped(op, launch, M, N, stride, device, poison_outputs):
 
 
 def test_unrolled_looped_launch_refuses_long_rows(device):
-    x = torch.randn(1, 256 * norm.MAX_UNROLLED_CHUNKS + 1, device=device)
+    x = torch.randn(1, 256 * MAX_UNROLLED_CHUNKS + 1, device=device)
     launch = WideLaunch(2, chunk=256, unrolled=True)
-    with pytest.raises(ValueError, match=f"at most {norm.MAX_UNROLLED_CHUNKS} chunks"):
+    with pytest.raises(ValueError, match=f"at most {MAX_UNROLLED_CHUNKS} chunks"):
         norm.wide_norm_forward(x, None, None, None, 1e-6, 0.0, False, launch)
 
 
@@ -152,6 +151,59 @@ def test_softmax_forward_launches(log, launch, M, N, stride, device, poison_outp
             assert torch.equal(torch.isfinite(y), finite)
             y, want = y[finite], want[finite]
         torch.testing.assert_close(y.double(), want, atol=TOL[dtype] * 1e-2, rtol=TOL[dtype])
+
+
+@pytest.mark.parametrize(
+    ("launch", "M", "N", "stride"),
+    [
+        (launch, *row)
+        for launch in LOOPED
+        for row in LOOPED_ROWS
+        if not LOOPED[launch].unrolled or -(-row[1] // LOOPED[launch].chunk) <= MAX_UNROLLED_CHUNKS
+    ],
+)
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_softmax_forward_looped(log, launch, M, N, stride, device, poison_outputs):
+    """The looped kernel against float64: logits far from zero, a dominant logit in the last
+    chunk, a whole chunk of -inf and a row's first column -inf (a lane that starts empty)."""
+    chunk = LOOPED[launch].chunk
+    for dtype in _dtypes(device):
+        x = (torch.randn(M, stride or N, device=device) * 4 - 30)[:, :N].to(dtype)
+        x[0, N - 1] = 20.0
+        if chunk < N:  # a row of only -inf is NaN (test_softmax_forward_looped_nonfinite_rows)
+            x[M - 1, :chunk] = float("-inf")
+        if N > 1:
+            x[0, 0] = float("-inf")
+        y = softmax_ops.wide_softmax_forward(x, log, LOOPED[launch])
+        want = softmax_expected(x.cpu(), log).to(device)
+        assert y.dtype == dtype
+        finite = torch.isfinite(want)
+        assert torch.equal(torch.isfinite(y), finite)  # log: -inf exactly where x is -inf
+        if not log:
+            assert torch.equal(y[x == float("-inf")], torch.zeros_like(y[x == float("-inf")]))
+        torch.testing.assert_close(y[finite].double(), want[finite], atol=TOL[dtype] * 1e-2,
+                                   rtol=TOL[dtype])  # fmt: skip
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's NumPy on inf, NaN
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_softmax_forward_looped_nonfinite_rows(log, device, poison_outputs):
+    """A row of only -inf is NaN throughout, as PyTorch's; a NaN makes its own row NaN and
+    leaves the others alone."""
+    x = torch.randn(3, 1000, device=device)
+    x[0] = float("-inf")
+    x[1, 700] = float("nan")
+    for launch in (LOOPED["256c-2w"], LOOPED["512c-4w-unrolled"]):
+        y = softmax_ops.wide_softmax_forward(x, log, launch)
+        assert torch.isnan(y[0]).all() and torch.isnan(y[1]).all()
+        want = softmax_expected(x[2:].cpu(), log)[0].to(device)
+        torch.testing.assert_close(y[2].double(), want, atol=1e-5, rtol=1e-5)
+
+
+def test_looped_softmax_refuses_too_many_unrolled_chunks(device):
+    x = torch.randn(1, 256 * MAX_UNROLLED_CHUNKS + 1, device=device)
+    with pytest.raises(ValueError, match=f"at most {MAX_UNROLLED_CHUNKS} chunks"):
+        softmax_ops.wide_softmax_forward(x, False, WideLaunch(2, chunk=256, unrolled=True))
 
 
 @pytest.mark.parametrize("launch", ["32w", "32w-stream", "16w-early-stream"])

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from warpforge.ops._rows import MAX_SINGLE_PASS_N
+from warpforge.ops._rows import MAX_SINGLE_PASS_N, cdiv, next_power_of_2
 from warpforge.runtime import switch_on
 
 WIDE_MAX_N = 32768
 """Widest row of the whole-row kernels: 32 fp32 values a thread at 32 warps (1024 threads)."""
+
+MAX_UNROLLED_CHUNKS = 32
+"""Most chunks a row an unrolled looped launch (``WideLaunch.unrolled``) takes: its code grows
+with the count (one copy of a chunk's loads and arithmetic per chunk)."""
 
 WIDE_ROWS = "WARPFORGE_WIDE_ROWS"
 """``0``/``false``/``no``/``off`` turns the whole-row kernels off (the split or chunked kernels
@@ -39,8 +43,9 @@ class WideLaunch:
     """Only rows whose length is a whole number of 16-byte vectors (others keep the other
     kernels)."""
     chunk: int = 0
-    """Norm forwards: walk the row in chunks of this many columns (a power of two;
-    ``norm_fwd_looped_kernel``: x read twice, few registers) instead of holding it whole (0)."""
+    """Forwards: walk the row in chunks of this many columns (a power of two;
+    ``norm_fwd_looped_kernel``, ``softmax_fwd_looped_kernel``: x read twice, few registers)
+    instead of holding it whole (0)."""
     forwards: bool = False
     """Looped: the output pass re-reads the row in order (``FORWARDS``), not backwards."""
     unrolled: bool = False
@@ -70,3 +75,19 @@ def wide_launch(
     if not (wide_rows_enabled() if enabled is None else enabled):
         return None
     return launch
+
+
+def row_blocks(N: int, launch: WideLaunch) -> tuple[int, int]:
+    """(BLOCK_N, chunks a row) of rows of N columns on ``launch``: the row's power of two once
+    (a whole-row launch, rows of at most ``WIDE_MAX_N`` columns) or ``launch.chunk`` as often
+    as the row needs (a looped one; unrolled, at most ``MAX_UNROLLED_CHUNKS`` times)."""
+    block = launch.chunk or next_power_of_2(N)
+    if not launch.chunk and block > WIDE_MAX_N:
+        raise ValueError(f"x: expected rows of at most {WIDE_MAX_N} columns, got {N}")
+    chunks = cdiv(N, block)
+    if launch.unrolled and chunks > MAX_UNROLLED_CHUNKS:
+        raise ValueError(
+            f"launch: an unrolled looped launch takes at most {MAX_UNROLLED_CHUNKS} chunks a row, "
+            f"got {chunks} ({N} columns in chunks of {block})"
+        )
+    return block, chunks

@@ -37,7 +37,7 @@ from warpforge.ops._split_rows import (
     flag_word_plan,
     split_row_plan,
 )
-from warpforge.ops._wide_rows import WIDE_MAX_N, WideLaunch, wide_launch
+from warpforge.ops._wide_rows import WIDE_MAX_N, WideLaunch, row_blocks, wide_launch
 from warpforge.runtime import (
     ExecutionPath,
     device_capabilities,
@@ -622,10 +622,6 @@ columns, 532.4 / 646.3 at 57344; RMSNorm 402.0 / 482.7 and 493.8 / 568.6. At 409
 so the launches are ``aligned``. add+RMSNorm at the same looped launch lost at every aligned
 width (875.3 / 819.6 at 49152, 1233.5 / 1093.7 at 65536) and keeps the split kernel."""
 
-MAX_UNROLLED_CHUNKS = 32
-"""Most chunks a row an unrolled looped launch (``WideLaunch.unrolled``) takes: its code grows
-with the count (one copy of a chunk's loads and arithmetic per chunk)."""
-
 
 def norm_fwd_wide_launch(
     N: int, element_size: int, kernel: str, enabled: bool | None = None
@@ -662,15 +658,7 @@ def wide_norm_forward(
     from warpforge.ops._kernels import wide_rows as kernels
 
     M, N = x.shape
-    block = launch.chunk or next_power_of_2(N)
-    if not launch.chunk and block > 32768:
-        raise ValueError(f"x: expected rows of at most 32768 columns, got {N}")
-    chunks = cdiv(N, block)
-    if launch.unrolled and chunks > MAX_UNROLLED_CHUNKS:
-        raise ValueError(
-            f"launch: an unrolled looped launch takes at most {MAX_UNROLLED_CHUNKS} chunks a row, "
-            f"got {chunks} ({N} columns in chunks of {block})"
-        )
+    block, chunks = row_blocks(N, launch)
     y, h, mean, rstd = _forward_outputs(x, residual, center)
     if M == 0:
         return y, h, mean, rstd

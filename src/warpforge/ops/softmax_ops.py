@@ -32,7 +32,7 @@ from warpforge.ops._split_rows import (
     split_launch,
     split_row_plan,
 )
-from warpforge.ops._wide_rows import WideLaunch, wide_launch
+from warpforge.ops._wide_rows import WideLaunch, row_blocks, wide_launch
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_tensor, normalize_dim
 
@@ -253,29 +253,31 @@ softmax 270.6); 32 warps 280.3 / 270.7. At 24576 and 28672 columns it ties or wi
 / 556.9 us at 16 warps against 554.9 / 552.2)."""
 
 
-def _check_wide(N: int) -> int:
-    block = next_power_of_2(N)
-    if block > 32768:
-        raise ValueError(f"rows of at most 32768 columns expected, got {N}")
-    return block
-
-
 def wide_softmax_forward(x: torch.Tensor, log: bool, launch: WideLaunch) -> torch.Tensor:
-    """(log-)softmax of the rows of a (M, N) tensor (N <= 32768) from the whole-row kernels on
-    the kernels' path; tests and sweeps pass their own launch."""
+    """(log-)softmax of the rows of a (M, N) tensor from the one-row-a-program kernels on the
+    kernels' path: the whole row held (``softmax_fwd_wide_kernel``, N <= 32768) or, with
+    ``launch.chunk``, walked in chunks (``softmax_fwd_looped_kernel``, any N); tests and sweeps
+    pass their own launch."""
     from warpforge.ops._kernels import wide_rows as kernels
 
     M, N = x.shape
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    block = _check_wide(N)
+    block, chunks = row_blocks(N, launch)
     if M == 0 or N == 0:
         return y
     x = as_rows(x)
     with kernel_device(x):
-        kernels.softmax_fwd_wide_kernel[(M,)](
-            x, y, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=block,
-            STREAM=launch.stream, num_warps=launch.num_warps,
-        )  # fmt: skip
+        if launch.chunk:
+            kernels.softmax_fwd_looped_kernel[(M,)](
+                x, y, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=block,
+                EVEN=N % block == 0, FORWARDS=launch.forwards,
+                CHUNKS=chunks if launch.unrolled else 0, num_warps=launch.num_warps,
+            )  # fmt: skip
+        else:
+            kernels.softmax_fwd_wide_kernel[(M,)](
+                x, y, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=block,
+                STREAM=launch.stream, num_warps=launch.num_warps,
+            )  # fmt: skip
     return y
 
 
@@ -286,7 +288,7 @@ def wide_softmax_backward(
     from warpforge.ops._kernels import wide_rows as kernels
 
     M, N = y.shape
-    block = _check_wide(N)
+    block, _ = row_blocks(N, launch)
     if M == 0 or N == 0:
         return dx
     with kernel_device(y):

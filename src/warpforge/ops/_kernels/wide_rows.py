@@ -17,9 +17,9 @@ Options (constexpr) that the launch sweep picks between:
   fewer registers stay live across the reductions and more programs fit on an SM; the second
   read comes from L1 or L2.
 
-``norm_fwd_looped_kernel`` instead walks its row in chunks (one-pass statistics, the output
-from L2), torch.compile's shape of a norm forward: few registers a program, so several programs
-an SM.
+``norm_fwd_looped_kernel`` and ``softmax_fwd_looped_kernel`` instead walk their row in chunks
+(one-pass statistics, the output from L2), torch.compile's shape of a norm or softmax forward:
+few registers a program, so several programs an SM, and rows of any length.
 
 Row offsets are int64 (operands of more than 2**31 elements).
 """
@@ -135,6 +135,16 @@ def _chunk_store(ptr, c, value, m, EVEN: tl.constexpr):
         tl.store(ptr + c, value)
     else:
         tl.store(ptr + c, value, mask=m)
+
+
+@triton.jit
+def _output_columns(i, cols, N, BLOCK_N: tl.constexpr, FORWARDS: tl.constexpr):
+    """The columns of a looped kernel's output pass at step ``i`` (0, BLOCK_N, ...): in order
+    with ``FORWARDS``, else from the last chunk back (the chunks the statistics pass read last,
+    likeliest still in L2, first)."""
+    if FORWARDS:
+        return i + cols
+    return (N - 1) // BLOCK_N * BLOCK_N - i + cols
 
 
 @triton.jit
@@ -264,12 +274,8 @@ def norm_fwd_looped_kernel(
         src = x_row
 
     y_row = Y + row * stride_y
-    last = (N - 1) // BLOCK_N * BLOCK_N
     for i in range(0, N, BLOCK_N):
-        if FORWARDS:
-            c = i + cols
-        else:
-            c = last - i + cols
+        c = _output_columns(i, cols, N, BLOCK_N, FORWARDS)
         _write_chunk(src, W, B, y_row, c, N, mean, rstd, offset, HAS_WEIGHT, HAS_BIAS, EVEN)
 
 
@@ -327,3 +333,79 @@ def softmax_bwd_wide_kernel(
     else:
         dx = y * (dy - tl.sum(dy * y, axis=0))
     _store_row(DX + row * stride_dx, cols, dx.to(DX.dtype.element_ty), mask, STREAM)
+
+
+@triton.jit
+def _softmax_chunk(x_row, c, N, EVEN: tl.constexpr, POLICY: tl.constexpr):
+    """One chunk of a softmax row in float32, -inf past the row's end."""
+    if EVEN:
+        return tl.load(x_row + c, eviction_policy=POLICY).to(tl.float32)
+    return tl.load(x_row + c, mask=c < N, other=-float("inf"), eviction_policy=POLICY).to(
+        tl.float32
+    )
+
+
+@triton.jit
+def _softmax_lane_update(x, top, total):
+    """One more value a lane into the lane's running max ``top`` and its sum of
+    exp(value - top), with one exp: of the value and the old max, the larger contributes
+    exp(0) = 1, so only the smaller's distance needs one. An -inf value adds nothing (two -inf
+    would give exp(NaN)); a NaN value makes the sum NaN, as it makes the row NaN in PyTorch."""
+    bigger = x > top
+    gap = tl.where(bigger, top - x, x - top)
+    e = tl.where(x == -float("inf"), 0.0, tl.exp(gap))
+    return tl.where(bigger, x, top), tl.where(bigger, total * e + 1.0, total + e)
+
+
+@triton.jit
+def softmax_fwd_looped_kernel(
+    X,
+    Y,
+    stride_x,
+    stride_y,
+    M,
+    N,
+    LOG: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    EVEN: tl.constexpr = False,
+    FORWARDS: tl.constexpr = False,
+    CHUNKS: tl.constexpr = 0,
+):
+    """(log-)softmax of one row a program, walked in chunks of ``BLOCK_N`` columns, as
+    ``norm_fwd_looped_kernel`` walks a norm's row: a statistics pass keeps each lane's running
+    max and its sum of exponentials (one exp a value, ``_softmax_lane_update``), the lanes
+    merge into the row's max and sum, and the output pass re-reads the row from L2 (backwards,
+    the chunks read last first, or with ``FORWARDS`` in order). ``EVEN``: N is a multiple of
+    ``BLOCK_N``; ``CHUNKS`` > 0: the row's number of chunks, known when compiling, so the
+    statistics pass is unrolled and its loads are all in flight together."""
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    x_row = X + row * stride_x
+    top = _softmax_chunk(x_row, cols, N, EVEN, "evict_last")
+    total = tl.where(top == -float("inf"), 0.0, 1.0)
+    if CHUNKS:
+        for i in tl.static_range(1, CHUNKS):
+            x = _softmax_chunk(x_row, i * BLOCK_N + cols, N, EVEN, "evict_last")
+            top, total = _softmax_lane_update(x, top, total)
+    else:
+        for start in range(BLOCK_N, N, BLOCK_N):
+            x = _softmax_chunk(x_row, start + cols, N, EVEN, "evict_last")
+            top, total = _softmax_lane_update(x, top, total)
+    row_max = tl.max(top, axis=0)
+    # a row of only -inf: shift by 0, so its sum is 0 and its outputs NaN, as PyTorch's
+    shift = tl.where(row_max == -float("inf"), 0.0, row_max)
+    row_sum = tl.sum(total * tl.exp(top - shift), axis=0)
+    if LOG:
+        shift = shift + tl.log(row_sum)
+    else:
+        scale = 1.0 / row_sum
+
+    y_row = Y + row * stride_y
+    for i in range(0, N, BLOCK_N):
+        c = _output_columns(i, cols, N, BLOCK_N, FORWARDS)
+        x = _softmax_chunk(x_row, c, N, EVEN, "evict_first")
+        if LOG:
+            y = x - shift
+        else:
+            y = tl.exp(x - shift) * scale
+        _chunk_store(y_row, c, y.to(Y.dtype.element_ty), c < N, EVEN)
