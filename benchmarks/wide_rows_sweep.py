@@ -6,6 +6,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py widths OUT_PREFIX  # the tables' launches
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py long OUT_PREFIX    # 32769-65536 columns
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax OUT_PREFIX # the looped softmax
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-widths OUT_PREFIX  # its widths
 
 CUDA-event medians of ``triton.testing.do_bench`` (L2 flushed between runs); fraction of copy
 = bytes read once and written once against ``copy_`` of the same tensor in the same run; each
@@ -241,17 +242,34 @@ SOFTMAX_LOOPED = {
 """``softmax``: the looped forward's launches, statistics pass unrolled (at most 32 chunks)."""
 
 
-def softmax_looped(prefix: str) -> None:
-    """The looped softmax forward (``softmax_fwd_looped_kernel``) at ``SOFTMAX_LOOPED``
+SOFTMAX_WIDTHS = [(torch.bfloat16, 4096, N) for N in (16384, 20000, 24576, 24577, 28672, 32768)]
+SOFTMAX_WIDTHS.append((torch.bfloat16, 8192, 65536))
+"""``softmax-widths``: bf16 rows from 16384 to 32768 columns (24577: no whole 16-byte
+vectors) and the issue's 8192 x 65536."""
+
+SOFTMAX_WIDTH_LAUNCHES = {
+    k: SOFTMAX_LOOPED[k] for k in ("2048c 8w", "4096c 16w", "4096c 16w fwd", "8192c 16w",
+                                   "8192c 32w fwd")
+}  # fmt: skip
+"""``softmax-widths``: the looped launches that won or came close at ``SOFTMAX_SHAPES``."""
+
+
+def softmax_looped(prefix: str, shapes=SOFTMAX_SHAPES, launches=SOFTMAX_LOOPED, liger=True):
+    """The looped softmax forward (``softmax_fwd_looped_kernel``) at ``launches`` (``SOFTMAX_LOOPED``)
     against the split kernel, the whole-row kernel (rows of at most 32768 columns) and Liger
-    at ``SOFTMAX_SHAPES`` (no norms)."""
-    shapes = []
-    for dtype, M, N in SOFTMAX_SHAPES:
-        launches = {k: la for k, la in SOFTMAX_LOOPED.items() if -(-N // la.chunk) <= 32}
+    at ``shapes`` (``SOFTMAX_SHAPES``; no norms)."""
+    runs = []
+    for dtype, M, N in shapes:
+        fits = {k: la for k, la in launches.items() if -(-N // la.chunk) <= 32}
         if N <= 32768:  # the current path with the whole-row kernels off is the split kernel
-            launches["whole-row 32w"] = W(32)
-        shapes.append((dtype, M, N, None, launches, {}, True))
-    run(prefix, shapes)
+            fits["whole-row 32w"] = W(32)
+        runs.append((dtype, M, N, None, fits, {}, liger))
+    run(prefix, runs)
+
+
+def softmax_widths(prefix: str) -> None:
+    """``SOFTMAX_WIDTH_LAUNCHES`` at ``SOFTMAX_WIDTHS``, without Liger."""
+    softmax_looped(prefix, SOFTMAX_WIDTHS, SOFTMAX_WIDTH_LAUNCHES, liger=False)
 
 
 def run(prefix: str, shapes: list) -> None:
@@ -272,7 +290,12 @@ def run(prefix: str, shapes: list) -> None:
             json.dump({"device": lines[0], "rows": rows}, f, indent=1)
 
 
-MODES = {"widths": widths, "long": long_widths, "softmax": softmax_looped}
+MODES = {
+    "widths": widths,
+    "long": long_widths,
+    "softmax": softmax_looped,
+    "softmax-widths": softmax_widths,
+}
 
 if __name__ == "__main__":
     if sys.argv[1] in MODES:

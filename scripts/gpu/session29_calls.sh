@@ -15,6 +15,10 @@
 #   2  the looped softmax forward (softmax_fwd_looped_kernel, written this session) at seven
 #      launches against the split kernel, the whole-row kernel and Liger, bf16 and float32 rows
 #      of 16384-131072 columns (wide_rows_sweep.py softmax); then the wide-row GPU tests.
+#   3  the looped softmax forward with one exp a value and no -inf test in its statistics
+#      pass, at bf16 rows of 16384-32768 columns (24577 too) and 8192 x 65536, five launches
+#      against the split and whole-row kernels (wide_rows_sweep.py softmax-widths); the
+#      wide-row GPU tests, now with the looped softmax in bf16.
 # Usage: bash scripts/gpu/session29_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -29,6 +33,10 @@ case "$CALL" in
      echo "softmax looped: exit $?"
      cat "$OUT/keep/softmax-looped-call2.txt"
      gpu_tests wide-rows-call2 $((570 - SECONDS)) tests/ops/test_wide_rows.py ;;
-  *) echo "CALL: expected 1 or 2, got $CALL" >&2; exit 2 ;;
+  3) timeout 400 python3 benchmarks/wide_rows_sweep.py softmax-widths "$OUT/keep/softmax-widths-call3"
+     echo "softmax widths: exit $?"
+     cat "$OUT/keep/softmax-widths-call3.txt"
+     gpu_tests wide-rows-call3 $((570 - SECONDS)) tests/ops/test_wide_rows.py ;;
+  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -487,6 +487,35 @@ def test_softmax_gpu(log, dtype, M, N, poison_outputs):
                                    rtol=TOL[dtype])  # fmt: skip
 
 
+LOOPED_GPU = {
+    "4096c-16w-unrolled-forwards": WideLaunch(16, chunk=4096, forwards=True, unrolled=True),
+    "8192c-32w-unrolled": WideLaunch(32, chunk=8192, unrolled=True),
+    "2048c-8w": WideLaunch(8, chunk=2048),
+}
+"""Looped launches of the sizes the sweeps time, compiled by the GPU's Triton."""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"]
+)
+@pytest.mark.parametrize(("M", "N"), [(300, 32768), (5, 16411), (67, 65536), (3, 40961)])
+def test_softmax_looped_gpu(log, dtype, M, N, poison_outputs):
+    """The looped softmax forward on the GPU against float64: logits far from zero, a
+    dominant last logit, a chunk of -inf."""
+    x = (torch.randn(M, N, device="cuda") * 4 - 30).to(dtype)
+    x[0, N - 1] = 20.0
+    x[M - 1, 4096:8192] = float("-inf")
+    want = softmax_expected(x, log)
+    finite = torch.isfinite(want)
+    for launch in LOOPED_GPU.values():
+        y = softmax_ops.wide_softmax_forward(x, log, launch)
+        assert torch.equal(torch.isfinite(y), finite)
+        torch.testing.assert_close(y[finite].double(), want[finite], atol=TOL[dtype] * 1e-2,
+                                   rtol=TOL[dtype])  # fmt: skip
+
+
 @pytest.mark.gpu
 def test_more_than_2_to_31_elements_gpu():
     """64-bit row offsets: the last rows of a 2**31 + 32768-element bf16 matrix."""
@@ -500,10 +529,11 @@ def test_more_than_2_to_31_elements_gpu():
         want = expected(x[tail], w, None, None, 1e-6, 0.0, False)
         torch.testing.assert_close(y[tail].double(), want[0], atol=1.6e-2, rtol=1.6e-2)
         del y
-        s = softmax_ops.wide_softmax_forward(x, False, launch)
-        torch.testing.assert_close(s[tail].double(), softmax_expected(x[tail], False),
-                                   atol=1e-3, rtol=1.6e-2)  # fmt: skip
-        del s
+        for softmax_launch in (launch, LOOPED_GPU["4096c-16w-unrolled-forwards"]):
+            s = softmax_ops.wide_softmax_forward(x, False, softmax_launch)
+            torch.testing.assert_close(s[tail].double(), softmax_expected(x[tail], False),
+                                       atol=1e-3, rtol=1.6e-2)  # fmt: skip
+            del s
 
 
 def test_a_launch_serves_rows_from_its_min_n(monkeypatch):

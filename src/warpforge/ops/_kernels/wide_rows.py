@@ -347,14 +347,14 @@ def _softmax_chunk(x_row, c, N, EVEN: tl.constexpr, POLICY: tl.constexpr):
 
 @triton.jit
 def _softmax_lane_update(x, top, total):
-    """One more value a lane into the lane's running max ``top`` and its sum of
-    exp(value - top), with one exp: of the value and the old max, the larger contributes
-    exp(0) = 1, so only the smaller's distance needs one. An -inf value adds nothing (two -inf
-    would give exp(NaN)); a NaN value makes the sum NaN, as it makes the row NaN in PyTorch."""
+    """One more value a lane into the lane's running max ``top`` (finite: it starts at least
+    at -FLT_MAX, so x - top is never -inf - -inf) and its sum of exp(value - top), with one
+    exp: of the value and the old max, the larger contributes exp(0) = 1, so only their
+    distance needs one. An -inf value adds exp(-inf) = 0; a NaN value makes the sum NaN, as it
+    makes the row NaN in PyTorch."""
+    e = tl.exp(-tl.abs(x - top))
     bigger = x > top
-    gap = tl.where(bigger, top - x, x - top)
-    e = tl.where(x == -float("inf"), 0.0, tl.exp(gap))
-    return tl.where(bigger, x, top), tl.where(bigger, total * e + 1.0, total + e)
+    return tl.maximum(x, top), tl.where(bigger, total * e + 1.0, total + e)
 
 
 @triton.jit
@@ -377,12 +377,14 @@ def softmax_fwd_looped_kernel(
     merge into the row's max and sum, and the output pass re-reads the row from L2 (backwards,
     the chunks read last first, or with ``FORWARDS`` in order). ``EVEN``: N is a multiple of
     ``BLOCK_N``; ``CHUNKS`` > 0: the row's number of chunks, known when compiling, so the
-    statistics pass is unrolled and its loads are all in flight together."""
+    statistics pass is unrolled and its loads are all in flight together. A row of only -inf
+    sums to 0, so its outputs are NaN, as PyTorch's."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     x_row = X + row * stride_x
-    top = _softmax_chunk(x_row, cols, N, EVEN, "evict_last")
-    total = tl.where(top == -float("inf"), 0.0, 1.0)
+    x = _softmax_chunk(x_row, cols, N, EVEN, "evict_last")
+    top = tl.maximum(x, -3.4028234663852886e38)
+    total = tl.where(x == -float("inf"), 0.0, 1.0)
     if CHUNKS:
         for i in tl.static_range(1, CHUNKS):
             x = _softmax_chunk(x_row, i * BLOCK_N + cols, N, EVEN, "evict_last")
@@ -391,9 +393,7 @@ def softmax_fwd_looped_kernel(
         for start in range(BLOCK_N, N, BLOCK_N):
             x = _softmax_chunk(x_row, start + cols, N, EVEN, "evict_last")
             top, total = _softmax_lane_update(x, top, total)
-    row_max = tl.max(top, axis=0)
-    # a row of only -inf: shift by 0, so its sum is 0 and its outputs NaN, as PyTorch's
-    shift = tl.where(row_max == -float("inf"), 0.0, row_max)
+    shift = tl.max(top, axis=0)
     row_sum = tl.sum(total * tl.exp(top - shift), axis=0)
     if LOG:
         shift = shift + tl.log(row_sum)
