@@ -7,6 +7,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py long OUT_PREFIX    # 32769-65536 columns
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax OUT_PREFIX # the looped softmax
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-widths OUT_PREFIX  # its widths
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-long OUT_PREFIX    # 32769-65536
 
 CUDA-event medians of ``triton.testing.do_bench`` (L2 flushed between runs); fraction of copy
 = bytes read once and written once against ``copy_`` of the same tensor in the same run; each
@@ -267,6 +268,16 @@ def softmax_looped(prefix: str, shapes=SOFTMAX_SHAPES, launches=SOFTMAX_LOOPED, 
     run(prefix, runs)
 
 
+def softmax_long(prefix: str) -> None:
+    """``FWD_LONG_LAUNCHES``' 2-byte launch (``min_n`` and ``aligned`` lifted) against the
+    split kernel at ``LONG_WIDTHS``, without Liger."""
+    import dataclasses
+
+    table = {"table": dataclasses.replace(softmax_ops.FWD_LONG_LAUNCHES[2], min_n=0, aligned=False)}
+    runs = [(dtype, M, N, None, table, {}, False) for dtype, M, N in LONG_WIDTHS]
+    run(prefix, runs)
+
+
 def softmax_widths(prefix: str) -> None:
     """``SOFTMAX_WIDTH_LAUNCHES`` at ``SOFTMAX_WIDTHS``, without Liger."""
     softmax_looped(prefix, SOFTMAX_WIDTHS, SOFTMAX_WIDTH_LAUNCHES, liger=False)
@@ -295,6 +306,7 @@ MODES = {
     "long": long_widths,
     "softmax": softmax_looped,
     "softmax-widths": softmax_widths,
+    "softmax-long": softmax_long,
 }
 
 if __name__ == "__main__":

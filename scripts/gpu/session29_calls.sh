@@ -19,6 +19,11 @@
 #      pass, at bf16 rows of 16384-32768 columns (24577 too) and 8192 x 65536, five launches
 #      against the split and whole-row kernels (wide_rows_sweep.py softmax-widths); the
 #      wide-row GPU tests, now with the looped softmax in bf16.
+#   4  after the 2-byte softmax forward took the looped kernel (FWD_WIDE_LAUNCHES, 16385-32768
+#      columns; FWD_LONG_LAUNCHES, 32769-65536): the long launch against the split kernel at
+#      40961-65536 columns (wide_rows_sweep.py softmax-long), then the harness: softmax and
+#      log-softmax forward, and forward + backward, bf16 at 4096 x 32768 and 8192 x 65536.
+#   5  the softmax and wide-row GPU tests on that dispatch.
 # Usage: bash scripts/gpu/session29_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -37,6 +42,14 @@ case "$CALL" in
      echo "softmax widths: exit $?"
      cat "$OUT/keep/softmax-widths-call3.txt"
      gpu_tests wide-rows-call3 $((570 - SECONDS)) tests/ops/test_wide_rows.py ;;
-  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
+  4) timeout 120 python3 benchmarks/wide_rows_sweep.py softmax-long "$OUT/keep/softmax-long-call4"
+     echo "softmax long: exit $?"
+     cat "$OUT/keep/softmax-long-call4.txt"
+     SUITE_PIECES="softmax.fwd:90 log_softmax.fwd:90" sweep_part bf16 fwd "M=4096,N=32768 M=8192,N=65536"
+     keep_report fwd-bf16 softmax-fwd-bf16
+     SUITE_PIECES="softmax.bwd:110 log_softmax.bwd:110" sweep_part bf16 smbwd "M=4096,N=32768 M=8192,N=65536"
+     keep_report smbwd-bf16 softmax-bwd-bf16 ;;
+  5) gpu_tests softmax-call5 $((560 - SECONDS)) tests/ops/test_softmax.py tests/ops/test_wide_rows.py ;;
+  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -408,6 +408,45 @@ def test_public_norms_take_the_wide_kernel(op, wide_on, monkeypatch, device, poi
     assert not spy.grids  # not listed: the chunked kernel
 
 
+SOFTMAX_TABLES = {
+    "wide": (softmax_ops.FWD_WIDE_LAUNCHES, (16385, 24577, 32768)),
+    "long": (softmax_ops.FWD_LONG_LAUNCHES, (32776, 40961, 65536)),
+}
+"""The shipped softmax forward tables, each with the row lengths it is checked at (the
+narrowest, one of no whole 16-byte vectors, the widest)."""
+
+
+@pytest.mark.parametrize(
+    ("table", "size"),
+    [(name, size) for name, (launches, _) in SOFTMAX_TABLES.items() for size in sorted(launches)],
+    ids=lambda v: v if isinstance(v, str) else f"{v}B",
+)
+def test_shipped_softmax_launches_compute_right(table, size, monkeypatch, device, poison_outputs):
+    """Each launch of the shipped softmax forward tables through the public ops, on the
+    kernel it names, where it applies (``aligned`` launches leave rows of no whole 16-byte
+    vectors to the split kernel), and one column past the table's widest taking none of it."""
+    monkeypatch.delenv(WIDE_ROWS, raising=False)
+    launches, lengths = SOFTMAX_TABLES[table]
+    launch = launches[size]
+    name = "softmax_fwd_looped_kernel" if launch.chunk else "softmax_fwd_wide_kernel"
+    spy = LaunchSpy(getattr(wide_kernels, name))
+    monkeypatch.setattr(wide_kernels, name, spy)
+    dtype = (
+        torch.float32 if size == 4 else torch.float16 if device.type == "cpu" else torch.bfloat16
+    )
+    for N in (*lengths, max(lengths) + 1):
+        taken = max(lengths) >= N and not (launch.aligned and N * size % 16)
+        assert (softmax_ops.softmax_fwd_wide_launch(N, size) == launch) == taken, N
+        x = (torch.randn(2, N, device=device) * 3).to(dtype)
+        for log in (False, True):
+            spy.grids.clear()
+            y = (log_softmax if log else softmax)(x)
+            if max(lengths) >= N:
+                assert len(spy.grids) == taken, N
+            torch.testing.assert_close(y.double(), softmax_expected(x, log),
+                                       atol=TOL[dtype] * 1e-2, rtol=TOL[dtype])  # fmt: skip
+
+
 @pytest.mark.parametrize("fn", [softmax, log_softmax], ids=["softmax", "log_softmax"])
 def test_public_softmax_takes_the_wide_kernels(fn, wide_on, monkeypatch, device, poison_outputs):
     fwd = LaunchSpy(wide_kernels.softmax_fwd_wide_kernel)
@@ -558,8 +597,8 @@ def test_a_launch_serves_rows_from_its_min_n(monkeypatch):
 def test_shipped_tables_route_as_measured(monkeypatch):
     """bf16 LayerNorm takes its looped launch for rows of no whole 16-byte vectors too, bf16
     RMSNorm and add+RMSNorm leave those rows to the split kernel; past 32768 columns the long
-    table's launches, rows of whole 16-byte vectors only; the 2-byte softmax forward
-    takes the whole-row kernel from 24577 columns, its backward from 24576."""
+    table's launches, rows of whole 16-byte vectors only; the softmax forward's tables; the
+    2-byte softmax backward takes the whole-row kernel from 24576 columns."""
     monkeypatch.delenv(WIDE_ROWS, raising=False)
     assert norm.norm_fwd_wide_launch(24576, 2, "layer_norm.fwd") is not None
     assert norm.norm_fwd_wide_launch(24577, 2, "layer_norm.fwd").chunk == 4096
@@ -576,10 +615,17 @@ def test_shipped_tables_route_as_measured(monkeypatch):
     assert norm.norm_fwd_wide_launch(65537, 2, "layer_norm.fwd") is None
     assert norm.norm_fwd_wide_launch(65536, 4, "layer_norm.fwd") is None
     assert norm.norm_fwd_wide_launch(65536, 2, "add_rms_norm.fwd") is None
-    fwd, bwd = softmax_ops.FWD_WIDE_LAUNCHES, softmax_ops.BWD_WIDE_LAUNCHES
-    assert wide_launch(fwd, 2, 24576, 2) is None
-    assert wide_launch(fwd, 2, 24577, 2) is not None
-    assert wide_launch(fwd, 4, 16385, 4) is not None
+    # the 2-byte softmax forward walks rows of 16385-32768 columns in 4096-column chunks, rows
+    # of 32769-65536 (whole 16-byte vectors) in 8192-column ones; float32 holds its row whole
+    # to 32768 columns
+    fwd = softmax_ops.softmax_fwd_wide_launch
+    assert fwd(16384, 2) is None
+    assert fwd(16385, 2).chunk == fwd(24577, 2).chunk == fwd(32768, 2).chunk == 4096
+    assert fwd(32776, 2).chunk == fwd(65536, 2).chunk == 8192
+    assert fwd(40961, 2) is fwd(65537, 2) is None
+    assert fwd(16385, 4).chunk == 0
+    assert fwd(32769, 4) is None
+    bwd = softmax_ops.BWD_WIDE_LAUNCHES
     assert wide_launch(bwd, 2, 24575, 2) is None
     assert wide_launch(bwd, 2, 24576, 2) is not None
     assert wide_launch(bwd, 4, 32768, 4) is None

@@ -230,17 +230,40 @@ def _split_softmax_forward(x: torch.Tensor, y: torch.Tensor, log: bool, plan: Sp
             )  # fmt: skip
 
 
-FWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(32, min_n=24577), 4: WideLaunch(32)}
-"""Element size -> the whole-row launch (``softmax_fwd_wide_kernel``, one row a program) of the
-forward of rows of ``min_n``-32768 columns; others keep the split kernel. Kernel alone on the
-H100 (``benchmarks/wide_rows_sweep.py``), 4096 x 32768 softmax / log-softmax
-(``benchmarks/results/widefwd-sweep1-2026-11-25-h100.txt``): bf16 192.6 / 190.9 us (94.4% /
-95.3% of copy) against 215.3 / 215.5 split (Liger softmax 192.4); float32 365.1 / 365.9 against
-391.7 / 392.5. 16 warps, a persistent software-pipelined kernel (measured, then removed) and
-streaming hints were slower. Narrower bf16 rows (``widefwd-widths-2026-11-25-h100.txt``): slower at 20000 columns
-(160.0 against 145.8 us) and 24576 (168.1 against 165.0), faster at 24577 (223.0 against 508.2:
-rows of no whole 16-byte vectors) and 28672 (181.4 against 197.1); float32 faster at 20000
-and 24576 (225.0 against 248.1, 274.9 against 295.3)."""
+FWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {
+    2: WideLaunch(16, chunk=4096, forwards=True, unrolled=True),
+    4: WideLaunch(32),
+}
+"""Element size -> the one-row-a-program launch of the forward of rows of ``min_n``-32768
+columns; others keep the split kernel. 2-byte rows walk their row in 4096-column chunks on 16
+warps (``softmax_fwd_looped_kernel``, statistics pass unrolled, output pass in order), 4-byte
+rows hold it whole (``softmax_fwd_wide_kernel``). Kernel alone on the H200
+(``session29-h200-2026-11-30/softmax-widths-call3.txt``), bf16, 4096 rows, softmax /
+log-softmax, us:
+
+    columns   looped          whole-row       split
+    20000     100.3 /  92.8   147.1 / 144.6   119.1 / 119.4
+    24576     114.5 / 107.7   154.7 / 151.7   132.4 / 133.1
+    24577     174.9 / 161.4   203.0 / 201.8   371.3 / 594.7   (no whole 16-byte vectors)
+    28672     133.8 / 123.6   162.3 / 160.5   159.8 / 159.6
+    32768     152.4 / 142.3   171.9 / 170.1   173.0 / 173.3
+
+(log-softmax at 32768: 91.6% of copy). float32 4096 x 32768 (``softmax-looped-call2.txt``):
+the whole-row kernel 262.3 / 263.8 us, the best looped launch 297.2 / 294.5, the split kernel
+295.8 / 296.3. On the H100 (``widefwd-sweep1-2026-11-25-h100.txt``) the whole-row kernel had
+reached 94% of copy in bf16 at 4096 x 32768; on the H200's faster memory it reached 76%."""
+
+FWD_LONG_MAX_N = 65536
+"""Widest row ``FWD_LONG_LAUNCHES`` takes."""
+FWD_LONG_LAUNCHES: dict[int, WideLaunch] = {
+    2: WideLaunch(32, min_n=32769, aligned=True, chunk=8192, forwards=True, unrolled=True)
+}
+"""Element size -> the looped launch (``softmax_fwd_looped_kernel``) of the forward of rows of
+32769-65536 columns; others keep the split kernel. H200, bf16 8192 x 65536, softmax /
+log-softmax (``softmax-widths-call3.txt``): 625.1 / 600.7 us against the split kernel's 647.9 /
+652.3 (4096-column chunks on 16 warps: 700.1 / 687.9). At 8192 x 131072 the split kernel stays
+the faster (1266.5 against 1459.4 us, ``softmax-looped-call2.txt``), and in float32 at 65536
+(1085.9 against 1223.8)."""
 
 BWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(16, min_n=24576)}
 """Element size -> the whole-row launch (``softmax_bwd_wide_kernel``: y and dy held, 64 columns
@@ -251,6 +274,17 @@ softmax 270.6); 32 warps 280.3 / 270.7. At 24576 and 28672 columns it ties or wi
 209.0 against 209.5 / 209.5), at 20000 log-softmax loses (186.1 against 173.6 us;
 ``widefwd-widths-2026-11-25-h100.txt``). float32 is slower at every launch (4096 x 32768: 568.7
 / 556.9 us at 16 warps against 554.9 / 552.2)."""
+
+
+def softmax_fwd_wide_launch(
+    N: int, element_size: int, enabled: bool | None = None
+) -> WideLaunch | None:
+    """The one-row-a-program launch of the forward of rows of N columns, or None:
+    ``FWD_WIDE_LAUNCHES`` for rows of at most 32768 columns, ``FWD_LONG_LAUNCHES`` for longer."""
+    size = element_size
+    return wide_launch(FWD_WIDE_LAUNCHES, size, N, size, enabled) or wide_launch(
+        FWD_LONG_LAUNCHES, size, N, size, enabled, FWD_LONG_MAX_N
+    )
 
 
 def wide_softmax_forward(x: torch.Tensor, log: bool, launch: WideLaunch) -> torch.Tensor:
@@ -303,7 +337,7 @@ def wide_softmax_backward(
 def _softmax_fwd(x: torch.Tensor, log: bool) -> torch.Tensor:
     M, N = x.shape
     if M > 0 and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
-        wide = wide_launch(FWD_WIDE_LAUNCHES, x.element_size(), N, x.element_size())
+        wide = softmax_fwd_wide_launch(N, x.element_size())
         if wide is not None:
             return wide_softmax_forward(x, log, wide)
     return softmax_forward(x, log)
