@@ -410,10 +410,10 @@ def test_public_norms_take_the_wide_kernel(op, wide_on, monkeypatch, device, poi
 
 SOFTMAX_TABLES = {
     "wide": (softmax_ops.FWD_WIDE_LAUNCHES, (16385, 24577, 32768)),
-    "long": (softmax_ops.FWD_LONG_LAUNCHES, (32776, 40961, 65536)),
+    "long": (softmax_ops.FWD_LONG_LAUNCHES, (32769, 40961, 65536)),
 }
 """The shipped softmax forward tables, each with the row lengths it is checked at (the
-narrowest, one of no whole 16-byte vectors, the widest)."""
+narrowest and one other of no whole 16-byte vectors, the widest)."""
 
 
 @pytest.mark.parametrize(
@@ -616,13 +616,11 @@ def test_shipped_tables_route_as_measured(monkeypatch):
     assert norm.norm_fwd_wide_launch(65536, 4, "layer_norm.fwd") is None
     assert norm.norm_fwd_wide_launch(65536, 2, "add_rms_norm.fwd") is None
     # the 2-byte softmax forward walks rows of 16385-32768 columns in 4096-column chunks, rows
-    # of 32769-65536 (whole 16-byte vectors) in 8192-column ones; float32 holds its row whole
-    # to 32768 columns
+    # of 32769-65536 in 8192-column ones; float32 holds its row whole to 32768 columns
     fwd = softmax_ops.softmax_fwd_wide_launch
-    assert fwd(16384, 2) is None
+    assert fwd(16384, 2) is fwd(65537, 2) is None
     assert fwd(16385, 2).chunk == fwd(24577, 2).chunk == fwd(32768, 2).chunk == 4096
-    assert fwd(32776, 2).chunk == fwd(65536, 2).chunk == 8192
-    assert fwd(40961, 2) is fwd(65537, 2) is None
+    assert fwd(32769, 2).chunk == fwd(40961, 2).chunk == fwd(65536, 2).chunk == 8192
     assert fwd(16385, 4).chunk == 0
     assert fwd(32769, 4) is None
     bwd = softmax_ops.BWD_WIDE_LAUNCHES

@@ -256,14 +256,17 @@ reached 94% of copy in bf16 at 4096 x 32768; on the H200's faster memory it reac
 FWD_LONG_MAX_N = 65536
 """Widest row ``FWD_LONG_LAUNCHES`` takes."""
 FWD_LONG_LAUNCHES: dict[int, WideLaunch] = {
-    2: WideLaunch(32, min_n=32769, aligned=True, chunk=8192, forwards=True, unrolled=True)
+    2: WideLaunch(32, min_n=32769, chunk=8192, forwards=True, unrolled=True)
 }
 """Element size -> the looped launch (``softmax_fwd_looped_kernel``) of the forward of rows of
 32769-65536 columns; others keep the split kernel. H200, bf16 8192 x 65536, softmax /
 log-softmax (``softmax-widths-call3.txt``): 625.1 / 600.7 us against the split kernel's 647.9 /
-652.3 (4096-column chunks on 16 warps: 700.1 / 687.9). At 8192 x 131072 the split kernel stays
-the faster (1266.5 against 1459.4 us, ``softmax-looped-call2.txt``), and in float32 at 65536
-(1085.9 against 1223.8)."""
+652.3 (4096-column chunks on 16 warps: 700.1 / 687.9). Narrower rows, 8192 of them
+(``softmax-long-call4.txt``), the launch against the split kernel: 448.7 / 417.3 against 504.5 /
+505.2 at 49152 columns, 533.4 / 502.4 against 589.4 / 589.0 at 57344, and 669.6 / 639.6 against
+1160.9 / 1867.1 at 40961 (rows of no whole 16-byte vectors). At 8192 x 131072 the split kernel
+stays the faster (1266.5 against 1459.4 us, ``softmax-looped-call2.txt``), and in float32 at
+65536 (1085.9 against 1223.8)."""
 
 BWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(16, min_n=24576)}
 """Element size -> the whole-row launch (``softmax_bwd_wide_kernel``: y and dy held, 64 columns
