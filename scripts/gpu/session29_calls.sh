@@ -24,6 +24,9 @@
 #      40961-65536 columns (wide_rows_sweep.py softmax-long), then the harness: softmax and
 #      log-softmax forward, and forward + backward, bf16 at 4096 x 32768 and 8192 x 65536.
 #   5  the softmax and wide-row GPU tests on that dispatch.
+#   6  after the looped log-softmax subtracts the row's max and its log-sum apart (call 5's
+#      float32 test found shift + log(sum) rounding near the max): the softmax and wide-row
+#      GPU tests again, then the harness's log_softmax.fwd and .bwd bf16 rows of call 4 again.
 # Usage: bash scripts/gpu/session29_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -50,6 +53,9 @@ case "$CALL" in
      SUITE_PIECES="softmax.bwd:110 log_softmax.bwd:110" sweep_part bf16 smbwd "M=4096,N=32768 M=8192,N=65536"
      keep_report smbwd-bf16 softmax-bwd-bf16 ;;
   5) gpu_tests softmax-call5 $((560 - SECONDS)) tests/ops/test_softmax.py tests/ops/test_wide_rows.py ;;
-  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
+  6) gpu_tests softmax-call6 300 tests/ops/test_softmax.py tests/ops/test_wide_rows.py
+     SUITE_PIECES="log_softmax.fwd:90 log_softmax.bwd:110" sweep_part bf16 fwd "M=4096,N=32768 M=8192,N=65536"
+     keep_report fwd-bf16 log-softmax-bf16 ;;
+  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -396,7 +396,7 @@ def softmax_fwd_looped_kernel(
     shift = tl.max(top, axis=0)
     row_sum = tl.sum(total * tl.exp(top - shift), axis=0)
     if LOG:
-        shift = shift + tl.log(row_sum)
+        log_sum = tl.log(row_sum)  # subtracted apart from shift: shift + log_sum would round
     else:
         scale = 1.0 / row_sum
 
@@ -405,7 +405,7 @@ def softmax_fwd_looped_kernel(
         c = _output_columns(i, cols, N, BLOCK_N, FORWARDS)
         x = _softmax_chunk(x_row, c, N, EVEN, "evict_first")
         if LOG:
-            y = x - shift
+            y = (x - shift) - log_sum
         else:
             y = tl.exp(x - shift) * scale
         _chunk_store(y_row, c, y.to(Y.dtype.element_ty), c < N, EVEN)
