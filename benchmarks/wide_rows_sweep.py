@@ -8,6 +8,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax OUT_PREFIX # the looped softmax
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-widths OUT_PREFIX  # its widths
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-long OUT_PREFIX    # 32769-65536
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce OUT_PREFIX      # looped CE with grad
 
 CUDA-event medians of ``triton.testing.do_bench`` (L2 flushed between runs); fraction of copy
 = bytes read once and written once against ``copy_`` of the same tensor in the same run; each
@@ -278,6 +279,59 @@ def softmax_long(prefix: str) -> None:
     run(prefix, runs)
 
 
+CE_SHAPES = [(torch.bfloat16, 16384, 32000), (torch.bfloat16, 4096, 50257),
+             (torch.bfloat16, 8192, 32768)]  # fmt: skip
+"""``ce``: vocabularies the whole-row kernel (32000, 32768) and the aligned split (50257, rows
+of no whole 16-byte vectors) take now."""
+
+CE_LOOPED = {k: SOFTMAX_LOOPED[k] for k in ("2048c 8w", "4096c 16w", "4096c 16w fwd",
+                                            "8192c 32w fwd")}  # fmt: skip
+
+
+def ce_looped(prefix: str) -> None:
+    """The forward with gradient of cross-entropy (mean over rows, no smoothing): the current
+    dispatch against ``cross_entropy_fwd_grad_looped_kernel`` at ``CE_LOOPED``, at
+    ``CE_SHAPES``; fraction of copy = logits read once and the gradient written once."""
+    import triton
+    import triton.testing
+
+    from warpforge.ops import cross_entropy as ce
+
+    lines = [
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
+    ]
+    rows: list[dict] = []
+    for dtype, M, V in CE_SHAPES:
+        logits = torch.randn(M, V, device="cuda", dtype=dtype) * 3
+        target = torch.randint(0, V, (M,), device="cuda")
+        scale = torch.full((1,), 1.0 / M, device="cuda")
+        grad = torch.empty_like(logits)
+        copy_ms = triton.testing.do_bench(lambda g=grad, x=logits: g.copy_(x), warmup=10, rep=40)
+        nbytes = logits.numel() * logits.element_size()
+        copy_bps = 2 * nbytes / (copy_ms * 1e-3)
+        dt = str(dtype)[6:]
+        lines.append(f"{dt} {M}x{V} copy {copy_ms * 1e3:.1f} us = {copy_bps / 1e12:.3f} TB/s")
+        meta = dict(dtype=dt, M=M, N=V, op="ce.fwd_grad")
+
+        def fwd_grad(looped=None, logits=logits, target=target, scale=scale, grad=grad):
+            loss, _ = ce.row_losses(logits, target, -100, 0.0, 0.0, grad_out=grad,
+                                    grad_loss=scale, looped=looped)  # fmt: skip
+            return loss, grad
+
+        ref = tuple(t.clone() for t in fwd_grad())
+        _time("current", fwd_grad, ref, 2 * nbytes, copy_bps, lines, rows, meta)
+        for label, launch in CE_LOOPED.items():
+            if -(-V // launch.chunk) <= 32:
+                _time(label, lambda la=launch: fwd_grad(la), ref, 2 * nbytes, copy_bps, lines,
+                      rows, meta)  # fmt: skip
+        del logits, grad, ref
+        torch.cuda.empty_cache()
+        with open(prefix + ".txt", "w") as f:
+            f.write("\n".join(lines) + "\n")
+        with open(prefix + ".json", "w") as f:
+            json.dump({"device": lines[0], "rows": rows}, f, indent=1)
+
+
 def softmax_widths(prefix: str) -> None:
     """``SOFTMAX_WIDTH_LAUNCHES`` at ``SOFTMAX_WIDTHS``, without Liger."""
     softmax_looped(prefix, SOFTMAX_WIDTHS, SOFTMAX_WIDTH_LAUNCHES, liger=False)
@@ -307,6 +361,7 @@ MODES = {
     "softmax": softmax_looped,
     "softmax-widths": softmax_widths,
     "softmax-long": softmax_long,
+    "ce": ce_looped,
 }
 
 if __name__ == "__main__":

@@ -27,6 +27,9 @@
 #   6  after the looped log-softmax subtracts the row's max and its log-sum apart (call 5's
 #      float32 test found shift + log(sum) rounding near the max): the softmax and wide-row
 #      GPU tests again, then the harness's log_softmax.fwd and .bwd bf16 rows of call 4 again.
+#   7  the looped cross-entropy forward with gradient (cross_entropy_fwd_grad_looped_kernel,
+#      not dispatched yet) against the current dispatch, bf16 16384 x 32000, 4096 x 50257,
+#      8192 x 32768 (wide_rows_sweep.py ce), in the session's last device seconds.
 # Usage: bash scripts/gpu/session29_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -56,6 +59,9 @@ case "$CALL" in
   6) gpu_tests softmax-call6 300 tests/ops/test_softmax.py tests/ops/test_wide_rows.py
      SUITE_PIECES="log_softmax.fwd:90 log_softmax.bwd:110" sweep_part bf16 fwd "M=4096,N=32768 M=8192,N=65536"
      keep_report fwd-bf16 log-softmax-bf16 ;;
-  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
+  7) timeout 110 python3 benchmarks/wide_rows_sweep.py ce "$OUT/keep/ce-looped-call7"
+     echo "ce looped: exit $?"
+     cat "$OUT/keep/ce-looped-call7.txt" ;;
+  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

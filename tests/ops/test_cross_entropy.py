@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 from launch_spy import LaunchSpy
 from warpforge.ops import _split_rows as split_rows
 from warpforge.ops import cross_entropy
+from warpforge.ops._kernels import cross_entropy as kernels
 from warpforge.ops._split_rows import split_row_plan
+from warpforge.ops._wide_rows import WIDE_ROWS, WideLaunch
 from warpforge.runtime import ExecutionPath
 
 # `import warpforge.ops.cross_entropy as m` would bind the function of the same name.
@@ -229,9 +231,10 @@ def test_chunked_forward_with_grad_loops_rows_and_chunks_in_place(path):
         torch.testing.assert_close(out.double(), expected, atol=2e-6, rtol=2e-5)
 
 
-def _check_split_forward_with_grad(logits, target, grad_loss, plan):
-    """``row_losses`` with a gradient through the split ``plan`` (smoothing 0.1, z-loss 0.01)
-    against float64: into a NaN-poisoned buffer, then in place over a copy of the logits."""
+def _check_forward_with_grad(logits, target, grad_loss, **forced):
+    """``row_losses`` with a gradient through the ``forced`` kernel (``split=`` a plan or
+    ``looped=`` a launch; smoothing 0.1, z-loss 0.01) against float64: into a NaN-poisoned
+    buffer, then in place over a copy of the logits."""
     x64 = logits.double().requires_grad_()
     expected_rows = reference_cross_entropy(
         x64, target, reduction="none", label_smoothing=0.1, z_loss=0.01
@@ -240,7 +243,7 @@ def _check_split_forward_with_grad(logits, target, grad_loss, plan):
     for out in (torch.full_like(logits, float("nan")), logits.clone()):
         source = out if not out.isnan().any() else logits
         loss, lse = ce_module.row_losses(
-            source, target, IGNORE, 0.1, 0.01, grad_out=out, grad_loss=grad_loss, split=plan
+            source, target, IGNORE, 0.1, 0.01, grad_out=out, grad_loss=grad_loss, **forced
         )
         torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=2e-5, rtol=2e-5)
         torch.testing.assert_close(lse.double(), logits.double().logsumexp(-1), atol=1e-5, rtol=0)
@@ -266,7 +269,61 @@ def test_split_forward_with_grad_over_small_chunks(path, rows, vocab, prefetch, 
     grad_loss = torch.rand(rows, generator=gen) + 0.5
     plan = split_row_plan(rows, vocab, "cpu", block=16, num_warps=1, prefetch=prefetch,
                           flag_words=words)  # fmt: skip
-    _check_split_forward_with_grad(logits, target, grad_loss, plan)
+    _check_forward_with_grad(logits, target, grad_loss, split=plan)
+
+
+LOOPED_GRAD = {
+    "16c-1w": WideLaunch(1, chunk=16),
+    "16c-1w-unrolled": WideLaunch(1, chunk=16, unrolled=True),
+    "32c-1w-unrolled-forwards": WideLaunch(1, chunk=32, unrolled=True, forwards=True),
+}
+
+
+@pytest.mark.parametrize("launch", list(LOOPED_GRAD))
+@pytest.mark.parametrize(("rows", "vocab"), [(9, 37), (4, 16), (5, 1), (3, 16 * 32 - 5)])
+def test_looped_forward_with_grad(launch, rows, vocab):
+    """``cross_entropy_fwd_grad_looped_kernel`` on each launch: one and several chunks (a
+    ragged last one, at most 32 unrolled), targets at the first and last column and on a chunk
+    boundary, an ignored row, a -inf logit, into a poisoned buffer and in place."""
+    gen = torch.Generator().manual_seed(31)
+    logits = torch.randn(rows, vocab, generator=gen) * 3
+    target = random_target((rows,), vocab, gen)
+    target[0], target[1], target[2 % rows] = 0, vocab - 1, min(16, vocab - 1)
+    target[rows - 1] = IGNORE
+    if vocab > 1:  # a masked class, not the target
+        logits[0, vocab // 2 if vocab // 2 else 1] = float("-inf")
+    grad_loss = torch.rand(rows, generator=gen) + 0.5
+    _check_forward_with_grad(logits, target, grad_loss, looped=LOOPED_GRAD[launch])
+
+
+def test_looped_forward_with_grad_float16_and_the_table(monkeypatch):
+    """fp16 rows through the looped kernel by default when ``FWD_GRAD_LOOPED_LAUNCHES`` lists
+    their size (and only from the launch's ``min_n``); a looped launch needs a gradient buffer
+    and a chunk."""
+    spy = LaunchSpy(kernels.cross_entropy_fwd_grad_looped_kernel)
+    monkeypatch.setattr(kernels, "cross_entropy_fwd_grad_looped_kernel", spy)
+    monkeypatch.delenv(WIDE_ROWS, raising=False)
+    monkeypatch.setitem(ce_module.FWD_GRAD_LOOPED_LAUNCHES, 2, WideLaunch(2, min_n=200, chunk=64))
+    gen = torch.Generator().manual_seed(32)
+    for vocab, taken in ((199, 0), (200, 1), (517, 1)):
+        spy.grids.clear()
+        logits = (torch.randn(6, vocab, generator=gen) * 3).half().requires_grad_()
+        target = random_target((6,), vocab, gen)
+        loss = cross_entropy(logits, target, label_smoothing=0.05)
+        (grad,) = torch.autograd.grad(loss, logits)
+        assert len(spy.grids) == taken, vocab
+        x64 = logits.detach().double().requires_grad_()
+        want = reference_cross_entropy(x64, target, label_smoothing=0.05)
+        (want_grad,) = torch.autograd.grad(want, x64)
+        torch.testing.assert_close(loss.double(), want, atol=1e-3, rtol=1e-3)
+        torch.testing.assert_close(grad.double(), want_grad, atol=1e-3, rtol=1e-3)
+    x = torch.randn(2, 40)
+    t = torch.zeros(2, dtype=torch.long)
+    with pytest.raises(ValueError, match="looped: expected a launch with a chunk"):
+        ce_module.row_losses(x, t, IGNORE, 0.0, 0.0, looped=WideLaunch(1, chunk=16))
+    with pytest.raises(ValueError, match="looped: expected a launch with a chunk"):
+        ce_module.row_losses(x, t, IGNORE, 0.0, 0.0, grad_out=torch.empty_like(x),
+                             grad_loss=torch.ones(2), looped=WideLaunch(1))  # fmt: skip
 
 
 @pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
@@ -331,7 +388,7 @@ def test_split_forward_with_grad_early_and_late_target_loads(path, early, monkey
     grad_loss = torch.rand(rows, generator=gen) + 0.5
     plan = split_row_plan(rows, vocab, "cpu", block=16, num_warps=1, prefetch=True,
                           release_only=True)  # fmt: skip
-    _check_split_forward_with_grad(logits, target, grad_loss, plan)
+    _check_forward_with_grad(logits, target, grad_loss, split=plan)
 
 
 @pytest.mark.parametrize("rows", [1, 37])

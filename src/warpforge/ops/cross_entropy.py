@@ -37,6 +37,7 @@ from warpforge.ops._split_rows import (
     split_launch,
     split_row_plan,
 )
+from warpforge.ops._wide_rows import WideLaunch, row_blocks, wide_launch
 from warpforge.runtime import (
     ExecutionPath,
     checks_enabled,
@@ -192,6 +193,22 @@ def _flag_word_plan(
     return None
 
 
+FWD_GRAD_LOOPED_MAX_N = 65536
+"""Widest row ``FWD_GRAD_LOOPED_LAUNCHES`` takes."""
+FWD_GRAD_LOOPED_LAUNCHES: dict[int, WideLaunch] = {}
+"""Element size -> the launch of ``cross_entropy_fwd_grad_looped_kernel`` (one row a program in
+``chunk``-column chunks) for the forward with gradient of rows of ``min_n``-65536 classes;
+sizes not listed keep the whole-row, split or chunked kernels. Empty until a device sweep
+(``benchmarks/wide_rows_sweep.py ce``) shows the kernel faster; ``row_losses(looped=...)`` runs
+it meanwhile (tests, sweeps)."""
+
+
+def fwd_grad_looped_launch(n_cols: int, element_size: int) -> WideLaunch | None:
+    """``FWD_GRAD_LOOPED_LAUNCHES``' launch of rows of ``n_cols`` classes, or None."""
+    size = element_size
+    return wide_launch(FWD_GRAD_LOOPED_LAUNCHES, size, n_cols, size, None, FWD_GRAD_LOOPED_MAX_N)
+
+
 def gradient_in_forward(n_rows: int, n_cols: int, element_size: int, device: torch.device) -> bool:
     """True when a forward with grad should write the gradient itself (see the docstring)."""
     return (
@@ -287,6 +304,7 @@ def row_losses(
     grad_loss: torch.Tensor | None = None,
     launch: tuple[int, int] | None = None,
     split: SplitRowPlan | None = None,
+    looped: WideLaunch | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-row loss and logsumexp (float32) of 2-D ``logits`` whose last stride is 1.
 
@@ -295,9 +313,16 @@ def row_losses(
     value per row or a single broadcast value. ``launch`` = (BLOCK, num_warps) overrides the
     launch config (the tuner's trials; with ``grad_out``, a BLOCK narrower than the row picks
     the one-program-per-row chunked kernel); ``split`` forces the split-row kernel with that
-    plan (tests, benchmarks).
+    plan (tests, benchmarks); ``looped`` (with ``grad_out``, a launch with a ``chunk``) forces
+    ``cross_entropy_fwd_grad_looped_kernel`` on that launch, which rows of
+    ``FWD_GRAD_LOOPED_LAUNCHES``' sizes and widths take by default.
     """
     n_rows, n_cols = logits.shape
+    if looped is not None and (grad_out is None or not looped.chunk):
+        raise ValueError(
+            f"looped: expected a launch with a chunk and a grad_out buffer, got {looped!r} "
+            f"with grad_out {'given' if grad_out is not None else 'None'}"
+        )
     loss = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
     lse = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
     if n_rows == 0:
@@ -326,6 +351,19 @@ def row_losses(
         "num_warps": num_warps,
         **_target_check_options(logits),
     }
+    if grad_out is not None and split is None and launch is None and looped is None:
+        looped = fwd_grad_looped_launch(n_cols, logits.element_size())
+    if looped is not None and split is None and launch is None:
+        block, chunks = row_blocks(n_cols, looped)
+        with kernel_device(logits):
+            kernels.cross_entropy_fwd_grad_looped_kernel[(n_rows,)](
+                logits, target, loss, lse, grad_out, grad_loss, _row_stride(grad_loss),
+                logits.stride(0), grad_out.stride(0), *common, BLOCK=block,
+                HAS_SMOOTHING=label_smoothing > 0.0, CHUNKS=chunks if looped.unrolled else 0,
+                FORWARDS=looped.forwards, num_warps=looped.num_warps,
+                **_target_check_options(logits),
+            )  # fmt: skip
+        return loss, lse
     if grad_out is not None and split is None and launch is None:
         split = _fwd_grad_split_plan(n_rows, n_cols, logits.element_size(), logits.device)
     if grad_out is not None and split is not None:

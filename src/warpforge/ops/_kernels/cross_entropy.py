@@ -13,7 +13,8 @@ one read and one write of memory; ``cross_entropy_fwd_grad_split_kernel`` does t
 longer row split over several programs that meet through a per-row atomic counter (see
 ``warpforge.ops._split_rows``). ``cross_entropy_fwd_grad_kernel`` (longer rows) re-reads the
 row for the gradient pass, backwards, from L2 when the rows in flight fit there (the caller
-sizes its persistent grid for that). The backward then only multiplies by ``grad_output``;
+sizes its persistent grid for that); ``cross_entropy_fwd_grad_looped_kernel`` does so with one
+row a program and its statistics pass unrolled. The backward then only multiplies by ``grad_output``;
 ``cross_entropy_scale_rows_kernel`` does that in place and skips every row whose factor is
 exactly 1 (``loss.backward()``), deciding on the device so nothing synchronises.
 
@@ -50,6 +51,7 @@ from warpforge.ops._kernels.split_rows import (
     unpack_pair,
     wait_for_row,
 )
+from warpforge.ops._kernels.wide_rows import output_columns
 
 # Lanes start from a finite "minus infinity" so that exp(m_old - m_new) never sees inf - inf.
 _NEG_BIG = tl.constexpr(-1.0e30)
@@ -1086,3 +1088,74 @@ def cross_entropy_bwd_flat_kernel(
         tl.store(grad_logits_ptr + offs, grad.to(grad_logits_ptr.dtype.element_ty))
     else:
         tl.store(grad_logits_ptr + offs, grad.to(grad_logits_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def cross_entropy_fwd_grad_looped_kernel(
+    logits_ptr,
+    target_ptr,
+    loss_ptr,
+    lse_ptr,
+    grad_ptr,
+    grad_loss_ptr,
+    grad_loss_stride,
+    logits_row_stride,
+    grad_row_stride,
+    n_cols,
+    ignore_index,
+    label_smoothing,
+    z_loss,
+    BLOCK: tl.constexpr,
+    HAS_SMOOTHING: tl.constexpr,
+    CHECK_TARGETS: tl.constexpr,
+    CHUNKS: tl.constexpr = 0,
+    FORWARDS: tl.constexpr = False,
+):
+    """``cross_entropy_fwd_grad_kernel``'s loss, lse and gradient with one row a program (a
+    grid of n_rows), as ``softmax_fwd_looped_kernel`` walks a softmax row: the statistics pass
+    in BLOCK-wide chunks (``CHUNKS`` > 0: the row's number of chunks, known when compiling, so
+    that pass is unrolled and its loads are all in flight together), then the gradient pass
+    re-reads the row from L2, backwards or with ``FORWARDS`` in order. Few registers a program,
+    so several programs share an SM, where the whole-row kernel holds one row an SM."""
+    row = tl.program_id(0).to(tl.int64)
+    row_ptr = logits_ptr + row * logits_row_stride
+    # loaded before any store: grad_ptr may alias the logits
+    target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS)
+    target_logit = _target_logit(row_ptr, target, in_range)
+    grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
+    cols = tl.arange(0, BLOCK)
+    lane_max = tl.full([BLOCK], _NEG_BIG, tl.float32)
+    lane_sum = tl.zeros([BLOCK], tl.float32)
+    lane_total = tl.zeros([BLOCK], tl.float32)
+    if CHUNKS:
+        for i in tl.static_range(0, CHUNKS):
+            offs = i * BLOCK + cols
+            x = _load_chunk(row_ptr, offs, n_cols, True)
+            lane_max, lane_sum, lane_total = _online_update(
+                x, offs, n_cols, lane_max, lane_sum, lane_total, HAS_SMOOTHING
+            )
+    else:
+        for start in range(0, n_cols, BLOCK):
+            offs = start + cols
+            x = _load_chunk(row_ptr, offs, n_cols, True)
+            lane_max, lane_sum, lane_total = _online_update(
+                x, offs, n_cols, lane_max, lane_sum, lane_total, HAS_SMOOTHING
+            )
+    row_max = tl.max(lane_max, axis=0)
+    lse = row_max + tl.log(tl.sum(lane_sum * tl.exp2((lane_max - row_max) * LOG2E), axis=0))
+    loss = _row_loss(
+        lse, tl.sum(lane_total, axis=0), target_logit, ignored, in_range, n_cols,
+        label_smoothing, z_loss,
+    )  # fmt: skip
+    tl.store(loss_ptr + row, loss)
+    tl.store(lse_ptr + row, lse)
+    scale = _grad_scale(grad_loss, ignored, in_range)
+    out_row = grad_ptr + row * grad_row_stride
+    for i in range(0, n_cols, BLOCK):
+        offs = output_columns(i, cols, n_cols, BLOCK, FORWARDS)
+        mask = offs < n_cols
+        x = tl.load(row_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+        grad = _grad_values(
+            x.to(tl.float32), offs, lse, scale, target, n_cols, label_smoothing, z_loss
+        )
+        tl.store(out_row + offs, grad.to(out_row.dtype.element_ty), mask=mask)

@@ -138,7 +138,7 @@ def _chunk_store(ptr, c, value, m, EVEN: tl.constexpr):
 
 
 @triton.jit
-def _output_columns(i, cols, N, BLOCK_N: tl.constexpr, FORWARDS: tl.constexpr):
+def output_columns(i, cols, N, BLOCK_N: tl.constexpr, FORWARDS: tl.constexpr):
     """The columns of a looped kernel's output pass at step ``i`` (0, BLOCK_N, ...): in order
     with ``FORWARDS``, else from the last chunk back (the chunks the statistics pass read last,
     likeliest still in L2, first)."""
@@ -275,7 +275,7 @@ def norm_fwd_looped_kernel(
 
     y_row = Y + row * stride_y
     for i in range(0, N, BLOCK_N):
-        c = _output_columns(i, cols, N, BLOCK_N, FORWARDS)
+        c = output_columns(i, cols, N, BLOCK_N, FORWARDS)
         _write_chunk(src, W, B, y_row, c, N, mean, rstd, offset, HAS_WEIGHT, HAS_BIAS, EVEN)
 
 
@@ -402,7 +402,7 @@ def softmax_fwd_looped_kernel(
 
     y_row = Y + row * stride_y
     for i in range(0, N, BLOCK_N):
-        c = _output_columns(i, cols, N, BLOCK_N, FORWARDS)
+        c = output_columns(i, cols, N, BLOCK_N, FORWARDS)
         x = _softmax_chunk(x_row, c, N, EVEN, "evict_first")
         if LOG:
             y = (x - shift) - log_sum
