@@ -292,10 +292,12 @@ def ce_looped(prefix: str) -> None:
     """The forward with gradient of cross-entropy (mean over rows, no smoothing): the current
     dispatch against ``cross_entropy_fwd_grad_looped_kernel`` at ``CE_LOOPED``, at
     ``CE_SHAPES``; fraction of copy = logits read once and the gradient written once."""
+    import importlib
+
     import triton
     import triton.testing
 
-    from warpforge.ops import cross_entropy as ce
+    ce = importlib.import_module("warpforge.ops.cross_entropy")  # the package's attribute is the op
 
     lines = [
         f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
