@@ -296,6 +296,15 @@ def test_looped_forward_with_grad(launch, rows, vocab):
     _check_forward_with_grad(logits, target, grad_loss, looped=LOOPED_GRAD[launch])
 
 
+def test_looped_forward_with_grad_routes_as_measured(monkeypatch):
+    """2-byte rows of 16385-32768 classes of whole 16-byte vectors take the looped kernel in
+    4096-column chunks; float32, narrower, longer and unaligned rows keep the other kernels."""
+    monkeypatch.delenv(WIDE_ROWS, raising=False)
+    launch = ce_module.fwd_grad_looped_launch
+    assert launch(32000, 2).chunk == launch(16392, 2).chunk == launch(32768, 2).chunk == 4096
+    assert launch(16384, 2) is launch(32769, 2) is launch(32001, 2) is launch(32000, 4) is None
+
+
 def test_looped_forward_with_grad_float16_and_the_table(monkeypatch):
     """fp16 rows through the looped kernel by default when ``FWD_GRAD_LOOPED_LAUNCHES`` lists
     their size (and only from the launch's ``min_n``); a looped launch needs a gradient buffer

@@ -193,14 +193,18 @@ def _flag_word_plan(
     return None
 
 
-FWD_GRAD_LOOPED_MAX_N = 65536
-"""Widest row ``FWD_GRAD_LOOPED_LAUNCHES`` takes."""
-FWD_GRAD_LOOPED_LAUNCHES: dict[int, WideLaunch] = {}
+FWD_GRAD_LOOPED_MAX_N = 32768
+"""Widest row ``FWD_GRAD_LOOPED_LAUNCHES`` takes (longer ones were not timed on it)."""
+FWD_GRAD_LOOPED_LAUNCHES: dict[int, WideLaunch] = {
+    2: WideLaunch(16, aligned=True, chunk=4096, forwards=True, unrolled=True)
+}
 """Element size -> the launch of ``cross_entropy_fwd_grad_looped_kernel`` (one row a program in
-``chunk``-column chunks) for the forward with gradient of rows of ``min_n``-65536 classes;
-sizes not listed keep the whole-row, split or chunked kernels. Empty until a device sweep
-(``benchmarks/wide_rows_sweep.py ce``) shows the kernel faster; ``row_losses(looped=...)`` runs
-it meanwhile (tests, sweeps)."""
+``chunk``-column chunks) for the forward with gradient of rows of ``min_n``-32768 classes;
+others keep the whole-row, split or chunked kernels. Kernel alone on the H200, bf16, mean over
+rows (``session29-h200-2026-11-30/ce-looped-call7.txt``), us: 16384 x 32000 624.1 against the
+whole-row kernel's 661.2 (2048-column chunks on 8 warps 618.0, then 639.2 walking backwards);
+8192 x 32768 320.9 against 338.7. At 4096 x 50257 (rows of no whole 16-byte vectors) the
+aligned split kernel stays far ahead (258.2 against 372.5), so the launch is ``aligned``."""
 
 
 def fwd_grad_looped_launch(n_cols: int, element_size: int) -> WideLaunch | None:
