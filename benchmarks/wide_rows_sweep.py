@@ -257,9 +257,9 @@ SOFTMAX_WIDTH_LAUNCHES = {
 
 
 def softmax_looped(prefix: str, shapes=SOFTMAX_SHAPES, launches=SOFTMAX_LOOPED, liger=True):
-    """The looped softmax forward (``softmax_fwd_looped_kernel``) at ``launches`` (``SOFTMAX_LOOPED``)
-    against the split kernel, the whole-row kernel (rows of at most 32768 columns) and Liger
-    at ``shapes`` (``SOFTMAX_SHAPES``; no norms)."""
+    """The looped softmax forward (``softmax_fwd_looped_kernel``) at ``launches``
+    (``SOFTMAX_LOOPED``) against the split kernel, the whole-row kernel (rows of at most 32768
+    columns) and Liger at ``shapes`` (``SOFTMAX_SHAPES``; no norms)."""
     runs = []
     for dtype, M, N in shapes:
         fits = {k: la for k, la in launches.items() if -(-N // la.chunk) <= 32}

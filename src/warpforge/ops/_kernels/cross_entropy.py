@@ -14,8 +14,8 @@ longer row split over several programs that meet through a per-row atomic counte
 ``warpforge.ops._split_rows``). ``cross_entropy_fwd_grad_kernel`` (longer rows) re-reads the
 row for the gradient pass, backwards, from L2 when the rows in flight fit there (the caller
 sizes its persistent grid for that); ``cross_entropy_fwd_grad_looped_kernel`` does so with one
-row a program and its statistics pass unrolled. The backward then only multiplies by ``grad_output``;
-``cross_entropy_scale_rows_kernel`` does that in place and skips every row whose factor is
+row a program and its statistics pass unrolled. The backward then only multiplies by
+``grad_output``; ``cross_entropy_scale_rows_kernel`` does that in place and skips every row whose factor is
 exactly 1 (``loss.backward()``), deciding on the device so nothing synchronises.
 
 Backward from the saved ``lse`` (``cross_entropy_bwd_kernel``): one program per (row, block), a
