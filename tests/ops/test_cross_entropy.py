@@ -1012,6 +1012,33 @@ def test_gpu_loss_only_forward(shape, dtype, reduction):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize(("rows", "vocab"), [(300, 32000), (5, 16392), (7, 32768)])
+def test_gpu_looped_forward_with_grad(dtype, rows, vocab):
+    """The looped forward with gradient on the GPU: the shipped launch (2-byte rows) and a
+    rolled one, smoothing and z-loss, into a poisoned buffer and in place, against float64."""
+    gen = torch.Generator().manual_seed(rows + vocab)
+    logits = (torch.randn(rows, vocab, generator=gen) * 3).to("cuda", dtype)
+    target = random_target((rows,), vocab, gen).cuda()
+    target[0], target[1] = 0, vocab - 1
+    grad_loss = (torch.rand(rows, generator=gen) + 0.5).cuda()
+    x64 = logits.double().requires_grad_()
+    expected_rows = reference_cross_entropy(
+        x64, target, reduction="none", label_smoothing=0.1, z_loss=1e-4
+    )
+    (expected,) = torch.autograd.grad(expected_rows, x64, grad_loss.double())
+    tol = 1e-5 if dtype == torch.float32 else 1.6e-2
+    shipped = ce_module.FWD_GRAD_LOOPED_LAUNCHES[2]
+    for launch in (shipped, WideLaunch(8, chunk=2048)):
+        for out in (torch.full_like(logits, float("nan")), logits.clone()):
+            source = out if not out.isnan().any() else logits
+            loss, _ = ce_module.row_losses(source, target, IGNORE, 0.1, 1e-4, grad_out=out,
+                                           grad_loss=grad_loss, looped=launch)  # fmt: skip
+            torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=tol, rtol=tol)
+            torch.testing.assert_close(out.double(), expected, atol=tol * 1e-3, rtol=tol)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gpu_chunked_forward_with_grad_in_place(dtype):
     """The chunked forward-with-gradient kernel (rows longer than one block, as the fused linear
