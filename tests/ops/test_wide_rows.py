@@ -188,14 +188,16 @@ def test_softmax_forward_looped(log, launch, M, N, stride, device, poison_output
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's NumPy on inf, NaN
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 def test_softmax_forward_looped_nonfinite_rows(log, device, poison_outputs):
-    """A row of only -inf is NaN throughout, as PyTorch's; a NaN makes its own row NaN and
-    leaves the others alone."""
-    x = torch.randn(3, 1000, device=device)
+    """A row of only -inf is NaN throughout, as PyTorch's; so is a row with a NaN or a +inf
+    (also as PyTorch's); the other rows are left alone."""
+    x = torch.randn(4, 1000, device=device)
     x[0] = float("-inf")
     x[1, 700] = float("nan")
+    x[3, 300] = float("inf")
     for launch in (LOOPED["256c-2w"], LOOPED["512c-4w-unrolled"]):
         y = softmax_ops.wide_softmax_forward(x, log, launch)
-        assert torch.isnan(y[0]).all() and torch.isnan(y[1]).all()
+        assert torch.isnan(y[[0, 1, 3]]).all()
+        assert torch.isnan((torch.log_softmax if log else torch.softmax)(x[[0, 1, 3]], -1)).all()
         want = softmax_expected(x[2:].cpu(), log)[0].to(device)
         torch.testing.assert_close(y[2].double(), want, atol=1e-5, rtol=1e-5)
 
