@@ -9,6 +9,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-widths OUT_PREFIX  # its widths
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-long OUT_PREFIX    # 32769-65536
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce OUT_PREFIX      # looped CE with grad
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd OUT_PREFIX  # looped CE loss only
 
 CUDA-event medians of ``triton.testing.do_bench`` (L2 flushed between runs); fraction of copy
 = bytes read once and written once against ``copy_`` of the same tensor in the same run; each
@@ -288,10 +289,25 @@ CE_LOOPED = {k: SOFTMAX_LOOPED[k] for k in ("2048c 8w", "4096c 16w", "4096c 16w 
                                             "8192c 32w fwd")}  # fmt: skip
 
 
-def ce_looped(prefix: str) -> None:
-    """The forward with gradient of cross-entropy (mean over rows, no smoothing): the current
-    dispatch against ``cross_entropy_fwd_grad_looped_kernel`` at ``CE_LOOPED``, at
-    ``CE_SHAPES``; fraction of copy = logits read once and the gradient written once."""
+CE_FWD_SHAPES = [(torch.bfloat16, 16384, 32000), (torch.bfloat16, 8192, 32768),
+                 (torch.bfloat16, 2048, 151936), (torch.bfloat16, 4096, 262144)]  # fmt: skip
+"""``ce-fwd``: the loss-only forward's rows of whole 16-byte vectors in the issue's sweep."""
+
+CE_FWD_LOOPED = {
+    "2048c 8w": W(8, chunk=2048, unrolled=True),
+    "4096c 16w": W(16, chunk=4096, unrolled=True),
+    "8192c 16w": W(16, chunk=8192, unrolled=True),
+    "8192c 32w": W(32, chunk=8192, unrolled=True),
+}
+"""``ce-fwd``: unrolled launches of the loss-only kernel (4096-column chunks on 16 warps is its
+untuned launch in bf16, rolled)."""
+
+
+def ce_looped(prefix: str, shapes=CE_SHAPES, launches=CE_LOOPED, grad=True) -> None:
+    """Cross-entropy (mean over rows, no smoothing), the current dispatch against looped
+    launches: with ``grad`` the forward with gradient on ``cross_entropy_fwd_grad_looped_kernel``
+    at ``CE_LOOPED`` and ``CE_SHAPES`` (fraction of copy: the logits read once, the gradient
+    written once), else the loss-only forward (``ce-fwd``; the logits read once)."""
     import importlib
 
     import triton
@@ -303,35 +319,42 @@ def ce_looped(prefix: str) -> None:
         f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
     ]
     rows: list[dict] = []
-    for dtype, M, V in CE_SHAPES:
+    for dtype, M, V in shapes:
         logits = torch.randn(M, V, device="cuda", dtype=dtype) * 3
         target = torch.randint(0, V, (M,), device="cuda")
         scale = torch.full((1,), 1.0 / M, device="cuda")
-        grad = torch.empty_like(logits)
-        copy_ms = triton.testing.do_bench(lambda g=grad, x=logits: g.copy_(x), warmup=10, rep=40)
+        out = torch.empty_like(logits)
+        copy_ms = triton.testing.do_bench(lambda o=out, x=logits: o.copy_(x), warmup=10, rep=40)
         nbytes = logits.numel() * logits.element_size()
         copy_bps = 2 * nbytes / (copy_ms * 1e-3)
         dt = str(dtype)[6:]
         lines.append(f"{dt} {M}x{V} copy {copy_ms * 1e3:.1f} us = {copy_bps / 1e12:.3f} TB/s")
-        meta = dict(dtype=dt, M=M, N=V, op="ce.fwd_grad")
+        meta = dict(dtype=dt, M=M, N=V, op="ce.fwd_grad" if grad else "ce.fwd")
+        moved = 2 * nbytes if grad else nbytes
 
-        def fwd_grad(looped=None, logits=logits, target=target, scale=scale, grad=grad):
-            loss, _ = ce.row_losses(logits, target, -100, 0.0, 0.0, grad_out=grad,
-                                    grad_loss=scale, looped=looped)  # fmt: skip
-            return loss, grad
+        extra = {"grad_out": out, "grad_loss": scale} if grad else {}
 
-        ref = tuple(t.clone() for t in fwd_grad())
-        _time("current", fwd_grad, ref, 2 * nbytes, copy_bps, lines, rows, meta)
-        for label, launch in CE_LOOPED.items():
+        def forward(looped=None, logits=logits, target=target, extra=extra, out=out):
+            loss, lse = ce.row_losses(logits, target, -100, 0.0, 0.0, looped=looped, **extra)
+            return (loss, out) if grad else (loss, lse)
+
+        ref = tuple(t.clone() for t in forward())
+        _time("current", forward, ref, moved, copy_bps, lines, rows, meta)
+        for label, launch in launches.items():
             if -(-V // launch.chunk) <= 32:
-                _time(label, lambda la=launch: fwd_grad(la), ref, 2 * nbytes, copy_bps, lines,
-                      rows, meta)  # fmt: skip
-        del logits, grad, ref
+                _time(label, lambda la=launch: forward(la), ref, moved, copy_bps, lines, rows,
+                      meta)  # fmt: skip
+        del logits, out, ref
         torch.cuda.empty_cache()
         with open(prefix + ".txt", "w") as f:
             f.write("\n".join(lines) + "\n")
         with open(prefix + ".json", "w") as f:
             json.dump({"device": lines[0], "rows": rows}, f, indent=1)
+
+
+def ce_fwd_looped(prefix: str) -> None:
+    """``ce_looped`` of the loss-only forward at ``CE_FWD_SHAPES`` and ``CE_FWD_LOOPED``."""
+    ce_looped(prefix, CE_FWD_SHAPES, CE_FWD_LOOPED, grad=False)
 
 
 def softmax_widths(prefix: str) -> None:
@@ -364,6 +387,7 @@ MODES = {
     "softmax-widths": softmax_widths,
     "softmax-long": softmax_long,
     "ce": ce_looped,
+    "ce-fwd": ce_fwd_looped,
 }
 
 if __name__ == "__main__":

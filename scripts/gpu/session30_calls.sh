@@ -9,6 +9,12 @@
 # run on that dispatch, nor the new looped test (test_gpu_looped_forward_with_grad).
 #   1  those GPU tests; then the issue sweep's cross-entropy part in bf16 (every vocabulary,
 #      forward, backward, forward + backward), whose 16384 x 32000 rows take the looped kernel.
+#   2  the loss-only cross-entropy forward (cross_entropy.fwd; bf16 16384 x 32000 ran at 80% of
+#      copy) with its chunk loop unrolled (row_losses(looped=...): cross_entropy_fwd_kernel's
+#      CHUNKS, written in session 29, not timed) at four launches against the current dispatch,
+#      bf16 rows of 32000-262144 classes (wide_rows_sweep.py ce-fwd). If a launch wins, give
+#      the loss-only path a table as FWD_GRAD_LOOPED_LAUNCHES does the forward with gradient,
+#      then time the harness's cross_entropy.fwd there (sweep_part with SUITE_PIECES).
 # Usage: bash scripts/gpu/session30_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -18,6 +24,9 @@ case "$CALL" in
   1) gpu_tests ce-call1 300 tests/ops/test_cross_entropy.py tests/ops/test_fused_linear_cross_entropy.py
      sweep_part bf16 ce
      keep_report ce-bf16 ce-bf16 ;;
-  *) echo "CALL: expected 1, got $CALL" >&2; exit 2 ;;
+  2) timeout 300 python3 benchmarks/wide_rows_sweep.py ce-fwd "$OUT/keep/ce-fwd-looped-call2"
+     echo "ce-fwd looped: exit $?"
+     cat "$OUT/keep/ce-fwd-looped-call2.txt" ;;
+  *) echo "CALL: expected 1 or 2, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -307,8 +307,8 @@ def test_looped_forward_with_grad_routes_as_measured(monkeypatch):
 
 def test_looped_forward_with_grad_float16_and_the_table(monkeypatch):
     """fp16 rows through the looped kernel by default when ``FWD_GRAD_LOOPED_LAUNCHES`` lists
-    their size (and only from the launch's ``min_n``); a looped launch needs a gradient buffer
-    and a chunk."""
+    their size (and only from the launch's ``min_n``); a looped launch needs a chunk and no
+    other forced launch."""
     spy = LaunchSpy(kernels.cross_entropy_fwd_grad_looped_kernel)
     monkeypatch.setattr(kernels, "cross_entropy_fwd_grad_looped_kernel", spy)
     monkeypatch.delenv(WIDE_ROWS, raising=False)
@@ -329,10 +329,25 @@ def test_looped_forward_with_grad_float16_and_the_table(monkeypatch):
     x = torch.randn(2, 40)
     t = torch.zeros(2, dtype=torch.long)
     with pytest.raises(ValueError, match="looped: expected a launch with a chunk"):
-        ce_module.row_losses(x, t, IGNORE, 0.0, 0.0, looped=WideLaunch(1, chunk=16))
-    with pytest.raises(ValueError, match="looped: expected a launch with a chunk"):
         ce_module.row_losses(x, t, IGNORE, 0.0, 0.0, grad_out=torch.empty_like(x),
                              grad_loss=torch.ones(2), looped=WideLaunch(1))  # fmt: skip
+    with pytest.raises(ValueError, match="looped: give one of launch, split and looped"):
+        ce_module.row_losses(x, t, IGNORE, 0.0, 0.0, launch=(16, 1),
+                             looped=WideLaunch(1, chunk=16))  # fmt: skip
+
+
+@pytest.mark.parametrize("launch", list(LOOPED_GRAD))
+@pytest.mark.parametrize(("rows", "vocab"), [(4, 16), (5, 1), (3, 16 * 32 - 5)])
+def test_looped_loss_only_forward(launch, rows, vocab):
+    """The loss-only forward kernel forced onto a looped launch (its chunks unrolled where the
+    launch is): smoothing, z-loss, an ignored row, against float64."""
+    gen = torch.Generator().manual_seed(33)
+    logits = torch.randn(rows, vocab, generator=gen) * 3
+    target = random_target((rows,), vocab, gen)
+    target[0], target[rows - 1] = vocab - 1, IGNORE
+    loss, lse = ce_module.row_losses(logits, target, IGNORE, 0.1, 1e-3,
+                                     looped=LOOPED_GRAD[launch])  # fmt: skip
+    check_row_losses(loss, lse, logits, target)
 
 
 @pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])

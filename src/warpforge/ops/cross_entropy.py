@@ -317,16 +317,16 @@ def row_losses(
     value per row or a single broadcast value. ``launch`` = (BLOCK, num_warps) overrides the
     launch config (the tuner's trials; with ``grad_out``, a BLOCK narrower than the row picks
     the one-program-per-row chunked kernel); ``split`` forces the split-row kernel with that
-    plan (tests, benchmarks); ``looped`` (with ``grad_out``, a launch with a ``chunk``) forces
-    ``cross_entropy_fwd_grad_looped_kernel`` on that launch, which rows of
-    ``FWD_GRAD_LOOPED_LAUNCHES``' sizes and widths take by default.
+    plan (tests, benchmarks); ``looped`` (a launch with a ``chunk``) forces one program a row
+    in chunks of that many columns, unrolled where the launch is: with ``grad_out``
+    ``cross_entropy_fwd_grad_looped_kernel`` (which rows of ``FWD_GRAD_LOOPED_LAUNCHES``' sizes
+    and widths take by default), without it ``cross_entropy_fwd_kernel`` (sweeps, tests).
     """
     n_rows, n_cols = logits.shape
-    if looped is not None and (grad_out is None or not looped.chunk):
-        raise ValueError(
-            f"looped: expected a launch with a chunk and a grad_out buffer, got {looped!r} "
-            f"with grad_out {'given' if grad_out is not None else 'None'}"
-        )
+    if looped is not None and not looped.chunk:
+        raise ValueError(f"looped: expected a launch with a chunk, got {looped!r}")
+    if looped is not None and (launch is not None or split is not None):
+        raise ValueError("looped: give one of launch, split and looped, not several")
     loss = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
     lse = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
     if n_rows == 0:
@@ -357,16 +357,21 @@ def row_losses(
     }
     if grad_out is not None and split is None and launch is None and looped is None:
         looped = fwd_grad_looped_launch(n_cols, logits.element_size())
-    if looped is not None and split is None and launch is None:
+    if looped is not None:
         block, chunks = row_blocks(n_cols, looped)
+        options.update(BLOCK=block, CHUNKS=chunks if looped.unrolled else 0,
+                       num_warps=looped.num_warps)  # fmt: skip
         with kernel_device(logits):
-            kernels.cross_entropy_fwd_grad_looped_kernel[(n_rows,)](
-                logits, target, loss, lse, grad_out, grad_loss, _row_stride(grad_loss),
-                logits.stride(0), grad_out.stride(0), *common, BLOCK=block,
-                HAS_SMOOTHING=label_smoothing > 0.0, CHUNKS=chunks if looped.unrolled else 0,
-                FORWARDS=looped.forwards, num_warps=looped.num_warps,
-                **_target_check_options(logits),
-            )  # fmt: skip
+            if grad_out is None:
+                kernels.cross_entropy_fwd_kernel[(n_rows,)](
+                    logits, target, loss, lse, logits.stride(0), *common, **options
+                )
+            else:
+                kernels.cross_entropy_fwd_grad_looped_kernel[(n_rows,)](
+                    logits, target, loss, lse, grad_out, grad_loss, _row_stride(grad_loss),
+                    logits.stride(0), grad_out.stride(0), *common, FORWARDS=looped.forwards,
+                    **options,
+                )  # fmt: skip
         return loss, lse
     if grad_out is not None and split is None and launch is None:
         split = _fwd_grad_split_plan(n_rows, n_cols, logits.element_size(), logits.device)

@@ -113,6 +113,29 @@ def _row_logsumexp(
 
 
 @triton.jit
+def _unrolled_row_logsumexp(
+    row_ptr, n_cols, BLOCK: tl.constexpr, CHUNKS: tl.constexpr, NEED_SUM: tl.constexpr,
+    KEEP: tl.constexpr,
+):  # fmt: skip
+    """``_row_logsumexp`` of a row of at most ``CHUNKS`` BLOCK-wide chunks, the loop unrolled
+    (CHUNKS known when compiling), so a thread issues every chunk's loads before folding the
+    first in, where the rolled loop keeps two chunks in flight."""
+    cols = tl.arange(0, BLOCK)
+    lane_max = tl.full([BLOCK], _NEG_BIG, tl.float32)
+    lane_sum = tl.zeros([BLOCK], tl.float32)
+    lane_total = tl.zeros([BLOCK], tl.float32)
+    for i in tl.static_range(0, CHUNKS):
+        offs = i * BLOCK + cols
+        x = _load_chunk(row_ptr, offs, n_cols, KEEP)
+        lane_max, lane_sum, lane_total = _online_update(
+            x, offs, n_cols, lane_max, lane_sum, lane_total, NEED_SUM
+        )
+    row_max = tl.max(lane_max, axis=0)
+    total = tl.sum(lane_sum * tl.exp2((lane_max - row_max) * LOG2E), axis=0)
+    return row_max + tl.log(total), tl.sum(lane_total, axis=0)
+
+
+@triton.jit
 def _classify_target(target, n_cols, ignore_index, CHECK_TARGETS: tl.constexpr):
     """(target as int64, ignored, in_range) of a loaded target index; the index is only used
     where in_range."""
@@ -239,11 +262,17 @@ def _row_forward(
     logits_ptr, target_ptr, loss_ptr, lse_ptr, row, logits_row_stride, n_cols,
     ignore_index, label_smoothing, z_loss,
     BLOCK: tl.constexpr, HAS_SMOOTHING: tl.constexpr, CHECK_TARGETS: tl.constexpr,
-    KEEP: tl.constexpr,
+    KEEP: tl.constexpr, CHUNKS: tl.constexpr = 0,
 ):  # fmt: skip
-    """Store one row's loss and lse; return what a gradient pass over the row needs."""
+    """Store one row's loss and lse; return what a gradient pass over the row needs.
+    ``CHUNKS`` > 0: the row's chunk count, its statistics loop unrolled."""
     row_ptr = logits_ptr + row * logits_row_stride
-    lse, row_total = _row_logsumexp(row_ptr, n_cols, BLOCK, HAS_SMOOTHING, KEEP)
+    if CHUNKS:
+        lse, row_total = _unrolled_row_logsumexp(
+            row_ptr, n_cols, BLOCK, CHUNKS, HAS_SMOOTHING, KEEP
+        )
+    else:
+        lse, row_total = _row_logsumexp(row_ptr, n_cols, BLOCK, HAS_SMOOTHING, KEEP)
     target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS)
     target_logit = _target_logit(row_ptr, target, in_range)
     loss = _row_loss(
@@ -268,11 +297,15 @@ def cross_entropy_fwd_kernel(
     BLOCK: tl.constexpr,
     HAS_SMOOTHING: tl.constexpr,
     CHECK_TARGETS: tl.constexpr,
+    CHUNKS: tl.constexpr = 0,
 ):
+    """Loss and lse of one row a program, read once in BLOCK-wide chunks (``CHUNKS`` > 0: the
+    row's chunk count, the loop unrolled)."""
     row = tl.program_id(0).to(tl.int64)
     _row_forward(
         logits_ptr, target_ptr, loss_ptr, lse_ptr, row, logits_row_stride, n_cols,
         ignore_index, label_smoothing, z_loss, BLOCK, HAS_SMOOTHING, CHECK_TARGETS, False,
+        CHUNKS,
     )  # fmt: skip
 
 
@@ -1123,34 +1156,20 @@ def cross_entropy_fwd_grad_looped_kernel(
     target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS)
     target_logit = _target_logit(row_ptr, target, in_range)
     grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
-    cols = tl.arange(0, BLOCK)
-    lane_max = tl.full([BLOCK], _NEG_BIG, tl.float32)
-    lane_sum = tl.zeros([BLOCK], tl.float32)
-    lane_total = tl.zeros([BLOCK], tl.float32)
     if CHUNKS:
-        for i in tl.static_range(0, CHUNKS):
-            offs = i * BLOCK + cols
-            x = _load_chunk(row_ptr, offs, n_cols, True)
-            lane_max, lane_sum, lane_total = _online_update(
-                x, offs, n_cols, lane_max, lane_sum, lane_total, HAS_SMOOTHING
-            )
+        lse, row_total = _unrolled_row_logsumexp(
+            row_ptr, n_cols, BLOCK, CHUNKS, HAS_SMOOTHING, True
+        )
     else:
-        for start in range(0, n_cols, BLOCK):
-            offs = start + cols
-            x = _load_chunk(row_ptr, offs, n_cols, True)
-            lane_max, lane_sum, lane_total = _online_update(
-                x, offs, n_cols, lane_max, lane_sum, lane_total, HAS_SMOOTHING
-            )
-    row_max = tl.max(lane_max, axis=0)
-    lse = row_max + tl.log(tl.sum(lane_sum * tl.exp2((lane_max - row_max) * LOG2E), axis=0))
+        lse, row_total = _row_logsumexp(row_ptr, n_cols, BLOCK, HAS_SMOOTHING, True)
     loss = _row_loss(
-        lse, tl.sum(lane_total, axis=0), target_logit, ignored, in_range, n_cols,
-        label_smoothing, z_loss,
-    )  # fmt: skip
+        lse, row_total, target_logit, ignored, in_range, n_cols, label_smoothing, z_loss
+    )
     tl.store(loss_ptr + row, loss)
     tl.store(lse_ptr + row, lse)
     scale = _grad_scale(grad_loss, ignored, in_range)
     out_row = grad_ptr + row * grad_row_stride
+    cols = tl.arange(0, BLOCK)
     for i in range(0, n_cols, BLOCK):
         offs = output_columns(i, cols, n_cols, BLOCK, FORWARDS)
         mask = offs < n_cols
