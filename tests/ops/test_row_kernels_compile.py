@@ -1,6 +1,6 @@
-"""The norm, softmax and cross-entropy kernels (the split-row ones included) compile for sm_90
-with the launch shapes the ops pick for the benchmark shapes, the whole-row cross-entropy
-kernel without register spills. Runs without a GPU: Triton lowers to PTX and cubin for a named
+"""The norm, softmax and cross-entropy kernels (the split-row and looped ones included) compile
+for sm_90 with the launch shapes the ops pick for the benchmark shapes, the whole-row and
+looped cross-entropy kernels without register spills. Runs without a GPU: Triton lowers to PTX and cubin for a named
 target, which catches what the interpreter cannot (type rules of compiled loops, constexpr
 branches)."""
 
@@ -26,8 +26,9 @@ COMPILE_ALL = textwrap.dedent(
     import warpforge.ops._split_rows as split_rows
     from warpforge.ops._split_rows import split_row_plan
     from warpforge.runtime import DeviceCapabilities
-    from warpforge.ops._kernels import norm as nk, softmax as sk
+    from warpforge.ops._kernels import norm as nk, softmax as sk, wide_rows as wk
     from warpforge.ops import norm, softmax_ops
+    from warpforge.ops._wide_rows import row_blocks
 
     # the pairs kernel's default launch (256 columns, 1 warp, 28 an SM, 72 registers): no spill
     # under the ptxas of Triton 3.6 (the GPU's), 8 bytes under Triton 3.9's
@@ -85,6 +86,12 @@ COMPILE_ALL = textwrap.dedent(
                         split_types = dict(sm_types, PARTIALS="*fp32", ARRIVALS="*i32")
                         build(sk.softmax_fwd_split_kernel, split_types, dict(LOG=log, BLOCK_N=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0, PREFETCH=split.prefetch, RELEASE_ONLY=split.release_only), **split.launch_options())
                     build(sk.softmax_bwd_chunked_kernel, sm_types, dict(LOG=log, BLOCK_N=b.block_n), b.num_warps)
+        # the 2-byte softmax forward's looped launches at the widest rows they take
+        for N in (32768, 65536):
+            launch = softmax_ops.softmax_fwd_wide_launch(N, tdt.itemsize)
+            block, chunks = row_blocks(N, launch)
+            for log in (False, True):
+                build(wk.softmax_fwd_looped_kernel, sm_types, dict(LOG=log, BLOCK_N=block, EVEN=True, FORWARDS=launch.forwards, CHUNKS=chunks), launch.num_warps)
         build(nk.partial_sum_kernel, {"DW_PARTIAL": "*fp32", "DW": p, "DB_PARTIAL": "*fp32", "DB": p, "num_partials": "i32", "N": "i32"}, dict(BLOCK_P=256, BLOCK_N=16), 4)
     # float32 long rows: the lagged flag-word softmax forward
     split = softmax_ops._fwd_split_plan(8192, 262144, 4, "cuda")
@@ -125,6 +132,12 @@ COMPILE_ALL = textwrap.dedent(
             if block >= vocab:  # the whole row stays in registers: it must not spill
                 stack = spilled_bytes(ck.cross_entropy_fwd_grad_row_kernel, types, dict(flags, BLOCK=block, EARLY=True), warps)
                 assert stack == 0, f"whole-row kernel spills {stack} bytes ({dt}, BLOCK={block})"
+                looped = ce.fwd_grad_looped_launch(vocab, tdt.itemsize)
+                if looped is not None:  # the op's looped launch there, and the loss-only kernel on it
+                    lblock, chunks = row_blocks(vocab, looped)
+                    stack = spilled_bytes(ck.cross_entropy_fwd_grad_looped_kernel, types, dict(flags, BLOCK=lblock, CHUNKS=chunks, FORWARDS=looped.forwards), looped.num_warps, aligned=("n_cols", "logits_row_stride", "grad_row_stride"))
+                    assert stack == 0, f"looped kernel spills {stack} bytes ({dt}, {looped})"
+                    spilled_bytes(ck.cross_entropy_fwd_kernel, types, dict(flags, BLOCK=lblock, CHUNKS=chunks), looped.num_warps)
             else:
                 spilled_bytes(ck.cross_entropy_fwd_grad_kernel, types, dict(flags, BLOCK=block), warps)
                 split = split_row_plan(4096, vocab, "cuda", **split_rows.split_launch(tdt.itemsize))
@@ -145,7 +158,7 @@ COMPILE_ALL = textwrap.dedent(
                     stack = spilled_bytes(ck.cross_entropy_fwd_grad_flags_kernel, dict(split_types, words_ptr="*i64"), dict(flags, BLOCK=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch, ALIGN=1), aligned=("n_cols", "logits_row_stride", "grad_row_stride"), **plan.launch_options())
                     assert stack <= allowed, f"flag-word split kernel spills {stack} bytes under its register cap ({dt}, {vocab})"
             block, warps = ce.launch_heuristic(vocab, tdt.itemsize)
-            spilled_bytes(ck.cross_entropy_fwd_kernel, types, dict(flags, BLOCK=block), warps)
+            spilled_bytes(ck.cross_entropy_fwd_kernel, types, dict(flags, BLOCK=block, CHUNKS=0), warps)
             block, warps = ce.bwd_launch_heuristic(vocab, tdt.itemsize)
             spilled_bytes(ck.cross_entropy_bwd_kernel, types, dict(BLOCK=block), warps)
         # rows that start off 16-byte boundaries (50257 classes): the flag-word kernel with
