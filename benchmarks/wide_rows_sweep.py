@@ -8,6 +8,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax OUT_PREFIX # the looped softmax
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-widths OUT_PREFIX  # its widths
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-long OUT_PREFIX    # 32769-65536
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-unaligned OUT_PREFIX
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce OUT_PREFIX      # looped CE with grad
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd OUT_PREFIX  # looped CE loss only
 
@@ -357,6 +358,29 @@ def ce_fwd_looped(prefix: str) -> None:
     ce_looped(prefix, CE_FWD_SHAPES, CE_FWD_LOOPED, grad=False)
 
 
+SOFTMAX_UNALIGNED = [(torch.bfloat16, 4096, 24577), (torch.bfloat16, 8192, 40961),
+                     (torch.bfloat16, 8192, 50257), (torch.bfloat16, 4096, 32767)]  # fmt: skip
+"""``softmax-unaligned``: bf16 rows that start off 16-byte boundaries."""
+
+
+def softmax_unaligned(prefix: str) -> None:
+    """At ``SOFTMAX_UNALIGNED``: the split kernel ("current"), the shipped looped launch and the
+    same launch walking chunks from aligned addresses (``align_chunks``), also rolled."""
+    import dataclasses
+
+    runs = []
+    for dtype, M, N in SOFTMAX_UNALIGNED:
+        shipped = softmax_ops.softmax_fwd_wide_launch(N, dtype.itemsize)
+        launches = {
+            "looped": shipped,
+            "looped aligned": dataclasses.replace(shipped, align_chunks=True),
+            "looped aligned rolled": dataclasses.replace(shipped, align_chunks=True,
+                                                         unrolled=False),
+        }  # fmt: skip
+        runs.append((dtype, M, N, None, launches, {}, False))
+    run(prefix, runs)
+
+
 def softmax_widths(prefix: str) -> None:
     """``SOFTMAX_WIDTH_LAUNCHES`` at ``SOFTMAX_WIDTHS``, without Liger."""
     softmax_looped(prefix, SOFTMAX_WIDTHS, SOFTMAX_WIDTH_LAUNCHES, liger=False)
@@ -386,6 +410,7 @@ MODES = {
     "softmax": softmax_looped,
     "softmax-widths": softmax_widths,
     "softmax-long": softmax_long,
+    "softmax-unaligned": softmax_unaligned,
     "ce": ce_looped,
     "ce-fwd": ce_fwd_looped,
 }

@@ -15,6 +15,12 @@
 #      bf16 rows of 32000-262144 classes (wide_rows_sweep.py ce-fwd). If a launch wins, give
 #      the loss-only path a table as FWD_GRAD_LOOPED_LAUNCHES does the forward with gradient,
 #      then time the harness's cross_entropy.fwd there (sweep_part with SUITE_PIECES).
+#   3  the looped softmax over rows that start off 16-byte boundaries, walked from aligned
+#      addresses (softmax_fwd_looped_aligned_kernel, WideLaunch.align_chunks; written in session
+#      29, not timed) against the shipped looped launch and the split kernel, bf16 at 24577,
+#      40961, 50257 and 32767 columns (wide_rows_sweep.py softmax-unaligned); then the wide-row
+#      GPU tests (test_softmax_looped_gpu runs it at 16411 and 40961 columns). If it wins, set
+#      align_chunks on FWD_WIDE_LAUNCHES' and FWD_LONG_LAUNCHES' 2-byte launches.
 # Usage: bash scripts/gpu/session30_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -27,6 +33,10 @@ case "$CALL" in
   2) timeout 300 python3 benchmarks/wide_rows_sweep.py ce-fwd "$OUT/keep/ce-fwd-looped-call2"
      echo "ce-fwd looped: exit $?"
      cat "$OUT/keep/ce-fwd-looped-call2.txt" ;;
-  *) echo "CALL: expected 1 or 2, got $CALL" >&2; exit 2 ;;
+  3) timeout 200 python3 benchmarks/wide_rows_sweep.py softmax-unaligned "$OUT/keep/softmax-unaligned-call3"
+     echo "softmax unaligned: exit $?"
+     cat "$OUT/keep/softmax-unaligned-call3.txt"
+     gpu_tests wide-rows-call3 $((570 - SECONDS)) tests/ops/test_wide_rows.py ;;
+  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -92,6 +92,9 @@ COMPILE_ALL = textwrap.dedent(
             block, chunks = row_blocks(N, launch)
             for log in (False, True):
                 build(wk.softmax_fwd_looped_kernel, sm_types, dict(LOG=log, BLOCK_N=block, EVEN=True, FORWARDS=launch.forwards, CHUNKS=chunks), launch.num_warps)
+            # the same launch over rows that start off 16-byte boundaries, chunks from aligned addresses
+            _, chunks = row_blocks(N + 7, launch)
+            build(wk.softmax_fwd_looped_aligned_kernel, dict(sm_types, stride="i32"), dict(LOG=False, BLOCK_N=block, ALIGN=8, CHUNKS=chunks), launch.num_warps)
         build(nk.partial_sum_kernel, {"DW_PARTIAL": "*fp32", "DW": p, "DB_PARTIAL": "*fp32", "DB": p, "num_partials": "i32", "N": "i32"}, dict(BLOCK_P=256, BLOCK_N=16), 4)
     # float32 long rows: the lagged flag-word softmax forward
     split = softmax_ops._fwd_split_plan(8192, 262144, 4, "cuda")

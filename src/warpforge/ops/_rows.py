@@ -56,6 +56,15 @@ def kernel_device(t: torch.Tensor) -> contextlib.AbstractContextManager:
     return torch.cuda.device(t.device)
 
 
+def buffer_aligned(t: torch.Tensor) -> bool:
+    """True when ``t`` starts on a 16-byte boundary. While torch.compile traces, tensors have
+    no address (Dynamo traces neither ``data_ptr`` nor ``storage_offset``): taken as aligned,
+    as allocations are; the choice only picks between two exact paths."""
+    if torch.compiler.is_compiling():
+        return True
+    return t.data_ptr() % 16 == 0
+
+
 def cdiv(a: int, b: int) -> int:
     """Ceiling division for grid sizes."""
     return -(-a // b)

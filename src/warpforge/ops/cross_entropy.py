@@ -30,7 +30,7 @@ import math
 import torch
 
 from warpforge.dispatch import dispatched_op
-from warpforge.ops._rows import cdiv, kernel_device, next_power_of_2
+from warpforge.ops._rows import buffer_aligned, cdiv, kernel_device, next_power_of_2
 from warpforge.ops._split_rows import (
     SplitRowPlan,
     check_flag_words,
@@ -258,7 +258,7 @@ def _aligned_split_align(logits: torch.Tensor, grad_out: torch.Tensor | None = N
     ):
         return 1
     if grad_out is not None and (
-        grad_out.stride() != logits.stride() or not _buffer_aligned(grad_out)
+        grad_out.stride() != logits.stride() or not buffer_aligned(grad_out)
     ):
         return 1
     return 16 // logits.element_size()
@@ -402,15 +402,6 @@ ALIGNED_CHUNKS = "WARPFORGE_CE_ALIGNED_CHUNKS"
 (for comparisons; ``cross_entropy_fwd_aligned_kernel`` is the default there)."""
 
 
-def _buffer_aligned(t: torch.Tensor) -> bool:
-    """True when ``t`` starts on a 16-byte boundary. While torch.compile traces, tensors have
-    no address (Dynamo traces neither ``data_ptr`` nor ``storage_offset``): taken as aligned,
-    as allocations are; the choice only picks between two exact paths."""
-    if torch.compiler.is_compiling():
-        return True
-    return t.data_ptr() % 16 == 0
-
-
 def _unaligned_rows(logits: torch.Tensor) -> bool:
     """True when the loss-only forward should read ``logits`` from aligned chunk starts: rows
     that start off 16-byte boundaries (a row stride that is no multiple of 16 bytes) in a
@@ -418,7 +409,7 @@ def _unaligned_rows(logits: torch.Tensor) -> bool:
     return (
         logits.shape[0] > 1
         and (logits.stride(0) * logits.element_size()) % 16 != 0
-        and _buffer_aligned(logits)
+        and buffer_aligned(logits)
         and execution_path(logits.device) is not ExecutionPath.TORCH_REFERENCE
         and switch_on(ALIGNED_CHUNKS)
     )

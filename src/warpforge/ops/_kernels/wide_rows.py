@@ -358,6 +358,26 @@ def _softmax_lane_update(x, top, total):
 
 
 @triton.jit
+def _softmax_row_result(top, total, LOG: tl.constexpr):
+    """(shift, factor) of a row from its lanes' running maxima and sums: y = exp(x - shift) *
+    factor, or with ``LOG`` y = (x - shift) - factor (the row's max and log-sum subtracted
+    apart: their sum would round near the max). A row of only -inf sums to 0, so its outputs
+    are NaN, as PyTorch's."""
+    shift = tl.max(top, axis=0)
+    row_sum = tl.sum(total * tl.exp(top - shift), axis=0)
+    if LOG:
+        return shift, tl.log(row_sum)
+    return shift, 1.0 / row_sum
+
+
+@triton.jit
+def _softmax_values(x, shift, factor, LOG: tl.constexpr):
+    if LOG:
+        return (x - shift) - factor
+    return tl.exp(x - shift) * factor
+
+
+@triton.jit
 def softmax_fwd_looped_kernel(
     X,
     Y,
@@ -377,8 +397,7 @@ def softmax_fwd_looped_kernel(
     merge into the row's max and sum, and the output pass re-reads the row from L2 (backwards,
     the chunks read last first, or with ``FORWARDS`` in order). ``EVEN``: N is a multiple of
     ``BLOCK_N``; ``CHUNKS`` > 0: the row's number of chunks, known when compiling, so the
-    statistics pass is unrolled and its loads are all in flight together. A row of only -inf
-    sums to 0, so its outputs are NaN, as PyTorch's."""
+    statistics pass is unrolled and its loads are all in flight together."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     x_row = X + row * stride_x
@@ -393,19 +412,75 @@ def softmax_fwd_looped_kernel(
         for start in range(BLOCK_N, N, BLOCK_N):
             x = _softmax_chunk(x_row, start + cols, N, EVEN, "evict_last")
             top, total = _softmax_lane_update(x, top, total)
-    shift = tl.max(top, axis=0)
-    row_sum = tl.sum(total * tl.exp(top - shift), axis=0)
-    if LOG:
-        log_sum = tl.log(row_sum)  # subtracted apart from shift: shift + log_sum would round
-    else:
-        scale = 1.0 / row_sum
+    shift, factor = _softmax_row_result(top, total, LOG)
 
     y_row = Y + row * stride_y
     for i in range(0, N, BLOCK_N):
         c = output_columns(i, cols, N, BLOCK_N, FORWARDS)
         x = _softmax_chunk(x_row, c, N, EVEN, "evict_first")
-        if LOG:
-            y = (x - shift) - log_sum
-        else:
-            y = tl.exp(x - shift) * scale
+        y = _softmax_values(x, shift, factor, LOG)
         _chunk_store(y_row, c, y.to(Y.dtype.element_ty), c < N, EVEN)
+
+
+@triton.jit
+def softmax_fwd_looped_aligned_kernel(
+    X,
+    Y,
+    stride,
+    M,
+    N,
+    LOG: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    ALIGN: tl.constexpr,
+    CHUNKS: tl.constexpr = 0,
+):
+    """``softmax_fwd_looped_kernel`` (output pass in order) for rows that start off 16-byte
+    boundaries (a row stride that is no multiple of ``ALIGN`` = 16 / element size, as at
+    24577 or 50257 columns), X and Y 16-byte aligned with one row stride: each row is walked
+    in chunks counted from the aligned address at or before its start, so every chunk but the
+    first and the last is whole and aligned and moves 16-byte vectors (under one flag a chunk
+    where a mask is needed at all); the first and the last chunk mask element by element, as
+    ``cross_entropy_fwd_aligned_kernel`` reads such rows. ``CHUNKS`` > 0: the most chunks a row
+    can span (``cdiv(N + ALIGN - 1, BLOCK_N)``), the statistics pass unrolled for it."""
+    row = tl.program_id(0).to(tl.int64)
+    start = row * stride
+    base = start // ALIGN * ALIGN  # a multiple of ALIGN, as the compiler can see
+    lead = start - base
+    x_row = X + base
+    y_row = Y + base
+    cols = tl.arange(0, BLOCK_N)
+    end = lead + N  # the row is x_row[lead:end]
+    last = (end - 1) // BLOCK_N * BLOCK_N  # start of the row's last chunk
+    every = tl.full(
+        [BLOCK_N], 1, tl.int1
+    )  # a flag a chunk, splat (the interpreter takes no scalar mask)
+    first = (cols >= lead) & (cols < end)
+    x = tl.load(x_row + cols, mask=first, other=-float("inf"), eviction_policy="evict_last")
+    x = x.to(tl.float32)
+    top = tl.maximum(x, -3.4028234663852886e38)
+    total = tl.where(x == -float("inf"), 0.0, 1.0)
+    if CHUNKS:
+        for i in tl.static_range(1, CHUNKS):
+            x = tl.load(x_row + i * BLOCK_N + cols, mask=every & (i * BLOCK_N < last),
+                        other=-float("inf"), eviction_policy="evict_last")  # fmt: skip
+            top, total = _softmax_lane_update(x.to(tl.float32), top, total)
+    else:
+        for s in range(BLOCK_N, last, BLOCK_N):
+            x = tl.load(x_row + s + cols, eviction_policy="evict_last")
+            top, total = _softmax_lane_update(x.to(tl.float32), top, total)
+    # the last chunk, element by element (none when the row spans one chunk: the first took it)
+    tail = every & (last > 0) & (last + cols < end)
+    x = tl.load(x_row + last + cols, mask=tail, other=-float("inf"), eviction_policy="evict_last")
+    top, total = _softmax_lane_update(x.to(tl.float32), top, total)
+    shift, factor = _softmax_row_result(top, total, LOG)
+
+    x = tl.load(x_row + cols, mask=first, other=-float("inf"), eviction_policy="evict_first")
+    y = _softmax_values(x.to(tl.float32), shift, factor, LOG)
+    tl.store(y_row + cols, y.to(Y.dtype.element_ty), mask=first)
+    for s in range(BLOCK_N, last, BLOCK_N):
+        x = tl.load(x_row + s + cols, eviction_policy="evict_first")
+        y = _softmax_values(x.to(tl.float32), shift, factor, LOG)
+        tl.store(y_row + s + cols, y.to(Y.dtype.element_ty))
+    x = tl.load(x_row + last + cols, mask=tail, other=-float("inf"), eviction_policy="evict_first")
+    y = _softmax_values(x.to(tl.float32), shift, factor, LOG)
+    tl.store(y_row + last + cols, y.to(Y.dtype.element_ty), mask=tail)
