@@ -43,18 +43,18 @@ class WideLaunch:
     """Only rows whose length is a whole number of 16-byte vectors (others keep the other
     kernels)."""
     chunk: int = 0
-    """Forwards: walk the row in chunks of this many columns (a power of two;
-    ``norm_fwd_looped_kernel``, ``softmax_fwd_looped_kernel``: x read twice, few registers)
-    instead of holding it whole (0)."""
+    """Forwards: walk the row in chunks of this many columns (a power of two; the looped
+    norm, softmax and cross-entropy kernels, ``norm_fwd_looped_kernel`` ...: x read twice, few
+    registers) instead of holding it whole (0)."""
     forwards: bool = False
     """Looped: the output pass re-reads the row in order (``FORWARDS``), not backwards."""
+    unrolled: bool = False
+    """Looped: the statistics pass unrolled for the row's number of chunks (``CHUNKS``, one
+    compile per count), so a thread's loads of it are all in flight at once."""
     align_chunks: bool = False
     """Looped softmax: rows that start off 16-byte boundaries are walked in chunks counted from
     the aligned address before them (``softmax_fwd_looped_aligned_kernel``: whole chunks move
     16-byte vectors) where x and y share one row stride and start 16-byte aligned."""
-    unrolled: bool = False
-    """Looped: the statistics pass unrolled for the row's number of chunks (``CHUNKS``, one
-    compile per count), so a thread's loads of it are all in flight at once."""
 
 
 def wide_rows_enabled() -> bool:
