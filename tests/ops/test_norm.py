@@ -1254,9 +1254,13 @@ def _pairs_scales(x, w, dy):
 
 
 @pytest.mark.parametrize(
-    ("m", "n", "block"),
-    [(1, 2, 16), (7, 256, 64), (7, 258, 64), (13, 98, 32), (5, 300, 128), (4, 1024, 256),
-     (3, 1000, 16)],
+    ("m", "n", "block", "affine"),
+    [(m, n, block, affine)
+     for m, n, block in [(1, 2, 16), (7, 256, 64), (7, 258, 64), (13, 98, 32), (5, 300, 128),
+                         (4, 1024, 256)]
+     for affine in ("weight+bias", "none", "bias")]
+    # 63 chunks a row (two flag words a lane): the interpreter's slowest case, one affine
+    + [(3, 1000, 16, "weight+bias")],
     ids=str,
 )  # fmt: skip
 @pytest.mark.parametrize(
@@ -1264,7 +1268,6 @@ def _pairs_scales(x, w, dy):
     [{"hold_weight": True, "evict_first": False}, {"hold_weight": False, "evict_first": True}],
     ids=str,
 )
-@pytest.mark.parametrize("affine", ["weight+bias", "none", "bias"])
 def test_layer_norm_pairs_backward(m, n, block, options, affine, device, poison_outputs):
     """``layer_norm_bwd_pairs_kernel`` (forced plans: several chunks a row, up to 63, more
     rows than slots, ragged and whole last chunks) against float64 in float16 and bfloat16 (its
