@@ -19,7 +19,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 COMPILE_ALL = textwrap.dedent(
     """
-    import torch, triton
+    import inspect, torch, triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     import warpforge.ops._rows as rows
@@ -38,7 +38,14 @@ COMPILE_ALL = textwrap.dedent(
     )
     target = GPUTarget("cuda", 90, 32)
 
+    def with_defaults(fn, constexprs):
+        # constexpr parameters left out take their defaults, as in a launch
+        defaults = {p.name: p.default for p in fn.params
+                    if p.is_constexpr and p.default is not inspect.Parameter.empty}
+        return {**defaults, **constexprs}
+
     def build(fn, types, constexprs, num_warps, **options):
+        constexprs = with_defaults(fn, constexprs)
         signature = {a: "constexpr" if a in constexprs else types[a] for a in fn.arg_names}
         triton.compile(
             ASTSource(fn=fn, signature=signature, constexprs=constexprs),
@@ -109,6 +116,7 @@ COMPILE_ALL = textwrap.dedent(
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/cuobjdump")
 
     def spilled_bytes(fn, types, constexprs, num_warps, aligned=(), **options):
+        constexprs = with_defaults(fn, constexprs)
         signature = {a: "constexpr" if a in constexprs else types.get(a, "i32") for a in fn.arg_names}
         # a launch specialises pointers and these ints as multiples of 16 (16-byte vectors)
         attrs = {(i,): [["tt.divisibility", 16]] for i, a in enumerate(fn.arg_names)
@@ -161,7 +169,7 @@ COMPILE_ALL = textwrap.dedent(
                     stack = spilled_bytes(ck.cross_entropy_fwd_grad_flags_kernel, dict(split_types, words_ptr="*i64"), dict(flags, BLOCK=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch, ALIGN=1), aligned=("n_cols", "logits_row_stride", "grad_row_stride"), **plan.launch_options())
                     assert stack <= allowed, f"flag-word split kernel spills {stack} bytes under its register cap ({dt}, {vocab})"
             block, warps = ce.launch_heuristic(vocab, tdt.itemsize)
-            spilled_bytes(ck.cross_entropy_fwd_kernel, types, dict(flags, BLOCK=block, CHUNKS=0), warps)
+            spilled_bytes(ck.cross_entropy_fwd_kernel, types, dict(flags, BLOCK=block), warps)
             block, warps = ce.bwd_launch_heuristic(vocab, tdt.itemsize)
             spilled_bytes(ck.cross_entropy_bwd_kernel, types, dict(BLOCK=block), warps)
         # rows that start off 16-byte boundaries (50257 classes): the flag-word kernel with

@@ -154,6 +154,19 @@ def _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS: tl.constex
 
 
 @triton.jit
+def _row_grad_inputs(
+    target_ptr, row_ptr, grad_loss_ptr, row, grad_loss_stride, n_cols, ignore_index,
+    CHECK_TARGETS: tl.constexpr,
+):  # fmt: skip
+    """(target, ignored, in_range, target logit, grad_loss) of one row of a forward with
+    gradient; load them before any store of the gradient, which may overwrite the logits."""
+    target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS)
+    target_logit = _target_logit(row_ptr, target, in_range)
+    grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
+    return target, ignored, in_range, target_logit, grad_loss
+
+
+@triton.jit
 def _next_row_chunk(row_ptr, row, slots, n_rows, n_cols, logits_row_stride, offs):
     """A split program's chunk of its next row (``row + slots``), -inf past the last row."""
     next_end = tl.where(row + slots < n_rows, n_cols, 0)  # nothing past the last row
@@ -190,17 +203,19 @@ def _grad_values(x, offs, lse, scale, target, n_cols, label_smoothing, z_loss):
 
 @triton.jit
 def _write_row_grad(
-    out_row, in_row, lse, scale, target, n_cols, label_smoothing, z_loss, BLOCK: tl.constexpr
-):
-    """The gradient of one row, chunk by chunk, walking the row *backwards*: the chunks the
-    statistics pass read last are the likeliest still in L2, and this pass lets them go.
+    out_row, in_row, lse, scale, target, n_cols, label_smoothing, z_loss, BLOCK: tl.constexpr,
+    FORWARDS: tl.constexpr = False,
+):  # fmt: skip
+    """The gradient of one row, chunk by chunk, walking the row *backwards* (the chunks the
+    statistics pass read last are the likeliest still in L2, and this pass lets them go) or,
+    with ``FORWARDS``, in order.
 
     Each chunk is read before it is written by this same program, so out_row may be in_row.
     """
     cols = tl.arange(0, BLOCK)
     num_chunks = tl.cdiv(n_cols, BLOCK)
     for chunk in range(0, num_chunks):
-        offs = (num_chunks - 1 - chunk) * BLOCK + cols
+        offs = output_columns(chunk * BLOCK, cols, n_cols, BLOCK, FORWARDS)
         mask = offs < n_cols
         x = tl.load(in_row + offs, mask=mask, other=0.0, eviction_policy="evict_first")
         grad = _grad_values(
@@ -507,12 +522,10 @@ def cross_entropy_fwd_grad_row_kernel(
     mask = offs < n_cols
     x = tl.load(row_ptr + offs, mask=mask, other=float("-inf")).to(tl.float32)
     if EARLY:
-        target, ignored, in_range = _row_target(
-            target_ptr, row, n_cols, ignore_index, CHECK_TARGETS
-        )
-        # loaded before any store: grad_ptr may alias the logits
-        target_logit = _target_logit(row_ptr, target, in_range)
-        grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
+        target, ignored, in_range, target_logit, grad_loss = _row_grad_inputs(
+            target_ptr, row_ptr, grad_loss_ptr, row, grad_loss_stride, n_cols, ignore_index,
+            CHECK_TARGETS,
+        )  # fmt: skip
     # clamped so that a row of -inf gives exp(-inf) = 0 terms rather than NaN (lse = -inf)
     row_max, e = chunk_exponentials(x)
     total = tl.sum(e, axis=0)
@@ -522,12 +535,10 @@ def cross_entropy_fwd_grad_row_kernel(
     else:
         row_total = 0.0
     if not EARLY:
-        target, ignored, in_range = _row_target(
-            target_ptr, row, n_cols, ignore_index, CHECK_TARGETS
-        )
-        # loaded before any store: grad_ptr may alias the logits
-        target_logit = _target_logit(row_ptr, target, in_range)
-        grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
+        target, ignored, in_range, target_logit, grad_loss = _row_grad_inputs(
+            target_ptr, row_ptr, grad_loss_ptr, row, grad_loss_stride, n_cols, ignore_index,
+            CHECK_TARGETS,
+        )  # fmt: skip
     loss = _row_loss(
         lse, row_total, target_logit, ignored, in_range, n_cols, label_smoothing, z_loss
     )
@@ -1152,10 +1163,10 @@ def cross_entropy_fwd_grad_looped_kernel(
     so several programs share an SM, where the whole-row kernel holds one row an SM."""
     row = tl.program_id(0).to(tl.int64)
     row_ptr = logits_ptr + row * logits_row_stride
-    # loaded before any store: grad_ptr may alias the logits
-    target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, CHECK_TARGETS)
-    target_logit = _target_logit(row_ptr, target, in_range)
-    grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
+    target, ignored, in_range, target_logit, grad_loss = _row_grad_inputs(
+        target_ptr, row_ptr, grad_loss_ptr, row, grad_loss_stride, n_cols, ignore_index,
+        CHECK_TARGETS,
+    )  # fmt: skip
     if CHUNKS:
         lse, row_total = _unrolled_row_logsumexp(
             row_ptr, n_cols, BLOCK, CHUNKS, HAS_SMOOTHING, True
@@ -1167,14 +1178,7 @@ def cross_entropy_fwd_grad_looped_kernel(
     )
     tl.store(loss_ptr + row, loss)
     tl.store(lse_ptr + row, lse)
-    scale = _grad_scale(grad_loss, ignored, in_range)
-    out_row = grad_ptr + row * grad_row_stride
-    cols = tl.arange(0, BLOCK)
-    for i in range(0, n_cols, BLOCK):
-        offs = output_columns(i, cols, n_cols, BLOCK, FORWARDS)
-        mask = offs < n_cols
-        x = tl.load(row_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
-        grad = _grad_values(
-            x.to(tl.float32), offs, lse, scale, target, n_cols, label_smoothing, z_loss
-        )
-        tl.store(out_row + offs, grad.to(out_row.dtype.element_ty), mask=mask)
+    _write_row_grad(
+        grad_ptr + row * grad_row_stride, row_ptr, lse, _grad_scale(grad_loss, ignored, in_range),
+        target, n_cols, label_smoothing, z_loss, BLOCK, FORWARDS,
+    )  # fmt: skip
