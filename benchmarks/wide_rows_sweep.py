@@ -8,7 +8,6 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax OUT_PREFIX # the looped softmax
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-widths OUT_PREFIX  # its widths
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-long OUT_PREFIX    # 32769-65536
-    PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-unaligned OUT_PREFIX
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce OUT_PREFIX      # looped CE with grad
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd OUT_PREFIX  # looped CE loss only
 
@@ -291,17 +290,23 @@ CE_LOOPED = {k: SOFTMAX_LOOPED[k] for k in ("2048c 8w", "4096c 16w", "4096c 16w 
 
 
 CE_FWD_SHAPES = [(torch.bfloat16, 16384, 32000), (torch.bfloat16, 8192, 32768),
-                 (torch.bfloat16, 2048, 151936), (torch.bfloat16, 4096, 262144)]  # fmt: skip
+                 (torch.bfloat16, 8192, 128256), (torch.bfloat16, 2048, 151936),
+                 (torch.bfloat16, 4096, 262144)]  # fmt: skip
 """``ce-fwd``: the loss-only forward's rows of whole 16-byte vectors in the issue's sweep."""
 
 CE_FWD_LOOPED = {
     "2048c 8w": W(8, chunk=2048, unrolled=True),
-    "4096c 16w": W(16, chunk=4096, unrolled=True),
+    "1024c 4w": W(4, chunk=1024, unrolled=True),
+    "1024c 4w rolled": W(4, chunk=1024),
+    "2048c 4w rolled": W(4, chunk=2048),
+    "2048c 8w rolled": W(8, chunk=2048),
+    "4096c 8w rolled": W(8, chunk=4096),
     "8192c 16w": W(16, chunk=8192, unrolled=True),
-    "8192c 32w": W(32, chunk=8192, unrolled=True),
 }
-"""``ce-fwd``: unrolled launches of the loss-only kernel (4096-column chunks on 16 warps is its
-untuned launch in bf16, rolled)."""
+"""``ce-fwd``: launches of the loss-only kernel, unrolled (rows of at most 32 chunks) and
+rolled (any row; the current dispatch is 4096-column chunks on 16 warps in bf16, rolled). The
+session-30 call-2 sweep had 2048-column chunks on 8 warps unrolled ahead at 32000 and 32768
+classes; the rolled ones say whether the chunk or the unrolling won."""
 
 
 def ce_looped(prefix: str, shapes=CE_SHAPES, launches=CE_LOOPED, grad=True) -> None:
@@ -342,7 +347,7 @@ def ce_looped(prefix: str, shapes=CE_SHAPES, launches=CE_LOOPED, grad=True) -> N
         ref = tuple(t.clone() for t in forward())
         _time("current", forward, ref, moved, copy_bps, lines, rows, meta)
         for label, launch in launches.items():
-            if -(-V // launch.chunk) <= 32:
+            if not launch.unrolled or -(-V // launch.chunk) <= 32:
                 _time(label, lambda la=launch: forward(la), ref, moved, copy_bps, lines, rows,
                       meta)  # fmt: skip
         del logits, out, ref
@@ -356,29 +361,6 @@ def ce_looped(prefix: str, shapes=CE_SHAPES, launches=CE_LOOPED, grad=True) -> N
 def ce_fwd_looped(prefix: str) -> None:
     """``ce_looped`` of the loss-only forward at ``CE_FWD_SHAPES`` and ``CE_FWD_LOOPED``."""
     ce_looped(prefix, CE_FWD_SHAPES, CE_FWD_LOOPED, grad=False)
-
-
-SOFTMAX_UNALIGNED = [(torch.bfloat16, 4096, 24577), (torch.bfloat16, 8192, 40961),
-                     (torch.bfloat16, 8192, 50257), (torch.bfloat16, 4096, 32767)]  # fmt: skip
-"""``softmax-unaligned``: bf16 rows that start off 16-byte boundaries."""
-
-
-def softmax_unaligned(prefix: str) -> None:
-    """At ``SOFTMAX_UNALIGNED``: the split kernel ("current"), the shipped looped launch and the
-    same launch walking chunks from aligned addresses (``align_chunks``), also rolled."""
-    import dataclasses
-
-    runs = []
-    for dtype, M, N in SOFTMAX_UNALIGNED:
-        shipped = softmax_ops.softmax_fwd_wide_launch(N, dtype.itemsize)
-        launches = {
-            "looped": shipped,
-            "looped aligned": dataclasses.replace(shipped, align_chunks=True),
-            "looped aligned rolled": dataclasses.replace(shipped, align_chunks=True,
-                                                         unrolled=False),
-        }  # fmt: skip
-        runs.append((dtype, M, N, None, launches, {}, False))
-    run(prefix, runs)
 
 
 def softmax_widths(prefix: str) -> None:
@@ -410,7 +392,6 @@ MODES = {
     "softmax": softmax_looped,
     "softmax-widths": softmax_widths,
     "softmax-long": softmax_long,
-    "softmax-unaligned": softmax_unaligned,
     "ce": ce_looped,
     "ce-fwd": ce_fwd_looped,
 }

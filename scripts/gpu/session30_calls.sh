@@ -21,6 +21,14 @@
 #      40961, 50257 and 32767 columns (wide_rows_sweep.py softmax-unaligned); then the wide-row
 #      GPU tests (test_softmax_looped_gpu runs it at 16411 and 40961 columns). If it wins, set
 #      align_chunks on FWD_WIDE_LAUNCHES' and FWD_LONG_LAUNCHES' 2-byte launches.
+# Calls 4 and on were written in session 30 from what 1-3 found:
+#   4  the loss-only kernel's launches again, rolled and unrolled, at 32000-262144 classes
+#      (wide_rows_sweep.py ce-fwd with CE_FWD_LOOPED as committed after call 3; the device ran
+#      this sweep alone, kernel alone).
+#   5  the loss-only table it chose (FWD_LOOPED_LAUNCHES) through the harness: the issue
+#      sweep's cross_entropy.fwd in bf16; the cross-entropy GPU tests (the new
+#      test_gpu_looped_loss_only_forward among them) and the wide-row GPU tests with the
+#      aligned softmax variant removed.
 # Usage: bash scripts/gpu/session30_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -37,6 +45,13 @@ case "$CALL" in
      echo "softmax unaligned: exit $?"
      cat "$OUT/keep/softmax-unaligned-call3.txt"
      gpu_tests wide-rows-call3 $((570 - SECONDS)) tests/ops/test_wide_rows.py ;;
-  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
+  4) timeout 300 python3 benchmarks/wide_rows_sweep.py ce-fwd "$OUT/keep/ce-fwd-launches-call4"
+     echo "ce-fwd launches: exit $?"
+     cat "$OUT/keep/ce-fwd-launches-call4.txt" ;;
+  5) SUITE_PIECES="cross_entropy.fwd:120" sweep_part bf16 ce
+     keep_report ce-bf16 ce-fwd-bf16
+     gpu_tests ce-call5 200 tests/ops/test_cross_entropy.py
+     gpu_tests wide-rows-call5 $((575 - SECONDS)) tests/ops/test_wide_rows.py ;;
+  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

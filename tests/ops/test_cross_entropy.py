@@ -336,6 +336,48 @@ def test_looped_forward_with_grad_float16_and_the_table(monkeypatch):
                              looped=WideLaunch(1, chunk=16))  # fmt: skip
 
 
+def test_looped_loss_only_forward_routes_as_measured(monkeypatch):
+    """Loss only: 2-byte rows of 16385-32768 classes of whole 16-byte vectors take the
+    unrolled 2048-column chunks on 8 warps; float32, narrower, longer and unaligned rows keep
+    the rolled launch."""
+    monkeypatch.delenv(WIDE_ROWS, raising=False)
+    launch = ce_module.fwd_looped_launch
+    assert launch(32000, 2) == launch(16392, 2) == launch(32768, 2)
+    assert (launch(32000, 2).chunk, launch(32000, 2).num_warps, launch(32000, 2).unrolled) == (
+        2048,
+        8,
+        True,
+    )
+    assert launch(16384, 2) is launch(32769, 2) is launch(32001, 2) is launch(32000, 4) is None
+    monkeypatch.setenv(WIDE_ROWS, "0")
+    assert launch(32000, 2) is None
+
+
+def test_looped_loss_only_forward_float16_by_default(monkeypatch):
+    """Loss-only fp16 rows (no gradient asked) of whole 16-byte vectors take the looped launch
+    by default when ``FWD_LOOPED_LAUNCHES`` lists their size, from its ``min_n``, with the
+    row's chunk count unrolled; against float64."""
+    spy = LaunchSpy(kernels.cross_entropy_fwd_kernel)
+    monkeypatch.setattr(kernels, "cross_entropy_fwd_kernel", spy)
+    monkeypatch.delenv(WIDE_ROWS, raising=False)
+    monkeypatch.setitem(
+        ce_module.FWD_LOOPED_LAUNCHES, 2, WideLaunch(2, min_n=300, chunk=64, unrolled=True)
+    )
+    gen = torch.Generator().manual_seed(34)
+    # rows of whole 16-byte vectors below and from min_n; one that is not (the aligned kernel)
+    for vocab, chunks in ((296, 0), (304, 5), (520, 9), (517, 0)):
+        spy.launches.clear()
+        logits = (torch.randn(6, vocab, generator=gen) * 3).half()
+        target = random_target((6,), vocab, gen)
+        target[0] = vocab - 1
+        loss = cross_entropy(logits, target, label_smoothing=0.05, reduction="none")
+        looped = [la for la in spy.launches if la.get("CHUNKS")]
+        assert [(la["BLOCK"], la["CHUNKS"]) for la in looped] == ([(64, chunks)] if chunks else [])
+        want = reference_cross_entropy(logits.double(), target, label_smoothing=0.05,
+                                       reduction="none")  # fmt: skip
+        torch.testing.assert_close(loss.double(), want, atol=1e-3, rtol=1e-3)
+
+
 @pytest.mark.parametrize("launch", list(LOOPED_GRAD))
 @pytest.mark.parametrize(("rows", "vocab"), [(4, 16), (5, 1), (3, 16 * 32 - 5)])
 def test_looped_loss_only_forward(launch, rows, vocab):
@@ -1051,6 +1093,26 @@ def test_gpu_looped_forward_with_grad(dtype, rows, vocab):
                                            grad_loss=grad_loss, looped=launch)  # fmt: skip
             torch.testing.assert_close(loss.double(), expected_rows.detach(), atol=tol, rtol=tol)
             torch.testing.assert_close(out.double(), expected, atol=tol * 1e-3, rtol=tol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize(("rows", "vocab"), [(300, 32000), (5, 16392), (7, 32768)])
+def test_gpu_looped_loss_only_forward(dtype, rows, vocab):
+    """The loss-only forward on the GPU on the shipped looped launch (2-byte rows) and a
+    rolled one, and by default (no gradient asked): smoothing and z-loss against float64."""
+    gen = torch.Generator().manual_seed(rows * vocab)
+    logits = (torch.randn(rows, vocab, generator=gen) * 3).to("cuda", dtype)
+    target = random_target((rows,), vocab, gen).cuda()
+    target[0], target[1] = 0, vocab - 1
+    for launch in (ce_module.FWD_LOOPED_LAUNCHES[2], WideLaunch(8, chunk=2048)):
+        loss, lse = ce_module.row_losses(logits, target, IGNORE, 0.1, 1e-3, looped=launch)
+        check_row_losses(loss, lse, logits, target)
+    loss = cross_entropy(logits, target, label_smoothing=0.1, z_loss=1e-3, reduction="none")
+    want = reference_cross_entropy(logits.double(), target, label_smoothing=0.1, z_loss=1e-3,
+                                   reduction="none")  # fmt: skip
+    tol = 2e-5 if dtype == torch.float32 else 1e-3
+    torch.testing.assert_close(loss.double(), want, atol=tol, rtol=tol)
 
 
 @pytest.mark.gpu

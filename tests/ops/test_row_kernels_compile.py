@@ -99,9 +99,6 @@ COMPILE_ALL = textwrap.dedent(
             block, chunks = row_blocks(N, launch)
             for log in (False, True):
                 build(wk.softmax_fwd_looped_kernel, sm_types, dict(LOG=log, BLOCK_N=block, EVEN=True, FORWARDS=launch.forwards, CHUNKS=chunks), launch.num_warps)
-            # the same launch over rows that start off 16-byte boundaries, chunks from aligned addresses
-            _, chunks = row_blocks(N + 7, launch)
-            build(wk.softmax_fwd_looped_aligned_kernel, dict(sm_types, stride="i32"), dict(LOG=False, BLOCK_N=block, ALIGN=8, CHUNKS=chunks), launch.num_warps)
         build(nk.partial_sum_kernel, {"DW_PARTIAL": "*fp32", "DW": p, "DB_PARTIAL": "*fp32", "DB": p, "num_partials": "i32", "N": "i32"}, dict(BLOCK_P=256, BLOCK_N=16), 4)
     # float32 long rows: the lagged flag-word softmax forward
     split = softmax_ops._fwd_split_plan(8192, 262144, 4, "cuda")
@@ -144,11 +141,15 @@ COMPILE_ALL = textwrap.dedent(
                 stack = spilled_bytes(ck.cross_entropy_fwd_grad_row_kernel, types, dict(flags, BLOCK=block, EARLY=True), warps)
                 assert stack == 0, f"whole-row kernel spills {stack} bytes ({dt}, BLOCK={block})"
                 looped = ce.fwd_grad_looped_launch(vocab, tdt.itemsize)
-                if looped is not None:  # the op's looped launch there, and the loss-only kernel on it
+                if looped is not None:  # the op's looped launch there
                     lblock, chunks = row_blocks(vocab, looped)
                     stack = spilled_bytes(ck.cross_entropy_fwd_grad_looped_kernel, types, dict(flags, BLOCK=lblock, CHUNKS=chunks, FORWARDS=looped.forwards), looped.num_warps, aligned=("n_cols", "logits_row_stride", "grad_row_stride"))
                     assert stack == 0, f"looped kernel spills {stack} bytes ({dt}, {looped})"
-                    spilled_bytes(ck.cross_entropy_fwd_kernel, types, dict(flags, BLOCK=lblock, CHUNKS=chunks), looped.num_warps)
+                looped = ce.fwd_looped_launch(vocab, tdt.itemsize)
+                if looped is not None:  # the loss-only forward's looped launch there
+                    lblock, chunks = row_blocks(vocab, looped)
+                    stack = spilled_bytes(ck.cross_entropy_fwd_kernel, types, dict(flags, BLOCK=lblock, CHUNKS=chunks), looped.num_warps, aligned=("n_cols", "logits_row_stride"))
+                    assert stack == 0, f"loss-only looped kernel spills {stack} bytes ({dt}, {looped})"
             else:
                 spilled_bytes(ck.cross_entropy_fwd_grad_kernel, types, dict(flags, BLOCK=block), warps)
                 split = split_row_plan(4096, vocab, "cuda", **split_rows.split_launch(tdt.itemsize))

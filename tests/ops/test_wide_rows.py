@@ -185,52 +185,6 @@ def test_softmax_forward_looped(log, launch, M, N, stride, device, poison_output
                                    rtol=TOL[dtype])  # fmt: skip
 
 
-ALIGNED_LOOPED = {
-    "64c-1w-aligned": WideLaunch(1, chunk=64, align_chunks=True),
-    "64c-1w-aligned-unrolled": WideLaunch(1, chunk=64, align_chunks=True, unrolled=True),
-}
-
-
-@pytest.mark.parametrize("launch", list(ALIGNED_LOOPED))
-@pytest.mark.parametrize("N", [1, 5, 59, 64, 127, 200, 1001])
-@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
-def test_softmax_forward_looped_aligned_chunks(log, N, launch, monkeypatch, device, poison_outputs):
-    """Rows that start off 16-byte boundaries (9 rows of N columns: every offset from an
-    aligned address) through ``softmax_fwd_looped_aligned_kernel``: rows inside one chunk,
-    across two, over many whole chunks; a -inf logit and a dominant one; against float64."""
-    spy = LaunchSpy(wide_kernels.softmax_fwd_looped_aligned_kernel)
-    monkeypatch.setattr(wide_kernels, "softmax_fwd_looped_aligned_kernel", spy)
-    for dtype in _dtypes(device):
-        x = (torch.randn(9, N, device=device) * 4 - 30).to(dtype)
-        x[0, N - 1] = 20.0
-        if N > 2:
-            x[1, N // 2] = float("-inf")
-        spy.grids.clear()
-        y = softmax_ops.wide_softmax_forward(x, log, ALIGNED_LOOPED[launch])
-        # rows of whole 16-byte vectors keep the plain looped kernel
-        assert len(spy.grids) == int(N * x.element_size() % 16 != 0), (N, dtype)
-        want = softmax_expected(x.cpu(), log).to(device)
-        finite = torch.isfinite(want)
-        assert torch.equal(torch.isfinite(y), finite)
-        atol = TOL[dtype] * 1e-2 + (2 * torch.finfo(dtype).eps if log else 0.0)
-        torch.testing.assert_close(y[finite].double(), want[finite], atol=atol, rtol=TOL[dtype])
-
-
-def test_softmax_aligned_chunks_need_one_stride_and_aligned_buffers(monkeypatch, device):
-    """A row view of a wider buffer (x's stride is not y's) or a buffer off 16-byte
-    boundaries takes the plain looped kernel."""
-    spy = LaunchSpy(wide_kernels.softmax_fwd_looped_aligned_kernel)
-    monkeypatch.setattr(wide_kernels, "softmax_fwd_looped_aligned_kernel", spy)
-    launch = ALIGNED_LOOPED["64c-1w-aligned"]
-    for x in (
-        torch.randn(5, 203, device=device)[:, :201],
-        torch.randn(5 * 201 + 1, device=device)[1:].view(5, 201),
-    ):
-        y = softmax_ops.wide_softmax_forward(x, False, launch)
-        assert not spy.grids
-        torch.testing.assert_close(y.double(), softmax_expected(x, False), atol=1e-7, rtol=1e-5)
-
-
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's NumPy on inf, NaN
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 def test_softmax_forward_looped_nonfinite_rows(log, device, poison_outputs):
@@ -578,8 +532,6 @@ LOOPED_GPU = {
     "4096c-16w-unrolled-forwards": WideLaunch(16, chunk=4096, forwards=True, unrolled=True),
     "8192c-32w-unrolled": WideLaunch(32, chunk=8192, unrolled=True),
     "2048c-8w": WideLaunch(8, chunk=2048),
-    "8192c-32w-aligned-unrolled": WideLaunch(32, chunk=8192, align_chunks=True, unrolled=True),
-    "4096c-16w-aligned": WideLaunch(16, chunk=4096, align_chunks=True),
 }
 """Looped launches of the sizes the sweeps time, compiled by the GPU's Triton."""
 

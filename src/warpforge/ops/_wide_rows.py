@@ -51,10 +51,6 @@ class WideLaunch:
     unrolled: bool = False
     """Looped: the statistics pass unrolled for the row's number of chunks (``CHUNKS``, one
     compile per count), so a thread's loads of it are all in flight at once."""
-    align_chunks: bool = False
-    """Looped softmax: rows that start off 16-byte boundaries are walked in chunks counted from
-    the aligned address before them (``softmax_fwd_looped_aligned_kernel``: whole chunks move
-    16-byte vectors) where x and y share one row stride and start 16-byte aligned."""
 
 
 def wide_rows_enabled() -> bool:

@@ -213,6 +213,29 @@ def fwd_grad_looped_launch(n_cols: int, element_size: int) -> WideLaunch | None:
     return wide_launch(FWD_GRAD_LOOPED_LAUNCHES, size, n_cols, size, None, FWD_GRAD_LOOPED_MAX_N)
 
 
+FWD_LOOPED_MAX_N = 32768
+"""Widest row ``FWD_LOOPED_LAUNCHES`` takes: wider ones ran faster on the rolled 4096-column
+chunks of ``launch_heuristic`` (see below)."""
+FWD_LOOPED_LAUNCHES: dict[int, WideLaunch] = {
+    2: WideLaunch(8, aligned=True, chunk=2048, unrolled=True)
+}
+"""Element size -> the launch of the loss-only forward (``cross_entropy_fwd_kernel``, one row
+a program in ``chunk``-column chunks, the chunk loop unrolled) for rows of ``min_n``-32768
+classes of whole 16-byte vectors; others keep ``launch_heuristic``'s rolled launch (or a tuned
+one). Kernel alone on the H200, bf16, mean over rows
+(``session30-h200-2026-11-30/ce-fwd-launches-call4.txt``), us: 16384 x 32000 252.3 against
+301.2 (1024-column chunks on 4 warps unrolled 254.5, rolled 270.2; 2048 on 4 warps rolled
+264.1); 8192 x 32768 137.4 against 159.9. Wider rows, rolled launches against the current
+one: 8192 x 128256 2048/4 499.2 against 493.5, 2048 x 151936 173.3 against 162.2, 4096 x 262144
+510.6 against 492.6."""
+
+
+def fwd_looped_launch(n_cols: int, element_size: int) -> WideLaunch | None:
+    """``FWD_LOOPED_LAUNCHES``' launch of rows of ``n_cols`` classes, or None."""
+    size = element_size
+    return wide_launch(FWD_LOOPED_LAUNCHES, size, n_cols, size, None, FWD_LOOPED_MAX_N)
+
+
 def gradient_in_forward(n_rows: int, n_cols: int, element_size: int, device: torch.device) -> bool:
     """True when a forward with grad should write the gradient itself (see the docstring)."""
     return (
@@ -319,8 +342,9 @@ def row_losses(
     the one-program-per-row chunked kernel); ``split`` forces the split-row kernel with that
     plan (tests, benchmarks); ``looped`` (a launch with a ``chunk``) forces one program a row
     in chunks of that many columns, unrolled where the launch is: with ``grad_out``
-    ``cross_entropy_fwd_grad_looped_kernel`` (which rows of ``FWD_GRAD_LOOPED_LAUNCHES``' sizes
-    and widths take by default), without it ``cross_entropy_fwd_kernel`` (sweeps, tests).
+    ``cross_entropy_fwd_grad_looped_kernel``, without it ``cross_entropy_fwd_kernel`` (rows of
+    ``FWD_GRAD_LOOPED_LAUNCHES``' and ``FWD_LOOPED_LAUNCHES``' sizes and widths take them by
+    default).
     """
     n_rows, n_cols = logits.shape
     if looped is not None and not looped.chunk:
@@ -355,8 +379,9 @@ def row_losses(
         "num_warps": num_warps,
         **_target_check_options(logits),
     }
-    if grad_out is not None and split is None and launch is None and looped is None:
-        looped = fwd_grad_looped_launch(n_cols, logits.element_size())
+    if split is None and launch is None and looped is None:
+        table = fwd_looped_launch if grad_out is None else fwd_grad_looped_launch
+        looped = table(n_cols, logits.element_size())
     if looped is not None:
         block, chunks = row_blocks(n_cols, looped)
         options.update(BLOCK=block, CHUNKS=chunks if looped.unrolled else 0,

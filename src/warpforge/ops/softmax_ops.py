@@ -19,7 +19,6 @@ from warpforge.ops._rows import (
     MAX_SINGLE_PASS_N,
     RowLaunchConfig,
     as_rows,
-    buffer_aligned,
     cdiv,
     kernel_device,
     launch_rows,
@@ -291,22 +290,11 @@ def softmax_fwd_wide_launch(
     )
 
 
-def _aligned_chunks_apply(x: torch.Tensor, y: torch.Tensor, align: int) -> bool:
-    """True when ``softmax_fwd_looped_aligned_kernel`` serves these rows: they start off
-    16-byte boundaries (a row stride of no whole ``align`` elements), x and y share that stride
-    and both start 16-byte aligned."""
-    return bool(
-        x.stride(0) % align and x.stride(0) == y.stride(0) and buffer_aligned(x)
-        and buffer_aligned(y)
-    )  # fmt: skip
-
-
 def wide_softmax_forward(x: torch.Tensor, log: bool, launch: WideLaunch) -> torch.Tensor:
     """(log-)softmax of the rows of a (M, N) tensor from the one-row-a-program kernels on the
     kernels' path: the whole row held (``softmax_fwd_wide_kernel``, N <= 32768) or, with
-    ``launch.chunk``, walked in chunks (``softmax_fwd_looped_kernel``, any N; with
-    ``launch.align_chunks`` rows that start off 16-byte boundaries from their aligned address,
-    ``softmax_fwd_looped_aligned_kernel``); tests and sweeps pass their own launch."""
+    ``launch.chunk``, walked in chunks (``softmax_fwd_looped_kernel``, any N); tests and sweeps
+    pass their own launch."""
     from warpforge.ops._kernels import wide_rows as kernels
 
     M, N = x.shape
@@ -315,15 +303,8 @@ def wide_softmax_forward(x: torch.Tensor, log: bool, launch: WideLaunch) -> torc
     if M == 0 or N == 0:
         return y
     x = as_rows(x)
-    align = 16 // x.element_size()
     with kernel_device(x):
-        if launch.chunk and launch.align_chunks and _aligned_chunks_apply(x, y, align):
-            _, chunks = row_blocks(N + align - 1, launch)  # a row may span one chunk more
-            kernels.softmax_fwd_looped_aligned_kernel[(M,)](
-                x, y, x.stride(0), M, N, LOG=log, BLOCK_N=block, ALIGN=align,
-                CHUNKS=chunks if launch.unrolled else 0, num_warps=launch.num_warps,
-            )  # fmt: skip
-        elif launch.chunk:
+        if launch.chunk:
             kernels.softmax_fwd_looped_kernel[(M,)](
                 x, y, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=block,
                 EVEN=N % block == 0, FORWARDS=launch.forwards,
