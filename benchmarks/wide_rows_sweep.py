@@ -10,6 +10,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-long OUT_PREFIX    # 32769-65536
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce OUT_PREFIX      # looped CE with grad
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd OUT_PREFIX  # looped CE loss only
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd-unaligned OUT_PREFIX  # vocab 50257
 
 CUDA-event medians of ``triton.testing.do_bench`` (L2 flushed between runs); fraction of copy
 = bytes read once and written once against ``copy_`` of the same tensor in the same run; each
@@ -309,11 +310,24 @@ session-30 call-2 sweep had 2048-column chunks on 8 warps unrolled ahead at 3200
 classes; the rolled ones say whether the chunk or the unrolling won."""
 
 
+CE_FWD_UNALIGNED = [(torch.bfloat16, 4096, 50257), (torch.bfloat16, 8192, 50257)]
+"""``ce-fwd-unaligned``: rows that start off 16-byte boundaries (vocab 50257)."""
+
+CE_FWD_UNALIGNED_LAUNCHES = {
+    "2048/4": (2048, 4), "2048/8": (2048, 8), "1024/4": (1024, 4), "1024/2": (1024, 2),
+    "4096/8": (4096, 8), "8192/16": (8192, 16),
+}  # fmt: skip
+"""``ce-fwd-unaligned``: (BLOCK, num_warps) of ``cross_entropy_fwd_aligned_kernel`` (the
+current one is ``launch_heuristic``'s 4096/16), as unrolled 2048-column chunks on 8 warps
+beat it on the plain kernel at 32000 classes."""
+
+
 def ce_looped(prefix: str, shapes=CE_SHAPES, launches=CE_LOOPED, grad=True) -> None:
     """Cross-entropy (mean over rows, no smoothing), the current dispatch against looped
     launches: with ``grad`` the forward with gradient on ``cross_entropy_fwd_grad_looped_kernel``
     at ``CE_LOOPED`` and ``CE_SHAPES`` (fraction of copy: the logits read once, the gradient
-    written once), else the loss-only forward (``ce-fwd``; the logits read once)."""
+    written once), else the loss-only forward (``ce-fwd``; the logits read once; a launch
+    that is a (BLOCK, num_warps) pair goes to ``loss_only_rows`` as its ``launch``)."""
     import importlib
 
     import triton
@@ -341,13 +355,17 @@ def ce_looped(prefix: str, shapes=CE_SHAPES, launches=CE_LOOPED, grad=True) -> N
         extra = {"grad_out": out, "grad_loss": scale} if grad else {}
 
         def forward(looped=None, logits=logits, target=target, extra=extra, out=out):
-            loss, lse = ce.row_losses(logits, target, -100, 0.0, 0.0, looped=looped, **extra)
-            return (loss, out) if grad else (loss, lse)
+            if grad:
+                loss, _ = ce.row_losses(logits, target, -100, 0.0, 0.0, looped=looped, **extra)
+                return loss, out
+            if isinstance(looped, WideLaunch):
+                return ce.row_losses(logits, target, -100, 0.0, 0.0, looped=looped)
+            return ce.loss_only_rows(logits, target, -100, 0.0, 0.0, launch=looped)
 
         ref = tuple(t.clone() for t in forward())
         _time("current", forward, ref, moved, copy_bps, lines, rows, meta)
         for label, launch in launches.items():
-            if not launch.unrolled or -(-V // launch.chunk) <= 32:
+            if not getattr(launch, "unrolled", False) or -(-V // launch.chunk) <= 32:
                 _time(label, lambda la=launch: forward(la), ref, moved, copy_bps, lines, rows,
                       meta)  # fmt: skip
         del logits, out, ref
@@ -361,6 +379,12 @@ def ce_looped(prefix: str, shapes=CE_SHAPES, launches=CE_LOOPED, grad=True) -> N
 def ce_fwd_looped(prefix: str) -> None:
     """``ce_looped`` of the loss-only forward at ``CE_FWD_SHAPES`` and ``CE_FWD_LOOPED``."""
     ce_looped(prefix, CE_FWD_SHAPES, CE_FWD_LOOPED, grad=False)
+
+
+def ce_fwd_unaligned(prefix: str) -> None:
+    """``ce_looped`` of the loss-only forward at ``CE_FWD_UNALIGNED`` (rows off 16-byte
+    boundaries: ``cross_entropy_fwd_aligned_kernel``) and ``CE_FWD_UNALIGNED_LAUNCHES``."""
+    ce_looped(prefix, CE_FWD_UNALIGNED, CE_FWD_UNALIGNED_LAUNCHES, grad=False)
 
 
 def softmax_widths(prefix: str) -> None:
@@ -394,6 +418,7 @@ MODES = {
     "softmax-long": softmax_long,
     "ce": ce_looped,
     "ce-fwd": ce_fwd_looped,
+    "ce-fwd-unaligned": ce_fwd_unaligned,
 }
 
 if __name__ == "__main__":

@@ -29,6 +29,10 @@
 #      sweep's cross_entropy.fwd in bf16; the cross-entropy GPU tests (the new
 #      test_gpu_looped_loss_only_forward among them) and the wide-row GPU tests with the
 #      aligned softmax variant removed.
+#   6  the loss-only forward of rows that start off 16-byte boundaries (vocab 50257, the
+#      aligned kernel; 68% of copy in call 5) at other (BLOCK, num_warps) launches
+#      (wide_rows_sweep.py ce-fwd-unaligned); the loss-only GPU test again (call 5 held the
+#      bf16 per-row losses to a float32 tolerance; they come in the logits' dtype).
 # Usage: bash scripts/gpu/session30_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -52,6 +56,10 @@ case "$CALL" in
      keep_report ce-bf16 ce-fwd-bf16
      gpu_tests ce-call5 200 tests/ops/test_cross_entropy.py
      gpu_tests wide-rows-call5 $((575 - SECONDS)) tests/ops/test_wide_rows.py ;;
-  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
+  6) timeout 200 python3 benchmarks/wide_rows_sweep.py ce-fwd-unaligned "$OUT/keep/ce-fwd-unaligned-call6"
+     echo "ce-fwd unaligned: exit $?"
+     cat "$OUT/keep/ce-fwd-unaligned-call6.txt"
+     gpu_tests ce-call6 200 tests/ops/test_cross_entropy.py -k loss_only ;;
+  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
