@@ -33,6 +33,9 @@
 #      aligned kernel; 68% of copy in call 5) at other (BLOCK, num_warps) launches
 #      (wide_rows_sweep.py ce-fwd-unaligned); the loss-only GPU test again (call 5 held the
 #      bf16 per-row losses to a float32 tolerance; they come in the logits' dtype).
+#   7  the launch call 6 chose for those rows (ALIGNED_FWD_LAUNCHES) and the looped table
+#      through the harness: the issue sweep's cross_entropy.fwd in bf16 again; the
+#      cross-entropy GPU tests.
 # Usage: bash scripts/gpu/session30_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -60,6 +63,9 @@ case "$CALL" in
      echo "ce-fwd unaligned: exit $?"
      cat "$OUT/keep/ce-fwd-unaligned-call6.txt"
      gpu_tests ce-call6 200 tests/ops/test_cross_entropy.py -k loss_only ;;
-  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
+  7) SUITE_PIECES="cross_entropy.fwd:120" sweep_part bf16 ce
+     keep_report ce-bf16 ce-fwd-bf16
+     gpu_tests ce-call7 300 tests/ops/test_cross_entropy.py ;;
+  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -707,6 +707,31 @@ def test_loss_only_forward_of_unaligned_rows_reads_aligned_chunks(dtype, vocab, 
     assert len(spy.grids) == (1 if aligned else 0)
 
 
+def test_unaligned_loss_only_launch_follows_the_table(monkeypatch):
+    """2-byte rows of 16385-65536 classes that start off 16-byte boundaries take
+    ``ALIGNED_FWD_LAUNCHES``' launch; 4-byte rows and rows outside that range keep the tuned or
+    heuristic one; a table entry moved onto a small fp16 row is taken by the op, against
+    float64."""
+    from warpforge.ops._kernels import cross_entropy as kernels
+
+    launch = ce_module._aligned_fwd_launch
+    assert launch(4096, 50257, torch.bfloat16, "cpu") == (1024, 4)
+    assert launch(4096, 50257, torch.float32, "cpu") == ce_module.launch_heuristic(50257, 4)
+    for n in (16383, 65537):
+        assert launch(4096, n, torch.bfloat16, "cpu") == ce_module.launch_heuristic(n, 2)
+    spy = LaunchSpy(kernels.cross_entropy_fwd_aligned_kernel)
+    monkeypatch.setattr(kernels, "cross_entropy_fwd_aligned_kernel", spy)
+    monkeypatch.setattr(ce_module, "ALIGNED_FWD_MIN_N", 300)
+    monkeypatch.setitem(ce_module.ALIGNED_FWD_LAUNCHES, 2, (32, 1))
+    gen = torch.Generator().manual_seed(42)
+    logits = (torch.randn(5, 301, generator=gen) * 3).half()
+    target = random_target((5,), 301, gen)
+    loss = cross_entropy(logits, target, label_smoothing=0.1, reduction="none")
+    assert [(la["BLOCK"], la["num_warps"]) for la in spy.launches] == [(32, 1)]
+    want = reference_cross_entropy(logits.double(), target, label_smoothing=0.1, reduction="none")
+    torch.testing.assert_close(loss.double(), want, atol=2e-3, rtol=2e-3)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_long_unaligned_rows_take_the_aligned_forward_and_the_flat_backward(dtype, monkeypatch):
     """With ``WARPFORGE_CE_ALIGNED_SPLIT=0``, rows past the whole-row block that start off

@@ -451,6 +451,29 @@ run2 log; float32 32.3 -> 29.2 us, ``run2-ce-fp32.json``); wider rows keep the t
 kernel (``cross_entropy.fwd`` in warpforge.tune) until measured."""
 
 
+ALIGNED_FWD_MIN_N, ALIGNED_FWD_MAX_N = 16385, 65536
+"""Rows (of these many classes) that ``ALIGNED_FWD_LAUNCHES`` takes."""
+ALIGNED_FWD_LAUNCHES: dict[int, tuple[int, int]] = {2: (1024, 4)}
+"""Element size -> (BLOCK, num_warps) of ``cross_entropy_fwd_aligned_kernel`` (the loss-only
+forward of rows that start off 16-byte boundaries) for rows of ``ALIGNED_FWD_MIN_N`` to
+``ALIGNED_FWD_MAX_N`` classes; other rows keep ``_fwd_launch_config``'s launch (4096/16 in
+bf16). Kernel alone on the H200, bf16, vocab 50257, mean over rows
+(``session30-h200-2026-11-30/ce-fwd-unaligned-call6.txt``), us: 4096 rows 116.9 against
+131.4 (2048/4 118.5, 1024/2 121.8, 4096/8 133.3); 8192 rows 212.9 against 245.9 (1024/2
+211.2). Measured at 50257 classes only; the range around it follows the looped launches'."""
+
+
+def _aligned_fwd_launch(
+    n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.device
+) -> tuple[int, int]:
+    """(BLOCK, num_warps) of ``cross_entropy_fwd_aligned_kernel``: ``ALIGNED_FWD_LAUNCHES``
+    where it applies, else ``_fwd_launch_config``'s."""
+    launch = ALIGNED_FWD_LAUNCHES.get(dtype.itemsize)
+    if launch is not None and ALIGNED_FWD_MIN_N <= n_cols <= ALIGNED_FWD_MAX_N:
+        return launch
+    return _fwd_launch_config(n_rows, n_cols, dtype, device)
+
+
 def _short_rows(logits: torch.Tensor) -> bool:
     return (
         0 < logits.shape[1] <= SHORT_ROWS_MAX_COLS
@@ -471,8 +494,9 @@ def loss_only_rows(
     """Per-row loss and logsumexp, as ``row_losses`` without a gradient: rows of up to
     ``SHORT_ROWS_MAX_COLS`` classes several a program (``short`` = (rows a program, num_warps)
     overrides ``SHORT_ROWS_LAUNCH``), longer rows that start off 16-byte boundaries read from
-    aligned chunk starts (``_unaligned_rows``; ``launch`` overrides (BLOCK, num_warps) as in
-    ``row_losses``), the others through ``row_losses``."""
+    aligned chunk starts (``_unaligned_rows``; on ``ALIGNED_FWD_LAUNCHES`` where it applies;
+    ``launch`` overrides (BLOCK, num_warps) as in ``row_losses``), the others through
+    ``row_losses``."""
     from warpforge.ops._kernels import cross_entropy as kernels
 
     n_rows, n_cols = logits.shape
@@ -494,7 +518,7 @@ def loss_only_rows(
         return row_losses(logits, target, ignore_index, label_smoothing, z_loss, launch=launch)
     loss = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
     lse = torch.empty(n_rows, device=logits.device, dtype=torch.float32)
-    block, num_warps = launch or _fwd_launch_config(n_rows, n_cols, logits.dtype, logits.device)
+    block, num_warps = launch or _aligned_fwd_launch(n_rows, n_cols, logits.dtype, logits.device)
     with kernel_device(logits):
         kernels.cross_entropy_fwd_aligned_kernel[(n_rows,)](
             logits, target, loss, lse, logits.stride(0), n_cols, ignore_index,
