@@ -11,6 +11,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce OUT_PREFIX      # looped CE with grad
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd OUT_PREFIX  # looped CE loss only
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd-unaligned OUT_PREFIX  # vocab 50257
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-split-unaligned OUT_PREFIX  # with grad
 
 CUDA-event medians of ``triton.testing.do_bench`` (L2 flushed between runs); fraction of copy
 = bytes read once and written once against ``copy_`` of the same tensor in the same run; each
@@ -322,12 +323,28 @@ current one is ``launch_heuristic``'s 4096/16), as unrolled 2048-column chunks o
 beat it on the plain kernel at 32000 classes."""
 
 
+CE_SPLIT_UNALIGNED = {
+    "8192/4 x4 pf": dict(block=8192, num_warps=4, programs_per_sm=4, prefetch=True),
+    "8192/4 x4": dict(block=8192, num_warps=4, programs_per_sm=4),
+    "4096/4 x8 pf": dict(block=4096, num_warps=4, programs_per_sm=8, prefetch=True),
+    "4096/4 x8": dict(block=4096, num_warps=4, programs_per_sm=8),
+    "4096/8 x4 pf": dict(block=4096, num_warps=8, programs_per_sm=4, prefetch=True),
+    "2048/4 x8 pf": dict(block=2048, num_warps=4, programs_per_sm=8, prefetch=True),
+    "2048/2 x16 pf": dict(block=2048, num_warps=2, programs_per_sm=16, prefetch=True),
+}
+"""``ce-split-unaligned``: flag-word split plans (``split_row_plan`` arguments) of the forward
+with gradient of rows that start off 16-byte boundaries, chunks counted from aligned addresses
+(the shipped one is the first, ``FLAG_WORDS_LAUNCHES``)."""
+
+
 def ce_looped(prefix: str, shapes=CE_SHAPES, launches=CE_LOOPED, grad=True) -> None:
     """Cross-entropy (mean over rows, no smoothing), the current dispatch against looped
     launches: with ``grad`` the forward with gradient on ``cross_entropy_fwd_grad_looped_kernel``
     at ``CE_LOOPED`` and ``CE_SHAPES`` (fraction of copy: the logits read once, the gradient
-    written once), else the loss-only forward (``ce-fwd``; the logits read once; a launch
-    that is a (BLOCK, num_warps) pair goes to ``loss_only_rows`` as its ``launch``)."""
+    written once; a launch that is a dict makes a flag-word split plan of the row widened for
+    its 16-byte alignment, ``ce-split-unaligned``), else the loss-only forward (``ce-fwd``;
+    the logits read once; a launch that is a (BLOCK, num_warps) pair goes to
+    ``loss_only_rows`` as its ``launch``)."""
     import importlib
 
     import triton
@@ -355,6 +372,14 @@ def ce_looped(prefix: str, shapes=CE_SHAPES, launches=CE_LOOPED, grad=True) -> N
         extra = {"grad_out": out, "grad_loss": scale} if grad else {}
 
         def forward(looped=None, logits=logits, target=target, extra=extra, out=out):
+            if grad and isinstance(looped, dict):
+                from warpforge.ops._split_rows import split_row_plan
+
+                lead = 16 // logits.element_size() - 1  # the most a row's start can sit past
+                plan = split_row_plan(logits.shape[0], logits.shape[1] + lead, logits.device,
+                                      flag_words=True, **looped)  # fmt: skip
+                loss, _ = ce.row_losses(logits, target, -100, 0.0, 0.0, split=plan, **extra)
+                return loss, out
             if grad:
                 loss, _ = ce.row_losses(logits, target, -100, 0.0, 0.0, looped=looped, **extra)
                 return loss, out
@@ -379,6 +404,12 @@ def ce_looped(prefix: str, shapes=CE_SHAPES, launches=CE_LOOPED, grad=True) -> N
 def ce_fwd_looped(prefix: str) -> None:
     """``ce_looped`` of the loss-only forward at ``CE_FWD_SHAPES`` and ``CE_FWD_LOOPED``."""
     ce_looped(prefix, CE_FWD_SHAPES, CE_FWD_LOOPED, grad=False)
+
+
+def ce_split_unaligned(prefix: str) -> None:
+    """``ce_looped`` of the forward with gradient at ``CE_FWD_UNALIGNED`` (vocab 50257: the
+    aligned flag-word split kernel) and ``CE_SPLIT_UNALIGNED``."""
+    ce_looped(prefix, CE_FWD_UNALIGNED, CE_SPLIT_UNALIGNED, grad=True)
 
 
 def ce_fwd_unaligned(prefix: str) -> None:
@@ -419,6 +450,7 @@ MODES = {
     "ce": ce_looped,
     "ce-fwd": ce_fwd_looped,
     "ce-fwd-unaligned": ce_fwd_unaligned,
+    "ce-split-unaligned": ce_split_unaligned,
 }
 
 if __name__ == "__main__":

@@ -36,6 +36,9 @@
 #   7  the launch call 6 chose for those rows (ALIGNED_FWD_LAUNCHES) and the looped table
 #      through the harness: the issue sweep's cross_entropy.fwd in bf16 again; the
 #      cross-entropy GPU tests.
+#   8  the forward with gradient of those rows (the aligned flag-word split kernel; 73% of
+#      copy forward + backward in call 1) at other split plans (wide_rows_sweep.py
+#      ce-split-unaligned), as smaller chunks won the loss-only forward there.
 # Usage: bash scripts/gpu/session30_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -66,6 +69,9 @@ case "$CALL" in
   7) SUITE_PIECES="cross_entropy.fwd:120" sweep_part bf16 ce
      keep_report ce-bf16 ce-fwd-bf16
      gpu_tests ce-call7 300 tests/ops/test_cross_entropy.py ;;
-  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
+  8) timeout 240 python3 benchmarks/wide_rows_sweep.py ce-split-unaligned "$OUT/keep/ce-split-unaligned-call8"
+     echo "ce-split unaligned: exit $?"
+     cat "$OUT/keep/ce-split-unaligned-call8.txt" ;;
+  *) echo "CALL: expected 1-8, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
