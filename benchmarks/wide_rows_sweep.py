@@ -12,6 +12,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd OUT_PREFIX  # looped CE loss only
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd-unaligned OUT_PREFIX  # vocab 50257
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-split-unaligned OUT_PREFIX  # with grad
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-small OUT_PREFIX  # smaller chunks
 
 CUDA-event medians of ``triton.testing.do_bench`` (L2 flushed between runs); fraction of copy
 = bytes read once and written once against ``copy_`` of the same tensor in the same run; each
@@ -323,6 +324,20 @@ current one is ``launch_heuristic``'s 4096/16), as unrolled 2048-column chunks o
 beat it on the plain kernel at 32000 classes."""
 
 
+CE_SMALL_SHAPES = [(torch.bfloat16, 16384, 32000), (torch.bfloat16, 8192, 32768)]
+"""``ce-small``: the vocabularies ``FWD_GRAD_LOOPED_LAUNCHES`` takes in the issue's sweep."""
+
+CE_SMALL_CHUNKS = {
+    "4096c 16w fwd": W(16, chunk=4096, forwards=True, unrolled=True),
+    "2048c 8w fwd": W(8, chunk=2048, forwards=True, unrolled=True),
+    "2048c 4w fwd": W(4, chunk=2048, forwards=True, unrolled=True),
+    "1024c 4w fwd": W(4, chunk=1024, forwards=True, unrolled=True),
+    "1024c 4w": W(4, chunk=1024, unrolled=True),
+    "1024c 2w fwd": W(2, chunk=1024, forwards=True, unrolled=True),
+}
+"""``ce-small``: the forward with gradient's looped kernel in chunks of 1024-4096 columns (the
+shipped launch first), as 2048-column chunks on 8 warps won the loss-only forward there."""
+
 CE_SPLIT_UNALIGNED = {
     "8192/4 x4 pf": dict(block=8192, num_warps=4, programs_per_sm=4, prefetch=True),
     "8192/4 x4": dict(block=8192, num_warps=4, programs_per_sm=4),
@@ -406,6 +421,12 @@ def ce_fwd_looped(prefix: str) -> None:
     ce_looped(prefix, CE_FWD_SHAPES, CE_FWD_LOOPED, grad=False)
 
 
+def ce_small(prefix: str) -> None:
+    """``ce_looped`` of the forward with gradient at ``CE_SMALL_SHAPES`` and
+    ``CE_SMALL_CHUNKS``."""
+    ce_looped(prefix, CE_SMALL_SHAPES, CE_SMALL_CHUNKS, grad=True)
+
+
 def ce_split_unaligned(prefix: str) -> None:
     """``ce_looped`` of the forward with gradient at ``CE_FWD_UNALIGNED`` (vocab 50257: the
     aligned flag-word split kernel) and ``CE_SPLIT_UNALIGNED``."""
@@ -451,6 +472,7 @@ MODES = {
     "ce-fwd": ce_fwd_looped,
     "ce-fwd-unaligned": ce_fwd_unaligned,
     "ce-split-unaligned": ce_split_unaligned,
+    "ce-small": ce_small,
 }
 
 if __name__ == "__main__":

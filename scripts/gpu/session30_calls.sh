@@ -39,6 +39,8 @@
 #   8  the forward with gradient of those rows (the aligned flag-word split kernel; 73% of
 #      copy forward + backward in call 1) at other split plans (wide_rows_sweep.py
 #      ce-split-unaligned), as smaller chunks won the loss-only forward there.
+#   9  the forward with gradient's looped kernel (the training path at 32000 and 32768
+#      classes) in 1024-4096-column chunks on 2-16 warps (wide_rows_sweep.py ce-small).
 # Usage: bash scripts/gpu/session30_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -72,6 +74,9 @@ case "$CALL" in
   8) timeout 240 python3 benchmarks/wide_rows_sweep.py ce-split-unaligned "$OUT/keep/ce-split-unaligned-call8"
      echo "ce-split unaligned: exit $?"
      cat "$OUT/keep/ce-split-unaligned-call8.txt" ;;
-  *) echo "CALL: expected 1-8, got $CALL" >&2; exit 2 ;;
+  9) timeout 240 python3 benchmarks/wide_rows_sweep.py ce-small "$OUT/keep/ce-small-call9"
+     echo "ce-small: exit $?"
+     cat "$OUT/keep/ce-small-call9.txt" ;;
+  *) echo "CALL: expected 1-9, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
