@@ -41,6 +41,9 @@
 #      ce-split-unaligned), as smaller chunks won the loss-only forward there.
 #   9  the forward with gradient's looped kernel (the training path at 32000 and 32768
 #      classes) in 1024-4096-column chunks on 2-16 warps (wide_rows_sweep.py ce-small).
+#  10  GPU tests of the files this session's changes reach besides those run above: fused
+#      linear cross-entropy (its no-gradient chunks take the loss-only tables), the loss
+#      modules, softmax (the aligned variant's removal), the tunables.
 # Usage: bash scripts/gpu/session30_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -77,6 +80,8 @@ case "$CALL" in
   9) timeout 240 python3 benchmarks/wide_rows_sweep.py ce-small "$OUT/keep/ce-small-call9"
      echo "ce-small: exit $?"
      cat "$OUT/keep/ce-small-call9.txt" ;;
-  *) echo "CALL: expected 1-9, got $CALL" >&2; exit 2 ;;
+  10) gpu_tests reach-call10 500 tests/ops/test_fused_linear_cross_entropy.py \
+        tests/nn/test_loss_modules.py tests/ops/test_softmax.py tests/ops/test_tunables.py ;;
+  *) echo "CALL: expected 1-10, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
