@@ -214,8 +214,8 @@ def fwd_grad_looped_launch(n_cols: int, element_size: int) -> WideLaunch | None:
 
 
 FWD_LOOPED_MAX_N = 32768
-"""Widest row ``FWD_LOOPED_LAUNCHES`` takes: wider ones ran faster on the rolled 4096-column
-chunks of ``launch_heuristic`` (see below)."""
+"""Widest row ``FWD_LOOPED_LAUNCHES`` takes: on wider ones no launch tried beat the rolled
+4096-column chunks of ``launch_heuristic`` by more than 1% (see below)."""
 FWD_LOOPED_LAUNCHES: dict[int, WideLaunch] = {
     2: WideLaunch(8, aligned=True, chunk=2048, unrolled=True)
 }
@@ -225,9 +225,10 @@ classes of whole 16-byte vectors; others keep ``launch_heuristic``'s rolled laun
 one). Kernel alone on the H200, bf16, mean over rows
 (``session30-h200-2026-11-30/ce-fwd-launches-call4.txt``), us: 16384 x 32000 252.3 against
 301.2 (1024-column chunks on 4 warps unrolled 254.5, rolled 270.2; 2048 on 4 warps rolled
-264.1); 8192 x 32768 137.4 against 159.9. Wider rows, rolled launches against the current
-one: 8192 x 128256 2048/4 499.2 against 493.5, 2048 x 151936 173.3 against 162.2, 4096 x 262144
-510.6 against 492.6."""
+264.1); 8192 x 32768 137.4 against 159.9. Wider rows, the best rolled launch against the
+current one: 8192 x 128256 2048/4 499.2 against 493.5, 2048 x 151936 4096/8 173.2 against
+162.2, 4096 x 262144 2048/4 510.6 against 492.6 (8192-column chunks on 16 warps unrolled
+488.5)."""
 
 
 def fwd_looped_launch(n_cols: int, element_size: int) -> WideLaunch | None:
