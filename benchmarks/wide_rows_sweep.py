@@ -13,6 +13,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd-unaligned OUT_PREFIX  # vocab 50257
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-split-unaligned OUT_PREFIX  # with grad
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-small OUT_PREFIX  # smaller chunks
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-registers OUT_PREFIX  # maxnreg
 
 CUDA-event medians of ``triton.testing.do_bench`` (L2 flushed between runs); fraction of copy
 = bytes read once and written once against ``copy_`` of the same tensor in the same run; each
@@ -338,6 +339,19 @@ CE_SMALL_CHUNKS = {
 """``ce-small``: the forward with gradient's looped kernel in chunks of 1024-4096 columns (the
 shipped launch first), as 2048-column chunks on 8 warps won the loss-only forward there."""
 
+CE_REGISTERS = {
+    "4096c 16w fwd": W(16, chunk=4096, forwards=True, unrolled=True),
+    "4096c 16w fwd r64": W(16, chunk=4096, forwards=True, unrolled=True, max_registers=64),
+    "4096c 16w fwd r96": W(16, chunk=4096, forwards=True, unrolled=True, max_registers=96),
+    "4096c 16w fwd r128": W(16, chunk=4096, forwards=True, unrolled=True, max_registers=128),
+    "2048c 8w r64": W(8, chunk=2048, unrolled=True, max_registers=64),
+    "2048c 8w r128": W(8, chunk=2048, unrolled=True, max_registers=128),
+}
+"""``ce-registers``: the forward with gradient's looped kernel with its registers capped
+(``maxnreg``): left to ptxas it takes 40 a thread on sm_90 (Triton 3.9), which keeps three
+16-warp programs an SM but cannot hold a row's eight unrolled chunk loads at once; 64-128
+trade programs an SM for loads in flight."""
+
 CE_SPLIT_UNALIGNED = {
     "8192/4 x4 pf": dict(block=8192, num_warps=4, programs_per_sm=4, prefetch=True),
     "8192/4 x4": dict(block=8192, num_warps=4, programs_per_sm=4),
@@ -427,6 +441,12 @@ def ce_small(prefix: str) -> None:
     ce_looped(prefix, CE_SMALL_SHAPES, CE_SMALL_CHUNKS, grad=True)
 
 
+def ce_registers(prefix: str) -> None:
+    """``ce_looped`` of the forward with gradient at ``CE_SMALL_SHAPES`` and
+    ``CE_REGISTERS``."""
+    ce_looped(prefix, CE_SMALL_SHAPES, CE_REGISTERS, grad=True)
+
+
 def ce_split_unaligned(prefix: str) -> None:
     """``ce_looped`` of the forward with gradient at ``CE_FWD_UNALIGNED`` (vocab 50257: the
     aligned flag-word split kernel) and ``CE_SPLIT_UNALIGNED``."""
@@ -473,6 +493,7 @@ MODES = {
     "ce-fwd-unaligned": ce_fwd_unaligned,
     "ce-split-unaligned": ce_split_unaligned,
     "ce-small": ce_small,
+    "ce-registers": ce_registers,
 }
 
 if __name__ == "__main__":

@@ -44,6 +44,8 @@
 #  10  GPU tests of the files this session's changes reach besides those run above: fused
 #      linear cross-entropy (its no-gradient chunks take the loss-only tables), the loss
 #      modules, softmax (the aligned variant's removal), the tunables.
+#  11  the looped forward with gradient with its registers capped at 64-128 a thread
+#      (wide_rows_sweep.py ce-registers; WideLaunch.max_registers).
 # Usage: bash scripts/gpu/session30_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -82,6 +84,9 @@ case "$CALL" in
      cat "$OUT/keep/ce-small-call9.txt" ;;
   10) gpu_tests reach-call10 500 tests/ops/test_fused_linear_cross_entropy.py \
         tests/nn/test_loss_modules.py tests/ops/test_softmax.py tests/ops/test_tunables.py ;;
-  *) echo "CALL: expected 1-10, got $CALL" >&2; exit 2 ;;
+  11) timeout 240 python3 benchmarks/wide_rows_sweep.py ce-registers "$OUT/keep/ce-registers-call11"
+      echo "ce-registers: exit $?"
+      cat "$OUT/keep/ce-registers-call11.txt" ;;
+  *) echo "CALL: expected 1-11, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -51,6 +51,9 @@ class WideLaunch:
     unrolled: bool = False
     """Looped: the statistics pass unrolled for the row's number of chunks (``CHUNKS``, one
     compile per count), so a thread's loads of it are all in flight at once."""
+    max_registers: int | None = None
+    """Cross-entropy's looped kernels: registers a thread may use (Triton's ``maxnreg``); None
+    leaves the count to ptxas."""
 
 
 def wide_rows_enabled() -> bool:

@@ -387,6 +387,8 @@ def row_losses(
         block, chunks = row_blocks(n_cols, looped)
         options.update(BLOCK=block, CHUNKS=chunks if looped.unrolled else 0,
                        num_warps=looped.num_warps)  # fmt: skip
+        if looped.max_registers is not None:
+            options["maxnreg"] = looped.max_registers
         with kernel_device(logits):
             if grad_out is None:
                 kernels.cross_entropy_fwd_kernel[(n_rows,)](
