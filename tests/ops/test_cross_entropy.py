@@ -298,10 +298,12 @@ def test_looped_forward_with_grad(launch, rows, vocab):
 
 def test_looped_forward_with_grad_routes_as_measured(monkeypatch):
     """2-byte rows of 16385-32768 classes of whole 16-byte vectors take the looped kernel in
-    4096-column chunks; float32, narrower, longer and unaligned rows keep the other kernels."""
+    4096-column chunks, 64 registers a thread; float32, narrower, longer and unaligned rows
+    keep the other kernels."""
     monkeypatch.delenv(WIDE_ROWS, raising=False)
     launch = ce_module.fwd_grad_looped_launch
     assert launch(32000, 2).chunk == launch(16392, 2).chunk == launch(32768, 2).chunk == 4096
+    assert launch(32000, 2).max_registers == 64
     assert launch(16384, 2) is launch(32769, 2) is launch(32001, 2) is launch(32000, 4) is None
 
 

@@ -143,7 +143,8 @@ COMPILE_ALL = textwrap.dedent(
                 looped = ce.fwd_grad_looped_launch(vocab, tdt.itemsize)
                 if looped is not None:  # the op's looped launch there
                     lblock, chunks = row_blocks(vocab, looped)
-                    stack = spilled_bytes(ck.cross_entropy_fwd_grad_looped_kernel, types, dict(flags, BLOCK=lblock, CHUNKS=chunks, FORWARDS=looped.forwards), looped.num_warps, aligned=("n_cols", "logits_row_stride", "grad_row_stride"))
+                    capped = {"maxnreg": looped.max_registers} if looped.max_registers else {}
+                    stack = spilled_bytes(ck.cross_entropy_fwd_grad_looped_kernel, types, dict(flags, BLOCK=lblock, CHUNKS=chunks, FORWARDS=looped.forwards), looped.num_warps, aligned=("n_cols", "logits_row_stride", "grad_row_stride"), **capped)
                     assert stack == 0, f"looped kernel spills {stack} bytes ({dt}, {looped})"
                 looped = ce.fwd_looped_launch(vocab, tdt.itemsize)
                 if looped is not None:  # the loss-only forward's looped launch there

@@ -196,15 +196,22 @@ def _flag_word_plan(
 FWD_GRAD_LOOPED_MAX_N = 32768
 """Widest row ``FWD_GRAD_LOOPED_LAUNCHES`` takes (longer ones were not timed on it)."""
 FWD_GRAD_LOOPED_LAUNCHES: dict[int, WideLaunch] = {
-    2: WideLaunch(16, aligned=True, chunk=4096, forwards=True, unrolled=True)
+    2: WideLaunch(16, aligned=True, chunk=4096, forwards=True, unrolled=True, max_registers=64)
 }
 """Element size -> the launch of ``cross_entropy_fwd_grad_looped_kernel`` (one row a program in
-``chunk``-column chunks) for the forward with gradient of rows of ``min_n``-32768 classes;
+``chunk``-column chunks, at most 64 registers a thread: two 16-warp programs an SM, each with
+a row's unrolled chunk loads in flight) for the forward with gradient of rows of
+``min_n``-32768 classes;
 others keep the whole-row, split or chunked kernels. Kernel alone on the H200, bf16, mean over
 rows (``session29-h200-2026-11-30/ce-looped-call7.txt``), us: 16384 x 32000 624.1 against the
 whole-row kernel's 661.2 (2048-column chunks on 8 warps 618.0, then 639.2 walking backwards);
 8192 x 32768 320.9 against 338.7. At 4096 x 50257 (rows of no whole 16-byte vectors) the
-aligned split kernel stays far ahead (258.2 against 372.5), so the launch is ``aligned``."""
+aligned split kernel stays far ahead (258.2 against 372.5), so the launch is ``aligned``.
+Chunks of 1024-2048 columns on 2-8 warps walking forwards were slower (724-792 us at
+16384 x 32000, ``session30-h200-2026-11-30/ce-small-call9.txt``). The registers capped at 64
+(``ce-registers-call11.txt``): 595.5 against 613.6 us at 16384 x 32000, 306.7 against 317.4 at
+8192 x 32768; at 96 or 128 (one program an SM) 739-811 us; left to ptxas (40 a thread under
+Triton 3.9) the launch of the line above."""
 
 
 def fwd_grad_looped_launch(n_cols: int, element_size: int) -> WideLaunch | None:
