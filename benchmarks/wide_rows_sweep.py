@@ -8,6 +8,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax OUT_PREFIX # the looped softmax
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-widths OUT_PREFIX  # its widths
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-long OUT_PREFIX    # 32769-65536
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py registers OUT_PREFIX  # maxnreg caps
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce OUT_PREFIX      # looped CE with grad
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd OUT_PREFIX  # looped CE loss only
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd-unaligned OUT_PREFIX  # vocab 50257
@@ -284,6 +285,42 @@ def softmax_long(prefix: str) -> None:
     run(prefix, runs)
 
 
+REGISTER_SHAPES = [(torch.bfloat16, 4096, 32768), (torch.bfloat16, 8192, 65536)]
+"""``registers``: the issue's bf16 rows the looped softmax and norm forwards take."""
+
+REGISTER_CAPS = {16: (48, 64, 96, 128), 32: (48, 56, 64)}
+"""``registers``: num_warps -> the register caps tried (a 32-warp program holds at most 64
+registers a thread, the register file over 1024 threads)."""
+
+
+def _capped(launch: WideLaunch) -> dict[str, WideLaunch]:
+    """{label: launch}: ``launch`` as shipped and at each of ``REGISTER_CAPS``' caps."""
+    import dataclasses
+
+    capped = {"shipped": launch}
+    for cap in REGISTER_CAPS.get(launch.num_warps, ()):
+        capped[f"shipped r{cap}"] = dataclasses.replace(launch, max_registers=cap)
+    return capped
+
+
+def registers(prefix: str) -> None:
+    """The shipped looped launches of the softmax forward and of the RMSNorm and LayerNorm
+    forwards at ``REGISTER_SHAPES``, as shipped (registers left to ptxas: ~40 a thread on sm_90
+    under Triton 3.9) and capped at ``REGISTER_CAPS`` (more loads in flight a thread, fewer
+    programs an SM), as the cap of 64 sped up the looped cross-entropy forward with gradient
+    (``session30-h200-2026-11-30/ce-registers-call11.txt``)."""
+    runs = []
+    for dtype, M, N in REGISTER_SHAPES:
+        norms = {}
+        for op, tunable in (("rms", "rms_norm.fwd"), ("layer", "layer_norm.fwd")):
+            launch = norm.norm_fwd_wide_launch(N, dtype.itemsize, tunable)
+            if launch is not None and launch.chunk:
+                norms[op] = _capped(launch)
+        sms = _capped(softmax_ops.softmax_fwd_wide_launch(N, dtype.itemsize))
+        runs.append((dtype, M, N, norms, sms, {}, False))
+    run(prefix, runs)
+
+
 CE_SHAPES = [(torch.bfloat16, 16384, 32000), (torch.bfloat16, 4096, 50257),
              (torch.bfloat16, 8192, 32768)]  # fmt: skip
 """``ce``: vocabularies the whole-row kernel (32000, 32768) and the aligned split (50257, rows
@@ -488,6 +525,7 @@ MODES = {
     "softmax": softmax_looped,
     "softmax-widths": softmax_widths,
     "softmax-long": softmax_long,
+    "registers": registers,
     "ce": ce_looped,
     "ce-fwd": ce_fwd_looped,
     "ce-fwd-unaligned": ce_fwd_unaligned,

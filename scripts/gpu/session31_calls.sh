@@ -10,6 +10,14 @@
 #   1  the issue sweep's cross_entropy.fwd_bwd in bf16 (16384 x 32000 takes the capped launch),
 #      then the whole cross-entropy GPU test file on it (test_gpu_looped_forward_with_grad
 #      runs the shipped launch at 300 x 32000, 5 x 16392 and 7 x 32768 against float64).
+#   2  the same cap on the looped softmax and norm forwards: their shipped launches at bf16
+#      4096 x 32768 and 8192 x 65536 left to ptxas and capped at 48-128 registers a thread
+#      (wide_rows_sweep.py registers; ptxas gives them ~40 on sm_90 under Triton 3.9), then the
+#      register-cap test on the GPU (test_register_cap_reaches_every_launch, capped and
+#      uncapped outputs equal) and the looped GPU tests. If a cap wins, set max_registers on
+#      that table's launch (softmax_ops.FWD_WIDE_LAUNCHES / FWD_LONG_LAUNCHES,
+#      norm.NORM_FWD_WIDE_LAUNCHES / NORM_FWD_LONG_LAUNCHES) and time it through the harness
+#      (sweep_part bf16 fwd with SUITE_PIECES and the shape).
 # Usage: bash scripts/gpu/session31_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -19,6 +27,12 @@ case "$CALL" in
   1) SUITE_PIECES="cross_entropy.fwd_bwd:120" sweep_part bf16 ce
      keep_report ce-bf16 ce-fwdbwd-bf16
      gpu_tests ce-call1 300 tests/ops/test_cross_entropy.py tests/ops/test_fused_linear_cross_entropy.py ;;
-  *) echo "CALL: expected 1, got $CALL" >&2; exit 2 ;;
+  2) timeout 300 python3 benchmarks/wide_rows_sweep.py registers "$OUT/keep/registers-call2"
+     echo "registers: exit $?"
+     cat "$OUT/keep/registers-call2.txt"
+     timeout 200 python3 -m pytest -q -p no:cacheprovider tests/ops/test_wide_rows.py \
+       -k "register_cap or looped_gpu" > "$OUT/keep/gpu-tests-wide-rows-call2.txt" 2>&1
+     echo "wide-rows tests: exit $?: $(tail -n 1 "$OUT/keep/gpu-tests-wide-rows-call2.txt")" ;;
+  *) echo "CALL: expected 1-2, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -202,6 +202,36 @@ def test_softmax_forward_looped_nonfinite_rows(log, device, poison_outputs):
         torch.testing.assert_close(y[2].double(), want, atol=1e-5, rtol=1e-5)
 
 
+def test_register_cap_reaches_every_launch(monkeypatch, device, poison_outputs):
+    """A launch's ``max_registers`` goes to each kernel as ``maxnreg`` (absent without one),
+    and the capped launch computes what the uncapped one does."""
+    names = ("norm_fwd_looped_kernel", "norm_fwd_wide_kernel", "softmax_fwd_looped_kernel",
+             "softmax_fwd_wide_kernel", "softmax_bwd_wide_kernel")  # fmt: skip
+    spies = {name: LaunchSpy(getattr(wide_kernels, name)) for name in names}
+    for name, spy in spies.items():
+        monkeypatch.setattr(wide_kernels, name, spy)
+    x = torch.randn(3, 700, device=device) * 3
+    w = torch.randn(700, device=device)
+    for cap in (None, 64):
+        looped = WideLaunch(2, chunk=256, unrolled=True, max_registers=cap)
+        whole = WideLaunch(2, max_registers=cap)
+        outs = [
+            norm.wide_norm_forward(x, w, None, None, 1e-6, 0.0, True, looped)[0],
+            norm.wide_norm_forward(x, w, None, None, 1e-6, 0.0, False, whole)[0],
+            softmax_ops.wide_softmax_forward(x, False, looped),
+            y := softmax_ops.wide_softmax_forward(x, True, whole),
+            softmax_ops.wide_softmax_backward(x, y, torch.empty_like(y), True, whole),
+        ]
+        if cap is None:
+            uncapped = outs
+        else:
+            for got, want in zip(outs, uncapped, strict=True):
+                torch.testing.assert_close(got, want, atol=0, rtol=0)
+    for name, spy in spies.items():
+        assert [la.get("maxnreg") for la in spy.launches] == [None, 64], name
+        assert {la["num_warps"] for la in spy.launches} == {2}, name
+
+
 def test_looped_softmax_refuses_too_many_unrolled_chunks(device):
     x = torch.randn(1, 256 * MAX_UNROLLED_CHUNKS + 1, device=device)
     with pytest.raises(ValueError, match=f"at most {MAX_UNROLLED_CHUNKS} chunks"):

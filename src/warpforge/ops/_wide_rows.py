@@ -52,8 +52,15 @@ class WideLaunch:
     """Looped: the statistics pass unrolled for the row's number of chunks (``CHUNKS``, one
     compile per count), so a thread's loads of it are all in flight at once."""
     max_registers: int | None = None
-    """Cross-entropy's looped kernels: registers a thread may use (Triton's ``maxnreg``); None
-    leaves the count to ptxas."""
+    """Registers a thread may use (Triton's ``maxnreg``); None leaves the count to ptxas, which
+    on sm_90 gives the looped kernels ~40 and so fewer loads in flight than the cap allows."""
+
+    def launch_options(self) -> dict[str, int]:
+        """``num_warps`` and, where set, ``maxnreg``: the keywords of a kernel launch."""
+        options = {"num_warps": self.num_warps}
+        if self.max_registers is not None:
+            options["maxnreg"] = self.max_registers
+        return options
 
 
 def wide_rows_enabled() -> bool:

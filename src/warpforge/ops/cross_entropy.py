@@ -393,9 +393,7 @@ def row_losses(
     if looped is not None:
         block, chunks = row_blocks(n_cols, looped)
         options.update(BLOCK=block, CHUNKS=chunks if looped.unrolled else 0,
-                       num_warps=looped.num_warps)  # fmt: skip
-        if looped.max_registers is not None:
-            options["maxnreg"] = looped.max_registers
+                       **looped.launch_options())  # fmt: skip
         with kernel_device(logits):
             if grad_out is None:
                 kernels.cross_entropy_fwd_kernel[(n_rows,)](

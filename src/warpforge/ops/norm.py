@@ -681,7 +681,7 @@ def wide_norm_forward(
                 EVEN=N % block == 0,
                 FORWARDS=launch.forwards,
                 CHUNKS=chunks if launch.unrolled else 0,
-                num_warps=launch.num_warps,
+                **launch.launch_options(),
             )
             return y, h, mean, rstd
         kernels.norm_fwd_wide_kernel[(M,)](
@@ -690,7 +690,7 @@ def wide_norm_forward(
             EARLY_W=launch.early_w,
             STREAM=launch.stream,
             RELOAD=launch.reload,
-            num_warps=launch.num_warps,
+            **launch.launch_options(),
         )
     return y, h, mean, rstd
 

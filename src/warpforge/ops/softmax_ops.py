@@ -308,12 +308,12 @@ def wide_softmax_forward(x: torch.Tensor, log: bool, launch: WideLaunch) -> torc
             kernels.softmax_fwd_looped_kernel[(M,)](
                 x, y, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=block,
                 EVEN=N % block == 0, FORWARDS=launch.forwards,
-                CHUNKS=chunks if launch.unrolled else 0, num_warps=launch.num_warps,
+                CHUNKS=chunks if launch.unrolled else 0, **launch.launch_options(),
             )  # fmt: skip
         else:
             kernels.softmax_fwd_wide_kernel[(M,)](
                 x, y, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=block,
-                STREAM=launch.stream, num_warps=launch.num_warps,
+                STREAM=launch.stream, **launch.launch_options(),
             )  # fmt: skip
     return y
 
@@ -331,7 +331,7 @@ def wide_softmax_backward(
     with kernel_device(y):
         kernels.softmax_bwd_wide_kernel[(M,)](
             dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N, LOG=log, BLOCK_N=block,
-            STREAM=launch.stream, num_warps=launch.num_warps,
+            STREAM=launch.stream, **launch.launch_options(),
         )  # fmt: skip
     return dx
 
