@@ -285,8 +285,11 @@ def softmax_long(prefix: str) -> None:
     run(prefix, runs)
 
 
-REGISTER_SHAPES = [(torch.bfloat16, 4096, 32768), (torch.bfloat16, 8192, 65536)]
-"""``registers``: the issue's bf16 rows the looped softmax and norm forwards take."""
+REGISTER_SHAPES = [(torch.bfloat16, 4096, 32768), (torch.bfloat16, 8192, 65536),
+                   (torch.bfloat16, 4096, 16384)]  # fmt: skip
+"""``registers``: the issue's bf16 rows the looped softmax and norm forwards take, and 4096 x
+16384 (bf16 layer_norm.fwd's lowest row against torch.compile, which keeps the tiled kernel:
+the looped launch lost there uncapped), on the 32768-column rows' launches."""
 
 REGISTER_CAPS = {16: (48, 64, 96, 128), 32: (48, 56, 64)}
 """``registers``: num_warps -> the register caps tried (a 32-warp program holds at most 64
@@ -309,14 +312,18 @@ def registers(prefix: str) -> None:
     under Triton 3.9) and capped at ``REGISTER_CAPS`` (more loads in flight a thread, fewer
     programs an SM), as the cap of 64 sped up the looped cross-entropy forward with gradient
     (``session30-h200-2026-11-30/ce-registers-call11.txt``)."""
+    import dataclasses
+
     runs = []
     for dtype, M, N in REGISTER_SHAPES:
+        width = max(N, 32768)  # narrower rows on the 32768-column launches, min_n lifted
         norms = {}
         for op, tunable in (("rms", "rms_norm.fwd"), ("layer", "layer_norm.fwd")):
-            launch = norm.norm_fwd_wide_launch(N, dtype.itemsize, tunable)
+            launch = norm.norm_fwd_wide_launch(width, dtype.itemsize, tunable)
             if launch is not None and launch.chunk:
-                norms[op] = _capped(launch)
-        sms = _capped(softmax_ops.softmax_fwd_wide_launch(N, dtype.itemsize))
+                norms[op] = _capped(dataclasses.replace(launch, min_n=0))
+        launch = softmax_ops.softmax_fwd_wide_launch(width, dtype.itemsize)
+        sms = _capped(dataclasses.replace(launch, min_n=0))
         runs.append((dtype, M, N, norms, sms, {}, False))
     run(prefix, runs)
 
