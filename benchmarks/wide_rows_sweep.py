@@ -308,7 +308,7 @@ def _capped(launch: WideLaunch) -> dict[str, WideLaunch]:
 
 def registers(prefix: str) -> None:
     """The shipped looped launches of the softmax forward and of the RMSNorm and LayerNorm
-    forwards at ``REGISTER_SHAPES``, as shipped (registers left to ptxas: ~40 a thread on sm_90
+    forwards at ``REGISTER_SHAPES``, as shipped (registers left to ptxas: 38-52 a thread on sm_90
     under Triton 3.9) and capped at ``REGISTER_CAPS`` (more loads in flight a thread, fewer
     programs an SM), as the cap of 64 sped up the looped cross-entropy forward with gradient
     (``session30-h200-2026-11-30/ce-registers-call11.txt``)."""

@@ -13,7 +13,7 @@
 #   2  the same cap on the looped softmax and norm forwards: their shipped launches at bf16
 #      4096 x 32768 and 8192 x 65536 (and the 32768-column ones at 4096 x 16384, where
 #      layer_norm.fwd trails torch.compile) left to ptxas and capped at 48-128 registers a thread
-#      (wide_rows_sweep.py registers; ptxas gives them ~40 on sm_90 under Triton 3.9), then the
+#      (wide_rows_sweep.py registers; ptxas gives them 38-52 on sm_90 under Triton 3.9), then the
 #      register-cap test on the GPU (test_register_cap_reaches_every_launch, capped and
 #      uncapped outputs equal) and the looped GPU tests. If a cap wins, set max_registers on
 #      that table's launch (softmax_ops.FWD_WIDE_LAUNCHES / FWD_LONG_LAUNCHES,
