@@ -15,6 +15,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-split-unaligned OUT_PREFIX  # with grad
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-small OUT_PREFIX  # smaller chunks
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-registers OUT_PREFIX  # maxnreg
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd-registers OUT_PREFIX  # one wave
 
 CUDA-event medians of ``triton.testing.do_bench`` (L2 flushed between runs); fraction of copy
 = bytes read once and written once against ``copy_`` of the same tensor in the same run; each
@@ -357,6 +358,23 @@ session-30 call-2 sweep had 2048-column chunks on 8 warps unrolled ahead at 3200
 classes; the rolled ones say whether the chunk or the unrolling won."""
 
 
+CE_FWD_WIDE = [(torch.bfloat16, 2048, 151936), (torch.float32, 2048, 151936),
+               (torch.bfloat16, 8192, 128256)]  # fmt: skip
+"""``ce-fwd-registers``: loss-only rows past ``FWD_LOOPED_LAUNCHES`` (bf16 2048 x 151936 at
+86% of copy in the harness, float32 there at 88%)."""
+
+CE_FWD_WIDE_LAUNCHES = {
+    "4096c 16w r32": W(16, chunk=4096, max_registers=32),
+    "2048c 8w r32": W(8, chunk=2048, max_registers=32),
+    "2048c 4w r32": W(4, chunk=2048, max_registers=32),
+    "1024c 4w r32": W(4, chunk=1024, max_registers=32),
+    "2048c 4w": W(4, chunk=2048),
+}
+"""``ce-fwd-registers``: rolled launches of the loss-only kernel with 32 registers a thread,
+so that 2048 threads (64 warps) fit an SM: 2048 rows of one program each then run in one
+wave on 132 SMs at 4 warps a program (16 an SM), where ~40 registers (ptxas' choice) hold 12
+an SM and leave a second, partial wave."""
+
 CE_FWD_UNALIGNED = [(torch.bfloat16, 4096, 50257), (torch.bfloat16, 8192, 50257)]
 """``ce-fwd-unaligned``: rows that start off 16-byte boundaries (vocab 50257)."""
 
@@ -491,6 +509,11 @@ def ce_registers(prefix: str) -> None:
     ce_looped(prefix, CE_SMALL_SHAPES, CE_REGISTERS, grad=True)
 
 
+def ce_fwd_registers(prefix: str) -> None:
+    """``ce_looped`` of the loss-only forward at ``CE_FWD_WIDE`` and ``CE_FWD_WIDE_LAUNCHES``."""
+    ce_looped(prefix, CE_FWD_WIDE, CE_FWD_WIDE_LAUNCHES, grad=False)
+
+
 def ce_split_unaligned(prefix: str) -> None:
     """``ce_looped`` of the forward with gradient at ``CE_FWD_UNALIGNED`` (vocab 50257: the
     aligned flag-word split kernel) and ``CE_SPLIT_UNALIGNED``."""
@@ -539,6 +562,7 @@ MODES = {
     "ce-split-unaligned": ce_split_unaligned,
     "ce-small": ce_small,
     "ce-registers": ce_registers,
+    "ce-fwd-registers": ce_fwd_registers,
 }
 
 if __name__ == "__main__":

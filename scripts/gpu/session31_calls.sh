@@ -19,6 +19,11 @@
 #      that table's launch (softmax_ops.FWD_WIDE_LAUNCHES / FWD_LONG_LAUNCHES,
 #      norm.NORM_FWD_WIDE_LAUNCHES / NORM_FWD_LONG_LAUNCHES) and time it through the harness
 #      (sweep_part bf16 fwd with SUITE_PIECES and the shape).
+#   3  the loss-only cross-entropy forward of 2048 rows of 151936 classes (bf16 86%, float32
+#      88% of copy in the harness): rolled launches with 32 registers a thread so that a row's
+#      program fits one wave (wide_rows_sweep.py ce-fwd-registers). If one wins, give
+#      FWD_LOOPED_LAUNCHES (or a table like it) those rows and time cross_entropy.fwd through
+#      the harness.
 # Usage: bash scripts/gpu/session31_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -34,6 +39,9 @@ case "$CALL" in
      timeout 200 python3 -m pytest -q -p no:cacheprovider tests/ops/test_wide_rows.py \
        -k "register_cap or looped_gpu" > "$OUT/keep/gpu-tests-wide-rows-call2.txt" 2>&1
      echo "wide-rows tests: exit $?: $(tail -n 1 "$OUT/keep/gpu-tests-wide-rows-call2.txt")" ;;
-  *) echo "CALL: expected 1-2, got $CALL" >&2; exit 2 ;;
+  3) timeout 300 python3 benchmarks/wide_rows_sweep.py ce-fwd-registers "$OUT/keep/ce-fwd-registers-call3"
+     echo "ce-fwd-registers: exit $?"
+     cat "$OUT/keep/ce-fwd-registers-call3.txt" ;;
+  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
