@@ -13,6 +13,13 @@ gpu_tests() {  # NAME LIMIT_S PATH...: pytest -m gpu into OUT/keep/gpu-tests-NAM
   grep -E "^FAILED|^ERROR|^E " "$OUT/keep/gpu-tests-$name.txt" | head -8
 }
 
+wide_sweep() {  # LIMIT_S MODE NAME: benchmarks/wide_rows_sweep.py MODE into OUT/keep/NAME.txt
+  # and .json in LIMIT_S seconds, its table printed
+  timeout "$1" python3 benchmarks/wide_rows_sweep.py "$2" "$OUT/keep/$3"
+  echo "wide_rows_sweep.py $2: exit $?"
+  cat "$OUT/keep/$3.txt"
+}
+
 sass_dump() {  # TRITON_CACHE DEST 'GLOB|GLOB...': cuobjdump -sass of the matching cubins into DEST
   local cache="$1" dest="$2" pattern="$3"
   mkdir -p "$dest"

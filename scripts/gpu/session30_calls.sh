@@ -20,7 +20,8 @@
 #      29, not timed) against the shipped looped launch and the split kernel, bf16 at 24577,
 #      40961, 50257 and 32767 columns (wide_rows_sweep.py softmax-unaligned); then the wide-row
 #      GPU tests (test_softmax_looped_gpu runs it at 16411 and 40961 columns). If it wins, set
-#      align_chunks on FWD_WIDE_LAUNCHES' and FWD_LONG_LAUNCHES' 2-byte launches.
+#      align_chunks on FWD_WIDE_LAUNCHES' and FWD_LONG_LAUNCHES' 2-byte launches. (It lost;
+#      the kernel and the sweep mode are gone since 14182250, so call 3 runs only at fb911915.)
 # Calls 4 and on were written in session 30 from what 1-3 found:
 #   4  the loss-only kernel's launches again, rolled and unrolled, at 32000-262144 classes
 #      (wide_rows_sweep.py ce-fwd with CE_FWD_LOOPED as committed after call 3; the device ran
@@ -57,38 +58,24 @@ case "$CALL" in
   1) gpu_tests ce-call1 300 tests/ops/test_cross_entropy.py tests/ops/test_fused_linear_cross_entropy.py
      sweep_part bf16 ce
      keep_report ce-bf16 ce-bf16 ;;
-  2) timeout 300 python3 benchmarks/wide_rows_sweep.py ce-fwd "$OUT/keep/ce-fwd-looped-call2"
-     echo "ce-fwd looped: exit $?"
-     cat "$OUT/keep/ce-fwd-looped-call2.txt" ;;
-  3) timeout 200 python3 benchmarks/wide_rows_sweep.py softmax-unaligned "$OUT/keep/softmax-unaligned-call3"
-     echo "softmax unaligned: exit $?"
-     cat "$OUT/keep/softmax-unaligned-call3.txt"
+  2) wide_sweep 300 ce-fwd ce-fwd-looped-call2 ;;
+  3) wide_sweep 200 softmax-unaligned softmax-unaligned-call3
      gpu_tests wide-rows-call3 $((570 - SECONDS)) tests/ops/test_wide_rows.py ;;
-  4) timeout 300 python3 benchmarks/wide_rows_sweep.py ce-fwd "$OUT/keep/ce-fwd-launches-call4"
-     echo "ce-fwd launches: exit $?"
-     cat "$OUT/keep/ce-fwd-launches-call4.txt" ;;
+  4) wide_sweep 300 ce-fwd ce-fwd-launches-call4 ;;
   5) SUITE_PIECES="cross_entropy.fwd:120" sweep_part bf16 ce
      keep_report ce-bf16 ce-fwd-bf16
      gpu_tests ce-call5 200 tests/ops/test_cross_entropy.py
      gpu_tests wide-rows-call5 $((575 - SECONDS)) tests/ops/test_wide_rows.py ;;
-  6) timeout 200 python3 benchmarks/wide_rows_sweep.py ce-fwd-unaligned "$OUT/keep/ce-fwd-unaligned-call6"
-     echo "ce-fwd unaligned: exit $?"
-     cat "$OUT/keep/ce-fwd-unaligned-call6.txt"
+  6) wide_sweep 200 ce-fwd-unaligned ce-fwd-unaligned-call6
      gpu_tests ce-call6 200 tests/ops/test_cross_entropy.py -k loss_only ;;
   7) SUITE_PIECES="cross_entropy.fwd:120" sweep_part bf16 ce
      keep_report ce-bf16 ce-fwd-bf16
      gpu_tests ce-call7 300 tests/ops/test_cross_entropy.py ;;
-  8) timeout 240 python3 benchmarks/wide_rows_sweep.py ce-split-unaligned "$OUT/keep/ce-split-unaligned-call8"
-     echo "ce-split unaligned: exit $?"
-     cat "$OUT/keep/ce-split-unaligned-call8.txt" ;;
-  9) timeout 240 python3 benchmarks/wide_rows_sweep.py ce-small "$OUT/keep/ce-small-call9"
-     echo "ce-small: exit $?"
-     cat "$OUT/keep/ce-small-call9.txt" ;;
+  8) wide_sweep 240 ce-split-unaligned ce-split-unaligned-call8 ;;
+  9) wide_sweep 240 ce-small ce-small-call9 ;;
   10) gpu_tests reach-call10 500 tests/ops/test_fused_linear_cross_entropy.py \
         tests/nn/test_loss_modules.py tests/ops/test_softmax.py tests/ops/test_tunables.py ;;
-  11) timeout 240 python3 benchmarks/wide_rows_sweep.py ce-registers "$OUT/keep/ce-registers-call11"
-      echo "ce-registers: exit $?"
-      cat "$OUT/keep/ce-registers-call11.txt" ;;
+  11) wide_sweep 240 ce-registers ce-registers-call11 ;;
   *) echo "CALL: expected 1-11, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -33,15 +33,11 @@ case "$CALL" in
   1) SUITE_PIECES="cross_entropy.fwd_bwd:120" sweep_part bf16 ce
      keep_report ce-bf16 ce-fwdbwd-bf16
      gpu_tests ce-call1 300 tests/ops/test_cross_entropy.py tests/ops/test_fused_linear_cross_entropy.py ;;
-  2) timeout 300 python3 benchmarks/wide_rows_sweep.py registers "$OUT/keep/registers-call2"
-     echo "registers: exit $?"
-     cat "$OUT/keep/registers-call2.txt"
+  2) wide_sweep 300 registers registers-call2
      timeout 200 python3 -m pytest -q -p no:cacheprovider tests/ops/test_wide_rows.py \
        -k "register_cap or looped_gpu" > "$OUT/keep/gpu-tests-wide-rows-call2.txt" 2>&1
      echo "wide-rows tests: exit $?: $(tail -n 1 "$OUT/keep/gpu-tests-wide-rows-call2.txt")" ;;
-  3) timeout 300 python3 benchmarks/wide_rows_sweep.py ce-fwd-registers "$OUT/keep/ce-fwd-registers-call3"
-     echo "ce-fwd-registers: exit $?"
-     cat "$OUT/keep/ce-fwd-registers-call3.txt" ;;
+  3) wide_sweep 300 ce-fwd-registers ce-fwd-registers-call3 ;;
   *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -65,6 +65,14 @@ def buffer_aligned(t: torch.Tensor) -> bool:
     return t.data_ptr() % 16 == 0
 
 
+def launch_options(num_warps: int, max_registers: int | None) -> dict[str, int]:
+    """The keywords of a kernel launch: ``num_warps`` and, where capped, ``maxnreg``."""
+    options = {"num_warps": num_warps}
+    if max_registers is not None:
+        options["maxnreg"] = max_registers
+    return options
+
+
 def cdiv(a: int, b: int) -> int:
     """Ceiling division for grid sizes."""
     return -(-a // b)

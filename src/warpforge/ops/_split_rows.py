@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from warpforge.ops._rows import cdiv, next_power_of_2
+from warpforge.ops._rows import cdiv, launch_options, next_power_of_2
 from warpforge.runtime import device_capabilities, switch_on
 
 SPLIT_BLOCK = 32768
@@ -151,10 +151,7 @@ class SplitRowPlan:
 
     def launch_options(self) -> dict[str, int]:
         """``num_warps`` and, with several programs an SM, ``maxnreg`` for the kernel launch."""
-        options = {"num_warps": self.num_warps}
-        if self.max_registers is not None:
-            options["maxnreg"] = self.max_registers
-        return options
+        return launch_options(self.num_warps, self.max_registers)
 
     def workspace(self, rows: int, values: int, device: torch.device) -> torch.Tensor:
         """fp32 partials: ``values`` statistics of each chunk of each row."""

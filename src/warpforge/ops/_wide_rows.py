@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from warpforge.ops._rows import MAX_SINGLE_PASS_N, cdiv, next_power_of_2
+from warpforge.ops._rows import MAX_SINGLE_PASS_N, cdiv, launch_options, next_power_of_2
 from warpforge.runtime import switch_on
 
 WIDE_MAX_N = 32768
@@ -57,10 +57,7 @@ class WideLaunch:
 
     def launch_options(self) -> dict[str, int]:
         """``num_warps`` and, where set, ``maxnreg``: the keywords of a kernel launch."""
-        options = {"num_warps": self.num_warps}
-        if self.max_registers is not None:
-            options["maxnreg"] = self.max_registers
-        return options
+        return launch_options(self.num_warps, self.max_registers)
 
 
 def wide_rows_enabled() -> bool:

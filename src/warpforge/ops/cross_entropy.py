@@ -193,8 +193,6 @@ def _flag_word_plan(
     return None
 
 
-FWD_GRAD_LOOPED_MAX_N = 32768
-"""Widest row ``FWD_GRAD_LOOPED_LAUNCHES`` takes (longer ones were not timed on it)."""
 FWD_GRAD_LOOPED_LAUNCHES: dict[int, WideLaunch] = {
     2: WideLaunch(16, aligned=True, chunk=4096, forwards=True, unrolled=True, max_registers=64)
 }
@@ -216,20 +214,17 @@ Triton 3.9) the launch of the line above."""
 
 def fwd_grad_looped_launch(n_cols: int, element_size: int) -> WideLaunch | None:
     """``FWD_GRAD_LOOPED_LAUNCHES``' launch of rows of ``n_cols`` classes, or None."""
-    size = element_size
-    return wide_launch(FWD_GRAD_LOOPED_LAUNCHES, size, n_cols, size, None, FWD_GRAD_LOOPED_MAX_N)
+    return wide_launch(FWD_GRAD_LOOPED_LAUNCHES, element_size, n_cols, element_size)
 
 
-FWD_LOOPED_MAX_N = 32768
-"""Widest row ``FWD_LOOPED_LAUNCHES`` takes: on wider ones no launch tried beat the rolled
-4096-column chunks of ``launch_heuristic`` by more than 1% (see below)."""
 FWD_LOOPED_LAUNCHES: dict[int, WideLaunch] = {
     2: WideLaunch(8, aligned=True, chunk=2048, unrolled=True)
 }
 """Element size -> the launch of the loss-only forward (``cross_entropy_fwd_kernel``, one row
 a program in ``chunk``-column chunks, the chunk loop unrolled) for rows of ``min_n``-32768
-classes of whole 16-byte vectors; others keep ``launch_heuristic``'s rolled launch (or a tuned
-one). Kernel alone on the H200, bf16, mean over rows
+classes of whole 16-byte vectors (``wide_launch``'s widest: on wider rows no launch tried beat
+the rolled one by more than 1%, see below); others keep ``launch_heuristic``'s rolled launch
+(or a tuned one). Kernel alone on the H200, bf16, mean over rows
 (``session30-h200-2026-11-30/ce-fwd-launches-call4.txt``), us: 16384 x 32000 252.3 against
 301.2 (1024-column chunks on 4 warps unrolled 254.5, rolled 270.2; 2048 on 4 warps rolled
 264.1); 8192 x 32768 137.4 against 159.9. Wider rows, the best rolled launch against the
@@ -240,8 +235,7 @@ current one: 8192 x 128256 2048/4 499.2 against 493.5, 2048 x 151936 4096/8 173.
 
 def fwd_looped_launch(n_cols: int, element_size: int) -> WideLaunch | None:
     """``FWD_LOOPED_LAUNCHES``' launch of rows of ``n_cols`` classes, or None."""
-    size = element_size
-    return wide_launch(FWD_LOOPED_LAUNCHES, size, n_cols, size, None, FWD_LOOPED_MAX_N)
+    return wide_launch(FWD_LOOPED_LAUNCHES, element_size, n_cols, element_size)
 
 
 def gradient_in_forward(n_rows: int, n_cols: int, element_size: int, device: torch.device) -> bool:
@@ -374,22 +368,11 @@ def row_losses(
         return loss, lse
     from warpforge.ops._kernels import cross_entropy as kernels
 
-    if launch is not None:
-        block, num_warps = launch
-    elif grad_out is None:
-        block, num_warps = _fwd_launch_config(n_rows, n_cols, logits.dtype, logits.device)
-    else:
-        block, num_warps = _fused_grad_launch_config(n_cols, logits.element_size())
-    common = (n_cols, ignore_index, float(label_smoothing), float(z_loss))
-    options = {
-        "BLOCK": block,
-        "HAS_SMOOTHING": label_smoothing > 0.0,
-        "num_warps": num_warps,
-        **_target_check_options(logits),
-    }
     if split is None and launch is None and looped is None:
         table = fwd_looped_launch if grad_out is None else fwd_grad_looped_launch
         looped = table(n_cols, logits.element_size())
+    common = (n_cols, ignore_index, float(label_smoothing), float(z_loss))
+    options = {"HAS_SMOOTHING": label_smoothing > 0.0, **_target_check_options(logits)}
     if looped is not None:
         block, chunks = row_blocks(n_cols, looped)
         options.update(BLOCK=block, CHUNKS=chunks if looped.unrolled else 0,
@@ -406,6 +389,13 @@ def row_losses(
                     **options,
                 )  # fmt: skip
         return loss, lse
+    if launch is not None:
+        block, num_warps = launch
+    elif grad_out is None:
+        block, num_warps = _fwd_launch_config(n_rows, n_cols, logits.dtype, logits.device)
+    else:
+        block, num_warps = _fused_grad_launch_config(n_cols, logits.element_size())
+    options.update(BLOCK=block, num_warps=num_warps)
     if grad_out is not None and split is None and launch is None:
         split = _fwd_grad_split_plan(n_rows, n_cols, logits.element_size(), logits.device)
     if grad_out is not None and split is not None:
@@ -459,11 +449,11 @@ run2 log; float32 32.3 -> 29.2 us, ``run2-ce-fp32.json``); wider rows keep the t
 kernel (``cross_entropy.fwd`` in warpforge.tune) until measured."""
 
 
-ALIGNED_FWD_MIN_N, ALIGNED_FWD_MAX_N = 16385, 65536
-"""Rows (of these many classes) that ``ALIGNED_FWD_LAUNCHES`` takes."""
-ALIGNED_FWD_LAUNCHES: dict[int, tuple[int, int]] = {2: (1024, 4)}
-"""Element size -> (BLOCK, num_warps) of ``cross_entropy_fwd_aligned_kernel`` (the loss-only
-forward of rows that start off 16-byte boundaries) for rows of ``ALIGNED_FWD_MIN_N`` to
+ALIGNED_FWD_MAX_N = 65536
+"""Widest row ``ALIGNED_FWD_LAUNCHES`` takes."""
+ALIGNED_FWD_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(4, chunk=1024)}
+"""Element size -> the launch (``chunk`` the BLOCK) of ``cross_entropy_fwd_aligned_kernel``
+(the loss-only forward of rows that start off 16-byte boundaries) for rows of ``min_n`` to
 ``ALIGNED_FWD_MAX_N`` classes; other rows keep ``_fwd_launch_config``'s launch (4096/16 in
 bf16). Kernel alone on the H200, bf16, vocab 50257, mean over rows
 (``session30-h200-2026-11-30/ce-fwd-unaligned-call6.txt``), us: 4096 rows 116.9 against
@@ -475,10 +465,11 @@ def _aligned_fwd_launch(
     n_rows: int, n_cols: int, dtype: torch.dtype, device: torch.device
 ) -> tuple[int, int]:
     """(BLOCK, num_warps) of ``cross_entropy_fwd_aligned_kernel``: ``ALIGNED_FWD_LAUNCHES``
-    where it applies, else ``_fwd_launch_config``'s."""
-    launch = ALIGNED_FWD_LAUNCHES.get(dtype.itemsize)
-    if launch is not None and ALIGNED_FWD_MIN_N <= n_cols <= ALIGNED_FWD_MAX_N:
-        return launch
+    where it applies (whatever ``WARPFORGE_WIDE_ROWS`` says), else ``_fwd_launch_config``'s."""
+    size = dtype.itemsize
+    launch = wide_launch(ALIGNED_FWD_LAUNCHES, size, n_cols, size, True, ALIGNED_FWD_MAX_N)
+    if launch is not None:
+        return launch.chunk, launch.num_warps
     return _fwd_launch_config(n_rows, n_cols, dtype, device)
 
 
