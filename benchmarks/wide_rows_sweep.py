@@ -9,6 +9,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-widths OUT_PREFIX  # its widths
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-long OUT_PREFIX    # 32769-65536
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py registers OUT_PREFIX  # maxnreg caps
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py register-widths OUT_PREFIX  # their widths
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce OUT_PREFIX      # looped CE with grad
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd OUT_PREFIX  # looped CE loss only
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd-unaligned OUT_PREFIX  # vocab 50257
@@ -16,6 +17,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-small OUT_PREFIX  # smaller chunks
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-registers OUT_PREFIX  # maxnreg
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd-registers OUT_PREFIX  # one wave
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd-caps OUT_PREFIX  # maxnreg
 
 CUDA-event medians of ``triton.testing.do_bench`` (L2 flushed between runs); fraction of copy
 = bytes read once and written once against ``copy_`` of the same tensor in the same run; each
@@ -329,6 +331,40 @@ def registers(prefix: str) -> None:
     run(prefix, runs)
 
 
+REGISTER_WIDTHS = [(torch.bfloat16, 4096, N) for N in (20000, 24576, 24577, 28672, 32768)] + [
+    (torch.bfloat16, 8192, N) for N in (40961, 49152, 57344, 65536)
+]
+"""``register-widths``: rows across the ranges of the looped forwards' launches that cap their
+registers (24577 and 40961: rows of no whole 16-byte vectors)."""
+
+
+def _capped_and_not(launch: WideLaunch | None) -> dict[str, WideLaunch]:
+    """{"shipped": launch, "uncapped": launch without its register cap}, or {} where ``launch``
+    is None or has no cap."""
+    import dataclasses
+
+    if launch is None or launch.max_registers is None:
+        return {}
+    return {"shipped": launch, "uncapped": dataclasses.replace(launch, max_registers=None)}
+
+
+def register_widths(prefix: str) -> None:
+    """The looped softmax and norm forwards' shipped launches that cap their registers (since
+    the thirty-first session, from ``registers`` at 32768 and 65536 columns) against the same
+    launches uncapped, at ``REGISTER_WIDTHS``: the cap must not lose at the narrower rows the
+    launches also take."""
+    runs = []
+    for dtype, M, N in REGISTER_WIDTHS:
+        size = dtype.itemsize
+        norms = {}
+        for op, tunable in (("rms", "rms_norm.fwd"), ("layer", "layer_norm.fwd")):
+            if launches := _capped_and_not(norm.norm_fwd_wide_launch(N, size, tunable, True)):
+                norms[op] = launches
+        sms = _capped_and_not(softmax_ops.softmax_fwd_wide_launch(N, size, True))
+        runs.append((dtype, M, N, norms, sms, {}, False))
+    run(prefix, runs)
+
+
 CE_SHAPES = [(torch.bfloat16, 16384, 32000), (torch.bfloat16, 4096, 50257),
              (torch.bfloat16, 8192, 32768)]  # fmt: skip
 """``ce``: vocabularies the whole-row kernel (32000, 32768) and the aligned split (50257, rows
@@ -374,6 +410,25 @@ CE_FWD_WIDE_LAUNCHES = {
 so that 2048 threads (64 warps) fit an SM: 2048 rows of one program each then run in one
 wave on 132 SMs at 4 warps a program (16 an SM), where ~40 registers (ptxas' choice) hold 12
 an SM and leave a second, partial wave."""
+
+CE_FWD_CAP_SHAPES = [(torch.bfloat16, 16384, 32000), (torch.bfloat16, 8192, 32768),
+                     (torch.bfloat16, 8192, 128256), (torch.bfloat16, 2048, 151936),
+                     (torch.bfloat16, 4096, 262144)]  # fmt: skip
+"""``ce-fwd-caps``: the loss-only forward's bf16 rows of whole 16-byte vectors in the issue's
+sweep (``FWD_LOOPED_LAUNCHES`` takes the first two; the others run 4096-column chunks on 16
+warps, rolled)."""
+
+CE_FWD_CAPS = {
+    "2048c 8w r64": W(8, chunk=2048, unrolled=True, max_registers=64),
+    "2048c 8w r96": W(8, chunk=2048, unrolled=True, max_registers=96),
+    "2048c 8w r128": W(8, chunk=2048, unrolled=True, max_registers=128),
+    "4096c 16w": W(16, chunk=4096),
+    "4096c 16w r48": W(16, chunk=4096, max_registers=48),
+    "4096c 16w r64": W(16, chunk=4096, max_registers=64),
+    "8192c 32w r64": W(32, chunk=8192, max_registers=64),
+}
+"""``ce-fwd-caps``: the loss-only forward's launches with their registers capped, as the cap
+of 64 sped up the looped softmax forward (``session31-h200-2026-11-30/registers-call2.txt``)."""
 
 CE_FWD_UNALIGNED = [(torch.bfloat16, 4096, 50257), (torch.bfloat16, 8192, 50257)]
 """``ce-fwd-unaligned``: rows that start off 16-byte boundaries (vocab 50257)."""
@@ -514,6 +569,11 @@ def ce_fwd_registers(prefix: str) -> None:
     ce_looped(prefix, CE_FWD_WIDE, CE_FWD_WIDE_LAUNCHES, grad=False)
 
 
+def ce_fwd_caps(prefix: str) -> None:
+    """``ce_looped`` of the loss-only forward at ``CE_FWD_CAP_SHAPES`` and ``CE_FWD_CAPS``."""
+    ce_looped(prefix, CE_FWD_CAP_SHAPES, CE_FWD_CAPS, grad=False)
+
+
 def ce_split_unaligned(prefix: str) -> None:
     """``ce_looped`` of the forward with gradient at ``CE_FWD_UNALIGNED`` (vocab 50257: the
     aligned flag-word split kernel) and ``CE_SPLIT_UNALIGNED``."""
@@ -556,6 +616,7 @@ MODES = {
     "softmax-widths": softmax_widths,
     "softmax-long": softmax_long,
     "registers": registers,
+    "register-widths": register_widths,
     "ce": ce_looped,
     "ce-fwd": ce_fwd_looped,
     "ce-fwd-unaligned": ce_fwd_unaligned,
@@ -563,6 +624,7 @@ MODES = {
     "ce-small": ce_small,
     "ce-registers": ce_registers,
     "ce-fwd-registers": ce_fwd_registers,
+    "ce-fwd-caps": ce_fwd_caps,
 }
 
 if __name__ == "__main__":

@@ -24,6 +24,13 @@
 #      program fits one wave (wide_rows_sweep.py ce-fwd-registers). If one wins, give
 #      FWD_LOOPED_LAUNCHES (or a table like it) those rows and time cross_entropy.fwd through
 #      the harness.
+# Added in the thirty-first session, after calls 1-3 (the cap of 64 won at 4096 x 32768 and
+# 8192 x 65536 in call 2; the softmax, log-softmax and LayerNorm launches there and the RMSNorm
+# one at 65536 now carry it):
+#   4  the capped launches against themselves uncapped across the rows they take (20000-65536
+#      columns; wide_rows_sweep.py register-widths), the issue sweep's bf16 forwards at 4096 x
+#      32768 and 8192 x 65536 through the harness, and the wide-row GPU tests.
+#   5  the loss-only cross-entropy forward's launches with register caps (ce-fwd-caps).
 # Usage: bash scripts/gpu/session31_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -38,6 +45,12 @@ case "$CALL" in
        -k "register_cap or looped_gpu" > "$OUT/keep/gpu-tests-wide-rows-call2.txt" 2>&1
      echo "wide-rows tests: exit $?: $(tail -n 1 "$OUT/keep/gpu-tests-wide-rows-call2.txt")" ;;
   3) wide_sweep 300 ce-fwd-registers ce-fwd-registers-call3 ;;
-  *) echo "CALL: expected 1-3, got $CALL" >&2; exit 2 ;;
+  4) wide_sweep 180 register-widths register-widths-call4
+     SUITE_PIECES="softmax.fwd:90 log_softmax.fwd:90 layer_norm.fwd:90 rms_norm.fwd:90" \
+       sweep_part bf16 fwd "M=4096,N=32768 M=8192,N=65536"
+     keep_report fwd-bf16 wide-fwd-bf16
+     gpu_tests wide-rows-call4 90 tests/ops/test_wide_rows.py ;;
+  5) wide_sweep 300 ce-fwd-caps ce-fwd-caps-call5 ;;
+  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -487,7 +487,9 @@ def split_norm_forward(
 NORM_FWD_WIDE_LAUNCHES: dict[tuple[int, str], WideLaunch] = {
     (2, "rms_norm.fwd"): WideLaunch(32, early_w=True, reload=True, aligned=True),
     (2, "add_rms_norm.fwd"): WideLaunch(16, early_w=True, reload=True, aligned=True),
-    (2, "layer_norm.fwd"): WideLaunch(16, chunk=4096, forwards=True, unrolled=True),
+    (2, "layer_norm.fwd"): WideLaunch(
+        16, chunk=4096, forwards=True, unrolled=True, max_registers=64
+    ),
     (4, "rms_norm.fwd"): WideLaunch(32, reload=True),
     (4, "add_rms_norm.fwd"): WideLaunch(16),
     (4, "layer_norm.fwd"): WideLaunch(32),
@@ -603,9 +605,11 @@ kernel's 147.1 above and 156.9 for the H100's tiled launch in the same search.""
 NORM_FWD_LONG_MAX_N = 65536
 """Widest row ``NORM_FWD_LONG_LAUNCHES`` takes."""
 NORM_FWD_LONG_LAUNCHES: dict[tuple[int, str], WideLaunch] = {
-    (2, "layer_norm.fwd"): WideLaunch(32, min_n=32769, aligned=True, chunk=8192, unrolled=True),
+    (2, "layer_norm.fwd"): WideLaunch(
+        32, min_n=32769, aligned=True, chunk=8192, unrolled=True, max_registers=64
+    ),
     (2, "rms_norm.fwd"): WideLaunch(
-        32, min_n=32769, aligned=True, chunk=8192, forwards=True, unrolled=True
+        32, min_n=32769, aligned=True, chunk=8192, forwards=True, unrolled=True, max_registers=64
     ),
 }
 """(element size, tunable) -> the looped launch (``norm_fwd_looped_kernel``: one row a
