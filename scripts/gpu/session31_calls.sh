@@ -30,7 +30,9 @@
 #   4  the capped launches against themselves uncapped across the rows they take (20000-65536
 #      columns; wide_rows_sweep.py register-widths), the issue sweep's bf16 forwards at 4096 x
 #      32768 and 8192 x 65536 through the harness.
-#   5  the loss-only cross-entropy forward's launches with register caps (ce-fwd-caps), and the
+#   5  the loss-only cross-entropy forward's launches with register caps (ce-fwd-caps); the
+#      softmax forwards at 8192 x 65536 through the harness again, their launch's cap taken off
+#      (it lost at 49152 and 57344 columns in call 4, and softmax at 65536 in its harness); the
 #      wide-row GPU tests on the capped launches.
 # Usage: bash scripts/gpu/session31_calls.sh OUT CALL
 set -uo pipefail
@@ -50,7 +52,9 @@ case "$CALL" in
      SUITE_PIECES="softmax.fwd:90 log_softmax.fwd:90 layer_norm.fwd:90 rms_norm.fwd:90" \
        sweep_part bf16 fwd "M=4096,N=32768 M=8192,N=65536"
      keep_report fwd-bf16 wide-fwd-bf16 ;;
-  5) wide_sweep 240 ce-fwd-caps ce-fwd-caps-call5
+  5) wide_sweep 200 ce-fwd-caps ce-fwd-caps-call5
+     SUITE_PIECES="softmax.fwd:80 log_softmax.fwd:80" sweep_part bf16 fwd "M=8192,N=65536"
+     keep_report fwd-bf16 softmax-long-bf16
      gpu_tests wide-rows-call5 240 tests/ops/test_wide_rows.py ;;
   *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
 esac

@@ -256,7 +256,7 @@ reached 94% of copy in bf16 at 4096 x 32768; on the H200's faster memory it reac
 FWD_LONG_MAX_N = 65536
 """Widest row ``FWD_LONG_LAUNCHES`` takes."""
 FWD_LONG_LAUNCHES: dict[int, WideLaunch] = {
-    2: WideLaunch(32, min_n=32769, chunk=8192, forwards=True, unrolled=True, max_registers=64)
+    2: WideLaunch(32, min_n=32769, chunk=8192, forwards=True, unrolled=True)
 }
 """Element size -> the looped launch (``softmax_fwd_looped_kernel``) of the forward of rows of
 32769-65536 columns; others keep the split kernel. H200, bf16 8192 x 65536, softmax /
