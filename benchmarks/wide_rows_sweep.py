@@ -10,6 +10,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-long OUT_PREFIX    # 32769-65536
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py registers OUT_PREFIX  # maxnreg caps
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py register-widths OUT_PREFIX  # their widths
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py whole-row-caps OUT_PREFIX  # whole rows
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce OUT_PREFIX      # looped CE with grad
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd OUT_PREFIX  # looped CE loss only
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd-unaligned OUT_PREFIX  # vocab 50257
@@ -365,6 +366,23 @@ def register_widths(prefix: str) -> None:
     run(prefix, runs)
 
 
+def whole_row_caps(prefix: str) -> None:
+    """The whole-row (not looped) launches at 4096 x 32768 with their registers capped
+    (``REGISTER_CAPS``): the bf16 softmax backward (``BWD_WIDE_LAUNCHES``, 87% of copy for
+    log-softmax in the harness) and the float32 forwards of LayerNorm (88%), RMSNorm and
+    softmax, as the cap of 64 sped up the looped forwards (``register-widths``)."""
+    layer, rms = (
+        norm.norm_fwd_wide_launch(32768, 4, k, True) for k in ("layer_norm.fwd", "rms_norm.fwd")
+    )
+    runs = [
+        (torch.bfloat16, 4096, 32768, None, {}, _capped(softmax_ops.BWD_WIDE_LAUNCHES[2]), False),
+        (torch.float32, 4096, 32768,
+         {"layer": _capped(layer), "rms": _capped(rms)},
+         _capped(softmax_ops.softmax_fwd_wide_launch(32768, 4, True)), {}, False),
+    ]  # fmt: skip
+    run(prefix, runs)
+
+
 CE_SHAPES = [(torch.bfloat16, 16384, 32000), (torch.bfloat16, 4096, 50257),
              (torch.bfloat16, 8192, 32768)]  # fmt: skip
 """``ce``: vocabularies the whole-row kernel (32000, 32768) and the aligned split (50257, rows
@@ -617,6 +635,7 @@ MODES = {
     "softmax-long": softmax_long,
     "registers": registers,
     "register-widths": register_widths,
+    "whole-row-caps": whole_row_caps,
     "ce": ce_looped,
     "ce-fwd": ce_fwd_looped,
     "ce-fwd-unaligned": ce_fwd_unaligned,

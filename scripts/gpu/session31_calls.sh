@@ -34,6 +34,8 @@
 #      softmax forwards at 8192 x 65536 through the harness again, their launch's cap taken off
 #      (it lost at 49152 and 57344 columns in call 4, and softmax at 65536 in its harness); the
 #      wide-row GPU tests on the capped launches.
+#   6  register caps on whole-row launches at 4096 x 32768 (wide_rows_sweep.py whole-row-caps):
+#      the bf16 softmax backward, the float32 LayerNorm, RMSNorm and softmax forwards.
 # Usage: bash scripts/gpu/session31_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -56,6 +58,7 @@ case "$CALL" in
      SUITE_PIECES="softmax.fwd:80 log_softmax.fwd:80" sweep_part bf16 fwd "M=8192,N=65536"
      keep_report fwd-bf16 softmax-long-bf16
      gpu_tests wide-rows-call5 240 tests/ops/test_wide_rows.py ;;
-  *) echo "CALL: expected 1-5, got $CALL" >&2; exit 2 ;;
+  6) wide_sweep 300 whole-row-caps whole-row-caps-call6 ;;
+  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
