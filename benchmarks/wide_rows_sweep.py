@@ -11,6 +11,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py registers OUT_PREFIX  # maxnreg caps
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py register-widths OUT_PREFIX  # their widths
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py whole-row-caps OUT_PREFIX  # whole rows
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-bwd-widths OUT_PREFIX
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce OUT_PREFIX      # looped CE with grad
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd OUT_PREFIX  # looped CE loss only
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd-unaligned OUT_PREFIX  # vocab 50257
@@ -27,6 +28,7 @@ candidate's output checked against the current path's (max |difference|).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -383,6 +385,16 @@ def whole_row_caps(prefix: str) -> None:
     run(prefix, runs)
 
 
+def softmax_bwd_widths(prefix: str) -> None:
+    """The bf16 softmax and log-softmax backward's whole-row launch (``BWD_WIDE_LAUNCHES``)
+    against the split kernel (``current``) at 4096 rows of 24576, 28672 and 32768 columns: in
+    ``whole-row-caps`` (H200) log-softmax's whole-row launch lost to the split kernel at 32768,
+    where the H100 had it ahead."""
+    launch = softmax_ops.BWD_WIDE_LAUNCHES[2]
+    bwds = {"shipped": launch, "32w": dataclasses.replace(launch, num_warps=32)}
+    run(prefix, [(torch.bfloat16, 4096, N, None, {}, bwds, False) for N in (24576, 28672, 32768)])
+
+
 CE_SHAPES = [(torch.bfloat16, 16384, 32000), (torch.bfloat16, 4096, 50257),
              (torch.bfloat16, 8192, 32768)]  # fmt: skip
 """``ce``: vocabularies the whole-row kernel (32000, 32768) and the aligned split (50257, rows
@@ -636,6 +648,7 @@ MODES = {
     "registers": registers,
     "register-widths": register_widths,
     "whole-row-caps": whole_row_caps,
+    "softmax-bwd-widths": softmax_bwd_widths,
     "ce": ce_looped,
     "ce-fwd": ce_fwd_looped,
     "ce-fwd-unaligned": ce_fwd_unaligned,

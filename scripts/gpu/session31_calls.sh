@@ -36,6 +36,8 @@
 #      wide-row GPU tests on the capped launches.
 #   6  register caps on whole-row launches at 4096 x 32768 (wide_rows_sweep.py whole-row-caps):
 #      the bf16 softmax backward, the float32 LayerNorm, RMSNorm and softmax forwards.
+#   7  the bf16 softmax backward's whole-row launch against the split kernel at 24576-32768
+#      columns (wide_rows_sweep.py softmax-bwd-widths; log-softmax's lost at 32768 in call 6).
 # Usage: bash scripts/gpu/session31_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -59,6 +61,7 @@ case "$CALL" in
      keep_report fwd-bf16 softmax-long-bf16
      gpu_tests wide-rows-call5 240 tests/ops/test_wide_rows.py ;;
   6) wide_sweep 300 whole-row-caps whole-row-caps-call6 ;;
-  *) echo "CALL: expected 1-6, got $CALL" >&2; exit 2 ;;
+  7) wide_sweep 200 softmax-bwd-widths softmax-bwd-widths-call7 ;;
+  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
