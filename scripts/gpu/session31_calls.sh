@@ -38,6 +38,9 @@
 #      the bf16 softmax backward, the float32 LayerNorm, RMSNorm and softmax forwards.
 #   7  the bf16 softmax backward's whole-row launch against the split kernel at 24576-32768
 #      columns (wide_rows_sweep.py softmax-bwd-widths; log-softmax's lost at 32768 in call 6).
+#   8  log-softmax's backward on its own launch (LOG_BWD_WIDE_LAUNCHES, from call 7): the issue
+#      sweep's bf16 softmax backwards at 4096 x 32768 through the harness, the softmax and
+#      wide-row GPU tests.
 # Usage: bash scripts/gpu/session31_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -62,6 +65,9 @@ case "$CALL" in
      gpu_tests wide-rows-call5 240 tests/ops/test_wide_rows.py ;;
   6) wide_sweep 300 whole-row-caps whole-row-caps-call6 ;;
   7) wide_sweep 200 softmax-bwd-widths softmax-bwd-widths-call7 ;;
-  *) echo "CALL: expected 1-7, got $CALL" >&2; exit 2 ;;
+  8) SUITE_PIECES="softmax.bwd:90 log_softmax.bwd:90" sweep_part bf16 smbwd "M=4096,N=32768"
+     keep_report smbwd-bf16 smbwd-bf16
+     gpu_tests softmax-call8 240 tests/ops/test_softmax.py tests/ops/test_wide_rows.py ;;
+  *) echo "CALL: expected 1-8, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -263,6 +263,7 @@ def wide_on(monkeypatch):
             monkeypatch.setitem(norm.NORM_FWD_WIDE_LAUNCHES, (size, kernel), WideLaunch(32))
         monkeypatch.setitem(softmax_ops.FWD_WIDE_LAUNCHES, size, WideLaunch(32))
         monkeypatch.setitem(softmax_ops.BWD_WIDE_LAUNCHES, size, WideLaunch(32))
+        monkeypatch.setitem(softmax_ops.LOG_BWD_WIDE_LAUNCHES, size, WideLaunch(32))
     monkeypatch.setattr(norm, "NORM_FWD_ROW_LAUNCHES", {})  # rows <= 16384: the tiled kernel
 
 
@@ -660,3 +661,15 @@ def test_shipped_tables_route_as_measured(monkeypatch):
     assert wide_launch(bwd, 2, 24575, 2) is None
     assert wide_launch(bwd, 2, 24576, 2) is not None
     assert wide_launch(bwd, 4, 32768, 4) is None
+    # log-softmax's backward: 32 warps from 28672 columns (its 16-warp launch lost on the H200)
+    log_bwd = softmax_ops.LOG_BWD_WIDE_LAUNCHES
+    assert wide_launch(log_bwd, 2, 28671, 2) is None
+    assert wide_launch(log_bwd, 2, 28672, 2).num_warps == 32
+    assert wide_launch(log_bwd, 4, 32768, 4) is None
+    # register caps of 64 a thread where they won on the H200 (session 31), not elsewhere
+    assert fwd(16385, 2).max_registers == fwd(32768, 2).max_registers == 64
+    assert fwd(65536, 2).max_registers is None
+    assert norm.norm_fwd_wide_launch(32768, 2, "layer_norm.fwd").max_registers == 64
+    assert norm.norm_fwd_wide_launch(65536, 2, "layer_norm.fwd").max_registers == 64
+    assert norm.norm_fwd_wide_launch(65536, 2, "rms_norm.fwd").max_registers == 64
+    assert norm.norm_fwd_wide_launch(32768, 2, "rms_norm.fwd").max_registers is None

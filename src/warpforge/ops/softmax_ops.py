@@ -270,13 +270,24 @@ stays the faster (1266.5 against 1459.4 us, ``softmax-looped-call2.txt``), and i
 
 BWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(16, min_n=24576)}
 """Element size -> the whole-row launch (``softmax_bwd_wide_kernel``: y and dy held, 64 columns
-a thread of each at 16 warps) of the backward of rows of ``min_n``-32768 columns; others keep
-the split kernel. Kernel alone on the H100, bf16 4096 x 32768 softmax / log-softmax
-(``widefwd-sweep1-2026-11-25-h100.txt``): 273.6 / 271.0 us against 275.4 / 275.7 split (Liger
-softmax 270.6); 32 warps 280.3 / 270.7. At 24576 and 28672 columns it ties or wins (205.7 /
-209.0 against 209.5 / 209.5), at 20000 log-softmax loses (186.1 against 173.6 us;
-``widefwd-widths-2026-11-25-h100.txt``). float32 is slower at every launch (4096 x 32768: 568.7
-/ 556.9 us at 16 warps against 554.9 / 552.2)."""
+a thread of each at 16 warps) of the softmax backward of rows of ``min_n``-32768 columns
+(log-softmax: ``LOG_BWD_WIDE_LAUNCHES``); others keep the split kernel. Kernel alone on the
+H100, bf16 4096 x 32768 softmax / log-softmax (``widefwd-sweep1-2026-11-25-h100.txt``): 273.6 /
+271.0 us against 275.4 / 275.7 split (Liger softmax 270.6); 32 warps 280.3 / 270.7. At 24576
+and 28672 columns it ties or wins (205.7 / 209.0 against 209.5 / 209.5), at 20000 log-softmax
+loses (186.1 against 173.6 us; ``widefwd-widths-2026-11-25-h100.txt``). float32 is slower at
+every launch (4096 x 32768: 568.7 / 556.9 us at 16 warps against 554.9 / 552.2). On the H200
+(``session31-h200-2026-11-30/softmax-bwd-widths-call7.txt``, bf16, 4096 rows) softmax keeps
+it: 148.3 / 170.3 / 193.8 us at 24576 / 28672 / 32768 columns against 150.2 / 183.5 / 198.4
+for the split kernel (32 warps: 159.9 / 180.4 / 201.8); register caps of 48-128 a thread were
+slower or level (``whole-row-caps-call6.txt``)."""
+
+LOG_BWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(32, min_n=28672)}
+"""Element size -> the whole-row launch of the log-softmax backward (as ``BWD_WIDE_LAUNCHES``
+for softmax). On the H200 (``session31-h200-2026-11-30/softmax-bwd-widths-call7.txt``, bf16,
+4096 rows) the 16-warp launch softmax takes lost to the split kernel at every width (177.0 /
+200.3 / 220.8 us at 24576 / 28672 / 32768 columns against 152.1 / 186.5 / 200.8), and 32 warps
+won from 28672 columns (179.2 / 194.4 us; 164.5 at 24576)."""
 
 
 def softmax_fwd_wide_launch(
@@ -392,8 +403,9 @@ def softmax_backward(
 ) -> torch.Tensor:
     """dx of the (M, N) rows of (log-)softmax output ``y`` and its gradient ``dy``.
     ``launch`` (the tuner's trials) runs the row or chunked kernel with that launch; without
-    it, rows that ``BWD_WIDE_LAUNCHES``, the split plan or ``BWD_TILE_LAUNCHES`` name take
-    those kernels and the rest the row kernels on the tuned launch."""
+    it, rows that ``BWD_WIDE_LAUNCHES`` (log-softmax: ``LOG_BWD_WIDE_LAUNCHES``), the split plan
+    or ``BWD_TILE_LAUNCHES`` name take those kernels and the rest the row kernels on the tuned
+    launch."""
     M, N = y.shape
     dx = torch.empty((M, N), dtype=y.dtype, device=y.device)
     if M == 0 or N == 0:
@@ -410,7 +422,8 @@ def softmax_backward(
     dy, y = as_rows(dy), as_rows(y)
     config = launch
     if config is None:
-        wide = wide_launch(BWD_WIDE_LAUNCHES, y.element_size(), N, y.element_size())
+        table = LOG_BWD_WIDE_LAUNCHES if log else BWD_WIDE_LAUNCHES
+        wide = wide_launch(table, y.element_size(), N, y.element_size())
         if wide is not None:
             return wide_softmax_backward(dy, y, dx, log, wide)
         config = _bwd_launch_config(M, N, y.dtype, y.device)
