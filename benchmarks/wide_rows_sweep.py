@@ -12,6 +12,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py register-widths OUT_PREFIX  # their widths
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py whole-row-caps OUT_PREFIX  # whole rows
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-bwd-widths OUT_PREFIX
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-long-caps OUT_PREFIX
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce OUT_PREFIX      # looped CE with grad
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd OUT_PREFIX  # looped CE loss only
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd-unaligned OUT_PREFIX  # vocab 50257
@@ -395,6 +396,24 @@ def softmax_bwd_widths(prefix: str) -> None:
     run(prefix, [(torch.bfloat16, 4096, N, None, {}, bwds, False) for N in (24576, 28672, 32768)])
 
 
+SOFTMAX_LONG_CAPS = {
+    "4096c 16w r64": W(16, chunk=4096, forwards=True, unrolled=True, max_registers=64),
+    "8192c 16w r64": W(16, chunk=8192, forwards=True, unrolled=True, max_registers=64),
+    "4096c 32w r64": W(32, chunk=4096, forwards=True, unrolled=True, max_registers=64),
+}
+"""``softmax-long-caps``: looped launches with registers capped at 64 a thread for rows of
+32769-65536 columns, where the shipped 8192-column, 32-warp launch capped at 64 lost at 49152
+and 57344 columns (``register-widths``) but the 32768-column launch (4096-column chunks, 16
+warps) gained from the cap at every width it takes."""
+
+
+def softmax_long_caps(prefix: str) -> None:
+    """``FWD_LONG_LAUNCHES``' bf16 launch (as shipped) against ``SOFTMAX_LONG_CAPS`` at 8192
+    rows of 49152, 57344 and 65536 columns."""
+    sms = {"shipped": softmax_ops.FWD_LONG_LAUNCHES[2], **SOFTMAX_LONG_CAPS}
+    run(prefix, [(torch.bfloat16, 8192, N, None, sms, {}, False) for N in (49152, 57344, 65536)])
+
+
 CE_SHAPES = [(torch.bfloat16, 16384, 32000), (torch.bfloat16, 4096, 50257),
              (torch.bfloat16, 8192, 32768)]  # fmt: skip
 """``ce``: vocabularies the whole-row kernel (32000, 32768) and the aligned split (50257, rows
@@ -649,6 +668,7 @@ MODES = {
     "register-widths": register_widths,
     "whole-row-caps": whole_row_caps,
     "softmax-bwd-widths": softmax_bwd_widths,
+    "softmax-long-caps": softmax_long_caps,
     "ce": ce_looped,
     "ce-fwd": ce_fwd_looped,
     "ce-fwd-unaligned": ce_fwd_unaligned,

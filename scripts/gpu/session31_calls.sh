@@ -41,6 +41,8 @@
 #   8  log-softmax's backward on its own launch (LOG_BWD_WIDE_LAUNCHES, from call 7): the issue
 #      sweep's bf16 softmax backwards at 4096 x 32768 through the harness, the softmax and
 #      wide-row GPU tests.
+#   9  the looped softmax forward of 32769-65536 columns at other launches capped at 64
+#      registers a thread (wide_rows_sweep.py softmax-long-caps).
 # Usage: bash scripts/gpu/session31_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -68,6 +70,7 @@ case "$CALL" in
   8) SUITE_PIECES="softmax.bwd:90 log_softmax.bwd:90" sweep_part bf16 smbwd "M=4096,N=32768"
      keep_report smbwd-bf16 smbwd-bf16
      gpu_tests softmax-call8 240 tests/ops/test_softmax.py tests/ops/test_wide_rows.py ;;
-  *) echo "CALL: expected 1-8, got $CALL" >&2; exit 2 ;;
+  9) wide_sweep 200 softmax-long-caps softmax-long-caps-call9 ;;
+  *) echo "CALL: expected 1-9, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
