@@ -43,6 +43,9 @@
 #      wide-row GPU tests.
 #   9  the looped softmax forward of 32769-65536 columns at other launches capped at 64
 #      registers a thread (wide_rows_sweep.py softmax-long-caps).
+#  10  FWD_LONG_LAUNCHES on 4096-column chunks, 16 warps, 64 registers (from call 9): the same
+#      sweep (now also at 40961 columns and with the launch before it), the issue sweep's bf16
+#      softmax forwards at 8192 x 65536 through the harness, the softmax GPU tests.
 # Usage: bash scripts/gpu/session31_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -71,6 +74,10 @@ case "$CALL" in
      keep_report smbwd-bf16 smbwd-bf16
      gpu_tests softmax-call8 240 tests/ops/test_softmax.py tests/ops/test_wide_rows.py ;;
   9) wide_sweep 200 softmax-long-caps softmax-long-caps-call9 ;;
-  *) echo "CALL: expected 1-9, got $CALL" >&2; exit 2 ;;
+  10) wide_sweep 150 softmax-long-caps softmax-long-caps-call10
+      SUITE_PIECES="softmax.fwd:80 log_softmax.fwd:80" sweep_part bf16 fwd "M=8192,N=65536"
+      keep_report fwd-bf16 softmax-long-bf16
+      gpu_tests softmax-call10 200 tests/ops/test_wide_rows.py -k softmax ;;
+  *) echo "CALL: expected 1-10, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -649,12 +649,13 @@ def test_shipped_tables_route_as_measured(monkeypatch):
     assert norm.norm_fwd_wide_launch(65537, 2, "layer_norm.fwd") is None
     assert norm.norm_fwd_wide_launch(65536, 4, "layer_norm.fwd") is None
     assert norm.norm_fwd_wide_launch(65536, 2, "add_rms_norm.fwd") is None
-    # the 2-byte softmax forward walks rows of 16385-32768 columns in 4096-column chunks, rows
-    # of 32769-65536 in 8192-column ones; float32 holds its row whole to 32768 columns
+    # the 2-byte softmax forward walks rows of 16385-65536 columns in 4096-column chunks, on 16
+    # warps; float32 holds its row whole to 32768 columns
     fwd = softmax_ops.softmax_fwd_wide_launch
     assert fwd(16384, 2) is fwd(65537, 2) is None
     assert fwd(16385, 2).chunk == fwd(24577, 2).chunk == fwd(32768, 2).chunk == 4096
-    assert fwd(32769, 2).chunk == fwd(40961, 2).chunk == fwd(65536, 2).chunk == 8192
+    assert fwd(32769, 2).chunk == fwd(40961, 2).chunk == fwd(65536, 2).chunk == 4096
+    assert fwd(32768, 2) is not fwd(32769, 2)  # two tables: the longer rows unroll more chunks
     assert fwd(16385, 4).chunk == 0
     assert fwd(32769, 4) is None
     bwd = softmax_ops.BWD_WIDE_LAUNCHES
@@ -668,7 +669,7 @@ def test_shipped_tables_route_as_measured(monkeypatch):
     assert wide_launch(log_bwd, 4, 32768, 4) is None
     # register caps of 64 a thread where they won on the H200 (session 31), not elsewhere
     assert fwd(16385, 2).max_registers == fwd(32768, 2).max_registers == 64
-    assert fwd(65536, 2).max_registers is None
+    assert fwd(32769, 2).max_registers == fwd(65536, 2).max_registers == 64
     assert norm.norm_fwd_wide_launch(32768, 2, "layer_norm.fwd").max_registers == 64
     assert norm.norm_fwd_wide_launch(65536, 2, "layer_norm.fwd").max_registers == 64
     assert norm.norm_fwd_wide_launch(65536, 2, "rms_norm.fwd").max_registers == 64

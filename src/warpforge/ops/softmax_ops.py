@@ -256,7 +256,7 @@ reached 94% of copy in bf16 at 4096 x 32768; on the H200's faster memory it reac
 FWD_LONG_MAX_N = 65536
 """Widest row ``FWD_LONG_LAUNCHES`` takes."""
 FWD_LONG_LAUNCHES: dict[int, WideLaunch] = {
-    2: WideLaunch(32, min_n=32769, chunk=8192, forwards=True, unrolled=True)
+    2: WideLaunch(16, min_n=32769, chunk=4096, forwards=True, unrolled=True, max_registers=64)
 }
 """Element size -> the looped launch (``softmax_fwd_looped_kernel``) of the forward of rows of
 32769-65536 columns; others keep the split kernel. H200, bf16 8192 x 65536, softmax /
@@ -266,7 +266,13 @@ log-softmax (``softmax-widths-call3.txt``): 625.1 / 600.7 us against the split k
 505.2 at 49152 columns, 533.4 / 502.4 against 589.4 / 589.0 at 57344, and 669.6 / 639.6 against
 1160.9 / 1867.1 at 40961 (rows of no whole 16-byte vectors). At 8192 x 131072 the split kernel
 stays the faster (1266.5 against 1459.4 us, ``softmax-looped-call2.txt``), and in float32 at
-65536 (1085.9 against 1223.8)."""
+65536 (1085.9 against 1223.8). Since the thirty-first session 2-byte rows take 4096-column
+chunks on 16 warps with 64 registers a thread (``maxnreg``): H200, bf16, 8192 rows, softmax /
+log-softmax (``session31-h200-2026-11-30/softmax-long-caps-call9.txt``) 414.4 / 398.7 us at
+49152 columns, 500.8 / 478.9 at 57344 and 593.4 / 579.9 at 65536, against 446.3 / 417.6,
+530.7 / 502.9 and 625.0 / 599.5 for the 8192-column, 32-warp launch before it (that launch
+capped at 64 gained only for log-softmax at 65536, ``register-widths-call4.txt``; uncapped,
+4096-column chunks on 16 warps had lost at 65536, above)."""
 
 BWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(16, min_n=24576)}
 """Element size -> the whole-row launch (``softmax_bwd_wide_kernel``: y and dy held, 64 columns
