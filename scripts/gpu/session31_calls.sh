@@ -46,6 +46,8 @@
 #  10  FWD_LONG_LAUNCHES on 4096-column chunks, 16 warps, 64 registers (from call 9): the same
 #      sweep (now also at 40961 columns and with the launch before it), the issue sweep's bf16
 #      softmax forwards at 8192 x 65536 through the harness, the softmax GPU tests.
+#  11  log-softmax's backward routed outside softmax_backward (log_softmax_wide_backward; its
+#      source is in the softmax.bwd tunable's hash): the softmax backward tests on the GPU.
 # Usage: bash scripts/gpu/session31_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -78,6 +80,9 @@ case "$CALL" in
       SUITE_PIECES="softmax.fwd:80 log_softmax.fwd:80" sweep_part bf16 fwd "M=8192,N=65536"
       keep_report fwd-bf16 softmax-long-bf16
       gpu_tests softmax-call10 200 tests/ops/test_wide_rows.py -k softmax ;;
-  *) echo "CALL: expected 1-10, got $CALL" >&2; exit 2 ;;
+  11) timeout 150 python3 -m pytest -q -p no:cacheprovider -rfEs tests/ops/test_wide_rows.py \
+        tests/ops/test_softmax_split_bwd.py -k "backward and not split_backward_gpu" > "$OUT/keep/gpu-tests-softmax-bwd-call11.txt" 2>&1
+      echo "softmax backward tests: exit $?: $(tail -n 1 "$OUT/keep/gpu-tests-softmax-bwd-call11.txt")" ;;
+  *) echo "CALL: expected 1-11, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -481,6 +481,36 @@ def test_shipped_softmax_launches_compute_right(table, size, monkeypatch, device
 
 
 @pytest.mark.parametrize("fn", [softmax, log_softmax], ids=["softmax", "log_softmax"])
+def test_shipped_softmax_backward_routes(fn, monkeypatch, device, poison_outputs):
+    """The shipped 2-byte backward tables through autograd: softmax takes its whole-row launch
+    from 24576 columns; log-softmax takes its own (32 warps) from 28672 and, at the narrower
+    rows softmax's launch takes, the split kernel; both right against float64."""
+    import warpforge.ops._kernels.softmax as softmax_kernels
+
+    monkeypatch.delenv(WIDE_ROWS, raising=False)
+    wide = LaunchSpy(wide_kernels.softmax_bwd_wide_kernel)
+    split = LaunchSpy(softmax_kernels.softmax_bwd_flags_kernel)
+    monkeypatch.setattr(wide_kernels, "softmax_bwd_wide_kernel", wide)
+    monkeypatch.setattr(softmax_kernels, "softmax_bwd_flags_kernel", split)
+    log = fn is log_softmax
+    dtype = torch.float16 if device.type == "cpu" else torch.bfloat16
+    for N in (24576, 28671, 28672, 32768):
+        wide.launches.clear()
+        split.grids.clear()
+        x = (torch.randn(2, N, device=device) * 3).to(dtype).requires_grad_()
+        dy = torch.randn(2, N, device=device).to(dtype)
+        y = fn(x, -1)
+        (dx,) = torch.autograd.grad(y, x, dy)
+        whole_row = not log or N >= 28672
+        assert len(wide.launches) == whole_row, N
+        assert bool(split.grids) == (not whole_row), N
+        if whole_row:
+            assert wide.launches[0]["num_warps"] == (32 if log else 16), N
+        want = softmax_dx_expected(dy, y.detach(), log)
+        torch.testing.assert_close(dx.double(), want, atol=TOL[dtype] * 1e-1, rtol=TOL[dtype])
+
+
+@pytest.mark.parametrize("fn", [softmax, log_softmax], ids=["softmax", "log_softmax"])
 def test_public_softmax_takes_the_wide_kernels(fn, wide_on, monkeypatch, device, poison_outputs):
     fwd = LaunchSpy(wide_kernels.softmax_fwd_wide_kernel)
     bwd = LaunchSpy(wide_kernels.softmax_bwd_wide_kernel)

@@ -209,7 +209,9 @@ Chunks of 1024-2048 columns on 2-8 warps walking forwards were slower (724-792 u
 16384 x 32000, ``session30-h200-2026-11-30/ce-small-call9.txt``). The registers capped at 64
 (``ce-registers-call11.txt``): 595.5 against 613.6 us at 16384 x 32000, 306.7 against 317.4 at
 8192 x 32768; at 96 or 128 (one program an SM) 739-811 us; left to ptxas (40 a thread under
-Triton 3.9) the launch of the line above."""
+Triton 3.9) the launch of the line above. The harness on the capped launch
+(``session31-h200-2026-11-30/ce-fwdbwd-bf16-call1.json``, cross_entropy.fwd_bwd bf16 16384 x
+32000): 610.7 us against 630.0 uncapped (``session30-h200-2026-11-30/ce-bf16-call1.json``)."""
 
 
 def fwd_grad_looped_launch(n_cols: int, element_size: int) -> WideLaunch | None:
@@ -230,7 +232,11 @@ the rolled one by more than 1%, see below); others keep ``launch_heuristic``'s r
 264.1); 8192 x 32768 137.4 against 159.9. Wider rows, the best rolled launch against the
 current one: 8192 x 128256 2048/4 499.2 against 493.5, 2048 x 151936 4096/8 173.2 against
 162.2, 4096 x 262144 2048/4 510.6 against 492.6 (8192-column chunks on 16 warps unrolled
-488.5)."""
+488.5). Register caps (``session31-h200-2026-11-30/ce-fwd-caps-call5.txt`` and
+``ce-fwd-registers-call3.txt``) won nowhere: this launch capped at 64 a thread tied (253.0
+against 252.1 us at 16384 x 32000), at 96-128 lost (295-302); the rolled 4096-column launch of
+the wider rows capped at 48-64 lost 2-8% at 128256-262144 classes, and at 32 (so that 2048
+rows of 151936 classes run in one wave) 184-654 against 162 us."""
 
 
 def fwd_looped_launch(n_cols: int, element_size: int) -> WideLaunch | None:

@@ -536,7 +536,11 @@ At the narrower wide rows (``widths-call2.txt``, bf16 4096 x N, us): LayerNorm 9
 149.2 / 156.3 / 165.1 for the whole-row kernel, and at 24577 columns (no whole 16-byte vectors)
 385.3 against 482.5 and 776.7, so it takes those rows too; bf16 RMSNorm and add+RMSNorm lose
 there (318.4 against 251.6, 624.6 against 505.8) and leave them to the split kernel
-(``aligned``)."""
+(``aligned``). bf16 LayerNorm's looped launch caps its registers at 64 a thread since the
+thirty-first session (H200, 4096 rows, ``session31-h200-2026-11-30/register-widths-call4.txt``,
+us, capped against uncapped): 111.4 / 112.0 at 24576 columns, 339.0 / 385.6 at 24577, 130.7 /
+135.1 at 28672, 150.2 / 154.7 at 32768; at 20000 it loses 3% (101.9 / 99.0). Caps of 96 and 128
+were much slower, 48 no faster (``registers-call2.txt``)."""
 
 _ROW = functools.partial(WideLaunch, min_n=1, aligned=True)  # the key's power of two bounds N
 NORM_FWD_ROW_LAUNCHES: dict[tuple[int, str, int], WideLaunch] = {
@@ -624,7 +628,12 @@ for its second read. Narrower rows (``session29-h200-2026-11-30/long-widths-call
 columns, 532.4 / 646.3 at 57344; RMSNorm 402.0 / 482.7 and 493.8 / 568.6. At 40961 columns
 (rows of no whole 16-byte vectors) it lost (LayerNorm 1314.3 / 1105.0, RMSNorm 826.6 / 823.2),
 so the launches are ``aligned``. add+RMSNorm at the same looped launch lost at every aligned
-width (875.3 / 819.6 at 49152, 1233.5 / 1093.7 at 65536) and keeps the split kernel."""
+width (875.3 / 819.6 at 49152, 1233.5 / 1093.7 at 65536) and keeps the split kernel. Both
+launches cap their registers at 64 a thread since the thirty-first session (``maxnreg``; the
+most a 32-warp program may hold, yet ptxas left alone picks fewer): H200, bf16, 8192 rows
+(``session31-h200-2026-11-30/register-widths-call4.txt``), us, capped against uncapped,
+LayerNorm / RMSNorm: 460.6 / 392.6 against 479.1 / 402.7 at 49152 columns, 532.4 / 459.3
+against 535.8 / 494.0 at 57344, 608.7 / 530.1 against 636.6 / 558.5 at 65536."""
 
 
 def norm_fwd_wide_launch(

@@ -248,9 +248,21 @@ log-softmax, us:
     28672     133.8 / 123.6   162.3 / 160.5   159.8 / 159.6
     32768     152.4 / 142.3   171.9 / 170.1   173.0 / 173.3
 
-(log-softmax at 32768: 91.6% of copy). float32 4096 x 32768 (``softmax-looped-call2.txt``):
-the whole-row kernel 262.3 / 263.8 us, the best looped launch 297.2 / 294.5, the split kernel
-295.8 / 296.3. On the H100 (``widefwd-sweep1-2026-11-25-h100.txt``) the whole-row kernel had
+(log-softmax at 32768: 91.6% of copy). Since the thirty-first session the 2-byte launch caps
+its registers at 64 a thread (``maxnreg``; ptxas left alone gives it fewer, and fewer loads in
+flight): H200, bf16, 4096 rows, softmax / log-softmax
+(``session31-h200-2026-11-30/register-widths-call4.txt``), us, capped against uncapped:
+
+    columns   capped          uncapped
+    20000      95.6 /  89.3   100.5 /  95.8
+    24576     112.1 / 108.1   115.9 / 109.4
+    24577     172.2 / 159.8   174.8 / 162.6
+    28672     130.8 / 120.2   134.7 / 125.3
+    32768     143.2 / 132.9   153.8 / 144.4
+
+(at 32768 columns a cap of 48 was no faster, 96 and 128 far slower, ``registers-call2.txt``).
+float32 4096 x 32768 (``softmax-looped-call2.txt``): the whole-row kernel 262.3 / 263.8 us,
+the best looped launch 297.2 / 294.5, the split kernel 295.8 / 296.3. On the H100 (``widefwd-sweep1-2026-11-25-h100.txt``) the whole-row kernel had
 reached 94% of copy in bf16 at 4096 x 32768; on the H200's faster memory it reached 76%."""
 
 FWD_LONG_MAX_N = 65536
@@ -270,7 +282,8 @@ stays the faster (1266.5 against 1459.4 us, ``softmax-looped-call2.txt``), and i
 chunks on 16 warps with 64 registers a thread (``maxnreg``): H200, bf16, 8192 rows, softmax /
 log-softmax (``session31-h200-2026-11-30/softmax-long-caps-call9.txt``) 414.4 / 398.7 us at
 49152 columns, 500.8 / 478.9 at 57344 and 593.4 / 579.9 at 65536, against 446.3 / 417.6,
-530.7 / 502.9 and 625.0 / 599.5 for the 8192-column, 32-warp launch before it (that launch
+530.7 / 502.9 and 625.0 / 599.5 for the 8192-column, 32-warp launch before it, and at 40961
+columns 586.9 / 550.7 against 669.8 / 638.8 (``softmax-long-caps-call10.txt``; that launch
 capped at 64 gained only for log-softmax at 65536, ``register-widths-call4.txt``; uncapped,
 4096-column chunks on 16 warps had lost at 65536, above)."""
 
@@ -289,8 +302,9 @@ for the split kernel (32 warps: 159.9 / 180.4 / 201.8); register caps of 48-128 
 slower or level (``whole-row-caps-call6.txt``)."""
 
 LOG_BWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(32, min_n=28672)}
-"""Element size -> the whole-row launch of the log-softmax backward (as ``BWD_WIDE_LAUNCHES``
-for softmax). On the H200 (``session31-h200-2026-11-30/softmax-bwd-widths-call7.txt``, bf16,
+"""Element size -> the whole-row launch of the log-softmax backward of rows that
+``BWD_WIDE_LAUNCHES`` lists and of at least ``min_n`` columns; its other rows there take the
+split kernel (:func:`log_softmax_wide_backward`). On the H200 (``session31-h200-2026-11-30/softmax-bwd-widths-call7.txt``, bf16,
 4096 rows) the 16-warp launch softmax takes lost to the split kernel at every width (177.0 /
 200.3 / 220.8 us at 24576 / 28672 / 32768 columns against 152.1 / 186.5 / 200.8), and 32 warps
 won from 28672 columns (179.2 / 194.4 us; 164.5 at 24576)."""
@@ -409,9 +423,8 @@ def softmax_backward(
 ) -> torch.Tensor:
     """dx of the (M, N) rows of (log-)softmax output ``y`` and its gradient ``dy``.
     ``launch`` (the tuner's trials) runs the row or chunked kernel with that launch; without
-    it, rows that ``BWD_WIDE_LAUNCHES`` (log-softmax: ``LOG_BWD_WIDE_LAUNCHES``), the split plan
-    or ``BWD_TILE_LAUNCHES`` name take those kernels and the rest the row kernels on the tuned
-    launch."""
+    it, rows that ``BWD_WIDE_LAUNCHES``, the split plan or ``BWD_TILE_LAUNCHES`` name take
+    those kernels and the rest the row kernels on the tuned launch."""
     M, N = y.shape
     dx = torch.empty((M, N), dtype=y.dtype, device=y.device)
     if M == 0 or N == 0:
@@ -428,8 +441,7 @@ def softmax_backward(
     dy, y = as_rows(dy), as_rows(y)
     config = launch
     if config is None:
-        table = LOG_BWD_WIDE_LAUNCHES if log else BWD_WIDE_LAUNCHES
-        wide = wide_launch(table, y.element_size(), N, y.element_size())
+        wide = wide_launch(BWD_WIDE_LAUNCHES, y.element_size(), N, y.element_size())
         if wide is not None:
             return wide_softmax_backward(dy, y, dx, log, wide)
         config = _bwd_launch_config(M, N, y.dtype, y.device)
@@ -453,9 +465,37 @@ def softmax_backward(
     return dx
 
 
+def log_softmax_wide_backward(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor | None:
+    """dx of log-softmax rows that ``BWD_WIDE_LAUNCHES``' launch would take in
+    :func:`softmax_backward`, on log-softmax's own route: ``LOG_BWD_WIDE_LAUNCHES``' launch
+    where it applies, else the split kernel; None for other rows (or no split plan), which
+    :func:`softmax_backward` then takes. Kept out of :func:`softmax_backward`, whose source is
+    part of the ``softmax.bwd`` tunable's hash: changing it would retire the shipped tuned
+    launches of every row."""
+    M, N = y.shape
+    size = y.element_size()
+    if (
+        M == 0
+        or execution_path(y.device) is ExecutionPath.TORCH_REFERENCE
+        or wide_launch(BWD_WIDE_LAUNCHES, size, N, size) is None
+    ):
+        return None
+    dy, y = as_rows(dy), as_rows(y)
+    launch = wide_launch(LOG_BWD_WIDE_LAUNCHES, size, N, size)
+    plan = None if launch is not None else _bwd_split_plan(M, N, size, y.device)
+    if launch is None and plan is None:
+        return None
+    dx = torch.empty((M, N), dtype=y.dtype, device=y.device)
+    if launch is not None:
+        return wide_softmax_backward(dy, y, dx, True, launch)
+    split_softmax_backward(dy, y, dx, True, plan)
+    return dx
+
+
 @dispatched_op("warpforge::softmax_bwd", mutates_args=())
 def _softmax_bwd(dy: torch.Tensor, y: torch.Tensor, log: bool) -> torch.Tensor:
-    return softmax_backward(dy, y, log)
+    dx = log_softmax_wide_backward(dy, y) if log else None
+    return softmax_backward(dy, y, log) if dx is None else dx
 
 
 @_softmax_bwd.register_fake
