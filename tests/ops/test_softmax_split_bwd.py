@@ -173,7 +173,8 @@ def test_autograd_backward_of_long_rows_takes_the_split_kernel(fn, monkeypatch, 
     dy = torch.randn(M, N, device=device)
     y = fn(x, -1)
     (dx,) = torch.autograd.grad(y, x, dy)
-    assert len(spy.grids) == 2  # the interpreter's two launches (one on a GPU)
+    # the interpreter runs the meeting in two launches (plan.stages()), a GPU in one
+    assert len(spy.grids) == (1 if device.type == "cuda" else 2)
     torch.testing.assert_close(
         dx.double(), expected_dx(dy, y.detach(), fn is log_softmax), atol=1e-5, rtol=1e-5
     )
