@@ -10,6 +10,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-long OUT_PREFIX    # 32769-65536
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py registers OUT_PREFIX  # maxnreg caps
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py register-widths OUT_PREFIX  # their widths
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py register-rows OUT_PREFIX  # row counts
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py whole-row-caps OUT_PREFIX  # whole rows
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-bwd-widths OUT_PREFIX
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-long-caps OUT_PREFIX
@@ -197,8 +198,6 @@ LONG_WIDTHS = [(torch.bfloat16, 8192, N) for N in (40961, 49152, 57344, 65536)]
 def _table_launches(launches: dict, size: int) -> dict[str, dict[str, WideLaunch]]:
     """{op: {"table": launch}} of a shipped norm forward table for one element size, each
     launch's ``min_n`` lifted."""
-    import dataclasses
-
     table = {}
     for op, kernel in (("rms", "rms_norm.fwd"), ("add_rms", "add_rms_norm.fwd"),
                        ("layer", "layer_norm.fwd")):  # fmt: skip
@@ -285,8 +284,6 @@ def softmax_looped(prefix: str, shapes=SOFTMAX_SHAPES, launches=SOFTMAX_LOOPED, 
 def softmax_long(prefix: str) -> None:
     """``FWD_LONG_LAUNCHES``' 2-byte launch (``min_n`` and ``aligned`` lifted) against the
     split kernel at ``LONG_WIDTHS``, without Liger."""
-    import dataclasses
-
     table = {"table": dataclasses.replace(softmax_ops.FWD_LONG_LAUNCHES[2], min_n=0, aligned=False)}
     runs = [(dtype, M, N, None, table, {}, False) for dtype, M, N in LONG_WIDTHS]
     run(prefix, runs)
@@ -305,8 +302,6 @@ registers a thread, the register file over 1024 threads)."""
 
 def _capped(launch: WideLaunch) -> dict[str, WideLaunch]:
     """{label: launch}: ``launch`` as shipped and at each of ``REGISTER_CAPS``' caps."""
-    import dataclasses
-
     capped = {"shipped": launch}
     for cap in REGISTER_CAPS.get(launch.num_warps, ()):
         capped[f"shipped r{cap}"] = dataclasses.replace(launch, max_registers=cap)
@@ -319,8 +314,6 @@ def registers(prefix: str) -> None:
     under Triton 3.9) and capped at ``REGISTER_CAPS`` (more loads in flight a thread, fewer
     programs an SM), as the cap of 64 sped up the looped cross-entropy forward with gradient
     (``session30-h200-2026-11-30/ce-registers-call11.txt``)."""
-    import dataclasses
-
     runs = []
     for dtype, M, N in REGISTER_SHAPES:
         width = max(N, 32768)  # narrower rows on the 32768-column launches, min_n lifted
@@ -345,20 +338,24 @@ registers (24577 and 40961: rows of no whole 16-byte vectors)."""
 def _capped_and_not(launch: WideLaunch | None) -> dict[str, WideLaunch]:
     """{"shipped": launch, "uncapped": launch without its register cap}, or {} where ``launch``
     is None or has no cap."""
-    import dataclasses
-
     if launch is None or launch.max_registers is None:
         return {}
     return {"shipped": launch, "uncapped": dataclasses.replace(launch, max_registers=None)}
 
 
-def register_widths(prefix: str) -> None:
+REGISTER_ROWS = [(dtype, M, N) for M in (132, 1056, 16384) for N in (24576, 49152)
+                 for dtype in (torch.bfloat16, torch.float16)]  # fmt: skip
+"""``register-rows``: the capped launches at other row counts (132 rows, one an SM of the H200;
+1056, eight an SM; 16384, many waves) and in fp16, which takes the same 2-byte launches."""
+
+
+def register_widths(prefix: str, shapes: list | None = None) -> None:
     """The looped softmax and norm forwards' shipped launches that cap their registers (since
     the thirty-first session, from ``registers`` at 32768 and 65536 columns) against the same
-    launches uncapped, at ``REGISTER_WIDTHS``: the cap must not lose at the narrower rows the
-    launches also take."""
+    launches uncapped, at ``shapes`` (``REGISTER_WIDTHS`` unless given): the cap must not lose
+    at the narrower rows the launches also take."""
     runs = []
-    for dtype, M, N in REGISTER_WIDTHS:
+    for dtype, M, N in shapes or REGISTER_WIDTHS:
         size = dtype.itemsize
         norms = {}
         for op, tunable in (("rms", "rms_norm.fwd"), ("layer", "layer_norm.fwd")):
@@ -367,6 +364,11 @@ def register_widths(prefix: str) -> None:
         sms = _capped_and_not(softmax_ops.softmax_fwd_wide_launch(N, size, True))
         runs.append((dtype, M, N, norms, sms, {}, False))
     run(prefix, runs)
+
+
+def register_rows(prefix: str) -> None:
+    """``register_widths`` at ``REGISTER_ROWS``."""
+    register_widths(prefix, REGISTER_ROWS)
 
 
 def whole_row_caps(prefix: str) -> None:
@@ -397,7 +399,7 @@ def softmax_bwd_widths(prefix: str) -> None:
 
 
 SOFTMAX_LONG_CAPS = {
-    "8192c 32w": W(32, chunk=8192, forwards=True, unrolled=True),  # shipped to session 31
+    "8192c 32w": W(32, chunk=8192, forwards=True, unrolled=True),  # shipped until session 31
     "4096c 16w r64": W(16, chunk=4096, forwards=True, unrolled=True, max_registers=64),
     "8192c 16w r64": W(16, chunk=8192, forwards=True, unrolled=True, max_registers=64),
     "4096c 32w r64": W(32, chunk=4096, forwards=True, unrolled=True, max_registers=64),
@@ -668,6 +670,7 @@ MODES = {
     "softmax-long": softmax_long,
     "registers": registers,
     "register-widths": register_widths,
+    "register-rows": register_rows,
     "whole-row-caps": whole_row_caps,
     "softmax-bwd-widths": softmax_bwd_widths,
     "softmax-long-caps": softmax_long_caps,

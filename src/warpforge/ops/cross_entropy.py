@@ -235,7 +235,7 @@ current one: 8192 x 128256 2048/4 499.2 against 493.5, 2048 x 151936 4096/8 173.
 488.5). Register caps (``session31-h200-2026-11-30/ce-fwd-caps-call5.txt`` and
 ``ce-fwd-registers-call3.txt``) won nowhere: this launch capped at 64 a thread tied (253.0
 against 252.1 us at 16384 x 32000), at 96-128 lost (295-302); the rolled 4096-column launch of
-the wider rows capped at 48-64 lost 2-8% at 128256-262144 classes, and at 32 (so that 2048
+the wider rows capped at 48-64 lost 3-8% at 128256-262144 classes, and at 32 (so that 2048
 rows of 151936 classes run in one wave) 184-654 against 162 us."""
 
 

@@ -262,8 +262,9 @@ flight): H200, bf16, 4096 rows, softmax / log-softmax
 
 (at 32768 columns a cap of 48 was no faster, 96 and 128 far slower, ``registers-call2.txt``).
 float32 4096 x 32768 (``softmax-looped-call2.txt``): the whole-row kernel 262.3 / 263.8 us,
-the best looped launch 297.2 / 294.5, the split kernel 295.8 / 296.3. On the H100 (``widefwd-sweep1-2026-11-25-h100.txt``) the whole-row kernel had
-reached 94% of copy in bf16 at 4096 x 32768; on the H200's faster memory it reached 76%."""
+the best looped launch 297.2 / 294.5, the split kernel 295.8 / 296.3. On the H100
+(``widefwd-sweep1-2026-11-25-h100.txt``) the whole-row kernel had reached 94% of copy in bf16
+at 4096 x 32768; on the H200's faster memory it reached 76%."""
 
 FWD_LONG_MAX_N = 65536
 """Widest row ``FWD_LONG_LAUNCHES`` takes."""
@@ -304,10 +305,12 @@ slower or level (``whole-row-caps-call6.txt``)."""
 LOG_BWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(32, min_n=28672)}
 """Element size -> the whole-row launch of the log-softmax backward of rows that
 ``BWD_WIDE_LAUNCHES`` lists and of at least ``min_n`` columns; its other rows there take the
-split kernel (:func:`log_softmax_wide_backward`). On the H200 (``session31-h200-2026-11-30/softmax-bwd-widths-call7.txt``, bf16,
-4096 rows) the 16-warp launch softmax takes lost to the split kernel at every width (177.0 /
-200.3 / 220.8 us at 24576 / 28672 / 32768 columns against 152.1 / 186.5 / 200.8), and 32 warps
-won from 28672 columns (179.2 / 194.4 us; 164.5 at 24576)."""
+split kernel (:func:`log_softmax_wide_backward`). On the H200
+(``session31-h200-2026-11-30/softmax-bwd-widths-call7.txt``, bf16, 4096 rows) the 16-warp
+launch softmax takes lost to the split kernel at every width (177.0 / 200.3 / 220.8 us at
+24576 / 28672 / 32768 columns against 152.1 / 186.5 / 200.8), and 32 warps won from 28672
+columns (179.2 / 194.4 us; 164.5 at 24576). Harness, log_softmax.bwd bf16 4096 x 32768
+(``smbwd-bf16-call8.json``): 325.7 us, 97% of copy."""
 
 
 def softmax_fwd_wide_launch(

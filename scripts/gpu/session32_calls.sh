@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The device calls planned in the thirty-first session for the next one, on the H200
+# (nvidia-h200). Set WARPFORGE_GIT_COMMIT to this machine's `git rev-parse HEAD` as a literal
+# hash (calls_common.sh says why). Each call comes back as OUT/call-N.tgz; results go under
+# benchmarks/results/session32-h200-<date>/.
+# Session 31 capped the registers of the bf16/fp16 looped softmax, LayerNorm and RMSNorm
+# forwards at 64 a thread from kernel-alone sweeps at 4096 and 8192 rows in bf16
+# (session31-h200-2026-11-30/register-widths-call4, softmax-long-caps-call10), and mended a
+# test that had asserted the interpreter's launch count of the split softmax backward on a GPU
+# (test_autograd_backward_of_long_rows_takes_the_split_kernel), not re-run there for lack of
+# device time.
+#   1  that test on the GPU, then the capped launches against themselves uncapped at 132, 1056
+#      and 16384 rows, bf16 and fp16, 24576 and 49152 columns (wide_rows_sweep.py
+#      register-rows): if the cap loses at some row count, say so in the tables' docstrings
+#      and weigh it against the 4096- and 8192-row wins.
+# Usage: bash scripts/gpu/session32_calls.sh OUT CALL
+set -uo pipefail
+source "$(dirname "$0")/calls_common.sh"
+start_call session32_calls.sh "$@"
+
+case "$CALL" in
+  1) timeout 120 python3 -m pytest -q -p no:cacheprovider -rfEs tests/ops/test_softmax_split_bwd.py \
+       -k "long_rows_takes" > "$OUT/keep/gpu-tests-split-bwd-call1.txt" 2>&1
+     echo "split backward test: exit $?: $(tail -n 1 "$OUT/keep/gpu-tests-split-bwd-call1.txt")"
+     wide_sweep 400 register-rows register-rows-call1 ;;
+  *) echo "CALL: expected 1, got $CALL" >&2; exit 2 ;;
+esac
+finish_call one
