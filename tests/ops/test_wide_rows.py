@@ -484,7 +484,8 @@ def test_shipped_softmax_launches_compute_right(table, size, monkeypatch, device
 def test_shipped_softmax_backward_routes(fn, monkeypatch, device, poison_outputs):
     """The shipped 2-byte backward tables through autograd: softmax takes its whole-row launch
     from 24576 columns; log-softmax takes its own (32 warps) from 28672 and, at the narrower
-    rows softmax's launch takes, the split kernel; both right against float64."""
+    rows softmax's launch takes, the split kernel; both right against float64, with the
+    incoming gradient's rows apart in memory."""
     import warpforge.ops._kernels.softmax as softmax_kernels
 
     monkeypatch.delenv(WIDE_ROWS, raising=False)
@@ -498,7 +499,7 @@ def test_shipped_softmax_backward_routes(fn, monkeypatch, device, poison_outputs
         wide.launches.clear()
         split.grids.clear()
         x = (torch.randn(2, N, device=device) * 3).to(dtype).requires_grad_()
-        dy = torch.randn(2, N, device=device).to(dtype)
+        dy = torch.randn(2, N + 8, device=device).to(dtype)[:, :N]  # rows 8 elements apart
         y = fn(x, -1)
         (dx,) = torch.autograd.grad(y, x, dy)
         whole_row = not log or N >= 28672
