@@ -405,9 +405,9 @@ SOFTMAX_LONG_CAPS = {
     "4096c 32w r64": W(32, chunk=4096, forwards=True, unrolled=True, max_registers=64),
 }
 """``softmax-long-caps``: looped launches with registers capped at 64 a thread for rows of
-32769-65536 columns, where the shipped 8192-column, 32-warp launch capped at 64 lost at 49152
-and 57344 columns (``register-widths``) but the 32768-column launch (4096-column chunks, 16
-warps) gained from the cap at every width it takes."""
+32769-65536 columns, where the 8192-column, 32-warp launch (shipped until session 31) capped
+at 64 lost at 49152 and 57344 columns (``register-widths``) but the 32768-column launch
+(4096-column chunks, 16 warps) gained from the cap at every width it takes."""
 
 
 def softmax_long_caps(prefix: str) -> None:

@@ -478,9 +478,9 @@ def log_softmax_wide_backward(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor
     M, N = y.shape
     size = y.element_size()
     if (
-        M == 0
+        wide_launch(BWD_WIDE_LAUNCHES, size, N, size) is None  # first: most rows find none
+        or M == 0
         or execution_path(y.device) is ExecutionPath.TORCH_REFERENCE
-        or wide_launch(BWD_WIDE_LAUNCHES, size, N, size) is None
     ):
         return None
     dy, y = as_rows(dy), as_rows(y)
