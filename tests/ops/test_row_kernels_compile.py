@@ -98,7 +98,7 @@ COMPILE_ALL = textwrap.dedent(
             launch = softmax_ops.softmax_fwd_wide_launch(N, tdt.itemsize)
             block, chunks = row_blocks(N, launch)
             for log in (False, True):
-                build(wk.softmax_fwd_looped_kernel, sm_types, dict(LOG=log, BLOCK_N=block, EVEN=True, FORWARDS=launch.forwards, CHUNKS=chunks), launch.num_warps)
+                build(wk.softmax_fwd_looped_kernel, sm_types, dict(LOG=log, BLOCK_N=block, EVEN=True, FORWARDS=launch.forwards, CHUNKS=chunks), **launch.launch_options())
         build(nk.partial_sum_kernel, {"DW_PARTIAL": "*fp32", "DW": p, "DB_PARTIAL": "*fp32", "DB": p, "num_partials": "i32", "N": "i32"}, dict(BLOCK_P=256, BLOCK_N=16), 4)
     # float32 long rows: the lagged flag-word softmax forward
     split = softmax_ops._fwd_split_plan(8192, 262144, 4, "cuda")
@@ -143,13 +143,12 @@ COMPILE_ALL = textwrap.dedent(
                 looped = ce.fwd_grad_looped_launch(vocab, tdt.itemsize)
                 if looped is not None:  # the op's looped launch there
                     lblock, chunks = row_blocks(vocab, looped)
-                    capped = {"maxnreg": looped.max_registers} if looped.max_registers else {}
-                    stack = spilled_bytes(ck.cross_entropy_fwd_grad_looped_kernel, types, dict(flags, BLOCK=lblock, CHUNKS=chunks, FORWARDS=looped.forwards), looped.num_warps, aligned=("n_cols", "logits_row_stride", "grad_row_stride"), **capped)
+                    stack = spilled_bytes(ck.cross_entropy_fwd_grad_looped_kernel, types, dict(flags, BLOCK=lblock, CHUNKS=chunks, FORWARDS=looped.forwards), aligned=("n_cols", "logits_row_stride", "grad_row_stride"), **looped.launch_options())
                     assert stack == 0, f"looped kernel spills {stack} bytes ({dt}, {looped})"
                 looped = ce.fwd_looped_launch(vocab, tdt.itemsize)
                 if looped is not None:  # the loss-only forward's looped launch there
                     lblock, chunks = row_blocks(vocab, looped)
-                    stack = spilled_bytes(ck.cross_entropy_fwd_kernel, types, dict(flags, BLOCK=lblock, CHUNKS=chunks), looped.num_warps, aligned=("n_cols", "logits_row_stride"))
+                    stack = spilled_bytes(ck.cross_entropy_fwd_kernel, types, dict(flags, BLOCK=lblock, CHUNKS=chunks), aligned=("n_cols", "logits_row_stride"), **looped.launch_options())
                     assert stack == 0, f"loss-only looped kernel spills {stack} bytes ({dt}, {looped})"
             else:
                 spilled_bytes(ck.cross_entropy_fwd_grad_kernel, types, dict(flags, BLOCK=block), warps)
