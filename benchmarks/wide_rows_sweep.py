@@ -14,6 +14,8 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py whole-row-caps OUT_PREFIX  # whole rows
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-bwd-widths OUT_PREFIX
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-long-caps OUT_PREFIX
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py short-softmax OUT_PREFIX  # <= 16384
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py rows-256 OUT_PREFIX  # 32768 x 256
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce OUT_PREFIX      # looped CE with grad
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd OUT_PREFIX  # looped CE loss only
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd-unaligned OUT_PREFIX  # vocab 50257
@@ -97,8 +99,10 @@ def liger(op):
             return None if op == "log_softmax" else lambda x: f.apply(x)
         if op == "softmax.bwd":
             from liger_kernel.ops.softmax import _softmax_backward
+            from liger_kernel.ops.utils import calculate_settings
 
-            return lambda dy, y: _softmax_backward(dy, y, 32768, 32, False)
+            # Liger's own (block, warps) for the row, as its autograd function passes them
+            return lambda dy, y: _softmax_backward(dy, y, *calculate_settings(y.shape[-1]), False)
     except ImportError:
         return None
     return None
@@ -644,6 +648,42 @@ def softmax_widths(prefix: str) -> None:
     softmax_looped(prefix, SOFTMAX_WIDTHS, SOFTMAX_WIDTH_LAUNCHES, liger=False)
 
 
+SHORT_SOFTMAX_SHAPES = [(torch.bfloat16, 16384, 4096), (torch.bfloat16, 8192, 8192),
+                        (torch.bfloat16, 4096, 16384)]  # fmt: skip
+"""``short-softmax``: the issue's bf16 rows of 4096-16384 columns, where the softmax forward
+and backward run the tuned row kernels and sit 1-3% under Liger-Kernel's whole-row kernels
+in the harness (H200, ``session24-h200-2026-11-29/smfwd-bf16-call5.json``,
+``session25-h200-2026-11-29/smbwd-bf16-call4.json``)."""
+
+SHORT_SOFTMAX_LAUNCHES = {"whole 8w": W(8), "whole 16w": W(16), "whole 32w": W(32)}
+"""``short-softmax``: whole-row launches of the forward (``softmax_fwd_wide_kernel``) and
+backward (``softmax_bwd_wide_kernel``), which no table gives rows of <= 16384 columns."""
+
+
+def short_softmax(prefix: str) -> None:
+    """``SHORT_SOFTMAX_LAUNCHES`` against the current path (tuned row kernels) and Liger at
+    ``SHORT_SOFTMAX_SHAPES``, forward and backward."""
+    launches = SHORT_SOFTMAX_LAUNCHES
+    run(prefix, [(dtype, M, N, None, launches, launches, True)
+                 for dtype, M, N in SHORT_SOFTMAX_SHAPES])  # fmt: skip
+
+
+ROWS_256_LAUNCHES = {"row 1w": W(1, min_n=1), "row 2w": W(2, min_n=1), "row 4w": W(4, min_n=1)}
+"""``rows-256``: one-row-a-program launches of the norm forwards (``norm_fwd_wide_kernel``) for
+rows of 256 columns, where the tiled kernel (``norm_fwd_rows_kernel``, several rows a program,
+tuned) sits 3-5% under torch.compile in the harness (H200, rms_norm.fwd and layer_norm.fwd at
+32768 x 256: ``session25-h200-2026-11-29/normfwd-bf16-call1.json``,
+``session23-h200-2026-11-29/normfwd-fp32-call6.json``)."""
+
+
+def rows_256(prefix: str) -> None:
+    """``ROWS_256_LAUNCHES`` against the current path (the tiled kernel) and Liger at 32768 x
+    256, bf16 and float32, the norm forwards and the softmax forward."""
+    runs = [(dtype, 32768, 256, ROWS_256_LAUNCHES, ROWS_256_LAUNCHES, {}, True)
+            for dtype in (torch.bfloat16, torch.float32)]  # fmt: skip
+    run(prefix, runs)
+
+
 def run(prefix: str, shapes: list) -> None:
     """``sweep_shape`` over ``shapes`` (its arguments before ``lines``), the text and JSON
     rewritten after each."""
@@ -674,6 +714,8 @@ MODES = {
     "whole-row-caps": whole_row_caps,
     "softmax-bwd-widths": softmax_bwd_widths,
     "softmax-long-caps": softmax_long_caps,
+    "short-softmax": short_softmax,
+    "rows-256": rows_256,
     "ce": ce_looped,
     "ce-fwd": ce_fwd_looped,
     "ce-fwd-unaligned": ce_fwd_unaligned,

@@ -13,6 +13,11 @@
 #      and 16384 rows, bf16 and fp16, 24576 and 49152 columns (wide_rows_sweep.py
 #      register-rows): if the cap loses at some row count, say so in the tables' docstrings
 #      and weigh it against the 4096- and 8192-row wins.
+#   2  whole-row launches of the bf16 softmax forward and backward at the issue's rows of
+#      4096-16384 columns (wide_rows_sweep.py short-softmax; the op runs the tuned row
+#      kernels there, 1-3% under Liger-Kernel in the harness) and one-row-a-program launches of
+#      the norm and softmax forwards at 32768 x 256, bf16 and float32 (rows-256; 3-5% under
+#      torch.compile there).
 # Usage: bash scripts/gpu/session32_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -23,6 +28,8 @@ case "$CALL" in
        -k "long_rows_takes" > "$OUT/keep/gpu-tests-split-bwd-call1.txt" 2>&1
      echo "split backward test: exit $?: $(tail -n 1 "$OUT/keep/gpu-tests-split-bwd-call1.txt")"
      wide_sweep 400 register-rows register-rows-call1 ;;
-  *) echo "CALL: expected 1, got $CALL" >&2; exit 2 ;;
+  2) wide_sweep 200 short-softmax short-softmax-call2
+     wide_sweep 150 rows-256 rows-256-call2 ;;
+  *) echo "CALL: expected 1 or 2, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
