@@ -18,6 +18,10 @@
 #      kernels there, 1-3% under Liger-Kernel in the harness) and one-row-a-program launches of
 #      the norm and softmax forwards at 32768 x 256, bf16 and float32 (rows-256; 3-5% under
 #      torch.compile there).
+#   3  the bf16 softmax backward's whole-row kernel holding y and dy in their own dtype or
+#      reading them again for dx, at 8192-32768 columns (softmax-bwd-hold; Liger-Kernel's
+#      backward, which holds them as bf16, led the op by 4% at 4096 x 16384 in call 2), then
+#      the wide-row GPU tests on the kernel's new options.
 # Usage: bash scripts/gpu/session32_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -30,6 +34,8 @@ case "$CALL" in
      wide_sweep 400 register-rows register-rows-call1 ;;
   2) wide_sweep 200 short-softmax short-softmax-call2
      wide_sweep 150 rows-256 rows-256-call2 ;;
-  *) echo "CALL: expected 1 or 2, got $CALL" >&2; exit 2 ;;
+  3) wide_sweep 300 softmax-bwd-hold softmax-bwd-hold-call3
+     gpu_tests wide-rows-call3 200 tests/ops/test_wide_rows.py ;;
+  *) echo "CALL: expected 1 to 3, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

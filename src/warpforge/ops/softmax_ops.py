@@ -365,7 +365,8 @@ def wide_softmax_backward(
     with kernel_device(y):
         kernels.softmax_bwd_wide_kernel[(M,)](
             dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N, LOG=log, BLOCK_N=block,
-            STREAM=launch.stream, **launch.launch_options(),
+            STREAM=launch.stream, RELOAD=launch.reload, NARROW=launch.narrow,
+            **launch.launch_options(),
         )  # fmt: skip
     return dx
 
