@@ -15,8 +15,6 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-bwd-widths OUT_PREFIX
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-long-caps OUT_PREFIX
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py short-softmax OUT_PREFIX  # <= 16384
-    PYTHONPATH=src python benchmarks/wide_rows_sweep.py rows-256 OUT_PREFIX  # 32768 x 256
-    PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-bwd-hold OUT_PREFIX
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce OUT_PREFIX      # looped CE with grad
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd OUT_PREFIX  # looped CE loss only
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd-unaligned OUT_PREFIX  # vocab 50257
@@ -669,47 +667,6 @@ def short_softmax(prefix: str) -> None:
                  for dtype, M, N in SHORT_SOFTMAX_SHAPES])  # fmt: skip
 
 
-SOFTMAX_BWD_HOLD = {
-    f"{w}w{' reload' * reload}{' narrow' * narrow}": W(w, reload=reload, narrow=narrow)
-    for w in (8, 16, 32) for reload in (False, True) for narrow in (False, True)
-}  # fmt: skip
-"""``softmax-bwd-hold``: the whole-row backward (``softmax_bwd_wide_kernel``) holding y and dy
-as float32 (as shipped), in their own dtype (``narrow``, as Liger-Kernel's kernel does), or
-reading them again for dx (``reload``, as the norm forwards' ``reload`` launches do)."""
-
-SOFTMAX_BWD_HOLD_SHAPES = [(torch.bfloat16, 8192, 8192), (torch.bfloat16, 4096, 16384),
-                           (torch.bfloat16, 4096, 24576), (torch.bfloat16, 4096, 32768)]  # fmt: skip
-"""``softmax-bwd-hold``: bf16 rows of 8192-32768 columns (Liger-Kernel's softmax backward
-99.3 us against the op's 103.4 at 4096 x 16384, ``session32-h200-2026-11-30/
-short-softmax-call2.txt``; ``BWD_WIDE_LAUNCHES`` from 24576)."""
-
-
-def softmax_bwd_hold(prefix: str) -> None:
-    """``SOFTMAX_BWD_HOLD`` (16 and 32 warps; 8 at <= 16384 columns) against the current path
-    and Liger at ``SOFTMAX_BWD_HOLD_SHAPES``, backward only."""
-    runs = []
-    for dtype, M, N in SOFTMAX_BWD_HOLD_SHAPES:
-        bwds = {k: la for k, la in SOFTMAX_BWD_HOLD.items() if la.num_warps > 8 or N <= 16384}
-        runs.append((dtype, M, N, None, {}, bwds, True))
-    run(prefix, runs)
-
-
-ROWS_256_LAUNCHES = {"row 1w": W(1, min_n=1), "row 2w": W(2, min_n=1), "row 4w": W(4, min_n=1)}
-"""``rows-256``: one-row-a-program launches of the norm forwards (``norm_fwd_wide_kernel``) for
-rows of 256 columns, where the tiled kernel (``norm_fwd_rows_kernel``, several rows a program,
-tuned) sits 3-5% under torch.compile in the harness (H200, rms_norm.fwd and layer_norm.fwd at
-32768 x 256: ``session25-h200-2026-11-29/normfwd-bf16-call1.json``,
-``session23-h200-2026-11-29/normfwd-fp32-call6.json``)."""
-
-
-def rows_256(prefix: str) -> None:
-    """``ROWS_256_LAUNCHES`` against the current path (the tiled kernel) and Liger at 32768 x
-    256, bf16 and float32, the norm forwards and the softmax forward."""
-    runs = [(dtype, 32768, 256, ROWS_256_LAUNCHES, ROWS_256_LAUNCHES, {}, True)
-            for dtype in (torch.bfloat16, torch.float32)]  # fmt: skip
-    run(prefix, runs)
-
-
 def run(prefix: str, shapes: list) -> None:
     """``sweep_shape`` over ``shapes`` (its arguments before ``lines``), the text and JSON
     rewritten after each."""
@@ -741,8 +698,6 @@ MODES = {
     "softmax-bwd-widths": softmax_bwd_widths,
     "softmax-long-caps": softmax_long_caps,
     "short-softmax": short_softmax,
-    "rows-256": rows_256,
-    "softmax-bwd-hold": softmax_bwd_hold,
     "ce": ce_looped,
     "ce-fwd": ce_fwd_looped,
     "ce-fwd-unaligned": ce_fwd_unaligned,

@@ -17,11 +17,14 @@
 #      4096-16384 columns (wide_rows_sweep.py short-softmax; the op runs the tuned row
 #      kernels there, 1-3% under Liger-Kernel in the harness) and one-row-a-program launches of
 #      the norm and softmax forwards at 32768 x 256, bf16 and float32 (rows-256; 3-5% under
-#      torch.compile there).
+#      torch.compile there). Ran at 00f6bf1b; rows-256's microsecond kernels were timed
+#      host-bound by the sweep (its RMSNorm 81.5 us against the harness's 13.0), so the mode
+#      was removed.
 #   3  the bf16 softmax backward's whole-row kernel holding y and dy in their own dtype or
 #      reading them again for dx, at 8192-32768 columns (softmax-bwd-hold; Liger-Kernel's
 #      backward, which holds them as bf16, led the op by 4% at 4096 x 16384 in call 2), then
-#      the wide-row GPU tests on the kernel's new options.
+#      the wide-row GPU tests on the kernel's new options. Ran at 77d3440b: neither option
+#      gained (softmax-bwd-hold-call3.txt), and both were removed with the sweep mode.
 # Usage: bash scripts/gpu/session32_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -33,9 +36,9 @@ case "$CALL" in
      echo "split backward test: exit $?: $(tail -n 1 "$OUT/keep/gpu-tests-split-bwd-call1.txt")"
      wide_sweep 400 register-rows register-rows-call1 ;;
   2) wide_sweep 200 short-softmax short-softmax-call2
-     wide_sweep 150 rows-256 rows-256-call2 ;;
-  3) wide_sweep 300 softmax-bwd-hold softmax-bwd-hold-call3
-     gpu_tests wide-rows-call3 200 tests/ops/test_wide_rows.py ;;
+     echo "rows-256 ran at 00f6bf1b: timed host-bound at 32768 x 256, removed" ;;
+  3) echo "call 3 ran at 77d3440b; its sweep mode went with the kernel options it timed" >&2
+     exit 2 ;;
   *) echo "CALL: expected 1 to 3, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

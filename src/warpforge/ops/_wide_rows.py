@@ -36,11 +36,7 @@ class WideLaunch:
     stream: bool = False
     """x loaded evict_first and y stored .cs (``STREAM``); the one-row-a-program kernels only."""
     reload: bool = False
-    """Norms: x read again for the output instead of held across the reductions; the softmax
-    backward: y and dy read again for dx (``RELOAD``)."""
-    narrow: bool = False
-    """The softmax backward: y and dy held in their own dtype, widened at each use
-    (``NARROW``), not as float32."""
+    """Norms: x read again for the output instead of held across the reductions (``RELOAD``)."""
     min_n: int = MAX_SINGLE_PASS_N + 1
     """Narrowest row the dispatch gives this launch (narrower rows keep the other kernels)."""
     aligned: bool = False

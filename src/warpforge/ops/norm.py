@@ -540,7 +540,12 @@ there (318.4 against 251.6, 624.6 against 505.8) and leave them to the split ker
 thirty-first session (H200, 4096 rows, ``session31-h200-2026-11-30/register-widths-call4.txt``,
 us, capped against uncapped): 111.4 / 112.0 at 24576 columns, 339.0 / 385.6 at 24577, 130.7 /
 135.1 at 28672, 150.2 / 154.7 at 32768; at 20000 it loses 3% (101.9 / 99.0). Caps of 96 and 128
-were much slower, 48 no faster (``registers-call2.txt``)."""
+were much slower, 48 no faster (``registers-call2.txt``). At other row counts, 24576 columns
+(``session32-h200-2026-11-30/register-rows-call1.txt``, us, capped against uncapped), the cap
+loses: bf16 41.4 against 37.6 at 1056 rows, 417.3 against 412.0 at 16384; float16 35.6 against
+35.4 and 404.5 against 397.5. It stays for the widths and rows where it wins (28672-32768
+columns and rows of no whole 16-byte vectors by 3-12% at 4096 rows, including the issue's
+4096 x 32768)."""
 
 _ROW = functools.partial(WideLaunch, min_n=1, aligned=True)  # the key's power of two bounds N
 NORM_FWD_ROW_LAUNCHES: dict[tuple[int, str, int], WideLaunch] = {
@@ -633,7 +638,10 @@ launches cap their registers at 64 a thread since the thirty-first session (``ma
 most a 32-warp program may hold, yet ptxas left alone picks fewer): H200, bf16, 8192 rows
 (``session31-h200-2026-11-30/register-widths-call4.txt``), us, capped against uncapped,
 LayerNorm / RMSNorm: 460.6 / 392.6 against 479.1 / 402.7 at 49152 columns, 532.4 / 459.3
-against 535.8 / 494.0 at 57344, 608.7 / 530.1 against 636.6 / 558.5 at 65536."""
+against 535.8 / 494.0 at 57344, 608.7 / 530.1 against 636.6 / 558.5 at 65536. At other row
+counts and in float16, 49152 columns (``session32-h200-2026-11-30/register-rows-call1.txt``):
+bf16 72.2 / 60.2 against 75.5 / 60.9 at 1056 rows, 905.8 / 772.6 against 940.1 / 795.5 at
+16384; float16 71.5 / 60.1 against 72.3 / 61.3 and 895.9 / 767.0 against 908.5 / 793.8."""
 
 
 def norm_fwd_wide_launch(

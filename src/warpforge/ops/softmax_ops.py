@@ -261,6 +261,11 @@ flight): H200, bf16, 4096 rows, softmax / log-softmax
     32768     143.2 / 132.9   153.8 / 144.4
 
 (at 32768 columns a cap of 48 was no faster, 96 and 128 far slower, ``registers-call2.txt``).
+At other row counts and in float16 (``session32-h200-2026-11-30/register-rows-call1.txt``, 24576
+columns, capped against uncapped, softmax / log-softmax, us): bf16 1056 rows 36.4 / 34.1
+against 36.1 / 34.7, 16384 rows 417.1 / 404.2 against 434.0 / 410.5; fp16 1056 rows 32.5 /
+31.1 against 35.8 / 34.4, 16384 rows 378.6 / 378.2 against 425.0 / 406.6 (132 rows, a few
+microseconds of work, timed host-bound there and are not read).
 float32 4096 x 32768 (``softmax-looped-call2.txt``): the whole-row kernel 262.3 / 263.8 us,
 the best looped launch 297.2 / 294.5, the split kernel 295.8 / 296.3. On the H100
 (``widefwd-sweep1-2026-11-25-h100.txt``) the whole-row kernel had reached 94% of copy in bf16
@@ -286,7 +291,11 @@ log-softmax (``session31-h200-2026-11-30/softmax-long-caps-call9.txt``) 414.4 / 
 530.7 / 502.9 and 625.0 / 599.5 for the 8192-column, 32-warp launch before it, and at 40961
 columns 586.9 / 550.7 against 669.8 / 638.8 (``softmax-long-caps-call10.txt``; that launch
 capped at 64 gained only for log-softmax at 65536, ``register-widths-call4.txt``; uncapped,
-4096-column chunks on 16 warps had lost at 65536, above)."""
+4096-column chunks on 16 warps had lost at 65536, above). Capped against uncapped at other
+row counts and in float16, 49152 columns (``session32-h200-2026-11-30/register-rows-call1.txt``,
+softmax / log-softmax, us): bf16 1056 rows 64.9 / 60.3 against 74.3 / 72.3, 16384 rows 824.4 /
+790.4 against 1006.8 / 988.2; fp16 1056 rows 62.5 / 58.8 against 73.9 / 71.4, 16384 rows 803.4
+/ 773.5 against 1003.8 / 984.4."""
 
 BWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(16, min_n=24576)}
 """Element size -> the whole-row launch (``softmax_bwd_wide_kernel``: y and dy held, 64 columns
@@ -300,7 +309,14 @@ every launch (4096 x 32768: 568.7 / 556.9 us at 16 warps against 554.9 / 552.2).
 (``session31-h200-2026-11-30/softmax-bwd-widths-call7.txt``, bf16, 4096 rows) softmax keeps
 it: 148.3 / 170.3 / 193.8 us at 24576 / 28672 / 32768 columns against 150.2 / 183.5 / 198.4
 for the split kernel (32 warps: 159.9 / 180.4 / 201.8); register caps of 48-128 a thread were
-slower or level (``whole-row-caps-call6.txt``)."""
+slower or level (``whole-row-caps-call6.txt``). Holding y and dy in bf16 (widened at each use)
+or reading them again for dx, as Liger-Kernel's and the norm forwards' ``reload`` kernels do,
+gained nothing at 8192-32768 columns (``session32-h200-2026-11-30/softmax-bwd-hold-call3.txt``,
+kernel options removed after commit ``77d3440``): softmax at 4096 x 16384 / 24576 / 32768 102.8
+/ 147.7 / 193.9 us at best against Liger's 99.0 / 145.9 / 192.4, whose kernel also multiplies
+and sums in bf16 (its dx up to 1.2e-4 from the op's, computed in float32). At 4096-16384
+columns, below ``min_n``, the tuned row kernels tie the whole-row launches at 8, 16 and 32
+warps within 1% (``short-softmax-call2.txt``)."""
 
 LOG_BWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(32, min_n=28672)}
 """Element size -> the whole-row launch of the log-softmax backward of rows that
@@ -365,8 +381,7 @@ def wide_softmax_backward(
     with kernel_device(y):
         kernels.softmax_bwd_wide_kernel[(M,)](
             dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), M, N, LOG=log, BLOCK_N=block,
-            STREAM=launch.stream, RELOAD=launch.reload, NARROW=launch.narrow,
-            **launch.launch_options(),
+            STREAM=launch.stream, **launch.launch_options(),
         )  # fmt: skip
     return dx
 

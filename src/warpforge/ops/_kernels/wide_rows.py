@@ -320,33 +320,18 @@ def softmax_bwd_wide_kernel(
     LOG: tl.constexpr,
     BLOCK_N: tl.constexpr,
     STREAM: tl.constexpr,
-    RELOAD: tl.constexpr = False,
-    NARROW: tl.constexpr = False,
 ):
     """softmax: dx = y * (dy - sum(dy * y)); log-softmax: dx = dy - exp(y) * sum(dy), one whole
-    row a program (y and dy both held: twice the forward's registers). RELOAD: y and dy read
-    again (from cache) for dx instead of held across the row sum; NARROW: held in their own
-    dtype and widened at each use (half the registers of 2-byte rows held as float32)."""
+    row a program (y and dy both held: twice the forward's registers)."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
-    dy_row, y_row = DY + row * stride_dy, Y + row * stride_y
-    dy = _load_row(dy_row, cols, mask, 0.0, STREAM)
-    y = _load_row(y_row, cols, mask, 0.0, STREAM)
-    if not NARROW:
-        dy, y = dy.to(tl.float32), y.to(tl.float32)
+    dy = _load_row(DY + row * stride_dy, cols, mask, 0.0, STREAM).to(tl.float32)
+    y = _load_row(Y + row * stride_y, cols, mask, 0.0, STREAM).to(tl.float32)
     if LOG:
-        total = tl.sum(dy.to(tl.float32), axis=0)
+        dx = dy - tl.exp(y) * tl.sum(dy, axis=0)
     else:
-        total = tl.sum(dy.to(tl.float32) * y.to(tl.float32), axis=0)
-    if RELOAD:
-        dy = _load_row(dy_row, cols, mask, 0.0, False)
-        y = _load_row(y_row, cols, mask, 0.0, False)
-    dy, y = dy.to(tl.float32), y.to(tl.float32)
-    if LOG:
-        dx = dy - tl.exp(y) * total
-    else:
-        dx = y * (dy - total)
+        dx = y * (dy - tl.sum(dy * y, axis=0))
     _store_row(DX + row * stride_dx, cols, dx.to(DX.dtype.element_ty), mask, STREAM)
 
 
