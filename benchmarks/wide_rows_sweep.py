@@ -15,6 +15,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-bwd-widths OUT_PREFIX
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-long-caps OUT_PREFIX
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py short-softmax OUT_PREFIX  # <= 16384
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py longest-caps OUT_PREFIX  # > 65536
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce OUT_PREFIX      # looped CE with grad
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd OUT_PREFIX  # looped CE loss only
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd-unaligned OUT_PREFIX  # vocab 50257
@@ -667,6 +668,33 @@ def short_softmax(prefix: str) -> None:
                  for dtype, M, N in SHORT_SOFTMAX_SHAPES])  # fmt: skip
 
 
+LONGEST_CAPS = {
+    "8192c 32w r64": W(32, chunk=8192, forwards=True, unrolled=True, max_registers=64),
+    "8192c 16w r64": W(16, chunk=8192, forwards=True, unrolled=True, max_registers=64),
+    "4096c 16w r64": W(16, chunk=4096, forwards=True, unrolled=True, max_registers=64),
+    "4096c 16w rolled r64": W(16, chunk=4096, forwards=True, max_registers=64),
+    "8192c 32w": W(32, chunk=8192, forwards=True, unrolled=True),
+}
+"""``longest-caps``: looped launches (one row a program in chunks) with and without the cap of
+64 registers a thread that sped up the looped forwards at 16385-65536 columns (thirty-first
+session), for the rows past 65536 columns the split kernels serve at 63-81% of copy on the
+H200 (bf16 8192 x 131072 and 262144). Session 28 had the uncapped looped LayerNorm 4% behind
+the split kernel at 131072 (``session28-h200-2026-11-29/parity-long-call6.txt``)."""
+
+
+def longest_caps(prefix: str) -> None:
+    """``LONGEST_CAPS`` (unrolled only where a row has at most ``MAX_UNROLLED_CHUNKS`` chunks)
+    against the current path (the split kernels) for the RMSNorm, LayerNorm and softmax
+    forwards at bf16 8192 x 131072 and 8192 x 262144, without Liger."""
+    runs = []
+    for N in (131072, 262144):
+        fits = {k: la for k, la in LONGEST_CAPS.items()
+                if not la.unrolled or -(-N // la.chunk) <= 32}  # fmt: skip
+        norms = {"rms": fits, "layer": fits}
+        runs.append((torch.bfloat16, 8192, N, norms, fits, {}, False))
+    run(prefix, runs)
+
+
 def run(prefix: str, shapes: list) -> None:
     """``sweep_shape`` over ``shapes`` (its arguments before ``lines``), the text and JSON
     rewritten after each."""
@@ -698,6 +726,7 @@ MODES = {
     "softmax-bwd-widths": softmax_bwd_widths,
     "softmax-long-caps": softmax_long_caps,
     "short-softmax": short_softmax,
+    "longest-caps": longest_caps,
     "ce": ce_looped,
     "ce-fwd": ce_fwd_looped,
     "ce-fwd-unaligned": ce_fwd_unaligned,

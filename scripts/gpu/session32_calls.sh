@@ -25,6 +25,9 @@
 #      backward, which holds them as bf16, led the op by 4% at 4096 x 16384 in call 2), then
 #      the wide-row GPU tests on the kernel's new options. Ran at 77d3440b: neither option
 #      gained (softmax-bwd-hold-call3.txt), and both were removed with the sweep mode.
+#   4  looped launches with and without the register cap at bf16 8192 x 131072 and 262144,
+#      RMSNorm, LayerNorm and softmax forwards, against the split kernels
+#      (wide_rows_sweep.py longest-caps).
 # Usage: bash scripts/gpu/session32_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -39,6 +42,7 @@ case "$CALL" in
      echo "rows-256 ran at 00f6bf1b: timed host-bound at 32768 x 256, removed" ;;
   3) echo "call 3 ran at 77d3440b; its sweep mode went with the kernel options it timed" >&2
      exit 2 ;;
-  *) echo "CALL: expected 1 to 3, got $CALL" >&2; exit 2 ;;
+  4) wide_sweep 400 longest-caps longest-caps-call4 ;;
+  *) echo "CALL: expected 1 to 4, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
