@@ -641,7 +641,12 @@ LayerNorm / RMSNorm: 460.6 / 392.6 against 479.1 / 402.7 at 49152 columns, 532.4
 against 535.8 / 494.0 at 57344, 608.7 / 530.1 against 636.6 / 558.5 at 65536. At other row
 counts and in float16, 49152 columns (``session32-h200-2026-11-30/register-rows-call1.txt``):
 bf16 72.2 / 60.2 against 75.5 / 60.9 at 1056 rows, 905.8 / 772.6 against 940.1 / 795.5 at
-16384; float16 71.5 / 60.1 against 72.3 / 61.3 and 895.9 / 767.0 against 908.5 / 793.8."""
+16384; float16 71.5 / 60.1 against 72.3 / 61.3 and 895.9 / 767.0 against 908.5 / 793.8.
+Past 65536 columns the capped looped launches stay behind the split kernel
+(``session32-h200-2026-11-30/longest-caps-call4.txt``, bf16, 8192 rows, LayerNorm / RMSNorm,
+us, the fastest looped launch against the split kernel): 1653.5 / 1456.9 against 1607.9 /
+1269.2 at 131072 columns (8192-column chunks, 32 warps, capped), 3455.6 / 3099.3 against
+3019.9 / 2493.2 at 262144."""
 
 
 def norm_fwd_wide_launch(

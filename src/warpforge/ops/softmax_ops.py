@@ -295,7 +295,11 @@ capped at 64 gained only for log-softmax at 65536, ``register-widths-call4.txt``
 row counts and in float16, 49152 columns (``session32-h200-2026-11-30/register-rows-call1.txt``,
 softmax / log-softmax, us): bf16 1056 rows 64.9 / 60.3 against 74.3 / 72.3, 16384 rows 824.4 /
 790.4 against 1006.8 / 988.2; fp16 1056 rows 62.5 / 58.8 against 73.9 / 71.4, 16384 rows 803.4
-/ 773.5 against 1003.8 / 984.4."""
+/ 773.5 against 1003.8 / 984.4. Past 65536 columns the cap does not bring the looped kernel
+level with the split one (``session32-h200-2026-11-30/longest-caps-call4.txt``, bf16, 8192
+rows, softmax / log-softmax, us): at 131072 columns 8192-column chunks on 32 warps capped at
+64 take 1304.6 / 1260.2 against the split kernel's 1277.5 / 1278.8 (uncapped 1452.6 / 1426.3),
+at 262144 3029.3 / 2937.1 against 2518.0 / 2537.5."""
 
 BWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(16, min_n=24576)}
 """Element size -> the whole-row launch (``softmax_bwd_wide_kernel``: y and dy held, 64 columns
