@@ -16,6 +16,7 @@ installed, Liger-Kernel's kernels, kernel alone.
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py softmax-long-caps OUT_PREFIX
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py short-softmax OUT_PREFIX  # <= 16384
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py longest-caps OUT_PREFIX  # > 65536
+    PYTHONPATH=src python benchmarks/wide_rows_sweep.py short-ln-caps OUT_PREFIX  # <= 16384
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce OUT_PREFIX      # looped CE with grad
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd OUT_PREFIX  # looped CE loss only
     PYTHONPATH=src python benchmarks/wide_rows_sweep.py ce-fwd-unaligned OUT_PREFIX  # vocab 50257
@@ -695,6 +696,37 @@ def longest_caps(prefix: str) -> None:
     run(prefix, runs)
 
 
+SHORT_LN_CAPS = {
+    f"{chunk}c {warps}w{f' r{cap}' if cap else ''}": W(
+        warps, min_n=1, chunk=chunk, forwards=True, unrolled=True, max_registers=cap
+    )
+    for chunk, warps in ((1024, 4), (2048, 4), (2048, 8), (4096, 8), (4096, 16))
+    for cap in (None, 32, 40)
+}  # fmt: skip
+"""``short-ln-caps``: looped LayerNorm forward launches at and under 16384 columns, uncapped and
+capped at 32 or 40 registers a thread: torch.compile's kernel at bf16 4096 x 16384, where the
+op sits at 0.95x of it, holds 31 registers at 88% occupancy against the looped kernel's 40 and
+67% (``session27-h200-2026-11-29`` Nsight Compute, ``NORM_FWD_WIDE_LAUNCHES``' docstring);
+caps of 48-128 on 16-warp launches were slower there (``session31-h200-2026-11-30/
+registers-call2.txt``)."""
+
+SHORT_LN_SHAPES = [(torch.bfloat16, 4096, 16384), (torch.bfloat16, 8192, 8192),
+                   (torch.bfloat16, 16384, 4096), (torch.bfloat16, 16384, 2048),
+                   (torch.bfloat16, 32768, 1024)]  # fmt: skip
+"""``short-ln-caps``: the issue's bf16 rows of 1024-16384 columns, LayerNorm forward at 83-92% of
+copy and 0.95-1.10x the best baseline in the harness."""
+
+
+def short_ln_caps(prefix: str) -> None:
+    """``SHORT_LN_CAPS`` (those of at least two chunks a row) against the current path (the
+    tuned row kernels) and Liger at ``SHORT_LN_SHAPES``, LayerNorm forward only."""
+    runs = []
+    for dtype, M, N in SHORT_LN_SHAPES:
+        fits = {k: la for k, la in SHORT_LN_CAPS.items() if 2 <= -(-N // la.chunk) <= 32}
+        runs.append((dtype, M, N, {"layer": fits}, {}, {}, True))
+    run(prefix, runs)
+
+
 def run(prefix: str, shapes: list) -> None:
     """``sweep_shape`` over ``shapes`` (its arguments before ``lines``), the text and JSON
     rewritten after each."""
@@ -727,6 +759,7 @@ MODES = {
     "softmax-long-caps": softmax_long_caps,
     "short-softmax": short_softmax,
     "longest-caps": longest_caps,
+    "short-ln-caps": short_ln_caps,
     "ce": ce_looped,
     "ce-fwd": ce_fwd_looped,
     "ce-fwd-unaligned": ce_fwd_unaligned,

@@ -29,6 +29,9 @@
 #      RMSNorm, LayerNorm and softmax forwards, against the split kernels
 #      (wide_rows_sweep.py longest-caps). Ran at 9d882d0c: the split kernels stayed faster
 #      (log-softmax at 131072 within 1.5%), so nothing changed.
+#   5  looped bf16 LayerNorm forward launches of 1024-4096-column chunks on 4-16 warps,
+#      uncapped and capped at 32 or 40 registers a thread, at the issue's rows of 1024-16384
+#      columns (wide_rows_sweep.py short-ln-caps; 0.95x torch.compile at 4096 x 16384).
 # Usage: bash scripts/gpu/session32_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -44,6 +47,7 @@ case "$CALL" in
   3) echo "call 3 ran at 77d3440b; its sweep mode went with the kernel options it timed" >&2
      exit 2 ;;
   4) wide_sweep 400 longest-caps longest-caps-call4 ;;
-  *) echo "CALL: expected 1 to 4, got $CALL" >&2; exit 2 ;;
+  5) wide_sweep 400 short-ln-caps short-ln-caps-call5 ;;
+  *) echo "CALL: expected 1 to 5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
