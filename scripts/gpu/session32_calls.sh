@@ -32,6 +32,9 @@
 #   5  looped bf16 LayerNorm forward launches of 1024-4096-column chunks on 4-16 warps,
 #      uncapped and capped at 32 or 40 registers a thread, at the issue's rows of 1024-16384
 #      columns (wide_rows_sweep.py short-ln-caps; 0.95x torch.compile at 4096 x 16384).
+#   6  every gpu-marked test of tests/ops, six pytest-xdist workers on the one GPU (carry
+#      .whl/ with pytest-xdist and execnet beside Liger-Kernel).
+#   7  every other gpu-marked test, four workers.
 # Usage: bash scripts/gpu/session32_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -48,6 +51,8 @@ case "$CALL" in
      exit 2 ;;
   4) wide_sweep 400 longest-caps longest-caps-call4 ;;
   5) wide_sweep 400 short-ln-caps short-ln-caps-call5 ;;
-  *) echo "CALL: expected 1 to 5, got $CALL" >&2; exit 2 ;;
+  6) gpu_tests ops-call6 570 tests/ops -n 6 ;;
+  7) gpu_tests rest-call7 570 tests --ignore=tests/ops -n 4 ;;
+  *) echo "CALL: expected 1 to 7, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
