@@ -35,6 +35,8 @@
 #   6  every gpu-marked test of tests/ops, six pytest-xdist workers on the one GPU (carry
 #      .whl/ with pytest-xdist and execnet beside Liger-Kernel).
 #   7  every other gpu-marked test, four workers.
+#   8  on two GPUs (nvidia-h200-x2): the two gpu-marked tests that need them (NCCL sharding
+#      of the harness, a tuning run split with NCCL), skipped by call 7 on one GPU.
 # Usage: bash scripts/gpu/session32_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -53,6 +55,8 @@ case "$CALL" in
   5) wide_sweep 400 short-ln-caps short-ln-caps-call5 ;;
   6) gpu_tests ops-call6 570 tests/ops -n 6 ;;
   7) gpu_tests rest-call7 570 tests --ignore=tests/ops -n 4 ;;
-  *) echo "CALL: expected 1 to 7, got $CALL" >&2; exit 2 ;;
+  8) gpu_tests two-gpus-call8 300 tests/harness/test_harness_commands.py \
+       tests/tune/test_distributed.py -k "nccl or distributed or shard" ;;
+  *) echo "CALL: expected 1 to 8, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
