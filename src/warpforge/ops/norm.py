@@ -530,7 +530,11 @@ row's chunk count and its output pass walking forwards since the twenty-eighth
 170.9 for the rolled launch (torch.compile 176.2); it lost at every other looped case there,
 and at bf16 LayerNorm 4096 x 16384 at six more launches too (``parity-ln16k-call5.txt``, 1024-
 to 16384-column chunks on 4-32 warps): 79.7 us at best (4096-column chunks, 8 warps, forwards)
-against 76.1 for the op and 72.2 for torch.compile.
+against 76.1 for the op and 72.2 for torch.compile. Capped at 32 or 40 registers a thread
+(torch.compile's kernel there holds 31), on 4-16 warps in 1024-4096-column chunks, it was not
+ahead either (``session32-h200-2026-11-30/short-ln-caps-call5.txt``; 84.3 us at best, 2048-column
+chunks on 8 warps at 40, against the op's 80.1, in a run whose timings drifted between shapes:
+every launch at 8192 x 8192 took 116-216 us, where the harness times the op at 71).
 At the narrower wide rows (``widths-call2.txt``, bf16 4096 x N, us): LayerNorm 98.4 / 111.0 /
 135.1 at 20000 / 24576 / 28672 columns against 144.3 / 153.4 / 186.2 on the split path and
 149.2 / 156.3 / 165.1 for the whole-row kernel, and at 24577 columns (no whole 16-byte vectors)
