@@ -37,6 +37,9 @@
 #   7  every other gpu-marked test, four workers.
 #   8  on two GPUs (nvidia-h200-x2): the two gpu-marked tests that need them (NCCL sharding
 #      of the harness, a tuning run split with NCCL), skipped by call 7 on one GPU.
+#   9  the issue sweep's bf16 forward part through the harness (RMSNorm, LayerNorm,
+#      add+RMSNorm, softmax and log-softmax forwards at the ten shapes), all at this session's
+#      commit: most of its rows in the tally were timed in sessions 17-25.
 # Usage: bash scripts/gpu/session32_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -57,6 +60,8 @@ case "$CALL" in
   7) gpu_tests rest-call7 570 tests --ignore=tests/ops -n 4 ;;
   8) gpu_tests two-gpus-call8 300 tests/harness/test_harness_commands.py \
        tests/tune/test_distributed.py -k "nccl or distributed or shard" ;;
-  *) echo "CALL: expected 1 to 8, got $CALL" >&2; exit 2 ;;
+  9) sweep_part bf16 fwd
+     keep_report fwd-bf16 fwd-bf16 ;;
+  *) echo "CALL: expected 1 to 9, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
