@@ -40,6 +40,8 @@
 #   9  the issue sweep's bf16 forward part through the harness (RMSNorm, LayerNorm,
 #      add+RMSNorm, softmax and log-softmax forwards at the ten shapes), all at this session's
 #      commit: most of its rows in the tally were timed in sessions 17-25.
+#  10  the issue sweep's bf16 softmax and log-softmax backward rows through the harness at one
+#      commit, each piece capped at 110 s (the session's last device time).
 # Usage: bash scripts/gpu/session32_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -62,6 +64,8 @@ case "$CALL" in
        tests/tune/test_distributed.py -k "nccl or distributed or shard" ;;
   9) sweep_part bf16 fwd
      keep_report fwd-bf16 fwd-bf16 ;;
-  *) echo "CALL: expected 1 to 9, got $CALL" >&2; exit 2 ;;
+  10) SUITE_PIECES="softmax.bwd:110 log_softmax.bwd:110" sweep_part bf16 smbwd
+      keep_report smbwd-bf16 smbwd-bf16 ;;
+  *) echo "CALL: expected 1 to 10, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
