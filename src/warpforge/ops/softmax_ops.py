@@ -319,8 +319,9 @@ gained nothing at 8192-32768 columns (``session32-h200-2026-11-30/softmax-bwd-ho
 kernel options removed after commit ``77d3440``): softmax at 4096 x 16384 / 24576 / 32768 102.8
 / 147.7 / 193.9 us at best against Liger's 99.0 / 145.9 / 192.4, whose kernel also multiplies
 and sums in bf16 (its dx up to 1.2e-4 from the op's, computed in float32). At 4096-16384
-columns, below ``min_n``, the tuned row kernels tie the whole-row launches at 8, 16 and 32
-warps within 1% (``short-softmax-call2.txt``)."""
+columns, below ``min_n``, the best whole-row launch of 8, 16 or 32 warps came within 1.2% of
+the tuned row kernels, forward and backward, and the others were slower
+(``short-softmax-call2.txt``)."""
 
 LOG_BWD_WIDE_LAUNCHES: dict[int, WideLaunch] = {2: WideLaunch(32, min_n=28672)}
 """Element size -> the whole-row launch of the log-softmax backward of rows that
