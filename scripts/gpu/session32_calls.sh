@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The device calls planned in the thirty-first session for the next one, on the H200
-# (nvidia-h200). Set WARPFORGE_GIT_COMMIT to this machine's `git rev-parse HEAD` as a literal
-# hash (calls_common.sh says why). Each call comes back as OUT/call-N.tgz; results go under
+# The thirty-second session's device calls, on the H200 (nvidia-h200; call 8 on two): call 1
+# planned in the thirty-first session, the others added as the session went. Set
+# WARPFORGE_GIT_COMMIT to this machine's `git rev-parse HEAD` as a literal hash
+# (calls_common.sh says why). Each call comes back as OUT/call-N.tgz; results go under
 # benchmarks/results/session32-h200-<date>/.
 # Session 31 capped the registers of the bf16/fp16 looped softmax, LayerNorm and RMSNorm
 # forwards at 64 a thread from kernel-alone sweeps at 4096 and 8192 rows in bf16
@@ -31,7 +32,8 @@
 #      (log-softmax at 131072 within 1.5%), so nothing changed.
 #   5  looped bf16 LayerNorm forward launches of 1024-4096-column chunks on 4-16 warps,
 #      uncapped and capped at 32 or 40 registers a thread, at the rows of 1024-16384
-#      columns (wide_rows_sweep.py short-ln-caps; 0.95x torch.compile at 4096 x 16384).
+#      columns (wide_rows_sweep.py short-ln-caps; 0.95x torch.compile at 4096 x 16384). Ran at
+#      8c4d13ed: none ahead of the op, in a run whose timings drifted between shapes.
 #   6  every gpu-marked test of tests/ops, six pytest-xdist workers on the one GPU (carry
 #      .whl/ with pytest-xdist and execnet beside Liger-Kernel).
 #   7  every other gpu-marked test, four workers.
