@@ -41,7 +41,7 @@
 #      of the harness, a tuning run split with NCCL), skipped by call 7 on one GPU.
 #   9  the issue sweep's bf16 forward part through the harness (RMSNorm, LayerNorm,
 #      add+RMSNorm, softmax and log-softmax forwards at the ten shapes), all at this session's
-#      commit: most of its rows in the tally were timed in sessions 17-25.
+#      commit: most of its rows in the tally were timed in sessions 16-25.
 #  10  the issue sweep's bf16 softmax and log-softmax backward rows through the harness at one
 #      commit, each piece capped at 110 s (the session's last device time).
 # Usage: bash scripts/gpu/session32_calls.sh OUT CALL
