@@ -41,7 +41,8 @@ import sys
 import torch
 
 from warpforge.ops import norm, softmax_ops
-from warpforge.ops._wide_rows import WIDE_ROWS, WideLaunch
+from warpforge.ops._rows import cdiv
+from warpforge.ops._wide_rows import MAX_UNROLLED_CHUNKS, WIDE_ROWS, WideLaunch
 
 W = WideLaunch
 NORM_BF16 = {
@@ -65,6 +66,14 @@ SHAPES = [  # (dtype, M, N, norm candidates, softmax candidates, backward candid
     (torch.bfloat16, 4096, 20000, NORM_ODD, SM_ODD, {}, False),
 ]
 OPS = {"rms": (False, False), "add_rms": (False, True), "layer": (True, False)}
+
+
+def unrolls(launch, N: int) -> bool:
+    """Whether ``launch`` takes rows of N columns: not an unrolled looped launch, or one with at
+    most ``MAX_UNROLLED_CHUNKS`` chunks a row (``row_blocks`` refuses more)."""
+    if not getattr(launch, "unrolled", False):
+        return True
+    return cdiv(N, launch.chunk) <= MAX_UNROLLED_CHUNKS
 
 
 def current(fn):
@@ -279,7 +288,7 @@ def softmax_looped(prefix: str, shapes=SOFTMAX_SHAPES, launches=SOFTMAX_LOOPED, 
     columns) and Liger at ``shapes`` (``SOFTMAX_SHAPES``; no norms)."""
     runs = []
     for dtype, M, N in shapes:
-        fits = {k: la for k, la in launches.items() if -(-N // la.chunk) <= 32}
+        fits = {k: la for k, la in launches.items() if unrolls(la, N)}
         if N <= 32768:  # the current path with the whole-row kernels off is the split kernel
             fits["whole-row 32w"] = W(32)
         runs.append((dtype, M, N, None, fits, {}, liger))
@@ -594,7 +603,7 @@ def ce_looped(prefix: str, shapes=CE_SHAPES, launches=CE_LOOPED, grad=True) -> N
         ref = tuple(t.clone() for t in forward())
         _time("current", forward, ref, moved, copy_bps, lines, rows, meta)
         for label, launch in launches.items():
-            if not getattr(launch, "unrolled", False) or -(-V // launch.chunk) <= 32:
+            if unrolls(launch, V):
                 _time(label, lambda la=launch: forward(la), ref, moved, copy_bps, lines, rows,
                       meta)  # fmt: skip
         del logits, out, ref
@@ -689,8 +698,7 @@ def longest_caps(prefix: str) -> None:
     forwards at bf16 8192 x 131072 and 8192 x 262144, without Liger."""
     runs = []
     for N in (131072, 262144):
-        fits = {k: la for k, la in LONGEST_CAPS.items()
-                if not la.unrolled or -(-N // la.chunk) <= 32}  # fmt: skip
+        fits = {k: la for k, la in LONGEST_CAPS.items() if unrolls(la, N)}
         norms = {"rms": fits, "layer": fits}
         runs.append((torch.bfloat16, 8192, N, norms, fits, {}, False))
     run(prefix, runs)
@@ -722,7 +730,7 @@ def short_ln_caps(prefix: str) -> None:
     tuned row kernels) and Liger at ``SHORT_LN_SHAPES``, LayerNorm forward only."""
     runs = []
     for dtype, M, N in SHORT_LN_SHAPES:
-        fits = {k: la for k, la in SHORT_LN_CAPS.items() if 2 <= -(-N // la.chunk) <= 32}
+        fits = {k: la for k, la in SHORT_LN_CAPS.items() if la.chunk < N and unrolls(la, N)}
         runs.append((dtype, M, N, {"layer": fits}, {}, {}, True))
     run(prefix, runs)
 
