@@ -13,7 +13,12 @@
 #   2  the bf16 cross-entropy part (forward, backward, forward+backward).
 #   3  the bf16 swiglu/geglu and rope parts (fused linear cross-entropy left out: its pieces
 #      take 300 s on their own).
-# The float32 parts follow the same pattern (SUITE_DTYPE fp32; they move twice the bytes).
+# The float32 parts follow the same pattern (they move twice the bytes), added in the
+# thirty-third session once calls 1-3 had taken 248, 149 and 97 s:
+#   4  the float32 forward part (norms, add+RMSNorm, softmax, log-softmax).
+#   5  the float32 norm backwards.
+#   6  the float32 softmax/log-softmax backwards, then swiglu/geglu and rope.
+#   7  the float32 cross-entropy part.
 # Usage: bash scripts/gpu/session33_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -26,6 +31,16 @@ case "$CALL" in
      keep_report ce-bf16 ce-bf16 ;;
   3) SUITE_PIECES="swiglu.*:120 geglu.*:120 rope.*:150" sweep_part bf16 gated
      keep_report gated-bf16 gated-rope-bf16 ;;
-  *) echo "CALL: expected 1 to 3, got $CALL" >&2; exit 2 ;;
+  4) sweep_part fp32 fwd
+     keep_report fwd-fp32 fwd-fp32 ;;
+  5) sweep_part fp32 normbwd
+     keep_report normbwd-fp32 normbwd-fp32 ;;
+  6) SUITE_PIECES="softmax.bwd:110 log_softmax.bwd:110" sweep_part fp32 smbwd
+     keep_report smbwd-fp32 smbwd-fp32
+     SUITE_PIECES="swiglu.*:90 geglu.*:90 rope.*:100" sweep_part fp32 gated
+     keep_report gated-fp32 gated-rope-fp32 ;;
+  7) sweep_part fp32 ce
+     keep_report ce-fp32 ce-fp32 ;;
+  *) echo "CALL: expected 1 to 7, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
