@@ -19,6 +19,11 @@
 #   5  the float32 norm backwards.
 #   6  the float32 softmax/log-softmax backwards, then swiglu/geglu and rope.
 #   7  the float32 cross-entropy part.
+# Then the GPU tests written in the session for the issues' test gaps:
+#   8  more than 2**31 elements (RoPE, LayerNorm, softmax/log-softmax forward and backward,
+#      fused linear cross-entropy's weight), out-of-range targets with and without
+#      WARPFORGE_CHECKS on each cross-entropy kernel, fused linear cross-entropy in a CUDA graph;
+#      the gradchecks on CUDA; the robotics tests of "error", validation and float64 on CUDA.
 # Usage: bash scripts/gpu/session33_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -41,6 +46,15 @@ case "$CALL" in
      keep_report gated-fp32 gated-rope-fp32 ;;
   7) sweep_part fp32 ce
      keep_report ce-fp32 ce-fp32 ;;
-  *) echo "CALL: expected 1 to 7, got $CALL" >&2; exit 2 ;;
+  8) gpu_tests offsets-checks-call8 170 tests/ops/test_rope.py tests/ops/test_softmax.py \
+       tests/ops/test_norm.py tests/ops/test_fused_linear_cross_entropy.py \
+       tests/ops/test_cross_entropy.py -n 4 \
+       -k "2_to_31 or 2_pow_31 or bad_target or cuda_graph_capture or checks"
+     timeout 70 python3 -m pytest -q -p no:cacheprovider -rfEs tests/ops/test_gradcheck.py \
+       tests/robotics/test_robotics_gpu.py -k "gradcheck or on_cuda" -n 4 \
+       > "$OUT/keep/gpu-tests-gradcheck-robotics-call8.txt" 2>&1
+     echo "gradcheck/robotics: exit $?: $(tail -1 "$OUT/keep/gpu-tests-gradcheck-robotics-call8.txt")"
+     grep -E "^FAILED|^ERROR" "$OUT/keep/gpu-tests-gradcheck-robotics-call8.txt" | head -8 ;;
+  *) echo "CALL: expected 1 to 8, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -1329,3 +1329,62 @@ def test_gpu_device_assert_on_bad_target_with_checks(monkeypatch):
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert result.returncode != 0
     assert "target outside" in result.stderr or "device-side assert" in result.stderr
+
+
+# The kernels a CUDA call can take, each with one target out of range: (rows, vocab, dtype,
+# with a gradient): the loss-only row kernel, the short-row kernel (rows of <= 256 classes a
+# tile), the forward writing the gradient, the aligned loss-only and split forward-with-
+# gradient kernels of rows that start off 16-byte boundaries (vocab 50257).
+BAD_TARGET_CASES = [
+    (4, 100, torch.float32, False),
+    (6, 256, torch.float32, False),
+    (4, 100, torch.float32, True),
+    (5, 50257, torch.bfloat16, False),
+    (5, 50257, torch.bfloat16, True),
+]
+BAD_TARGET_IDS = ["loss-only", "short-rows", "gradient-in-forward", "unaligned", "unaligned-grad"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("rows", "vocab", "dtype", "grad"), BAD_TARGET_CASES, ids=BAD_TARGET_IDS)
+def test_gpu_bad_target_without_checks_gives_its_row_nan(rows, vocab, dtype, grad, monkeypatch):
+    """The documented default on CUDA (no host sync, no device assert): the row of a target
+    outside [0, vocab) gets a NaN loss and gradient; the other rows stay right."""
+    monkeypatch.delenv("WARPFORGE_CHECKS", raising=False)
+    logits = torch.randn(rows, vocab, device="cuda", dtype=dtype).requires_grad_(grad)
+    target = torch.randint(0, vocab, (rows,), device="cuda")
+    target[1] = vocab  # one past the last class
+    target[2] = IGNORE
+    loss = cross_entropy(logits, target, reduction="none")
+    good = [r for r in range(rows) if r != 1]
+    assert loss[1].isnan()
+    expected = reference_cross_entropy(logits.detach()[good], target[good], reduction="none")
+    torch.testing.assert_close(loss[good].double(), expected, rtol=1.6e-2, atol=2e-2)
+    if grad:
+        (g,) = torch.autograd.grad(loss, logits, torch.ones_like(loss))
+        assert g[1].isnan().all() and not g[good].isnan().any()
+    assert cross_entropy(logits.detach(), target).isnan()  # the mean takes the NaN in
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("rows", "vocab", "dtype", "grad"), BAD_TARGET_CASES, ids=BAD_TARGET_IDS)
+def test_gpu_bad_target_with_checks_stops_every_kernel(rows, vocab, dtype, grad):
+    """WARPFORGE_CHECKS=1 on each kernel a call can take; a subprocess each (a device assert
+    poisons the CUDA context)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, warpforge.ops as ops\n"
+        f"x = torch.randn({rows}, {vocab}, device='cuda', dtype={dtype}).requires_grad_({grad})\n"
+        f"t = torch.zeros({rows}, dtype=torch.long, device='cuda')\n"
+        f"t[{rows - 1}] = {vocab}\n"
+        "loss = ops.cross_entropy(x, t)\n"
+        "torch.cuda.synchronize()\n"
+        "print('no assert, loss', loss.item())\n"
+    )
+    env = {**os.environ, "WARPFORGE_CHECKS": "1"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode != 0, result.stdout
+    assert "target outside" in result.stderr or "device-side assert" in result.stderr

@@ -444,6 +444,89 @@ def test_gpu_torch_compile_fullgraph():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("with_bias", [False, True], ids=["no-bias", "bias"])
+def test_gpu_cuda_graph_capture_and_replay(with_bias):
+    """Forward and backward captured in a CUDA graph (no host sync in the op), replayed on
+    fresh inputs copied into the captured buffers: the same loss and gradients as eager."""
+    hidden, weight, target, bias = make_inputs((384,), 256, 5003, with_bias=with_bias, seed=15)
+    to_gpu = lambda t: t.cuda().to(torch.bfloat16) if t is not None else None  # noqa: E731
+    hidden, weight, bias, target = to_gpu(hidden), to_gpu(weight), to_gpu(bias), target.cuda()
+    params = [p.clone().requires_grad_() for p in (hidden, weight, bias) if p is not None]
+
+    def step(h, w, *b):
+        loss = fused_linear_cross_entropy(h, w, target, b[0] if b else None, chunk_size=128)
+        return (loss, *torch.autograd.grad(loss, (h, w, *b)))
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step(*params)  # warm-up compiles the kernels outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = step(*params)
+    fresh = [torch.randn_like(p) * p.detach().std() for p in params]
+    with torch.no_grad():
+        for p, f in zip(params, fresh, strict=True):
+            p.copy_(f)
+    graph.replay()
+    torch.cuda.synchronize()
+    expected = step(*(f.clone().requires_grad_() for f in fresh))
+    for got, want in zip(captured, expected, strict=True):
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.gpu
+def test_gpu_bad_target_with_checks_asserts():
+    """WARPFORGE_CHECKS=1 reaches the chunks' cross-entropy kernels; a subprocess (a device
+    assert poisons the CUDA context)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, warpforge.ops as ops\n"
+        "h = torch.randn(64, 32, device='cuda', requires_grad=True)\n"
+        "w = torch.randn(1000, 32, device='cuda', requires_grad=True)\n"
+        "t = torch.zeros(64, dtype=torch.long, device='cuda')\n"
+        "t[40] = 1000\n"
+        "loss = ops.fused_linear_cross_entropy(h, w, t, chunk_size=16)\n"
+        "torch.cuda.synchronize()\n"
+        "print('no assert, loss', loss.item())\n"
+    )
+    env = {**os.environ, "WARPFORGE_CHECKS": "1"}
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert result.returncode != 0, result.stdout
+    assert "target outside" in result.stderr or "device-side assert" in result.stderr
+
+
+@pytest.mark.gpu
+def test_gpu_weight_beyond_2_pow_31_elements():
+    """An LM head of more than 2**31 elements (128256 x 16768 in bf16, 4.3 GB): the loss and the
+    gradients of a few tokens against float64, the weight's gradient checked on its last rows."""
+    vocab, width, tokens = 128256, 16768, 8
+    assert vocab * width > 2**31
+    gen = torch.Generator(device="cuda").manual_seed(23)
+    weight = torch.randn(vocab, width, device="cuda", dtype=torch.bfloat16, generator=gen)
+    weight.mul_(width**-0.5).requires_grad_()
+    hidden = torch.randn(tokens, width, device="cuda", dtype=torch.bfloat16, generator=gen)
+    hidden.requires_grad_()
+    target = torch.randint(0, vocab, (tokens,), device="cuda", generator=gen)
+    target[-1] = vocab - 1  # a target in the weight's last row
+    loss = fused_linear_cross_entropy(hidden, weight, target, reduction="sum")
+    grad_hidden, grad_weight = torch.autograd.grad(loss, (hidden, weight))
+    h64, w64 = hidden.detach().double().requires_grad_(), weight.detach().double().requires_grad_()
+    expected = reference_linear_cross_entropy(h64, w64, target, None, reduction="sum")
+    expected_hidden, expected_weight = torch.autograd.grad(expected, (h64, w64))
+    torch.testing.assert_close(loss.double(), expected, rtol=2e-2, atol=5e-2)
+    torch.testing.assert_close(grad_hidden.double(), expected_hidden, rtol=2e-2, atol=5e-4)
+    tail = slice(vocab - 4, vocab)
+    torch.testing.assert_close(
+        grad_weight[tail].double(), expected_weight[tail], rtol=2e-2, atol=2e-3
+    )
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gpu_unaligned_vocabulary(dtype):
     """GPT-2's 50257 classes: each chunk's logits rows start off 16-byte boundaries, so the

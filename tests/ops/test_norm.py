@@ -577,6 +577,31 @@ def test_more_than_2_to_31_elements_gpu():
     torch.testing.assert_close(dx[tail].double(), dx64, atol=5e-2, rtol=2e-2)
 
 
+@pytest.mark.gpu
+def test_layer_norm_more_than_2_to_31_elements_gpu():
+    """The public layer_norm, forward and autograd backward, on more than 2**31 elements: its
+    last rows, dx and the bias gradient (a column sum over every row) against float64."""
+    n = 16384
+    m = 2**31 // n + 1
+    x = torch.empty(m, n, dtype=torch.bfloat16, device="cuda").normal_()
+    w, b = (
+        randn(n, dtype=torch.bfloat16, device="cuda"),
+        randn(n, dtype=torch.bfloat16, device="cuda"),
+    )
+    dy = torch.empty_like(x).normal_()
+    dy[-1] *= 64  # the one row past 2**31 elements then moves each bias gradient by ~64
+    xs, ws, bs = x.requires_grad_(), w.requires_grad_(), b.requires_grad_()
+    y = layer_norm(xs, ws, bs)
+    dx, _dw, db = torch.autograd.grad(y, (xs, ws, bs), dy)
+    tail = slice(m - 3, m)
+    x64 = x[tail].detach().double().requires_grad_()
+    y64 = layer_norm_ref(x64, w.detach(), b.detach())
+    close(y[tail], y64, 1.6e-2, "y tail")
+    (dx64,) = torch.autograd.grad(y64, x64, dy[tail].double())
+    torch.testing.assert_close(dx[tail].double(), dx64, atol=5e-2, rtol=2e-2)
+    torch.testing.assert_close(db.double(), dy.double().sum(0), atol=2.0, rtol=1e-2)
+
+
 def test_chunked_persistent_rows(device, poison_outputs, monkeypatch):
     """More rows than persistent programs: each program loops over several long rows."""
     monkeypatch.setenv("WARPFORGE_WIDE_ROWS", "0")  # the chunked kernel, not the whole-row one

@@ -314,6 +314,36 @@ def test_gpu_llama_shapes(interleaved, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("interleaved", [False, True], ids=["half", "interleaved"])
+def test_gpu_more_than_2_to_31_elements(interleaved):
+    """64-bit offsets: q of 2**31 + 4096 elements (bf16, 4.3 GB); its last tokens, forward and
+    backward, against float64."""
+    seq, q_heads, k_heads, head_dim = 2**31 // (32 * 128) + 1, 32, 8, 128
+    assert seq * q_heads * head_dim > 2**31
+    gen = torch.Generator(device="cuda").manual_seed(17)
+    q = torch.randn(1, seq, q_heads, head_dim, device="cuda", dtype=torch.bfloat16, generator=gen)
+    k = torch.randn(1, seq, k_heads, head_dim, device="cuda", dtype=torch.bfloat16, generator=gen)
+    angles = torch.rand(seq, head_dim // 2, device="cuda", dtype=torch.float64) * 20 - 10
+    full = angles.repeat_interleave(2, -1) if interleaved else torch.cat([angles, angles], -1)
+    cos, sin = full.cos().float(), full.sin().float()
+    q.requires_grad_(), k.requires_grad_()
+    q_rot, k_rot = rope(q, k, cos, sin, interleaved=interleaved)
+    grad_q_out, grad_k_out = torch.randn_like(q_rot), torch.randn_like(k_rot)
+    grad_q, grad_k = torch.autograd.grad((q_rot, k_rot), (q, k), (grad_q_out, grad_k_out))
+    tail = slice(seq - 3, seq)
+    tables = (full[tail].cos(), full[tail].sin())
+    for x, rotated, grad_out, grad in (
+        (q, q_rot, grad_q_out, grad_q),
+        (k, k_rot, grad_k_out, grad_k),
+    ):
+        x64 = x.detach()[:, tail].double().requires_grad_()
+        expected = reference_rope(x64, *tables, interleaved)
+        (expected_grad,) = torch.autograd.grad(expected, x64, grad_out[:, tail].double())
+        torch.testing.assert_close(rotated[:, tail].double(), expected, atol=2e-2, rtol=2e-2)
+        torch.testing.assert_close(grad[:, tail].double(), expected_grad, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.gpu
 def test_gpu_torch_compile_fullgraph_and_cuda_graph():
     gen = torch.Generator().manual_seed(16)
     q = torch.randn(2, 256, 16, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)

@@ -97,6 +97,20 @@ def test_error_policy_names_stream(cpu_path: str) -> None:
         align(streams, torch.full((2, 3), 50.0), out_of_range="error")
 
 
+def test_error_policy_passes_nan_queries_through(cpu_path: str) -> None:
+    """A NaN query yields NaN under every policy, "error" included, in every stream."""
+    g = torch.Generator().manual_seed(26)
+    streams = make_streams(SPEC, 2, g)
+    first = max(float(t[..., 0].max()) for _, t in streams)
+    last = min(float(t[..., -1].min()) for _, t in streams)
+    assert first < last  # one time inside every stream's every row
+    inside = (first + last) / 2
+    query = torch.tensor([[inside, float("nan")], [float("nan"), inside]])
+    out = align(streams, query, out_of_range="error")
+    assert out[0, 1].isnan().all() and out[1, 0].isnan().all()
+    assert not out[0, 0].isnan().any() and not out[1, 1].isnan().any()
+
+
 @pytest.mark.parametrize(
     ("streams", "query", "kwargs", "error", "match"),
     [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import robotics_plain_reference as plain
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from robotics_paths import INTERPRETER, use_interpreter, use_torch_reference
 
 from warpforge.robotics import resample
-from warpforge.robotics.resample import METHODS, resample_reference
+from warpforge.robotics.resample import METHODS, NEARLY_PARALLEL, resample_reference
 
 POLICIES = ("clamp", "extrapolate", "nan")
 
@@ -30,36 +31,58 @@ def assert_matches(out: torch.Tensor, expected: torch.Tensor, *, tol: float = 1e
     assert bool((diff <= bound).all()), f"max error {diff.max().item():.3g}"
 
 
+HOUR_NS = 3600 * 10**9
+TIME_KINDS = ("float32 seconds", "float64 seconds one hour in", "int64 nanoseconds one hour in")
+
+
+def clock(eighths: list[list[int]], kind: str) -> torch.Tensor:
+    """Times given in eighths of a second, as a tensor of ``kind``: exact in every kind, so the
+    plain reference sees the very times the op does, ties and exact hits included."""
+    ticks = torch.tensor(eighths, dtype=torch.int64)
+    if kind == "int64 nanoseconds one hour in":
+        return HOUR_NS + ticks * 125_000_000
+    if kind == "float64 seconds one hour in":
+        return 3600.0 + ticks.double() / 8  # float32 could not tell these eighths apart
+    return ticks.float() / 8
+
+
 @st.composite
-def resample_case(draw: st.DrawFn) -> dict:
+def resample_case(draw: st.DrawFn, kind: str, policy: str) -> dict:
     method = draw(st.sampled_from(METHODS))
     batch = draw(st.integers(1, 3))
     samples = draw(st.integers(1, 9))
     queries = draw(st.integers(1, 12))
     width = 4 if method == "slerp" else draw(st.integers(1, 6))
-    # integer times with duplicates; queries on a 1/8 grid so ties and exact hits are exact
-    times = sorted(draw(st.lists(st.integers(0, 12), min_size=samples, max_size=samples)))
-    rows = [times] + [
+    # whole-second times with duplicates; queries on a 1/8 grid so ties and exact hits are exact
+    rows = [
         sorted(draw(st.lists(st.integers(0, 12), min_size=samples, max_size=samples)))
-        for _ in range(batch - 1)
+        for _ in range(batch)
     ]
-    query = [[draw(st.integers(-16, 112)) / 8 for _ in range(queries)] for _ in range(batch)]
+    times = clock([[8 * t for t in row] for row in rows], kind)
+    if draw(st.booleans()):  # one row for the whole batch, as a stride-0 view
+        times = times[0].expand(batch, samples)
+    query = [[draw(st.integers(-16, 112)) for _ in range(queries)] for _ in range(batch)]
     use_lengths = draw(st.booleans())
     lengths = [draw(st.integers(1, samples)) for _ in range(batch)] if use_lengths else None
     return {
         "method": method,
-        "policy": draw(st.sampled_from(POLICIES)),
-        "times": torch.tensor(rows, dtype=torch.float32),
-        "query": torch.tensor(query, dtype=torch.float32),
+        "policy": policy,
+        "times": times,
+        "query": clock(query, kind),
         "lengths": lengths,
         "width": width,
         "seed": draw(st.integers(0, 2**31 - 1)),
     }
 
 
-@settings(max_examples=40, deadline=None)
-@given(case=resample_case())
-def test_property_matches_plain_reference(case: dict) -> None:
+# every time kind and policy, each a few examples: drawn at random instead, the rarer
+# combinations (such as "error" with int64 times) were often missed
+@pytest.mark.parametrize("policy", (*POLICIES, "error"))
+@pytest.mark.parametrize("kind", TIME_KINDS)
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_property_matches_plain_reference(data: st.DataObject, kind: str, policy: str) -> None:
+    case = data.draw(resample_case(kind, policy))
     paths = ("1", "0") if INTERPRETER else ("0",)  # interpreter, then the torch reference path
     for path in paths:
         with pytest.MonkeyPatch.context() as mp:
@@ -70,28 +93,40 @@ def test_property_matches_plain_reference(case: dict) -> None:
 
 def _check_case(case: dict) -> None:
     g = torch.Generator().manual_seed(case["seed"])
-    batch, samples = case["times"].shape
+    times, query, lengths, policy = case["times"], case["query"], case["lengths"], case["policy"]
+    batch, samples = times.shape
     if case["method"] == "slerp":
         values = random_quaternions(batch, samples, generator=g)
     else:
         values = torch.randn(batch, samples, case["width"], generator=g)
-    lengths = case["lengths"]
     if lengths is not None:  # padding holds garbage that must never be read
         pad = torch.arange(samples) >= torch.tensor(lengths).unsqueeze(1)
-        case["times"] = case["times"].masked_fill(pad, -1e9)
+        if times.stride(0) != 0:  # a shared (stride-0) row holds every row's valid times
+            times = times.masked_fill(pad, -(10**9))
         values = values.masked_fill(pad.unsqueeze(-1), 1e30)
-    out, mask = resample(
-        values,
-        case["times"],
-        case["query"],
-        method=case["method"],
-        out_of_range=case["policy"],
-        lengths=torch.tensor(lengths) if lengths is not None else None,
-        return_mask=True,
-    )
+    # "error" returns what "clamp" does, unless a query lies outside its row's valid times
     expected, expected_mask = plain.resample(
-        values, case["times"], case["query"], case["method"], case["policy"], lengths
+        values, times, query, case["method"], "clamp" if policy == "error" else policy, lengths
     )
+
+    def run() -> tuple[torch.Tensor, torch.Tensor]:
+        return resample(
+            values,
+            times,
+            query,
+            method=case["method"],
+            out_of_range=policy,
+            lengths=torch.tensor(lengths) if lengths is not None else None,
+            return_mask=True,
+        )
+
+    if policy == "error" and not expected_mask.all():
+        row, col = (~expected_mask).nonzero()[0].tolist()  # the first, in row-major order
+        time = query[row, col].item()
+        with pytest.raises(ValueError, match=re.escape(f"row {row} query {col} (time {time!r})")):
+            run()
+        return
+    out, mask = run()
     assert_matches(out, expected)
     assert torch.equal(mask, expected_mask)
 
@@ -256,6 +291,56 @@ def test_slerp_unit_norm_and_shortest_path(cpu_path: str) -> None:
     assert abs(angle - math.pi / 4) < 1e-5
 
 
+def quaternion_chain(first: torch.Tensor, cosines: list[float], seed: int) -> torch.Tensor:
+    """float64 unit quaternions [len(cosines) + 1, 4], consecutive dot products ``cosines``."""
+    g = torch.Generator().manual_seed(seed)
+    chain = [first.double() / first.double().norm()]
+    for cos in cosines:
+        a = chain[-1]
+        if abs(cos) == 1.0:
+            chain.append(cos * a)  # exactly the same rotation: no orthogonal part to round
+            continue
+        r = torch.randn(4, generator=g, dtype=torch.float64)
+        u = r - (r @ a) * a  # orthogonal to a; normalised below
+        chain.append(cos * a + math.sqrt(1.0 - cos * cos) * u / u.norm())
+    return torch.stack(chain)
+
+
+# float64 pins each pair to its branch: next to the threshold, at w = 1/4 or 3/4, normalised lerp
+# and slerp differ by ~5e-7 and the op matches its branch to ~1e-14. float32 rounding is too
+# coarse for that; there the checks are no NaN, unit norm and the hemisphere flip.
+@pytest.mark.parametrize(
+    ("dtype", "tol"),
+    [
+        pytest.param(torch.float32, 1e-6, id="float32"),
+        pytest.param(torch.float64, 1e-9, id="float64"),
+    ],
+)
+def test_slerp_nearly_parallel_and_antiparallel_pairs(
+    cpu_path: str, dtype: torch.dtype, tol: float
+) -> None:
+    cosines = [
+        1.0,  # identical: sin(angle) == 0, so slerp's own formula would give 0 / 0
+        1.0 - 1e-9,  # nearly identical: their dot rounds to 1 in float32
+        NEARLY_PARALLEL + 1e-5,  # just above the threshold: normalised lerp
+        NEARLY_PARALLEL - 1e-5,  # just below: slerp proper
+        -(1.0 - 1e-9),  # nearly antiparallel: the hemisphere flip makes them nearly identical
+        -1.0,  # q and -q, the same rotation
+        -(NEARLY_PARALLEL + 1e-5),  # flipped, just above the threshold
+        -(NEARLY_PARALLEL - 1e-5),  # flipped, just below
+    ]
+    values = quaternion_chain(torch.tensor([0.3, -0.5, 0.1, 0.8]), cosines, seed=13).to(dtype)
+    intervals = len(cosines)
+    times = torch.arange(intervals + 1, dtype=torch.float32)
+    # every interval at w = 0, 1/4, 1/2, 3/4, then the last sample
+    query = (torch.arange(4 * intervals + 1, dtype=torch.float32) / 4)[None]
+    out = resample(values[None], times[None], query, method="slerp")
+    assert out.dtype == dtype and not out.isnan().any()
+    assert bool(((out.double().norm(dim=-1) - 1).abs() <= tol).all())
+    expected, _ = plain.resample(values[None], times[None], query, "slerp")
+    assert_matches(out, expected, tol=tol)
+
+
 def test_gradients_match_plain_lerp_derivatives(cpu_path: str) -> None:
     values = torch.tensor([[0.0, 1.0], [2.0, 5.0], [4.0, -1.0]], requires_grad=True)
     times = torch.tensor([0.0, 1.0, 3.0])
@@ -356,13 +441,21 @@ def test_torch_reference_agrees_with_interpreter_including_lengths(
             assert torch.equal(kernel.nan_to_num(0), reference.nan_to_num(0))
 
 
-def test_nan_query_gives_nan(cpu_path: str) -> None:
+@pytest.mark.parametrize("policy", ["clamp", "extrapolate", "nan", "error"])
+def test_nan_query_gives_nan(policy: str, cpu_path: str) -> None:
+    """Under every policy, "error" included: a NaN query is not out of range."""
     out, mask = resample(
         torch.randn(3, 2), torch.tensor([0.0, 1.0, 2.0]), torch.tensor([float("nan"), 1.0]),
-        return_mask=True,
+        out_of_range=policy, return_mask=True,
     )  # fmt: skip
     assert out[0].isnan().all() and not out[1].isnan().any()
     assert mask.tolist() == [False, True]
+
+
+def test_error_policy_skips_nan_queries_and_names_the_first_out_of_range(cpu_path: str) -> None:
+    query = torch.tensor([float("nan"), 1.0, 3.5])
+    with pytest.raises(ValueError, match=r"row 0 query 2 \(time 3.5\)"):
+        resample(torch.randn(3, 2), torch.tensor([0.0, 1.0, 2.0]), query, out_of_range="error")
 
 
 # --- errors -----------------------------------------------------------------------------------

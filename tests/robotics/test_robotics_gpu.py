@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import robotics_plain_reference as plain
 import torch
-from test_resample import assert_matches, gradcheck_resample, random_quaternions
+from test_resample import (
+    TIME_KINDS,
+    assert_matches,
+    clock,
+    gradcheck_resample,
+    random_quaternions,
+)
 
 from warpforge.robotics import align, resample, voxelize
 from warpforge.robotics.resample import METHODS, resample_reference
@@ -74,6 +82,49 @@ def test_widths_up_to_1024_and_stride_zero_times() -> None:
         out = resample(values.to(CUDA), row.to(CUDA).expand(3, 50), query.to(CUDA))
         expected, _ = plain.resample(values, row.expand(3, 50), query)
         assert_matches(out.cpu(), expected)
+
+
+@pytest.mark.parametrize("method", ["linear", "nearest", "previous"])
+def test_float64_seconds_one_hour_in_on_cuda(method: str) -> None:
+    # a 1 kHz clock one hour in: float32 times could not tell neighbouring samples apart
+    g = torch.Generator().manual_seed(48)
+    times = 3600.0 + torch.arange(300, dtype=torch.float64) * 1e-3
+    query = 3600.0 + torch.rand(257, generator=g, dtype=torch.float64) * 0.299
+    values = torch.randn(300, 2, generator=g)
+    out = resample(values.to(CUDA), times.to(CUDA), query.to(CUDA), method=method)
+    expected, _ = plain.resample(values[None], times[None], query[None], method)
+    assert_matches(out.cpu(), expected[0], tol=2e-6)
+
+
+@pytest.mark.parametrize("kind", TIME_KINDS)
+def test_error_policy_names_row_and_time_on_cuda(kind: str) -> None:
+    times = clock([[0, 8], [0, 16]], kind).to(CUDA)  # in eighths: rows end at 1 s and 2 s
+    query = clock([[4, 8], [12, 20]], kind).to(CUDA)  # only row 1's 2.5 s lies outside
+    values = torch.randn(2, 2, 3, device=CUDA)
+    late = query[1, 1].item()
+    with pytest.raises(ValueError, match=re.escape(f"row 1 query 1 (time {late!r})")):
+        resample(values, times, query, out_of_range="error")
+    in_range = torch.minimum(query, times[:, -1:])
+    assert torch.equal(resample(values, times, in_range, out_of_range="error"),
+                       resample(values, times, in_range, out_of_range="clamp"))  # fmt: skip
+
+
+def test_unsorted_nan_times_and_bad_lengths_name_the_row_on_cuda() -> None:
+    values = torch.randn(3, 4, 2, device=CUDA)
+    query = torch.rand(3, 5, device=CUDA)
+    times = torch.tensor([[0.0, 1, 2, 3], [0.0, 1, 2, 3], [0.0, 2, 1, 3]], device=CUDA)
+    with pytest.raises(ValueError, match="row 2 decreases at sample 2"):
+        resample(values, times, query)
+    times[2] = torch.tensor([0.0, 1.0, float("nan"), 3.0], device=CUDA)
+    with pytest.raises(ValueError, match="row 2 holds nan at sample 2; times must be finite"):
+        resample(values, times, query)
+    times[2] = torch.tensor([0.0, 1.0, 2.0, 3.0], device=CUDA)
+    for bad in (0, 5):
+        lengths = torch.tensor([4, bad, 2], device=CUDA)
+        with pytest.raises(
+            ValueError, match=rf"expected every length in \[1, 4\], got {bad} in row 1"
+        ):
+            resample(values, times, query, lengths=lengths)
 
 
 def test_offsets_beyond_int32() -> None:

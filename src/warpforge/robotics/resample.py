@@ -203,10 +203,15 @@ def check_sorted_times(
 
 
 def raise_out_of_range(mask: torch.Tensor, query: torch.Tensor, what: str = "") -> None:
-    """For ``out_of_range='error'``: raise naming the first out-of-range row and query time."""
-    if bool(mask.all()):  # one device-to-host sync
+    """For ``out_of_range='error'``: raise naming the first out-of-range row and query time.
+    A NaN query is not out of range (its mask entry is False too): it yields NaN under every
+    policy, this one included."""
+    outside = ~mask
+    if query.is_floating_point():
+        outside &= ~torch.isnan(query)
+    if not bool(outside.any()):  # one device-to-host sync
         return
-    row, col = (int(i) for i in (~mask).nonzero()[0])
+    row, col = (int(i) for i in outside.nonzero()[0])
     raise ValueError(
         f"query_times: {what}row {row} query {col} (time {query[row, col].item()!r}) lies outside "
         "the source times [t[0], t[n-1]] and out_of_range='error'"
