@@ -24,6 +24,7 @@
 #      fused linear cross-entropy's weight), out-of-range targets with and without
 #      WARPFORGE_CHECKS on each cross-entropy kernel, fused linear cross-entropy in a CUDA graph;
 #      the gradchecks on CUDA; the robotics tests of "error", validation and float64 on CUDA.
+#   9  every gpu-marked robotics test (resample's "error" policy changed for NaN queries).
 # Usage: bash scripts/gpu/session33_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -55,6 +56,7 @@ case "$CALL" in
        > "$OUT/keep/gpu-tests-gradcheck-robotics-call8.txt" 2>&1
      echo "gradcheck/robotics: exit $?: $(tail -1 "$OUT/keep/gpu-tests-gradcheck-robotics-call8.txt")"
      grep -E "^FAILED|^ERROR" "$OUT/keep/gpu-tests-gradcheck-robotics-call8.txt" | head -8 ;;
-  *) echo "CALL: expected 1 to 8, got $CALL" >&2; exit 2 ;;
+  9) gpu_tests robotics-call9 130 tests/robotics -n 4 ;;
+  *) echo "CALL: expected 1 to 9, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

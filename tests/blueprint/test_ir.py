@@ -7,7 +7,7 @@ import json
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from warpforge.blueprint import (
@@ -20,6 +20,7 @@ from warpforge.blueprint import (
     TensorSchema,
     default_registry,
 )
+from warpforge.blueprint.registry import broadcast_shapes
 
 UNARY = ("exp", "neg", "sigmoid", "tanh", "abs")
 BINARY = ("add", "sub", "mul", "div")
@@ -212,9 +213,33 @@ def test_from_json_rejects_malformed_entries_naming_them(damage, message) -> Non
 
 
 # ------------------------------------------------------------------------------- hashing
+SCALARS = (0.5, 2.0, -3.0, 1e-3)
+CLAMP_BOUNDS = (-2.0, -0.5, 0.0, 1.0, 3.0)
+INPUT_DTYPES = ("float32", "float16")
+CAST_DTYPES = ("float16", "bfloat16", "float32", "float64")
+INPUT_SHAPES = ((4, 8), (1, 8), (8,), ("B", 8))
+# (2, 8) only as a mutation: it broadcasts with neither (4, 8) nor ("B", 8)
+MUTATED_SHAPES = (*INPUT_SHAPES, (2, 8))
+FAMILIES = {
+    "unary": UNARY,
+    "binary": BINARY,
+    "attributed": ("clamp", "gelu", "cast"),
+    "reduction": ("sum", "mean", "amax"),
+}
+FAMILY_OF = {op: family for family, ops in FAMILIES.items() for op in ops}
+# Attributes an op mutated into another family member gets (clamp's min/max mean nothing to gelu).
+FRESH_ATTRS: dict[str, dict] = {
+    "clamp": {"min": 0.0},
+    "gelu": {"approximate": "tanh"},
+    "cast": {"dtype": "float32"},
+}
+MUTATION_KINDS = ("op", "attr", "edge", "dtype", "shape")
+
+
 @dataclasses.dataclass
 class RandomGraph:
-    """A random DAG of pointwise ops, kept as a recipe so it can be renamed and reordered."""
+    """A random DAG of pointwise ops and row reductions, kept as a recipe so it can be renamed,
+    reordered and mutated."""
 
     n_inputs: int
     nodes: list[tuple[str, list[int], dict]]  # (op, input value indices, attrs); value i
@@ -257,30 +282,61 @@ class RandomGraph:
         return tuple(nodes), tuple(expr(v) for v in self.outputs), inputs
 
 
+def _broadcasts(a: TensorSchema, b: TensorSchema) -> bool:
+    try:
+        broadcast_shapes([a.shape, b.shape])
+    except ValueError:
+        return False
+    return True
+
+
+@st.composite
+def _random_node(draw: st.DrawFn, schemas: list[TensorSchema]) -> tuple[str, list[int], dict]:
+    """One node over the values so far, with operands and attributes it accepts: every draw is
+    a valid graph, so no example is thrown away (or passes without checking anything)."""
+    family = draw(st.sampled_from(("binary", "scalar", "unary", "attributed", "reduction")))
+    # a 0-d value (a 1-d one reduced) has no last dimension left to reduce
+    operands = [v for v, s in enumerate(schemas) if family != "reduction" or s.rank > 0]
+    first = draw(st.sampled_from(operands))
+    if family == "binary":
+        partners = [v for v, s in enumerate(schemas) if _broadcasts(schemas[first], s)]
+        return draw(st.sampled_from(BINARY)), [first, draw(st.sampled_from(partners))], {}
+    if family == "scalar":
+        attrs = {"scalar": draw(st.sampled_from(SCALARS))}
+        if draw(st.booleans()):
+            attrs["reverse"] = True  # scalar op tensor
+        return draw(st.sampled_from(BINARY)), [first], attrs
+    if family == "unary":
+        return draw(st.sampled_from(UNARY)), [first], {}
+    if family == "reduction":
+        keepdim = draw(st.sampled_from([{}, {"keepdim": False}, {"keepdim": True}]))
+        return draw(st.sampled_from(FAMILIES["reduction"])), [first], keepdim
+    op = draw(st.sampled_from(FAMILIES["attributed"]))
+    if op == "clamp":
+        bounds = draw(st.sampled_from([("min",), ("max",), ("min", "max")]))
+        return op, [first], {bound: draw(st.sampled_from(CLAMP_BOUNDS)) for bound in bounds}
+    if op == "gelu":
+        return op, [first], {"approximate": draw(st.sampled_from(("none", "tanh")))}
+    return op, [first], {"dtype": draw(st.sampled_from(CAST_DTYPES))}
+
+
 @st.composite
 def random_graphs(draw: st.DrawFn) -> RandomGraph:
     n_inputs = draw(st.integers(1, 3))
-    n_nodes = draw(st.integers(1, 8))
+    dtypes = [draw(st.sampled_from(INPUT_DTYPES)) for _ in range(n_inputs)]
+    shapes = [draw(st.sampled_from(INPUT_SHAPES)) for _ in range(n_inputs)]
+    schemas = [TensorSchema(shape, dtype) for shape, dtype in zip(shapes, dtypes, strict=True)]
     nodes = []
-    for i in range(n_nodes):
-        available = n_inputs + i
-        if draw(st.booleans()):
-            op = draw(st.sampled_from(BINARY))
-            args = [draw(st.integers(0, available - 1)), draw(st.integers(0, available - 1))]
-            attrs: dict = {}
-        elif draw(st.booleans()):
-            op = draw(st.sampled_from(BINARY))
-            args = [draw(st.integers(0, available - 1))]
-            attrs = {"scalar": draw(st.sampled_from([0.5, 2.0, -3.0, 1e-3]))}
-        else:
-            op = draw(st.sampled_from(UNARY))
-            args = [draw(st.integers(0, available - 1))]
-            attrs = {}
+    for _ in range(draw(st.integers(1, 8))):
+        op, args, attrs = draw(_random_node(schemas))
+        # inferred as we go, so later nodes only pair operands that broadcast
+        spec = default_registry().get(op)
+        schemas.append(spec.infer_schema([schemas[a] for a in args], attrs))
         nodes.append((op, args, attrs))
-    total = n_inputs + n_nodes
-    outputs = draw(st.lists(st.integers(n_inputs, total - 1), min_size=1, max_size=3, unique=True))
-    dtypes = [draw(st.sampled_from(["float32", "float16"])) for _ in range(n_inputs)]
-    shapes = [draw(st.sampled_from([(4, 8), (1, 8), (8,), ("B", 8)])) for _ in range(n_inputs)]
+    # a prefix of a permutation: distinct outputs without the duplicate draws that a unique
+    # list rejects (hypothesis counts those as invalid examples)
+    order = draw(st.permutations(range(n_inputs, n_inputs + len(nodes))))
+    outputs = order[: draw(st.integers(1, min(3, len(nodes))))]
     return RandomGraph(n_inputs, nodes, outputs, dtypes, shapes)
 
 
@@ -309,8 +365,7 @@ def _valid(graph: RandomGraph) -> bool:
 def test_hash_ignores_names_and_independent_insertion_order(
     graph: RandomGraph, rng: random.Random
 ) -> None:
-    if not _valid(graph):
-        return
+    graph.build().infer()  # the strategy draws valid graphs only; an invalid one fails here
     total = graph.n_inputs + len(graph.nodes)
     renamed = [f"n{rng.randrange(10**9)}_{i}" for i in range(total)]
     rng.shuffle(renamed)
@@ -324,44 +379,111 @@ def test_hash_ignores_names_and_independent_insertion_order(
         seen.add(node.name)
 
 
-def _mutate(graph: RandomGraph, rng: random.Random) -> RandomGraph:
-    nodes = [(op, list(args), dict(attrs)) for op, args, attrs in graph.nodes]
-    dtypes, shapes = list(graph.dtypes), list(graph.shapes)
-    kind = rng.choice(["op", "attr", "edge", "dtype", "shape"])
-    index = rng.randrange(len(nodes))
-    op, args, attrs = nodes[index]
-    if kind == "op":
-        family = BINARY if op in BINARY else UNARY
-        op = rng.choice([o for o in family if o != op])
-    elif kind == "attr" and "scalar" in attrs:
-        attrs["scalar"] = attrs["scalar"] + 0.25
-    elif kind == "attr":
-        attrs = {"unused": 1}  # an extra attribute is a different node too
-    elif kind == "edge":
-        slot = rng.randrange(len(args))
-        choices = [v for v in range(graph.n_inputs + index) if v != args[slot]]
-        if not choices:
-            op = rng.choice([o for o in (BINARY if op in BINARY else UNARY) if o != op])
-        else:
-            args[slot] = rng.choice(choices)
-    elif kind == "dtype":
-        which = rng.randrange(graph.n_inputs)
-        dtypes[which] = "float16" if dtypes[which] == "float32" else "float32"
-    else:
-        which = rng.randrange(graph.n_inputs)
-        shapes[which] = (2, 8) if shapes[which] != (2, 8) else (4, 8)
-    nodes[index] = (op, args, attrs)
-    return RandomGraph(graph.n_inputs, nodes, graph.outputs, dtypes, shapes)
+def _changed_attrs(op: str, attrs: dict) -> list[dict]:
+    """Every single change of one attribute's value that ``op`` still accepts."""
+    if FAMILY_OF[op] == "binary" and "scalar" in attrs:
+        return [
+            {**attrs, "scalar": attrs["scalar"] + 0.25},
+            {**attrs, "reverse": not attrs.get("reverse", False)},
+        ]
+    if op == "clamp":
+        return [{**attrs, bound: attrs[bound] + 0.5} for bound in ("min", "max") if bound in attrs]
+    if op == "gelu":
+        return [{"approximate": "tanh" if attrs["approximate"] == "none" else "none"}]
+    if op == "cast":
+        return [{"dtype": dtype} for dtype in CAST_DTYPES if dtype != attrs["dtype"]]
+    if FAMILY_OF[op] == "reduction":  # also changes the shape, which consumers may reject
+        return [{"keepdim": not attrs.get("keepdim", False)}]
+    return []  # unary ops and two-tensor binary ops take no attributes
+
+
+def _mutations(graph: RandomGraph, kind: str) -> list[RandomGraph]:
+    """Every graph one change of ``kind`` away from ``graph``, valid or not."""
+
+    def with_node(index: int, op: str, args: list[int], attrs: dict) -> RandomGraph:
+        nodes = list(graph.nodes)
+        nodes[index] = (op, args, attrs)
+        return dataclasses.replace(graph, nodes=nodes)
+
+    def with_input(index: int, dtype: str, shape: tuple) -> RandomGraph:
+        dtypes, shapes = list(graph.dtypes), list(graph.shapes)
+        dtypes[index], shapes[index] = dtype, shape
+        return dataclasses.replace(graph, dtypes=dtypes, shapes=shapes)
+
+    found = []
+    for i in range(graph.n_inputs):
+        dtype, shape = graph.dtypes[i], graph.shapes[i]
+        if kind == "dtype":
+            found += [with_input(i, d, shape) for d in INPUT_DTYPES if d != dtype]
+        elif kind == "shape":
+            found += [with_input(i, dtype, s) for s in MUTATED_SHAPES if s != shape]
+    for index, (op, args, attrs) in enumerate(graph.nodes):
+        if kind == "op":
+            family = FAMILY_OF[op]
+            for other in FAMILIES[family]:
+                if other != op:
+                    fresh = FRESH_ATTRS[other] if family == "attributed" else attrs
+                    found.append(with_node(index, other, args, dict(fresh)))
+        elif kind == "attr":
+            found += [with_node(index, op, args, new) for new in _changed_attrs(op, attrs)]
+        elif kind == "edge":
+            for slot, current in enumerate(args):
+                for value in range(graph.n_inputs + index):
+                    if value != current:
+                        rewired = [*args[:slot], value, *args[slot + 1 :]]
+                        found.append(with_node(index, op, rewired, attrs))
+    return found
+
+
+def _mutate(graph: RandomGraph, rng: random.Random) -> tuple[str, RandomGraph]:
+    """A random single change that keeps the graph valid, and its kind. Kinds are tried in a
+    random order and the first with a valid change wins, so a kind comes up about as often as
+    any other the graph allows (not in proportion to how many edges the graph has)."""
+    kinds = list(MUTATION_KINDS)
+    rng.shuffle(kinds)
+    for kind in kinds:
+        candidates = _mutations(graph, kind)
+        rng.shuffle(candidates)
+        for mutated in candidates:
+            if _valid(mutated):
+                return kind, mutated
+    raise AssertionError("no valid mutation: flipping an input's float dtype always is one")
 
 
 @settings(max_examples=80, deadline=None)
 @given(random_graphs(), st.randoms(use_true_random=False))
 def test_hash_changes_with_every_structural_change(graph: RandomGraph, rng: random.Random) -> None:
-    mutated = _mutate(graph, rng)
-    if not _valid(graph) or not _valid(mutated):
-        return
+    graph.build().infer()  # the strategy draws valid graphs only; an invalid one fails here
+    kind, mutated = _mutate(graph, rng)
+    event(f"mutation: {kind}")
     same_structure = mutated.structure() == graph.structure()
+    if kind != "edge":  # rewiring to an equal expression is the only change that is no change
+        assert not same_structure
     assert (mutated.build().canonical_hash() == graph.build().canonical_hash()) == same_structure
+
+
+@pytest.mark.parametrize(
+    ("op", "attrs", "changed"),
+    [
+        ("clamp", {"min": -1.0, "max": 1.0}, {"min": -1.0, "max": 1.5}),
+        ("gelu", {"approximate": "none"}, {"approximate": "tanh"}),
+        ("cast", {"dtype": "float16"}, {"dtype": "bfloat16"}),
+        ("amax", {"keepdim": False}, {"keepdim": True}),
+        ("mul", {"scalar": 2.0}, {"scalar": 2.25}),
+        ("sub", {"scalar": 2.0, "reverse": False}, {"scalar": 2.0, "reverse": True}),
+    ],
+)
+def test_hash_changes_with_each_attribute_value(op: str, attrs: dict, changed: dict) -> None:
+    """Every attribute kind the random graphs draw, changed deterministically (the property
+    test above reaches some of them only a few times per run)."""
+
+    def graph(node_attrs: dict) -> BlueprintIR:
+        b = BlueprintBuilder("g")
+        b.output("y", b.op(op, b.input("x", (4, 8), "float32"), name="n", **node_attrs))
+        return b.build()  # infers: both attribute values are valid
+
+    assert graph(attrs).canonical_hash() == graph(dict(attrs)).canonical_hash()  # control
+    assert graph(changed).canonical_hash() != graph(attrs).canonical_hash()
 
 
 @settings(max_examples=40, deadline=None)
@@ -371,8 +493,7 @@ def test_json_round_trip_of_random_graphs(graph: RandomGraph) -> None:
     again = BlueprintIR.from_json(ir.to_json())
     assert again == ir
     assert again.to_json() == ir.to_json()
-    if _valid(graph):
-        assert again.canonical_hash() == ir.canonical_hash()
+    assert again.canonical_hash() == ir.canonical_hash()
 
 
 def test_hash_depends_on_operator_version_and_argument_order() -> None:
