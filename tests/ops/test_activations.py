@@ -75,7 +75,9 @@ def check(op_name, gate, up, tol):
 @pytest.mark.parametrize("op_name", list(OPS))
 # (2048,) and (3, 1024) tile exactly into blocks (the unpredicated path); the others leave a tail
 @pytest.mark.parametrize(
-    "shape", [(1,), (7,), (3, 1013), (2, 3, 257), (4097,), (2048,), (3, 1024)], ids=str
+    "shape",
+    [(1,), (7,), (3, 1013), (2, 3, 257), (2, 3, 2, 11), (4097,), (65537,), (2048,), (3, 1024)],
+    ids=str,
 )
 def test_matches_reference(op_name, shape, path):
     gen = torch.Generator().manual_seed(hash((op_name, shape)) % 2**31)

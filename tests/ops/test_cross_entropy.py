@@ -89,7 +89,7 @@ def check_row_losses(loss, lse, logits, target):
 
 @pytest.mark.parametrize(
     "shape",
-    [(1, 1), (1, 7), (5, 1), (13, 97), (3, 4, 31), (2, 5000), (17,)],
+    [(1, 1), (1, 7), (5, 1), (13, 97), (3, 4, 31), (2, 3, 2, 11), (2, 5000), (3, 4099), (17,)],
     ids=lambda s: "x".join(map(str, s)),
 )
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])

@@ -226,7 +226,9 @@ def test_rms_norm_property(m, n, offset, eps, use_residual, dtype, seed):
 # --------------------------------------------------------------------------- layer_norm
 
 
-@pytest.mark.parametrize("shape", [(1, 1), (1, 67), (4, 257), (2, 3, 31)], ids=str)
+@pytest.mark.parametrize(
+    "shape", [(1, 1), (1, 67), (4, 257), (2, 3, 31), (2, 3, 4, 17), (2, 4099)], ids=str
+)
 @pytest.mark.parametrize("affine", ["none", "weight", "weight+bias", "bias"])
 def test_layer_norm_forward_backward(shape, affine, device, cpu_float_dtypes, poison_outputs):
     for dtype in cpu_float_dtypes:

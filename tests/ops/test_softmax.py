@@ -50,7 +50,15 @@ def check(name, x, dim, tol_fwd, tol_bwd):
 @pytest.mark.parametrize("name", sorted(OPS))
 @pytest.mark.parametrize(
     ("shape", "dim"),
-    [((1, 1), -1), ((1, 67), -1), ((7, 300), 1), ((3, 5, 33), 1), ((2, 3, 4, 17), 0), ((9,), 0)],
+    [
+        ((1, 1), -1),
+        ((1, 67), -1),
+        ((7, 300), 1),
+        ((3, 5, 33), 1),
+        ((2, 3, 4, 17), 0),
+        ((9,), 0),
+        ((2, 4099), -1),
+    ],
     ids=str,
 )
 def test_forward_backward(name, shape, dim, device, cpu_float_dtypes, poison_outputs):
