@@ -158,13 +158,23 @@ def test_gated_activations(op, device):
 
 @pytest.mark.parametrize("interleaved", [False, True], ids=["half", "interleaved"])
 def test_rope(interleaved, device):
-    """Gradients to q and k (the tables are constants: ``rope`` takes no gradient for them)."""
+    """Gradients to q and k (the backward kernel)."""
     angles = torch.rand(2, 2, dtype=torch.float64, device=device) * 6 - 3
     full = angles.repeat_interleave(2, -1) if interleaved else torch.cat([angles, angles], -1)
     cos, sin = full.cos().float(), full.sin().float()
     gradcheck(
         lambda q, k: rope(q, k, cos, sin, interleaved=interleaved),
         leaves((1, 2, 2, 4), (1, 2, 1, 4), device=device),
+    )
+
+
+@pytest.mark.parametrize("half_table", [False, True], ids=["table-D", "table-D/2"])
+def test_rope_learned_tables(half_table, device):
+    """Gradients to q, k and the tables together, one table per batch row."""
+    width = 2 if half_table else 4
+    gradcheck(
+        lambda q, k, cos, sin: rope(q, k, cos, sin),
+        leaves((2, 2, 1, 4), (2, 2, 1, 4), (2, 2, width), (2, 2, width), device=device),
     )
 
 

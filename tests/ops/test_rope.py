@@ -281,11 +281,6 @@ def test_compiles_fullgraph_and_passes_opcheck():
         (lambda q, k, c, s: rope(q, k, c[:, :3], s[:, :3]), ValueError, "cos: expected shape"),
         (lambda q, k, c, s: rope(q, k, c, s[:, :4]), ValueError, "sin: expected the shape of cos"),
         (
-            lambda q, k, c, s: rope(q, k, c.requires_grad_(), s),
-            ValueError,
-            "cos: rope treats cos/sin as constants",
-        ),
-        (
             lambda q, k, c, s: rope(q, k, c, s, interleaved=1),
             TypeError,
             "interleaved: expected a bool",
@@ -298,6 +293,41 @@ def test_invalid_arguments_raise_naming_the_argument(call, error, match):
     cos, sin = torch.randn(3, 8), torch.randn(3, 8)
     with pytest.raises(error, match=match):
         call(q, k, cos, sin)
+
+
+@pytest.mark.parametrize("interleaved", [False, True], ids=["half", "interleaved"])
+@pytest.mark.parametrize("table_shape", ["seq-D", "seq-D/2", "batch-seq-D", "1-seq-D/2"], ids=str)
+def test_learned_tables_get_gradients(interleaved, table_shape, device):
+    """cos and sin that require grad (learned angles or tables) get the float64 reference's
+    gradients, whatever layout they come in: shared by the batch or one per batch row, one
+    value per element or per pair; q and k's gradients are unchanged."""
+    batch, seq, head_dim = 2, 5, 8
+    q = torch.randn(batch, seq, 3, head_dim, device=device, requires_grad=True)
+    k = torch.randn(batch, seq, 1, head_dim, device=device, requires_grad=True)
+    lead = {"seq-D": (), "seq-D/2": (), "batch-seq-D": (batch,), "1-seq-D/2": (1,)}[table_shape]
+    width = head_dim // 2 if table_shape.endswith("/2") else head_dim
+    cos = torch.randn(*lead, seq, width, device=device, requires_grad=True)
+    sin = torch.randn(*lead, seq, width, device=device, requires_grad=True)
+    q_rot, k_rot = rope(q, k, cos, sin, interleaved=interleaved)
+    grad_q_out, grad_k_out = torch.randn_like(q_rot), torch.randn_like(k_rot)
+    got = torch.autograd.grad((q_rot, k_rot), (q, k, cos, sin), (grad_q_out, grad_k_out))
+
+    leaves64 = [t.detach().double().requires_grad_() for t in (q, k, cos, sin)]
+    q64, k64, cos64, sin64 = leaves64
+
+    def full(table):  # the per-element table the reference takes, [b|1, seq, head_dim]
+        if width != head_dim:
+            table = table.repeat_interleave(2, -1) if interleaved else torch.cat([table] * 2, -1)
+        return table if table.dim() == 3 else table[None]
+
+    expected = (
+        reference_rope(q64, full(cos64), full(sin64), interleaved),
+        reference_rope(k64, full(cos64), full(sin64), interleaved),
+    )
+    want = torch.autograd.grad(expected, leaves64, (grad_q_out.double(), grad_k_out.double()))
+    for name, g, w in zip(("q", "k", "cos", "sin"), got, want, strict=True):
+        assert g.shape == w.shape, name
+        torch.testing.assert_close(g.double(), w, atol=1e-4, rtol=1e-4, msg=name)
 
 
 @pytest.mark.gpu

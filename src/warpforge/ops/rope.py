@@ -177,20 +177,54 @@ def _(grad_q, grad_k, cos, sin, interleaved):
 
 def _setup_context(ctx, inputs, output):
     q, k, cos, sin, interleaved = inputs
-    ctx.save_for_backward(cos, sin)
+    # q and k are kept only for the tables' gradients (rotary tables are usually constants)
+    tables_need_grad = cos.requires_grad or sin.requires_grad
+    ctx.save_for_backward(cos, sin, *((q, k) if tables_need_grad else ()))
     ctx.shapes = (q.shape, k.shape)
     ctx.interleaved = interleaved
 
 
+def _table_grads(pairs, cos: torch.Tensor, interleaved: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gradients of the kernel-layout tables (``[seq, D]`` or ``[batch, seq, D]``, D the head
+    dim or half of it) from ``(x, grad_out)`` pairs: the forward is ``x * cos + rot(x) * sin``
+    element by element, so they are ``grad_out * x`` and ``grad_out * rot(x)`` summed over the
+    heads (and the batch for a table shared by every batch), a half-width table taking both
+    elements of each pair. Plain PyTorch, in float32: a learned table is small and rare."""
+    grad_cos = grad_sin = None
+    for x, grad_out in pairs:
+        x, g = x.float(), grad_out.float()
+        half = x.shape[-1] // 2
+        if interleaved:
+            rotated = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
+        else:
+            rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+        c, s = (g * x).sum(dim=2), (g * rotated).sum(dim=2)  # over the heads: [batch, seq, D]
+        grad_cos = c if grad_cos is None else grad_cos + c
+        grad_sin = s if grad_sin is None else grad_sin + s
+    if cos.dim() == 2:
+        grad_cos, grad_sin = grad_cos.sum(0), grad_sin.sum(0)
+    if cos.shape[-1] != grad_cos.shape[-1]:  # one angle per pair
+        if interleaved:
+            grad_cos, grad_sin = (t[..., 0::2] + t[..., 1::2] for t in (grad_cos, grad_sin))
+        else:
+            grad_cos, grad_sin = (t[..., :half] + t[..., half:] for t in (grad_cos, grad_sin))
+    return grad_cos, grad_sin
+
+
 def _backward(ctx, grad_q, grad_k):
-    cos, sin = ctx.saved_tensors
+    cos, sin, *q_k = ctx.saved_tensors
     # an output that did not reach the loss has no gradient: rotate zeros in its place
     if grad_q is None:
         grad_q = cos.new_zeros(ctx.shapes[0], dtype=grad_k.dtype)
     if grad_k is None:
         grad_k = cos.new_zeros(ctx.shapes[1], dtype=grad_q.dtype)
     dq, dk = _rope_bwd(grad_q, grad_k, cos, sin, ctx.interleaved)
-    return dq, dk, None, None, None
+    grad_cos = grad_sin = None
+    if q_k:
+        pairs = zip(q_k, (grad_q, grad_k), strict=True)
+        grad_cos, grad_sin = _table_grads(pairs, cos, ctx.interleaved)
+        grad_cos, grad_sin = grad_cos.to(cos.dtype), grad_sin.to(sin.dtype)
+    return dq, dk, grad_cos, grad_sin, None
 
 
 _rope_fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -212,11 +246,6 @@ def _validate_table(name: str, table: object, q: torch.Tensor) -> torch.Tensor:
         raise ValueError(
             f"{name}: expected shape [seq={seq}, D] or [{lead_text}seq={seq}, D] (leading dims "
             f"1 or those of q) with D in ({head_dim}, {head_dim // 2}), got {describe(table)}"
-        )
-    if table.requires_grad and torch.is_grad_enabled():
-        raise ValueError(
-            f"{name}: rope treats cos/sin as constants and does not differentiate them; "
-            f"pass {name}.detach() (got a tensor that requires grad)"
         )
     if math.prod(table_lead) == 1 and len(table_lead) != 1:
         table = table.reshape(table.shape[-2:])  # one table for every batch (a view)
@@ -275,7 +304,8 @@ def rope(
     ``interleaved=False`` rotates ``(x[d], x[d + head_dim/2])`` pairs (NeoX/Llama
     ``rotate_half``): ``out = x * cos + rotate_half(x) * sin``. ``interleaved=True`` rotates
     ``(x[2i], x[2i+1])`` pairs (GPT-J). Returns new tensors ``(q_rot, k_rot)`` of the input
-    shapes and dtypes; math in float32. Differentiable in ``q`` and ``k``.
+    shapes and dtypes; math in float32. Differentiable in ``q`` and ``k`` (the backward kernel)
+    and in ``cos`` and ``sin`` when they require grad (learned tables; plain PyTorch).
     """
     q_rot, k_rot = _rope_fwd(*_validate(q, k, cos, sin, interleaved), interleaved)
     return q_rot.view(q.shape), k_rot.view(k.shape)
