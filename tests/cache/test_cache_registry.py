@@ -64,6 +64,46 @@ def test_threads_missing_the_same_key_build_it_once(registry):
     assert registry._build_locks == {}  # per-key locks are dropped once unused
 
 
+def test_an_entry_another_process_publishes_after_the_miss_is_a_disk_hit(registry, tmp_path):
+    """Between this process's miss and its build lock another process publishes the entry on
+    disk: no build, a disk hit counted, and the entry kept in memory (the next call is a
+    memory hit, not a second read and check of the disk entry)."""
+    key = make_key("a")
+    other_process = KernelRegistry(
+        memory=MemoryTier(), disk=DiskTier(tmp_path / "kernels"), metrics=CacheMetrics()
+    )
+    first_lookup = registry.get
+
+    def miss_then_the_other_publishes(k):
+        found = first_lookup(k)
+        other_process.put(k, make_artifact("a"))
+        return found
+
+    registry.get = miss_then_the_other_publishes
+    got = registry.get_or_build(key, lambda: pytest.fail("built what the disk tier held"))
+    assert got == make_artifact("a") and key in registry.memory
+    snap = registry.metrics.snapshot()
+    assert snap["builds"]["count"] == 0
+    assert snap["hits"] == {"memory": 0, "disk": 1, "redis": 0}
+    assert snap["misses"]["disk"] == 1  # the first lookup's
+
+
+def test_a_thread_waiting_on_anothers_build_counts_a_memory_hit(registry):
+    """A waiter that finds the entry the builder put in memory records that hit."""
+    key = make_key("a")
+    first_lookup = registry.get
+
+    def miss_then_another_thread_builds(k):
+        found = first_lookup(k)
+        registry.memory.put(k, make_artifact("a"))
+        return found
+
+    registry.get = miss_then_another_thread_builds
+    assert registry.get_or_build(key, lambda: pytest.fail("built twice")) == make_artifact("a")
+    snap = registry.metrics.snapshot()
+    assert snap["hits"]["memory"] == 1 and snap["builds"]["count"] == 0
+
+
 def test_different_keys_build_in_parallel(registry):
     started = threading.Barrier(2, timeout=5)
 

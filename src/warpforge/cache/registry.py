@@ -237,12 +237,22 @@ class KernelRegistry:
         if artifact is not None:
             return artifact
         with self._build_lock(key):
-            # Another thread may have built it while this one waited for the lock.
+            # Another thread may have built it while this one waited for the lock, or another
+            # process published it on disk since the lookup above: a second lookup, counted
+            # (and a disk hit kept in memory) only when it finds the entry, as the first one
+            # already counted the miss.
+            start_ns = time.perf_counter_ns()
             artifact = self.memory.get(key)
-            if artifact is None and self.disk is not None:
-                artifact = self.disk.get(key)
             if artifact is not None:
+                self.metrics.record_lookup("memory", time.perf_counter_ns() - start_ns)
                 return artifact
+            if self.disk is not None:
+                artifact = self.disk.get(key)
+                if artifact is not None:
+                    self._remember(key, artifact)
+                    elapsed_ns = time.perf_counter_ns() - start_ns
+                    self.metrics.record_lookup("disk", elapsed_ns, ["memory"])
+                    return artifact
             start = time.perf_counter()
             try:
                 artifact = build()
