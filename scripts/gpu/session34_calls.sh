@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The device calls planned in the thirty-third session for the next one, on the H200
+# (nvidia-h200). Carry .whl/ (Liger-Kernel; pytest-xdist and execnet for the test workers);
+# set WARPFORGE_GIT_COMMIT to this machine's `git rev-parse HEAD` as a literal hash
+# (calls_common.sh says why). Each call comes back as OUT/call-N.tgz; results go under
+# benchmarks/results/session34-h200-<date>/.
+# The thirty-third session re-timed the issue sweep on one version of the kernel code (all but
+# fused linear cross-entropy's two rows), added GPU tests (run there) and, after its device time
+# was spent, gave `rope` gradients for learned cos/sin tables (CPU-checked only):
+#   1  every gpu-marked test of tests/ops (the new ones included), then the tests of the
+#      learned tables and the gradchecks, which are not gpu-marked (they take the `device`
+#      fixture: CUDA there).
+#   2  every other gpu-marked test (the two that need two GPUs skip; run them on
+#      nvidia-h200-x2 with `-k nccl` if the tree's tuning code changed).
+#   3  fused linear cross-entropy through the harness (its two rows are the tally's last ones
+#      timed on older code).
+# Usage: bash scripts/gpu/session34_calls.sh OUT CALL
+set -uo pipefail
+source "$(dirname "$0")/calls_common.sh"
+start_call session34_calls.sh "$@"
+
+case "$CALL" in
+  1) gpu_tests ops-call1 330 tests/ops -n 6
+     timeout 120 python3 -m pytest -q -p no:cacheprovider -rfEs tests/ops/test_gradcheck.py \
+       tests/ops/test_rope.py -k "gradcheck or learned" -n 4 \
+       > "$OUT/keep/gpu-tests-gradcheck-learned-call1.txt" 2>&1
+     echo "gradcheck/learned tables: exit $?: $(tail -1 "$OUT/keep/gpu-tests-gradcheck-learned-call1.txt")" ;;
+  2) gpu_tests rest-call2 400 tests --ignore=tests/ops -n 4 ;;
+  3) SUITE_PIECES="fused_linear_cross_entropy.*:400" sweep_part bf16 rope
+     keep_report rope-bf16 flce-bf16 ;;
+  *) echo "CALL: expected 1 to 3, got $CALL" >&2; exit 2 ;;
+esac
+finish_call one
