@@ -73,6 +73,21 @@ def test_int64_nanoseconds_and_long_rows_on_cuda() -> None:
     assert_matches(out.cpu(), expected[0], tol=2e-6)
 
 
+@pytest.mark.parametrize("method", ["linear", "nearest"])
+def test_100k_samples_and_100k_queries_on_cuda(method: str) -> None:
+    """The issue's largest rows: S = T = 100k on two batch rows, float32 times, queries in
+    and around each row."""
+    g = torch.Generator().manual_seed(49)
+    samples = queries = 100_000
+    times = torch.cumsum(torch.rand(2, samples, generator=g) + 1e-3, dim=1)
+    span = times[:, -1:] - times[:, :1]
+    query = times[:, :1] - 1 + torch.rand(2, queries, generator=g) * (span + 2)
+    values = torch.randn(2, samples, 3, generator=g)
+    out = resample(values.to(CUDA), times.to(CUDA), query.to(CUDA), method=method)
+    expected, _ = plain.resample(values, times, query, method)
+    assert_matches(out.cpu(), expected, tol=1e-4)
+
+
 def test_widths_up_to_1024_and_stride_zero_times() -> None:
     g = torch.Generator().manual_seed(43)
     for width in (1, 5, 64, 1000, 1024):
