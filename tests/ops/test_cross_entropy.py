@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from device_assert import assert_stops_on_bad_target
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -1311,26 +1312,6 @@ def test_gpu_logits_beyond_2_pow_31_elements():
     torch.testing.assert_close(grad[check_rows].double(), expected_grad, rtol=1.6e-2, atol=1e-6)
 
 
-@pytest.mark.gpu
-def test_gpu_device_assert_on_bad_target_with_checks(monkeypatch):
-    """WARPFORGE_CHECKS=1 compiles the target check in; run in a subprocess (a device assert
-    poisons the CUDA context)."""
-    import subprocess
-    import sys
-
-    code = (
-        "import torch, warpforge.ops as ops\n"
-        "x = torch.randn(4, 100, device='cuda')\n"
-        "t = torch.tensor([0, 1, 100, 2], device='cuda')\n"
-        "ops.cross_entropy(x, t)\n"
-        "torch.cuda.synchronize()\n"
-    )
-    env = {**__import__("os").environ, "WARPFORGE_CHECKS": "1"}
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert result.returncode != 0
-    assert "target outside" in result.stderr or "device-side assert" in result.stderr
-
-
 # The kernels a CUDA call can take, each with one target out of range: (rows, vocab, dtype,
 # with a gradient): the loss-only row kernel, the short-row kernel (rows of <= 256 classes a
 # tile), the forward writing the gradient, the aligned loss-only and split forward-with-
@@ -1369,13 +1350,8 @@ def test_gpu_bad_target_without_checks_gives_its_row_nan(rows, vocab, dtype, gra
 @pytest.mark.gpu
 @pytest.mark.parametrize(("rows", "vocab", "dtype", "grad"), BAD_TARGET_CASES, ids=BAD_TARGET_IDS)
 def test_gpu_bad_target_with_checks_stops_every_kernel(rows, vocab, dtype, grad):
-    """WARPFORGE_CHECKS=1 on each kernel a call can take; a subprocess each (a device assert
-    poisons the CUDA context)."""
-    import os
-    import subprocess
-    import sys
-
-    code = (
+    """WARPFORGE_CHECKS=1 on each kernel a call can take; a subprocess each."""
+    assert_stops_on_bad_target(
         "import torch, warpforge.ops as ops\n"
         f"x = torch.randn({rows}, {vocab}, device='cuda', dtype={dtype}).requires_grad_({grad})\n"
         f"t = torch.zeros({rows}, dtype=torch.long, device='cuda')\n"
@@ -1384,7 +1360,3 @@ def test_gpu_bad_target_with_checks_stops_every_kernel(rows, vocab, dtype, grad)
         "torch.cuda.synchronize()\n"
         "print('no assert, loss', loss.item())\n"
     )
-    env = {**os.environ, "WARPFORGE_CHECKS": "1"}
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert result.returncode != 0, result.stdout
-    assert "target outside" in result.stderr or "device-side assert" in result.stderr

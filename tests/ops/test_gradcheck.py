@@ -90,31 +90,25 @@ def targets(rows: int, classes: int, device, *, ignored_row: int | None = None) 
 
 
 @pytest.mark.parametrize(
-    ("reduction", "label_smoothing", "z_loss"),
-    [("mean", 0.0, 0.0), ("mean", 0.1, 0.05), ("sum", 0.1, 0.05), ("none", 0.2, 0.05)],
+    ("in_forward", "reduction", "label_smoothing", "z_loss"),
+    [
+        (False, "mean", 0.0, 0.0),
+        (False, "mean", 0.1, 0.05),
+        (False, "sum", 0.1, 0.05),
+        (False, "none", 0.2, 0.05),
+        (True, "mean", 0.1, 0.05),
+        (True, "sum", 0.0, 0.0),
+        (True, "none", 0.2, 0.05),
+    ],
 )
-def test_cross_entropy_separate_backward(reduction, label_smoothing, z_loss, device, monkeypatch):
-    """The backward from the saved log-sum-exp (``_cross_entropy_bwd``), with a row of
-    ``ignore_index``."""
-    monkeypatch.setattr(cross_entropy_module, "_fused_gradient", lambda logits: False)
-    target = targets(4, 5, device, ignored_row=2)
-    gradcheck(
-        lambda x: cross_entropy(
-            x, target, reduction=reduction, label_smoothing=label_smoothing, z_loss=z_loss
-        ),
-        leaves((4, 5), device=device),
-    )
-
-
-@pytest.mark.parametrize(
-    ("reduction", "label_smoothing", "z_loss"),
-    [("mean", 0.1, 0.05), ("sum", 0.0, 0.0), ("none", 0.2, 0.05)],
-)
-def test_cross_entropy_gradient_in_forward(reduction, label_smoothing, z_loss, device):
-    """The gradient the forward writes (``_cross_entropy_fwd_grad``), with a row of
-    ``ignore_index``."""
-    target = targets(4, 5, device, ignored_row=1)
-    check_single_backward(
+def test_cross_entropy(in_forward, reduction, label_smoothing, z_loss, device, monkeypatch):
+    """Both ways the op forms the gradient, with a row of ``ignore_index``: written by the
+    forward (``_cross_entropy_fwd_grad``; its backward runs once per forward) or by the backward
+    from the saved log-sum-exp (``_cross_entropy_bwd``)."""
+    if not in_forward:
+        monkeypatch.setattr(cross_entropy_module, "_fused_gradient", lambda logits: False)
+    target = targets(4, 5, device, ignored_row=1 if in_forward else 2)
+    (check_single_backward if in_forward else gradcheck)(
         lambda x: cross_entropy(
             x, target, reduction=reduction, label_smoothing=label_smoothing, z_loss=z_loss
         ),

@@ -76,26 +76,29 @@ def _full_tables(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interlea
     return cos[:, :, None, :], sin[:, :, None, :]
 
 
+def _pair_halves(t: torch.Tensor, interleaved: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first and the second elements of each rotated pair along the last dim."""
+    if interleaved:
+        return t[..., 0::2], t[..., 1::2]
+    half = t.shape[-1] // 2
+    return t[..., :half], t[..., half:]
+
+
+def _join_pairs(first: torch.Tensor, second: torch.Tensor, interleaved: bool) -> torch.Tensor:
+    """The inverse of :func:`_pair_halves`."""
+    if interleaved:
+        return torch.stack([first, second], dim=-1).flatten(-2)
+    return torch.cat([first, second], dim=-1)
+
+
 def _reference_rotate(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool, backward: bool
 ) -> torch.Tensor:
     c, s = _full_tables(x, cos, sin, interleaved)
-    xf = x.float()
-    if interleaved:
-        x1, x2 = xf[..., 0::2], xf[..., 1::2]
-        c1, c2, s1, s2 = c[..., 0::2], c[..., 1::2], s[..., 0::2], s[..., 1::2]
-    else:
-        half = x.shape[-1] // 2
-        x1, x2 = xf[..., :half], xf[..., half:]
-        c1, c2, s1, s2 = c[..., :half], c[..., half:], s[..., :half], s[..., half:]
+    (x1, x2), (c1, c2), (s1, s2) = (_pair_halves(t, interleaved) for t in (x.float(), c, s))
     if backward:
         s1, s2 = -s2, -s1
-    o1, o2 = x1 * c1 - x2 * s1, x2 * c2 + x1 * s2
-    if interleaved:
-        out = torch.stack([o1, o2], dim=-1).flatten(-2)
-    else:
-        out = torch.cat([o1, o2], dim=-1)
-    return out.to(x.dtype)
+    return _join_pairs(x1 * c1 - x2 * s1, x2 * c2 + x1 * s2, interleaved).to(x.dtype)
 
 
 def _rotate(
@@ -190,24 +193,17 @@ def _table_grads(pairs, cos: torch.Tensor, interleaved: bool) -> tuple[torch.Ten
     element by element, so they are ``grad_out * x`` and ``grad_out * rot(x)`` summed over the
     heads (and the batch for a table shared by every batch), a half-width table taking both
     elements of each pair. Plain PyTorch, in float32: a learned table is small and rare."""
-    grad_cos = grad_sin = None
+    grad_cos = grad_sin = 0
     for x, grad_out in pairs:
         x, g = x.float(), grad_out.float()
-        half = x.shape[-1] // 2
-        if interleaved:
-            rotated = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)
-        else:
-            rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-        c, s = (g * x).sum(dim=2), (g * rotated).sum(dim=2)  # over the heads: [batch, seq, D]
-        grad_cos = c if grad_cos is None else grad_cos + c
-        grad_sin = s if grad_sin is None else grad_sin + s
+        x1, x2 = _pair_halves(x, interleaved)
+        rotated = _join_pairs(-x2, x1, interleaved)
+        grad_cos = grad_cos + (g * x).sum(dim=2)  # over the heads: [batch, seq, D]
+        grad_sin = grad_sin + (g * rotated).sum(dim=2)
     if cos.dim() == 2:
         grad_cos, grad_sin = grad_cos.sum(0), grad_sin.sum(0)
     if cos.shape[-1] != grad_cos.shape[-1]:  # one angle per pair
-        if interleaved:
-            grad_cos, grad_sin = (t[..., 0::2] + t[..., 1::2] for t in (grad_cos, grad_sin))
-        else:
-            grad_cos, grad_sin = (t[..., :half] + t[..., half:] for t in (grad_cos, grad_sin))
+        grad_cos, grad_sin = (sum(_pair_halves(t, interleaved)) for t in (grad_cos, grad_sin))
     return grad_cos, grad_sin
 
 
