@@ -24,7 +24,40 @@ case "$CALL" in
      timeout 120 python3 -m pytest -q -p no:cacheprovider -rfEs tests/ops/test_gradcheck.py \
        tests/ops/test_rope.py -k "gradcheck or learned" -n 4 \
        > "$OUT/keep/gpu-tests-gradcheck-learned-call1.txt" 2>&1
-     echo "gradcheck/learned tables: exit $?: $(tail -1 "$OUT/keep/gpu-tests-gradcheck-learned-call1.txt")" ;;
+     echo "gradcheck/learned tables: exit $?: $(tail -1 "$OUT/keep/gpu-tests-gradcheck-learned-call1.txt")"
+     # does this Triton compile kernels taking tuples of tensors, ints and constexprs (what an
+     # align launch of any number of streams needs)?
+     timeout 120 python3 - > "$OUT/keep/tuple-arguments-call1.txt" 2>&1 <<'PY'
+import torch, triton, triton.language as tl
+
+@triton.jit
+def _part(pid, first, x_ptr, o_ptr, n, SCALE: tl.constexpr, BLOCK: tl.constexpr):
+    local = pid - first
+    if (local >= 0) & (local < tl.cdiv(n, BLOCK)):
+        offs = local * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n).to(tl.float32)
+        tl.store(o_ptr + offs, (x * SCALE).to(o_ptr.dtype.element_ty), mask=offs < n)
+
+@triton.jit
+def parts(xs, outs, ns, firsts, SCALES: tl.constexpr, BLOCKS: tl.constexpr):
+    pid = tl.program_id(0)
+    for i in tl.static_range(len(xs)):
+        _part(pid, firsts[i], xs[i], outs[i], ns[i], SCALES[i], BLOCKS[i])
+
+for count in (1, 3, 9):
+    xs = tuple((torch.randn(37 * i + 5, device="cuda")).to(torch.bfloat16 if i % 2 else torch.float32) for i in range(count))
+    outs = tuple(torch.full_like(x, float("nan")) for x in xs)
+    blocks = tuple(16 << (i % 3) for i in range(count))
+    firsts, first = [], 0
+    for x, b in zip(xs, blocks):
+        firsts.append(first)
+        first += -(-x.numel() // b)
+    parts[(first,)](xs, outs, tuple(x.numel() for x in xs), tuple(firsts), SCALES=tuple(range(2, 2 + count)), BLOCKS=blocks)
+    for i, (x, o) in enumerate(zip(xs, outs)):
+        assert torch.equal(o, (x.float() * (2 + i)).to(x.dtype)), (count, i)
+print("tuple arguments ok on triton", triton.__version__)
+PY
+     echo "tuple arguments: exit $?: $(tail -1 "$OUT/keep/tuple-arguments-call1.txt")" ;;
   2) gpu_tests rest-call2 400 tests --ignore=tests/ops -n 4 ;;
   3) SUITE_PIECES="fused_linear_cross_entropy.*:400" sweep_part bf16 rope
      keep_report rope-bf16 flce-bf16 ;;
