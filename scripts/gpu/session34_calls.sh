@@ -12,7 +12,10 @@
 #      fixture: CUDA there).
 #   2  every other gpu-marked test (the two that need two GPUs skip; run them on
 #      nvidia-h200-x2 with `-k nccl` if the tree's tuning code changed).
-#   3  fused linear cross-entropy through the harness (its two rows are the tally's last ones
+#   3  align of any number of streams in one launch (the thirty-fourth session's change): compile
+#      time, errors and time by stream count (benchmarks/align_stream_count.py), then both
+#      align problems through the harness (the issue's three streams and eight).
+#   4  fused linear cross-entropy through the harness (its two rows are the tally's last ones
 #      timed on older code).
 # Usage: bash scripts/gpu/session34_calls.sh OUT CALL
 set -uo pipefail
@@ -58,9 +61,20 @@ for count in (1, 3, 9):
 print("tuple arguments ok on triton", triton.__version__)
 PY
      echo "tuple arguments: exit $?: $(tail -1 "$OUT/keep/tuple-arguments-call1.txt")" ;;
-  2) gpu_tests rest-call2 400 tests --ignore=tests/ops -n 4 ;;
-  3) SUITE_PIECES="fused_linear_cross_entropy.*:400" sweep_part bf16 rope
+  2) gpu_tests rest-call2 400 tests --ignore=tests/ops -n 4
+     # alone: beside five other workers' tests it ran out of memory in call 1
+     gpu_tests flce-wide-call2 150 tests/ops/test_fused_linear_cross_entropy.py -k beyond_2_pow_31 ;;
+  3) t0=$SECONDS
+     timeout 300 python3 benchmarks/align_stream_count.py --out "$OUT/count" \
+       > "$OUT/keep/align-stream-count-call3.txt" 2>&1
+     echo "align stream count: exit $? in $((SECONDS - t0)) s"; cat "$OUT/keep/align-stream-count-call3.txt"
+     cp "$OUT/count/align-stream-count.json" "$OUT/keep/align-stream-count-call3.json" 2>/dev/null
+     t0=$SECONDS
+     timeout $((560 - SECONDS)) python3 -m warpforge bench --problem 'align*' \
+       --out "$OUT/keep/align-call3.json" > "$OUT/align-bench.log" 2>&1
+     echo "align bench: exit $? in $((SECONDS - t0)) s"; tail -14 "$OUT/align-bench.log" ;;
+  4) SUITE_PIECES="fused_linear_cross_entropy.*:400" sweep_part bf16 rope
      keep_report rope-bf16 flce-bf16 ;;
-  *) echo "CALL: expected 1 to 3, got $CALL" >&2; exit 2 ;;
+  *) echo "CALL: expected 1 to 4, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

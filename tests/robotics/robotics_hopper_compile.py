@@ -17,9 +17,10 @@ from triton.compiler import ASTSource
 HOPPER = GPUTarget("cuda", 90, 32)
 
 
-def compile_for_hopper(fn, types: dict[str, str], constants: dict, divisible: list[str]) -> str:
-    """PTX of ``fn``; integer arguments are i32 unless given, and pointers and ``divisible``
-    sizes are specialised as multiples of 16, as a launch with such values would be."""
+def compile_for_hopper(fn, types: dict[str, object], constants: dict, divisible: list[str]) -> str:
+    """PTX of ``fn``; integer arguments are i32 unless given (a tuple argument's type is a tuple
+    of types), and pointers and ``divisible`` sizes are specialised as multiples of 16, as a
+    launch with such values would be."""
     signature = {
         name: "constexpr" if name in constants else types.get(name, "i32") for name in fn.arg_names
     }
@@ -67,15 +68,18 @@ def resample_cases(kernels) -> dict[str, str]:
         kernels.resample_gather_grad_kernel, gather_types, gather, ["g", "gv", "g_sb", "gv_sb"]
     )
     for time_kind, time_type in ((1, "fp64"), (2, "i64")):
-        types = {"q_ptr": f"*{time_type}"}
-        for k, value_type in enumerate(("bf16", "fp32", "fp16", "fp32")):
-            types |= {f"v{k}": f"*{value_type}", f"t{k}": f"*{time_type}", f"o{k}": "*fp32",
-                      f"m{k}": "*u8"}  # fmt: skip
-        constants = {"NUM_STREAMS": 4, "METHOD0": 0, "METHOD1": 1, "METHOD2": 2, "METHOD3": 3,
-                     "BLOCK_D0": 256, "BLOCK_D1": 32, "BLOCK_D2": 8, "BLOCK_D3": 4,
-                     "BLOCK_T0": 16, "BLOCK_T1": 128, "BLOCK_T2": 256, "BLOCK_T3": 256,
-                     "POLICY": 2, "TIME_KIND": time_kind, "COMPUTE_F64": False,
-                     "WRITE_MASK": True, "PROBES": 4}  # fmt: skip
+        value_types = ("bf16", "fp32", "fp16", "fp32", "fp64")  # five streams, every method
+        streams = len(value_types)
+        types = {"q_ptr": f"*{time_type}", "values": tuple(f"*{t}" for t in value_types),
+                 "times": (f"*{time_type}",) * streams, "outs": ("*fp32",) * streams,
+                 "masks": ("*u8",) * streams}  # fmt: skip
+        int_tuples = ("v_strides_b", "v_strides_s", "t_strides_b", "t_strides_s", "samples",
+                      "out_strides_b", "out_strides_t", "out_cols", "widths", "first_items",
+                      "search_steps")  # fmt: skip
+        types |= {name: ("i32",) * streams for name in int_tuples}
+        constants = {"METHODS": (0, 1, 2, 3, 0), "BLOCK_DS": (256, 32, 8, 4, 16),
+                     "BLOCK_TS": (16, 128, 256, 256, 64), "POLICY": 2, "TIME_KIND": time_kind,
+                     "COMPUTE_F64": True, "WRITE_MASK": True, "PROBES": 4}  # fmt: skip
         out[f"streams_{time_type}"] = compile_for_hopper(
             kernels.resample_streams_kernel, types, constants, []
         )

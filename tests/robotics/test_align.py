@@ -35,7 +35,7 @@ def test_concat_matches_plain_reference(cpu_path: str) -> None:
 
 def test_list_output_in_own_dtypes_and_per_stream_methods(cpu_path: str) -> None:
     g = torch.Generator().manual_seed(21)
-    spec = [*SPEC, (6, 4, torch.float32, 9), (7, 2, torch.float16, 9)]  # 5 streams: two groups
+    spec = [*SPEC, (6, 4, torch.float32, 9), (7, 2, torch.float16, 9)]  # 5 streams, one launch
     streams = make_streams(spec, 2, g)
     quat = streams[3][0]
     streams[3] = (quat / quat.norm(dim=-1, keepdim=True), streams[3][1])
@@ -144,25 +144,29 @@ def test_invalid_arguments(streams, query, kwargs, error, match) -> None:
         align(streams, query, **kwargs)
 
 
-def test_five_streams_concat_in_two_launches(cpu_path: str) -> None:
+# streams of every value dtype, widths 1 to 33 and rates from 2 to 40 samples over the span
+MANY = [*SPEC, (6, 4, torch.float32, 9), (7, 2, torch.float32, 9), (40, 33, torch.float16, 11),
+        (2, 5, torch.float64, 10), (11, 16, torch.float32, 13), (3, 7, torch.float16, 6)]  # fmt: skip
+
+
+def test_nine_streams_concat(cpu_path: str) -> None:
     g = torch.Generator().manual_seed(26)
-    spec = [*SPEC, (6, 4, torch.float32, 9), (7, 2, torch.float32, 9)]  # the 5th launches alone
-    streams = make_streams(spec, 2, g)
+    streams = make_streams(MANY, 2, g)
     query = torch.rand(2, 9, generator=g) * 12 - 1
     out = align(streams, query, out_of_range="extrapolate")
     expected = torch.cat(
         [plain.resample(v, t, query, "linear", "extrapolate")[0] for v, t in streams], dim=-1
     )
-    assert out.shape == (2, 9, 19)
+    assert out.shape == (2, 9, sum(width for _, width, _, _ in MANY))
     assert (out.double() - expected).abs().max().item() < 1e-4
 
 
-@pytest.mark.parametrize("streams_count", [1, 2, 3, 4, 5])
-def test_streams_launch_once_per_four(
+@pytest.mark.parametrize("streams_count", [1, 2, 4, 5, 9])
+def test_every_stream_count_launches_once(
     streams_count: int, interpreter: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Up to MAX_STREAMS (4) streams of any rates, dtypes and widths resample in one kernel
-    launch; a fifth starts a second (the kernels' path: the reference launches none)."""
+    """Any number of streams of any rates, dtypes and widths resample in one kernel launch (the
+    kernels' path: the reference launches none)."""
     from warpforge.robotics._kernels import resample as kernels
 
     spies = []
@@ -170,12 +174,10 @@ def test_streams_launch_once_per_four(
         spies.append(LaunchSpy(getattr(kernels, name)))
         monkeypatch.setattr(kernels, name, spies[-1])
     g = torch.Generator().manual_seed(27)
-    spec = [*SPEC, (6, 4, torch.float32, 9), (7, 2, torch.float32, 9)][:streams_count]
-    streams = make_streams(spec, 2, g)
+    streams = make_streams(MANY[:streams_count], 2, g)
     query = torch.rand(2, 9, generator=g) * 12 - 1
     out = align(streams, query, out_of_range="clamp", assume_sorted=True)
-    launches = sum(len(spy.grids) for spy in spies)  # a lone stream takes the resample kernel
-    assert launches == (1 if streams_count <= kernels.MAX_STREAMS else 2)
+    assert sum(len(spy.grids) for spy in spies) == 1  # a lone stream takes the resample kernel
     expected = torch.cat(
         [plain.resample(v, t, query, "linear", "clamp")[0] for v, t in streams], dim=-1
     )

@@ -12,6 +12,7 @@ PROBLEMS = (
     "resample.fwd.fp32",
     "resample.bwd.fp32",
     "align.fwd",
+    "align8.fwd",
     "voxelize.occupancy",
     "voxelize.mean",
 )

@@ -1,9 +1,9 @@
 """N-stream sensor alignment: resample every stream onto one clock in one kernel launch.
 
-Each stream is a ``(values, times)`` pair at its own rate, dtype and width. The kernel of
-:mod:`warpforge.robotics.resample` has ``MAX_STREAMS`` (4) stream slots, so up to four streams run
-in a single launch (more run in groups of four), each writing straight into its columns of the
-concatenated float32 output, or into its own output in its own dtype with ``concat=False``.
+Each stream is a ``(values, times)`` pair at its own rate, dtype and width. Every stream runs in
+one launch of the streams kernel of :mod:`warpforge.robotics.resample` (each operand a tuple, an
+entry per stream), each writing straight into its columns of the concatenated float32 output, or
+into its own output in its own dtype with ``concat=False``.
 Semantics per stream are exactly those of :func:`warpforge.robotics.resample`.
 """
 
@@ -145,10 +145,7 @@ def _align_impl(
         StreamLaunch(v, t, out, col, m, masks[k] if write_mask else None)
         for k, (v, t, m, (out, col)) in enumerate(zip(values, times, methods, targets, strict=True))
     ]
-    from warpforge.robotics._kernels.resample import MAX_STREAMS
-
-    for first in range(0, len(launches), MAX_STREAMS):
-        launch_streams(launches[first : first + MAX_STREAMS], query, out_of_range)
+    launch_streams(launches, query, out_of_range)
     return outs + (list(masks.view(torch.bool).unbind(0)) if write_mask else [])
 
 

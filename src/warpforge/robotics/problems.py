@@ -3,11 +3,11 @@
 Each problem's dtype is fixed by the issue's shape list, so there is one problem per dtype:
 ``resample.fwd.bf16`` and ``resample.fwd.fp32`` share one reference and cost model;
 ``resample.bwd.fp32`` times the gradient to values (warpforge's backward kernel with atomics). ``align.fwd``
-and the ``voxelize.*`` problems mix dtypes per input, chosen in ``make_inputs``.
+(three streams, the issue's), ``align8.fwd`` (eight) and the ``voxelize.*`` problems mix dtypes per input, chosen in ``make_inputs``.
 
 Baselines run in the same process: a batched ``torch.searchsorted`` + gather + lerp written
-without Python loops (and its ``torch.compile``), ``torch.compile`` of three such resamples plus
-``cat`` for alignment, and ``index_put_`` / ``scatter_`` / ``scatter_reduce`` / ``index_add_``
+without Python loops (and its ``torch.compile``), ``torch.compile`` of one such resample per stream
+plus ``cat`` for alignment, and ``index_put_`` / ``scatter_`` / ``scatter_reduce`` / ``index_add_``
 voxelizers (and a ``torch.compile``) for voxelization. Candidates pass ``assume_sorted=True``:
 the inputs are sorted by construction and the check's device sync is not part of the op.
 """
@@ -203,33 +203,60 @@ RESAMPLE_BWD_FP32 = register_problem(
 )
 
 # ----------------------------------------------------------------------------------------------
-# align: camera features 30 Hz x 512 (bf16), joints 100 Hz x 32, force/torque 1 kHz x 6 -> 50 Hz
+# align: streams of their own rates, widths and dtypes onto a 50 Hz clock, float32 concatenation
 # ----------------------------------------------------------------------------------------------
 
-_STREAM_RATES_HZ = (30, 100, 1000)
+_ALIGN_RATE_HZ = 50
+
+# (rate in Hz, the shape key of its width, "camera" for bf16 features or "float32")
+AlignStreams = tuple[tuple[int, str, str], ...]
+
+_THREE_STREAMS: AlignStreams = (
+    (30, "D_camera", "camera"),  # camera features
+    (100, "D_joint", "float32"),  # joint states
+    (1000, "D_force", "float32"),  # force/torque
+)
+# a bimanual robot: two wrist cameras and a head camera, both arms' joints, a force/torque
+# sensor per wrist, an IMU and the grippers' states
+_EIGHT_STREAMS: AlignStreams = (
+    (30, "D_camera", "camera"),
+    (30, "D_camera", "camera"),
+    (15, "D_head", "camera"),
+    (100, "D_joint", "float32"),
+    (1000, "D_force", "float32"),
+    (1000, "D_force", "float32"),
+    (200, "D_imu", "float32"),
+    (20, "D_gripper", "float32"),
+)
 
 
-def _align_inputs(
-    shape: Shape, dtype: torch.dtype, device: torch.device, generator: torch.Generator
-) -> tuple[Any, ...]:
-    # bf16 camera features on the GPU; float16 under the CPU interpreter, which mishandles bf16
-    camera = torch.bfloat16 if device.type == "cuda" else torch.float16
-    b, seconds = shape["B"], shape["seconds"]
-    widths = (shape["D_camera"], shape["D_joint"], shape["D_force"])
-    dtypes = (camera, torch.float32, torch.float32)
-    inputs: list[torch.Tensor] = []
-    for rate, width, value_dtype in zip(_STREAM_RATES_HZ, widths, dtypes, strict=True):
-        samples = rate * seconds
-        values = torch.randn(b, samples, width, generator=generator, device=generator.device).to(
-            value_dtype
-        )
-        times = _sorted_times(b, samples, generator) * (seconds / _SPAN_S)
-        inputs += [values.to(device), times.to(device)]
-    query = torch.linspace(0, seconds, 50 * seconds, device=generator.device).expand(b, -1)
-    query = (
-        query + torch.rand(b, 1, generator=generator, device=generator.device) * 0.01
-    )  # per-episode phase
-    return (*inputs, query.to(device))
+def _align_inputs_of(
+    streams: AlignStreams,
+) -> Callable[[Shape, torch.dtype, torch.device, torch.Generator], tuple[Any, ...]]:
+    def make_inputs(
+        shape: Shape, dtype: torch.dtype, device: torch.device, generator: torch.Generator
+    ) -> tuple[Any, ...]:
+        # bf16 camera features on the GPU; float16 under the CPU interpreter, which mishandles
+        # bf16
+        camera = torch.bfloat16 if device.type == "cuda" else torch.float16
+        b, seconds = shape["B"], shape["seconds"]
+        inputs: list[torch.Tensor] = []
+        for rate, width_key, kind in streams:
+            samples = rate * seconds
+            values = torch.randn(
+                b, samples, shape[width_key], generator=generator, device=generator.device
+            ).to(camera if kind == "camera" else torch.float32)
+            times = _sorted_times(b, samples, generator) * (seconds / _SPAN_S)
+            inputs += [values.to(device), times.to(device)]
+        query = torch.linspace(
+            0, seconds, _ALIGN_RATE_HZ * seconds, device=generator.device
+        ).expand(b, -1)
+        query = (
+            query + torch.rand(b, 1, generator=generator, device=generator.device) * 0.01
+        )  # per-episode phase
+        return (*inputs, query.to(device))
+
+    return make_inputs
 
 
 def _pairs(args: tuple[torch.Tensor, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -247,47 +274,76 @@ def _align_candidate(*args: torch.Tensor) -> torch.Tensor:
     return align(_pairs(args), args[-1], assume_sorted=True)
 
 
-def three_resamples_cat(*args: torch.Tensor) -> torch.Tensor:
+def resamples_cat(*args: torch.Tensor) -> torch.Tensor:
     """The baseline: one batched searchsorted + lerp per stream, then a float32 concatenation."""
     query = args[-1]
     return torch.cat([searchsorted_lerp(v, t, query).float() for v, t in _pairs(args)], dim=-1)
 
 
-def _align_bytes(shape: Shape, dtype: torch.dtype) -> float:
-    b, seconds = shape["B"], shape["seconds"]
-    widths = (shape["D_camera"], shape["D_joint"], shape["D_force"])
-    sizes = (2, 4, 4)
-    queries = 50 * seconds
-    total = b * queries * 4 + b * queries * sum(widths) * 4  # queries, float32 output
-    for rate, width, size in zip(_STREAM_RATES_HZ, widths, sizes, strict=True):
-        # at most two bracketing samples per query (the 1 kHz stream is read sparsely)
-        total += b * min(rate * seconds, 2 * queries) * (width * size + 4)
-    return float(total)
+def _align_bytes_of(streams: AlignStreams) -> Callable[[Shape, torch.dtype], float]:
+    def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
+        b, seconds = shape["B"], shape["seconds"]
+        queries = _ALIGN_RATE_HZ * seconds
+        width = sum(shape[width_key] for _, width_key, _ in streams)
+        total = b * queries * 4 + b * queries * width * 4  # queries, float32 output
+        for rate, width_key, kind in streams:
+            size = 2 if kind == "camera" else 4
+            # at most two bracketing samples per query (a fast stream is read sparsely)
+            total += b * min(rate * seconds, 2 * queries) * (shape[width_key] * size + 4)
+        return float(total)
+
+    return bytes_moved
 
 
-def _align_flops(shape: Shape, dtype: torch.dtype) -> float:
-    widths = shape["D_camera"] + shape["D_joint"] + shape["D_force"]
-    return float(3 * shape["B"] * 50 * shape["seconds"] * widths)
+def _align_flops_of(streams: AlignStreams) -> Callable[[Shape, torch.dtype], float]:
+    def flops(shape: Shape, dtype: torch.dtype) -> float:
+        width = sum(shape[width_key] for _, width_key, _ in streams)
+        return float(3 * shape["B"] * _ALIGN_RATE_HZ * shape["seconds"] * width)
+
+    return flops
 
 
-ALIGN = register_problem(
-    Problem(
-        name="align.fwd",
-        reference=_align_reference,
-        implementation=_align_candidate,
-        make_inputs=_align_inputs,
-        flops=_align_flops,
-        bytes_moved=_align_bytes,
-        shapes=[{"B": 256, "seconds": 10, "D_camera": 512, "D_joint": 32, "D_force": 6}],
-        cpu_shapes=[{"B": 2, "seconds": 1, "D_camera": 8, "D_joint": 3, "D_force": 2}],
-        dtypes=(torch.float32,),
-        baselines={
-            "torch.searchsorted+lerp x3 + cat": lambda: three_resamples_cat,
-            "torch.compile": _compiled(three_resamples_cat),
-        },
-        description="3 streams (30 Hz x 512 bf16, 100 Hz x 32, 1 kHz x 6) onto 50 Hz, float32 cat",
+def _align_problem(
+    name: str, streams: AlignStreams, shape: Shape, cpu_shape: Shape, description: str
+) -> Problem:
+    count = len(streams)
+    return register_problem(
+        Problem(
+            name=name,
+            reference=_align_reference,
+            implementation=_align_candidate,
+            make_inputs=_align_inputs_of(streams),
+            flops=_align_flops_of(streams),
+            bytes_moved=_align_bytes_of(streams),
+            shapes=[shape],
+            cpu_shapes=[cpu_shape],
+            dtypes=(torch.float32,),
+            baselines={
+                f"torch.searchsorted+lerp x{count} + cat": lambda: resamples_cat,
+                "torch.compile": _compiled(resamples_cat),
+            },
+            description=description,
+        )
     )
+
+
+ALIGN = _align_problem(
+    "align.fwd",
+    _THREE_STREAMS,
+    {"B": 256, "seconds": 10, "D_camera": 512, "D_joint": 32, "D_force": 6},
+    {"B": 2, "seconds": 1, "D_camera": 8, "D_joint": 3, "D_force": 2},
+    "3 streams (30 Hz x 512 bf16, 100 Hz x 32, 1 kHz x 6) onto 50 Hz, float32 cat",
 )
+ALIGN_EIGHT = _align_problem(
+    "align8.fwd",
+    _EIGHT_STREAMS,
+    {"B": 256, "seconds": 10, "D_camera": 512, "D_head": 768, "D_joint": 32, "D_force": 6,
+     "D_imu": 10, "D_gripper": 2},
+    {"B": 2, "seconds": 1, "D_camera": 8, "D_head": 4, "D_joint": 3, "D_force": 2, "D_imu": 3,
+     "D_gripper": 1},
+    "8 streams (2 x 30 Hz x 512 and 15 Hz x 768 bf16; 100 Hz x 32, 2 x 1 kHz x 6, 200 Hz x 10, "
+    "20 Hz x 2 float32) onto 50 Hz, float32 cat",
+)  # fmt: skip
 
 # ----------------------------------------------------------------------------------------------
 # voxelize: a cube of 256^3 voxels of 0.1 m; points uniform in a slightly larger cube

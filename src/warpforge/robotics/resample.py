@@ -717,13 +717,13 @@ def launch_streams(
     out_of_range: str,
     configs: Sequence[LaunchConfig] | None = None,
 ) -> None:
-    """Resample up to ``MAX_STREAMS`` streams onto ``query`` [B, T] in one kernel launch.
+    """Resample every stream of ``streams`` onto ``query`` [B, T] in one kernel launch.
 
     ``configs`` (one per stream) override :func:`default_config`; the launch runs the largest
     ``num_warps`` among them and the first one's search (``probes``)."""
+    if not streams:
+        raise ValueError("streams: expected at least one stream to launch, got none")
     kernels = _kernels()
-    if not 1 <= len(streams) <= kernels.MAX_STREAMS:
-        raise ValueError(f"1 to {kernels.MAX_STREAMS} streams per launch, got {len(streams)}")
     batch, queries = query.shape
     if configs is None:
         configs = [
@@ -741,37 +741,25 @@ def launch_streams(
             s.values, s.times, query, None, out, s.mask, s.method, out_of_range, configs[0]
         )
         return
-    slot_args: list[object] = []
-    block_ts: list[int] = []
-    block_ds: list[int] = []
+    # one tuple per operand, an entry per stream
+    columns: dict[str, list[object]] = {name: [] for name in _STREAM_OPERANDS}
     first_item = 0
     for s, config in zip(streams, configs, strict=True):
         _, samples, width = s.values.shape
         config.check_method(s.method)
-        block_t, block_d = config.block_t, config.block_d
-        slot_args += [
+        entry = (
             s.values, s.values.stride(0), s.values.stride(1),
             s.times, s.times.stride(0), s.times.stride(1), samples,
             s.out, s.out.stride(0), s.out.stride(1), s.out_col, width,
             s.mask if s.mask is not None else query, first_item, samples.bit_length(),
-        ]  # fmt: skip
-        block_ts.append(block_t)
-        block_ds.append(block_d)
-        first_item += _num_items(batch, queries, width, block_t, block_d)
-    # unused slots repeat the last stream; NUM_STREAMS keeps them from running
-    per_slot = len(slot_args) // len(streams)
-    padding = kernels.MAX_STREAMS - len(streams)
-    slot_args += slot_args[-per_slot:] * padding
-    methods = [s.method for s in streams] + [streams[-1].method] * padding
-    block_ts += block_ts[-1:] * padding
-    block_ds += block_ds[-1:] * padding
+            kernels.METHOD_CODES[s.method], config.block_t, config.block_d,
+        )  # fmt: skip
+        for name, value in zip(_STREAM_OPERANDS, entry, strict=True):
+            columns[name].append(value)
+        first_item += _num_items(batch, queries, width, config.block_t, config.block_d)
     kernels.resample_streams_kernel[(first_item,)](
         query, query.stride(0), query.stride(1), queries, batch,
-        *slot_args,
-        NUM_STREAMS=len(streams),
-        **{f"METHOD{k}": kernels.METHOD_CODES[m] for k, m in enumerate(methods)},
-        **{f"BLOCK_T{k}": block_t for k, block_t in enumerate(block_ts)},
-        **{f"BLOCK_D{k}": block_d for k, block_d in enumerate(block_ds)},
+        **{name: tuple(column) for name, column in columns.items()},
         POLICY=kernels.POLICY_CODES[out_of_range],
         TIME_KIND=kernels.TIME_CODES[str(query.dtype).removeprefix("torch.")],
         COMPUTE_F64=any(s.values.dtype == torch.float64 for s in streams),
@@ -779,6 +767,15 @@ def launch_streams(
         PROBES=configs[0].probes,
         num_warps=max(config.num_warps for config in configs),
     )  # fmt: skip
+
+
+_STREAM_OPERANDS = (
+    "values", "v_strides_b", "v_strides_s", "times", "t_strides_b", "t_strides_s", "samples",
+    "outs", "out_strides_b", "out_strides_t", "out_cols", "widths", "masks", "first_items",
+    "search_steps", "METHODS", "BLOCK_TS", "BLOCK_DS",
+)  # fmt: skip
+"""The tuple arguments of ``resample_streams_kernel``, in the order :func:`launch_streams` lists a
+stream's entries."""
 
 
 # ----------------------------------------------------------------------------------------------

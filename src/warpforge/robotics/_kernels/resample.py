@@ -18,9 +18,10 @@ The backward scatters with float32 atomics (``resample_backward_kernel``), or de
 two passes over queries sorted per row (``resample_brackets_kernel`` then
 ``resample_gather_grad_kernel``: each source sample sums its own run of queries in order).
 
-Alignment of several streams runs in the same launch: the kernel has ``MAX_STREAMS`` stream slots
-(pointers cannot be indexed at run time in Triton); its 1-D grid lists the work items of every
-stream in turn, each stream with its own tile shape, and one guarded tile call per slot picks the
+Alignment of several streams runs in the same launch: ``resample_streams_kernel`` takes each of a
+stream's operands as one entry of a tuple (Triton compiles a kernel per tuple length, pointer
+types and constexprs); its 1-D grid lists the work items of every stream in turn, each stream
+with its own tile shape, and one guarded tile per stream, unrolled at compile time, picks the
 programs of its stream.
 """
 
@@ -28,9 +29,6 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-
-MAX_STREAMS = 4
-"""Stream slots of one launch; ``align`` launches once per group of this many streams."""
 
 # Codes of the constexpr switches. Globals read inside @triton.jit must be tl.constexpr objects;
 # the launcher passes the plain ints from the *_CODES tables.
@@ -448,20 +446,12 @@ def _stream_slot(
 @triton.jit
 def resample_streams_kernel(
     q_ptr, q_stride_b, q_stride_t, T, B,
-    # stream slot 0
-    v0, v0_sb, v0_ss, t0, t0_sb, t0_ss, S0, o0, o0_sb, o0_st, col0, D0, m0, first0, steps0,
-    # stream slot 1
-    v1, v1_sb, v1_ss, t1, t1_sb, t1_ss, S1, o1, o1_sb, o1_st, col1, D1, m1, first1, steps1,
-    # stream slot 2
-    v2, v2_sb, v2_ss, t2, t2_sb, t2_ss, S2, o2, o2_sb, o2_st, col2, D2, m2, first2, steps2,
-    # stream slot 3
-    v3, v3_sb, v3_ss, t3, t3_sb, t3_ss, S3, o3, o3_sb, o3_st, col3, D3, m3, first3, steps3,
-    NUM_STREAMS: tl.constexpr,
-    METHOD0: tl.constexpr, METHOD1: tl.constexpr, METHOD2: tl.constexpr, METHOD3: tl.constexpr,
-    BLOCK_T0: tl.constexpr, BLOCK_T1: tl.constexpr, BLOCK_T2: tl.constexpr,
-    BLOCK_T3: tl.constexpr,
-    BLOCK_D0: tl.constexpr, BLOCK_D1: tl.constexpr, BLOCK_D2: tl.constexpr,
-    BLOCK_D3: tl.constexpr,
+    # one tuple entry per stream, any number of streams
+    values, v_strides_b, v_strides_s, times, t_strides_b, t_strides_s, samples,
+    outs, out_strides_b, out_strides_t, out_cols, widths, masks, first_items, search_steps,
+    METHODS: tl.constexpr,
+    BLOCK_TS: tl.constexpr,
+    BLOCK_DS: tl.constexpr,
     POLICY: tl.constexpr,
     TIME_KIND: tl.constexpr,
     COMPUTE_F64: tl.constexpr,
@@ -469,34 +459,18 @@ def resample_streams_kernel(
     PROBES: tl.constexpr,
 ):  # fmt: skip
     # one 1-D grid over the work items of all streams, stream after stream; each stream has its
-    # own tile shape, so a narrow 1 kHz stream gets long query blocks and a wide one wide columns
+    # own tile shape, so a narrow 1 kHz stream gets long query blocks and a wide one wide columns.
+    # The loop unrolls at compile time: one guarded tile per stream, each with its own pointer
+    # types (a stream's dtype) and constexprs.
     pid = tl.program_id(0)
-    _stream_slot(
-        pid, first0, B, q_ptr, q_stride_b, q_stride_t, T, v0, v0_sb, v0_ss, t0, t0_sb, t0_ss,
-        q_ptr, S0, o0, o0_sb, o0_st, col0, D0, m0, steps0,
-        METHOD0, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, BLOCK_T0,
-        BLOCK_D0,
-    )  # fmt: skip
-    if NUM_STREAMS > 1:
+    for k in tl.static_range(len(values)):
         _stream_slot(
-            pid, first1, B, q_ptr, q_stride_b, q_stride_t, T, v1, v1_sb, v1_ss, t1, t1_sb, t1_ss,
-            q_ptr, S1, o1, o1_sb, o1_st, col1, D1, m1, steps1,
-            METHOD1, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, BLOCK_T1,
-            BLOCK_D1,
-        )  # fmt: skip
-    if NUM_STREAMS > 2:
-        _stream_slot(
-            pid, first2, B, q_ptr, q_stride_b, q_stride_t, T, v2, v2_sb, v2_ss, t2, t2_sb, t2_ss,
-            q_ptr, S2, o2, o2_sb, o2_st, col2, D2, m2, steps2,
-            METHOD2, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, BLOCK_T2,
-            BLOCK_D2,
-        )  # fmt: skip
-    if NUM_STREAMS > 3:
-        _stream_slot(
-            pid, first3, B, q_ptr, q_stride_b, q_stride_t, T, v3, v3_sb, v3_ss, t3, t3_sb, t3_ss,
-            q_ptr, S3, o3, o3_sb, o3_st, col3, D3, m3, steps3,
-            METHOD3, POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0, BLOCK_T3,
-            BLOCK_D3,
+            pid, first_items[k], B, q_ptr, q_stride_b, q_stride_t, T,
+            values[k], v_strides_b[k], v_strides_s[k], times[k], t_strides_b[k], t_strides_s[k],
+            q_ptr, samples[k], outs[k], out_strides_b[k], out_strides_t[k], out_cols[k],
+            widths[k], masks[k], search_steps[k],
+            METHODS[k], POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0,
+            BLOCK_TS[k], BLOCK_DS[k],
         )  # fmt: skip
 
 
@@ -516,8 +490,8 @@ def resample_kernel(
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):  # fmt: skip
-    # one stream: a third of the arguments of resample_streams_kernel, so a third of the
-    # launcher's per-call host work (the small shapes are launch bound)
+    # one stream, with padded lengths and the row prefetch, which resample_streams_kernel lacks;
+    # plain arguments keep the launcher's per-call host work small (small shapes are launch bound)
     _stream_slot(
         tl.program_id(0), 0, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss,
         lengths_ptr, S, o, o_sb, o_st, 0, D, m, steps,
