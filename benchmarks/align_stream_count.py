@@ -119,15 +119,17 @@ def main() -> int:
 
     from warpforge.environment import environment_fingerprint
 
-    rows = []
+    report: dict[str, object] = {"environment": environment_fingerprint(), "rows": []}
     for count in (int(c) for c in args.counts.split(",")):
         try:
-            rows.append(row(count, do_bench))
+            result = row(count, do_bench)
         except Exception as error:  # a count past a limit (parameter space): recorded, go on
-            rows.append({"streams": count, "error": f"{type(error).__name__}: {error}"[:2000]})
-        print(json.dumps(rows[-1]), flush=True)
-    report = {"environment": environment_fingerprint(), "rows": rows}
-    (args.out / "align-stream-count.json").write_text(json.dumps(report, indent=1, default=str))
+            result = {"streams": count, "error": f"{type(error).__name__}: {error}"[:2000]}
+        report["rows"].append(result)
+        print(json.dumps(result), flush=True)
+        # after every row: a count whose compile outlasts the call's limit leaves the others
+        path = args.out / "align-stream-count.json"
+        path.write_text(json.dumps(report, indent=1, default=str))
     return 0
 
 

@@ -17,6 +17,9 @@
 #      align problems through the harness (the issue's three streams and eight).
 #   4  fused linear cross-entropy through the harness (its two rows are the tally's last ones
 #      timed on older code).
+#   5  the align GPU tests again (sixteen streams now, some repeating a kind) and the stream-count
+#      check up to 16 streams, whose report call 3 lost when 64 streams outlasted its limit (the
+#      script now writes its report after every count).
 # Usage: bash scripts/gpu/session34_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -75,6 +78,12 @@ PY
      echo "align bench: exit $? in $((SECONDS - t0)) s"; tail -14 "$OUT/align-bench.log" ;;
   4) SUITE_PIECES="fused_linear_cross_entropy.*:400" sweep_part bf16 rope
      keep_report rope-bf16 flce-bf16 ;;
-  *) echo "CALL: expected 1 to 4, got $CALL" >&2; exit 2 ;;
+  5) gpu_tests align-call5 200 tests/robotics/test_robotics_gpu.py -k "align or streams"
+     t0=$SECONDS
+     timeout 300 python3 benchmarks/align_stream_count.py --out "$OUT/count" --counts 2,4,8,16 \
+       > "$OUT/keep/align-stream-count-call5.txt" 2>&1
+     echo "align stream count: exit $? in $((SECONDS - t0)) s"; cat "$OUT/keep/align-stream-count-call5.txt"
+     cp "$OUT/count/align-stream-count.json" "$OUT/keep/align-stream-count-call5.json" 2>/dev/null ;;
+  *) echo "CALL: expected 1 to 5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

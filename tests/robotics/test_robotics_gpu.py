@@ -228,23 +228,26 @@ def test_align_bf16_on_cuda() -> None:
     assert_matches(out.cpu(), expected, tol=1e-5)
 
 
-# (samples over 10 s, width, value dtype, method): every dtype and method, 1 to 3000 samples
-TWELVE_STREAMS = [
+# (samples over 10 s, width, value dtype, method): every dtype and method, 1 to 3000 samples;
+# the last four repeat an earlier stream's dtype, method and width at another rate
+SIXTEEN_STREAMS = [
     (30, 512, torch.bfloat16, "linear"), (100, 32, torch.float32, "linear"),
     (3000, 6, torch.float32, "linear"), (2, 5, torch.float64, "previous"),
     (50, 4, torch.float32, "slerp"), (17, 7, torch.float16, "nearest"),
     (200, 10, torch.bfloat16, "previous"), (40, 64, torch.float16, "linear"),
     (1, 3, torch.float32, "linear"), (60, 4, torch.float64, "slerp"),
     (300, 1, torch.float32, "nearest"), (25, 129, torch.bfloat16, "linear"),
+    (45, 512, torch.bfloat16, "linear"), (2000, 6, torch.float32, "linear"),
+    (900, 5, torch.float32, "linear"), (7, 64, torch.float16, "linear"),
 ]  # fmt: skip
 
 
-def _twelve_streams(generator: torch.Generator) -> tuple[list, torch.Tensor, list[str]]:
+def _sixteen_streams(generator: torch.Generator) -> tuple[list, torch.Tensor, list[str]]:
     """Streams of int64 nanosecond times one hour in, and 12 Hz queries from 0.5 s before the
     first sample to 0.5 s after the last."""
     hour, rows = 3600 * 10**9, 3
     streams = []
-    for samples, width, dtype, method in TWELVE_STREAMS:
+    for samples, width, dtype, method in SIXTEEN_STREAMS:
         if method == "slerp":
             values = random_quaternions(rows, samples, generator=generator)
         else:
@@ -252,23 +255,23 @@ def _twelve_streams(generator: torch.Generator) -> tuple[list, torch.Tensor, lis
         offsets = torch.randint(0, 10 * 10**9, (rows, samples), generator=generator)
         streams.append((values.to(dtype), hour + torch.sort(offsets, dim=1).values))
     query = hour - 5 * 10**8 + torch.arange(132, dtype=torch.int64) * 83_333_333
-    return streams, query.expand(rows, -1).contiguous(), [m for *_, m in TWELVE_STREAMS]
+    return streams, query.expand(rows, -1).contiguous(), [m for *_, m in SIXTEEN_STREAMS]
 
 
 # float64: slerp's acos approximation is good to 2e-8 (the kernels' _acos_unit_interval)
 TOLERANCE = {torch.bfloat16: 8e-3, torch.float16: 1e-3, torch.float32: 1e-5, torch.float64: 1e-7}
 
 
-def test_twelve_streams_in_one_launch_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sixteen_streams_in_one_launch_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     from warpforge.robotics._kernels import resample as kernels
 
     spy = LaunchSpy(kernels.resample_streams_kernel)
     monkeypatch.setattr(kernels, "resample_streams_kernel", spy)
-    streams, query, methods = _twelve_streams(torch.Generator().manual_seed(48))
+    streams, query, methods = _sixteen_streams(torch.Generator().manual_seed(48))
     cuda_streams = [(v.to(CUDA), t.to(CUDA)) for v, t in streams]
     outs = align(cuda_streams, query.to(CUDA), methods=methods, out_of_range="nan", concat=False)
     together = align(cuda_streams, query.to(CUDA), methods=methods, out_of_range="nan")
-    assert len(spy.grids) == 2  # one launch a call, for all twelve streams
+    assert len(spy.grids) == 2  # one launch a call, for all sixteen streams
     expected = [plain.resample(v, t, query, m, "nan")[0]
                 for (v, t), m in zip(streams, methods, strict=True)]  # fmt: skip
     for out, want, (v, _) in zip(outs, expected, streams, strict=True):
@@ -277,8 +280,8 @@ def test_twelve_streams_in_one_launch_on_cuda(monkeypatch: pytest.MonkeyPatch) -
     assert_matches(together.cpu(), torch.cat(expected, dim=-1), tol=1e-5)
 
 
-def test_twelve_streams_replay_in_a_cuda_graph() -> None:
-    streams, query, methods = _twelve_streams(torch.Generator().manual_seed(49))
+def test_sixteen_streams_replay_in_a_cuda_graph() -> None:
+    streams, query, methods = _sixteen_streams(torch.Generator().manual_seed(49))
     cuda_streams = [(v.to(CUDA), t.to(CUDA)) for v, t in streams]
     static_query = query.to(CUDA)
 
