@@ -20,6 +20,8 @@
 #   5  the align GPU tests again (sixteen streams now, some repeating a kind) and the stream-count
 #      check up to 16 streams, whose report call 3 lost when 64 streams outlasted its limit (the
 #      script now writes its report after every count).
+#   6  after streams of one kind came to share one tile of the kernel: the align GPU tests, the
+#      stream count up to 64 streams (seven kinds) and both align problems through the harness.
 # The tracked tree outgrew the device tool's 64 MB transfer: run the calls from a sparse checkout
 # without benchmarks/results/ (git sparse-checkout set --no-cone '/*' '!/benchmarks/results/';
 # afterwards git sparse-checkout disable), which no call reads.
@@ -89,6 +91,16 @@ PY
        > "$OUT/keep/align-stream-count-call5.txt" 2>&1
      echo "align stream count: exit $? in $((SECONDS - t0)) s"; cat "$OUT/keep/align-stream-count-call5.txt"
      cp "$OUT/count/align-stream-count.json" "$OUT/keep/align-stream-count-call5.json" 2>/dev/null ;;
-  *) echo "CALL: expected 1 to 5, got $CALL" >&2; exit 2 ;;
+  6) gpu_tests align-call6 200 tests/robotics/test_robotics_gpu.py -k "align or streams"
+     t0=$SECONDS
+     timeout 300 python3 benchmarks/align_stream_count.py --out "$OUT/count" \
+       --counts 2,4,8,16,32,64 > "$OUT/keep/align-stream-count-call6.txt" 2>&1
+     echo "align stream count: exit $? in $((SECONDS - t0)) s"; cat "$OUT/keep/align-stream-count-call6.txt"
+     cp "$OUT/count/align-stream-count.json" "$OUT/keep/align-stream-count-call6.json" 2>/dev/null
+     t0=$SECONDS
+     timeout $((570 - SECONDS)) python3 -m warpforge bench --problem 'align*' \
+       --out "$OUT/keep/align-call6.json" > "$OUT/align-bench.log" 2>&1
+     echo "align bench: exit $? in $((SECONDS - t0)) s"; tail -14 "$OUT/align-bench.log" ;;
+  *) echo "CALL: expected 1 to 6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -19,12 +19,18 @@ HOPPER = GPUTarget("cuda", 90, 32)
 
 def compile_for_hopper(fn, types: dict[str, object], constants: dict, divisible: list[str]) -> str:
     """PTX of ``fn``; integer arguments are i32 unless given (a tuple argument's type is a tuple
-    of types), and pointers and ``divisible`` sizes are specialised as multiples of 16, as a
-    launch with such values would be."""
+    of types), and pointers and ``divisible`` sizes (every entry of a tuple) are specialised as
+    multiples of 16, as a launch with such values would be."""
     signature = {
         name: "constexpr" if name in constants else types.get(name, "i32") for name in fn.arg_names
     }
-    attrs = {(fn.arg_names.index(name),): [["tt.divisibility", 16]] for name in divisible}
+    attrs = {}
+    for name in divisible:
+        index, kind = fn.arg_names.index(name), signature[name]
+        for path in (
+            [(index, k) for k in range(len(kind))] if isinstance(kind, tuple) else [(index,)]
+        ):
+            attrs[path] = [["tt.divisibility", 16]]
     source = ASTSource(fn, signature, constexprs=constants, attrs=attrs)
     return triton.compile(source, target=HOPPER, options={"num_warps": 4}).asm["ptx"]
 
@@ -67,22 +73,37 @@ def resample_cases(kernels) -> dict[str, str]:
     out["resample_gather_grad"] = compile_for_hopper(
         kernels.resample_gather_grad_kernel, gather_types, gather, ["g", "gv", "g_sb", "gv_sb"]
     )
+    int_tuples = ("v_strides_b", "v_strides_s", "t_strides_b", "t_strides_s", "samples",
+                  "out_strides_b", "out_strides_t", "out_cols", "widths", "first_items",
+                  "search_steps")  # fmt: skip
     for time_kind, time_type in ((1, "fp64"), (2, "i64")):
-        value_types = ("bf16", "fp32", "fp16", "fp32", "fp64")  # five streams, every method
+        # six streams in five kinds, every method; streams 1 and 2 share a kind (one tile)
+        value_types = ("bf16", "fp32", "fp32", "fp16", "fp32", "fp64")
         streams = len(value_types)
         types = {"q_ptr": f"*{time_type}", "values": tuple(f"*{t}" for t in value_types),
                  "times": (f"*{time_type}",) * streams, "outs": ("*fp32",) * streams,
                  "masks": ("*u8",) * streams}  # fmt: skip
-        int_tuples = ("v_strides_b", "v_strides_s", "t_strides_b", "t_strides_s", "samples",
-                      "out_strides_b", "out_strides_t", "out_cols", "widths", "first_items",
-                      "search_steps")  # fmt: skip
         types |= {name: ("i32",) * streams for name in int_tuples}
-        constants = {"METHODS": (0, 1, 2, 3, 0), "BLOCK_DS": (256, 32, 8, 4, 16),
-                     "BLOCK_TS": (16, 128, 256, 256, 64), "POLICY": 2, "TIME_KIND": time_kind,
-                     "COMPUTE_F64": True, "WRITE_MASK": True, "PROBES": 4}  # fmt: skip
+        constants = {"ROLES": (0, 1, 3, 0, 0, 0), "METHODS": (0, 1, 1, 2, 3, 0), "BLOCK_DS": (256, 32, 32, 8, 4, 16),
+                     "BLOCK_TS": (16, 128, 128, 256, 256, 64), "POLICY": 2,
+                     "TIME_KIND": time_kind, "COMPUTE_F64": True, "WRITE_MASK": True,
+                     "PROBES": 4}  # fmt: skip
         out[f"streams_{time_type}"] = compile_for_hopper(
             kernels.resample_streams_kernel, types, constants, []
         )
+    # three bf16 streams of one kind, one tile: with every stream's rows 16-byte aligned (as the
+    # launch specialises them) the tile's pick of them must still load in 16-byte vectors
+    types = {"q_ptr": "*fp32", "values": ("*bf16",) * 3, "times": ("*fp32",) * 3,
+             "outs": ("*fp32",) * 3, "masks": ("*u8",) * 3}  # fmt: skip
+    types |= {name: ("i32",) * 3 for name in int_tuples}
+    shared = {"ROLES": (1, 2, 3), "METHODS": (0,) * 3, "BLOCK_DS": (256,) * 3,
+              "BLOCK_TS": (8,) * 3, "POLICY": 0, "TIME_KIND": 0, "COMPUTE_F64": False,
+              "WRITE_MASK": False, "PROBES": 4}  # fmt: skip
+    aligned = ["values", "outs", "v_strides_b", "v_strides_s", "out_strides_b", "out_strides_t",
+               "out_cols", "widths"]  # fmt: skip
+    out["streams_shared_bf16"] = compile_for_hopper(
+        kernels.resample_streams_kernel, types, shared, aligned
+    )
     return out
 
 

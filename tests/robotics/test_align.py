@@ -182,3 +182,22 @@ def test_every_stream_count_launches_once(
         [plain.resample(v, t, query, "linear", "clamp")[0] for v, t in streams], dim=-1
     )
     assert (out.double() - expected).abs().max().item() < 1e-4
+
+
+def test_streams_of_one_kind_share_a_tile(interpreter: None) -> None:
+    """Five float32 streams of one kind (method, tile): the kernel's shared tile picks each
+    program's stream at run time; times contiguous, broadcast (stride 0) and strided (every
+    other sample of a longer clock), so the kind's unit-time-stride hint is off."""
+    g = torch.Generator().manual_seed(28)
+    streams = make_streams([(5, 3, torch.float32, 10), (8, 4, torch.float32, 8),
+                            (13, 3, torch.float32, 12), (2, 4, torch.float32, 9),
+                            (7, 4, torch.float32, 11)], 3, g)  # fmt: skip
+    streams[1] = (streams[1][0], streams[1][1][:1].expand(3, -1))
+    longer = torch.sort(torch.rand(3, 26, generator=g) * 12, dim=1).values
+    streams[2] = (streams[2][0], longer[:, ::2])
+    query = torch.rand(3, 11, generator=g) * 14 - 1
+    outs = align(streams, query, out_of_range="nan", concat=False, assume_sorted=True)
+    for out, (v, t) in zip(outs, streams, strict=True):
+        expected, _ = plain.resample(v, t, query, "linear", "nan")
+        assert torch.equal(out.isnan(), expected.isnan())
+        assert (out.double() - expected).nan_to_num(0).abs().max().item() < 1e-5

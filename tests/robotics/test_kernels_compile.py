@@ -19,7 +19,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, in
 
 
 def test_resample_reads_values_in_16_byte_vectors(compiled: dict) -> None:
-    for name in ("resample_bf16", "resample_prefetch"):
+    for name in ("resample_bf16", "resample_prefetch", "streams_shared_bf16"):
         assert compiled[name]["v4_loads"] > 0, name
         assert compiled[name]["b16_loads"] == 0, name
 
@@ -31,8 +31,7 @@ def test_prefetch_variant_prefetches_and_the_default_does_not(compiled: dict) ->
 
 def test_every_variant_compiled(compiled: dict) -> None:
     expected = {"resample_bf16", "resample_slerp_int64", "resample_prefetch", "resample_backward",
-                "streams_fp64",
-                "streams_i64", "resample_brackets", "resample_gather_grad",
+                "streams_fp64", "streams_i64", "streams_shared_bf16", "resample_brackets", "resample_gather_grad",
                 "voxelize_010", "voxelize_101", "voxelize_200"}  # fmt: skip
     assert set(compiled) == expected
     atomic = [name for name in expected if name.startswith(("voxelize", "resample_backward"))]

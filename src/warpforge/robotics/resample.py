@@ -741,22 +741,38 @@ def launch_streams(
             s.values, s.times, query, None, out, s.mask, s.method, out_of_range, configs[0]
         )
         return
-    # one tuple per operand, an entry per stream
-    columns: dict[str, list[object]] = {name: [] for name in _STREAM_OPERANDS}
-    first_item = 0
-    for s, config in zip(streams, configs, strict=True):
-        _, samples, width = s.values.shape
+    # streams of one kind (value and output dtype, method, tile) share a tile of the kernel: the
+    # launch lists them together, kind after kind in the order each kind first appears
+    kinds: dict[tuple[object, ...], list[int]] = {}
+    for index, (s, config) in enumerate(zip(streams, configs, strict=True)):
         config.check_method(s.method)
-        entry = (
-            s.values, s.values.stride(0), s.values.stride(1),
-            s.times, s.times.stride(0), s.times.stride(1), samples,
-            s.out, s.out.stride(0), s.out.stride(1), s.out_col, width,
-            s.mask if s.mask is not None else query, first_item, samples.bit_length(),
-            kernels.METHOD_CODES[s.method], config.block_t, config.block_d,
-        )  # fmt: skip
-        for name, value in zip(_STREAM_OPERANDS, entry, strict=True):
-            columns[name].append(value)
-        first_item += _num_items(batch, queries, width, config.block_t, config.block_d)
+        key = (s.values.dtype, s.out.dtype, s.method, config.block_t, config.block_d)
+        kinds.setdefault(key, []).append(index)
+    # one tuple per operand, an entry per stream
+    columns: dict[str, list[object]] = {
+        name: [] for name in (*_STREAM_OPERANDS, *_STREAM_CONSTANTS)
+    }
+    first_item = 0
+    for (_, _, method, block_t, block_d), members in kinds.items():
+        for position, index in enumerate(members):
+            s = streams[index]
+            _, samples, width = s.values.shape
+            if len(members) == 1:
+                role = kernels.ALONE
+            elif position == 0:
+                role = kernels.FIRST_OF_KIND
+            else:
+                role = kernels.LAST_OF_KIND if position == len(members) - 1 else kernels.INSIDE_KIND
+            entry = (
+                s.values, s.values.stride(0), s.values.stride(1),
+                s.times, s.times.stride(0), s.times.stride(1), samples,
+                s.out, s.out.stride(0), s.out.stride(1), s.out_col, width,
+                s.mask if s.mask is not None else query, first_item, samples.bit_length(),
+                role.value, kernels.METHOD_CODES[method], block_t, block_d,
+            )  # fmt: skip
+            for name, value in zip((*_STREAM_OPERANDS, *_STREAM_CONSTANTS), entry, strict=True):
+                columns[name].append(value)
+            first_item += _num_items(batch, queries, width, block_t, block_d)
     kernels.resample_streams_kernel[(first_item,)](
         query, query.stride(0), query.stride(1), queries, batch,
         **{name: tuple(column) for name, column in columns.items()},
@@ -772,10 +788,11 @@ def launch_streams(
 _STREAM_OPERANDS = (
     "values", "v_strides_b", "v_strides_s", "times", "t_strides_b", "t_strides_s", "samples",
     "outs", "out_strides_b", "out_strides_t", "out_cols", "widths", "masks", "first_items",
-    "search_steps", "METHODS", "BLOCK_TS", "BLOCK_DS",
+    "search_steps",
 )  # fmt: skip
-"""The tuple arguments of ``resample_streams_kernel``, in the order :func:`launch_streams` lists a
-stream's entries."""
+"""The per-stream tuple arguments of ``resample_streams_kernel``, in the order
+:func:`launch_streams` lists a stream's entries; then its per-stream constexpr tuples:"""
+_STREAM_CONSTANTS = ("ROLES", "METHODS", "BLOCK_TS", "BLOCK_DS")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -20,9 +20,9 @@ two passes over queries sorted per row (``resample_brackets_kernel`` then
 
 Alignment of several streams runs in the same launch: ``resample_streams_kernel`` takes each of a
 stream's operands as one entry of a tuple (Triton compiles a kernel per tuple length, pointer
-types and constexprs); its 1-D grid lists the work items of every stream in turn, each stream
-with its own tile shape, and one guarded tile per stream, unrolled at compile time, picks the
-programs of its stream.
+types and constexprs); its 1-D grid lists the work items of every stream in turn. Streams of one
+kind (value and output dtype, method, tile shape) share one guarded tile, unrolled at compile
+time, whose programs pick their stream's operands at run time.
 """
 
 from __future__ import annotations
@@ -443,12 +443,31 @@ def _stream_slot(
         )  # fmt: skip
 
 
+# a stream's place among the streams of its kind (the launch lists a kind's streams together)
+ALONE, FIRST_OF_KIND, INSIDE_KIND, LAST_OF_KIND = (tl.constexpr(code) for code in range(4))
+
+
+@triton.jit
+def _widened(v_sb, v_ss, t_sb, t_ss, s, o_sb, o_st, col, d, item, steps):
+    """A stream's integer operands in one type whichever way a launch specialised them (a 1
+    becomes a constant, a large value int64), as a run-time pick among streams needs: strides
+    int64, counts int32 (the single-stream kernel's search needs S in int32 too)."""
+    return (
+        tl.cast(v_sb, tl.int64), tl.cast(v_ss, tl.int64), tl.cast(t_sb, tl.int64),
+        tl.cast(t_ss, tl.int64), tl.cast(s, tl.int32), tl.cast(o_sb, tl.int64),
+        tl.cast(o_st, tl.int64), tl.cast(col, tl.int32), tl.cast(d, tl.int32),
+        tl.cast(item, tl.int32), tl.cast(steps, tl.int32),
+    )  # fmt: skip
+
+
 @triton.jit
 def resample_streams_kernel(
     q_ptr, q_stride_b, q_stride_t, T, B,
-    # one tuple entry per stream, any number of streams
+    # one tuple entry per stream, any number of streams, the streams of one kind together
     values, v_strides_b, v_strides_s, times, t_strides_b, t_strides_s, samples,
     outs, out_strides_b, out_strides_t, out_cols, widths, masks, first_items, search_steps,
+    # one tuple entry per stream; the last three the same for every stream of a kind
+    ROLES: tl.constexpr,
     METHODS: tl.constexpr,
     BLOCK_TS: tl.constexpr,
     BLOCK_DS: tl.constexpr,
@@ -458,20 +477,49 @@ def resample_streams_kernel(
     WRITE_MASK: tl.constexpr,
     PROBES: tl.constexpr,
 ):  # fmt: skip
-    # one 1-D grid over the work items of all streams, stream after stream; each stream has its
-    # own tile shape, so a narrow 1 kHz stream gets long query blocks and a wide one wide columns.
-    # The loop unrolls at compile time: one guarded tile per stream, each with its own pointer
-    # types (a stream's dtype) and constexprs.
+    # one 1-D grid over the work items of all streams, stream after stream; each kind (value and
+    # output dtype, method, tile shape) has its own tile shape, so a narrow 1 kHz stream gets
+    # long query blocks and a wide one wide columns. The loop unrolls at compile time into one
+    # guarded tile per kind, not per stream: a kind's programs pick their stream's operands at
+    # run time, so compile time grows with the kinds, not with the streams. What the launch's
+    # specialisation knows of every stream of a kind (16-byte aligned rows, a unit time stride)
+    # the compiler still knows of the pick, which is one of them: its rows load in 16-byte
+    # vectors (tests/robotics/test_kernels_compile.py).
     pid = tl.program_id(0)
-    for k in tl.static_range(len(values)):
-        _stream_slot(
-            pid, first_items[k], B, q_ptr, q_stride_b, q_stride_t, T,
-            values[k], v_strides_b[k], v_strides_s[k], times[k], t_strides_b[k], t_strides_s[k],
-            q_ptr, samples[k], outs[k], out_strides_b[k], out_strides_t[k], out_cols[k],
-            widths[k], masks[k], search_steps[k],
-            METHODS[k], POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0,
-            BLOCK_TS[k], BLOCK_DS[k],
-        )  # fmt: skip
+    for j in tl.static_range(len(values)):
+        if ROLES[j] == ALONE:  # a kind of one stream: its operands as the launch specialised them
+            _stream_slot(
+                pid, first_items[j], B, q_ptr, q_stride_b, q_stride_t, T,
+                values[j], v_strides_b[j], v_strides_s[j], times[j], t_strides_b[j],
+                t_strides_s[j], q_ptr, samples[j], outs[j], out_strides_b[j], out_strides_t[j],
+                out_cols[j], widths[j], masks[j], search_steps[j],
+                METHODS[j], POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0,
+                BLOCK_TS[j], BLOCK_DS[j],
+            )  # fmt: skip
+        else:
+            # the program's stream: the kind's last whose first work item is at or before pid
+            # a constexpr test, then a run-time one: the first stream's operands start the pick
+            if ROLES[j] == FIRST_OF_KIND:  # noqa: SIM114
+                v, t, o, m = values[j], times[j], outs[j], masks[j]
+                v_sb, v_ss, t_sb, t_ss, s, o_sb, o_st, col, d, item, steps = _widened(
+                    v_strides_b[j], v_strides_s[j], t_strides_b[j], t_strides_s[j], samples[j],
+                    out_strides_b[j], out_strides_t[j], out_cols[j], widths[j], first_items[j],
+                    search_steps[j],
+                )  # fmt: skip
+            elif pid >= first_items[j]:
+                v, t, o, m = values[j], times[j], outs[j], masks[j]
+                v_sb, v_ss, t_sb, t_ss, s, o_sb, o_st, col, d, item, steps = _widened(
+                    v_strides_b[j], v_strides_s[j], t_strides_b[j], t_strides_s[j], samples[j],
+                    out_strides_b[j], out_strides_t[j], out_cols[j], widths[j], first_items[j],
+                    search_steps[j],
+                )  # fmt: skip
+            if ROLES[j] == LAST_OF_KIND:
+                _stream_slot(
+                    pid, item, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss,
+                    q_ptr, s, o, o_sb, o_st, col, d, m, steps,
+                    METHODS[j], POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0,
+                    BLOCK_TS[j], BLOCK_DS[j],
+                )  # fmt: skip
 
 
 @triton.jit
