@@ -30,6 +30,21 @@ set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
 start_call session34_calls.sh "$@"
 
+align_stream_count() {  # COUNTS: benchmarks/align_stream_count.py into OUT/keep/*-callCALL.*
+  local t0=$SECONDS
+  timeout 300 python3 benchmarks/align_stream_count.py --out "$OUT/count" --counts "$1" \
+    > "$OUT/keep/align-stream-count-call$CALL.txt" 2>&1
+  echo "align stream count: exit $? in $((SECONDS - t0)) s"; cat "$OUT/keep/align-stream-count-call$CALL.txt"
+  cp "$OUT/count/align-stream-count.json" "$OUT/keep/align-stream-count-call$CALL.json" 2>/dev/null
+}
+
+align_bench() {  # both align problems through the harness into OUT/keep/align-callCALL.json
+  local t0=$SECONDS
+  timeout $((570 - SECONDS)) python3 -m warpforge bench --problem 'align*' \
+    --out "$OUT/keep/align-call$CALL.json" > "$OUT/align-bench.log" 2>&1
+  echo "align bench: exit $? in $((SECONDS - t0)) s"; tail -14 "$OUT/align-bench.log"
+}
+
 case "$CALL" in
   1) gpu_tests ops-call1 330 tests/ops -n 6
      timeout 120 python3 -m pytest -q -p no:cacheprovider -rfEs tests/ops/test_gradcheck.py \
@@ -74,33 +89,15 @@ PY
   2) gpu_tests rest-call2 400 tests --ignore=tests/ops -n 4
      # alone: beside five other workers' tests it ran out of memory in call 1
      gpu_tests flce-wide-call2 150 tests/ops/test_fused_linear_cross_entropy.py -k beyond_2_pow_31 ;;
-  3) t0=$SECONDS
-     timeout 300 python3 benchmarks/align_stream_count.py --out "$OUT/count" \
-       > "$OUT/keep/align-stream-count-call3.txt" 2>&1
-     echo "align stream count: exit $? in $((SECONDS - t0)) s"; cat "$OUT/keep/align-stream-count-call3.txt"
-     cp "$OUT/count/align-stream-count.json" "$OUT/keep/align-stream-count-call3.json" 2>/dev/null
-     t0=$SECONDS
-     timeout $((560 - SECONDS)) python3 -m warpforge bench --problem 'align*' \
-       --out "$OUT/keep/align-call3.json" > "$OUT/align-bench.log" 2>&1
-     echo "align bench: exit $? in $((SECONDS - t0)) s"; tail -14 "$OUT/align-bench.log" ;;
+  3) align_stream_count 2,4,8,16,32,64
+     align_bench ;;
   4) SUITE_PIECES="fused_linear_cross_entropy.*:400" sweep_part bf16 rope
      keep_report rope-bf16 flce-bf16 ;;
   5) gpu_tests align-call5 200 tests/robotics/test_robotics_gpu.py -k "align or streams"
-     t0=$SECONDS
-     timeout 300 python3 benchmarks/align_stream_count.py --out "$OUT/count" --counts 2,4,8,16 \
-       > "$OUT/keep/align-stream-count-call5.txt" 2>&1
-     echo "align stream count: exit $? in $((SECONDS - t0)) s"; cat "$OUT/keep/align-stream-count-call5.txt"
-     cp "$OUT/count/align-stream-count.json" "$OUT/keep/align-stream-count-call5.json" 2>/dev/null ;;
+     align_stream_count 2,4,8,16 ;;
   6) gpu_tests align-call6 200 tests/robotics/test_robotics_gpu.py -k "align or streams"
-     t0=$SECONDS
-     timeout 300 python3 benchmarks/align_stream_count.py --out "$OUT/count" \
-       --counts 2,4,8,16,32,64 > "$OUT/keep/align-stream-count-call6.txt" 2>&1
-     echo "align stream count: exit $? in $((SECONDS - t0)) s"; cat "$OUT/keep/align-stream-count-call6.txt"
-     cp "$OUT/count/align-stream-count.json" "$OUT/keep/align-stream-count-call6.json" 2>/dev/null
-     t0=$SECONDS
-     timeout $((570 - SECONDS)) python3 -m warpforge bench --problem 'align*' \
-       --out "$OUT/keep/align-call6.json" > "$OUT/align-bench.log" 2>&1
-     echo "align bench: exit $? in $((SECONDS - t0)) s"; tail -14 "$OUT/align-bench.log" ;;
+     align_stream_count 2,4,8,16,32,64
+     align_bench ;;
   *) echo "CALL: expected 1 to 6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
