@@ -1,23 +1,28 @@
 """How ``align``'s one launch scales with the number of streams: compile time, correctness, time.
 
-``resample_streams_kernel`` unrolls one guarded tile per stream at compile time, so its compile
-time and its parameter space grow with the stream count. For each count this script aligns that
-many streams (cycling through the kinds of a robot's sensors: bf16 camera features, float32
-joints, force/torque, IMU, float16 tactile pads, float64 odometry and slerped float32
-orientations) onto a 50 Hz clock, in a fresh Triton cache:
+``resample_streams_kernel`` unrolls one guarded tile per kind of stream (value and output dtype,
+method, tile shape) at compile time; a kind's programs pick their stream at run time. For each
+count this script aligns that many streams (cycling through seven kinds of a robot's sensors:
+bf16 camera features, float32 joints, force/torque, IMU, float16 tactile pads, float64
+odometry and slerped float32 orientations) onto a 50 Hz clock, and the eight streams of the
+``align8.fwd`` harness problem, in a fresh Triton cache:
 
-- the first call's wall time (Triton's compile and load of that kernel),
+- the first call's wall time (Triton's compile and load of that kernel), for the kernel as it
+  ships (a tile per kind) and with a tile per stream (``launch_streams(share_kinds=False)``),
 - the largest error against the float64 reference of each stream, concatenated,
 - the kernel launches of one call (``align`` must make one),
-- a call's median time (``triton.testing.do_bench``, L2 flushed) against one ``resample`` per
-  stream and ``cat`` (warpforge's own single-stream kernel per stream, then the concatenation).
+- the time of a call, by the harness's interleaved timing (CUDA events, L2 flushed, the
+  contenders in shuffled order each round): ``align``; the same launch with a tile per stream
+  (up to ``--per-stream-max`` streams, its compile time growing with them); one ``resample``
+  per stream and ``cat`` (warpforge's single-stream kernel per stream, then the concatenation).
 
-Speed against the baselines the issue names is the harness's job (``warpforge bench --problem
-'align*'``); this is the scaling check. Usage::
+Speed against the baselines the issue names is ``warpforge bench --problem 'align*'``; this is
+the scaling check. Usage::
 
     PYTHONPATH=src python benchmarks/align_stream_count.py --out DIR [--counts 2,4,8,16,32,64]
 
-writes ``DIR/align-stream-count.json`` (environment fingerprint, one row per count).
+writes ``DIR/align-stream-count.json`` (environment fingerprint, one row per count) after every
+row.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -43,8 +49,10 @@ SENSOR_KINDS = (
 )
 ROWS, SECONDS, CLOCK_HZ = 64, 10, 50
 
+Streams = list[tuple[torch.Tensor, torch.Tensor]]
 
-def make_streams(count: int, generator: torch.Generator) -> tuple[list, torch.Tensor, list[str]]:
+
+def make_streams(count: int, generator: torch.Generator) -> tuple[Streams, torch.Tensor, list[str]]:
     streams, methods = [], []
     for k in range(count):
         rate, width, dtype, method = SENSOR_KINDS[k % len(SENSOR_KINDS)]
@@ -59,7 +67,32 @@ def make_streams(count: int, generator: torch.Generator) -> tuple[list, torch.Te
     return streams, query, methods
 
 
-def count_launches(fn) -> int:
+def problem_streams(name: str) -> tuple[Streams, torch.Tensor, list[str]]:
+    """The inputs of a registered align problem at its (first) GPU shape."""
+    import warpforge.robotics.problems  # noqa: F401  (registers)
+    from warpforge.harness.registry import get_problem
+
+    problem = get_problem(name)
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    args = problem.make_inputs(problem.shapes[0], torch.float32, torch.device("cuda"), generator)
+    pairs = [(args[k], args[k + 1]) for k in range(0, len(args) - 1, 2)]
+    return pairs, args[-1], ["linear"] * len(pairs)
+
+
+def launch(streams: Streams, query: torch.Tensor, methods: list[str], *, share_kinds: bool):
+    """The float32 concatenation of ``streams`` on ``query`` by one streams-kernel launch."""
+    from warpforge.robotics.resample import StreamLaunch, launch_streams
+
+    out = torch.empty(*query.shape, sum(v.shape[2] for v, _ in streams), device=query.device)
+    launches, column = [], 0
+    for (values, times), method in zip(streams, methods, strict=True):
+        launches.append(StreamLaunch(values, times, out, column, method, None))
+        column += values.shape[2]
+    launch_streams(launches, query, "clamp", share_kinds=share_kinds)
+    return out
+
+
+def count_launches(fn: Callable[[], object]) -> int:
     """Kernel launches of one ``fn()`` call (the profiler's CUDA kernel events)."""
     from torch.profiler import ProfilerActivity, profile
 
@@ -69,62 +102,76 @@ def count_launches(fn) -> int:
     return sum(1 for event in prof.events() if event.device_type.name == "CUDA")
 
 
-def row(count: int, do_bench) -> dict[str, object]:
+def first_call_s(fn: Callable[[], object]) -> float:
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return round(time.perf_counter() - start, 3)
+
+
+def row(label: object, streams: Streams, query: torch.Tensor, methods: list[str],
+        per_stream_max: int) -> dict[str, object]:  # fmt: skip
+    from warpforge.harness.timing import measure_interleaved
     from warpforge.robotics import align, resample
     from warpforge.robotics.resample import resample_reference
 
-    streams, query, methods = make_streams(count, torch.Generator().manual_seed(count))
-
-    def aligned() -> torch.Tensor:
-        return align(streams, query, methods=methods, assume_sorted=True)
-
-    def one_per_stream() -> torch.Tensor:
-        outs = [resample(v, t, query, method=m, assume_sorted=True).float()
-                for (v, t), m in zip(streams, methods, strict=True)]  # fmt: skip
-        return torch.cat(outs, dim=-1)
-
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    out = aligned()
-    torch.cuda.synchronize()
-    first_call_s = time.perf_counter() - start
+    # each takes the queries: the harness finds the device (and so CUDA events) from the inputs
+    contenders: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+        "align": lambda q: align(streams, q, methods=methods, assume_sorted=True),
+    }
+    if len(streams) <= per_stream_max:
+        contenders["a tile per stream"] = lambda q: launch(streams, q, methods, share_kinds=False)
+    contenders["resample per stream + cat"] = lambda q: torch.cat(
+        [resample(v, t, q, method=m, assume_sorted=True).float()
+         for (v, t), m in zip(streams, methods, strict=True)], dim=-1,
+    )  # fmt: skip
+    result: dict[str, object] = {"streams": label, "count": len(streams)}
+    result["first_call_s"] = {name: first_call_s(lambda fn=fn: fn(query))
+                              for name, fn in contenders.items()}  # fmt: skip
     expected = torch.cat(
         [resample_reference(v.double(), t.double(), query.double(), None, m, "clamp")[0]
          for (v, t), m in zip(streams, methods, strict=True)], dim=-1,
     )  # fmt: skip
-    error = (out.double() - expected).abs().max().item()
-    one_per_stream()  # compile its kernels before timing
-    return {
-        "streams": count,
-        "columns": out.shape[-1],
-        "first_call_s": round(first_call_s, 3),
-        "max_abs_error": error,
-        "launches": count_launches(aligned),
-        "align_us": round(do_bench(aligned, return_mode="median") * 1e3, 2),
-        "resample_per_stream_cat_us": round(
-            do_bench(one_per_stream, return_mode="median") * 1e3, 2
-        ),
+    result["max_abs_error"] = {
+        name: (fn(query).double() - expected).abs().max().item() for name, fn in contenders.items()
     }
+    result["columns"] = expected.shape[-1]
+    result["launches"] = count_launches(lambda: contenders["align"](query))
+    measured = measure_interleaved(contenders, [(query,)], max_time_s=2.0)
+    result["clock"] = next(iter(measured.values())).clock
+    result["median_us"] = {name: round(m.median_s * 1e6, 2) for name, m in measured.items()}
+    result["ci95_us"] = {
+        name: [round(m.ci_low_s * 1e6, 2), round(m.ci_high_s * 1e6, 2)]
+        for name, m in measured.items()
+    }
+    return result
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--counts", default="2,4,8,16,32,64")
+    parser.add_argument("--problems", default="align8.fwd", help="align problems (comma-separated)")
+    parser.add_argument("--per-stream-max", type=int, default=16,
+                        help="most streams to time with a tile per stream")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     # a fresh Triton cache: the first call compiles
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="align-stream-count-")
-    from triton.testing import do_bench
-
     from warpforge.environment import environment_fingerprint
 
     report: dict[str, object] = {"environment": environment_fingerprint(), "rows": []}
-    for count in (int(c) for c in args.counts.split(",")):
+    cases: list[tuple[object, Callable[[], tuple[Streams, torch.Tensor, list[str]]]]] = [
+        (name, lambda name=name: problem_streams(name)) for name in args.problems.split(",") if name
+    ]
+    cases += [(int(c), lambda c=int(c): make_streams(c, torch.Generator().manual_seed(c)))
+              for c in args.counts.split(",") if c]  # fmt: skip
+    for label, make in cases:
         try:
-            result = row(count, do_bench)
+            result = row(label, *make(), args.per_stream_max)
         except Exception as error:  # a count past a limit (parameter space): recorded, go on
-            result = {"streams": count, "error": f"{type(error).__name__}: {error}"[:2000]}
+            result = {"streams": label, "error": f"{type(error).__name__}: {error}"[:2000]}
         report["rows"].append(result)
         print(json.dumps(result), flush=True)
         # after every row: a count whose compile outlasts the call's limit leaves the others

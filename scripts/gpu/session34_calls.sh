@@ -22,6 +22,8 @@
 #      script now writes its report after every count).
 #   6  after streams of one kind came to share one tile of the kernel: the align GPU tests, the
 #      stream count up to 64 streams (seven kinds) and both align problems through the harness.
+#   7  align_stream_count.py timed by the harness's interleaved timing, with align8.fwd's
+#      streams, against a tile per stream (call 6 found align8.fwd 12% slower than in call 3).
 # The tracked tree outgrew the device tool's 64 MB transfer: run the calls from a sparse checkout
 # without benchmarks/results/ (git sparse-checkout set --no-cone '/*' '!/benchmarks/results/';
 # afterwards git sparse-checkout disable), which no call reads.
@@ -98,6 +100,7 @@ PY
   6) gpu_tests align-call6 200 tests/robotics/test_robotics_gpu.py -k "align or streams"
      align_stream_count 2,4,8,16,32,64
      align_bench ;;
-  *) echo "CALL: expected 1 to 6, got $CALL" >&2; exit 2 ;;
+  7) align_stream_count 2,4,8,16,32,64 ;;
+  *) echo "CALL: expected 1 to 7, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

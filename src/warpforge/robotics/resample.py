@@ -716,11 +716,15 @@ def launch_streams(
     query: torch.Tensor,
     out_of_range: str,
     configs: Sequence[LaunchConfig] | None = None,
+    *,
+    share_kinds: bool = True,
 ) -> None:
     """Resample every stream of ``streams`` onto ``query`` [B, T] in one kernel launch.
 
     ``configs`` (one per stream) override :func:`default_config`; the launch runs the largest
-    ``num_warps`` among them and the first one's search (``probes``)."""
+    ``num_warps`` among them and the first one's search (``probes``). ``share_kinds=False``
+    compiles a tile per stream even where streams share a kind (benchmarks/
+    align_stream_count.py compares the two)."""
     if not streams:
         raise ValueError("streams: expected at least one stream to launch, got none")
     kernels = _kernels()
@@ -747,13 +751,13 @@ def launch_streams(
     for index, (s, config) in enumerate(zip(streams, configs, strict=True)):
         config.check_method(s.method)
         key = (s.values.dtype, s.out.dtype, s.method, config.block_t, config.block_d)
-        kinds.setdefault(key, []).append(index)
+        kinds.setdefault(key if share_kinds else (*key, index), []).append(index)
     # one tuple per operand, an entry per stream
     columns: dict[str, list[object]] = {
         name: [] for name in (*_STREAM_OPERANDS, *_STREAM_CONSTANTS)
     }
     first_item = 0
-    for (_, _, method, block_t, block_d), members in kinds.items():
+    for (_, _, method, block_t, block_d, *_), members in kinds.items():
         for position, index in enumerate(members):
             s = streams[index]
             _, samples, width = s.values.shape
