@@ -1,20 +1,22 @@
 """How ``align``'s one launch scales with the number of streams: compile time, correctness, time.
 
-``resample_streams_kernel`` unrolls one guarded tile per kind of stream (value and output dtype,
-method, tile shape) at compile time; a kind's programs pick their stream at run time. For each
+``resample_streams_kernel`` unrolls one guarded tile per stream at compile time, or in launches
+of more than ``OWN_TILE_MAX_STREAMS`` streams one per kind of stream (value and output dtype,
+method, tile shape), whose programs pick their stream at run time. For each
 count this script aligns that many streams (cycling through seven kinds of a robot's sensors:
 bf16 camera features, float32 joints, force/torque, IMU, float16 tactile pads, float64
 odometry and slerped float32 orientations) onto a 50 Hz clock, and the eight streams of the
 ``align8.fwd`` harness problem, in a fresh Triton cache:
 
-- the first call's wall time (Triton's compile and load of that kernel), for the kernel as it
-  ships (a tile per kind) and with a tile per stream (``launch_streams(share_kinds=False)``),
+- the first call's wall time (Triton's compile and load of that kernel), for ``align`` as it
+  ships and for the launch with a tile per stream and with a tile per kind
+  (``launch_streams(share_kinds=False / True)``),
 - the largest error against the float64 reference of each stream, concatenated,
 - the kernel launches of one call (``align`` must make one),
 - the time of a call, by the harness's interleaved timing (CUDA events, L2 flushed, the
-  contenders in shuffled order each round): ``align``; the same launch with a tile per stream
-  (up to ``--per-stream-max`` streams, its compile time growing with them); one ``resample``
-  per stream and ``cat`` (warpforge's single-stream kernel per stream, then the concatenation).
+  contenders in shuffled order each round): ``align``; the launch with a tile per stream (up to
+  ``--per-stream-max`` streams, its compile time growing with them) and with a tile per kind;
+  one ``resample`` per stream and ``cat`` (warpforge's single-stream kernel per stream, then the concatenation).
 
 Speed against the baselines the issue names is ``warpforge bench --problem 'align*'``; this is
 the scaling check. Usage::
@@ -122,6 +124,7 @@ def row(label: object, streams: Streams, query: torch.Tensor, methods: list[str]
     }
     if len(streams) <= per_stream_max:
         contenders["a tile per stream"] = lambda q: launch(streams, q, methods, share_kinds=False)
+    contenders["a tile per kind"] = lambda q: launch(streams, q, methods, share_kinds=True)
     contenders["resample per stream + cat"] = lambda q: torch.cat(
         [resample(v, t, q, method=m, assume_sorted=True).float()
          for (v, t), m in zip(streams, methods, strict=True)], dim=-1,

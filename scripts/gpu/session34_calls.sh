@@ -24,6 +24,8 @@
 #      stream count up to 64 streams (seven kinds) and both align problems through the harness.
 #   7  align_stream_count.py timed by the harness's interleaved timing, with align8.fwd's
 #      streams, against a tile per stream (call 6 found align8.fwd 12% slower than in call 3).
+#   8  with a tile per stream again up to OWN_TILE_MAX_STREAMS (16) streams, a tile per kind
+#      above: the align GPU tests (both ways) and both align problems through the harness.
 # The tracked tree outgrew the device tool's 64 MB transfer: run the calls from a sparse checkout
 # without benchmarks/results/ (git sparse-checkout set --no-cone '/*' '!/benchmarks/results/';
 # afterwards git sparse-checkout disable), which no call reads.
@@ -101,6 +103,8 @@ PY
      align_stream_count 2,4,8,16,32,64
      align_bench ;;
   7) align_stream_count 2,4,8,16,32,64 ;;
-  *) echo "CALL: expected 1 to 7, got $CALL" >&2; exit 2 ;;
+  8) gpu_tests align-call8 200 tests/robotics/test_robotics_gpu.py -k "align or streams"
+     align_bench ;;
+  *) echo "CALL: expected 1 to 8, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import robotics_plain_reference as plain
 import torch
@@ -184,10 +186,17 @@ def test_every_stream_count_launches_once(
     assert (out.double() - expected).abs().max().item() < 1e-4
 
 
-def test_streams_of_one_kind_share_a_tile(interpreter: None) -> None:
-    """Five float32 streams of one kind (method, tile): the kernel's shared tile picks each
-    program's stream at run time; times contiguous, broadcast (stride 0) and strided (every
-    other sample of a longer clock), so the kind's unit-time-stride hint is off."""
+@pytest.mark.parametrize("own_tiles_up_to", [0, 16])
+def test_streams_of_one_kind(
+    own_tiles_up_to: int, interpreter: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five float32 streams of one kind (method, tile), with a tile each and sharing one tile
+    whose programs pick their stream at run time (the default above OWN_TILE_MAX_STREAMS
+    streams); times contiguous, broadcast (stride 0) and strided (every other sample of a
+    longer clock)."""
+    # the module by its name: the package's `resample` is the function
+    monkeypatch.setattr(sys.modules["warpforge.robotics.resample"], "OWN_TILE_MAX_STREAMS",
+                        own_tiles_up_to)  # fmt: skip
     g = torch.Generator().manual_seed(28)
     streams = make_streams([(5, 3, torch.float32, 10), (8, 4, torch.float32, 8),
                             (13, 3, torch.float32, 12), (2, 4, torch.float32, 9),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 
 import pytest
 import robotics_plain_reference as plain
@@ -262,9 +263,15 @@ def _sixteen_streams(generator: torch.Generator) -> tuple[list, torch.Tensor, li
 TOLERANCE = {torch.bfloat16: 8e-3, torch.float16: 1e-3, torch.float32: 1e-5, torch.float64: 1e-7}
 
 
-def test_sixteen_streams_in_one_launch_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("own_tiles_up_to", [16, 0], ids=["a tile per stream", "per kind"])
+def test_sixteen_streams_in_one_launch_on_cuda(
+    own_tiles_up_to: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from warpforge.robotics._kernels import resample as kernels
 
+    # the module by its name: the package's `resample` is the function
+    monkeypatch.setattr(sys.modules["warpforge.robotics.resample"], "OWN_TILE_MAX_STREAMS",
+                        own_tiles_up_to)  # fmt: skip
     spy = LaunchSpy(kernels.resample_streams_kernel)
     monkeypatch.setattr(kernels, "resample_streams_kernel", spy)
     streams, query, methods = _sixteen_streams(torch.Generator().manual_seed(48))

@@ -717,14 +717,14 @@ def launch_streams(
     out_of_range: str,
     configs: Sequence[LaunchConfig] | None = None,
     *,
-    share_kinds: bool = True,
+    share_kinds: bool | None = None,
 ) -> None:
     """Resample every stream of ``streams`` onto ``query`` [B, T] in one kernel launch.
 
     ``configs`` (one per stream) override :func:`default_config`; the launch runs the largest
-    ``num_warps`` among them and the first one's search (``probes``). ``share_kinds=False``
-    compiles a tile per stream even where streams share a kind (benchmarks/
-    align_stream_count.py compares the two)."""
+    ``num_warps`` among them and the first one's search (``probes``). ``share_kinds``: whether
+    streams of one kind share a tile of the kernel; by default only in launches of more than
+    :data:`OWN_TILE_MAX_STREAMS` streams (benchmarks/align_stream_count.py compares both)."""
     if not streams:
         raise ValueError("streams: expected at least one stream to launch, got none")
     kernels = _kernels()
@@ -745,8 +745,10 @@ def launch_streams(
             s.values, s.times, query, None, out, s.mask, s.method, out_of_range, configs[0]
         )
         return
-    # streams of one kind (value and output dtype, method, tile) share a tile of the kernel: the
-    # launch lists them together, kind after kind in the order each kind first appears
+    if share_kinds is None:
+        share_kinds = len(streams) > OWN_TILE_MAX_STREAMS
+    # streams of one kind (value and output dtype, method, tile) may share a tile of the kernel:
+    # the launch lists them together, kind after kind in the order each kind first appears
     kinds: dict[tuple[object, ...], list[int]] = {}
     for index, (s, config) in enumerate(zip(streams, configs, strict=True)):
         config.check_method(s.method)
@@ -788,6 +790,15 @@ def launch_streams(
         num_warps=max(config.num_warps for config in configs),
     )  # fmt: skip
 
+
+OWN_TILE_MAX_STREAMS = 16
+"""Launches of at most this many streams compile a tile of the streams kernel per stream; larger
+ones a tile per kind of stream (value and output dtype, method, tile shape), whose programs
+pick their stream at run time. The pick cost 19-49% more time a call on the H200 where kinds
+repeat (eight streams of the align8.fwd problem 641.1 against 540.6 µs, sixteen of seven kinds
+418.1 against 279.9), while compile time grows with the tiles: 16 streams compiled in 16.1 s
+with a tile each, 32 in 63 s, against 6.1 s and 9.6 s with a tile per kind
+(benchmarks/results/session34-h200-2026-11-30/align-stream-count-call7.json, -call3.txt)."""
 
 _STREAM_OPERANDS = (
     "values", "v_strides_b", "v_strides_s", "times", "t_strides_b", "t_strides_s", "samples",

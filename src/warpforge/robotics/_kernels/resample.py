@@ -20,9 +20,10 @@ two passes over queries sorted per row (``resample_brackets_kernel`` then
 
 Alignment of several streams runs in the same launch: ``resample_streams_kernel`` takes each of a
 stream's operands as one entry of a tuple (Triton compiles a kernel per tuple length, pointer
-types and constexprs); its 1-D grid lists the work items of every stream in turn. Streams of one
-kind (value and output dtype, method, tile shape) share one guarded tile, unrolled at compile
-time, whose programs pick their stream's operands at run time.
+types and constexprs); its 1-D grid lists the work items of every stream in turn, and a guarded
+tile unrolled at compile time serves each stream, or in large launches each kind of stream
+(value and output dtype, method, tile shape), whose programs then pick their stream's operands
+at run time (``OWN_TILE_MAX_STREAMS`` in :mod:`warpforge.robotics.resample` says when and why).
 """
 
 from __future__ import annotations
@@ -477,17 +478,17 @@ def resample_streams_kernel(
     WRITE_MASK: tl.constexpr,
     PROBES: tl.constexpr,
 ):  # fmt: skip
-    # one 1-D grid over the work items of all streams, stream after stream; each kind (value and
-    # output dtype, method, tile shape) has its own tile shape, so a narrow 1 kHz stream gets
-    # long query blocks and a wide one wide columns. The loop unrolls at compile time into one
-    # guarded tile per kind, not per stream: a kind's programs pick their stream's operands at
-    # run time, so compile time grows with the kinds, not with the streams. What the launch's
+    # one 1-D grid over the work items of all streams, stream after stream; each stream has its
+    # own tile shape, so a narrow 1 kHz stream gets long query blocks and a wide one wide
+    # columns. The loop unrolls at compile time into one guarded tile per stream (ROLES ALONE)
+    # or, where the launch groups streams into kinds, one per kind, whose programs pick their
+    # stream's operands at run time: compile time then grows with the kinds. What the launch's
     # specialisation knows of every stream of a kind (16-byte aligned rows, a unit time stride)
     # the compiler still knows of the pick, which is one of them: its rows load in 16-byte
     # vectors (tests/robotics/test_kernels_compile.py).
     pid = tl.program_id(0)
     for j in tl.static_range(len(values)):
-        if ROLES[j] == ALONE:  # a kind of one stream: its operands as the launch specialised them
+        if ROLES[j] == ALONE:  # a tile of its own: its operands as the launch specialised them
             _stream_slot(
                 pid, first_items[j], B, q_ptr, q_stride_b, q_stride_t, T,
                 values[j], v_strides_b[j], v_strides_s[j], times[j], t_strides_b[j],
