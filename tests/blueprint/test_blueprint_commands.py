@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -86,3 +88,60 @@ def test_compile_imports_a_module_from_the_current_directory(
     monkeypatch.delitem(sys.modules, "wf_cwd_blueprint", raising=False)
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["kernels"] == 1
+
+
+def _bias_gelu_file(tmp_path: Path) -> Path:
+    path = tmp_path / "bias_gelu.json"
+    path.write_text(bias_gelu_blueprint("float32").to_json())
+    return path
+
+
+def test_warm_builds_into_the_disk_cache_for_a_later_process(
+    tmp_path: Path, fresh_blueprint_cache: Path
+) -> None:
+    """The first --warm generates the kernel, launches it once (Triton's interpreter here) and
+    stores the entry on disk; a second process finds it there and builds nothing."""
+    path = _bias_gelu_file(tmp_path)
+    args = ["compile", str(path), "--warm", "--dim", "T=17", "--dim", "H=33", "--device", "cpu",
+            "--json"]  # fmt: skip
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    warmed = json.loads(first.output)["warm"]
+    assert warmed["inputs"] == ["float32[17, 33]", "float32[33]"]
+    assert warmed["builds"] == 1 and warmed["first_launches"] == 1
+    assert warmed["misses"] == {"memory": 1, "disk": 1} and warmed["hits"] == {}
+    assert any(fresh_blueprint_cache.rglob("*")), "nothing stored on disk"
+    later = subprocess.run(
+        [sys.executable, "-m", "warpforge", *args], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "WARPFORGE_CACHE_DIR": str(fresh_blueprint_cache)},
+    )  # fmt: skip
+    assert later.returncode == 0, later.stderr
+    again = json.loads(later.stdout)["warm"]
+    assert again["builds"] == 0 and again["hits"] == {"disk": 1}
+
+
+def test_warm_uses_the_traced_functions_example_inputs() -> None:
+    result = CliRunner().invoke(app, ["compile", f"{__name__}:example", "--warm"])
+    assert result.exit_code == 0, result.output
+    assert "warmed on cpu for float32[4, 8], float32[4, 8]" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize(
+    ("extra", "env", "message"),
+    [
+        (["--dim", "T=4"], {}, "symbolic dim 'H'; give its size as --dim H=SIZE"),
+        (["--dim", "T=4", "--dim", "H"], {}, "--dim: expected NAME=SIZE"),
+        (["--dim", "T=4", "--dim", "H=-2"], {}, "--dim: expected NAME=SIZE"),
+        (["--dim", "T=4", "--dim", "H=8", "--device", "tpu"], {}, "--device: expected cpu"),
+        (["--dim", "T=4", "--dim", "H=8", "--device", "cpu"],
+         {"TRITON_INTERPRET": "0", "WARPFORGE_INTERPRET": "0"}, "nothing to build on cpu"),
+    ],
+)  # fmt: skip
+def test_warm_reports_bad_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: list[str], env: dict, message: str
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    result = CliRunner().invoke(app, ["compile", str(_bias_gelu_file(tmp_path)), "--warm", *extra])
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
