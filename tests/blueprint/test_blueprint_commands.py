@@ -145,3 +145,20 @@ def test_warm_reports_bad_requests(
     result = CliRunner().invoke(app, ["compile", str(_bias_gelu_file(tmp_path)), "--warm", *extra])
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
+
+
+def test_warm_fails_loudly_when_a_kernel_does_not_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--warm builds strictly: a kernel that fails at its first launch (where Triton compiles)
+    is an error naming the failure, not a silent fallback to the PyTorch reference."""
+    from warpforge.blueprint.program import KernelProgram
+
+    def broken(self, tensors):  # type: ignore[no-untyped-def]
+        raise RuntimeError("injected Triton failure")
+
+    monkeypatch.setattr(KernelProgram, "run", broken)
+    args = ["compile", str(_bias_gelu_file(tmp_path)), "--warm", "--dim", "T=4", "--dim", "H=8"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "--warm:" in result.output and "injected Triton failure" in result.output
