@@ -10,7 +10,8 @@ odometry and slerped float32 orientations) onto a 50 Hz clock, and the eight str
 
 - the first call's wall time (Triton's compile and load of that kernel), for ``align`` as it
   ships and for the launch with a tile per stream and with a tile per kind
-  (``launch_streams(share_kinds=False / True)``),
+  (``launch_streams(share_kinds=False / True)``); a contender whose kernel an earlier one
+  already compiled (``align`` is one of the other two) shows only its load, near 0,
 - the largest error against the float64 reference of each stream, concatenated,
 - the kernel launches of one call (``align`` must make one),
 - the time of a call, by the harness's interleaved timing (CUDA events, L2 flushed, the

@@ -75,14 +75,15 @@ def _load_target(target: str) -> tuple[Any, list[Any] | None]:
 
 
 def _parse_dims(dims: list[str]) -> dict[str, int]:
-    """``["B=8", "T=128"]`` as ``{"B": 8, "T": 128}``."""
-    sizes: dict[str, int] = {}
-    for item in dims:
-        name, sep, value = item.partition("=")
-        if not sep or not name or not value.strip().isdigit():
-            raise ValueError(f"--dim: expected NAME=SIZE with SIZE an int >= 0, got {item!r}")
-        sizes[name.strip()] = int(value)
-    return sizes
+    """``["B=8", "T=128"]`` as ``{"B": 8, "T": 128}`` (``validation.parse_shape``'s rules)."""
+    from warpforge.validation import parse_shape
+
+    if not dims:
+        return {}
+    try:
+        return parse_shape(",".join(dims))
+    except ValueError as error:
+        raise ValueError(f"--dim: {str(error).removeprefix('shape: ')}") from None
 
 
 def random_inputs(ir: Any, sizes: dict[str, int], device: Any) -> list[Any]:

@@ -796,9 +796,9 @@ OWN_TILE_MAX_STREAMS = 16
 ones a tile per kind of stream (value and output dtype, method, tile shape), whose programs
 pick their stream at run time. The pick cost 19-49% more time a call on the H200 where kinds
 repeat (eight streams of the align8.fwd problem 641.1 against 540.6 µs, sixteen of seven kinds
-418.1 against 279.9), while compile time grows with the tiles: 16 streams compiled in 16.1 s
-with a tile each, 32 in 63 s, against 6.1 s and 9.6 s with a tile per kind
-(benchmarks/results/session34-h200-2026-11-30/align-stream-count-call7.json, -call3.txt)."""
+418.1 against 279.9), while compile time grows with the tiles: 8 and 16 streams compiled in
+5.1 s and 16.1 s with a tile each, 16, 32 and 64 in 6.1, 9.6 and 10.7 s with a tile per kind
+(benchmarks/results/session34-h200-2026-11-30/align-stream-count-call7.json)."""
 
 _STREAM_OPERANDS = (
     "values", "v_strides_b", "v_strides_s", "times", "t_strides_b", "t_strides_s", "samples",
