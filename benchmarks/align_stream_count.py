@@ -17,6 +17,8 @@ odometry and slerped float32 orientations) onto a 50 Hz clock, and the eight str
 - the time of a call, by the harness's interleaved timing (CUDA events, L2 flushed, the
   contenders in shuffled order each round): ``align``; the launch with a tile per stream (up to
   ``--per-stream-max`` streams, its compile time growing with them) and with a tile per kind;
+  the grid ordered stream after stream (``launch_streams(row_major=False)``) instead of row
+  after row, all streams' items of a row together (the default);
   one ``resample`` per stream and ``cat`` (warpforge's single-stream kernel per stream, then the concatenation).
 
 Speed against the baselines the issue names is ``warpforge bench --problem 'align*'``; this is
@@ -82,7 +84,14 @@ def problem_streams(name: str) -> tuple[Streams, torch.Tensor, list[str]]:
     return pairs, args[-1], ["linear"] * len(pairs)
 
 
-def launch(streams: Streams, query: torch.Tensor, methods: list[str], *, share_kinds: bool):
+def launch(
+    streams: Streams,
+    query: torch.Tensor,
+    methods: list[str],
+    *,
+    share_kinds: bool | None,
+    row_major: bool = True,
+):
     """The float32 concatenation of ``streams`` on ``query`` by one streams-kernel launch."""
     from warpforge.robotics.resample import StreamLaunch, launch_streams
 
@@ -91,7 +100,7 @@ def launch(streams: Streams, query: torch.Tensor, methods: list[str], *, share_k
     for (values, times), method in zip(streams, methods, strict=True):
         launches.append(StreamLaunch(values, times, out, column, method, None))
         column += values.shape[2]
-    launch_streams(launches, query, "clamp", share_kinds=share_kinds)
+    launch_streams(launches, query, "clamp", share_kinds=share_kinds, row_major=row_major)
     return out
 
 
@@ -126,6 +135,9 @@ def row(label: object, streams: Streams, query: torch.Tensor, methods: list[str]
     if len(streams) <= per_stream_max:
         contenders["a tile per stream"] = lambda q: launch(streams, q, methods, share_kinds=False)
     contenders["a tile per kind"] = lambda q: launch(streams, q, methods, share_kinds=True)
+    contenders["stream after stream"] = lambda q: launch(
+        streams, q, methods, share_kinds=None, row_major=False
+    )
     contenders["resample per stream + cat"] = lambda q: torch.cat(
         [resample(v, t, q, method=m, assume_sorted=True).float()
          for (v, t), m in zip(streams, methods, strict=True)], dim=-1,

@@ -143,3 +143,20 @@ finish_call() {  # [one]: the logs into OUT/keep/logs.tgz and the rest of OUT re
     tar -czf "$OUT/call-$CALL.tgz" -C "$OUT" keep && rm -rf "$OUT/keep"
   fi
 }
+
+align_stream_count() {  # COUNTS [PROBLEMS]: benchmarks/align_stream_count.py into
+  # OUT/keep/*-callCALL.*
+  local t0=$SECONDS
+  timeout 300 python3 benchmarks/align_stream_count.py --out "$OUT/count" --counts "$1" \
+    --problems "${2:-align8.fwd}" \
+    > "$OUT/keep/align-stream-count-call$CALL.txt" 2>&1
+  echo "align stream count: exit $? in $((SECONDS - t0)) s"; cat "$OUT/keep/align-stream-count-call$CALL.txt"
+  cp "$OUT/count/align-stream-count.json" "$OUT/keep/align-stream-count-call$CALL.json" 2>/dev/null
+}
+
+align_bench() {  # both align problems through the harness into OUT/keep/align-callCALL.json
+  local t0=$SECONDS
+  timeout $((570 - SECONDS)) python3 -m warpforge bench --problem 'align*' \
+    --out "$OUT/keep/align-call$CALL.json" > "$OUT/align-bench.log" 2>&1
+  echo "align bench: exit $? in $((SECONDS - t0)) s"; tail -14 "$OUT/align-bench.log"
+}

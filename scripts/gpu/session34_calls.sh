@@ -34,21 +34,6 @@ set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
 start_call session34_calls.sh "$@"
 
-align_stream_count() {  # COUNTS: benchmarks/align_stream_count.py into OUT/keep/*-callCALL.*
-  local t0=$SECONDS
-  timeout 300 python3 benchmarks/align_stream_count.py --out "$OUT/count" --counts "$1" \
-    > "$OUT/keep/align-stream-count-call$CALL.txt" 2>&1
-  echo "align stream count: exit $? in $((SECONDS - t0)) s"; cat "$OUT/keep/align-stream-count-call$CALL.txt"
-  cp "$OUT/count/align-stream-count.json" "$OUT/keep/align-stream-count-call$CALL.json" 2>/dev/null
-}
-
-align_bench() {  # both align problems through the harness into OUT/keep/align-callCALL.json
-  local t0=$SECONDS
-  timeout $((570 - SECONDS)) python3 -m warpforge bench --problem 'align*' \
-    --out "$OUT/keep/align-call$CALL.json" > "$OUT/align-bench.log" 2>&1
-  echo "align bench: exit $? in $((SECONDS - t0)) s"; tail -14 "$OUT/align-bench.log"
-}
-
 case "$CALL" in
   1) gpu_tests ops-call1 330 tests/ops -n 6
      timeout 120 python3 -m pytest -q -p no:cacheprovider -rfEs tests/ops/test_gradcheck.py \

@@ -96,13 +96,15 @@ def _bias_gelu_file(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_warm_builds_into_the_disk_cache_for_a_later_process(
-    tmp_path: Path, fresh_blueprint_cache: Path
+    device: str, tmp_path: Path, fresh_blueprint_cache: Path
 ) -> None:
-    """The first --warm generates the kernel, launches it once (Triton's interpreter here) and
-    stores the entry on disk; a second process finds it there and builds nothing."""
+    """The first --warm generates the kernel, launches it once (on the CPU, under Triton's
+    interpreter) and stores the entry on disk; a second process finds it there and builds
+    nothing."""
     path = _bias_gelu_file(tmp_path)
-    args = ["compile", str(path), "--warm", "--dim", "T=17", "--dim", "H=33", "--device", "cpu",
+    args = ["compile", str(path), "--warm", "--dim", "T=17", "--dim", "H=33", "--device", device,
             "--json"]  # fmt: skip
     first = CliRunner().invoke(app, args)
     assert first.exit_code == 0, first.output

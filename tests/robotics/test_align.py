@@ -210,3 +210,36 @@ def test_streams_of_one_kind(
         expected, _ = plain.resample(v, t, query, "linear", "nan")
         assert torch.equal(out.isnan(), expected.isnan())
         assert (out.double() - expected).nan_to_num(0).abs().max().item() < 1e-5
+
+
+@pytest.mark.parametrize("share_kinds", [False, True])
+def test_grid_order_does_not_change_results(share_kinds: bool, interpreter: None) -> None:
+    """The streams kernel's grid row after row (the default: every stream's programs of a row
+    together) and stream after stream give the same values, with a tile per stream and with
+    streams of one kind sharing one."""
+    from warpforge.robotics.resample import StreamLaunch, launch_streams
+
+    g = torch.Generator().manual_seed(29)
+    spec = [(5, 3, torch.float32, 10), (8, 4, torch.float16, 8), (13, 3, torch.float32, 12),
+            (7, 3, torch.float32, 11)]  # fmt: skip
+    streams = make_streams(spec, 3, g)
+    query = torch.rand(3, 11, generator=g) * 14 - 1
+    methods = ["linear", "nearest", "linear", "linear"]
+    outs = []
+    for row_major in (True, False):
+        out = torch.full((3, 11, 13), float("nan"))
+        launches, column = [], 0
+        for (values, times), method in zip(streams, methods, strict=True):
+            launches.append(StreamLaunch(values, times, out, column, method, None))
+            column += values.shape[2]
+        launch_streams(launches, query, "clamp", share_kinds=share_kinds, row_major=row_major)
+        outs.append(out)
+    assert torch.equal(outs[0], outs[1])
+    expected = torch.cat(
+        [
+            plain.resample(v, t, query, m, "clamp")[0]
+            for (v, t), m in zip(streams, methods, strict=True)
+        ],
+        dim=-1,
+    )
+    assert (outs[0].double() - expected).abs().max().item() < 1e-3

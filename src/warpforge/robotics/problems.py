@@ -6,8 +6,8 @@ Each problem's dtype is fixed by the issue's shape list, so there is one problem
 (three streams, the issue's), ``align8.fwd`` (eight) and the ``voxelize.*`` problems mix dtypes per input, chosen in ``make_inputs``.
 
 Baselines run in the same process: a batched ``torch.searchsorted`` + gather + lerp written
-without Python loops (and its ``torch.compile``), ``torch.compile`` of one such resample per stream
-plus ``cat`` for alignment, and ``index_put_`` / ``scatter_`` / ``scatter_reduce`` / ``index_add_``
+without Python loops (and its ``torch.compile``); for alignment one such resample per stream plus
+``cat``, compiled whole and compiled per stream; and ``index_put_`` / ``scatter_`` / ``scatter_reduce`` / ``index_add_``
 voxelizers (and a ``torch.compile``) for voxelization. Candidates pass ``assume_sorted=True``:
 the inputs are sorted by construction and the check's device sync is not part of the op.
 """
@@ -280,6 +280,19 @@ def resamples_cat(*args: torch.Tensor) -> torch.Tensor:
     return torch.cat([searchsorted_lerp(v, t, query).float() for v, t in _pairs(args)], dim=-1)
 
 
+def _compiled_per_stream() -> Callable[..., torch.Tensor]:
+    """The baseline ``torch.compile`` per stream: one compiled resample (specialised to each
+    stream's shapes and dtypes in turn) per stream, then a float32 ``cat``. Separate from
+    compiling :func:`resamples_cat` whole, which Inductor may fuse worse at many streams."""
+    compiled = compile_baseline(searchsorted_lerp)
+
+    def run(*args: torch.Tensor) -> torch.Tensor:
+        query = args[-1]
+        return torch.cat([compiled(v, t, query).float() for v, t in _pairs(args)], dim=-1)
+
+    return run
+
+
 def _align_bytes_of(streams: AlignStreams) -> Callable[[Shape, torch.dtype], float]:
     def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
         b, seconds = shape["B"], shape["seconds"]
@@ -321,6 +334,7 @@ def _align_problem(
             baselines={
                 f"torch.searchsorted+lerp x{count} + cat": lambda: resamples_cat,
                 "torch.compile": _compiled(resamples_cat),
+                "torch.compile per stream + cat": _compiled_per_stream,
             },
             description=description,
         )

@@ -718,6 +718,7 @@ def launch_streams(
     configs: Sequence[LaunchConfig] | None = None,
     *,
     share_kinds: bool | None = None,
+    row_major: bool = True,
 ) -> None:
     """Resample every stream of ``streams`` onto ``query`` [B, T] in one kernel launch.
 
@@ -778,10 +779,13 @@ def launch_streams(
             )  # fmt: skip
             for name, value in zip((*_STREAM_OPERANDS, *_STREAM_CONSTANTS), entry, strict=True):
                 columns[name].append(value)
-            first_item += _num_items(batch, queries, width, block_t, block_d)
-    kernels.resample_streams_kernel[(first_item,)](
+            first_item += _num_items(1 if row_major else batch, queries, width, block_t, block_d)
+    grid = (batch * first_item if row_major else first_item,)
+    kernels.resample_streams_kernel[grid](
         query, query.stride(0), query.stride(1), queries, batch,
         **{name: tuple(column) for name, column in columns.items()},
+        row_items=first_item,
+        ROW_MAJOR=row_major,
         POLICY=kernels.POLICY_CODES[out_of_range],
         TIME_KIND=kernels.TIME_CODES[str(query.dtype).removeprefix("torch.")],
         COMPUTE_F64=any(s.values.dtype == torch.float64 for s in streams),

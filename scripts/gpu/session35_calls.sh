@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The device calls of the thirty-fifth session, on the H200 (nvidia-h200). Carry .whl/
+# (Liger-Kernel; pytest-xdist and execnet for the test workers); set WARPFORGE_GIT_COMMIT to this
+# machine's `git rev-parse HEAD` as a literal hash (calls_common.sh says why). Each call comes back
+# as OUT/call-N.tgz; results go under benchmarks/results/session35-h200-<date>/.
+# Run from a sparse checkout without benchmarks/results/ (the tracked tree outgrew the device
+# tool's 64 MB transfer): git sparse-checkout set --no-cone '/*' '!/benchmarks/results/';
+# afterwards git sparse-checkout disable. No call reads the results.
+#   1  align's grid row after row (every stream's programs of a batch row together, so the
+#      partial 32-byte sectors where one stream's columns meet the next in the float32 output
+#      are written close in time) against stream after stream (benchmarks/align_stream_count.py);
+#      the align GPU tests and `warpforge compile --warm --device cuda`; both align problems
+#      through the harness with a new baseline, torch.compile per stream + cat.
+# Usage: bash scripts/gpu/session35_calls.sh OUT CALL
+set -uo pipefail
+source "$(dirname "$0")/calls_common.sh"
+start_call session35_calls.sh "$@"
+
+case "$CALL" in
+  1) gpu_tests align-warm-call1 200 tests/robotics/test_robotics_gpu.py \
+       tests/blueprint/test_blueprint_commands.py -k "align or streams or warm"
+     align_stream_count 4,8,16,32 align.fwd,align8.fwd
+     align_bench ;;
+  *) echo "CALL: expected 1, got $CALL" >&2; exit 2 ;;
+esac
+finish_call one
