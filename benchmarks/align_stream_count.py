@@ -17,8 +17,8 @@ odometry and slerped float32 orientations) onto a 50 Hz clock, and the eight str
 - the time of a call, by the harness's interleaved timing (CUDA events, L2 flushed, the
   contenders in shuffled order each round): ``align``; the launch with a tile per stream (up to
   ``--per-stream-max`` streams, its compile time growing with them) and with a tile per kind;
-  the grid ordered stream after stream (``launch_streams(row_major=False)``) instead of row
-  after row, all streams' items of a row together (the default);
+  the grid in groups of ``--group-rows`` batch rows, stream after stream within a group
+  (``launch_streams(group_rows=...)``; a group of every row is stream after stream);
   one ``resample`` per stream and ``cat`` (warpforge's single-stream kernel per stream, then the concatenation).
 
 Speed against the baselines the issue names is ``warpforge bench --problem 'align*'``; this is
@@ -90,7 +90,7 @@ def launch(
     methods: list[str],
     *,
     share_kinds: bool | None,
-    row_major: bool = True,
+    group_rows: int | None = None,
 ):
     """The float32 concatenation of ``streams`` on ``query`` by one streams-kernel launch."""
     from warpforge.robotics.resample import StreamLaunch, launch_streams
@@ -100,7 +100,7 @@ def launch(
     for (values, times), method in zip(streams, methods, strict=True):
         launches.append(StreamLaunch(values, times, out, column, method, None))
         column += values.shape[2]
-    launch_streams(launches, query, "clamp", share_kinds=share_kinds, row_major=row_major)
+    launch_streams(launches, query, "clamp", share_kinds=share_kinds, group_rows=group_rows)
     return out
 
 
@@ -123,7 +123,7 @@ def first_call_s(fn: Callable[[], object]) -> float:
 
 
 def row(label: object, streams: Streams, query: torch.Tensor, methods: list[str],
-        per_stream_max: int) -> dict[str, object]:  # fmt: skip
+        per_stream_max: int, group_rows: list[int]) -> dict[str, object]:  # fmt: skip
     from warpforge.harness.timing import measure_interleaved
     from warpforge.robotics import align, resample
     from warpforge.robotics.resample import resample_reference
@@ -135,9 +135,10 @@ def row(label: object, streams: Streams, query: torch.Tensor, methods: list[str]
     if len(streams) <= per_stream_max:
         contenders["a tile per stream"] = lambda q: launch(streams, q, methods, share_kinds=False)
     contenders["a tile per kind"] = lambda q: launch(streams, q, methods, share_kinds=True)
-    contenders["stream after stream"] = lambda q: launch(
-        streams, q, methods, share_kinds=None, row_major=False
-    )
+    for rows in group_rows:  # the default tile choice, the grid in groups of this many rows
+        contenders[f"groups of {rows} rows"] = lambda q, rows=rows: launch(
+            streams, q, methods, share_kinds=None, group_rows=rows
+        )
     contenders["resample per stream + cat"] = lambda q: torch.cat(
         [resample(v, t, q, method=m, assume_sorted=True).float()
          for (v, t), m in zip(streams, methods, strict=True)], dim=-1,
@@ -171,6 +172,8 @@ def main() -> int:
     parser.add_argument("--problems", default="align8.fwd", help="align problems (comma-separated)")
     parser.add_argument("--per-stream-max", type=int, default=16,
                         help="most streams to time with a tile per stream")  # fmt: skip
+    parser.add_argument("--group-rows", default="",
+                        help="batch rows per group of the grid to time (comma-separated)")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     # a fresh Triton cache: the first call compiles
@@ -185,7 +188,8 @@ def main() -> int:
               for c in args.counts.split(",") if c]  # fmt: skip
     for label, make in cases:
         try:
-            result = row(label, *make(), args.per_stream_max)
+            groups = [int(g) for g in args.group_rows.split(",") if g]
+            result = row(label, *make(), args.per_stream_max, groups)
         except Exception as error:  # a count past a limit (parameter space): recorded, go on
             result = {"streams": label, "error": f"{type(error).__name__}: {error}"[:2000]}
         report["rows"].append(result)

@@ -145,10 +145,10 @@ finish_call() {  # [one]: the logs into OUT/keep/logs.tgz and the rest of OUT re
 }
 
 align_stream_count() {  # COUNTS [PROBLEMS]: benchmarks/align_stream_count.py into
-  # OUT/keep/*-callCALL.*
+  # OUT/keep/*-callCALL.* (ALIGN_GROUP_ROWS: its --group-rows)
   local t0=$SECONDS
   timeout 300 python3 benchmarks/align_stream_count.py --out "$OUT/count" --counts "$1" \
-    --problems "${2:-align8.fwd}" \
+    --problems "${2:-align8.fwd}" --group-rows "${ALIGN_GROUP_ROWS:-}" \
     > "$OUT/keep/align-stream-count-call$CALL.txt" 2>&1
   echo "align stream count: exit $? in $((SECONDS - t0)) s"; cat "$OUT/keep/align-stream-count-call$CALL.txt"
   cp "$OUT/count/align-stream-count.json" "$OUT/keep/align-stream-count-call$CALL.json" 2>/dev/null

@@ -11,6 +11,9 @@
 #      are written close in time) against stream after stream (benchmarks/align_stream_count.py);
 #      the align GPU tests and `warpforge compile --warm --device cuda`; both align problems
 #      through the harness with a new baseline, torch.compile per stream + cat.
+#   2  the grid in groups of 1 to 256 batch rows (stream after stream within a group): call 1 found
+#      row after row 8-13% faster on the align problems (B = 256) but 5-19% slower on 8 and 16
+#      synthetic streams (B = 64, a float64 stream among them).
 # Usage: bash scripts/gpu/session35_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -21,6 +24,7 @@ case "$CALL" in
        tests/blueprint/test_blueprint_commands.py -k "align or streams or warm"
      align_stream_count 4,8,16,32 align.fwd,align8.fwd
      align_bench ;;
-  *) echo "CALL: expected 1, got $CALL" >&2; exit 2 ;;
+  2) ALIGN_GROUP_ROWS=1,2,4,8,16,64,256 align_stream_count 8,16 align.fwd,align8.fwd ;;
+  *) echo "CALL: expected 1 or 2, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

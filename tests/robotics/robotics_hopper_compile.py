@@ -87,7 +87,7 @@ def resample_cases(kernels) -> dict[str, str]:
         constants = {"ROLES": (0, 1, 3, 0, 0, 0), "METHODS": (0, 1, 1, 2, 3, 0), "BLOCK_DS": (256, 32, 32, 8, 4, 16),
                      "BLOCK_TS": (16, 128, 128, 256, 256, 64), "POLICY": 2,
                      "TIME_KIND": time_kind, "COMPUTE_F64": True, "WRITE_MASK": True,
-                     "PROBES": 4, "ROW_MAJOR": True}  # fmt: skip
+                     "PROBES": 4}  # fmt: skip
         out[f"streams_{time_type}"] = compile_for_hopper(
             kernels.resample_streams_kernel, types, constants, []
         )
@@ -98,7 +98,7 @@ def resample_cases(kernels) -> dict[str, str]:
     types |= {name: ("i32",) * 3 for name in int_tuples}
     shared = {"ROLES": (1, 2, 3), "METHODS": (0,) * 3, "BLOCK_DS": (256,) * 3,
               "BLOCK_TS": (8,) * 3, "POLICY": 0, "TIME_KIND": 0, "COMPUTE_F64": False,
-              "WRITE_MASK": False, "PROBES": 4, "ROW_MAJOR": True}  # fmt: skip
+              "WRITE_MASK": False, "PROBES": 4}  # fmt: skip
     aligned = ["values", "outs", "v_strides_b", "v_strides_s", "out_strides_b", "out_strides_t",
                "out_cols", "widths"]  # fmt: skip
     out["streams_shared_bf16"] = compile_for_hopper(

@@ -214,9 +214,9 @@ def test_streams_of_one_kind(
 
 @pytest.mark.parametrize("share_kinds", [False, True])
 def test_grid_order_does_not_change_results(share_kinds: bool, interpreter: None) -> None:
-    """The streams kernel's grid row after row (the default: every stream's programs of a row
-    together) and stream after stream give the same values, with a tile per stream and with
-    streams of one kind sharing one."""
+    """The streams kernel's grid in groups of any number of rows (stream after stream within a
+    group; a last group shorter) gives the same values, with a tile per stream and with streams
+    of one kind sharing one."""
     from warpforge.robotics.resample import StreamLaunch, launch_streams
 
     g = torch.Generator().manual_seed(29)
@@ -226,15 +226,15 @@ def test_grid_order_does_not_change_results(share_kinds: bool, interpreter: None
     query = torch.rand(3, 11, generator=g) * 14 - 1
     methods = ["linear", "nearest", "linear", "linear"]
     outs = []
-    for row_major in (True, False):
+    for group_rows in (1, 2, 3):
         out = torch.full((3, 11, 13), float("nan"))
         launches, column = [], 0
         for (values, times), method in zip(streams, methods, strict=True):
             launches.append(StreamLaunch(values, times, out, column, method, None))
             column += values.shape[2]
-        launch_streams(launches, query, "clamp", share_kinds=share_kinds, row_major=row_major)
+        launch_streams(launches, query, "clamp", share_kinds=share_kinds, group_rows=group_rows)
         outs.append(out)
-    assert torch.equal(outs[0], outs[1])
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
     expected = torch.cat(
         [
             plain.resample(v, t, query, m, "clamp")[0]
@@ -243,3 +243,15 @@ def test_grid_order_does_not_change_results(share_kinds: bool, interpreter: None
         dim=-1,
     )
     assert (outs[0].double() - expected).abs().max().item() < 1e-3
+
+
+@pytest.mark.parametrize("group_rows", [0, -2, 1.5, True])
+def test_grid_group_rows_rejected(group_rows: object) -> None:
+    from warpforge.robotics.resample import StreamLaunch, launch_streams
+
+    streams = make_streams(SPEC[1:], 2, torch.Generator().manual_seed(30))
+    out = torch.empty(2, 3, 4)
+    launches = [StreamLaunch(streams[0][0], streams[0][1], out, 0, "linear", None),
+                StreamLaunch(streams[1][0], streams[1][1], out, 3, "linear", None)]  # fmt: skip
+    with pytest.raises(ValueError, match="group_rows: expected an int >= 1"):
+        launch_streams(launches, torch.rand(2, 3), "clamp", group_rows=group_rows)

@@ -718,7 +718,7 @@ def launch_streams(
     configs: Sequence[LaunchConfig] | None = None,
     *,
     share_kinds: bool | None = None,
-    row_major: bool = True,
+    group_rows: int | None = None,
 ) -> None:
     """Resample every stream of ``streams`` onto ``query`` [B, T] in one kernel launch.
 
@@ -748,6 +748,11 @@ def launch_streams(
         return
     if share_kinds is None:
         share_kinds = len(streams) > OWN_TILE_MAX_STREAMS
+    if group_rows is None:
+        group_rows = GROUP_ROWS
+    elif isinstance(group_rows, bool) or not isinstance(group_rows, int) or group_rows < 1:
+        raise ValueError(f"group_rows: expected an int >= 1, got {group_rows!r}")
+    group_rows = min(group_rows, batch)
     # streams of one kind (value and output dtype, method, tile) may share a tile of the kernel:
     # the launch lists them together, kind after kind in the order each kind first appears
     kinds: dict[tuple[object, ...], list[int]] = {}
@@ -779,13 +784,12 @@ def launch_streams(
             )  # fmt: skip
             for name, value in zip((*_STREAM_OPERANDS, *_STREAM_CONSTANTS), entry, strict=True):
                 columns[name].append(value)
-            first_item += _num_items(1 if row_major else batch, queries, width, block_t, block_d)
-    grid = (batch * first_item if row_major else first_item,)
-    kernels.resample_streams_kernel[grid](
+            first_item += _num_items(group_rows, queries, width, block_t, block_d)
+    kernels.resample_streams_kernel[(-(-batch // group_rows) * first_item,)](
         query, query.stride(0), query.stride(1), queries, batch,
         **{name: tuple(column) for name, column in columns.items()},
-        row_items=first_item,
-        ROW_MAJOR=row_major,
+        group_rows=group_rows,
+        group_items=first_item,
         POLICY=kernels.POLICY_CODES[out_of_range],
         TIME_KIND=kernels.TIME_CODES[str(query.dtype).removeprefix("torch.")],
         COMPUTE_F64=any(s.values.dtype == torch.float64 for s in streams),
@@ -794,6 +798,10 @@ def launch_streams(
         num_warps=max(config.num_warps for config in configs),
     )  # fmt: skip
 
+
+GROUP_ROWS = 1
+"""Batch rows per group of the streams kernel's grid, which runs group after group and, within a
+group, stream after stream (``launch_streams(group_rows=...)``)."""
 
 OWN_TILE_MAX_STREAMS = 16
 """Launches of at most this many streams compile a tile of the streams kernel per stream; larger

@@ -401,7 +401,8 @@ def _stream_slot(
     D,
     mask_ptr,
     NUM_STEPS,
-    row_items,
+    group_rows,
+    group_items,
     METHOD: tl.constexpr,
     POLICY: tl.constexpr,
     TIME_KIND: tl.constexpr,
@@ -411,29 +412,24 @@ def _stream_slot(
     PROBES: tl.constexpr,
     PREFETCH_V: tl.constexpr,
     PREFETCH_T: tl.constexpr,
-    ROW_MAJOR: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
 ):
-    # ROW_MAJOR: the grid runs row after row, each row's ``row_items`` work items stream after
-    # stream, and this stream owns items [first_item, first_item + t_blocks * d_blocks) of each;
-    # otherwise stream after stream, this one owning [first_item, first_item + B * t_blocks *
-    # d_blocks). Column blocks fastest: neighbouring programs share queries and search path
+    # the 1-D grid runs in groups of ``group_rows`` batch rows, ``group_items`` work items each,
+    # stream after stream within a group; this stream owns items [first_item, first_item +
+    # group_rows * t_blocks * d_blocks) of every group (fewer in a last, shorter group). Column
+    # blocks fastest, then query blocks: neighbouring programs share queries and search path
     num_d_blocks = tl.cdiv(D, BLOCK_D)
     num_t_blocks = tl.cdiv(T, BLOCK_T)
-    if ROW_MAJOR:
-        row = pid // row_items
-        local = pid - row * row_items - first_item
-        owned = num_t_blocks * num_d_blocks
-    else:
-        local = pid - first_item
-        owned = B * num_t_blocks * num_d_blocks
-    if (local >= 0) & (local < owned):
+    group = pid // group_items
+    local = pid - group * group_items - first_item
+    first_row = group * group_rows
+    rows = tl.minimum(group_rows, B - first_row)
+    if (local >= 0) & (local < rows * num_t_blocks * num_d_blocks):
         d_block = local % num_d_blocks
         rest = local // num_d_blocks
         t_block = rest % num_t_blocks
-        if not ROW_MAJOR:
-            row = rest // num_t_blocks
+        row = first_row + rest // num_t_blocks
         n = _row_length(lengths_ptr, row, S, HAS_LENGTHS)
         # PREFETCH_V / PREFETCH_T: elements per 128-byte line of packed value / time rows (0: no
         # prefetch); each of the row's programs asks L2 for its share of the row
@@ -478,7 +474,7 @@ def resample_streams_kernel(
     # one tuple entry per stream, any number of streams, the streams of one kind together
     values, v_strides_b, v_strides_s, times, t_strides_b, t_strides_s, samples,
     outs, out_strides_b, out_strides_t, out_cols, widths, masks, first_items, search_steps,
-    row_items,
+    group_rows, group_items,
     # one tuple entry per stream; the last three the same for every stream of a kind
     ROLES: tl.constexpr,
     METHODS: tl.constexpr,
@@ -489,7 +485,6 @@ def resample_streams_kernel(
     COMPUTE_F64: tl.constexpr,
     WRITE_MASK: tl.constexpr,
     PROBES: tl.constexpr,
-    ROW_MAJOR: tl.constexpr,
 ):  # fmt: skip
     # one 1-D grid over the work items of all streams, stream after stream; each stream has its
     # own tile shape, so a narrow 1 kHz stream gets long query blocks and a wide one wide
@@ -500,20 +495,16 @@ def resample_streams_kernel(
     # the compiler still knows of the pick, which is one of them: its rows load in 16-byte
     # vectors (tests/robotics/test_kernels_compile.py).
     pid = tl.program_id(0)
-    # where the pick looks for the program's item: its place in its row, or in the grid
-    if ROW_MAJOR:
-        item_in_order = pid % row_items
-    else:
-        item_in_order = pid
+    item_in_group = pid % group_items  # where a kind's pick looks for the program's stream
     for j in tl.static_range(len(values)):
         if ROLES[j] == ALONE:  # a tile of its own: its operands as the launch specialised them
             _stream_slot(
                 pid, first_items[j], B, q_ptr, q_stride_b, q_stride_t, T,
                 values[j], v_strides_b[j], v_strides_s[j], times[j], t_strides_b[j],
                 t_strides_s[j], q_ptr, samples[j], outs[j], out_strides_b[j], out_strides_t[j],
-                out_cols[j], widths[j], masks[j], search_steps[j], row_items,
+                out_cols[j], widths[j], masks[j], search_steps[j], group_rows, group_items,
                 METHODS[j], POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0,
-                ROW_MAJOR, BLOCK_TS[j], BLOCK_DS[j],
+                BLOCK_TS[j], BLOCK_DS[j],
             )  # fmt: skip
         else:
             # the program's stream: the kind's last whose first work item is at or before pid
@@ -525,7 +516,7 @@ def resample_streams_kernel(
                     out_strides_b[j], out_strides_t[j], out_cols[j], widths[j], first_items[j],
                     search_steps[j],
                 )  # fmt: skip
-            elif item_in_order >= first_items[j]:
+            elif item_in_group >= first_items[j]:
                 v, t, o, m = values[j], times[j], outs[j], masks[j]
                 v_sb, v_ss, t_sb, t_ss, s, o_sb, o_st, col, d, item, steps = _widened(
                     v_strides_b[j], v_strides_s[j], t_strides_b[j], t_strides_s[j], samples[j],
@@ -535,9 +526,9 @@ def resample_streams_kernel(
             if ROLES[j] == LAST_OF_KIND:
                 _stream_slot(
                     pid, item, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss,
-                    q_ptr, s, o, o_sb, o_st, col, d, m, steps, row_items,
+                    q_ptr, s, o, o_sb, o_st, col, d, m, steps, group_rows, group_items,
                     METHODS[j], POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0,
-                    ROW_MAJOR, BLOCK_TS[j], BLOCK_DS[j],
+                    BLOCK_TS[j], BLOCK_DS[j],
                 )  # fmt: skip
 
 
@@ -561,9 +552,10 @@ def resample_kernel(
     # plain arguments keep the launcher's per-call host work small (small shapes are launch bound)
     _stream_slot(
         tl.program_id(0), 0, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss,
-        lengths_ptr, S, o, o_sb, o_st, 0, D, m, steps, 0,
+        lengths_ptr, S, o, o_sb, o_st, 0, D, m, steps,
+        B, B * tl.cdiv(T, BLOCK_T) * tl.cdiv(D, BLOCK_D),  # the whole grid one group
         METHOD, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, PROBES,
-        PREFETCH_V, PREFETCH_T, False, BLOCK_T, BLOCK_D,
+        PREFETCH_V, PREFETCH_T, BLOCK_T, BLOCK_D,
     )  # fmt: skip
 
 
