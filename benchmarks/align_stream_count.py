@@ -57,10 +57,14 @@ ROWS, SECONDS, CLOCK_HZ = 64, 10, 50
 Streams = list[tuple[torch.Tensor, torch.Tensor]]
 
 
-def make_streams(count: int, generator: torch.Generator) -> tuple[Streams, torch.Tensor, list[str]]:
+def make_streams(
+    count: int, generator: torch.Generator, kinds: list[int] | None = None
+) -> tuple[Streams, torch.Tensor, list[str]]:
+    """``count`` streams cycling through ``kinds`` (indices into SENSOR_KINDS; all by default)."""
+    kinds = list(range(len(SENSOR_KINDS))) if kinds is None else kinds
     streams, methods = [], []
     for k in range(count):
-        rate, width, dtype, method = SENSOR_KINDS[k % len(SENSOR_KINDS)]
+        rate, width, dtype, method = SENSOR_KINDS[kinds[k % len(kinds)]]
         samples = rate * SECONDS
         values = torch.randn(ROWS, samples, 4 if method == "slerp" else width, generator=generator)
         if method == "slerp":
@@ -174,17 +178,25 @@ def main() -> int:
                         help="most streams to time with a tile per stream")  # fmt: skip
     parser.add_argument("--group-rows", default="",
                         help="batch rows per group of the grid to time (comma-separated)")  # fmt: skip
+    parser.add_argument("--kinds", default="",
+                        help="SENSOR_KINDS indices the counted streams cycle through (default all)")  # fmt: skip
     args = parser.parse_args()
+    if args.kinds:
+        report_kinds = [int(k) for k in args.kinds.split(",")]
+        if any(k not in range(len(SENSOR_KINDS)) for k in report_kinds):
+            parser.error(f"--kinds: expected indices below {len(SENSOR_KINDS)}, got {args.kinds}")
     args.out.mkdir(parents=True, exist_ok=True)
     # a fresh Triton cache: the first call compiles
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="align-stream-count-")
     from warpforge.environment import environment_fingerprint
 
-    report: dict[str, object] = {"environment": environment_fingerprint(), "rows": []}
+    report: dict[str, object] = {"environment": environment_fingerprint(), "kinds": args.kinds or "all",
+                                 "rows": []}  # fmt: skip
     cases: list[tuple[object, Callable[[], tuple[Streams, torch.Tensor, list[str]]]]] = [
         (name, lambda name=name: problem_streams(name)) for name in args.problems.split(",") if name
     ]
-    cases += [(int(c), lambda c=int(c): make_streams(c, torch.Generator().manual_seed(c)))
+    kinds = [int(k) for k in args.kinds.split(",")] if args.kinds else None
+    cases += [(int(c), lambda c=int(c): make_streams(c, torch.Generator().manual_seed(c), kinds))
               for c in args.counts.split(",") if c]  # fmt: skip
     for label, make in cases:
         try:

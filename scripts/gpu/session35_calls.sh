@@ -14,6 +14,9 @@
 #   2  the grid in groups of 1 to 256 batch rows (stream after stream within a group): call 1 found
 #      row after row 8-13% faster on the align problems (B = 256) but 5-19% slower on 8 and 16
 #      synthetic streams (B = 64, a float64 stream among them).
+#   3  the same groups of 1, 4 and 64 rows on 8 and 16 synthetic streams without the float64 one,
+#      and on three with it (which of the two, stream count or float64 math, favours stream after
+#      stream).
 # Usage: bash scripts/gpu/session35_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -25,6 +28,14 @@ case "$CALL" in
      align_stream_count 4,8,16,32 align.fwd,align8.fwd
      align_bench ;;
   2) ALIGN_GROUP_ROWS=1,2,4,8,16,64,256 align_stream_count 8,16 align.fwd,align8.fwd ;;
-  *) echo "CALL: expected 1 or 2, got $CALL" >&2; exit 2 ;;
+  3) for kinds in 0,1,2,3,4,6 0,1,5; do  # without the float64 stream; three streams with it
+       timeout 200 python3 benchmarks/align_stream_count.py --out "$OUT/count-$kinds" \
+         --counts "$([ "$kinds" = 0,1,5 ] && echo 3 || echo 8,16)" --problems "" --kinds "$kinds" \
+         --group-rows 1,4,64 > "$OUT/keep/align-stream-count-kinds${kinds//,/}-call3.txt" 2>&1
+       echo "kinds $kinds: exit $?"; cat "$OUT/keep/align-stream-count-kinds${kinds//,/}-call3.txt"
+       cp "$OUT/count-$kinds/align-stream-count.json" \
+         "$OUT/keep/align-stream-count-kinds${kinds//,/}-call3.json"
+     done ;;
+  *) echo "CALL: expected 1 to 3, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
