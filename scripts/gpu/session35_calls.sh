@@ -17,6 +17,8 @@
 #   3  the same groups of 1, 4 and 64 rows on 8 and 16 synthetic streams without the float64 one,
 #      and on three with it (which of the two, stream count or float64 math, favours stream after
 #      stream).
+#   4  at the final default (row after row up to ROW_AFTER_ROW_MAX_STREAMS = 8 streams, stream
+#      after stream above): the align GPU tests and both align problems through the harness.
 # Usage: bash scripts/gpu/session35_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -36,6 +38,8 @@ case "$CALL" in
        cp "$OUT/count-$kinds/align-stream-count.json" \
          "$OUT/keep/align-stream-count-kinds${kinds//,/}-call3.json"
      done ;;
-  *) echo "CALL: expected 1 to 3, got $CALL" >&2; exit 2 ;;
+  4) gpu_tests align-call4 200 tests/robotics/test_robotics_gpu.py -k "align or streams"
+     align_bench ;;
+  *) echo "CALL: expected 1 to 4, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -725,7 +725,10 @@ def launch_streams(
     ``configs`` (one per stream) override :func:`default_config`; the launch runs the largest
     ``num_warps`` among them and the first one's search (``probes``). ``share_kinds``: whether
     streams of one kind share a tile of the kernel; by default only in launches of more than
-    :data:`OWN_TILE_MAX_STREAMS` streams (benchmarks/align_stream_count.py compares both)."""
+    :data:`OWN_TILE_MAX_STREAMS` streams (benchmarks/align_stream_count.py compares both).
+    ``group_rows``: batch rows per group of the grid, which runs group after group and, within a
+    group, stream after stream; by default 1 in launches of up to
+    :data:`ROW_AFTER_ROW_MAX_STREAMS` streams, every row above."""
     if not streams:
         raise ValueError("streams: expected at least one stream to launch, got none")
     kernels = _kernels()
@@ -749,7 +752,7 @@ def launch_streams(
     if share_kinds is None:
         share_kinds = len(streams) > OWN_TILE_MAX_STREAMS
     if group_rows is None:
-        group_rows = GROUP_ROWS
+        group_rows = 1 if len(streams) <= ROW_AFTER_ROW_MAX_STREAMS else batch
     elif isinstance(group_rows, bool) or not isinstance(group_rows, int) or group_rows < 1:
         raise ValueError(f"group_rows: expected an int >= 1, got {group_rows!r}")
     group_rows = min(group_rows, batch)
@@ -799,9 +802,15 @@ def launch_streams(
     )  # fmt: skip
 
 
-GROUP_ROWS = 1
-"""Batch rows per group of the streams kernel's grid, which runs group after group and, within a
-group, stream after stream (``launch_streams(group_rows=...)``)."""
+ROW_AFTER_ROW_MAX_STREAMS = 8
+"""Launches of at most this many streams run the streams kernel's grid row after row (every
+stream's programs of a batch row together), larger ones stream after stream; in between,
+``launch_streams(group_rows=...)``. Measured on the H200 (benchmarks/align_stream_count.py,
+session35-h200-2026-11-30/, three calls): row after row took 11-13% less time than stream after
+stream on align.fwd's three streams and 3-8% less on align8.fwd's eight (B = 256), 3% less on
+three and four synthetic streams (B = 64), but 7-12% more on eight synthetic streams and 11-19%
+more on sixteen. Groups of 4 rows beat both on align8.fwd (503.0 against 526.4 and 544.1 µs) but
+not on the synthetic streams."""
 
 OWN_TILE_MAX_STREAMS = 16
 """Launches of at most this many streams compile a tile of the streams kernel per stream; larger
