@@ -17,6 +17,7 @@ odometry and slerped float32 orientations) onto a 50 Hz clock, and the eight str
 - the time of a call, by the harness's interleaved timing (CUDA events, L2 flushed, the
   contenders in shuffled order each round): ``align``; the launch with a tile per stream (up to
   ``--per-stream-max`` streams, its compile time growing with them) and with a tile per kind;
+  ``align`` storing one output element at a time instead of in vectors (``_output_vector``);
   the grid in groups of ``--group-rows`` batch rows, stream after stream within a group
   (``launch_streams(group_rows=...)``; a group of every row is stream after stream);
   one ``resample`` per stream and ``cat`` (warpforge's single-stream kernel per stream, then the concatenation).
@@ -108,6 +109,18 @@ def launch(
     return out
 
 
+def element_stores(fn: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """``fn()`` with the streams kernel told no output vector width (it then stores one element
+    at a time), to time what the width saves."""
+    import importlib
+    from unittest import mock
+
+    # the module by its name: the package's `resample` is the function
+    module = importlib.import_module("warpforge.robotics.resample")
+    with mock.patch.object(module, "_output_vector", lambda stream: 1):
+        return fn()
+
+
 def count_launches(fn: Callable[[], object]) -> int:
     """Kernel launches of one ``fn()`` call (the profiler's CUDA kernel events)."""
     from torch.profiler import ProfilerActivity, profile
@@ -139,6 +152,9 @@ def row(label: object, streams: Streams, query: torch.Tensor, methods: list[str]
     if len(streams) <= per_stream_max:
         contenders["a tile per stream"] = lambda q: launch(streams, q, methods, share_kinds=False)
     contenders["a tile per kind"] = lambda q: launch(streams, q, methods, share_kinds=True)
+    contenders["align, element stores"] = lambda q: element_stores(
+        lambda: align(streams, q, methods=methods, assume_sorted=True)
+    )
     for rows in group_rows:  # the default tile choice, the grid in groups of this many rows
         contenders[f"groups of {rows} rows"] = lambda q, rows=rows: launch(
             streams, q, methods, share_kinds=None, group_rows=rows

@@ -19,6 +19,9 @@
 #      stream).
 #   4  at the final default (row after row up to ROW_AFTER_ROW_MAX_STREAMS = 8 streams, stream
 #      after stream above): the align GPU tests and both align problems through the harness.
+#   5  with the output stored in vectors (each stream's strides, column and width passed divided
+#      by the widest vector that divides them all): the align GPU tests, align_stream_count.py
+#      (which times `align` storing one element at a time beside it) and the harness.
 # Usage: bash scripts/gpu/session35_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -40,6 +43,9 @@ case "$CALL" in
      done ;;
   4) gpu_tests align-call4 200 tests/robotics/test_robotics_gpu.py -k "align or streams"
      align_bench ;;
-  *) echo "CALL: expected 1 to 4, got $CALL" >&2; exit 2 ;;
+  5) gpu_tests align-call5 200 tests/robotics/test_robotics_gpu.py -k "align or streams"
+     align_stream_count 8 align.fwd,align8.fwd
+     align_bench ;;
+  *) echo "CALL: expected 1 to 5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -87,7 +87,7 @@ def resample_cases(kernels) -> dict[str, str]:
         constants = {"ROLES": (0, 1, 3, 0, 0, 0), "METHODS": (0, 1, 1, 2, 3, 0), "BLOCK_DS": (256, 32, 32, 8, 4, 16),
                      "BLOCK_TS": (16, 128, 128, 256, 256, 64), "POLICY": 2,
                      "TIME_KIND": time_kind, "COMPUTE_F64": True, "WRITE_MASK": True,
-                     "PROBES": 4}  # fmt: skip
+                     "PROBES": 4, "OUT_VECS": (1, 2, 2, 1, 4, 1)}  # fmt: skip
         out[f"streams_{time_type}"] = compile_for_hopper(
             kernels.resample_streams_kernel, types, constants, []
         )
@@ -98,12 +98,24 @@ def resample_cases(kernels) -> dict[str, str]:
     types |= {name: ("i32",) * 3 for name in int_tuples}
     shared = {"ROLES": (1, 2, 3), "METHODS": (0,) * 3, "BLOCK_DS": (256,) * 3,
               "BLOCK_TS": (8,) * 3, "POLICY": 0, "TIME_KIND": 0, "COMPUTE_F64": False,
-              "WRITE_MASK": False, "PROBES": 4}  # fmt: skip
+              "WRITE_MASK": False, "PROBES": 4, "OUT_VECS": (4,) * 3}  # fmt: skip
     aligned = ["values", "outs", "v_strides_b", "v_strides_s", "out_strides_b", "out_strides_t",
                "out_cols", "widths"]  # fmt: skip
     out["streams_shared_bf16"] = compile_for_hopper(
         kernels.resample_streams_kernel, types, shared, aligned
     )
+    # align.fwd's float32 output: 550 columns, rows 8-byte aligned at best (strides not
+    # multiples of 16, so unspecialised), each stream's column and width even: 8-byte stores
+    types = {"q_ptr": "*fp32", "values": ("*bf16", "*fp32", "*fp32"), "times": ("*fp32",) * 3,
+             "outs": ("*fp32",) * 3, "masks": ("*u8",) * 3}  # fmt: skip
+    types |= {name: ("i32",) * 3 for name in int_tuples}
+    for vecs in ((2, 2, 2), (1, 1, 1)):
+        three = {"ROLES": (0, 0, 0), "METHODS": (0, 0, 0), "BLOCK_DS": (256, 32, 8),
+                 "BLOCK_TS": (8, 64, 128), "POLICY": 0, "TIME_KIND": 0, "COMPUTE_F64": False,
+                 "WRITE_MASK": False, "PROBES": 4, "OUT_VECS": vecs}  # fmt: skip
+        out[f"streams_out_vec{vecs[0]}"] = compile_for_hopper(
+            kernels.resample_streams_kernel, types, three, ["values", "outs", "v_strides_b"]
+        )
     return out
 
 
@@ -135,6 +147,8 @@ def main() -> None:
             # acq_rel atomics compile to a GPU-wide fence and an L1 invalidation each
             "ordered_atomics": len(re.findall(r"\b(?:atom|red)\.[\w.]*acq_rel", ptx)),
             "prefetches": len(re.findall(r"prefetch\.global\.L2", ptx)),
+            "scalar_b32_stores": len(re.findall(r"st\.global(?:\.(?!v[24]\b)\w+)*\.b32", ptx)),
+            "vector_b32_stores": len(re.findall(r"st\.global(?:\.\w+)*\.v[24]\.b32", ptx)),
         }
     json.dump(summary, sys.stdout)
 

@@ -255,3 +255,29 @@ def test_grid_group_rows_rejected(group_rows: object) -> None:
                 StreamLaunch(streams[1][0], streams[1][1], out, 3, "linear", None)]  # fmt: skip
     with pytest.raises(ValueError, match="group_rows: expected an int >= 1"):
         launch_streams(launches, torch.rand(2, 3), "clamp", group_rows=group_rows)
+
+
+@pytest.mark.parametrize("concat", [True, False])
+def test_streams_stored_in_vectors_match_reference(concat: bool, interpreter: None) -> None:
+    """Widths 8, 4, 6 and 2 concatenate into rows of 20 float32 columns: the launch stores the
+    first two streams in vectors of 4 elements, the others of 2 (and each of the unconcatenated
+    float16 outputs in vectors of up to 8); every element still lands in its place."""
+    from warpforge.robotics.resample import StreamLaunch, _output_vector
+
+    g = torch.Generator().manual_seed(31)
+    spec = [(9, 8, torch.float16, 10), (6, 4, torch.float32, 8), (13, 6, torch.float16, 12),
+            (4, 2, torch.float32, 11)]  # fmt: skip
+    streams = make_streams(spec, 3, g)
+    query = torch.rand(3, 7, generator=g) * 14 - 1
+    out = torch.empty(3, 7, 20)
+    vectors = [_output_vector(StreamLaunch(v, t, out, col, "linear", None))
+               for (v, t), col in zip(streams, (0, 8, 12, 18), strict=True)]  # fmt: skip
+    assert vectors == [4, 4, 2, 2]
+    got = align(streams, query, concat=concat, assume_sorted=True)
+    expected = [plain.resample(v, t, query)[0] for v, t in streams]
+    if concat:
+        assert (got.double() - torch.cat(expected, dim=-1)).abs().max().item() < 1e-3
+    else:
+        for out_k, expected_k, (values, _) in zip(got, expected, streams, strict=True):
+            assert out_k.dtype == values.dtype
+            assert (out_k.double() - expected_k).abs().max().item() < 1e-2

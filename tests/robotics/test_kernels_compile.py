@@ -24,6 +24,16 @@ def test_resample_reads_values_in_16_byte_vectors(compiled: dict) -> None:
         assert compiled[name]["b16_loads"] == 0, name
 
 
+def test_streams_store_rows_in_vectors_where_the_output_allows(compiled: dict) -> None:
+    # rows of 550 float32 columns (align.fwd): 8-byte stores once the launch says each stream's
+    # strides, column and width are even (OUT_VECS); one element at a time without it
+    assert compiled["streams_out_vec2"]["vector_b32_stores"] > 0
+    assert compiled["streams_out_vec2"]["scalar_b32_stores"] == 0
+    assert compiled["streams_out_vec1"]["vector_b32_stores"] == 0
+    assert compiled["streams_out_vec1"]["scalar_b32_stores"] > 0
+    assert compiled["streams_shared_bf16"]["vector_b32_stores"] > 0
+
+
 def test_prefetch_variant_prefetches_and_the_default_does_not(compiled: dict) -> None:
     assert compiled["resample_prefetch"]["prefetches"] > 0
     assert compiled["resample_bf16"]["prefetches"] == 0
@@ -31,7 +41,8 @@ def test_prefetch_variant_prefetches_and_the_default_does_not(compiled: dict) ->
 
 def test_every_variant_compiled(compiled: dict) -> None:
     expected = {"resample_bf16", "resample_slerp_int64", "resample_prefetch", "resample_backward",
-                "streams_fp64", "streams_i64", "streams_shared_bf16", "resample_brackets", "resample_gather_grad",
+                "streams_fp64", "streams_i64", "streams_shared_bf16", "streams_out_vec2",
+                "streams_out_vec1", "resample_brackets", "resample_gather_grad",
                 "voxelize_010", "voxelize_101", "voxelize_200"}  # fmt: skip
     assert set(compiled) == expected
     atomic = [name for name in expected if name.startswith(("voxelize", "resample_backward"))]

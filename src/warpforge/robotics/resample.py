@@ -761,14 +761,15 @@ def launch_streams(
     kinds: dict[tuple[object, ...], list[int]] = {}
     for index, (s, config) in enumerate(zip(streams, configs, strict=True)):
         config.check_method(s.method)
-        key = (s.values.dtype, s.out.dtype, s.method, config.block_t, config.block_d)
+        key = (s.values.dtype, s.out.dtype, s.method, config.block_t, config.block_d,
+               _output_vector(s))  # fmt: skip
         kinds.setdefault(key if share_kinds else (*key, index), []).append(index)
     # one tuple per operand, an entry per stream
     columns: dict[str, list[object]] = {
         name: [] for name in (*_STREAM_OPERANDS, *_STREAM_CONSTANTS)
     }
     first_item = 0
-    for (_, _, method, block_t, block_d, *_), members in kinds.items():
+    for (_, _, method, block_t, block_d, vec, *_), members in kinds.items():
         for position, index in enumerate(members):
             s = streams[index]
             _, samples, width = s.values.shape
@@ -781,9 +782,10 @@ def launch_streams(
             entry = (
                 s.values, s.values.stride(0), s.values.stride(1),
                 s.times, s.times.stride(0), s.times.stride(1), samples,
-                s.out, s.out.stride(0), s.out.stride(1), s.out_col, width,
-                s.mask if s.mask is not None else query, first_item, samples.bit_length(),
-                role.value, kernels.METHOD_CODES[method], block_t, block_d,
+                s.out, s.out.stride(0) // vec, s.out.stride(1) // vec, s.out_col // vec,
+                width // vec, s.mask if s.mask is not None else query, first_item,
+                samples.bit_length(), role.value, kernels.METHOD_CODES[method], block_t, block_d,
+                vec,
             )  # fmt: skip
             for name, value in zip((*_STREAM_OPERANDS, *_STREAM_CONSTANTS), entry, strict=True):
                 columns[name].append(value)
@@ -828,7 +830,20 @@ _STREAM_OPERANDS = (
 )  # fmt: skip
 """The per-stream tuple arguments of ``resample_streams_kernel``, in the order
 :func:`launch_streams` lists a stream's entries; then its per-stream constexpr tuples:"""
-_STREAM_CONSTANTS = ("ROLES", "METHODS", "BLOCK_TS", "BLOCK_DS")
+_STREAM_CONSTANTS = ("ROLES", "METHODS", "BLOCK_TS", "BLOCK_DS", "OUT_VECS")
+
+
+def _output_vector(stream: StreamLaunch) -> int:
+    """The most elements, up to 16 bytes' worth, that divide the stream's output strides, column
+    and width: the streams kernel stores its tile in vectors of that many (a float32 output of
+    550 columns, say, has rows of 2200 bytes, 8-byte aligned at best)."""
+    out = stream.out
+    vec = max(1, 16 // out.element_size())
+    while vec > 1 and any(
+        n % vec for n in (out.stride(0), out.stride(1), stream.out_col, stream.values.shape[2])
+    ):
+        vec //= 2
+    return vec
 
 
 # ----------------------------------------------------------------------------------------------

@@ -475,11 +475,12 @@ def resample_streams_kernel(
     values, v_strides_b, v_strides_s, times, t_strides_b, t_strides_s, samples,
     outs, out_strides_b, out_strides_t, out_cols, widths, masks, first_items, search_steps,
     group_rows, group_items,
-    # one tuple entry per stream; the last three the same for every stream of a kind
+    # one tuple entry per stream; the last four the same for every stream of a kind
     ROLES: tl.constexpr,
     METHODS: tl.constexpr,
     BLOCK_TS: tl.constexpr,
     BLOCK_DS: tl.constexpr,
+    OUT_VECS: tl.constexpr,
     POLICY: tl.constexpr,
     TIME_KIND: tl.constexpr,
     COMPUTE_F64: tl.constexpr,
@@ -498,11 +499,16 @@ def resample_streams_kernel(
     item_in_group = pid % group_items  # where a kind's pick looks for the program's stream
     for j in tl.static_range(len(values)):
         if ROLES[j] == ALONE:  # a tile of its own: its operands as the launch specialised them
+            # the output's strides, column and width arrive divided by OUT_VECS[j], which
+            # divides them all: multiplied back, the compiler knows the tile's rows start on
+            # OUT_VECS[j]-element boundaries and stores them in vectors, whatever the row length
+            vec = OUT_VECS[j]
             _stream_slot(
                 pid, first_items[j], B, q_ptr, q_stride_b, q_stride_t, T,
                 values[j], v_strides_b[j], v_strides_s[j], times[j], t_strides_b[j],
-                t_strides_s[j], q_ptr, samples[j], outs[j], out_strides_b[j], out_strides_t[j],
-                out_cols[j], widths[j], masks[j], search_steps[j], group_rows, group_items,
+                t_strides_s[j], q_ptr, samples[j], outs[j], out_strides_b[j] * vec,
+                out_strides_t[j] * vec, out_cols[j] * vec, widths[j] * vec, masks[j],
+                search_steps[j], group_rows, group_items,
                 METHODS[j], POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0,
                 BLOCK_TS[j], BLOCK_DS[j],
             )  # fmt: skip
@@ -524,9 +530,11 @@ def resample_streams_kernel(
                     search_steps[j],
                 )  # fmt: skip
             if ROLES[j] == LAST_OF_KIND:
+                vec = OUT_VECS[j]
                 _stream_slot(
                     pid, item, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss,
-                    q_ptr, s, o, o_sb, o_st, col, d, m, steps, group_rows, group_items,
+                    q_ptr, s, o, o_sb * vec, o_st * vec, col * vec, d * vec, m, steps,
+                    group_rows, group_items,
                     METHODS[j], POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0,
                     BLOCK_TS[j], BLOCK_DS[j],
                 )  # fmt: skip
