@@ -22,6 +22,7 @@
 #   5  with the output stored in vectors (each stream's strides, column and width passed divided
 #      by the widest vector that divides them all): the align GPU tests, align_stream_count.py
 #      (which times `align` storing one element at a time beside it) and the harness.
+#   6  the grid orders again with the vector stores (groups of 1, 4 and every row).
 # Usage: bash scripts/gpu/session35_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -46,6 +47,7 @@ case "$CALL" in
   5) gpu_tests align-call5 200 tests/robotics/test_robotics_gpu.py -k "align or streams"
      align_stream_count 8 align.fwd,align8.fwd
      align_bench ;;
-  *) echo "CALL: expected 1 to 5, got $CALL" >&2; exit 2 ;;
+  6) ALIGN_GROUP_ROWS=1,4,256 align_stream_count 8,16 align.fwd,align8.fwd ;;
+  *) echo "CALL: expected 1 to 6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
