@@ -23,6 +23,8 @@
 #      by the widest vector that divides them all): the align GPU tests, align_stream_count.py
 #      (which times `align` storing one element at a time beside it) and the harness.
 #   6  the grid orders again with the vector stores (groups of 1, 4 and every row).
+#   7  vector against element stores on 4, 16 and 32 synthetic streams (call 6 found sixteen
+#      faster storing one element at a time).
 # Usage: bash scripts/gpu/session35_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -48,6 +50,10 @@ case "$CALL" in
      align_stream_count 8 align.fwd,align8.fwd
      align_bench ;;
   6) ALIGN_GROUP_ROWS=1,4,256 align_stream_count 8,16 align.fwd,align8.fwd ;;
-  *) echo "CALL: expected 1 to 6, got $CALL" >&2; exit 2 ;;
+  7) timeout 280 python3 benchmarks/align_stream_count.py --out "$OUT/count" --counts 4,16,32 \
+       --problems "" > "$OUT/keep/align-stream-count-call7.txt" 2>&1
+     echo "exit $?"; cat "$OUT/keep/align-stream-count-call7.txt"
+     cp "$OUT/count/align-stream-count.json" "$OUT/keep/align-stream-count-call7.json" ;;
+  *) echo "CALL: expected 1 to 7, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

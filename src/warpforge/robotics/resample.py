@@ -808,11 +808,12 @@ ROW_AFTER_ROW_MAX_STREAMS = 8
 """Launches of at most this many streams run the streams kernel's grid row after row (every
 stream's programs of a batch row together), larger ones stream after stream; in between,
 ``launch_streams(group_rows=...)``. Measured on the H200 (benchmarks/align_stream_count.py,
-session35-h200-2026-11-30/, three calls): row after row took 11-13% less time than stream after
-stream on align.fwd's three streams and 3-8% less on align8.fwd's eight (B = 256), 3% less on
-three and four synthetic streams (B = 64), but 7-12% more on eight synthetic streams and 11-19%
-more on sixteen. Groups of 4 rows beat both on align8.fwd (503.0 against 526.4 and 544.1 µs) but
-not on the synthetic streams."""
+session35-h200-2026-11-30/): row after row took 11-13% less time than stream after stream on
+align.fwd's three streams and 3-8% less on align8.fwd's eight (B = 256), 3% less on three and
+four synthetic streams (B = 64), but 7-12% more on eight synthetic streams and 11-19% more on
+sixteen; with the output stored in vectors (call 6) 11% and 7% less on the align problems, 11%
+and 10% more on eight and sixteen synthetic streams. Groups of 4 rows beat both orders on
+align8.fwd by 1-4% but not on the synthetic streams."""
 
 OWN_TILE_MAX_STREAMS = 16
 """Launches of at most this many streams compile a tile of the streams kernel per stream; larger
