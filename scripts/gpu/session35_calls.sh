@@ -25,6 +25,8 @@
 #   6  the grid orders again with the vector stores (groups of 1, 4 and every row).
 #   7  vector against element stores on 4, 16 and 32 synthetic streams (call 6 found sixteen
 #      faster storing one element at a time).
+#   8  where align's host time goes (benchmarks/align_host_profile.py): the harness found 488 µs
+#      to enqueue a call whose device time is 136.5 µs.
 # Usage: bash scripts/gpu/session35_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -54,6 +56,10 @@ case "$CALL" in
        --problems "" > "$OUT/keep/align-stream-count-call7.txt" 2>&1
      echo "exit $?"; cat "$OUT/keep/align-stream-count-call7.txt"
      cp "$OUT/count/align-stream-count.json" "$OUT/keep/align-stream-count-call7.json" ;;
-  *) echo "CALL: expected 1 to 7, got $CALL" >&2; exit 2 ;;
+  8) timeout 150 python3 benchmarks/align_host_profile.py --out "$OUT/host" \
+       > "$OUT/keep/align-host-profile-call8.txt" 2>&1
+     echo "exit $?"; cat "$OUT/keep/align-host-profile-call8.txt"
+     cp "$OUT/host/align-host-profile.json" "$OUT/keep/align-host-profile-call8.json" ;;
+  *) echo "CALL: expected 1 to 8, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
