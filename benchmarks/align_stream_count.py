@@ -117,8 +117,12 @@ def element_stores(fn: Callable[[], torch.Tensor]) -> torch.Tensor:
 
     # the module by its name: the package's `resample` is the function
     module = importlib.import_module("warpforge.robotics.resample")
-    with mock.patch.object(module, "_output_vector", lambda stream: 1):
-        return fn()
+    module._streams_plan.cache_clear()  # launch plans hold the vector widths
+    try:
+        with mock.patch.object(module, "_output_vector", lambda element_size, *sizes: 1):
+            return fn()
+    finally:
+        module._streams_plan.cache_clear()
 
 
 def count_launches(fn: Callable[[], object]) -> int:

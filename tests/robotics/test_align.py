@@ -262,7 +262,7 @@ def test_streams_stored_in_vectors_match_reference(concat: bool, interpreter: No
     """Widths 8, 4, 6 and 2 concatenate into rows of 20 float32 columns: the launch stores the
     first two streams in vectors of 4 elements, the others of 2 (and each of the unconcatenated
     float16 outputs in vectors of up to 8); every element still lands in its place."""
-    from warpforge.robotics.resample import StreamLaunch, _output_vector
+    from warpforge.robotics.resample import _output_vector
 
     g = torch.Generator().manual_seed(31)
     spec = [(9, 8, torch.float16, 10), (6, 4, torch.float32, 8), (13, 6, torch.float16, 12),
@@ -270,8 +270,8 @@ def test_streams_stored_in_vectors_match_reference(concat: bool, interpreter: No
     streams = make_streams(spec, 3, g)
     query = torch.rand(3, 7, generator=g) * 14 - 1
     out = torch.empty(3, 7, 20)
-    vectors = [_output_vector(StreamLaunch(v, t, out, col, "linear", None))
-               for (v, t), col in zip(streams, (0, 8, 12, 18), strict=True)]  # fmt: skip
+    vectors = [_output_vector(out.element_size(), *out.stride()[:2], col, v.shape[2])
+               for (v, _), col in zip(streams, (0, 8, 12, 18), strict=True)]  # fmt: skip
     assert vectors == [4, 4, 2, 2]
     got = align(streams, query, concat=concat, assume_sorted=True)
     expected = [plain.resample(v, t, query)[0] for v, t in streams]
@@ -281,3 +281,28 @@ def test_streams_stored_in_vectors_match_reference(concat: bool, interpreter: No
         for out_k, expected_k, (values, _) in zip(got, expected, streams, strict=True):
             assert out_k.dtype == values.dtype
             assert (out_k.double() - expected_k).abs().max().item() < 1e-2
+
+
+def test_launch_plan_reused_only_for_one_layout(interpreter: None) -> None:
+    """The launch plan is cached by the streams' layouts: fresh tensors of the same layout reuse
+    it (and their own data is read), another stride or column misses it."""
+    from warpforge.robotics.resample import _streams_plan
+
+    g = torch.Generator().manual_seed(32)
+    spec = [(9, 8, torch.float16, 10), (6, 3, torch.float32, 8)]
+    query = torch.rand(3, 7, generator=g) * 12 - 1
+
+    def check(streams: list) -> None:
+        expected = torch.cat([plain.resample(v, t, query)[0] for v, t in streams], dim=-1)
+        got = align(streams, query, assume_sorted=True)
+        assert (got.double() - expected).abs().max().item() < 1e-3
+
+    check(make_streams(spec, 3, g))
+    hits, misses = _streams_plan.cache_info().hits, _streams_plan.cache_info().misses
+    check(make_streams(spec, 3, g))  # same layouts, new data
+    assert _streams_plan.cache_info().hits == hits + 1
+    assert _streams_plan.cache_info().misses == misses
+    streams = make_streams([(18, 8, torch.float16, 10), (6, 3, torch.float32, 8)], 3, g)
+    values, times = streams[0]
+    check([(values[:, ::2], times[:, ::2]), streams[1]])  # other strides: planned anew
+    assert _streams_plan.cache_info().misses == misses + 1

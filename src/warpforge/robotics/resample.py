@@ -733,21 +733,19 @@ def launch_streams(
         raise ValueError("streams: expected at least one stream to launch, got none")
     kernels = _kernels()
     batch, queries = query.shape
-    if configs is None:
-        configs = [
-            default_config(queries, s.values.shape[2], s.values.element_size(), s.method)
-            for s in streams
-        ]
-    elif len(configs) != len(streams):
+    if configs is not None and len(configs) != len(streams):
         raise ValueError(
             f"configs: expected one LaunchConfig per stream ({len(streams)}), got {len(configs)}"
         )
     if len(streams) == 1:
         s = streams[0]
         out = s.out[:, :, s.out_col :]  # a view: the single-stream kernel has no column offset
-        launch_single(
-            s.values, s.times, query, None, out, s.mask, s.method, out_of_range, configs[0]
+        config = (
+            default_config(queries, s.values.shape[2], s.values.element_size(), s.method)
+            if configs is None
+            else configs[0]
         )
+        launch_single(s.values, s.times, query, None, out, s.mask, s.method, out_of_range, config)
         return
     if share_kinds is None:
         share_kinds = len(streams) > OWN_TILE_MAX_STREAMS
@@ -755,24 +753,74 @@ def launch_streams(
         group_rows = 1 if len(streams) <= ROW_AFTER_ROW_MAX_STREAMS else batch
     elif isinstance(group_rows, bool) or not isinstance(group_rows, int) or group_rows < 1:
         raise ValueError(f"group_rows: expected an int >= 1, got {group_rows!r}")
-    group_rows = min(group_rows, batch)
+    plan = _streams_plan(
+        tuple(_stream_layout(s) for s in streams), batch, queries, query.dtype, out_of_range,
+        None if configs is None else tuple(configs), share_kinds, min(group_rows, batch),
+    )  # fmt: skip
+    # the tensors in the plan's stream order; every other argument comes from the plan
+    ordered = [streams[index] for index in plan.order]
+    kernels.resample_streams_kernel[plan.grid](
+        query, query.stride(0), query.stride(1), queries, batch,
+        values=tuple(s.values for s in ordered),
+        times=tuple(s.times for s in ordered),
+        outs=tuple(s.out for s in ordered),
+        masks=tuple(s.mask if s.mask is not None else query for s in ordered),
+        **plan.arguments,
+    )  # fmt: skip
+
+
+def _stream_layout(s: StreamLaunch) -> tuple[object, ...]:
+    """What a launch plan needs of a stream: everything but its tensors' addresses."""
+    v, t, o = s.values, s.times, s.out
+    return (v.dtype, *v.shape, v.stride(0), v.stride(1), t.stride(0), t.stride(1), o.dtype,
+            o.stride(0), o.stride(1), s.out_col, s.method, s.mask is not None)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _StreamsPlan:
+    order: tuple[int, ...]
+    """The streams' indices in launch order (the streams of one kind together)."""
+    grid: tuple[int]
+    arguments: dict[str, object]
+    """Every keyword argument of the launch but the tensor tuples."""
+
+
+@functools.lru_cache(maxsize=256)
+def _streams_plan(
+    layouts: tuple[tuple[object, ...], ...],
+    batch: int,
+    queries: int,
+    time_dtype: torch.dtype,
+    out_of_range: str,
+    configs: tuple[LaunchConfig, ...] | None,
+    share_kinds: bool,
+    group_rows: int,
+) -> _StreamsPlan:
+    """The launch of :func:`launch_streams` for streams of these layouts (cached: a training
+    loop aligns streams of the same layouts every step, and planning cost more host time than
+    Triton's own launch, benchmarks/align_host_profile.py)."""
+    kernels = _kernels()
+    if configs is None:
+        configs = tuple(
+            default_config(queries, layout[3], layout[0].itemsize, layout[12]) for layout in layouts
+        )
     # streams of one kind (value and output dtype, method, tile) may share a tile of the kernel:
     # the launch lists them together, kind after kind in the order each kind first appears
     kinds: dict[tuple[object, ...], list[int]] = {}
-    for index, (s, config) in enumerate(zip(streams, configs, strict=True)):
-        config.check_method(s.method)
-        key = (s.values.dtype, s.out.dtype, s.method, config.block_t, config.block_d,
-               _output_vector(s))  # fmt: skip
+    vectors = []
+    for index, (layout, config) in enumerate(zip(layouts, configs, strict=True)):
+        v_dtype, _, _, width, _, _, _, _, o_dtype, o_sb, o_st, col, method, _ = layout
+        config.check_method(method)
+        vectors.append(_output_vector(o_dtype.itemsize, o_sb, o_st, col, width))
+        key = (v_dtype, o_dtype, method, config.block_t, config.block_d, vectors[-1])
         kinds.setdefault(key if share_kinds else (*key, index), []).append(index)
     # one tuple per operand, an entry per stream
-    columns: dict[str, list[object]] = {
-        name: [] for name in (*_STREAM_OPERANDS, *_STREAM_CONSTANTS)
-    }
+    columns: dict[str, list[object]] = {name: [] for name in (*_STREAM_INTS, *_STREAM_CONSTANTS)}
+    order: list[int] = []
     first_item = 0
     for (_, _, method, block_t, block_d, vec, *_), members in kinds.items():
         for position, index in enumerate(members):
-            s = streams[index]
-            _, samples, width = s.values.shape
+            _, _, samples, width, v_sb, v_ss, t_sb, t_ss, _, o_sb, o_st, col, _, _ = layouts[index]
             if len(members) == 1:
                 role = kernels.ALONE
             elif position == 0:
@@ -780,28 +828,26 @@ def launch_streams(
             else:
                 role = kernels.LAST_OF_KIND if position == len(members) - 1 else kernels.INSIDE_KIND
             entry = (
-                s.values, s.values.stride(0), s.values.stride(1),
-                s.times, s.times.stride(0), s.times.stride(1), samples,
-                s.out, s.out.stride(0) // vec, s.out.stride(1) // vec, s.out_col // vec,
-                width // vec, s.mask if s.mask is not None else query, first_item,
-                samples.bit_length(), role.value, kernels.METHOD_CODES[method], block_t, block_d,
-                vec,
+                v_sb, v_ss, t_sb, t_ss, samples, o_sb // vec, o_st // vec, col // vec,
+                width // vec, first_item, samples.bit_length(),
+                role.value, kernels.METHOD_CODES[method], block_t, block_d, vec,
             )  # fmt: skip
-            for name, value in zip((*_STREAM_OPERANDS, *_STREAM_CONSTANTS), entry, strict=True):
+            for name, value in zip((*_STREAM_INTS, *_STREAM_CONSTANTS), entry, strict=True):
                 columns[name].append(value)
+            order.append(index)
             first_item += _num_items(group_rows, queries, width, block_t, block_d)
-    kernels.resample_streams_kernel[(-(-batch // group_rows) * first_item,)](
-        query, query.stride(0), query.stride(1), queries, batch,
-        **{name: tuple(column) for name, column in columns.items()},
-        group_rows=group_rows,
-        group_items=first_item,
-        POLICY=kernels.POLICY_CODES[out_of_range],
-        TIME_KIND=kernels.TIME_CODES[str(query.dtype).removeprefix("torch.")],
-        COMPUTE_F64=any(s.values.dtype == torch.float64 for s in streams),
-        WRITE_MASK=streams[0].mask is not None,
-        PROBES=configs[0].probes,
-        num_warps=max(config.num_warps for config in configs),
-    )  # fmt: skip
+    arguments: dict[str, object] = {name: tuple(column) for name, column in columns.items()}
+    arguments |= {
+        "group_rows": group_rows,
+        "group_items": first_item,
+        "POLICY": kernels.POLICY_CODES[out_of_range],
+        "TIME_KIND": kernels.TIME_CODES[str(time_dtype).removeprefix("torch.")],
+        "COMPUTE_F64": any(layout[0] == torch.float64 for layout in layouts),
+        "WRITE_MASK": layouts[0][-1],
+        "PROBES": configs[0].probes,
+        "num_warps": max(config.num_warps for config in configs),
+    }
+    return _StreamsPlan(tuple(order), (-(-batch // group_rows) * first_item,), arguments)
 
 
 ROW_AFTER_ROW_MAX_STREAMS = 8
@@ -824,25 +870,22 @@ repeat (eight streams of the align8.fwd problem 641.1 against 540.6 µs, sixteen
 5.1 s and 16.1 s with a tile each, 16, 32 and 64 in 6.1, 9.6 and 10.7 s with a tile per kind
 (benchmarks/results/session34-h200-2026-11-30/align-stream-count-call7.json)."""
 
-_STREAM_OPERANDS = (
-    "values", "v_strides_b", "v_strides_s", "times", "t_strides_b", "t_strides_s", "samples",
-    "outs", "out_strides_b", "out_strides_t", "out_cols", "widths", "masks", "first_items",
-    "search_steps",
+_STREAM_INTS = (
+    "v_strides_b", "v_strides_s", "t_strides_b", "t_strides_s", "samples", "out_strides_b",
+    "out_strides_t", "out_cols", "widths", "first_items", "search_steps",
 )  # fmt: skip
-"""The per-stream tuple arguments of ``resample_streams_kernel``, in the order
-:func:`launch_streams` lists a stream's entries; then its per-stream constexpr tuples:"""
+"""The per-stream integer tuple arguments of ``resample_streams_kernel`` (its tensor tuples are
+``values``, ``times``, ``outs`` and ``masks``), in the order :func:`_streams_plan` lists a
+stream's entries; then its per-stream constexpr tuples:"""
 _STREAM_CONSTANTS = ("ROLES", "METHODS", "BLOCK_TS", "BLOCK_DS", "OUT_VECS")
 
 
-def _output_vector(stream: StreamLaunch) -> int:
-    """The most elements, up to 16 bytes' worth, that divide the stream's output strides, column
-    and width: the streams kernel stores its tile in vectors of that many (a float32 output of
-    550 columns, say, has rows of 2200 bytes, 8-byte aligned at best)."""
-    out = stream.out
-    vec = max(1, 16 // out.element_size())
-    while vec > 1 and any(
-        n % vec for n in (out.stride(0), out.stride(1), stream.out_col, stream.values.shape[2])
-    ):
+def _output_vector(element_size: int, *sizes: int) -> int:
+    """The most elements, up to 16 bytes' worth, that divide every one of ``sizes`` (a stream's
+    output strides, column and width): the streams kernel stores its tile in vectors of that
+    many (a float32 output of 550 columns, say, has rows of 2200 bytes, 8-byte aligned at best)."""
+    vec = max(1, 16 // element_size)
+    while vec > 1 and any(n % vec for n in sizes):
         vec //= 2
     return vec
 
