@@ -7,9 +7,10 @@ Each problem's dtype is fixed by the issue's shape list, so there is one problem
 
 Baselines run in the same process: a batched ``torch.searchsorted`` + gather + lerp written
 without Python loops (and its ``torch.compile``); for alignment one such resample per stream plus
-``cat``, compiled whole and compiled per stream; and ``index_put_`` / ``scatter_`` / ``scatter_reduce`` / ``index_add_``
-voxelizers (and a ``torch.compile``) for voxelization. Candidates pass ``assume_sorted=True``:
-the inputs are sorted by construction and the check's device sync is not part of the op.
+``cat``, compiled whole and compiled per stream; and ``index_put_`` / ``scatter_`` /
+``scatter_reduce`` / ``index_add_`` voxelizers (and a ``torch.compile``) for voxelization.
+Candidates pass ``assume_sorted=True``: the inputs are sorted by construction and the check's
+device sync is not part of the op.
 """
 
 from __future__ import annotations
