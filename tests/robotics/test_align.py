@@ -7,6 +7,8 @@ import sys
 import pytest
 import robotics_plain_reference as plain
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from launch_spy import LaunchSpy
 from warpforge.robotics import align, resample
@@ -306,3 +308,44 @@ def test_launch_plan_reused_only_for_one_layout(interpreter: None) -> None:
     values, times = streams[0]
     check([(values[:, ::2], times[:, ::2]), streams[1]])  # other strides: planned anew
     assert _streams_plan.cache_info().misses == misses + 1
+
+
+# the interpreter fixture only sets the execution path: the same for every example
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_streams_land_in_their_columns_of_any_output_layout(data, interpreter: None) -> None:
+    """Streams of random widths and value dtypes written by one launch into random columns of a
+    wider, NaN-poisoned output (so each stream's vector width, from 1 to 4, and the grid's row
+    groups vary): each stream's columns match the float64 reference, and no other element of
+    the output changes."""
+    from warpforge.robotics.resample import StreamLaunch, launch_streams
+
+    seed = data.draw(st.integers(0, 2**31 - 1), label="seed")
+    g = torch.Generator().manual_seed(seed)
+    batch = data.draw(st.integers(1, 3), label="batch")
+    queries = data.draw(st.integers(1, 9), label="queries")
+    count = data.draw(st.integers(2, 5), label="streams")
+    spec = [(data.draw(st.integers(1, 12)), data.draw(st.integers(1, 9)),
+             data.draw(st.sampled_from([torch.float32, torch.float16])), 10)
+            for _ in range(count)]  # fmt: skip
+    streams = make_streams(spec, batch, g)
+    gaps = [data.draw(st.sampled_from([0, 1, 2, 4])) for _ in range(count + 1)]
+    columns, column = [], gaps[0]
+    for (_, width, _, _), gap in zip(spec, gaps[1:], strict=True):
+        columns.append(column)
+        column += width + gap
+    out = torch.full((batch, queries, column), float("nan"))
+    query = torch.rand(batch, queries, generator=g) * 12 - 1
+    launches = [StreamLaunch(v, t, out, col, "linear", None)
+                for (v, t), col in zip(streams, columns, strict=True)]  # fmt: skip
+    group_rows = data.draw(st.one_of(st.none(), st.integers(1, 3)), label="group_rows")
+    launch_streams(launches, query, "clamp", group_rows=group_rows)
+    written = torch.zeros(column, dtype=torch.bool)
+    for (v, t), col in zip(streams, columns, strict=True):
+        width = v.shape[2]
+        expected, _ = plain.resample(v, t, query)
+        assert (out[..., col : col + width].double() - expected).abs().max().item() < 1e-3
+        written[col : col + width] = True
+    assert out[..., ~written].isnan().all()
