@@ -201,10 +201,10 @@ def main() -> int:
     parser.add_argument("--kinds", default="",
                         help="SENSOR_KINDS indices the counted streams cycle through (default all)")  # fmt: skip
     args = parser.parse_args()
-    if args.kinds:
-        report_kinds = [int(k) for k in args.kinds.split(",")]
-        if any(k not in range(len(SENSOR_KINDS)) for k in report_kinds):
-            parser.error(f"--kinds: expected indices below {len(SENSOR_KINDS)}, got {args.kinds}")
+    kinds = [int(k) for k in args.kinds.split(",")] if args.kinds else None
+    if kinds is not None and any(k not in range(len(SENSOR_KINDS)) for k in kinds):
+        parser.error(f"--kinds: expected indices below {len(SENSOR_KINDS)}, got {args.kinds}")
+    groups = [int(g) for g in args.group_rows.split(",") if g]
     args.out.mkdir(parents=True, exist_ok=True)
     # a fresh Triton cache: the first call compiles
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="align-stream-count-")
@@ -215,12 +215,10 @@ def main() -> int:
     cases: list[tuple[object, Callable[[], tuple[Streams, torch.Tensor, list[str]]]]] = [
         (name, lambda name=name: problem_streams(name)) for name in args.problems.split(",") if name
     ]
-    kinds = [int(k) for k in args.kinds.split(",")] if args.kinds else None
     cases += [(int(c), lambda c=int(c): make_streams(c, torch.Generator().manual_seed(c), kinds))
               for c in args.counts.split(",") if c]  # fmt: skip
     for label, make in cases:
         try:
-            groups = [int(g) for g in args.group_rows.split(",") if g]
             result = row(label, *make(), args.per_stream_max, groups)
         except Exception as error:  # a count past a limit (parameter space): recorded, go on
             result = {"streams": label, "error": f"{type(error).__name__}: {error}"[:2000]}
