@@ -91,20 +91,18 @@ def random_inputs(ir: Any, sizes: dict[str, int], device: Any) -> list[Any]:
     bools fair; symbolic dims from ``sizes`` (a missing one raises ``ValueError`` naming it)."""
     import torch
 
+    from warpforge.blueprint.program import concrete
     from warpforge.blueprint.registry import torch_dtype
 
     tensors = []
     for name, schema in ir.inputs:
-        shape = []
         for dim in schema.shape:
-            if isinstance(dim, str):
-                if dim not in sizes:
-                    raise ValueError(
-                        f"--dim: input {name!r} has the symbolic dim {dim!r}; give its size "
-                        f"as --dim {dim}=SIZE (sizes given: {sizes or 'none'})"
-                    )
-                dim = sizes[dim]
-            shape.append(dim)
+            if isinstance(dim, str) and dim not in sizes:
+                raise ValueError(
+                    f"--dim: input {name!r} has the symbolic dim {dim!r}; give its size "
+                    f"as --dim {dim}=SIZE (sizes given: {sizes or 'none'})"
+                )
+        shape = concrete(schema.shape, sizes)
         dtype = torch_dtype(schema.dtype)
         if dtype.is_floating_point:
             tensor = torch.randn(shape, device=device).to(dtype)
