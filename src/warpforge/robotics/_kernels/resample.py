@@ -414,17 +414,25 @@ def _stream_slot(
     PREFETCH_T: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
+    GROUPED: tl.constexpr,
 ):
     # the 1-D grid runs in groups of ``group_rows`` batch rows, ``group_items`` work items each,
     # stream after stream within a group; this stream owns items [first_item, first_item +
     # group_rows * t_blocks * d_blocks) of every group (fewer in a last, shorter group). Column
-    # blocks fastest, then query blocks: neighbouring programs share queries and search path
+    # blocks fastest, then query blocks: neighbouring programs share queries and search path.
+    # GROUPED False: the whole grid is one group (group_rows and group_items unused), with no
+    # run-time division for the single-stream kernel
     num_d_blocks = tl.cdiv(D, BLOCK_D)
     num_t_blocks = tl.cdiv(T, BLOCK_T)
-    group = pid // group_items
-    local = pid - group * group_items - first_item
-    first_row = group * group_rows
-    rows = tl.minimum(group_rows, B - first_row)
+    if GROUPED:
+        group = pid // group_items
+        local = pid - group * group_items - first_item
+        first_row = group * group_rows
+        rows = tl.minimum(group_rows, B - first_row)
+    else:
+        local = pid - first_item
+        first_row = 0
+        rows = B
     if (local >= 0) & (local < rows * num_t_blocks * num_d_blocks):
         d_block = local % num_d_blocks
         rest = local // num_d_blocks
@@ -510,7 +518,7 @@ def resample_streams_kernel(
                 out_strides_t[j] * vec, out_cols[j] * vec, widths[j] * vec, masks[j],
                 search_steps[j], group_rows, group_items,
                 METHODS[j], POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0,
-                BLOCK_TS[j], BLOCK_DS[j],
+                BLOCK_TS[j], BLOCK_DS[j], True,
             )  # fmt: skip
         else:
             # the program's stream: the kind's last whose first work item is at or before pid
@@ -536,7 +544,7 @@ def resample_streams_kernel(
                     q_ptr, s, o, o_sb * vec, o_st * vec, col * vec, d * vec, m, steps,
                     group_rows, group_items,
                     METHODS[j], POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0,
-                    BLOCK_TS[j], BLOCK_DS[j],
+                    BLOCK_TS[j], BLOCK_DS[j], True,
                 )  # fmt: skip
 
 
@@ -560,10 +568,9 @@ def resample_kernel(
     # plain arguments keep the launcher's per-call host work small (small shapes are launch bound)
     _stream_slot(
         tl.program_id(0), 0, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss,
-        lengths_ptr, S, o, o_sb, o_st, 0, D, m, steps,
-        B, B * tl.cdiv(T, BLOCK_T) * tl.cdiv(D, BLOCK_D),  # the whole grid one group
+        lengths_ptr, S, o, o_sb, o_st, 0, D, m, steps, B, 0,
         METHOD, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, PROBES,
-        PREFETCH_V, PREFETCH_T, BLOCK_T, BLOCK_D,
+        PREFETCH_V, PREFETCH_T, BLOCK_T, BLOCK_D, False,
     )  # fmt: skip
 
 
