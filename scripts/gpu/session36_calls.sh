@@ -10,6 +10,11 @@
 #      (the single-stream resample kernel shares the streams kernel's new grid-slot code), the
 #      resample problems through the harness, align's host time with the cached launch plan
 #      (benchmarks/align_host_profile.py) and both align problems through the harness.
+#   2  the resample forwards through the harness from three source trees, twice in turn: this
+#      one (the single-stream kernel's grid slot without the groups' run-time division), ab/head
+#      (`git archive 58ab7a0d src`, the grouped slot of the thirty-fifth session) and ab/s24
+#      (`git archive 1d8513d6 src`, the twenty-fourth session's code, 74.7 µs at B=64 S=4096):
+#      call 1 timed the large bf16 shape at 81.0 µs (0.96x torch.compile). Make ab/ first.
 # Usage: bash scripts/gpu/session36_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -34,6 +39,17 @@ case "$CALL" in
      resample_bench 170
      host_profile
      align_bench ;;
-  *) echo "CALL: expected 1, got $CALL" >&2; exit 2 ;;
+  2) declare -A commits=([flag]="$WARPFORGE_GIT_COMMIT"
+       [head]=58ab7a0d322b175526b9852dd5d82f9c5a850629 [s24]=1d8513d6b62c149022d0c236d5f5c96485cf36a5)
+     for round in 1 2; do
+       for tree in flag head s24; do
+         src=src; [ "$tree" = flag ] || src="ab/$tree/src"
+         WARPFORGE_GIT_COMMIT="${commits[$tree]}" PYTHONPATH="$PWD/$src:/tmp/site" timeout 120 \
+           python3 -m warpforge bench --problem 'resample.fwd*' \
+           --out "$OUT/keep/resample-$tree-round$round-call2.json" > "$OUT/rs-$tree-$round.log" 2>&1
+         echo "$tree round $round: exit $?"; grep -E "^│ resample" "$OUT/rs-$tree-$round.log"
+       done
+     done ;;
+  *) echo "CALL: expected 1 or 2, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
