@@ -247,6 +247,30 @@ def test_grid_order_does_not_change_results(share_kinds: bool, interpreter: None
     assert (outs[0].double() - expected).abs().max().item() < 1e-3
 
 
+def test_groups_beyond_the_grid_axis_merge_rows(
+    interpreter: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More groups of rows than the grid's second axis holds (MAX_GROUPS, patched down to 2 here;
+    CUDA's 65535 on a GPU) run in larger groups: the grid fits and every row is written."""
+    from warpforge.robotics._kernels import resample as kernels
+    from warpforge.robotics.resample import StreamLaunch, launch_streams
+
+    # the module by its name: the package's `resample` is the function
+    monkeypatch.setattr(sys.modules["warpforge.robotics.resample"], "MAX_GROUPS", 2)
+    spy = LaunchSpy(kernels.resample_streams_kernel)
+    monkeypatch.setattr(kernels, "resample_streams_kernel", spy)
+    g = torch.Generator().manual_seed(31)
+    streams = make_streams(SPEC[:2], 5, g)
+    query = torch.rand(5, 7, generator=g) * 10 - 1
+    out = torch.full((5, 7, 12), float("nan"))
+    launches = [StreamLaunch(streams[0][0], streams[0][1], out, 0, "linear", None),
+                StreamLaunch(streams[1][0], streams[1][1], out, 9, "linear", None)]  # fmt: skip
+    launch_streams(launches, query, "clamp", group_rows=1)
+    assert [grid[1] for grid in spy.grids] == [2]  # five rows in groups of three and two
+    expected = torch.cat([plain.resample(v, t, query)[0] for v, t in streams], dim=-1)
+    assert (out.double() - expected).abs().max().item() < 1e-3
+
+
 @pytest.mark.parametrize("group_rows", [0, -2, 1.5, True])
 def test_grid_group_rows_rejected(group_rows: object) -> None:
     from warpforge.robotics.resample import StreamLaunch, launch_streams

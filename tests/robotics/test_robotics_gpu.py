@@ -287,6 +287,34 @@ def test_sixteen_streams_in_one_launch_on_cuda(
     assert_matches(together.cpu(), torch.cat(expected, dim=-1), tol=1e-5)
 
 
+def test_more_rows_than_the_grid_axis_holds_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """70000 batch rows, one a group by default (three streams): more groups than CUDA's 65535 on
+    the grid's second axis, so the launch merges rows into groups; every row is right."""
+    from warpforge.robotics._kernels import resample as kernels
+
+    spy = LaunchSpy(kernels.resample_streams_kernel)
+    monkeypatch.setattr(kernels, "resample_streams_kernel", spy)
+    g = torch.Generator().manual_seed(49)
+    rows = 70_000
+    streams = []
+    for samples, width in ((3, 4), (5, 2), (2, 3)):
+        times = torch.sort(torch.rand(rows, samples, generator=g) * 4, dim=1).values
+        streams.append((torch.randn(rows, samples, width, generator=g), times))
+    query = torch.rand(rows, 6, generator=g) * 5 - 0.5
+    cuda_streams = [(v.to(CUDA), t.to(CUDA)) for v, t in streams]
+    out = align(cuda_streams, query.to(CUDA))
+    assert len(spy.grids) == 1 and spy.grids[0][1] <= 65535
+    # every row against the single-stream kernel, rows at the groups' edges against the plain
+    # reference (one query at a time in Python: too slow for all 70000)
+    single = torch.cat([resample(v, t, query.to(CUDA)).float() for v, t in cuda_streams], dim=-1)
+    assert torch.equal(out, single)
+    picked = [0, 1, 65534, 65535, 65536, rows - 1]
+    expected = torch.cat(
+        [plain.resample(v[picked], t[picked], query[picked])[0] for v, t in streams], dim=-1
+    )
+    assert_matches(out[picked].cpu(), expected, tol=1e-5)
+
+
 def test_sixteen_streams_replay_in_a_cuda_graph() -> None:
     streams, query, methods = _sixteen_streams(torch.Generator().manual_seed(49))
     cuda_streams = [(v.to(CUDA), t.to(CUDA)) for v, t in streams]

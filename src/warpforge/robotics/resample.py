@@ -728,7 +728,9 @@ def launch_streams(
     :data:`OWN_TILE_MAX_STREAMS` streams (benchmarks/align_stream_count.py compares both).
     ``group_rows``: batch rows per group of the grid, which runs group after group and, within a
     group, stream after stream; by default 1 in launches of up to
-    :data:`ROW_AFTER_ROW_MAX_STREAMS` streams, every row above."""
+    :data:`ROW_AFTER_ROW_MAX_STREAMS` streams, every row above; raised where needed so the
+    groups fit the grid's second axis (:data:`MAX_GROUPS`; the order changes, the values do
+    not)."""
     if not streams:
         raise ValueError("streams: expected at least one stream to launch, got none")
     kernels = _kernels()
@@ -755,7 +757,8 @@ def launch_streams(
         raise ValueError(f"group_rows: expected an int >= 1, got {group_rows!r}")
     plan = _streams_plan(
         tuple(_stream_layout(s) for s in streams), batch, queries, query.dtype, out_of_range,
-        None if configs is None else tuple(configs), share_kinds, min(group_rows, batch),
+        None if configs is None else tuple(configs), share_kinds,
+        max(min(group_rows, batch), -(-batch // MAX_GROUPS)),
     )  # fmt: skip
     # the tensors in the plan's stream order; every other argument comes from the plan
     ordered = [streams[index] for index in plan.order]
@@ -780,7 +783,8 @@ def _stream_layout(s: StreamLaunch) -> tuple[object, ...]:
 class _StreamsPlan:
     order: tuple[int, ...]
     """The streams' indices in launch order (the streams of one kind together)."""
-    grid: tuple[int]
+    grid: tuple[int, int]
+    """(work items of a group of rows, groups)"""
     arguments: dict[str, object]
     """Every keyword argument of the launch but the tensor tuples."""
 
@@ -839,7 +843,6 @@ def _streams_plan(
     arguments: dict[str, object] = {name: tuple(column) for name, column in columns.items()}
     arguments |= {
         "group_rows": group_rows,
-        "group_items": first_item,
         "POLICY": kernels.POLICY_CODES[out_of_range],
         "TIME_KIND": kernels.TIME_CODES[str(time_dtype).removeprefix("torch.")],
         "COMPUTE_F64": any(layout[0] == torch.float64 for layout in layouts),
@@ -847,7 +850,12 @@ def _streams_plan(
         "PROBES": configs[0].probes,
         "num_warps": max(config.num_warps for config in configs),
     }
-    return _StreamsPlan(tuple(order), (-(-batch // group_rows) * first_item,), arguments)
+    return _StreamsPlan(tuple(order), (first_item, -(-batch // group_rows)), arguments)
+
+
+MAX_GROUPS = 65535
+"""Most groups of rows a streams launch runs: CUDA's limit on a grid's second axis, which
+counts the groups (its first counts the work items of a group)."""
 
 
 ROW_AFTER_ROW_MAX_STREAMS = 8

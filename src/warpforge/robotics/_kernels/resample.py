@@ -1,6 +1,6 @@
 """Triton kernels for trajectory resampling and N-stream alignment.
 
-One program (a work item of a 1-D grid) handles one batch row, a block of ``BLOCK_T`` queries and
+One program (a work item of the grid) handles one batch row, a block of ``BLOCK_T`` queries and
 a block of ``BLOCK_D`` value columns of one stream. Each query finds its interval by the guided
 search of :func:`_guided_interval` (``PROBES >= 2``: an interpolated guess verified by a few
 parallel loads; one round on a uniform clock, a handful on jittered ones, a bisection safeguard
@@ -379,7 +379,8 @@ def _prefetch_share(base, count, part, parts, LINE: tl.constexpr):
 
 @triton.jit
 def _stream_slot(
-    pid,
+    item,
+    group,
     first_item,
     B,
     q_ptr,
@@ -402,7 +403,6 @@ def _stream_slot(
     mask_ptr,
     NUM_STEPS,
     group_rows,
-    group_items,
     METHOD: tl.constexpr,
     POLICY: tl.constexpr,
     TIME_KIND: tl.constexpr,
@@ -414,25 +414,19 @@ def _stream_slot(
     PREFETCH_T: tl.constexpr,
     BLOCK_T: tl.constexpr,
     BLOCK_D: tl.constexpr,
-    GROUPED: tl.constexpr,
 ):
-    # the 1-D grid runs in groups of ``group_rows`` batch rows, ``group_items`` work items each,
-    # stream after stream within a group; this stream owns items [first_item, first_item +
-    # group_rows * t_blocks * d_blocks) of every group (fewer in a last, shorter group). Column
-    # blocks fastest, then query blocks: neighbouring programs share queries and search path.
-    # GROUPED False: the whole grid is one group (group_rows and group_items unused), with no
-    # run-time division for the single-stream kernel
+    # the grid's second axis is the group of ``group_rows`` batch rows, its first the work
+    # item within the group, stream after stream: this stream owns items [first_item,
+    # first_item + group_rows * t_blocks * d_blocks) of every group (fewer in a last, shorter
+    # group). Column blocks fastest, then query blocks: neighbouring programs share queries and
+    # search path. Two grid axes rather than one split by a run-time division, which cost the
+    # single-stream kernel 8% at (64, 4096 -> 4096, 256) bf16 on the H200
+    # (benchmarks/results/session36-h200-2026-11-30/resample-*-call2.json)
     num_d_blocks = tl.cdiv(D, BLOCK_D)
     num_t_blocks = tl.cdiv(T, BLOCK_T)
-    if GROUPED:
-        group = pid // group_items
-        local = pid - group * group_items - first_item
-        first_row = group * group_rows
-        rows = tl.minimum(group_rows, B - first_row)
-    else:
-        local = pid - first_item
-        first_row = 0
-        rows = B
+    local = item - first_item
+    first_row = group * group_rows
+    rows = tl.minimum(group_rows, B - first_row)
     if (local >= 0) & (local < rows * num_t_blocks * num_d_blocks):
         d_block = local % num_d_blocks
         rest = local // num_d_blocks
@@ -482,7 +476,7 @@ def resample_streams_kernel(
     # one tuple entry per stream, any number of streams, the streams of one kind together
     values, v_strides_b, v_strides_s, times, t_strides_b, t_strides_s, samples,
     outs, out_strides_b, out_strides_t, out_cols, widths, masks, first_items, search_steps,
-    group_rows, group_items,
+    group_rows,
     # one tuple entry per stream; the last four the same for every stream of a kind
     ROLES: tl.constexpr,
     METHODS: tl.constexpr,
@@ -503,8 +497,8 @@ def resample_streams_kernel(
     # specialisation knows of every stream of a kind (16-byte aligned rows, a unit time stride)
     # the compiler still knows of the pick, which is one of them: its rows load in 16-byte
     # vectors (tests/robotics/test_kernels_compile.py).
-    pid = tl.program_id(0)
-    item_in_group = pid % group_items  # where a kind's pick looks for the program's stream
+    item = tl.program_id(0)  # the work item within its group of rows
+    group = tl.program_id(1)
     for j in tl.static_range(len(values)):
         if ROLES[j] == ALONE:  # a tile of its own: its operands as the launch specialised them
             # the output's strides, column and width arrive divided by OUT_VECS[j], which
@@ -512,27 +506,27 @@ def resample_streams_kernel(
             # OUT_VECS[j]-element boundaries and stores them in vectors, whatever the row length
             vec = OUT_VECS[j]
             _stream_slot(
-                pid, first_items[j], B, q_ptr, q_stride_b, q_stride_t, T,
+                item, group, first_items[j], B, q_ptr, q_stride_b, q_stride_t, T,
                 values[j], v_strides_b[j], v_strides_s[j], times[j], t_strides_b[j],
                 t_strides_s[j], q_ptr, samples[j], outs[j], out_strides_b[j] * vec,
                 out_strides_t[j] * vec, out_cols[j] * vec, widths[j] * vec, masks[j],
-                search_steps[j], group_rows, group_items,
+                search_steps[j], group_rows,
                 METHODS[j], POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0,
-                BLOCK_TS[j], BLOCK_DS[j], True,
+                BLOCK_TS[j], BLOCK_DS[j],
             )  # fmt: skip
         else:
-            # the program's stream: the kind's last whose first work item is at or before pid
+            # the program's stream: the kind's last whose first work item is at or before item
             # a constexpr test, then a run-time one: the first stream's operands start the pick
             if ROLES[j] == FIRST_OF_KIND:  # noqa: SIM114
                 v, t, o, m = values[j], times[j], outs[j], masks[j]
-                v_sb, v_ss, t_sb, t_ss, s, o_sb, o_st, col, d, item, steps = _widened(
+                v_sb, v_ss, t_sb, t_ss, s, o_sb, o_st, col, d, first, steps = _widened(
                     v_strides_b[j], v_strides_s[j], t_strides_b[j], t_strides_s[j], samples[j],
                     out_strides_b[j], out_strides_t[j], out_cols[j], widths[j], first_items[j],
                     search_steps[j],
                 )  # fmt: skip
-            elif item_in_group >= first_items[j]:
+            elif item >= first_items[j]:
                 v, t, o, m = values[j], times[j], outs[j], masks[j]
-                v_sb, v_ss, t_sb, t_ss, s, o_sb, o_st, col, d, item, steps = _widened(
+                v_sb, v_ss, t_sb, t_ss, s, o_sb, o_st, col, d, first, steps = _widened(
                     v_strides_b[j], v_strides_s[j], t_strides_b[j], t_strides_s[j], samples[j],
                     out_strides_b[j], out_strides_t[j], out_cols[j], widths[j], first_items[j],
                     search_steps[j],
@@ -540,11 +534,11 @@ def resample_streams_kernel(
             if ROLES[j] == LAST_OF_KIND:
                 vec = OUT_VECS[j]
                 _stream_slot(
-                    pid, item, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss,
-                    q_ptr, s, o, o_sb * vec, o_st * vec, col * vec, d * vec, m, steps,
-                    group_rows, group_items,
+                    item, group, first, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t,
+                    t_sb, t_ss, q_ptr, s, o, o_sb * vec, o_st * vec, col * vec, d * vec, m,
+                    steps, group_rows,
                     METHODS[j], POLICY, TIME_KIND, COMPUTE_F64, False, WRITE_MASK, PROBES, 0, 0,
-                    BLOCK_TS[j], BLOCK_DS[j], True,
+                    BLOCK_TS[j], BLOCK_DS[j],
                 )  # fmt: skip
 
 
@@ -567,10 +561,10 @@ def resample_kernel(
     # one stream, with padded lengths and the row prefetch, which resample_streams_kernel lacks;
     # plain arguments keep the launcher's per-call host work small (small shapes are launch bound)
     _stream_slot(
-        tl.program_id(0), 0, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb, t_ss,
-        lengths_ptr, S, o, o_sb, o_st, 0, D, m, steps, B, 0,
+        tl.program_id(0), 0, 0, B, q_ptr, q_stride_b, q_stride_t, T, v, v_sb, v_ss, t, t_sb,
+        t_ss, lengths_ptr, S, o, o_sb, o_st, 0, D, m, steps, B,  # the whole grid one group
         METHOD, POLICY, TIME_KIND, COMPUTE_F64, HAS_LENGTHS, WRITE_MASK, PROBES,
-        PREFETCH_V, PREFETCH_T, BLOCK_T, BLOCK_D, False,
+        PREFETCH_V, PREFETCH_T, BLOCK_T, BLOCK_D,
     )  # fmt: skip
 
 
