@@ -14,7 +14,12 @@
 #      one (the single-stream kernel's grid slot without the groups' run-time division), ab/head
 #      (`git archive 58ab7a0d src`, the grouped slot of the thirty-fifth session) and ab/s24
 #      (`git archive 1d8513d6 src`, the twenty-fourth session's code, 74.7 µs at B=64 S=4096):
-#      call 1 timed the large bf16 shape at 81.0 µs (0.96x torch.compile). Make ab/ first.
+#      call 1 timed the large bf16 shape at 81.0 µs (0.96x torch.compile). Make ab/ first
+#      (listed in .git/info/exclude, so carried: carry [".whl", "ab"]).
+#   3  the grid on two axes (work item within a group, group; no run-time division in any
+#      streams launch): every robotics GPU test, then the resample forwards and both align
+#      problems through the harness from this tree and ab/head (the one-axis grouped grid of
+#      call 1), twice in turn.
 # Usage: bash scripts/gpu/session36_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -50,6 +55,17 @@ case "$CALL" in
          echo "$tree round $round: exit $?"; grep -E "^│ resample" "$OUT/rs-$tree-$round.log"
        done
      done ;;
-  *) echo "CALL: expected 1 or 2, got $CALL" >&2; exit 2 ;;
+  3) gpu_tests robotics-call3 200 -n 4 tests/robotics
+     declare -A commits=([axes]="$WARPFORGE_GIT_COMMIT" [head]=58ab7a0d322b175526b9852dd5d82f9c5a850629)
+     for round in 1 2; do
+       for tree in axes head; do
+         src=src; [ "$tree" = axes ] || src="ab/$tree/src"
+         WARPFORGE_GIT_COMMIT="${commits[$tree]}" PYTHONPATH="$PWD/$src:/tmp/site" timeout 150 \
+           python3 -m warpforge bench --problem 'resample.fwd*,align*' \
+           --out "$OUT/keep/robotics-$tree-round$round-call3.json" > "$OUT/rb-$tree-$round.log" 2>&1
+         echo "$tree round $round: exit $?"; grep -E "^│ (resample|align)" "$OUT/rb-$tree-$round.log"
+       done
+     done ;;
+  *) echo "CALL: expected 1 to 3, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
