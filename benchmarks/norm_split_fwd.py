@@ -3,12 +3,15 @@ launches, against the chunked kernel (``_norm_forward``).
 
     PYTHONPATH=src python benchmarks/norm_split_fwd.py spills [bf16|fp32]  # CPU: sm_90 registers/stack
     PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep OUT_PREFIX    # GPU: OUT_PREFIX.txt/.json
+    PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep OUT_PREFIX bf16:8192x131072,...
     PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep16k OUT.json   # GPU: 4096 x 16384
 
 The sweep times each op (RMSNorm, add+RMSNorm, LayerNorm) at each shape of ``SHAPES`` with the
 candidates named there, CUDA-event medians of ``triton.testing.do_bench``, and reports the
 fraction of copy (bytes read once and written once, against ``copy_`` of the same tensor
 measured in the same run) and the largest |y - chunked y|.
+Given shapes (``DTYPE:MxN``, comma-separated), the sweep times those instead, each with every
+candidate its dtype can run (bf16: all; fp32: the unpacked ones).
 ``sweep16k`` times LayerNorm at 4096 x 16384 (bfloat16), where the default is the
 one-program-a-row kernel (``norm_fwd_rows_kernel``, tuned), against split launches that fit
 their registers (``LAUNCHES_16K``; sm_90 ptxas of Triton 3.6, no spill), each output checked
@@ -31,6 +34,7 @@ CANDIDATES = {
     "flags 8192/8w x2": (8192, 8, 2, False, 0, False, False),
     "flags 8192/8w x4": (8192, 8, 4, False, 0, False, False),
     "lag1 8192/8w x2": (8192, 8, 2, False, 1, False, False),
+    "lag1 8192/8w x2 pf": (8192, 8, 2, True, 1, False, False),  # the shipped bf16 launch
     "lag1 8192/8w x2 pk": (8192, 8, 2, False, 1, False, True),
     "lag1 8192/8w x2 pk hold": (8192, 8, 2, False, 1, True, True),
     "lag2 8192/8w x2 pk": (8192, 8, 2, False, 2, False, True),
@@ -41,7 +45,11 @@ CANDIDATES = {
     "lag1 4096/4w x4": (4096, 4, 4, False, 1, False, False),
     "lag1 4096/4w x8": (4096, 4, 8, False, 1, False, False),
 }
-BF16_ALL = [name for name in CANDIDATES if name not in ("flags 8192/8w x2", "lag1 4096/4w x8")]
+BF16_ALL = [
+    name
+    for name in CANDIDATES
+    if name not in ("flags 8192/8w x2", "lag1 4096/4w x8", "lag1 8192/8w x2 pf")
+]
 BF16_TOP = ["flags 8192/8w x2 pf", "lag1 8192/8w x2 pk", "lag2 8192/8w x2 pk",
             "lag2 8192/8w x2 pk hold"]  # fmt: skip
 FP32 = ["flags 8192/8w x2 pf", "flags 8192/8w x2", "lag1 8192/8w x2", "lag1 4096/4w x4",
@@ -146,14 +154,30 @@ def _sweep_shape(dtype, M, N, names, lines, rows) -> None:
         del ref
 
 
-def sweep(prefix: str) -> None:
+def parse_shapes(text: str) -> list[tuple[torch.dtype, int, int, list[str]]]:
+    """``bf16:8192x131072,fp32:8192x65536`` as ``SHAPES`` entries, every candidate the dtype
+    runs (packed launches move 2-byte elements only)."""
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    shapes = []
+    for item in text.split(","):
+        name, _, size = item.partition(":")
+        M, _, N = size.partition("x")
+        if name not in dtypes or not (M.isdigit() and N.isdigit()):
+            raise SystemExit(f"shapes: expected DTYPE:MxN (bf16, fp16, fp32), got {item!r}")
+        dtype = dtypes[name]
+        names = [c for c, spec in CANDIDATES.items() if dtype.itemsize == 2 or not spec[6]]
+        shapes.append((dtype, int(M), int(N), names))
+    return shapes
+
+
+def sweep(prefix: str, shapes: list | None = None) -> None:
     import triton
 
     lines = [
         f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
     ]
     rows: list[dict] = []
-    for dtype, M, N, names in SHAPES:
+    for dtype, M, N, names in shapes or SHAPES:
         _sweep_shape(dtype, M, N, names, lines, rows)
         torch.cuda.empty_cache()
         with open(prefix + ".txt", "w") as f:
@@ -217,4 +241,4 @@ if __name__ == "__main__":
     elif sys.argv[1] == "sweep16k":
         sweep16k(sys.argv[2])
     else:
-        sweep(sys.argv[2])
+        sweep(sys.argv[2], parse_shapes(sys.argv[3]) if len(sys.argv) > 3 else None)

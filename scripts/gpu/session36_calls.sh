@@ -20,6 +20,10 @@
 #      streams launch): every robotics GPU test, then the resample forwards and both align
 #      problems through the harness from this tree and ab/head (the one-axis grouped grid of
 #      call 1), twice in turn.
+#   4  the split norm forward's launches re-swept on the H200 at bf16 8192 x 131072 and 262144
+#      (benchmarks/norm_split_fwd.py, kernel alone): LayerNorm runs there at 63-67% of copy
+#      through the harness, RMSNorm at 80% (131072), add+RMSNorm (packed) at 92%; the launch
+#      table was chosen on the H100.
 # Usage: bash scripts/gpu/session36_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -66,6 +70,9 @@ case "$CALL" in
          echo "$tree round $round: exit $?"; grep -E "^│ (resample|align)" "$OUT/rb-$tree-$round.log"
        done
      done ;;
-  *) echo "CALL: expected 1 to 3, got $CALL" >&2; exit 2 ;;
+  4) timeout 450 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/normfwd-wide-call4" \
+       bf16:8192x131072,bf16:8192x262144 > "$OUT/normfwd.log" 2>&1
+     echo "norm_split_fwd sweep: exit $?"; cat "$OUT/keep/normfwd-wide-call4.txt" ;;
+  *) echo "CALL: expected 1 to 4, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
