@@ -44,7 +44,13 @@ CANDIDATES = {
     "lag1 4096/4w x8 pk": (4096, 4, 8, False, 1, False, True),
     "lag1 4096/4w x4": (4096, 4, 4, False, 1, False, False),
     "lag1 4096/4w x8": (4096, 4, 8, False, 1, False, False),
+    # LayerNorm's chunk moments in one reduction (the lag kernel's ONE_PASS): names ending " 1p"
+    "lag1 8192/8w x2 pf 1p": (8192, 8, 2, True, 1, False, False),
+    "lag1 8192/8w x2 pk 1p": (8192, 8, 2, False, 1, False, True),
+    "lag2 8192/8w x2 pk 1p": (8192, 8, 2, False, 2, False, True),
+    "lag1 4096/4w x4 1p": (4096, 4, 4, False, 1, False, False),
 }
+ONE_PASS_SUFFIX = " 1p"
 BF16_ALL = [
     name
     for name in CANDIDATES
@@ -91,7 +97,9 @@ def spills(dt: str) -> None:
                          HAS_BIAS=center, BLOCK_N=block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0)  # fmt: skip
             if lag:
                 kernel = norm_fwd_lag_kernel
-                flags.update(DEPTH=lag, HOLD_W=hold, PACKED=packed)
+                flags.update(
+                    DEPTH=lag, HOLD_W=hold, PACKED=packed, ONE_PASS=name.endswith(ONE_PASS_SUFFIX)
+                )
             else:
                 kernel = norm_fwd_flags_kernel
                 flags.update(PREFETCH=prefetch)
@@ -123,14 +131,17 @@ def _sweep_shape(dtype, M, N, names, lines, rows) -> None:
             x, w, bb, rr, 1e-6, 0.0, c))]  # fmt: skip
         for name in names:
             block, warps, per_sm, prefetch, lag, hold, packed = CANDIDATES[name]
+            one_pass = name.endswith(ONE_PASS_SUFFIX)
+            if one_pass and not center:
+                continue  # RMSNorm has no mean: the same kernel as without
             plan = split_row_plan(M, N, "cuda", block=block, num_warps=warps,
                                   programs_per_sm=per_sm, prefetch=prefetch, flag_words=True)  # fmt: skip
             if plan is None or plan.chunks_pow2 > 64:
                 continue
             cands.append((name, lambda p=plan, c=center, rr=rr, bb=bb, lag=lag, hold=hold,
-                          packed=packed: norm.split_norm_forward(
+                          packed=packed, one_pass=one_pass: norm.split_norm_forward(
                               x, w, bb, rr, 1e-6, 0.0, c, p, lag_depth=lag, hold_weight=hold,
-                              packed=packed)))  # fmt: skip
+                              packed=packed, one_pass=one_pass)))  # fmt: skip
         for name, fn in cands:
             try:
                 got = fn()

@@ -24,6 +24,10 @@
 #      (benchmarks/norm_split_fwd.py, kernel alone): LayerNorm runs there at 63-67% of copy
 #      through the harness, RMSNorm at 80% (131072), add+RMSNorm (packed) at 92%; the launch
 #      table was chosen on the H100.
+#   5  LayerNorm's chunk moments in one reduction (norm_fwd_lag_kernel's ONE_PASS, shipped for
+#      2-byte rows without a residual): the split forward's GPU tests, the same sweep with the
+#      one-pass candidates, then layer_norm.fwd and rms_norm.fwd bf16 at 8192 x 131072 and
+#      8192 x 262144 through the harness.
 # Usage: bash scripts/gpu/session36_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -73,6 +77,15 @@ case "$CALL" in
   4) timeout 450 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/normfwd-wide-call4" \
        bf16:8192x131072,bf16:8192x262144 > "$OUT/normfwd.log" 2>&1
      echo "norm_split_fwd sweep: exit $?"; cat "$OUT/keep/normfwd-wide-call4.txt" ;;
-  *) echo "CALL: expected 1 to 4, got $CALL" >&2; exit 2 ;;
+  5) gpu_tests normsplit-call5 150 -n 4 tests/ops/test_norm_split_fwd.py
+     timeout 200 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/normfwd-onepass-call5" \
+       bf16:8192x131072,bf16:8192x262144 > "$OUT/normfwd.log" 2>&1
+     echo "norm_split_fwd sweep: exit $?"; grep -E "copy |layer|rms  .*lag1 8192/8w x2 pf" \
+       "$OUT/keep/normfwd-onepass-call5.txt"
+     timeout $((580 - SECONDS)) python3 -m warpforge bench --problem 'layer_norm.fwd,rms_norm.fwd' \
+       --dtype bf16 --shape M=8192,N=131072 --shape M=8192,N=262144 --max-time 1 \
+       --out "$OUT/keep/normfwd-wide-call5.json" > "$OUT/bench.log" 2>&1
+     echo "bench: exit $?"; grep -E "^│ (layer|rms)" "$OUT/bench.log" ;;
+  *) echo "CALL: expected 1 to 5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

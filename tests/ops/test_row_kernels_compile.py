@@ -261,7 +261,8 @@ COMPILE_ALL = textwrap.dedent(
                 if options:
                     kernel = norm_fwd_lag_kernel
                     flags.update(DEPTH=options["lag_depth"], HOLD_W=options.get("hold_weight", False),
-                                 PACKED=options.get("packed", False))
+                                 PACKED=options.get("packed", False),
+                                 ONE_PASS=options.get("one_pass", False))
                 else:
                     kernel = norm_fwd_flags_kernel
                     flags.update(PREFETCH=plan.prefetch)

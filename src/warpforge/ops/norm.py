@@ -296,7 +296,7 @@ def _norm_forward(
 
 NORM_FWD_SPLIT_LAUNCHES = {
     (2, False): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True,
-                 "lag_depth": 1},
+                 "lag_depth": 1, "one_pass": True},
     (2, True): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True,
                 "lag_depth": 1, "packed": True},
     (4, False): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
@@ -339,7 +339,7 @@ NORM_FWD_SPLIT = "WARPFORGE_NORM_FWD_SPLIT"
 """``0``/``false``/``no``/``off`` turns the split forward off (the chunked kernel); read at each
 call."""
 
-_KERNEL_OPTIONS = ("lag_depth", "hold_weight", "packed")
+_KERNEL_OPTIONS = ("lag_depth", "hold_weight", "packed", "one_pass")
 """Keys of a ``NORM_FWD_SPLIT_LAUNCHES`` entry that pick the kernel (:func:`split_norm_forward`'s
 keywords) rather than the plan."""
 
@@ -428,12 +428,13 @@ def split_norm_forward(
     lag_depth: int = 0,
     hold_weight: bool = False,
     packed: bool = False,
+    one_pass: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`_norm_forward`'s (y, h, mean, rstd) from the split kernel of a (M, N) input on
     the kernels' path; tests and sweeps pass their own plan. ``lag_depth`` 0:
     ``norm_fwd_flags_kernel`` (``plan.prefetch``); 1 or 2: ``norm_fwd_lag_kernel`` with that
-    many rows loading a program (its DEPTH), ``hold_weight`` its HOLD_W and ``packed`` its
-    PACKED where :func:`_pairs_fit` (else unpacked)."""
+    many rows loading a program (its DEPTH), ``hold_weight`` its HOLD_W, ``packed`` its
+    PACKED where :func:`_pairs_fit` (else unpacked) and ``one_pass`` its ONE_PASS."""
     from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel, norm_fwd_lag_kernel
 
     if lag_depth not in (0, 1, 2):
@@ -456,6 +457,7 @@ def split_norm_forward(
                     "DEPTH": lag_depth,
                     "HOLD_W": hold_weight,
                     "PACKED": packed and _pairs_fit(x, weight, bias, residual, y, h),
+                    "ONE_PASS": one_pass,
                 }
             else:
                 kernel = norm_fwd_flags_kernel

@@ -207,11 +207,62 @@ def _load_chunk(P, row, stride, cols, M, n_cols):
 
 
 @triton.jit
-def _publish_chunk(x, r, H, WORDS, row, stride_h, cols, mask, chunk, n_chunk,
+def _add_pairs(a1, b1, a2, b2):
+    return a1 + a2, b1 + b2
+
+
+@triton.jit
+def _centred_moments(h, mask, n_chunk, PACKED: tl.constexpr, DT: tl.constexpr):
+    """(mean, M2) of a chunk of h (as carried) by two reductions: the mean, then the squares of
+    the centred values."""
+    if PACKED:
+        even, odd = _halves(h, DT)
+        mean = (tl.sum(even, axis=0) + tl.sum(odd, axis=0)) / n_chunk
+        d_even = tl.where(mask, even - mean, 0.0)
+        d_odd = tl.where(mask, odd - mean, 0.0)
+        m2 = tl.sum(d_even * d_even, axis=0) + tl.sum(d_odd * d_odd, axis=0)
+    else:
+        hf = h.to(tl.float32)
+        mean = tl.sum(hf, axis=0) / n_chunk
+        d = tl.where(mask, hf - mean, 0.0)
+        m2 = tl.sum(d * d, axis=0)
+    return mean, m2
+
+
+@triton.jit
+def _shifted_moments(h, mask, shift, n_chunk, PACKED: tl.constexpr, DT: tl.constexpr):
+    """(mean, M2, far) of a chunk of h (as carried) from one reduction of its shifted values
+    ``d = h - shift`` and their squares: mean = shift + sum(d) / n, M2 = sum(d^2) - sum(d)^2 / n;
+    ``far`` where that subtraction loses more than about 2 bits (sum(d)^2 / n above 4 M2: the
+    shift more than two standard deviations from the mean)."""
+    if PACKED:
+        even, odd = _halves(h, DT)
+        d_even = tl.where(mask, even - shift, 0.0)
+        d_odd = tl.where(mask, odd - shift, 0.0)
+        s1, s2 = tl.reduce((d_even + d_odd, d_even * d_even + d_odd * d_odd), 0, _add_pairs)
+    else:
+        d = tl.where(mask, h.to(tl.float32) - shift, 0.0)
+        s1, s2 = tl.reduce((d, d * d), 0, _add_pairs)
+    cancelled = s1 * s1 / n_chunk
+    return shift + s1 / n_chunk, tl.maximum(s2 - cancelled, 0.0), cancelled > s2 * 0.8
+
+
+@triton.jit
+def _publish_chunk(x, r, H, WORDS, row, stride_h, cols, mask, chunk, n_chunk, shift,
                    CENTER: tl.constexpr, HAS_RESIDUAL: tl.constexpr, CHUNKS_POW2: tl.constexpr,
-                   STAGE: tl.constexpr, PACKED: tl.constexpr, DT: tl.constexpr):  # fmt: skip
+                   STAGE: tl.constexpr, PACKED: tl.constexpr, DT: tl.constexpr,
+                   ONE_PASS: tl.constexpr):  # fmt: skip
     """h of a chunk (x, or x + r rounded to DT and stored in H) with its statistics published
-    in the row's word (not in STAGE 2, which only writes y); returns h as carried."""
+    in the row's word (not in STAGE 2, which only writes y); returns (h as carried, the chunk's
+    mean, 0.0 without CENTER).
+
+    ONE_PASS (CENTER): the chunk's moments from one reduction of ``h - shift`` and its square
+    (``shift``: the caller's guess at the mean, the program's previous chunk mean) instead of
+    the mean and then the centred squares, two reductions one after the other. Where the shift
+    lies more than two standard deviations from the chunk's mean (``_shifted_moments``' far) the
+    chunk takes the two reductions after all, so M2 stays within a few units in the last place
+    of the two-reduction result on any input."""
+    chunk_mean = 0.0
     if HAS_RESIDUAL:
         if PACKED:
             x_even, x_odd = _halves(x, DT)
@@ -224,27 +275,22 @@ def _publish_chunk(x, r, H, WORDS, row, stride_h, cols, mask, chunk, n_chunk,
     else:
         h = x
     if STAGE != 2:
-        if PACKED:
-            even, odd = _halves(h, DT)
-            if CENTER:
-                chunk_mean = (tl.sum(even, axis=0) + tl.sum(odd, axis=0)) / n_chunk
-                d_even = tl.where(mask, even - chunk_mean, 0.0)
-                d_odd = tl.where(mask, odd - chunk_mean, 0.0)
-                second = tl.sum(d_even * d_even, axis=0) + tl.sum(d_odd * d_odd, axis=0)
+        if CENTER:
+            if ONE_PASS:
+                chunk_mean, second, far = _shifted_moments(h, mask, shift, n_chunk, PACKED, DT)
+                if far:
+                    chunk_mean, second = _centred_moments(h, mask, n_chunk, PACKED, DT)
             else:
-                chunk_mean = 0.0  # high half: a word past the row's end (EMPTY_STATS) reads 0
-                second = tl.sum(even * even, axis=0) + tl.sum(odd * odd, axis=0)
+                chunk_mean, second = _centred_moments(h, mask, n_chunk, PACKED, DT)
+        elif PACKED:
+            # high half: a word past the row's end (EMPTY_STATS) reads 0
+            even, odd = _halves(h, DT)
+            second = tl.sum(even * even, axis=0) + tl.sum(odd * odd, axis=0)
         else:
             hf = h.to(tl.float32)
-            if CENTER:
-                chunk_mean = tl.sum(hf, axis=0) / n_chunk
-                d = tl.where(mask, hf - chunk_mean, 0.0)
-                second = tl.sum(d * d, axis=0)
-            else:
-                chunk_mean = 0.0
-                second = tl.sum(hf * hf, axis=0)
+            second = tl.sum(hf * hf, axis=0)
         publish_word(WORDS + row * CHUNKS_POW2 + chunk, chunk_mean, second, STAGE)
-    return h
+    return h, chunk_mean
 
 
 @triton.jit
@@ -300,6 +346,7 @@ def norm_fwd_lag_kernel(
     DEPTH: tl.constexpr,
     HOLD_W: tl.constexpr,
     PACKED: tl.constexpr,
+    ONE_PASS: tl.constexpr,
 ):
     """``norm_fwd_flags_kernel``'s outputs (y; h = x + r rounded, HAS_RESIDUAL; rstd, mean from
     each row's chunk 0) from the same split launch and words, one row later: at iteration k a
@@ -309,6 +356,8 @@ def norm_fwd_lag_kernel(
     DEPTH (1, 2): rows a program has loading at once. HOLD_W: w (and b) loaded once and held
     rather than read from L2 for every row. PACKED: 2-byte x, r, w, b, y, h (one dtype) moved
     as int32 pairs (even N, even row strides, 4-byte aligned rows; the caller checks).
+    ONE_PASS (CENTER): each chunk's moments in one reduction, shifted by the program's previous
+    chunk mean (``_publish_chunk``).
 
     STAGE 0 (GPU): one launch, all programs of a row resident together (a program waits only
     for words published before the other programs' own previous wait, so the lag adds no
@@ -355,8 +404,9 @@ def norm_fwd_lag_kernel(
     r = x
     if HAS_RESIDUAL:
         r = _load_chunk(Rs, row, sr, cols, M, n_cols)
-    h = _publish_chunk(x, r, Hs, WORDS, row, sh, cols, mask, chunk, n_chunk, CENTER,
-                       HAS_RESIDUAL, CHUNKS_POW2, STAGE, PACKED, X.dtype.element_ty)  # fmt: skip
+    h, shift = _publish_chunk(x, r, Hs, WORDS, row, sh, cols, mask, chunk, n_chunk, 0.0, CENTER,
+                              HAS_RESIDUAL, CHUNKS_POW2, STAGE, PACKED, X.dtype.element_ty,
+                              ONE_PASS)  # fmt: skip
     next_x = _load_chunk(Xs, row + slots, sx, cols, M, n_cols)
     next_r = next_x
     if HAS_RESIDUAL:
@@ -372,9 +422,10 @@ def norm_fwd_lag_kernel(
         first, second = look_at_words(words, lanes, chunks, CHUNKS_POW2 > 32)
         next_row = row + slots
         if next_row < M:
-            next_h = _publish_chunk(next_x, next_r, Hs, WORDS, next_row, sh, cols, mask, chunk,
-                                    n_chunk, CENTER, HAS_RESIDUAL, CHUNKS_POW2, STAGE, PACKED,
-                                    X.dtype.element_ty)  # fmt: skip
+            next_h, shift = _publish_chunk(next_x, next_r, Hs, WORDS, next_row, sh, cols, mask,
+                                           chunk, n_chunk, shift, CENTER, HAS_RESIDUAL,
+                                           CHUNKS_POW2, STAGE, PACKED, X.dtype.element_ty,
+                                           ONE_PASS)  # fmt: skip
         else:
             next_h = h
         if DEPTH == 2:
