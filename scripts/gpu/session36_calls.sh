@@ -27,7 +27,10 @@
 #   5  LayerNorm's chunk moments in one reduction (norm_fwd_lag_kernel's ONE_PASS, shipped for
 #      2-byte rows without a residual): the split forward's GPU tests, the same sweep with the
 #      one-pass candidates, then layer_norm.fwd and rms_norm.fwd bf16 at 8192 x 131072 and
-#      8192 x 262144 through the harness.
+#      8192 x 262144 through the harness (which found no such rows: --sweep was missing).
+#   6  LayerNorm's split forward as int32 pairs with the one-pass moments
+#      (NORM_FWD_SPLIT_CENTER_OPTIONS, the fastest in call 5): the split forward's GPU tests and
+#      layer_norm.fwd / rms_norm.fwd bf16 at 8192 x 131072 and 8192 x 262144 through the harness.
 # Usage: bash scripts/gpu/session36_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -45,6 +48,13 @@ host_profile() {  # benchmarks/align_host_profile.py into OUT/keep/align-host-pr
     > "$OUT/keep/align-host-profile-call$CALL.txt" 2>&1
   echo "host profile: exit $?"; head -40 "$OUT/keep/align-host-profile-call$CALL.txt"
   cp "$OUT/host/align-host-profile.json" "$OUT/keep/align-host-profile-call$CALL.json"
+}
+
+wide_norm_bench() {  # layer_norm.fwd, rms_norm.fwd bf16 at 8192 x 131072 and 262144 (harness)
+  timeout $((580 - SECONDS)) python3 -m warpforge bench --problem 'layer_norm.fwd,rms_norm.fwd' \
+    --dtype bf16 --sweep --shape M=8192,N=131072 --shape M=8192,N=262144 --max-time 1 \
+    --out "$OUT/keep/normfwd-wide-call$CALL.json" > "$OUT/bench.log" 2>&1
+  echo "bench: exit $?"; grep -E "^│ (layer|rms)" "$OUT/bench.log"
 }
 
 case "$CALL" in
@@ -82,10 +92,9 @@ case "$CALL" in
        bf16:8192x131072,bf16:8192x262144 > "$OUT/normfwd.log" 2>&1
      echo "norm_split_fwd sweep: exit $?"; grep -E "copy |layer|rms  .*lag1 8192/8w x2 pf" \
        "$OUT/keep/normfwd-onepass-call5.txt"
-     timeout $((580 - SECONDS)) python3 -m warpforge bench --problem 'layer_norm.fwd,rms_norm.fwd' \
-       --dtype bf16 --shape M=8192,N=131072 --shape M=8192,N=262144 --max-time 1 \
-       --out "$OUT/keep/normfwd-wide-call5.json" > "$OUT/bench.log" 2>&1
-     echo "bench: exit $?"; grep -E "^│ (layer|rms)" "$OUT/bench.log" ;;
-  *) echo "CALL: expected 1 to 5, got $CALL" >&2; exit 2 ;;
+     wide_norm_bench ;;
+  6) gpu_tests normsplit-call6 150 -n 4 tests/ops/test_norm_split_fwd.py
+     wide_norm_bench ;;
+  *) echo "CALL: expected 1 to 6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

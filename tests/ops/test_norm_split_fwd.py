@@ -89,6 +89,23 @@ def test_layer_norm_one_pass_moments(packed, lag_depth, means, device, poison_ou
     check(got, expected(x, w, b, None, 1e-6, 0.0, True), torch.float16, True, False)
 
 
+def test_one_pass_only_with_pairs_when_pairs_asked(monkeypatch, device, poison_outputs):
+    """Asked for pairs and one-pass moments (LayerNorm's default), rows that do not fit pairs
+    (an odd length) run unpacked with two reductions, as measured faster; asked unpacked, the
+    one pass stays."""
+    kernels = warpforge.ops._kernels.norm_split
+    lag = LaunchSpy(kernels.norm_fwd_lag_kernel)
+    monkeypatch.setattr(kernels, "norm_fwd_lag_kernel", lag)
+    plan = split_row_plan(3, 67, device, block=16, num_warps=1, flag_words=True)
+    x, _, w, b = operands(3, 67, torch.float16, device, shift=20.0)
+    for packed, one_pass in ((True, True), (False, True)):
+        got = norm.split_norm_forward(x, w, b, None, 1e-6, 0.0, True, plan, lag_depth=1,
+                                      packed=packed, one_pass=one_pass)  # fmt: skip
+        check(got, expected(x, w, b, None, 1e-6, 0.0, True), torch.float16, True, False)
+    assert [(k["PACKED"], k["ONE_PASS"]) for k in lag.launches][-1] == (False, True)
+    assert not any(k["ONE_PASS"] for k in lag.launches[: len(lag.launches) // 2])
+
+
 def test_pairs_fit_only_even_aligned_two_byte_rows():
     x = torch.zeros(4, 64, dtype=torch.float16)
     assert norm._pairs_fit(x, x[0], None)
@@ -194,6 +211,9 @@ def test_two_byte_long_rows_take_the_lag_kernel(op, monkeypatch, device, poison_
         assert len(flags.grids) == (launches if spy is flags else 0), (N, op)
         if residual and spy is lag:
             assert norm.norm_fwd_split_options(2, True, -(-N // 8192))["packed"]
+        if spy is lag:  # pairs with a residual and for LayerNorm, whose moments take one pass
+            launch = lag.launches[-1]
+            assert launch["PACKED"] == (residual or center) and launch["ONE_PASS"] == center
 
 
 @pytest.mark.gpu
@@ -217,7 +237,7 @@ def test_split_forward_gpu(center, residual, dtype, M, N, poison_outputs):
             plans.append(p)
     assert plans
     if plan is not None:  # the default kernel and its options
-        options = norm.norm_fwd_split_options(dtype.itemsize, residual, plan.chunks)
+        options = norm.norm_fwd_split_options(dtype.itemsize, residual, plan.chunks, center)
         got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.0, center, plan, **options)
         check(got, want, dtype, center, residual)
     for p in plans:

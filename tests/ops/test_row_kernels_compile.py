@@ -255,7 +255,7 @@ COMPILE_ALL = textwrap.dedent(
             for center, residual in ((False, False), (False, True), (True, False)):
                 plan = norm.norm_fwd_split_plan(8192, N, tdt.itemsize, "cuda", residual)
                 assert plan is not None and plan.flag_words, f"expected a split forward ({dt})"
-                options = norm.norm_fwd_split_options(tdt.itemsize, residual, plan.chunks)
+                options = norm.norm_fwd_split_options(tdt.itemsize, residual, plan.chunks, center)
                 flags = dict(CENTER=center, HAS_RESIDUAL=residual, HAS_WEIGHT=True, HAS_BIAS=center,
                              BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0)
                 if options:
@@ -270,7 +270,11 @@ COMPILE_ALL = textwrap.dedent(
                 stack = spilled_bytes(kernel, types, flags,
                                       aligned=("stride_x", "stride_r", "stride_y", "stride_h", "N", "M"),
                                       **plan.launch_options())
-                assert stack <= (0 if dt == "bf16" else 128), f"split norm forward spills {stack} bytes ({dt}, N={N}, CENTER={center}, residual={residual})"
+                # bf16 LayerNorm's lag kernel with one-pass moments spills 24 bytes here (its
+                # two-reduction fallback), measured faster on the H200 all the same
+                # (NORM_FWD_SPLIT_CENTER_OPTIONS)
+                allowed = 128 if dt == "fp32" else (32 if options.get("one_pass") else 0)
+                assert stack <= allowed, f"split norm forward spills {stack} bytes ({dt}, N={N}, CENTER={center}, residual={residual})"
     print("compiled-all")
     """
 )

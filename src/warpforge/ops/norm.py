@@ -296,7 +296,7 @@ def _norm_forward(
 
 NORM_FWD_SPLIT_LAUNCHES = {
     (2, False): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True,
-                 "lag_depth": 1, "one_pass": True},
+                 "lag_depth": 1},
     (2, True): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True,
                 "lag_depth": 1, "packed": True},
     (4, False): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
@@ -325,6 +325,18 @@ layer_norm.fwd at 65536-262144: 76-66-75% of copy against 84-80-84%,
 ``lnfwd-bf16-moments{1,0}-call9.json``), so the two dependent reductions are not what holds
 LayerNorm under RMSNorm here; removed after commit ``34d44de``."""
 
+NORM_FWD_SPLIT_CENTER_OPTIONS = {2: {"packed": True, "one_pass": True}}
+"""Element size -> the lag kernel's options LayerNorm takes over ``NORM_FWD_SPLIT_LAUNCHES``'
+(no residual): 2-byte rows as int32 pairs, the chunk moments in one reduction (``ONE_PASS``).
+H200, kernel alone (``session36-h200-2026-11-30/normfwd-onepass-call5.txt``), bf16 8192 rows,
+µs at 131072 / 262144 columns: 1492.7 / 2929.9 against 1596.7 / 2996.0 for RMSNorm's launch
+(unpacked, two reductions) and 1583.2 / 3138.1 packed with two reductions; unpacked with one
+reduction 1783.2 / 3307.0 (it spills: a two-reduction fallback where the shift is far keeps
+more live). RMSNorm keeps its unpacked launch: 1255.9 / 2467.8 against 1304.1 / 2545.7 packed
+(``normfwd-wide-call4.txt``). LayerNorm still runs about a fifth longer than RMSNorm there;
+what else costs it (its bias, read from L2 each row beside the weight, is one candidate) is not
+measured."""
+
 NORM_FWD_LAG_MIN_CHUNKS = 16
 """Chunks a row needs before the lag kernel is the default (measured better at 32, a tie at 8;
 16 = 131072 bf16 columns not measured)."""
@@ -344,13 +356,19 @@ _KERNEL_OPTIONS = ("lag_depth", "hold_weight", "packed", "one_pass")
 keywords) rather than the plan."""
 
 
-def norm_fwd_split_options(element_size: int, residual: bool, chunks: int) -> dict[str, Any]:
+def norm_fwd_split_options(
+    element_size: int, residual: bool, chunks: int, center: bool = False
+) -> dict[str, Any]:
     """:func:`split_norm_forward`'s kernel keywords of the default split launch of rows of
-    ``chunks`` chunks: none (the flags kernel) below ``NORM_FWD_LAG_MIN_CHUNKS``."""
+    ``chunks`` chunks: none (the flags kernel) below ``NORM_FWD_LAG_MIN_CHUNKS``; LayerNorm
+    (``center``) with ``NORM_FWD_SPLIT_CENTER_OPTIONS`` over them."""
     if chunks < NORM_FWD_LAG_MIN_CHUNKS:
         return {}
     launch = NORM_FWD_SPLIT_LAUNCHES.get((element_size, residual), {})
-    return {k: v for k, v in launch.items() if k in _KERNEL_OPTIONS}
+    options = {k: v for k, v in launch.items() if k in _KERNEL_OPTIONS}
+    if center and not residual and "lag_depth" in options:
+        options |= NORM_FWD_SPLIT_CENTER_OPTIONS.get(element_size, {})
+    return options
 
 
 def _split_forward_enabled() -> bool:
@@ -434,7 +452,9 @@ def split_norm_forward(
     the kernels' path; tests and sweeps pass their own plan. ``lag_depth`` 0:
     ``norm_fwd_flags_kernel`` (``plan.prefetch``); 1 or 2: ``norm_fwd_lag_kernel`` with that
     many rows loading a program (its DEPTH), ``hold_weight`` its HOLD_W, ``packed`` its
-    PACKED where :func:`_pairs_fit` (else unpacked) and ``one_pass`` its ONE_PASS."""
+    PACKED where :func:`_pairs_fit` (else unpacked) and ``one_pass`` its ONE_PASS (not where
+    ``packed`` was asked for and the rows do not fit pairs: unpacked, it measured slower,
+    ``NORM_FWD_SPLIT_CENTER_OPTIONS``)."""
     from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel, norm_fwd_lag_kernel
 
     if lag_depth not in (0, 1, 2):
@@ -453,11 +473,12 @@ def split_norm_forward(
         for stage in plan.stages():
             if lag_depth:
                 kernel = norm_fwd_lag_kernel
+                pairs = packed and _pairs_fit(x, weight, bias, residual, y, h)
                 options = {
                     "DEPTH": lag_depth,
                     "HOLD_W": hold_weight,
-                    "PACKED": packed and _pairs_fit(x, weight, bias, residual, y, h),
-                    "ONE_PASS": one_pass,
+                    "PACKED": pairs,
+                    "ONE_PASS": one_pass and (pairs or not packed),
                 }
             else:
                 kernel = norm_fwd_flags_kernel
@@ -755,7 +776,9 @@ def _forward(
     ):
         plan = norm_fwd_split_plan(M, N, x.element_size(), x.device, residual is not None)
         if plan is not None:
-            options = norm_fwd_split_options(x.element_size(), residual is not None, plan.chunks)
+            options = norm_fwd_split_options(
+                x.element_size(), residual is not None, plan.chunks, center
+            )
             return split_norm_forward(
                 x, weight, bias, residual, eps, offset, center, plan, **options
             )
