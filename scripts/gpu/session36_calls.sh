@@ -31,6 +31,9 @@
 #   6  LayerNorm's split forward as int32 pairs with the one-pass moments
 #      (NORM_FWD_SPLIT_CENTER_OPTIONS, the fastest in call 5): the split forward's GPU tests and
 #      layer_norm.fwd / rms_norm.fwd bf16 at 8192 x 131072 and 8192 x 262144 through the harness.
+#   7  every GPU test of the tree at the session's final kernel code: tests/ops on six workers,
+#      the rest on four, fused linear cross-entropy's weight past 2**31 elements alone (it runs
+#      out of memory beside other workers).
 # Usage: bash scripts/gpu/session36_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -95,6 +98,10 @@ case "$CALL" in
      wide_norm_bench ;;
   6) gpu_tests normsplit-call6 150 -n 4 tests/ops/test_norm_split_fwd.py
      wide_norm_bench ;;
-  *) echo "CALL: expected 1 to 6, got $CALL" >&2; exit 2 ;;
+  7) gpu_tests ops-call7 300 tests/ops -n 6 --deselect \
+       tests/ops/test_fused_linear_cross_entropy.py::test_gpu_weight_beyond_2_pow_31_elements
+     gpu_tests rest-call7 300 tests --ignore=tests/ops -n 4
+     gpu_tests flce-wide-call7 120 tests/ops/test_fused_linear_cross_entropy.py -k beyond_2_pow_31 ;;
+  *) echo "CALL: expected 1 to 7, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
