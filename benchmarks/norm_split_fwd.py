@@ -4,6 +4,7 @@ launches, against the chunked kernel (``_norm_forward``).
     PYTHONPATH=src python benchmarks/norm_split_fwd.py spills [bf16|fp32]  # CPU: sm_90 registers/stack
     PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep OUT_PREFIX    # GPU: OUT_PREFIX.txt/.json
     PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep OUT_PREFIX bf16:8192x131072,...
+    PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep OUT_PREFIX SHAPES "NAME,NAME"
     PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep16k OUT.json   # GPU: 4096 x 16384
 
 The sweep times each op (RMSNorm, add+RMSNorm, LayerNorm) at each shape of ``SHAPES`` with the
@@ -11,7 +12,8 @@ candidates named there, CUDA-event medians of ``triton.testing.do_bench``, and r
 fraction of copy (bytes read once and written once, against ``copy_`` of the same tensor
 measured in the same run) and the largest |y - chunked y|.
 Given shapes (``DTYPE:MxN``, comma-separated), the sweep times those instead, each with every
-candidate its dtype can run (bf16: all; fp32: the unpacked ones).
+candidate its dtype can run (bf16: all; fp32: the unpacked ones), or with the candidates named
+after them, adding LayerNorm without a bias.
 ``sweep16k`` times LayerNorm at 4096 x 16384 (bfloat16), where the default is the
 one-program-a-row kernel (``norm_fwd_rows_kernel``, tuned), against split launches that fit
 their registers (``LAUNCHES_16K``; sm_90 ptxas of Triton 3.6, no spill), each output checked
@@ -69,6 +71,9 @@ SHAPES = [  # (dtype, M, N, candidates)
     (torch.bfloat16, 4096, 32768, BF16_TOP),
 ]
 OPS = {"rms": (False, False), "add_rms": (False, True), "layer": (True, False)}
+SWEEP_ONLY_OPS = {"layer_nobias": (True, False)}
+"""Ops the shape sweep also times when its candidates are named: LayerNorm without a bias
+(whether reading the bias every row is what LayerNorm costs over RMSNorm)."""
 # (block, warps, programs an SM, prefetch) at 4096 x 16384 bf16 with no spill on sm_90 (Triton
 # 3.6: 128 registers for the first three, 63-64 for the others; 8192/8w x2 and the prefetching
 # 16-elements-a-thread launches at 64 registers spill 56-344 bytes in LayerNorm)
@@ -111,7 +116,7 @@ def spills(dt: str) -> None:
                   f"(cap {plan.max_registers})", flush=True)  # fmt: skip
 
 
-def _sweep_shape(dtype, M, N, names, lines, rows) -> None:
+def _sweep_shape(dtype, M, N, names, lines, rows, ops=OPS) -> None:
     import triton.testing
 
     x = torch.randn(M, N, device="cuda", dtype=dtype)
@@ -122,9 +127,9 @@ def _sweep_shape(dtype, M, N, names, lines, rows) -> None:
     copy_bps = 2 * x.numel() * x.element_size() / (copy_ms * 1e-3)
     dt = str(dtype)[6:]
     lines.append(f"{dt} {M}x{N} copy {copy_ms * 1e3:.1f} us = {copy_bps / 1e12:.3f} TB/s")
-    for op, (center, residual) in OPS.items():
+    for op, (center, residual) in ops.items():
         rr = r if residual else None
-        bb = b if center else None
+        bb = b if center and op != "layer_nobias" else None
         moved = x.numel() * x.element_size() * (4 if residual else 2)
         ref = norm._norm_forward(x, w, bb, rr, 1e-6, 0.0, center)
         cands = [("chunked", lambda c=center, rr=rr, bb=bb: norm._norm_forward(
@@ -181,15 +186,20 @@ def parse_shapes(text: str) -> list[tuple[torch.dtype, int, int, list[str]]]:
     return shapes
 
 
-def sweep(prefix: str, shapes: list | None = None) -> None:
+def sweep(prefix: str, shapes: list | None = None, names: list[str] | None = None) -> None:
+    """Every op at each shape with its candidates, or only the ``names`` given (then LayerNorm
+    without a bias too, ``SWEEP_ONLY_OPS``)."""
     import triton
 
     lines = [
         f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
     ]
     rows: list[dict] = []
-    for dtype, M, N, names in shapes or SHAPES:
-        _sweep_shape(dtype, M, N, names, lines, rows)
+    for dtype, M, N, candidates in shapes or SHAPES:
+        if names:
+            _sweep_shape(dtype, M, N, names, lines, rows, OPS | SWEEP_ONLY_OPS)
+        else:
+            _sweep_shape(dtype, M, N, candidates, lines, rows)
         torch.cuda.empty_cache()
         with open(prefix + ".txt", "w") as f:
             f.write("\n".join(lines) + "\n")
@@ -252,4 +262,8 @@ if __name__ == "__main__":
     elif sys.argv[1] == "sweep16k":
         sweep16k(sys.argv[2])
     else:
-        sweep(sys.argv[2], parse_shapes(sys.argv[3]) if len(sys.argv) > 3 else None)
+        sweep(
+            sys.argv[2],
+            parse_shapes(sys.argv[3]) if len(sys.argv) > 3 else None,
+            sys.argv[4].split(",") if len(sys.argv) > 4 else None,
+        )

@@ -34,6 +34,9 @@
 #   7  every GPU test of the tree at the session's final kernel code: tests/ops on six workers,
 #      the rest on four, fused linear cross-entropy's weight past 2**31 elements alone (it runs
 #      out of memory beside other workers).
+#   8  whether LayerNorm's bias is what it costs over RMSNorm in the split forward: the shipped
+#      launches of both with LayerNorm also without a bias (benchmarks/norm_split_fwd.py, kernel
+#      alone, bf16 8192 x 131072 and 262144).
 # Usage: bash scripts/gpu/session36_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -102,6 +105,10 @@ case "$CALL" in
        tests/ops/test_fused_linear_cross_entropy.py::test_gpu_weight_beyond_2_pow_31_elements
      gpu_tests rest-call7 300 tests --ignore=tests/ops -n 4
      gpu_tests flce-wide-call7 120 tests/ops/test_fused_linear_cross_entropy.py -k beyond_2_pow_31 ;;
-  *) echo "CALL: expected 1 to 7, got $CALL" >&2; exit 2 ;;
+  8) timeout 200 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/normfwd-bias-call8" \
+       bf16:8192x131072,bf16:8192x262144 "lag1 8192/8w x2 pf,lag1 8192/8w x2 pk 1p" \
+       > "$OUT/normfwd.log" 2>&1
+     echo "norm_split_fwd sweep: exit $?"; cat "$OUT/keep/normfwd-bias-call8.txt" ;;
+  *) echo "CALL: expected 1 to 8, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
