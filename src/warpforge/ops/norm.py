@@ -334,8 +334,8 @@ H200, kernel alone (``session36-h200-2026-11-30/normfwd-onepass-call5.txt``), bf
 reduction 1783.2 / 3307.0 (it spills: a two-reduction fallback where the shift is far keeps
 more live). RMSNorm keeps its unpacked launch: 1255.9 / 2467.8 against 1304.1 / 2545.7 packed
 (``normfwd-wide-call4.txt``). LayerNorm still runs about a fifth longer than RMSNorm there;
-its bias, read from L2 each row beside the weight, is 4-5% of that (1440.3 / 2888.4 µs without a
-bias, ``normfwd-bias-call8.txt``), the rest is not explained."""
+its bias, read from L2 each row beside the weight, costs 2-4% of it (1504.6 / 2955.6 µs against
+1440.3 / 2888.4 without a bias, ``normfwd-bias-call8.txt``); the rest is not explained."""
 
 NORM_FWD_LAG_MIN_CHUNKS = 16
 """Chunks a row needs before the lag kernel is the default (measured better at 32, a tie at 8;
