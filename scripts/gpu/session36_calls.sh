@@ -37,6 +37,9 @@
 #   8  whether LayerNorm's bias is what it costs over RMSNorm in the split forward: the shipped
 #      launches of both with LayerNorm also without a bias (benchmarks/norm_split_fwd.py, kernel
 #      alone, bf16 8192 x 131072 and 262144).
+#   9  align's host time with fewer no-op dispatches a call (no .to() of tensors already in the
+#      time dtype, no empty mask tensor, the device check only where devices differ): the align
+#      GPU tests and benchmarks/align_host_profile.py.
 # Usage: bash scripts/gpu/session36_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -109,6 +112,8 @@ case "$CALL" in
        bf16:8192x131072,bf16:8192x262144 "lag1 8192/8w x2 pf,lag1 8192/8w x2 pk 1p" \
        > "$OUT/normfwd.log" 2>&1
      echo "norm_split_fwd sweep: exit $?"; cat "$OUT/keep/normfwd-bias-call8.txt" ;;
-  *) echo "CALL: expected 1 to 8, got $CALL" >&2; exit 2 ;;
+  9) gpu_tests align-call9 120 tests/robotics/test_robotics_gpu.py -k "align or streams or rows"
+     host_profile ;;
+  *) echo "CALL: expected 1 to 9, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -69,7 +69,8 @@ def _normalize(
             raise TypeError(f"streams[{k}]: expected a (values, times) pair, got {describe(pair)}")
         v = check_tensor(f"streams[{k}] values", pair[0], dtypes=VALUE_DTYPES, ndim=(2, 3))
         t = check_tensor(f"streams[{k}] times", pair[1], dtypes=_TIME_DTYPES, ndim=(1, 2))
-        check_same_device(values=v, times=t, query_times=query)
+        if v.device != query.device or t.device != query.device:  # the message names them
+            check_same_device(values=v, times=t, query_times=query)
         values_list.append(v)
         times_list.append(t)
     batched = values_list[0].dim() == 3
@@ -90,7 +91,8 @@ def _normalize(
     dtype = _common_dtype(times_list, query)
     if query.dim() == 2 and not (batched and query.shape[0] in (batch, 1)):
         raise ValueError(f"query_times: expected shape [{batch}, T] or [T], got {describe(query)}")
-    query = query.to(dtype)
+    if query.dtype != dtype:  # host time: even a no-op .to() costs a dispatch per call
+        query = query.to(dtype)
     query = (
         query.expand(batch, query.shape[-1])
         if query.dim() == 2
@@ -104,7 +106,7 @@ def _normalize(
             v = v.contiguous()
         t = batch_times(f"streams[{k}] times", t, batch, v.shape[1], batched=batched)
         values_out.append(v)
-        times_out.append(t.to(dtype))
+        times_out.append(t if t.dtype == dtype else t.to(dtype))
     return values_out, times_out, query, list(methods), batched
 
 
@@ -131,8 +133,10 @@ def _align_impl(
             outs = [torch.cat([o.float() for o in outs], dim=-1)]
         return outs + (masks if out_of_range == "error" else [])
     write_mask = out_of_range == "error"
-    masks = torch.empty(
-        len(values) if write_mask else 0, batch, queries, dtype=torch.uint8, device=query.device
+    masks = (
+        torch.empty(len(values), batch, queries, dtype=torch.uint8, device=query.device)
+        if write_mask
+        else None  # no allocation a call where no mask is written
     )
     if concat:
         total = torch.empty(batch, queries, sum(widths), dtype=torch.float32, device=query.device)
