@@ -67,8 +67,8 @@ def test_split_forward_packed_pairs(center, residual, M, N, stride, lag_depth, h
     check(got, expected(x, w, b, r, 1e-6, 0.25, center), torch.float16, center, residual)
 
 
-@pytest.mark.parametrize("packed", [False, True], ids=["unpacked", "packed"])
-@pytest.mark.parametrize("lag_depth", [1, 2])
+@pytest.mark.parametrize(("packed", "lag_depth"), [(False, 1), (True, 2)],
+                         ids=["unpacked-lag1", "packed-lag2"])  # fmt: skip
 @pytest.mark.parametrize("means", ["steady", "jumping"])
 def test_layer_norm_one_pass_moments(packed, lag_depth, means, device, poison_outputs):
     """LayerNorm's chunk moments in one reduction shifted by the program's previous chunk mean
