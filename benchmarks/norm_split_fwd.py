@@ -191,9 +191,12 @@ def sweep(prefix: str, shapes: list | None = None, names: list[str] | None = Non
     without a bias too, ``SWEEP_ONLY_OPS``)."""
     import triton
 
+    from warpforge.environment import environment_fingerprint
+
     lines = [
         f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}"
     ]
+    environment = environment_fingerprint()  # device, versions, commit, date in the report
     rows: list[dict] = []
     for dtype, M, N, candidates in shapes or SHAPES:
         if names:
@@ -204,7 +207,12 @@ def sweep(prefix: str, shapes: list | None = None, names: list[str] | None = Non
         with open(prefix + ".txt", "w") as f:
             f.write("\n".join(lines) + "\n")
         with open(prefix + ".json", "w") as f:
-            json.dump({"device": lines[0], "candidates": CANDIDATES, "rows": rows}, f, indent=1)
+            json.dump(
+                {"environment": environment, "device": lines[0], "candidates": CANDIDATES,
+                 "rows": rows},
+                f,
+                indent=1,
+            )  # fmt: skip
 
 
 def sweep16k(out: str) -> None:

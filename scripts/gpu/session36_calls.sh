@@ -38,7 +38,8 @@
 #      launches of both with LayerNorm also without a bias (benchmarks/norm_split_fwd.py, kernel
 #      alone, bf16 8192 x 131072 and 262144).
 #   9  align's host time with fewer no-op dispatches a call (no .to() of tensors already in the
-#      time dtype, no empty mask tensor, the device check only where devices differ): the align
+#      time dtype, no empty mask tensor, the device check only where devices differ, since folded
+#      into check_same_device itself): the align
 #      GPU tests and benchmarks/align_host_profile.py.
 # Usage: bash scripts/gpu/session36_calls.sh OUT CALL
 set -uo pipefail
@@ -59,6 +60,25 @@ host_profile() {  # benchmarks/align_host_profile.py into OUT/keep/align-host-pr
   cp "$OUT/host/align-host-profile.json" "$OUT/keep/align-host-profile-call$CALL.json"
 }
 
+trees_bench() {  # LIMIT_S PROBLEMS NAME SUFFIX TREE=COMMIT...: the harness on PROBLEMS from
+  # each source tree in turn, twice (the first TREE this tree's src/, the others ab/TREE/src),
+  # into OUT/keep/NAME-TREE-roundR-SUFFIX.json
+  local limit="$1" problems="$2" name="$3" suffix="$4" round pair tree commit src first
+  shift 4
+  for round in 1 2; do
+    first=1
+    for pair in "$@"; do
+      tree="${pair%%=*}" commit="${pair#*=}" src=src
+      [ "$first" = 1 ] || src="ab/$tree/src"
+      first=0
+      WARPFORGE_GIT_COMMIT="$commit" PYTHONPATH="$PWD/$src:/tmp/site" timeout "$limit" \
+        python3 -m warpforge bench --problem "$problems" \
+        --out "$OUT/keep/$name-$tree-round$round-$suffix.json" > "$OUT/$name-$tree-$round.log" 2>&1
+      echo "$tree round $round: exit $?"; grep -E "^│ (resample|align)" "$OUT/$name-$tree-$round.log"
+    done
+  done
+}
+
 wide_norm_bench() {  # layer_norm.fwd, rms_norm.fwd bf16 at 8192 x 131072 and 262144 (harness)
   timeout $((580 - SECONDS)) python3 -m warpforge bench --problem 'layer_norm.fwd,rms_norm.fwd' \
     --dtype bf16 --sweep --shape M=8192,N=131072 --shape M=8192,N=262144 --max-time 1 \
@@ -71,28 +91,11 @@ case "$CALL" in
      resample_bench 170
      host_profile
      align_bench ;;
-  2) declare -A commits=([flag]="$WARPFORGE_GIT_COMMIT"
-       [head]=58ab7a0d322b175526b9852dd5d82f9c5a850629 [s24]=1d8513d6b62c149022d0c236d5f5c96485cf36a5)
-     for round in 1 2; do
-       for tree in flag head s24; do
-         src=src; [ "$tree" = flag ] || src="ab/$tree/src"
-         WARPFORGE_GIT_COMMIT="${commits[$tree]}" PYTHONPATH="$PWD/$src:/tmp/site" timeout 120 \
-           python3 -m warpforge bench --problem 'resample.fwd*' \
-           --out "$OUT/keep/resample-$tree-round$round-call2.json" > "$OUT/rs-$tree-$round.log" 2>&1
-         echo "$tree round $round: exit $?"; grep -E "^│ resample" "$OUT/rs-$tree-$round.log"
-       done
-     done ;;
+  2) trees_bench 120 'resample.fwd*' resample call2 "flag=$WARPFORGE_GIT_COMMIT" \
+       head=58ab7a0d322b175526b9852dd5d82f9c5a850629 s24=1d8513d6b62c149022d0c236d5f5c96485cf36a5 ;;
   3) gpu_tests robotics-call3 200 -n 4 tests/robotics
-     declare -A commits=([axes]="$WARPFORGE_GIT_COMMIT" [head]=58ab7a0d322b175526b9852dd5d82f9c5a850629)
-     for round in 1 2; do
-       for tree in axes head; do
-         src=src; [ "$tree" = axes ] || src="ab/$tree/src"
-         WARPFORGE_GIT_COMMIT="${commits[$tree]}" PYTHONPATH="$PWD/$src:/tmp/site" timeout 150 \
-           python3 -m warpforge bench --problem 'resample.fwd*,align*' \
-           --out "$OUT/keep/robotics-$tree-round$round-call3.json" > "$OUT/rb-$tree-$round.log" 2>&1
-         echo "$tree round $round: exit $?"; grep -E "^│ (resample|align)" "$OUT/rb-$tree-$round.log"
-       done
-     done ;;
+     trees_bench 150 'resample.fwd*,align*' robotics call3 "axes=$WARPFORGE_GIT_COMMIT" \
+       head=58ab7a0d322b175526b9852dd5d82f9c5a850629 ;;
   4) timeout 450 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/normfwd-wide-call4" \
        bf16:8192x131072,bf16:8192x262144 > "$OUT/normfwd.log" 2>&1
      echo "norm_split_fwd sweep: exit $?"; cat "$OUT/keep/normfwd-wide-call4.txt" ;;

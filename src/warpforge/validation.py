@@ -54,10 +54,11 @@ def check_tensor(
 
 def check_same_device(**tensors: torch.Tensor | None) -> None:
     """All given tensors (``None`` ignored) must be on one device."""
-    present = {k: v for k, v in tensors.items() if v is not None}
-    devices = {str(v.device) for v in present.values()}
+    # compared as torch.device objects, the message built only on failure: callers such as
+    # align run this every call, on the host's critical path
+    devices = {v.device for v in tensors.values() if v is not None}
     if len(devices) > 1:
-        where = ", ".join(f"{k} on {v.device}" for k, v in present.items())
+        where = ", ".join(f"{k} on {v.device}" for k, v in tensors.items() if v is not None)
         raise ValueError(f"expected all tensors on one device, got {where}")
 
 

@@ -69,8 +69,7 @@ def _normalize(
             raise TypeError(f"streams[{k}]: expected a (values, times) pair, got {describe(pair)}")
         v = check_tensor(f"streams[{k}] values", pair[0], dtypes=VALUE_DTYPES, ndim=(2, 3))
         t = check_tensor(f"streams[{k}] times", pair[1], dtypes=_TIME_DTYPES, ndim=(1, 2))
-        if v.device != query.device or t.device != query.device:  # the message names them
-            check_same_device(values=v, times=t, query_times=query)
+        check_same_device(values=v, times=t, query_times=query)
         values_list.append(v)
         times_list.append(t)
     batched = values_list[0].dim() == 3
