@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The device calls of the thirty-seventh session, on the H200 (nvidia-h200). Carry .whl/
+# (Liger-Kernel; pytest-xdist and execnet for the test workers); set WARPFORGE_GIT_COMMIT to this
+# machine's `git rev-parse HEAD` as a literal hash (calls_common.sh says why). Each call comes back
+# as OUT/call-N.tgz; results go under benchmarks/results/session37-h200-<date>/.
+# Run from a sparse checkout without benchmarks/results/ (the tracked tree outgrew the device
+# tool's 64 MB transfer): git sparse-checkout set --no-cone '/*' '!/benchmarks/results/';
+# afterwards git sparse-checkout disable. No call reads the results.
+#   1  LayerNorm forward moments from one reduction (WideLaunch.one_reduction, not shipped):
+#      its GPU tests, then benchmarks/parity_sweep.py's one-reduction cases (the shipped
+#      one-row-a-program launches and whole-row / looped launches, each with one reduction and
+#      with two, against the op and the baselines; kernels compiled first by parallel warm-up
+#      processes).
+# Usage: bash scripts/gpu/session37_calls.sh OUT CALL
+set -uo pipefail
+source "$(dirname "$0")/calls_common.sh"
+start_call session37_calls.sh "$@"
+
+parity_warm() {  # LIMIT_S SUBSTRING...: parity_sweep.py --warm of each case, all at once
+  local limit="$1" t0=$SECONDS case
+  shift
+  for case in "$@"; do
+    timeout "$limit" python3 benchmarks/parity_sweep.py --out "$OUT/warm-${case// /_}" --warm \
+      --only "$case" > "$OUT/warm-${case// /_}.log" 2>&1 &
+  done
+  wait
+  echo "warm-up: $((SECONDS - t0)) s"
+}
+
+ONE_REDUCTION_CASES=("M=16384 N=2048 torch.bfloat16 one" "M=16384 N=4096 torch.bfloat16 one"
+  "M=8192 N=8192 torch.bfloat16 one" "M=4096 N=16384 torch.bfloat16 one"
+  "M=4096 N=32768 torch.bfloat16 one" "M=8192 N=65536 torch.bfloat16 one"
+  "M=16384 N=4096 torch.float32 one" "M=8192 N=8192 torch.float32 one"
+  "M=4096 N=16384 torch.float32 one" "M=4096 N=32768 torch.float32 one")
+
+case "$CALL" in
+  1) gpu_tests one-reduction-call1 150 -n 4 tests/ops/test_wide_rows.py -k one_reduction
+     parity_warm 150 "${ONE_REDUCTION_CASES[@]}"
+     parity_cases one-reduction-call1 $((580 - SECONDS)) --only "${ONE_REDUCTION_CASES[@]}" ;;
+  *) echo "CALL: expected 1, got $CALL" >&2; exit 2 ;;
+esac
+finish_call one
