@@ -138,53 +138,6 @@ def _ce_variants(grid_flat, grid_rows) -> dict[str, Fn]:
     return out
 
 
-def _launch_label(launch) -> str:
-    """A ``WideLaunch``'s options in a contender's name."""
-    if launch.chunk:
-        kind = f"looped {launch.chunk}/{launch.num_warps}w"
-        tags = " forwards" * launch.forwards + " unrolled" * launch.unrolled
-    else:
-        kind = f"whole-row {launch.num_warps}w"
-        tags = " early" * launch.early_w + " reload" * launch.reload
-    cap = f" maxnreg={launch.max_registers}" if launch.max_registers else ""
-    return kind + tags + cap + " one-reduction" * launch.one_reduction
-
-
-def _one_reduction_variants(name: str, M: int, N: int, element_size: int) -> dict[str, Fn]:
-    """LayerNorm forward launches with their moments from one reduction and from two in turn
-    (``WideLaunch.one_reduction``): the shipped one-row-a-program launch (if any), whole-row
-    launches of the two warp counts that fit the row, x held and read again, and at 8193-16384
-    columns two looped launches."""
-    from dataclasses import replace
-
-    from warpforge.ops import norm
-    from warpforge.ops._rows import next_power_of_2
-    from warpforge.ops._wide_rows import WIDE_MAX_N, WideLaunch
-    from warpforge.ops.norm_problems import LN_EPS
-
-    launches = []
-    shipped = norm.norm_fwd_wide_launch(N, element_size, name, enabled=True)
-    if shipped is not None:
-        launches.append(shipped)
-    if N <= WIDE_MAX_N:
-        per_warp = next_power_of_2(N) // 32  # the columns a warp holds, one per lane
-        for w in (max(1, per_warp // 32), max(1, per_warp // 16)):
-            launches += [WideLaunch(min(w, 32)), WideLaunch(min(w, 32), reload=True)]
-    if 8192 < N <= 16384:  # the looped launches nearest the op there (``parity-ln16k-call5``)
-        launches += [
-            WideLaunch(8, chunk=2048, forwards=True, unrolled=True),
-            WideLaunch(16, chunk=4096, forwards=True, unrolled=True, max_registers=64),
-        ]
-    out: dict[str, Fn] = {}
-    for launch in dict.fromkeys(launches):
-        for one in (False, True):
-            la = replace(launch, one_reduction=one)
-            label = ("shipped " if launch == shipped else "") + _launch_label(la)
-            out[label] = lambda x, wt, b, la=la: norm.wide_norm_forward(
-                x, wt, b, None, LN_EPS, 0.0, True, la)[0]  # fmt: skip
-    return out
-
-
 def _norm_fwd_variants(
     center: bool,
     N: int,
@@ -400,15 +353,6 @@ at the norm forwards under 90% of copy or under torch.compile on the H200 (``ses
 normfwd-bf16-call1``: bf16 LayerNorm 4096 x 16384 0.95x, 84%; ``session19 fwd-bf16-call7``:
 4096 x 32768 71%), and past 32768 columns, where the split kernel runs bf16 LayerNorm at 63-67%
 of copy and RMSNorm at 78-81% (``session19 fwd-bf16-call7``)."""
-NORM_FWD_ONE_REDUCTION_CASES = [
-    *((BF16, M, N) for M, N in ((16384, 2048), (16384, 4096), (8192, 8192), (4096, 16384),
-                                (4096, 32768), (8192, 65536))),
-    *((FP32, M, N) for M, N in ((16384, 4096), (8192, 8192), (4096, 16384), (4096, 32768))),
-]  # fmt: skip
-"""LayerNorm forwards whose moments take one reduction or two (``_one_reduction_variants``),
-at the issue's shapes where its one-row-a-program kernels run or could: bf16 LayerNorm ran
-6-16% behind RMSNorm at 8192-65536 columns on the H200 (``session33-h200-2026-11-30``), 0.94x
-torch.compile at 4096 x 16384."""
 CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257), (4096, 262144)]
 """The float32 backward where its launches were once told apart: rows that pad the row
 kernel's last slice, wide rows, rows off 16-byte boundaries and whole slices."""
@@ -510,22 +454,7 @@ def cases(device, smoke: bool, looped: tuple = LOOPED_GRID):
 
         return f"{name} M={M} N={N} {dtype}{' looped' * bool(looped)}", build
 
-    def one_reduction(dtype, M, N):
-        dtype = FP32 if smoke else dtype  # bf16 loads are wrong under the interpreter
-
-        def build():
-            problem = get_problem("layer_norm.fwd")
-            shape = {"M": 4, "N": 600 if N > 16384 else 300} if smoke else {"M": M, "N": N}
-            variants = _one_reduction_variants("layer_norm.fwd", shape["M"], shape["N"],
-                                               dtype.itemsize)  # fmt: skip
-            contenders = _with_baselines(problem, variants)
-            return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
-                    problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
-
-        return f"layer_norm.fwd M={M} N={N} {dtype} one-reduction", build
-
     return [
-        *(one_reduction(*case) for case in NORM_FWD_ONE_REDUCTION_CASES),
         *(norm_fwd(*case) for case in NORM_FWD_CASES),
         *(norm_fwd(*case, (), (), looped) for case in NORM_FWD_LOOPED_CASES),
         activation("swiglu.fwd", FP32, ACT_FWD_GRID),

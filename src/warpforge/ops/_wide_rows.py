@@ -37,9 +37,6 @@ class WideLaunch:
     """x loaded evict_first and y stored .cs (``STREAM``); the one-row-a-program kernels only."""
     reload: bool = False
     """Norms: x read again for the output instead of held across the reductions (``RELOAD``)."""
-    one_reduction: bool = False
-    """LayerNorm: the row's moments from one cross-warp reduction, shifted by its first value
-    (``ONE_REDUCTION``), not two in turn."""
     min_n: int = MAX_SINGLE_PASS_N + 1
     """Narrowest row the dispatch gives this launch (narrower rows keep the other kernels)."""
     aligned: bool = False

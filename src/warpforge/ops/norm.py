@@ -734,7 +734,6 @@ def wide_norm_forward(
                 EVEN=N % block == 0,
                 FORWARDS=launch.forwards,
                 CHUNKS=chunks if launch.unrolled else 0,
-                ONE_REDUCTION=launch.one_reduction,
                 **launch.launch_options(),
             )
             return y, h, mean, rstd
@@ -744,7 +743,6 @@ def wide_norm_forward(
             EARLY_W=launch.early_w,
             STREAM=launch.stream,
             RELOAD=launch.reload,
-            ONE_REDUCTION=launch.one_reduction,
             **launch.launch_options(),
         )
     return y, h, mean, rstd

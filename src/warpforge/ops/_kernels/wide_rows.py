@@ -12,11 +12,6 @@ Options (constexpr) that the launch sweep picks between:
   hides under x's rather than following the reductions (costs their registers meanwhile).
 * ``STREAM``: x loaded ``evict_first`` and y stored ``.cs``: each is touched once, so L2 keeps
   the weight (and, at one row a program, nothing else worth keeping).
-* ``ONE_REDUCTION`` (LayerNorm): the row's sum and sum of squares of deviations from its
-  first value in one cross-warp reduction (``reductions.sum_pair``), where the mean and then
-  the centred squares take two, one waiting on the other; a row whose first value lies more
-  than two standard deviations from its mean (``reductions.shifted_moments``' far) takes the
-  second reduction after all, so the variance keeps its precision on any input.
 * ``RELOAD`` (norm): x is not held from the reductions to the output but read again (first
   ``evict_last``, then ``evict_first``, as torch.compile's reduction kernels read a row), so
   fewer registers stay live across the reductions and more programs fit on an SM; the second
@@ -34,8 +29,6 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from warpforge.ops._kernels.reductions import shifted_moments, sum_pair
-
 
 @triton.jit
 def _load_row(ptr, cols, mask, other, STREAM: tl.constexpr):
@@ -50,16 +43,6 @@ def _store_row(ptr, cols, value, mask, STREAM: tl.constexpr):
         tl.store(ptr + cols, value, mask=mask, cache_modifier=".cs")
     else:
         tl.store(ptr + cols, value, mask=mask)
-
-
-@triton.jit
-def _row_shift(x_row, r_row, HAS_RESIDUAL: tl.constexpr):
-    """The one-reduction moments' guess at a row's mean: its first value (x + r unrounded with
-    a residual; any guess is exact enough, the far check covers a poor one)."""
-    shift = tl.load(x_row).to(tl.float32)
-    if HAS_RESIDUAL:
-        shift += tl.load(r_row).to(tl.float32)
-    return shift
 
 
 @triton.jit
@@ -88,10 +71,8 @@ def norm_fwd_wide_kernel(
     EARLY_W: tl.constexpr,
     STREAM: tl.constexpr,
     RELOAD: tl.constexpr = False,
-    ONE_REDUCTION: tl.constexpr = False,
 ):
-    """``norm_fwd_rows_kernel``'s arithmetic (same order, same rounding) on one whole row;
-    with ``ONE_REDUCTION`` (LayerNorm) the moments from one reduction (module docstring)."""
+    """``norm_fwd_rows_kernel``'s arithmetic (same order, same rounding) on one whole row."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
@@ -112,26 +93,11 @@ def norm_fwd_wide_kernel(
             b = tl.load(B + cols, mask=mask, other=0.0, eviction_policy="evict_last")
     x = x.to(tl.float32)
 
-    if CENTER and ONE_REDUCTION:
-        shift = _row_shift(X + row * stride_x, R + row * stride_r, HAS_RESIDUAL)
-        d = tl.where(mask, x - shift, 0.0)
-        s1, s2 = sum_pair(d, d * d, 0)
-        offset_mean, m2, far = shifted_moments(s1, s2, N)
-        mean = shift + offset_mean
-        if far:  # the two reductions after all (d itself rounds at the shift's scale)
-            mean = tl.sum(x, axis=0) / N
-            centred = tl.where(mask, x - mean, 0.0)
-            m2 = tl.sum(centred * centred, axis=0)
-        # centred from x, not d: x - mean is exact where x lies within a factor 2 of the mean
+    if CENTER:
+        mean = tl.sum(x, axis=0) / N
         x = tl.where(mask, x - mean, 0.0)
         tl.store(MEAN + row, mean)
-    else:
-        if CENTER:
-            mean = tl.sum(x, axis=0) / N
-            x = tl.where(mask, x - mean, 0.0)
-            tl.store(MEAN + row, mean)
-        m2 = tl.sum(x * x, axis=0)
-    rstd = 1.0 / tl.sqrt(m2 / N + eps)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
     tl.store(RSTD + row, rstd)
 
     if RELOAD:
@@ -222,16 +188,6 @@ def _write_chunk(src, W, B, y_row, c, N, mean, rstd, offset, HAS_WEIGHT: tl.cons
 
 
 @triton.jit
-def _merged_lane_moments(lane_mean, lane_m2, count, N):
-    """(mean, M2) of a row from its lanes' means, squared deviations and counts: the mean, then
-    the lanes' own M2 plus each lane's count times its mean's squared distance from the row's
-    (pairwise sums on the GPU and in the interpreter)."""
-    mean = tl.sum(lane_mean * count, axis=0) / N
-    spread = lane_mean - mean
-    return mean, tl.sum(lane_m2 + count * spread * spread, axis=0)
-
-
-@triton.jit
 def norm_fwd_looped_kernel(
     X,
     R,
@@ -257,7 +213,6 @@ def norm_fwd_looped_kernel(
     EVEN: tl.constexpr = False,
     FORWARDS: tl.constexpr = False,
     CHUNKS: tl.constexpr = 0,
-    ONE_REDUCTION: tl.constexpr = False,
 ):
     """One row a program, walked in chunks of ``BLOCK_N`` columns (few registers, so several
     programs share an SM and keep more loads in flight than one whole row in registers).
@@ -275,10 +230,7 @@ def norm_fwd_looped_kernel(
     this; with N only at run time each chunk's load waits for the one before). Compiled for
     sm_90 by Triton 3.9, bf16 LayerNorm, 16384 columns in 2048-column chunks on 16 warps: eight
     64-bit loads back to back at 32 registers; with the output pass unrolled too, 40 registers
-    and only five of the eight loads ahead, so that pass stays a loop (its loads hit L2).
-    ``ONE_REDUCTION`` (LayerNorm): the lanes' moments merged in one cross-warp reduction, as
-    deviations from the row's first value (module docstring), instead of the row mean and then
-    the spread about it."""
+    and only five of the eight loads ahead, so that pass stays a loop (its loads hit L2)."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     x_row = X + row * stride_x
@@ -299,21 +251,16 @@ def norm_fwd_looped_kernel(
             x = _looped_chunk(x_row, r_row, h_row, c, c < N, HAS_RESIDUAL, EVEN)
             total, squares = _add_chunk_stats(x, shift, total, squares, c, N, CENTER, EVEN)
     if CENTER:
-        # each lane's count, mean and squared deviations, then merged across lanes
+        # each lane's mean and squared deviations, merged across lanes as sums (pairwise on
+        # the GPU and in the interpreter): the row's are the lanes' own plus each lane's count
+        # times its mean's squared distance from the row's
         count = tl.where(cols < N, (N - 1 - cols) // BLOCK_N + 1, 0).to(tl.float32)
         held = tl.maximum(count, 1.0)
         lane_mean = shift + total / held
         lane_m2 = tl.maximum(squares - total * total / held, 0.0)
-        if ONE_REDUCTION:
-            row_shift = _row_shift(x_row, r_row, HAS_RESIDUAL)
-            spread = lane_mean - row_shift
-            s1, s2 = sum_pair(count * spread, lane_m2 + count * spread * spread, 0)
-            offset_mean, m2, far = shifted_moments(s1, s2, N)
-            mean = row_shift + offset_mean
-            if far:  # the two reductions after all
-                mean, m2 = _merged_lane_moments(lane_mean, lane_m2, count, N)
-        else:
-            mean, m2 = _merged_lane_moments(lane_mean, lane_m2, count, N)
+        mean = tl.sum(lane_mean * count, axis=0) / N
+        spread = lane_mean - mean
+        m2 = tl.sum(lane_m2 + count * spread * spread, axis=0)
         tl.store(MEAN + row, mean)
     else:
         mean = 0.0
@@ -443,7 +390,6 @@ def softmax_fwd_looped_kernel(
     EVEN: tl.constexpr = False,
     FORWARDS: tl.constexpr = False,
     CHUNKS: tl.constexpr = 0,
-    ONE_REDUCTION: tl.constexpr = False,
 ):
     """(log-)softmax of one row a program, walked in chunks of ``BLOCK_N`` columns, as
     ``norm_fwd_looped_kernel`` walks a norm's row: a statistics pass keeps each lane's running
