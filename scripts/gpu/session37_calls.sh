@@ -10,7 +10,12 @@
 #      its GPU tests, then benchmarks/parity_sweep.py's one-reduction cases (the shipped
 #      one-row-a-program launches and whole-row / looped launches, each with one reduction and
 #      with two, against the op and the baselines; kernels compiled first by parallel warm-up
-#      processes).
+#      processes). That code was removed after the call (it never won by more than 0.5%).
+#   2  the staged resample forward with a window of samples staged after the search
+#      (StagedConfig.window): its GPU tests, then benchmarks/robotics_sweep.py's staged stage
+#      (windowed tiles, the whole-row staged tiles, the gather kernel, the public API and
+#      torch.compile) at the middle and large forward shapes, kernels compiled first by eight
+#      warm-up processes side by side.
 # Usage: bash scripts/gpu/session37_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -37,6 +42,18 @@ case "$CALL" in
   1) gpu_tests one-reduction-call1 150 -n 4 tests/ops/test_wide_rows.py -k one_reduction
      parity_warm 150 "${ONE_REDUCTION_CASES[@]}"
      parity_cases one-reduction-call1 $((580 - SECONDS)) --only "${ONE_REDUCTION_CASES[@]}" ;;
-  *) echo "CALL: expected 1, got $CALL" >&2; exit 2 ;;
+  2) gpu_tests staged-window-call2 200 -n 4 tests/robotics/test_resample_staged.py -k window
+     only="fwd.bf16 B=256,fwd.fp32 B=1024,fwd.bf16 B=64 S=4096"
+     for part in 0 1 2 3 4 5 6 7; do
+       timeout 200 python3 benchmarks/robotics_sweep.py --out "$OUT/warm" --stages staged \
+         --only "$only" --warm-only "$part/8" > "$OUT/warm-$part.log" 2>&1 &
+     done
+     wait
+     budget=$((500 - SECONDS))
+     timeout $((budget + 60)) python3 benchmarks/robotics_sweep.py --out "$OUT/robotics" \
+       --budget-s "$budget" --stages staged --only "$only" > "$OUT/robotics.log" 2>&1
+     echo "robotics sweep: exit $?"; tail -70 "$OUT/robotics.log"
+     cp "$OUT/robotics/robotics-sweep.json" "$OUT/keep/staged-window-call2.json" ;;
+  *) echo "CALL: expected 1 or 2, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
