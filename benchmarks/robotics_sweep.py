@@ -110,7 +110,7 @@ def config_dict(config) -> dict[str, int]:
         return {"block_q": config.block_q, "block_w": config.block_w,
                 "num_warps": config.num_warps, "word_bits": config.word_bits,
                 "probes": config.probes, "staged": 1,
-                "staged_search": int(config.staged_search), "window": config.window}  # fmt: skip
+                "staged_search": int(config.staged_search)}  # fmt: skip
     if isinstance(config, GatherTile):
         return {"block_s": config.block_s, "block_d": config.block_d,
                 "num_warps": config.num_warps}  # fmt: skip
@@ -339,22 +339,9 @@ def prefetch_grid(case: Case, smoke: bool) -> list[tuple[str, list, bool]]:
     return grid
 
 
-# stage ``staged``: (block_q, block_w, num_warps, word_bits, probes, staged_search[, window])
-# per forward shape (S, D), chosen by register count and programs per SM from sm_90 compiles
-# (ptxas -v) on the CPU; staged_search False probes the times in global memory and stages only
-# the values; a window stages only that many samples from the block's first bracket on (the
-# block's queries span about block_q / 2 samples where T = 2 S, block_q where T = S)
-STAGED_WINDOWS: dict[tuple[int, int], list[tuple[int, int, int, int, int, bool, int]]] = {
-    (500, 64): [(32, 16, 1, 64, 4, False, 32), (32, 16, 2, 64, 4, False, 32),
-                (64, 16, 2, 64, 4, False, 64), (64, 16, 4, 64, 4, False, 64),
-                (128, 16, 4, 64, 4, False, 128), (32, 16, 2, 64, 2, False, 32)],
-    (1000, 32): [(32, 16, 1, 64, 4, False, 32), (32, 16, 2, 64, 4, False, 32),
-                 (64, 16, 2, 64, 4, False, 64), (64, 16, 4, 64, 4, False, 64),
-                 (128, 16, 4, 64, 4, False, 128), (32, 8, 1, 64, 4, False, 32)],
-    (4096, 256): [(8, 64, 1, 64, 2, False, 16), (8, 64, 2, 64, 2, False, 16),
-                  (16, 64, 2, 64, 2, False, 32), (16, 32, 1, 64, 2, False, 32),
-                  (32, 32, 2, 64, 2, False, 64)],
-}  # fmt: skip
+# stage ``staged``: (block_q, block_w, num_warps, word_bits, probes, staged_search) per forward
+# shape (S, D), chosen by register count and programs per SM from sm_90 compiles (ptxas -v) on
+# the CPU; staged_search False probes the times in global memory and stages only the values
 STAGED_PICKS: dict[tuple[int, int], list[tuple[int, int, int, int, int, bool]]] = {
     (500, 64): [(512, 4, 4, 64, 4, False), (1024, 4, 8, 64, 4, False), (256, 16, 8, 64, 4, False),
                 (512, 8, 8, 64, 4, False), (256, 4, 4, 64, 4, False), (512, 4, 4, 64, 0, True),
@@ -374,18 +361,15 @@ def staged_grid(case: Case, smoke: bool) -> list[tuple[str, list, bool]]:
 
     if case.kind != "fwd":
         return []
-    key = (case.shape["S"], case.shape["D"])
-    picks = [*STAGED_WINDOWS.get(key, []), *STAGED_PICKS.get(key, [])]
+    picks = STAGED_PICKS.get((case.shape["S"], case.shape["D"]), [])
     if smoke:  # float32 rows of 5 columns split only into 32-bit words; float16 ones into none
-        picks = [(4, 1, 1, 32, 4, True), (8, 2, 2, 32, 0, False), (4, 2, 1, 32, 4, False, 4)]
+        picks = [(4, 1, 1, 32, 4, True), (8, 2, 2, 32, 0, False)]
     (gather,) = defaults(case)
     grid = [(f"gather kernel, {config_name(gather)}", [gather], False)]
-    for block_q, block_w, num_warps, word_bits, probes, staged_search, *window in picks:
-        config = StagedConfig(block_q, block_w, num_warps, word_bits, probes, staged_search,
-                              window=window[0] if window else 0)  # fmt: skip
+    for block_q, block_w, num_warps, word_bits, probes, staged_search in picks:
+        config = StagedConfig(block_q, block_w, num_warps, word_bits, probes, staged_search)
         search = f"{search_name(probes)} {'staged' if staged_search else 'global'}"
         name = f"staged {search} q{block_q} w{block_w}x{word_bits}b nw{num_warps}"
-        name += f" window {config.window}" if config.window else ""
         grid.append((name, [config], False))
     return grid
 

@@ -15,7 +15,10 @@
 #      (StagedConfig.window): its GPU tests, then benchmarks/robotics_sweep.py's staged stage
 #      (windowed tiles, the whole-row staged tiles, the gather kernel, the public API and
 #      torch.compile) at the middle and large forward shapes, kernels compiled first by eight
-#      warm-up processes side by side.
+#      warm-up processes side by side. That code was removed after the call (slower at every
+#      shape).
+# Run call N at the commit benchmarks/results/session37-h200-2026-11-30/README.md names for it:
+# the code each call measured is gone from later commits.
 # Usage: bash scripts/gpu/session37_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"

@@ -92,28 +92,6 @@ def test_staged_matches_plain_reference(monkeypatch, method, policy, dtype, word
         _check(values, times, query, lengths, method, policy, config, tol=TOL[dtype])
 
 
-@pytest.mark.parametrize(("method", "policy"), list(itertools.product(STAGED_METHODS, POLICIES)))
-@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
-def test_staged_window_matches_plain_reference(monkeypatch, method, policy, dtype) -> None:
-    """A window of samples staged after the search (``window``): queries sorted along the row
-    (most blocks' brackets within 8 samples: staged), in random order with a window of 2 (two
-    rows a query from memory) and a window wider than the row (always staged); rows shorter
-    than the window's reach (lengths), NaN queries, 40 samples in 16-byte words of two slices."""
-    use_interpreter(monkeypatch)
-    values, times, query, lengths = _case(3, 40, 37, 16, dtype, seed=15)
-    in_order = query.sort(dim=1).values  # NaN last
-    for q, window in ((in_order, 8), (query, 2), (query, 64)):
-        config = StagedConfig(4, 2, 2, 64, 4, False, window=window)
-        _check(values, times, q, lengths, method, policy, config, tol=TOL[dtype])
-
-
-def test_staged_window_needs_the_global_search() -> None:
-    with pytest.raises(ValueError, match="window: needs staged_search=False"):
-        StagedConfig(4, 2, 2, 64, 4, True, window=8)
-    with pytest.raises(ValueError, match="window: expected a power of two"):
-        StagedConfig(4, 2, 2, 64, 4, False, window=12)
-
-
 @pytest.mark.parametrize("time_dtype", [torch.float64, torch.int64])
 @pytest.mark.parametrize("policy", ["extrapolate", "nan"])
 def test_staged_wide_times(monkeypatch, time_dtype, policy) -> None:
@@ -225,18 +203,3 @@ def test_staged_on_cuda(dtype, method, policy, config) -> None:
     """bf16 (wrong under the interpreter) and the tile shapes the sweep times, on the GPU."""
     values, times, query, lengths = _case(5, 300, 257, 64, dtype, seed=13, device="cuda")
     _check(values, times, query, lengths, method, policy, config, tol=TOL[dtype])
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-@pytest.mark.parametrize("policy", ["clamp", "extrapolate", "nan"])
-@pytest.mark.parametrize("in_order", [True, False], ids=["sorted", "random"])
-def test_staged_window_on_cuda(dtype, policy, in_order) -> None:
-    """Windowed staging on the GPU at the sweep's tiles: queries sorted along the row (staged
-    windows) and in random order (rows read from memory)."""
-    values, times, query, lengths = _case(5, 300, 257, 64, dtype, seed=16, device="cuda")
-    if in_order:
-        query = query.sort(dim=1).values
-    for config in (StagedConfig(32, 16, 2, 64, 4, False, window=32),
-                   StagedConfig(64, 16, 4, 64, 4, False, window=64)):  # fmt: skip
-        _check(values, times, query, lengths, "linear", policy, config, tol=TOL[dtype])

@@ -531,19 +531,11 @@ class StagedConfig:
     word_bits: int = 64
     probes: int = GUIDED_PROBES
     staged_search: bool = True
-    window: int = 0
-    """Samples staged a program, from its queries' first bracket on, once the search (in
-    global memory: no ``staged_search``) has found them (a power of two); 0 stages the whole
-    row. A program whose brackets span more reads its two value rows a query from memory."""
 
     def __post_init__(self) -> None:
         _check_launch_fields(self, ("block_q", "block_w", "num_warps"))
         if self.word_bits not in _WORD_DTYPES:
             raise ValueError(f"word_bits: expected 32 or 64, got {self.word_bits!r}")
-        if self.window:
-            _check_launch_fields(self, ("window",))
-            if self.staged_search:
-                raise ValueError("window: needs staged_search=False (the search finds the window)")
 
 
 STAGED_DEFAULT_MAX_SAMPLES = 64
@@ -600,13 +592,10 @@ def _staged_plan(
     """Grid, search steps and constexprs of one staged launch, or None where the staged slice
     would exceed :data:`STAGED_MAX_TILE_BYTES`."""
     kernels = _kernels()
-    # a window stages no more than the row holds; S_PAD is then unused (one compile for rows
-    # of any length)
-    window = min(config.window, triton_next_power_of_2(samples)) if config.window else 0
-    s_pad = 1 if window else triton_next_power_of_2(samples)
+    s_pad = triton_next_power_of_2(samples)
     block_w = min(config.block_w, triton_next_power_of_2(words))
     block_q = min(config.block_q, triton_next_power_of_2(queries))
-    if (window or s_pad) * block_w * config.word_bits // 8 > STAGED_MAX_TILE_BYTES:
+    if s_pad * block_w * config.word_bits // 8 > STAGED_MAX_TILE_BYTES:
         return None
     elem_bits = 8 * torch.empty((), dtype=value_dtype).element_size()
     kwargs = {
@@ -623,7 +612,6 @@ def _staged_plan(
         "S_PAD": s_pad,
         "BLOCK_Q": block_q,
         "BLOCK_W": block_w,
-        "WINDOW": window,
         "num_warps": config.num_warps,
     }
     grid = (batch * -(-queries // block_q) * -(-words // block_w),)

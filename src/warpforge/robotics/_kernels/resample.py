@@ -900,31 +900,6 @@ def _spread(x, BLOCK_Q: tl.constexpr, BLOCK_W: tl.constexpr):
 
 
 @triton.jit
-def _window_rows(v_base, v_ss, W, n, ia, q_in, ia_k, ib_k, first_col, col, wanted,
-                 WINDOW: tl.constexpr, BLOCK_W: tl.constexpr):  # fmt: skip
-    """(v[ia], v[ib]) words of a block's queries in the flat [queries x words] space: from the
-    WINDOW samples staged from the block's first bracket on when its brackets lie within them,
-    else loaded from memory, two rows a query (``wanted``: the query and word exist)."""
-    lo = tl.min(tl.where(q_in, ia, n - 1), axis=0)
-    hi = tl.max(tl.where(q_in, tl.minimum(ia + 1, n - 1), 0), axis=0)
-    if hi - lo < WINDOW:
-        flat_v = tl.arange(0, WINDOW * BLOCK_W)
-        v_row = lo + flat_v // BLOCK_W
-        v_cols = first_col + flat_v % BLOCK_W
-        v_tile = tl.load(v_base + v_row.to(tl.int64) * v_ss + v_cols,
-                         mask=(v_row <= hi) & (v_cols < W), other=0)  # fmt: skip
-        # lanes of queries past T may hold brackets outside the window: keep them inside
-        first = tl.minimum(tl.maximum(ia_k - lo, 0), WINDOW - 1)
-        second = tl.minimum(tl.maximum(ib_k - lo, 0), WINDOW - 1)
-        va = tl.gather(v_tile, first * BLOCK_W + col, 0)
-        vb = tl.gather(v_tile, second * BLOCK_W + col, 0)
-    else:
-        va = tl.load(v_base + ia_k.to(tl.int64) * v_ss + first_col + col, mask=wanted, other=0)
-        vb = tl.load(v_base + ib_k.to(tl.int64) * v_ss + first_col + col, mask=wanted, other=0)
-    return va, vb
-
-
-@triton.jit
 def resample_staged_kernel(
     q_ptr, q_stride_b, q_stride_t, T, lengths_ptr,
     v_words, v_sb, v_ss, W,
@@ -944,16 +919,12 @@ def resample_staged_kernel(
     S_PAD: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_W: tl.constexpr,
-    WINDOW: tl.constexpr = 0,
 ):  # fmt: skip
     # one program: a row, a block of BLOCK_Q queries and a slice of BLOCK_W words of its values
     # (strides in words); word slices fastest, so neighbouring programs share the row in L2.
     # STAGED_SEARCH: the search reads the row's times staged in shared memory (one round trip
     # to memory for the whole program), else it probes them in global memory (L1) as the
-    # gather kernel does, and only the values are staged. WINDOW > 0 (no STAGED_SEARCH): after
-    # the search, only the WINDOW samples from the block's first bracket on are staged (each
-    # read once, where the gather kernel reads a sample once for every query beside it); a
-    # block whose brackets span more reads its two rows per query from memory instead.
+    # gather kernel does, and only the values are staged.
     pid = tl.program_id(0)
     num_w_blocks = tl.cdiv(W, BLOCK_W)
     w_block = pid % num_w_blocks
@@ -966,13 +937,13 @@ def resample_staged_kernel(
 
     # the slice of the row's values, read once, coalesced; with STAGED_SEARCH every global read
     # (queries, times, values) is issued here, independent of each other
-    v_base = v_words + row64 * v_sb
-    if WINDOW == 0:
-        flat_v = tl.arange(0, S_PAD * BLOCK_W)
-        v_row = flat_v // BLOCK_W
-        v_col = w_block * BLOCK_W + flat_v % BLOCK_W
-        v_tile = tl.load(v_base + v_row.to(tl.int64) * v_ss + v_col,
-                         mask=(v_row < n) & (v_col < W), other=0)  # fmt: skip
+    flat_v = tl.arange(0, S_PAD * BLOCK_W)
+    v_row = flat_v // BLOCK_W
+    v_col = w_block * BLOCK_W + flat_v % BLOCK_W
+    v_tile = tl.load(
+        v_words + row64 * v_sb + v_row.to(tl.int64) * v_ss + v_col,
+        mask=(v_row < n) & (v_col < W), other=0,
+    )  # fmt: skip
     if STAGED_SEARCH:
         offs_q = q_block * BLOCK_Q + tl.arange(0, BLOCK_Q)
         q_in = offs_q < T
@@ -1004,13 +975,8 @@ def resample_staged_kernel(
     w_k = _spread(w, BLOCK_Q, BLOCK_W)
     # ia + 1 is read only where w != 0, where it is _bracket's ib (inside [0, n-1])
     ib_k = tl.minimum(ia_k + 1, n - 1)
-    if WINDOW == 0:
-        va = tl.gather(v_tile, ia_k * BLOCK_W + col, 0)
-        vb = tl.gather(v_tile, ib_k * BLOCK_W + col, 0)
-    else:
-        va, vb = _window_rows(v_base, v_ss, W, n, ia, q_in, ia_k, ib_k, w_block * BLOCK_W, col,
-                              (q_block * BLOCK_Q + query < T) & (w_block * BLOCK_W + col < W),
-                              WINDOW, BLOCK_W)  # fmt: skip
+    va = tl.gather(v_tile, ia_k * BLOCK_W + col, 0)
+    vb = tl.gather(v_tile, ib_k * BLOCK_W + col, 0)
 
     if WORD_BITS == 64:
         packed = tl.zeros([BLOCK_Q * BLOCK_W], dtype=tl.int64)
