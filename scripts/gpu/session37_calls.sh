@@ -17,6 +17,9 @@
 #      torch.compile) at the middle and large forward shapes, kernels compiled first by eight
 #      warm-up processes side by side. That code was removed after the call (slower at every
 #      shape).
+#   3  LayerNorm's whole-row forward with fewer registers (WideLaunch.stats_reload: x read a
+#      third time for the centred squares; one_reduction; register caps), kernel alone through
+#      benchmarks/parity_sweep.py's stats-reload cases, after the whole-row norm GPU tests.
 # Run call N at the commit benchmarks/results/session37-h200-2026-11-30/README.md names for it:
 # the code each call measured is gone from later commits.
 # Usage: bash scripts/gpu/session37_calls.sh OUT CALL
@@ -57,6 +60,12 @@ case "$CALL" in
        --budget-s "$budget" --stages staged --only "$only" > "$OUT/robotics.log" 2>&1
      echo "robotics sweep: exit $?"; tail -70 "$OUT/robotics.log"
      cp "$OUT/robotics/robotics-sweep.json" "$OUT/keep/staged-window-call2.json" ;;
-  *) echo "CALL: expected 1 or 2, got $CALL" >&2; exit 2 ;;
+  3) gpu_tests wide-norm-call3 150 -n 4 tests/ops/test_wide_rows.py -k norm
+     STATS_CASES=("M=16384 N=4096 torch.bfloat16 stats" "M=8192 N=8192 torch.bfloat16 stats"
+       "M=4096 N=16384 torch.bfloat16 stats" "M=4096 N=32768 torch.bfloat16 stats"
+       "M=8192 N=8192 torch.float32 stats" "M=4096 N=16384 torch.float32 stats")
+     parity_warm 150 "${STATS_CASES[@]}"
+     parity_cases stats-reload-call3 $((580 - SECONDS)) --only "${STATS_CASES[@]}" ;;
+  *) echo "CALL: expected 1 to 3, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -29,6 +29,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from warpforge.ops._kernels.reductions import sum_pair
+
 
 @triton.jit
 def _load_row(ptr, cols, mask, other, STREAM: tl.constexpr):
@@ -71,6 +73,8 @@ def norm_fwd_wide_kernel(
     EARLY_W: tl.constexpr,
     STREAM: tl.constexpr,
     RELOAD: tl.constexpr = False,
+    STATS_RELOAD: tl.constexpr = False,
+    ONE_REDUCTION: tl.constexpr = False,
 ):
     """``norm_fwd_rows_kernel``'s arithmetic (same order, same rounding) on one whole row."""
     row = tl.program_id(0).to(tl.int64)
@@ -93,19 +97,44 @@ def norm_fwd_wide_kernel(
             b = tl.load(B + cols, mask=mask, other=0.0, eviction_policy="evict_last")
     x = x.to(tl.float32)
 
-    if CENTER:
+    if HAS_RESIDUAL:
+        src = H + row * stride_h
+    else:
+        src = X + row * stride_x
+    if CENTER and ONE_REDUCTION:
+        shift = tl.load(X + row * stride_x).to(tl.float32)
+        d = tl.where(mask, x - shift, 0.0)
+        s1, s2 = sum_pair(d, d * d, 0)
+        offset_mean = s1 / N
+        cancelled = s1 * offset_mean
+        m2 = tl.maximum(s2 - cancelled, 0.0)
+        mean = shift + offset_mean
+        if cancelled > s2 * 0.8:
+            xr = tl.load(src + cols, mask=mask, other=0.0, cache_modifier=".ca").to(tl.float32)
+            mean = tl.sum(xr, axis=0) / N
+            xr = tl.where(mask, xr - mean, 0.0)
+            m2 = tl.sum(xr * xr, axis=0)
+        if not RELOAD:
+            x = tl.where(mask, x - mean, 0.0)
+        tl.store(MEAN + row, mean)
+        rstd = 1.0 / tl.sqrt(m2 / N + eps)
+    elif CENTER:
         mean = tl.sum(x, axis=0) / N
+        if STATS_RELOAD:
+            if HAS_RESIDUAL:
+                tl.debug_barrier()  # h, written by this program's threads, is read back
+            x = tl.load(src + cols, mask=mask, other=0.0, cache_modifier=".ca")
+            x = x.to(tl.float32)
         x = tl.where(mask, x - mean, 0.0)
         tl.store(MEAN + row, mean)
-    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
+    else:
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
     tl.store(RSTD + row, rstd)
 
     if RELOAD:
         if HAS_RESIDUAL:
             tl.debug_barrier()  # h, written by this program's threads, is read back
-            src = H + row * stride_h
-        else:
-            src = X + row * stride_x
         x = tl.load(src + cols, mask=mask, other=0.0, eviction_policy="evict_first")
         x = x.to(tl.float32)
         if CENTER:
