@@ -19,7 +19,13 @@
 #      shape).
 #   3  LayerNorm's whole-row forward with fewer registers (WideLaunch.stats_reload: x read a
 #      third time for the centred squares; one_reduction; register caps), kernel alone through
-#      benchmarks/parity_sweep.py's stats-reload cases, after the whole-row norm GPU tests.
+#      benchmarks/parity_sweep.py's stats-reload cases, after the whole-row norm GPU tests. Only
+#      float32 4096 x 16384 gained (one reduction, x read again: 133.0 against 140.4 us); the
+#      stats_reload option was removed after the call.
+#   4  float32 LayerNorm of 8192-32768 columns through the whole-row kernel with its moments
+#      from one reduction (WideLaunch.one_reduction, x held or read again, 16 and 32 warps) and
+#      the looped launch, kernel alone (parity_sweep's one-reduction cases), after the
+#      whole-row norm GPU tests (the one-reduction ones among them).
 # Run call N at the commit benchmarks/results/session37-h200-2026-11-30/README.md names for it:
 # the code each call measured is gone from later commits.
 # Usage: bash scripts/gpu/session37_calls.sh OUT CALL
@@ -66,6 +72,13 @@ case "$CALL" in
        "M=8192 N=8192 torch.float32 stats" "M=4096 N=16384 torch.float32 stats")
      parity_warm 150 "${STATS_CASES[@]}"
      parity_cases stats-reload-call3 $((580 - SECONDS)) --only "${STATS_CASES[@]}" ;;
-  *) echo "CALL: expected 1 to 3, got $CALL" >&2; exit 2 ;;
+  4) gpu_tests wide-norm-call4 150 -n 4 tests/ops/test_wide_rows.py -k "norm or one_reduction"
+     ONE_CASES=("M=4096 N=16384 torch.float32 one" "M=2048 N=16384 torch.float32 one"
+       "M=16384 N=16384 torch.float32 one" "M=4096 N=12288 torch.float32 one"
+       "M=4096 N=10240 torch.float32 one" "M=4096 N=32768 torch.float32 one"
+       "M=4096 N=24576 torch.float32 one" "M=8192 N=8192 torch.float32 one")
+     parity_warm 150 "${ONE_CASES[@]}"
+     parity_cases one-reduction-call4 $((580 - SECONDS)) --only "${ONE_CASES[@]}" ;;
+  *) echo "CALL: expected 1 to 4, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -113,6 +113,32 @@ def test_norm_forward_looped(op, launch, M, N, stride, device, poison_outputs):
     _check_forward(op, LOOPED[launch], M, N, stride, device)
 
 
+ONE_REDUCTION = {
+    "4w": WideLaunch(4, one_reduction=True),
+    "4w-reload": WideLaunch(4, reload=True, one_reduction=True),
+    "4w-early-reload": WideLaunch(4, early_w=True, reload=True, one_reduction=True),
+}
+
+
+@pytest.mark.parametrize("launch", list(ONE_REDUCTION))
+@pytest.mark.parametrize("rows", ["around-one-mean", "first-value-far"])
+@pytest.mark.parametrize("residual", [False, True], ids=["layer", "add-layer"])
+def test_layer_norm_one_reduction(launch, rows, residual, device, poison_outputs):
+    """LayerNorm's moments from one reduction shifted by each row's first value: rows around
+    one mean (most rows' shift close) and rows whose first value lies 30 standard deviations
+    off (far: the two reductions on x read again, without which rstd misses 1e-5), against
+    float64; a row of one column, a prime width in a wider buffer, with a residual (the shift
+    unrounded)."""
+    for M, N, stride in ((2, 1, None), (5, 4099, 4104)):
+        for dtype in (torch.float32, torch.float16):
+            x, r, w, b = operands(M, N, dtype, device, stride, shift=20.0)
+            if rows == "first-value-far":
+                x[:, 0] = 80.0
+            r = r if residual else None
+            got = norm.wide_norm_forward(x, w, b, r, 1e-6, 0.0, True, ONE_REDUCTION[launch])
+            check(got, expected(x, w, b, r, 1e-6, 0.0, True), dtype, True, residual)
+
+
 def test_unrolled_looped_launch_refuses_long_rows(device):
     x = torch.randn(1, 256 * MAX_UNROLLED_CHUNKS + 1, device=device)
     launch = WideLaunch(2, chunk=256, unrolled=True)
@@ -570,6 +596,26 @@ def test_norm_forward_gpu(op, dtype, M, N, poison_outputs):
         check(got, want, dtype, center, residual)
     got = norm._forward(x, w, b, r, 1e-6, 0.0, center)
     check(got, want, dtype, center, residual)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("launch", [16, 32])
+@pytest.mark.parametrize("rows", ["around-one-mean", "first-value-far"])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.float16, torch.bfloat16], ids=["fp32", "fp16", "bf16"]
+)
+def test_layer_norm_one_reduction_gpu(launch, rows, dtype, poison_outputs):
+    """The one-reduction LayerNorm moments compiled for the GPU at the sweeps' warp counts, x
+    held and read again, rows around one mean and rows whose first value is far (the second
+    reduction), against float64."""
+    for M, N in ((300, 16384), (5, 16411), (129, 8192), (3, 32768)):
+        x, _, w, b = operands(M, N, dtype, "cuda", shift=20.0)
+        if rows == "first-value-far":
+            x[:, 0] = 80.0
+        for reload in (False, True):
+            la = WideLaunch(launch, reload=reload, one_reduction=True)
+            got = norm.wide_norm_forward(x, w, b, None, 1e-6, 0.0, True, la)
+            check(got, expected(x, w, b, None, 1e-6, 0.0, True), dtype, True, False)
 
 
 @pytest.mark.gpu

@@ -37,12 +37,10 @@ class WideLaunch:
     """x loaded evict_first and y stored .cs (``STREAM``); the one-row-a-program kernels only."""
     reload: bool = False
     """Norms: x read again for the output instead of held across the reductions (``RELOAD``)."""
-    stats_reload: bool = False
-    """LayerNorm: x read again (L1) for the centred squares instead of held across the mean's
-    reduction (``STATS_RELOAD``)."""
     one_reduction: bool = False
-    """LayerNorm: the moments from one reduction of deviations from the row's first value
-    (``ONE_REDUCTION``)."""
+    """LayerNorm, whole-row launches: the row's moments from one cross-warp reduction of its
+    deviations from its first value (``ONE_REDUCTION``), not the mean and then the centred
+    squares."""
     min_n: int = MAX_SINGLE_PASS_N + 1
     """Narrowest row the dispatch gives this launch (narrower rows keep the other kernels)."""
     aligned: bool = False

@@ -743,7 +743,6 @@ def wide_norm_forward(
             EARLY_W=launch.early_w,
             STREAM=launch.stream,
             RELOAD=launch.reload,
-            STATS_RELOAD=launch.stats_reload,
             ONE_REDUCTION=launch.one_reduction,
             **launch.launch_options(),
         )

@@ -35,3 +35,15 @@ def sum_pair(a, b, axis: tl.constexpr):
     else:
         first, second = tl.reduce((a, b), axis, add_pair)
     return first, second
+
+
+@triton.jit
+def shifted_moments(s1, s2, n):
+    """(mean - shift, M2, far) of n values from the sums of their deviations from a shift,
+    ``s1 = sum(v - shift)`` and ``s2 = sum((v - shift)^2)``, taken in one reduction (with
+    ``sum_pair``): M2 = s2 - s1^2 / n. ``far`` where that subtraction loses more than about two
+    bits (s1^2 / n above 0.8 s2: the shift more than two standard deviations from the mean);
+    callers then take the centred squares in a second reduction instead."""
+    offset = s1 / n
+    cancelled = s1 * offset
+    return offset, tl.maximum(s2 - cancelled, 0.0), cancelled > s2 * 0.8

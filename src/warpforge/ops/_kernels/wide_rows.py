@@ -12,6 +12,13 @@ Options (constexpr) that the launch sweep picks between:
   hides under x's rather than following the reductions (costs their registers meanwhile).
 * ``STREAM``: x loaded ``evict_first`` and y stored ``.cs``: each is touched once, so L2 keeps
   the weight (and, at one row a program, nothing else worth keeping).
+* ``ONE_REDUCTION`` (LayerNorm): the row's deviations from its first value summed with their
+  squares in one cross-warp reduction (``reductions.sum_pair``), where the mean and then the
+  centred squares take two, so x is used once before the output and is not held across a
+  reduction (with ``RELOAD``, nothing of the row stays live there). A row whose first value
+  lies more than two standard deviations from its mean (``reductions.shifted_moments``' far)
+  takes the two reductions after all, on x read again, so the variance keeps its precision on
+  any input.
 * ``RELOAD`` (norm): x is not held from the reductions to the output but read again (first
   ``evict_last``, then ``evict_first``, as torch.compile's reduction kernels read a row), so
   fewer registers stay live across the reductions and more programs fit on an SM; the second
@@ -29,7 +36,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from warpforge.ops._kernels.reductions import sum_pair
+from warpforge.ops._kernels.reductions import shifted_moments, sum_pair
 
 
 @triton.jit
@@ -45,6 +52,16 @@ def _store_row(ptr, cols, value, mask, STREAM: tl.constexpr):
         tl.store(ptr + cols, value, mask=mask, cache_modifier=".cs")
     else:
         tl.store(ptr + cols, value, mask=mask)
+
+
+@triton.jit
+def _row_shift(x_row, r_row, HAS_RESIDUAL: tl.constexpr):
+    """The one-reduction moments' guess at a row's mean: its first value (x + r unrounded with
+    a residual; any guess is exact enough, the far check covers a poor one)."""
+    shift = tl.load(x_row).to(tl.float32)
+    if HAS_RESIDUAL:
+        shift += tl.load(r_row).to(tl.float32)
+    return shift
 
 
 @triton.jit
@@ -73,10 +90,10 @@ def norm_fwd_wide_kernel(
     EARLY_W: tl.constexpr,
     STREAM: tl.constexpr,
     RELOAD: tl.constexpr = False,
-    STATS_RELOAD: tl.constexpr = False,
     ONE_REDUCTION: tl.constexpr = False,
 ):
-    """``norm_fwd_rows_kernel``'s arithmetic (same order, same rounding) on one whole row."""
+    """``norm_fwd_rows_kernel``'s arithmetic (same order, same rounding) on one whole row; with
+    ``ONE_REDUCTION`` (LayerNorm) the moments from one reduction (module docstring)."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
@@ -102,34 +119,31 @@ def norm_fwd_wide_kernel(
     else:
         src = X + row * stride_x
     if CENTER and ONE_REDUCTION:
-        shift = tl.load(X + row * stride_x).to(tl.float32)
+        shift = _row_shift(X + row * stride_x, R + row * stride_r, HAS_RESIDUAL)
         d = tl.where(mask, x - shift, 0.0)
         s1, s2 = sum_pair(d, d * d, 0)
-        offset_mean = s1 / N
-        cancelled = s1 * offset_mean
-        m2 = tl.maximum(s2 - cancelled, 0.0)
+        offset_mean, m2, far = shifted_moments(s1, s2, N)
         mean = shift + offset_mean
-        if cancelled > s2 * 0.8:
-            xr = tl.load(src + cols, mask=mask, other=0.0, cache_modifier=".ca").to(tl.float32)
-            mean = tl.sum(xr, axis=0) / N
-            xr = tl.where(mask, xr - mean, 0.0)
-            m2 = tl.sum(xr * xr, axis=0)
+        if far:  # the mean, then the centred squares, of x read again
+            if HAS_RESIDUAL:
+                tl.debug_barrier()  # h, written by this program's threads, is read back
+            # a cache modifier of its own: not merged with the first read (which would keep x
+            # live across the reduction)
+            again = tl.load(src + cols, mask=mask, other=0.0, cache_modifier=".ca")
+            again = again.to(tl.float32)
+            mean = tl.sum(again, axis=0) / N
+            again = tl.where(mask, again - mean, 0.0)
+            m2 = tl.sum(again * again, axis=0)
         if not RELOAD:
             x = tl.where(mask, x - mean, 0.0)
         tl.store(MEAN + row, mean)
-        rstd = 1.0 / tl.sqrt(m2 / N + eps)
-    elif CENTER:
-        mean = tl.sum(x, axis=0) / N
-        if STATS_RELOAD:
-            if HAS_RESIDUAL:
-                tl.debug_barrier()  # h, written by this program's threads, is read back
-            x = tl.load(src + cols, mask=mask, other=0.0, cache_modifier=".ca")
-            x = x.to(tl.float32)
-        x = tl.where(mask, x - mean, 0.0)
-        tl.store(MEAN + row, mean)
-        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
     else:
-        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
+        if CENTER:
+            mean = tl.sum(x, axis=0) / N
+            x = tl.where(mask, x - mean, 0.0)
+            tl.store(MEAN + row, mean)
+        m2 = tl.sum(x * x, axis=0)
+    rstd = 1.0 / tl.sqrt(m2 / N + eps)
     tl.store(RSTD + row, rstd)
 
     if RELOAD:
