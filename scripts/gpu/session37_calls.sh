@@ -26,6 +26,9 @@
 #      from one reduction (WideLaunch.one_reduction, x held or read again, 16 and 32 warps) and
 #      the looped launch, kernel alone (parity_sweep's one-reduction cases), after the
 #      whole-row norm GPU tests (the one-reduction ones among them).
+#   5  float32 LayerNorm of 8193-16384 columns shipped on the one-reduction whole-row launch
+#      (NORM_FWD_ROW_LAUNCHES): the whole-row norm GPU tests, then layer_norm.fwd float32 at
+#      4096 x 16384 (the launch) and 8192 x 8192 (unchanged) through the harness.
 # Run call N at the commit benchmarks/results/session37-h200-2026-11-30/README.md names for it:
 # the code each call measured is gone from later commits.
 # Usage: bash scripts/gpu/session37_calls.sh OUT CALL
@@ -79,6 +82,11 @@ case "$CALL" in
        "M=4096 N=24576 torch.float32 one" "M=8192 N=8192 torch.float32 one")
      parity_warm 150 "${ONE_CASES[@]}"
      parity_cases one-reduction-call4 $((580 - SECONDS)) --only "${ONE_CASES[@]}" ;;
-  *) echo "CALL: expected 1 to 4, got $CALL" >&2; exit 2 ;;
+  5) gpu_tests wide-norm-call5 150 -n 4 tests/ops/test_wide_rows.py -k "norm or one_reduction"
+     timeout $((570 - SECONDS)) python3 -m warpforge bench --problem layer_norm.fwd --dtype fp32 \
+       --sweep --shape M=4096,N=16384 --shape M=8192,N=8192 \
+       --out "$OUT/keep/lnfwd-fp32-call5.json" > "$OUT/bench.log" 2>&1
+     echo "bench: exit $?"; grep -E "^│ layer" "$OUT/bench.log" ;;
+  *) echo "CALL: expected 1 to 5, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

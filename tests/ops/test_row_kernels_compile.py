@@ -181,6 +181,19 @@ COMPILE_ALL = textwrap.dedent(
         split_types = dict(types, words_ptr="*i64")
         stack = spilled_bytes(ck.cross_entropy_fwd_grad_flags_kernel, split_types, dict(HAS_SMOOTHING=True, CHECK_TARGETS=False, BLOCK=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch, ALIGN=align), **plan.launch_options())
         assert stack <= (48 if plan.prefetch else 0), f"aligned flag-word split kernel spills {stack} bytes ({dt})"
+    # the norm forward's shipped one-row-a-program launches at their widest rows: no spills (the
+    # one-reduction LayerNorm launch exists to need fewer registers)
+    wide_types = dict.fromkeys(["X", "R", "W", "B", "Y", "H"], "*fp32")
+    wide_types.update(MEAN="*fp32", RSTD="*fp32", eps="fp32", offset="fp32")
+    for (size, kernel, block), launch in sorted(norm.NORM_FWD_ROW_LAUNCHES.items()):
+        types = {k: v.replace("fp32", "bf16") if size == 2 and k in ("X", "R", "W", "B", "Y", "H") else v
+                 for k, v in wide_types.items()}
+        flags = dict(CENTER=kernel.startswith("layer"), HAS_RESIDUAL=kernel.startswith("add"),
+                     HAS_WEIGHT=True, HAS_BIAS=kernel.startswith("layer"), BLOCK_N=block,
+                     EARLY_W=launch.early_w, STREAM=launch.stream, RELOAD=launch.reload,
+                     ONE_REDUCTION=launch.one_reduction)
+        stack = spilled_bytes(wk.norm_fwd_wide_kernel, types, flags, aligned=("stride_x", "stride_r", "stride_y", "stride_h", "N"), **launch.launch_options())
+        assert stack == 0, f"row launch spills {stack} bytes ({size}, {kernel}, {block})"
     # the split-row softmax backward at the op's launches: y and dy held under the register cap,
     # no spills (the launch's reason: 4-warp 8192-column programs spill 536-744 bytes)
     for dt, tdt in (("bf16", torch.bfloat16), ("fp32", torch.float32)):

@@ -587,6 +587,7 @@ NORM_FWD_ROW_LAUNCHES: dict[tuple[int, str, int], WideLaunch] = {
     (4, "layer_norm.fwd", 2048): _ROW(4, early_w=True, reload=True),
     (4, "layer_norm.fwd", 4096): _ROW(8, early_w=True, reload=True),
     (4, "layer_norm.fwd", 8192): _ROW(16, reload=True),
+    (4, "layer_norm.fwd", 16384): _ROW(32, reload=True, one_reduction=True),
     (2, "add_rms_norm.fwd", 2048): _ROW(4),
     (2, "add_rms_norm.fwd", 16384): _ROW(16, early_w=True),
     (4, "add_rms_norm.fwd", 2048): _ROW(2, early_w=True),
@@ -635,7 +636,24 @@ whole-row kernel's 131.6 and 131.4: within noise).
 float32 LayerNorm of 8193-16384 columns went back to the tiled kernel once it had a launch tuned
 on the H200 (two 16384-column rows a program on 32 warps, shipped): 140.2 us at 4096 x 16384 in
 that search (session23-h200-2026-11-29/tune-normfwd-fp32-trials.json), against the whole-row
-kernel's 147.1 above and 156.9 for the H100's tiled launch in the same search."""
+kernel's 147.1 above and 156.9 for the H100's tiled launch in the same search. Since the
+thirty-seventh session they take the whole-row kernel again, on 32 warps with x read again and
+the moments from one reduction (``one_reduction``; x is then not held across a reduction):
+H200, kernel alone (``session37-h200-2026-11-30/parity-one-reduction-call4.json``), us, against
+the tiled kernel and torch.compile:
+
+    M x N            one reduction   tiled   torch.compile
+    4096 x 16384             133.3   140.1           146.4
+    2048 x 16384              71.9    76.5            87.5
+    16384 x 16384            509.1   591.5           555.1
+    4096 x 12288             105.0   108.1           108.2
+    4096 x 10240              93.0    95.7            87.3
+
+with two reductions the same launch took 164.1 / 86.1 / 629.0 / 142.2 / 132.5 us. At 8192 columns
+it lost (150.9 against 131.3 at 8192 x 8192) and the table's 16-warp launch stays; past 16384
+columns the wide launch below stays too (tied at 4096 x 32768, 289.7 against 289.1; 2% ahead at
+24576, 216.6 against 221.2). bf16 LayerNorm gained nothing from one reduction at 2048-65536
+columns (``parity-one-reduction-call1.json``, ``parity-stats-reload-call3.json``)."""
 
 
 NORM_FWD_LONG_MAX_N = 65536
