@@ -29,6 +29,9 @@
 #   5  float32 LayerNorm of 8193-16384 columns shipped on the one-reduction whole-row launch
 #      (NORM_FWD_ROW_LAUNCHES): the whole-row norm GPU tests, then layer_norm.fwd float32 at
 #      4096 x 16384 (the launch) and 8192 x 8192 (unchanged) through the harness.
+#   6  torch.compile's own kernels for the bf16 LayerNorm forward (benchmarks/inductor_code.py:
+#      Inductor's generated source, launch, registers) at 4096 x 16384, where it beats the op
+#      (71.9 against 74.8 us), 8192 x 8192 and 4096 x 32768; RMSNorm's at 4096 x 16384.
 # Run call N at the commit benchmarks/results/session37-h200-2026-11-30/README.md names for it:
 # the code each call measured is gone from later commits.
 # Usage: bash scripts/gpu/session37_calls.sh OUT CALL
@@ -87,6 +90,14 @@ case "$CALL" in
        --sweep --shape M=4096,N=16384 --shape M=8192,N=8192 \
        --out "$OUT/keep/lnfwd-fp32-call5.json" > "$OUT/bench.log" 2>&1
      echo "bench: exit $?"; grep -E "^│ layer" "$OUT/bench.log" ;;
-  *) echo "CALL: expected 1 to 5, got $CALL" >&2; exit 2 ;;
+  6) for problem in layer_norm.fwd rms_norm.fwd; do
+       shapes=(--shape M=4096,N=16384)
+       [ "$problem" = layer_norm.fwd ] && shapes+=(--shape M=8192,N=8192 --shape M=4096,N=32768)
+       timeout 200 python3 benchmarks/inductor_code.py --out "$OUT/ind-$problem" \
+         --problem "$problem" --dtype bf16 "${shapes[@]}" > "$OUT/ind-$problem.log" 2>&1
+       echo "$problem: exit $?"; grep -E "^===|^cubin|num_warps|R0_BLOCK|XBLOCK" "$OUT/ind-$problem.log" | head -30
+       cp "$OUT/ind-$problem/inductor-kernels.txt" "$OUT/keep/inductor-$problem-call6.txt"
+     done ;;
+  *) echo "CALL: expected 1 to 6, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
