@@ -147,7 +147,44 @@ def _launch_label(launch) -> str:
         kind = f"whole-row {launch.num_warps}w"
         tags = " early" * launch.early_w + " reload" * launch.reload
     cap = f" maxnreg={launch.max_registers}" if launch.max_registers else ""
-    return kind + tags + cap + " one-reduction" * launch.one_reduction
+    return (kind + tags + cap + " one-reduction" * launch.one_reduction
+            + " specialized" * launch.specialized)  # fmt: skip
+
+
+def _specialized_variants(name: str, N: int, element_size: int) -> dict[str, Fn]:
+    """A norm forward's one-row-a-program launches compiled for the row length and not
+    (``specialized``): the shipped launch (if any), whole-row launches of the two warp counts
+    that fit the row with x read again, and three looped launches (torch.compile's 2048-column
+    chunks on 16 warps, unrolled 2048 / 8, and 4096 / 16 at 64 registers)."""
+    from dataclasses import replace
+
+    from warpforge.ops import norm
+    from warpforge.ops._rows import next_power_of_2
+    from warpforge.ops._wide_rows import WIDE_MAX_N, WideLaunch
+    from warpforge.ops.norm_problems import EPS, LN_EPS
+
+    center = name.startswith("layer")
+    eps = LN_EPS if center else EPS
+    shipped = norm.norm_fwd_wide_launch(N, element_size, name, enabled=True)
+    launches = [shipped] if shipped is not None else []
+    if N <= WIDE_MAX_N:
+        per_warp = next_power_of_2(N) // 32
+        launches += [WideLaunch(min(32, max(1, per_warp // d)), reload=True) for d in (32, 16)]
+    launches += [WideLaunch(16, chunk=2048, forwards=True),
+                 WideLaunch(8, chunk=2048, forwards=True, unrolled=True),
+                 WideLaunch(16, chunk=4096, forwards=True, unrolled=True, max_registers=64)]  # fmt: skip
+    out: dict[str, Fn] = {}
+    for launch in dict.fromkeys(launches):
+        for spec in (False, True):
+            la = replace(launch, specialized=spec)
+            label = ("shipped " if launch == shipped else "") + _launch_label(la)
+            if center:
+                out[label] = lambda x, wt, b, la=la: norm.wide_norm_forward(
+                    x, wt, b, None, eps, 0.0, True, la)[0]  # fmt: skip
+            else:
+                out[label] = lambda x, wt, la=la: norm.wide_norm_forward(
+                    x, wt, None, None, eps, 0.0, False, la)[0]  # fmt: skip
+    return out
 
 
 def _one_reduction_variants(warps: tuple[int, ...]) -> dict[str, Fn]:
@@ -391,6 +428,13 @@ ONE_REDUCTION_CASES = [(FP32, 4096, 16384, (16, 32)), (FP32, 2048, 16384, (32,))
 """float32 LayerNorm forwards of 8192-32768 columns through the whole-row kernel with its
 moments from one reduction: at 4096 x 16384, 32 warps with x read again, 133.0 us against
 140.4 for the op (``session37-h200-2026-11-30/parity-stats-reload-call3.json``)."""
+SPECIALIZED_CASES = [("layer_norm.fwd", BF16, 4096, 16384), ("layer_norm.fwd", BF16, 8192, 8192),
+                     ("layer_norm.fwd", BF16, 4096, 32768), ("layer_norm.fwd", BF16, 16384, 4096),
+                     ("rms_norm.fwd", BF16, 4096, 16384), ("rms_norm.fwd", BF16, 8192, 8192),
+                     ("layer_norm.fwd", FP32, 4096, 16384)]  # fmt: skip
+"""Norm forwards compiled for their row length (``WideLaunch.specialized``), as torch.compile's
+kernels are (``session37-h200-2026-11-30/inductor-layer_norm.fwd-call6.txt``: N, M and the row
+stride compiled in), where bf16 LayerNorm trails torch.compile (4096 x 16384) or RMSNorm."""
 CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257), (4096, 262144)]
 """The float32 backward where its launches were once told apart: rows that pad the row
 kernel's last slice, wide rows, rows off 16-byte boundaries and whole slices."""
@@ -504,7 +548,21 @@ def cases(device, smoke: bool, looped: tuple = LOOPED_GRID):
 
         return f"layer_norm.fwd M={M} N={N} {dtype} one-reduction", build
 
+    def specialized(name, dtype, M, N):
+        dtype = FP32 if smoke else dtype  # bf16 loads are wrong under the interpreter
+
+        def build():
+            problem = get_problem(name)
+            shape = {"M": 4, "N": 512} if smoke else {"M": M, "N": N}
+            variants = _specialized_variants(name, shape["N"], dtype.itemsize)
+            contenders = _with_baselines(problem, variants)
+            return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
+                    problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
+
+        return f"{name} M={M} N={N} {dtype} specialized", build
+
     return [
+        *(specialized(*case) for case in SPECIALIZED_CASES),
         *(one_reduction(*case) for case in ONE_REDUCTION_CASES),
         *(norm_fwd(*case) for case in NORM_FWD_CASES),
         *(norm_fwd(*case, (), (), looped) for case in NORM_FWD_LOOPED_CASES),

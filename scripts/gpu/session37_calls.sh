@@ -32,6 +32,10 @@
 #   6  torch.compile's own kernels for the bf16 LayerNorm forward (benchmarks/inductor_code.py:
 #      Inductor's generated source, launch, registers) at 4096 x 16384, where it beats the op
 #      (71.9 against 74.8 us), 8192 x 8192 and 4096 x 32768; RMSNorm's at 4096 x 16384.
+#   7  norm forwards compiled for their row length (WideLaunch.specialized: N and the row
+#      strides compiled in, 32-bit row offsets, as torch.compile's kernels): their GPU tests,
+#      then parity_sweep's specialized cases (bf16 LayerNorm and RMSNorm, float32 LayerNorm;
+#      shipped, whole-row and looped launches, each specialized and not).
 # Run call N at the commit benchmarks/results/session37-h200-2026-11-30/README.md names for it:
 # the code each call measured is gone from later commits.
 # Usage: bash scripts/gpu/session37_calls.sh OUT CALL
@@ -98,6 +102,13 @@ case "$CALL" in
        echo "$problem: exit $?"; grep -E "^===|^cubin|num_warps|R0_BLOCK|XBLOCK" "$OUT/ind-$problem.log" | head -30
        cp "$OUT/ind-$problem/inductor-kernels.txt" "$OUT/keep/inductor-$problem-call6.txt"
      done ;;
-  *) echo "CALL: expected 1 to 6, got $CALL" >&2; exit 2 ;;
+  7) gpu_tests specialized-call7 150 -n 4 tests/ops/test_wide_rows.py -k "specialized or one_reduction"
+     SPEC_CASES=("layer_norm.fwd M=4096 N=16384 torch.bfloat16 spec"
+       "layer_norm.fwd M=8192 N=8192 torch.bfloat16 spec" "layer_norm.fwd M=4096 N=32768 torch.bfloat16 spec"
+       "layer_norm.fwd M=16384 N=4096 torch.bfloat16 spec" "rms_norm.fwd M=4096 N=16384 torch.bfloat16 spec"
+       "rms_norm.fwd M=8192 N=8192 torch.bfloat16 spec" "layer_norm.fwd M=4096 N=16384 torch.float32 spec")
+     parity_warm 150 "${SPEC_CASES[@]}"
+     parity_cases specialized-call7 $((580 - SECONDS)) --only "${SPEC_CASES[@]}" ;;
+  *) echo "CALL: expected 1 to 7, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

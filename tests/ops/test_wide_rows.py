@@ -139,6 +139,40 @@ def test_layer_norm_one_reduction(launch, rows, residual, device, poison_outputs
             check(got, expected(x, w, b, r, 1e-6, 0.0, True), dtype, True, residual)
 
 
+SPECIALIZED = {
+    "whole-4w": WideLaunch(4, specialized=True),
+    "whole-4w-reload-one-reduction": WideLaunch(4, reload=True, one_reduction=True,
+                                                specialized=True),
+    "looped-256c-2w": WideLaunch(2, chunk=256, specialized=True),
+    "looped-256c-2w-unrolled-forwards": WideLaunch(2, chunk=256, unrolled=True, forwards=True,
+                                                   specialized=True),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("launch", list(SPECIALIZED))
+@pytest.mark.parametrize("op", list(NORMS))
+def test_norm_forward_specialized(op, launch, monkeypatch, device, poison_outputs):
+    """Launches compiled for the row length (``specialized``) on packed rows (a ragged last
+    chunk, whole chunks), and on rows of a wider buffer, which run unspecialized; against
+    float64, with the compiled length checked."""
+    la = SPECIALIZED[launch]
+    name = "norm_fwd_looped_kernel" if la.chunk else "norm_fwd_wide_kernel"
+    spy = LaunchSpy(getattr(wide_kernels, name))
+    monkeypatch.setattr(wide_kernels, name, spy)
+    center, residual = NORMS[op]
+    for M, N, stride in ((3, 1000, None), (2, 1024, None), (2, 1000, 1024)):
+        for dtype in _dtypes(device):
+            x, r, w, b = operands(M, N, dtype, device, shift=20.0 if center else 0.0)
+            if stride:  # rows of a wider buffer, in every dtype
+                x = torch.zeros(M, stride, dtype=dtype, device=device)[:, :N].copy_(x)
+            r = r if residual else None
+            b = b if center else None
+            got = norm.wide_norm_forward(x, w, b, r, 1e-6, 0.5, center, la)
+            check(got, expected(x, w, b, r, 1e-6, 0.5, center), dtype, center, residual)
+        assert {k["SPECIALIZED"] for k in spy.launches} == {0 if stride else N}
+        spy.launches.clear()
+
+
 def test_unrolled_looped_launch_refuses_long_rows(device):
     x = torch.randn(1, 256 * MAX_UNROLLED_CHUNKS + 1, device=device)
     launch = WideLaunch(2, chunk=256, unrolled=True)
@@ -596,6 +630,29 @@ def test_norm_forward_gpu(op, dtype, M, N, poison_outputs):
         check(got, want, dtype, center, residual)
     got = norm._forward(x, w, b, r, 1e-6, 0.0, center)
     check(got, want, dtype, center, residual)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", list(NORMS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_norm_forward_specialized_gpu(op, dtype, poison_outputs):
+    """Launches compiled for the row length (the sweeps' shapes) on the GPU against float64:
+    packed rows, a ragged width, and rows of a wider buffer (run unspecialized)."""
+    center, residual = NORMS[op]
+    launches = [WideLaunch(16, reload=True, specialized=True),
+                WideLaunch(16, chunk=2048, forwards=True, specialized=True),
+                WideLaunch(16, chunk=4096, forwards=True, unrolled=True, max_registers=64,
+                           specialized=True)]  # fmt: skip
+    for M, N, stride in ((300, 16384, None), (5, 16411, None), (129, 8192, None), (7, 8192, 8200)):
+        x, r, w, b = operands(M, N, dtype, "cuda", stride, shift=20.0 if center else 0.0)
+        if stride:
+            x = torch.zeros(M, stride, dtype=dtype, device="cuda")[:, :N].copy_(x)
+        r = r if residual else None
+        b = b if center else None
+        want = expected(x, w, b, r, 1e-6, 0.0, center)
+        for la in launches:
+            check(norm.wide_norm_forward(x, w, b, r, 1e-6, 0.0, center, la), want, dtype,
+                  center, residual)  # fmt: skip
 
 
 @pytest.mark.gpu

@@ -37,6 +37,9 @@ class WideLaunch:
     """x loaded evict_first and y stored .cs (``STREAM``); the one-row-a-program kernels only."""
     reload: bool = False
     """Norms: x read again for the output instead of held across the reductions (``RELOAD``)."""
+    specialized: bool = False
+    """Norms: compiled for the row length (``SPECIALIZED``) where the rows are packed and no
+    operand reaches 2**31 elements (one compile per length); otherwise as if False."""
     one_reduction: bool = False
     """LayerNorm, whole-row launches: the row's moments from one cross-warp reduction of its
     deviations from its first value (``ONE_REDUCTION``), not the mean and then the centred

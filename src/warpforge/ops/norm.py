@@ -737,6 +737,8 @@ def wide_norm_forward(
     residual = as_rows(residual) if residual is not None else None
     pointers, strides = _forward_pointers(x, residual, weight, bias, y, h, mean, rstd, center)
     args = (*pointers, *strides, N, M, N, eps, offset)
+    # compiled for N: rows packed (every stride N) and offsets within 32 bits
+    specialized = N if launch.specialized and set(strides) <= {N, 0} and M * N < 2**31 else 0
     flags = {
         "CENTER": center,
         "HAS_RESIDUAL": residual is not None,
@@ -752,6 +754,7 @@ def wide_norm_forward(
                 EVEN=N % block == 0,
                 FORWARDS=launch.forwards,
                 CHUNKS=chunks if launch.unrolled else 0,
+                SPECIALIZED=specialized,
                 **launch.launch_options(),
             )
             return y, h, mean, rstd
@@ -762,6 +765,7 @@ def wide_norm_forward(
             STREAM=launch.stream,
             RELOAD=launch.reload,
             ONE_REDUCTION=launch.one_reduction,
+            SPECIALIZED=specialized,
             **launch.launch_options(),
         )
     return y, h, mean, rstd

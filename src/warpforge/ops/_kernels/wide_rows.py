@@ -19,6 +19,9 @@ Options (constexpr) that the launch sweep picks between:
   lies more than two standard deviations from its mean (``reductions.shifted_moments``' far)
   takes the two reductions after all, on x read again, so the variance keeps its precision on
   any input.
+* ``SPECIALIZED`` (norm): the row length, compiled in, for packed rows (every row stride equal
+  to it) of operands under 2**31 elements: bounds and masks fold, row offsets are 32-bit, as in
+  torch.compile's kernels, which are compiled for one shape.
 * ``RELOAD`` (norm): x is not held from the reductions to the output but read again (first
   ``evict_last``, then ``evict_first``, as torch.compile's reduction kernels read a row), so
   fewer registers stay live across the reductions and more programs fit on an SM; the second
@@ -91,10 +94,19 @@ def norm_fwd_wide_kernel(
     STREAM: tl.constexpr,
     RELOAD: tl.constexpr = False,
     ONE_REDUCTION: tl.constexpr = False,
+    SPECIALIZED: tl.constexpr = 0,
 ):
     """``norm_fwd_rows_kernel``'s arithmetic (same order, same rounding) on one whole row; with
     ``ONE_REDUCTION`` (LayerNorm) the moments from one reduction (module docstring)."""
-    row = tl.program_id(0).to(tl.int64)
+    if SPECIALIZED:
+        N = SPECIALIZED
+        stride_x = SPECIALIZED
+        stride_r = SPECIALIZED
+        stride_y = SPECIALIZED
+        stride_h = SPECIALIZED
+        row = tl.program_id(0)
+    else:
+        row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
 
@@ -256,6 +268,7 @@ def norm_fwd_looped_kernel(
     EVEN: tl.constexpr = False,
     FORWARDS: tl.constexpr = False,
     CHUNKS: tl.constexpr = 0,
+    SPECIALIZED: tl.constexpr = 0,
 ):
     """One row a program, walked in chunks of ``BLOCK_N`` columns (few registers, so several
     programs share an SM and keep more loads in flight than one whole row in registers).
@@ -273,8 +286,17 @@ def norm_fwd_looped_kernel(
     this; with N only at run time each chunk's load waits for the one before). Compiled for
     sm_90 by Triton 3.9, bf16 LayerNorm, 16384 columns in 2048-column chunks on 16 warps: eight
     64-bit loads back to back at 32 registers; with the output pass unrolled too, 40 registers
-    and only five of the eight loads ahead, so that pass stays a loop (its loads hit L2)."""
-    row = tl.program_id(0).to(tl.int64)
+    and only five of the eight loads ahead, so that pass stays a loop (its loads hit L2).
+    ``SPECIALIZED`` > 0: the row length, compiled in (module docstring)."""
+    if SPECIALIZED:
+        N = SPECIALIZED
+        stride_x = SPECIALIZED
+        stride_r = SPECIALIZED
+        stride_y = SPECIALIZED
+        stride_h = SPECIALIZED
+        row = tl.program_id(0)
+    else:
+        row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     x_row = X + row * stride_x
     h_row = H + row * stride_h
