@@ -36,6 +36,10 @@
 #      strides compiled in, 32-bit row offsets, as torch.compile's kernels): their GPU tests,
 #      then parity_sweep's specialized cases (bf16 LayerNorm and RMSNorm, float32 LayerNorm;
 #      shipped, whole-row and looped launches, each specialized and not).
+#   8  bf16 / fp16 LayerNorm of 16384 columns shipped on the specialized looped launch: the
+#      whole-row norm GPU tests, layer_norm.fwd bf16 at 4096 x 16384 (the launch) and 8192 x 8192
+#      (unchanged) through the harness, then parity_sweep's specialized cases at other bf16
+#      LayerNorm widths and row counts (12288, 14336; 2048 and 16384 rows).
 # Run call N at the commit benchmarks/results/session37-h200-2026-11-30/README.md names for it:
 # the code each call measured is gone from later commits.
 # Usage: bash scripts/gpu/session37_calls.sh OUT CALL
@@ -109,6 +113,16 @@ case "$CALL" in
        "rms_norm.fwd M=8192 N=8192 torch.bfloat16 spec" "layer_norm.fwd M=4096 N=16384 torch.float32 spec")
      parity_warm 150 "${SPEC_CASES[@]}"
      parity_cases specialized-call7 $((580 - SECONDS)) --only "${SPEC_CASES[@]}" ;;
-  *) echo "CALL: expected 1 to 7, got $CALL" >&2; exit 2 ;;
+  8) gpu_tests wide-norm-call8 150 -n 4 tests/ops/test_wide_rows.py -k "norm or specialized or one_reduction"
+     timeout 200 python3 -m warpforge bench --problem layer_norm.fwd --dtype bf16 --sweep \
+       --shape M=4096,N=16384 --shape M=8192,N=8192 \
+       --out "$OUT/keep/lnfwd-bf16-call8.json" > "$OUT/bench.log" 2>&1
+     echo "bench: exit $?"; grep -E "^│ layer" "$OUT/bench.log"
+     WIDTH_CASES=("layer_norm.fwd M=4096 N=12288 torch.bfloat16 spec"
+       "layer_norm.fwd M=4096 N=14336 torch.bfloat16 spec" "layer_norm.fwd M=2048 N=16384 torch.bfloat16 spec"
+       "layer_norm.fwd M=16384 N=16384 torch.bfloat16 spec")
+     parity_warm 100 "${WIDTH_CASES[@]}"
+     parity_cases specialized-widths-call8 $((580 - SECONDS)) --only "${WIDTH_CASES[@]}" ;;
+  *) echo "CALL: expected 1 to 8, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -189,10 +189,17 @@ COMPILE_ALL = textwrap.dedent(
         types = {k: v.replace("fp32", "bf16") if size == 2 and k in ("X", "R", "W", "B", "Y", "H") else v
                  for k, v in wide_types.items()}
         flags = dict(CENTER=kernel.startswith("layer"), HAS_RESIDUAL=kernel.startswith("add"),
-                     HAS_WEIGHT=True, HAS_BIAS=kernel.startswith("layer"), BLOCK_N=block,
-                     EARLY_W=launch.early_w, STREAM=launch.stream, RELOAD=launch.reload,
-                     ONE_REDUCTION=launch.one_reduction)
-        stack = spilled_bytes(wk.norm_fwd_wide_kernel, types, flags, aligned=("stride_x", "stride_r", "stride_y", "stride_h", "N"), **launch.launch_options())
+                     HAS_WEIGHT=True, HAS_BIAS=kernel.startswith("layer"),
+                     SPECIALIZED=block if launch.specialized else 0)
+        if launch.chunk:
+            fn = wk.norm_fwd_looped_kernel
+            flags.update(BLOCK_N=launch.chunk, EVEN=True, FORWARDS=launch.forwards,
+                         CHUNKS=block // launch.chunk if launch.unrolled else 0)
+        else:
+            fn = wk.norm_fwd_wide_kernel
+            flags.update(BLOCK_N=block, EARLY_W=launch.early_w, STREAM=launch.stream,
+                         RELOAD=launch.reload, ONE_REDUCTION=launch.one_reduction)
+        stack = spilled_bytes(fn, types, flags, aligned=("stride_x", "stride_r", "stride_y", "stride_h", "N"), **launch.launch_options())
         assert stack == 0, f"row launch spills {stack} bytes ({size}, {kernel}, {block})"
     # the split-row softmax backward at the op's launches: y and dy held under the register cap,
     # no spills (the launch's reason: 4-warp 8192-column programs spill 536-744 bytes)

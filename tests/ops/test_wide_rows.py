@@ -173,6 +173,23 @@ def test_norm_forward_specialized(op, launch, monkeypatch, device, poison_output
         spy.launches.clear()
 
 
+def test_specialized_row_launch_only_on_packed_rows(monkeypatch, device, poison_outputs):
+    """The public LayerNorm takes the shipped specialized launch (2-byte rows of 16384 columns)
+    on packed rows, compiled for their length, and its other kernels on rows of a wider
+    buffer."""
+    launch = norm.NORM_FWD_ROW_LAUNCHES[(2, "layer_norm.fwd", 16384)]
+    assert launch.specialized and launch.chunk
+    spy = LaunchSpy(wide_kernels.norm_fwd_looped_kernel)
+    monkeypatch.setattr(wide_kernels, "norm_fwd_looped_kernel", spy)
+    x, _, w, b = operands(3, 16384, torch.float16, device, shift=20.0)
+    wider = torch.zeros(3, 16400, dtype=torch.float16, device=device)[:, :16384].copy_(x)
+    for rows in (x, wider):
+        y = layer_norm(rows, w, b, eps=1e-6)
+        torch.testing.assert_close(y.double(), expected(rows, w, b, None, 1e-6, 0.0, True)[0],
+                                   atol=TOL[torch.float16], rtol=TOL[torch.float16])  # fmt: skip
+    assert [k["SPECIALIZED"] for k in spy.launches] == [16384]
+
+
 def test_unrolled_looped_launch_refuses_long_rows(device):
     x = torch.randn(1, 256 * MAX_UNROLLED_CHUNKS + 1, device=device)
     launch = WideLaunch(2, chunk=256, unrolled=True)
@@ -415,7 +432,8 @@ def test_shipped_row_launches_compute_right(key, device, poison_outputs):
     """Each launch of the shipped row table at a ragged row of its power of two."""
     size, kernel, block = key
     launch = norm.NORM_FWD_ROW_LAUNCHES[key]
-    N = block - 16 // size  # one 16-byte vector short of the power of two
+    # one 16-byte vector short of the power of two, or the narrowest row the launch takes
+    N = max(block - 16 // size, launch.min_n)
     assert norm.norm_fwd_wide_launch(N, size, kernel) == launch
     assert norm.norm_fwd_wide_launch(block // 2, size, kernel) != launch
     center, residual = kernel.startswith("layer"), kernel.startswith("add_")

@@ -581,6 +581,9 @@ NORM_FWD_ROW_LAUNCHES: dict[tuple[int, str, int], WideLaunch] = {
     (2, "rms_norm.fwd", 8192): _ROW(16, reload=True),
     (2, "rms_norm.fwd", 16384): _ROW(16, early_w=True),
     (2, "layer_norm.fwd", 4096): _ROW(4, reload=True),
+    (2, "layer_norm.fwd", 16384): _ROW(
+        16, chunk=2048, forwards=True, specialized=True, min_n=16384
+    ),
     (4, "rms_norm.fwd", 4096): _ROW(8, reload=True),
     (4, "rms_norm.fwd", 8192): _ROW(16, early_w=True, reload=True),
     (4, "rms_norm.fwd", 16384): _ROW(32, early_w=True, reload=True),
@@ -653,7 +656,20 @@ with two reductions the same launch took 164.1 / 86.1 / 629.0 / 142.2 / 132.5 us
 it lost (150.9 against 131.3 at 8192 x 8192) and the table's 16-warp launch stays; past 16384
 columns the wide launch below stays too (tied at 4096 x 32768, 289.7 against 289.1; 2% ahead at
 24576, 216.6 against 221.2). bf16 LayerNorm gained nothing from one reduction at 2048-65536
-columns (``parity-one-reduction-call1.json``, ``parity-stats-reload-call3.json``)."""
+columns (``parity-one-reduction-call1.json``, ``parity-stats-reload-call3.json``).
+
+bf16 / fp16 LayerNorm rows of exactly 16384 columns, packed, take the looped kernel compiled
+for that length (``specialized``: N and the row strides compiled in, 32-bit offsets, as
+torch.compile's kernel, ``session37-h200-2026-11-30/inductor-layer_norm.fwd-call6.txt``) in
+torch.compile's launch shape, 2048-column chunks on 16 warps walked in a loop, since the
+thirty-seventh session. H200, kernel alone, 4096 x 16384 (``parity-specialized-call7.json``):
+71.8 us against 75.5 for the tiled kernel, 89.5 for the same launch unspecialized and 71.8 for
+torch.compile; whole-row 16 warps with x read again 74.3 specialized, 76.5 not. Specializing
+moved nothing by more than 1% at bf16 LayerNorm 8192 x 8192 and 16384 x 4096, bf16 RMSNorm
+4096 x 16384 and 8192 x 8192; 1.6% at LayerNorm 4096 x 32768 (the wide launch, 147.7 against
+150.1 us, not taken); float32 LayerNorm 4096 x 16384 lost (148.5 against 133.1). Other widths
+of 8193-16383 columns were not measured (``min_n``) and rows of a wider buffer keep the tiled
+kernel (the launch unspecialized is 18% slower than it)."""
 
 
 NORM_FWD_LONG_MAX_N = 65536
@@ -713,6 +729,14 @@ def norm_fwd_wide_launch(
     return wide_launch(NORM_FWD_ROW_LAUNCHES, key, N, element_size, enabled)
 
 
+def _specializable(x: torch.Tensor, residual: torch.Tensor | None) -> bool:
+    """Whether a ``specialized`` launch can compile in the row length: rows packed (every row
+    stride N; y and h are allocated so) and offsets within 32 bits."""
+    M, N = x.shape
+    packed = M <= 1 or (x.stride(0) == N and (residual is None or residual.stride(0) == N))
+    return packed and M * N < 2**31
+
+
 def wide_norm_forward(
     x: torch.Tensor,
     weight: torch.Tensor | None,
@@ -738,7 +762,7 @@ def wide_norm_forward(
     pointers, strides = _forward_pointers(x, residual, weight, bias, y, h, mean, rstd, center)
     args = (*pointers, *strides, N, M, N, eps, offset)
     # compiled for N: rows packed (every stride N) and offsets within 32 bits
-    specialized = N if launch.specialized and set(strides) <= {N, 0} and M * N < 2**31 else 0
+    specialized = N if launch.specialized and _specializable(x, residual) else 0
     flags = {
         "CENTER": center,
         "HAS_RESIDUAL": residual is not None,
@@ -789,7 +813,8 @@ def _forward(
     M, N = x.shape
     if M > 0 and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
         wide = norm_fwd_wide_launch(N, x.element_size(), _kernel_name(center, residual))
-        if wide is not None:
+        # a specialized launch was measured on packed rows only: other rows keep the defaults
+        if wide is not None and (not wide.specialized or _specializable(x, residual)):
             return wide_norm_forward(x, weight, bias, residual, eps, offset, center, wide)
     if (
         M > 0
