@@ -433,7 +433,10 @@ SPECIALIZED_CASES = [("layer_norm.fwd", BF16, 4096, 16384), ("layer_norm.fwd", B
                      ("rms_norm.fwd", BF16, 4096, 16384), ("rms_norm.fwd", BF16, 8192, 8192),
                      ("layer_norm.fwd", FP32, 4096, 16384), ("layer_norm.fwd", BF16, 4096, 12288),
                      ("layer_norm.fwd", BF16, 4096, 14336), ("layer_norm.fwd", BF16, 2048, 16384),
-                     ("layer_norm.fwd", BF16, 16384, 16384)]  # fmt: skip
+                     ("layer_norm.fwd", BF16, 16384, 16384), ("layer_norm.fwd", BF16, 4096, 8704),
+                     ("layer_norm.fwd", BF16, 4096, 9216), ("layer_norm.fwd", BF16, 4096, 10240),
+                     ("layer_norm.fwd", BF16, 4096, 11264), ("rms_norm.fwd", BF16, 4096, 12288),
+                     ("rms_norm.fwd", BF16, 4096, 10240)]  # fmt: skip
 """Norm forwards compiled for their row length (``WideLaunch.specialized``), as torch.compile's
 kernels are (``session37-h200-2026-11-30/inductor-layer_norm.fwd-call6.txt``: N, M and the row
 stride compiled in), where bf16 LayerNorm trails torch.compile (4096 x 16384) or RMSNorm."""

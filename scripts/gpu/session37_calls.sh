@@ -40,6 +40,9 @@
 #      whole-row norm GPU tests, layer_norm.fwd bf16 at 4096 x 16384 (the launch) and 8192 x 8192
 #      (unchanged) through the harness, then parity_sweep's specialized cases at other bf16
 #      LayerNorm widths and row counts (12288, 14336; 2048 and 16384 rows).
+#   9  the specialized LayerNorm launch extended to 12288-16384 columns (call 8's widths): the
+#      whole-row norm GPU tests, then parity_sweep's specialized cases at narrower bf16 LayerNorm
+#      rows (8704-11264 columns) and bf16 RMSNorm at 10240 and 12288.
 # Run call N at the commit benchmarks/results/session37-h200-2026-11-30/README.md names for it:
 # the code each call measured is gone from later commits.
 # Usage: bash scripts/gpu/session37_calls.sh OUT CALL
@@ -123,6 +126,13 @@ case "$CALL" in
        "layer_norm.fwd M=16384 N=16384 torch.bfloat16 spec")
      parity_warm 100 "${WIDTH_CASES[@]}"
      parity_cases specialized-widths-call8 $((580 - SECONDS)) --only "${WIDTH_CASES[@]}" ;;
-  *) echo "CALL: expected 1 to 8, got $CALL" >&2; exit 2 ;;
+  9) gpu_tests wide-norm-call9 150 -n 4 tests/ops/test_wide_rows.py -k "norm or specialized or one_reduction"
+     NARROW_CASES=("layer_norm.fwd M=4096 N=8704 torch.bfloat16 spec"
+       "layer_norm.fwd M=4096 N=9216 torch.bfloat16 spec" "layer_norm.fwd M=4096 N=10240 torch.bfloat16 spec"
+       "layer_norm.fwd M=4096 N=11264 torch.bfloat16 spec" "rms_norm.fwd M=4096 N=12288 torch.bfloat16 spec"
+       "rms_norm.fwd M=4096 N=10240 torch.bfloat16 spec")
+     parity_warm 100 "${NARROW_CASES[@]}"
+     parity_cases specialized-narrow-call9 $((580 - SECONDS)) --only "${NARROW_CASES[@]}" ;;
+  *) echo "CALL: expected 1 to 9, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
