@@ -49,6 +49,9 @@ class WideLaunch:
     aligned: bool = False
     """Only rows whose length is a whole number of 16-byte vectors (others keep the other
     kernels)."""
+    whole_chunks: bool = False
+    """Looped: only rows whose length is a whole number of ``chunk``s (others keep the other
+    kernels)."""
     chunk: int = 0
     """Forwards: walk the row in chunks of this many columns (a power of two; the looped
     norm, softmax and cross-entropy kernels, ``norm_fwd_looped_kernel`` ...: x read twice, few
@@ -80,11 +83,17 @@ def wide_launch(
     max_n: int = WIDE_MAX_N,
 ) -> WideLaunch | None:
     """``launches[key]`` for rows of its ``min_n`` to ``max_n`` columns (of whole 16-byte
-    vectors where it is ``aligned``) with the kernels on, else None."""
+    vectors where it is ``aligned``, of whole chunks where ``whole_chunks``) with the kernels
+    on, else None."""
     if not 0 < N <= max_n:
         return None
     launch = launches.get(key)  # before the environment: most calls find no launch
-    if launch is None or launch.min_n > N or (launch.aligned and N * element_size % 16):
+    if (
+        launch is None
+        or launch.min_n > N
+        or (launch.aligned and N * element_size % 16)
+        or (launch.whole_chunks and N % launch.chunk)
+    ):
         return None
     if not (wide_rows_enabled() if enabled is None else enabled):
         return None
