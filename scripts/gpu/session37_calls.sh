@@ -43,6 +43,9 @@
 #   9  the specialized LayerNorm launch extended to 12288-16384 columns (call 8's widths): the
 #      whole-row norm GPU tests, then parity_sweep's specialized cases at narrower bf16 LayerNorm
 #      rows (8704-11264 columns) and bf16 RMSNorm at 10240 and 12288.
+#  10  the looped softmax forward compiled for the row length (WideLaunch.specialized): its GPU
+#      tests, then parity_sweep's softmax specialized cases (bf16 softmax / log-softmax at
+#      4096 x 16384, 8192 x 8192, 4096 x 32768, 4096 x 12288).
 # Run call N at the commit benchmarks/results/session37-h200-2026-11-30/README.md names for it:
 # the code each call measured is gone from later commits.
 # Usage: bash scripts/gpu/session37_calls.sh OUT CALL
@@ -133,6 +136,12 @@ case "$CALL" in
        "rms_norm.fwd M=4096 N=10240 torch.bfloat16 spec")
      parity_warm 100 "${NARROW_CASES[@]}"
      parity_cases specialized-narrow-call9 $((580 - SECONDS)) --only "${NARROW_CASES[@]}" ;;
-  *) echo "CALL: expected 1 to 9, got $CALL" >&2; exit 2 ;;
+  10) gpu_tests softmax-specialized-call10 120 -n 4 tests/ops/test_wide_rows.py -k "specialized"
+     SOFTMAX_CASES=("softmax.fwd M=4096 N=16384 torch.bfloat16 spec" "softmax.fwd M=8192 N=8192 torch.bfloat16 spec"
+       "softmax.fwd M=4096 N=32768 torch.bfloat16 spec" "log_softmax.fwd M=4096 N=16384 torch.bfloat16 spec"
+       "softmax.fwd M=4096 N=12288 torch.bfloat16 spec")
+     parity_warm 90 "${SOFTMAX_CASES[@]}"
+     parity_cases softmax-specialized-call10 $((400 - SECONDS)) --only "${SOFTMAX_CASES[@]}" ;;
+  *) echo "CALL: expected 1 to 10, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
 from warpforge.ops._rows import MAX_SINGLE_PASS_N, cdiv, launch_options, next_power_of_2
 from warpforge.runtime import switch_on
 
@@ -114,3 +116,14 @@ def row_blocks(N: int, launch: WideLaunch) -> tuple[int, int]:
             f"got {chunks} ({N} columns in chunks of {block})"
         )
     return block, chunks
+
+
+def specialized_length(launch: WideLaunch, x: torch.Tensor, *others: torch.Tensor | None) -> int:
+    """The row length a ``specialized`` launch compiles in for the (M, N) rows of ``x`` and of
+    ``others`` (outputs are allocated packed), or 0 (the launch runs unspecialized): the launch
+    asks for it, every row is packed (row stride N) and no operand reaches 2**31 elements."""
+    M, N = x.shape
+    if not launch.specialized or M * N >= 2**31:
+        return 0
+    rows = [t for t in (x, *others) if t is not None]
+    return N if M <= 1 or all(t.stride(0) == N for t in rows) else 0

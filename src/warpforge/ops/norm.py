@@ -37,7 +37,13 @@ from warpforge.ops._split_rows import (
     flag_word_plan,
     split_row_plan,
 )
-from warpforge.ops._wide_rows import WIDE_MAX_N, WideLaunch, row_blocks, wide_launch
+from warpforge.ops._wide_rows import (
+    WIDE_MAX_N,
+    WideLaunch,
+    row_blocks,
+    specialized_length,
+    wide_launch,
+)
 from warpforge.runtime import (
     ExecutionPath,
     device_capabilities,
@@ -741,14 +747,6 @@ def norm_fwd_wide_launch(
     return wide_launch(NORM_FWD_ROW_LAUNCHES, key, N, element_size, enabled)
 
 
-def _specializable(x: torch.Tensor, residual: torch.Tensor | None) -> bool:
-    """Whether a ``specialized`` launch can compile in the row length: rows packed (every row
-    stride N; y and h are allocated so) and offsets within 32 bits."""
-    M, N = x.shape
-    packed = M <= 1 or (x.stride(0) == N and (residual is None or residual.stride(0) == N))
-    return packed and M * N < 2**31
-
-
 def wide_norm_forward(
     x: torch.Tensor,
     weight: torch.Tensor | None,
@@ -774,7 +772,7 @@ def wide_norm_forward(
     pointers, strides = _forward_pointers(x, residual, weight, bias, y, h, mean, rstd, center)
     args = (*pointers, *strides, N, M, N, eps, offset)
     # compiled for N: rows packed (every stride N) and offsets within 32 bits
-    specialized = N if launch.specialized and _specializable(x, residual) else 0
+    specialized = specialized_length(launch, x, residual)
     flags = {
         "CENTER": center,
         "HAS_RESIDUAL": residual is not None,
@@ -826,7 +824,7 @@ def _forward(
     if M > 0 and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
         wide = norm_fwd_wide_launch(N, x.element_size(), _kernel_name(center, residual))
         # a specialized launch was measured on packed rows only: other rows keep the defaults
-        if wide is not None and (not wide.specialized or _specializable(x, residual)):
+        if wide is not None and (not wide.specialized or specialized_length(wide, x, residual)):
             return wide_norm_forward(x, weight, bias, residual, eps, offset, center, wide)
     if (
         M > 0
