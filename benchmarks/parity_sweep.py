@@ -206,29 +206,6 @@ def _one_reduction_variants(warps: tuple[int, ...]) -> dict[str, Fn]:
     return out
 
 
-def _softmax_specialized_variants(log: bool, N: int, element_size: int) -> dict[str, Fn]:
-    """The (log-)softmax forward's looped launches compiled for the row length and not
-    (``specialized``): the shipped one-row-a-program launch (if any) and three looped launches
-    (2048-column chunks on 16 warps, unrolled 2048 / 8, 4096 / 16 at 64 registers)."""
-    from dataclasses import replace
-
-    from warpforge.ops import softmax_ops
-    from warpforge.ops._wide_rows import WideLaunch
-
-    shipped = softmax_ops.softmax_fwd_wide_launch(N, element_size, enabled=True)
-    launches = [shipped] if shipped is not None and shipped.chunk else []
-    launches += [WideLaunch(16, chunk=2048, forwards=True),
-                 WideLaunch(8, chunk=2048, forwards=True, unrolled=True),
-                 WideLaunch(16, chunk=4096, forwards=True, unrolled=True, max_registers=64)]  # fmt: skip
-    out: dict[str, Fn] = {}
-    for launch in dict.fromkeys(launches):
-        for spec in (False, True):
-            la = replace(launch, specialized=spec)
-            label = ("shipped " if launch == shipped else "") + _launch_label(la)
-            out[label] = lambda x, la=la: softmax_ops.wide_softmax_forward(x, log, la)
-    return out
-
-
 def _norm_fwd_variants(
     center: bool,
     N: int,
@@ -463,12 +440,6 @@ SPECIALIZED_CASES = [("layer_norm.fwd", BF16, 4096, 16384), ("layer_norm.fwd", B
 """Norm forwards compiled for their row length (``WideLaunch.specialized``), as torch.compile's
 kernels are (``session37-h200-2026-11-30/inductor-layer_norm.fwd-call6.txt``: N, M and the row
 stride compiled in), where bf16 LayerNorm trails torch.compile (4096 x 16384) or RMSNorm."""
-SOFTMAX_SPECIALIZED_CASES = [("softmax.fwd", 4096, 16384), ("softmax.fwd", 8192, 8192),
-                             ("softmax.fwd", 4096, 32768), ("log_softmax.fwd", 4096, 16384),
-                             ("softmax.fwd", 4096, 12288)]  # fmt: skip
-"""bf16 softmax forwards through the looped kernel compiled for the row length
-(``WideLaunch.specialized``), as the norm forwards' (``SPECIALIZED_CASES``): softmax.fwd bf16 4096
-x 16384 is 0.98x Liger on the tiled kernel (``session32-h200-2026-11-30/fwd-bf16-call9.json``)."""
 CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257), (4096, 262144)]
 """The float32 backward where its launches were once told apart: rows that pad the row
 kernel's last slice, wide rows, rows off 16-byte boundaries and whole slices."""
@@ -570,49 +541,42 @@ def cases(device, smoke: bool, looped: tuple = LOOPED_GRID):
 
         return f"{name} M={M} N={N} {dtype}{' looped' * bool(looped)}", build
 
-    def one_reduction(dtype, M, N, warps):
-        dtype = FP32 if smoke else dtype  # bf16 loads are wrong under the interpreter
-
-        def build():
-            problem = get_problem("layer_norm.fwd")
-            shape = {"M": 4, "N": 256} if smoke else {"M": M, "N": N}
-            contenders = _with_baselines(problem, _one_reduction_variants(warps))
-            return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
-                    problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
-
-        return f"layer_norm.fwd M={M} N={N} {dtype} one-reduction", build
-
-    def specialized(name, dtype, M, N):
+    def launches(name, dtype, M, N, tag, variants_for):
+        """A case timing ``variants_for(N, element size)``'s contenders (smoke: a small row)."""
         dtype = FP32 if smoke else dtype  # bf16 loads are wrong under the interpreter
 
         def build():
             problem = get_problem(name)
             shape = {"M": 4, "N": 512} if smoke else {"M": M, "N": N}
-            variants = _specialized_variants(name, shape["N"], dtype.itemsize)
-            contenders = _with_baselines(problem, variants)
+            contenders = _with_baselines(problem, variants_for(shape["N"], dtype.itemsize))
             return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
                     problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
 
-        return f"{name} M={M} N={N} {dtype} specialized", build
-
-    def softmax_specialized(name, M, N):
-        dtype = FP32 if smoke else BF16  # bf16 loads are wrong under the interpreter
-
-        def build():
-            problem = get_problem(name)
-            shape = {"M": 4, "N": 512} if smoke else {"M": M, "N": N}
-            variants = _softmax_specialized_variants(name.startswith("log"), shape["N"],
-                                                     dtype.itemsize)  # fmt: skip
-            contenders = _with_baselines(problem, variants)
-            return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
-                    problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
-
-        return f"{name} M={M} N={N} {dtype if not smoke else FP32} specialized", build
+        return f"{name} M={M} N={N} {dtype} {tag}", build
 
     return [
-        *(softmax_specialized(*case) for case in SOFTMAX_SPECIALIZED_CASES),
-        *(specialized(*case) for case in SPECIALIZED_CASES),
-        *(one_reduction(*case) for case in ONE_REDUCTION_CASES),
+        *(
+            launches(
+                name,
+                dtype,
+                M,
+                N,
+                "specialized",
+                lambda n, size, name=name: _specialized_variants(name, n, size),
+            )
+            for name, dtype, M, N in SPECIALIZED_CASES
+        ),
+        *(
+            launches(
+                "layer_norm.fwd",
+                dtype,
+                M,
+                N,
+                "one-reduction",
+                lambda n, size, warps=warps: _one_reduction_variants(warps),
+            )
+            for dtype, M, N, warps in ONE_REDUCTION_CASES
+        ),
         *(norm_fwd(*case) for case in NORM_FWD_CASES),
         *(norm_fwd(*case, (), (), looped) for case in NORM_FWD_LOOPED_CASES),
         activation("swiglu.fwd", FP32, ACT_FWD_GRID),

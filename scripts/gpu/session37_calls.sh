@@ -45,7 +45,8 @@
 #      rows (8704-11264 columns) and bf16 RMSNorm at 10240 and 12288.
 #  10  the looped softmax forward compiled for the row length (WideLaunch.specialized): its GPU
 #      tests, then parity_sweep's softmax specialized cases (bf16 softmax / log-softmax at
-#      4096 x 16384, 8192 x 8192, 4096 x 32768, 4096 x 12288).
+#      4096 x 16384, 8192 x 8192, 4096 x 32768, 4096 x 12288). The option was removed after
+#      the call (the tiled kernel stayed ahead at the widths).
 # Run call N at the commit benchmarks/results/session37-h200-2026-11-30/README.md names for it:
 # the code each call measured is gone from later commits.
 # Usage: bash scripts/gpu/session37_calls.sh OUT CALL

@@ -271,27 +271,6 @@ def test_softmax_forward_looped(log, launch, M, N, stride, device, poison_output
                                    atol=softmax_atol(dtype, log), rtol=TOL[dtype])  # fmt: skip
 
 
-@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
-@pytest.mark.parametrize("unrolled", [False, True], ids=["rolled", "unrolled"])
-def test_softmax_forward_specialized(log, unrolled, monkeypatch, device, poison_outputs):
-    """The looped softmax compiled for the row length (``specialized``) on packed rows (a
-    ragged last chunk, whole chunks) and unspecialized on rows of a wider buffer, against
-    float64, with the compiled length checked."""
-    spy = LaunchSpy(wide_kernels.softmax_fwd_looped_kernel)
-    monkeypatch.setattr(wide_kernels, "softmax_fwd_looped_kernel", spy)
-    launch = WideLaunch(2, chunk=256, forwards=True, unrolled=unrolled, specialized=True)
-    for M, N, stride in ((3, 1000, None), (2, 1024, None), (2, 1000, 1024)):
-        for dtype in _dtypes(device):
-            x = (torch.randn(M, N, device=device) * 4 - 30).to(dtype)
-            if stride:
-                x = torch.zeros(M, stride, dtype=dtype, device=device)[:, :N].copy_(x)
-            y = softmax_ops.wide_softmax_forward(x, log, launch)
-            torch.testing.assert_close(y.double(), softmax_expected(x.cpu(), log).to(device),
-                                       atol=softmax_atol(dtype, log), rtol=TOL[dtype])  # fmt: skip
-        assert {k["SPECIALIZED"] for k in spy.launches} == {0 if stride else N}
-        spy.launches.clear()
-
-
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's NumPy on inf, NaN
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 def test_softmax_forward_looped_nonfinite_rows(log, device, poison_outputs):
@@ -774,24 +753,6 @@ def test_softmax_looped_gpu(log, dtype, M, N, poison_outputs):
         y = softmax_ops.wide_softmax_forward(x, log, launch)
         assert torch.equal(torch.isfinite(y), finite)
         torch.testing.assert_close(y[finite].double(), want[finite], atol=atol, rtol=TOL[dtype])
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-def test_softmax_specialized_gpu(log, dtype, poison_outputs):
-    """Looped softmax launches compiled for the row length (the sweeps' shapes) on the GPU."""
-    launches = [WideLaunch(16, chunk=2048, forwards=True, specialized=True),
-                WideLaunch(16, chunk=4096, forwards=True, unrolled=True, max_registers=64,
-                           specialized=True)]  # fmt: skip
-    for M, N in ((300, 16384), (5, 16411), (129, 8192), (3, 32768)):
-        x = (torch.randn(M, N, device="cuda") * 4 - 30).to(dtype)
-        x[0, N - 1] = 20.0
-        want = softmax_expected(x, log)
-        for la in launches:
-            y = softmax_ops.wide_softmax_forward(x, log, la)
-            torch.testing.assert_close(y.double(), want, atol=softmax_atol(dtype, log),
-                                       rtol=TOL[dtype])  # fmt: skip
 
 
 @pytest.mark.gpu

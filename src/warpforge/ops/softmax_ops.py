@@ -32,7 +32,7 @@ from warpforge.ops._split_rows import (
     split_launch,
     split_row_plan,
 )
-from warpforge.ops._wide_rows import WideLaunch, row_blocks, specialized_length, wide_launch
+from warpforge.ops._wide_rows import WideLaunch, row_blocks, wide_launch
 from warpforge.runtime import ExecutionPath, execution_path
 from warpforge.validation import FLOAT_DTYPES, check_tensor, normalize_dim
 
@@ -363,8 +363,7 @@ def wide_softmax_forward(x: torch.Tensor, log: bool, launch: WideLaunch) -> torc
             kernels.softmax_fwd_looped_kernel[(M,)](
                 x, y, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=block,
                 EVEN=N % block == 0, FORWARDS=launch.forwards,
-                CHUNKS=chunks if launch.unrolled else 0,
-                SPECIALIZED=specialized_length(launch, x), **launch.launch_options(),
+                CHUNKS=chunks if launch.unrolled else 0, **launch.launch_options(),
             )  # fmt: skip
         else:
             kernels.softmax_fwd_wide_kernel[(M,)](

@@ -19,7 +19,7 @@ Options (constexpr) that the launch sweep picks between:
   lies more than two standard deviations from its mean (``reductions.shifted_moments``' far)
   takes the two reductions after all, on x read again, so the variance keeps its precision on
   any input.
-* ``SPECIALIZED`` (norm, looped softmax): the row length, compiled in, for packed rows (every row stride equal
+* ``SPECIALIZED`` (norm): the row length, compiled in, for packed rows (every row stride equal
   to it) of operands under 2**31 elements: bounds and masks fold, row offsets are 32-bit, as in
   torch.compile's kernels, which are compiled for one shape.
 * ``RELOAD`` (norm): x is not held from the reductions to the output but read again (first
@@ -55,6 +55,16 @@ def _store_row(ptr, cols, value, mask, STREAM: tl.constexpr):
         tl.store(ptr + cols, value, mask=mask, cache_modifier=".cs")
     else:
         tl.store(ptr + cols, value, mask=mask)
+
+
+@triton.jit
+def _program_row(SPECIALIZED: tl.constexpr):
+    """This program's row: a 32-bit index where the launch compiled in the row length (every
+    operand under 2**31 elements), else 64-bit."""
+    row = tl.program_id(0)
+    if not SPECIALIZED:
+        row = row.to(tl.int64)
+    return row
 
 
 @triton.jit
@@ -98,15 +108,10 @@ def norm_fwd_wide_kernel(
 ):
     """``norm_fwd_rows_kernel``'s arithmetic (same order, same rounding) on one whole row; with
     ``ONE_REDUCTION`` (LayerNorm) the moments from one reduction (module docstring)."""
-    if SPECIALIZED:
-        N = SPECIALIZED
-        stride_x = SPECIALIZED
-        stride_r = SPECIALIZED
-        stride_y = SPECIALIZED
-        stride_h = SPECIALIZED
-        row = tl.program_id(0)
-    else:
-        row = tl.program_id(0).to(tl.int64)
+    if SPECIALIZED:  # the row length and strides compiled in, 32-bit row offsets
+        N, stride_x, stride_r, stride_y, stride_h = (SPECIALIZED, SPECIALIZED, SPECIALIZED,
+                                                     SPECIALIZED, SPECIALIZED)  # fmt: skip
+    row = _program_row(SPECIALIZED)
     cols = tl.arange(0, BLOCK_N)
     mask = cols < N
 
@@ -288,15 +293,10 @@ def norm_fwd_looped_kernel(
     64-bit loads back to back at 32 registers; with the output pass unrolled too, 40 registers
     and only five of the eight loads ahead, so that pass stays a loop (its loads hit L2).
     ``SPECIALIZED`` > 0: the row length, compiled in (module docstring)."""
-    if SPECIALIZED:
-        N = SPECIALIZED
-        stride_x = SPECIALIZED
-        stride_r = SPECIALIZED
-        stride_y = SPECIALIZED
-        stride_h = SPECIALIZED
-        row = tl.program_id(0)
-    else:
-        row = tl.program_id(0).to(tl.int64)
+    if SPECIALIZED:  # the row length and strides compiled in, 32-bit row offsets
+        N, stride_x, stride_r, stride_y, stride_h = (SPECIALIZED, SPECIALIZED, SPECIALIZED,
+                                                     SPECIALIZED, SPECIALIZED)  # fmt: skip
+    row = _program_row(SPECIALIZED)
     cols = tl.arange(0, BLOCK_N)
     x_row = X + row * stride_x
     h_row = H + row * stride_h
@@ -455,7 +455,6 @@ def softmax_fwd_looped_kernel(
     EVEN: tl.constexpr = False,
     FORWARDS: tl.constexpr = False,
     CHUNKS: tl.constexpr = 0,
-    SPECIALIZED: tl.constexpr = 0,
 ):
     """(log-)softmax of one row a program, walked in chunks of ``BLOCK_N`` columns, as
     ``norm_fwd_looped_kernel`` walks a norm's row: a statistics pass keeps each lane's running
@@ -463,15 +462,8 @@ def softmax_fwd_looped_kernel(
     merge into the row's max and sum, and the output pass re-reads the row from L2 (backwards,
     the chunks read last first, or with ``FORWARDS`` in order). ``EVEN``: N is a multiple of
     ``BLOCK_N``; ``CHUNKS`` > 0: the row's number of chunks, known when compiling, so the
-    statistics pass is unrolled and its loads are all in flight together. ``SPECIALIZED`` > 0:
-    the row length, compiled in (module docstring)."""
-    if SPECIALIZED:
-        N = SPECIALIZED
-        stride_x = SPECIALIZED
-        stride_y = SPECIALIZED
-        row = tl.program_id(0)
-    else:
-        row = tl.program_id(0).to(tl.int64)
+    statistics pass is unrolled and its loads are all in flight together."""
+    row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_N)
     x_row = X + row * stride_x
     x = _softmax_chunk(x_row, cols, N, EVEN, "evict_last")
