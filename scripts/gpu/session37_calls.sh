@@ -47,6 +47,9 @@
 #      tests, then parity_sweep's softmax specialized cases (bf16 softmax / log-softmax at
 #      4096 x 16384, 8192 x 8192, 4096 x 32768, 4096 x 12288). The option was removed after
 #      the call (the tiled kernel stayed ahead at the widths).
+#  11  every GPU test under tests/ops at the session's final kernel code (six workers; fused
+#      linear cross-entropy's weight past 2**31 elements left out: it runs out of memory beside
+#      other workers, and its code did not change).
 # Run call N at the commit benchmarks/results/session37-h200-2026-11-30/README.md names for it:
 # the code each call measured is gone from later commits.
 # Usage: bash scripts/gpu/session37_calls.sh OUT CALL
@@ -143,6 +146,8 @@ case "$CALL" in
        "softmax.fwd M=4096 N=12288 torch.bfloat16 spec")
      parity_warm 90 "${SOFTMAX_CASES[@]}"
      parity_cases softmax-specialized-call10 $((400 - SECONDS)) --only "${SOFTMAX_CASES[@]}" ;;
-  *) echo "CALL: expected 1 to 10, got $CALL" >&2; exit 2 ;;
+  11) gpu_tests ops-call11 330 tests/ops -n 6 --deselect \
+       tests/ops/test_fused_linear_cross_entropy.py::test_gpu_weight_beyond_2_pow_31_elements ;;
+  *) echo "CALL: expected 1 to 11, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one
