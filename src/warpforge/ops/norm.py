@@ -665,29 +665,29 @@ columns the wide launch below stays too (tied at 4096 x 32768, 289.7 against 289
 columns (``parity-one-reduction-call1.json``, ``parity-stats-reload-call3.json``).
 
 bf16 / fp16 LayerNorm rows of 10240, 12288, 14336 and 16384 columns (8193-16384, whole
-2048-column chunks), packed, take the looped kernel compiled for their length (``specialized``: N and the row strides compiled in, 32-bit offsets, as
-torch.compile's kernel, ``session37-h200-2026-11-30/inductor-layer_norm.fwd-call6.txt``) in
-torch.compile's launch shape, 2048-column chunks on 16 warps walked in a loop, since the
-thirty-seventh session. H200, kernel alone, 4096 x 16384 (``parity-specialized-call7.json``):
-71.8 us against 75.5 for the tiled kernel, 89.5 for the same launch unspecialized and 71.8 for
-torch.compile; whole-row 16 warps with x read again 74.3 specialized, 76.5 not. Specializing
-moved nothing by more than 1% at bf16 LayerNorm 8192 x 8192 and 16384 x 4096, bf16 RMSNorm
-4096 x 16384 and 8192 x 8192; 1.6% at LayerNorm 4096 x 32768 (the wide launch, 147.7 against
-150.1 us, not taken); float32 LayerNorm 4096 x 16384 lost (148.5 against 133.1). Other widths
-and rows (``parity-specialized-widths-call8.json``, bf16, us, against the tiled kernel and
-torch.compile): 4096 x 12288 53.6 / 66.6 / 56.8, 4096 x 14336 62.9 / 70.8 / 65.4, 2048 x 16384
-40.3 / 40.4 (the launch already) / 44.5, 16384 x 16384 259.9 / 260.3 (the launch) / 259.3;
-(``parity-specialized-narrow-call9.json``) 4096 x 10240 45.8 / 63.6 / 49.9, 4096 x 8704 43.7 /
-59.9 / 53.9, 4096 x 9216 45.0 / 61.1 / 55.2, but 4096 x 11264 69.2 / 65.0 / 92.9: of the widths
-that end in a part chunk one lost, so only whole chunks take it (``whole_chunks``; 16376 and
-the like keep the tiled kernel). Rows of a wider buffer keep the tiled kernel too (the launch
-unspecialized is 18% slower than it at 4096 x 16384). bf16 RMSNorm gains from a specialized
-looped launch at 10240 and 12288 columns as well (44.6 against 51.0 us, 52.0 against 55.8,
-4096-column chunks on 16 warps, unrolled, 64 registers) and ties at 16384 (67.3 against 67.7);
-not taken yet: this table's 16384 entry serves all three, its rows of a wider buffer would
-then run the launch unspecialized, and the issue's row 4096 x 16384 would need re-timing. Through the harness
-(``lnfwd-bf16-call8.json``): layer_norm.fwd bf16 4096 x 16384 76.4 -> 71.2 us, 0.94x -> 1.01x
-torch.compile."""
+2048-column chunks), packed, take the looped kernel compiled for their length (``specialized``:
+N and the row strides compiled in, 32-bit offsets, as torch.compile's kernel,
+``session37-h200-2026-11-30/inductor-layer_norm.fwd-call6.txt``) in torch.compile's launch
+shape, 2048-column chunks on 16 warps walked in a loop, since the thirty-seventh session. H200,
+kernel alone, 4096 x 16384 (``parity-specialized-call7.json``): 71.8 us against 75.5 for the
+tiled kernel, 89.5 for the same launch unspecialized and 71.8 for torch.compile; whole-row 16
+warps with x read again 74.3 specialized, 76.5 not. Specializing moved nothing by more than 1%
+at bf16 LayerNorm 8192 x 8192 and 16384 x 4096, bf16 RMSNorm 4096 x 16384 and 8192 x 8192; 1.6%
+at LayerNorm 4096 x 32768 (the wide launch, 147.7 against 150.1 us, not taken); float32
+LayerNorm 4096 x 16384 lost (148.5 against 133.1). Other widths and rows (``parity-specialized-
+widths-call8.json``, bf16, us, against the tiled kernel and torch.compile): 4096 x 12288 53.6 /
+66.6 / 56.8, 4096 x 14336 62.9 / 70.8 / 65.4, 2048 x 16384 40.3 / 40.4 (the launch already) /
+44.5, 16384 x 16384 259.9 / 260.3 (the launch) / 259.3; (``parity-specialized-narrow-
+call9.json``) 4096 x 10240 45.8 / 63.6 / 49.9, 4096 x 8704 43.7 / 59.9 / 53.9, 4096 x 9216 45.0
+/ 61.1 / 55.2, but 4096 x 11264 69.2 / 65.0 / 92.9: of the widths that end in a part chunk one
+lost, so only whole chunks take it (``whole_chunks``; 16376 and the like keep the tiled kernel).
+Rows of a wider buffer keep the tiled kernel too (the launch unspecialized is 18% slower than it
+at 4096 x 16384). bf16 RMSNorm gains from a specialized looped launch at 10240 and 12288 columns
+as well (44.6 against 51.0 us, 52.0 against 55.8, 4096-column chunks on 16 warps, unrolled, 64
+registers) and ties at 16384 (67.3 against 67.7); not taken yet: this table's 16384 entry serves
+all three, its rows of a wider buffer would then run the launch unspecialized, and the issue's
+row 4096 x 16384 would need re-timing. Through the harness (``lnfwd-bf16-call8.json``):
+layer_norm.fwd bf16 4096 x 16384 76.4 -> 71.2 us, 0.94x -> 1.01x torch.compile."""
 
 
 NORM_FWD_LONG_MAX_N = 65536
