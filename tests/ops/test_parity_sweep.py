@@ -1,5 +1,6 @@
-"""benchmarks/parity_sweep.py: its --smoke mode builds a norm forward case and a cross entropy
-backward case, checks every variant against the op's output and times the ones that agree."""
+"""benchmarks/parity_sweep.py: its --smoke mode builds norm forward cases (launch grids, the
+looped kernel, launches compiled for the row length) and a cross entropy backward case, checks
+every variant against the op's output and times the ones that agree."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ def test_smoke_run_checks_and_times_the_variants(tmp_path: Path) -> None:
         "cross_entropy.bwd M=4096 V=50257 torch.float32",
         "layer_norm.fwd M=16384 N=4096 torch.float32",
         "layer_norm.fwd M=16384 N=4096 torch.float32 looped",  # the looped kernel's variants
+        "layer_norm.fwd M=16384 N=4096 torch.float32 specialized",  # compiled for the length
     ]
     for label, case in cases.items():
         assert "error" not in case and not case["skipped"], (label, case)
@@ -45,6 +47,10 @@ def test_smoke_run_checks_and_times_the_variants(tmp_path: Path) -> None:
     assert {row["contender"] for row in looped} >= {
         "op", "looped 128/2w", "looped 128/2w forwards unrolled"
     }  # fmt: skip
+    specialized = {row["contender"] for row in
+                   cases["layer_norm.fwd M=16384 N=4096 torch.float32 specialized"]["rows"]}  # fmt: skip
+    assert {"looped 2048/16w forwards", "looped 2048/16w forwards specialized",
+            "whole-row 1w reload specialized"} <= specialized  # fmt: skip
     ce_rows = {
         row["contender"] for row in cases["cross_entropy.bwd M=4096 V=50257 torch.float32"]["rows"]
     }
