@@ -50,6 +50,9 @@
 #  11  every GPU test under tests/ops at the session's final kernel code (six workers; fused
 #      linear cross-entropy's weight past 2**31 elements left out: it runs out of memory beside
 #      other workers, and its code did not change).
+#  12  bf16 / fp16 RMSNorm of 8193-16384 columns on the specialized looped launch (4096-column
+#      chunks, 16 warps, unrolled, 64 registers): the wide-row GPU tests, then rms_norm.fwd bf16
+#      at 4096 x 16384 through the harness.
 # Run call N at the commit benchmarks/results/session37-h200-2026-11-30/README.md names for it:
 # the code each call measured is gone from later commits.
 # Usage: bash scripts/gpu/session37_calls.sh OUT CALL
@@ -148,6 +151,10 @@ case "$CALL" in
      parity_cases softmax-specialized-call10 $((400 - SECONDS)) --only "${SOFTMAX_CASES[@]}" ;;
   11) gpu_tests ops-call11 330 tests/ops -n 6 --deselect \
        tests/ops/test_fused_linear_cross_entropy.py::test_gpu_weight_beyond_2_pow_31_elements ;;
-  *) echo "CALL: expected 1 to 11, got $CALL" >&2; exit 2 ;;
+  12) gpu_tests wide-rows-call12 100 -n 4 tests/ops/test_wide_rows.py
+     timeout 90 python3 -m warpforge bench --problem rms_norm.fwd --dtype bf16 --sweep \
+       --shape M=4096,N=16384 --max-time 1 --out "$OUT/keep/rmsfwd-bf16-call12.json" > "$OUT/bench.log" 2>&1
+     echo "bench: exit $?"; grep -E "^│ rms" "$OUT/bench.log" ;;
+  *) echo "CALL: expected 1 to 12, got $CALL" >&2; exit 2 ;;
 esac
 finish_call one

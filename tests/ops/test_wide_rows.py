@@ -175,10 +175,10 @@ def test_norm_forward_specialized(op, launch, monkeypatch, device, poison_output
 
 def test_specialized_row_launch_only_on_packed_rows(monkeypatch, device, poison_outputs):
     """The public LayerNorm takes the shipped specialized launch (2-byte rows of 16384 columns)
-    on packed rows, compiled for their length, and its other kernels on rows of a wider
-    buffer."""
+    on packed rows, compiled for their length, and its other kernels on rows of a wider buffer
+    (``packed_only``); RMSNorm's specialized launch runs unspecialized there."""
     launch = norm.NORM_FWD_ROW_LAUNCHES[(2, "layer_norm.fwd", 16384)]
-    assert launch.specialized and launch.chunk
+    assert launch.specialized and launch.chunk and launch.packed_only
     spy = LaunchSpy(wide_kernels.norm_fwd_looped_kernel)
     monkeypatch.setattr(wide_kernels, "norm_fwd_looped_kernel", spy)
     x, _, w, b = operands(3, 16384, torch.float16, device, shift=20.0)
@@ -188,6 +188,13 @@ def test_specialized_row_launch_only_on_packed_rows(monkeypatch, device, poison_
         torch.testing.assert_close(y.double(), expected(rows, w, b, None, 1e-6, 0.0, True)[0],
                                    atol=TOL[torch.float16], rtol=TOL[torch.float16])  # fmt: skip
     assert [k["SPECIALIZED"] for k in spy.launches] == [16384]
+    # RMSNorm's launch takes rows of a wider buffer too, unspecialized
+    spy.launches.clear()
+    for rows in (x, wider):
+        y = rms_norm(rows, w, eps=1e-6)
+        torch.testing.assert_close(y.double(), expected(rows, w, None, None, 1e-6, 0.0, False)[0],
+                                   atol=TOL[torch.float16], rtol=TOL[torch.float16])  # fmt: skip
+    assert [k["SPECIALIZED"] for k in spy.launches] == [16384, 0]
 
 
 def test_unrolled_looped_launch_refuses_long_rows(device):
@@ -397,7 +404,8 @@ def test_public_forwards_of_1025_to_16384_columns(op, dtype, m, vectors, short, 
                                                   monkeypatch):  # fmt: skip
     """The public norm forwards with the shipped row table, at random widths (mostly whole
     16-byte vectors, which the table's launches take, some not), against float64; whichever
-    kernel the dispatch picks, the whole-row one exactly where ``norm_fwd_wide_launch`` says."""
+    kernel the dispatch picks, the table's one-row-a-program one (whole-row or looped) exactly
+    where ``norm_fwd_wide_launch`` says."""
     torch.manual_seed(seed)
     center, residual = NORMS[op]
     N = 8 * vectors - short
@@ -405,8 +413,10 @@ def test_public_forwards_of_1025_to_16384_columns(op, dtype, m, vectors, short, 
     w = w if weight else None
     with monkeypatch.context() as patched:  # undone after each example
         patched.delenv(WIDE_ROWS, raising=False)
-        spy = LaunchSpy(wide_kernels.norm_fwd_wide_kernel)
-        patched.setattr(wide_kernels, "norm_fwd_wide_kernel", spy)
+        spies = {name: LaunchSpy(getattr(wide_kernels, name))
+                 for name in ("norm_fwd_wide_kernel", "norm_fwd_looped_kernel")}  # fmt: skip
+        for name, spy in spies.items():
+            patched.setattr(wide_kernels, name, spy)
         if op == "layer":
             b = b if weight else None
             got, want = (layer_norm(x, w, b, 1e-5),), expected(x, w, b, None, 1e-5, 0.0, True)
@@ -418,7 +428,8 @@ def test_public_forwards_of_1025_to_16384_columns(op, dtype, m, vectors, short, 
             got = (rms_norm(x, w, 1e-6, offset=offset),)
             want = expected(x, w, None, None, 1e-6, offset, False)
     kernel = "layer_norm.fwd" if center else "add_rms_norm.fwd" if residual else "rms_norm.fwd"
-    assert len(spy.grids) == (norm.norm_fwd_wide_launch(N, x.element_size(), kernel) is not None)
+    launched = sum(len(spy.grids) for spy in spies.values())
+    assert launched == (norm.norm_fwd_wide_launch(N, x.element_size(), kernel) is not None)
     assert got[0].dtype == dtype
     torch.testing.assert_close(got[0].double(), want[0], atol=TOL[dtype], rtol=TOL[dtype])
     if residual:

@@ -54,6 +54,9 @@ class WideLaunch:
     whole_chunks: bool = False
     """Looped: only rows whose length is a whole number of ``chunk``s (others keep the other
     kernels)."""
+    packed_only: bool = False
+    """``specialized`` launches: only rows it can compile in (packed, under 2**31 elements);
+    others keep the other kernels rather than run it unspecialized."""
     chunk: int = 0
     """Forwards: walk the row in chunks of this many columns (a power of two; the looped
     norm, softmax and cross-entropy kernels, ``norm_fwd_looped_kernel`` ...: x read twice, few

@@ -585,10 +585,12 @@ NORM_FWD_ROW_LAUNCHES: dict[tuple[int, str, int], WideLaunch] = {
     (2, "rms_norm.fwd", 2048): _ROW(4),
     (2, "rms_norm.fwd", 4096): _ROW(8, early_w=True, reload=True),
     (2, "rms_norm.fwd", 8192): _ROW(16, reload=True),
-    (2, "rms_norm.fwd", 16384): _ROW(16, early_w=True),
+    (2, "rms_norm.fwd", 16384): _ROW(
+        16, chunk=4096, forwards=True, unrolled=True, max_registers=64, specialized=True
+    ),
     (2, "layer_norm.fwd", 4096): _ROW(4, reload=True),
     (2, "layer_norm.fwd", 16384): _ROW(
-        16, chunk=2048, forwards=True, specialized=True, whole_chunks=True
+        16, chunk=2048, forwards=True, specialized=True, whole_chunks=True, packed_only=True
     ),
     (4, "rms_norm.fwd", 4096): _ROW(8, reload=True),
     (4, "rms_norm.fwd", 8192): _ROW(16, early_w=True, reload=True),
@@ -681,13 +683,17 @@ widths-call8.json``, bf16, us, against the tiled kernel and torch.compile): 4096
 call9.json``) 4096 x 10240 45.8 / 63.6 / 49.9, 4096 x 8704 43.7 / 59.9 / 53.9, 4096 x 9216 45.0
 / 61.1 / 55.2, but 4096 x 11264 69.2 / 65.0 / 92.9: of the widths that end in a part chunk one
 lost, so only whole chunks take it (``whole_chunks``; 16376 and the like keep the tiled kernel).
-Rows of a wider buffer keep the tiled kernel too (the launch unspecialized is 18% slower than it
-at 4096 x 16384). bf16 RMSNorm gains from a specialized looped launch at 10240 and 12288 columns
-as well (44.6 against 51.0 us, 52.0 against 55.8, 4096-column chunks on 16 warps, unrolled, 64
-registers) and ties at 16384 (67.3 against 67.7); not taken yet: this table's 16384 entry serves
-all three, its rows of a wider buffer would then run the launch unspecialized, and the issue's
-row 4096 x 16384 would need re-timing. Through the harness (``lnfwd-bf16-call8.json``):
-layer_norm.fwd bf16 4096 x 16384 76.4 -> 71.2 us, 0.94x -> 1.01x torch.compile."""
+Rows of a wider buffer keep the tiled kernel too (``packed_only``: the launch unspecialized is
+18% slower than it at 4096 x 16384). Through the harness (``lnfwd-bf16-call8.json``):
+layer_norm.fwd bf16 4096 x 16384 76.4 -> 71.2 us, 0.94x -> 1.01x torch.compile.
+
+bf16 / fp16 RMSNorm rows of 8193-16384 columns take the looped kernel compiled for their length
+in 4096-column chunks on 16 warps, unrolled, at 64 registers, since the thirty-seventh session,
+in place of the whole-row launch (16 warps, weight early). Kernel alone, 4096 rows, us, against
+that launch (``parity-specialized-call7.json``, ``parity-specialized-narrow-call9.json``): 67.3
+against 67.7 at 16384 columns, 52.0 against 55.8 at 12288 (torch.compile 53.9), 44.6 against
+51.0 at 10240 (torch.compile 44.3); unspecialized, as rows of a wider buffer run it, 68.5, 52.2
+and 45.4."""
 
 
 NORM_FWD_LONG_MAX_N = 65536
@@ -823,8 +829,7 @@ def _forward(
     M, N = x.shape
     if M > 0 and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
         wide = norm_fwd_wide_launch(N, x.element_size(), _kernel_name(center, residual))
-        # a specialized launch was measured on packed rows only: other rows keep the defaults
-        if wide is not None and (not wide.specialized or specialized_length(wide, x, residual)):
+        if wide is not None and (not wide.packed_only or specialized_length(wide, x, residual)):
             return wide_norm_forward(x, weight, bias, residual, eps, offset, center, wide)
     if (
         M > 0
