@@ -161,10 +161,8 @@ def _specialized_variants(name: str, N: int, element_size: int) -> dict[str, Fn]
     from warpforge.ops import norm
     from warpforge.ops._rows import next_power_of_2
     from warpforge.ops._wide_rows import WIDE_MAX_N, WideLaunch
-    from warpforge.ops.norm_problems import EPS, LN_EPS
 
     center = name.startswith("layer")
-    eps = LN_EPS if center else EPS
     shipped = norm.norm_fwd_wide_launch(N, element_size, name, enabled=True)
     launches = [shipped] if shipped is not None else []
     if N <= WIDE_MAX_N:
@@ -178,32 +176,37 @@ def _specialized_variants(name: str, N: int, element_size: int) -> dict[str, Fn]
         for spec in (False, True):
             la = replace(launch, specialized=spec)
             label = ("shipped " if launch == shipped else "") + _launch_label(la)
-            if center:
-                out[label] = lambda x, wt, b, la=la: norm.wide_norm_forward(
-                    x, wt, b, None, eps, 0.0, True, la)[0]  # fmt: skip
-            else:
-                out[label] = lambda x, wt, la=la: norm.wide_norm_forward(
-                    x, wt, None, None, eps, 0.0, False, la)[0]  # fmt: skip
+            out[label] = _wide_variant(la, center)
     return out
+
+
+def _wide_variant(launch, center: bool, residual: bool = False) -> Fn:
+    """A norm forward through ``norm.wide_norm_forward`` on ``launch``, taking the problem's
+    inputs ((x, residual, weight) with a residual, (x, weight, bias) for LayerNorm, else
+    (x, weight)) and returning its outputs ((y, h) with a residual, else y)."""
+    from warpforge.ops import norm
+    from warpforge.ops.norm_problems import EPS, LN_EPS
+
+    eps = LN_EPS if center else EPS
+    if residual:
+        return lambda x, r, wt: norm.wide_norm_forward(x, wt, None, r, eps, 0.0, center,
+                                                       launch)[:2]  # fmt: skip
+    if center:
+        return lambda x, wt, b: norm.wide_norm_forward(x, wt, b, None, eps, 0.0, True, launch)[0]
+    return lambda x, wt: norm.wide_norm_forward(x, wt, None, None, eps, 0.0, False, launch)[0]
 
 
 def _one_reduction_variants(warps: tuple[int, ...]) -> dict[str, Fn]:
     """LayerNorm's whole-row forward at each of ``warps``, x held and read again, its moments
     from one reduction (``one_reduction``) and from two, and the looped launch of 4096-column
     chunks on 16 warps at 64 registers a thread."""
-    from warpforge.ops import norm
     from warpforge.ops._wide_rows import WideLaunch
-    from warpforge.ops.norm_problems import LN_EPS
 
     launches = [WideLaunch(16, chunk=4096, forwards=True, unrolled=True, max_registers=64)]
     for w in warps:
         launches += [WideLaunch(w, reload=reload, one_reduction=one)
                      for reload in (False, True) for one in (False, True)]  # fmt: skip
-    out: dict[str, Fn] = {}
-    for la in launches:
-        out[_launch_label(la)] = lambda x, wt, b, la=la: norm.wide_norm_forward(
-            x, wt, b, None, LN_EPS, 0.0, True, la)[0]  # fmt: skip
-    return out
+    return {_launch_label(la): _wide_variant(la, center=True) for la in launches}
 
 
 def _norm_fwd_variants(
@@ -234,20 +237,14 @@ def _norm_fwd_variants(
             return lambda x, wt, b: forward(x, wt, b, None)[0]
         return lambda x, wt: forward(x, wt, None, None)[0]
 
-    out: dict[str, Fn] = {}
-    for w in warps:
-        for early, reload in ((False, False), (True, False), (False, True), (True, True)):
-            launch = WideLaunch(w, early_w=early, reload=reload)
-            tags = " early" * early + " reload" * reload
-            out[f"whole-row {w}w{tags}"] = variant(
-                lambda x, wt, b, r, la=launch: norm.wide_norm_forward(
-                    x, wt, b, r, eps, 0.0, center, la))  # fmt: skip
-    for chunk, w, forwards, unrolled in looped:
-        launch = WideLaunch(w, chunk=chunk, forwards=forwards, unrolled=unrolled)
-        tags = " forwards" * forwards + " unrolled" * unrolled
-        out[f"looped {chunk}/{w}w{tags}"] = variant(
-            lambda x, wt, b, r, la=launch: norm.wide_norm_forward(
-                x, wt, b, r, eps, 0.0, center, la))  # fmt: skip
+    launches = [
+        WideLaunch(w, early_w=early, reload=reload)
+        for w in warps
+        for early, reload in ((False, False), (True, False), (False, True), (True, True))
+    ]
+    launches += [WideLaunch(w, chunk=chunk, forwards=forwards, unrolled=unrolled)
+                 for chunk, w, forwards, unrolled in looped]  # fmt: skip
+    out = {_launch_label(la): _wide_variant(la, center, residual) for la in launches}
     for block, per_program, w in rows:
 
         def rows_forward(x, wt, b, r, block=block, per_program=per_program, w=w):

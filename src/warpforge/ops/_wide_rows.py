@@ -10,11 +10,13 @@ chunked kernels (a row over several programs, or read twice).
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from warpforge.ops._rows import MAX_SINGLE_PASS_N, cdiv, launch_options, next_power_of_2
 from warpforge.runtime import switch_on
+
+if TYPE_CHECKING:
+    import torch
 
 WIDE_MAX_N = 32768
 """Widest row of the whole-row kernels: 32 fp32 values a thread at 32 warps (1024 threads)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from warpforge.ops._kernels.reductions import shifted_moments
 from warpforge.ops._kernels.split_rows import (
     await_words,
     look_at_words,
@@ -243,8 +244,8 @@ def _shifted_moments(h, mask, shift, n_chunk, PACKED: tl.constexpr, DT: tl.const
     else:
         d = tl.where(mask, h.to(tl.float32) - shift, 0.0)
         s1, s2 = tl.reduce((d, d * d), 0, _add_pairs)
-    cancelled = s1 * s1 / n_chunk
-    return shift + s1 / n_chunk, tl.maximum(s2 - cancelled, 0.0), cancelled > s2 * 0.8
+    offset, m2, far = shifted_moments(s1, s2, n_chunk)
+    return shift + offset, m2, far
 
 
 @triton.jit

@@ -44,6 +44,5 @@ def shifted_moments(s1, s2, n):
     ``sum_pair``): M2 = s2 - s1^2 / n. ``far`` where that subtraction loses more than about two
     bits (s1^2 / n above 0.8 s2: the shift more than two standard deviations from the mean);
     callers then take the centred squares in a second reduction instead."""
-    offset = s1 / n
-    cancelled = s1 * offset
-    return offset, tl.maximum(s2 - cancelled, 0.0), cancelled > s2 * 0.8
+    cancelled = s1 * s1 / n
+    return s1 / n, tl.maximum(s2 - cancelled, 0.0), cancelled > s2 * 0.8
