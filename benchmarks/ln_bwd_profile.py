@@ -1,10 +1,14 @@
-"""Where the harness row ``layer_norm.bwd`` (forward + backward through autograd, as
-``warpforge.ops._row_problems.gradients`` runs it) spends its time on the GPU: every kernel of
-one forward + backward with its mean duration (torch.profiler, CUDA activity), and the span
-from the first kernel's start to the last one's end, L2 flushed before each iteration.
+"""Where the harness rows ``layer_norm.bwd`` and ``rms_norm.bwd`` (forward + backward through
+autograd, as ``warpforge.ops._row_problems.gradients`` runs them) spend their time on the GPU:
+every kernel of one forward + backward with its mean duration (torch.profiler, CUDA activity),
+and the span from the first kernel's start to the last one's end, L2 flushed before each
+iteration.
 
     PYTHONPATH=src python benchmarks/ln_bwd_profile.py --out FILE.json [--options JSON]
     PYTHONPATH=src python benchmarks/ln_bwd_profile.py --driver [--options JSON]  # for ncu
+
+``--norm rms`` profiles RMSNorm (weight, no bias) instead; ``--dtype`` bfloat16 (default),
+float16 or float32.
 
 ``--options``: the pairs kernel's options (``LAYER_NORM_BWD_PAIRS``) to run instead of the
 default's (JSON, e.g. '{"lag": 2}'); ``--driver``: three forward + backward iterations and
@@ -20,9 +24,9 @@ import statistics
 import torch
 
 
-def _setup(M: int, N: int, dtype: torch.dtype, options: dict | None):
+def _setup(M: int, N: int, dtype: torch.dtype, options: dict | None, center: bool = True):
     from warpforge.ops import norm
-    from warpforge.ops.norm_problems import LN_EPS
+    from warpforge.ops.norm_problems import EPS, LN_EPS
 
     if options is not None:
         norm.LAYER_NORM_BWD_PAIRS = {**norm.LAYER_NORM_BWD_PAIRS, **options}
@@ -33,8 +37,11 @@ def _setup(M: int, N: int, dtype: torch.dtype, options: dict | None):
     dy = torch.randn(M, N, device="cuda", generator=g).to(dtype)
 
     def step():
-        leaves = [t.detach().requires_grad_() for t in (x, w, b)]
-        y = norm.layer_norm(*leaves, eps=LN_EPS)
+        leaves = [t.detach().requires_grad_() for t in ((x, w, b) if center else (x, w))]
+        if center:
+            y = norm.layer_norm(*leaves, eps=LN_EPS)
+        else:
+            y = norm.rms_norm(*leaves, eps=EPS)
         return torch.autograd.grad((y,), leaves, (dy,))
 
     return step
@@ -48,9 +55,11 @@ def main() -> None:
     parser.add_argument("--M", type=int, default=4096)
     parser.add_argument("--N", type=int, default=16384)
     parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--norm", choices=("layer", "rms"), default="layer")
+    parser.add_argument("--dtype", choices=("bfloat16", "float16", "float32"), default="bfloat16")
     args = parser.parse_args()
     options = json.loads(args.options) if args.options else None
-    step = _setup(args.M, args.N, torch.bfloat16, options)
+    step = _setup(args.M, args.N, getattr(torch, args.dtype), options, args.norm == "layer")
     if args.driver:
         for _ in range(3):
             step()
@@ -91,6 +100,8 @@ def main() -> None:
             kernels.setdefault(e.name[:90], []).append(e.time_range.end - e.time_range.start)
     report = {
         "device": torch.cuda.get_device_name(),
+        "norm": args.norm,
+        "dtype": args.dtype,
         "shape": [args.M, args.N],
         "options": options,
         "iterations": len(groups),

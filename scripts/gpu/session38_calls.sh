@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The device calls of the thirty-eighth session, on the H200 (nvidia-h200). Carry .whl/
+# (Liger-Kernel; pytest-xdist and execnet for the test workers); set WARPFORGE_GIT_COMMIT to this
+# machine's `git rev-parse HEAD` as a literal hash (calls_common.sh says why). Each call comes back
+# as OUT/call-N.tgz; results go under benchmarks/results/session38-h200-<date>/.
+# Run from a sparse checkout without benchmarks/results/: git sparse-checkout set --no-cone '/*'
+# '!/benchmarks/results/'; afterwards git sparse-checkout disable. No call reads the results.
+#   1  where the bf16 LayerNorm backward's time goes against RMSNorm's at the issue's rows of
+#      1024-8192 columns: benchmarks/ln_bwd_profile.py's kernel breakdown of forward + backward
+#      for both norms, then Nsight Compute (full set) of each backward's row kernel at
+#      16384 x 4096.
+# Usage: bash scripts/gpu/session38_calls.sh OUT CALL
+set -uo pipefail
+source "$(dirname "$0")/calls_common.sh"
+start_call session38_calls.sh "$@"
+
+norm_bwd_breakdown() {  # DTYPE SHAPES...: ln_bwd_profile.py of both norms at each MxN
+  local dtype="$1" shape norm
+  shift
+  for shape in "$@"; do
+    for norm in layer rms; do
+      echo "== $norm $dtype $shape"
+      timeout 60 python3 benchmarks/ln_bwd_profile.py --norm "$norm" --dtype "$dtype" \
+        --M "${shape%x*}" --N "${shape#*x}" --out "$OUT/keep/profile-$norm-$dtype-$shape.json"
+    done
+  done
+}
+
+norm_bwd_ncu() {  # NORM DTYPE MxN KERNEL_REGEX: Nsight Compute, full set, one launch
+  local name="ncu-$1-bwd-$2-$3"
+  timeout 150 ncu -k "regex:$4" --launch-skip 2 --launch-count 1 --set full -f \
+    -o "$OUT/keep/$name" python3 benchmarks/ln_bwd_profile.py --driver --norm "$1" \
+    --dtype "$2" --M "${3%x*}" --N "${3#*x}" > "$OUT/$name.log" 2>&1
+  echo "ncu $name: exit $?"; tail -2 "$OUT/$name.log"
+  ncu --import "$OUT/keep/$name.ncu-rep" --page details > "$OUT/keep/$name.txt" 2>&1
+  ncu --import "$OUT/keep/$name.ncu-rep" --page raw --csv > "$OUT/keep/$name-raw.csv" 2>&1
+}
+
+case "$CALL" in
+1)
+  nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv
+  norm_bwd_breakdown bfloat16 16384x4096 8192x8192 16384x2048 32768x1024
+  norm_bwd_ncu layer bfloat16 16384x4096 norm_bwd_rows
+  norm_bwd_ncu rms bfloat16 16384x4096 norm_bwd_rows
+  finish_call one
+  ;;
+*) echo "unknown call $CALL"; exit 2 ;;
+esac
