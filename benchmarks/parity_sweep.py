@@ -261,6 +261,32 @@ def _norm_fwd_variants(
 # --------------------------------------------------------------------------- one case
 
 
+def _norm_bwd_variants(center: bool, launches) -> dict[str, Fn]:
+    """The norm backward alone (``norm._norm_backward`` on (dy, x, weight, mean, rstd): dx,
+    dweight and, for LayerNorm, dbias) at each (BLOCK_N, rows a tile, num_warps, programs an
+    SM, prefetch, reload) of ``launches``; "op bwd" is the launch the op takes."""
+    from warpforge.ops import norm
+    from warpforge.ops._rows import row_launch_shape
+
+    def backward(dy, x, w, mean, rstd, **overrides):
+        return norm._norm_backward(dy, x, w, mean if center else None, rstd, None, 0.0, center,
+                                   True, center, **overrides)  # fmt: skip
+
+    out: dict[str, Fn] = {"op bwd": backward}
+    for block, rows, warps, per_sm, prefetch, reload in launches:
+
+        def run(dy, x, w, mean, rstd, b=block, r=rows, nw=warps, p=per_sm, pf=prefetch, rl=reload):
+            M, N = x.shape
+            launch = row_launch_shape(M, N, x.dtype, x.device, block_n=b, rows_per_program=r,
+                                      num_warps=nw)  # fmt: skip
+            return backward(dy, x, w, mean, rstd, launch=launch, prefetch=pf,
+                            knobs=norm.BwdKnobs(reload=rl, programs_per_sm=p))  # fmt: skip
+
+        tags = " prefetch" * prefetch + " reload" * reload
+        out[f"{block}/{rows}/{warps}w x{per_sm}{tags}"] = run
+    return out
+
+
 def _relative_error(got: Any, want: Any) -> float:
     got = got if isinstance(got, (tuple, list)) else (got,)
     want = want if isinstance(want, (tuple, list)) else (want,)
@@ -437,6 +463,30 @@ SPECIALIZED_CASES = [("layer_norm.fwd", BF16, 4096, 16384), ("layer_norm.fwd", B
 """Norm forwards compiled for their row length (``WideLaunch.specialized``), as torch.compile's
 kernels are (``session37-h200-2026-11-30/inductor-layer_norm.fwd-call6.txt``: N, M and the row
 stride compiled in), where bf16 LayerNorm trails torch.compile (4096 x 16384) or RMSNorm."""
+NORM_BWD_LAUNCHES = {
+    4096: [(4096, 1, 16, p, pf, rl) for p in (1, 2) for pf in (False, True) for rl in (False, True)]
+    + [(4096, 1, 8, p, False, rl) for p in (2, 3) for rl in (False, True)]
+    + [(4096, 1, 4, 3, False, False)],
+    8192: [(8192, 1, 32, p, pf, rl) for p in (0, 1) for pf in (False, True) for rl in (False, True)]
+    + [(8192, 1, 16, p, False, rl) for p in (1, 2) for rl in (False, True)],
+    2048: [(2048, 1, w, p, pf, False) for w, p in ((8, 2), (8, 3), (8, 4), (16, 2), (4, 4))
+           for pf in (False, True)],
+    1024: [(1024, r, w, p, pf, False) for r, w, p in ((1, 4, 4), (2, 8, 3), (4, 4, 3), (2, 4, 4),
+                                                      (1, 2, 8), (4, 8, 2))
+           for pf in (False, True)],
+}  # fmt: skip
+"""Row length -> (BLOCK_N, rows a tile, num_warps, programs an SM, prefetch, reload) launches of
+the backward rows kernel. The exhaustive H200 search of the bf16 LayerNorm backward
+(``session27-h200-2026-11-29/tune-lnbwd-bf16-trials.json``) timed 16 warps at 16384 x 4096 at
+210-227 us against 121.8 for its pick (4 warps, three an SM) and RMSNorm's 107.3 at 16 warps:
+there the prefetch the rows kernel takes at 8 elements a thread costs LayerNorm 75 registers
+(Triton 3.6's ptxas, sm_90), so only one 16-warp program fits an SM where two were asked."""
+NORM_BWD_CASES = [
+    (name, BF16, M, N)
+    for name in ("layer_norm.bwd", "rms_norm.bwd")
+    for M, N in ((16384, 4096), (8192, 8192), (16384, 2048), (32768, 1024))
+]
+"""The bf16 norm backwards at the issue's rows of 1024-8192 columns, kernel alone."""
 CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257), (4096, 262144)]
 """The float32 backward where its launches were once told apart: rows that pad the row
 kernel's last slice, wide rows, rows off 16-byte boundaries and whole slices."""
@@ -538,6 +588,32 @@ def cases(device, smoke: bool, looped: tuple = LOOPED_GRID):
 
         return f"{name} M={M} N={N} {dtype}{' looped' * bool(looped)}", build
 
+    def norm_bwd(name, dtype, M, N):
+        center = name.startswith("layer")
+        dtype = FP32 if smoke else dtype  # bf16 loads are wrong under the interpreter
+
+        def build():
+            from warpforge.ops import norm
+
+            m, n = (8, 256) if smoke else (M, N)
+            launches = NORM_BWD_LAUNCHES.get(N, [])
+            if smoke:  # the grid's knobs at a row the interpreter runs quickly
+                launches = [(256, r, 1, p, pf, rl) for (_, r, _, p, pf, rl) in launches[:4]]
+            input_sets = []
+            for seed in range(sets):
+                gen = torch.Generator(device=device).manual_seed(4000 + seed)
+                x, dy = (torch.randn(m, n, generator=gen, device=device).to(dtype) for _ in "xy")
+                w = (1 + 0.1 * torch.randn(n, generator=gen, device=device)).to(dtype)
+                b = torch.randn(n, generator=gen, device=device).to(dtype)
+                eps = 1e-5 if center else 1e-6
+                _, _, mean, rstd = norm._norm_forward(x, w, b if center else None, None, eps,
+                                                      0.0, center)  # fmt: skip
+                input_sets.append((dy, x, w, mean, rstd))
+            moved = 3.0 * m * n * dtype.itemsize
+            return input_sets, _norm_bwd_variants(center, launches), "op bwd", moved, dtype
+
+        return f"{name} M={M} N={N} {dtype} backward alone", build
+
     def launches(name, dtype, M, N, tag, variants_for):
         """A case timing ``variants_for(N, element size)``'s contenders (smoke: a small row)."""
         dtype = FP32 if smoke else dtype  # bf16 loads are wrong under the interpreter
@@ -552,6 +628,7 @@ def cases(device, smoke: bool, looped: tuple = LOOPED_GRID):
         return f"{name} M={M} N={N} {dtype} {tag}", build
 
     return [
+        *(norm_bwd(*case) for case in NORM_BWD_CASES),
         *(
             launches(
                 name,

@@ -9,6 +9,10 @@
 #      1024-8192 columns: benchmarks/ln_bwd_profile.py's kernel breakdown of forward + backward
 #      for both norms, then Nsight Compute (full set) of each backward's row kernel at
 #      16384 x 4096.
+#   2  the bf16 norm backwards alone at 1024-8192 columns through parity_sweep.py's backward
+#      cases: the rows kernel at launches the tuner never timed (16 warps without prefetch:
+#      LayerNorm's prefetch there takes 75 registers, so one 16-warp program fits an SM where
+#      two were asked) against the op's.
 # Usage: bash scripts/gpu/session38_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -42,6 +46,13 @@ case "$CALL" in
   norm_bwd_breakdown bfloat16 16384x4096 8192x8192 16384x2048 32768x1024
   norm_bwd_ncu layer bfloat16 16384x4096 norm_bwd_rows
   norm_bwd_ncu rms bfloat16 16384x4096 norm_bwd_rows
+  finish_call one
+  ;;
+2)
+  timeout 560 python3 benchmarks/parity_sweep.py --out "$OUT/parity" --only "norm.bwd M=" \
+    > "$OUT/keep/parity-norm-bwd-call2.txt" 2>&1
+  echo "parity sweep: exit $?"; cat "$OUT/keep/parity-norm-bwd-call2.txt"
+  cp "$OUT/parity/parity_sweep.json" "$OUT/keep/parity-norm-bwd-call2.json"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
