@@ -13,6 +13,8 @@
 #      cases: the rows kernel at launches the tuner never timed (16 warps without prefetch:
 #      LayerNorm's prefetch there takes 75 registers, so one 16-warp program fits an SM where
 #      two were asked) against the op's.
+#   3  the same cases at launches capped in registers (RowLaunchConfig.max_registers: 16 warps
+#      with prefetch at 64 registers, two an SM, and others that fit one more program an SM).
 # Usage: bash scripts/gpu/session38_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -40,6 +42,13 @@ norm_bwd_ncu() {  # NORM DTYPE MxN KERNEL_REGEX: Nsight Compute, full set, one l
   ncu --import "$OUT/keep/$name.ncu-rep" --page raw --csv > "$OUT/keep/$name-raw.csv" 2>&1
 }
 
+norm_bwd_parity() {  # parity_sweep.py's norm backward cases into OUT/keep/parity-norm-bwd-callCALL.*
+  timeout 560 python3 benchmarks/parity_sweep.py --out "$OUT/parity" --only "norm.bwd M=" \
+    > "$OUT/keep/parity-norm-bwd-call$CALL.txt" 2>&1
+  echo "parity sweep: exit $?"; cat "$OUT/keep/parity-norm-bwd-call$CALL.txt"
+  cp "$OUT/parity/parity_sweep.json" "$OUT/keep/parity-norm-bwd-call$CALL.json"
+}
+
 case "$CALL" in
 1)
   nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv
@@ -48,11 +57,8 @@ case "$CALL" in
   norm_bwd_ncu rms bfloat16 16384x4096 norm_bwd_rows
   finish_call one
   ;;
-2)
-  timeout 560 python3 benchmarks/parity_sweep.py --out "$OUT/parity" --only "norm.bwd M=" \
-    > "$OUT/keep/parity-norm-bwd-call2.txt" 2>&1
-  echo "parity sweep: exit $?"; cat "$OUT/keep/parity-norm-bwd-call2.txt"
-  cp "$OUT/parity/parity_sweep.json" "$OUT/keep/parity-norm-bwd-call2.json"
+2 | 3)
+  norm_bwd_parity
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

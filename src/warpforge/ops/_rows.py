@@ -96,6 +96,9 @@ class RowLaunchConfig:
     num_warps: int
     num_programs: int
     """Grid size. Persistent kernels loop over row tiles ``pid, pid + num_programs, ...``."""
+    max_registers: int | None = None
+    """Registers a thread may use (Triton's ``maxnreg``), so that as many programs as planned
+    fit an SM; None leaves the count to ptxas."""
 
 
 def row_launch_config(
@@ -180,17 +183,13 @@ def launch_rows(
 ) -> None:
     """Launch a row-wise kernel family as ``config`` says: ``rows_kernel`` (whole rows,
     ``ROWS`` per program) when a row fits one block, else ``chunked_kernel``; both take
-    ``BLOCK_N`` and ``num_warps`` from the config. Call inside :func:`kernel_device`."""
+    ``BLOCK_N``, ``num_warps`` and ``maxnreg`` (``max_registers``) from the config. Call inside
+    :func:`kernel_device`."""
     grid = (config.num_programs,)
+    options = launch_options(config.num_warps, config.max_registers)
     if config.single_pass:
         rows_kernel[grid](
-            *args,
-            ROWS=config.rows_per_program,
-            BLOCK_N=config.block_n,
-            num_warps=config.num_warps,
-            **constexprs,
+            *args, ROWS=config.rows_per_program, BLOCK_N=config.block_n, **options, **constexprs
         )
     else:
-        chunked_kernel[grid](
-            *args, BLOCK_N=config.block_n, num_warps=config.num_warps, **constexprs
-        )
+        chunked_kernel[grid](*args, BLOCK_N=config.block_n, **options, **constexprs)
