@@ -15,6 +15,9 @@
 #      two were asked) against the op's.
 #   3  the same cases at launches capped in registers (RowLaunchConfig.max_registers: 16 warps
 #      with prefetch at 64 registers, two an SM, and others that fit one more program an SM).
+#   4  the measured backward launches shipped (norm.NORM_BWD_ROW_LAUNCHES): their GPU tests and
+#      the norm tests, then layer_norm.bwd and rms_norm.bwd bf16 at 32768 x 1024 and 16384 x 4096
+#      through the harness (RMSNorm at 4096 columns unchanged: a control).
 # Usage: bash scripts/gpu/session38_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -59,6 +62,14 @@ case "$CALL" in
   ;;
 2 | 3)
   norm_bwd_parity
+  finish_call one
+  ;;
+4)
+  gpu_tests norm-bwd-rows-call4 200 -n 4 tests/ops/test_norm_bwd_rows.py tests/ops/test_norm.py
+  timeout 300 python3 -m warpforge bench --problem 'layer_norm.bwd,rms_norm.bwd' --dtype bf16 \
+    --sweep --shape M=32768,N=1024 --shape M=16384,N=4096 --max-time 1 \
+    --out "$OUT/keep/normbwd-bf16-call4.json" > "$OUT/bench.log" 2>&1
+  echo "bench: exit $?"; grep -E "^│ (rms|layer)" "$OUT/bench.log"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -201,6 +201,19 @@ COMPILE_ALL = textwrap.dedent(
                          RELOAD=launch.reload, ONE_REDUCTION=launch.one_reduction)
         stack = spilled_bytes(fn, types, flags, aligned=("stride_x", "stride_r", "stride_y", "stride_h", "N"), **launch.launch_options())
         assert stack == 0, f"row launch spills {stack} bytes ({size}, {kernel}, {block})"
+    # the norm backward's measured rows-kernel launches (NORM_BWD_ROW_LAUNCHES): no spills (the
+    # 16-warp LayerNorm launch's register cap exists to fit two programs an SM, not to spill)
+    bwd_types = dict.fromkeys(["DY", "X", "W", "DH", "DX"], "*bf16")
+    bwd_types.update(MEAN="*fp32", RSTD="*fp32", DW_PARTIAL="*fp32", DB_PARTIAL="*fp32", offset="fp32")
+    for (size, kernel, block), launch in sorted(norm.NORM_BWD_ROW_LAUNCHES.items()):
+        center = kernel.startswith("layer")
+        flags = dict(CENTER=center, HAS_WEIGHT=True, WEIGHT_GRAD=True, BIAS_GRAD=center, HAS_DH=False,
+                     BLOCK_N=launch.block_n, ROWS=launch.rows, PARTIALS_IN_MEMORY=False,
+                     PREFETCH=launch.prefetch, RELOAD=False)
+        options = rows.launch_options(launch.num_warps, launch.max_registers)
+        stack = spilled_bytes(nk.norm_bwd_rows_kernel, bwd_types, flags,
+                              aligned=("stride_dy", "stride_x", "stride_dh", "stride_dx", "N"), **options)
+        assert stack == 0, f"backward row launch spills {stack} bytes ({size}, {kernel}, {block})"
     # the split-row softmax backward at the op's launches: y and dy held under the register cap,
     # no spills (the launch's reason: 4-warp 8192-column programs spill 536-744 bytes)
     for dt, tdt in (("bf16", torch.bfloat16), ("fp32", torch.float32)):

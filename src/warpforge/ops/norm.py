@@ -30,6 +30,7 @@ from warpforge.ops._rows import (
     launch_rows,
     next_power_of_2,
     row_launch_config,
+    row_launch_shape,
 )
 from warpforge.ops._split_rows import (
     SplitRowPlan,
@@ -130,6 +131,69 @@ def _bwd_launch_config(
         kernel, M, N, dtype, device, heuristic, resident_warps=_BWD_RESIDENT_WARPS
     )
     return config, BwdKnobs(bool(knobs["RELOAD"]), int(knobs["PROGRAMS_PER_SM"]))  # type: ignore[call-overload]
+
+
+@dataclasses.dataclass(frozen=True)
+class BwdRowLaunch:
+    """A measured launch of the backward rows kernel (``NORM_BWD_ROW_LAUNCHES``)."""
+
+    block_n: int
+    rows: int
+    """Rows a tile."""
+    num_warps: int
+    programs_per_sm: int
+    prefetch: bool
+    """The next tile loaded while this one is processed (:func:`prefetch_tiles` decides for the
+    tuned launches)."""
+    max_registers: int | None = None
+    """Registers a thread (``maxnreg``), so that ``programs_per_sm`` programs fit an SM."""
+
+
+NORM_BWD_ROW_LAUNCHES: dict[tuple[int, str, int], BwdRowLaunch] = {
+    (2, "layer_norm.bwd", 1024): BwdRowLaunch(1024, 2, 4, 4, prefetch=True),
+    (2, "rms_norm.bwd", 1024): BwdRowLaunch(1024, 4, 4, 3, prefetch=True),
+    (2, "layer_norm.bwd", 4096): BwdRowLaunch(4096, 1, 16, 2, prefetch=True, max_registers=64),
+}
+"""(element size, tunable, the row's power of two) -> the backward rows kernel's launch for rows
+of more than half that power of two, in place of the tuned one: launches the tuner's space has
+no knob for (prefetch where a thread holds more than 8 elements of a tile; a register cap).
+H200, bf16, the backward alone (``benchmarks/parity_sweep.py``'s norm backward cases,
+``session38-h200-2026-11-30/parity-norm-bwd-call2.json`` and ``-call3.json``), us, this launch
+against the tuned one in the same run:
+
+    tunable          M x N          launch                              this    tuned
+    layer_norm.bwd   32768 x 1024   2 rows, 4 warps, 4 an SM, prefetch   64.1     68.8
+    rms_norm.bwd     32768 x 1024   4 rows, 4 warps, 3 an SM, prefetch   61.3     63.7
+    layer_norm.bwd   16384 x 4096   16 warps, 2 an SM, prefetch, 64 reg 117.7    121.3
+
+(call 2 measured the first two at 63.8 / 68.4 and 60.8 / 63.1). LayerNorm's prefetch at 16
+warps takes 75 registers without the cap (Triton 3.6's ptxas, sm_90), so only one program fits
+an SM: 216.5 us; capped at 64 it compiles without spilling. At 2048 and 8192 columns no launch
+of those calls beat the tuned ones (LayerNorm 8192 x 8192 126.0 against 126.1 us); RMSNorm at
+4096 columns tied (106.5 against 106.4). Only measured in bf16 and at those row counts; fp16
+rows take the same launches."""
+
+
+@functools.lru_cache(maxsize=1024)
+def norm_bwd_row_overrides(
+    M: int, N: int, dtype: torch.dtype, device: torch.device | str, kernel: str
+) -> dict[str, Any]:
+    """:func:`_norm_backward`'s launch keywords (``launch``, ``knobs``, ``prefetch``) from
+    ``NORM_BWD_ROW_LAUNCHES`` for (M, N) rows of ``kernel`` (``layer_norm.bwd`` ...), or none
+    (the tuned launch)."""
+    entry = NORM_BWD_ROW_LAUNCHES.get((dtype.itemsize, kernel, next_power_of_2(N)))
+    if entry is None or M == 0 or entry.block_n >= 2 * N:
+        return {}
+    # resident_warps: as the tuned launches (the grid itself comes from programs_per_sm on a
+    # GPU; under the interpreter a few programs, each walking several tiles)
+    launch = row_launch_shape(M, N, dtype, device, block_n=entry.block_n,
+                              rows_per_program=entry.rows, num_warps=entry.num_warps,
+                              resident_warps=_BWD_RESIDENT_WARPS)  # fmt: skip
+    return {
+        "launch": dataclasses.replace(launch, max_registers=entry.max_registers),
+        "knobs": BwdKnobs(programs_per_sm=entry.programs_per_sm),
+        "prefetch": entry.prefetch,
+    }
 
 
 def _kernel_name(center: bool, residual_stream: torch.Tensor | None, backward: bool = False) -> str:
@@ -1753,8 +1817,10 @@ def rms_norm_backward(
     :func:`_norm_backward`."""
     got = _long_row_backward(dy, h, weight, None, rstd, dh, offset, False, weight_grad, False)
     if got is None:
+        M, N = h.shape
+        launch = norm_bwd_row_overrides(M, N, h.dtype, h.device, _kernel_name(False, dh, True))
         got = _norm_backward(dy, h, weight, None, rstd, dh, offset, False, weight_grad,
-                             bias_grad=False)  # fmt: skip
+                             bias_grad=False, **launch)  # fmt: skip
     return got[0], got[1]
 
 
@@ -1835,7 +1901,9 @@ def layer_norm_backward(
         if split is not None:
             return _layer_norm_split_backward(dy, x, weight, mean, rstd, weight_grad, bias_grad,
                                               split)  # fmt: skip
-    return _norm_backward(dy, x, weight, mean, rstd, None, 0.0, True, weight_grad, bias_grad)
+    launch = norm_bwd_row_overrides(M, N, x.dtype, x.device, "layer_norm.bwd")
+    return _norm_backward(dy, x, weight, mean, rstd, None, 0.0, True, weight_grad, bias_grad,
+                          **launch)  # fmt: skip
 
 
 # --------------------------------------------------------------------------- PyTorch reference
