@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from launch_spy import LaunchSpy
 
+from launch_spy import LaunchSpy
 from warpforge.ops import layer_norm, norm, rms_norm
 from warpforge.ops._kernels import norm as kernels
 
@@ -68,8 +68,8 @@ def test_shipped_bwd_row_launches_compute_right(key, columns, device, monkeypatc
 
 def test_bwd_row_launches_cover_only_their_rows(device):
     """The table's launch for rows of more than half its power of two, of its element size and
-    op only; none for rows without rows."""
-    for (size, kernel, block), launch in norm.NORM_BWD_ROW_LAUNCHES.items():
+    op only; none for an empty batch."""
+    for (_, kernel, block), launch in norm.NORM_BWD_ROW_LAUNCHES.items():
         dtype = torch.float16
         got = norm.norm_bwd_row_overrides(64, block, dtype, device, kernel)
         assert got["launch"].block_n == launch.block_n
@@ -88,5 +88,5 @@ def test_bwd_row_launches_cover_only_their_rows(device):
 def test_shipped_bwd_row_launches_bf16_gpu(key):
     """bf16 on the GPU, 4099 rows (a prime: every program runs several tiles, the last ragged),
     at the listed power of two."""
-    size, kernel, block = key
+    _, kernel, block = key
     _check(kernel == "layer_norm.bwd", 4099, block, torch.bfloat16, "cuda", 5e-2)
