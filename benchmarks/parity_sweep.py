@@ -261,35 +261,62 @@ def _norm_fwd_variants(
 # --------------------------------------------------------------------------- one case
 
 
-def _norm_bwd_variants(center: bool, launches) -> dict[str, Fn]:
-    """The norm backward alone (``norm._norm_backward`` on (dy, x, weight, mean, rstd): dx,
-    dweight and, for LayerNorm, dbias) at each (BLOCK_N, rows a tile, num_warps, programs an
-    SM, prefetch, reload, registers a thread) of ``launches``; "op bwd" is the launch the op
-    takes."""
+def _norm_bwd_variants(kernel: str, launches) -> dict[str, Fn]:
+    """The norm backward alone on (dy, x, weight, mean, rstd, dh) (``kernel``: layer_norm.bwd,
+    rms_norm.bwd or add_rms_norm.bwd, whose dh is the residual stream's gradient): "op bwd"
+    through the public backward (``norm.layer_norm_backward`` / ``rms_norm_backward``), "tuned"
+    through ``norm._norm_backward`` at the tuned launch, then the rows kernel at each
+    (BLOCK_N, rows a tile, num_warps, programs an SM, prefetch, reload, registers a thread) of
+    ``launches``; each returns (dx, dweight[, dbias])."""
     from dataclasses import replace
 
     from warpforge.ops import norm
     from warpforge.ops._rows import row_launch_shape
 
-    def backward(dy, x, w, mean, rstd, **overrides):
-        return norm._norm_backward(dy, x, w, mean if center else None, rstd, None, 0.0, center,
-                                   True, center, **overrides)  # fmt: skip
+    center = kernel.startswith("layer")
 
-    out: dict[str, Fn] = {"op bwd": backward}
+    def rows_kernel(dy, x, w, mean, rstd, dh, **overrides):
+        dx, dw, db = norm._norm_backward(dy, x, w, mean if center else None, rstd, dh, 0.0,
+                                         center, True, center, **overrides)  # fmt: skip
+        return (dx, dw, db) if center else (dx, dw)
+
+    def public(dy, x, w, mean, rstd, dh):
+        if center:
+            return norm.layer_norm_backward(dy, x, w, mean, rstd, True, True)
+        return norm.rms_norm_backward(dy, x, w, rstd, dh, 0.0, True)
+
+    out: dict[str, Fn] = {"op bwd": public, "tuned": rows_kernel}
     for block, rows, warps, per_sm, prefetch, reload, cap in launches:
 
-        def run(dy, x, w, mean, rstd, b=block, r=rows, nw=warps, p=per_sm, pf=prefetch,
+        def run(dy, x, w, mean, rstd, dh, b=block, r=rows, nw=warps, p=per_sm, pf=prefetch,
                 rl=reload, cap=cap):  # fmt: skip
             M, N = x.shape
             launch = row_launch_shape(M, N, x.dtype, x.device, block_n=b, rows_per_program=r,
                                       num_warps=nw)  # fmt: skip
             launch = replace(launch, max_registers=cap)
-            return backward(dy, x, w, mean, rstd, launch=launch, prefetch=pf,
-                            knobs=norm.BwdKnobs(reload=rl, programs_per_sm=p))  # fmt: skip
+            return rows_kernel(dy, x, w, mean, rstd, dh, launch=launch, prefetch=pf,
+                               knobs=norm.BwdKnobs(reload=rl, programs_per_sm=p))  # fmt: skip
 
         tags = " prefetch" * prefetch + " reload" * reload + (f" maxnreg={cap}" if cap else "")
         out[f"{block}/{rows}/{warps}w x{per_sm}{tags}"] = run
     return out
+
+
+def tuned_neighbours(kernel: str, M: int, N: int, dtype, device) -> list[tuple]:
+    """Launches around the tuned one of ``kernel`` at (M, N) (``NORM_BWD_LAUNCHES``' tuples):
+    prefetch toggled (the tuner leaves it to ``norm.prefetch_tiles``), one program an SM more
+    and fewer, and tiles of twice and half the rows, each with and without prefetch."""
+    from warpforge.ops import norm
+
+    config, knobs = norm._bwd_launch_config(M, N, dtype, device, kernel)
+    if not config.single_pass:
+        return []
+    rows, warps, per_sm, reload = (config.rows_per_program, config.num_warps,
+                                   knobs.programs_per_sm, knobs.reload)  # fmt: skip
+    shapes = {(rows, per_sm), (rows, per_sm + 1), (rows, max(1, per_sm - 1)), (rows * 2, per_sm),
+              (max(1, rows // 2), per_sm)}  # fmt: skip
+    return [(config.block_n, r, warps, p, pf, reload, None)
+            for r, p in sorted(shapes) for pf in (False, True)]  # fmt: skip
 
 
 def _relative_error(got: Any, want: Any) -> float:
@@ -499,6 +526,15 @@ NORM_BWD_CASES = [
     for M, N in ((16384, 4096), (8192, 8192), (16384, 2048), (32768, 1024))
 ]
 """The bf16 norm backwards at the issue's rows of 1024-8192 columns, kernel alone."""
+NORM_BWD_NEIGHBOUR_CASES = [
+    (name, dtype, M, N)
+    for name in ("layer_norm.bwd", "rms_norm.bwd", "add_rms_norm.bwd")
+    for dtype in (BF16, FP32)
+    for M, N in ((32768, 256), (32768, 1024), (16384, 2048), (16384, 4096))
+]
+"""The norm backwards at the issue's rows of 256-4096 columns around their tuned launches
+(``tuned_neighbours``): prefetch past 8 elements a thread gained 4-7% at bf16 1024 columns
+(``session38-h200-2026-11-30/parity-norm-bwd-call3.json``)."""
 CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257), (4096, 262144)]
 """The float32 backward where its launches were once told apart: rows that pad the row
 kernel's last slice, wide rows, rows off 16-byte boundaries and whole slices."""
@@ -600,15 +636,19 @@ def cases(device, smoke: bool, looped: tuple = LOOPED_GRID):
 
         return f"{name} M={M} N={N} {dtype}{' looped' * bool(looped)}", build
 
-    def norm_bwd(name, dtype, M, N):
+    def norm_bwd(name, dtype, M, N, neighbours=False):
         center = name.startswith("layer")
+        residual = name.startswith("add")
         dtype = FP32 if smoke else dtype  # bf16 loads are wrong under the interpreter
 
         def build():
             from warpforge.ops import norm
 
             m, n = (8, 256) if smoke else (M, N)
-            launches = NORM_BWD_LAUNCHES.get(N, [])
+            if neighbours:
+                launches = tuned_neighbours(name, m, n, dtype, device)
+            else:
+                launches = NORM_BWD_LAUNCHES.get(N, [])
             if smoke:  # the grid's knobs at a row the interpreter runs quickly
                 launches = [
                     (256, r, 1, p, pf, rl, cap) for (_, r, _, p, pf, rl, cap) in launches[:4]
@@ -619,14 +659,16 @@ def cases(device, smoke: bool, looped: tuple = LOOPED_GRID):
                 x, dy = (torch.randn(m, n, generator=gen, device=device).to(dtype) for _ in "xy")
                 w = (1 + 0.1 * torch.randn(n, generator=gen, device=device)).to(dtype)
                 b = torch.randn(n, generator=gen, device=device).to(dtype)
+                dh = torch.randn(m, n, generator=gen, device=device).to(dtype) if residual else None
                 eps = 1e-5 if center else 1e-6
                 _, _, mean, rstd = norm._norm_forward(x, w, b if center else None, None, eps,
                                                       0.0, center)  # fmt: skip
-                input_sets.append((dy, x, w, mean, rstd))
-            moved = 3.0 * m * n * dtype.itemsize
-            return input_sets, _norm_bwd_variants(center, launches), "op bwd", moved, dtype
+                input_sets.append((dy, x, w, mean, rstd, dh))
+            moved = (3.0 + residual) * m * n * dtype.itemsize
+            return input_sets, _norm_bwd_variants(name, launches), "op bwd", moved, dtype
 
-        return f"{name} M={M} N={N} {dtype} backward alone", build
+        tag = " around the tuned launch" * neighbours
+        return f"{name} M={M} N={N} {dtype} backward alone{tag}", build
 
     def launches(name, dtype, M, N, tag, variants_for):
         """A case timing ``variants_for(N, element size)``'s contenders (smoke: a small row)."""
@@ -643,6 +685,7 @@ def cases(device, smoke: bool, looped: tuple = LOOPED_GRID):
 
     return [
         *(norm_bwd(*case) for case in NORM_BWD_CASES),
+        *(norm_bwd(*case, neighbours=True) for case in NORM_BWD_NEIGHBOUR_CASES),
         *(
             launches(
                 name,

@@ -18,6 +18,9 @@
 #   4  the measured backward launches shipped (norm.NORM_BWD_ROW_LAUNCHES): their GPU tests and
 #      the norm tests, then layer_norm.bwd and rms_norm.bwd bf16 at 32768 x 1024 and 16384 x 4096
 #      through the harness (RMSNorm at 4096 columns unchanged: a control).
+#   5  the three norm backwards, bf16 and float32, at the issue's rows of 256-4096 columns,
+#      alone, around their tuned launches (parity_sweep.py's neighbour cases: prefetch toggled,
+#      one program an SM more and fewer, tiles of twice and half the rows).
 # Usage: bash scripts/gpu/session38_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -70,6 +73,10 @@ case "$CALL" in
     --sweep --shape M=32768,N=1024 --shape M=16384,N=4096 --max-time 1 \
     --out "$OUT/keep/normbwd-bf16-call4.json" > "$OUT/bench.log" 2>&1
   echo "bench: exit $?"; grep -E "^│ (rms|layer)" "$OUT/bench.log"
+  finish_call one
+  ;;
+5)
+  parity_cases norm-bwd-neighbours-call5 560 --only "around the tuned launch"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

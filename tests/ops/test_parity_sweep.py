@@ -17,7 +17,8 @@ SCRIPT = ROOT / "benchmarks" / "parity_sweep.py"
 def test_smoke_run_checks_and_times_the_variants(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     only = ["layer_norm.fwd M=16384 N=4096", "add_rms_norm.fwd M=16384 N=4096",
-            "cross_entropy.bwd M=4096 V=50257"]  # fmt: skip
+            "cross_entropy.bwd M=4096 V=50257", "layer_norm.bwd M=32768 N=1024",
+            "add_rms_norm.bwd M=16384 N=2048"]  # fmt: skip
     command = [sys.executable, str(SCRIPT), "--out", str(tmp_path), "--smoke", "--max-time", "0.05"]
     command += ["--only", *only]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
@@ -26,8 +27,11 @@ def test_smoke_run_checks_and_times_the_variants(tmp_path: Path) -> None:
     assert report["environment"]["torch"]
     cases = {case["case"]: case for case in report["cases"]}
     assert sorted(cases) == [
+        "add_rms_norm.bwd M=16384 N=2048 torch.float32 backward alone around the tuned launch",
         "add_rms_norm.fwd M=16384 N=4096 torch.float32",  # bf16 cases run in float32 here
         "cross_entropy.bwd M=4096 V=50257 torch.float32",
+        "layer_norm.bwd M=32768 N=1024 torch.float32 backward alone",  # the measured grid
+        "layer_norm.bwd M=32768 N=1024 torch.float32 backward alone around the tuned launch",
         "layer_norm.fwd M=16384 N=4096 torch.float32",
         "layer_norm.fwd M=16384 N=4096 torch.float32 looped",  # the looped kernel's variants
         "layer_norm.fwd M=16384 N=4096 torch.float32 specialized",  # compiled for the length
@@ -35,7 +39,7 @@ def test_smoke_run_checks_and_times_the_variants(tmp_path: Path) -> None:
     for label, case in cases.items():
         assert "error" not in case and not case["skipped"], (label, case)
         names = {row["contender"] for row in case["rows"]}
-        assert "op" in names and len(names) >= 3, (label, names)
+        assert {"op", "op bwd"} & names and len(names) >= 3, (label, names)
         for row in case["rows"]:
             assert row["median_us"] > 0 and row["relative_error_vs_op"] <= 1e-5, (label, row)
     whole_rows = {"whole-row 4w", "whole-row 4w early", "whole-row 4w reload",
@@ -55,6 +59,18 @@ def test_smoke_run_checks_and_times_the_variants(tmp_path: Path) -> None:
         row["contender"] for row in cases["cross_entropy.bwd M=4096 V=50257 torch.float32"]["rows"]
     }
     assert {"flat BLOCK=64 warps=1", "flat BLOCK=64 warps=1 evict_first"} <= ce_rows
+    # the norm backward alone: the public backward, the tuned launch, the grid's launches (the
+    # smoke run's 256-column tiles), each checked against the public one
+    grid = {row["contender"] for row in
+            cases["layer_norm.bwd M=32768 N=1024 torch.float32 backward alone"]["rows"]}  # fmt: skip
+    assert {"op bwd", "tuned", "256/2/1w x4 prefetch", "256/4/1w x3 prefetch maxnreg=168"} <= grid
+    around = [
+        row["contender"]
+        for row in cases[
+            "add_rms_norm.bwd M=16384 N=2048 torch.float32 backward alone around the tuned launch"
+        ]["rows"]
+    ]
+    assert {"op bwd", "tuned"} <= set(around) and any(a.endswith("prefetch") for a in around)
 
 
 def test_looped_grid_takes_chunk_and_warps_and_refuses_the_rest(tmp_path: Path) -> None:
