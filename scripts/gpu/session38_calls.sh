@@ -21,6 +21,9 @@
 #   5  the three norm backwards, bf16 and float32, at the issue's rows of 256-4096 columns,
 #      alone, around their tuned launches (parity_sweep.py's neighbour cases: prefetch toggled,
 #      one program an SM more and fewer, tiles of twice and half the rows).
+#   6  call 5's three gains shipped (bf16 LayerNorm and add+RMSNorm at 256 columns, float32
+#      RMSNorm at 4096): the backward launch and norm GPU tests, then those rows through the
+#      harness.
 # Usage: bash scripts/gpu/session38_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -77,6 +80,18 @@ case "$CALL" in
   ;;
 5)
   parity_cases norm-bwd-neighbours-call5 560 --only "around the tuned launch"
+  finish_call one
+  ;;
+6)
+  gpu_tests norm-bwd-rows-call6 200 -n 4 tests/ops/test_norm_bwd_rows.py tests/ops/test_norm.py
+  timeout 200 python3 -m warpforge bench --problem 'layer_norm.bwd,add_rms_norm.bwd' --dtype bf16 \
+    --sweep --shape M=32768,N=256 --max-time 1 --out "$OUT/keep/normbwd-bf16-call6.json" \
+    > "$OUT/bench.log" 2>&1
+  echo "bench: exit $?"; grep -E "^│ (add|rms|layer)" "$OUT/bench.log"
+  timeout 200 python3 -m warpforge bench --problem rms_norm.bwd --dtype fp32 --sweep \
+    --shape M=16384,N=4096 --max-time 1 --out "$OUT/keep/normbwd-fp32-call6.json" \
+    > "$OUT/bench.log" 2>&1
+  echo "bench: exit $?"; grep -E "^│ (add|rms|layer)" "$OUT/bench.log"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

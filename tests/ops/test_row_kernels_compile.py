@@ -203,13 +203,13 @@ COMPILE_ALL = textwrap.dedent(
         assert stack == 0, f"row launch spills {stack} bytes ({size}, {kernel}, {block})"
     # the norm backward's measured rows-kernel launches (NORM_BWD_ROW_LAUNCHES): no spills (the
     # 16-warp LayerNorm launch's register cap exists to fit two programs an SM, not to spill)
-    bwd_types = dict.fromkeys(["DY", "X", "W", "DH", "DX"], "*bf16")
-    bwd_types.update(MEAN="*fp32", RSTD="*fp32", DW_PARTIAL="*fp32", DB_PARTIAL="*fp32", offset="fp32")
     for (size, kernel, block), launch in sorted(norm.NORM_BWD_ROW_LAUNCHES.items()):
+        bwd_types = dict.fromkeys(["DY", "X", "W", "DH", "DX"], "*bf16" if size == 2 else "*fp32")
+        bwd_types.update(MEAN="*fp32", RSTD="*fp32", DW_PARTIAL="*fp32", DB_PARTIAL="*fp32", offset="fp32")
         center = kernel.startswith("layer")
-        flags = dict(CENTER=center, HAS_WEIGHT=True, WEIGHT_GRAD=True, BIAS_GRAD=center, HAS_DH=False,
-                     BLOCK_N=launch.block_n, ROWS=launch.rows, PARTIALS_IN_MEMORY=False,
-                     PREFETCH=launch.prefetch, RELOAD=False)
+        flags = dict(CENTER=center, HAS_WEIGHT=True, WEIGHT_GRAD=True, BIAS_GRAD=center,
+                     HAS_DH=kernel.startswith("add"), BLOCK_N=launch.block_n, ROWS=launch.rows,
+                     PARTIALS_IN_MEMORY=False, PREFETCH=launch.prefetch, RELOAD=launch.reload)
         options = rows.launch_options(launch.num_warps, launch.max_registers)
         stack = spilled_bytes(nk.norm_bwd_rows_kernel, bwd_types, flags,
                               aligned=("stride_dy", "stride_x", "stride_dh", "stride_dx", "N"), **options)

@@ -142,36 +142,47 @@ class BwdRowLaunch:
     """Rows a tile."""
     num_warps: int
     programs_per_sm: int
+    """0: as many as :func:`_bwd_resident_programs` says fit."""
     prefetch: bool
     """The next tile loaded while this one is processed (:func:`prefetch_tiles` decides for the
     tuned launches)."""
+    reload: bool = False
     max_registers: int | None = None
     """Registers a thread (``maxnreg``), so that ``programs_per_sm`` programs fit an SM."""
 
 
 NORM_BWD_ROW_LAUNCHES: dict[tuple[int, str, int], BwdRowLaunch] = {
+    (2, "layer_norm.bwd", 256): BwdRowLaunch(256, 8, 2, 0, prefetch=True),
+    (2, "add_rms_norm.bwd", 256): BwdRowLaunch(256, 16, 4, 3, prefetch=True, reload=True),
     (2, "layer_norm.bwd", 1024): BwdRowLaunch(1024, 2, 4, 4, prefetch=True),
     (2, "rms_norm.bwd", 1024): BwdRowLaunch(1024, 4, 4, 3, prefetch=True),
     (2, "layer_norm.bwd", 4096): BwdRowLaunch(4096, 1, 16, 2, prefetch=True, max_registers=64),
+    (4, "rms_norm.bwd", 4096): BwdRowLaunch(4096, 1, 8, 2, prefetch=True),
 }
 """(element size, tunable, the row's power of two) -> the backward rows kernel's launch for rows
 of more than half that power of two, in place of the tuned one: launches the tuner's space has
 no knob for (prefetch where a thread holds more than 8 elements of a tile; a register cap).
-H200, bf16, the backward alone (``benchmarks/parity_sweep.py``'s norm backward cases,
-``session38-h200-2026-11-30/parity-norm-bwd-call2.json`` and ``-call3.json``), us, this launch
-against the tuned one in the same run:
+H200, the backward alone (``benchmarks/parity_sweep.py``'s norm backward cases,
+``session38-h200-2026-11-30/parity-norm-bwd-call2.json``, ``-call3.json`` and
+``parity-norm-bwd-neighbours-call5.json``), us, this launch against the tuned one in the same
+run (95% intervals apart in each):
 
-    tunable          M x N          launch                              this    tuned
-    layer_norm.bwd   32768 x 1024   2 rows, 4 warps, 4 an SM, prefetch   64.1     68.8
-    rms_norm.bwd     32768 x 1024   4 rows, 4 warps, 3 an SM, prefetch   61.3     63.7
-    layer_norm.bwd   16384 x 4096   16 warps, 2 an SM, prefetch, 64 reg 117.7    121.3
+    tunable           dtype  M x N          launch                                  this  tuned
+    layer_norm.bwd    bf16   32768 x 256    8 rows, 2 warps, prefetch               25.7   28.2
+    add_rms_norm.bwd  bf16   32768 x 256    16 rows, 4 warps, 3 an SM, prefetch,    32.5   33.7
+                                            reload
+    layer_norm.bwd    bf16   32768 x 1024   2 rows, 4 warps, 4 an SM, prefetch      64.1   68.8
+    rms_norm.bwd      bf16   32768 x 1024   4 rows, 4 warps, 3 an SM, prefetch      61.3   63.7
+    layer_norm.bwd    bf16   16384 x 4096   16 warps, 2 an SM, prefetch, 64 regs   117.7  121.3
+    rms_norm.bwd      fp32   16384 x 4096   8 warps, 2 an SM, prefetch             196.9  200.6
 
-(call 2 measured the first two at 63.8 / 68.4 and 60.8 / 63.1). LayerNorm's prefetch at 16
-warps takes 75 registers without the cap (Triton 3.6's ptxas, sm_90), so only one program fits
-an SM: 216.5 us; capped at 64 it compiles without spilling. At 2048 and 8192 columns no launch
-of those calls beat the tuned ones (LayerNorm 8192 x 8192 126.0 against 126.1 us); RMSNorm at
-4096 columns tied (106.5 against 106.4). Only measured in bf16 and at those row counts; fp16
-rows take the same launches."""
+(call 2 measured the 1024-column two at 63.8 / 68.4 and 60.8 / 63.1). LayerNorm's prefetch at
+16 warps takes 75 registers without the cap (Triton 3.6's ptxas, sm_90), so only one program
+fits an SM: 216.5 us; capped at 64 it compiles without spilling. Around the other tuned launches
+of the issue's rows of 256-4096 columns (both dtypes, the three norms: prefetch toggled, a
+program an SM more and fewer, tiles of twice and half the rows) nothing gained more than 0.7%;
+at 8192 columns no launch of call 3 beat LayerNorm's tuned one (126.0 against 126.1 us). Only
+measured at those row counts; fp16 rows take the bf16 launches."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -191,7 +202,7 @@ def norm_bwd_row_overrides(
                               resident_warps=_BWD_RESIDENT_WARPS)  # fmt: skip
     return {
         "launch": dataclasses.replace(launch, max_registers=entry.max_registers),
-        "knobs": BwdKnobs(programs_per_sm=entry.programs_per_sm),
+        "knobs": BwdKnobs(reload=entry.reload, programs_per_sm=entry.programs_per_sm),
         "prefetch": entry.prefetch,
     }
 
