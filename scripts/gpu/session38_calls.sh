@@ -24,6 +24,10 @@
 #   6  call 5's three gains shipped (bf16 LayerNorm and add+RMSNorm at 256 columns, float32
 #      RMSNorm at 4096): the backward launch and norm GPU tests, then those rows through the
 #      harness.
+#   7  the blueprint backward's weight gradient summed in its kernel (WARPFORGE_COLUMN_SUMS=1),
+#      now into a [BLOCK_M, BLOCK_N] register tile reduced once a program rather than every row
+#      block: the column-sum GPU tests, then blueprint.residual_rmsnorm_swiglu.bwd with it and
+#      without it through the harness (bf16, 16384 x 4096).
 # Usage: bash scripts/gpu/session38_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -92,6 +96,13 @@ case "$CALL" in
     --shape M=16384,N=4096 --max-time 1 --out "$OUT/keep/normbwd-fp32-call6.json" \
     > "$OUT/bench.log" 2>&1
   echo "bench: exit $?"; grep -E "^│ (add|rms|layer)" "$OUT/bench.log"
+  finish_call one
+  ;;
+7)
+  gpu_tests column-sums-call7 150 tests/blueprint/test_column_sums.py
+  (export WARPFORGE_COLUMN_SUMS=1
+   blueprint_suite blueprint-bwd-column-sums-call7 "blueprint.residual_rmsnorm_swiglu.bwd:150")
+  blueprint_suite blueprint-bwd-call7 "blueprint.residual_rmsnorm_swiglu.bwd:150"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -612,11 +612,13 @@ class _RowKernelWriter(_KernelWriter):
 
     def _row_blocks_with_column_sums(self) -> None:
         """Program (pid_m, pid_n) walks row blocks pid_m, pid_m + programs, ... and adds each
-        summed value's columns into a float32 accumulator, stored as partial row pid_m."""
+        summed value into a float32 [BLOCK_M, BLOCK_N] accumulator in the block's own layout
+        (no reduction or layout change inside the loop), summed over its rows once at the end
+        and stored as partial row pid_m."""
         sums = self.group.column_sums
         for name, value in sums.items():
             self.emit(f"# {name}: sum of {value} over the leading dims, one partial row a program")
-            self.emit(f"acc_{name} = tl.zeros([BLOCK_N], dtype=tl.float32)")
+            self.emit(f"acc_{name} = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)")
         self.emit(
             "for row_block in range(tl.program_id(0), tl.cdiv(n_rows, BLOCK_M), tl.num_programs(0)):"
         )
@@ -629,11 +631,12 @@ class _RowKernelWriter(_KernelWriter):
         self.emit("mask = row_mask[:, None] & col_mask[None, :]")
         self._row_block()
         for name, value in sums.items():
-            self.emit(f"acc_{name} += tl.sum(tl.where(mask, {self.var(value)}, 0.0), axis=0)")
+            self.emit(f"acc_{name} += tl.where(mask, {self.var(value)}, 0.0)")
         self.depth -= 1
         for name in sums:
             self.emit(
-                f"tl.store(p_{name}_partial + pid_m * n_cols + cols, acc_{name}, mask=col_mask)"
+                f"tl.store(p_{name}_partial + pid_m * n_cols + cols, tl.sum(acc_{name}, axis=0), "
+                "mask=col_mask)"
             )
 
 
