@@ -28,6 +28,9 @@
 #      now into a [BLOCK_M, BLOCK_N] register tile reduced once a program rather than every row
 #      block: the column-sum GPU tests, then blueprint.residual_rmsnorm_swiglu.bwd with it and
 #      without it through the harness (bf16, 16384 x 4096).
+#   8  that backward's row kernel tuned on the H200 (never tuned before: it ran the untuned
+#      8-warp launch) at 16384 x 4096, then blueprint.residual_rmsnorm_swiglu.bwd through the
+#      harness on the tuned config (gemm_tune_bench.sh), then with column sums on that config.
 # Usage: bash scripts/gpu/session38_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -103,6 +106,14 @@ case "$CALL" in
   (export WARPFORGE_COLUMN_SUMS=1
    blueprint_suite blueprint-bwd-column-sums-call7 "blueprint.residual_rmsnorm_swiglu.bwd:150")
   blueprint_suite blueprint-bwd-call7 "blueprint.residual_rmsnorm_swiglu.bwd:150"
+  finish_call one
+  ;;
+8)
+  blueprint_tune 60 \
+    "blueprint.residual_rmsnorm_swiglu_backward.k0_add_rms_norm_silu_mul_sigmoid_sub_mean_rsqrt T=16384,H=4096" \
+    "blueprint.residual_rmsnorm_swiglu.bwd"
+  (export WARPFORGE_COLUMN_SUMS=1 WARPFORGE_DB_URL="sqlite:///$OUT/bp/tune.db"
+   blueprint_suite blueprint-bwd-column-sums-call8 "blueprint.residual_rmsnorm_swiglu.bwd:150")
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
