@@ -72,8 +72,13 @@ by the ``sum_to`` step: for residual_rmsnorm_swiglu's backward at 16384 x 4096 i
 H200 that backward took 492.9 µs with it and 483.2 µs without, in the same call at the same
 commit (session23-h200-2026-11-29/blueprint-bwd-column-sums-call1.json and
 blueprint-bwd-call1.json): the traffic saved did not pay for programs that each walk many row
-blocks (4 per SM) where the plain kernel spreads one row block per program. Part of the
-generated source's cache key when on. Read when a blueprint is planned."""
+blocks (4 per SM) where the plain kernel spreads one row block per program. Accumulating a
+[BLOCK_M, BLOCK_N] tile in registers, reduced once a program, instead of a reduction every row
+block (commit ``008e44df`` only) measured the same: 493.5 against 483.0 µs at the untuned 8-warp
+launch (session38-h200-2026-11-30/blueprint-bwd-column-sums-call7.json and
+blueprint-bwd-call7.json), and 595.8 against 476.1 with the 16-warp launch tuned since
+(blueprint-bwd-column-sums-call8.json, blueprint-tuned-call8.json). Part of the generated
+source's cache key when on. Read when a blueprint is planned."""
 
 NEG_INF = 'float("-inf")'
 LOG2E = "1.4426950408889634"
@@ -612,13 +617,11 @@ class _RowKernelWriter(_KernelWriter):
 
     def _row_blocks_with_column_sums(self) -> None:
         """Program (pid_m, pid_n) walks row blocks pid_m, pid_m + programs, ... and adds each
-        summed value into a float32 [BLOCK_M, BLOCK_N] accumulator in the block's own layout
-        (no reduction or layout change inside the loop), summed over its rows once at the end
-        and stored as partial row pid_m."""
+        summed value's columns into a float32 accumulator, stored as partial row pid_m."""
         sums = self.group.column_sums
         for name, value in sums.items():
             self.emit(f"# {name}: sum of {value} over the leading dims, one partial row a program")
-            self.emit(f"acc_{name} = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)")
+            self.emit(f"acc_{name} = tl.zeros([BLOCK_N], dtype=tl.float32)")
         self.emit(
             "for row_block in range(tl.program_id(0), tl.cdiv(n_rows, BLOCK_M), tl.num_programs(0)):"
         )
@@ -631,12 +634,11 @@ class _RowKernelWriter(_KernelWriter):
         self.emit("mask = row_mask[:, None] & col_mask[None, :]")
         self._row_block()
         for name, value in sums.items():
-            self.emit(f"acc_{name} += tl.where(mask, {self.var(value)}, 0.0)")
+            self.emit(f"acc_{name} += tl.sum(tl.where(mask, {self.var(value)}, 0.0), axis=0)")
         self.depth -= 1
         for name in sums:
             self.emit(
-                f"tl.store(p_{name}_partial + pid_m * n_cols + cols, tl.sum(acc_{name}, axis=0), "
-                "mask=col_mask)"
+                f"tl.store(p_{name}_partial + pid_m * n_cols + cols, acc_{name}, mask=col_mask)"
             )
 
 

@@ -279,9 +279,8 @@ class CompiledBlueprint(torch.nn.Module):
         from warpforge.cache import CacheKey
 
         values: dict[str, object] = {"generator": GENERATOR_VERSION, "device_type": spec[0]}
-        if codegen.COLUMN_SUMS:  # another plan, another source (absent when off: keys unchanged);
-            # 2: partial rows accumulated as [BLOCK_M, BLOCK_N] tiles (1 was reduced every block)
-            values["column_sums"] = 2
+        if codegen.COLUMN_SUMS:  # another plan, another source (absent when off: keys unchanged)
+            values["column_sums"] = True
         for (name, schema), (div16, bucket) in zip(self.ir.inputs, spec[1:], strict=True):
             values[f"{name}.dtype"] = schema.dtype
             values[f"{name}.div16"] = div16
