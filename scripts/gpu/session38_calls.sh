@@ -31,6 +31,9 @@
 #   8  that backward's row kernel tuned on the H200 (never tuned before: it ran the untuned
 #      8-warp launch) at 16384 x 4096, then blueprint.residual_rmsnorm_swiglu.bwd through the
 #      harness on the tuned config (gemm_tune_bench.sh), then with column sums on that config.
+#   9  every GPU test at the session's final code: tests/ops on six workers (fused linear
+#      cross-entropy's weight past 2**31 elements left out: it runs out of memory beside other
+#      workers, and its code did not change), the rest of the tree on four.
 # Usage: bash scripts/gpu/session38_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -114,6 +117,12 @@ case "$CALL" in
     "blueprint.residual_rmsnorm_swiglu.bwd"
   (export WARPFORGE_COLUMN_SUMS=1 WARPFORGE_DB_URL="sqlite:///$OUT/bp/tune.db"
    blueprint_suite blueprint-bwd-column-sums-call8 "blueprint.residual_rmsnorm_swiglu.bwd:150")
+  finish_call one
+  ;;
+9)
+  gpu_tests ops-call9 300 tests/ops -n 6 \
+    --deselect tests/ops/test_fused_linear_cross_entropy.py::test_gpu_weight_beyond_2_pow_31_elements
+  gpu_tests rest-call9 240 tests --ignore=tests/ops -n 4
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
