@@ -535,6 +535,14 @@ NORM_BWD_NEIGHBOUR_CASES = [
 """The norm backwards at the issue's rows of 256-4096 columns around their tuned launches
 (``tuned_neighbours``): prefetch past 8 elements a thread gained 4-7% at bf16 1024 columns
 (``session38-h200-2026-11-30/parity-norm-bwd-call3.json``)."""
+NARROW_SPECIALIZED_CASES = [("rms_norm.fwd", FP32, 16384, 2048), ("rms_norm.fwd", FP32, 16384, 4096),
+                            ("rms_norm.fwd", FP32, 32768, 1024), ("layer_norm.fwd", FP32, 16384, 2048),
+                            ("layer_norm.fwd", FP32, 32768, 1024), ("rms_norm.fwd", BF16, 32768, 1024),
+                            ("layer_norm.fwd", BF16, 32768, 1024)]  # fmt: skip
+"""The norm forwards of 1024-4096 columns under torch.compile on the H200 (float32 rms_norm.fwd
+16384 x 2048 0.96x, 16384 x 4096 0.98x, 32768 x 1024 0.99x; layer_norm.fwd 0.99x; bf16 at 32768 x
+1024 0.99-1.00x) through ``SPECIALIZED_CASES``' launches, each compiled for the row length and
+not."""
 CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257), (4096, 262144)]
 """The float32 backward where its launches were once told apart: rows that pad the row
 kernel's last slice, wide rows, rows off 16-byte boundaries and whole slices."""
@@ -695,7 +703,7 @@ def cases(device, smoke: bool, looped: tuple = LOOPED_GRID):
                 "specialized",
                 lambda n, size, name=name: _specialized_variants(name, n, size),
             )
-            for name, dtype, M, N in SPECIALIZED_CASES
+            for name, dtype, M, N in SPECIALIZED_CASES + NARROW_SPECIALIZED_CASES
         ),
         *(
             launches(

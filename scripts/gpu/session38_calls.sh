@@ -34,6 +34,9 @@
 #   9  every GPU test at the session's final code: tests/ops on six workers (fused linear
 #      cross-entropy's weight past 2**31 elements left out: it runs out of memory beside other
 #      workers, and its code did not change), the rest of the tree on four.
+#  10  the norm forwards of 1024-4096 columns still under torch.compile (float32 RMSNorm 0.96-0.99x)
+#      through parity_sweep.py's specialized launches (NARROW_SPECIALIZED_CASES: whole-row and
+#      looped one-row-a-program launches, each compiled for the row length and not).
 # Usage: bash scripts/gpu/session38_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -123,6 +126,17 @@ case "$CALL" in
   gpu_tests ops-call9 300 tests/ops -n 6 \
     --deselect tests/ops/test_fused_linear_cross_entropy.py::test_gpu_weight_beyond_2_pow_31_elements
   gpu_tests rest-call9 240 tests --ignore=tests/ops -n 4
+  finish_call one
+  ;;
+10)
+  parity_cases narrow-specialized-call10 330 --only \
+    "rms_norm.fwd M=16384 N=2048 torch.float32 specialized" \
+    "rms_norm.fwd M=16384 N=4096 torch.float32 specialized" \
+    "rms_norm.fwd M=32768 N=1024 torch.float32 specialized" \
+    "layer_norm.fwd M=16384 N=2048 torch.float32 specialized" \
+    "layer_norm.fwd M=32768 N=1024 torch.float32 specialized" \
+    "rms_norm.fwd M=32768 N=1024 torch.bfloat16 specialized" \
+    "layer_norm.fwd M=32768 N=1024 torch.bfloat16 specialized"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
