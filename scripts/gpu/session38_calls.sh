@@ -37,6 +37,8 @@
 #  10  the norm forwards of 1024-4096 columns still under torch.compile (float32 RMSNorm 0.96-0.99x)
 #      through parity_sweep.py's specialized launches (NARROW_SPECIALIZED_CASES: whole-row and
 #      looped one-row-a-program launches, each compiled for the row length and not).
+#  11  float32 RMSNorm of 2048 columns on call 10's looped launch (NORM_FWD_ROW_LAUNCHES): the
+#      wide-row GPU tests, then rms_norm.fwd float32 16384 x 2048 through the harness.
 # Usage: bash scripts/gpu/session38_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -137,6 +139,13 @@ case "$CALL" in
     "layer_norm.fwd M=32768 N=1024 torch.float32 specialized" \
     "rms_norm.fwd M=32768 N=1024 torch.bfloat16 specialized" \
     "layer_norm.fwd M=32768 N=1024 torch.bfloat16 specialized"
+  finish_call one
+  ;;
+11)
+  gpu_tests wide-rows-call11 100 -n 4 tests/ops/test_wide_rows.py
+  timeout 120 python3 -m warpforge bench --problem rms_norm.fwd --dtype fp32 --sweep \
+    --shape M=16384,N=2048 --max-time 1 --out "$OUT/keep/rmsfwd-fp32-call11.json" > "$OUT/bench.log" 2>&1
+  echo "bench: exit $?"; grep -E "^│ rms" "$OUT/bench.log"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

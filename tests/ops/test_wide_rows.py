@@ -444,11 +444,12 @@ def test_shipped_row_launches_compute_right(key, device, poison_outputs):
     size, kernel, block = key
     launch = norm.NORM_FWD_ROW_LAUNCHES[key]
     # one 16-byte vector short of the power of two, or the narrowest row the launch takes; a
-    # whole-chunks launch one chunk short, and not one vector past that
+    # whole-chunks launch one chunk short (the power of two where that is its only chunk), and
+    # not one vector short of that
     N = max(block - 16 // size, launch.min_n)
     if launch.whole_chunks:
-        N = block - launch.chunk
-        assert norm.norm_fwd_wide_launch(N + 16 // size, size, kernel) is None
+        N = block - launch.chunk if block > launch.chunk else block
+        assert norm.norm_fwd_wide_launch(N - 16 // size, size, kernel) is None
     assert norm.norm_fwd_wide_launch(N, size, kernel) == launch
     assert norm.norm_fwd_wide_launch(block // 2, size, kernel) != launch
     center, residual = kernel.startswith("layer"), kernel.startswith("add_")

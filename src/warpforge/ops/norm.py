@@ -667,6 +667,7 @@ NORM_FWD_ROW_LAUNCHES: dict[tuple[int, str, int], WideLaunch] = {
     (2, "layer_norm.fwd", 16384): _ROW(
         16, chunk=2048, forwards=True, specialized=True, whole_chunks=True, packed_only=True
     ),
+    (4, "rms_norm.fwd", 2048): _ROW(8, chunk=2048, forwards=True, unrolled=True, whole_chunks=True),
     (4, "rms_norm.fwd", 4096): _ROW(8, reload=True),
     (4, "rms_norm.fwd", 8192): _ROW(16, early_w=True, reload=True),
     (4, "rms_norm.fwd", 16384): _ROW(32, early_w=True, reload=True),
@@ -768,7 +769,18 @@ in place of the whole-row launch (16 warps, weight early). Kernel alone, 4096 ro
 that launch (``parity-specialized-call7.json``, ``parity-specialized-narrow-call9.json``): 67.3
 against 67.7 at 16384 columns, 52.0 against 55.8 at 12288 (torch.compile 53.9), 44.6 against
 51.0 at 10240 (torch.compile 44.3); unspecialized, as rows of a wider buffer run it, 68.5, 52.2
-and 45.4."""
+and 45.4.
+
+float32 RMSNorm rows of exactly 2048 columns take the looped kernel as one unrolled 2048-column
+chunk on 8 warps, output pass in order, since the thirty-eighth session. Kernel alone, 16384 x
+2048 (``session38-h200-2026-11-30/parity-narrow-specialized-call10.json``): 66.6 us against 67.6
+for the tiled kernel, 67.0 for the best whole-row launch (4 warps, x read again, compiled for the
+row length), 66.1 for torch.compile; compiled for the row length it ran 66.7. Other narrow rows
+of that call kept their launches: float32 RMSNorm 4096 columns' looped launch compiled for the
+row length tied torch.compile (127.5 against 127.3, the table's whole-row launch 129.8) but was
+not taken, as it would leave rows of 2049-4095 columns and of wider buffers to the tiled kernel;
+float32 LayerNorm 2048's whole-row launch compiled for the row length ran 66.7 against 67.2; at
+1024 columns (float32 and bf16, both norms) no one-row-a-program launch beat the tiled kernel."""
 
 
 NORM_FWD_LONG_MAX_N = 65536
