@@ -98,7 +98,10 @@ def main() -> None:
         spans.append(group[-1].time_range.end - group[0].time_range.start)
         for e in group:
             kernels.setdefault(e.name[:90], []).append(e.time_range.end - e.time_range.start)
+    from warpforge.environment import environment_fingerprint
+
     report = {
+        "environment": environment_fingerprint(),
         "device": torch.cuda.get_device_name(),
         "norm": args.norm,
         "dtype": args.dtype,
