@@ -286,18 +286,21 @@ def _norm_bwd_variants(kernel: str, launches) -> dict[str, Fn]:
         return norm.rms_norm_backward(dy, x, w, rstd, dh, 0.0, True)
 
     out: dict[str, Fn] = {"op bwd": public, "tuned": rows_kernel}
-    for block, rows, warps, per_sm, prefetch, reload, cap in launches:
+    for block, rows, warps, per_sm, prefetch, reload, cap, *memory in launches:
+        in_memory = memory[0] if memory else None  # partials in memory: the kernel's own rule
 
         def run(dy, x, w, mean, rstd, dh, b=block, r=rows, nw=warps, p=per_sm, pf=prefetch,
-                rl=reload, cap=cap):  # fmt: skip
+                rl=reload, cap=cap, mem=in_memory):  # fmt: skip
             M, N = x.shape
             launch = row_launch_shape(M, N, x.dtype, x.device, block_n=b, rows_per_program=r,
                                       num_warps=nw)  # fmt: skip
             launch = replace(launch, max_registers=cap)
             return rows_kernel(dy, x, w, mean, rstd, dh, launch=launch, prefetch=pf,
+                               in_memory=mem,
                                knobs=norm.BwdKnobs(reload=rl, programs_per_sm=p))  # fmt: skip
 
         tags = " prefetch" * prefetch + " reload" * reload + (f" maxnreg={cap}" if cap else "")
+        tags += " partials in memory" * bool(in_memory)
         out[f"{block}/{rows}/{warps}w x{per_sm}{tags}"] = run
     return out
 
@@ -503,7 +506,9 @@ NORM_BWD_LAUNCHES = {
            (4096, 1, 8, 3, False, False, None)],
     8192: [(8192, 1, 32, 1, True, False, None), (8192, 1, 16, 2, False, False, None),
            (8192, 1, 16, 2, True, False, 64), (8192, 1, 16, 1, True, False, 80),
-           (8192, 1, 16, 2, False, False, 64)],
+           (8192, 1, 16, 2, False, False, 64), (8192, 1, 16, 2, False, False, None, True),
+           (8192, 1, 16, 2, True, False, None, True), (8192, 1, 32, 1, True, False, None, True),
+           (8192, 1, 16, 3, False, False, None, True)],
     2048: [(2048, 1, 8, 4, True, False, None), (2048, 1, 8, 4, True, False, 64),
            (2048, 1, 8, 4, False, False, 64), (2048, 1, 4, 6, False, False, 80),
            (2048, 1, 4, 4, True, False, 80), (2048, 2, 8, 3, True, False, 80)],
@@ -513,7 +518,7 @@ NORM_BWD_LAUNCHES = {
            (1024, 2, 4, 6, False, False, 80), (1024, 1, 2, 10, True, False, 96)],
 }  # fmt: skip
 """Row length -> (BLOCK_N, rows a tile, num_warps, programs an SM, prefetch, reload, registers a
-thread or None) launches of the backward rows kernel. The exhaustive H200 search of the bf16 LayerNorm backward
+thread or None[, partials in memory]) launches of the backward rows kernel. The exhaustive H200 search of the bf16 LayerNorm backward
 (``session27-h200-2026-11-29/tune-lnbwd-bf16-trials.json``) timed 16 warps at 16384 x 4096 at
 210-227 us against 121.8 for its pick (4 warps, three an SM) and RMSNorm's 107.3 at 16 warps:
 there the prefetch the rows kernel takes at 8 elements a thread costs LayerNorm 75 registers
@@ -658,9 +663,7 @@ def cases(device, smoke: bool, looped: tuple = LOOPED_GRID):
             else:
                 launches = NORM_BWD_LAUNCHES.get(N, [])
             if smoke:  # the grid's knobs at a row the interpreter runs quickly
-                launches = [
-                    (256, r, 1, p, pf, rl, cap) for (_, r, _, p, pf, rl, cap) in launches[:4]
-                ]
+                launches = [(256, *launch[1:2], 1, *launch[3:]) for launch in launches[:4]]
             input_sets = []
             for seed in range(sets):
                 gen = torch.Generator(device=device).manual_seed(4000 + seed)

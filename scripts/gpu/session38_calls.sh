@@ -39,6 +39,8 @@
 #      looped one-row-a-program launches, each compiled for the row length and not).
 #  11  float32 RMSNorm of 2048 columns on call 10's looped launch (NORM_FWD_ROW_LAUNCHES): the
 #      wide-row GPU tests, then rms_norm.fwd float32 16384 x 2048 through the harness.
+#  12  bf16 LayerNorm backward at 8192 x 8192 with its partial dweight / dbias rows in memory
+#      (the rows kernel's PARTIALS_IN_MEMORY), so 16 warps fit two an SM: parity_sweep.py's case.
 # Usage: bash scripts/gpu/session38_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -146,6 +148,11 @@ case "$CALL" in
   timeout 120 python3 -m warpforge bench --problem rms_norm.fwd --dtype fp32 --sweep \
     --shape M=16384,N=2048 --max-time 1 --out "$OUT/keep/rmsfwd-fp32-call11.json" > "$OUT/bench.log" 2>&1
   echo "bench: exit $?"; grep -E "^│ rms" "$OUT/bench.log"
+  finish_call one
+  ;;
+12)
+  parity_cases norm-bwd-in-memory-call12 150 --only \
+    "layer_norm.bwd M=8192 N=8192 torch.bfloat16 backward alone"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
