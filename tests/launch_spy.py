@@ -9,6 +9,9 @@ class LaunchSpy:
 
     def __init__(self, kernel) -> None:
         self.kernel = kernel
+        # what ``warpforge.tune.source_hash`` reads of a Triton kernel: a tunable whose hash is
+        # first taken while a spy stands in hashes the kernel's source, not the spy's repr
+        self.fn = getattr(kernel, "fn", kernel)
         self.grids: list[object] = []
         self.launches: list[dict[str, object]] = []
 

@@ -41,6 +41,9 @@
 #      wide-row GPU tests, then rms_norm.fwd float32 16384 x 2048 through the harness.
 #  12  bf16 LayerNorm backward at 8192 x 8192 with its partial dweight / dbias rows in memory
 #      (the rows kernel's PARTIALS_IN_MEMORY), so 16 warps fit two an SM: parity_sweep.py's case.
+#  13  the GPU tests an audit of the tests changed (absolute tolerances scaled to probabilities of
+#      about 1 / classes; the registry-hit test with ptxas made to fail; the unit-factor scaling
+#      test with a signalling NaN), with the other tests of those files' changed functions.
 # Usage: bash scripts/gpu/session38_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -153,6 +156,21 @@ case "$CALL" in
 12)
   parity_cases norm-bwd-in-memory-call12 150 --only \
     "layer_norm.bwd M=8192 N=8192 torch.bfloat16 backward alone"
+  finish_call one
+  ;;
+13)
+  gpu_tests audit-call13 170 -n 4 \
+    tests/ops/test_wide_rows.py::test_more_than_2_to_31_elements_gpu \
+    tests/ops/test_lean_kernels.py::test_cross_entropy_flat_backward_gpu \
+    tests/ops/test_lean_kernels.py::test_cross_entropy_flat_backward_past_2_31_elements_gpu \
+    tests/ops/test_split_rows.py::test_gpu_split_plans_match_the_reference \
+    tests/ops/test_softmax.py::test_bf16_gpu \
+    tests/ops/test_cross_entropy.py::test_gpu_matches_reference \
+    tests/blueprint/test_triton_binaries.py::test_registry_hit_with_an_empty_triton_cache_does_not_recompile
+  timeout 60 python3 -m pytest -q -p no:cacheprovider tests/ops/test_cross_entropy.py -k scaling_skips \
+    tests/ops/test_norm_split_fwd.py -k "scaling_skips or public_ops_of_long_rows" \
+    > "$OUT/keep/gpu-tests-audit-cpu-call13.txt" 2>&1
+  echo "scaling and split-forward tests on the GPU: exit $?: $(tail -1 "$OUT/keep/gpu-tests-audit-cpu-call13.txt")"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -94,8 +94,17 @@ def test_restore_rejects_foreign_metadata(tmp_path: Path, monkeypatch: pytest.Mo
 
 @pytest.mark.gpu
 def test_registry_hit_with_an_empty_triton_cache_does_not_recompile(tmp_path: Path) -> None:
+    """The second process starts with an empty Triton cache and with ptxas (Triton's cubin
+    stage) made to fail: it must get its kernel from the registry's stored binaries."""
     script = """
 import json, sys, torch, warpforge
+if sys.argv[1:] == ["no-ptxas"]:  # any compile would now fail the strict compile below
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("recompiled: ptxas ran")
+
+    CUDABackend.make_cubin = refuse
 from warpforge.blueprint import BlueprintBuilder
 b = BlueprintBuilder("bias_gelu_binaries")
 x = b.input("x", ("B", 96), "float16")
@@ -109,7 +118,7 @@ torch.testing.assert_close(out.float(), ref, atol=2e-3, rtol=2e-3)
 print("ok")
 """
 
-    def run(triton_dir: Path) -> None:
+    def run(triton_dir: Path, *args: str) -> None:
         env = {
             **os.environ,
             "PYTHONPATH": str(SRC),
@@ -117,12 +126,14 @@ print("ok")
             "TRITON_CACHE_DIR": str(triton_dir),
         }
         done = subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
-        )
+            [sys.executable, "-c", script, *args], capture_output=True, text=True, env=env,
+            timeout=300,
+        )  # fmt: skip
         assert done.returncode == 0, done.stderr[-3000:]
 
     run(tmp_path / "triton-a")  # compiles; stores the binaries beside the source
-    run(tmp_path / "triton-b")  # empty Triton cache: restored from the registry
+    # empty Triton cache, no ptxas: restored from the registry
+    run(tmp_path / "triton-b", "no-ptxas")
     compiled_a = {p.parent.name for p in (tmp_path / "triton-a").glob("*/__grp__*.json")}
     restored_b = {p.parent.name for p in (tmp_path / "triton-b").glob("*/__grp__*.json")}
     assert compiled_a and compiled_a <= restored_b

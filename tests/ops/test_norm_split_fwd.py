@@ -166,16 +166,26 @@ def test_public_ops_of_long_rows_take_the_split_kernel(op, monkeypatch, device, 
     assert len(spy.grids) == (2 if device.type == "cpu" else 1)
     torch.testing.assert_close(y.double(), want[0], atol=1e-5, rtol=1e-5)
     # off: the chunked kernel, same result
+
+    def same_op(x, w, b, r):
+        if op == "rms":
+            return rms_norm(x, w, 1e-6, offset=0.5)
+        if op == "add_rms":
+            return rms_norm(x, w, 1e-6, residual=r)[0]
+        return layer_norm(x, w, b, 1e-5)
+
     monkeypatch.setenv(norm.NORM_FWD_SPLIT, "0")
     spy.grids.clear()
-    y2 = layer_norm(x, w, b, 1e-5) if center else rms_norm(x, w, 1e-6, offset=0.5)
+    y2 = same_op(x, w, b, r)
     assert not spy.grids
-    if op != "add_rms":
-        torch.testing.assert_close(y2, y, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(y2, y, atol=1e-5, rtol=1e-5)
     monkeypatch.delenv(norm.NORM_FWD_SPLIT)
-    x = x[:, : 65536 - 1]
-    layer_norm(x, w[: x.shape[1]], b[: x.shape[1]]) if center else rms_norm(x, w[: x.shape[1]])
+    n = 65536 - 1
+    y3 = same_op(x[:, :n], w[:n], b[:n], r[:, :n])
     assert not spy.grids
+    want = expected(x[:, :n], w[:n], b[:n] if center else None, r[:, :n] if op == "add_rms" else None,
+                    1e-5 if center else 1e-6, 0.5 if op == "rms" else 0.0, center)  # fmt: skip
+    torch.testing.assert_close(y3.double(), want[0], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("op", ["rms", "add_rms", "layer"])

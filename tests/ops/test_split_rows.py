@@ -198,6 +198,8 @@ def test_gpu_split_plans_match_the_reference(dtype, prefetch):
     for log in (False, True):
         y = softmax_ops.softmax_forward(x, log, split=plan)
         reference = torch.log_softmax(x.double(), -1) if log else torch.softmax(x.double(), -1)
-        torch.testing.assert_close(y.double(), reference, atol=tol, rtol=tol)
+        # probabilities of about 1 / N: the tolerance scaled to that size
+        atol = tol if log else tol / N
+        torch.testing.assert_close(y.double(), reference, atol=atol, rtol=tol)
     no_grad_loss, _ = ce.row_losses(x, target, -100, 0.1, 1e-4)  # the loss-only kernel
     torch.testing.assert_close(no_grad_loss.double(), rows.detach(), atol=tol, rtol=tol)

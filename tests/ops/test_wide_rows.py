@@ -782,8 +782,9 @@ def test_more_than_2_to_31_elements_gpu():
         del y
         for softmax_launch in (launch, LOOPED_GPU["4096c-16w-unrolled-forwards"]):
             s = softmax_ops.wide_softmax_forward(x, False, softmax_launch)
+            # probabilities of about 1 / n: an absolute tolerance of that size would pass zeros
             torch.testing.assert_close(s[tail].double(), softmax_expected(x[tail], False),
-                                       atol=1e-3, rtol=1.6e-2)  # fmt: skip
+                                       atol=1.6e-2 / n, rtol=1.6e-2)  # fmt: skip
             del s
 
 

@@ -77,6 +77,9 @@ def test_out_of_grid_and_nan_points_are_dropped(cpu_path: str) -> None:
 
 
 def test_deterministic_reductions_repeat_bitwise(cpu_path: str) -> None:
+    """Two calls on the same cloud give bitwise equal grids on the CPU tier's paths (outputs
+    fully written each call); the GPU's atomic orderings are checked the same way in
+    ``test_robotics_gpu.py``."""
     points, features, _ = random_cloud(300, seed=32)
     for reduce in ("occupancy", "count", "max"):
         feats = features if reduce == "max" else None
@@ -139,7 +142,8 @@ def test_invalid_arguments(kwargs: dict, error: type, match: str) -> None:
 
 @pytest.mark.parametrize("reduce", REDUCTIONS)
 def test_empty_cloud_gives_an_empty_grid(reduce: str, cpu_path: str) -> None:
-    """A frame with no points is a legitimate input: every voxel empty, nothing launched."""
+    """A frame with no points is a legitimate input: a grid of the asked shape and dtype with
+    every voxel empty, batched too; an empty batch_index without batch_size is an error."""
     features = torch.rand(0, 3) if reduce in ("sum", "mean", "max") else None
     out = voxelize(torch.rand(0, 3), features, voxel_size=1.0, grid_min=0.0, grid_size=[2, 3, 4],
                    reduce=reduce)  # fmt: skip
