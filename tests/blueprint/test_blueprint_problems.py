@@ -43,11 +43,19 @@ def test_problem_in_bfloat16_on_gpu(problem) -> None:  # type: ignore[no-untyped
 
 
 def _verify(problem, dtype: torch.dtype, device: torch.device) -> None:  # type: ignore[no-untyped-def]
-    """The harness's rule: within atol + rtol*|ref| or 2x PyTorch's own error at the dtype."""
+    """The harness's rule: within atol + rtol*|ref| or 2x PyTorch's own error at the dtype; the
+    fused kernels themselves, not a fallback to the PyTorch reference (the problems compile
+    non-strictly, as training runs would)."""
+    from warpforge.cache import default_metrics
+
     generator = torch.Generator().manual_seed(1234)
     for shape in problem.cpu_shapes:
         inputs = problem.make_inputs(shape, dtype, device, generator)
+        fallbacks = default_metrics().snapshot()["fallbacks"]
         got = problem.implementation(*inputs)
+        assert default_metrics().snapshot()["fallbacks"] == fallbacks, (
+            f"{problem.name}: fell back to the PyTorch reference"
+        )
         wide = [t.double() if t.is_floating_point() else t for t in inputs]
         want = problem.reference(*wide)
         at_dtype = problem.reference(*inputs)
