@@ -268,10 +268,7 @@ def _norm_bwd_variants(kernel: str, launches) -> dict[str, Fn]:
     through ``norm._norm_backward`` at the tuned launch, then the rows kernel at each
     (BLOCK_N, rows a tile, num_warps, programs an SM, prefetch, reload, registers a thread) of
     ``launches``; each returns (dx, dweight[, dbias])."""
-    from dataclasses import replace
-
     from warpforge.ops import norm
-    from warpforge.ops._rows import row_launch_shape
 
     center = kernel.startswith("layer")
 
@@ -288,16 +285,12 @@ def _norm_bwd_variants(kernel: str, launches) -> dict[str, Fn]:
     out: dict[str, Fn] = {"op bwd": public, "tuned": rows_kernel}
     for block, rows, warps, per_sm, prefetch, reload, cap, *memory in launches:
         in_memory = memory[0] if memory else None  # partials in memory: the kernel's own rule
+        launch = norm.BwdRowLaunch(block, rows, warps, per_sm, prefetch, reload, cap)
 
-        def run(dy, x, w, mean, rstd, dh, b=block, r=rows, nw=warps, p=per_sm, pf=prefetch,
-                rl=reload, cap=cap, mem=in_memory):  # fmt: skip
+        def run(dy, x, w, mean, rstd, dh, launch=launch, mem=in_memory):
             M, N = x.shape
-            launch = row_launch_shape(M, N, x.dtype, x.device, block_n=b, rows_per_program=r,
-                                      num_warps=nw)  # fmt: skip
-            launch = replace(launch, max_registers=cap)
-            return rows_kernel(dy, x, w, mean, rstd, dh, launch=launch, prefetch=pf,
-                               in_memory=mem,
-                               knobs=norm.BwdKnobs(reload=rl, programs_per_sm=p))  # fmt: skip
+            keywords = norm.bwd_row_keywords(M, N, x.dtype, x.device, launch)
+            return rows_kernel(dy, x, w, mean, rstd, dh, in_memory=mem, **keywords)
 
         tags = " prefetch" * prefetch + " reload" * reload + (f" maxnreg={cap}" if cap else "")
         tags += " partials in memory" * bool(in_memory)
@@ -522,7 +515,8 @@ thread or None[, partials in memory]) launches of the backward rows kernel. The 
 (``session27-h200-2026-11-29/tune-lnbwd-bf16-trials.json``) timed 16 warps at 16384 x 4096 at
 210-227 us against 121.8 for its pick (4 warps, three an SM) and RMSNorm's 107.3 at 16 warps:
 there the prefetch the rows kernel takes at 8 elements a thread costs LayerNorm 75 registers
-(Triton 3.6's ptxas, sm_90), so only one 16-warp program fits an SM where two were asked;
+(an sm_90 compile with Triton 3.6's ptxas on the development machine), so only one 16-warp
+program fits an SM where two were asked;
 capped at 64 it compiles without spilling. Without prefetch it ran 137.4 us there
 (``session38-h200-2026-11-30/parity-norm-bwd-call2.json``)."""
 NORM_BWD_CASES = [

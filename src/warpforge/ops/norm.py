@@ -177,8 +177,8 @@ run (95% intervals apart in each):
     rms_norm.bwd      fp32   16384 x 4096   8 warps, 2 an SM, prefetch             196.9  200.6
 
 (call 2 measured the 1024-column two at 63.8 / 68.4 and 60.8 / 63.1). LayerNorm's prefetch at
-16 warps takes 75 registers without the cap (Triton 3.6's ptxas, sm_90), so only one program
-fits an SM: 216.5 us; capped at 64 it compiles without spilling. Around the other tuned launches
+16 warps takes 75 registers without the cap (an sm_90 compile with Triton 3.6's ptxas on the
+development machine), so only one program fits an SM: 216.5 us; capped at 64 it compiles without spilling. Around the other tuned launches
 of the issue's rows of 256-4096 columns (both dtypes, the three norms: prefetch toggled, a
 program an SM more and fewer, tiles of twice and half the rows) nothing gained more than 0.7%;
 at 8192 columns no launch of call 3 beat LayerNorm's tuned one (126.0 against 126.1 us). Only
@@ -195,15 +195,23 @@ def norm_bwd_row_overrides(
     entry = NORM_BWD_ROW_LAUNCHES.get((dtype.itemsize, kernel, next_power_of_2(N)))
     if entry is None or M == 0 or entry.block_n >= 2 * N:
         return {}
+    return bwd_row_keywords(M, N, dtype, device, entry)
+
+
+def bwd_row_keywords(
+    M: int, N: int, dtype: torch.dtype, device: torch.device | str, launch: BwdRowLaunch
+) -> dict[str, Any]:
+    """:func:`_norm_backward`'s launch keywords (``launch``, ``knobs``, ``prefetch``) that run
+    the rows kernel on ``launch`` for (M, N) rows (the table's entries, benchmark sweeps)."""
     # resident_warps: as the tuned launches (the grid itself comes from programs_per_sm on a
     # GPU; under the interpreter a few programs, each walking several tiles)
-    launch = row_launch_shape(M, N, dtype, device, block_n=entry.block_n,
-                              rows_per_program=entry.rows, num_warps=entry.num_warps,
+    config = row_launch_shape(M, N, dtype, device, block_n=launch.block_n,
+                              rows_per_program=launch.rows, num_warps=launch.num_warps,
                               resident_warps=_BWD_RESIDENT_WARPS)  # fmt: skip
     return {
-        "launch": dataclasses.replace(launch, max_registers=entry.max_registers),
-        "knobs": BwdKnobs(reload=entry.reload, programs_per_sm=entry.programs_per_sm),
-        "prefetch": entry.prefetch,
+        "launch": dataclasses.replace(config, max_registers=launch.max_registers),
+        "knobs": BwdKnobs(reload=launch.reload, programs_per_sm=launch.programs_per_sm),
+        "prefetch": launch.prefetch,
     }
 
 
