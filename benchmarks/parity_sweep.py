@@ -196,6 +196,38 @@ def _wide_variant(launch, center: bool, residual: bool = False) -> Fn:
     return lambda x, wt: norm.wide_norm_forward(x, wt, None, None, eps, 0.0, False, launch)[0]
 
 
+def tile_launches(N: int, smoke: bool = False) -> list[tuple[int, int]]:
+    """(rows a program, warps) of ``norm_fwd_tile_kernel`` at rows of N columns: powers of 2,
+    at most 32 rows and 16 warps, each thread holding 8-32 elements (smoke: 4 launches)."""
+    grid = [(rows, warps) for rows in (1, 2, 4, 8, 16, 32) for warps in (1, 2, 4, 8, 16)
+            if 8 <= rows * N // (32 * warps) <= 32]  # fmt: skip
+    return grid[:4] if smoke else grid
+
+
+def _tile_variants(name: str, N: int, smoke: bool) -> dict[str, Fn]:
+    """The norm forward through ``norm.tile_norm_forward`` at each of :func:`tile_launches`."""
+    from warpforge.ops import norm
+    from warpforge.ops.norm_problems import EPS, LN_EPS
+
+    center, residual = name.startswith("layer"), name.startswith("add")
+    eps = LN_EPS if center else EPS
+    out: dict[str, Fn] = {}
+    for rows, warps in tile_launches(N, smoke):
+        launch = norm.TileLaunch(rows, warps)
+
+        def forward(x, wt, b, r, launch=launch):
+            return norm.tile_norm_forward(x, wt, b, r, eps, 0.0, center, launch)
+
+        if residual:
+            fn = lambda x, r, wt, f=forward: f(x, wt, None, r)[:2]  # noqa: E731
+        elif center:
+            fn = lambda x, wt, b, f=forward: f(x, wt, b, None)[0]  # noqa: E731
+        else:
+            fn = lambda x, wt, f=forward: f(x, wt, None, None)[0]  # noqa: E731
+        out[f"tile {rows} rows/{warps}w"] = fn
+    return out
+
+
 def _one_reduction_variants(warps: tuple[int, ...]) -> dict[str, Fn]:
     """LayerNorm's whole-row forward at each of ``warps``, x held and read again, its moments
     from one reduction (``one_reduction``) and from two, and the looped launch of 4096-column
@@ -542,6 +574,12 @@ NARROW_SPECIALIZED_CASES = [("rms_norm.fwd", FP32, 16384, 2048), ("rms_norm.fwd"
 16384 x 2048 0.96x, 16384 x 4096 0.98x, 32768 x 1024 0.99x; layer_norm.fwd 0.99x; bf16 at 32768 x
 1024 0.99-1.00x) through ``SPECIALIZED_CASES``' launches, each compiled for the row length and
 not."""
+TILE_CASES = [(name, dtype, M, N) for M, N in ((32768, 256), (32768, 1024), (16384, 2048))
+              for name in ("rms_norm.fwd", "layer_norm.fwd", "add_rms_norm.fwd")
+              for dtype in (BF16, FP32)]  # fmt: skip
+"""The norm forwards of 256-2048 columns, the sweep's rows where torch.compile's kernel (on the
+H200 0.97-0.99x ours at 256 and 1024 columns) is compiled for the row: the tiled row kernel as
+tuned against ``norm_fwd_tile_kernel`` (compiled for N) at :func:`tile_launches`."""
 CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257), (4096, 262144)]
 """The float32 backward where its launches were once told apart: rows that pad the row
 kernel's last slice, wide rows, rows off 16-byte boundaries and whole slices."""
@@ -712,6 +750,12 @@ def cases(device, smoke: bool, looped: tuple = LOOPED_GRID):
                 lambda n, size, warps=warps: _one_reduction_variants(warps),
             )
             for dtype, M, N, warps in ONE_REDUCTION_CASES
+        ),
+        *(
+            launches(
+                name, dtype, M, N, "tile", lambda n, size, name=name: _tile_variants(name, n, smoke)
+            )
+            for name, dtype, M, N in TILE_CASES
         ),
         *(norm_fwd(*case) for case in NORM_FWD_CASES),
         *(norm_fwd(*case, (), (), looped) for case in NORM_FWD_LOOPED_CASES),

@@ -10,6 +10,10 @@
 #      the norm forwards of 256 columns trail torch.compile by 2-3%: Nsight Compute (full set)
 #      of ours beside Inductor's kernel at 32768 x 256 (benchmarks/problem_ncu.py), and
 #      Inductor's source and launch for those rows (benchmarks/inductor_code.py).
+#   2  norm_fwd_tile_kernel (call 1: Inductor's kernel at 256 columns, compiled for the row, runs
+#      about half our row kernel's instructions): its tests on the GPU (bf16), then the norm
+#      forwards of 256, 1024 and 2048 columns alone, the op as shipped against the tile kernel
+#      at each launch of parity_sweep.tile_launches (parity_sweep.py's tile cases).
 # Usage: bash scripts/gpu/session39_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -47,6 +51,13 @@ case "$CALL" in
     --dtype bf16 --shape M=32768,N=256 > /dev/null 2>&1
   cp "$OUT/ind-ln/inductor-kernels.txt" "$OUT/keep/inductor-ln-fwd-bf16-256.txt"
   grep -E "cubin|triton_heuristics|XBLOCK|num_warps" "$OUT"/keep/inductor-*.txt | head -40
+  finish_call one
+  ;;
+2)
+  gpu_tests tile-call2 120 -n 4 tests/ops/test_norm_tile_fwd.py
+  parity_cases tile-call2 500 --only "N=256 torch.bfloat16 tile" "N=256 torch.float32 tile" \
+    "N=1024 torch.bfloat16 tile" "N=1024 torch.float32 tile" "N=2048 torch.float32 tile" \
+    "N=2048 torch.bfloat16 tile"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -52,3 +52,15 @@ def check(got, want, dtype, center, residual):
         assert torch.equal(h, wh)
     else:
         assert h.numel() == 0
+
+
+def public_forward(op, x, r, w, b):
+    """The public op's outputs, ``(y,)`` or ``(y, h)``, and :func:`expected`'s for norm ``op``
+    ("rms", "add_rms" with residual ``r``, "layer" with bias ``b``), eps 1e-6 (LayerNorm 1e-5)."""
+    from warpforge.ops import layer_norm, rms_norm
+
+    if op == "layer":
+        return (layer_norm(x, w, b, 1e-5),), expected(x, w, b, None, 1e-5, 0.0, True)
+    if op == "add_rms":
+        return rms_norm(x, w, 1e-6, residual=r), expected(x, w, None, r, 1e-6, 0.0, False)
+    return (rms_norm(x, w, 1e-6),), expected(x, w, None, None, 1e-6, 0.0, False)

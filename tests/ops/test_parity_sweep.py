@@ -18,7 +18,7 @@ def test_smoke_run_checks_and_times_the_variants(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     only = ["layer_norm.fwd M=16384 N=4096", "add_rms_norm.fwd M=16384 N=4096",
             "cross_entropy.bwd M=4096 V=50257", "layer_norm.bwd M=32768 N=1024",
-            "add_rms_norm.bwd M=16384 N=2048"]  # fmt: skip
+            "add_rms_norm.bwd M=16384 N=2048", "add_rms_norm.fwd M=32768 N=256"]  # fmt: skip
     command = [sys.executable, str(SCRIPT), "--out", str(tmp_path), "--smoke", "--max-time", "0.05"]
     command += ["--only", *only]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
@@ -29,6 +29,7 @@ def test_smoke_run_checks_and_times_the_variants(tmp_path: Path) -> None:
     assert sorted(cases) == [
         "add_rms_norm.bwd M=16384 N=2048 torch.float32 backward alone around the tuned launch",
         "add_rms_norm.fwd M=16384 N=4096 torch.float32",  # bf16 cases run in float32 here
+        "add_rms_norm.fwd M=32768 N=256 torch.float32 tile",  # the tile kernel's launches
         "cross_entropy.bwd M=4096 V=50257 torch.float32",
         "layer_norm.bwd M=32768 N=1024 torch.float32 backward alone",  # the measured grid
         "layer_norm.bwd M=32768 N=1024 torch.float32 backward alone around the tuned launch",
@@ -55,6 +56,9 @@ def test_smoke_run_checks_and_times_the_variants(tmp_path: Path) -> None:
                    cases["layer_norm.fwd M=16384 N=4096 torch.float32 specialized"]["rows"]}  # fmt: skip
     assert {"looped 2048/16w forwards", "looped 2048/16w forwards specialized",
             "whole-row 1w reload specialized"} <= specialized  # fmt: skip
+    tiles = {row["contender"] for row in
+             cases["add_rms_norm.fwd M=32768 N=256 torch.float32 tile"]["rows"]}  # fmt: skip
+    assert {"tile 1 rows/1w", "tile 2 rows/2w"} <= tiles
     ce_rows = {
         row["contender"] for row in cases["cross_entropy.bwd M=4096 V=50257 torch.float32"]["rows"]
     }

@@ -9,7 +9,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from norm_fwd_check import TOL, check, expected, operands
+from norm_fwd_check import TOL, check, expected, operands, public_forward
 
 import warpforge.ops._kernels.wide_rows as wide_kernels
 from launch_spy import LaunchSpy
@@ -376,12 +376,7 @@ def test_public_norms_take_the_row_table(op, monkeypatch, device, poison_outputs
     for N, launches in ((4096, 1), (2052, 1), (4095, 0), (4100, 0), (1024, 0)):
         spy.grids.clear()
         x, r, w, b = operands(3, N, torch.float32, device, shift=20.0 if center else 0.0)
-        if op == "add_rms":
-            got, want = rms_norm(x, w, 1e-6, residual=r), expected(x, w, None, r, 1e-6, 0.0, False)
-        elif op == "rms":
-            got, want = (rms_norm(x, w, 1e-6),), expected(x, w, None, None, 1e-6, 0.0, False)
-        else:
-            got, want = (layer_norm(x, w, b, 1e-5),), expected(x, w, b, None, 1e-5, 0.0, True)
+        got, want = public_forward(op, x, r, w, b)
         assert len(spy.grids) == launches, N
         torch.testing.assert_close(got[0].double(), want[0], atol=1e-5, rtol=1e-5)
         if residual:

@@ -906,6 +906,80 @@ def wide_norm_forward(
     return y, h, mean, rstd
 
 
+@dataclasses.dataclass(frozen=True)
+class TileLaunch:
+    """A launch of ``norm_fwd_tile_kernel``: ``rows`` rows a program on ``num_warps`` warps
+    (both powers of 2)."""
+
+    rows: int
+    num_warps: int
+
+    def __post_init__(self) -> None:
+        for name in ("rows", "num_warps"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1 or value & (value - 1):
+                raise ValueError(f"{name}: expected a power of 2, got {value!r}")
+
+
+NORM_FWD_TILE_LAUNCHES: dict[tuple[int, str, int], TileLaunch] = {}
+"""(element size, tunable, N) -> the launch of ``norm_fwd_tile_kernel`` (rows of exactly N
+columns, compiled for N) that replaces the tuned row kernel where :func:`tile_fits`; keys not
+listed keep the other kernels."""
+
+
+def tile_fits(x: torch.Tensor, residual: torch.Tensor | None, rows: int) -> bool:
+    """Whether ``norm_fwd_tile_kernel`` can take the (M, N) rows of ``x`` (and ``residual``)
+    ``rows`` a program: N a power of 2, every row packed (row stride N; outputs are allocated
+    packed) and every offset, the last program's masked rows included, within 32 bits."""
+    M, N = x.shape
+    if N & (N - 1) or cdiv(M, rows) * rows * N >= 2**31:
+        return False
+    operands = [t for t in (x, residual) if t is not None]
+    return M <= 1 or all(t.stride(0) == N and t.stride(1) == 1 for t in operands)
+
+
+def tile_norm_forward(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    eps: float,
+    offset: float,
+    center: bool,
+    launch: TileLaunch,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`_norm_forward`'s (y, h, mean, rstd) from ``norm_fwd_tile_kernel`` on ``launch``
+    (tests and sweeps pass their own); the rows must fit it (:func:`tile_fits`)."""
+    from warpforge.ops._kernels import norm as kernels
+
+    M, N = x.shape
+    if not tile_fits(x, residual, launch.rows):
+        raise ValueError(
+            f"x: expected packed rows of a power-of-2 length within 2**31 elements for the tile "
+            f"kernel, got shape {tuple(x.shape)} with strides {tuple(x.stride())}"
+        )
+    y, h, mean, rstd = _forward_outputs(x, residual, center)
+    if M == 0:
+        return y, h, mean, rstd
+    pointers, _ = _forward_pointers(x, residual, weight, bias, y, h, mean, rstd, center)
+    with kernel_device(x):
+        kernels.norm_fwd_tile_kernel[(cdiv(M, launch.rows),)](
+            *pointers,
+            M,
+            eps,
+            offset,
+            CENTER=center,
+            HAS_RESIDUAL=residual is not None,
+            HAS_WEIGHT=weight is not None,
+            HAS_BIAS=bias is not None,
+            N=N,
+            ROWS=launch.rows,
+            EVEN_ROWS=M % launch.rows == 0,
+            num_warps=launch.num_warps,
+        )
+    return y, h, mean, rstd
+
+
 def _forward(
     x: torch.Tensor,
     weight: torch.Tensor | None,
@@ -923,6 +997,9 @@ def _forward(
     ``WARPFORGE_NORM_FWD_SPLIT`` is not off), else :func:`_norm_forward`."""
     M, N = x.shape
     if M > 0 and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
+        tile = NORM_FWD_TILE_LAUNCHES.get((x.element_size(), _kernel_name(center, residual), N))
+        if tile is not None and tile_fits(x, residual, tile.rows):
+            return tile_norm_forward(x, weight, bias, residual, eps, offset, center, tile)
         wide = norm_fwd_wide_launch(N, x.element_size(), _kernel_name(center, residual))
         if wide is not None and (not wide.packed_only or specialized_length(wide, x, residual)):
             return wide_norm_forward(x, weight, bias, residual, eps, offset, center, wide)
