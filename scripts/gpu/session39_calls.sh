@@ -54,7 +54,9 @@ case "$CALL" in
   finish_call one
   ;;
 2)
-  gpu_tests tile-call2 120 -n 4 tests/ops/test_norm_tile_fwd.py
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -rfEs -n 4 tests/ops/test_norm_tile_fwd.py \
+    > "$OUT/keep/gpu-tests-tile-call2.txt" 2>&1
+  echo "tile tests on the GPU: exit $?: $(tail -1 "$OUT/keep/gpu-tests-tile-call2.txt")"
   parity_cases tile-call2 500 --only "N=256 torch.bfloat16 tile" "N=256 torch.float32 tile" \
     "N=1024 torch.bfloat16 tile" "N=1024 torch.float32 tile" "N=2048 torch.float32 tile" \
     "N=2048 torch.bfloat16 tile"
