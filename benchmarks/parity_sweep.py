@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import json
 import os
 import sys
@@ -198,22 +199,24 @@ def _wide_variant(launch, center: bool, residual: bool = False) -> Fn:
 
 def tile_launches(N: int, smoke: bool = False) -> list[tuple[int, int]]:
     """(rows a program, warps) of ``norm_fwd_tile_kernel`` at rows of N columns: powers of 2,
-    at most 32 rows and 16 warps, each thread holding 8-32 elements (smoke: 4 launches)."""
-    grid = [(rows, warps) for rows in (1, 2, 4, 8, 16, 32) for warps in (1, 2, 4, 8, 16)
-            if 8 <= rows * N // (32 * warps) <= 32]  # fmt: skip
-    return grid[:4] if smoke else grid
+    at most 16 rows and 16 warps, each thread holding 16-32 elements (the fastest of 8-64 in
+    ``session39-h200-2026-12-01/parity-tile-call2``; smoke: 2 launches)."""
+    grid = [(rows, warps) for rows in (1, 2, 4, 8, 16) for warps in (1, 2, 4, 8, 16)
+            if 16 <= rows * N // (32 * warps) <= 32]  # fmt: skip
+    return grid[:2] if smoke else grid
 
 
 def _tile_variants(name: str, N: int, smoke: bool) -> dict[str, Fn]:
-    """The norm forward through ``norm.tile_norm_forward`` at each of :func:`tile_launches`."""
+    """The norm forward through ``norm.tile_norm_forward`` at each of :func:`tile_launches`,
+    weight and bias loaded early and late."""
     from warpforge.ops import norm
     from warpforge.ops.norm_problems import EPS, LN_EPS
 
     center, residual = name.startswith("layer"), name.startswith("add")
     eps = LN_EPS if center else EPS
     out: dict[str, Fn] = {}
-    for rows, warps in tile_launches(N, smoke):
-        launch = norm.TileLaunch(rows, warps)
+    for (rows, warps), early in itertools.product(tile_launches(N, smoke), (False, True)):
+        launch = norm.TileLaunch(rows, warps, early)
 
         def forward(x, wt, b, r, launch=launch):
             return norm.tile_norm_forward(x, wt, b, r, eps, 0.0, center, launch)
@@ -224,7 +227,7 @@ def _tile_variants(name: str, N: int, smoke: bool) -> dict[str, Fn]:
             fn = lambda x, wt, b, f=forward: f(x, wt, b, None)[0]  # noqa: E731
         else:
             fn = lambda x, wt, f=forward: f(x, wt, None, None)[0]  # noqa: E731
-        out[f"tile {rows} rows/{warps}w"] = fn
+        out[f"tile {rows} rows/{warps}w{' early' * early}"] = fn
     return out
 
 

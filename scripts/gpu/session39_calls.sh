@@ -14,6 +14,10 @@
 #      about half our row kernel's instructions): its tests on the GPU (bf16), then the norm
 #      forwards of 256, 1024 and 2048 columns alone, the op as shipped against the tile kernel
 #      at each launch of parity_sweep.tile_launches (parity_sweep.py's tile cases).
+#   3  the tile kernel with the weight and bias loaded beside x (EARLY_W; call 2's tile kernel at
+#      Inductor's launch stayed 0.7 us behind it at 256 columns, and loads them after the
+#      reductions): its tests, then call 2's cases at launches of 16-32 elements a thread,
+#      weight early and late.
 # Usage: bash scripts/gpu/session39_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -53,11 +57,11 @@ case "$CALL" in
   grep -E "cubin|triton_heuristics|XBLOCK|num_warps" "$OUT"/keep/inductor-*.txt | head -40
   finish_call one
   ;;
-2)
+2 | 3)
   timeout 120 python3 -m pytest -q -p no:cacheprovider -rfEs -n 4 tests/ops/test_norm_tile_fwd.py \
-    > "$OUT/keep/gpu-tests-tile-call2.txt" 2>&1
-  echo "tile tests on the GPU: exit $?: $(tail -1 "$OUT/keep/gpu-tests-tile-call2.txt")"
-  parity_cases tile-call2 500 --only "N=256 torch.bfloat16 tile" "N=256 torch.float32 tile" \
+    > "$OUT/keep/gpu-tests-tile-call$CALL.txt" 2>&1
+  echo "tile tests on the GPU: exit $?: $(tail -1 "$OUT/keep/gpu-tests-tile-call$CALL.txt")"
+  parity_cases "tile-call$CALL" 500 --only "N=256 torch.bfloat16 tile" "N=256 torch.float32 tile" \
     "N=1024 torch.bfloat16 tile" "N=1024 torch.float32 tile" "N=2048 torch.float32 tile" \
     "N=2048 torch.bfloat16 tile"
   finish_call one

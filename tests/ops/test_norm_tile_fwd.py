@@ -29,10 +29,12 @@ def _dtypes(device):
     [(1, 1, 1, 1), (7, 16, 4, 1), (8, 256, 4, 1), (13, 256, 8, 2), (3, 1024, 2, 4)],
 )
 @pytest.mark.parametrize("weight", [True, False], ids=["weight", "no-weight"])
-def test_tile_forward_matches_float64(op, M, N, rows, warps, weight, device, poison_outputs):
+@pytest.mark.parametrize("early_w", [False, True], ids=["late-w", "early-w"])
+def test_tile_forward_matches_float64(op, M, N, rows, warps, weight, early_w, device,
+                                      poison_outputs):  # fmt: skip
     center, residual = NORMS[op]
     spy = LaunchSpy(norm_kernels.norm_fwd_tile_kernel)
-    launch = norm.TileLaunch(rows, warps)
+    launch = norm.TileLaunch(rows, warps, early_w)
     for dtype in _dtypes(device):
         x, r, w, b = operands(M, N, dtype, device, shift=20.0 if center else 0.0)
         w = w if weight else None
@@ -46,6 +48,7 @@ def test_tile_forward_matches_float64(op, M, N, rows, warps, weight, device, poi
     assert spy.grids == [(-(-M // rows),)] * len(_dtypes(device))
     assert {k["EVEN_ROWS"] for k in spy.launches} == {M % rows == 0}
     assert {k["N"] for k in spy.launches} == {N}
+    assert {k["EARLY_W"] for k in spy.launches} == {early_w}
 
 
 def test_tile_fits_only_packed_power_of_2_rows_within_32_bits():

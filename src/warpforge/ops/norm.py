@@ -909,10 +909,12 @@ def wide_norm_forward(
 @dataclasses.dataclass(frozen=True)
 class TileLaunch:
     """A launch of ``norm_fwd_tile_kernel``: ``rows`` rows a program on ``num_warps`` warps
-    (both powers of 2)."""
+    (both powers of 2), the weight and bias loaded beside x (``early_w``) or after the row
+    reductions."""
 
     rows: int
     num_warps: int
+    early_w: bool = False
 
     def __post_init__(self) -> None:
         for name in ("rows", "num_warps"):
@@ -975,6 +977,7 @@ def tile_norm_forward(
             N=N,
             ROWS=launch.rows,
             EVEN_ROWS=M % launch.rows == 0,
+            EARLY_W=launch.early_w,
             num_warps=launch.num_warps,
         )
     return y, h, mean, rstd

@@ -144,16 +144,22 @@ def norm_fwd_tile_kernel(
     N: tl.constexpr,
     ROWS: tl.constexpr,
     EVEN_ROWS: tl.constexpr,
+    EARLY_W: tl.constexpr = False,
 ):
     """``norm_fwd_rows_kernel`` compiled for rows of exactly N columns (a power of 2), packed
     (row stride N) with every offset within 32 bits: no column mask, no row mask where ROWS
-    divides M (``EVEN_ROWS``), 32-bit offsets. About a third fewer instructions a row at 256
-    columns, where a program's latency, not DRAM, sets the time (Inductor's kernel there is
-    compiled the same way)."""
+    divides M (``EVEN_ROWS``), 32-bit offsets; about a third fewer instructions a row at 256
+    columns (Inductor's kernel there is compiled the same way). ``EARLY_W`` loads the weight
+    and bias beside x, before the row reductions, so their L2 latency overlaps x's."""
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, N)
     offs = rows[:, None] * N + cols[None, :]
     x = _tile_load(X, offs, rows, M, EVEN_ROWS)
+    if EARLY_W:
+        if HAS_WEIGHT:
+            w = tl.load(W + cols)
+        if HAS_BIAS:
+            b = tl.load(B + cols)
     if HAS_RESIDUAL:
         r = _tile_load(R, offs, rows, M, EVEN_ROWS)
         # rounded to the input dtype before it is normalised, as norm_fwd_rows_kernel does
@@ -168,9 +174,13 @@ def norm_fwd_tile_kernel(
     _stats_store(RSTD, rstd, rows, M, EVEN_ROWS)
     y = x * rstd[:, None]
     if HAS_WEIGHT:
-        y = y * (offset + tl.load(W + cols).to(tl.float32))[None, :]
+        if not EARLY_W:
+            w = tl.load(W + cols)
+        y = y * (offset + w.to(tl.float32))[None, :]
     if HAS_BIAS:
-        y = y + tl.load(B + cols).to(tl.float32)[None, :]
+        if not EARLY_W:
+            b = tl.load(B + cols)
+        y = y + b.to(tl.float32)[None, :]
     _tile_store(Y, offs, y.to(Y.dtype.element_ty), rows, M, EVEN_ROWS)
 
 
