@@ -18,6 +18,11 @@
 #      Inductor's launch stayed 0.7 us behind it at 256 columns, and loads them after the
 #      reductions): its tests, then call 2's cases at launches of 16-32 elements a thread,
 #      weight early and late.
+#   4  calls 2-3's launches shipped (norm.NORM_FWD_TILE_LAUNCHES): the tile, norm and wide-row
+#      tests on the GPU, then the norm forwards of 256, 1024 and 2048 columns through the harness
+#      (bf16: the three norms at all three widths; float32: RMSNorm and LayerNorm at 256 and
+#      1024).
+#   5  the backward problems (forward + backward) at those rows, whose forward changed.
 # Usage: bash scripts/gpu/session39_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -32,6 +37,17 @@ problem_ncu() {  # PROBLEM DTYPE SHAPE: Nsight Compute of ours and torch.compile
   ncu --import "$OUT/keep/$name.ncu-rep" --page details > "$OUT/keep/$name.txt" 2>&1
   grep -E "^  [a-z_]+.*\(|Duration|Registers Per|Grid Size|Block Size|Achieved Occupancy|DRAM Throughput|Waves Per SM" \
     "$OUT/keep/$name.txt" | head -40
+}
+
+norm_rows() {  # PHASE DTYPE PROBLEMS SHAPE...: those rows through the harness into
+  # OUT/keep/normPHASE-DTYPE-callCALL.json
+  local phase="$1" dtype="$2" problems="$3" shape args=()
+  shift 3
+  for shape in "$@"; do args+=(--shape "$shape"); done
+  timeout $((580 - SECONDS)) python3 -m warpforge bench --problem "$problems" --dtype "$dtype" \
+    --sweep "${args[@]}" --max-time 1 --out "$OUT/keep/norm$phase-$dtype-call$CALL.json" \
+    > "$OUT/bench-$phase-$dtype.log" 2>&1
+  echo "bench $phase $dtype: exit $?"; grep -E "^│ (add|rms|layer)" "$OUT/bench-$phase-$dtype.log"
 }
 
 case "$CALL" in
@@ -64,6 +80,21 @@ case "$CALL" in
   parity_cases "tile-call$CALL" 500 --only "N=256 torch.bfloat16 tile" "N=256 torch.float32 tile" \
     "N=1024 torch.bfloat16 tile" "N=1024 torch.float32 tile" "N=2048 torch.float32 tile" \
     "N=2048 torch.bfloat16 tile"
+  finish_call one
+  ;;
+4)
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -rfEs -n 6 tests/ops/test_norm_tile_fwd.py \
+    tests/ops/test_norm.py tests/ops/test_wide_rows.py > "$OUT/keep/gpu-tests-norm-call4.txt" 2>&1
+  echo "norm tests on the GPU: exit $?: $(tail -1 "$OUT/keep/gpu-tests-norm-call4.txt")"
+  norm_rows fwd bf16 "rms_norm.fwd,layer_norm.fwd,add_rms_norm.fwd" \
+    M=32768,N=256 M=32768,N=1024 M=16384,N=2048
+  norm_rows fwd fp32 "rms_norm.fwd,layer_norm.fwd" M=32768,N=256 M=32768,N=1024
+  finish_call one
+  ;;
+5)
+  norm_rows bwd bf16 "rms_norm.bwd,layer_norm.bwd,add_rms_norm.bwd" \
+    M=32768,N=256 M=32768,N=1024 M=16384,N=2048
+  norm_rows bwd fp32 "rms_norm.bwd,layer_norm.bwd" M=32768,N=256 M=32768,N=1024
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

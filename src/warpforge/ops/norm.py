@@ -923,10 +923,45 @@ class TileLaunch:
                 raise ValueError(f"{name}: expected a power of 2, got {value!r}")
 
 
-NORM_FWD_TILE_LAUNCHES: dict[tuple[int, str, int], TileLaunch] = {}
+NORM_FWD_TILE_LAUNCHES: dict[tuple[int, str, int], TileLaunch] = {
+    (2, "rms_norm.fwd", 256): TileLaunch(8, 4, early_w=True),
+    (2, "layer_norm.fwd", 256): TileLaunch(8, 4, early_w=True),
+    (2, "add_rms_norm.fwd", 256): TileLaunch(8, 2, early_w=True),
+    (4, "rms_norm.fwd", 256): TileLaunch(4, 2),
+    (4, "layer_norm.fwd", 256): TileLaunch(8, 2),
+    (2, "rms_norm.fwd", 1024): TileLaunch(2, 2),
+    (2, "layer_norm.fwd", 1024): TileLaunch(2, 4, early_w=True),
+    (2, "add_rms_norm.fwd", 1024): TileLaunch(2, 2),
+    (4, "rms_norm.fwd", 1024): TileLaunch(1, 1),
+    (2, "rms_norm.fwd", 2048): TileLaunch(1, 4),
+    (2, "layer_norm.fwd", 2048): TileLaunch(1, 4),
+}
 """(element size, tunable, N) -> the launch of ``norm_fwd_tile_kernel`` (rows of exactly N
-columns, compiled for N) that replaces the tuned row kernel where :func:`tile_fits`; keys not
-listed keep the other kernels."""
+columns, compiled for N) that replaces the op's other kernels where :func:`tile_fits`; keys
+not listed keep them. H200, kernel alone (``benchmarks/parity_sweep.py``'s tile cases, µs,
+``session39-h200-2026-12-01/parity-tile-call2.json`` weight loaded late, ``-call3.json`` early
+and late), each entry the fastest launch ahead of the op as shipped in both runs where they
+agree, else call 3's; the op as shipped (the tiled row kernel on its tuned launch, at 2048
+columns bf16 the whole-row kernel) / the entry / torch.compile in call 3:
+
+    tunable           dtype  M x N          op     entry   torch.compile
+    rms_norm.fwd      bf16   32768 x 256    12.77  12.06   12.03
+    layer_norm.fwd    bf16   32768 x 256    13.38  12.96   12.93
+    add_rms_norm.fwd  bf16   32768 x 256    20.16  20.06   20.03
+    rms_norm.fwd      fp32   32768 x 256    20.10  19.84   19.62
+    layer_norm.fwd    fp32   32768 x 256    20.54  20.42   20.11
+    rms_norm.fwd      bf16   32768 x 1024   36.80  36.48   36.51
+    layer_norm.fwd    bf16   32768 x 1024   37.25  36.62   37.15
+    add_rms_norm.fwd  bf16   32768 x 1024   67.97  67.62   67.18
+    rms_norm.fwd      fp32   32768 x 1024   67.97  67.54   66.94
+    rms_norm.fwd      bf16   16384 x 2048   36.03  35.42   41.38
+    layer_norm.fwd    bf16   16384 x 2048   37.04  36.18   52.96
+
+Loading the weight beside x (``early_w``) is what closes most of the 256-column gap (bf16
+RMSNorm at 8 rows on 4 warps: 12.06 early against 12.80 late); fewer instructions alone did not
+(call 2: Inductor's own launch, 4 rows on 1 warp, 12.86 against torch.compile's 12.16). The
+other rows of these widths (float32 LayerNorm at 1024 and 2048, float32 add+RMSNorm, float32
+RMSNorm at 2048) kept their kernels: no launch was ahead of the op in both runs."""
 
 
 def tile_fits(x: torch.Tensor, residual: torch.Tensor | None, rows: int) -> bool:
