@@ -304,7 +304,7 @@ def test_layer_norm_bias_only_keeps_bias_dtype(device):
     xs, bs = leaves(x, b)
     (db,) = torch.autograd.grad(layer_norm(xs, None, bs).sum(), bs)
     assert db.dtype == torch.float16
-    torch.testing.assert_close(db, torch.full((9,), 3.0, dtype=torch.float16))
+    torch.testing.assert_close(db, torch.full((9,), 3.0, dtype=torch.float16, device=device))
 
 
 # --------------------------------------------------------------------------- reference path
@@ -683,7 +683,7 @@ def test_backward_partials_in_registers_or_in_memory(
         knobs=norm_module.BwdKnobs(reload=reload),
     )  # fmt: skip
     xs, ws = leaves(x64, w64)
-    bs = leaves(torch.zeros(n, dtype=torch.float64))[0]
+    bs = leaves(torch.zeros(n, dtype=torch.float64, device=device))[0]
     y = layer_norm_ref(xs, ws, bs) if center else rms_norm_ref(xs, ws, eps=1e-5)[0]
     want = torch.autograd.grad(y, (xs, ws, bs) if center else (xs, ws), dy.double())
     close(dx, want[0], 1e-4, "dx")

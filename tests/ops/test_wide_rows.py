@@ -396,7 +396,7 @@ def test_public_norms_take_the_row_table(op, monkeypatch, device, poison_outputs
     seed=st.integers(0, 2**16),
 )
 def test_public_forwards_of_1025_to_16384_columns(op, dtype, m, vectors, short, weight, seed,
-                                                  monkeypatch):  # fmt: skip
+                                                  monkeypatch, device):  # fmt: skip
     """The public norm forwards with the shipped row table, at random widths (mostly whole
     16-byte vectors, which the table's launches take, some not), against float64; whichever
     kernel the dispatch picks, the table's one-row-a-program one (whole-row or looped) exactly
@@ -404,7 +404,7 @@ def test_public_forwards_of_1025_to_16384_columns(op, dtype, m, vectors, short, 
     torch.manual_seed(seed)
     center, residual = NORMS[op]
     N = 8 * vectors - short
-    x, r, w, b = operands(m, N, dtype, "cpu", shift=20.0 if center else 0.0)
+    x, r, w, b = operands(m, N, dtype, device, shift=20.0 if center else 0.0)
     w = w if weight else None
     with monkeypatch.context() as patched:  # undone after each example
         patched.delenv(WIDE_ROWS, raising=False)
