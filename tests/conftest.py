@@ -22,12 +22,20 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tier's skips, each with its reason: ``gpu`` tests without CUDA; ``interpreter`` tests
+    (CPU tensors through Triton's interpreter, which is chosen for the whole process when Triton
+    is imported) with it."""
     if CUDA:
-        return
-    skip_gpu = pytest.mark.skip(reason="gpu: needs a CUDA device (none here)")
+        marker = "interpreter"
+        reason = (
+            "interpreter: needs Triton's CPU interpreter, off in a process with CUDA (CPU tier)"
+        )
+    else:
+        marker, reason = "gpu", "gpu: needs a CUDA device (none here)"
+    skip = pytest.mark.skip(reason=reason)
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip_gpu)
+        if marker in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture

@@ -26,6 +26,9 @@
 #      three tests call 4 found failing on the GPU (CPU tensors where the device's were meant),
 #      and the rest of tests/ops unmarked (the GPU tier's calls ran only its gpu-marked tests)
 #      in what time is left.
+#   6  every GPU test at the session's final code (tests/ops on six workers, the rest on four),
+#      then the five files whose CPU-tier tests call 5 found failing on the GPU, unmarked: those
+#      tests now carry the interpreter marker and skip where CUDA is present.
 # Usage: bash scripts/gpu/session39_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -107,6 +110,18 @@ case "$CALL" in
     > "$OUT/keep/tests-ops-unmarked-call5.txt" 2>&1
   echo "tests/ops unmarked on the GPU: exit $?: $(tail -1 "$OUT/keep/tests-ops-unmarked-call5.txt")"
   grep -E "^FAILED|^ERROR" "$OUT/keep/tests-ops-unmarked-call5.txt" | head -30
+  finish_call one
+  ;;
+6)
+  gpu_tests ops-call6 200 tests/ops -n 6 \
+    --deselect tests/ops/test_fused_linear_cross_entropy.py::test_gpu_weight_beyond_2_pow_31_elements
+  gpu_tests rest-call6 170 tests --ignore=tests/ops -n 4
+  timeout $((560 - SECONDS)) python3 -m pytest -q -p no:cacheprovider -rfE -n 4 \
+    tests/ops/test_cross_entropy.py tests/ops/test_norm_split_bwd.py tests/ops/test_tunables.py \
+    tests/ops/test_parity_sweep.py tests/ops/test_ops_bwd_sweep.py \
+    > "$OUT/keep/tests-interpreter-marked-call6.txt" 2>&1
+  echo "the interpreter-marked files unmarked on the GPU: exit $?: $(tail -n 1 "$OUT/keep/tests-interpreter-marked-call6.txt")"
+  grep -E "^FAILED|^ERROR" "$OUT/keep/tests-interpreter-marked-call6.txt" | head -20
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -308,6 +308,7 @@ def test_looped_forward_with_grad_routes_as_measured(monkeypatch):
     assert launch(16384, 2) is launch(32769, 2) is launch(32001, 2) is launch(32000, 4) is None
 
 
+@pytest.mark.interpreter
 def test_looped_forward_with_grad_float16_and_the_table(monkeypatch):
     """fp16 rows through the looped kernel by default when ``FWD_GRAD_LOOPED_LAUNCHES`` lists
     their size (and only from the launch's ``min_n``); a looped launch needs a chunk and no
@@ -356,6 +357,7 @@ def test_looped_loss_only_forward_routes_as_measured(monkeypatch):
     assert launch(32000, 2) is None
 
 
+@pytest.mark.interpreter
 def test_looped_loss_only_forward_float16_by_default(monkeypatch):
     """Loss-only fp16 rows (no gradient asked) of whole 16-byte vectors take the looped launch
     by default when ``FWD_LOOPED_LAUNCHES`` lists their size, from its ``min_n``, with the
@@ -401,6 +403,7 @@ def test_looped_loss_only_forward(launch, rows, vocab):
     [(9, 37, torch.float16), (5, 33, torch.float16), (6, 100, torch.float16),
      (4, 41 * 16 - 3, torch.float16), (5, 37, torch.float32), (6, 34, torch.float32)],
 )  # fmt: skip
+@pytest.mark.interpreter
 def test_split_forward_with_grad_counts_chunks_from_aligned_addresses(rows, vocab, dtype, prefetch):
     """The flag-word split kernel over rows that start off 16-byte boundaries (ALIGN 8 in
     float16: 9 x 37 meets every lead 0-7; ALIGN 4 in float32) in 16-column chunks counted from
@@ -484,6 +487,7 @@ def test_forward_with_grad_reductions_over_many_rows(path, rows, reduction, monk
 
 @pytest.mark.parametrize("rows", [1, 37])
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.interpreter
 def test_loss_only_forward_reduces_in_one_launch(path, rows, reduction, monkeypatch):
     """Without a gradient the reduced loss comes from the row kernel and one single-program
     reduction (sum, count, division, cast), over more rows than one (16-row) block, against
@@ -595,6 +599,7 @@ def test_two_byte_rows_meet_through_flag_words_up_to_64_chunks(monkeypatch):
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.interpreter
 def test_long_rows_take_the_split_forward_with_grad(reduction, monkeypatch):
     """Past the whole-row block the public op writes the gradient in the forward through the
     split kernel (made to apply to small rows here), not the streaming backward."""
@@ -657,6 +662,7 @@ def test_loss_only_forward_over_odd_and_even_chunk_counts(dtype, vocab):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("vocab", [1, 5, 16, 37, 256, 1000])
 @pytest.mark.parametrize("short", [(4, 1), (16, 4)])
+@pytest.mark.interpreter
 def test_loss_only_forward_takes_short_rows_several_a_program(dtype, vocab, short, monkeypatch):
     """Short rows, ROWS a program (forced here up to 1000 classes; dispatched up to
     SHORT_ROWS_MAX_COLS): a ragged last program (37
@@ -679,6 +685,7 @@ def test_loss_only_forward_takes_short_rows_several_a_program(dtype, vocab, shor
     assert spy.grids == [(-(-37 // short[0]),)]
 
 
+@pytest.mark.interpreter
 def test_loss_only_forward_dispatches_short_rows_up_to_the_measured_width(path):
     """The several-rows-a-program kernel serves rows of 1 to SHORT_ROWS_MAX_COLS classes on the
     kernels' path, and no row on the PyTorch path."""
@@ -690,6 +697,7 @@ def test_loss_only_forward_dispatches_short_rows_up_to_the_measured_width(path):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("vocab", [1, 5, 16, 29, 37, 61, 80, 97])
 @pytest.mark.parametrize("offset", [0, 3])
+@pytest.mark.interpreter
 def test_loss_only_forward_of_unaligned_rows_reads_aligned_chunks(dtype, vocab, offset,
                                                                   monkeypatch):  # fmt: skip
     """Rows that start off 16-byte boundaries (row stride vocab + 3) are read in 16-column
@@ -719,6 +727,7 @@ def test_loss_only_forward_of_unaligned_rows_reads_aligned_chunks(dtype, vocab, 
     assert len(spy.grids) == (1 if aligned else 0)
 
 
+@pytest.mark.interpreter
 def test_unaligned_loss_only_launch_follows_the_table(monkeypatch):
     """2-byte rows of 16385-65536 classes that start off 16-byte boundaries take
     ``ALIGNED_FWD_LAUNCHES``' launch; 4-byte rows and rows outside that range keep the tuned or
@@ -744,6 +753,7 @@ def test_unaligned_loss_only_launch_follows_the_table(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.interpreter
 def test_long_unaligned_rows_take_the_aligned_forward_and_the_flat_backward(dtype, monkeypatch):
     """With ``WARPFORGE_CE_ALIGNED_SPLIT=0``, rows past the whole-row block that start off
     16-byte boundaries (made to apply to 41 columns here) skip the split forward with
@@ -772,6 +782,7 @@ def test_long_unaligned_rows_take_the_aligned_forward_and_the_flat_backward(dtyp
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.interpreter
 def test_long_unaligned_rows_take_the_aligned_split(dtype, monkeypatch):
     """Rows past the whole-row block that start off 16-byte boundaries (made to apply to 45
     columns, in 16-column chunks) get their gradient in the forward from the flag-word split

@@ -99,6 +99,7 @@ def test_split_backward_small_chunks(center, residual, M, N, stride, backward, d
 
 @pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
 @pytest.mark.parametrize(("center", "residual"), KINDS, ids=["rms", "add_rms", "layer"])
+@pytest.mark.interpreter
 def test_split_backward_flushes_parameter_gradients(center, residual, prefetch, device,
                                                     poison_outputs, monkeypatch):  # fmt: skip
     """With NORM_BWD_FLUSH_ROWS (made 2 here) a program adds its dweight / dbias sums into its

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from script_module import load_script
@@ -21,6 +22,7 @@ def _load_script():
     return load_script("benchmarks/ops_bwd_sweep.py")
 
 
+@pytest.mark.interpreter
 def test_smoke_run_verifies_and_times_every_contender(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     command = [sys.executable, str(SCRIPT), "--out", str(tmp_path), "--smoke"]

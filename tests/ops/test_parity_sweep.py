@@ -10,10 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "parity_sweep.py"
 
 
+@pytest.mark.interpreter
 def test_smoke_run_checks_and_times_the_variants(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     only = ["layer_norm.fwd M=16384 N=4096", "add_rms_norm.fwd M=16384 N=4096",

@@ -72,6 +72,7 @@ def _spy_rms_norm(monkeypatch: pytest.MonkeyPatch) -> tuple[LaunchSpy, torch.Ten
 
 
 @pytest.mark.usefixtures("private_lookup")
+@pytest.mark.interpreter
 def test_heuristic_is_the_default_config(monkeypatch: pytest.MonkeyPatch) -> None:
     spy, _ = _spy_rms_norm(monkeypatch)
     heuristic = norm.fwd_launch_heuristic(5, 37, torch.float32, "cpu")
@@ -83,6 +84,7 @@ def test_heuristic_is_the_default_config(monkeypatch: pytest.MonkeyPatch) -> Non
     )
 
 
+@pytest.mark.interpreter
 def test_a_stored_config_changes_the_launch(
     private_lookup: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -96,6 +98,7 @@ def test_a_stored_config_changes_the_launch(
     assert launch["grid"] == (3,)  # ceil(5 rows / 2 per program)
 
 
+@pytest.mark.interpreter
 def test_a_stored_cross_entropy_config_changes_the_launch(
     private_lookup: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -116,6 +119,7 @@ def test_a_stored_cross_entropy_config_changes_the_launch(
 
 
 @pytest.mark.parametrize("log", [False, True])
+@pytest.mark.interpreter
 def test_a_stored_softmax_backward_config_changes_the_launch(
     private_lookup: str, monkeypatch: pytest.MonkeyPatch, log: bool
 ) -> None:
@@ -143,6 +147,7 @@ def test_a_stored_softmax_backward_config_changes_the_launch(
     assert launch["grid"] == (3,)  # ceil(5 rows / 2 per program)
 
 
+@pytest.mark.interpreter
 def test_softmax_backward_trials_run_the_row_kernel_where_the_op_takes_a_tile(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -180,6 +185,7 @@ def test_softmax_backward_trials_run_the_row_kernel_where_the_op_takes_a_tile(
     assert len(tile.launches) == 1 and len(rows.launches) == 2
 
 
+@pytest.mark.interpreter
 def test_a_config_the_space_rejects_is_not_used(
     private_lookup: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -192,6 +198,7 @@ def test_a_config_the_space_rejects_is_not_used(
     assert spy.launches[0]["ROWS"] == heuristic.rows_per_program
 
 
+@pytest.mark.interpreter
 def test_a_broken_database_never_breaks_an_op(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -214,6 +221,7 @@ def test_a_failing_lookup_never_breaks_an_op(monkeypatch: pytest.MonkeyPatch) ->
     )
 
 
+@pytest.mark.interpreter
 def test_launch_configs_are_cached_per_problem(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
     real = tunables.tuned_config
@@ -304,6 +312,7 @@ def test_gpu_tuned_config_is_used_by_the_op(
         assert launch["grid"] == (min(tiles, sms * programs_per_sm),)
 
 
+@pytest.mark.interpreter
 def test_a_stored_backward_config_sets_the_knobs(
     private_lookup: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
