@@ -267,18 +267,20 @@ def test_warpforge_tune_tunes_the_op_kernels(private_lookup: str, name: str, sha
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("name", "N"), [("rms_norm.fwd", 1024), ("rms_norm.bwd", 4096)])
+@pytest.mark.parametrize(("name", "N"), [("rms_norm.fwd", 512), ("rms_norm.bwd", 4096)])
 def test_gpu_tuned_config_is_used_by_the_op(
     private_lookup: str, monkeypatch: pytest.MonkeyPatch, name: str, N: int
 ) -> None:
     """A config tuned by ``warpforge tune`` reaches the op's row kernel, at a row length the
-    op runs on its tuned launch (bf16 forwards of 2048-16384 columns take the whole-row
-    launches of ``NORM_FWD_ROW_LAUNCHES`` instead, whatever is tuned)."""
+    op runs on its tuned launch (bf16 forwards of the lengths ``NORM_FWD_TILE_LAUNCHES`` lists
+    take the tile kernel, and of 2048-16384 columns the whole-row launches of
+    ``NORM_FWD_ROW_LAUNCHES``, whatever is tuned)."""
     from warpforge.ops import norm
 
     direction = name.rsplit(".", 1)[1]
     if direction == "fwd":
         assert norm.norm_fwd_wide_launch(N, 2, name) is None
+        assert (2, name, N) not in norm.NORM_FWD_TILE_LAUNCHES
     M = 4096
     result = CliRunner().invoke(
         app,
