@@ -16,7 +16,6 @@ import argparse
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 
@@ -43,16 +42,12 @@ def main() -> int:
 
     import torch
     import triton
+    from sweep_common import gpu_problem
 
-    from warpforge.catalog import load_builtin_problems
-    from warpforge.harness.registry import get_problem
-
-    if not torch.cuda.is_available():
-        print("needs a CUDA device", file=sys.stderr)
+    found = gpu_problem(args.problem, args.dtype)
+    if found is None:
         return 2
-    load_builtin_problems()
-    problem = get_problem(args.problem)
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
+    problem, dtype = found
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/cuobjdump")
     lines = []
     for shape in args.shape:

@@ -28,16 +28,12 @@ def main() -> int:
     args = parser.parse_args()
 
     import torch
+    from sweep_common import gpu_problem
 
-    from warpforge.catalog import load_builtin_problems
-    from warpforge.harness.registry import get_problem
-
-    if not torch.cuda.is_available():
-        print("needs a CUDA device", file=sys.stderr)
+    found = gpu_problem(args.problem, args.dtype)
+    if found is None:
         return 2
-    load_builtin_problems()
-    problem = get_problem(args.problem)
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
+    problem, dtype = found
     names = args.baseline or ["torch.compile"]
     unknown = [n for n in names if n not in problem.baselines]
     if unknown:

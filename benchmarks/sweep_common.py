@@ -39,3 +39,22 @@ def start_sweep(doc: str, dtypes: str = "bfloat16,float32"):
         copy,
         f"copy bandwidth {copy / 1e9:.0f} GB/s ({torch.cuda.get_device_name()})",
     )
+
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+"""The scripts' ``--dtype`` names."""
+
+
+def gpu_problem(name: str, dtype: str):
+    """(the built-in harness problem ``name``, the torch dtype of ``dtype``, a ``DTYPES`` name),
+    or None without a CUDA device (said on stderr)."""
+    import sys
+
+    from warpforge.catalog import load_builtin_problems
+    from warpforge.harness.registry import get_problem
+
+    if not torch.cuda.is_available():
+        print("needs a CUDA device", file=sys.stderr)
+        return None
+    load_builtin_problems()
+    return get_problem(name), DTYPES[dtype]
