@@ -1027,7 +1027,8 @@ def _forward(
     offset: float,
     center: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The custom ops' forward: the whole-row kernel where ``norm_fwd_wide_launch`` gives a
+    """The custom ops' forward: the tile kernel where ``NORM_FWD_TILE_LAUNCHES`` lists the
+    row's length and :func:`tile_fits`, the whole-row kernel where ``norm_fwd_wide_launch`` gives a
     launch (rows of 32769-65536 columns in ``NORM_FWD_LONG_LAUNCHES``, of 16385-32768 in
     ``NORM_FWD_WIDE_LAUNCHES``, of 1025-16384 in ``NORM_FWD_ROW_LAUNCHES``;
     ``WARPFORGE_WIDE_ROWS`` not off), the split
