@@ -60,6 +60,7 @@ def test_tile_fits_only_packed_power_of_2_rows_within_32_bits():
     assert not norm.tile_fits(x, torch.randn(6, 260)[:, :256], 1)  # so is the residual
     assert not norm.tile_fits(torch.randn(256, 6).t(), None, 1)  # columns not unit-stride
     assert norm.tile_fits(torch.randn(1, 260)[:, :256], None, 1)  # one row: its stride is moot
+    assert not norm.tile_fits(torch.randn(1, 512)[:, ::2], None, 1)  # its columns' is not
     # offsets of the last program's rows, masked ones included, must stay under 2**31
     big = torch.empty(2**23, 256, device="meta")  # 2**31 elements exactly
     assert not norm.tile_fits(big, None, 1)
@@ -98,6 +99,20 @@ def test_public_norms_take_the_tile_table(op, monkeypatch, device, poison_output
         torch.testing.assert_close(got[0].double(), want[0], atol=1e-5, rtol=1e-5)
         if residual:
             assert torch.equal(got[1], want[1])
+
+
+def test_one_row_of_strided_columns_keeps_the_other_kernels(monkeypatch, device, poison_outputs):
+    """A single row whose columns are not unit-stride (every other column of a wider one) is
+    not the tile kernel's to read: the op takes its other kernels and is right."""
+    monkeypatch.setattr(
+        norm, "NORM_FWD_TILE_LAUNCHES", {(4, "rms_norm.fwd", 256): norm.TileLaunch(1, 1)}
+    )
+    spy = LaunchSpy(norm_kernels.norm_fwd_tile_kernel)
+    monkeypatch.setattr(norm_kernels, "norm_fwd_tile_kernel", spy)
+    x, _, w, _ = operands(1, 512, torch.float32, device)
+    got, want = public_forward("rms", x[:, ::2], None, w[::2], None)
+    assert spy.grids == []
+    torch.testing.assert_close(got[0].double(), want[0], atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize(

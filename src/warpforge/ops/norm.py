@@ -972,7 +972,9 @@ def tile_fits(x: torch.Tensor, residual: torch.Tensor | None, rows: int) -> bool
     if N & (N - 1) or cdiv(M, rows) * rows * N >= 2**31:
         return False
     operands = [t for t in (x, residual) if t is not None]
-    return M <= 1 or all(t.stride(0) == N and t.stride(1) == 1 for t in operands)
+    if any(t.stride(1) != 1 and N > 1 for t in operands):
+        return False
+    return M <= 1 or all(t.stride(0) == N for t in operands)
 
 
 def tile_norm_forward(
