@@ -1,0 +1,135 @@
+"""Which row total each part of a softmax backward used: a hunt for wrong totals in the split
+backward (``softmax_bwd_flags_kernel``), where one element of bf16 8 x 262144 was seen far out of
+tolerance on the H200 (``session39-h200-2026-12-01/gpu-tests-ops-call6.txt``).
+
+dx = y * (dy - total) for each row, so every element implies the total its program used,
+``dy - dx / y``. Within a segment of columns (one warp's share of a program's chunk, or less),
+the median of those estimates sits within rounding of the total the segment used; this compares
+it with the row's total in float64 from the same y and dy. A segment far off says a program (or
+a warp of it) summed the wrong partials; a segment within rounding, with an element still out
+of the test's tolerance, says the element alone is wrong.
+
+    PYTHONPATH=src python benchmarks/softmax_bwd_totals.py --out FILE.json [--seeds 50]   # GPU
+    PYTHONPATH=src python benchmarks/softmax_bwd_totals.py --out FILE.json --smoke        # CPU
+
+Each seed: x and dy fresh (``torch.randn``, seeded), y and dx from the public op
+(``warpforge.ops.softmax`` and its backward); the report lists, per seed, the largest segment
+error in units of its rounding noise, the segments past ``--sigmas`` of it, and the elements
+outside the GPU test's tolerance (``tests/ops/test_softmax.py::test_bf16_gpu``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+if "--smoke" in sys.argv:  # before triton is imported
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    os.environ.setdefault("WARPFORGE_INTERPRET", "1")
+
+import torch  # after the environment is set
+
+
+def segment_totals(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, segment: int):
+    """(median implied total of each ``segment`` columns of each row, the spread of its
+    estimates as a robust standard error, the row's float64 total), all float64."""
+    y64, dy64, dx64 = y.double(), dy.double(), dx.double()
+    total = (dy64 * y64).sum(-1)
+    implied = dy64 - dx64 / y64  # y > 0 wherever softmax does not underflow
+    rows, cols = implied.shape
+    parts = implied.reshape(rows, cols // segment, segment)
+    median = parts.median(-1).values
+    mad = (parts - median[..., None]).abs().median(-1).values
+    stderr = 1.4826 * mad * 1.2533 / segment**0.5  # median's standard error from the MAD
+    return median, stderr, total
+
+
+def check_seed(seed: int, rows: int, cols: int, dtype: torch.dtype, device: str, segment: int,
+               sigmas: float) -> dict:  # fmt: skip
+    from warpforge.ops import softmax
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(rows, cols, generator=gen, device=device).to(dtype).requires_grad_()
+    dy = torch.randn(rows, cols, generator=gen, device=device).to(dtype)
+    y = softmax(x, -1)
+    (dx,) = torch.autograd.grad(y, x, dy)
+    median, stderr, total = segment_totals(y.detach(), dy, dx, segment)
+    off = (median - total[:, None]).abs() / stderr.clamp_min(1e-30)
+    # the GPU test's rule: float64 reference from float64 softmax, atol 5e-2 / n, rtol 5e-2
+    x64 = x.detach().double().requires_grad_()
+    (dx64,) = torch.autograd.grad(torch.softmax(x64, -1), x64, dy.double())
+    bad = (dx.double() - dx64).abs() > 5e-2 / cols + 5e-2 * dx64.abs()
+    far = (off > sigmas).nonzero().tolist()
+    return {
+        "seed": seed,
+        "max_sigmas": off.max().item(),
+        "segments_past_sigmas": [
+            {
+                "row": r,
+                "segment": s,
+                "implied": median[r, s].item(),
+                "total": total[r].item(),
+                "sigmas": off[r, s].item(),
+            }
+            for r, s in far[:20]
+        ],
+        "elements_out_of_tolerance": [
+            {
+                "row": r,
+                "col": c,
+                "dx": dx[r, c].item(),
+                "dx64": dx64[r, c].item(),
+                "y": y[r, c].item(),
+                "dy": dy[r, c].item(),
+                "segment_sigmas": off[r, c // segment].item(),
+            }
+            for r, c in bad.nonzero().tolist()[:20]
+        ],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--rows", type=int, default=8)
+    parser.add_argument("--cols", type=int, default=262144)
+    parser.add_argument("--dtype", default="bf16", choices=("bf16", "fp16", "fp32"))
+    parser.add_argument("--seeds", type=int, default=50)
+    parser.add_argument("--segment", type=int, default=1024)
+    parser.add_argument("--sigmas", type=float, default=8.0)
+    parser.add_argument("--smoke", action="store_true", help="CPU interpreter, a small row")
+    args = parser.parse_args()
+    if args.smoke:  # bf16 loads are wrong under the interpreter
+        args.rows, args.cols, args.dtype, args.seeds, args.segment = 3, 40000, "fp16", 2, 1000
+    device = "cpu" if args.smoke else "cuda"
+    if args.cols % args.segment:
+        parser.error(f"--segment: expected a divisor of --cols {args.cols}, got {args.segment}")
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
+    from warpforge.environment import environment_fingerprint
+
+    seeds = []
+    for seed in range(args.seeds):
+        seeds.append(check_seed(seed, args.rows, args.cols, dtype, device, args.segment,
+                                args.sigmas))  # fmt: skip
+        found = seeds[-1]
+        print(f"seed {seed}: worst segment {found['max_sigmas']:.1f} sigmas, "
+              f"{len(found['segments_past_sigmas'])} segments past {args.sigmas}, "
+              f"{len(found['elements_out_of_tolerance'])} elements out of tolerance", flush=True)  # fmt: skip
+    report = {
+        "environment": environment_fingerprint(),
+        "shape": [args.rows, args.cols],
+        "dtype": args.dtype,
+        "segment": args.segment,
+        "sigmas": args.sigmas,
+        "seeds": seeds,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
