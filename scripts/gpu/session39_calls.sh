@@ -26,7 +26,7 @@
 #      three tests call 4 found failing on the GPU (CPU tensors where the device's were meant),
 #      and the rest of tests/ops unmarked (the GPU tier's calls ran only its gpu-marked tests)
 #      in what time is left.
-#   6  every GPU test at the session's final code (tests/ops on six workers, the rest on four),
+#   6  every GPU test at the code then (tests/ops on six workers, the rest on four),
 #      then the five files whose CPU-tier tests call 5 found failing on the GPU, unmarked: those
 #      tests now carry the interpreter marker and skip where CUDA is present.
 # Usage: bash scripts/gpu/session39_calls.sh OUT CALL
