@@ -404,3 +404,31 @@ def test_layer_norm_backward_trials_time_and_check_the_bias_gradient() -> None:
         {"M": 5, "N": 37}, torch.float32, torch.device("cpu"), torch.Generator().manual_seed(4)
     )
     assert len(rms.run(rms.default_config(features), *rms_inputs)) == 2
+
+
+def test_norm_forward_tunables_name_the_rows_other_kernels_take(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The norm forwards' tunables say where the op runs another kernel whatever is tuned (the
+    tile table, the one-row-a-program tables), and ``warpforge tune`` says it before tuning
+    there; the backwards (their launch tables adjust the tuned launch) and other rows say
+    nothing."""
+    from warpforge.tune import commands
+
+    monkeypatch.setattr(
+        norm, "NORM_FWD_TILE_LAUNCHES", {(2, "rms_norm.fwd", 256): norm.TileLaunch(8, 4)}
+    )
+    fwd = get_tunable("rms_norm.fwd")
+    assert "norm_fwd_tile_kernel" in fwd.bypassed({"M": 64, "N": 256}, torch.bfloat16)
+    assert fwd.bypassed({"M": 64, "N": 256}, torch.float32) is None  # not listed for 4 bytes
+    assert fwd.bypassed({"M": 64, "N": 512}, torch.bfloat16) is None
+    assert norm.norm_fwd_wide_launch(4096, 2, "rms_norm.fwd") is not None
+    assert "one-row-a-program" in fwd.bypassed({"M": 64, "N": 4096}, torch.bfloat16)
+    assert get_tunable("rms_norm.bwd").bypassed is None
+    problems = [({"M": 64, "N": 256}, torch.bfloat16), ({"M": 64, "N": 512}, torch.bfloat16)]
+    commands._note_bypassed(fwd, problems)
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note:")]
+    assert notes == [
+        "note: rms_norm.fwd M=64,N=256 bfloat16: the op runs norm_fwd_tile_kernel "
+        "(NORM_FWD_TILE_LAUNCHES) at 256 columns there, whatever is tuned"
+    ]

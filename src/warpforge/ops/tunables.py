@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 
@@ -462,8 +462,27 @@ def _norm_tunable(name: str, center: bool, backward: bool, residual: bool = Fals
         transfer=_norm_backward_transfer if backward else ROW_TRANSFER,
         dtypes=_DTYPES,
         description=f"warpforge.ops {family} {'backward' if backward else 'forward'} kernel",
+        bypassed=None if backward else _norm_forward_bypass(name),
         **({"atol": tolerance, "rtol": tolerance} if tolerance else {}),
     )
+
+
+def _norm_forward_bypass(name: str) -> Callable[[Mapping[str, int], torch.dtype], str | None]:
+    """:attr:`TunableKernel.bypassed` of the norm forward ``name``: packed rows of the lengths
+    its tables list (``NORM_FWD_TILE_LAUNCHES``, then ``norm_fwd_wide_launch``'s) run their
+    kernels, not the tuned tiled one."""
+
+    def bypassed(shape: Mapping[str, int], dtype: torch.dtype) -> str | None:
+        from warpforge.ops import norm
+
+        N, size = shape["N"], dtype.itemsize
+        if (size, name, N) in norm.NORM_FWD_TILE_LAUNCHES:
+            return f"norm_fwd_tile_kernel (NORM_FWD_TILE_LAUNCHES) at {N} columns"
+        if norm.norm_fwd_wide_launch(N, size, name) is not None:
+            return f"a one-row-a-program kernel (norm_fwd_wide_launch) at {N} columns"
+        return None
+
+    return bypassed
 
 
 def _dtype(features: Mapping[str, object]) -> torch.dtype:

@@ -97,6 +97,7 @@ def tune_command(
     if not (math.isfinite(trial_timeout) and trial_timeout > 0):
         _fail(f"--trial-timeout: expected a finite number of seconds > 0, got {trial_timeout}")
     kernel, problems, _ = _kernel_problems(op, shape, dtype, sweep)
+    _note_bypassed(kernel, problems)
     _tune_problems(
         kernel,
         problems,
@@ -150,6 +151,26 @@ def _kernel_problems(
     except ValueError as exc:
         _fail(str(exc))
     return kernel, [(s, d) for s in shapes for d in dtypes], device
+
+
+def _note_bypassed(kernel: Any, problems: list[tuple[dict[str, int], Any]]) -> None:
+    """Say which problems the op runs on another kernel whatever is tuned (they are tuned all
+    the same: the trials still go to the database)."""
+    if kernel.bypassed is None:
+        return
+    from rich.console import Console
+
+    from warpforge.tune.tunable import dtype_name
+
+    for shape, dtype in problems:
+        other = kernel.bypassed(shape, dtype)
+        if other is not None:
+            sizes = ",".join(f"{k}={v}" for k, v in shape.items())
+            Console(stderr=True).print(
+                f"note: {kernel.name} {sizes} {dtype_name(dtype)}: the op runs {other} there, "
+                "whatever is tuned",
+                soft_wrap=True,
+            )
 
 
 def _list_tunables(kernels: list[Any]) -> None:

@@ -77,6 +77,10 @@ class TunableKernel:
     """Whether a stored problem's features describe code the kernel generates now (a generated
     kernel keys its configs by the graph it came from): stored configs failing it are stale.
     ``None``: every problem's features are current."""
+    bypassed: Callable[[Shape, torch.dtype], str | None] | None = None
+    """Where the op runs another kernel whatever is tuned (a table of measured launches takes
+    those rows): what it runs there, in a few words; None where the op takes the tuned config.
+    ``None``: the op always does. ``warpforge tune`` says so before it tunes such a problem."""
 
     def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
         return self.atol.get(dtype, 1e-5), self.rtol.get(dtype, 1e-5)
