@@ -181,20 +181,33 @@ def _specialized_variants(name: str, N: int, element_size: int) -> dict[str, Fn]
     return out
 
 
-def _wide_variant(launch, center: bool, residual: bool = False) -> Fn:
-    """A norm forward through ``norm.wide_norm_forward`` on ``launch``, taking the problem's
-    inputs ((x, residual, weight) with a residual, (x, weight, bias) for LayerNorm, else
-    (x, weight)) and returning its outputs ((y, h) with a residual, else y)."""
-    from warpforge.ops import norm
+def _problem_forward(forward, center: bool, residual: bool) -> Fn:
+    """``forward(x, weight, bias, residual)`` -> (y, h, mean, rstd) of a norm as the problem
+    calls it: on its inputs ((x, residual, weight) with a residual, (x, weight, bias) for
+    LayerNorm, else (x, weight)), returning its outputs ((y, h) with a residual, else y)."""
+    if residual:
+        return lambda x, r, wt: forward(x, wt, None, r)[:2]
+    if center:
+        return lambda x, wt, b: forward(x, wt, b, None)[0]
+    return lambda x, wt: forward(x, wt, None, None)[0]
+
+
+def _norm_eps(center: bool) -> float:
     from warpforge.ops.norm_problems import EPS, LN_EPS
 
-    eps = LN_EPS if center else EPS
-    if residual:
-        return lambda x, r, wt: norm.wide_norm_forward(x, wt, None, r, eps, 0.0, center,
-                                                       launch)[:2]  # fmt: skip
-    if center:
-        return lambda x, wt, b: norm.wide_norm_forward(x, wt, b, None, eps, 0.0, True, launch)[0]
-    return lambda x, wt: norm.wide_norm_forward(x, wt, None, None, eps, 0.0, False, launch)[0]
+    return LN_EPS if center else EPS
+
+
+def _wide_variant(launch, center: bool, residual: bool = False) -> Fn:
+    """A norm forward through ``norm.wide_norm_forward`` on ``launch`` (:func:`_problem_forward`)."""
+    from warpforge.ops import norm
+
+    eps = _norm_eps(center)
+    return _problem_forward(
+        lambda x, wt, b, r: norm.wide_norm_forward(x, wt, b, r, eps, 0.0, center, launch),
+        center,
+        residual,
+    )
 
 
 def tile_launches(N: int, smoke: bool = False) -> list[tuple[int, int]]:
@@ -210,10 +223,9 @@ def _tile_variants(name: str, N: int, smoke: bool) -> dict[str, Fn]:
     """The norm forward through ``norm.tile_norm_forward`` at each of :func:`tile_launches`,
     weight and bias loaded early and late."""
     from warpforge.ops import norm
-    from warpforge.ops.norm_problems import EPS, LN_EPS
 
     center, residual = name.startswith("layer"), name.startswith("add")
-    eps = LN_EPS if center else EPS
+    eps = _norm_eps(center)
     out: dict[str, Fn] = {}
     for (rows, warps), early in itertools.product(tile_launches(N, smoke), (False, True)):
         launch = norm.TileLaunch(rows, warps, early)
@@ -221,13 +233,9 @@ def _tile_variants(name: str, N: int, smoke: bool) -> dict[str, Fn]:
         def forward(x, wt, b, r, launch=launch):
             return norm.tile_norm_forward(x, wt, b, r, eps, 0.0, center, launch)
 
-        if residual:
-            fn = lambda x, r, wt, f=forward: f(x, wt, None, r)[:2]  # noqa: E731
-        elif center:
-            fn = lambda x, wt, b, f=forward: f(x, wt, b, None)[0]  # noqa: E731
-        else:
-            fn = lambda x, wt, f=forward: f(x, wt, None, None)[0]  # noqa: E731
-        out[f"tile {rows} rows/{warps}w{' early' * early}"] = fn
+        out[f"tile {rows} rows/{warps}w{' early' * early}"] = _problem_forward(
+            forward, center, residual
+        )
     return out
 
 
@@ -261,16 +269,8 @@ def _norm_fwd_variants(
     from warpforge.ops import norm
     from warpforge.ops._rows import row_launch_shape
     from warpforge.ops._wide_rows import WideLaunch
-    from warpforge.ops.norm_problems import EPS, LN_EPS
 
-    eps = LN_EPS if center else EPS
-
-    def variant(forward):  # forward(x, weight, bias, residual) -> (y, h, mean, rstd)
-        if residual:  # the problem's inputs (x, residual, weight); its outputs (y, h)
-            return lambda x, r, wt: forward(x, wt, None, r)[:2]
-        if center:
-            return lambda x, wt, b: forward(x, wt, b, None)[0]
-        return lambda x, wt: forward(x, wt, None, None)[0]
+    eps = _norm_eps(center)
 
     launches = [
         WideLaunch(w, early_w=early, reload=reload)
@@ -289,7 +289,7 @@ def _norm_fwd_variants(
             return norm._norm_forward(x, wt, b, r, eps, 0.0, center, launch)
 
         kind = "chunked" if block < N else "tiles"
-        out[f"{kind} {block}/{per_program}/{w}w"] = variant(rows_forward)
+        out[f"{kind} {block}/{per_program}/{w}w"] = _problem_forward(rows_forward, center, residual)
     return out
 
 

@@ -107,7 +107,9 @@ def main() -> int:
     device = "cpu" if args.smoke else "cuda"
     if args.cols % args.segment:
         parser.error(f"--segment: expected a divisor of --cols {args.cols}, got {args.segment}")
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[args.dtype]
+    from sweep_common import DTYPES
+
+    dtype = DTYPES[args.dtype]
     from warpforge.environment import environment_fingerprint
 
     seeds = []

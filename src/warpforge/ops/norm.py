@@ -989,14 +989,28 @@ def tile_norm_forward(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`_norm_forward`'s (y, h, mean, rstd) from ``norm_fwd_tile_kernel`` on ``launch``
     (tests and sweeps pass their own); the rows must fit it (:func:`tile_fits`)."""
-    from warpforge.ops._kernels import norm as kernels
-
-    M, N = x.shape
     if not tile_fits(x, residual, launch.rows):
         raise ValueError(
             f"x: expected packed rows of a power-of-2 length within 2**31 elements for the tile "
             f"kernel, got shape {tuple(x.shape)} with strides {tuple(x.stride())}"
         )
+    return _tile_forward(x, weight, bias, residual, eps, offset, center, launch)
+
+
+def _tile_forward(
+    x: torch.Tensor,
+    weight: torch.Tensor | None,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
+    eps: float,
+    offset: float,
+    center: bool,
+    launch: TileLaunch,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`tile_norm_forward` on rows already found to fit (the op's dispatch checks)."""
+    from warpforge.ops._kernels import norm as kernels
+
+    M, N = x.shape
     y, h, mean, rstd = _forward_outputs(x, residual, center)
     if M == 0:
         return y, h, mean, rstd
@@ -1038,10 +1052,11 @@ def _forward(
     ``WARPFORGE_NORM_FWD_SPLIT`` is not off), else :func:`_norm_forward`."""
     M, N = x.shape
     if M > 0 and execution_path(x.device) is not ExecutionPath.TORCH_REFERENCE:
-        tile = NORM_FWD_TILE_LAUNCHES.get((x.element_size(), _kernel_name(center, residual), N))
+        kernel = _kernel_name(center, residual)
+        tile = NORM_FWD_TILE_LAUNCHES.get((x.element_size(), kernel, N))
         if tile is not None and tile_fits(x, residual, tile.rows):
-            return tile_norm_forward(x, weight, bias, residual, eps, offset, center, tile)
-        wide = norm_fwd_wide_launch(N, x.element_size(), _kernel_name(center, residual))
+            return _tile_forward(x, weight, bias, residual, eps, offset, center, tile)
+        wide = norm_fwd_wide_launch(N, x.element_size(), kernel)
         if wide is not None and (not wide.packed_only or specialized_length(wide, x, residual)):
             return wide_norm_forward(x, weight, bias, residual, eps, offset, center, wide)
     if (
