@@ -38,12 +38,14 @@ def segment_totals(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, segment:
     estimates as a robust standard error, the row's float64 total), all float64."""
     y64, dy64, dx64 = y.double(), dy.double(), dx.double()
     total = (dy64 * y64).sum(-1)
-    implied = dy64 - dx64 / y64  # y > 0 wherever softmax does not underflow
+    # where y underflowed to 0 (fp16 rows of 262144) an element implies nothing: NaN, left out
+    implied = torch.where(y64 > 0, dy64 - dx64 / y64, float("nan"))
     rows, cols = implied.shape
     parts = implied.reshape(rows, cols // segment, segment)
-    median = parts.median(-1).values
-    mad = (parts - median[..., None]).abs().median(-1).values
-    stderr = 1.4826 * mad * 1.2533 / segment**0.5  # median's standard error from the MAD
+    median = parts.nanmedian(-1).values
+    mad = (parts - median[..., None]).abs().nanmedian(-1).values
+    counted = (~parts.isnan()).sum(-1).clamp_min(1)
+    stderr = 1.4826 * mad * 1.2533 / counted**0.5  # median's standard error from the MAD
     return median, stderr, total
 
 

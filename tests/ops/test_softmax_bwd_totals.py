@@ -35,6 +35,20 @@ def test_a_segment_with_a_wrong_total_stands_out() -> None:
     assert sigmas.max() < 8
 
 
+def test_underflowed_probabilities_are_left_out() -> None:
+    """fp16 rows of 262144 columns underflow some y to 0, where dx / y says nothing: the
+    segment's estimate comes from the rest (NaN there made every seed's worst segment NaN)."""
+    totals = load_script("benchmarks/softmax_bwd_totals.py")
+    gen = torch.Generator().manual_seed(11)
+    y = torch.softmax(torch.randn(2, 4096, generator=gen, dtype=torch.float64), -1)
+    y[0, 100:140] = 0.0
+    dy = torch.randn(2, 4096, generator=gen, dtype=torch.float64)
+    dx = (y * (dy - (dy * y).sum(-1, keepdim=True))).to(torch.float16)
+    median, stderr, row_total = totals.segment_totals(y.to(torch.float16), dy, dx, 1024)
+    sigmas = (median - row_total[:, None]).abs() / stderr
+    assert sigmas.isfinite().all() and sigmas.max() < 8
+
+
 @pytest.mark.interpreter
 def test_smoke_run_writes_a_report(tmp_path: Path) -> None:
     out = tmp_path / "totals.json"
