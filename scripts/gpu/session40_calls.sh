@@ -13,6 +13,11 @@
 #      workers beside them), then the split softmax backward's launches on the H200, kernel
 #      alone (benchmarks/softmax_bwd_split_sweep.py, only ever run on the H100: bf16 rows of
 #      131072 and 262144 columns stay at 77-88% of copy here, 91% there).
+#   3  call 2's finding shipped (bf16 rows of 131072 columns or more: one 16-warp program an SM
+#      over 16384 columns, softmax_ops.BWD_SPLIT_WIDE_LAUNCHES): the split backward's GPU tests,
+#      the harness rows it changes, then the same launch shape kernel alone where nothing has
+#      measured it: the softmax backward of narrower bf16 rows and of float32 rows, the split
+#      softmax forward (softmax_split_sweep.py) and the split norm forward (norm_split_fwd.py).
 # Usage: bash scripts/gpu/session40_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -56,6 +61,36 @@ case "$CALL" in
   echo "softmax bwd split sweep: exit $?"
   cp "$OUT/smbwd/"* "$OUT/keep/" 2>/dev/null
   cat "$OUT/keep/softmax_bwd_split_sweep.txt"
+  finish_call one
+  ;;
+3)
+  timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider -rfE -n 4 \
+    tests/ops/test_softmax_split_bwd.py tests/ops/test_softmax.py > "$OUT/keep/gpu-tests-softmax-call3.txt" 2>&1
+  echo "softmax gpu tests: exit $?: $(tail -1 "$OUT/keep/gpu-tests-softmax-call3.txt")"
+  grep -E "^FAILED|^ERROR" "$OUT/keep/gpu-tests-softmax-call3.txt" | head
+  timeout 200 python3 -m warpforge bench --problem "softmax.bwd,log_softmax.bwd" --dtype bf16 --sweep \
+    --shape M=8192,N=131072 --shape M=8192,N=262144 --max-time 1 \
+    --out "$OUT/keep/smbwd-bf16-call3.json" > "$OUT/bench-smbwd.log" 2>&1
+  echo "bench softmax bwd bf16: exit $?"; grep -E "^│ (log_)?softmax" "$OUT/bench-smbwd.log"
+  timeout 120 python3 benchmarks/softmax_bwd_split_sweep.py --out "$OUT/smbwd2" --repeat 3 \
+    --shapes 4096x32768:bf16,8192x65536:bf16,8192x262144:fp32,8192x131072:fp32 \
+    --only "default,8192/8 x2 p,8192/8 x2,16384/16 x1 p,16384/16 x1" > "$OUT/smbwd2.log" 2>&1
+  echo "softmax bwd sweep: exit $?"
+  cp "$OUT/smbwd2/softmax_bwd_split_sweep.txt" "$OUT/keep/softmax_bwd_split_sweep-call3.txt"
+  cp "$OUT/smbwd2/softmax_bwd_split_sweep.json" "$OUT/keep/softmax_bwd_split_sweep-call3.json"
+  grep -E "^(bf16|fp32)" "$OUT/keep/softmax_bwd_split_sweep-call3.txt"
+  timeout 120 python3 benchmarks/softmax_split_sweep.py --out "$OUT/smfwd" --repeat 3 \
+    --shapes 8192x262144:bf16,8192x131072:bf16 \
+    --only "default,16384/16 x2,16384/16 x1,32768/32 x1,16384/16 x1 lag" > "$OUT/smfwd.log" 2>&1
+  echo "softmax fwd sweep: exit $?"
+  cp "$OUT/smfwd/softmax_split_sweep.txt" "$OUT/keep/softmax_split_sweep-call3.txt"
+  cp "$OUT/smfwd/softmax_split_sweep.json" "$OUT/keep/softmax_split_sweep-call3.json"
+  grep -E "^(bf16|fp32)" "$OUT/keep/softmax_split_sweep-call3.txt"
+  timeout $((575 - SECONDS)) python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/normfwd-split-call3" \
+    bf16:8192x262144,bf16:8192x131072 \
+    "lag1 8192/8w x2 pf,lag1 8192/8w x2 pk 1p,lag1 16384/16w x1 pf,lag1 16384/16w x1 pk 1p" \
+    > "$OUT/normfwd.log" 2>&1
+  echo "norm fwd sweep: exit $?"; grep -vE "chunked" "$OUT/keep/normfwd-split-call3.txt"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

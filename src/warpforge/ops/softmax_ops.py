@@ -128,6 +128,18 @@ bf16 4691 / 4700 us (91% of copy) against 7055 / 6367 for the chunked kernel; fp
 65-73%. The 4-warp 8192-column launch ran at 22-38% of copy (its spills reloaded every row);
 4096/4 x4 with prefetch ties at 262144 bf16 and is slower elsewhere."""
 
+BWD_SPLIT_WIDE_LAUNCHES = {
+    2: (131072, {"block": 16384, "num_warps": 16, "programs_per_sm": 1, "prefetch": True}),
+}
+"""Element size -> (narrowest row, launch) where a row's backward takes fewer, wider programs
+than ``BWD_SPLIT_LAUNCHES``': one 16-warp program an SM holding 16384 columns (the same 32
+columns a thread, 128 registers, no spill), so a row of 262144 bf16 columns meets 16 programs
+rather than 32. H200, kernel alone (``benchmarks/softmax_bwd_split_sweep.py``,
+``benchmarks/results/session40-h200-2026-12-01/softmax_bwd_split_sweep-call2.txt``), bf16 8192
+rows, softmax / log-softmax µs: 262144 columns 3407.8 / 3475.9 (89.0 / 87.3% of copy) against
+3997.7 / 4027.6 (75.9 / 75.3%) for the 8192-column launch; 131072 columns 1588.6 / 1617.2 (95.5
+/ 93.8%) against 1615.6 / 1643.5. Narrower rows, float32 and the H100 not measured with it."""
+
 BWD_SPLIT_MIN_N = {2: MAX_SINGLE_PASS_N + 1, 4: MAX_SINGLE_PASS_N + 1}
 """Element size -> the narrowest row the backward splits over programs (narrower: the
 whole-row kernel). Measured faster at 131072 and 262144 columns; rows of 16385-65536 columns
@@ -138,12 +150,18 @@ take it too, not measured there yet."""
 def _bwd_split_plan(
     M: int, N: int, element_size: int, device: torch.device | str
 ) -> SplitRowPlan | None:
-    """The split backward of rows of N columns, or None (the one-program-per-row kernels):
-    rows narrower than ``BWD_SPLIT_MIN_N``, more chunks than the words' poll reads, or more
-    programs a row than the GPU holds at once."""
+    """The split backward of rows of N columns (``BWD_SPLIT_WIDE_LAUNCHES``' launch for rows
+    at least as wide as it names, where the GPU holds a row's programs at once), or None (the
+    one-program-per-row kernels): rows narrower than ``BWD_SPLIT_MIN_N``, more chunks than the
+    words' poll reads, or more programs a row than the GPU holds at once."""
     launch = BWD_SPLIT_LAUNCHES.get(element_size)
     if launch is None or BWD_SPLIT_MIN_N.get(element_size, 1 << 62) > N:
         return None
+    wide_n, wide = BWD_SPLIT_WIDE_LAUNCHES.get(element_size, (1 << 62, {}))
+    if wide_n <= N:
+        plan = flag_word_plan(M, N, device, **wide)
+        if plan is not None:
+            return plan
     return flag_word_plan(M, N, device, **launch)
 
 
