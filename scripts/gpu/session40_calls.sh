@@ -18,6 +18,9 @@
 #      the harness rows it changes, then the same launch shape kernel alone where nothing has
 #      measured it: the softmax backward of narrower bf16 rows and of float32 rows, the split
 #      softmax forward (softmax_split_sweep.py) and the split norm forward (norm_split_fwd.py).
+#   4  call 3's launches shipped (bf16 from 65536 columns, float32 from 262144): the harness rows
+#      they change, then every GPU test (test_bf16_gpu now allows what the saved bf16 y's
+#      rounding moves softmax's dx by).
 # Usage: bash scripts/gpu/session40_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -91,6 +94,18 @@ case "$CALL" in
     "lag1 8192/8w x2 pf,lag1 8192/8w x2 pk 1p,lag1 16384/16w x1 pf,lag1 16384/16w x1 pk 1p" \
     > "$OUT/normfwd.log" 2>&1
   echo "norm fwd sweep: exit $?"; grep -vE "chunked" "$OUT/keep/normfwd-split-call3.txt"
+  finish_call one
+  ;;
+4)
+  timeout 150 python3 -m warpforge bench --problem "softmax.bwd,log_softmax.bwd" --dtype bf16 --sweep \
+    --shape M=8192,N=65536 --max-time 1 --out "$OUT/keep/smbwd-bf16-call4.json" > "$OUT/bench-bf16.log" 2>&1
+  echo "bench softmax bwd bf16: exit $?"; grep -E "^│ (log_)?softmax" "$OUT/bench-bf16.log"
+  timeout 150 python3 -m warpforge bench --problem "softmax.bwd,log_softmax.bwd" --dtype fp32 --sweep \
+    --shape M=8192,N=262144 --max-time 1 --out "$OUT/keep/smbwd-fp32-call4.json" > "$OUT/bench-fp32.log" 2>&1
+  echo "bench softmax bwd fp32: exit $?"; grep -E "^│ (log_)?softmax" "$OUT/bench-fp32.log"
+  gpu_tests ops-call4 200 tests/ops -n 6 \
+    --deselect tests/ops/test_fused_linear_cross_entropy.py::test_gpu_weight_beyond_2_pow_31_elements
+  gpu_tests rest-call4 $((570 - SECONDS)) tests --ignore=tests/ops -n 4
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

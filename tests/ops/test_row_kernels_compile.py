@@ -215,16 +215,18 @@ COMPILE_ALL = textwrap.dedent(
                               aligned=("stride_dy", "stride_x", "stride_dh", "stride_dx", "N"), **options)
         assert stack == 0, f"backward row launch spills {stack} bytes ({size}, {kernel}, {block})"
     # the split-row softmax backward at the op's launches: y and dy held under the register cap,
-    # no spills (the launch's reason: 4-warp 8192-column programs spill 536-744 bytes); a
-    # narrower bf16 row keeps the 8192-column launch
-    assert softmax_ops._bwd_split_plan(8192, 65536, 2, "cuda").block == 8192
+    # no spills (the launch's reason: 4-warp 8192-column programs spill 536-744 bytes); bf16
+    # rows of 65536 columns take the wide launch, narrower ones the 8192-column one
+    assert softmax_ops._bwd_split_plan(8192, 65536, 2, "cuda").block == 16384
+    assert softmax_ops._bwd_split_plan(4096, 32768, 2, "cuda").block == 8192
     for dt, tdt in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
         types = {"DY": "*" + dt, "Y": "*" + dt, "DX": "*" + dt, "WORDS": "*i64"}
         for N in (131072, 262144):
             plan = softmax_ops._bwd_split_plan(8192, N, tdt.itemsize, "cuda")
             assert plan is not None and plan.flag_words, f"expected a split backward ({dt}, {N})"
-            # bf16 rows this wide meet in fewer, wider programs (BWD_SPLIT_WIDE_LAUNCHES)
-            want = (16384, 16) if dt == "bf16" else (8192, 8)
+            # these rows meet in fewer, wider programs (BWD_SPLIT_WIDE_LAUNCHES) but float32's
+            # of 131072 columns
+            want = (8192, 8) if (dt, N) == ("fp32", 131072) else (16384, 16)
             assert (plan.block, plan.num_warps) == want, f"{dt}, {N}: expected {want}, got {plan}"
             for log in (False, True):
                 flags = dict(LOG=log, BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch)

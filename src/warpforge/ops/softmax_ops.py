@@ -129,16 +129,20 @@ bf16 4691 / 4700 us (91% of copy) against 7055 / 6367 for the chunked kernel; fp
 4096/4 x4 with prefetch ties at 262144 bf16 and is slower elsewhere."""
 
 BWD_SPLIT_WIDE_LAUNCHES = {
-    2: (131072, {"block": 16384, "num_warps": 16, "programs_per_sm": 1, "prefetch": True}),
+    2: (65536, {"block": 16384, "num_warps": 16, "programs_per_sm": 1, "prefetch": True}),
+    4: (262144, {"block": 16384, "num_warps": 16, "programs_per_sm": 1, "prefetch": False}),
 }
 """Element size -> (narrowest row, launch) where a row's backward takes fewer, wider programs
 than ``BWD_SPLIT_LAUNCHES``': one 16-warp program an SM holding 16384 columns (the same 32
-columns a thread, 128 registers, no spill), so a row of 262144 bf16 columns meets 16 programs
-rather than 32. H200, kernel alone (``benchmarks/softmax_bwd_split_sweep.py``,
-``benchmarks/results/session40-h200-2026-12-01/softmax_bwd_split_sweep-call2.txt``), bf16 8192
-rows, softmax / log-softmax µs: 262144 columns 3407.8 / 3475.9 (89.0 / 87.3% of copy) against
-3997.7 / 4027.6 (75.9 / 75.3%) for the 8192-column launch; 131072 columns 1588.6 / 1617.2 (95.5
-/ 93.8%) against 1615.6 / 1643.5. Narrower rows, float32 and the H100 not measured with it."""
+columns a thread, 128 registers, no spill), so a row of 262144 columns meets 16 programs rather
+than 32. H200, kernel alone (``benchmarks/softmax_bwd_split_sweep.py``; ``session40-h200-
+2026-12-01/softmax_bwd_split_sweep-call2.txt`` and ``-call3.txt``), 8192 rows, softmax /
+log-softmax µs against the 8192-column launch: bf16 262144 columns 3407.8 / 3475.9 (89.0 / 87.3%
+of copy) against 3997.7 / 4027.6 (75.9 / 75.3%), 131072 1588.6 / 1617.2 against 1615.6 /
+1643.5, 65536 764.5 / 773.5 against 782.4 / 797.2; float32 262144 (without the prefetch, which
+costs float32 8-13% here) 6888.8 / 6358.8 against 7084.9 / 6871.6. Slower where it is not
+used: bf16 4096 x 32768 199.4 / 201.4 against 194.1 / 195.2, float32 131072 3231.6 / 3168.7
+against 3159.4 / 3130.0. The H100 was not measured with it."""
 
 BWD_SPLIT_MIN_N = {2: MAX_SINGLE_PASS_N + 1, 4: MAX_SINGLE_PASS_N + 1}
 """Element size -> the narrowest row the backward splits over programs (narrower: the
