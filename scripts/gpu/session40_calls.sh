@@ -21,6 +21,9 @@
 #   4  call 3's launches shipped (bf16 from 65536 columns, float32 from 262144): the harness rows
 #      they change, then every GPU test (test_bf16_gpu now allows what the saved bf16 y's
 #      rounding moves softmax's dx by).
+#   5  the wide launch shape for the split cross-entropy forward + gradient, kernel alone
+#      (benchmarks/ce_split_meeting_sweep.py; bf16 cross_entropy.fwd_bwd stays at 81-85% of copy
+#      on the H200 at 32000-262144 classes).
 # Usage: bash scripts/gpu/session40_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -106,6 +109,16 @@ case "$CALL" in
   gpu_tests ops-call4 200 tests/ops -n 6 \
     --deselect tests/ops/test_fused_linear_cross_entropy.py::test_gpu_weight_beyond_2_pow_31_elements
   gpu_tests rest-call4 $((570 - SECONDS)) tests --ignore=tests/ops -n 4
+  finish_call one
+  ;;
+5)
+  timeout 240 python3 benchmarks/ce_split_meeting_sweep.py --out "$OUT/ce" --repeat 3 \
+    --shapes 4096x262144:bf16,8192x128256:bf16,16384x32000:bf16 \
+    --only "default,words 8192/8 x4,words 8192/8 x2,words 16384/16 x1,words 16384/16 x2,words 16384/8 x2" \
+    > "$OUT/ce.log" 2>&1
+  echo "ce sweep: exit $?"
+  for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call5.${f##*.}"; done
+  grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -40
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
