@@ -29,14 +29,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import json
 import re
 import time
 from pathlib import Path
 
 import torch
 from ce_softmax_bf16_sweep import rel_err  # the same float64 check as the first sweep
-from softmax_split_sweep import kernel_usage
+from softmax_split_sweep import kernel_usage, sweep_json
 
 IGNORE = -100
 SHAPES = ((8192, 128256, "bf16"), (4096, 262144, "bf16"), (8192, 128256, "fp32"))
@@ -234,9 +233,7 @@ def main() -> None:
         del logits, ref_grad, grad
         # written after every shape: a sweep cut short by its time limit keeps what it timed
         (args.out / "ce_split_meeting_sweep.txt").write_text("\n".join(lines) + "\n")
-        (args.out / "ce_split_meeting_sweep.json").write_text(
-            json.dumps({"copy_bandwidth": copy, "device": device, "rows": rows_out}, indent=1)
-        )
+        (args.out / "ce_split_meeting_sweep.json").write_text(sweep_json(copy, device, rows_out))
     from warpforge.ops._kernels.cross_entropy import cross_entropy_fwd_grad_flags_kernel
 
     usage = kernel_usage(cross_entropy_fwd_grad_flags_kernel)
@@ -244,9 +241,7 @@ def main() -> None:
     lines += [f"  {u}" for u in usage]
     rows_out.append({"kernel_usage": usage})
     (args.out / "ce_split_meeting_sweep.txt").write_text("\n".join(lines) + "\n")
-    (args.out / "ce_split_meeting_sweep.json").write_text(
-        json.dumps({"copy_bandwidth": copy, "device": device, "rows": rows_out}, indent=1)
-    )
+    (args.out / "ce_split_meeting_sweep.json").write_text(sweep_json(copy, device, rows_out))
     print("\n".join(lines))
 
 

@@ -15,10 +15,8 @@ old kernel, forced), ``default`` (the op as dispatched now).
 
 from __future__ import annotations
 
-import json
-
 import torch
-from softmax_split_sweep import rel_err, report_kernel_usage, report_shape, sweep_setup
+from softmax_split_sweep import rel_err, report_kernel_usage, report_shape, sweep_json, sweep_setup
 
 SHAPES = ((8192, 262144, "bf16"), (8192, 131072, "bf16"), (8192, 262144, "fp32"),
           (8192, 131072, "fp32"))  # fmt: skip
@@ -50,9 +48,7 @@ def main() -> None:
 
     def write() -> None:  # after every shape: a sweep cut short keeps what it timed
         (args.out / "softmax_bwd_split_sweep.txt").write_text("\n".join(lines) + "\n")
-        (args.out / "softmax_bwd_split_sweep.json").write_text(
-            json.dumps({"copy_bandwidth": copy, "device": device, "rows": rows_out}, indent=1)
-        )
+        (args.out / "softmax_bwd_split_sweep.json").write_text(sweep_json(copy, device, rows_out))
 
     real_plan = softmax_ops._bwd_split_plan
     for M, N, dt in shapes:

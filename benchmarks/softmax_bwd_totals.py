@@ -1,7 +1,7 @@
 """Which row total each part of a softmax backward used: a hunt for wrong totals in the split
 backward (``softmax_bwd_flags_kernel``), where one element of bf16 8 x 262144 was seen far out of
 tolerance on the H200 (``session39-h200-2026-12-01/gpu-tests-ops-call6.txt``). It found none in
-256 seeds (``session40-h200-2026-12-01/totals-*``, some under load): the element was the test's
+236 bf16 seeds (``session40-h200-2026-12-01/totals-*``, some under load): the element was the test's
 tolerance, which left out what rounding the saved y to bf16 moves dx by
 (``tests/ops/test_softmax.py::test_bf16_slack_covers_a_rounded_output``).
 

@@ -150,6 +150,16 @@ def report_shape(timed, repeat, do_bench, copy, lines, prefix) -> None:
     timed.clear()
 
 
+def sweep_json(copy: float, device: str, rows: list) -> str:
+    """A sweep's JSON report: the copy bandwidth, the device, the rows and the environment
+    (versions, commit, date) the numbers came from."""
+    from warpforge.environment import environment_fingerprint
+
+    report = {"environment": environment_fingerprint(), "copy_bandwidth": copy, "device": device,
+              "rows": rows}  # fmt: skip
+    return json.dumps(report, indent=1)
+
+
 def report_kernel_usage(kernel, lines, rows_out) -> None:
     """The compiled versions of ``kernel`` (registers, spills) appended to the report."""
     usage = kernel_usage(kernel)
@@ -170,9 +180,7 @@ def main() -> None:
 
     def write() -> None:  # after every shape: a sweep cut short keeps what it timed
         (args.out / "softmax_split_sweep.txt").write_text("\n".join(lines) + "\n")
-        (args.out / "softmax_split_sweep.json").write_text(
-            json.dumps({"copy_bandwidth": copy, "device": device, "rows": rows_out}, indent=1)
-        )
+        (args.out / "softmax_split_sweep.json").write_text(sweep_json(copy, device, rows_out))
 
     for M, N, dt in shapes:
         dtype = dtypes[dt]
