@@ -27,7 +27,9 @@ contenders below). The committed runs:
 ``ln16k-sweep2-2026-11-25-h100.json``);
 ``--pairs --lag-l2`` times the pairs kernel's lag 2 and L2 prefetch options (``BF16_PAIRS_LAG``)
 with the default launch timed first and again last (``ln16k3-sweep1-2026-11-25-h100.json``);
-``--pairs --words`` its poll and L1 options (``BF16_PAIRS_WORDS``, ``ln16k3-sweep2-...``).
+``--pairs --words`` its poll and L1 options (``BF16_PAIRS_WORDS``, ``ln16k3-sweep2-...``);
+``--pairs --wide`` its chunks of 512-2048 columns on more warps (``BF16_PAIRS_WIDE``), at
+4096 x 16384 and 4096 x 32768.
 The second also timed two kernel variants since removed (the next row's sums published before
 this row's wait, with x and dy of both rows held; a ``nanosleep`` between counter polls), which
 were no faster than the prefetch.
@@ -155,6 +157,17 @@ BF16_PAIRS_WORDS = [
     (256, 1, 32, {"hold_weight": True, "unroll": 3}),
     (512, 2, 12, {"hold_weight": True, "unroll": 3}),
 ]
+# --wide: wider chunks of more warps at the default's 8 columns a thread and 28 warps an SM (or
+# 32), so a row meets fewer programs (the H200's split softmax backward ran 15% faster at half
+# the programs a row); at 4096 x 16384 and at 4096 x 32768, whose rows the split kernel takes now
+BF16_PAIRS_WIDE = [
+    (256, 1, 28, {"hold_weight": True, "unroll": 3}),
+    (512, 2, 14, {"hold_weight": True, "unroll": 3}),
+    (1024, 4, 7, {"hold_weight": True, "unroll": 3}),
+    (1024, 4, 8, {"hold_weight": True, "unroll": 3}),
+    (2048, 8, 3, {"hold_weight": True, "unroll": 3}),
+    (2048, 8, 4, {"hold_weight": True, "unroll": 3}),
+]
 PAIRS_REFERENCES = [(512, 2, 12, 1, False, True)]
 """The held kernel's former default launch, timed beside the pairs launches."""
 SMOKE_PAIRS = [
@@ -204,6 +217,7 @@ def main() -> None:
     parser.add_argument("--pairs", action="store_true", help="layer_norm_bwd_pairs_kernel launches")
     parser.add_argument("--lag-l2", action="store_true", help="with --pairs: BF16_PAIRS_LAG")
     parser.add_argument("--words", action="store_true", help="with --pairs: BF16_PAIRS_WORDS")
+    parser.add_argument("--wide", action="store_true", help="with --pairs: BF16_PAIRS_WIDE")
     args = parser.parse_args()
 
     from warpforge.ops import norm
@@ -217,10 +231,15 @@ def main() -> None:
 
         report["triton"] = triton.__version__
         report["copy_ceiling_bytes_per_s"] = _copy_ceiling(device)
+        from warpforge.environment import environment_fingerprint
+
+        report["environment"] = environment_fingerprint()
     if args.pairs:
         chosen = BF16_PAIRS_LAG if args.lag_l2 else BF16_PAIRS_WORDS if args.words else BF16_PAIRS
         args.lag_l2 = args.lag_l2 or args.words  # the same references: the default, twice
         pairs_cases = SMOKE_PAIRS if args.smoke else [(torch.bfloat16, 4096, 16384, chosen)]
+        if args.wide and not args.smoke:
+            pairs_cases = [(torch.bfloat16, 4096, n, BF16_PAIRS_WIDE) for n in (16384, 32768)]
         cases = [(dtype, M, N, [], [] if args.lag_l2 else LAG_REFERENCES.get(dtype, []),
                   [] if args.smoke or args.lag_l2 else PAIRS_REFERENCES, pairs)
                  for dtype, M, N, pairs in pairs_cases]  # fmt: skip
@@ -289,7 +308,7 @@ def main() -> None:
         for block, warps, pps, options in pairs:
             plan = split_row_plan(M, N, device, block=block, num_warps=warps,
                                   programs_per_sm=pps, prefetch=True)  # fmt: skip
-            if plan is None:
+            if plan is None or plan.chunks > norm.LAYER_NORM_BWD_PAIRS_MAX_CHUNKS:
                 continue
             flags = [k for k in ("hold_weight", "hold_rows", "evict_first", "keep_rows")
                      if options.get(k)]  # fmt: skip

@@ -24,6 +24,9 @@
 #   5  the wide launch shape for the split cross-entropy forward + gradient, kernel alone
 #      (benchmarks/ce_split_meeting_sweep.py; bf16 cross_entropy.fwd_bwd stays at 81-85% of copy
 #      on the H200 at 32000-262144 classes).
+#   6  the same question for the bf16 LayerNorm backward of 16384 columns (64 one-warp programs
+#      a row, layer_norm_bwd_pairs_kernel; 79% of copy through the harness) and 32768 (69%):
+#      benchmarks/ln_bwd_split_sweep.py --pairs --wide, chunks of 512-2048 columns on 2-8 warps.
 # Usage: bash scripts/gpu/session40_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -119,6 +122,13 @@ case "$CALL" in
   echo "ce sweep: exit $?"
   for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call5.${f##*.}"; done
   grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -40
+  finish_call one
+  ;;
+6)
+  timeout 300 python3 benchmarks/ln_bwd_split_sweep.py --out "$OUT/keep/lnbwd-pairs-wide-call6.json" \
+    --pairs --wide > "$OUT/keep/lnbwd-pairs-wide-call6.txt" 2>&1
+  echo "ln bwd pairs sweep: exit $?"; grep -vE '^\{' "$OUT/keep/lnbwd-pairs-wide-call6.txt"
+  grep -E '"error"' "$OUT/keep/lnbwd-pairs-wide-call6.txt" | cut -c1-300 | head -5
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
