@@ -27,6 +27,9 @@
 #   6  the same question for the bf16 LayerNorm backward of 16384 columns (64 one-warp programs
 #      a row, layer_norm_bwd_pairs_kernel; 79% of copy through the harness) and 32768 (69%):
 #      benchmarks/ln_bwd_split_sweep.py --pairs --wide, chunks of 512-2048 columns on 2-8 warps.
+#   7  call 6's 1024-column 4-warp pairs launch shipped for 2-byte LayerNorm rows of 16385-32768
+#      columns on the H200 (norm.LAYER_NORM_BWD_PAIRS_WIDE_BY_MODEL): the harness row it
+#      changes (layer_norm.bwd bf16 4096 x 32768), then the norm backward's GPU tests.
 # Usage: bash scripts/gpu/session40_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -129,6 +132,13 @@ case "$CALL" in
     --pairs --wide > "$OUT/keep/lnbwd-pairs-wide-call6.txt" 2>&1
   echo "ln bwd pairs sweep: exit $?"; grep -vE '^\{' "$OUT/keep/lnbwd-pairs-wide-call6.txt"
   grep -E '"error"' "$OUT/keep/lnbwd-pairs-wide-call6.txt" | cut -c1-300 | head -5
+  finish_call one
+  ;;
+7)
+  timeout 120 python3 -m warpforge bench --problem layer_norm.bwd --dtype bf16 --sweep \
+    --shape M=4096,N=32768 --max-time 1 --out "$OUT/keep/lnbwd-bf16-call7.json" > "$OUT/bench.log" 2>&1
+  echo "bench layer_norm.bwd bf16: exit $?"; grep -E "^│ layer" "$OUT/bench.log"
+  gpu_tests norm-call7 $((330 - SECONDS)) tests/ops/test_norm.py tests/ops/test_norm_bwd_narrow.py -n 6
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

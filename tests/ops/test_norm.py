@@ -927,6 +927,65 @@ def test_layer_norm_split_plan_policy(monkeypatch):
         norm_module._default_pairs_plan.cache_clear()
 
 
+def test_wide_pairs_launch_policy(monkeypatch):
+    """On the H200, 2-byte LayerNorm rows past the 256-column launch's 64 chunks and up to
+    32768 columns take the pairs kernel's wide launch (LAYER_NORM_BWD_PAIRS_WIDE_BY_MODEL), and
+    the narrow-row table leaves 32768 to it; wider rows, 4-byte rows and other GPUs do not."""
+    from warpforge.ops import _split_rows
+    from warpforge.runtime import DeviceCapabilities
+
+    caps = {name: DeviceCapabilities(name, (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448)
+            for name in ("NVIDIA H200", "NVIDIA H100 80GB HBM3")}  # fmt: skip
+    widest, wide = norm_module.LAYER_NORM_BWD_PAIRS_WIDE_BY_MODEL["NVIDIA H200"]
+    assert widest == 32768
+    try:
+        for name, cap in caps.items():
+            monkeypatch.setattr(_split_rows, "device_capabilities", lambda device, cap=cap: cap)
+            norm_module._default_pairs_plan.cache_clear()
+            norm_module.norm_bwd_narrow_plan.cache_clear()
+            h200 = name == "NVIDIA H200"
+            assert norm_module._default_pairs_plan(4096, 16384, 2, "cuda").block == 256
+            for n in (16386, 20002, 32768):
+                plan = norm_module._default_pairs_plan(4096, n, 2, "cuda")
+                if h200:
+                    assert (plan.block, plan.num_warps) == (wide["block"], wide["num_warps"])
+                    assert plan.programs <= 132 * wide["programs_per_sm"] and plan.prefetch
+                else:
+                    assert plan is None, (name, n)
+                assert norm_module._default_pairs_plan(4096, n, 4, "cuda") is None
+            assert norm_module._default_pairs_plan(4096, 32770, 2, "cuda") is None
+            narrow = norm_module.norm_bwd_narrow_plan("layer_norm", 4096, 32768, 2, "cuda")
+            assert (narrow is None) == h200
+            assert norm_module.norm_bwd_narrow_plan("layer_norm", 4096, 32770, 2, "cuda")
+    finally:
+        norm_module._default_pairs_plan.cache_clear()
+        norm_module.norm_bwd_narrow_plan.cache_clear()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(("m", "n"), [(257, 32768), (33, 20002), (1, 16386)])
+def test_gpu_default_layer_norm_backward_past_16384_columns(m, n, dtype, monkeypatch):
+    """The public op's 2-byte LayerNorm backward of 16385-32768 columns (the pairs kernel's
+    wide launch on the H200) against float64, bitwise the same on a second run."""
+    launched = []
+    real = norm_module._layer_norm_pairs_backward
+    monkeypatch.setattr(norm_module, "_layer_norm_pairs_backward",
+                        lambda *a, **k: launched.append(a[7]) or real(*a, **k))  # fmt: skip
+    x = randn(m, n, dtype=dtype, device="cuda") * 3 + 2
+    w, b, dy = (randn(*s, dtype=dtype, device="cuda") for s in ((n,), (n,), (m, n)))
+    xs, ws, bs = leaves(x, w, b)
+    got = torch.autograd.grad(layer_norm(xs, ws, bs), (xs, ws, bs), dy)
+    again = torch.autograd.grad(layer_norm(xs, ws, bs), (xs, ws, bs), dy)
+    if torch.cuda.get_device_name() in norm_module.LAYER_NORM_BWD_PAIRS_WIDE_BY_MODEL:
+        assert launched and launched[0].block == 1024, launched
+    want = _layer_norm_grads64(x, w, b, dy)
+    scale = _pairs_scales(x, w, dy)
+    for name, g, g2, e in zip(("dx", "dweight", "dbias"), got, again, want, strict=True):
+        assert torch.equal(g, g2), f"{name} differs between runs"
+        _close_pairs(g, e, dtype, f"{name} m={m} n={n}", scale.get(name))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize(("m", "n"), [(1, 16384), (600, 16384), (257, 16411), (64, 65536)])
@@ -1487,6 +1546,7 @@ PAIRS_GPU_LAUNCHES = [
     (512, 2, 12, {"hold_weight": False, "unroll": 1, "lag": 2}),
     (256, 1, 28, {"hold_weight": True, "unroll": 3, "full_words": False}),
     (256, 1, 28, {"hold_weight": True, "unroll": 3, "keep_rows": True}),
+    (1024, 4, 7, {"hold_weight": True, "unroll": 3}),  # the H200's wide default
 ]
 
 

@@ -1510,16 +1510,38 @@ stall samples in the poll, L2 84% busy, the poll's two 8-byte loads a lane 55% o
 not yet timed on the GPU."""
 
 
+LAYER_NORM_BWD_PAIRS_WIDE_BY_MODEL: dict[str, tuple[int, dict[str, int | bool]]] = {
+    "NVIDIA H200": (32768, {"block": 1024, "num_warps": 4, "programs_per_sm": 7, "prefetch": True}),
+}
+"""GPU model -> (widest row, launch) of ``layer_norm_bwd_pairs_kernel`` for 2-byte rows wider
+than :func:`layer_norm_bwd_pairs_launch`'s 64 chunks take: 1024-column chunks of 4 warps, seven
+an SM (the same 8 columns a thread and 28 warps an SM, a quarter of the programs a row). H200,
+kernel alone (``benchmarks/ln_bwd_split_sweep.py --pairs --wide``,
+``benchmarks/results/session40-h200-2026-12-01/lnbwd-pairs-wide-call6.txt``), bf16 4096 x 32768:
+279.5 µs (68.2% of copy) against 312.3 µs for the flag-word kernel these rows took
+(:data:`NORM_BWD_NARROW_BY_MODEL`, which now starts at 32769 columns there); 2048-column chunks
+of 8 warps 336.4, 512-column chunks of 2 warps 326.0. At 4096 x 16384 the 256-column launch
+stays (125.2 against 199.2 µs for this one). Rows of 16385-32767 columns (the split kernel's
+until now) take it unmeasured; other models keep their kernels."""
+
+
 @functools.lru_cache(maxsize=1024)
 def _default_pairs_plan(
     M: int, N: int, element_size: int, device: torch.device | str
 ) -> SplitRowPlan | None:
-    """The default ``layer_norm_bwd_pairs_kernel`` launch of (M, N) rows, or None (rows that
-    do not split, see :func:`_default_split`; no launch for this element size)."""
+    """The default ``layer_norm_bwd_pairs_kernel`` launch of (M, N) rows (wider rows than its
+    64 chunks hold: :data:`LAYER_NORM_BWD_PAIRS_WIDE_BY_MODEL`'s, where the GPU has one), or
+    None (rows that do not split, see :func:`_default_split`; no launch for this element
+    size)."""
     launch = layer_norm_bwd_pairs_launch(element_size)
     if N < LAYER_NORM_BWD_SPLIT_MIN_N or launch is None:
         return None
     plan = split_row_plan(M, N, device, **launch)
+    if plan is not None and plan.chunks > LAYER_NORM_BWD_PAIRS_MAX_CHUNKS:
+        model = _split_rows.device_capabilities(device).name
+        widest, wide = LAYER_NORM_BWD_PAIRS_WIDE_BY_MODEL.get(model, (0, {}))
+        if widest >= N:
+            plan = split_row_plan(M, N, device, **wide)
     if plan is None or plan.chunks > LAYER_NORM_BWD_PAIRS_MAX_CHUNKS:
         return None
     return plan
@@ -1845,7 +1867,8 @@ NORM_BWD_NARROW_BY_MODEL: dict[str, dict[tuple[str, int], tuple[NarrowChoice, ..
             ("lag", _LAG_4096, 131073, 262144),
         ),
         ("layer_norm", 2): (
-            ("flags", _FLAGS_4096, 32768, 65535),
+            # 32768: the pairs kernel's wide launch (LAYER_NORM_BWD_PAIRS_WIDE_BY_MODEL)
+            ("flags", _FLAGS_4096, 32769, 65535),
             ("lag", _LAG_4096, 131072, 262144),
         ),
     },
