@@ -30,6 +30,9 @@
 #   7  call 6's 1024-column 4-warp pairs launch shipped for 2-byte LayerNorm rows of 16385-32768
 #      columns on the H200 (norm.LAYER_NORM_BWD_PAIRS_WIDE_BY_MODEL): the harness row it
 #      changes (layer_norm.bwd bf16 4096 x 32768), then the norm backward's GPU tests.
+#   8  the same question for the bf16 norm backwards of 131072 and 262144 columns (the H200's
+#      narrow-row table: the lagged flag-word kernel in 2048- or 4096-column programs),
+#      benchmarks/norm_bwd_narrow_sweep.py with wider programs of more warps.
 # Usage: bash scripts/gpu/session40_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -139,6 +142,14 @@ case "$CALL" in
     --shape M=4096,N=32768 --max-time 1 --out "$OUT/keep/lnbwd-bf16-call7.json" > "$OUT/bench.log" 2>&1
   echo "bench layer_norm.bwd bf16: exit $?"; grep -E "^│ layer" "$OUT/bench.log"
   gpu_tests norm-call7 $((330 - SECONDS)) tests/ops/test_norm.py tests/ops/test_norm_bwd_narrow.py -n 6
+  finish_call one
+  ;;
+8)
+  SWEEP_SHAPES="8192x131072 8192x262144" SWEEP_LAUNCHES="lag/2048/4/4/0 lag/4096/4/2/0 \
+lag/8192/8/1/0 lag/4096/8/2/0 lag/8192/16/1/0 flags/8192/8/1/1" \
+    timeout 110 python3 benchmarks/norm_bwd_narrow_sweep.py sweep "$OUT/keep/normbwd-wide-call8.txt" \
+    > "$OUT/keep/normbwd-wide-call8.log" 2>&1
+  echo "norm bwd sweep: exit $?"; cat "$OUT/keep/normbwd-wide-call8.log" | cut -c1-160 | tail -45
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
