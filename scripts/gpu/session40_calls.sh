@@ -33,6 +33,9 @@
 #   8  the same question for the bf16 norm backwards of 131072 and 262144 columns (the H200's
 #      narrow-row table: the lagged flag-word kernel in 2048- or 4096-column programs),
 #      benchmarks/norm_bwd_narrow_sweep.py with wider programs of more warps.
+#   9  call 8's finding shipped (bf16 RMSNorm and add+RMSNorm backward past 131072 columns: the
+#      lagged kernel in 8192-column 16-warp programs, NORM_BWD_NARROW_BY_MODEL): their harness
+#      rows at 8192 x 262144, then the narrow-row backward's GPU tests at 262144 columns.
 # Usage: bash scripts/gpu/session40_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -150,6 +153,13 @@ lag/8192/8/1/0 lag/4096/8/2/0 lag/8192/16/1/0 flags/8192/8/1/1" \
     timeout 110 python3 benchmarks/norm_bwd_narrow_sweep.py sweep "$OUT/keep/normbwd-wide-call8.txt" \
     > "$OUT/keep/normbwd-wide-call8.log" 2>&1
   echo "norm bwd sweep: exit $?"; cat "$OUT/keep/normbwd-wide-call8.log" | cut -c1-160 | tail -45
+  finish_call one
+  ;;
+9)
+  timeout 110 python3 -m warpforge bench --problem "rms_norm.bwd,add_rms_norm.bwd" --dtype bf16 --sweep \
+    --shape M=8192,N=262144 --max-time 1 --out "$OUT/keep/normbwd-bf16-call9.json" > "$OUT/bench.log" 2>&1
+  echo "bench norm bwd bf16: exit $?"; grep -E "^│ (add_)?rms" "$OUT/bench.log"
+  gpu_tests narrow-call9 $((185 - SECONDS)) tests/ops/test_norm_bwd_narrow.py -k 262144 -n 6
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -161,7 +161,8 @@ def narrow_plan(monkeypatch):
 
 def test_an_h200_takes_its_own_bf16_entries_and_the_shared_rest(narrow_plan, monkeypatch):
     """On an H200 the bf16 backward takes NORM_BWD_NARROW_BY_MODEL's entries (the lagged kernel
-    for add+RMSNorm from 65536 columns, for all three families over 131072); float32 and the
+    for add+RMSNorm from 65536 columns, for all three families over 131072, RMSNorm's and
+    add+RMSNorm's there in 8192-column programs); float32 and the
     narrower bf16 rows keep the shared table; the environment's table still replaces both."""
 
     def plan(family, N, element_size=2):
@@ -169,10 +170,10 @@ def test_an_h200_takes_its_own_bf16_entries_and_the_shared_rest(narrow_plan, mon
 
     assert plan("rms_norm", 32767) == ("flags", 2048)
     assert plan("rms_norm", 131072) == ("lag", 2048)
-    assert plan("rms_norm", 262144) == ("lag", 4096)
+    assert plan("rms_norm", 262144) == ("lag", 8192)
     assert plan("add_rms_norm", 40009) == ("flags", 4096)
     assert plan("add_rms_norm", 65536) == ("lag", 2048)
-    assert plan("add_rms_norm", 262144) == ("lag", 4096)
+    assert plan("add_rms_norm", 262144) == ("lag", 8192)
     assert plan("layer_norm", 65536) is None
     assert plan("layer_norm", 131072) == ("lag", 4096)
     assert plan("layer_norm", 262144) == ("lag", 4096)

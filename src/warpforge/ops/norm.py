@@ -1852,19 +1852,20 @@ columns 2240 / 2896 / 2282 us. The lag kernel is 1.6-3.5x slower than flags in e
 row (not investigated)."""
 
 _LAG_4096 = {"block": 4096, "num_warps": 4, "programs_per_sm": 2, "prefetch": False}
+_LAG_8192_16 = {"block": 8192, "num_warps": 16, "programs_per_sm": 1, "prefetch": False}
 
 NORM_BWD_NARROW_BY_MODEL: dict[str, dict[tuple[str, int], tuple[NarrowChoice, ...]]] = {
     "NVIDIA H200": {
         ("rms_norm", 2): (
             ("flags", _FLAGS_2048, 16385, 32767),
             ("lag", _LAG_2048, 32768, 131072),
-            ("lag", _LAG_4096, 131073, 262144),
+            ("lag", _LAG_8192_16, 131073, 262144),
         ),
         ("add_rms_norm", 2): (
             ("flags", _FLAGS_2048, 16385, 32767),
             ("flags", _FLAGS_4096, 32768, 65535),
             ("lag", _LAG_2048, 65536, 131072),
-            ("lag", _LAG_4096, 131073, 262144),
+            ("lag", _LAG_8192_16, 131073, 262144),
         ),
         ("layer_norm", 2): (
             # 32768: the pairs kernel's wide launch (LAYER_NORM_BWD_PAIRS_WIDE_BY_MODEL)
@@ -1889,7 +1890,15 @@ columns cannot take 262144 columns (128 chunks, over the words' poll). Through t
 H200 (``normbwd-bf16-call2.json`` before, ``normbwd-bf16-call5.json`` after, same directory):
 add+RMSNorm 65536 / 131072 / 262144 columns 2373.6 / 4855.7 / 10477.3 -> 2222.2 / 4481.3 /
 9826.7 us (85 / 84 / 77 -> 91 / 91 / 83% of copy); RMSNorm 262144 7894.3 -> 6853.6 us (64 ->
-74%); LayerNorm 131072 / 262144 4219.7 / 8762.1 -> 4029.0 / 7607.6 us (60 / 58 -> 63 / 67%)."""
+74%); LayerNorm 131072 / 262144 4219.7 / 8762.1 -> 4029.0 / 7607.6 us (60 / 58 -> 63 / 67%).
+
+Past 131072 columns RMSNorm and add+RMSNorm take the lagged kernel in 8192-column programs of
+16 warps, one an SM (the same 16 columns a thread as 2048 columns on 4 warps; half the programs
+a row of the 4096-column launch). Kernel alone (``session40-h200-2026-12-01/
+normbwd-wide-call8.txt``), 8192 x 262144, against the 4096-column launch: RMSNorm 3804.2
+against 4355.6 us (79.2 against 69.1% of copy), add+RMSNorm 4549.6 against 5416.5 (88.2 against
+74.1%); LayerNorm there was slower (5659.8 against 4585.0) and keeps it, and at 131072 columns
+no wider launch beat the table's."""
 
 NORM_BWD_NARROW_ENV = "WARPFORGE_NORM_BWD_NARROW"
 """Replaces :data:`NORM_BWD_NARROW` (benchmark sweeps), read when a shape is first planned:
