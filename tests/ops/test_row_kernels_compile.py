@@ -33,9 +33,8 @@ COMPILE_ALL = textwrap.dedent(
     # the pairs kernel's default launch (256 columns, 1 warp, 28 an SM, 72 registers): no spill
     # under the ptxas of Triton 3.6 (the GPU's), 8 bytes under Triton 3.9's
     PAIRS_SPILL_ALLOWED = 8
-    rows.device_capabilities = split_rows.device_capabilities = lambda device: DeviceCapabilities(
-        "H100", (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448
-    )
+    h100 = DeviceCapabilities("H100", (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448)
+    rows.device_capabilities = split_rows.device_capabilities = lambda device: h100
     target = GPUTarget("cuda", 90, 32)
 
     def with_defaults(fn, constexprs):
@@ -215,8 +214,13 @@ COMPILE_ALL = textwrap.dedent(
                               aligned=("stride_dy", "stride_x", "stride_dh", "stride_dx", "N"), **options)
         assert stack == 0, f"backward row launch spills {stack} bytes ({size}, {kernel}, {block})"
     # the split-row softmax backward at the op's launches: y and dy held under the register cap,
-    # no spills (the launch's reason: 4-warp 8192-column programs spill 536-744 bytes); bf16
-    # rows of 65536 columns take the wide launch, narrower ones the 8192-column one
+    # no spills (the launch's reason: 4-warp 8192-column programs spill 536-744 bytes); an H100
+    # keeps the 8192-column launch, where the H200 takes the wide one for bf16 rows of 65536
+    # columns and more and float32 rows of 262144 (BWD_SPLIT_WIDE_LAUNCHES_BY_MODEL)
+    assert softmax_ops._bwd_split_plan(8192, 262144, 2, "cuda").block == 8192
+    h200 = DeviceCapabilities("NVIDIA H200", (9, 0), 132, 50 * 2**20, 141 * 2**30, 232448)
+    rows.device_capabilities = split_rows.device_capabilities = lambda device: h200
+    softmax_ops._bwd_split_plan.cache_clear()
     assert softmax_ops._bwd_split_plan(8192, 65536, 2, "cuda").block == 16384
     assert softmax_ops._bwd_split_plan(4096, 32768, 2, "cuda").block == 8192
     for dt, tdt in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
@@ -224,8 +228,6 @@ COMPILE_ALL = textwrap.dedent(
         for N in (131072, 262144):
             plan = softmax_ops._bwd_split_plan(8192, N, tdt.itemsize, "cuda")
             assert plan is not None and plan.flag_words, f"expected a split backward ({dt}, {N})"
-            # these rows meet in fewer, wider programs (BWD_SPLIT_WIDE_LAUNCHES) but float32's
-            # of 131072 columns
             want = (8192, 8) if (dt, N) == ("fp32", 131072) else (16384, 16)
             assert (plan.block, plan.num_warps) == want, f"{dt}, {N}: expected {want}, got {plan}"
             for log in (False, True):
@@ -233,6 +235,7 @@ COMPILE_ALL = textwrap.dedent(
                 stack = spilled_bytes(sk.softmax_bwd_flags_kernel, types, flags,
                                       aligned=("stride_dy", "stride_y", "stride_dx", "N"), **plan.launch_options())
                 assert stack == 0, f"split softmax backward spills {stack} bytes ({dt}, {N}, LOG={log})"
+    rows.device_capabilities = split_rows.device_capabilities = lambda device: h100
     # the split-row LayerNorm backwards at their launches (the split kernel for rows wider than
     # the held / lagged kernels take, the held (2-byte) or lagged (4-byte) one at the benchmark
     # rows): under their register caps

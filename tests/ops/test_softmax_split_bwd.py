@@ -180,6 +180,32 @@ def test_autograd_backward_of_long_rows_takes_the_split_kernel(fn, monkeypatch, 
     )
 
 
+def test_wide_launch_only_where_its_gpu_measured_it(monkeypatch):
+    """The H200 splits 2-byte rows of 65536 columns or more and float32 rows of 262144 over
+    16384-column 16-warp programs (BWD_SPLIT_WIDE_LAUNCHES_BY_MODEL); narrower rows there, and
+    every row on another GPU, keep BWD_SPLIT_LAUNCHES' 8192-column programs."""
+    from warpforge.ops import _split_rows
+    from warpforge.runtime import DeviceCapabilities
+
+    def plan(model, N, element_size):
+        caps = DeviceCapabilities(model, (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448)
+        monkeypatch.setattr(_split_rows, "device_capabilities", lambda device: caps)
+        softmax_ops._bwd_split_plan.cache_clear()
+        got = softmax_ops._bwd_split_plan(8192, N, element_size, "cuda")
+        return got.block, got.num_warps, -(-got.programs // 132)  # programs an SM
+
+    try:
+        wide = (16384, 16, 1)
+        for N, element_size, want in ((65536, 2, wide), (262144, 2, wide), (32768, 2, None),
+                                      (262144, 4, wide), (131072, 4, None)):  # fmt: skip
+            narrow = softmax_ops.BWD_SPLIT_LAUNCHES[element_size]
+            default = (narrow["block"], narrow["num_warps"], narrow["programs_per_sm"])
+            assert plan("NVIDIA H200", N, element_size) == (want or default), (N, element_size)
+            assert plan("NVIDIA H100 80GB HBM3", N, element_size) == default, (N, element_size)
+    finally:
+        softmax_ops._bwd_split_plan.cache_clear()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])

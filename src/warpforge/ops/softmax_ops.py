@@ -15,6 +15,7 @@ import functools
 import torch
 
 from warpforge.dispatch import dispatched_op
+from warpforge.ops import _split_rows
 from warpforge.ops._rows import (
     MAX_SINGLE_PASS_N,
     RowLaunchConfig,
@@ -128,21 +129,24 @@ bf16 4691 / 4700 us (91% of copy) against 7055 / 6367 for the chunked kernel; fp
 65-73%. The 4-warp 8192-column launch ran at 22-38% of copy (its spills reloaded every row);
 4096/4 x4 with prefetch ties at 262144 bf16 and is slower elsewhere."""
 
-BWD_SPLIT_WIDE_LAUNCHES = {
-    2: (65536, {"block": 16384, "num_warps": 16, "programs_per_sm": 1, "prefetch": True}),
-    4: (262144, {"block": 16384, "num_warps": 16, "programs_per_sm": 1, "prefetch": False}),
+BWD_SPLIT_WIDE_LAUNCHES_BY_MODEL = {
+    "NVIDIA H200": {
+        2: (65536, {"block": 16384, "num_warps": 16, "programs_per_sm": 1, "prefetch": True}),
+        4: (262144, {"block": 16384, "num_warps": 16, "programs_per_sm": 1, "prefetch": False}),
+    },
 }
-"""Element size -> (narrowest row, launch) where a row's backward takes fewer, wider programs
-than ``BWD_SPLIT_LAUNCHES``': one 16-warp program an SM holding 16384 columns (the same 32
-columns a thread, 128 registers, no spill), so a row of 262144 columns meets 16 programs rather
-than 32. H200, kernel alone (``benchmarks/softmax_bwd_split_sweep.py``; ``session40-h200-
+"""GPU model -> element size -> (narrowest row, launch) where a row's backward takes fewer,
+wider programs than ``BWD_SPLIT_LAUNCHES``': one 16-warp program an SM holding 16384 columns
+(the same 32 columns a thread, 128 registers, no spill), so a row of 262144 columns meets 16
+programs rather than 32. H200, kernel alone (``benchmarks/softmax_bwd_split_sweep.py``; ``session40-h200-
 2026-12-01/softmax_bwd_split_sweep-call2.txt`` and ``-call3.txt``), 8192 rows, softmax /
 log-softmax µs against the 8192-column launch: bf16 262144 columns 3407.8 / 3475.9 (89.0 / 87.3%
 of copy) against 3997.7 / 4027.6 (75.9 / 75.3%), 131072 1588.6 / 1617.2 against 1615.6 /
 1643.5, 65536 764.5 / 773.5 against 782.4 / 797.2; float32 262144 (without the prefetch, which
 costs float32 8-13% here) 6888.8 / 6358.8 against 7084.9 / 6871.6. Slower where it is not
 used: bf16 4096 x 32768 199.4 / 201.4 against 194.1 / 195.2, float32 131072 3231.6 / 3168.7
-against 3159.4 / 3130.0. The H100 was not measured with it."""
+against 3159.4 / 3130.0. Other GPUs (the H100: not measured with it) keep
+``BWD_SPLIT_LAUNCHES``."""
 
 BWD_SPLIT_MIN_N = {2: MAX_SINGLE_PASS_N + 1, 4: MAX_SINGLE_PASS_N + 1}
 """Element size -> the narrowest row the backward splits over programs (narrower: the
@@ -154,14 +158,16 @@ take it too, not measured there yet."""
 def _bwd_split_plan(
     M: int, N: int, element_size: int, device: torch.device | str
 ) -> SplitRowPlan | None:
-    """The split backward of rows of N columns (``BWD_SPLIT_WIDE_LAUNCHES``' launch for rows
-    at least as wide as it names, where the GPU holds a row's programs at once), or None (the
+    """The split backward of rows of N columns (``BWD_SPLIT_WIDE_LAUNCHES_BY_MODEL``' launch
+    for the GPU's rows at least as wide as it names, where it holds a row's programs at once),
+    or None (the
     one-program-per-row kernels): rows narrower than ``BWD_SPLIT_MIN_N``, more chunks than the
     words' poll reads, or more programs a row than the GPU holds at once."""
     launch = BWD_SPLIT_LAUNCHES.get(element_size)
     if launch is None or BWD_SPLIT_MIN_N.get(element_size, 1 << 62) > N:
         return None
-    wide_n, wide = BWD_SPLIT_WIDE_LAUNCHES.get(element_size, (1 << 62, {}))
+    wides = BWD_SPLIT_WIDE_LAUNCHES_BY_MODEL.get(_split_rows.device_capabilities(device).name, {})
+    wide_n, wide = wides.get(element_size, (1 << 62, {}))
     if wide_n <= N:
         plan = flag_word_plan(M, N, device, **wide)
         if plan is not None:
