@@ -159,7 +159,8 @@ BF16_PAIRS_WORDS = [
 ]
 # --wide: wider chunks of more warps at the default's 8 columns a thread and 28 warps an SM (or
 # 32), so a row meets fewer programs (the H200's split softmax backward ran 15% faster at half
-# the programs a row); at 4096 x 16384 and at 4096 x 32768, whose rows the split kernel takes now
+# the programs a row); at 4096 x 16384 and at 4096 x 32768 (the flag-word kernel's rows before
+# session40-h200-2026-12-01/lnbwd-pairs-wide-call6.txt, the wide pairs launch's on the H200 since)
 BF16_PAIRS_WIDE = [
     (256, 1, 28, {"hold_weight": True, "unroll": 3}),
     (512, 2, 14, {"hold_weight": True, "unroll": 3}),

@@ -1,4 +1,4 @@
-"""Kernel-alone sweep of the softmax / log-softmax backward on the H100 (issue #4): the split-row
+"""Kernel-alone sweep of the softmax / log-softmax backward (issue #4; H100, then H200): the split-row
 flag-word kernel (``softmax_bwd_flags_kernel``) at candidate launches against the
 one-program-per-row chunked kernel (the backward before it, which reads y and dy twice).
 
