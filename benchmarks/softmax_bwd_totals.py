@@ -63,10 +63,14 @@ def check_seed(seed: int, rows: int, cols: int, dtype: torch.dtype, device: str,
     (dx,) = torch.autograd.grad(y, x, dy)
     median, stderr, total = segment_totals(y.detach(), dy, dx, segment)
     off = (median - total[:, None]).abs() / stderr.clamp_min(1e-30)
-    # the GPU test's rule: float64 reference from float64 softmax, atol 5e-2 / n, rtol 5e-2
+    # the GPU test's rule: float64 reference from float64 softmax, atol 5e-2 / n, rtol 5e-2,
+    # and what rounding the saved y moves dx by (test_softmax.py's stored_output_slack)
     x64 = x.detach().double().requires_grad_()
-    (dx64,) = torch.autograd.grad(torch.softmax(x64, -1), x64, dy.double())
-    bad = (dx.double() - dx64).abs() > 5e-2 / cols + 5e-2 * dx64.abs()
+    y64 = torch.softmax(x64, -1)
+    (dx64,) = torch.autograd.grad(y64, x64, dy.double())
+    y64 = y64.detach()
+    slack = y64 * 2.0**-8 * (dy.double().abs() * y64).sum(-1, keepdim=True)
+    bad = ~((dx.double() - dx64).abs() <= 5e-2 / cols + 5e-2 * dx64.abs() + slack)
     far = (off > sigmas).nonzero().tolist()
     return {
         "seed": seed,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from softmax_check import assert_dx_close, wrong_elements
 
 import warpforge.ops._kernels.softmax
 from launch_spy import LaunchSpy
@@ -52,21 +53,6 @@ def allowed_error(dy: torch.Tensor, y: torch.Tensor, log: bool, want: torch.Tens
         torch.finfo(torch.float32).eps * terms.norm(dim=-1, keepdim=True) * (N.bit_length() ** 0.5)
     )
     return TOL[y.dtype] * (1 + want.abs()) + weight.abs() * ROUNDING_SPREADS * spread
-
-
-def wrong_elements(dx: torch.Tensor, want: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """Where dx is off by more than allowed; a NaN (an unwritten or torn value) counts."""
-    return ~((dx.double() - want).abs() <= allowed)
-
-
-def assert_dx_close(dx: torch.Tensor, want: torch.Tensor, allowed: torch.Tensor) -> None:
-    err = (dx.double() - want).abs()
-    bad = wrong_elements(dx, want, allowed)
-    assert not bad.any(), (
-        f"{int(bad.sum())} of {dx.numel()} elements off by more than allowed; worst "
-        f"{float(torch.nan_to_num(err - allowed, nan=float('inf')).max()):.3g} over at "
-        f"{tuple(int(i) for i in torch.nonzero(bad)[0])}"
-    )
 
 
 def row_errors(
