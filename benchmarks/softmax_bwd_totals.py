@@ -14,6 +14,14 @@ of the test's tolerance, says the element alone is wrong.
 
     PYTHONPATH=src python benchmarks/softmax_bwd_totals.py --out FILE.json [--seeds 50]   # GPU
     PYTHONPATH=src python benchmarks/softmax_bwd_totals.py --out FILE.json --smoke        # CPU
+    PYTHONPATH=src python benchmarks/softmax_bwd_totals.py --out FILE.json \
+        --emulate 4096,16384,262144 --seeds 300                                            # CPU
+
+``--emulate`` runs no kernel: for 8 rows of each width, x of standard deviation 3 as the GPU
+test draws it, it computes softmax's backward in float64 the way the kernels do (y rounded to
+bf16, the row total and dx in fp32, dx rounded to bf16) and counts the seeds failing the test's
+old bound (atol 5e-2 / n, rtol 5e-2), the bound with :func:`stored_output_slack`, and the old
+bound with y kept in fp32.
 
 Each seed: x and dy fresh (``torch.randn``, seeded), y and dx from the public op
 (``warpforge.ops.softmax`` and its backward); the report lists, per seed, the largest segment
@@ -52,6 +60,34 @@ def segment_totals(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor, segment:
     return median, stderr, total
 
 
+def stored_output_slack(y64: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    """What rounding the saved y to bf16 (2**-9 of each, 2**-8 with the forward's own error)
+    can move softmax's dx by, per element: y_i * 2**-8 * sum_j |dy_j| y_j (the slack of
+    ``tests/ops/test_softmax.py::test_bf16_gpu``)."""
+    return y64 * 2.0**-8 * (dy.double().abs() * y64).sum(-1, keepdim=True)
+
+
+def bound_failures(cols: int, seeds: int, rows: int = 8) -> dict:
+    """``--emulate`` at one width: of ``seeds`` seeds, how many have an element of dx out of the
+    test's old bound, of that bound plus :func:`stored_output_slack`, and of the old bound
+    with y kept in fp32 (float64 emulation of the kernels' arithmetic on the CPU)."""
+    failed = {"old_bound": 0, "with_slack": 0, "fp32_y_old_bound": 0}
+    for seed in range(seeds):
+        gen = torch.Generator().manual_seed(seed)
+        x = (torch.randn(rows, cols, generator=gen) * 3).to(torch.bfloat16)
+        dy = torch.randn(rows, cols, generator=gen).to(torch.bfloat16)
+        y64 = torch.softmax(x.double(), -1)
+        dx64 = y64 * (dy.double() - (dy.double() * y64).sum(-1, keepdim=True))
+        old = 5e-2 / cols + 5e-2 * dx64.abs()
+        for key, y, bound in (("old_bound", y64.to(torch.bfloat16).float(), old),
+                              ("with_slack", y64.to(torch.bfloat16).float(),
+                               old + stored_output_slack(y64, dy)),
+                              ("fp32_y_old_bound", y64.float(), old)):  # fmt: skip
+            dx = (y * (dy.float() - (dy.float() * y).sum(-1, keepdim=True))).to(torch.bfloat16)
+            failed[key] += int(bool((~((dx.double() - dx64).abs() <= bound)).any()))
+    return {"cols": cols, "rows": rows, "seeds": seeds, "failed": failed}
+
+
 def check_seed(seed: int, rows: int, cols: int, dtype: torch.dtype, device: str, segment: int,
                sigmas: float) -> dict:  # fmt: skip
     from warpforge.ops import softmax
@@ -68,8 +104,7 @@ def check_seed(seed: int, rows: int, cols: int, dtype: torch.dtype, device: str,
     x64 = x.detach().double().requires_grad_()
     y64 = torch.softmax(x64, -1)
     (dx64,) = torch.autograd.grad(y64, x64, dy.double())
-    y64 = y64.detach()
-    slack = y64 * 2.0**-8 * (dy.double().abs() * y64).sum(-1, keepdim=True)
+    slack = stored_output_slack(y64.detach(), dy)
     bad = ~((dx.double() - dx64).abs() <= 5e-2 / cols + 5e-2 * dx64.abs() + slack)
     far = (off > sigmas).nonzero().tolist()
     return {
@@ -110,7 +145,20 @@ def main() -> int:
     parser.add_argument("--segment", type=int, default=1024)
     parser.add_argument("--sigmas", type=float, default=8.0)
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, a small row")
+    parser.add_argument("--emulate", default="", help="widths, e.g. 4096,16384 (CPU, no kernel)")
     args = parser.parse_args()
+    from warpforge.environment import environment_fingerprint
+
+    if args.emulate:
+        widths = [int(w) for w in args.emulate.split(",")]
+        found = []
+        for cols in widths:
+            found.append(bound_failures(cols, args.seeds))
+            print(f"{cols} columns: {found[-1]['failed']} of {args.seeds} seeds", flush=True)
+        report = {"environment": environment_fingerprint(), "x_std": 3, "emulation": found}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=1))
+        return 0
     if args.smoke:  # bf16 loads are wrong under the interpreter
         args.rows, args.cols, args.dtype, args.seeds, args.segment = 3, 40000, "fp16", 2, 1000
     device = "cpu" if args.smoke else "cuda"
@@ -119,8 +167,6 @@ def main() -> int:
     from sweep_common import DTYPES
 
     dtype = DTYPES[args.dtype]
-    from warpforge.environment import environment_fingerprint
-
     seeds = []
     for seed in range(args.seeds):
         seeds.append(check_seed(seed, args.rows, args.cols, dtype, device, args.segment,

@@ -38,7 +38,7 @@ def stored_output_slack(name, y64, dy, dim, rounding):
     reads) can move softmax's dx by, per element: y_i * |sum_j dy_j (y_j - y64_j)| is at most
     y_i * rounding * sum_j |dy_j| y_j. Where a few probabilities dominate a row (x of std 3),
     this reaches several times the test's 5e-2 / n: exactly rounded arithmetic on a bf16 y
-    fails that bound alone in 8-37% of runs (``test_bf16_slack_covers_a_rounded_output``).
+    fails that bound alone in 8-38% of runs (``test_bf16_slack_covers_a_rounded_output``).
     Log-softmax's dx is bounded by its rtol; its slack is 0."""
     if name != "softmax":
         return torch.zeros_like(y64)
@@ -216,9 +216,9 @@ def test_bf16_gpu(name, n):
 def test_bf16_slack_covers_a_rounded_output(n):
     """Why test_bf16_gpu allows :func:`stored_output_slack`: softmax's backward computed exactly
     as the kernels do (fp32 from the bf16 y, total in fp32, dx rounded to bf16) on x of std 3
-    fails the atol / rtol alone in some of 40 runs (measured 8% of runs at 4096 columns, 18% at
-    16384, 37% at 262144; the GPU tier failed so on the H200 twice), and passes every run with
-    the slack. Emulated in float64 on the CPU."""
+    fails the atol / rtol alone in some of 40 runs (8% of runs at 4096 columns, 18% at 16384,
+    38% at 262144: ``benchmarks/softmax_bwd_totals.py --emulate``; the GPU tier failed so on the
+    H200 twice), and passes every run with the slack. Emulated in float64 on the CPU."""
     failed_plain = 0
     for seed in range(40):
         gen = torch.Generator().manual_seed(seed)

@@ -49,6 +49,15 @@ def test_underflowed_probabilities_are_left_out() -> None:
     assert sigmas.isfinite().all() and sigmas.max() < 8
 
 
+def test_emulation_counts_each_bound() -> None:
+    """``--emulate``'s count over seeds 0-11 at 4096 columns, of which one (seed 8-11) fails the
+    old bound: none fails with the stored output's slack, nor with y kept in fp32."""
+    totals = load_script("benchmarks/softmax_bwd_totals.py")
+    found = totals.bound_failures(4096, 12)
+    assert (found["cols"], found["rows"], found["seeds"]) == (4096, 8, 12)
+    assert found["failed"] == {"old_bound": 1, "with_slack": 0, "fp32_y_old_bound": 0}
+
+
 @pytest.mark.interpreter
 def test_smoke_run_writes_a_report(tmp_path: Path) -> None:
     out = tmp_path / "totals.json"
