@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The device calls of the forty-first session, on the H200 (nvidia-h200). Carry .whl/
+# (Liger-Kernel; pytest-xdist and execnet for the test workers); set WARPFORGE_GIT_COMMIT to this
+# machine's `git rev-parse HEAD` as a literal hash (calls_common.sh says why). Each call comes back
+# as OUT/call-N.tgz; results go under benchmarks/results/session41-h200-<date>/.
+# Run from a sparse checkout without benchmarks/results/: git sparse-checkout set --no-cone '/*'
+# '!/benchmarks/results/'; afterwards git sparse-checkout disable. No call reads the results.
+#   1  cross-entropy at vocab 50257 (rows that start off 16-byte boundaries), bf16 71-78% of copy
+#      on the H200: the saved-lse backward's flat kernel (aligned blocks of the flat stream,
+#      shipped for float32 only, never timed in bf16) against the row kernel, kernel alone
+#      (parity_sweep.py, all four backward shapes), then the split forward with gradient's
+#      launches at 4096 x 50257, bf16 and float32 (ce_split_meeting_sweep.py; the float32 aligned
+#      launch was chosen on the H100).
+# Usage: bash scripts/gpu/session41_calls.sh OUT CALL
+set -uo pipefail
+source "$(dirname "$0")/calls_common.sh"
+start_call session41_calls.sh "$@"
+
+case "$CALL" in
+1)
+  parity_cases ce-bwd-bf16-call1 330 --only "cross_entropy.bwd M=4096 V=50257 torch.bfloat16" \
+    "cross_entropy.bwd M=16384 V=32000 torch.bfloat16" "cross_entropy.bwd M=8192 V=128256 torch.bfloat16" \
+    "cross_entropy.bwd M=4096 V=262144 torch.bfloat16"
+  timeout $((570 - SECONDS)) python3 benchmarks/ce_split_meeting_sweep.py --out "$OUT/ce" --repeat 3 \
+    --shapes 4096x50257:bf16,4096x50257:fp32 \
+    --only "default,op,words 4096/4 x8,words 2048/2 x16,words 4096/8 x4,words 8192/8 x2,words 16384/16 x1,words 8192/8 x4" \
+    > "$OUT/ce.log" 2>&1
+  echo "ce sweep: exit $?"
+  for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call1.${f##*.}"; done
+  grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -40
+  finish_call one
+  ;;
+*) echo "unknown call $CALL"; exit 2 ;;
+esac
