@@ -136,6 +136,15 @@ def _ce_variants(grid_flat, grid_rows) -> dict[str, Fn]:
         out[f"rows BLOCK={block} warps={warps}"] = lambda lg, t, lse, g, b=block, w=warps: (
             ce.row_grads(torch.empty_like(lg), lg, t, lse, g, IGNORE_INDEX, 0.0, 0.0, launch=(b, w))
         )
+    for block, warps in grid_rows[:2]:  # the logits loaded without evict_first
+
+        def plain(lg, t, lse, g, b=block, w=warps):
+            grad = torch.empty_like(lg)
+            return ce.row_grads(
+                grad, lg, t, lse, g, IGNORE_INDEX, 0.0, 0.0, launch=(b, w), evict_first=False
+            )
+
+        out[f"rows BLOCK={block} warps={warps} plain"] = plain
     return out
 
 
@@ -452,6 +461,9 @@ CE_FLAT_GRID = [(1024, 4), (512, 2), (256, 2), (512, 4), (1024, 2), (1024, 8), (
                 (4096, 8), (8192, 16)]  # fmt: skip
 """(BLOCK, num_warps) of the flat backward; the first two also without evict_first."""
 CE_ROWS_GRID = [(1024, 2), (2048, 4), (2048, 8), (4096, 4), (8192, 8), (8192, 16), (16384, 16)]
+CE_ROWS_GRID_SMALL = [(256, 1), (512, 1), (1024, 1), (512, 2), (2048, 2), (1024, 4)]
+"""Smaller row-kernel programs, timed in bf16 after 1024 / 2 won all four shapes there
+(``session41-h200-2026-12-01/parity-ce-bwd-bf16-call1.json``)."""
 CHUNKED = ((2048, 1, 4), (4096, 1, 8), (8192, 1, 8), (8192, 1, 16))
 NORM_FWD_CASES = [
     ("rms_norm.fwd", BF16, 4096, 32768, (16, 32), CHUNKED),
@@ -658,7 +670,8 @@ def cases(device, smoke: bool, looped: tuple = LOOPED_GRID):
             problem = get_problem("cross_entropy.bwd")
             shape = {"M": 8, "V": 320} if smoke else {"M": rows, "V": classes}
             flat = [(64, 1), (256, 2)] if smoke else CE_FLAT_GRID
-            contenders = _with_baselines(problem, _ce_variants(flat, [] if smoke else CE_ROWS_GRID))
+            rows_grid = CE_ROWS_GRID + (CE_ROWS_GRID_SMALL if dtype == BF16 else [])
+            contenders = _with_baselines(problem, _ce_variants(flat, [] if smoke else rows_grid))
             return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
                     problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
 
@@ -768,7 +781,7 @@ def cases(device, smoke: bool, looped: tuple = LOOPED_GRID):
         *(ce_bwd(FP32, rows, classes) for rows, classes in CE_BWD_SHAPES),
         # bf16 keeps the row kernel, whose slices start where each row does: 71% of copy at
         # 4096 x 50257, 94-95% at the others (session33-h200-2026-11-30/ce-bf16-call2.json)
-        *(ce_bwd(BF16, rows, classes) for rows, classes in CE_BWD_SHAPES),
+        *(ce_bwd(BF16, rows, classes) for rows, classes in (*CE_BWD_SHAPES, (2048, 151936))),
         softmax_alone(False, FP32, SM_GRID),
         softmax_alone(True, FP32, SM_GRID),
         softmax_fwd_alone(False, FP32),

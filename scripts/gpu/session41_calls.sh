@@ -11,6 +11,10 @@
 #      (parity_sweep.py, all four backward shapes), then the split forward with gradient's
 #      launches at 4096 x 50257, bf16 and float32 (ce_split_meeting_sweep.py; the float32 aligned
 #      launch was chosen on the H100).
+#   2  call 1's finding shipped (the bf16 saved-lse backward's row kernel in 1024-column 2-warp
+#      slices on the H200, cross_entropy.BWD_ROW_LAUNCHES_BY_MODEL): the cross-entropy GPU tests,
+#      the harness's bf16 cross_entropy.bwd sweep, then the row kernel's smaller programs and its
+#      loads without the eviction hint, kernel alone (parity_sweep.py, five shapes).
 # Usage: bash scripts/gpu/session41_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -28,6 +32,18 @@ case "$CALL" in
   echo "ce sweep: exit $?"
   for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call1.${f##*.}"; done
   grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -40
+  finish_call one
+  ;;
+2)
+  gpu_tests ce-call2 150 tests/ops/test_cross_entropy.py tests/ops/test_lean_kernels.py \
+    tests/ops/test_fused_linear_cross_entropy.py -n 6 \
+    --deselect tests/ops/test_fused_linear_cross_entropy.py::test_gpu_weight_beyond_2_pow_31_elements
+  timeout 200 python3 -m warpforge bench --problem cross_entropy.bwd --dtype bf16 --sweep --max-time 1 \
+    --out "$OUT/keep/cebwd-bf16-call2.json" > "$OUT/bench.log" 2>&1
+  echo "bench cross_entropy.bwd bf16: exit $?"; grep -E "^│ cross" "$OUT/bench.log"
+  parity_cases ce-bwd-bf16-call2 $((570 - SECONDS)) --only "cross_entropy.bwd M=4096 V=50257 torch.bfloat16" \
+    "cross_entropy.bwd M=16384 V=32000 torch.bfloat16" "cross_entropy.bwd M=8192 V=128256 torch.bfloat16" \
+    "cross_entropy.bwd M=4096 V=262144 torch.bfloat16" "cross_entropy.bwd M=2048 V=151936 torch.bfloat16"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -207,6 +207,49 @@ def test_cross_entropy_backward_op_takes_the_flat_stream_for_float32_rows(device
     torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.interpreter
+def test_cross_entropy_backward_row_launch_by_gpu_model(monkeypatch):
+    """The saved-lse backward's row kernel takes ``BWD_ROW_LAUNCHES_BY_MODEL``' launch on the GPU
+    model it names, for rows of at least its BLOCK classes of its element size, and
+    ``bwd_launch_heuristic``'s elsewhere; listed for this machine as 16-column slices (three a
+    row of 41 classes, the last ragged), the op's 2-byte backward launches them and matches
+    float64, and so does the kernel without its eviction hint."""
+    from types import SimpleNamespace
+
+    from launch_spy import LaunchSpy
+
+    real = ce.device_capabilities
+    for name, size, n_cols, want in (
+        ("NVIDIA H200", 2, 50257, (1024, 2)),
+        ("NVIDIA H200", 2, 1024, (1024, 2)),
+        ("NVIDIA H200", 2, 1023, ce.bwd_launch_heuristic(1023, 2)),
+        ("NVIDIA H200", 4, 50257, ce.bwd_launch_heuristic(50257, 4)),
+        ("NVIDIA H100 80GB HBM3", 2, 50257, ce.bwd_launch_heuristic(50257, 2)),
+    ):
+        monkeypatch.setattr(
+            ce, "device_capabilities", lambda device, n=name: SimpleNamespace(name=n)
+        )
+        assert ce._bwd_row_launch(n_cols, size, torch.device("cuda")) == want, (name, size, n_cols)
+    monkeypatch.setattr(ce, "device_capabilities", real)
+    here = real("cpu").name
+    monkeypatch.setitem(ce.BWD_ROW_LAUNCHES_BY_MODEL, here, {2: (16, 1)})
+    spy = LaunchSpy(ce_kernels.cross_entropy_bwd_kernel)
+    monkeypatch.setattr(ce_kernels, "cross_entropy_bwd_kernel", spy)
+    gen = torch.Generator().manual_seed(11)
+    logits = (torch.randn(5, 41, generator=gen) * 3).half()
+    target = torch.randint(0, 41, (5,), generator=gen)
+    target[2] = -100
+    lse = torch.logsumexp(logits.float(), -1)
+    grad = torch.rand(5, generator=gen) + 0.5
+    got = ce._cross_entropy_bwd(grad, logits, target, lse, -100, 0.0, 0.0)
+    assert [(la["BLOCK"], la["num_warps"], la["grid"]) for la in spy.launches] == [(16, 1, (15,))]
+    want = ce_grad(logits, target, grad, -100, 0.0, 0.0)
+    torch.testing.assert_close(got.double(), want, atol=grad_atol(torch.float16, 41), rtol=2e-3)
+    plain = torch.full_like(logits, float("nan"))  # the sweeps' variant without the hint
+    ce.row_grads(plain, logits, target, lse, grad, -100, 0.0, 0.0, evict_first=False)
+    torch.testing.assert_close(plain, got, atol=0, rtol=0)
+
+
 def test_softmax_backward_op_takes_the_tile_kernel(monkeypatch, device):
     """Whole rows of the table's shapes go to the lean tile kernel at its launch; others keep
     the row kernel."""

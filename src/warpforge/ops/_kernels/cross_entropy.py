@@ -566,9 +566,11 @@ def cross_entropy_bwd_kernel(
     label_smoothing,
     z_loss,
     BLOCK: tl.constexpr,
+    EVICT_FIRST: tl.constexpr = True,
 ):
     """Program ``pid``: the gradient of slice ``pid % cdiv(n_cols, BLOCK)`` of row
-    ``pid // cdiv(n_cols, BLOCK)`` from the saved lse.
+    ``pid // cdiv(n_cols, BLOCK)`` from the saved lse. ``EVICT_FIRST=False`` loads the logits
+    without the eviction hint (benchmark sweeps).
 
     A pure stream (read a slice, write a slice) like a copy kernel: no loop, no reduction, and
     enough programs to fill every SM whatever the row length. Consecutive programs take
@@ -580,12 +582,15 @@ def cross_entropy_bwd_kernel(
     row = (pid // slices).to(tl.int64)
     offs = (pid % slices) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n_cols
-    x = tl.load(
-        logits_ptr + row * logits_row_stride + offs,
-        mask=mask,
-        other=0.0,
-        eviction_policy="evict_first",
-    )
+    if EVICT_FIRST:
+        x = tl.load(
+            logits_ptr + row * logits_row_stride + offs,
+            mask=mask,
+            other=0.0,
+            eviction_policy="evict_first",
+        )
+    else:
+        x = tl.load(logits_ptr + row * logits_row_stride + offs, mask=mask, other=0.0)
     target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, False)
     lse = tl.load(lse_ptr + row)
     grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
