@@ -15,6 +15,11 @@
 #      slices on the H200, cross_entropy.BWD_ROW_LAUNCHES_BY_MODEL): the cross-entropy GPU tests,
 #      the harness's bf16 cross_entropy.bwd sweep, then the row kernel's smaller programs and its
 #      loads without the eviction hint, kernel alone (parity_sweep.py, five shapes).
+#   3  call 2's finding shipped (that launch's loads without the hint): the harness's bf16
+#      cross_entropy.bwd sweep and the cross-entropy GPU tests again, then the split forward with
+#      gradient against the looped kernel the op runs at 16384 x 32000 (81% of copy through the
+#      harness; the split kernel at 16384 / 8 warps x2 ran 578 us alone in session 40, the looped
+#      595 in session 31) and its launches at 2048 x 151936 (ce_split_meeting_sweep.py).
 # Usage: bash scripts/gpu/session41_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -44,6 +49,20 @@ case "$CALL" in
   parity_cases ce-bwd-bf16-call2 $((570 - SECONDS)) --only "cross_entropy.bwd M=4096 V=50257 torch.bfloat16" \
     "cross_entropy.bwd M=16384 V=32000 torch.bfloat16" "cross_entropy.bwd M=8192 V=128256 torch.bfloat16" \
     "cross_entropy.bwd M=4096 V=262144 torch.bfloat16" "cross_entropy.bwd M=2048 V=151936 torch.bfloat16"
+  finish_call one
+  ;;
+3)
+  timeout 200 python3 -m warpforge bench --problem cross_entropy.bwd --dtype bf16 --sweep --max-time 1 \
+    --out "$OUT/keep/cebwd-bf16-call3.json" > "$OUT/bench.log" 2>&1
+  echo "bench cross_entropy.bwd bf16: exit $?"; grep -E "^│ cross" "$OUT/bench.log"
+  gpu_tests ce-call3 150 tests/ops/test_cross_entropy.py tests/ops/test_lean_kernels.py -n 6
+  timeout $((570 - SECONDS)) python3 benchmarks/ce_split_meeting_sweep.py --out "$OUT/ce" --repeat 3 \
+    --shapes 16384x32000:bf16,2048x151936:bf16 \
+    --only "default,op,words 16384/8 x2,words 8192/4 x4,words 4096/4 x8,words 16384/16 x2" \
+    > "$OUT/ce.log" 2>&1
+  echo "ce sweep: exit $?"
+  for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call3.${f##*.}"; done
+  grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -40
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -213,18 +213,18 @@ def test_cross_entropy_backward_row_launch_by_gpu_model(monkeypatch):
     model it names, for rows of at least its BLOCK classes of its element size, and
     ``bwd_launch_heuristic``'s elsewhere; listed for this machine as 16-column slices (three a
     row of 41 classes, the last ragged), the op's 2-byte backward launches them and matches
-    float64, and so does the kernel without its eviction hint."""
+    float64, and so does the kernel with the eviction hint."""
     from types import SimpleNamespace
 
     from launch_spy import LaunchSpy
 
     real = ce.device_capabilities
     for name, size, n_cols, want in (
-        ("NVIDIA H200", 2, 50257, (1024, 2)),
-        ("NVIDIA H200", 2, 1024, (1024, 2)),
-        ("NVIDIA H200", 2, 1023, ce.bwd_launch_heuristic(1023, 2)),
-        ("NVIDIA H200", 4, 50257, ce.bwd_launch_heuristic(50257, 4)),
-        ("NVIDIA H100 80GB HBM3", 2, 50257, ce.bwd_launch_heuristic(50257, 2)),
+        ("NVIDIA H200", 2, 50257, (1024, 2, False)),
+        ("NVIDIA H200", 2, 1024, (1024, 2, False)),
+        ("NVIDIA H200", 2, 1023, (*ce.bwd_launch_heuristic(1023, 2), True)),
+        ("NVIDIA H200", 4, 50257, (*ce.bwd_launch_heuristic(50257, 4), True)),
+        ("NVIDIA H100 80GB HBM3", 2, 50257, (*ce.bwd_launch_heuristic(50257, 2), True)),
     ):
         monkeypatch.setattr(
             ce, "device_capabilities", lambda device, n=name: SimpleNamespace(name=n)
@@ -232,7 +232,7 @@ def test_cross_entropy_backward_row_launch_by_gpu_model(monkeypatch):
         assert ce._bwd_row_launch(n_cols, size, torch.device("cuda")) == want, (name, size, n_cols)
     monkeypatch.setattr(ce, "device_capabilities", real)
     here = real("cpu").name
-    monkeypatch.setitem(ce.BWD_ROW_LAUNCHES_BY_MODEL, here, {2: (16, 1)})
+    monkeypatch.setitem(ce.BWD_ROW_LAUNCHES_BY_MODEL, here, {2: (16, 1, False)})
     spy = LaunchSpy(ce_kernels.cross_entropy_bwd_kernel)
     monkeypatch.setattr(ce_kernels, "cross_entropy_bwd_kernel", spy)
     gen = torch.Generator().manual_seed(11)
@@ -242,12 +242,15 @@ def test_cross_entropy_backward_row_launch_by_gpu_model(monkeypatch):
     lse = torch.logsumexp(logits.float(), -1)
     grad = torch.rand(5, generator=gen) + 0.5
     got = ce._cross_entropy_bwd(grad, logits, target, lse, -100, 0.0, 0.0)
-    assert [(la["BLOCK"], la["num_warps"], la["grid"]) for la in spy.launches] == [(16, 1, (15,))]
+    assert [
+        (la["BLOCK"], la["num_warps"], la["EVICT_FIRST"], la["grid"]) for la in spy.launches
+    ] == [(16, 1, False, (15,))]
     want = ce_grad(logits, target, grad, -100, 0.0, 0.0)
     torch.testing.assert_close(got.double(), want, atol=grad_atol(torch.float16, 41), rtol=2e-3)
-    plain = torch.full_like(logits, float("nan"))  # the sweeps' variant without the hint
-    ce.row_grads(plain, logits, target, lse, grad, -100, 0.0, 0.0, evict_first=False)
-    torch.testing.assert_close(plain, got, atol=0, rtol=0)
+    hinted = torch.full_like(logits, float("nan"))  # the sweeps' variant with the hint
+    ce.row_grads(hinted, logits, target, lse, grad, -100, 0.0, 0.0, evict_first=True)
+    assert spy.launches[-1]["EVICT_FIRST"] is True
+    torch.testing.assert_close(hinted, got, atol=0, rtol=0)
 
 
 def test_softmax_backward_op_takes_the_tile_kernel(monkeypatch, device):

@@ -99,27 +99,31 @@ def bwd_launch_heuristic(n_cols: int, element_size: int) -> tuple[int, int]:
 _fused_grad_launch_config = functools.lru_cache(maxsize=256)(fused_grad_launch_heuristic)
 _bwd_launch_config = functools.lru_cache(maxsize=256)(bwd_launch_heuristic)
 
-BWD_ROW_LAUNCHES_BY_MODEL: dict[str, dict[int, tuple[int, int]]] = {
-    "NVIDIA H200": {2: (1024, 2)},
+BWD_ROW_LAUNCHES_BY_MODEL: dict[str, dict[int, tuple[int, int, bool]]] = {
+    "NVIDIA H200": {2: (1024, 2, False)},
 }
-"""GPU model -> element size -> (BLOCK, num_warps) of the streaming backward's row kernel
-(``cross_entropy_bwd_kernel``) for rows of at least BLOCK classes, in place of
-``bwd_launch_heuristic``'s 4096-column 8-warp slices: the same 16 elements a thread in programs
-a quarter the size. H200, kernel alone, bf16 (``benchmarks/parity_sweep.py``,
-``session41-h200-2026-12-01/parity-ce-bwd-bf16-call1.json``), µs against the heuristic's launch:
-4096 x 50257 (rows off 16-byte boundaries) 251.2 against 272.4; 16384 x 32000 512.6 against
-526.4; 8192 x 128256 1013.3 against 1048.3; 4096 x 262144 1033.1 against 1105.5. The flat
-kernel (``FLAT_BWD_LAUNCHES``) lost to it at all four in bf16 (562-1127 µs at its best
-launches). Other GPUs and element sizes keep the heuristic (not measured)."""
+"""GPU model -> element size -> (BLOCK, num_warps, evict_first) of the streaming backward's row
+kernel (``cross_entropy_bwd_kernel``) for rows of at least BLOCK classes, in place of
+``bwd_launch_heuristic``'s 4096-column 8-warp slices with the logits loaded ``evict_first``: the
+same 16 elements a thread in programs a quarter the size, loaded without the hint. H200, kernel
+alone, bf16 (``benchmarks/parity_sweep.py``, ``session41-h200-2026-12-01/``), µs: the launch
+against the heuristic's (``parity-ce-bwd-bf16-call1.json``) 4096 x 50257 (rows off 16-byte
+boundaries) 251.2 against 272.4, 16384 x 32000 512.6 against 526.4, 8192 x 128256 1013.3
+against 1048.3, 4096 x 262144 1033.1 against 1105.5; then without the hint against with it
+(``parity-ce-bwd-bf16-call2.json``) 241.0 against 248.3, 496.0 against 506.6, 984.0 against
+1005.1, 1004.8 against 1022.8, and 2048 x 151936 294.9 against 300.4. Smaller programs (256-512
+columns, 1-2 warps) ran slower there, 1024 columns on 1 warp and 2048 on 2-4 warps within 1%. The
+flat kernel (``FLAT_BWD_LAUNCHES``) lost to the row kernel at every shape in bf16 (555-1108 µs at
+its best launches). Other GPUs and element sizes keep the heuristic (not measured)."""
 
 
-def _bwd_row_launch(n_cols: int, element_size: int, device: torch.device) -> tuple[int, int]:
-    """(BLOCK, num_warps) of the streaming backward's row kernel on ``device``."""
+def _bwd_row_launch(n_cols: int, element_size: int, device: torch.device) -> tuple[int, int, bool]:
+    """(BLOCK, num_warps, evict_first) of the streaming backward's row kernel on ``device``."""
     by_size = BWD_ROW_LAUNCHES_BY_MODEL.get(device_capabilities(device).name, {})
     launch = by_size.get(element_size)
     if launch is not None and n_cols >= launch[0]:
         return launch
-    return _bwd_launch_config(n_cols, element_size)
+    return (*_bwd_launch_config(n_cols, element_size), True)
 
 
 _L2_SHARE = 0.5
@@ -642,13 +646,14 @@ def row_grads(
     z_loss: float,
     *,
     launch: tuple[int, int] | None = None,
-    evict_first: bool = True,
+    evict_first: bool | None = None,
 ) -> torch.Tensor:
     """Write d(loss . grad_loss)/d(logits) into ``grad_logits`` (may be ``logits`` itself).
 
     ``grad_loss`` is float32 with one value per row, or one value broadcast (stride 0).
-    ``launch`` = (BLOCK, num_warps) overrides the launch config and ``evict_first=False`` drops
-    the logits' eviction hint (benchmark sweeps).
+    ``launch`` = (BLOCK, num_warps) overrides the launch config and ``evict_first`` whether the
+    logits are loaded with the eviction hint (benchmark sweeps; by default the launch's own
+    choice, ``BWD_ROW_LAUNCHES_BY_MODEL``, and with a given ``launch`` the hint).
     """
     n_rows, n_cols = logits.shape
     if n_rows == 0:
@@ -660,7 +665,11 @@ def row_grads(
         return grad_logits.copy_(grad)
     from warpforge.ops._kernels.cross_entropy import cross_entropy_bwd_kernel
 
-    block, num_warps = launch or _bwd_row_launch(n_cols, logits.element_size(), logits.device)
+    if launch is None:
+        block, num_warps, hint = _bwd_row_launch(n_cols, logits.element_size(), logits.device)
+    else:
+        (block, num_warps), hint = launch, True
+    hint = hint if evict_first is None else evict_first
     with kernel_device(logits):
         cross_entropy_bwd_kernel[(n_rows * cdiv(n_cols, block),)](
             grad_logits,
@@ -676,7 +685,7 @@ def row_grads(
             float(label_smoothing),
             float(z_loss),
             BLOCK=block,
-            EVICT_FIRST=evict_first,
+            EVICT_FIRST=hint,
             num_warps=num_warps,
         )
     return grad_logits
