@@ -17,7 +17,8 @@ arrival counter) or ``words`` (``cross_entropy_fwd_grad_flags_kernel``); ``cp64`
 workspace and word vectors of a 64-chunk row whatever the chunks (the code path of 33-64
 chunks, timed at fewer). ``--only`` takes any such name, ``default`` (the op's own plan,
 ``_fwd_grad_split_plan``) or ``op`` (``cross_entropy`` + ``torch.autograd.grad``, as the harness's
-``cross_entropy.fwd_bwd`` runs it). Shapes take ``bf16``, ``fp16`` or ``fp32``. After the
+``cross_entropy.fwd_bwd`` runs it) or ``looped`` (one program a row, ``FWD_GRAD_LOOPED_LAUNCHES``'
+launch, where it has one). Shapes take ``bf16``, ``fp16`` or ``fp32``. After the
 timings the registers and spilled bytes of every compiled flag-word kernel are listed. (Commits 06ba1e8-81cb494 also had a
 ``lanes`` kernel: per-thread statistics, a deferred target store, words polled as pairs, chunk 0
 polling the loss's words apart, logits loaded past L1; all slower,
@@ -161,23 +162,36 @@ def main() -> None:
             | {n.split(":", 1)[1] for n in only if n.split(":", 1)[0] == str(V)}
         )  # fmt: skip
         for name in names:
-            if name not in ("default", "op"):
+            if name not in ("default", "op", "looped"):
                 plans[name] = contender_plan(name, M, V, dev, logits.element_size() == 2, shrink)
         if not args.smoke and (not only or "default" in names):
             plans["default"] = ce._fwd_grad_split_plan(M, V, logits.element_size(), logits.device)
-        if "op" in names:
-            plans["op"] = None
+        for name in ("op", "looped"):
+            if name in names:
+                plans[name] = None
         timed = []
         for name, plan in plans.items():
-            if name != "op" and (plan is None or (plan.flag_words and plan.chunks_pow2 > 64)):
+            skipped = plan is None or (plan.flag_words and plan.chunks_pow2 > 64)
+            if name not in ("op", "looped") and skipped:
                 continue
 
             def run(plan=plan, io=(logits, target, grad, scale)):
                 x, t, g, s = io
                 return ce.row_losses(x, t, IGNORE, 0.0, 0.0, grad_out=g, grad_loss=s, split=plan)
 
+            if name == "looped":  # one program a row in chunks, where the op has such a launch
+                looped = ce.fwd_grad_looped_launch(V, logits.element_size())
+                if looped is None:
+                    continue
+
+                def run(looped=looped, io=(logits, target, grad, scale)):
+                    x, t, g, s = io
+                    return ce.row_losses(
+                        x, t, IGNORE, 0.0, 0.0, grad_out=g, grad_loss=s, looped=looped
+                    )
+
             if name == "op":
-                plan = ce._fwd_grad_split_plan(M, V, logits.element_size(), logits.device)
+                plan = ce.fwd_grad_plan(M, V, logits.element_size(), logits.device)
 
                 def run(io=(logits, target)):  # (mean loss, a new gradient tensor)
                     x = io[0].detach().requires_grad_()

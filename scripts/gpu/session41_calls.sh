@@ -20,6 +20,10 @@
 #      gradient against the looped kernel the op runs at 16384 x 32000 (81% of copy through the
 #      harness; the split kernel at 16384 / 8 warps x2 ran 578 us alone in session 40, the looped
 #      595 in session 31) and its launches at 2048 x 151936 (ce_split_meeting_sweep.py).
+#   4  call 3's finding shipped (2-byte rows of the looped launch's reach, 16385-32768 classes,
+#      take the flag-word split plan on the H200: cross_entropy.SPLIT_OVER_LOOPED_BY_MODEL): the
+#      cross-entropy GPU tests, the harness's bf16 cross_entropy.fwd_bwd sweep, then the split
+#      against the looped kernel across that reach, kernel alone (ce_split_meeting_sweep.py).
 # Usage: bash scripts/gpu/session41_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -62,6 +66,19 @@ case "$CALL" in
     > "$OUT/ce.log" 2>&1
   echo "ce sweep: exit $?"
   for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call3.${f##*.}"; done
+  grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -40
+  finish_call one
+  ;;
+4)
+  gpu_tests ce-call4 150 tests/ops/test_cross_entropy.py tests/ops/test_lean_kernels.py -n 6
+  timeout 200 python3 -m warpforge bench --problem cross_entropy.fwd_bwd --dtype bf16 --sweep --max-time 1 \
+    --out "$OUT/keep/cefwdbwd-bf16-call4.json" > "$OUT/bench.log" 2>&1
+  echo "bench cross_entropy.fwd_bwd bf16: exit $?"; grep -E "^│ cross" "$OUT/bench.log"
+  timeout $((570 - SECONDS)) python3 benchmarks/ce_split_meeting_sweep.py --out "$OUT/ce" --repeat 3 \
+    --shapes 16384x32000:bf16,8192x32768:bf16,16384x24576:bf16,16384x16392:bf16,16384x20000:bf16 \
+    --only "op,looped,words 8192/4 x4,words 16384/8 x2,words 4096/4 x8" > "$OUT/ce.log" 2>&1
+  echo "ce sweep: exit $?"
+  for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call4.${f##*.}"; done
   grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -40
   finish_call one
   ;;

@@ -340,6 +340,52 @@ def test_looped_forward_with_grad_float16_and_the_table(monkeypatch):
                              looped=WideLaunch(1, chunk=16))  # fmt: skip
 
 
+@pytest.mark.interpreter
+def test_looped_rows_take_the_split_where_their_gpu_measured_it(monkeypatch):
+    """On a GPU model ``SPLIT_OVER_LOOPED_BY_MODEL`` lists for their element size, rows of the
+    looped launch's reach (made to be 200+ columns here) get their gradient from the flag-word
+    split plan (64-column chunks here), rows off 16-byte boundaries counted from aligned
+    addresses, matching float64 through the op; narrower rows and other element sizes keep
+    their kernels, and other GPU models the looped one."""
+    from warpforge.runtime import device_capabilities
+
+    here = device_capabilities("cpu").name
+    monkeypatch.delenv(WIDE_ROWS, raising=False)
+    monkeypatch.setitem(ce_module.SPLIT_OVER_LOOPED_BY_MODEL, here, frozenset({2}))
+    monkeypatch.setitem(ce_module.FWD_GRAD_LOOPED_LAUNCHES, 2, WideLaunch(2, min_n=200, chunk=64))
+    small = (({"block": 64, "num_warps": 1, "programs_per_sm": 4}, 64),)
+    monkeypatch.setattr(ce_module, "FLAG_WORDS_LAUNCHES", small)
+    split = LaunchSpy(kernels.cross_entropy_fwd_grad_flags_kernel)
+    looped = LaunchSpy(kernels.cross_entropy_fwd_grad_looped_kernel)
+    monkeypatch.setattr(kernels, "cross_entropy_fwd_grad_flags_kernel", split)
+    monkeypatch.setattr(kernels, "cross_entropy_fwd_grad_looped_kernel", looped)
+    caches = (ce_module._split_over_looped, ce_module._flag_word_plan)
+    for cache in caches:  # plans cached under the shipped tables
+        cache.cache_clear()
+    try:
+        gen = torch.Generator().manual_seed(33)
+        for vocab, taken in ((199, False), (200, True), (517, True)):
+            split.grids.clear()
+            logits = (torch.randn(6, vocab, generator=gen) * 3).half().requires_grad_()
+            target = random_target((6,), vocab, gen)
+            loss = cross_entropy(logits, target, label_smoothing=0.05)
+            (grad,) = torch.autograd.grad(loss, logits)
+            assert bool(split.grids) == taken and not looped.grids, vocab
+            x64 = logits.detach().double().requires_grad_()
+            want = reference_cross_entropy(x64, target, label_smoothing=0.05)
+            (want_grad,) = torch.autograd.grad(want, x64)
+            torch.testing.assert_close(loss.double(), want, atol=1e-3, rtol=1e-3)
+            torch.testing.assert_close(grad.double(), want_grad, atol=1e-3, rtol=1e-3)
+        assert ce_module.fwd_grad_plan(6, 517, 2, torch.device("cpu")).block == 64
+        assert ce_module.fwd_grad_plan(6, 517, 4, torch.device("cpu")) is None
+        monkeypatch.delitem(ce_module.SPLIT_OVER_LOOPED_BY_MODEL, here)
+        ce_module._split_over_looped.cache_clear()
+        assert ce_module.fwd_grad_plan(6, 517, 2, torch.device("cpu")) is None
+    finally:
+        for cache in caches:
+            cache.cache_clear()
+
+
 def test_looped_loss_only_forward_routes_as_measured(monkeypatch):
     """Loss only: 2-byte rows of 16385-32768 classes of whole 16-byte vectors take the
     unrolled 2048-column chunks on 8 warps; float32, narrower, longer and unaligned rows keep
@@ -1075,12 +1121,16 @@ def test_invalid_arguments_raise_naming_the_argument(call, error, match):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    "shape", [(64, 32000), (8, 128256), (3, 262144), (300, 5), (300, 50257), (37, 65537)]
-)
+    "shape",
+    [(64, 32000), (5, 16392), (7, 32768), (8, 128256), (3, 262144), (300, 5), (300, 50257),
+     (37, 65537)],
+)  # fmt: skip
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_gpu_matches_reference(shape, dtype):
     """The op's forward and backward against float64, smoothing and z-loss; 50257 and 65537
-    columns take the split forward with gradient from aligned addresses."""
+    columns take the split forward with gradient from aligned addresses, 2-byte rows of
+    16392-32768 the looped kernel or, on the H200, the split one
+    (``SPLIT_OVER_LOOPED_BY_MODEL``)."""
     gen = torch.Generator().manual_seed(20)
     logits = torch.randn(shape, generator=gen) * 3
     target = random_target(shape[:-1], shape[-1], gen)

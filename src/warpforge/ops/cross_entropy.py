@@ -246,6 +246,38 @@ def fwd_grad_looped_launch(n_cols: int, element_size: int) -> WideLaunch | None:
     return wide_launch(FWD_GRAD_LOOPED_LAUNCHES, element_size, n_cols, element_size)
 
 
+SPLIT_OVER_LOOPED_BY_MODEL: dict[str, frozenset[int]] = {"NVIDIA H200": frozenset({2})}
+"""GPU model -> element sizes whose rows of ``FWD_GRAD_LOOPED_LAUNCHES``' reach take the
+flag-word split forward with gradient (``_flag_word_plan``: 8192-column 4-warp programs, four an
+SM) instead of one program a row. H200, kernel alone, bf16 16384 x 32000
+(``benchmarks/ce_split_meeting_sweep.py``, ``session41-h200-2026-12-01/
+ce_split_meeting_sweep-call3.txt``): 574.0 µs against the op's looped launch 613.7 (16384 / 8
+warps x2 576.2, 4096 / 4 x8 597.4). Other GPUs keep the looped launch."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _split_over_looped(
+    n_rows: int, n_cols: int, element_size: int, device: torch.device
+) -> SplitRowPlan | None:
+    """The split plan that replaces ``FWD_GRAD_LOOPED_LAUNCHES``' launch of these rows on this
+    GPU (``SPLIT_OVER_LOOPED_BY_MODEL``), or None."""
+    if element_size not in SPLIT_OVER_LOOPED_BY_MODEL.get(device_capabilities(device).name, ()):
+        return None
+    if fwd_grad_looped_launch(n_cols, element_size) is None:
+        return None
+    return _flag_word_plan(n_rows, n_cols, element_size, device)
+
+
+def fwd_grad_plan(
+    n_rows: int, n_cols: int, element_size: int, device: torch.device
+) -> SplitRowPlan | None:
+    """The split plan the op's forward with gradient runs these rows on, or None (one program
+    a row)."""
+    return _fwd_grad_split_plan(n_rows, n_cols, element_size, device) or _split_over_looped(
+        n_rows, n_cols, element_size, device
+    )
+
+
 FWD_LOOPED_LAUNCHES: dict[int, WideLaunch] = {
     2: WideLaunch(8, aligned=True, chunk=2048, unrolled=True)
 }
@@ -402,8 +434,12 @@ def row_losses(
     from warpforge.ops._kernels import cross_entropy as kernels
 
     if split is None and launch is None and looped is None:
-        table = fwd_looped_launch if grad_out is None else fwd_grad_looped_launch
-        looped = table(n_cols, logits.element_size())
+        if grad_out is None:
+            looped = fwd_looped_launch(n_cols, logits.element_size())
+        else:
+            split = _split_over_looped(n_rows, n_cols, logits.element_size(), logits.device)
+            if split is None:
+                looped = fwd_grad_looped_launch(n_cols, logits.element_size())
     common = (n_cols, ignore_index, float(label_smoothing), float(z_loss))
     options = {"HAS_SMOOTHING": label_smoothing > 0.0, **_target_check_options(logits)}
     if looped is not None:
