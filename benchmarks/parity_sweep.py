@@ -114,6 +114,32 @@ def _softmax_full_variants(log: bool, grid) -> dict[str, Fn]:
     return out
 
 
+def _ce_fwd_bwd_variants(n_cols: int, element_size: int) -> dict[str, Fn]:
+    """The forward with gradient as the op runs it (mean loss, then its gradient in one
+    pass) on the looped kernel and on the flag-word split plan, whichever the op picks."""
+    ce = importlib.import_module("warpforge.ops.cross_entropy")
+    from warpforge.ops.loss_problems import IGNORE_INDEX
+
+    def run(logits, target, **kernel):
+        grad = torch.empty_like(logits)
+        scale = ce._reduction_scale(target, IGNORE_INDEX, "mean")
+        rows, _ = ce.row_losses(logits, target, IGNORE_INDEX, 0.0, 0.0, grad_out=grad,
+                                grad_loss=scale, **kernel)  # fmt: skip
+        return ce._reduced_loss(rows, target, scale, IGNORE_INDEX, "mean", logits.dtype), grad
+
+    out: dict[str, Fn] = {}
+    looped = ce.fwd_grad_looped_launch(n_cols, element_size)
+    if looped is not None:
+        out["looped"] = lambda lg, t: run(lg, t, looped=looped)
+
+    def split(lg, t):
+        plan = ce._flag_word_plan(lg.shape[0], n_cols, element_size, lg.device)
+        return run(lg, t, split=plan)
+
+    out["split 8192/4 x4"] = split
+    return out
+
+
 def _ce_variants(grid_flat, grid_rows) -> dict[str, Fn]:
     ce = importlib.import_module("warpforge.ops.cross_entropy")
     from warpforge.ops.loss_problems import IGNORE_INDEX
@@ -600,6 +626,11 @@ CE_BWD_SHAPES = [(16384, 32000), (8192, 128256), (4096, 50257), (4096, 262144)]
 kernel's last slice, wide rows, rows off 16-byte boundaries and whole slices."""
 
 
+CE_FWD_BWD_SHAPES = [(16384, 32000), (8192, 32768), (16384, 24576), (16384, 20000), (16384, 16392)]
+"""2-byte rows of the looped forward with gradient's reach (16385-32768 classes), the op as
+the harness runs it against that kernel and the split plan (``SPLIT_OVER_LOOPED_BY_MODEL``)."""
+
+
 def cases(device, smoke: bool, looped: tuple = LOOPED_GRID):
     """(label, thunk) pairs; each thunk builds (input_sets, contenders, reference, bytes, dtype);
     the looped cases time ``looped``'s launches."""
@@ -676,6 +707,19 @@ def cases(device, smoke: bool, looped: tuple = LOOPED_GRID):
                     problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
 
         return f"cross_entropy.bwd M={rows} V={classes} {dtype}", build
+
+    def ce_fwd_bwd(dtype, rows, classes):
+        dtype = FP32 if smoke else dtype  # bf16 loads are wrong under the interpreter
+
+        def build():
+            problem = get_problem("cross_entropy.fwd_bwd")
+            shape = {"M": 8, "V": 320} if smoke else {"M": rows, "V": classes}
+            variants = _ce_fwd_bwd_variants(shape["V"], dtype.itemsize)
+            contenders = _with_baselines(problem, variants)
+            return (_problem_inputs(problem, shape, dtype, device, sets), contenders, "op",
+                    problem.bytes_moved(shape, dtype), dtype)  # fmt: skip
+
+        return f"cross_entropy.fwd_bwd M={rows} V={classes} {dtype}", build
 
     def norm_fwd(name, dtype, M, N, warps, rows, looped=()):
         dtype = FP32 if smoke else dtype  # bf16 loads are wrong under the interpreter
@@ -782,6 +826,7 @@ def cases(device, smoke: bool, looped: tuple = LOOPED_GRID):
         # bf16 keeps the row kernel, whose slices start where each row does: 71% of copy at
         # 4096 x 50257, 94-95% at the others (session33-h200-2026-11-30/ce-bf16-call2.json)
         *(ce_bwd(BF16, rows, classes) for rows, classes in (*CE_BWD_SHAPES, (2048, 151936))),
+        *(ce_fwd_bwd(BF16, *shape) for shape in CE_FWD_BWD_SHAPES[: 1 if smoke else None]),
         softmax_alone(False, FP32, SM_GRID),
         softmax_alone(True, FP32, SM_GRID),
         softmax_fwd_alone(False, FP32),

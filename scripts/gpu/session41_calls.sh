@@ -24,6 +24,11 @@
 #      take the flag-word split plan on the H200: cross_entropy.SPLIT_OVER_LOOPED_BY_MODEL): the
 #      cross-entropy GPU tests, the harness's bf16 cross_entropy.fwd_bwd sweep, then the split
 #      against the looped kernel across that reach, kernel alone (ce_split_meeting_sweep.py).
+#   5  call 4's finding shipped (the split only where a row fills 90% of its programs' columns,
+#      SPLIT_OVER_LOOPED_MIN_FILL): the cross-entropy GPU tests, the harness's bf16
+#      cross_entropy.fwd_bwd sweep, then the op as the harness runs it against the looped kernel
+#      and the split plan across the looped reach (parity_sweep.py's new fwd_bwd cases; the
+#      ce_split_meeting_sweep.py "op" rows of call 4 ran 2.5x their kernel at 8192 x 32768).
 # Usage: bash scripts/gpu/session41_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -80,6 +85,14 @@ case "$CALL" in
   echo "ce sweep: exit $?"
   for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call4.${f##*.}"; done
   grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -40
+  finish_call one
+  ;;
+5)
+  gpu_tests ce-call5 150 tests/ops/test_cross_entropy.py tests/ops/test_lean_kernels.py -n 6
+  timeout 200 python3 -m warpforge bench --problem cross_entropy.fwd_bwd --dtype bf16 --sweep --max-time 1 \
+    --out "$OUT/keep/cefwdbwd-bf16-call5.json" > "$OUT/bench.log" 2>&1
+  echo "bench cross_entropy.fwd_bwd bf16: exit $?"; grep -E "^│ cross" "$OUT/bench.log"
+  parity_cases ce-fwd-bwd-bf16-call5 $((570 - SECONDS)) --only "cross_entropy.fwd_bwd"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

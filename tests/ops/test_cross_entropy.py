@@ -343,10 +343,11 @@ def test_looped_forward_with_grad_float16_and_the_table(monkeypatch):
 @pytest.mark.interpreter
 def test_looped_rows_take_the_split_where_their_gpu_measured_it(monkeypatch):
     """On a GPU model ``SPLIT_OVER_LOOPED_BY_MODEL`` lists for their element size, rows of the
-    looped launch's reach (made to be 200+ columns here) get their gradient from the flag-word
-    split plan (64-column chunks here), rows off 16-byte boundaries counted from aligned
-    addresses, matching float64 through the op; narrower rows and other element sizes keep
-    their kernels, and other GPU models the looped one."""
+    looped launch's reach (made to be 200+ columns here) that fill 90% of their programs'
+    columns get their gradient from the flag-word split plan (64-column chunks here: 250 and
+    570 columns), rows off 16-byte boundaries counted from aligned addresses, matching float64
+    through the op; rows that fill less (200 of 256, 517 of 576) keep the looped kernel,
+    narrower rows and other element sizes their kernels, other GPU models the looped one."""
     from warpforge.runtime import device_capabilities
 
     here = device_capabilities("cpu").name
@@ -364,23 +365,24 @@ def test_looped_rows_take_the_split_where_their_gpu_measured_it(monkeypatch):
         cache.cache_clear()
     try:
         gen = torch.Generator().manual_seed(33)
-        for vocab, taken in ((199, False), (200, True), (517, True)):
+        for vocab, taken in ((199, False), (200, False), (250, True), (517, False), (570, True)):
             split.grids.clear()
+            looped.grids.clear()
             logits = (torch.randn(6, vocab, generator=gen) * 3).half().requires_grad_()
             target = random_target((6,), vocab, gen)
             loss = cross_entropy(logits, target, label_smoothing=0.05)
             (grad,) = torch.autograd.grad(loss, logits)
-            assert bool(split.grids) == taken and not looped.grids, vocab
+            assert (bool(split.grids), bool(looped.grids)) == (taken, vocab >= 200 and not taken)
             x64 = logits.detach().double().requires_grad_()
             want = reference_cross_entropy(x64, target, label_smoothing=0.05)
             (want_grad,) = torch.autograd.grad(want, x64)
             torch.testing.assert_close(loss.double(), want, atol=1e-3, rtol=1e-3)
             torch.testing.assert_close(grad.double(), want_grad, atol=1e-3, rtol=1e-3)
-        assert ce_module.fwd_grad_plan(6, 517, 2, torch.device("cpu")).block == 64
-        assert ce_module.fwd_grad_plan(6, 517, 4, torch.device("cpu")) is None
+        assert ce_module.fwd_grad_plan(6, 570, 2, torch.device("cpu")).block == 64
+        assert ce_module.fwd_grad_plan(6, 570, 4, torch.device("cpu")) is None
         monkeypatch.delitem(ce_module.SPLIT_OVER_LOOPED_BY_MODEL, here)
         ce_module._split_over_looped.cache_clear()
-        assert ce_module.fwd_grad_plan(6, 517, 2, torch.device("cpu")) is None
+        assert ce_module.fwd_grad_plan(6, 570, 2, torch.device("cpu")) is None
     finally:
         for cache in caches:
             cache.cache_clear()

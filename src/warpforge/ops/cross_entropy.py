@@ -249,10 +249,17 @@ def fwd_grad_looped_launch(n_cols: int, element_size: int) -> WideLaunch | None:
 SPLIT_OVER_LOOPED_BY_MODEL: dict[str, frozenset[int]] = {"NVIDIA H200": frozenset({2})}
 """GPU model -> element sizes whose rows of ``FWD_GRAD_LOOPED_LAUNCHES``' reach take the
 flag-word split forward with gradient (``_flag_word_plan``: 8192-column 4-warp programs, four an
-SM) instead of one program a row. H200, kernel alone, bf16 16384 x 32000
-(``benchmarks/ce_split_meeting_sweep.py``, ``session41-h200-2026-12-01/
-ce_split_meeting_sweep-call3.txt``): 574.0 µs against the op's looped launch 613.7 (16384 / 8
-warps x2 576.2, 4096 / 4 x8 597.4). Other GPUs keep the looped launch."""
+SM) instead of one program a row, where the row fills its programs' columns to at least
+``SPLIT_OVER_LOOPED_MIN_FILL``. H200, kernel alone, bf16, µs, the split plan against the looped
+launch (``benchmarks/ce_split_meeting_sweep.py``, ``session41-h200-2026-12-01/
+ce_split_meeting_sweep-call4.txt``; fill in brackets): 16384 x 32000 572.3 against 594.4
+(0.98), 8192 x 32768 294.7 against 305.7 (1.00), 16384 x 24576 436.3 against 464.0 (1.00),
+16384 x 20000 400.4 against 403.1 (0.81), 16384 x 16392 1092.2 against 591.9 (0.67: a third
+program a row holding 8 columns). Other GPUs keep the looped launch."""
+
+SPLIT_OVER_LOOPED_MIN_FILL = 0.9
+"""Least share of its programs' columns a row must fill to take ``SPLIT_OVER_LOOPED_BY_MODEL``'s
+split plan (see there)."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -260,12 +267,15 @@ def _split_over_looped(
     n_rows: int, n_cols: int, element_size: int, device: torch.device
 ) -> SplitRowPlan | None:
     """The split plan that replaces ``FWD_GRAD_LOOPED_LAUNCHES``' launch of these rows on this
-    GPU (``SPLIT_OVER_LOOPED_BY_MODEL``), or None."""
+    GPU (``SPLIT_OVER_LOOPED_BY_MODEL``, ``SPLIT_OVER_LOOPED_MIN_FILL``), or None."""
     if element_size not in SPLIT_OVER_LOOPED_BY_MODEL.get(device_capabilities(device).name, ()):
         return None
     if fwd_grad_looped_launch(n_cols, element_size) is None:
         return None
-    return _flag_word_plan(n_rows, n_cols, element_size, device)
+    plan = _flag_word_plan(n_rows, n_cols, element_size, device)
+    if plan is None or n_cols < SPLIT_OVER_LOOPED_MIN_FILL * plan.chunks * plan.block:
+        return None
+    return plan
 
 
 def fwd_grad_plan(
