@@ -171,6 +171,13 @@ def _ce_variants(grid_flat, grid_rows) -> dict[str, Fn]:
             )
 
         out[f"rows BLOCK={block} warps={warps} plain"] = plain
+
+        def aligned(lg, t, lse, g, b=block, w=warps):
+            grad = torch.empty_like(lg)
+            return ce.row_grads(grad, lg, t, lse, g, IGNORE_INDEX, 0.0, 0.0, launch=(b, w),
+                                evict_first=False, aligned=True)  # fmt: skip
+
+        out[f"rows BLOCK={block} warps={warps} plain aligned"] = aligned
     return out
 
 
@@ -412,7 +419,8 @@ def _case(
     outputs: dict[str, Any] = {}
     for name, fn in contenders.items():
         try:
-            outputs[name] = fn(*first)
+            # a fresh copy each: Liger's cross-entropy writes its gradient into the logits
+            outputs[name] = fn(*(t.clone() if torch.is_tensor(t) else t for t in first))
         except Exception as exc:  # a missing baseline or a failed compile is reported
             skipped[name] = f"{type(exc).__name__}: {str(exc)[:300]}"
     want = outputs.get(reference_name)

@@ -29,6 +29,11 @@
 #      cross_entropy.fwd_bwd sweep, then the op as the harness runs it against the looped kernel
 #      and the split plan across the looped reach (parity_sweep.py's new fwd_bwd cases; the
 #      ce_split_meeting_sweep.py "op" rows of call 4 ran 2.5x their kernel at 8192 x 32768).
+#   6  the saved-lse backward's row kernel counting slices from aligned addresses for rows that
+#      start off 16-byte boundaries (row_grads(aligned=True), ALIGN), kernel alone at 4096 x
+#      50257 (parity_sweep.py, bf16 and float32), with its GPU tests; the op's forward with
+#      gradient against both kernels again (parity_sweep.py, its inputs now copied for each
+#      contender's check: Liger's cross-entropy writes its gradient into the logits).
 # Usage: bash scripts/gpu/session41_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -93,6 +98,11 @@ case "$CALL" in
     --out "$OUT/keep/cefwdbwd-bf16-call5.json" > "$OUT/bench.log" 2>&1
   echo "bench cross_entropy.fwd_bwd bf16: exit $?"; grep -E "^│ cross" "$OUT/bench.log"
   parity_cases ce-fwd-bwd-bf16-call5 $((570 - SECONDS)) --only "cross_entropy.fwd_bwd"
+  finish_call one
+  ;;
+6)
+  gpu_tests lean-call6 120 tests/ops/test_lean_kernels.py -n 6
+  parity_cases ce-aligned-call6 300 --only "cross_entropy.bwd M=4096 V=50257" "cross_entropy.fwd_bwd"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
