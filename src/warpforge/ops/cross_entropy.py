@@ -114,7 +114,10 @@ against 1048.3, 4096 x 262144 1033.1 against 1105.5; then without the hint again
 1005.1, 1004.8 against 1022.8, and 2048 x 151936 294.9 against 300.4. Smaller programs (256-512
 columns, 1-2 warps) ran slower there, 1024 columns on 1 warp and 2048 on 2-4 warps within 1%. The
 flat kernel (``FLAT_BWD_LAUNCHES``) lost to the row kernel at every shape in bf16 (555-1108 µs at
-its best launches). Other GPUs and element sizes keep the heuristic (not measured)."""
+its best launches), and so did the row kernel counting the slices of rows off 16-byte boundaries
+from aligned addresses (commit ``768d9d5f``, removed): 748.6 against 243.3 µs at 4096 x 50257
+(``parity-ce-aligned-call6.json``). Other GPUs and element sizes keep the heuristic (not
+measured)."""
 
 
 def _bwd_row_launch(n_cols: int, element_size: int, device: torch.device) -> tuple[int, int, bool]:
@@ -693,7 +696,6 @@ def row_grads(
     *,
     launch: tuple[int, int] | None = None,
     evict_first: bool | None = None,
-    aligned: bool = False,
 ) -> torch.Tensor:
     """Write d(loss . grad_loss)/d(logits) into ``grad_logits`` (may be ``logits`` itself).
 
@@ -701,8 +703,6 @@ def row_grads(
     ``launch`` = (BLOCK, num_warps) overrides the launch config and ``evict_first`` whether the
     logits are loaded with the eviction hint (benchmark sweeps; by default the launch's own
     choice, ``BWD_ROW_LAUNCHES_BY_MODEL``, and with a given ``launch`` the hint).
-    ``aligned=True`` counts the slices of rows that start off 16-byte boundaries from aligned
-    addresses where the gradient is laid out as the logits (``_bwd_align``).
     """
     n_rows, n_cols = logits.shape
     if n_rows == 0:
@@ -719,9 +719,8 @@ def row_grads(
     else:
         (block, num_warps), hint = launch, True
     hint = hint if evict_first is None else evict_first
-    align = _bwd_align(logits, grad_logits) if aligned else 1
     with kernel_device(logits):
-        cross_entropy_bwd_kernel[(n_rows * cdiv(n_cols + align - 1, block),)](
+        cross_entropy_bwd_kernel[(n_rows * cdiv(n_cols, block),)](
             grad_logits,
             logits,
             target,
@@ -736,24 +735,9 @@ def row_grads(
             float(z_loss),
             BLOCK=block,
             EVICT_FIRST=hint,
-            ALIGN=align,
             num_warps=num_warps,
         )
     return grad_logits
-
-
-def _bwd_align(logits: torch.Tensor, grad_logits: torch.Tensor) -> int:
-    """ALIGN of the row backward (16 / element size) for rows that start off 16-byte boundaries
-    (``_unaligned_rows``) whose gradient is laid out as the logits in a 16-byte aligned buffer,
-    whose slices it then counts from each row's aligned address; 1 (slices from the row's
-    start) otherwise."""
-    if not (
-        _unaligned_rows(logits)
-        and grad_logits.stride() == logits.stride()
-        and buffer_aligned(grad_logits)
-    ):
-        return 1
-    return 16 // logits.element_size()
 
 
 FLAT_BWD_LAUNCHES = {4: (1024, 4)}

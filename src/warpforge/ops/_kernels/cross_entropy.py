@@ -567,46 +567,40 @@ def cross_entropy_bwd_kernel(
     z_loss,
     BLOCK: tl.constexpr,
     EVICT_FIRST: tl.constexpr = True,
-    ALIGN: tl.constexpr = 1,
 ):
-    """Program ``pid``: the gradient of slice ``pid % slices`` of row ``pid // slices`` from
-    the saved lse, ``slices = cdiv(n_cols + ALIGN - 1, BLOCK)``.
+    """Program ``pid``: the gradient of slice ``pid % cdiv(n_cols, BLOCK)`` of row
+    ``pid // cdiv(n_cols, BLOCK)`` from the saved lse. ``EVICT_FIRST=False`` loads the logits
+    without the eviction hint (benchmark sweeps).
 
     A pure stream (read a slice, write a slice) like a copy kernel: no loop, no reduction, and
     enough programs to fill every SM whatever the row length. Consecutive programs take
     consecutive slices, so the grid walks memory in order as a copy does. Each element is read
-    before this program writes it, so grad_logits may be logits itself. ``ALIGN`` > 1 (16 /
-    element size, for rows that start off 16-byte boundaries, the gradient laid out as the
-    logits and both buffers 16-byte aligned): slices are counted from the aligned address at or
-    before the row's start, so whole 16-byte vectors are loaded and stored; the row's first and
-    last slices are partial. ``EVICT_FIRST=False`` loads the logits without the eviction hint.
+    before this program writes it, so grad_logits may be logits itself.
     """
-    slices = tl.cdiv(n_cols + (ALIGN - 1), BLOCK)
+    slices = tl.cdiv(n_cols, BLOCK)
     pid = tl.program_id(0)
     row = (pid // slices).to(tl.int64)
-    if ALIGN > 1:
-        start = row * logits_row_stride
-        # (start // ALIGN) * ALIGN: the compiler sees a multiple of ALIGN, as in the pointers
-        first = (start // ALIGN) * ALIGN + (pid % slices) * BLOCK + tl.arange(0, BLOCK)
-        offs = first - start  # the columns, negative before the row's start
-        mask = (offs >= 0) & (offs < n_cols)
-        x_ptrs = logits_ptr + first
-        out_ptrs = grad_logits_ptr + first
-    else:
-        offs = (pid % slices) * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n_cols
-        x_ptrs = logits_ptr + row * logits_row_stride + offs
-        out_ptrs = grad_logits_ptr + row * grad_row_stride + offs
+    offs = (pid % slices) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n_cols
     if EVICT_FIRST:
-        x = tl.load(x_ptrs, mask=mask, other=0.0, eviction_policy="evict_first")
+        x = tl.load(
+            logits_ptr + row * logits_row_stride + offs,
+            mask=mask,
+            other=0.0,
+            eviction_policy="evict_first",
+        )
     else:
-        x = tl.load(x_ptrs, mask=mask, other=0.0)
+        x = tl.load(logits_ptr + row * logits_row_stride + offs, mask=mask, other=0.0)
     target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, False)
     lse = tl.load(lse_ptr + row)
     grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
     scale = _grad_scale(grad_loss, ignored, in_range)
     grad = _grad_values(x.to(tl.float32), offs, lse, scale, target, n_cols, label_smoothing, z_loss)
-    tl.store(out_ptrs, grad.to(grad_logits_ptr.dtype.element_ty), mask=mask)
+    tl.store(
+        grad_logits_ptr + row * grad_row_stride + offs,
+        grad.to(grad_logits_ptr.dtype.element_ty),
+        mask=mask,
+    )
 
 
 @triton.jit
