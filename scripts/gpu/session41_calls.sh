@@ -34,6 +34,8 @@
 #      50257 (parity_sweep.py, bf16 and float32), with its GPU tests; the op's forward with
 #      gradient against both kernels again (parity_sweep.py, its inputs now copied for each
 #      contender's check: Liger's cross-entropy writes its gradient into the logits).
+#   7  every GPU test at the session's final kernel code (the aligned-address backward removed
+#      again; the CPU tier's slowest interpreter cases trimmed).
 # Usage: bash scripts/gpu/session41_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -103,6 +105,12 @@ case "$CALL" in
 6)
   gpu_tests lean-call6 120 tests/ops/test_lean_kernels.py -n 6
   parity_cases ce-aligned-call6 300 --only "cross_entropy.bwd M=4096 V=50257" "cross_entropy.fwd_bwd"
+  finish_call one
+  ;;
+7)
+  gpu_tests ops-call7 260 tests/ops -n 6 \
+    --deselect tests/ops/test_fused_linear_cross_entropy.py::test_gpu_weight_beyond_2_pow_31_elements
+  gpu_tests rest-call7 $((540 - SECONDS)) tests --ignore=tests/ops -n 4
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -1053,13 +1053,16 @@ def test_layer_norm_split_plan_for_more_rows_is_rejected(device):
 
 
 @pytest.mark.parametrize(
-    ("m", "n", "block", "lag", "rows"),
-    [(1, 1, 16, 1, 1), (7, 257, 64, 0, 1), (7, 257, 64, 1, 1), (7, 257, 64, 2, 1),
-     (5, 4099, 1024, 1, 1), (2, 31, 16, 3, 1), (11, 97, 32, 1, 1), (1, 1, 16, 1, 2),
-     (7, 257, 64, 1, 2), (13, 97, 32, 2, 4), (5, 300, 128, 0, 2)],
+    ("m", "n", "block", "lag", "rows", "affine"),
+    # every affine form at three plans (a lag of one row, of two over groups of 4 rows, one
+    # row in groups of 2), the others with weight and bias
+    [(*plan, affine) for plan in [(7, 257, 64, 1, 1), (13, 97, 32, 2, 4), (1, 1, 16, 1, 2)]
+     for affine in ("weight+bias", "weight", "bias", "none")]
+    + [(*plan, "weight+bias") for plan in
+       [(1, 1, 16, 1, 1), (7, 257, 64, 0, 1), (7, 257, 64, 2, 1), (5, 4099, 1024, 1, 1),
+        (2, 31, 16, 3, 1), (11, 97, 32, 1, 1), (7, 257, 64, 1, 2), (5, 300, 128, 0, 2)]],
     ids=str,
 )  # fmt: skip
-@pytest.mark.parametrize("affine", ["weight+bias", "weight", "bias", "none"])
 def test_layer_norm_lag_backward(m, n, block, lag, rows, affine, device, cpu_float_dtypes,
                                  poison_outputs):  # fmt: skip
     """``layer_norm_bwd_lag_kernel`` (forced plans: several chunks a row, more rows than slots,
@@ -1345,8 +1348,8 @@ def _pairs_scales(x, w, dy):
      for m, n, block in [(1, 2, 16), (7, 256, 64), (7, 258, 64), (13, 98, 32), (5, 300, 128),
                          (4, 1024, 256)]
      for affine in ("weight+bias", "none", "bias")]
-    # 63 chunks a row (two flag words a lane): the interpreter's slowest case, one affine
-    + [(3, 1000, 16, "weight+bias")],
+    # 38 chunks a row (two flag words a lane): the interpreter's slowest case, one affine
+    + [(3, 600, 16, "weight+bias")],
     ids=str,
 )  # fmt: skip
 @pytest.mark.parametrize(
@@ -1355,7 +1358,7 @@ def _pairs_scales(x, w, dy):
     ids=str,
 )
 def test_layer_norm_pairs_backward(m, n, block, options, affine, device, poison_outputs):
-    """``layer_norm_bwd_pairs_kernel`` (forced plans: several chunks a row, up to 63, more
+    """``layer_norm_bwd_pairs_kernel`` (forced plans: several chunks a row, up to 38, more
     rows than slots, ragged and whole last chunks) against float64 in float16 and bfloat16 (its
     int32 loads work under the interpreter too): dx, dweight, dbias to their rounding, every
     element written. Under the interpreter this runs its two-launch form; the test below runs

@@ -83,11 +83,12 @@ def test_split_backward_small_chunks(center, residual, M, N, stride, backward, d
                                      poison_outputs):  # fmt: skip
     """16-column chunks: a ragged last chunk, one row (no lagged iteration), primes, more rows
     than slots (each slot's partial rows sum several rows), row strides wider than the row, 41
-    chunks (two vectors of words)."""
+    chunks (two vectors of words; in float16 only, the interpreter's slowest case: the words'
+    layout depends on the chunks, not the dtype)."""
     run, prefetch = BACKWARDS[backward]
     plan = split_row_plan(M, N, device, block=16, num_warps=1, prefetch=prefetch, flag_words=True)
     assert plan is not None and plan.chunks == -(-N // 16)
-    for dtype in (torch.float32, torch.float16):
+    for dtype in (torch.float16,) if plan.chunks > 32 else (torch.float32, torch.float16):
         x, dy, dh, w, mean, rstd = operands(M, N, dtype, device, stride, 30.0 if center else 0.0)
         dh = dh if residual else None
         offset = 0.0 if center else 1.0
