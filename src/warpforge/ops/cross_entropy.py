@@ -110,12 +110,14 @@ alone, bf16 (``benchmarks/parity_sweep.py``, ``session41-h200-2026-12-01/``), µ
 against the heuristic's (``parity-ce-bwd-bf16-call1.json``) 4096 x 50257 (rows off 16-byte
 boundaries) 251.2 against 272.4, 16384 x 32000 512.6 against 526.4, 8192 x 128256 1013.3
 against 1048.3, 4096 x 262144 1033.1 against 1105.5; then without the hint against with it
-(``parity-ce-bwd-bf16-call2.json``) 241.0 against 248.3, 496.0 against 506.6, 984.0 against
-1005.1, 1004.8 against 1022.8, and 2048 x 151936 294.9 against 300.4. Smaller programs (256-512
-columns, 1-2 warps) ran slower there, 1024 columns on 1 warp and 2048 on 2-4 warps within 1%. The
-flat kernel (``FLAT_BWD_LAUNCHES``) lost to the row kernel at every shape in bf16 (555-1108 µs at
-its best launches), and so did the row kernel counting the slices of rows off 16-byte boundaries
-from aligned addresses (commit ``768d9d5f``, removed): 748.6 against 243.3 µs at 4096 x 50257
+(``parity-ce-bwd-bf16-call2.json``) 241.0 against 248.3, 496.0 against 505.6, 984.0 against
+1005.1, 1004.8 against 1022.8, and 2048 x 151936 294.9 against 300.4. The other launches of that
+call (256-2048 columns on 1-4 warps) were slower at 50257 classes (250.2-490.2 µs with the hint)
+and none more than 0.4% ahead of it elsewhere (2048 columns on 4 warps at 32000: 494.4 against
+496.0 without the hint). The flat kernel (``FLAT_BWD_LAUNCHES``) lost to the row kernel at all
+five shapes in bf16 (its best launch in call 2: 304.0 µs at 50257 classes, 555.2 at 32000), and so
+did the row kernel counting the slices of rows off 16-byte boundaries from aligned addresses
+(commit ``768d9d5f``, removed): 748.6 against 243.3 µs at 4096 x 50257
 (``parity-ce-aligned-call6.json``). Other GPUs and element sizes keep the heuristic (not
 measured)."""
 
@@ -258,7 +260,10 @@ launch (``benchmarks/ce_split_meeting_sweep.py``, ``session41-h200-2026-12-01/
 ce_split_meeting_sweep-call4.txt``; fill in brackets): 16384 x 32000 572.3 against 594.4
 (0.98), 8192 x 32768 294.7 against 305.7 (1.00), 16384 x 24576 436.3 against 464.0 (1.00),
 16384 x 20000 400.4 against 403.1 (0.81), 16384 x 16392 1092.2 against 591.9 (0.67: a third
-program a row holding 8 columns). Other GPUs keep the looped launch."""
+program a row holding 8 columns); the same five, interleaved with the op as the harness calls it
+(``benchmarks/parity_sweep.py``, ``parity-ce-aligned-call6.json``): 584.1 against 632.3 (op
+588.5), 304.9 against 339.9 (309.8), 448.6 against 474.7 (451.5), 414.5 against 413.1 (416.7),
+1152.1 against 603.3 (607.7). Other GPUs keep the looped launch."""
 
 SPLIT_OVER_LOOPED_MIN_FILL = 0.9
 """Least share of its programs' columns a row must fill to take ``SPLIT_OVER_LOOPED_BY_MODEL``'s
