@@ -36,6 +36,9 @@
 #      contender's check: Liger's cross-entropy writes its gradient into the logits).
 #   7  every GPU test at the session's final kernel code (the aligned-address backward removed
 #      again; the CPU tier's slowest interpreter cases trimmed).
+#   8  the float32 split forward with gradient (the arrival-counter launch chosen on the H100,
+#      84-88% of copy through the harness on the H200 at 128256-262144 classes) against the
+#      flag-word launches never timed in float32 there (ce_split_meeting_sweep.py).
 # Usage: bash scripts/gpu/session41_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -111,6 +114,16 @@ case "$CALL" in
   gpu_tests ops-call7 260 tests/ops -n 6 \
     --deselect tests/ops/test_fused_linear_cross_entropy.py::test_gpu_weight_beyond_2_pow_31_elements
   gpu_tests rest-call7 $((540 - SECONDS)) tests --ignore=tests/ops -n 4
+  finish_call one
+  ;;
+8)
+  timeout 400 python3 benchmarks/ce_split_meeting_sweep.py --out "$OUT/ce" --repeat 3 \
+    --shapes 4096x262144:fp32,2048x151936:fp32,8192x128256:fp32 \
+    --only "default,counter 8192/8 x4,words 8192/8 x4,words 8192/4 x4,words 4096/4 x8,words 16384/8 x2,words 16384/16 x1,counter 16384/16 x1" \
+    > "$OUT/ce.log" 2>&1
+  echo "ce sweep: exit $?"
+  for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call8.${f##*.}"; done
+  grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -40
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
