@@ -39,6 +39,10 @@
 #   8  the float32 split forward with gradient (the arrival-counter launch chosen on the H100,
 #      84-88% of copy through the harness on the H200 at 128256-262144 classes) against the
 #      flag-word launches never timed in float32 there (ce_split_meeting_sweep.py).
+#   9  call 8's finding shipped (float32 rows meet through flag words in two 16384-column 8-warp
+#      programs an SM on the H200: cross_entropy.FLOAT32_FLAG_WORDS_BY_MODEL): the cross-entropy
+#      GPU tests, the harness's float32 cross_entropy.fwd_bwd sweep, then the launch at 4096 x
+#      50257 float32 (rows off 16-byte boundaries, which keep ALIGNED_FLOAT32_LAUNCHES).
 # Usage: bash scripts/gpu/session41_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -124,6 +128,20 @@ case "$CALL" in
   echo "ce sweep: exit $?"
   for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call8.${f##*.}"; done
   grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -40
+  finish_call one
+  ;;
+9)
+  gpu_tests ce-call9 180 tests/ops/test_cross_entropy.py tests/ops/test_lean_kernels.py \
+    tests/ops/test_fused_linear_cross_entropy.py -n 6 \
+    --deselect tests/ops/test_fused_linear_cross_entropy.py::test_gpu_weight_beyond_2_pow_31_elements
+  timeout 200 python3 -m warpforge bench --problem cross_entropy.fwd_bwd --dtype fp32 --sweep --max-time 1 \
+    --out "$OUT/keep/cefwdbwd-fp32-call9.json" > "$OUT/bench.log" 2>&1
+  echo "bench cross_entropy.fwd_bwd fp32: exit $?"; grep -E "^│ cross" "$OUT/bench.log"
+  timeout $((560 - SECONDS)) python3 benchmarks/ce_split_meeting_sweep.py --out "$OUT/ce" --repeat 3 \
+    --shapes 4096x50257:fp32 --only "default,words 16384/8 x2,words 8192/4 x4" > "$OUT/ce.log" 2>&1
+  echo "ce sweep: exit $?"
+  for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call9.${f##*.}"; done
+  grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -10
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

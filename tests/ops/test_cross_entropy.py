@@ -865,6 +865,47 @@ def test_long_unaligned_rows_take_the_aligned_split(dtype, monkeypatch):
     assert len(spy.grids) == 2 and all(grid[0] % chunks == 0 for grid in spy.grids)
 
 
+@pytest.mark.interpreter
+def test_float32_split_meets_through_flag_words_where_its_gpu_measured_it(monkeypatch):
+    """On a GPU model ``FLOAT32_FLAG_WORDS_BY_MODEL`` lists, float32 rows past the whole-row
+    block (made 16 columns here) split over its flag-word launch (16-column chunks here) rather
+    than the counter launch, matching float64 through the op; rows that start off 16-byte
+    boundaries keep ``ALIGNED_FLOAT32_LAUNCHES``' plan (32-column chunks here), read from
+    aligned addresses; other GPU models keep the counter launch."""
+    from warpforge.runtime import device_capabilities
+
+    here = device_capabilities("cpu").name
+    words = (({"block": 16, "num_warps": 1, "programs_per_sm": 2, "prefetch": False}, 64),)
+    aligned = (({"block": 32, "num_warps": 1, "programs_per_sm": 4, "prefetch": False}, 64),)
+    monkeypatch.setattr(ce_module, "WHOLE_ROW_MAX_BLOCK", 16)
+    monkeypatch.setattr(ce_module, "FUSED_GRAD_MAX_COLS", 16)
+    monkeypatch.setitem(ce_module.FLOAT32_FLAG_WORDS_BY_MODEL, here, words)
+    monkeypatch.setattr(ce_module, "ALIGNED_FLOAT32_LAUNCHES", aligned)
+    flags = LaunchSpy(kernels.cross_entropy_fwd_grad_flags_kernel)
+    counter = LaunchSpy(kernels.cross_entropy_fwd_grad_split_kernel)
+    monkeypatch.setattr(kernels, "cross_entropy_fwd_grad_flags_kernel", flags)
+    monkeypatch.setattr(kernels, "cross_entropy_fwd_grad_split_kernel", counter)
+    caches = (ce_module._fwd_grad_split_plan, ce_module._flag_word_plan)
+    for cache in caches:  # plans cached under the shipped tables
+        cache.cache_clear()
+    try:
+        gen = torch.Generator().manual_seed(44)
+        for vocab, block, align in ((48, 16, 1), (45, 32, 4)):
+            flags.launches.clear()
+            logits = torch.randn(6, vocab, generator=gen) * 3
+            target = random_target((6,), vocab, gen)
+            target[0], target[1] = 0, vocab - 1
+            check_forward_backward(logits, target, torch.float32, 2e-5, label_smoothing=0.1)
+            assert {(la["BLOCK"], la["ALIGN"]) for la in flags.launches} == {(block, align)}
+        assert not counter.launches
+        monkeypatch.delitem(ce_module.FLOAT32_FLAG_WORDS_BY_MODEL, here)
+        ce_module._fwd_grad_split_plan.cache_clear()
+        assert not ce_module._fwd_grad_split_plan(6, 48, 4, torch.device("cpu")).flag_words
+    finally:
+        for cache in caches:
+            cache.cache_clear()
+
+
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 def test_long_rows_save_lse_for_the_streaming_backward(reduction, path, monkeypatch):
     """Past FUSED_GRAD_MAX_COLS the forward saves lse and the backward streams the logits (made

@@ -217,8 +217,9 @@ def test_cross_entropy_backward_row_launch_by_gpu_model(monkeypatch):
     from types import SimpleNamespace
 
     from launch_spy import LaunchSpy
+    from warpforge.ops import _split_rows
 
-    real = ce.device_capabilities
+    real = _split_rows.device_capabilities
     for name, size, n_cols, want in (
         ("NVIDIA H200", 2, 50257, (1024, 2, False)),
         ("NVIDIA H200", 2, 1024, (1024, 2, False)),
@@ -227,10 +228,10 @@ def test_cross_entropy_backward_row_launch_by_gpu_model(monkeypatch):
         ("NVIDIA H100 80GB HBM3", 2, 50257, (*ce.bwd_launch_heuristic(50257, 2), True)),
     ):
         monkeypatch.setattr(
-            ce, "device_capabilities", lambda device, n=name: SimpleNamespace(name=n)
+            _split_rows, "device_capabilities", lambda device, n=name: SimpleNamespace(name=n)
         )
         assert ce._bwd_row_launch(n_cols, size, torch.device("cuda")) == want, (name, size, n_cols)
-    monkeypatch.setattr(ce, "device_capabilities", real)
+    monkeypatch.setattr(_split_rows, "device_capabilities", real)
     here = real("cpu").name
     monkeypatch.setitem(ce.BWD_ROW_LAUNCHES_BY_MODEL, here, {2: (16, 1, False)})
     spy = LaunchSpy(ce_kernels.cross_entropy_bwd_kernel)

@@ -34,6 +34,7 @@ COMPILE_ALL = textwrap.dedent(
     # under the ptxas of Triton 3.6 (the GPU's), 8 bytes under Triton 3.9's
     PAIRS_SPILL_ALLOWED = 8
     h100 = DeviceCapabilities("H100", (9, 0), 132, 50 * 2**20, 80 * 2**30, 232448)
+    h200 = DeviceCapabilities("NVIDIA H200", (9, 0), 132, 50 * 2**20, 141 * 2**30, 232448)
     rows.device_capabilities = split_rows.device_capabilities = lambda device: h100
     target = GPUTarget("cuda", 90, 32)
 
@@ -180,6 +181,22 @@ COMPILE_ALL = textwrap.dedent(
         split_types = dict(types, words_ptr="*i64")
         stack = spilled_bytes(ck.cross_entropy_fwd_grad_flags_kernel, split_types, dict(HAS_SMOOTHING=True, CHECK_TARGETS=False, BLOCK=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch, ALIGN=align), **plan.launch_options())
         assert stack <= (48 if plan.prefetch else 0), f"aligned flag-word split kernel spills {stack} bytes ({dt})"
+    # on the H200 float32 rows meet through flag words too (FLOAT32_FLAG_WORDS_BY_MODEL: two
+    # 16384-column 8-warp programs an SM, 128 registers a thread): no spills; an H100 keeps the
+    # counter launch
+    assert not ce._fwd_grad_split_plan(4096, 262144, 4, "cuda").flag_words
+    rows.device_capabilities = split_rows.device_capabilities = lambda device: h200
+    ce._fwd_grad_split_plan.cache_clear()
+    for vocab in (128256, 151936, 262144):
+        plan = ce._fwd_grad_split_plan(4096, vocab, 4, "cuda")
+        assert plan.flag_words and (plan.block, plan.num_warps) == (16384, 8), plan
+        fp32_types = dict(logits_ptr="*fp32", grad_ptr="*fp32", target_ptr="*i64", loss_ptr="*fp32",
+                          lse_ptr="*fp32", grad_loss_ptr="*fp32", label_smoothing="fp32", z_loss="fp32",
+                          words_ptr="*i64")
+        stack = spilled_bytes(ck.cross_entropy_fwd_grad_flags_kernel, fp32_types, dict(HAS_SMOOTHING=True, CHECK_TARGETS=False, BLOCK=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0, PREFETCH=plan.prefetch, ALIGN=1), aligned=("n_cols", "logits_row_stride", "grad_row_stride"), **plan.launch_options())
+        assert stack == 0, f"float32 flag-word split kernel spills {stack} bytes ({vocab})"
+    rows.device_capabilities = split_rows.device_capabilities = lambda device: h100
+    ce._fwd_grad_split_plan.cache_clear()
     # the norm forward's shipped one-row-a-program launches at their widest rows: no spills (the
     # one-reduction LayerNorm launch exists to need fewer registers)
     wide_types = dict.fromkeys(["X", "R", "W", "B", "Y", "H"], "*fp32")
@@ -218,7 +235,6 @@ COMPILE_ALL = textwrap.dedent(
     # keeps the 8192-column launch, where the H200 takes the wide one for bf16 rows of 65536
     # columns and more and float32 rows of 262144 (BWD_SPLIT_WIDE_LAUNCHES_BY_MODEL)
     assert softmax_ops._bwd_split_plan(8192, 262144, 2, "cuda").block == 8192
-    h200 = DeviceCapabilities("NVIDIA H200", (9, 0), 132, 50 * 2**20, 141 * 2**30, 232448)
     rows.device_capabilities = split_rows.device_capabilities = lambda device: h200
     softmax_ops._bwd_split_plan.cache_clear()
     assert softmax_ops._bwd_split_plan(8192, 65536, 2, "cuda").block == 16384

@@ -30,6 +30,7 @@ import math
 import torch
 
 from warpforge.dispatch import dispatched_op
+from warpforge.ops import _split_rows
 from warpforge.ops._rows import buffer_aligned, cdiv, kernel_device, next_power_of_2
 from warpforge.ops._split_rows import (
     SplitRowPlan,
@@ -55,6 +56,12 @@ from warpforge.validation import (
 
 REDUCTIONS = ("mean", "sum", "none")
 TARGET_DTYPES = (torch.int64, torch.int32)
+
+
+def _gpu_model(device: torch.device | str) -> str:
+    """The GPU model the ``*_BY_MODEL`` tables are keyed by (the split-row plans' view of the
+    device, which the compile tests set)."""
+    return _split_rows.device_capabilities(device).name
 
 
 def launch_heuristic(n_cols: int, element_size: int) -> tuple[int, int]:
@@ -124,7 +131,7 @@ measured)."""
 
 def _bwd_row_launch(n_cols: int, element_size: int, device: torch.device) -> tuple[int, int, bool]:
     """(BLOCK, num_warps, evict_first) of the streaming backward's row kernel on ``device``."""
-    by_size = BWD_ROW_LAUNCHES_BY_MODEL.get(device_capabilities(device).name, {})
+    by_size = BWD_ROW_LAUNCHES_BY_MODEL.get(_gpu_model(device), {})
     launch = by_size.get(element_size)
     if launch is not None and n_cols >= launch[0]:
         return launch
@@ -193,9 +200,28 @@ def _fwd_grad_split_plan(
         return None
     if element_size <= FLAG_WORDS_MAX_ELEMENT_SIZE:
         plan = _flag_word_plan(n_rows, n_cols, element_size, device)
-        if plan is not None:
-            return plan
+    else:
+        launches = FLOAT32_FLAG_WORDS_BY_MODEL.get(_gpu_model(device), ())
+        plan = _first_flag_word_plan(n_rows, n_cols, device, launches)
+    if plan is not None:
+        return plan
     return split_row_plan(n_rows, n_cols, device, **split_launch(element_size))
+
+
+FLOAT32_FLAG_WORDS_BY_MODEL: dict[str, tuple[tuple[dict[str, object], int], ...]] = {
+    "NVIDIA H200": (
+        ({"block": 16384, "num_warps": 8, "programs_per_sm": 2, "prefetch": False}, 64),
+    ),
+}
+"""GPU model -> ``FLAG_WORDS_LAUNCHES``-style launches of the float32 split forward with
+gradient (rows whose starts are 16-byte aligned; others take ``ALIGNED_FLOAT32_LAUNCHES``), in
+place of ``split_launch``'s arrival-counter launch (8192-column 8-warp programs, four an SM,
+chosen on the H100): two 16384-column 8-warp programs an SM meeting through flag words. H200,
+kernel alone (``benchmarks/ce_split_meeting_sweep.py``, ``session41-h200-2026-12-01/
+ce_split_meeting_sweep-call8.txt``), µs against the counter launch: 4096 x 262144 2233.0
+against 2390.7, 2048 x 151936 650.6 against 683.0, 8192 x 128256 2129.6 against 2235.2 (the
+best of seven flag-word launches at each or within 0.2% of it). Other GPUs keep the counter
+launch."""
 
 
 ALIGNED_FLOAT32_LAUNCHES = (
@@ -217,6 +243,14 @@ def _flag_word_plan(
     """The first flag-word split plan of ``FLAG_WORDS_LAUNCHES`` (2-byte rows) or
     ``ALIGNED_FLOAT32_LAUNCHES`` (4-byte) that fits, else None."""
     launches = FLAG_WORDS_LAUNCHES if element_size <= 2 else ALIGNED_FLOAT32_LAUNCHES
+    return _first_flag_word_plan(n_rows, n_cols, device, launches)
+
+
+def _first_flag_word_plan(
+    n_rows: int, n_cols: int, device: torch.device, launches
+) -> SplitRowPlan | None:
+    """The flag-word split plan of the first of ``launches`` ((launch, most chunks a row) pairs)
+    that fits these rows, else None."""
     for launch, max_chunks in launches:
         plan = split_row_plan(n_rows, n_cols, device, **{"prefetch": True, **launch},
                               flag_words=True)  # fmt: skip
@@ -276,7 +310,7 @@ def _split_over_looped(
 ) -> SplitRowPlan | None:
     """The split plan that replaces ``FWD_GRAD_LOOPED_LAUNCHES``' launch of these rows on this
     GPU (``SPLIT_OVER_LOOPED_BY_MODEL``, ``SPLIT_OVER_LOOPED_MIN_FILL``), or None."""
-    if element_size not in SPLIT_OVER_LOOPED_BY_MODEL.get(device_capabilities(device).name, ()):
+    if element_size not in SPLIT_OVER_LOOPED_BY_MODEL.get(_gpu_model(device), ()):
         return None
     if fwd_grad_looped_launch(n_cols, element_size) is None:
         return None
@@ -623,15 +657,18 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
     )
 
     n_rows, n_cols = logits.shape
+    size = logits.element_size()
     align = _aligned_split_align(logits, grad_out)
-    if align > 1 and not (plan.flag_words and cdiv(n_cols + align - 1, plan.block) == plan.chunks):
-        # The plan lacks the chunk a row's lead can need, or meets through counters (float32).
-        # Only the op's own plan (the cached object) gives way to the aligned one: a plan the
-        # caller passed (tests, benchmarks) runs as given, from each row's start.
+    own = plan is _fwd_grad_split_plan(n_rows, n_cols, size, logits.device)
+    fits = plan.flag_words and cdiv(n_cols + align - 1, plan.block) == plan.chunks
+    if align > 1 and (not fits or (own and size == 4)):
+        # The plan lacks the chunk a row's lead can need, or meets through counters, or is
+        # float32's own (its unaligned rows were measured on ALIGNED_FLOAT32_LAUNCHES). Only
+        # the op's own plan (the cached object) gives way to the aligned one: a plan the caller
+        # passed (tests, benchmarks) runs as given, from each row's start.
         aligned_plan = None
-        if plan is _fwd_grad_split_plan(n_rows, n_cols, logits.element_size(), logits.device):
-            aligned_plan = _flag_word_plan(n_rows, n_cols + align - 1, logits.element_size(),
-                                           logits.device)  # fmt: skip
+        if own:
+            aligned_plan = _flag_word_plan(n_rows, n_cols + align - 1, size, logits.device)
         if aligned_plan is not None:
             plan = aligned_plan
         else:
