@@ -160,3 +160,12 @@ align_bench() {  # both align problems through the harness into OUT/keep/align-c
     --out "$OUT/keep/align-call$CALL.json" > "$OUT/align-bench.log" 2>&1
   echo "align bench: exit $? in $((SECONDS - t0)) s"; tail -14 "$OUT/align-bench.log"
 }
+
+ce_meeting_sweep() {  # LIMIT_S SHAPES ONLY: benchmarks/ce_split_meeting_sweep.py (3 passes) at
+  # SHAPES ("4096x50257:bf16,...") over the contenders ONLY into OUT/keep/*-callCALL.*, printed
+  timeout "$1" python3 benchmarks/ce_split_meeting_sweep.py --out "$OUT/ce" --repeat 3 \
+    --shapes "$2" --only "$3" > "$OUT/ce.log" 2>&1
+  echo "ce sweep: exit $?"
+  for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call$CALL.${f##*.}"; done
+  grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -40
+}

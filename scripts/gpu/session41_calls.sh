@@ -53,13 +53,8 @@ case "$CALL" in
   parity_cases ce-bwd-bf16-call1 330 --only "cross_entropy.bwd M=4096 V=50257 torch.bfloat16" \
     "cross_entropy.bwd M=16384 V=32000 torch.bfloat16" "cross_entropy.bwd M=8192 V=128256 torch.bfloat16" \
     "cross_entropy.bwd M=4096 V=262144 torch.bfloat16"
-  timeout $((570 - SECONDS)) python3 benchmarks/ce_split_meeting_sweep.py --out "$OUT/ce" --repeat 3 \
-    --shapes 4096x50257:bf16,4096x50257:fp32 \
-    --only "default,op,words 4096/4 x8,words 2048/2 x16,words 4096/8 x4,words 8192/8 x2,words 16384/16 x1,words 8192/8 x4" \
-    > "$OUT/ce.log" 2>&1
-  echo "ce sweep: exit $?"
-  for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call1.${f##*.}"; done
-  grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -40
+  ce_meeting_sweep "$((570 - SECONDS))" 4096x50257:bf16,4096x50257:fp32 \
+    "default,op,words 4096/4 x8,words 2048/2 x16,words 4096/8 x4,words 8192/8 x2,words 16384/16 x1,words 8192/8 x4"
   finish_call one
   ;;
 2)
@@ -79,13 +74,8 @@ case "$CALL" in
     --out "$OUT/keep/cebwd-bf16-call3.json" > "$OUT/bench.log" 2>&1
   echo "bench cross_entropy.bwd bf16: exit $?"; grep -E "^│ cross" "$OUT/bench.log"
   gpu_tests ce-call3 150 tests/ops/test_cross_entropy.py tests/ops/test_lean_kernels.py -n 6
-  timeout $((570 - SECONDS)) python3 benchmarks/ce_split_meeting_sweep.py --out "$OUT/ce" --repeat 3 \
-    --shapes 16384x32000:bf16,2048x151936:bf16 \
-    --only "default,op,words 16384/8 x2,words 8192/4 x4,words 4096/4 x8,words 16384/16 x2" \
-    > "$OUT/ce.log" 2>&1
-  echo "ce sweep: exit $?"
-  for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call3.${f##*.}"; done
-  grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -40
+  ce_meeting_sweep "$((570 - SECONDS))" 16384x32000:bf16,2048x151936:bf16 \
+    "default,op,words 16384/8 x2,words 8192/4 x4,words 4096/4 x8,words 16384/16 x2"
   finish_call one
   ;;
 4)
@@ -93,12 +83,8 @@ case "$CALL" in
   timeout 200 python3 -m warpforge bench --problem cross_entropy.fwd_bwd --dtype bf16 --sweep --max-time 1 \
     --out "$OUT/keep/cefwdbwd-bf16-call4.json" > "$OUT/bench.log" 2>&1
   echo "bench cross_entropy.fwd_bwd bf16: exit $?"; grep -E "^│ cross" "$OUT/bench.log"
-  timeout $((570 - SECONDS)) python3 benchmarks/ce_split_meeting_sweep.py --out "$OUT/ce" --repeat 3 \
-    --shapes 16384x32000:bf16,8192x32768:bf16,16384x24576:bf16,16384x16392:bf16,16384x20000:bf16 \
-    --only "op,looped,words 8192/4 x4,words 16384/8 x2,words 4096/4 x8" > "$OUT/ce.log" 2>&1
-  echo "ce sweep: exit $?"
-  for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call4.${f##*.}"; done
-  grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -40
+  ce_meeting_sweep "$((570 - SECONDS))" 16384x32000:bf16,8192x32768:bf16,16384x24576:bf16,16384x16392:bf16,16384x20000:bf16 \
+    "op,looped,words 8192/4 x4,words 16384/8 x2,words 4096/4 x8"
   finish_call one
   ;;
 5)
@@ -121,13 +107,8 @@ case "$CALL" in
   finish_call one
   ;;
 8)
-  timeout 400 python3 benchmarks/ce_split_meeting_sweep.py --out "$OUT/ce" --repeat 3 \
-    --shapes 4096x262144:fp32,2048x151936:fp32,8192x128256:fp32 \
-    --only "default,counter 8192/8 x4,words 8192/8 x4,words 8192/4 x4,words 4096/4 x8,words 16384/8 x2,words 16384/16 x1,counter 16384/16 x1" \
-    > "$OUT/ce.log" 2>&1
-  echo "ce sweep: exit $?"
-  for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call8.${f##*.}"; done
-  grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -40
+  ce_meeting_sweep 400 4096x262144:fp32,2048x151936:fp32,8192x128256:fp32 \
+    "default,counter 8192/8 x4,words 8192/8 x4,words 8192/4 x4,words 4096/4 x8,words 16384/8 x2,words 16384/16 x1,counter 16384/16 x1"
   finish_call one
   ;;
 9)
@@ -137,11 +118,8 @@ case "$CALL" in
   timeout 200 python3 -m warpforge bench --problem cross_entropy.fwd_bwd --dtype fp32 --sweep --max-time 1 \
     --out "$OUT/keep/cefwdbwd-fp32-call9.json" > "$OUT/bench.log" 2>&1
   echo "bench cross_entropy.fwd_bwd fp32: exit $?"; grep -E "^│ cross" "$OUT/bench.log"
-  timeout $((560 - SECONDS)) python3 benchmarks/ce_split_meeting_sweep.py --out "$OUT/ce" --repeat 3 \
-    --shapes 4096x50257:fp32 --only "default,words 16384/8 x2,words 8192/4 x4" > "$OUT/ce.log" 2>&1
-  echo "ce sweep: exit $?"
-  for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call9.${f##*.}"; done
-  grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -10
+  ce_meeting_sweep "$((560 - SECONDS))" 4096x50257:fp32 \
+    "default,words 16384/8 x2,words 8192/4 x4"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -19,12 +19,14 @@ from warpforge.ops import cross_entropy
 from warpforge.ops._kernels import cross_entropy as kernels
 from warpforge.ops._split_rows import split_row_plan
 from warpforge.ops._wide_rows import WIDE_ROWS, WideLaunch
-from warpforge.runtime import ExecutionPath
+from warpforge.runtime import ExecutionPath, device_capabilities
 
 # `import warpforge.ops.cross_entropy as m` would bind the function of the same name.
 ce_module = importlib.import_module("warpforge.ops.cross_entropy")
 
 IGNORE = -100
+THIS_MACHINE = device_capabilities("cpu").name
+"""What the ``*_BY_MODEL`` tables see as the GPU model here (tests list it to take a launch)."""
 
 
 def reference_cross_entropy(logits, target, *, ignore_index=IGNORE, reduction="mean",
@@ -75,6 +77,28 @@ def check_forward_backward(logits, target, dtype, tol, **options):
     assert loss.dtype == dtype and loss.shape == expected.shape
     torch.testing.assert_close(loss.double(), expected, atol=tol, rtol=tol, equal_nan=True)
     torch.testing.assert_close(grad.double(), expected_grad, atol=tol, rtol=tol)
+
+
+@pytest.fixture
+def fresh_plans():
+    """The op's cached split plans cleared before and after the test (a test that patches the
+    launch tables must not see, or leave, plans cached under other tables)."""
+    caches = (ce_module._fwd_grad_split_plan, ce_module._flag_word_plan,
+              ce_module._split_over_looped)  # fmt: skip
+    for cache in caches:
+        cache.cache_clear()
+    yield
+    for cache in caches:
+        cache.cache_clear()
+
+
+def spy_on(monkeypatch, *names: str) -> list[LaunchSpy]:
+    """A ``LaunchSpy`` in place of each of these cross-entropy kernels, in order."""
+    spies = []
+    for name in names:
+        spies.append(LaunchSpy(getattr(kernels, name)))
+        monkeypatch.setattr(kernels, name, spies[-1])
+    return spies
 
 
 def check_row_losses(loss, lse, logits, target):
@@ -341,51 +365,39 @@ def test_looped_forward_with_grad_float16_and_the_table(monkeypatch):
 
 
 @pytest.mark.interpreter
-def test_looped_rows_take_the_split_where_their_gpu_measured_it(monkeypatch):
+def test_looped_rows_take_the_split_where_their_gpu_measured_it(monkeypatch, fresh_plans):
     """On a GPU model ``SPLIT_OVER_LOOPED_BY_MODEL`` lists for their element size, rows of the
     looped launch's reach (made to be 200+ columns here) that fill 90% of their programs'
     columns get their gradient from the flag-word split plan (64-column chunks here: 250 and
     570 columns), rows off 16-byte boundaries counted from aligned addresses, matching float64
     through the op; rows that fill less (200 of 256, 517 of 576) keep the looped kernel,
     narrower rows and other element sizes their kernels, other GPU models the looped one."""
-    from warpforge.runtime import device_capabilities
-
-    here = device_capabilities("cpu").name
     monkeypatch.delenv(WIDE_ROWS, raising=False)
-    monkeypatch.setitem(ce_module.SPLIT_OVER_LOOPED_BY_MODEL, here, frozenset({2}))
+    monkeypatch.setitem(ce_module.SPLIT_OVER_LOOPED_BY_MODEL, THIS_MACHINE, frozenset({2}))
     monkeypatch.setitem(ce_module.FWD_GRAD_LOOPED_LAUNCHES, 2, WideLaunch(2, min_n=200, chunk=64))
     small = (({"block": 64, "num_warps": 1, "programs_per_sm": 4}, 64),)
     monkeypatch.setattr(ce_module, "FLAG_WORDS_LAUNCHES", small)
-    split = LaunchSpy(kernels.cross_entropy_fwd_grad_flags_kernel)
-    looped = LaunchSpy(kernels.cross_entropy_fwd_grad_looped_kernel)
-    monkeypatch.setattr(kernels, "cross_entropy_fwd_grad_flags_kernel", split)
-    monkeypatch.setattr(kernels, "cross_entropy_fwd_grad_looped_kernel", looped)
-    caches = (ce_module._split_over_looped, ce_module._flag_word_plan)
-    for cache in caches:  # plans cached under the shipped tables
-        cache.cache_clear()
-    try:
-        gen = torch.Generator().manual_seed(33)
-        for vocab, taken in ((199, False), (200, False), (250, True), (517, False), (570, True)):
-            split.grids.clear()
-            looped.grids.clear()
-            logits = (torch.randn(6, vocab, generator=gen) * 3).half().requires_grad_()
-            target = random_target((6,), vocab, gen)
-            loss = cross_entropy(logits, target, label_smoothing=0.05)
-            (grad,) = torch.autograd.grad(loss, logits)
-            assert (bool(split.grids), bool(looped.grids)) == (taken, vocab >= 200 and not taken)
-            x64 = logits.detach().double().requires_grad_()
-            want = reference_cross_entropy(x64, target, label_smoothing=0.05)
-            (want_grad,) = torch.autograd.grad(want, x64)
-            torch.testing.assert_close(loss.double(), want, atol=1e-3, rtol=1e-3)
-            torch.testing.assert_close(grad.double(), want_grad, atol=1e-3, rtol=1e-3)
-        assert ce_module.fwd_grad_plan(6, 570, 2, torch.device("cpu")).block == 64
-        assert ce_module.fwd_grad_plan(6, 570, 4, torch.device("cpu")) is None
-        monkeypatch.delitem(ce_module.SPLIT_OVER_LOOPED_BY_MODEL, here)
-        ce_module._split_over_looped.cache_clear()
-        assert ce_module.fwd_grad_plan(6, 570, 2, torch.device("cpu")) is None
-    finally:
-        for cache in caches:
-            cache.cache_clear()
+    split, looped = spy_on(monkeypatch, "cross_entropy_fwd_grad_flags_kernel",
+                           "cross_entropy_fwd_grad_looped_kernel")  # fmt: skip
+    gen = torch.Generator().manual_seed(33)
+    for vocab, taken in ((199, False), (200, False), (250, True), (517, False), (570, True)):
+        split.grids.clear()
+        looped.grids.clear()
+        logits = (torch.randn(6, vocab, generator=gen) * 3).half().requires_grad_()
+        target = random_target((6,), vocab, gen)
+        loss = cross_entropy(logits, target, label_smoothing=0.05)
+        (grad,) = torch.autograd.grad(loss, logits)
+        assert (bool(split.grids), bool(looped.grids)) == (taken, vocab >= 200 and not taken)
+        x64 = logits.detach().double().requires_grad_()
+        want = reference_cross_entropy(x64, target, label_smoothing=0.05)
+        (want_grad,) = torch.autograd.grad(want, x64)
+        torch.testing.assert_close(loss.double(), want, atol=1e-3, rtol=1e-3)
+        torch.testing.assert_close(grad.double(), want_grad, atol=1e-3, rtol=1e-3)
+    assert ce_module.fwd_grad_plan(6, 570, 2, torch.device("cpu")).block == 64
+    assert ce_module.fwd_grad_plan(6, 570, 4, torch.device("cpu")) is None
+    monkeypatch.delitem(ce_module.SPLIT_OVER_LOOPED_BY_MODEL, THIS_MACHINE)
+    ce_module._split_over_looped.cache_clear()
+    assert ce_module.fwd_grad_plan(6, 570, 2, torch.device("cpu")) is None
 
 
 def test_looped_loss_only_forward_routes_as_measured(monkeypatch):
@@ -866,44 +878,32 @@ def test_long_unaligned_rows_take_the_aligned_split(dtype, monkeypatch):
 
 
 @pytest.mark.interpreter
-def test_float32_split_meets_through_flag_words_where_its_gpu_measured_it(monkeypatch):
+def test_float32_split_meets_through_flag_words_where_its_gpu_measured_it(monkeypatch, fresh_plans):
     """On a GPU model ``FLOAT32_FLAG_WORDS_BY_MODEL`` lists, float32 rows past the whole-row
     block (made 16 columns here) split over its flag-word launch (16-column chunks here) rather
     than the counter launch, matching float64 through the op; rows that start off 16-byte
     boundaries keep ``ALIGNED_FLOAT32_LAUNCHES``' plan (32-column chunks here), read from
     aligned addresses; other GPU models keep the counter launch."""
-    from warpforge.runtime import device_capabilities
-
-    here = device_capabilities("cpu").name
     words = (({"block": 16, "num_warps": 1, "programs_per_sm": 2, "prefetch": False}, 64),)
     aligned = (({"block": 32, "num_warps": 1, "programs_per_sm": 4, "prefetch": False}, 64),)
     monkeypatch.setattr(ce_module, "WHOLE_ROW_MAX_BLOCK", 16)
     monkeypatch.setattr(ce_module, "FUSED_GRAD_MAX_COLS", 16)
-    monkeypatch.setitem(ce_module.FLOAT32_FLAG_WORDS_BY_MODEL, here, words)
+    monkeypatch.setitem(ce_module.FLOAT32_FLAG_WORDS_BY_MODEL, THIS_MACHINE, words)
     monkeypatch.setattr(ce_module, "ALIGNED_FLOAT32_LAUNCHES", aligned)
-    flags = LaunchSpy(kernels.cross_entropy_fwd_grad_flags_kernel)
-    counter = LaunchSpy(kernels.cross_entropy_fwd_grad_split_kernel)
-    monkeypatch.setattr(kernels, "cross_entropy_fwd_grad_flags_kernel", flags)
-    monkeypatch.setattr(kernels, "cross_entropy_fwd_grad_split_kernel", counter)
-    caches = (ce_module._fwd_grad_split_plan, ce_module._flag_word_plan)
-    for cache in caches:  # plans cached under the shipped tables
-        cache.cache_clear()
-    try:
-        gen = torch.Generator().manual_seed(44)
-        for vocab, block, align in ((48, 16, 1), (45, 32, 4)):
-            flags.launches.clear()
-            logits = torch.randn(6, vocab, generator=gen) * 3
-            target = random_target((6,), vocab, gen)
-            target[0], target[1] = 0, vocab - 1
-            check_forward_backward(logits, target, torch.float32, 2e-5, label_smoothing=0.1)
-            assert {(la["BLOCK"], la["ALIGN"]) for la in flags.launches} == {(block, align)}
-        assert not counter.launches
-        monkeypatch.delitem(ce_module.FLOAT32_FLAG_WORDS_BY_MODEL, here)
-        ce_module._fwd_grad_split_plan.cache_clear()
-        assert not ce_module._fwd_grad_split_plan(6, 48, 4, torch.device("cpu")).flag_words
-    finally:
-        for cache in caches:
-            cache.cache_clear()
+    flags, counter = spy_on(monkeypatch, "cross_entropy_fwd_grad_flags_kernel",
+                            "cross_entropy_fwd_grad_split_kernel")  # fmt: skip
+    gen = torch.Generator().manual_seed(44)
+    for vocab, block, align in ((48, 16, 1), (45, 32, 4)):
+        flags.launches.clear()
+        logits = torch.randn(6, vocab, generator=gen) * 3
+        target = random_target((6,), vocab, gen)
+        target[0], target[1] = 0, vocab - 1
+        check_forward_backward(logits, target, torch.float32, 2e-5, label_smoothing=0.1)
+        assert {(la["BLOCK"], la["ALIGN"]) for la in flags.launches} == {(block, align)}
+    assert not counter.launches
+    monkeypatch.delitem(ce_module.FLOAT32_FLAG_WORDS_BY_MODEL, THIS_MACHINE)
+    ce_module._fwd_grad_split_plan.cache_clear()
+    assert not ce_module._fwd_grad_split_plan(6, 48, 4, torch.device("cpu")).flag_words
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
