@@ -34,8 +34,8 @@
 #      50257 (parity_sweep.py, bf16 and float32), with its GPU tests; the op's forward with
 #      gradient against both kernels again (parity_sweep.py, its inputs now copied for each
 #      contender's check: Liger's cross-entropy writes its gradient into the logits).
-#   7  every GPU test at the session's final kernel code (the aligned-address backward removed
-#      again; the CPU tier's slowest interpreter cases trimmed).
+#   7  every GPU test at the kernel code before call 9's float32 launch (the aligned-address
+#      backward removed again; the CPU tier's slowest interpreter cases trimmed).
 #   8  the float32 split forward with gradient (the arrival-counter launch chosen on the H100,
 #      84-88% of copy through the harness on the H200 at 128256-262144 classes) against the
 #      flag-word launches never timed in float32 there (ce_split_meeting_sweep.py).
@@ -43,6 +43,9 @@
 #      programs an SM on the H200: cross_entropy.FLOAT32_FLAG_WORDS_BY_MODEL): the cross-entropy
 #      GPU tests, the harness's float32 cross_entropy.fwd_bwd sweep, then the launch at 4096 x
 #      50257 float32 (rows off 16-byte boundaries, which keep ALIGNED_FLOAT32_LAUNCHES).
+#  10  the float32 norm backward of 131072 and 262144 columns (the flag-word split kernel at the
+#      H100's 4096-column 4-warp launch, 76-89% of copy through the harness on the H200):
+#      benchmarks/norm_bwd_narrow_sweep.py at wider and narrower programs, kernel alone.
 # Usage: bash scripts/gpu/session41_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -120,6 +123,14 @@ case "$CALL" in
   echo "bench cross_entropy.fwd_bwd fp32: exit $?"; grep -E "^│ cross" "$OUT/bench.log"
   ce_meeting_sweep "$((560 - SECONDS))" 4096x50257:fp32 \
     "default,words 16384/8 x2,words 8192/4 x4"
+  finish_call one
+  ;;
+10)
+  SWEEP_DTYPES=float32 SWEEP_SHAPES="8192x131072 8192x262144" SWEEP_LAUNCHES="flags/4096/4/2/1 \
+flags/8192/8/1/1 flags/8192/16/1/1 flags/2048/4/4/1 flags/4096/8/2/1" \
+    timeout 240 python3 benchmarks/norm_bwd_narrow_sweep.py sweep "$OUT/keep/normbwd-fp32-wide-call10.txt" \
+    > "$OUT/keep/normbwd-fp32-wide-call10.log" 2>&1
+  echo "norm bwd sweep: exit $?"; cut -c1-160 "$OUT/keep/normbwd-fp32-wide-call10.log" | tail -40
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
