@@ -46,6 +46,10 @@
 #  10  the float32 norm backward of 131072 and 262144 columns (the flag-word split kernel at the
 #      H100's 4096-column 4-warp launch, 76-89% of copy through the harness on the H200):
 #      benchmarks/norm_bwd_narrow_sweep.py at wider and narrower programs, kernel alone.
+#  11  call 10's finding shipped (float32 rows of 65537-131072 columns: the flags kernel in
+#      8192-column 8-warp programs, one an SM, NORM_BWD_NARROW_BY_MODEL): the narrow-row GPU
+#      tests at 131072 columns, then the three float32 norm backward rows at 8192 x 131072
+#      through the harness.
 # Usage: bash scripts/gpu/session41_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -131,6 +135,14 @@ flags/8192/8/1/1 flags/8192/16/1/1 flags/2048/4/4/1 flags/4096/8/2/1" \
     timeout 240 python3 benchmarks/norm_bwd_narrow_sweep.py sweep "$OUT/keep/normbwd-fp32-wide-call10.txt" \
     > "$OUT/keep/normbwd-fp32-wide-call10.log" 2>&1
   echo "norm bwd sweep: exit $?"; cut -c1-160 "$OUT/keep/normbwd-fp32-wide-call10.log" | tail -40
+  finish_call one
+  ;;
+11)
+  gpu_tests narrow-call11 60 tests/ops/test_norm_bwd_narrow.py -k 131072 -n 6
+  timeout $((225 - SECONDS)) python3 -m warpforge bench --problem "rms_norm.bwd,add_rms_norm.bwd,layer_norm.bwd" \
+    --dtype fp32 --sweep --shape M=8192,N=131072 --max-time 1 --out "$OUT/keep/normbwd-fp32-call11.json" \
+    > "$OUT/bench.log" 2>&1
+  echo "bench norm bwd fp32: exit $?"; grep -E "^│ (add_)?(rms|layer)" "$OUT/bench.log"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -162,8 +162,9 @@ def narrow_plan(monkeypatch):
 def test_an_h200_takes_its_own_bf16_entries_and_the_shared_rest(narrow_plan, monkeypatch):
     """On an H200 the bf16 backward takes NORM_BWD_NARROW_BY_MODEL's entries (the lagged kernel
     for add+RMSNorm from 65536 columns, for all three families over 131072, RMSNorm's and
-    add+RMSNorm's there in 8192-column programs); float32 and the
-    narrower bf16 rows keep the shared table; the environment's table still replaces both."""
+    add+RMSNorm's there in 8192-column programs), and float32 rows of 65537-131072 columns the
+    flags kernel in 8192-column programs; narrower rows keep the shared table and float32 rows
+    past 131072 the split default; the environment's table still replaces both."""
 
     def plan(family, N, element_size=2):
         return narrow_plan("NVIDIA H200", family, 8192, N, element_size)
@@ -179,6 +180,10 @@ def test_an_h200_takes_its_own_bf16_entries_and_the_shared_rest(narrow_plan, mon
     assert plan("layer_norm", 262144) == ("lag", 4096)
     assert plan("rms_norm", 65536, 4) is None  # float32: the shared table's
     assert plan("layer_norm", 65536, 4) == ("flags", 2048)
+    for family in ("rms_norm", "add_rms_norm", "layer_norm"):
+        assert plan(family, 32768, 4) == ("flags", 4096 if family != "layer_norm" else 2048)
+        assert plan(family, 65537, 4) == plan(family, 131072, 4) == ("flags", 8192)
+        assert plan(family, 131073, 4) is None
     monkeypatch.setenv(norm.NORM_BWD_NARROW_ENV, "none")
     assert plan("add_rms_norm", 65536) is None
 

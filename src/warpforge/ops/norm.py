@@ -1872,6 +1872,15 @@ NORM_BWD_NARROW_BY_MODEL: dict[str, dict[tuple[str, int], tuple[NarrowChoice, ..
             ("flags", _FLAGS_4096, 32769, 65535),
             ("lag", _LAG_4096, 131072, 262144),
         ),
+        ("rms_norm", 4): (*NORM_BWD_NARROW[("rms_norm", 4)], ("flags", _FLAGS_8192, 65537, 131072)),
+        ("add_rms_norm", 4): (
+            *NORM_BWD_NARROW[("add_rms_norm", 4)],
+            ("flags", _FLAGS_8192, 65537, 131072),
+        ),
+        ("layer_norm", 4): (
+            *NORM_BWD_NARROW[("layer_norm", 4)],
+            ("flags", _FLAGS_8192, 65537, 131072),
+        ),
     },
 }
 """GPU model (``torch.cuda.get_device_name``) -> (op family, element size) entries that replace
@@ -1898,7 +1907,18 @@ a row of the 4096-column launch). Kernel alone (``session40-h200-2026-12-01/
 normbwd-wide-call8.txt``), 8192 x 262144, against the 4096-column launch: RMSNorm 3804.2
 against 4355.6 us (79.2 against 69.1% of copy), add+RMSNorm 4549.6 against 5416.5 (88.2 against
 74.1%); LayerNorm there was slower (5659.8 against 4585.0) and keeps it, and at 131072 columns
-no wider launch beat the table's."""
+no wider launch beat the table's.
+
+float32 rows of 65537-131072 columns take the flag-word kernel in 8192-column programs of 8
+warps, one an SM (``_FLAGS_8192``), rather than the split default (4096 columns, 4 warps, two an
+SM; :data:`NORM_BWD_SPLIT_LAUNCHES`). Kernel alone (``session41-h200-2026-12-01/
+normbwd-fp32-wide-call10.txt``), 8192 x 131072, RMSNorm / add+RMSNorm / LayerNorm: 3368.5 /
+4075.4 / 3598.9 us against 3463.3 / 4341.4 / 3744.2 (88.9 / 98.0 / 83.2% of copy against 86.5 /
+92.0 / 80.0); measured at 131072 columns only. At 262144 it lost for RMSNorm and LayerNorm
+(7993.5 against 7651.3, 8233.6 against 8065.0) and won 3.7% for add+RMSNorm (9231.1 against
+9581.5), within twice the spread of two runs of one launch there, so 262144 keeps the default;
+the other launches timed (8192 columns of 16 warps, 2048 of 4 warps four an SM, 4096 of 8 warps
+two an SM) ran 4-36% longer than the default at both widths."""
 
 NORM_BWD_NARROW_ENV = "WARPFORGE_NORM_BWD_NARROW"
 """Replaces :data:`NORM_BWD_NARROW` (benchmark sweeps), read when a shape is first planned:
