@@ -365,7 +365,9 @@ def test_looped_forward_with_grad_float16_and_the_table(monkeypatch):
 
 
 @pytest.mark.interpreter
-def test_looped_rows_take_the_split_where_their_gpu_measured_it(monkeypatch, fresh_plans):
+def test_looped_rows_take_the_split_where_their_gpu_measured_it(
+    monkeypatch, fresh_plans, poison_outputs
+):
     """On a GPU model ``SPLIT_OVER_LOOPED_BY_MODEL`` lists for their element size, rows of the
     looped launch's reach (made to be 200+ columns here) that fill 90% of their programs'
     columns get their gradient from the flag-word split plan (64-column chunks here: 250 and
@@ -878,7 +880,9 @@ def test_long_unaligned_rows_take_the_aligned_split(dtype, monkeypatch):
 
 
 @pytest.mark.interpreter
-def test_float32_split_meets_through_flag_words_where_its_gpu_measured_it(monkeypatch, fresh_plans):
+def test_float32_split_meets_through_flag_words_where_its_gpu_measured_it(
+    monkeypatch, fresh_plans, poison_outputs
+):
     """On a GPU model ``FLOAT32_FLAG_WORDS_BY_MODEL`` lists, float32 rows past the whole-row
     block (made 16 columns here) split over its flag-word launch (16-column chunks here) rather
     than the counter launch, matching float64 through the op; rows that start off 16-byte

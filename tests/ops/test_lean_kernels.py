@@ -208,7 +208,7 @@ def test_cross_entropy_backward_op_takes_the_flat_stream_for_float32_rows(device
 
 
 @pytest.mark.interpreter
-def test_cross_entropy_backward_row_launch_by_gpu_model(monkeypatch):
+def test_cross_entropy_backward_row_launch_by_gpu_model(monkeypatch, poison_outputs):
     """The saved-lse backward's row kernel takes ``BWD_ROW_LAUNCHES_BY_MODEL``' launch on the GPU
     model it names, for rows of at least its BLOCK classes of its element size, and
     ``bwd_launch_heuristic``'s elsewhere; listed for this machine as 16-column slices (three a

@@ -1916,7 +1916,7 @@ normbwd-fp32-wide-call10.txt``), 8192 x 131072, RMSNorm / add+RMSNorm / LayerNor
 4075.4 / 3598.9 us against 3463.3 / 4341.4 / 3744.2 (88.9 / 98.0 / 83.2% of copy against 86.5 /
 92.0 / 80.0); measured at 131072 columns only. At 262144 it lost for RMSNorm and LayerNorm
 (7993.5 against 7651.3, 8233.6 against 8065.0) and won 3.7% for add+RMSNorm (9231.1 against
-9581.5), within twice the spread of two runs of one launch there, so 262144 keeps the default;
+9581.5), about twice the 1.8% between two runs of one launch there, so 262144 keeps the default;
 the other launches timed (8192 columns of 16 warps, 2048 of 4 warps four an SM, 4096 of 8 warps
 two an SM) ran 4-36% longer than the default at both widths."""
 
