@@ -169,3 +169,12 @@ ce_meeting_sweep() {  # LIMIT_S SHAPES ONLY: benchmarks/ce_split_meeting_sweep.p
   for f in "$OUT"/ce/*; do cp "$f" "$OUT/keep/$(basename "${f%.*}")-call$CALL.${f##*.}"; done
   grep -E "^M=|^ *M=" "$OUT"/ce/*.txt | head -40
 }
+
+sweep_bench() {  # LIMIT_S REPORT PROBLEMS DTYPE [ARGS...]: `warpforge bench --sweep` of PROBLEMS in
+  # DTYPE (ARGS: --shape filters) into OUT/keep/REPORT-callCALL.json, its rows printed
+  local limit="$1" report="$2" problems="$3" dtype="$4"
+  shift 4
+  timeout "$limit" python3 -m warpforge bench --problem "$problems" --dtype "$dtype" --sweep \
+    --max-time 1 "$@" --out "$OUT/keep/$report-call$CALL.json" > "$OUT/bench.log" 2>&1
+  echo "bench $problems $dtype: exit $?"; grep -E "^│ [a-z_]+\." "$OUT/bench.log"
+}

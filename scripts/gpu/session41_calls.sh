@@ -55,6 +55,13 @@ set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
 start_call session41_calls.sh "$@"
 
+ce_gpu_tests() {  # LIMIT_S: the cross-entropy, lean-kernel and fused linear cross-entropy GPU
+  # tests (the weight past 2**31 elements left out) into OUT/keep/gpu-tests-ce-callCALL.txt
+  gpu_tests "ce-call$CALL" "$1" tests/ops/test_cross_entropy.py tests/ops/test_lean_kernels.py \
+    tests/ops/test_fused_linear_cross_entropy.py -n 6 \
+    --deselect tests/ops/test_fused_linear_cross_entropy.py::test_gpu_weight_beyond_2_pow_31_elements
+}
+
 case "$CALL" in
 1)
   parity_cases ce-bwd-bf16-call1 330 --only "cross_entropy.bwd M=4096 V=50257 torch.bfloat16" \
@@ -65,21 +72,15 @@ case "$CALL" in
   finish_call one
   ;;
 2)
-  gpu_tests ce-call2 150 tests/ops/test_cross_entropy.py tests/ops/test_lean_kernels.py \
-    tests/ops/test_fused_linear_cross_entropy.py -n 6 \
-    --deselect tests/ops/test_fused_linear_cross_entropy.py::test_gpu_weight_beyond_2_pow_31_elements
-  timeout 200 python3 -m warpforge bench --problem cross_entropy.bwd --dtype bf16 --sweep --max-time 1 \
-    --out "$OUT/keep/cebwd-bf16-call2.json" > "$OUT/bench.log" 2>&1
-  echo "bench cross_entropy.bwd bf16: exit $?"; grep -E "^│ cross" "$OUT/bench.log"
+  ce_gpu_tests 150
+  sweep_bench 200 cebwd-bf16 cross_entropy.bwd bf16
   parity_cases ce-bwd-bf16-call2 $((570 - SECONDS)) --only "cross_entropy.bwd M=4096 V=50257 torch.bfloat16" \
     "cross_entropy.bwd M=16384 V=32000 torch.bfloat16" "cross_entropy.bwd M=8192 V=128256 torch.bfloat16" \
     "cross_entropy.bwd M=4096 V=262144 torch.bfloat16" "cross_entropy.bwd M=2048 V=151936 torch.bfloat16"
   finish_call one
   ;;
 3)
-  timeout 200 python3 -m warpforge bench --problem cross_entropy.bwd --dtype bf16 --sweep --max-time 1 \
-    --out "$OUT/keep/cebwd-bf16-call3.json" > "$OUT/bench.log" 2>&1
-  echo "bench cross_entropy.bwd bf16: exit $?"; grep -E "^│ cross" "$OUT/bench.log"
+  sweep_bench 200 cebwd-bf16 cross_entropy.bwd bf16
   gpu_tests ce-call3 150 tests/ops/test_cross_entropy.py tests/ops/test_lean_kernels.py -n 6
   ce_meeting_sweep "$((570 - SECONDS))" 16384x32000:bf16,2048x151936:bf16 \
     "default,op,words 16384/8 x2,words 8192/4 x4,words 4096/4 x8,words 16384/16 x2"
@@ -87,18 +88,14 @@ case "$CALL" in
   ;;
 4)
   gpu_tests ce-call4 150 tests/ops/test_cross_entropy.py tests/ops/test_lean_kernels.py -n 6
-  timeout 200 python3 -m warpforge bench --problem cross_entropy.fwd_bwd --dtype bf16 --sweep --max-time 1 \
-    --out "$OUT/keep/cefwdbwd-bf16-call4.json" > "$OUT/bench.log" 2>&1
-  echo "bench cross_entropy.fwd_bwd bf16: exit $?"; grep -E "^│ cross" "$OUT/bench.log"
+  sweep_bench 200 cefwdbwd-bf16 cross_entropy.fwd_bwd bf16
   ce_meeting_sweep "$((570 - SECONDS))" 16384x32000:bf16,8192x32768:bf16,16384x24576:bf16,16384x16392:bf16,16384x20000:bf16 \
     "op,looped,words 8192/4 x4,words 16384/8 x2,words 4096/4 x8"
   finish_call one
   ;;
 5)
   gpu_tests ce-call5 150 tests/ops/test_cross_entropy.py tests/ops/test_lean_kernels.py -n 6
-  timeout 200 python3 -m warpforge bench --problem cross_entropy.fwd_bwd --dtype bf16 --sweep --max-time 1 \
-    --out "$OUT/keep/cefwdbwd-bf16-call5.json" > "$OUT/bench.log" 2>&1
-  echo "bench cross_entropy.fwd_bwd bf16: exit $?"; grep -E "^│ cross" "$OUT/bench.log"
+  sweep_bench 200 cefwdbwd-bf16 cross_entropy.fwd_bwd bf16
   parity_cases ce-fwd-bwd-bf16-call5 $((570 - SECONDS)) --only "cross_entropy.fwd_bwd"
   finish_call one
   ;;
@@ -119,12 +116,8 @@ case "$CALL" in
   finish_call one
   ;;
 9)
-  gpu_tests ce-call9 180 tests/ops/test_cross_entropy.py tests/ops/test_lean_kernels.py \
-    tests/ops/test_fused_linear_cross_entropy.py -n 6 \
-    --deselect tests/ops/test_fused_linear_cross_entropy.py::test_gpu_weight_beyond_2_pow_31_elements
-  timeout 200 python3 -m warpforge bench --problem cross_entropy.fwd_bwd --dtype fp32 --sweep --max-time 1 \
-    --out "$OUT/keep/cefwdbwd-fp32-call9.json" > "$OUT/bench.log" 2>&1
-  echo "bench cross_entropy.fwd_bwd fp32: exit $?"; grep -E "^│ cross" "$OUT/bench.log"
+  ce_gpu_tests 180
+  sweep_bench 200 cefwdbwd-fp32 cross_entropy.fwd_bwd fp32
   ce_meeting_sweep "$((560 - SECONDS))" 4096x50257:fp32 \
     "default,words 16384/8 x2,words 8192/4 x4"
   finish_call one
@@ -139,10 +132,8 @@ flags/8192/8/1/1 flags/8192/16/1/1 flags/2048/4/4/1 flags/4096/8/2/1" \
   ;;
 11)
   gpu_tests narrow-call11 60 tests/ops/test_norm_bwd_narrow.py -k 131072 -n 6
-  timeout $((225 - SECONDS)) python3 -m warpforge bench --problem "rms_norm.bwd,add_rms_norm.bwd,layer_norm.bwd" \
-    --dtype fp32 --sweep --shape M=8192,N=131072 --max-time 1 --out "$OUT/keep/normbwd-fp32-call11.json" \
-    > "$OUT/bench.log" 2>&1
-  echo "bench norm bwd fp32: exit $?"; grep -E "^│ (add_)?(rms|layer)" "$OUT/bench.log"
+  sweep_bench $((225 - SECONDS)) normbwd-fp32 "rms_norm.bwd,add_rms_norm.bwd,layer_norm.bwd" fp32 \
+    --shape M=8192,N=131072
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -660,7 +660,7 @@ def _split_row_losses(logits, target, loss, lse, grad_out, grad_loss, common, pl
     n_rows, n_cols = logits.shape
     size = logits.element_size()
     align = _aligned_split_align(logits, grad_out)
-    own = plan is _fwd_grad_split_plan(n_rows, n_cols, size, logits.device)
+    own = align > 1 and plan is _fwd_grad_split_plan(n_rows, n_cols, size, logits.device)
     fits = plan.flag_words and cdiv(n_cols + align - 1, plan.block) == plan.chunks
     if align > 1 and (not fits or (own and size == 4)):
         # The plan lacks the chunk a row's lead can need, or meets through counters, or is
