@@ -6,7 +6,7 @@ default dispatch, the kernel alone.
     PYTHONPATH=src python benchmarks/norm_bwd_narrow_sweep.py sweep OUT  # GPU
 
 The sweep times each op's backward (RMSNorm, add+RMSNorm with dh, LayerNorm with dweight and
-dbias) at SWEEP_SHAPES ("4096x32768 4096x16411 8192x65536" by default), CUDA-event medians of
+dbias; SWEEP_OPS "rms,add_rms,layer" names fewer) at SWEEP_SHAPES ("4096x32768 4096x16411 8192x65536" by default), CUDA-event medians of
 ``triton.testing.do_bench``: "default" is what the ops take (``norm.rms_norm_backward`` /
 ``layer_norm_backward``), then each kernel at each launch (SWEEP_LAUNCHES, "kernel/block/warps/
 programs an SM/prefetch"; kernel "flags" or "lag"). The recorded run
@@ -40,7 +40,15 @@ SHAPES = tuple(
     tuple(int(v) for v in s.split("x"))
     for s in os.environ.get("SWEEP_SHAPES", "4096x32768 4096x16411 8192x65536").split()
 )
-OPS = {"rms": (False, False), "add_rms": (False, True), "layer": (True, False)}
+OPS = {
+    op: flags
+    for op, flags in {
+        "rms": (False, False),
+        "add_rms": (False, True),
+        "layer": (True, False),
+    }.items()
+    if op in os.environ.get("SWEEP_OPS", "rms,add_rms,layer").split(",")
+}
 RUNS = {"flags": norm.split_norm_backward, "lag": norm.lag_norm_backward}
 
 

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The device calls of the forty-second session, on the H200 (nvidia-h200). Carry .whl/
+# (Liger-Kernel; pytest-xdist and execnet for the test workers); set WARPFORGE_GIT_COMMIT to this
+# machine's `git rev-parse HEAD` as a literal hash (calls_common.sh says why). Each call comes back
+# as OUT/call-N.tgz; results go under benchmarks/results/session42-h200-<date>/.
+# Run from a sparse checkout without benchmarks/results/: git sparse-checkout set --no-cone '/*'
+# '!/benchmarks/results/'; afterwards git sparse-checkout disable. No call reads the results.
+#   1  the saved-lse cross-entropy backward's aligned-address row kernel (session 41's
+#      cross_entropy_bwd_aligned_kernel, never run on a GPU): its GPU tests, then kernel alone at
+#      4096 x 50257 against the shipped row launch (parity_sweep.py, bf16 and float32); then the
+#      bf16 LayerNorm backward of 65536-262144 columns (62-67% of copy through the harness) at
+#      split launches never timed for it there, kernel alone (norm_bwd_narrow_sweep.py).
+# Usage: bash scripts/gpu/session42_calls.sh OUT CALL
+set -uo pipefail
+source "$(dirname "$0")/calls_common.sh"
+start_call session42_calls.sh "$@"
+
+case "$CALL" in
+1)
+  gpu_tests aligned-call1 120 tests/ops/test_lean_kernels.py -k aligned -n 4
+  parity_cases ce-aligned-call1 200 --only "cross_entropy.bwd M=4096 V=50257"
+  SWEEP_OPS=layer SWEEP_DTYPES=bfloat16 SWEEP_SHAPES="8192x131072 8192x65536 8192x262144" \
+    SWEEP_LAUNCHES="lag/4096/4/2/0 lag/8192/16/1/0 lag/8192/8/1/0 lag/4096/8/2/0 lag/2048/4/4/0 \
+flags/8192/8/1/1 flags/8192/16/1/1 flags/4096/4/2/1" \
+    timeout $((560 - SECONDS)) python3 benchmarks/norm_bwd_narrow_sweep.py sweep \
+    "$OUT/keep/lnbwd-bf16-wide-call1.txt" > "$OUT/keep/lnbwd-bf16-wide-call1.log" 2>&1
+  echo "norm bwd sweep: exit $?"; cut -c1-160 "$OUT/keep/lnbwd-bf16-wide-call1.log" | tail -40
+  finish_call one
+  ;;
+*) echo "unknown call $CALL"; exit 2 ;;
+esac
