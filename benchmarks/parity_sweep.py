@@ -171,13 +171,6 @@ def _ce_variants(grid_flat, grid_rows) -> dict[str, Fn]:
             )
 
         out[f"rows BLOCK={block} warps={warps} plain"] = plain
-
-        def aligned(lg, t, lse, g, b=block, w=warps):
-            grad = torch.empty_like(lg)
-            return ce.row_grads(grad, lg, t, lse, g, IGNORE_INDEX, 0.0, 0.0, launch=(b, w),
-                                aligned=True)  # fmt: skip
-
-        out[f"rows BLOCK={block} warps={warps} aligned"] = aligned
     return out
 
 

@@ -169,28 +169,6 @@ def test_cross_entropy_flat_backward_gpu(dtype, M, V, block, warps, poison_outpu
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
-@pytest.mark.parametrize(("M", "V", "block", "warps"), [(300, 50257, 1024, 2), (7, 4099, 256, 1)])
-def test_cross_entropy_row_backward_from_aligned_addresses_gpu(dtype, M, V, block, warps):
-    """``cross_entropy_bwd_aligned_kernel`` (rows off 16-byte boundaries), into a poisoned
-    buffer and in place, against float64."""
-    logits = (torch.randn(M, V, device="cuda") * 3).to(dtype)
-    target = torch.randint(0, V, (M,), device="cuda")
-    target[::16] = -100
-    target[1] = V - 1
-    lse = torch.logsumexp(logits.float(), -1)
-    grad = torch.rand(M, device="cuda") + 0.5
-    want = ce_grad(logits, target, grad, -100, 0.1, 1e-4)
-    out = torch.full_like(logits, float("nan"))
-    ce.row_grads(out, logits, target, lse, grad, -100, 0.1, 1e-4, launch=(block, warps),
-                 aligned=True)  # fmt: skip
-    torch.testing.assert_close(out.double(), want, atol=grad_atol(dtype, V), rtol=TOL[dtype])
-    ce.row_grads(logits, logits, target, lse, grad, -100, 0.1, 1e-4, launch=(block, warps),
-                 aligned=True)  # fmt: skip
-    torch.testing.assert_close(logits, out, atol=0, rtol=0)
-
-
-@pytest.mark.gpu
 def test_cross_entropy_flat_backward_past_2_31_elements_gpu():
     M, V = 65536 + 5, 32768
     logits = torch.randn(M, V, device="cuda", dtype=torch.bfloat16)
@@ -274,49 +252,6 @@ def test_cross_entropy_backward_row_launch_by_gpu_model(monkeypatch, poison_outp
     ce.row_grads(hinted, logits, target, lse, grad, -100, 0.0, 0.0, evict_first=True)
     assert spy.launches[-1]["EVICT_FIRST"] is True
     torch.testing.assert_close(hinted, got, atol=0, rtol=0)
-
-
-@pytest.mark.interpreter
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_cross_entropy_row_backward_from_aligned_addresses(dtype, monkeypatch, poison_outputs):
-    """``row_grads(aligned=True)`` over rows that start off 16-byte boundaries (41 classes):
-    ``cross_entropy_bwd_aligned_kernel`` counts each row's 16-column slices from the aligned
-    address before its start (ALIGN 16 / element size; three slices a row, the middle one
-    whole and unmasked), into a poisoned buffer and in place, matching float64 with smoothing
-    and z-loss; a gradient laid out otherwise than the logits and rows on 16-byte boundaries
-    take the row kernel."""
-    from launch_spy import LaunchSpy
-
-    aligned = LaunchSpy(ce_kernels.cross_entropy_bwd_aligned_kernel)
-    rows = LaunchSpy(ce_kernels.cross_entropy_bwd_kernel)
-    monkeypatch.setattr(ce_kernels, "cross_entropy_bwd_aligned_kernel", aligned)
-    monkeypatch.setattr(ce_kernels, "cross_entropy_bwd_kernel", rows)
-    gen = torch.Generator().manual_seed(12)
-    logits = (torch.randn(5, 41, generator=gen) * 3).to(dtype)
-    target = torch.randint(0, 41, (5,), generator=gen)
-    target[1], target[3] = -100, 40
-    lse = torch.logsumexp(logits.float(), -1)
-    grad = torch.rand(5, generator=gen) + 0.5
-    want = ce_grad(logits, target, grad, -100, 0.1, 1e-3)
-    tol = {"atol": grad_atol(dtype, 41), "rtol": 2e-3 if dtype == torch.float16 else TOL[dtype]}
-    out = ce.row_grads(torch.empty_like(logits), logits, target, lse, grad, -100, 0.1, 1e-3,
-                       launch=(16, 1), aligned=True)  # fmt: skip
-    in_place = logits.clone()
-    ce.row_grads(in_place, in_place, target, lse, grad, -100, 0.1, 1e-3, launch=(16, 1),
-                 aligned=True)  # fmt: skip
-    assert [(la["ALIGN"], la["grid"]) for la in aligned.launches] == [
-        (16 // logits.element_size(), (15,))
-    ] * 2
-    torch.testing.assert_close(out.double(), want, **tol)
-    assert not rows.launches
-    wide = torch.empty(5, 48, dtype=dtype)[:, :41]  # the gradient's rows 48 apart
-    ce.row_grads(wide, logits, target, lse, grad, -100, 0.1, 1e-3, launch=(16, 1), aligned=True)
-    torch.testing.assert_close(wide.double(), want, **tol)
-    rows48 = (torch.randn(5, 48, generator=gen) * 3).to(dtype)
-    ce.row_grads(torch.empty_like(rows48), rows48, target, lse, grad, -100, 0.1, 1e-3,
-                 launch=(16, 1), aligned=True)  # fmt: skip
-    assert len(aligned.launches) == 2 and len(rows.launches) == 2
-    torch.testing.assert_close(in_place.double(), want, **tol)
 
 
 def test_softmax_backward_op_takes_the_tile_kernel(monkeypatch, device):

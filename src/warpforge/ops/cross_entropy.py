@@ -125,8 +125,10 @@ and none more than 0.4% ahead of it elsewhere (2048 columns on 4 warps at 32000:
 five shapes in bf16 (its best launch in call 2: 304.0 µs at 50257 classes, 555.2 at 32000), and so
 did the row kernel counting the slices of rows off 16-byte boundaries from aligned addresses
 (commit ``768d9d5f``, removed): 748.6 against 243.3 µs at 4096 x 50257
-(``parity-ce-aligned-call6.json``); ``cross_entropy_bwd_aligned_kernel``, which also loads the
-slices inside a row unmasked (vectorised), is not yet timed (``row_grads(aligned=True)``).
+(``parity-ce-aligned-call6.json``), and the forty-second session's version of it that also
+loaded the slices inside a row unmasked (vectorised; removed): 288.0 against 240.4 µs at
+1024 columns on 2 warps, 282.5 against 247.3 at 2048 on 4, and in float32 a tie (401.6 against
+401.5 for the op) (``session42-h200-2026-12-01/parity-ce-aligned-call1.json``).
 Other GPUs and element sizes keep the heuristic (not measured)."""
 
 
@@ -739,7 +741,6 @@ def row_grads(
     *,
     launch: tuple[int, int] | None = None,
     evict_first: bool | None = None,
-    aligned: bool = False,
 ) -> torch.Tensor:
     """Write d(loss . grad_loss)/d(logits) into ``grad_logits`` (may be ``logits`` itself).
 
@@ -747,9 +748,6 @@ def row_grads(
     ``launch`` = (BLOCK, num_warps) overrides the launch config and ``evict_first`` whether the
     logits are loaded with the eviction hint (benchmark sweeps; by default the launch's own
     choice, ``BWD_ROW_LAUNCHES_BY_MODEL``, and with a given ``launch`` the hint).
-    ``aligned=True`` (benchmark sweeps; not yet timed on a GPU) runs rows that start off 16-byte
-    boundaries through ``cross_entropy_bwd_aligned_kernel`` where ``_bwd_align`` allows, at the
-    same launch, without the hint.
     """
     n_rows, n_cols = logits.shape
     if n_rows == 0:
@@ -766,17 +764,6 @@ def row_grads(
     else:
         (block, num_warps), hint = launch, True
     hint = hint if evict_first is None else evict_first
-    align = _bwd_align(logits, grad_logits) if aligned else 1
-    if align > 1:
-        from warpforge.ops._kernels.cross_entropy import cross_entropy_bwd_aligned_kernel
-
-        with kernel_device(logits):
-            cross_entropy_bwd_aligned_kernel[(n_rows * cdiv(n_cols + align - 1, block),)](
-                grad_logits, logits, target, lse, grad_loss, _row_stride(grad_loss),
-                logits.stride(0), n_cols, ignore_index, float(label_smoothing), float(z_loss),
-                BLOCK=block, ALIGN=align, num_warps=num_warps,
-            )  # fmt: skip
-        return grad_logits
     with kernel_device(logits):
         cross_entropy_bwd_kernel[(n_rows * cdiv(n_cols, block),)](
             grad_logits,
@@ -796,19 +783,6 @@ def row_grads(
             num_warps=num_warps,
         )
     return grad_logits
-
-
-def _bwd_align(logits: torch.Tensor, grad_logits: torch.Tensor) -> int:
-    """ALIGN (16 / element size) of ``cross_entropy_bwd_aligned_kernel`` for rows that start off
-    16-byte boundaries (``_unaligned_rows``) whose gradient is laid out as the logits in a
-    16-byte aligned buffer; 1 (the row kernel) otherwise."""
-    if not (
-        _unaligned_rows(logits)
-        and grad_logits.stride() == logits.stride()
-        and buffer_aligned(grad_logits)
-    ):
-        return 1
-    return 16 // logits.element_size()
 
 
 FLAT_BWD_LAUNCHES = {4: (1024, 4)}

@@ -604,48 +604,6 @@ def cross_entropy_bwd_kernel(
 
 
 @triton.jit
-def cross_entropy_bwd_aligned_kernel(
-    grad_logits_ptr, logits_ptr, target_ptr, lse_ptr, grad_loss_ptr, grad_loss_stride,
-    logits_row_stride, n_cols, ignore_index, label_smoothing, z_loss,
-    BLOCK: tl.constexpr, ALIGN: tl.constexpr,
-):  # fmt: skip
-    """``cross_entropy_bwd_kernel`` (logits loaded without a hint) for rows that start off
-    16-byte boundaries, the gradient laid out as the logits and both buffers 16-byte aligned:
-    each row's ``cdiv(n_cols + ALIGN - 1, BLOCK)`` slices are counted from the aligned address
-    at or before its start (``ALIGN`` = 16 / element size), and a slice lying wholly inside its
-    row is loaded and stored unmasked, in 16-byte vectors; only a row's first and last slices
-    go element by element. (A mask that ends mid-vector keeps the compiler from vectorising:
-    the plain kernel, and counting from aligned addresses with every slice masked, load 2-byte
-    scalars at vocab 50257 in an sm_90 compile.)"""
-    slices = tl.cdiv(n_cols + (ALIGN - 1), BLOCK)
-    pid = tl.program_id(0)
-    row = (pid // slices).to(tl.int64)
-    start = row * logits_row_stride
-    base = (start // ALIGN) * ALIGN  # the compiler sees a multiple of ALIGN
-    lead = (start - base).to(tl.int32)
-    first = (pid % slices) * BLOCK
-    cols = first - lead + tl.arange(0, BLOCK)  # negative before the row's start
-    x_ptrs = logits_ptr + base + first + tl.arange(0, BLOCK)
-    out_ptrs = grad_logits_ptr + base + first + tl.arange(0, BLOCK)
-    whole = (first >= lead) & (first - lead + BLOCK <= n_cols)
-    mask = (cols >= 0) & (cols < n_cols)
-    if whole:
-        x = tl.load(x_ptrs)
-    else:
-        x = tl.load(x_ptrs, mask=mask, other=0.0)
-    target, ignored, in_range = _row_target(target_ptr, row, n_cols, ignore_index, False)
-    lse = tl.load(lse_ptr + row)
-    grad_loss = tl.load(grad_loss_ptr + row * grad_loss_stride).to(tl.float32)
-    scale = _grad_scale(grad_loss, ignored, in_range)
-    grad = _grad_values(x.to(tl.float32), cols, lse, scale, target, n_cols, label_smoothing, z_loss)
-    grad = grad.to(grad_logits_ptr.dtype.element_ty)
-    if whole:
-        tl.store(out_ptrs, grad)
-    else:
-        tl.store(out_ptrs, grad, mask=mask)
-
-
-@triton.jit
 def cross_entropy_scale_rows_kernel(
     grad_ptr,
     grad_loss_ptr,
