@@ -9,7 +9,8 @@ The sweep times each op's backward (RMSNorm, add+RMSNorm with dh, LayerNorm with
 dbias; SWEEP_OPS "rms,add_rms,layer" names fewer) at SWEEP_SHAPES ("4096x32768 4096x16411 8192x65536" by default), CUDA-event medians of
 ``triton.testing.do_bench``: "default" is what the ops take (``norm.rms_norm_backward`` /
 ``layer_norm_backward``), then each kernel at each launch (SWEEP_LAUNCHES, "kernel/block/warps/
-programs an SM/prefetch"; kernel "flags" or "lag"). The recorded run
+programs an SM/prefetch"; kernel "flags", "lag" or "lagold", the lagged kernel without its LEAN
+arithmetic). The recorded run
 (``benchmarks/results/widebwd-2026-11-25/run1-widebwd-sweep.txt``) also timed "hold", a variant
 of the lag kernel holding x and dy in registers, since removed (wrong dx on the H100).. The fraction of copy counts x and dy (and dh) read once and dx
 written once, the [N] vectors left out; the copy is timed in the same process.
@@ -17,6 +18,7 @@ written once, the [N] vectors left out; the copy is timed in the same process.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -49,7 +51,11 @@ OPS = {
     }.items()
     if op in os.environ.get("SWEEP_OPS", "rms,add_rms,layer").split(",")
 }
-RUNS = {"flags": norm.split_norm_backward, "lag": norm.lag_norm_backward}
+RUNS = {
+    "flags": norm.split_norm_backward,
+    "lag": norm.lag_norm_backward,
+    "lagold": functools.partial(norm.lag_norm_backward, lean=False),  # before the LEAN math
+}
 
 
 def spills() -> None:

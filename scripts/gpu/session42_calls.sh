@@ -10,6 +10,10 @@
 #      4096 x 50257 against the shipped row launch (parity_sweep.py, bf16 and float32); then the
 #      bf16 LayerNorm backward of 65536-262144 columns (62-67% of copy through the harness) at
 #      split launches never timed for it there, kernel alone (norm_bwd_narrow_sweep.py).
+#   2  the lagged split norm backward's LEAN arithmetic for 2-byte rows (xhat and dx in fused
+#      multiply-adds from x, no offset add where it is 0, rows of whole chunks unmasked; 28% fewer
+#      instructions a loop in an sm_90 compile): its GPU tests, then kernel alone against the
+#      kernel before it (lagold) at the launches the ops take, bf16 (norm_bwd_narrow_sweep.py).
 # Usage: bash scripts/gpu/session42_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -25,6 +29,16 @@ flags/8192/8/1/1 flags/8192/16/1/1 flags/4096/4/2/1" \
     timeout $((560 - SECONDS)) python3 benchmarks/norm_bwd_narrow_sweep.py sweep \
     "$OUT/keep/lnbwd-bf16-wide-call1.txt" > "$OUT/keep/lnbwd-bf16-wide-call1.log" 2>&1
   echo "norm bwd sweep: exit $?"; cut -c1-160 "$OUT/keep/lnbwd-bf16-wide-call1.log" | tail -40
+  finish_call one
+  ;;
+2)
+  gpu_tests narrow-call2 150 tests/ops/test_norm_bwd_narrow.py tests/ops/test_norm_split_bwd.py -n 6
+  SWEEP_DTYPES=bfloat16 SWEEP_SHAPES="8192x131072 8192x262144 8192x65536" \
+    SWEEP_LAUNCHES="lag/4096/4/2/0 lagold/4096/4/2/0 lag/2048/4/4/0 lagold/2048/4/4/0 \
+lag/8192/16/1/0 lagold/8192/16/1/0" \
+    timeout $((560 - SECONDS)) python3 benchmarks/norm_bwd_narrow_sweep.py sweep \
+    "$OUT/keep/normbwd-lean-call2.txt" > "$OUT/keep/normbwd-lean-call2.log" 2>&1
+  echo "norm bwd sweep: exit $?"; grep -v "^bfloat16.*default" "$OUT/keep/normbwd-lean-call2.log" | cut -c1-150 | tail -60
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -63,7 +63,8 @@ def check(got, want, dtype, weight_grad, bias_grad, wdtype=None):
         assert db.numel() == 0
 
 
-CASES = [(1, 16, None), (7, 37, None), (5, 17, None), (4, 100, 131), (3, 67, None), (2, 643, 701)]
+CASES = [(1, 16, None), (7, 37, None), (5, 17, None), (4, 100, 131), (3, 67, None), (2, 643, 701),
+         (9, 48, 53)]  # fmt: skip
 KINDS = [(False, False), (False, True), (True, False)]
 
 
@@ -81,7 +82,8 @@ BACKWARDS = {
 @pytest.mark.parametrize(("M", "N", "stride"), CASES)
 def test_split_backward_small_chunks(center, residual, M, N, stride, backward, device,
                                      poison_outputs):  # fmt: skip
-    """16-column chunks: a ragged last chunk, one row (no lagged iteration), primes, more rows
+    """16-column chunks: a ragged last chunk, whole chunks (the lagged kernel unmasked in
+    float16), one row (no lagged iteration), primes, more rows
     than slots (each slot's partial rows sum several rows), row strides wider than the row, 41
     chunks (two vectors of words; in float16 only, the interpreter's slowest case: the words'
     layout depends on the chunks, not the dtype)."""

@@ -1782,16 +1782,27 @@ def lag_norm_backward(
     weight_grad: bool,
     bias_grad: bool,
     plan: SplitRowPlan,
+    *,
+    lean: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`split_norm_backward` through ``norm_bwd_lag_flags_kernel`` (dx of a row written
     one iteration after its sums are published, from a re-read of its x and dy; the next row
     loaded an iteration ahead, ``plan.prefetch`` is ignored): the same operands, words and plan
-    limits."""
+    limits.
+
+    ``lean`` (default: 2-byte inputs) takes the kernel's LEAN arithmetic, xhat and dx in fused
+    multiply-adds from x itself rather than from ``x - mean`` (float32 keeps the subtraction:
+    rows far from zero against their spread would lose digits a float32 result shows);
+    ``lean=False`` also keeps the offset add, the masks and the where of the kernel's first
+    version, for comparisons. Rows of whole chunks load and store unmasked."""
     from warpforge.ops._kernels.norm_lag_bwd import norm_bwd_lag_flags_kernel
 
+    if lean is None:
+        lean = x.element_size() == 2
     return _flags_backward(
         norm_bwd_lag_flags_kernel, dy, x, weight, mean, rstd, dh, offset, center, weight_grad,
-        bias_grad, plan,
+        bias_grad, plan, LEAN=lean, HAS_OFFSET=offset != 0.0 or not lean,
+        EVEN=lean and x.shape[1] % plan.block == 0,
     )  # fmt: skip
 
 

@@ -25,29 +25,49 @@ from warpforge.ops._kernels.split_rows import publish_word, split_place
 
 
 @triton.jit
+def _weight(W, cols, mask, offset, HAS_OFFSET: tl.constexpr):
+    """``offset + w`` of the chunk in float32 (w alone without HAS_OFFSET: one add a column
+    fewer)."""
+    w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+    if HAS_OFFSET:
+        w = offset + w
+    return w
+
+
+@triton.jit
 def _lagged_dx(
     DX, W, DH, X, DY, WORDS, row, mean, rstd, offset, cols, mask, lanes, chunks, inv_n,
     stride_dx, stride_dh, stride_x, stride_dy, HAS_WEIGHT: tl.constexpr, CENTER: tl.constexpr,
     HAS_DH: tl.constexpr, SECOND: tl.constexpr, CHUNKS_POW2: tl.constexpr, STAGE: tl.constexpr,
+    LEAN: tl.constexpr, HAS_OFFSET: tl.constexpr,
 ):  # fmt: skip
     """dx of ``row`` from a re-read of its x and dy (read an iteration ago: L2 hits), once the
-    row's words are all published."""
+    row's words are all published. LEAN: dx from x itself in two fused multiply-adds a column,
+    ``rstd * wdy + (a * x + k)`` with the row's constants folded into ``a`` and ``k``."""
     x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0)  # issued before the poll
     dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0.0)
     if HAS_DH:
         dh = tl.load(DH + row * stride_dh + cols, mask=mask, other=0.0)
-    if CENTER:
-        xhat = tl.where(mask, (x.to(tl.float32) - mean) * rstd, 0.0)
-    else:
-        xhat = x.to(tl.float32) * rstd  # masked columns loaded as 0
     wdy = dy.to(tl.float32)
     if HAS_WEIGHT:
-        wdy = wdy * (offset + tl.load(W + cols, mask=mask, other=0.0).to(tl.float32))
+        wdy = wdy * _weight(W, cols, mask, offset, HAS_OFFSET)
     total_wdy, total_dot = _row_totals(WORDS + row * CHUNKS_POW2, lanes, chunks, SECOND, STAGE)
-    dx = wdy - xhat * (total_dot * inv_n)
-    if CENTER:
-        dx = dx - total_wdy * inv_n
-    dx = dx * rstd
+    if LEAN:
+        # rstd * (wdy - xhat * dot / N - wdy_sum / N), xhat = (x - mean) * rstd, regrouped
+        a = -(rstd * rstd) * (total_dot * inv_n)
+        k = rstd * 0.0
+        if CENTER:
+            k = -a * mean - rstd * (total_wdy * inv_n)
+        dx = tl.fma(wdy, rstd, tl.fma(x.to(tl.float32), a, k))
+    else:
+        if CENTER:
+            xhat = tl.where(mask, (x.to(tl.float32) - mean) * rstd, 0.0)
+        else:
+            xhat = x.to(tl.float32) * rstd  # masked columns loaded as 0
+        dx = wdy - xhat * (total_dot * inv_n)
+        if CENTER:
+            dx = dx - total_wdy * inv_n
+        dx = dx * rstd
     if HAS_DH:
         dx = dx + dh.to(tl.float32)
     tl.store(DX + row * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=mask)
@@ -80,6 +100,9 @@ def norm_bwd_lag_flags_kernel(
     STAGE: tl.constexpr,
     CENTER: tl.constexpr,
     HAS_DH: tl.constexpr,
+    LEAN: tl.constexpr = False,
+    HAS_OFFSET: tl.constexpr = True,
+    EVEN: tl.constexpr = False,
 ):
     """RMSNorm / LayerNorm (CENTER) backward of rows split over ``cdiv(N, BLOCK_N)`` programs,
     the math and operands of ``norm_bwd_flags_kernel`` (the same words, partial rows and
@@ -89,6 +112,8 @@ def norm_bwd_lag_flags_kernel(
     STAGE 0 (GPU): one launch. STAGE 1 / 2 (the interpreter): the words only / dx and the
     partials (two launches)."""
     chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
+    if EVEN:  # every chunk whole: a constant mask, which the compiler drops
+        mask = tl.full([BLOCK_N], 1, tl.int1)
     if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
         lanes = tl.arange(0, 32)
     else:
@@ -107,19 +132,27 @@ def norm_bwd_lag_flags_kernel(
         x, dy = x_next, dy_next
         # row + 1 a whole iteration ahead: its loads overlap this row's sums and the dx of r - 1
         upcoming = row + slots
-        next_end = tl.where(upcoming < M, N, 0)  # nothing past the last row
-        x_next = tl.load(X + upcoming * stride_x + cols, mask=cols < next_end, other=0.0)
-        dy_next = tl.load(DY + upcoming * stride_dy + cols, mask=cols < next_end, other=0.0)
+        if EVEN:  # the last row loaded again past the end: no mask
+            upcoming = tl.minimum(upcoming, M - 1)
+            x_next = tl.load(X + upcoming * stride_x + cols)
+            dy_next = tl.load(DY + upcoming * stride_dy + cols)
+        else:
+            next_end = tl.where(upcoming < M, N, 0)  # nothing past the last row
+            x_next = tl.load(X + upcoming * stride_x + cols, mask=cols < next_end, other=0.0)
+            dy_next = tl.load(DY + upcoming * stride_dy + cols, mask=cols < next_end, other=0.0)
         rstd = tl.load(RSTD + row)
         if CENTER:
             mean = tl.load(MEAN + row)
-            xhat = tl.where(mask, (x.to(tl.float32) - mean) * rstd, 0.0)
+            if LEAN:  # one fused multiply-add; masked columns hold dy = 0, so need no mask
+                xhat = tl.fma(x.to(tl.float32), rstd, -mean * rstd)
+            else:
+                xhat = tl.where(mask, (x.to(tl.float32) - mean) * rstd, 0.0)
         else:
             mean = rstd * 0.0  # unused; an fp32 scalar like CENTER's for the loop
             xhat = x.to(tl.float32) * rstd
         dy32 = dy.to(tl.float32)
         if HAS_WEIGHT:
-            wdy = dy32 * (offset + tl.load(W + cols, mask=mask, other=0.0).to(tl.float32))
+            wdy = dy32 * _weight(W, cols, mask, offset, HAS_OFFSET)
         else:
             wdy = dy32
         if STAGE != 2:
@@ -137,13 +170,13 @@ def norm_bwd_lag_flags_kernel(
                 _lagged_dx(DX, W, DH, X, DY, WORDS, row - slots, mean_prev, rstd_prev, offset,
                            cols, mask, lanes, chunks, inv_n, stride_dx, stride_dh, stride_x,
                            stride_dy, HAS_WEIGHT, CENTER, HAS_DH, CHUNKS_POW2 > 32, CHUNKS_POW2,
-                           STAGE)  # fmt: skip
+                           STAGE, LEAN, HAS_OFFSET)  # fmt: skip
         mean_prev, rstd_prev = mean, rstd
     if STAGE != 1:
         last = first + (n_rows - 1) * slots
         _lagged_dx(DX, W, DH, X, DY, WORDS, last, mean_prev, rstd_prev, offset, cols, mask,
                    lanes, chunks, inv_n, stride_dx, stride_dh, stride_x, stride_dy, HAS_WEIGHT,
-                   CENTER, HAS_DH, CHUNKS_POW2 > 32, CHUNKS_POW2, STAGE)  # fmt: skip
+                   CENTER, HAS_DH, CHUNKS_POW2 > 32, CHUNKS_POW2, STAGE, LEAN, HAS_OFFSET)  # fmt: skip
         if WEIGHT_GRAD:
             tl.store(DW_PARTIAL + first * N + cols, dw_acc, mask=mask)
         if BIAS_GRAD:
