@@ -14,6 +14,10 @@
 #      multiply-adds from x, no offset add where it is 0, rows of whole chunks unmasked; 28% fewer
 #      instructions a loop in an sm_90 compile): its GPU tests, then kernel alone against the
 #      kernel before it (lagold) at the launches the ops take, bf16 (norm_bwd_narrow_sweep.py).
+#   3  call 2's finding shipped (LEAN for 2-byte rows; 2-byte LayerNorm rows of 65536-131071
+#      columns take the lagged kernel at 2048 columns on the H200): the narrow-row GPU tests, then
+#      bf16 rms_norm.bwd, add_rms_norm.bwd and layer_norm.bwd at 32768-262144 columns through
+#      the harness.
 # Usage: bash scripts/gpu/session42_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -39,6 +43,12 @@ lag/8192/16/1/0 lagold/8192/16/1/0" \
     timeout $((560 - SECONDS)) python3 benchmarks/norm_bwd_narrow_sweep.py sweep \
     "$OUT/keep/normbwd-lean-call2.txt" > "$OUT/keep/normbwd-lean-call2.log" 2>&1
   echo "norm bwd sweep: exit $?"; grep -v "^bfloat16.*default" "$OUT/keep/normbwd-lean-call2.log" | cut -c1-150 | tail -60
+  finish_call one
+  ;;
+3)
+  gpu_tests narrow-call3 100 tests/ops/test_norm_bwd_narrow.py -n 6
+  sweep_bench $((570 - SECONDS)) normbwd-bf16 "rms_norm.bwd,add_rms_norm.bwd,layer_norm.bwd" bf16 \
+    --shape M=4096,N=32768 --shape M=8192,N=65536 --shape M=8192,N=131072 --shape M=8192,N=262144
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -1881,6 +1881,7 @@ NORM_BWD_NARROW_BY_MODEL: dict[str, dict[tuple[str, int], tuple[NarrowChoice, ..
         ("layer_norm", 2): (
             # 32768: the pairs kernel's wide launch (LAYER_NORM_BWD_PAIRS_WIDE_BY_MODEL)
             ("flags", _FLAGS_4096, 32769, 65535),
+            ("lag", _LAG_2048, 65536, 131071),
             ("lag", _LAG_4096, 131072, 262144),
         ),
         ("rms_norm", 4): (*NORM_BWD_NARROW[("rms_norm", 4)], ("flags", _FLAGS_8192, 65537, 131072)),
@@ -1929,7 +1930,14 @@ normbwd-fp32-wide-call10.txt``), 8192 x 131072, RMSNorm / add+RMSNorm / LayerNor
 (7993.5 against 7651.3, 8233.6 against 8065.0) and won 3.7% for add+RMSNorm (9231.1 against
 9581.5), about twice the 1.8% between two runs of one launch there, so 262144 keeps the default;
 the other launches timed (8192 columns of 16 warps, 2048 of 4 warps four an SM, 4096 of 8 warps
-two an SM) ran 4-36% longer than the default at both widths."""
+two an SM) ran 4-36% longer than the default at both widths.
+
+2-byte LayerNorm rows of 65536-131071 columns take the lagged kernel in 2048-column programs of
+4 warps, four an SM, since its LEAN arithmetic (the forty-second session): kernel alone
+(``session42-h200-2026-12-01/normbwd-lean-call2.txt``), bf16 8192 x 65536, 1014.8 us against
+1227.1 for the flag-word kernel the row took (79.7 against 65.9% of copy) and 1041.0 for the
+lagged kernel at 4096 columns; measured at 65536 columns only (at 131072 the 4096-column launch
+stays ahead, 1964.5 against 2092.0)."""
 
 NORM_BWD_NARROW_ENV = "WARPFORGE_NORM_BWD_NARROW"
 """Replaces :data:`NORM_BWD_NARROW` (benchmark sweeps), read when a shape is first planned:
