@@ -58,6 +58,9 @@ CANDIDATES = {
     "flags 16384/16w x1 pf": (16384, 16, 1, True, 0, False, False),
 }
 ONE_PASS_SUFFIX = " 1p"
+OLD_SUFFIX = " old"
+"""A candidate name with this suffix (given on the command line): the lag kernel without its
+LEAN arithmetic, offset elision and unmasked whole chunks (``lean=False``)."""
 BF16_ALL = [
     name
     for name in CANDIDATES
@@ -140,8 +143,10 @@ def _sweep_shape(dtype, M, N, names, lines, rows, ops=OPS) -> None:
         cands = [("chunked", lambda c=center, rr=rr, bb=bb: norm._norm_forward(
             x, w, bb, rr, 1e-6, 0.0, c))]  # fmt: skip
         for name in names:
-            block, warps, per_sm, prefetch, lag, hold, packed = CANDIDATES[name]
-            one_pass = name.endswith(ONE_PASS_SUFFIX)
+            old = name.endswith(OLD_SUFFIX)  # the lag kernel without its LEAN arithmetic
+            base = name.removesuffix(OLD_SUFFIX)
+            block, warps, per_sm, prefetch, lag, hold, packed = CANDIDATES[base]
+            one_pass = base.endswith(ONE_PASS_SUFFIX)
             if one_pass and not center:
                 continue  # RMSNorm has no mean: the same kernel as without
             plan = split_row_plan(M, N, "cuda", block=block, num_warps=warps,
@@ -149,9 +154,10 @@ def _sweep_shape(dtype, M, N, names, lines, rows, ops=OPS) -> None:
             if plan is None or plan.chunks_pow2 > 64:
                 continue
             cands.append((name, lambda p=plan, c=center, rr=rr, bb=bb, lag=lag, hold=hold,
-                          packed=packed, one_pass=one_pass: norm.split_norm_forward(
+                          packed=packed, one_pass=one_pass, lean=False if old else None:
+                          norm.split_norm_forward(
                               x, w, bb, rr, 1e-6, 0.0, c, p, lag_depth=lag, hold_weight=hold,
-                              packed=packed, one_pass=one_pass)))  # fmt: skip
+                              packed=packed, one_pass=one_pass, lean=lean)))  # fmt: skip
         for name, fn in cands:
             try:
                 got = fn()

@@ -18,6 +18,11 @@
 #      columns take the lagged kernel at 2048 columns on the H200): the narrow-row GPU tests, then
 #      bf16 rms_norm.bwd, add_rms_norm.bwd and layer_norm.bwd at 32768-262144 columns through
 #      the harness.
+#   4  the lagged split norm forward's LEAN arithmetic for 2-byte rows (y in one fused multiply-add
+#      a column, no offset add where it is 0, whole chunks unmasked; int32 pairs packed by one
+#      cvt.rn.bf16x2.f32 each): the split-forward GPU tests, kernel alone against the kernel
+#      without LEAN (" old") at 131072 and 262144 columns (norm_split_fwd.py), then the bf16
+#      forwards there and layer_norm.bwd (forward + backward) through the harness.
 # Usage: bash scripts/gpu/session42_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -49,6 +54,18 @@ lag/8192/16/1/0 lagold/8192/16/1/0" \
   gpu_tests narrow-call3 100 tests/ops/test_norm_bwd_narrow.py -n 6
   sweep_bench $((570 - SECONDS)) normbwd-bf16 "rms_norm.bwd,add_rms_norm.bwd,layer_norm.bwd" bf16 \
     --shape M=4096,N=32768 --shape M=8192,N=65536 --shape M=8192,N=131072 --shape M=8192,N=262144
+  finish_call one
+  ;;
+4)
+  gpu_tests splitfwd-call4 100 tests/ops/test_norm_split_fwd.py -n 6
+  timeout 200 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/normfwd-lean-call4" \
+    bf16:8192x131072,bf16:8192x262144 "lag1 8192/8w x2 pf,lag1 8192/8w x2 pf old,\
+lag1 8192/8w x2 pk,lag1 8192/8w x2 pk old,lag1 8192/8w x2 pk 1p,lag1 8192/8w x2 pk 1p old" \
+    > "$OUT/normfwd-sweep.log" 2>&1
+  echo "norm fwd sweep: exit $?"; cut -c1-150 "$OUT/keep/normfwd-lean-call4.txt"
+  sweep_bench $((570 - SECONDS)) normfwd-bf16 \
+    "rms_norm.fwd,add_rms_norm.fwd,layer_norm.fwd,layer_norm.bwd" bf16 \
+    --shape M=8192,N=131072 --shape M=8192,N=262144
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -15,7 +15,8 @@ from warpforge.ops import layer_norm, norm, rms_norm
 from warpforge.ops._split_rows import split_row_plan
 from warpforge.ops._wide_rows import WIDE_ROWS
 
-CASES = [(1, 16, None), (7, 37, None), (5, 17, None), (4, 100, 131), (3, 67, None), (2, 643, 701)]
+CASES = [(1, 16, None), (7, 37, None), (5, 17, None), (4, 100, 131), (3, 67, None), (2, 643, 701),
+         (9, 48, 53)]  # fmt: skip
 
 
 # (prefetch, lag_depth, hold_weight, packed): norm_fwd_flags_kernel without / with the next
@@ -32,7 +33,8 @@ VARIANTS = {"load": (False, 0, False, False), "prefetch": (True, 0, False, False
 @pytest.mark.parametrize(("M", "N", "stride"), CASES)
 def test_split_forward_small_chunks(center, residual, M, N, stride, variant, device,
                                     poison_outputs):  # fmt: skip
-    """16-column chunks: a ragged last chunk, one row, primes, more rows than slots (with the
+    """16-column chunks: a ragged last chunk, whole chunks (the lag kernels unmasked in
+    float16), one row, primes, more rows than slots (with the
     lag kernels: rows loaded past the last one), row strides wider than the row, 41 chunks
     (two vectors of words; LayerNorm combines their halves; in float16 only, the
     interpreter's slowest case: the words' layout depends on the chunks, not the dtype)."""

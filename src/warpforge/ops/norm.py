@@ -536,6 +536,7 @@ def split_norm_forward(
     hold_weight: bool = False,
     packed: bool = False,
     one_pass: bool = False,
+    lean: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`_norm_forward`'s (y, h, mean, rstd) from the split kernel of a (M, N) input on
     the kernels' path; tests and sweeps pass their own plan. ``lag_depth`` 0:
@@ -543,7 +544,9 @@ def split_norm_forward(
     many rows loading a program (its DEPTH), ``hold_weight`` its HOLD_W, ``packed`` its
     PACKED where :func:`_pairs_fit` (else unpacked) and ``one_pass`` its ONE_PASS (not where
     ``packed`` was asked for and the rows do not fit pairs: unpacked, it measured slower,
-    ``NORM_FWD_SPLIT_CENTER_OPTIONS``)."""
+    ``NORM_FWD_SPLIT_CENTER_OPTIONS``), and ``lean`` (default: 2-byte inputs) its LEAN
+    arithmetic, the offset add only where the offset is not 0 and, for rows of whole chunks,
+    its unmasked EVEN loads and stores (``lean=False``: none of them, for comparisons)."""
     from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel, norm_fwd_lag_kernel
 
     if lag_depth not in (0, 1, 2):
@@ -563,11 +566,15 @@ def split_norm_forward(
             if lag_depth:
                 kernel = norm_fwd_lag_kernel
                 pairs = packed and _pairs_fit(x, weight, bias, residual, y, h)
+                lean = x.element_size() == 2 if lean is None else lean
                 options = {
                     "DEPTH": lag_depth,
                     "HOLD_W": hold_weight,
                     "PACKED": pairs,
                     "ONE_PASS": one_pass and (pairs or not packed),
+                    "LEAN": lean,
+                    "HAS_OFFSET": offset != 0.0 or not lean,
+                    "EVEN": lean and N % plan.block == 0,
                 }
             else:
                 kernel = norm_fwd_flags_kernel

@@ -13,7 +13,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from warpforge.ops._kernels.reductions import shifted_moments
+from warpforge.ops._kernels.reductions import INTERPRETED, shifted_moments
 from warpforge.ops._kernels.split_rows import (
     await_words,
     look_at_words,
@@ -194,10 +194,19 @@ def _halves(v, DT: tl.constexpr):
 
 @triton.jit
 def _pairs(even, odd, DT: tl.constexpr):
-    """fp32 (even, odd) elements rounded to ``DT`` and packed as int32 pairs."""
-    even_bits = even.to(DT).to(tl.uint16, bitcast=True).to(tl.uint32)
-    odd_bits = odd.to(DT).to(tl.uint16, bitcast=True).to(tl.uint32)
-    return (even_bits | (odd_bits << 16)).to(tl.int32, bitcast=True)
+    """fp32 (even, odd) elements rounded to ``DT`` and packed as int32 pairs. On the GPU one
+    ``cvt.rn.{bf16,f16}x2.f32`` a pair (the compiler rounds two separate tensors one element
+    at a time and packs them in three more instructions); the interpreter, which runs no PTX,
+    rounds and packs them itself."""
+    if INTERPRETED:
+        even_bits = even.to(DT).to(tl.uint16, bitcast=True).to(tl.uint32)
+        odd_bits = odd.to(DT).to(tl.uint16, bitcast=True).to(tl.uint32)
+        return (even_bits | (odd_bits << 16)).to(tl.int32, bitcast=True)
+    if DT.is_bf16():  # the first source goes to the high half
+        return tl.inline_asm_elementwise("cvt.rn.bf16x2.f32 $0, $2, $1;", "=r,f,f", [even, odd],
+                                         dtype=tl.int32, is_pure=True, pack=1)  # fmt: skip
+    return tl.inline_asm_elementwise("cvt.rn.f16x2.f32 $0, $2, $1;", "=r,f,f", [even, odd],
+                                     dtype=tl.int32, is_pure=True, pack=1)  # fmt: skip
 
 
 @triton.jit
@@ -319,6 +328,41 @@ def _scaled(v, mean, rstd, w, b, offset, HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.
 
 
 @triton.jit
+def _scaled_lean(v, mean, rstd, w, b, offset, CENTER: tl.constexpr, HAS_WEIGHT: tl.constexpr,
+                 HAS_BIAS: tl.constexpr, HAS_OFFSET: tl.constexpr):  # fmt: skip
+    """:func:`_scaled` as one fused multiply-add a column, ``v * scale + shift`` with ``scale =
+    rstd * (offset + w)`` and ``shift = b - mean * scale`` (the offset add only with
+    HAS_OFFSET). It rounds ``v * scale`` against ``mean * scale`` where :func:`_scaled`
+    subtracts the mean first: for rows whose mean is far from zero against their spread it
+    loses more digits than a 2-byte result holds only past a ratio the 2-byte input cannot
+    resolve either."""
+    scale = rstd
+    if HAS_WEIGHT:
+        if HAS_OFFSET:
+            w = offset + w
+        scale = rstd * w
+    if CENTER:
+        if HAS_BIAS:
+            y = tl.fma(v, scale, tl.fma(-mean, scale, b))
+        else:
+            y = tl.fma(v, scale, -mean * scale)
+    else:
+        y = v * scale
+        if HAS_BIAS:
+            y = y + b
+    return y
+
+
+@triton.jit
+def _load_row_chunk(P, row, stride, cols, M, n_cols, EVEN: tl.constexpr):
+    """:func:`_load_chunk`, or with EVEN (whole chunks) unmasked: a row past the last one loads
+    the last row again."""
+    if EVEN:
+        return tl.load(P + tl.minimum(row, M - 1) * stride + cols)
+    return _load_chunk(P, row, stride, cols, M, n_cols)
+
+
+@triton.jit
 def norm_fwd_lag_kernel(
     X,
     R,
@@ -348,6 +392,9 @@ def norm_fwd_lag_kernel(
     HOLD_W: tl.constexpr,
     PACKED: tl.constexpr,
     ONE_PASS: tl.constexpr,
+    LEAN: tl.constexpr = False,
+    HAS_OFFSET: tl.constexpr = True,
+    EVEN: tl.constexpr = False,
 ):
     """``norm_fwd_flags_kernel``'s outputs (y; h = x + r rounded, HAS_RESIDUAL; rstd, mean from
     each row's chunk 0) from the same split launch and words, one row later: at iteration k a
@@ -358,7 +405,9 @@ def norm_fwd_lag_kernel(
     rather than read from L2 for every row. PACKED: 2-byte x, r, w, b, y, h (one dtype) moved
     as int32 pairs (even N, even row strides, 4-byte aligned rows; the caller checks).
     ONE_PASS (CENTER): each chunk's moments in one reduction, shifted by the program's previous
-    chunk mean (``_publish_chunk``).
+    chunk mean (``_publish_chunk``). LEAN: y in one fused multiply-add a column
+    (:func:`_scaled_lean`; HAS_OFFSET: add ``offset`` to w). EVEN (every chunk whole): loads
+    and stores unmasked.
 
     STAGE 0 (GPU): one launch, all programs of a row resident together (a program waits only
     for words published before the other programs' own previous wait, so the lag adds no
@@ -391,6 +440,8 @@ def norm_fwd_lag_kernel(
         sr = stride_r
         sy = stride_y
         sh = stride_h
+    if EVEN:  # a constant mask, which the compiler drops
+        mask = tl.full(cols.shape, 1, tl.int1)
     if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
         lanes = tl.arange(0, 32)
     else:
@@ -401,21 +452,21 @@ def norm_fwd_lag_kernel(
         if HAS_BIAS:
             b_held = tl.load(Bs + cols, mask=mask, other=0.0)
     row = slot.to(tl.int64)
-    x = _load_chunk(Xs, row, sx, cols, M, n_cols)
+    x = _load_row_chunk(Xs, row, sx, cols, M, n_cols, EVEN)
     r = x
     if HAS_RESIDUAL:
-        r = _load_chunk(Rs, row, sr, cols, M, n_cols)
+        r = _load_row_chunk(Rs, row, sr, cols, M, n_cols, EVEN)
     h, shift = _publish_chunk(x, r, Hs, WORDS, row, sh, cols, mask, chunk, n_chunk, 0.0, CENTER,
                               HAS_RESIDUAL, CHUNKS_POW2, STAGE, PACKED, X.dtype.element_ty,
                               ONE_PASS)  # fmt: skip
-    next_x = _load_chunk(Xs, row + slots, sx, cols, M, n_cols)
+    next_x = _load_row_chunk(Xs, row + slots, sx, cols, M, n_cols, EVEN)
     next_r = next_x
     if HAS_RESIDUAL:
-        next_r = _load_chunk(Rs, row + slots, sr, cols, M, n_cols)
+        next_r = _load_row_chunk(Rs, row + slots, sr, cols, M, n_cols, EVEN)
     if DEPTH == 2:
-        later_x = _load_chunk(Xs, row + 2 * slots, sx, cols, M, n_cols)
+        later_x = _load_row_chunk(Xs, row + 2 * slots, sx, cols, M, n_cols, EVEN)
         if HAS_RESIDUAL:
-            later_r = _load_chunk(Rs, row + 2 * slots, sr, cols, M, n_cols)
+            later_r = _load_row_chunk(Rs, row + 2 * slots, sr, cols, M, n_cols, EVEN)
     for i in range(0, tl.cdiv(M - slot, slots)):
         row = slot.to(tl.int64) + i * slots
         words = WORDS + row * CHUNKS_POW2
@@ -431,14 +482,14 @@ def norm_fwd_lag_kernel(
             next_h = h
         if DEPTH == 2:
             next_x = later_x
-            later_x = _load_chunk(Xs, row + 3 * slots, sx, cols, M, n_cols)
+            later_x = _load_row_chunk(Xs, row + 3 * slots, sx, cols, M, n_cols, EVEN)
             if HAS_RESIDUAL:
                 next_r = later_r
-                later_r = _load_chunk(Rs, row + 3 * slots, sr, cols, M, n_cols)
+                later_r = _load_row_chunk(Rs, row + 3 * slots, sr, cols, M, n_cols, EVEN)
         else:
-            next_x = _load_chunk(Xs, row + 2 * slots, sx, cols, M, n_cols)
+            next_x = _load_row_chunk(Xs, row + 2 * slots, sx, cols, M, n_cols, EVEN)
             if HAS_RESIDUAL:
-                next_r = _load_chunk(Rs, row + 2 * slots, sr, cols, M, n_cols)
+                next_r = _load_row_chunk(Rs, row + 2 * slots, sr, cols, M, n_cols, EVEN)
         if STAGE != 1:
             if STAGE == 0:
                 first, second = await_words(words, lanes, chunks, first, second,
@@ -467,9 +518,20 @@ def norm_fwd_lag_kernel(
                 even, odd = _halves(h, X.dtype.element_ty)
                 w_even, w_odd = _halves(w, X.dtype.element_ty)
                 b_even, b_odd = _halves(b, X.dtype.element_ty)
-                y = _pairs(_scaled(even, mean, rstd, w_even, b_even, offset, HAS_WEIGHT, HAS_BIAS),
-                           _scaled(odd, mean, rstd, w_odd, b_odd, offset, HAS_WEIGHT, HAS_BIAS),
-                           X.dtype.element_ty)  # fmt: skip
+                if LEAN:
+                    y_even = _scaled_lean(even, mean, rstd, w_even, b_even, offset, CENTER,
+                                          HAS_WEIGHT, HAS_BIAS, HAS_OFFSET)  # fmt: skip
+                    y_odd = _scaled_lean(odd, mean, rstd, w_odd, b_odd, offset, CENTER,
+                                         HAS_WEIGHT, HAS_BIAS, HAS_OFFSET)  # fmt: skip
+                else:
+                    y_even = _scaled(even, mean, rstd, w_even, b_even, offset, HAS_WEIGHT,
+                                     HAS_BIAS)  # fmt: skip
+                    y_odd = _scaled(odd, mean, rstd, w_odd, b_odd, offset, HAS_WEIGHT, HAS_BIAS)
+                y = _pairs(y_even, y_odd, X.dtype.element_ty)
+            elif LEAN:
+                y = _scaled_lean(h.to(tl.float32), mean, rstd, w.to(tl.float32),
+                                 b.to(tl.float32), offset, CENTER, HAS_WEIGHT, HAS_BIAS,
+                                 HAS_OFFSET).to(Y.dtype.element_ty)  # fmt: skip
             else:
                 y = _scaled(h.to(tl.float32), mean, rstd, w.to(tl.float32), b.to(tl.float32),
                             offset, HAS_WEIGHT, HAS_BIAS).to(Y.dtype.element_ty)  # fmt: skip
