@@ -23,6 +23,11 @@
 #      cvt.rn.bf16x2.f32 each): the split-forward GPU tests, kernel alone against the kernel
 #      without LEAN (" old") at 131072 and 262144 columns (norm_split_fwd.py), then the bf16
 #      forwards there and layer_norm.bwd (forward + backward) through the harness.
+#   5  launches after LEAN, kernel alone, no code change: the bf16 split forward at 32768-131072
+#      columns (the lag kernel, LEAN, against the flag-word kernel rows under 16 chunks take, and
+#      wider or deeper lag launches; norm_split_fwd.py), then the bf16 backward at 4096 x 32768
+#      (LayerNorm's pairs kernel and add+RMSNorm's flag-word launch against the LEAN lagged
+#      kernel) and LayerNorm's at 8192 x 262144 (norm_bwd_narrow_sweep.py).
 # Usage: bash scripts/gpu/session42_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -66,6 +71,24 @@ lag1 8192/8w x2 pk,lag1 8192/8w x2 pk old,lag1 8192/8w x2 pk 1p,lag1 8192/8w x2 
   sweep_bench $((570 - SECONDS)) normfwd-bf16 \
     "rms_norm.fwd,add_rms_norm.fwd,layer_norm.fwd,layer_norm.bwd" bf16 \
     --shape M=8192,N=131072 --shape M=8192,N=262144
+  finish_call one
+  ;;
+5)
+  timeout 250 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/normfwd-launches-call5" \
+    bf16:4096x32768,bf16:8192x65536,bf16:8192x131072 "flags 8192/8w x2 pf,lag1 8192/8w x2 pf,\
+lag1 8192/8w x2 pk,lag1 8192/8w x2 pk 1p,lag2 8192/8w x2 pk 1p,lag1 16384/16w x1 pk 1p,\
+lag1 16384/16w x1 pf,lag1 4096/4w x4 1p" > "$OUT/normfwd-sweep.log" 2>&1
+  echo "norm fwd sweep: exit $?"; cut -c1-150 "$OUT/keep/normfwd-launches-call5.txt"
+  SWEEP_DTYPES=bfloat16 SWEEP_SHAPES="4096x32768" SWEEP_LAUNCHES="lag/2048/4/4/0 lag/4096/4/2/0 \
+lag/1024/2/8/0 flags/4096/4/2/1 flags/2048/4/4/1" \
+    timeout $((480 - SECONDS)) python3 benchmarks/norm_bwd_narrow_sweep.py sweep \
+    "$OUT/keep/normbwd-32768-call5.txt" > "$OUT/keep/normbwd-32768-call5.log" 2>&1
+  echo "norm bwd sweep 32768: exit $?"; cut -c1-150 "$OUT/keep/normbwd-32768-call5.txt"
+  SWEEP_OPS=layer SWEEP_DTYPES=bfloat16 SWEEP_SHAPES="8192x262144" \
+    SWEEP_LAUNCHES="lag/4096/4/2/0 lag/8192/16/1/0 lag/8192/8/1/0" \
+    timeout $((570 - SECONDS)) python3 benchmarks/norm_bwd_narrow_sweep.py sweep \
+    "$OUT/keep/lnbwd-262144-call5.txt" > "$OUT/keep/lnbwd-262144-call5.log" 2>&1
+  echo "LN bwd sweep 262144: exit $?"; cut -c1-150 "$OUT/keep/lnbwd-262144-call5.txt"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
