@@ -28,6 +28,11 @@
 #      wider or deeper lag launches; norm_split_fwd.py), then the bf16 backward at 4096 x 32768
 #      (LayerNorm's pairs kernel and add+RMSNorm's flag-word launch against the LEAN lagged
 #      kernel) and LayerNorm's at 8192 x 262144 (norm_bwd_narrow_sweep.py).
+#   6  call 5's findings shipped (2-byte rows of 32768-65535 columns: the lagged backward in
+#      1024-column programs on the H200; the forward without a residual: the lag kernel from 4
+#      chunks): their GPU tests, the forward kernel alone at 8192 x 98304 (12 chunks, where the
+#      default changed), then bf16 rms_norm.bwd, add_rms_norm.bwd and layer_norm.bwd at 4096 x
+#      32768 through the harness.
 # Usage: bash scripts/gpu/session42_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -89,6 +94,17 @@ lag/1024/2/8/0 flags/4096/4/2/1 flags/2048/4/4/1" \
     timeout $((570 - SECONDS)) python3 benchmarks/norm_bwd_narrow_sweep.py sweep \
     "$OUT/keep/lnbwd-262144-call5.txt" > "$OUT/keep/lnbwd-262144-call5.log" 2>&1
   echo "LN bwd sweep 262144: exit $?"; cut -c1-150 "$OUT/keep/lnbwd-262144-call5.txt"
+  finish_call one
+  ;;
+6)
+  gpu_tests norms-call6 150 tests/ops/test_norm_bwd_narrow.py tests/ops/test_norm_split_fwd.py \
+    tests/ops/test_norm.py -k "narrow or split or past_16384 or wide_pairs" -n 6
+  timeout 100 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/normfwd-98304-call6" \
+    bf16:8192x98304 "flags 8192/8w x2 pf,lag1 8192/8w x2 pf,lag1 8192/8w x2 pk 1p" \
+    > "$OUT/normfwd-sweep.log" 2>&1
+  echo "norm fwd sweep: exit $?"; cut -c1-150 "$OUT/keep/normfwd-98304-call6.txt"
+  sweep_bench $((570 - SECONDS)) normbwd-bf16 "rms_norm.bwd,add_rms_norm.bwd,layer_norm.bwd" bf16 \
+    --shape M=4096,N=32768
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -929,8 +929,9 @@ def test_layer_norm_split_plan_policy(monkeypatch):
 
 def test_wide_pairs_launch_policy(monkeypatch):
     """On the H200, 2-byte LayerNorm rows past the 256-column launch's 64 chunks and up to
-    32768 columns take the pairs kernel's wide launch (LAYER_NORM_BWD_PAIRS_WIDE_BY_MODEL), and
-    the narrow-row table leaves 32768 to it; wider rows, 4-byte rows and other GPUs do not."""
+    32768 columns have the pairs kernel's wide launch (LAYER_NORM_BWD_PAIRS_WIDE_BY_MODEL);
+    wider rows, 4-byte rows and other GPUs do not. The narrow-row table, asked first, takes
+    32768 columns itself (the lagged kernel on the H200, the flag-word kernel elsewhere)."""
     from warpforge.ops import _split_rows
     from warpforge.runtime import DeviceCapabilities
 
@@ -954,8 +955,9 @@ def test_wide_pairs_launch_policy(monkeypatch):
                     assert plan is None, (name, n)
                 assert norm_module._default_pairs_plan(4096, n, 4, "cuda") is None
             assert norm_module._default_pairs_plan(4096, 32770, 2, "cuda") is None
-            narrow = norm_module.norm_bwd_narrow_plan("layer_norm", 4096, 32768, 2, "cuda")
-            assert (narrow is None) == h200
+            assert norm_module.norm_bwd_narrow_plan("layer_norm", 4096, 32767, 2, "cuda") is None
+            kernel, narrow = norm_module.norm_bwd_narrow_plan("layer_norm", 4096, 32768, 2, "cuda")
+            assert (kernel, narrow.block) == (("lag", 1024) if h200 else ("flags", 4096))
             assert norm_module.norm_bwd_narrow_plan("layer_norm", 4096, 32770, 2, "cuda")
     finally:
         norm_module._default_pairs_plan.cache_clear()
@@ -967,7 +969,8 @@ def test_wide_pairs_launch_policy(monkeypatch):
 @pytest.mark.parametrize(("m", "n"), [(257, 32768), (33, 20002), (1, 16386)])
 def test_gpu_default_layer_norm_backward_past_16384_columns(m, n, dtype, monkeypatch):
     """The public op's 2-byte LayerNorm backward of 16385-32768 columns (the pairs kernel's
-    wide launch on the H200) against float64, bitwise the same on a second run."""
+    wide launch on the H200 under 32768 columns, the lagged kernel at 32768) against float64,
+    bitwise the same on a second run."""
     launched = []
     real = norm_module._layer_norm_pairs_backward
     monkeypatch.setattr(norm_module, "_layer_norm_pairs_backward",
@@ -978,7 +981,7 @@ def test_gpu_default_layer_norm_backward_past_16384_columns(m, n, dtype, monkeyp
     got = torch.autograd.grad(layer_norm(xs, ws, bs), (xs, ws, bs), dy)
     again = torch.autograd.grad(layer_norm(xs, ws, bs), (xs, ws, bs), dy)
     if torch.cuda.get_device_name() in norm_module.LAYER_NORM_BWD_PAIRS_WIDE_BY_MODEL:
-        assert launched and launched[0].block == 1024, launched
+        assert (launched and launched[0].block == 1024) if n < 32768 else not launched, launched
     want = _layer_norm_grads64(x, w, b, dy)
     scale = _pairs_scales(x, w, dy)
     for name, g, g2, e in zip(("dx", "dweight", "dbias"), got, again, want, strict=True):

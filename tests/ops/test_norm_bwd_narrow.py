@@ -161,7 +161,7 @@ def narrow_plan(monkeypatch):
 
 def test_an_h200_takes_its_own_bf16_entries_and_the_shared_rest(narrow_plan, monkeypatch):
     """On an H200 the bf16 backward takes NORM_BWD_NARROW_BY_MODEL's entries (the lagged kernel
-    for add+RMSNorm and LayerNorm from 65536 columns, for all three over 131072, RMSNorm's and
+    for all three from 32768 columns, in 1024-column programs under 65536, RMSNorm's and
     add+RMSNorm's there in 8192-column programs), and float32 rows of 65537-131072 columns the
     flags kernel in 8192-column programs; narrower rows keep the shared table and float32 rows
     past 131072 the split default; the environment's table still replaces both."""
@@ -170,12 +170,12 @@ def test_an_h200_takes_its_own_bf16_entries_and_the_shared_rest(narrow_plan, mon
         return narrow_plan("NVIDIA H200", family, 8192, N, element_size)
 
     assert plan("rms_norm", 32767) == ("flags", 2048)
-    assert plan("rms_norm", 131072) == ("lag", 2048)
+    assert plan("rms_norm", 65536) == plan("rms_norm", 131072) == ("lag", 2048)
     assert plan("rms_norm", 262144) == ("lag", 8192)
-    assert plan("add_rms_norm", 40009) == ("flags", 4096)
+    for family in ("rms_norm", "add_rms_norm", "layer_norm"):
+        assert plan(family, 32768) == plan(family, 40009) == plan(family, 65535) == ("lag", 1024)
     assert plan("add_rms_norm", 65536) == ("lag", 2048)
     assert plan("add_rms_norm", 262144) == ("lag", 8192)
-    assert plan("layer_norm", 65535) == ("flags", 4096)
     assert plan("layer_norm", 65536) == plan("layer_norm", 131071) == ("lag", 2048)
     assert plan("layer_norm", 131072) == ("lag", 4096)
     assert plan("layer_norm", 262144) == ("lag", 4096)

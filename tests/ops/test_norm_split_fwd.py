@@ -193,8 +193,9 @@ def test_public_ops_of_long_rows_take_the_split_kernel(op, monkeypatch, device, 
 
 @pytest.mark.parametrize("op", ["rms", "add_rms", "layer"])
 def test_two_byte_long_rows_take_the_lag_kernel(op, monkeypatch, device, poison_outputs):
-    """2-byte rows: from NORM_FWD_LAG_MIN_CHUNKS chunks (here 17) the lag kernel (pairs with a
-    residual), from 32768 columns the flags kernel, narrower rows the chunked kernel."""
+    """2-byte rows: from NORM_FWD_LAG_MIN_CHUNKS chunks (4 without a residual, 16 with one)
+    the lag kernel (pairs with a residual), with a residual from 32768 columns to there the
+    flags kernel, narrower rows the chunked kernel."""
     kernels = warpforge.ops._kernels.norm_split
     lag = LaunchSpy(kernels.norm_fwd_lag_kernel)
     flags = LaunchSpy(kernels.norm_fwd_flags_kernel)
@@ -205,8 +206,12 @@ def test_two_byte_long_rows_take_the_lag_kernel(op, monkeypatch, device, poison_
     norm.norm_fwd_split_plan.cache_clear()
     center, residual = op == "layer", op == "add_rms"
     launches = 2 if device.type == "cpu" else 1
-    for N, spy in ((8192 * (norm.NORM_FWD_LAG_MIN_CHUNKS + 1) - 6, lag), (32768, flags),
-                   (32766, None)):  # fmt: skip
+    fewest = norm.NORM_FWD_LAG_MIN_CHUNKS[residual]
+    assert fewest == (16 if residual else 4)
+    cases = [(8192 * fewest + 2, lag), (8192 * fewest, lag), (32766, None)]
+    if residual:  # without one, 32768 columns (the split's narrowest) are already 4 chunks
+        cases.insert(2, (8192 * (fewest - 1), flags))
+    for N, spy in cases:
         lag.grids.clear()
         flags.grids.clear()
         x, r, w, b = operands(2, N, torch.float16, device, shift=20.0 if center else 0.0)

@@ -302,7 +302,8 @@ COMPILE_ALL = textwrap.dedent(
                           aligned=("stride_dy", "stride_x", "stride_dx", "N"), **plan.launch_options())
     assert stack <= PAIRS_SPILL_ALLOWED, f"pairs LayerNorm backward spills {stack} bytes under its register cap"
     # the split-row norm forward at its default launches (8192 columns, 8 warps, 2 an SM) of
-    # 262144 columns (bf16: the lag kernel) and 65536 (the flags kernel), N a multiple of 16 as
+    # 262144 columns (bf16: the lag kernel) and 65536 (bf16 without a residual: the lag kernel,
+    # else the flags kernel), N a multiple of 16 as
     # a launch specialises it: bf16 spills nothing on sm_90 under Triton 3.9's ptxas, the fp32
     # flags kernel a few bytes (8 for RMSNorm at 262144), measured faster than the launches
     # that spill less (benchmarks/norm_split_fwd.py spills; normfwd-sweep-2026-11-25-h100.json)
@@ -325,7 +326,7 @@ COMPILE_ALL = textwrap.dedent(
                 else:
                     kernel = norm_fwd_flags_kernel
                     flags.update(PREFETCH=plan.prefetch)
-                assert (kernel is norm_fwd_lag_kernel) == (dt == "bf16" and N == 262144)
+                assert (kernel is norm_fwd_lag_kernel) == (dt == "bf16" and (N == 262144 or not residual))
                 stack = spilled_bytes(kernel, types, flags,
                                       aligned=("stride_x", "stride_r", "stride_y", "stride_h", "N", "M"),
                                       **plan.launch_options())

@@ -393,7 +393,7 @@ NORM_FWD_SPLIT_LAUNCHES = {
 }  # fmt: skip
 """(element size, residual) -> the flag-word split launch of the forward: 8192-column programs
 of 8 warps, 2 an SM (128 registers a thread). Rows of at least ``NORM_FWD_LAG_MIN_CHUNKS``
-chunks of 2-byte elements take ``norm_fwd_lag_kernel`` one row ahead (``lag_depth`` 1; with a
+chunks (by residual) of 2-byte elements take ``norm_fwd_lag_kernel`` one row ahead (``lag_depth`` 1; with a
 residual as int32 pairs, ``packed``), the others ``norm_fwd_flags_kernel``, prefetching the next
 row's chunk except float32 with a residual (two fp32 chunks to prefetch).
 
@@ -426,9 +426,15 @@ more live). RMSNorm keeps its unpacked launch: 1255.9 / 2467.8 against 1304.1 / 
 its bias, read from L2 each row beside the weight, costs 2-4% of it (1504.6 / 2955.6 µs against
 1440.3 / 2888.4 without a bias, ``normfwd-bias-call8.txt``); the rest is not explained."""
 
-NORM_FWD_LAG_MIN_CHUNKS = 16
-"""Chunks a row needs before the lag kernel is the default (measured better at 32, a tie at 8;
-16 = 131072 bf16 columns not measured)."""
+NORM_FWD_LAG_MIN_CHUNKS = {False: 4, True: 16}
+"""Residual -> chunks a row needs before the lag kernel is the default (the flag-word kernel
+under them). On the H100 before its LEAN arithmetic the lag kernel won at 32 chunks and tied at
+8. Since LEAN (the forty-second session), H200 kernel alone
+(``session42-h200-2026-12-01/normfwd-launches-call5.txt``), bf16, RMSNorm / LayerNorm (pairs,
+one-pass moments): 4096 x 32768 (4 chunks) 158.0 / 169.2 us against 165.5 / 183.9 for the
+flag-word kernel, 8192 x 65536 (8 chunks) 613.6 / 677.7 against 642.8 / 754.2; with a residual
+the flag-word kernel stays under 16 chunks (add+RMSNorm 279.1 / 1106.7 against 282.2 /
+1114.4)."""
 
 NORM_FWD_SPLIT_MIN_N = {2: 32768, 4: 65536}
 """Element size -> the narrowest row whose forward splits over programs by default. bf16 4096 x
@@ -449,9 +455,9 @@ def norm_fwd_split_options(
     element_size: int, residual: bool, chunks: int, center: bool = False
 ) -> dict[str, Any]:
     """:func:`split_norm_forward`'s kernel keywords of the default split launch of rows of
-    ``chunks`` chunks: none (the flags kernel) below ``NORM_FWD_LAG_MIN_CHUNKS``; LayerNorm
+    ``chunks`` chunks: none (the flags kernel) below ``NORM_FWD_LAG_MIN_CHUNKS[residual]``; LayerNorm
     (``center``) with ``NORM_FWD_SPLIT_CENTER_OPTIONS`` over them."""
-    if chunks < NORM_FWD_LAG_MIN_CHUNKS:
+    if chunks < NORM_FWD_LAG_MIN_CHUNKS[residual]:
         return {}
     launch = NORM_FWD_SPLIT_LAUNCHES.get((element_size, residual), {})
     options = {k: v for k, v in launch.items() if k in _KERNEL_OPTIONS}
@@ -1526,7 +1532,8 @@ an SM (the same 8 columns a thread and 28 warps an SM, a quarter of the programs
 kernel alone (``benchmarks/ln_bwd_split_sweep.py --pairs --wide``,
 ``benchmarks/results/session40-h200-2026-12-01/lnbwd-pairs-wide-call6.txt``), bf16 4096 x 32768:
 279.5 µs (68.2% of copy) against 312.3 µs for the flag-word kernel these rows took
-(:data:`NORM_BWD_NARROW_BY_MODEL`, which now starts at 32769 columns there); 2048-column chunks
+(:data:`NORM_BWD_NARROW_BY_MODEL`; since the forty-second session it takes 32768 columns there
+itself, to the lagged kernel's LEAN arithmetic, so the launch serves narrower rows); 2048-column chunks
 of 8 warps 336.4, 512-column chunks of 2 warps 326.0. At 4096 x 16384 the 256-column launch
 stays (125.2 against 199.2 µs for this one). Rows of 16385-32767 columns (the split kernel's
 until now) take it unmeasured; other models keep their kernels."""
@@ -1869,6 +1876,7 @@ norm-bwd-narrow-fp32-sweep.txt``), RMSNorm / add+RMSNorm / LayerNorm: 4096 x 327
 columns 2240 / 2896 / 2282 us. The lag kernel is 1.6-3.5x slower than flags in every float32
 row (not investigated)."""
 
+_LAG_1024 = {"block": 1024, "num_warps": 2, "programs_per_sm": 8, "prefetch": False}
 _LAG_4096 = {"block": 4096, "num_warps": 4, "programs_per_sm": 2, "prefetch": False}
 _LAG_8192_16 = {"block": 8192, "num_warps": 16, "programs_per_sm": 1, "prefetch": False}
 
@@ -1876,18 +1884,18 @@ NORM_BWD_NARROW_BY_MODEL: dict[str, dict[tuple[str, int], tuple[NarrowChoice, ..
     "NVIDIA H200": {
         ("rms_norm", 2): (
             ("flags", _FLAGS_2048, 16385, 32767),
-            ("lag", _LAG_2048, 32768, 131072),
+            ("lag", _LAG_1024, 32768, 65535),
+            ("lag", _LAG_2048, 65536, 131072),
             ("lag", _LAG_8192_16, 131073, 262144),
         ),
         ("add_rms_norm", 2): (
             ("flags", _FLAGS_2048, 16385, 32767),
-            ("flags", _FLAGS_4096, 32768, 65535),
+            ("lag", _LAG_1024, 32768, 65535),
             ("lag", _LAG_2048, 65536, 131072),
             ("lag", _LAG_8192_16, 131073, 262144),
         ),
         ("layer_norm", 2): (
-            # 32768: the pairs kernel's wide launch (LAYER_NORM_BWD_PAIRS_WIDE_BY_MODEL)
-            ("flags", _FLAGS_4096, 32769, 65535),
+            ("lag", _LAG_1024, 32768, 65535),
             ("lag", _LAG_2048, 65536, 131071),
             ("lag", _LAG_4096, 131072, 262144),
         ),
@@ -1944,7 +1952,14 @@ two an SM) ran 4-36% longer than the default at both widths.
 (``session42-h200-2026-12-01/normbwd-lean-call2.txt``), bf16 8192 x 65536, 1014.8 us against
 1227.1 for the flag-word kernel the row took (79.7 against 65.9% of copy) and 1041.0 for the
 lagged kernel at 4096 columns; measured at 65536 columns only (at 131072 the 4096-column launch
-stays ahead, 1964.5 against 2092.0)."""
+stays ahead, 1964.5 against 2092.0).
+
+2-byte rows of 32768-65535 columns take the lagged kernel in 1024-column programs of 2 warps,
+eight an SM (the same 16 columns a thread), in all three families. Kernel alone
+(``session42-h200-2026-12-01/normbwd-32768-call5.txt``), bf16 4096 x 32768, RMSNorm /
+add+RMSNorm / LayerNorm: 231.5 / 277.7 / 251.0 us against 237.7 (the lagged kernel at 2048
+columns) / 316.4 (the flag-word kernel at 4096 columns) / 276.2 (LayerNorm's pairs kernel, its
+wide launch) for the launches the rows took; measured at 32768 columns only."""
 
 NORM_BWD_NARROW_ENV = "WARPFORGE_NORM_BWD_NARROW"
 """Replaces :data:`NORM_BWD_NARROW` (benchmark sweeps), read when a shape is first planned:
