@@ -432,9 +432,11 @@ under them). On the H100 before its LEAN arithmetic the lag kernel won at 32 chu
 8. Since LEAN (the forty-second session), H200 kernel alone
 (``session42-h200-2026-12-01/normfwd-launches-call5.txt``), bf16, RMSNorm / LayerNorm (pairs,
 one-pass moments): 4096 x 32768 (4 chunks) 158.0 / 169.2 us against 165.5 / 183.9 for the
-flag-word kernel, 8192 x 65536 (8 chunks) 613.6 / 677.7 against 642.8 / 754.2; with a residual
-the flag-word kernel stays under 16 chunks (add+RMSNorm 279.1 / 1106.7 against 282.2 /
-1114.4)."""
+flag-word kernel, 8192 x 65536 (8 chunks) 613.6 / 677.7 against 642.8 / 754.2, and after the
+change 8192 x 98304 (12 chunks, ``normfwd-98304-call6.txt``) 938.6 / 1071.8 against 974.8 /
+1170.2. Rows of up to 65536 columns take the whole-row kernels before any split, so 65537-131071
+columns are where this default runs unforced. With a residual the flag-word kernel stays under
+16 chunks (add+RMSNorm 279.1 / 1106.7 / 1655.6 against 282.2 / 1114.4 / 1664.9)."""
 
 NORM_FWD_SPLIT_MIN_N = {2: 32768, 4: 65536}
 """Element size -> the narrowest row whose forward splits over programs by default. bf16 4096 x
