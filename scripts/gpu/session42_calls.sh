@@ -33,6 +33,11 @@
 #      chunks): their GPU tests, the forward kernel alone at 8192 x 98304 (12 chunks, where the
 #      default changed), then bf16 rms_norm.bwd, add_rms_norm.bwd and layer_norm.bwd at 4096 x
 #      32768 through the harness.
+#   7  the flag-word split forward without the offset add where it is 0 and, rows of whole
+#      chunks, unmasked (every dtype; LayerNorm's float32 kernel 944 -> 688 instructions in an
+#      sm_90 compile): the split-forward GPU tests, kernel alone against the kernel before (" old")
+#      in float32 at 131072 and 262144 columns and bf16 add+RMSNorm at 98304 (norm_split_fwd.py),
+#      then the float32 forwards and forward + backward there through the harness.
 # Usage: bash scripts/gpu/session42_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -105,6 +110,17 @@ lag/1024/2/8/0 flags/4096/4/2/1 flags/2048/4/4/1" \
   echo "norm fwd sweep: exit $?"; cut -c1-150 "$OUT/keep/normfwd-98304-call6.txt"
   sweep_bench $((570 - SECONDS)) normbwd-bf16 "rms_norm.bwd,add_rms_norm.bwd,layer_norm.bwd" bf16 \
     --shape M=4096,N=32768
+  finish_call one
+  ;;
+7)
+  gpu_tests splitfwd-call7 100 tests/ops/test_norm_split_fwd.py -n 6
+  timeout 150 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/normfwd-flags-call7" \
+    fp32:8192x131072,fp32:8192x262144,bf16:8192x98304 "flags 8192/8w x2 pf,\
+flags 8192/8w x2 pf old,flags 8192/8w x2,flags 8192/8w x2 old" > "$OUT/normfwd-sweep.log" 2>&1
+  echo "norm fwd sweep: exit $?"; cut -c1-150 "$OUT/keep/normfwd-flags-call7.txt"
+  sweep_bench $((570 - SECONDS)) normfp32 \
+    "rms_norm.fwd,add_rms_norm.fwd,layer_norm.fwd,rms_norm.bwd,add_rms_norm.bwd,layer_norm.bwd" \
+    fp32 --shape M=8192,N=131072 --shape M=8192,N=262144
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -554,7 +554,8 @@ def split_norm_forward(
     ``packed`` was asked for and the rows do not fit pairs: unpacked, it measured slower,
     ``NORM_FWD_SPLIT_CENTER_OPTIONS``), and ``lean`` (default: 2-byte inputs) its LEAN
     arithmetic, the offset add only where the offset is not 0 and, for rows of whole chunks,
-    its unmasked EVEN loads and stores (``lean=False``: none of them, for comparisons)."""
+    its unmasked EVEN loads and stores (``lean=False``: none of them, for comparisons). The
+    flags kernel takes the offset elision and EVEN in every dtype unless ``lean`` is False."""
     from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel, norm_fwd_lag_kernel
 
     if lag_depth not in (0, 1, 2):
@@ -584,9 +585,14 @@ def split_norm_forward(
                     "HAS_OFFSET": offset != 0.0 or not lean,
                     "EVEN": lean and N % plan.block == 0,
                 }
-            else:
+            else:  # offset and mask elision change no rounding: every dtype takes them
                 kernel = norm_fwd_flags_kernel
-                options = {"PREFETCH": plan.prefetch}
+                trim = lean is not False
+                options = {
+                    "PREFETCH": plan.prefetch,
+                    "HAS_OFFSET": offset != 0.0 or not trim,
+                    "EVEN": trim and N % plan.block == 0,
+                }
             kernel[(plan.programs,)](
                 *pointers,
                 words,
