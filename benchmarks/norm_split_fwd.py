@@ -59,9 +59,8 @@ CANDIDATES = {
 }
 ONE_PASS_SUFFIX = " 1p"
 OLD_SUFFIX = " old"
-"""A candidate name with this suffix (given on the command line): the kernel without its offset
-elision and unmasked whole chunks, and the lag kernel without its LEAN arithmetic
-(``lean=False``)."""
+"""A candidate name with this suffix (given on the command line): the lag kernel without its
+LEAN arithmetic, offset elision and unmasked whole chunks (``lean=False``)."""
 BF16_ALL = [
     name
     for name in CANDIDATES
@@ -144,7 +143,7 @@ def _sweep_shape(dtype, M, N, names, lines, rows, ops=OPS) -> None:
         cands = [("chunked", lambda c=center, rr=rr, bb=bb: norm._norm_forward(
             x, w, bb, rr, 1e-6, 0.0, c))]  # fmt: skip
         for name in names:
-            old = name.endswith(OLD_SUFFIX)  # before the offset elision, EVEN (and LEAN)
+            old = name.endswith(OLD_SUFFIX)  # the lag kernel without its LEAN arithmetic
             base = name.removesuffix(OLD_SUFFIX)
             block, warps, per_sm, prefetch, lag, hold, packed = CANDIDATES[base]
             one_pass = base.endswith(ONE_PASS_SUFFIX)

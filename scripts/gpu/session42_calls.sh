@@ -38,6 +38,9 @@
 #      sm_90 compile): the split-forward GPU tests, kernel alone against the kernel before (" old")
 #      in float32 at 131072 and 262144 columns and bf16 add+RMSNorm at 98304 (norm_split_fwd.py),
 #      then the float32 forwards and forward + backward there through the harness.
+#   8  call 7's change reverted (slower in float32): the float32 rows of call 7 again through the
+#      harness, on the kernels they run now, and bf16 rms_norm.bwd and add_rms_norm.bwd at 131072
+#      and 262144 columns (forward + backward, last timed before the LEAN split forward).
 # Usage: bash scripts/gpu/session42_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -121,6 +124,14 @@ flags 8192/8w x2 pf old,flags 8192/8w x2,flags 8192/8w x2 old" > "$OUT/normfwd-s
   sweep_bench $((570 - SECONDS)) normfp32 \
     "rms_norm.fwd,add_rms_norm.fwd,layer_norm.fwd,rms_norm.bwd,add_rms_norm.bwd,layer_norm.bwd" \
     fp32 --shape M=8192,N=131072 --shape M=8192,N=262144
+  finish_call one
+  ;;
+8)
+  sweep_bench 300 normfp32 \
+    "rms_norm.fwd,add_rms_norm.fwd,layer_norm.fwd,rms_norm.bwd,add_rms_norm.bwd,layer_norm.bwd" \
+    fp32 --shape M=8192,N=131072 --shape M=8192,N=262144
+  sweep_bench $((570 - SECONDS)) normbwd-bf16 "rms_norm.bwd,add_rms_norm.bwd" bf16 \
+    --shape M=8192,N=131072 --shape M=8192,N=262144
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -412,7 +412,13 @@ the centred squares) were 8-21% slower in bf16 and 1-6% in fp32 at 32768-262144 
 (``session14-2026-11-25/norm-fwd-moments-call9.log``, kernel alone; the harness's bf16
 layer_norm.fwd at 65536-262144: 76-66-75% of copy against 84-80-84%,
 ``lnfwd-bf16-moments{1,0}-call9.json``), so the two dependent reductions are not what holds
-LayerNorm under RMSNorm here; removed after commit ``34d44de``."""
+LayerNorm under RMSNorm here; removed after commit ``34d44de``. The flag-word kernel without the
+offset add where the offset is 0 and with rows of whole chunks unmasked (the lag kernel's
+HAS_OFFSET and EVEN, which its LEAN measured faster; float32 LayerNorm 944 -> 688 instructions
+in an sm_90 compile) was slower in float32 on the H200 (``session42-h200-2026-12-01/
+normfwd-flags-call7.txt``, kernel alone, 8192 x 262144 RMSNorm / LayerNorm 5006.0 / 5601.3 us
+against 4851.3 / 5356.9; at 131072 LayerNorm gained, 2404.0 against 2533.1, RMSNorm lost,
+2246.8 against 2181.7) and mixed in bf16 at 98304 columns; removed after commit ``27b6857``."""
 
 NORM_FWD_SPLIT_CENTER_OPTIONS = {2: {"packed": True, "one_pass": True}}
 """Element size -> the lag kernel's options LayerNorm takes over ``NORM_FWD_SPLIT_LAUNCHES``'
@@ -554,8 +560,7 @@ def split_norm_forward(
     ``packed`` was asked for and the rows do not fit pairs: unpacked, it measured slower,
     ``NORM_FWD_SPLIT_CENTER_OPTIONS``), and ``lean`` (default: 2-byte inputs) its LEAN
     arithmetic, the offset add only where the offset is not 0 and, for rows of whole chunks,
-    its unmasked EVEN loads and stores (``lean=False``: none of them, for comparisons). The
-    flags kernel takes the offset elision and EVEN in every dtype unless ``lean`` is False."""
+    its unmasked EVEN loads and stores (``lean=False``: none of them, for comparisons)."""
     from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel, norm_fwd_lag_kernel
 
     if lag_depth not in (0, 1, 2):
@@ -585,14 +590,9 @@ def split_norm_forward(
                     "HAS_OFFSET": offset != 0.0 or not lean,
                     "EVEN": lean and N % plan.block == 0,
                 }
-            else:  # offset and mask elision change no rounding: every dtype takes them
+            else:
                 kernel = norm_fwd_flags_kernel
-                trim = lean is not False
-                options = {
-                    "PREFETCH": plan.prefetch,
-                    "HAS_OFFSET": offset != 0.0 or not trim,
-                    "EVEN": trim and N % plan.block == 0,
-                }
+                options = {"PREFETCH": plan.prefetch}
             kernel[(plan.programs,)](
                 *pointers,
                 words,

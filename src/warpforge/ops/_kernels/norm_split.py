@@ -87,8 +87,6 @@ def norm_fwd_flags_kernel(
     CHUNKS_POW2: tl.constexpr,
     STAGE: tl.constexpr,
     PREFETCH: tl.constexpr,
-    HAS_OFFSET: tl.constexpr = True,
-    EVEN: tl.constexpr = False,
 ):
     """RMSNorm / LayerNorm (CENTER) forward of rows split over ``cdiv(N, BLOCK_N)`` programs
     (the places of ``split_place``), the same outputs as ``norm_fwd_chunked_kernel``: y; h =
@@ -102,12 +100,8 @@ def norm_fwd_flags_kernel(
 
     STAGE 0 (GPU): one launch, all programs of a row resident together. STAGE 1 / 2: the words
     (and h) only / y only from a second read (two launches, for the interpreter). PREFETCH loads
-    the chunk of the program's next row after publishing, before the poll. HAS_OFFSET: add
-    ``offset`` to w (off where it is 0). EVEN (every chunk whole): loads and stores unmasked, a
-    row past the last one loading the last row again."""
+    the chunk of the program's next row after publishing, before the poll."""
     chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
-    if EVEN:  # a constant mask, which the compiler drops
-        mask = tl.full(cols.shape, 1, tl.int1)
     if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
         lanes = tl.arange(0, 32)
     else:
@@ -115,8 +109,6 @@ def norm_fwd_flags_kernel(
     n_chunk = tl.minimum(N - chunk * BLOCK_N, BLOCK_N).to(tl.float32)
     if PREFETCH:
         first = slot.to(tl.int64)
-        if EVEN:  # unmasked: a program without rows loads the last row
-            first = tl.minimum(first, M - 1)
         upcoming_x = tl.load(X + first * stride_x + cols, mask=mask, other=0.0)
         if HAS_RESIDUAL:
             upcoming_r = tl.load(R + first * stride_r + cols, mask=mask, other=0.0)
@@ -145,20 +137,14 @@ def norm_fwd_flags_kernel(
                 # high half: a word past the row's end (EMPTY_STATS) reads as 0 there
                 publish_word(words + chunk, 0.0, tl.sum(x * x, axis=0), STAGE)
         if PREFETCH:
-            if EVEN:  # the last row again past the last one, unmasked
-                ahead = tl.minimum(row + slots, M - 1)
-                upcoming_x = tl.load(X + ahead * stride_x + cols)
-                if HAS_RESIDUAL:
-                    upcoming_r = tl.load(R + ahead * stride_r + cols)
-            else:
-                next_end = tl.where(row + slots < M, N, 0)  # nothing past the last row
-                upcoming_x = tl.load(
-                    X + (row + slots) * stride_x + cols, mask=cols < next_end, other=0.0
+            next_end = tl.where(row + slots < M, N, 0)  # nothing past the last row
+            upcoming_x = tl.load(
+                X + (row + slots) * stride_x + cols, mask=cols < next_end, other=0.0
+            )
+            if HAS_RESIDUAL:
+                upcoming_r = tl.load(
+                    R + (row + slots) * stride_r + cols, mask=cols < next_end, other=0.0
                 )
-                if HAS_RESIDUAL:
-                    upcoming_r = tl.load(
-                        R + (row + slots) * stride_r + cols, mask=cols < next_end, other=0.0
-                    )
         if STAGE != 1:
             parts, parts_2, _, _ = row_words(
                 words, words, lanes, chunks, 0, CHUNKS_POW2 > 32, STAGE
@@ -176,13 +162,10 @@ def norm_fwd_flags_kernel(
                 tl.store(RSTD + row, rstd)
                 if CENTER:
                     tl.store(MEAN + row, mean)
-            scale = rstd
+            y = (x - mean) * rstd
             if HAS_WEIGHT:
                 w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
-                if HAS_OFFSET:
-                    w = offset + w
-                scale = rstd * w
-            y = (x - mean) * scale
+                y = y * (offset + w)
             if HAS_BIAS:
                 y = y + tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
             tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
