@@ -41,6 +41,12 @@
 #   8  call 7's change reverted (slower in float32): the float32 rows of call 7 again through the
 #      harness, on the kernels they run now, and bf16 rms_norm.bwd and add_rms_norm.bwd at 131072
 #      and 262144 columns (forward + backward, last timed before the LEAN split forward).
+#   9  the backward rows kernel's LEAN arithmetic for 2-byte rows (xhat and dx in fused
+#      multiply-adds, no offset add where it is 0, no where on xhat, rows of one whole block
+#      unmasked; LayerNorm at 8192 columns 360 -> 320 instructions in an sm_90 compile): the norm
+#      GPU tests, kernel alone against the rows kernel before (norm_bwd_narrow_sweep.py's
+#      "default old") at the issue's six rows of up to 16384 columns, bf16, then the bf16
+#      backward (forward + backward) there through the harness.
 # Usage: bash scripts/gpu/session42_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -132,6 +138,18 @@ flags 8192/8w x2 pf old,flags 8192/8w x2,flags 8192/8w x2 old" > "$OUT/normfwd-s
     fp32 --shape M=8192,N=131072 --shape M=8192,N=262144
   sweep_bench $((570 - SECONDS)) normbwd-bf16 "rms_norm.bwd,add_rms_norm.bwd" bf16 \
     --shape M=8192,N=131072 --shape M=8192,N=262144
+  finish_call one
+  ;;
+9)
+  gpu_tests norm-call9 150 tests/ops/test_norm.py tests/ops/test_norm_bwd_rows.py -n 6
+  SWEEP_DEFAULT_OLD=1 SWEEP_LAUNCHES="" SWEEP_DTYPES=bfloat16 \
+    SWEEP_SHAPES="32768x256 32768x1024 16384x2048 16384x4096 8192x8192 4096x16384" \
+    timeout 150 python3 benchmarks/norm_bwd_narrow_sweep.py sweep \
+    "$OUT/keep/normbwd-rows-call9.txt" > "$OUT/keep/normbwd-rows-call9.log" 2>&1
+  echo "norm bwd sweep: exit $?"; cut -c1-150 "$OUT/keep/normbwd-rows-call9.txt"
+  sweep_bench $((570 - SECONDS)) normbwd-bf16 "rms_norm.bwd,add_rms_norm.bwd,layer_norm.bwd" bf16 \
+    --shape M=32768,N=256 --shape M=32768,N=1024 --shape M=16384,N=2048 --shape M=16384,N=4096 \
+    --shape M=8192,N=8192 --shape M=4096,N=16384
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -1112,11 +1112,15 @@ def _norm_backward(
     in_memory: bool | None = None,
     prefetch: bool | None = None,
     knobs: BwdKnobs | None = None,
+    lean: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) for a (M, N) input; dweight/dbias are empty when not asked for.
     ``launch`` and ``knobs`` override the tuned launch (the tuner's trials, benchmark sweeps;
     ``launch`` alone runs with the default knobs), ``in_memory`` and ``prefetch`` the choices
-    of :func:`partials_in_memory` and :func:`prefetch_tiles` (benchmark sweeps)."""
+    of :func:`partials_in_memory` and :func:`prefetch_tiles` (benchmark sweeps). ``lean``
+    (default: 2-byte inputs): the rows kernel's LEAN arithmetic, the offset add only where the
+    offset is not 0 and, for rows of one whole block, unmasked columns (``lean=False``: none of
+    them, the kernel before, for comparisons)."""
     M, N = x.shape
     dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
     wdtype = weight.dtype if weight is not None else x.dtype
@@ -1175,6 +1179,12 @@ def _norm_backward(
     }
     if config.single_pass:
         flags.update(PARTIALS_IN_MEMORY=in_memory, PREFETCH=prefetch, RELOAD=knobs.reload)
+        if lean is None:
+            lean = x.element_size() == 2
+        # 2-byte rows only, as the lagged split backward: float32 keeps the kernel it was
+        # measured with (the flag-word forward's offset and mask elisions were slower there)
+        flags.update(LEAN=lean, HAS_OFFSET=offset != 0.0 or not lean,
+                     EVEN_COLS=lean and config.block_n == N)  # fmt: skip
     config = dataclasses.replace(config, num_programs=programs)
     with kernel_device(x):
         launch_rows(
