@@ -10,13 +10,13 @@ dbias; SWEEP_OPS "rms,add_rms,layer" names fewer) at SWEEP_SHAPES ("4096x32768 4
 8192x65536" by default), CUDA-event medians of ``triton.testing.do_bench``: "default" is what
 the ops take (``norm.rms_norm_backward`` / ``layer_norm_backward``), then each kernel at each
 launch (SWEEP_LAUNCHES, "kernel/block/warps/programs an SM/prefetch"; kernel "flags", "lag" or
-"lagold", the lagged kernel without its LEAN arithmetic); with SWEEP_DEFAULT_OLD set, "default
-old" too: the default with the rows kernel of rows up to 16384 columns before its LEAN
-arithmetic (``lean=False``). The recorded run
+"lagold", the lagged kernel without its LEAN arithmetic). The recorded run
 (``benchmarks/results/widebwd-2026-11-25/run1-widebwd-sweep.txt``) also timed "hold", a variant
 of the lag kernel holding x and dy in registers, since removed (wrong dx on the H100). The
 fraction of copy counts x and dy (and dh) read once and dx written once, the [N] vectors left
-out; the copy is timed in the same process.
+out; the copy is timed in the same process. Rows this short that the whole-row kernels take
+time the Python dispatch more than the kernel here (``session42-h200-2026-12-01/
+normbwd-rows-call9.txt``): use the harness for them.
 """
 
 from __future__ import annotations
@@ -101,17 +101,6 @@ def _default(dy, x, w, mean, rstd, dh, center):
     return dx, dw, None
 
 
-def _default_old(dy, x, w, mean, rstd, dh, center):
-    """``_default`` with the rows kernel (``norm._norm_backward``) before its LEAN arithmetic,
-    offset and mask elisions (``lean=False``): what rows of up to 16384 columns ran before."""
-    rows_backward = norm._norm_backward
-    norm._norm_backward = functools.partial(rows_backward, lean=False)
-    try:
-        return _default(dy, x, w, mean, rstd, dh, center)
-    finally:
-        norm._norm_backward = rows_backward
-
-
 def _sweep_shape(dtype: torch.dtype, M: int, N: int, lines: list[str]) -> None:
     import triton.testing
 
@@ -131,9 +120,6 @@ def _sweep_shape(dtype: torch.dtype, M: int, N: int, lines: list[str]) -> None:
         moved = x.numel() * x.element_size() * (4 if residual else 3)
         ref = _default(dy, x, w, mean, rstd, d, center)
         cands = [("default", lambda c=center, d=d: _default(dy, x, w, mean, rstd, d, c))]
-        if os.environ.get("SWEEP_DEFAULT_OLD"):
-            cands.append(("default old", lambda c=center, d=d: _default_old(dy, x, w, mean,
-                                                                             rstd, d, c)))  # fmt: skip
         for kernel, block, warps, per_sm, prefetch in LAUNCHES:
             plan = split_row_plan(M, N, "cuda", block=block, num_warps=warps,
                                   programs_per_sm=per_sm, prefetch=prefetch, flag_words=True)  # fmt: skip

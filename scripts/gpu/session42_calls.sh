@@ -47,6 +47,8 @@
 #      GPU tests, kernel alone against the rows kernel before (norm_bwd_narrow_sweep.py's
 #      "default old") at the issue's six rows of up to 16384 columns, bf16, then the bf16
 #      backward (forward + backward) there through the harness.
+#  10  call 9's change reverted (slower through the harness): those eighteen bf16 rows again on
+#      the shipped kernels.
 # Usage: bash scripts/gpu/session42_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -148,6 +150,12 @@ flags 8192/8w x2 pf old,flags 8192/8w x2,flags 8192/8w x2 old" > "$OUT/normfwd-s
     "$OUT/keep/normbwd-rows-call9.txt" > "$OUT/keep/normbwd-rows-call9.log" 2>&1
   echo "norm bwd sweep: exit $?"; cut -c1-150 "$OUT/keep/normbwd-rows-call9.txt"
   sweep_bench $((570 - SECONDS)) normbwd-bf16 "rms_norm.bwd,add_rms_norm.bwd,layer_norm.bwd" bf16 \
+    --shape M=32768,N=256 --shape M=32768,N=1024 --shape M=16384,N=2048 --shape M=16384,N=4096 \
+    --shape M=8192,N=8192 --shape M=4096,N=16384
+  finish_call one
+  ;;
+10)
+  sweep_bench 400 normbwd-bf16 "rms_norm.bwd,add_rms_norm.bwd,layer_norm.bwd" bf16 \
     --shape M=32768,N=256 --shape M=32768,N=1024 --shape M=16384,N=2048 --shape M=16384,N=4096 \
     --shape M=8192,N=8192 --shape M=4096,N=16384
   finish_call one

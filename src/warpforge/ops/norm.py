@@ -182,7 +182,17 @@ development machine), so only one program fits an SM: 216.5 us; capped at 64 it 
 of the issue's rows of 256-4096 columns (both dtypes, the three norms: prefetch toggled, a
 program an SM more and fewer, tiles of twice and half the rows) nothing gained more than 0.7%;
 at 8192 columns no launch of call 3 beat LayerNorm's tuned one (126.0 against 126.1 us). Only
-measured at those row counts; fp16 rows take the bf16 launches."""
+measured at those row counts; fp16 rows take the bf16 launches.
+
+The rows kernel with the lagged split backward's LEAN arithmetic for 2-byte rows (xhat and dx
+in fused multiply-adds, no offset add where it is 0, no where on xhat, rows of one block
+unmasked: LayerNorm at 8192 columns 360 -> 320 instructions, add+RMSNorm at 2048 columns 288 ->
+272 but 48 -> 63 registers) ran slower on these launches and tuned entries through the harness
+on the H200 (``session42-h200-2026-12-01/normbwd-bf16-call9.json``, forward + backward, bf16):
+rms_norm.bwd 16384 x 4096 171.7 -> 200.4 us, add_rms_norm.bwd 32768 x 256 51.7 -> 63.6 (below
+torch.compile), 16384 x 4096 271.4 -> 313.4, layer_norm.bwd 16384 x 2048 100.1 -> 114.8; none
+faster by more than 1%. Removed after commit ``28d582a``; it would need the launches tuned
+again with it."""
 
 
 @functools.lru_cache(maxsize=1024)
@@ -1112,15 +1122,11 @@ def _norm_backward(
     in_memory: bool | None = None,
     prefetch: bool | None = None,
     knobs: BwdKnobs | None = None,
-    lean: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) for a (M, N) input; dweight/dbias are empty when not asked for.
     ``launch`` and ``knobs`` override the tuned launch (the tuner's trials, benchmark sweeps;
     ``launch`` alone runs with the default knobs), ``in_memory`` and ``prefetch`` the choices
-    of :func:`partials_in_memory` and :func:`prefetch_tiles` (benchmark sweeps). ``lean``
-    (default: 2-byte inputs): the rows kernel's LEAN arithmetic, the offset add only where the
-    offset is not 0 and, for rows of one whole block, unmasked columns (``lean=False``: none of
-    them, the kernel before, for comparisons)."""
+    of :func:`partials_in_memory` and :func:`prefetch_tiles` (benchmark sweeps)."""
     M, N = x.shape
     dx = torch.empty((M, N), dtype=x.dtype, device=x.device)
     wdtype = weight.dtype if weight is not None else x.dtype
@@ -1179,12 +1185,6 @@ def _norm_backward(
     }
     if config.single_pass:
         flags.update(PARTIALS_IN_MEMORY=in_memory, PREFETCH=prefetch, RELOAD=knobs.reload)
-        if lean is None:
-            lean = x.element_size() == 2
-        # 2-byte rows only, as the lagged split backward: float32 keeps the kernel it was
-        # measured with (the flag-word forward's offset and mask elisions were slower there)
-        flags.update(LEAN=lean, HAS_OFFSET=offset != 0.0 or not lean,
-                     EVEN_COLS=lean and config.block_n == N)  # fmt: skip
     config = dataclasses.replace(config, num_programs=programs)
     with kernel_device(x):
         launch_rows(

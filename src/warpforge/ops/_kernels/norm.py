@@ -335,36 +335,6 @@ def _add_partials(
 
 
 @triton.jit
-def _tile_xhat(x, mean, rstd, mask, CENTER: tl.constexpr, LEAN: tl.constexpr):
-    """xhat of a tile from x (float32) and its rows' [ROWS] mean and rstd, 0 in masked columns.
-    LEAN: one fused multiply-add an element, ``x * rstd - mean * rstd``, rather than ``(x -
-    mean) * rstd``, and no mask: a masked column's dy loads as 0, so its xhat reaches no sum
-    and no stored dx."""
-    if CENTER:
-        if LEAN:
-            xhat = tl.fma(x, rstd[:, None], (-mean * rstd)[:, None])
-        else:
-            xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
-    else:
-        xhat = x * rstd[:, None]
-    return xhat
-
-
-@triton.jit
-def _tile_dx(wdy, xhat, c1, c2, rstd, CENTER: tl.constexpr, LEAN: tl.constexpr):
-    """dx = (w dy - xhat c1 [- c2]) rstd; LEAN: two fused multiply-adds an element, the row
-    terms scaled by rstd once a row."""
-    if LEAN:
-        if CENTER:
-            return tl.fma(wdy, rstd[:, None], tl.fma(xhat, (-c1 * rstd)[:, None],
-                                                   (-c2 * rstd)[:, None]))  # fmt: skip
-        return tl.fma(wdy, rstd[:, None], xhat * (-c1 * rstd)[:, None])
-    if CENTER:
-        return (wdy - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
-    return (wdy - xhat * c1[:, None]) * rstd[:, None]
-
-
-@triton.jit
 def norm_bwd_rows_kernel(
     DY,
     X,
@@ -392,15 +362,8 @@ def norm_bwd_rows_kernel(
     PARTIALS_IN_MEMORY: tl.constexpr,
     PREFETCH: tl.constexpr,
     RELOAD: tl.constexpr,
-    LEAN: tl.constexpr = False,
-    HAS_OFFSET: tl.constexpr = True,
-    EVEN_COLS: tl.constexpr = False,
 ):
     """dx = rstd * (w*dy - xhat * mean(w*dy*xhat) [- mean(w*dy)]); persistent over row tiles.
-
-    LEAN (2-byte rows): xhat and dx in fused multiply-adds (:func:`_tile_xhat`,
-    :func:`_tile_dx`). HAS_OFFSET: add ``offset`` to w (off where it is 0). EVEN_COLS (N ==
-    BLOCK_N): columns unmasked.
 
     With PREFETCH (small tiles, where a persistent program would otherwise wait for each
     tile's loads with nothing else in flight) the next tile's x and dy are loaded while the
@@ -420,10 +383,7 @@ def norm_bwd_rows_kernel(
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
-    if EVEN_COLS:  # a constant mask, which the compiler drops
-        col_mask = tl.full(cols.shape, 1, tl.int1)
-    else:
-        col_mask = cols < N
+    col_mask = cols < N
     dw_row = DW_PARTIAL + pid.to(tl.int64) * N + cols
     db_row = DB_PARTIAL + pid.to(tl.int64) * N + cols
     dw_acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
@@ -450,10 +410,11 @@ def norm_bwd_rows_kernel(
         x = x.to(tl.float32)
         dy = dy.to(tl.float32)
         rstd = tl.load(RSTD + rows, mask=row_mask, other=0.0)
-        mean = rstd
         if CENTER:
             mean = tl.load(MEAN + rows, mask=row_mask, other=0.0)
-        xhat = _tile_xhat(x, mean, rstd, mask, CENTER, LEAN)
+            xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+        else:
+            xhat = x * rstd[:, None]
         if not RELOAD:
             # accumulate the parameter gradients first so dy is dead across the row reduction
             dw_acc, db_acc = _add_partials(
@@ -462,9 +423,7 @@ def norm_bwd_rows_kernel(
             )  # fmt: skip
         if HAS_WEIGHT:
             # re-read per tile (an L1 hit) rather than pinning BLOCK_N registers for the loop
-            scale = tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
-            if HAS_OFFSET:
-                scale = offset + scale
+            scale = offset + tl.load(W + cols, mask=col_mask, other=0.0).to(tl.float32)
             wdy = dy * scale[None, :]
         else:
             wdy = dy
@@ -474,25 +433,27 @@ def norm_bwd_rows_kernel(
             c2 = c2 / N
         else:
             c1 = tl.sum(xhat * wdy, axis=1) / N
-            c2 = c1  # unused without CENTER
         if RELOAD:
             x, dy = _reload_tile(X, DY, rows, stride_x, stride_dy, cols, mask)
             x = x.to(tl.float32)
-            xhat = _tile_xhat(x, mean, rstd, mask, CENTER, LEAN)
+            if CENTER:
+                xhat = tl.where(mask, (x - mean[:, None]) * rstd[:, None], 0.0)
+            else:
+                xhat = x * rstd[:, None]
             if HAS_WEIGHT:
                 # read again too (an L1 hit), so the scale is not live across the reductions
                 w = tl.load(W + cols, mask=col_mask, other=0.0, eviction_policy="evict_first")
-                w = w.to(tl.float32)
-                if HAS_OFFSET:
-                    w = offset + w
-                wdy = dy.to(tl.float32) * w[None, :]
+                wdy = dy.to(tl.float32) * (offset + w.to(tl.float32))[None, :]
             else:
                 wdy = dy.to(tl.float32)
             dw_acc, db_acc = _add_partials(
                 dw_acc, db_acc, dw_row, db_row, dy.to(tl.float32), xhat, col_mask,
                 WEIGHT_GRAD, BIAS_GRAD, PARTIALS_IN_MEMORY,
             )  # fmt: skip
-        dx = _tile_dx(wdy, xhat, c1, c2, rstd, CENTER, LEAN)
+        if CENTER:
+            dx = (wdy - xhat * c1[:, None] - c2[:, None]) * rstd[:, None]
+        else:
+            dx = (wdy - xhat * c1[:, None]) * rstd[:, None]
         if HAS_DH:
             dh = tl.load(DH + rows[:, None] * stride_dh + cols[None, :], mask=mask, other=0.0)
             dx += dh.to(tl.float32)
