@@ -49,10 +49,6 @@
 #      backward (forward + backward) there through the harness.
 #  10  call 9's change reverted (slower through the harness): those eighteen bf16 rows again on
 #      the shipped kernels.
-#  11  no code change: the LEAN lag forward at launches not timed since LEAN (two rows loading,
-#      four programs an SM, 4096-column programs, 16-warp programs), bf16 8192 x 131072 and
-#      262144, kernel alone (norm_split_fwd.py), for the RMSNorm and LayerNorm forwards at
-#      72-82% of copy there.
 # Usage: bash scripts/gpu/session42_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -162,14 +158,6 @@ flags 8192/8w x2 pf old,flags 8192/8w x2,flags 8192/8w x2 old" > "$OUT/normfwd-s
   sweep_bench 400 normbwd-bf16 "rms_norm.bwd,add_rms_norm.bwd,layer_norm.bwd" bf16 \
     --shape M=32768,N=256 --shape M=32768,N=1024 --shape M=16384,N=2048 --shape M=16384,N=4096 \
     --shape M=8192,N=8192 --shape M=4096,N=16384
-  finish_call one
-  ;;
-11)
-  timeout 300 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/normfwd-launches-call11" \
-    bf16:8192x131072,bf16:8192x262144 "lag1 8192/8w x2 pf,lag1 8192/8w x2 pk 1p,lag2 8192/8w x2 pk,\
-lag2 8192/8w x2 pk 1p,lag1 8192/8w x4 pk,lag1 4096/4w x8 pk,lag1 4096/4w x4,lag1 16384/16w x1 pk 1p" \
-    > "$OUT/normfwd-sweep.log" 2>&1
-  echo "norm fwd sweep: exit $?"; cut -c1-150 "$OUT/keep/normfwd-launches-call11.txt"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
