@@ -403,9 +403,10 @@ NORM_FWD_SPLIT_LAUNCHES = {
 }  # fmt: skip
 """(element size, residual) -> the flag-word split launch of the forward: 8192-column programs
 of 8 warps, 2 an SM (128 registers a thread). Rows of at least ``NORM_FWD_LAG_MIN_CHUNKS``
-chunks (by residual) of 2-byte elements take ``norm_fwd_lag_kernel`` one row ahead (``lag_depth`` 1; with a
-residual as int32 pairs, ``packed``), the others ``norm_fwd_flags_kernel``, prefetching the next
-row's chunk except float32 with a residual (two fp32 chunks to prefetch).
+chunks (by residual) of 2-byte elements take ``norm_fwd_lag_kernel`` one row ahead
+(``lag_depth`` 1; with a residual as int32 pairs, ``packed``), the others
+``norm_fwd_flags_kernel``, prefetching the next row's chunk except float32 with a residual (two
+fp32 chunks to prefetch).
 
 Kernel alone on the H100 (``benchmarks/results/normfwd-sweep-2026-11-25-h100.json``), bf16
 8192 x 262144 RMSNorm / add+RMSNorm / LayerNorm: the lag kernel 3048 / 5893 / 3395 us, 93.1% /
@@ -473,8 +474,8 @@ def norm_fwd_split_options(
     element_size: int, residual: bool, chunks: int, center: bool = False
 ) -> dict[str, Any]:
     """:func:`split_norm_forward`'s kernel keywords of the default split launch of rows of
-    ``chunks`` chunks: none (the flags kernel) below ``NORM_FWD_LAG_MIN_CHUNKS[residual]``; LayerNorm
-    (``center``) with ``NORM_FWD_SPLIT_CENTER_OPTIONS`` over them."""
+    ``chunks`` chunks: none (the flags kernel) below ``NORM_FWD_LAG_MIN_CHUNKS[residual]``;
+    LayerNorm (``center``) with ``NORM_FWD_SPLIT_CENTER_OPTIONS`` over them."""
     if chunks < NORM_FWD_LAG_MIN_CHUNKS[residual]:
         return {}
     launch = NORM_FWD_SPLIT_LAUNCHES.get((element_size, residual), {})
@@ -1551,7 +1552,8 @@ kernel alone (``benchmarks/ln_bwd_split_sweep.py --pairs --wide``,
 ``benchmarks/results/session40-h200-2026-12-01/lnbwd-pairs-wide-call6.txt``), bf16 4096 x 32768:
 279.5 µs (68.2% of copy) against 312.3 µs for the flag-word kernel these rows took
 (:data:`NORM_BWD_NARROW_BY_MODEL`; since the forty-second session it takes 32768 columns there
-itself, to the lagged kernel's LEAN arithmetic, so the launch serves narrower rows); 2048-column chunks
+itself, to the lagged kernel's LEAN arithmetic, so the launch serves narrower rows);
+2048-column chunks
 of 8 warps 336.4, 512-column chunks of 2 warps 326.0. At 4096 x 16384 the 256-column launch
 stays (125.2 against 199.2 µs for this one). Rows of 16385-32767 columns (the split kernel's
 until now) take it unmeasured; other models keep their kernels."""

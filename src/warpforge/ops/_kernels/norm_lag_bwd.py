@@ -176,7 +176,8 @@ def norm_bwd_lag_flags_kernel(
         last = first + (n_rows - 1) * slots
         _lagged_dx(DX, W, DH, X, DY, WORDS, last, mean_prev, rstd_prev, offset, cols, mask,
                    lanes, chunks, inv_n, stride_dx, stride_dh, stride_x, stride_dy, HAS_WEIGHT,
-                   CENTER, HAS_DH, CHUNKS_POW2 > 32, CHUNKS_POW2, STAGE, LEAN, HAS_OFFSET)  # fmt: skip
+                   CENTER, HAS_DH, CHUNKS_POW2 > 32, CHUNKS_POW2, STAGE, LEAN,
+                   HAS_OFFSET)  # fmt: skip
         if WEIGHT_GRAD:
             tl.store(DW_PARTIAL + first * N + cols, dw_acc, mask=mask)
         if BIAS_GRAD:
