@@ -2,8 +2,8 @@
 (``norm_bwd_flags_kernel``, ``norm_bwd_lag_flags_kernel``) at candidate launches against the
 default dispatch, the kernel alone.
 
-    PYTHONPATH=src python benchmarks/norm_bwd_narrow_sweep.py spills     # CPU: sm_90 registers
-    PYTHONPATH=src python benchmarks/norm_bwd_narrow_sweep.py sweep OUT  # GPU
+    PYTHONPATH=src python benchmarks/norm_bwd_narrow_sweep.py spills     # CPU: sm_90 resources
+    PYTHONPATH=src python benchmarks/norm_bwd_narrow_sweep.py sweep OUT  # GPU: OUT and OUT's .json
 
 The sweep times each op's backward (RMSNorm, add+RMSNorm with dh, LayerNorm with dweight and
 dbias; SWEEP_OPS "rms,add_rms,layer" names fewer) at SWEEP_SHAPES ("4096x32768 4096x16411
@@ -22,6 +22,7 @@ normbwd-rows-call9.txt``): use the harness for them.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sys
 
@@ -70,7 +71,8 @@ def spills() -> None:
     from warpforge.ops._kernels.norm_lag_bwd import norm_bwd_lag_flags_kernel
     from warpforge.ops._kernels.norm_split_bwd import norm_bwd_flags_kernel
 
-    kernels = {"flags": norm_bwd_flags_kernel, "lag": norm_bwd_lag_flags_kernel}
+    kernels = {"flags": norm_bwd_flags_kernel, "lag": norm_bwd_lag_flags_kernel,
+               "lagold": norm_bwd_lag_flags_kernel}  # fmt: skip
     rows.device_capabilities = split_rows.device_capabilities = lambda device: sls.H100
     for dt in os.environ.get("SPILL_DTYPES", "bf16").split(","):
         types = {a: "*" + dt for a in ("DY", "X", "W", "DH", "DX")}
@@ -85,13 +87,16 @@ def spills() -> None:
                              HAS_DH=residual)  # fmt: skip
                 if kernel == "flags":
                     flags.update(PREFETCH=bool(prefetch), FLUSH=0)
-                reg, stack = sls.usage(kernels[kernel], types, flags, warps,
-                                       aligned=("stride_dy", "stride_x", "stride_dx",
-                                                "stride_dh"),
-                                       maxnreg=plan.max_registers)  # fmt: skip
+                elif kernel == "lag" and dt != "fp32":  # as the op launches it, offset 0
+                    flags.update(LEAN=True, HAS_OFFSET=False, EVEN=32768 % block == 0)
+                reg, stack, count = sls.resources(
+                    kernels[kernel], types, flags, warps,
+                    aligned=("stride_dy", "stride_x", "stride_dx", "stride_dh"),
+                    maxnreg=plan.max_registers,
+                )  # fmt: skip
                 print(f"{dt} {op:8s} {kernel} {block}/{warps}w x{per_sm} pf={prefetch}: "
-                      f"{reg} registers, {stack} stack bytes (cap {plan.max_registers})",
-                      flush=True)  # fmt: skip
+                      f"{reg} registers, {stack} stack bytes (cap {plan.max_registers}), "
+                      f"{count} instructions", flush=True)  # fmt: skip
 
 
 def _default(dy, x, w, mean, rstd, dh, center):
@@ -101,7 +106,7 @@ def _default(dy, x, w, mean, rstd, dh, center):
     return dx, dw, None
 
 
-def _sweep_shape(dtype: torch.dtype, M: int, N: int, lines: list[str]) -> None:
+def _sweep_shape(dtype: torch.dtype, M: int, N: int, lines: list[str], rows: list[dict]) -> None:
     import triton.testing
 
     x = torch.randn(M, N, device="cuda", dtype=dtype)
@@ -140,6 +145,9 @@ def _sweep_shape(dtype: torch.dtype, M: int, N: int, lines: list[str]) -> None:
                 frac = (moved / (ms * 1e-3)) / copy_bps
                 line = (f"{str(dtype)[6:]} {M}x{N} {op:8s} {name:26s} {ms * 1e3:9.1f} us "
                         f"{frac * 100:5.1f}% of copy, max|out-default| {err:.3g}")  # fmt: skip
+                rows.append(dict(dtype=str(dtype)[6:], M=M, N=N, op=op, launch=name,
+                                 us=ms * 1e3, fraction_of_copy=frac,
+                                 copy_tbps=copy_bps / 1e12, max_abs_diff_vs_default=err))  # fmt: skip
             print(line, flush=True)
             lines.append(line)
             got = None
@@ -147,14 +155,22 @@ def _sweep_shape(dtype: torch.dtype, M: int, N: int, lines: list[str]) -> None:
 
 
 def sweep(out: str) -> None:
+    """The table into ``out`` and its rows, with the environment (device, versions, commit,
+    date), into ``out`` with a ``.json`` suffix, both rewritten after each shape."""
+    from warpforge.environment import environment_fingerprint
+
     lines = [f"{torch.cuda.get_device_name()}"]
+    rows: list[dict] = []
+    environment = environment_fingerprint()
     dtypes = [getattr(torch, d) for d in os.environ.get("SWEEP_DTYPES", "bfloat16").split(",")]
     for dtype in dtypes:
         for M, N in SHAPES:
-            _sweep_shape(dtype, M, N, lines)
+            _sweep_shape(dtype, M, N, lines, rows)
             torch.cuda.empty_cache()
             with open(out, "w") as f:
                 f.write("\n".join(lines) + "\n")
+            with open(os.path.splitext(out)[0] + ".json", "w") as f:
+                json.dump({"environment": environment, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The split-row norm forward (``norm_fwd_flags_kernel``, ``norm_fwd_lag_kernel``) at candidate
 launches, against the chunked kernel (``_norm_forward``).
 
-    PYTHONPATH=src python benchmarks/norm_split_fwd.py spills [bf16|fp32]  # CPU: sm_90 registers/stack
+    PYTHONPATH=src python benchmarks/norm_split_fwd.py spills [bf16|fp32]  # CPU: sm_90 resources
     PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep OUT_PREFIX    # GPU: OUT_PREFIX.txt/.json
     PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep OUT_PREFIX bf16:8192x131072,...
     PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep OUT_PREFIX SHAPES "NAME,NAME"
@@ -108,20 +108,27 @@ def spills(dt: str) -> None:
         for op, (center, residual) in OPS.items():
             flags = dict(CENTER=center, HAS_RESIDUAL=residual, HAS_WEIGHT=True,
                          HAS_BIAS=center, BLOCK_N=block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0)  # fmt: skip
+            variants = [("", flags)]
             if lag:
                 kernel = norm_fwd_lag_kernel
                 flags.update(
                     DEPTH=lag, HOLD_W=hold, PACKED=packed, ONE_PASS=name.endswith(ONE_PASS_SUFFIX)
                 )
+                if dt != "fp32":  # as the op launches 2-byte rows of whole chunks, offset 0
+                    variants = [(OLD_SUFFIX, flags),
+                                ("", dict(flags, LEAN=True, HAS_OFFSET=False, EVEN=True))]  # fmt: skip
             else:
                 kernel = norm_fwd_flags_kernel
                 flags.update(PREFETCH=prefetch)
-            # N and M as a launch specialises them (multiples of 16): 16-byte vectors
-            reg, stack = sls.usage(kernel, types, flags, warps,
-                                   aligned=("stride_x", "stride_r", "stride_y", "stride_h", "N", "M"),
-                                   maxnreg=plan.max_registers)  # fmt: skip
-            print(f"{dt} {op:8s} {name:24s}: {reg} registers, {stack} stack bytes "
-                  f"(cap {plan.max_registers})", flush=True)  # fmt: skip
+            for suffix, variant in variants:
+                # N and M as a launch specialises them (multiples of 16): 16-byte vectors
+                reg, stack, count = sls.resources(
+                    kernel, types, variant, warps,
+                    aligned=("stride_x", "stride_r", "stride_y", "stride_h", "N", "M"),
+                    maxnreg=plan.max_registers,
+                )  # fmt: skip
+                print(f"{dt} {op:8s} {name + suffix:28s}: {reg} registers, {stack} stack bytes "
+                      f"(cap {plan.max_registers}), {count} instructions", flush=True)  # fmt: skip
 
 
 def _sweep_shape(dtype, M, N, names, lines, rows, ops=OPS) -> None:

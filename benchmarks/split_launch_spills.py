@@ -8,6 +8,7 @@ differ from the GPU's: the GPU sweeps list Triton's own ``n_spills``, local byte
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
 import re
@@ -30,8 +31,12 @@ TARGET = GPUTarget("cuda", 90, 32)
 CUOBJDUMP = os.path.join(os.path.dirname(triton.__file__), "backends/nvidia/bin/cuobjdump")
 
 
-def usage(fn, types, constexprs, num_warps, aligned=(), **options) -> tuple[int, int]:
-    """(registers, stack bytes) of one compiled kernel."""
+def resources(fn, types, constexprs, num_warps, aligned=(), **options) -> tuple[int, int, int]:
+    """(registers, stack bytes, SASS instructions) of one compiled kernel; constexpr parameters
+    left out of ``constexprs`` take their defaults, as in a launch."""
+    defaults = {p.name: p.default for p in fn.params
+                if p.is_constexpr and p.default is not inspect.Parameter.empty}  # fmt: skip
+    constexprs = {**defaults, **constexprs}
     signature = {a: "constexpr" if a in constexprs else types.get(a, "i32") for a in fn.arg_names}
     # a launch specialises pointers and these ints as multiples of 16 (16-byte vectors)
     attrs = {(i,): [["tt.divisibility", 16]] for i, a in enumerate(fn.arg_names)
@@ -43,10 +48,18 @@ def usage(fn, types, constexprs, num_warps, aligned=(), **options) -> tuple[int,
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(kernel.asm["cubin"])
         f.flush()
-        out = subprocess.run([CUOBJDUMP, "-res-usage", f.name], capture_output=True, text=True)
-    reg = re.search(r"REG:([0-9]+)", out.stdout)
-    stack = re.search(r"STACK:([0-9]+)", out.stdout)
-    return int(reg.group(1)), int(stack.group(1))
+        res = subprocess.run([CUOBJDUMP, "-res-usage", f.name], capture_output=True, text=True)
+        sass = subprocess.run([CUOBJDUMP, "-sass", f.name], capture_output=True, text=True)
+    reg = re.search(r"REG:([0-9]+)", res.stdout)
+    stack = re.search(r"STACK:([0-9]+)", res.stdout)
+    # one instruction a /*offset*/ line of the listing
+    instructions = len(re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?[A-Z]", sass.stdout))
+    return int(reg.group(1)), int(stack.group(1)), instructions
+
+
+def usage(fn, types, constexprs, num_warps, aligned=(), **options) -> tuple[int, int]:
+    """(registers, stack bytes) of one compiled kernel (see :func:`resources`)."""
+    return resources(fn, types, constexprs, num_warps, aligned, **options)[:2]
 
 
 def main() -> None:

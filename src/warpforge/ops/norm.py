@@ -187,7 +187,7 @@ measured at those row counts; fp16 rows take the bf16 launches.
 The rows kernel with the lagged split backward's LEAN arithmetic for 2-byte rows (xhat and dx
 in fused multiply-adds, no offset add where it is 0, no where on xhat, rows of one block
 unmasked: LayerNorm at 8192 columns 360 -> 320 instructions, add+RMSNorm at 2048 columns 288 ->
-272 but 48 -> 63 registers) ran slower on these launches and tuned entries through the harness
+272 but 48 -> 63 registers, in sm_90 compiles of that commit's kernel) ran slower on these launches and tuned entries through the harness
 on the H200 (``session42-h200-2026-12-01/normbwd-bf16-call9.json``, forward + backward, bf16):
 rms_norm.bwd 16384 x 4096 171.7 -> 200.4 us, add_rms_norm.bwd 32768 x 256 51.7 -> 63.6 (below
 torch.compile), 16384 x 4096 271.4 -> 313.4, layer_norm.bwd 16384 x 2048 100.1 -> 114.8; none
@@ -426,8 +426,8 @@ layer_norm.fwd at 65536-262144: 76-66-75% of copy against 84-80-84%,
 LayerNorm under RMSNorm here; removed after commit ``34d44de``. The flag-word kernel without the
 offset add where the offset is 0 and with rows of whole chunks unmasked (the lag kernel's
 HAS_OFFSET and EVEN, which its LEAN measured faster; float32 LayerNorm 944 -> 688 instructions
-in an sm_90 compile) was slower in float32 on the H200 (``session42-h200-2026-12-01/
-normfwd-flags-call7.txt``, kernel alone, 8192 x 262144 RMSNorm / LayerNorm 5006.0 / 5601.3 us
+in an sm_90 compile of that commit's kernel) was slower in float32 on the H200 (``session42-h200-2026-12-01/
+normfwd-flags-call7.json``, kernel alone, 8192 x 262144 RMSNorm / LayerNorm 5006.0 / 5601.3 us
 against 4851.3 / 5356.9; at 131072 LayerNorm gained, 2404.0 against 2533.1, RMSNorm lost,
 2246.8 against 2181.7) and mixed in bf16 at 98304 columns; removed after commit ``27b6857``."""
 
@@ -447,10 +447,10 @@ NORM_FWD_LAG_MIN_CHUNKS = {False: 4, True: 16}
 """Residual -> chunks a row needs before the lag kernel is the default (the flag-word kernel
 under them). On the H100 before its LEAN arithmetic the lag kernel won at 32 chunks and tied at
 8. Since LEAN (the forty-second session), H200 kernel alone
-(``session42-h200-2026-12-01/normfwd-launches-call5.txt``), bf16, RMSNorm / LayerNorm (pairs,
+(``session42-h200-2026-12-01/normfwd-launches-call5.json``), bf16, RMSNorm / LayerNorm (pairs,
 one-pass moments): 4096 x 32768 (4 chunks) 158.0 / 169.2 us against 165.5 / 183.9 for the
 flag-word kernel, 8192 x 65536 (8 chunks) 613.6 / 677.7 against 642.8 / 754.2, and after the
-change 8192 x 98304 (12 chunks, ``normfwd-98304-call6.txt``) 938.6 / 1071.8 against 974.8 /
+change 8192 x 98304 (12 chunks, ``normfwd-98304-call6.json``) 938.6 / 1071.8 against 974.8 /
 1170.2. Rows of up to 65536 columns take the whole-row kernels before any split, so 65537-131071
 columns are where this default runs unforced. With a residual the flag-word kernel stays under
 16 chunks (add+RMSNorm 279.1 / 1106.7 / 1655.6 against 282.2 / 1114.4 / 1664.9)."""
