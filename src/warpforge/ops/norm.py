@@ -1553,8 +1553,7 @@ kernel alone (``benchmarks/ln_bwd_split_sweep.py --pairs --wide``,
 279.5 µs (68.2% of copy) against 312.3 µs for the flag-word kernel these rows took
 (:data:`NORM_BWD_NARROW_BY_MODEL`; since the forty-second session it takes 32768 columns there
 itself, to the lagged kernel's LEAN arithmetic, so the launch serves narrower rows);
-2048-column chunks
-of 8 warps 336.4, 512-column chunks of 2 warps 326.0. At 4096 x 16384 the 256-column launch
+2048-column chunks of 8 warps 336.4, 512-column chunks of 2 warps 326.0. At 4096 x 16384 the 256-column launch
 stays (125.2 against 199.2 µs for this one). Rows of 16385-32767 columns (the split kernel's
 until now) take it unmeasured; other models keep their kernels."""
 
