@@ -83,6 +83,31 @@ def test_without_linux_or_proc_nothing_is_found_and_nothing_fails(monkeypatch, t
     assert process_tree.end_descendants(os.getpid(), within_s=0.1) == []
 
 
+def test_descendants_are_found_after_their_parents_and_signalled_before_them(
+    monkeypatch, tmp_path
+) -> None:
+    """A fake /proc of root 1 -> 2 -> (3 -> 5, 4) plus a zombie 6 under 2 and a stranger 7: the
+    scan lists each process after its parent and leaves the zombie and the stranger out; a kill
+    pass signals children before their parents, so a process waiting for its parent (a worker)
+    to die is killed while the parent still lives."""
+    links = {2: 1, 3: 2, 4: 2, 5: 3, 6: 2, 7: 99}
+    for pid, ppid in links.items():
+        (tmp_path / str(pid)).mkdir()
+        state = "Z" if pid == 6 else "S"
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} (a (b) c) {state} {ppid} 0 0\n")
+    monkeypatch.setattr(process_tree, "PROC", str(tmp_path))
+    found = process_tree.living_descendants(1)
+    assert sorted(found) == [2, 3, 4, 5]
+    assert all(found.index(links[pid]) < found.index(pid) for pid in found if links[pid] != 1)
+    signalled: list[int] = []
+    scans = iter([found, []])
+    monkeypatch.setattr(process_tree, "living_descendants", lambda root: next(scans))
+    monkeypatch.setattr(process_tree.os, "kill", lambda pid, sig: signalled.append(pid))
+    assert process_tree.end_descendants(1) == [2, 3, 4, 5]
+    assert signalled == found[::-1]
+    assert all(signalled.index(pid) < signalled.index(links[pid]) for pid in (3, 4, 5))
+
+
 def test_process_tree_arguments_are_checked() -> None:
     with pytest.raises(TypeError, match=r"root: expected a process id \(int\), got str '1'"):
         process_tree.living_descendants("1")  # type: ignore[arg-type]

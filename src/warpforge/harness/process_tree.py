@@ -57,7 +57,8 @@ def die_with_parent(parent: int) -> None:
 
 def living_descendants(root: int) -> list[int]:
     """The descendants of process ``root`` that have not exited (zombies left out), found by
-    the parent links in ``/proc/<pid>/stat``; none where there is no ``/proc``."""
+    the parent links in ``/proc/<pid>/stat``, each after its parent; none where there is no
+    ``/proc``."""
     if isinstance(root, bool) or not isinstance(root, int):
         raise TypeError(f"root: expected a process id (int), got {type(root).__name__} {root!r}")
     try:
@@ -91,8 +92,10 @@ def end_descendants(root: int, *, within_s: float = 2.0) -> list[int]:
     until none is left or ``within_s`` has passed; the ids of the processes killed.
 
     Over and over, because one not yet killed can fork while the others are; a killed one's
-    children stay in reach when ``root`` is a subreaper (they are re-parented to it). Returns
-    once all have exited, so a subreaper can reap them next (:func:`reap_children`)."""
+    children stay in reach when ``root`` is a subreaper (they are re-parented to it). Each pass
+    signals the deepest first, descendants before their ancestors, so no process sees an
+    ancestor die (a worker it waits to outlive) while it is still running. Returns once all
+    have exited, so a subreaper can reap them next (:func:`reap_children`)."""
     if isinstance(within_s, bool) or not isinstance(within_s, (int, float)):
         raise TypeError(
             f"within_s: expected a number of seconds, got {type(within_s).__name__} {within_s!r}"
@@ -102,7 +105,7 @@ def end_descendants(root: int, *, within_s: float = 2.0) -> list[int]:
     killed: set[int] = set()
     deadline = time.monotonic() + within_s
     while (living := living_descendants(root)) and time.monotonic() < deadline:
-        for pid in living:
+        for pid in reversed(living):  # found parents first: children are signalled first
             # signalled at once: for its id to name another process by now, the kernel would
             # have had to hand out every other free id since the scan
             with contextlib.suppress(ProcessLookupError, PermissionError):
