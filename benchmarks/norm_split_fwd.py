@@ -1,7 +1,7 @@
 """The split-row norm forward (``norm_fwd_flags_kernel``, ``norm_fwd_lag_kernel``) at candidate
 launches, against the chunked kernel (``_norm_forward``).
 
-    PYTHONPATH=src python benchmarks/norm_split_fwd.py spills [bf16|fp32]  # CPU: sm_90 resources
+    PYTHONPATH=src python benchmarks/norm_split_fwd.py spills [bf16|fp32 [PREFIX]]  # CPU: sm_90
     PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep OUT_PREFIX    # GPU: OUT_PREFIX.txt/.json
     PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep OUT_PREFIX bf16:8192x131072,...
     PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep OUT_PREFIX SHAPES "NAME,NAME"
@@ -57,6 +57,25 @@ CANDIDATES = {
     "lag1 16384/16w x1 pk 1p": (16384, 16, 1, False, 1, False, True),
     "flags 16384/16w x1 pf": (16384, 16, 1, True, 0, False, False),
 }
+REREAD_CANDIDATES = {
+    # name: (block, warps, programs an SM, prefetch, reread lag, hold_weight, L2 hints):
+    # norm_fwd_reread_kernel (no residual), each chunk read again for y LAG steps later
+    "reread1 8192/8w x2 pf hold": (8192, 8, 2, True, 1, True, True),
+    "reread2 8192/8w x2 pf hold": (8192, 8, 2, True, 2, True, True),
+    "reread2 8192/8w x2 pf hold nohint": (8192, 8, 2, True, 2, True, False),
+    "reread2 8192/8w x2 pf": (8192, 8, 2, True, 2, False, True),
+    "reread2 8192/8w x2 hold": (8192, 8, 2, False, 2, True, True),
+    "reread3 8192/8w x2 pf hold": (8192, 8, 2, True, 3, True, True),
+    "reread4 8192/8w x2 pf hold": (8192, 8, 2, True, 4, True, True),
+    "reread2 8192/8w x4 pf": (8192, 8, 4, True, 2, False, True),
+    "reread2 4096/4w x8 pf": (4096, 4, 8, True, 2, False, True),
+    "reread2 4096/8w x4 pf hold": (4096, 8, 4, True, 2, True, True),
+    "reread2 16384/16w x1 pf hold": (16384, 16, 1, True, 2, True, True),
+    # 16 elements a thread (float32 holds three chunks and w in 128 registers)
+    "reread2 4096/8w x2 pf hold": (4096, 8, 2, True, 2, True, True),
+    "reread3 4096/8w x2 pf hold": (4096, 8, 2, True, 3, True, True),
+    "reread2 8192/16w x1 pf hold": (8192, 16, 1, True, 2, True, True),
+}
 ONE_PASS_SUFFIX = " 1p"
 OLD_SUFFIX = " old"
 """A candidate name with this suffix (given on the command line): the lag kernel without its
@@ -89,19 +108,25 @@ LAUNCHES_16K = ((4096, 4, 4, True), (2048, 2, 8, True), (1024, 1, 16, True), (20
                 (2048, 4, 8, False), (1024, 2, 16, False), (4096, 8, 4, False))  # fmt: skip
 
 
-def spills(dt: str) -> None:
+def spills(dt: str, only: str = "") -> None:
+    """Registers, stack and SASS instructions of every candidate (or those whose name starts
+    with ``only``) in sm_90 compiles."""
     sys.path.insert(0, "benchmarks")
     import split_launch_spills as sls
 
     import warpforge.ops._rows as rows
     import warpforge.ops._split_rows as split_rows
-    from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel, norm_fwd_lag_kernel
+    from warpforge.ops._kernels.norm_split import (
+        norm_fwd_flags_kernel,
+        norm_fwd_lag_kernel,
+        norm_fwd_reread_kernel,
+    )
 
     rows.device_capabilities = split_rows.device_capabilities = lambda device: sls.H100
     types = {a: "*" + dt for a in ("X", "R", "W", "B", "Y", "H")}
     types.update(MEAN="*fp32", RSTD="*fp32", WORDS="*i64", eps="fp32", offset="fp32")
     for name, (block, warps, per_sm, prefetch, lag, hold, packed) in CANDIDATES.items():
-        if packed and dt == "fp32":
+        if (packed and dt == "fp32") or not name.startswith(only):
             continue
         plan = split_row_plan(8192, 262144, "cuda", block=block, num_warps=warps,
                               programs_per_sm=per_sm, prefetch=prefetch, flag_words=True)  # fmt: skip
@@ -129,6 +154,26 @@ def spills(dt: str) -> None:
                 )  # fmt: skip
                 print(f"{dt} {op:8s} {name + suffix:28s}: {reg} registers, {stack} stack bytes "
                       f"(cap {plan.max_registers}), {count} instructions", flush=True)  # fmt: skip
+    reread_types = {a: "*" + dt for a in ("X", "W", "B", "Y")}
+    reread_types.update(MEAN="*fp32", RSTD="*fp32", WORDS="*i64", eps="fp32", offset="fp32")
+    for name, (block, warps, per_sm, prefetch, lag, hold, hints) in REREAD_CANDIDATES.items():
+        if not name.startswith(only):
+            continue
+        plan = split_row_plan(8192, 262144, "cuda", block=block, num_warps=warps,
+                              programs_per_sm=per_sm, prefetch=prefetch, flag_words=True)  # fmt: skip
+        for op in ("rms", "layer"):
+            center = op == "layer"
+            flags = dict(CENTER=center, HAS_WEIGHT=True, HAS_BIAS=center, BLOCK_N=block,
+                         CHUNKS_POW2=plan.chunks_pow2, STAGE=0, LAG=lag, PREFETCH=prefetch,
+                         HOLD_W=hold, LEAN=dt != "fp32", HAS_OFFSET=False, EVEN=True,
+                         KEEP="evict_last" if hints else "",
+                         DROP="evict_first" if hints else "")  # fmt: skip
+            reg, stack, count = sls.resources(
+                norm_fwd_reread_kernel, reread_types, flags, warps,
+                aligned=("stride_x", "stride_y", "N", "M"), maxnreg=plan.max_registers,
+            )  # fmt: skip
+            print(f"{dt} {op:8s} {name:28s}: {reg} registers, {stack} stack bytes "
+                  f"(cap {plan.max_registers}), {count} instructions", flush=True)  # fmt: skip
 
 
 def _sweep_shape(dtype, M, N, names, lines, rows, ops=OPS) -> None:
@@ -150,6 +195,20 @@ def _sweep_shape(dtype, M, N, names, lines, rows, ops=OPS) -> None:
         cands = [("chunked", lambda c=center, rr=rr, bb=bb: norm._norm_forward(
             x, w, bb, rr, 1e-6, 0.0, c))]  # fmt: skip
         for name in names:
+            if name in REREAD_CANDIDATES:
+                if residual:
+                    continue
+                block, warps, per_sm, prefetch, lag, hold, hints = REREAD_CANDIDATES[name]
+                plan = split_row_plan(M, N, "cuda", block=block, num_warps=warps,
+                                      programs_per_sm=per_sm, prefetch=prefetch,
+                                      flag_words=True)  # fmt: skip
+                if plan is None or plan.chunks_pow2 > 64:
+                    continue
+                cands.append((name, lambda p=plan, c=center, bb=bb, lag=lag, hold=hold,
+                              hints=hints: norm.split_norm_forward(
+                                  x, w, bb, None, 1e-6, 0.0, c, p, reread_lag=lag,
+                                  hold_weight=hold, l2_hints=hints)))  # fmt: skip
+                continue
             old = name.endswith(OLD_SUFFIX)  # the lag kernel without its LEAN arithmetic
             base = name.removesuffix(OLD_SUFFIX)
             block, warps, per_sm, prefetch, lag, hold, packed = CANDIDATES[base]
@@ -200,6 +259,7 @@ def parse_shapes(text: str) -> list[tuple[torch.dtype, int, int, list[str]]]:
             raise SystemExit(f"shapes: expected DTYPE:MxN (bf16, fp16, fp32), got {item!r}")
         dtype = dtypes[name]
         names = [c for c, spec in CANDIDATES.items() if dtype.itemsize == 2 or not spec[6]]
+        names += list(REREAD_CANDIDATES)
         shapes.append((dtype, int(M), int(N), names))
     return shapes
 
@@ -227,7 +287,7 @@ def sweep(prefix: str, shapes: list | None = None, names: list[str] | None = Non
         with open(prefix + ".json", "w") as f:
             json.dump(
                 {"environment": environment, "device": lines[0], "candidates": CANDIDATES,
-                 "rows": rows},
+                 "reread_candidates": REREAD_CANDIDATES, "rows": rows},
                 f,
                 indent=1,
             )  # fmt: skip
@@ -284,7 +344,7 @@ def sweep16k(out: str) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "spills":
-        spills(sys.argv[2] if len(sys.argv) > 2 else "bf16")
+        spills(*sys.argv[2:4]) if len(sys.argv) > 2 else spills("bf16")
     elif sys.argv[1] == "sweep16k":
         sweep16k(sys.argv[2])
     else:

@@ -52,6 +52,45 @@ def test_split_forward_small_chunks(center, residual, M, N, stride, variant, dev
         check(got, expected(x, w, b, r, 1e-6, offset, center), dtype, center, residual)
 
 
+# (reread_lag, prefetch, hold_weight, lean): norm_fwd_reread_kernel one, two and five steps
+# behind (five: more steps than a program has rows), the next row's chunk loaded a step early,
+# w and b held, the fused multiply-add y (unmasked where the chunks are whole)
+REREAD = {"lag1": (1, False, False, False), "lag2-prefetch": (2, True, False, True),
+          "lag5-hold": (5, False, True, True), "lag1-prefetch-hold": (1, True, True, False)}  # fmt: skip
+
+
+@pytest.mark.parametrize("variant", list(REREAD))
+@pytest.mark.parametrize("center", [False, True], ids=["rms", "layer"])
+@pytest.mark.parametrize(("M", "N", "stride"), [(1, 16, None), (7, 37, None), (4, 100, 131),
+                                                (9, 48, 53), (2, 643, 701)])  # fmt: skip
+def test_split_forward_rereading(center, M, N, stride, variant, device, poison_outputs):
+    """The re-reading kernel: 16-column chunks, ragged and whole, one row, more rows than
+    slots, row strides wider than the row, 41 chunks (two vectors of words, float16 only)."""
+    lag, prefetch, hold_weight, lean = REREAD[variant]
+    plan = split_row_plan(M, N, device, block=16, num_warps=1, prefetch=prefetch, flag_words=True)
+    for dtype in (torch.float16,) if plan.chunks > 32 else (torch.float32, torch.float16):
+        x, _, w, b = operands(M, N, dtype, device, stride, shift=50.0 if center else 0.0)
+        b = b if center else None
+        offset = 0.0 if center else 1.0
+        got = norm.split_norm_forward(x, w, b, None, 1e-6, offset, center, plan,
+                                      reread_lag=lag, hold_weight=hold_weight,
+                                      lean=lean)  # fmt: skip
+        check(got, expected(x, w, b, None, 1e-6, offset, center), dtype, center, False)
+
+
+@pytest.mark.parametrize("options", [{"reread_lag": -1}, {"reread_lag": 1.5},
+                                     {"reread_lag": 1, "lag_depth": 1},
+                                     {"reread_lag": 1, "residual": True}],
+                         ids=["negative", "float", "with-lag-depth", "with-residual"])  # fmt: skip
+def test_split_forward_refuses_a_bad_reread_lag(options, device):
+    x, r, w, _ = operands(3, 40, torch.float32, device)
+    plan = split_row_plan(3, 40, device, block=16, num_warps=1, flag_words=True)
+    options = dict(options)
+    residual = r if options.pop("residual", False) else None
+    with pytest.raises(ValueError, match="reread_lag"):
+        norm.split_norm_forward(x, w, None, residual, 1e-6, 0.0, False, plan, **options)
+
+
 @pytest.mark.parametrize(("lag_depth", "hold_weight"), [(1, False), (2, True)])
 @pytest.mark.parametrize(("center", "residual"), [(False, False), (False, True), (True, False)],
                          ids=["rms", "add_rms", "layer"])  # fmt: skip
@@ -268,4 +307,17 @@ def test_split_forward_gpu(center, residual, dtype, M, N, poison_outputs):
         for lag, hold, packed in ((1, False, True), (1, False, False), (2, True, True)):
             got = norm.split_norm_forward(x, w, b, r, 1e-6, 0.0, center, p, lag_depth=lag,
                                           hold_weight=hold, packed=packed)  # fmt: skip
+            check(got, want, dtype, center, residual)
+    if residual:
+        return
+    # the re-reading kernel, with and without the next row early, w held and L2 hints
+    for block, warps, per_sm, prefetch, lag, hold, hints in (
+        (8192, 8, 2, True, 2, True, True), (8192, 8, 2, False, 1, False, False),
+        (4096, 4, 8, True, 3, False, True),
+    ):  # fmt: skip
+        p = split_row_plan(M, N, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm,
+                           prefetch=prefetch, flag_words=True)  # fmt: skip
+        if p is not None and p.chunks_pow2 <= 64:
+            got = norm.split_norm_forward(x, w, b, None, 1e-6, 0.0, center, p, reread_lag=lag,
+                                          hold_weight=hold, l2_hints=hints)  # fmt: skip
             check(got, want, dtype, center, residual)

@@ -562,6 +562,8 @@ def split_norm_forward(
     packed: bool = False,
     one_pass: bool = False,
     lean: bool | None = None,
+    reread_lag: int = 0,
+    l2_hints: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`_norm_forward`'s (y, h, mean, rstd) from the split kernel of a (M, N) input on
     the kernels' path; tests and sweeps pass their own plan. ``lag_depth`` 0:
@@ -571,11 +573,25 @@ def split_norm_forward(
     ``packed`` was asked for and the rows do not fit pairs: unpacked, it measured slower,
     ``NORM_FWD_SPLIT_CENTER_OPTIONS``), and ``lean`` (default: 2-byte inputs) its LEAN
     arithmetic, the offset add only where the offset is not 0 and, for rows of whole chunks,
-    its unmasked EVEN loads and stores (``lean=False``: none of them, for comparisons)."""
-    from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel, norm_fwd_lag_kernel
+    its unmasked EVEN loads and stores (``lean=False``: none of them, for comparisons).
+    ``reread_lag`` >= 1 (no residual): ``norm_fwd_reread_kernel``, which reads each chunk
+    again for y that many steps after publishing it (``plan.prefetch`` its PREFETCH,
+    ``hold_weight`` its HOLD_W, ``lean`` as above, ``l2_hints`` its eviction hints)."""
+    from warpforge.ops._kernels.norm_split import (
+        norm_fwd_flags_kernel,
+        norm_fwd_lag_kernel,
+        norm_fwd_reread_kernel,
+    )
 
     if lag_depth not in (0, 1, 2):
         raise ValueError(f"lag_depth: expected 0, 1 or 2, got {lag_depth!r}")
+    if not isinstance(reread_lag, int) or reread_lag < 0:
+        raise ValueError(f"reread_lag: expected an int >= 0, got {reread_lag!r}")
+    if reread_lag and (residual is not None or lag_depth):
+        raise ValueError(
+            "reread_lag: expected 0 with a residual or a lag_depth (the re-reading kernel "
+            f"takes neither), got {reread_lag!r}"
+        )
 
     check_flag_words(plan)
     M, N = x.shape
@@ -586,12 +602,26 @@ def split_norm_forward(
     residual = as_rows(residual) if residual is not None else None
     pointers, strides = _forward_pointers(x, residual, weight, bias, y, h, mean, rstd, center)
     words = plan.unpublished_words(M, 1, x.device)
+    lean = x.element_size() == 2 if lean is None else lean
     with kernel_device(x):
         for stage in plan.stages():
+            if reread_lag:
+                even = lean and N % plan.block == 0
+                norm_fwd_reread_kernel[(plan.programs,)](
+                    x, pointers[2], pointers[3], y, pointers[6], rstd, words,
+                    x.stride(0), y.stride(0), M, N, eps, offset,
+                    CENTER=center, HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None,
+                    BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=stage,
+                    LAG=reread_lag, PREFETCH=plan.prefetch, HOLD_W=hold_weight, LEAN=lean,
+                    HAS_OFFSET=offset != 0.0 or not lean, EVEN=even,
+                    KEEP="evict_last" if l2_hints else "",
+                    DROP="evict_first" if l2_hints else "",
+                    **plan.launch_options(),
+                )  # fmt: skip
+                continue
             if lag_depth:
                 kernel = norm_fwd_lag_kernel
                 pairs = packed and _pairs_fit(x, weight, bias, residual, y, h)
-                lean = x.element_size() == 2 if lean is None else lean
                 options = {
                     "DEPTH": lag_depth,
                     "HOLD_W": hold_weight,

@@ -537,3 +537,139 @@ def norm_fwd_lag_kernel(
                             offset, HAS_WEIGHT, HAS_BIAS).to(Y.dtype.element_ty)  # fmt: skip
             tl.store(Ys + row * sy + cols, y, mask=mask)
         h = next_h
+
+
+# --------------------------------------------------------------------------- re-reading split forward
+# norm_fwd_reread_kernel: the same meeting, LAG rows later, without holding the chunks in
+# registers: a program publishes row k + LAG from its load of x, then reads row k's chunk again
+# for y. The grid's rows of LAG iterations (slots x LAG rows) stay in L2 between the two reads,
+# so memory still sees x read once, and the lag a program tolerates costs no registers.
+
+
+@triton.jit
+def _reread_chunk(P, row, stride, cols, mask, EVICTION: tl.constexpr):
+    """A chunk of ``row`` (a row of the launch: always in the tensor) as stored."""
+    return tl.load(P + row * stride + cols, mask=mask, other=0.0, eviction_policy=EVICTION)
+
+
+@triton.jit
+def _ahead_chunk(P, row, stride, cols, M, n_cols, EVEN: tl.constexpr, EVICTION: tl.constexpr):
+    """A chunk of ``row`` as stored; past the last row nothing (masked) or, EVEN, the last row
+    again."""
+    if EVEN:
+        return tl.load(P + tl.minimum(row, M - 1) * stride + cols, eviction_policy=EVICTION)
+    return tl.load(P + row * stride + cols, mask=cols < tl.where(row < M, n_cols, 0), other=0.0,
+                   eviction_policy=EVICTION)  # fmt: skip
+
+
+@triton.jit
+def norm_fwd_reread_kernel(
+    X,
+    W,
+    B,
+    Y,
+    MEAN,
+    RSTD,
+    WORDS,
+    stride_x,
+    stride_y,
+    M,
+    N,
+    eps,
+    offset,
+    CENTER: tl.constexpr,
+    HAS_WEIGHT: tl.constexpr,
+    HAS_BIAS: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    STAGE: tl.constexpr,
+    LAG: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    HOLD_W: tl.constexpr,
+    LEAN: tl.constexpr,
+    HAS_OFFSET: tl.constexpr,
+    EVEN: tl.constexpr,
+    KEEP: tl.constexpr,
+    DROP: tl.constexpr,
+):
+    """RMSNorm / LayerNorm (CENTER) forward without a residual, ``norm_fwd_flags_kernel``'s
+    outputs (y; rstd, mean from each row's chunk 0) from the same split launch and words: at
+    step s a program reads row k = s - LAG's chunk again (from L2: it read it LAG steps ago)
+    and the chunk of row s (issued a step earlier with PREFETCH), publishes row s's word, then
+    waits for row k's words and writes y of row k. LAG (>= 1): steps between a row's two reads,
+    the lag the programs of a row may fall behind each other without a wait. HOLD_W: w (and b)
+    loaded once and held. LEAN: y in one fused multiply-add a column (:func:`_scaled_lean`,
+    2-byte rows; HAS_OFFSET adds ``offset`` to w). EVEN (every chunk whole): unmasked. KEEP /
+    DROP: the eviction policy of the first read / of the second read and of y ("" for none;
+    "evict_last" / "evict_first" keep the row in L2 for its second read).
+
+    STAGE 0 (GPU): one launch, all programs of a row resident together. STAGE 1 / 2 (the
+    interpreter's two launches): the words only / y only."""
+    chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
+    n_chunk = tl.minimum(N - chunk * BLOCK_N, BLOCK_N).to(tl.float32)
+    if EVEN:  # a constant mask, which the compiler drops
+        mask = tl.full(cols.shape, 1, tl.int1)
+    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
+        lanes = tl.arange(0, 32)
+    else:
+        lanes = tl.arange(0, CHUNKS_POW2)
+    if HOLD_W:  # as stored (2-byte: half the registers), converted where used
+        if HAS_WEIGHT:
+            w_held = tl.load(W + cols, mask=mask, other=0.0)
+        if HAS_BIAS:
+            b_held = tl.load(B + cols, mask=mask, other=0.0)
+    first_row = slot.to(tl.int64)
+    if PREFETCH and STAGE != 2:
+        upcoming = _ahead_chunk(X, first_row, stride_x, cols, M, N, EVEN, KEEP)
+    for s in range(0, tl.cdiv(M - slot, slots) + LAG):
+        ahead = first_row + s * slots
+        row = tl.maximum(ahead - LAG * slots, first_row)  # the row of y (row 0's at s < LAG)
+        if STAGE != 1:
+            words = WORDS + row * CHUNKS_POW2
+            x = _reread_chunk(X, row, stride_x, cols, mask, DROP)
+            look, look_2 = look_at_words(words, lanes, chunks, CHUNKS_POW2 > 32)
+        if STAGE != 2:
+            if PREFETCH:
+                x_ahead = upcoming
+                upcoming = _ahead_chunk(X, ahead + slots, stride_x, cols, M, N, EVEN, KEEP)
+            else:
+                x_ahead = _ahead_chunk(X, ahead, stride_x, cols, M, N, EVEN, KEEP)
+            if ahead < M:
+                v = x_ahead.to(tl.float32)
+                if CENTER:
+                    chunk_mean, second = _centred_moments(v, mask, n_chunk, False, tl.float32)
+                else:
+                    chunk_mean = 0.0
+                    second = tl.sum(v * v, axis=0)
+                publish_word(WORDS + ahead * CHUNKS_POW2 + chunk, chunk_mean, second, STAGE)
+        if STAGE != 1:  # noqa: SIM102 (a compile-time branch around a run-time one)
+            if s >= LAG:
+                if STAGE == 0:
+                    look, look_2 = await_words(words, lanes, chunks, look, look_2,
+                                               CHUNKS_POW2 > 32)  # fmt: skip
+                mean, rstd = _row_stats(look, look_2, lanes, chunks, N, eps, BLOCK_N, CENTER,
+                                        CHUNKS_POW2 > 32)  # fmt: skip
+                if chunk == 0:
+                    tl.store(RSTD + row, rstd)
+                    if CENTER:
+                        tl.store(MEAN + row, mean)
+                v = x.to(tl.float32)
+                w = v
+                b = v
+                if HAS_WEIGHT:
+                    if HOLD_W:
+                        w = w_held.to(tl.float32)
+                    else:
+                        w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+                if HAS_BIAS:
+                    if HOLD_W:
+                        b = b_held.to(tl.float32)
+                    else:
+                        b = tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
+                if LEAN:
+                    y = _scaled_lean(v, mean, rstd, w, b, offset, CENTER, HAS_WEIGHT, HAS_BIAS,
+                                     HAS_OFFSET)  # fmt: skip
+                else:
+                    y = _scaled(v, mean, rstd, w, b, offset, HAS_WEIGHT, HAS_BIAS)
+                tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask,
+                         eviction_policy=DROP)  # fmt: skip

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The device calls of the forty-third session, on the H200 (nvidia-h200). Carry .whl/
+# (Liger-Kernel; pytest-xdist and execnet for the test workers); set WARPFORGE_GIT_COMMIT to this
+# machine's `git rev-parse HEAD` as a literal hash (calls_common.sh says why). Each call comes back
+# as OUT/call-N.tgz; results go under benchmarks/results/session43-h200-<date>/.
+# Run from a sparse checkout without benchmarks/results/: git sparse-checkout set --no-cone '/*'
+# '!/benchmarks/results/'; afterwards git sparse-checkout disable. No call reads the results.
+#   1  the re-reading split norm forward (norm_fwd_reread_kernel: each chunk read again from L2
+#      for y LAG steps after its statistics were published, so the lag costs no registers): the
+#      split-forward GPU tests, then kernel alone against the shipped lag / flag-word launches,
+#      bf16 at 131072 and 262144 columns and float32 at 262144 (norm_split_fwd.py).
+# Usage: bash scripts/gpu/session43_calls.sh OUT CALL
+set -uo pipefail
+source "$(dirname "$0")/calls_common.sh"
+start_call session43_calls.sh "$@"
+
+BF16_REREAD="lag1 8192/8w x2 pf,lag1 8192/8w x2 pk 1p,reread1 8192/8w x2 pf hold,\
+reread2 8192/8w x2 pf hold,reread2 8192/8w x2 pf hold nohint,reread2 8192/8w x2 pf,\
+reread2 8192/8w x2 hold,reread3 8192/8w x2 pf hold,reread4 8192/8w x2 pf hold,\
+reread2 4096/8w x4 pf hold,reread2 4096/8w x2 pf hold,reread2 8192/16w x1 pf hold,\
+reread2 16384/16w x1 pf hold"
+FP32_REREAD="flags 8192/8w x2 pf,reread2 8192/8w x2 pf,reread2 8192/8w x2 hold,\
+reread2 4096/8w x2 pf hold,reread3 4096/8w x2 pf hold,reread2 8192/16w x1 pf hold,\
+reread2 4096/8w x4 pf hold"
+
+case "$CALL" in
+1)
+  gpu_tests splitfwd-call1 120 tests/ops/test_norm_split_fwd.py -n 6
+  timeout 260 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/normfwd-reread-bf16-call1" \
+    bf16:8192x131072,bf16:8192x262144 "$BF16_REREAD" > "$OUT/normfwd-sweep-bf16.log" 2>&1
+  echo "norm fwd sweep bf16: exit $?"; cut -c1-150 "$OUT/keep/normfwd-reread-bf16-call1.txt"
+  timeout $((570 - SECONDS)) python3 benchmarks/norm_split_fwd.py sweep \
+    "$OUT/keep/normfwd-reread-fp32-call1" fp32:8192x262144 "$FP32_REREAD" \
+    > "$OUT/normfwd-sweep-fp32.log" 2>&1
+  echo "norm fwd sweep fp32: exit $?"; cut -c1-150 "$OUT/keep/normfwd-reread-fp32-call1.txt"
+  finish_call one
+  ;;
+*) echo "unknown call $CALL"; exit 2 ;;
+esac
