@@ -1,5 +1,5 @@
 """The split-row norm forward (``norm_fwd_flags_kernel``, ``norm_fwd_lag_kernel``) at candidate
-launches, against the chunked kernel (``_norm_forward``).
+launches, against the chunked kernel (``_norm_forward``) and the op's default (``_forward``).
 
     PYTHONPATH=src python benchmarks/norm_split_fwd.py spills [bf16|fp32 [PREFIX]]  # CPU: sm_90
     PYTHONPATH=src python benchmarks/norm_split_fwd.py sweep OUT_PREFIX    # GPU: OUT_PREFIX.txt/.json
@@ -58,23 +58,33 @@ CANDIDATES = {
     "flags 16384/16w x1 pf": (16384, 16, 1, True, 0, False, False),
 }
 REREAD_CANDIDATES = {
-    # name: (block, warps, programs an SM, prefetch, reread lag, hold_weight, L2 hints):
-    # norm_fwd_reread_kernel (no residual), each chunk read again for y LAG steps later
-    "reread1 8192/8w x2 pf hold": (8192, 8, 2, True, 1, True, True),
-    "reread2 8192/8w x2 pf hold": (8192, 8, 2, True, 2, True, True),
-    "reread2 8192/8w x2 pf hold nohint": (8192, 8, 2, True, 2, True, False),
-    "reread2 8192/8w x2 pf": (8192, 8, 2, True, 2, False, True),
-    "reread2 8192/8w x2 hold": (8192, 8, 2, False, 2, True, True),
-    "reread3 8192/8w x2 pf hold": (8192, 8, 2, True, 3, True, True),
-    "reread4 8192/8w x2 pf hold": (8192, 8, 2, True, 4, True, True),
-    "reread2 8192/8w x4 pf": (8192, 8, 4, True, 2, False, True),
-    "reread2 4096/4w x8 pf": (4096, 4, 8, True, 2, False, True),
-    "reread2 4096/8w x4 pf hold": (4096, 8, 4, True, 2, True, True),
-    "reread2 16384/16w x1 pf hold": (16384, 16, 1, True, 2, True, True),
+    # name: (block, warps, programs an SM, prefetch, reread lag, hold w, hold b, one-pass
+    # moments, L2 hints): norm_fwd_reread_kernel (no residual), each chunk read again for y
+    # LAG steps later; "hold": w and b held, "holdw": w only, " 1p": LayerNorm's one-pass moments
+    "reread1 8192/8w x2 pf hold": (8192, 8, 2, True, 1, True, True, False, True),
+    "reread2 8192/8w x2 pf hold": (8192, 8, 2, True, 2, True, True, False, True),
+    "reread2 8192/8w x2 pf hold nohint": (8192, 8, 2, True, 2, True, True, False, False),
+    "reread2 8192/8w x2 pf": (8192, 8, 2, True, 2, False, False, False, True),
+    "reread2 8192/8w x2 hold": (8192, 8, 2, False, 2, True, True, False, True),
+    "reread3 8192/8w x2 pf hold": (8192, 8, 2, True, 3, True, True, False, True),
+    "reread4 8192/8w x2 pf hold": (8192, 8, 2, True, 4, True, True, False, True),
+    "reread2 8192/8w x4 pf": (8192, 8, 4, True, 2, False, False, False, True),
+    "reread2 4096/4w x8 pf": (4096, 4, 8, True, 2, False, False, False, True),
+    "reread2 4096/8w x4 pf hold": (4096, 8, 4, True, 2, True, True, False, True),
+    "reread2 16384/16w x1 pf hold": (16384, 16, 1, True, 2, True, True, False, True),
     # 16 elements a thread (float32 holds three chunks and w in 128 registers)
-    "reread2 4096/8w x2 pf hold": (4096, 8, 2, True, 2, True, True),
-    "reread3 4096/8w x2 pf hold": (4096, 8, 2, True, 3, True, True),
-    "reread2 8192/16w x1 pf hold": (8192, 16, 1, True, 2, True, True),
+    "reread2 4096/8w x2 pf hold": (4096, 8, 2, True, 2, True, True, False, True),
+    "reread3 4096/8w x2 pf hold": (4096, 8, 2, True, 3, True, True, False, True),
+    "reread2 8192/16w x1 pf hold": (8192, 16, 1, True, 2, True, True, False, True),
+    # LayerNorm: the bias not held (bf16 spilled holding both), one-pass moments
+    "reread2 8192/8w x2 pf holdw": (8192, 8, 2, True, 2, True, False, False, True),
+    "reread2 8192/8w x2 pf holdw 1p": (8192, 8, 2, True, 2, True, False, True, True),
+    "reread2 8192/8w x2 pf 1p": (8192, 8, 2, True, 2, False, False, True, True),
+    "reread3 8192/8w x2 pf holdw": (8192, 8, 2, True, 3, True, False, False, True),
+    "reread2 4096/8w x4 pf holdw 1p": (4096, 8, 4, True, 2, True, False, True, True),
+    "reread2 16384/16w x1 pf holdw": (16384, 16, 1, True, 2, True, False, False, True),
+    "reread2 4096/8w x2 pf holdw": (4096, 8, 2, True, 2, True, False, False, True),
+    "reread2 4096/8w x2 pf holdw 1p": (4096, 8, 2, True, 2, True, False, True, True),
 }
 ONE_PASS_SUFFIX = " 1p"
 OLD_SUFFIX = " old"
@@ -156,7 +166,8 @@ def spills(dt: str, only: str = "") -> None:
                       f"(cap {plan.max_registers}), {count} instructions", flush=True)  # fmt: skip
     reread_types = {a: "*" + dt for a in ("X", "W", "B", "Y")}
     reread_types.update(MEAN="*fp32", RSTD="*fp32", WORDS="*i64", eps="fp32", offset="fp32")
-    for name, (block, warps, per_sm, prefetch, lag, hold, hints) in REREAD_CANDIDATES.items():
+    for name, spec in REREAD_CANDIDATES.items():
+        block, warps, per_sm, prefetch, lag, hold, hold_b, one_pass, hints = spec
         if not name.startswith(only):
             continue
         plan = split_row_plan(8192, 262144, "cuda", block=block, num_warps=warps,
@@ -165,7 +176,8 @@ def spills(dt: str, only: str = "") -> None:
             center = op == "layer"
             flags = dict(CENTER=center, HAS_WEIGHT=True, HAS_BIAS=center, BLOCK_N=block,
                          CHUNKS_POW2=plan.chunks_pow2, STAGE=0, LAG=lag, PREFETCH=prefetch,
-                         HOLD_W=hold, LEAN=dt != "fp32", HAS_OFFSET=False, EVEN=True,
+                         HOLD_W=hold, HOLD_B=hold_b, ONE_PASS=one_pass and center,
+                         LEAN=dt != "fp32", HAS_OFFSET=False, EVEN=True,
                          KEEP="evict_last" if hints else "",
                          DROP="evict_first" if hints else "")  # fmt: skip
             reg, stack, count = sls.resources(
@@ -193,21 +205,27 @@ def _sweep_shape(dtype, M, N, names, lines, rows, ops=OPS) -> None:
         moved = x.numel() * x.element_size() * (4 if residual else 2)
         ref = norm._norm_forward(x, w, bb, rr, 1e-6, 0.0, center)
         cands = [("chunked", lambda c=center, rr=rr, bb=bb: norm._norm_forward(
+            x, w, bb, rr, 1e-6, 0.0, c)),
+                 ("default", lambda c=center, rr=rr, bb=bb: norm._forward(
             x, w, bb, rr, 1e-6, 0.0, c))]  # fmt: skip
         for name in names:
             if name in REREAD_CANDIDATES:
                 if residual:
                     continue
-                block, warps, per_sm, prefetch, lag, hold, hints = REREAD_CANDIDATES[name]
+                block, warps, per_sm, prefetch, lag, hold, hold_b, one_pass, hints = (
+                    REREAD_CANDIDATES[name]
+                )
                 plan = split_row_plan(M, N, "cuda", block=block, num_warps=warps,
                                       programs_per_sm=per_sm, prefetch=prefetch,
                                       flag_words=True)  # fmt: skip
                 if plan is None or plan.chunks_pow2 > 64:
                     continue
                 cands.append((name, lambda p=plan, c=center, bb=bb, lag=lag, hold=hold,
-                              hints=hints: norm.split_norm_forward(
+                              hold_b=hold_b, one_pass=one_pass, hints=hints:
+                              norm.split_norm_forward(
                                   x, w, bb, None, 1e-6, 0.0, c, p, reread_lag=lag,
-                                  hold_weight=hold, l2_hints=hints)))  # fmt: skip
+                                  hold_weight=hold, hold_bias=hold_b, one_pass=one_pass,
+                                  l2_hints=hints)))  # fmt: skip
                 continue
             old = name.endswith(OLD_SUFFIX)  # the lag kernel without its LEAN arithmetic
             base = name.removesuffix(OLD_SUFFIX)

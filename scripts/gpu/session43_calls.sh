@@ -9,6 +9,12 @@
 #      for y LAG steps after its statistics were published, so the lag costs no registers): the
 #      split-forward GPU tests, then kernel alone against the shipped lag / flag-word launches,
 #      bf16 at 131072 and 262144 columns and float32 at 262144 (norm_split_fwd.py).
+#   2  call 1's finding shipped (the split forward without a residual: the re-reading kernel two
+#      steps behind, w held; bf16 8192-column programs 8 warps 2 an SM, float32 16 warps 1 an SM;
+#      LayerNorm bf16 holding neither w nor b, float32 both): the split-forward GPU tests, then
+#      kernel alone: bf16 LayerNorm with w held alone and one-pass moments at 131072 and 262144,
+#      and the default against re-reading launches at the narrower split widths (bf16 65536,
+#      98304; float32 49152, 65536, 131072).
 # Usage: bash scripts/gpu/session43_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -33,6 +39,26 @@ case "$CALL" in
     "$OUT/keep/normfwd-reread-fp32-call1" fp32:8192x262144 "$FP32_REREAD" \
     > "$OUT/normfwd-sweep-fp32.log" 2>&1
   echo "norm fwd sweep fp32: exit $?"; cut -c1-150 "$OUT/keep/normfwd-reread-fp32-call1.txt"
+  finish_call one
+  ;;
+2)
+  gpu_tests splitfwd-call2 150 tests/ops/test_norm_split_fwd.py tests/ops/test_norm.py \
+    -k "split or long or wide or past" -n 6
+  timeout 200 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/lnfwd-reread-bf16-call2" \
+    bf16:8192x131072,bf16:8192x262144 "reread2 8192/8w x2 pf,reread2 8192/8w x2 pf holdw,\
+reread2 8192/8w x2 pf holdw 1p,reread2 8192/8w x2 pf 1p,reread3 8192/8w x2 pf holdw,\
+reread2 4096/8w x4 pf holdw 1p,reread2 16384/16w x1 pf holdw,reread2 4096/8w x2 pf holdw,\
+reread2 4096/8w x2 pf holdw 1p" > "$OUT/lnfwd-sweep.log" 2>&1
+  echo "LN fwd sweep: exit $?"; grep -v "add_rms\|rms      reread" "$OUT/keep/lnfwd-reread-bf16-call2.txt" | cut -c1-150
+  timeout 160 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/normfwd-widths-bf16-call2" \
+    bf16:8192x65536,bf16:8192x98304 "reread2 8192/8w x2 pf hold,reread2 4096/8w x4 pf hold,\
+reread2 8192/8w x2 pf,reread2 8192/8w x2 pf holdw" > "$OUT/widths-bf16.log" 2>&1
+  echo "widths bf16: exit $?"; cut -c1-150 "$OUT/keep/normfwd-widths-bf16-call2.txt"
+  timeout $((570 - SECONDS)) python3 benchmarks/norm_split_fwd.py sweep \
+    "$OUT/keep/normfwd-widths-fp32-call2" fp32:8192x65536,fp32:8192x131072,fp32:8192x49152 \
+    "flags 8192/8w x2 pf,reread2 8192/16w x1 pf hold,reread2 4096/8w x2 pf hold" \
+    > "$OUT/widths-fp32.log" 2>&1
+  echo "widths fp32: exit $?"; cut -c1-150 "$OUT/keep/normfwd-widths-fp32-call2.txt"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

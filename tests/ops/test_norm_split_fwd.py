@@ -52,11 +52,15 @@ def test_split_forward_small_chunks(center, residual, M, N, stride, variant, dev
         check(got, expected(x, w, b, r, 1e-6, offset, center), dtype, center, residual)
 
 
-# (reread_lag, prefetch, hold_weight, lean): norm_fwd_reread_kernel one, two and five steps
-# behind (five: more steps than a program has rows), the next row's chunk loaded a step early,
-# w and b held, the fused multiply-add y (unmasked where the chunks are whole)
-REREAD = {"lag1": (1, False, False, False), "lag2-prefetch": (2, True, False, True),
-          "lag5-hold": (5, False, True, True), "lag1-prefetch-hold": (1, True, True, False)}  # fmt: skip
+# (reread_lag, prefetch, hold_weight, hold_bias, one_pass, lean): norm_fwd_reread_kernel one,
+# two and five steps behind (five: more steps than a program has rows), the next row's chunk
+# loaded a step early, w and b held, LayerNorm's one-pass moments, the fused multiply-add y
+# (unmasked where the chunks are whole)
+REREAD = {"lag1": (1, False, False, False, False, False),
+          "lag2-prefetch": (2, True, False, False, False, True),
+          "lag5-hold": (5, False, True, True, False, True),
+          "lag1-prefetch-hold-w-1p": (1, True, True, False, True, False),
+          "lag2-hold-b-1p": (2, False, False, True, True, True)}  # fmt: skip
 
 
 @pytest.mark.parametrize("variant", list(REREAD))
@@ -66,7 +70,7 @@ REREAD = {"lag1": (1, False, False, False), "lag2-prefetch": (2, True, False, Tr
 def test_split_forward_rereading(center, M, N, stride, variant, device, poison_outputs):
     """The re-reading kernel: 16-column chunks, ragged and whole, one row, more rows than
     slots, row strides wider than the row, 41 chunks (two vectors of words, float16 only)."""
-    lag, prefetch, hold_weight, lean = REREAD[variant]
+    lag, prefetch, hold_weight, hold_bias, one_pass, lean = REREAD[variant]
     plan = split_row_plan(M, N, device, block=16, num_warps=1, prefetch=prefetch, flag_words=True)
     for dtype in (torch.float16,) if plan.chunks > 32 else (torch.float32, torch.float16):
         x, _, w, b = operands(M, N, dtype, device, stride, shift=50.0 if center else 0.0)
@@ -74,6 +78,7 @@ def test_split_forward_rereading(center, M, N, stride, variant, device, poison_o
         offset = 0.0 if center else 1.0
         got = norm.split_norm_forward(x, w, b, None, 1e-6, offset, center, plan,
                                       reread_lag=lag, hold_weight=hold_weight,
+                                      hold_bias=hold_bias, one_pass=one_pass,
                                       lean=lean)  # fmt: skip
         check(got, expected(x, w, b, None, 1e-6, offset, center), dtype, center, False)
 
@@ -185,11 +190,16 @@ def test_split_forward_refuses_more_chunks_than_the_poll_reads(device):
 
 @pytest.mark.parametrize("op", ["rms", "add_rms", "layer"])
 def test_public_ops_of_long_rows_take_the_split_kernel(op, monkeypatch, device, poison_outputs):
-    """From 65536 columns the forward splits rows over 8192-column programs by default;
+    """From 65536 columns the float32 forward splits rows over 8192-column programs by
+    default, the re-reading kernel without a residual and the flag-word one with it;
     WARPFORGE_NORM_FWD_SPLIT=0 turns it off, and 65535 columns keep the chunked kernel."""
     kernels = warpforge.ops._kernels.norm_split
-    spy = LaunchSpy(kernels.norm_fwd_flags_kernel)
-    monkeypatch.setattr(kernels, "norm_fwd_flags_kernel", spy)
+    name = "norm_fwd_flags_kernel" if op == "add_rms" else "norm_fwd_reread_kernel"
+    other = "norm_fwd_reread_kernel" if op == "add_rms" else "norm_fwd_flags_kernel"
+    spy = LaunchSpy(getattr(kernels, name))
+    unused = LaunchSpy(getattr(kernels, other))
+    monkeypatch.setattr(kernels, name, spy)
+    monkeypatch.setattr(kernels, other, unused)
     monkeypatch.delenv(norm.NORM_FWD_SPLIT, raising=False)
     norm.norm_fwd_split_plan.cache_clear()
     M, N = 2, 65536 + 3
@@ -205,7 +215,10 @@ def test_public_ops_of_long_rows_take_the_split_kernel(op, monkeypatch, device, 
     else:
         y = layer_norm(x, w, b, 1e-5)
         want = expected(x, w, b, None, 1e-5, 0.0, True)
-    assert len(spy.grids) == (2 if device.type == "cpu" else 1)
+    assert len(spy.grids) == (2 if device.type == "cpu" else 1) and not unused.grids
+    if op != "add_rms":  # two steps behind, w held (LayerNorm's b too in float32)
+        launch = spy.launches[-1]
+        assert launch["LAG"] == 2 and launch["HOLD_W"] and launch["HOLD_B"] == center
     torch.testing.assert_close(y.double(), want[0], atol=1e-5, rtol=1e-5)
     # off: the chunked kernel, same result
 
@@ -233,26 +246,31 @@ def test_public_ops_of_long_rows_take_the_split_kernel(op, monkeypatch, device, 
 @pytest.mark.parametrize("op", ["rms", "add_rms", "layer"])
 def test_two_byte_long_rows_take_the_lag_kernel(op, monkeypatch, device, poison_outputs):
     """2-byte rows: from NORM_FWD_LAG_MIN_CHUNKS chunks (4 without a residual, 16 with one)
-    the lag kernel (pairs with a residual), with a residual from 32768 columns to there the
-    flags kernel, narrower rows the chunked kernel."""
+    the re-reading kernel without a residual (w held by RMSNorm only) and the lag kernel
+    (pairs) with one, with a residual from 32768 columns to there the flags kernel, narrower
+    rows the chunked kernel."""
     kernels = warpforge.ops._kernels.norm_split
+    residual = op == "add_rms"
     lag = LaunchSpy(kernels.norm_fwd_lag_kernel)
+    reread = LaunchSpy(kernels.norm_fwd_reread_kernel)
     flags = LaunchSpy(kernels.norm_fwd_flags_kernel)
     monkeypatch.setattr(kernels, "norm_fwd_lag_kernel", lag)
+    monkeypatch.setattr(kernels, "norm_fwd_reread_kernel", reread)
     monkeypatch.setattr(kernels, "norm_fwd_flags_kernel", flags)
+    behind = lag if residual else reread
     monkeypatch.delenv(norm.NORM_FWD_SPLIT, raising=False)
     monkeypatch.setenv(WIDE_ROWS, "0")  # 32768 columns: the split kernel, not the whole-row one
     norm.norm_fwd_split_plan.cache_clear()
-    center, residual = op == "layer", op == "add_rms"
+    center = op == "layer"
     launches = 2 if device.type == "cpu" else 1
     fewest = norm.NORM_FWD_LAG_MIN_CHUNKS[residual]
     assert fewest == (16 if residual else 4)
-    cases = [(8192 * fewest + 2, lag), (8192 * fewest, lag), (32766, None)]
+    cases = [(8192 * fewest + 2, behind), (8192 * fewest, behind), (32766, None)]
     if residual:  # without one, 32768 columns (the split's narrowest) are already 4 chunks
         cases.insert(2, (8192 * (fewest - 1), flags))
     for N, spy in cases:
-        lag.grids.clear()
-        flags.grids.clear()
+        for kernel in (lag, reread, flags):
+            kernel.grids.clear()
         x, r, w, b = operands(2, N, torch.float16, device, shift=20.0 if center else 0.0)
         if op == "rms":
             got = (rms_norm(x, w, 1e-6, offset=0.5),)
@@ -265,13 +283,14 @@ def test_two_byte_long_rows_take_the_lag_kernel(op, monkeypatch, device, poison_
             got = (layer_norm(x, w, b, 1e-5),)
             want = expected(x, w, b, None, 1e-5, 0.0, True)
         torch.testing.assert_close(got[0].double(), want[0], atol=2e-3, rtol=2e-3)
-        assert len(lag.grids) == (launches if spy is lag else 0), (N, op)
-        assert len(flags.grids) == (launches if spy is flags else 0), (N, op)
-        if residual and spy is lag:
+        for kernel in (lag, reread, flags):
+            assert len(kernel.grids) == (launches if spy is kernel else 0), (N, op)
+        if spy is lag:  # pairs with a residual
             assert norm.norm_fwd_split_options(2, True, -(-N // 8192))["packed"]
-        if spy is lag:  # pairs with a residual and for LayerNorm, whose moments take one pass
-            launch = lag.launches[-1]
-            assert launch["PACKED"] == (residual or center) and launch["ONE_PASS"] == center
+            assert lag.launches[-1]["PACKED"]
+        if spy is reread:  # two steps behind; LayerNorm's w and b from L2 for each row
+            launch = reread.launches[-1]
+            assert launch["LAG"] == 2 and launch["HOLD_W"] != center and not launch["HOLD_B"]
 
 
 @pytest.mark.gpu

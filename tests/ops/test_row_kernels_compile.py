@@ -301,13 +301,18 @@ COMPILE_ALL = textwrap.dedent(
     stack = spilled_bytes(nk.layer_norm_bwd_pairs_kernel, types, flags,
                           aligned=("stride_dy", "stride_x", "stride_dx", "N"), **plan.launch_options())
     assert stack <= PAIRS_SPILL_ALLOWED, f"pairs LayerNorm backward spills {stack} bytes under its register cap"
-    # the split-row norm forward at its default launches (8192 columns, 8 warps, 2 an SM) of
-    # 262144 columns (bf16: the lag kernel) and 65536 (bf16 without a residual: the lag kernel,
-    # else the flags kernel), N a multiple of 16 as
-    # a launch specialises it: bf16 spills nothing on sm_90 under Triton 3.9's ptxas, the fp32
-    # flags kernel a few bytes (8 for RMSNorm at 262144), measured faster than the launches
-    # that spill less (benchmarks/norm_split_fwd.py spills; normfwd-sweep-2026-11-25-h100.json)
-    from warpforge.ops._kernels.norm_split import norm_fwd_flags_kernel, norm_fwd_lag_kernel
+    # the split-row norm forward at its default launches of 262144 columns and 65536: without a
+    # residual the re-reading kernel (8192 columns; bf16 8 warps 2 an SM, float32 16 warps 1 an
+    # SM), with one bf16's lag kernel from 16 chunks and the flags kernel under them and in
+    # float32; N a multiple of 16 as a launch specialises it. Spills measured under Triton
+    # 3.9's ptxas: none but the float32 flags kernel's few bytes (8 for add+RMSNorm at 262144),
+    # measured faster than the launches that spill less (benchmarks/norm_split_fwd.py spills;
+    # normfwd-sweep-2026-11-25-h100.json)
+    from warpforge.ops._kernels.norm_split import (
+        norm_fwd_flags_kernel,
+        norm_fwd_lag_kernel,
+        norm_fwd_reread_kernel,
+    )
     for dt, tdt in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
         types = dict.fromkeys(["X", "R", "W", "B", "Y", "H"], "*" + dt)
         types.update(MEAN="*fp32", RSTD="*fp32", WORDS="*i64", eps="fp32", offset="fp32")
@@ -316,24 +321,33 @@ COMPILE_ALL = textwrap.dedent(
                 plan = norm.norm_fwd_split_plan(8192, N, tdt.itemsize, "cuda", residual)
                 assert plan is not None and plan.flag_words, f"expected a split forward ({dt})"
                 options = norm.norm_fwd_split_options(tdt.itemsize, residual, plan.chunks, center)
-                flags = dict(CENTER=center, HAS_RESIDUAL=residual, HAS_WEIGHT=True, HAS_BIAS=center,
+                flags = dict(CENTER=center, HAS_WEIGHT=True, HAS_BIAS=center,
                              BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0)
-                if options:
-                    kernel = norm_fwd_lag_kernel
-                    flags.update(DEPTH=options["lag_depth"], HOLD_W=options.get("hold_weight", False),
-                                 PACKED=options.get("packed", False),
-                                 ONE_PASS=options.get("one_pass", False))
+                aligned = ("stride_x", "stride_y", "N", "M")
+                if "reread_lag" in options:
+                    kernel = norm_fwd_reread_kernel
+                    flags.update(LAG=options["reread_lag"], PREFETCH=plan.prefetch,
+                                 HOLD_W=options.get("hold_weight", False),
+                                 HOLD_B=options.get("hold_bias", False),
+                                 ONE_PASS=options.get("one_pass", False), LEAN=dt == "bf16",
+                                 HAS_OFFSET=False, EVEN=True, KEEP="evict_last",
+                                 DROP="evict_first")
                 else:
-                    kernel = norm_fwd_flags_kernel
-                    flags.update(PREFETCH=plan.prefetch)
-                assert (kernel is norm_fwd_lag_kernel) == (dt == "bf16" and (N == 262144 or not residual))
-                stack = spilled_bytes(kernel, types, flags,
-                                      aligned=("stride_x", "stride_r", "stride_y", "stride_h", "N", "M"),
-                                      **plan.launch_options())
-                # bf16 LayerNorm's lag kernel with one-pass moments spills 24 bytes here (its
-                # two-reduction fallback), measured faster on the H200 all the same
-                # (NORM_FWD_SPLIT_CENTER_OPTIONS)
-                allowed = 128 if dt == "fp32" else (32 if options.get("one_pass") else 0)
+                    flags.update(HAS_RESIDUAL=residual)
+                    aligned += ("stride_r", "stride_h")
+                    if options:
+                        kernel = norm_fwd_lag_kernel
+                        flags.update(DEPTH=options["lag_depth"], HOLD_W=options.get("hold_weight", False),
+                                     PACKED=options.get("packed", False),
+                                     ONE_PASS=options.get("one_pass", False))
+                    else:
+                        kernel = norm_fwd_flags_kernel
+                        flags.update(PREFETCH=plan.prefetch)
+                expected_kernel = (norm_fwd_reread_kernel if not residual else
+                                   norm_fwd_lag_kernel if dt == "bf16" and N == 262144 else norm_fwd_flags_kernel)
+                assert kernel is expected_kernel, (dt, N, center, residual)
+                stack = spilled_bytes(kernel, types, flags, aligned=aligned, **plan.launch_options())
+                allowed = 128 if kernel is norm_fwd_flags_kernel and dt == "fp32" else 0
                 assert stack <= allowed, f"split norm forward spills {stack} bytes ({dt}, N={N}, CENTER={center}, residual={residual})"
     print("compiled-all")
     """

@@ -395,18 +395,31 @@ def _norm_forward(
 
 NORM_FWD_SPLIT_LAUNCHES = {
     (2, False): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True,
-                 "lag_depth": 1},
+                 "reread_lag": 2, "hold_weight": True},
     (2, True): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True,
                 "lag_depth": 1, "packed": True},
-    (4, False): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True},
+    (4, False): {"block": 8192, "num_warps": 16, "programs_per_sm": 1, "prefetch": True,
+                 "reread_lag": 2, "hold_weight": True},
     (4, True): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": False},
 }  # fmt: skip
 """(element size, residual) -> the flag-word split launch of the forward: 8192-column programs
-of 8 warps, 2 an SM (128 registers a thread). Rows of at least ``NORM_FWD_LAG_MIN_CHUNKS``
-chunks (by residual) of 2-byte elements take ``norm_fwd_lag_kernel`` one row ahead
-(``lag_depth`` 1; with a residual as int32 pairs, ``packed``), the others
+(8 warps, 2 an SM, 128 registers a thread; float32 without a residual 16 warps, 1 an SM). Rows
+of at least ``NORM_FWD_LAG_MIN_CHUNKS`` chunks (by residual) take, without a residual,
+``norm_fwd_reread_kernel`` two steps behind with w held (``reread_lag``, ``hold_weight``;
+LayerNorm with ``NORM_FWD_SPLIT_CENTER_OPTIONS`` over them), with a residual 2-byte rows
+``norm_fwd_lag_kernel`` one row ahead as int32 pairs (``lag_depth`` 1, ``packed``); the others
 ``norm_fwd_flags_kernel``, prefetching the next row's chunk except float32 with a residual (two
 fp32 chunks to prefetch).
+
+The re-reading kernel since the forty-third session. H200, kernel alone
+(``session43-h200-2026-12-02/normfwd-reread-bf16-call1.json``, ``-fp32-call1.json``), 8192
+rows, us at 131072 / 262144 columns: bf16 RMSNorm 1079.3 / 2115.7 (93.1% / 95.6% of copy)
+against 1244.4 / 2455.9 for the lag kernel it replaced; float32 at 262144 RMSNorm 4214.8
+(94.6%), LayerNorm 4435.4 (89.9%) against 4842.3 and 5376.3 for the flag-word kernel. The lag
+kernel holds a row's chunk in registers across the wait, so the lag it tolerates costs a chunk
+of registers a row; reading the chunk again from L2 frees them for w and a deeper lag. Without
+the L2 hints (evict_last on the first read, evict_first on the second and on y) bf16 RMSNorm
+took 1300.2 / 2586.6 us: the second read then missed L2.
 
 Kernel alone on the H100 (``benchmarks/results/normfwd-sweep-2026-11-25-h100.json``), bf16
 8192 x 262144 RMSNorm / add+RMSNorm / LayerNorm: the lag kernel 3048 / 5893 / 3395 us, 93.1% /
@@ -431,10 +444,15 @@ normfwd-flags-call7.json``, kernel alone, 8192 x 262144 RMSNorm / LayerNorm 5006
 against 4851.3 / 5356.9; at 131072 LayerNorm gained, 2404.0 against 2533.1, RMSNorm lost,
 2246.8 against 2181.7) and mixed in bf16 at 98304 columns; removed after commit ``27b6857``."""
 
-NORM_FWD_SPLIT_CENTER_OPTIONS = {2: {"packed": True, "one_pass": True}}
-"""Element size -> the lag kernel's options LayerNorm takes over ``NORM_FWD_SPLIT_LAUNCHES``'
-(no residual): 2-byte rows as int32 pairs, the chunk moments in one reduction (``ONE_PASS``).
-H200, kernel alone (``session36-h200-2026-11-30/normfwd-onepass-call5.txt``), bf16 8192 rows,
+NORM_FWD_SPLIT_CENTER_OPTIONS = {2: {"hold_weight": False}, 4: {"hold_bias": True}}
+"""Element size -> the options LayerNorm takes over ``NORM_FWD_SPLIT_LAUNCHES``' (no
+residual): bf16 rows hold neither w nor b (holding both spilled: 2781.9 against 2524.9 us at
+8192 x 262144, kernel alone, ``session43-h200-2026-12-02/normfwd-reread-bf16-call1.json``),
+float32 rows both. LayerNorm still trails RMSNorm there (bf16 80.1% of copy against 95.6%;
+without a bias 88.5%, holding w).
+
+Before the re-reading kernel, its lag-kernel options were 2-byte rows as int32 pairs and the
+chunk moments in one reduction (``ONE_PASS``). H200, kernel alone (``session36-h200-2026-11-30/normfwd-onepass-call5.txt``), bf16 8192 rows,
 µs at 131072 / 262144 columns: 1492.7 / 2929.9 against 1596.7 / 2996.0 for RMSNorm's launch
 (unpacked, two reductions) and 1583.2 / 3138.1 packed with two reductions; unpacked with one
 reduction 1783.2 / 3307.0 (it spills: a two-reduction fallback where the shift is far keeps
@@ -465,7 +483,7 @@ NORM_FWD_SPLIT = "WARPFORGE_NORM_FWD_SPLIT"
 """``0``/``false``/``no``/``off`` turns the split forward off (the chunked kernel); read at each
 call."""
 
-_KERNEL_OPTIONS = ("lag_depth", "hold_weight", "packed", "one_pass")
+_KERNEL_OPTIONS = ("lag_depth", "hold_weight", "packed", "one_pass", "reread_lag", "hold_bias")
 """Keys of a ``NORM_FWD_SPLIT_LAUNCHES`` entry that pick the kernel (:func:`split_norm_forward`'s
 keywords) rather than the plan."""
 
@@ -475,12 +493,13 @@ def norm_fwd_split_options(
 ) -> dict[str, Any]:
     """:func:`split_norm_forward`'s kernel keywords of the default split launch of rows of
     ``chunks`` chunks: none (the flags kernel) below ``NORM_FWD_LAG_MIN_CHUNKS[residual]``;
-    LayerNorm (``center``) with ``NORM_FWD_SPLIT_CENTER_OPTIONS`` over them."""
+    LayerNorm (``center``) without a residual with ``NORM_FWD_SPLIT_CENTER_OPTIONS`` over
+    them."""
     if chunks < NORM_FWD_LAG_MIN_CHUNKS[residual]:
         return {}
     launch = NORM_FWD_SPLIT_LAUNCHES.get((element_size, residual), {})
     options = {k: v for k, v in launch.items() if k in _KERNEL_OPTIONS}
-    if center and not residual and "lag_depth" in options:
+    if center and not residual and ("lag_depth" in options or "reread_lag" in options):
         options |= NORM_FWD_SPLIT_CENTER_OPTIONS.get(element_size, {})
     return options
 
@@ -563,6 +582,7 @@ def split_norm_forward(
     one_pass: bool = False,
     lean: bool | None = None,
     reread_lag: int = 0,
+    hold_bias: bool = False,
     l2_hints: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`_norm_forward`'s (y, h, mean, rstd) from the split kernel of a (M, N) input on
@@ -576,7 +596,8 @@ def split_norm_forward(
     its unmasked EVEN loads and stores (``lean=False``: none of them, for comparisons).
     ``reread_lag`` >= 1 (no residual): ``norm_fwd_reread_kernel``, which reads each chunk
     again for y that many steps after publishing it (``plan.prefetch`` its PREFETCH,
-    ``hold_weight`` its HOLD_W, ``lean`` as above, ``l2_hints`` its eviction hints)."""
+    ``hold_weight`` / ``hold_bias`` its HOLD_W / HOLD_B, ``one_pass`` its ONE_PASS, ``lean`` as
+    above, ``l2_hints`` its eviction hints)."""
     from warpforge.ops._kernels.norm_split import (
         norm_fwd_flags_kernel,
         norm_fwd_lag_kernel,
@@ -612,7 +633,8 @@ def split_norm_forward(
                     x.stride(0), y.stride(0), M, N, eps, offset,
                     CENTER=center, HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None,
                     BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=stage,
-                    LAG=reread_lag, PREFETCH=plan.prefetch, HOLD_W=hold_weight, LEAN=lean,
+                    LAG=reread_lag, PREFETCH=plan.prefetch, HOLD_W=hold_weight,
+                    HOLD_B=hold_bias, ONE_PASS=one_pass, LEAN=lean,
                     HAS_OFFSET=offset != 0.0 or not lean, EVEN=even,
                     KEEP="evict_last" if l2_hints else "",
                     DROP="evict_first" if l2_hints else "",

@@ -586,6 +586,8 @@ def norm_fwd_reread_kernel(
     LAG: tl.constexpr,
     PREFETCH: tl.constexpr,
     HOLD_W: tl.constexpr,
+    HOLD_B: tl.constexpr,
+    ONE_PASS: tl.constexpr,
     LEAN: tl.constexpr,
     HAS_OFFSET: tl.constexpr,
     EVEN: tl.constexpr,
@@ -597,8 +599,10 @@ def norm_fwd_reread_kernel(
     step s a program reads row k = s - LAG's chunk again (from L2: it read it LAG steps ago)
     and the chunk of row s (issued a step earlier with PREFETCH), publishes row s's word, then
     waits for row k's words and writes y of row k. LAG (>= 1): steps between a row's two reads,
-    the lag the programs of a row may fall behind each other without a wait. HOLD_W: w (and b)
-    loaded once and held. LEAN: y in one fused multiply-add a column (:func:`_scaled_lean`,
+    the lag the programs of a row may fall behind each other without a wait. HOLD_W / HOLD_B: w
+    / b loaded once and held (else read from L2 for each row). ONE_PASS (CENTER): the chunk's
+    moments from one reduction, shifted by the program's previous chunk mean
+    (``_publish_chunk``'s). LEAN: y in one fused multiply-add a column (:func:`_scaled_lean`,
     2-byte rows; HAS_OFFSET adds ``offset`` to w). EVEN (every chunk whole): unmasked. KEEP /
     DROP: the eviction policy of the first read / of the second read and of y ("" for none;
     "evict_last" / "evict_first" keep the row in L2 for its second read).
@@ -613,11 +617,11 @@ def norm_fwd_reread_kernel(
         lanes = tl.arange(0, 32)
     else:
         lanes = tl.arange(0, CHUNKS_POW2)
-    if HOLD_W:  # as stored (2-byte: half the registers), converted where used
-        if HAS_WEIGHT:
-            w_held = tl.load(W + cols, mask=mask, other=0.0)
-        if HAS_BIAS:
-            b_held = tl.load(B + cols, mask=mask, other=0.0)
+    if HOLD_W and HAS_WEIGHT:
+        w_held = tl.load(W + cols, mask=mask, other=0.0)
+    if HOLD_B and HAS_BIAS:
+        b_held = tl.load(B + cols, mask=mask, other=0.0)
+    shift = 0.0
     first_row = slot.to(tl.int64)
     if PREFETCH and STAGE != 2:
         upcoming = _ahead_chunk(X, first_row, stride_x, cols, M, N, EVEN, KEEP)
@@ -637,7 +641,15 @@ def norm_fwd_reread_kernel(
             if ahead < M:
                 v = x_ahead.to(tl.float32)
                 if CENTER:
-                    chunk_mean, second = _centred_moments(v, mask, n_chunk, False, tl.float32)
+                    if ONE_PASS:
+                        chunk_mean, second, far = _shifted_moments(v, mask, shift, n_chunk, False,
+                                                                   tl.float32)  # fmt: skip
+                        if far:
+                            chunk_mean, second = _centred_moments(v, mask, n_chunk, False,
+                                                                  tl.float32)  # fmt: skip
+                        shift = chunk_mean
+                    else:
+                        chunk_mean, second = _centred_moments(v, mask, n_chunk, False, tl.float32)
                 else:
                     chunk_mean = 0.0
                     second = tl.sum(v * v, axis=0)
@@ -662,7 +674,7 @@ def norm_fwd_reread_kernel(
                     else:
                         w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
                 if HAS_BIAS:
-                    if HOLD_W:
+                    if HOLD_B:
                         b = b_held.to(tl.float32)
                     else:
                         b = tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
