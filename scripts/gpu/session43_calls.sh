@@ -15,6 +15,10 @@
 #      kernel alone: bf16 LayerNorm with w held alone and one-pass moments at 131072 and 262144,
 #      and the default against re-reading launches at the narrower split widths (bf16 65536,
 #      98304; float32 49152, 65536, 131072).
+#   3  call 2's findings shipped (bf16 LayerNorm holds w; float32 rows split from 32769 columns):
+#      the split-forward GPU tests, bf16 LayerNorm kernel alone at 40960-65536 columns (the
+#      looped whole-row kernel's rows) against the re-reading kernel, then bf16 rms_norm and
+#      layer_norm forward and forward + backward at 131072 and 262144 through the harness.
 # Usage: bash scripts/gpu/session43_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -59,6 +63,18 @@ reread2 8192/8w x2 pf,reread2 8192/8w x2 pf holdw" > "$OUT/widths-bf16.log" 2>&1
     "flags 8192/8w x2 pf,reread2 8192/16w x1 pf hold,reread2 4096/8w x2 pf hold" \
     > "$OUT/widths-fp32.log" 2>&1
   echo "widths fp32: exit $?"; cut -c1-150 "$OUT/keep/normfwd-widths-fp32-call2.txt"
+  finish_call one
+  ;;
+3)
+  gpu_tests splitfwd-call3 150 tests/ops/test_norm_split_fwd.py tests/ops/test_norm.py \
+    -k "split or long or wide or past" -n 6
+  timeout 120 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/lnfwd-long-bf16-call3" \
+    bf16:8192x40960,bf16:8192x49152,bf16:8192x65536 "reread2 8192/8w x2 pf holdw" \
+    > "$OUT/lnfwd-long.log" 2>&1
+  echo "LN long sweep: exit $?"; cut -c1-150 "$OUT/keep/lnfwd-long-bf16-call3.txt"
+  sweep_bench $((570 - SECONDS)) normfwd-bf16 \
+    "rms_norm.fwd,layer_norm.fwd,rms_norm.bwd,layer_norm.bwd" bf16 \
+    --shape M=8192,N=131072 --shape M=8192,N=262144
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -190,9 +190,10 @@ def test_split_forward_refuses_more_chunks_than_the_poll_reads(device):
 
 @pytest.mark.parametrize("op", ["rms", "add_rms", "layer"])
 def test_public_ops_of_long_rows_take_the_split_kernel(op, monkeypatch, device, poison_outputs):
-    """From 65536 columns the float32 forward splits rows over 8192-column programs by
-    default, the re-reading kernel without a residual and the flag-word one with it;
-    WARPFORGE_NORM_FWD_SPLIT=0 turns it off, and 65535 columns keep the chunked kernel."""
+    """The float32 forward splits rows over 8192-column programs by default from 32769
+    columns (65536 before the forty-third session), the re-reading kernel without a residual
+    and the flag-word one with it; WARPFORGE_NORM_FWD_SPLIT=0 turns it off, and 32768 columns
+    do not split (the whole-row kernel)."""
     kernels = warpforge.ops._kernels.norm_split
     name = "norm_fwd_flags_kernel" if op == "add_rms" else "norm_fwd_reread_kernel"
     other = "norm_fwd_reread_kernel" if op == "add_rms" else "norm_fwd_flags_kernel"
@@ -202,7 +203,7 @@ def test_public_ops_of_long_rows_take_the_split_kernel(op, monkeypatch, device, 
     monkeypatch.setattr(kernels, other, unused)
     monkeypatch.delenv(norm.NORM_FWD_SPLIT, raising=False)
     norm.norm_fwd_split_plan.cache_clear()
-    M, N = 2, 65536 + 3
+    M, N = 2, 32768 + 3
     x, r, w, b = operands(M, N, torch.float32, device)
     center = op == "layer"
     if op == "rms":
@@ -235,7 +236,7 @@ def test_public_ops_of_long_rows_take_the_split_kernel(op, monkeypatch, device, 
     assert not spy.grids
     torch.testing.assert_close(y2, y, atol=1e-5, rtol=1e-5)
     monkeypatch.delenv(norm.NORM_FWD_SPLIT)
-    n = 65536 - 1
+    n = 32768
     y3 = same_op(x[:, :n], w[:n], b[:n], r[:, :n])
     assert not spy.grids
     want = expected(x[:, :n], w[:n], b[:n] if center else None, r[:, :n] if op == "add_rms" else None,
@@ -246,7 +247,7 @@ def test_public_ops_of_long_rows_take_the_split_kernel(op, monkeypatch, device, 
 @pytest.mark.parametrize("op", ["rms", "add_rms", "layer"])
 def test_two_byte_long_rows_take_the_lag_kernel(op, monkeypatch, device, poison_outputs):
     """2-byte rows: from NORM_FWD_LAG_MIN_CHUNKS chunks (4 without a residual, 16 with one)
-    the re-reading kernel without a residual (w held by RMSNorm only) and the lag kernel
+    the re-reading kernel without a residual (w held) and the lag kernel
     (pairs) with one, with a residual from 32768 columns to there the flags kernel, narrower
     rows the chunked kernel."""
     kernels = warpforge.ops._kernels.norm_split
@@ -288,9 +289,9 @@ def test_two_byte_long_rows_take_the_lag_kernel(op, monkeypatch, device, poison_
         if spy is lag:  # pairs with a residual
             assert norm.norm_fwd_split_options(2, True, -(-N // 8192))["packed"]
             assert lag.launches[-1]["PACKED"]
-        if spy is reread:  # two steps behind; LayerNorm's w and b from L2 for each row
+        if spy is reread:  # two steps behind, w held (LayerNorm's b read from L2 for each row)
             launch = reread.launches[-1]
-            assert launch["LAG"] == 2 and launch["HOLD_W"] != center and not launch["HOLD_B"]
+            assert launch["LAG"] == 2 and launch["HOLD_W"] and not launch["HOLD_B"]
 
 
 @pytest.mark.gpu

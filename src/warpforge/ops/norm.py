@@ -444,12 +444,13 @@ normfwd-flags-call7.json``, kernel alone, 8192 x 262144 RMSNorm / LayerNorm 5006
 against 4851.3 / 5356.9; at 131072 LayerNorm gained, 2404.0 against 2533.1, RMSNorm lost,
 2246.8 against 2181.7) and mixed in bf16 at 98304 columns; removed after commit ``27b6857``."""
 
-NORM_FWD_SPLIT_CENTER_OPTIONS = {2: {"hold_weight": False}, 4: {"hold_bias": True}}
+NORM_FWD_SPLIT_CENTER_OPTIONS = {4: {"hold_bias": True}}
 """Element size -> the options LayerNorm takes over ``NORM_FWD_SPLIT_LAUNCHES``' (no
-residual): bf16 rows hold neither w nor b (holding both spilled: 2781.9 against 2524.9 us at
-8192 x 262144, kernel alone, ``session43-h200-2026-12-02/normfwd-reread-bf16-call1.json``),
-float32 rows both. LayerNorm still trails RMSNorm there (bf16 80.1% of copy against 95.6%;
-without a bias 88.5%, holding w).
+residual): float32 rows hold b as well as w; bf16 rows hold w only (holding both spills).
+H200, kernel alone, bf16 8192 rows (``session43-h200-2026-12-02/lnfwd-reread-bf16-call2.json``),
+us at 131072 / 262144 columns: 1204.7 / 2393.4 holding w (83.4% / 84.0% of copy) against
+1269.8 / 2524.6 holding neither and 1403.9 / 2781.9 holding both (call 1); one-pass moments
+1252.5 / 2373.6. LayerNorm still trails RMSNorm there (95.0% at 262144; without a bias 88.0%).
 
 Before the re-reading kernel, its lag-kernel options were 2-byte rows as int32 pairs and the
 chunk moments in one reduction (``ONE_PASS``). H200, kernel alone (``session36-h200-2026-11-30/normfwd-onepass-call5.txt``), bf16 8192 rows,
@@ -473,11 +474,15 @@ change 8192 x 98304 (12 chunks, ``normfwd-98304-call6.json``) 938.6 / 1071.8 aga
 columns are where this default runs unforced. With a residual the flag-word kernel stays under
 16 chunks (add+RMSNorm 279.1 / 1106.7 / 1655.6 against 282.2 / 1114.4 / 1664.9)."""
 
-NORM_FWD_SPLIT_MIN_N = {2: 32768, 4: 65536}
-"""Element size -> the narrowest row whose forward splits over programs by default. bf16 4096 x
-32768, kernel alone (``normfwd-sweep-2026-11-25-h100.json``): RMSNorm / add+RMSNorm / LayerNorm
-202.7 / 376.7 / 214.3 us split (flags kernel) against 230.3 / 385.9 / 253.3 chunked. float32
-measured only from 65536; 16385-32767 columns (any dtype) keep the chunked kernel."""
+NORM_FWD_SPLIT_MIN_N = {2: 32768, 4: 32768}
+"""Element size -> the narrowest row whose forward splits over programs by default (the
+whole-row kernels take rows of up to 32768 columns first, and 2-byte rows of up to 65536 by
+op). bf16 4096 x 32768, kernel alone (``normfwd-sweep-2026-11-25-h100.json``): RMSNorm /
+add+RMSNorm / LayerNorm 202.7 / 376.7 / 214.3 us split (flags kernel) against 230.3 / 385.9 /
+253.3 chunked. float32 from 65536 until the forty-third session; at 8192 x 49152 then
+(``session43-h200-2026-12-02/normfwd-widths-fp32-call2.json``, kernel alone) the re-reading
+kernel ran RMSNorm / LayerNorm in 788.9 / 814.3 us against 1084.8 / 1455.9 chunked, and the
+flag-word kernel add+RMSNorm in 1802.2 against 2068.7."""
 
 NORM_FWD_SPLIT = "WARPFORGE_NORM_FWD_SPLIT"
 """``0``/``false``/``no``/``off`` turns the split forward off (the chunked kernel); read at each
