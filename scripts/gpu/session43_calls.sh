@@ -19,6 +19,8 @@
 #      the split-forward GPU tests, bf16 LayerNorm kernel alone at 40960-65536 columns (the
 #      looped whole-row kernel's rows) against the re-reading kernel, then bf16 rms_norm and
 #      layer_norm forward and forward + backward at 131072 and 262144 through the harness.
+#   4  no code change: float32 rms_norm and layer_norm forward and forward + backward at 65536,
+#      131072 and 262144 columns through the harness (the re-reading kernel's float32 rows).
 # Usage: bash scripts/gpu/session43_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -75,6 +77,11 @@ reread2 8192/8w x2 pf,reread2 8192/8w x2 pf holdw" > "$OUT/widths-bf16.log" 2>&1
   sweep_bench $((570 - SECONDS)) normfwd-bf16 \
     "rms_norm.fwd,layer_norm.fwd,rms_norm.bwd,layer_norm.bwd" bf16 \
     --shape M=8192,N=131072 --shape M=8192,N=262144
+  finish_call one
+  ;;
+4)
+  sweep_bench 570 normfwd-fp32 "rms_norm.fwd,layer_norm.fwd,rms_norm.bwd,layer_norm.bwd" fp32 \
+    --shape M=8192,N=65536 --shape M=8192,N=131072 --shape M=8192,N=262144
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;
