@@ -16,7 +16,9 @@ are listed.
 
 A contender is named ``BLOCK/WARPS xPROGRAMS_PER_SM`` (2-byte rows prefetch their next chunk
 and arrive release-only, as ``split_launch`` plans them; float32 rows do neither), with ``lag``
-after it the flag-word kernel that meets a row later (``softmax_fwd_lag_kernel``), ``default``
+after it the flag-word kernel that meets a row later (``softmax_fwd_lag_kernel``), with
+``rereadK`` (and ``pf``) the re-reading kernel K rows later (``softmax_fwd_reread_kernel``;
+``pf``: the next row's chunk loaded a step early), ``default``
 (the op's own plan, ``softmax_ops._fwd_split_plan``) or ``bwd`` (the backward op, default
 launch).
 """
@@ -81,11 +83,15 @@ def contender_plan(name: str, M: int, N: int, dev: str, element_size: int, shrin
 
     launch, per_sm, *kind = name.split()
     block, warps = (int(v) for v in launch.split("/"))
-    lag = kind == ["lag"]  # the flag-word kernel, one row later (softmax_fwd_lag_kernel)
+    # rereadK: the re-reading kernel K rows later (softmax_fwd_reread_kernel; "pf": the next
+    # row's chunk loaded a step early)
+    reread = int(kind[0].removeprefix("reread")) if kind and kind[0].startswith("reread") else 0
+    lag = kind == ["lag"] or reread > 0  # flag words (softmax_fwd_lag_kernel, one row later)
     counter_two_bytes = element_size == 2 and not lag
     return split_row_plan(
         M, N, dev, block=block // shrink, num_warps=warps, programs_per_sm=int(per_sm[1:]),
-        prefetch=counter_two_bytes, release_only=counter_two_bytes, flag_words=lag,
+        prefetch=counter_two_bytes or "pf" in kind, release_only=counter_two_bytes,
+        flag_words=lag, reread_lag=reread,
     )  # fmt: skip
 
 
@@ -173,7 +179,11 @@ def main() -> None:
         __doc__.splitlines()[0], SHAPES, CONTENDERS
     )
     from warpforge.ops import softmax_ops
-    from warpforge.ops._kernels.softmax import softmax_fwd_lag_kernel, softmax_fwd_split_kernel
+    from warpforge.ops._kernels.softmax import (
+        softmax_fwd_lag_kernel,
+        softmax_fwd_reread_kernel,
+        softmax_fwd_split_kernel,
+    )
 
     lines = [f"copy bandwidth {copy / 1e9:.0f} GB/s ({device})"]
     rows_out: list[dict[str, object]] = []
@@ -247,6 +257,7 @@ def main() -> None:
         del x, dy
     report_kernel_usage(softmax_fwd_split_kernel, lines, rows_out)
     report_kernel_usage(softmax_fwd_lag_kernel, lines, rows_out)
+    report_kernel_usage(softmax_fwd_reread_kernel, lines, rows_out)
     write()
     print("\n".join(lines))
 

@@ -21,6 +21,10 @@
 #      layer_norm forward and forward + backward at 131072 and 262144 through the harness.
 #   4  no code change: float32 rms_norm and layer_norm forward and forward + backward at 65536,
 #      131072 and 262144 columns through the harness (the re-reading kernel's float32 rows).
+#   5  the re-reading split softmax forward (softmax_fwd_reread_kernel, a plan's reread_lag): its
+#      GPU tests with the split softmax's, then kernel alone against the default (bf16: the
+#      arrival-counter kernel; float32: the lag kernel) at 65536-262144 columns
+#      (softmax_split_sweep.py).
 # Usage: bash scripts/gpu/session43_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -82,6 +86,19 @@ reread2 8192/8w x2 pf,reread2 8192/8w x2 pf holdw" > "$OUT/widths-bf16.log" 2>&1
 4)
   sweep_bench 570 normfwd-fp32 "rms_norm.fwd,layer_norm.fwd,rms_norm.bwd,layer_norm.bwd" fp32 \
     --shape M=8192,N=65536 --shape M=8192,N=131072 --shape M=8192,N=262144
+  finish_call one
+  ;;
+5)
+  gpu_tests softmax-call5 170 tests/ops/test_softmax.py -k "lag_kernel_gpu or split_rows_gpu" -n 8
+  timeout $((570 - SECONDS)) python3 benchmarks/softmax_split_sweep.py --out "$OUT/smfwd" \
+    --shapes 8192x131072:bf16,8192x262144:bf16,8192x262144:fp32,8192x131072:fp32,8192x65536:bf16 \
+    --only "default,8192/8 x2 reread2 pf,8192/8 x2 reread2,8192/8 x2 reread3 pf,\
+4096/8 x4 reread2 pf,16384/16 x1 reread2 pf,8192/16 x1 reread2 pf,4096/8 x2 reread2 pf" \
+    > "$OUT/smfwd.log" 2>&1
+  echo "softmax fwd sweep: exit $?"
+  cp "$OUT/smfwd/softmax_split_sweep.txt" "$OUT/keep/smfwd-reread-call5.txt"
+  cp "$OUT/smfwd/softmax_split_sweep.json" "$OUT/keep/smfwd-reread-call5.json"
+  cut -c1-120 "$OUT/keep/smfwd-reread-call5.txt"
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -335,6 +335,35 @@ def test_lag_kernel_small_chunks(log, M, N, device, poison_outputs, monkeypatch)
     assert spy.grids
 
 
+@pytest.mark.parametrize(("lag", "prefetch"), [(1, False), (2, True), (5, True)],
+                         ids=["lag1", "lag2-prefetch", "lag5-prefetch"])  # fmt: skip
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize(("M", "N"), [(7, 37), (1, 16), (4, 100), (5, 17), (3, 16 * 40 + 5)])
+def test_reread_kernel_small_chunks(log, M, N, lag, prefetch, device, poison_outputs,
+                                    monkeypatch):  # fmt: skip
+    """``softmax_fwd_reread_kernel`` (a flag-word plan with ``reread_lag``): each chunk read
+    again ``lag`` rows after its statistics were published (five: more than a program has
+    rows), the next row's chunk loaded a step early, a ragged last chunk, a chunk of only
+    -inf, a dominant logit in a late chunk, 41 chunks; the re-reading kernel is the one
+    launched."""
+    kernels = warpforge.ops._kernels.softmax
+    spy = LaunchSpy(kernels.softmax_fwd_reread_kernel)
+    monkeypatch.setattr(kernels, "softmax_fwd_reread_kernel", spy)
+    plan = split_row_plan(M, N, device, block=16, num_warps=1, flag_words=True,
+                          prefetch=prefetch, reread_lag=lag)  # fmt: skip
+    check_split_forward(plan, log, M, N, device)
+    assert spy.grids and spy.launches[-1]["LAG"] == lag
+
+
+@pytest.mark.parametrize("options", [{"reread_lag": -1}, {"reread_lag": 2.0},
+                                     {"reread_lag": 1, "flag_words": False}],
+                         ids=["negative", "float", "without-flag-words"])  # fmt: skip
+def test_split_plan_refuses_a_bad_reread_lag(options, device):
+    options = {"flag_words": True} | options
+    with pytest.raises(ValueError, match="reread_lag"):
+        split_row_plan(4, 100, device, block=16, num_warps=1, **options)
+
+
 @pytest.mark.parametrize(
     ("N", "element_size", "lagged"),
     [
@@ -377,15 +406,28 @@ def test_lag_kernel_refuses_more_chunks_than_its_words_poll(device):
 @pytest.mark.parametrize("name", sorted(OPS))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize(("M", "N"), [(300, 262144), (5, 131072 + 7), (1000, 40000)])
-@pytest.mark.parametrize("launch", ["8192/8 x2", "4096/4 x4", "4096/8 x4"])
+@pytest.mark.parametrize(
+    "launch",
+    [
+        "8192/8 x2",
+        "4096/4 x4",
+        "4096/8 x4",
+        "8192/8 x2 reread2 pf",
+        "16384/16 x1 reread3",
+        "4096/8 x4 reread2 pf",
+    ],
+)
 def test_lag_kernel_gpu(name, dtype, M, N, launch, poison_outputs):
     """The lag kernel's one-launch path (programs of a row meeting through flag words a row
-    later) at the launches the sweep tries: rows in several waves, a ragged last chunk, a chunk
-    of only -inf, a dominant late logit."""
-    sizes, per_sm = launch.split()
+    later) and the re-reading kernel's (``rereadK``: K rows later, ``pf`` the next row's chunk
+    loaded early) at the launches the sweep tries: rows in several waves, a ragged last chunk,
+    a chunk of only -inf, a dominant late logit."""
+    sizes, per_sm, *kind = launch.split()
     block, warps = (int(v) for v in sizes.split("/"))
+    lag = int(kind[0].removeprefix("reread")) if kind else 0
     plan = split_row_plan(M, N, "cuda", block=block, num_warps=warps,
-                          programs_per_sm=int(per_sm[1:]), flag_words=True)  # fmt: skip
+                          programs_per_sm=int(per_sm[1:]), flag_words=True,
+                          prefetch="pf" in kind, reread_lag=lag)  # fmt: skip
     assert plan is not None and plan.synchronized
     x = randn(M, N, dtype=dtype, device="cuda")
     x[0, N - 1] = 40.0

@@ -148,6 +148,10 @@ class SplitRowPlan:
     max_registers: int | None = None
     """Registers a thread may use (Triton's ``maxnreg``) so that the planned programs per SM
     fit the register file; None with one program an SM."""
+    reread_lag: int = 0
+    """Kernels that have a re-reading form (flag words only): read each chunk again from L2
+    for the output this many rows after publishing its statistics, instead of holding it in
+    registers across the wait (0: hold it)."""
 
     def launch_options(self) -> dict[str, int]:
         """``num_warps`` and, with several programs an SM, ``maxnreg`` for the kernel launch."""
@@ -185,6 +189,7 @@ def split_row_plan(
     prefetch: bool = False,
     release_only: bool = False,
     flag_words: bool = False,
+    reread_lag: int = 0,
 ) -> SplitRowPlan | None:
     """The split launch of (M, N) rows, or None when a row needs more programs than the GPU
     holds at once (under MPS: than this process's share of it) or ``WARPFORGE_SPLIT_ROWS=0``
@@ -194,6 +199,10 @@ def split_row_plan(
         raise ValueError(f"block: expected a power of 2 >= 16, got {block!r}")
     if programs_per_sm < 1:
         raise ValueError(f"programs_per_sm: expected an int >= 1, got {programs_per_sm!r}")
+    if not isinstance(reread_lag, int) or reread_lag < 0 or (reread_lag and not flag_words):
+        raise ValueError(
+            f"reread_lag: expected an int >= 0, and 0 without flag_words, got {reread_lag!r}"
+        )
     max_registers = None
     if programs_per_sm > 1:
         if programs_per_sm * num_warps > MAX_RESIDENT_WARPS:
@@ -226,6 +235,7 @@ def split_row_plan(
         release_only=release_only,
         flag_words=flag_words,
         max_registers=max_registers,
+        reread_lag=reread_lag,
     )
 
 

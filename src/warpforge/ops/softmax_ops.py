@@ -232,9 +232,15 @@ def softmax_forward(
 
 
 def _split_softmax_forward(x: torch.Tensor, y: torch.Tensor, log: bool, plan: SplitRowPlan) -> None:
-    """The split forward of (M, N) rows: with ``plan.flag_words`` the lagged flag-word kernel
-    (``softmax_fwd_lag_kernel``), else the arrival-counter kernel (``softmax_fwd_split_kernel``)."""
-    from warpforge.ops._kernels.softmax import softmax_fwd_lag_kernel, softmax_fwd_split_kernel
+    """The split forward of (M, N) rows: with ``plan.flag_words`` the re-reading kernel
+    (``softmax_fwd_reread_kernel``, ``plan.reread_lag`` > 0; ``plan.prefetch`` its PREFETCH) or
+    the lagged flag-word kernel (``softmax_fwd_lag_kernel``), else the arrival-counter kernel
+    (``softmax_fwd_split_kernel``)."""
+    from warpforge.ops._kernels.softmax import (
+        softmax_fwd_lag_kernel,
+        softmax_fwd_reread_kernel,
+        softmax_fwd_split_kernel,
+    )
 
     M, N = x.shape
     if plan.flag_words:
@@ -242,6 +248,14 @@ def _split_softmax_forward(x: torch.Tensor, y: torch.Tensor, log: bool, plan: Sp
         words = plan.unpublished_words(M, 1, x.device)
         with kernel_device(x):
             for stage in plan.stages():
+                if plan.reread_lag:
+                    softmax_fwd_reread_kernel[(plan.programs,)](
+                        x, y, words, x.stride(0), y.stride(0), M, N, LOG=log,
+                        BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=stage,
+                        LAG=plan.reread_lag, PREFETCH=plan.prefetch, KEEP="evict_last",
+                        DROP="evict_first", **plan.launch_options(),
+                    )  # fmt: skip
+                    continue
                 softmax_fwd_lag_kernel[(plan.programs,)](
                     x, y, words, x.stride(0), y.stride(0), M, N, LOG=log, BLOCK_N=plan.block,
                     CHUNKS_POW2=plan.chunks_pow2, STAGE=stage, **plan.launch_options(),

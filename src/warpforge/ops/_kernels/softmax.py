@@ -324,6 +324,78 @@ def softmax_fwd_lag_kernel(
 
 
 @triton.jit
+def softmax_fwd_reread_kernel(
+    X,
+    Y,
+    WORDS,
+    stride_x,
+    stride_y,
+    M,
+    N,
+    LOG: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+    STAGE: tl.constexpr,
+    LAG: tl.constexpr,
+    PREFETCH: tl.constexpr,
+    KEEP: tl.constexpr,
+    DROP: tl.constexpr,
+):
+    """``softmax_fwd_lag_kernel``'s output from the same places and words, LAG rows later and
+    without holding the chunk, as ``warpforge.ops._kernels.norm_split.norm_fwd_reread_kernel``
+    does: at step s a program reads row k = s - LAG's chunk again (from L2: it read it LAG steps
+    ago) and the chunk of row s (issued a step earlier with PREFETCH), publishes row s's (max,
+    sum of exp), then waits for row k's words and writes row k. KEEP / DROP: the eviction policy
+    of the first read / of the second read and of y ("evict_last" / "evict_first" keep the row
+    in L2 for its second read).
+
+    STAGE 0 (GPU): one launch, all programs of a row resident together. STAGE 1 / 2 (the
+    interpreter's two launches): words only / the output only."""
+    chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
+    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
+        lanes = tl.arange(0, 32)
+    else:
+        lanes = tl.arange(0, CHUNKS_POW2)
+    first_row = slot.to(tl.int64)
+    if PREFETCH and STAGE != 2:
+        upcoming = tl.load(X + first_row * stride_x + cols, mask=mask, other=float("-inf"),
+                           eviction_policy=KEEP)  # fmt: skip
+    for s in range(0, tl.cdiv(M - slot, slots) + LAG):
+        ahead = first_row + s * slots
+        row = tl.maximum(ahead - LAG * slots, first_row)  # the row of y (row 0's at s < LAG)
+        if STAGE != 1:
+            words = WORDS + row * CHUNKS_POW2
+            x = tl.load(X + row * stride_x + cols, mask=mask, other=float("-inf"),
+                        eviction_policy=DROP)  # fmt: skip
+            look, look_2 = look_at_words(words, lanes, chunks, CHUNKS_POW2 > 32)
+        if STAGE != 2:
+            if PREFETCH:
+                x_ahead = upcoming
+                upcoming = tl.load(X + (ahead + slots) * stride_x + cols,
+                                   mask=cols < tl.where(ahead + slots < M, N, 0),
+                                   other=float("-inf"), eviction_policy=KEEP)  # fmt: skip
+            else:
+                x_ahead = tl.load(X + ahead * stride_x + cols,
+                                  mask=cols < tl.where(ahead < M, N, 0), other=float("-inf"),
+                                  eviction_policy=KEEP)  # fmt: skip
+            if ahead < M:
+                _publish_softmax_chunk(x_ahead, WORDS + ahead * CHUNKS_POW2, chunk, STAGE)
+        if STAGE != 1:  # noqa: SIM102 (a compile-time branch around a run-time one)
+            if s >= LAG:
+                if STAGE == 0:
+                    look, look_2 = await_words(words, lanes, chunks, look, look_2,
+                                               CHUNKS_POW2 > 32)  # fmt: skip
+                row_max, total = combined_words(look, look_2)
+                xf = x.to(tl.float32)
+                if LOG:
+                    y = xf - (row_max + tl.log(total))
+                else:
+                    y = tl.exp2((xf - row_max) * LOG2E) * (1.0 / total)
+                tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask,
+                         eviction_policy=DROP)  # fmt: skip
+
+
+@triton.jit
 def softmax_bwd_flags_kernel(
     DY,
     Y,
