@@ -25,6 +25,12 @@
 #      GPU tests with the split softmax's, then kernel alone against the default (bf16: the
 #      arrival-counter kernel; float32: the lag kernel) at 65536-262144 columns
 #      (softmax_split_sweep.py).
+#   6  call 5's findings shipped (the split forward re-reads for float32 rows and bf16
+#      log-softmax rows of 8+ chunks): the softmax GPU tests, then through the harness bf16
+#      log_softmax forward and forward + backward at 131072 and 262144, float32 softmax and
+#      log_softmax forward at 65536-262144.
+#   7  no code change: float32 softmax and log_softmax forward + backward at 65536-262144 through
+#      the harness.
 # Usage: bash scripts/gpu/session43_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -99,6 +105,20 @@ reread2 8192/8w x2 pf,reread2 8192/8w x2 pf holdw" > "$OUT/widths-bf16.log" 2>&1
   cp "$OUT/smfwd/softmax_split_sweep.txt" "$OUT/keep/smfwd-reread-call5.txt"
   cp "$OUT/smfwd/softmax_split_sweep.json" "$OUT/keep/smfwd-reread-call5.json"
   cut -c1-120 "$OUT/keep/smfwd-reread-call5.txt"
+  finish_call one
+  ;;
+6)
+  gpu_tests softmax-call6 120 tests/ops/test_softmax.py \
+    -k "long_rows_take or split_rows_gpu or default_split_plan or 2_to_31 or reread" -n 8
+  sweep_bench 200 smfwd-bf16 "log_softmax.fwd,log_softmax.bwd" bf16 \
+    --shape M=8192,N=131072 --shape M=8192,N=262144
+  sweep_bench $((570 - SECONDS)) smfwd-fp32 "softmax.fwd,log_softmax.fwd" fp32 \
+    --shape M=8192,N=65536 --shape M=8192,N=131072 --shape M=8192,N=262144
+  finish_call one
+  ;;
+7)
+  sweep_bench 570 smbwd-fp32 "softmax.bwd,log_softmax.bwd" fp32 \
+    --shape M=8192,N=65536 --shape M=8192,N=131072 --shape M=8192,N=262144
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

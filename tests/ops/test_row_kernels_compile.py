@@ -86,8 +86,10 @@ COMPILE_ALL = textwrap.dedent(
                     build(sk.softmax_bwd_rows_kernel, sm_types, dict(LOG=log, ROWS=b.rows_per_program, BLOCK_N=b.block_n), b.num_warps)
                 else:
                     build(sk.softmax_fwd_chunked_kernel, sm_types, dict(LOG=log, BLOCK_N=f.block_n), f.num_warps)
-                    split = softmax_ops._fwd_split_plan(M, N, tdt.itemsize, "cuda")
-                    if split.flag_words:
+                    split = softmax_ops._fwd_split_plan(M, N, tdt.itemsize, "cuda", log)
+                    if split.reread_lag:
+                        build(sk.softmax_fwd_reread_kernel, dict(sm_types, WORDS="*i64"), dict(LOG=log, BLOCK_N=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0, LAG=split.reread_lag, PREFETCH=split.prefetch, KEEP="evict_last", DROP="evict_first"), **split.launch_options())
+                    elif split.flag_words:
                         build(sk.softmax_fwd_lag_kernel, dict(sm_types, WORDS="*i64"), dict(LOG=log, BLOCK_N=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0), **split.launch_options())
                     else:
                         split_types = dict(sm_types, PARTIALS="*fp32", ARRIVALS="*i32")
@@ -100,12 +102,13 @@ COMPILE_ALL = textwrap.dedent(
             for log in (False, True):
                 build(wk.softmax_fwd_looped_kernel, sm_types, dict(LOG=log, BLOCK_N=block, EVEN=True, FORWARDS=launch.forwards, CHUNKS=chunks), **launch.launch_options())
         build(nk.partial_sum_kernel, {"DW_PARTIAL": "*fp32", "DW": p, "DB_PARTIAL": "*fp32", "DB": p, "num_partials": "i32", "N": "i32"}, dict(BLOCK_P=256, BLOCK_N=16), 4)
-    # float32 long rows: the lagged flag-word softmax forward
-    split = softmax_ops._fwd_split_plan(8192, 262144, 4, "cuda")
-    assert split.flag_words, split
-    lag_types = {"X": "*fp32", "Y": "*fp32", "WORDS": "*i64"}
-    lag_types.update(dict.fromkeys(["stride_x", "stride_y", "M", "N"], "i32"))
+    # float32 long rows: the re-reading flag-word softmax forward (and the lag kernel it replaced)
     for log in (False, True):
+        split = softmax_ops._fwd_split_plan(8192, 262144, 4, "cuda", log)
+        assert split.flag_words and split.reread_lag == 2, split
+        lag_types = {"X": "*fp32", "Y": "*fp32", "WORDS": "*i64"}
+        lag_types.update(dict.fromkeys(["stride_x", "stride_y", "M", "N"], "i32"))
+        build(sk.softmax_fwd_reread_kernel, lag_types, dict(LOG=log, BLOCK_N=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0, LAG=split.reread_lag, PREFETCH=split.prefetch, KEEP="evict_last", DROP="evict_first"), **split.launch_options())
         build(sk.softmax_fwd_lag_kernel, lag_types, dict(LOG=log, BLOCK_N=split.block, CHUNKS_POW2=split.chunks_pow2, STAGE=0), **split.launch_options())
     import importlib, os, re, subprocess, tempfile
     from warpforge.ops._kernels import cross_entropy as ck

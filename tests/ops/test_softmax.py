@@ -365,34 +365,47 @@ def test_split_plan_refuses_a_bad_reread_lag(options, device):
 
 
 @pytest.mark.parametrize(
-    ("N", "element_size", "lagged"),
+    ("N", "element_size", "log", "lagged"),
     [
-        (8 * 8192, 4, True),
-        (64 * 8192, 4, True),
-        (8 * 8192 - 1, 4, False),  # 8 chunks, the last ragged: under the lag's minimum
-        (64 * 8192 + 1, 4, False),  # 65 chunks: more than the words' poll reads
-        (32 * 8192, 2, False),  # 2-byte rows keep the counter kernel
+        (8 * 8192, 4, False, True),
+        (64 * 8192, 4, True, True),
+        (8 * 8192 - 1, 4, False, False),  # 8 chunks, the last ragged: under the minimum
+        (64 * 8192 + 1, 4, True, False),  # 65 chunks: more than the words' poll reads
+        (32 * 8192, 2, False, False),  # 2-byte softmax keeps the counter kernel
+        (8 * 8192, 2, True, True),  # 2-byte log-softmax re-reads
     ],
 )
-def test_default_split_plan_lags_only_long_float32_rows(N, element_size, lagged, device):
-    plan = softmax_ops._fwd_split_plan(4, N, element_size, device)
+def test_default_split_plan_rereads_long_rows(N, element_size, log, lagged, device):
+    """Flag-word plans that re-read each chunk two rows later for float32 rows and 2-byte
+    log-softmax rows of at least 8 whole chunks (2-byte ones loading the next chunk early)."""
+    plan = softmax_ops._fwd_split_plan(4, N, element_size, device, log)
     assert plan is not None and plan.flag_words is lagged
     if lagged:
-        launch = softmax_ops.FWD_LAG_LAUNCHES[element_size]
+        launch = softmax_ops.FWD_LAG_LAUNCHES[element_size, log]
         assert (plan.block, plan.num_warps) == (launch["block"], launch["num_warps"])
+        assert plan.reread_lag == 2 and plan.prefetch == (element_size == 2)
 
 
-def test_long_float32_rows_take_the_lag_kernel(device, poison_outputs, monkeypatch):
-    """The op's own path: float32 rows of 8 chunks of 8192 go to ``softmax_fwd_lag_kernel``."""
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+def test_long_rows_take_the_reread_kernel(dtype, device, poison_outputs, monkeypatch):
+    """The op's own path: rows of 9 chunks of 8192 (past the 2-byte looped kernel's 65536
+    columns) go to ``softmax_fwd_reread_kernel`` in float32 and for 2-byte log-softmax, to the
+    counter kernel for 2-byte softmax."""
     kernels = warpforge.ops._kernels.softmax
-    spy = LaunchSpy(kernels.softmax_fwd_lag_kernel)
-    monkeypatch.setattr(kernels, "softmax_fwd_lag_kernel", spy)
-    x = randn(3, 8 * 8192, device=device)
+    spy = LaunchSpy(kernels.softmax_fwd_reread_kernel)
+    counter = LaunchSpy(kernels.softmax_fwd_split_kernel)
+    monkeypatch.setattr(kernels, "softmax_fwd_reread_kernel", spy)
+    monkeypatch.setattr(kernels, "softmax_fwd_split_kernel", counter)
+    x = randn(3, 9 * 8192, dtype=dtype, device=device)
     x[1, 5 * 8192 : 6 * 8192] = float("-inf")
     for name in sorted(OPS):
+        spy.grids.clear()
+        counter.grids.clear()
         y = OPS[name][0](x)
-        torch.testing.assert_close(y.double(), reference(name, x, -1), atol=1e-7, rtol=1e-5)
-    assert spy.grids
+        tol = FWD_TOL[dtype]
+        torch.testing.assert_close(y.double(), reference(name, x, -1), atol=tol * 1e-2, rtol=tol)
+        rereads = dtype == torch.float32 or name == "log_softmax"
+        assert bool(spy.grids) == rereads and bool(counter.grids) != rereads, name
 
 
 def test_lag_kernel_refuses_more_chunks_than_its_words_poll(device):
@@ -451,7 +464,7 @@ def test_chunked_kernel_still_serves_explicit_launches(log, device, poison_outpu
 def test_rows_too_long_for_a_split_fall_back_to_the_chunked_kernel(monkeypatch, device):
     kernels = warpforge.ops._kernels.softmax
     monkeypatch.setenv("WARPFORGE_WIDE_ROWS", "0")  # not the whole-row kernel of 16400 columns
-    monkeypatch.setattr(softmax_ops, "_fwd_split_plan", lambda M, N, size, device: None)
+    monkeypatch.setattr(softmax_ops, "_fwd_split_plan", lambda M, N, size, device, log: None)
     spy = LaunchSpy(kernels.softmax_fwd_chunked_kernel)
     monkeypatch.setattr(kernels, "softmax_fwd_chunked_kernel", spy)
     x = randn(2, 16400, device=device)

@@ -60,33 +60,51 @@ def _fwd_launch_config(
     return tuned_row_launch("softmax.fwd", M, N, dtype, device, heuristic, reread_operands=1)
 
 
-FWD_LAG_LAUNCHES = {4: {"block": 8192, "num_warps": 8, "programs_per_sm": 2}}
-"""Element size -> the flag-word launch of the lagged split forward (``softmax_fwd_lag_kernel``)
-for rows of at least ``FWD_LAG_MIN_CHUNKS`` whole chunks (and at most FLAG_WORDS_MAX_CHUNKS);
-other rows keep the arrival-counter kernel of ``split_launch``. Kernel alone on the H200
+FWD_LAG_LAUNCHES = {
+    (4, False): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "reread_lag": 2},
+    (4, True): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "reread_lag": 2},
+    (2, True): {"block": 8192, "num_warps": 8, "programs_per_sm": 2, "prefetch": True,
+                "reread_lag": 2},
+}  # fmt: skip
+"""(element size, log) -> the flag-word launch of the split forward for rows of at least
+``FWD_LAG_MIN_CHUNKS`` whole chunks (and at most FLAG_WORDS_MAX_CHUNKS): since the forty-third
+session the re-reading kernel two rows behind (``softmax_fwd_reread_kernel``, ``reread_lag``;
+2-byte log-softmax loading the next row's chunk a step early); other rows keep the
+arrival-counter kernel of ``split_launch``. H200, kernel alone
+(``session43-h200-2026-12-02/smfwd-reread-call5.json``), 8192 rows, us at 65536 / 131072 /
+262144 columns: bf16 log-softmax 591.6 / 1225.8 / 2404.1 against 652.1 / 1268.2 / 2508.0 for
+the counter kernel (at 65536 the looped kernel of ``FWD_LONG_LAUNCHES`` takes the row first,
+579.9 us in the thirty-first session); float32 softmax 2156.0 / 4298.9 and log-softmax 2127.5 / 4236.4 at 131072
+/ 262144 against 2194.6 / 4328.7 and 2149.3 / 4300.0 for the lag kernel (below). bf16 softmax
+keeps the counter kernel (re-reading: 1295.5 / 2552.4 against 1262.0 / 2492.5): it computes
+each exponential again at the write, where the counter kernel keeps them.
+
+The lag kernel (``softmax_fwd_lag_kernel``, a row ahead, the chunk held in registers) before
+it, float32 only: kernel alone on the H200
 (``benchmarks/results/session17-h200-2026-11-28/softmax-fwd-split-sweep-call3.txt`` and
-``-fp32-call4.txt``), float32 softmax / log-softmax, lagged against the counter kernel:
-8192 x 262144 4352 / 4323 us (93% of copy) against 4829 / 4814 (84%); 8192 x 131072 2200 /
-2162 against 2249 / 2265; 16384 x 65536 2173 / 2171 (93%) against 2252 / 2255 (90%). 2-byte
-rows stay on the counter kernel: every lagged launch was slower there (bf16 65536-262144
-columns: 64-75% of copy against 78-81%), and slower still with the chunks held as int32 pairs
-(half the registers; ``-packed-call5.txt``, 52-76%; removed after commit ``fed23e7``)."""
+``-fp32-call4.txt``), softmax / log-softmax, lagged against the counter kernel: 8192 x 262144
+4352 / 4323 us (93% of copy) against 4829 / 4814 (84%); 8192 x 131072 2200 / 2162 against 2249
+/ 2265; 16384 x 65536 2173 / 2171 (93%) against 2252 / 2255 (90%). In 2-byte rows every lagged
+launch was slower (bf16 65536-262144 columns: 64-75% of copy against 78-81%), and slower still
+with the chunks held as int32 pairs (half the registers; ``-packed-call5.txt``, 52-76%; removed
+after commit ``fed23e7``)."""
 
 FWD_LAG_MIN_CHUNKS = 8
-"""Chunks a row needs before the lagged forward is the default: measured better at 8, 16 and
-32 (float32 65536-262144 columns); narrower split rows (5-7 chunks) not measured."""
+"""Chunks a row needs before the flag-word forward is the default: measured better at 8, 16 and
+32 (float32 65536-262144 columns; bf16 log-softmax 65536-262144); narrower split rows (5-7
+chunks) not measured."""
 
 
 @functools.lru_cache(maxsize=1024)
 def _fwd_split_plan(
-    M: int, N: int, element_size: int, device: torch.device | str
+    M: int, N: int, element_size: int, device: torch.device | str, log: bool = False
 ) -> SplitRowPlan | None:
     """Rows wider than one program's registers: split over programs (one read, one write; see
     warpforge.ops._split_rows), or None when a row needs more programs than the GPU holds. A
-    plan with ``flag_words`` takes the lagged kernel (``FWD_LAG_LAUNCHES``)."""
+    plan with ``flag_words`` takes the re-reading or lagged kernel (``FWD_LAG_LAUNCHES``)."""
     if N <= MAX_SINGLE_PASS_N:
         return None
-    lag = FWD_LAG_LAUNCHES.get(element_size)
+    lag = FWD_LAG_LAUNCHES.get((element_size, log))
     if lag is not None and FWD_LAG_MIN_CHUNKS * lag["block"] <= N:
         plan = flag_word_plan(M, N, device, **lag)
         if plan is not None:
@@ -215,7 +233,7 @@ def softmax_forward(
     x = as_rows(x)
     config = launch or _fwd_launch_config(M, N, x.dtype, x.device)
     if split is None and launch is None and not config.single_pass:
-        split = _fwd_split_plan(M, N, x.element_size(), x.device)
+        split = _fwd_split_plan(M, N, x.element_size(), x.device, log)
     if split is not None:
         _split_softmax_forward(x, y, log, split)
         return y
