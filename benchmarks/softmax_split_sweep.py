@@ -223,7 +223,7 @@ def main() -> None:
 
                     nbytes, reference = 3 * M * N * x.element_size(), ref_dx
                 else:
-                    plan = (softmax_ops._fwd_split_plan(M, N, x.element_size(), x.device)
+                    plan = (softmax_ops._fwd_split_plan(M, N, x.element_size(), x.device, log)
                             if name == "default" else
                             contender_plan(name, M, N, dev, x.element_size(), shrink))  # fmt: skip
                     if plan is None:

@@ -31,6 +31,9 @@
 #      log_softmax forward at 65536-262144.
 #   7  no code change: float32 softmax and log_softmax forward + backward at 65536-262144 through
 #      the harness.
+#   8  log-softmax's split plan picked by the op rather than in softmax_forward (whose source
+#      keys the tuned row launches, which the change had left stale): the softmax and split-norm
+#      GPU tests.
 # Usage: bash scripts/gpu/session43_calls.sh OUT CALL
 set -uo pipefail
 source "$(dirname "$0")/calls_common.sh"
@@ -119,6 +122,11 @@ reread2 8192/8w x2 pf,reread2 8192/8w x2 pf holdw" > "$OUT/widths-bf16.log" 2>&1
 7)
   sweep_bench 570 smbwd-fp32 "softmax.bwd,log_softmax.bwd" fp32 \
     --shape M=8192,N=65536 --shape M=8192,N=131072 --shape M=8192,N=262144
+  finish_call one
+  ;;
+8)
+  gpu_tests softmax-call8 150 tests/ops/test_softmax.py tests/ops/test_norm_split_fwd.py \
+    -k "long_rows_take or split_rows_gpu or default_split_plan or 2_to_31 or reread or split_forward" -n 8
   finish_call one
   ;;
 *) echo "unknown call $CALL"; exit 2 ;;

@@ -101,7 +101,9 @@ def _fwd_split_plan(
 ) -> SplitRowPlan | None:
     """Rows wider than one program's registers: split over programs (one read, one write; see
     warpforge.ops._split_rows), or None when a row needs more programs than the GPU holds. A
-    plan with ``flag_words`` takes the re-reading or lagged kernel (``FWD_LAG_LAUNCHES``)."""
+    plan with ``flag_words`` takes the re-reading or lagged kernel (``FWD_LAG_LAUNCHES``;
+    ``log``: log-softmax's, which the op picks itself, since ``softmax_forward`` asks for
+    softmax's)."""
     if N <= MAX_SINGLE_PASS_N:
         return None
     lag = FWD_LAG_LAUNCHES.get((element_size, log))
@@ -233,7 +235,7 @@ def softmax_forward(
     x = as_rows(x)
     config = launch or _fwd_launch_config(M, N, x.dtype, x.device)
     if split is None and launch is None and not config.single_pass:
-        split = _fwd_split_plan(M, N, x.element_size(), x.device, log)
+        split = _fwd_split_plan(M, N, x.element_size(), x.device)
     if split is not None:
         _split_softmax_forward(x, y, log, split)
         return y
@@ -458,6 +460,12 @@ def _softmax_fwd(x: torch.Tensor, log: bool) -> torch.Tensor:
         wide = softmax_fwd_wide_launch(N, x.element_size())
         if wide is not None:
             return wide_softmax_forward(x, log, wide)
+        # log-softmax's own split plan (FWD_LAG_LAUNCHES is keyed by log), chosen here rather
+        # than in softmax_forward, whose source keys the tuned row launches
+        if log and not _fwd_launch_config(M, N, x.dtype, x.device).single_pass:
+            split = _fwd_split_plan(M, N, x.element_size(), x.device, True)
+            if split is not None:
+                return softmax_forward(x, log, split=split)
     return softmax_forward(x, log)
 
 
