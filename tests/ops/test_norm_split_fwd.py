@@ -341,3 +341,22 @@ def test_split_forward_gpu(center, residual, dtype, M, N, poison_outputs):
             got = norm.split_norm_forward(x, w, b, None, 1e-6, 0.0, center, p, reread_lag=lag,
                                           hold_weight=hold, l2_hints=hints)  # fmt: skip
             check(got, want, dtype, center, residual)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("op", "dtype"), [("rms", torch.bfloat16), ("layer", torch.bfloat16),
+                                           ("rms", torch.float32)])  # fmt: skip
+def test_split_forward_past_2_to_31_elements_gpu(op, dtype, poison_outputs):
+    """The re-reading split forward's 64-bit row offsets: the last rows of 8193 x 262144 (more
+    than 2**31 elements) against float64, through the public op."""
+    n = 262144
+    m = 2**31 // n + 1
+    center = op == "layer"
+    x = torch.empty(m, n, dtype=dtype, device="cuda").normal_()
+    w = torch.randn(n, device="cuda").to(dtype)
+    b = torch.randn(n, device="cuda").to(dtype) if center else None
+    y = layer_norm(x, w, b, 1e-5) if center else rms_norm(x, w, 1e-5)
+    tail = slice(m - 3, m)
+    want = expected(x[tail], w, b, None, 1e-5, 0.0, center)
+    tol = 1e-5 if dtype == torch.float32 else 1.6e-2
+    torch.testing.assert_close(y[tail].double(), want[0], atol=tol, rtol=tol)

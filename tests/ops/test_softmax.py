@@ -464,7 +464,7 @@ def test_chunked_kernel_still_serves_explicit_launches(log, device, poison_outpu
 def test_rows_too_long_for_a_split_fall_back_to_the_chunked_kernel(monkeypatch, device):
     kernels = warpforge.ops._kernels.softmax
     monkeypatch.setenv("WARPFORGE_WIDE_ROWS", "0")  # not the whole-row kernel of 16400 columns
-    monkeypatch.setattr(softmax_ops, "_fwd_split_plan", lambda M, N, size, device, log: None)
+    monkeypatch.setattr(softmax_ops, "_fwd_split_plan", lambda M, N, size, device, log=False: None)
     spy = LaunchSpy(kernels.softmax_fwd_chunked_kernel)
     monkeypatch.setattr(kernels, "softmax_fwd_chunked_kernel", spy)
     x = randn(2, 16400, device=device)
