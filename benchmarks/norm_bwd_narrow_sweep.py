@@ -9,8 +9,9 @@ The sweep times each op's backward (RMSNorm, add+RMSNorm with dh, LayerNorm with
 dbias; SWEEP_OPS "rms,add_rms,layer" names fewer) at SWEEP_SHAPES ("4096x32768 4096x16411
 8192x65536" by default), CUDA-event medians of ``triton.testing.do_bench``: "default" is what
 the ops take (``norm.rms_norm_backward`` / ``layer_norm_backward``), then each kernel at each
-launch (SWEEP_LAUNCHES, "kernel/block/warps/programs an SM/prefetch"; kernel "flags", "lag" or
-"lagold", the lagged kernel without its LEAN arithmetic). The recorded run
+launch (SWEEP_LAUNCHES, "kernel/block/warps/programs an SM/prefetch"; kernel "flags", "lag",
+"lagold", the lagged kernel without its LEAN arithmetic, or "laghint", with L2 eviction
+hints). The recorded run
 (``benchmarks/results/widebwd-2026-11-25/run1-widebwd-sweep.txt``) also timed "hold", a variant
 of the lag kernel holding x and dy in registers, since removed (wrong dx on the H100). The
 fraction of copy counts x and dy (and dh) read once and dx written once, the [N] vectors left
@@ -59,6 +60,7 @@ RUNS = {
     "flags": norm.split_norm_backward,
     "lag": norm.lag_norm_backward,
     "lagold": functools.partial(norm.lag_norm_backward, lean=False),  # before the LEAN math
+    "laghint": functools.partial(norm.lag_norm_backward, l2_hints=True),  # L2 eviction hints
 }
 
 
@@ -72,7 +74,8 @@ def spills() -> None:
     from warpforge.ops._kernels.norm_split_bwd import norm_bwd_flags_kernel
 
     kernels = {"flags": norm_bwd_flags_kernel, "lag": norm_bwd_lag_flags_kernel,
-               "lagold": norm_bwd_lag_flags_kernel}  # fmt: skip
+               "lagold": norm_bwd_lag_flags_kernel,
+               "laghint": norm_bwd_lag_flags_kernel}  # fmt: skip
     rows.device_capabilities = split_rows.device_capabilities = lambda device: sls.H100
     for dt in os.environ.get("SPILL_DTYPES", "bf16").split(","):
         types = {a: "*" + dt for a in ("DY", "X", "W", "DH", "DX")}
@@ -87,8 +90,10 @@ def spills() -> None:
                              HAS_DH=residual)  # fmt: skip
                 if kernel == "flags":
                     flags.update(PREFETCH=bool(prefetch), FLUSH=0)
-                elif kernel == "lag" and dt != "fp32":  # as the op launches it, offset 0
+                elif kernel in ("lag", "laghint") and dt != "fp32":  # as the op, offset 0
                     flags.update(LEAN=True, HAS_OFFSET=False, EVEN=32768 % block == 0)
+                if kernel == "laghint":
+                    flags.update(KEEP="evict_last", DROP="evict_first")
                 reg, stack, count = sls.resources(
                     kernels[kernel], types, flags, warps,
                     aligned=("stride_dy", "stride_x", "stride_dx", "stride_dh"),

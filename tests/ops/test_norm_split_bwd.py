@@ -100,6 +100,22 @@ def test_split_backward_small_chunks(center, residual, M, N, stride, backward, d
         check(got, want, dtype, True, center)
 
 
+@pytest.mark.parametrize(("center", "residual"), KINDS, ids=["rms", "add_rms", "layer"])
+@pytest.mark.parametrize(("M", "N", "stride"), [(7, 37, None), (9, 48, 53)])
+def test_lag_backward_with_l2_hints(center, residual, M, N, stride, device, poison_outputs):
+    """The lagged backward with its eviction hints (KEEP / DROP: the first read of x and dy
+    kept in L2 for the re-read, the re-read and dx let go first) computes what it computes
+    without them: a ragged last chunk, whole chunks, more rows than slots, strided rows."""
+    plan = split_row_plan(M, N, device, block=16, num_warps=1, flag_words=True)
+    for dtype in (torch.float32, torch.float16):
+        x, dy, dh, w, mean, rstd = operands(M, N, dtype, device, stride, 30.0 if center else 0.0)
+        dh = dh if residual else None
+        offset = 0.0 if center else 1.0
+        got = norm.lag_norm_backward(dy, x, w, mean if center else None, rstd, dh, offset,
+                                     center, True, center, plan, l2_hints=True)  # fmt: skip
+        check(got, expected(dy, x, w, mean, rstd, dh, offset, center), dtype, True, center)
+
+
 @pytest.mark.parametrize("prefetch", [False, True], ids=["load", "prefetch"])
 @pytest.mark.parametrize(("center", "residual"), KINDS, ids=["rms", "add_rms", "layer"])
 @pytest.mark.interpreter

@@ -463,8 +463,9 @@ its bias, read from L2 each row beside the weight, costs 2-4% of it (1504.6 / 29
 1440.3 / 2888.4 without a bias, ``normfwd-bias-call8.txt``); the rest is not explained."""
 
 NORM_FWD_LAG_MIN_CHUNKS = {False: 4, True: 16}
-"""Residual -> chunks a row needs before the lag kernel is the default (the flag-word kernel
-under them). On the H100 before its LEAN arithmetic the lag kernel won at 32 chunks and tied at
+"""Residual -> chunks a row needs before the lag kernel (with a residual; without one the
+re-reading kernel since the forty-third session, which no split row of fewer than 4 chunks
+reaches by default) is the default (the flag-word kernel under them). On the H100 before its LEAN arithmetic the lag kernel won at 32 chunks and tied at
 8. Since LEAN (the forty-second session), H200 kernel alone
 (``session42-h200-2026-12-01/normfwd-launches-call5.json``), bf16, RMSNorm / LayerNorm (pairs,
 one-pass moments): 4096 x 32768 (4 chunks) 158.0 / 169.2 us against 165.5 / 183.9 for the
@@ -1874,6 +1875,7 @@ def lag_norm_backward(
     plan: SplitRowPlan,
     *,
     lean: bool | None = None,
+    l2_hints: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`split_norm_backward` through ``norm_bwd_lag_flags_kernel`` (dx of a row written
     one iteration after its sums are published, from a re-read of its x and dy; the next row
@@ -1884,7 +1886,10 @@ def lag_norm_backward(
     multiply-adds from x itself rather than from ``x - mean`` (float32 keeps the subtraction:
     rows far from zero against their spread would lose digits a float32 result shows);
     ``lean=False`` also keeps the offset add, the masks and the where of the kernel's first
-    version, for comparisons. Rows of whole chunks load and store unmasked."""
+    version, for comparisons. Rows of whole chunks load and store unmasked. ``l2_hints`` marks
+    the first read of x and dy evict_last and their re-read and dx evict_first (the kernel's
+    KEEP / DROP; off by default until timed: the split forward's re-reading kernel needed them,
+    ``NORM_FWD_SPLIT_LAUNCHES``)."""
     from warpforge.ops._kernels.norm_lag_bwd import norm_bwd_lag_flags_kernel
 
     if lean is None:
@@ -1892,7 +1897,8 @@ def lag_norm_backward(
     return _flags_backward(
         norm_bwd_lag_flags_kernel, dy, x, weight, mean, rstd, dh, offset, center, weight_grad,
         bias_grad, plan, LEAN=lean, HAS_OFFSET=offset != 0.0 or not lean,
-        EVEN=lean and x.shape[1] % plan.block == 0,
+        EVEN=lean and x.shape[1] % plan.block == 0, KEEP="evict_last" if l2_hints else "",
+        DROP="evict_first" if l2_hints else "",
     )  # fmt: skip
 
 
