@@ -1259,8 +1259,14 @@ def test_layer_norm_held_backward_one_launch(m, n, block, rows, hold, prefetch, 
     plan = dataclasses.replace(plan, synchronized=True)
     got = norm_module.layer_norm_backward(dy, x, w, mean, rstd, True, True, plan, 1, rows, hold)
     want = _layer_norm_grads64(x, w, b, dy)
+    # dx's terms are about rstd * |w dy| each and cancel to dx: a one-column row (variance 0,
+    # rstd = eps ** -0.5 = 316) cancels them to exactly 0 in float64, within a few float32 ulps
+    # of the terms (1e-4 and more, by the draw) here
+    cancelled = 8 * 2.0**-23 * rstd.max().item() * (dy * w).abs().max().item()
     for name, g, e in zip(("dx", "dweight", "dbias"), got, want, strict=True):
-        close(g, e, 1e-4, f"{name} rows={rows} hold={hold} prefetch={prefetch}")
+        what = f"{name} rows={rows} hold={hold} prefetch={prefetch}"
+        tol = 1e-4 + (cancelled if name == "dx" else 0.0)
+        torch.testing.assert_close(g.double(), e, atol=tol, rtol=1e-4, msg=what)
 
 
 def test_layer_norm_held_argument_is_checked(device):
