@@ -13,6 +13,13 @@ gpu_tests() {  # NAME LIMIT_S PATH...: pytest -m gpu into OUT/keep/gpu-tests-NAM
   grep -E "^FAILED|^ERROR|^E " "$OUT/keep/gpu-tests-$name.txt" | head -8
 }
 
+normfwd_sweep() {  # LIMIT_S NAME SHAPES CANDIDATES: benchmarks/norm_split_fwd.py sweep of the
+  # named candidates at SHAPES ("bf16:MxN,...") into OUT/keep/NAME.txt and .json, its table printed
+  timeout "$1" python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/$2" "$3" "$4" \
+    > "$OUT/$2.log" 2>&1
+  echo "norm fwd sweep $2: exit $?"; cut -c1-150 "$OUT/keep/$2.txt"
+}
+
 wide_sweep() {  # LIMIT_S MODE NAME: benchmarks/wide_rows_sweep.py MODE into OUT/keep/NAME.txt
   # and .json in LIMIT_S seconds, its table printed
   timeout "$1" python3 benchmarks/wide_rows_sweep.py "$2" "$OUT/keep/$3"

@@ -44,6 +44,8 @@ reread2 8192/8w x2 pf hold,reread2 8192/8w x2 pf hold nohint,reread2 8192/8w x2 
 reread2 8192/8w x2 hold,reread3 8192/8w x2 pf hold,reread4 8192/8w x2 pf hold,\
 reread2 4096/8w x4 pf hold,reread2 4096/8w x2 pf hold,reread2 8192/16w x1 pf hold,\
 reread2 16384/16w x1 pf hold"
+SPLIT_FWD_TESTS=(tests/ops/test_norm_split_fwd.py tests/ops/test_norm.py
+                 -k "split or long or wide or past" -n 6)
 FP32_REREAD="flags 8192/8w x2 pf,reread2 8192/8w x2 pf,reread2 8192/8w x2 hold,\
 reread2 4096/8w x2 pf hold,reread3 4096/8w x2 pf hold,reread2 8192/16w x1 pf hold,\
 reread2 4096/8w x4 pf hold"
@@ -51,42 +53,28 @@ reread2 4096/8w x4 pf hold"
 case "$CALL" in
 1)
   gpu_tests splitfwd-call1 120 tests/ops/test_norm_split_fwd.py -n 6
-  timeout 260 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/normfwd-reread-bf16-call1" \
-    bf16:8192x131072,bf16:8192x262144 "$BF16_REREAD" > "$OUT/normfwd-sweep-bf16.log" 2>&1
-  echo "norm fwd sweep bf16: exit $?"; cut -c1-150 "$OUT/keep/normfwd-reread-bf16-call1.txt"
-  timeout $((570 - SECONDS)) python3 benchmarks/norm_split_fwd.py sweep \
-    "$OUT/keep/normfwd-reread-fp32-call1" fp32:8192x262144 "$FP32_REREAD" \
-    > "$OUT/normfwd-sweep-fp32.log" 2>&1
-  echo "norm fwd sweep fp32: exit $?"; cut -c1-150 "$OUT/keep/normfwd-reread-fp32-call1.txt"
+  normfwd_sweep 260 normfwd-reread-bf16-call1 bf16:8192x131072,bf16:8192x262144 "$BF16_REREAD"
+  normfwd_sweep $((570 - SECONDS)) normfwd-reread-fp32-call1 fp32:8192x262144 "$FP32_REREAD"
   finish_call one
   ;;
 2)
-  gpu_tests splitfwd-call2 150 tests/ops/test_norm_split_fwd.py tests/ops/test_norm.py \
-    -k "split or long or wide or past" -n 6
-  timeout 200 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/lnfwd-reread-bf16-call2" \
-    bf16:8192x131072,bf16:8192x262144 "reread2 8192/8w x2 pf,reread2 8192/8w x2 pf holdw,\
-reread2 8192/8w x2 pf holdw 1p,reread2 8192/8w x2 pf 1p,reread3 8192/8w x2 pf holdw,\
-reread2 4096/8w x4 pf holdw 1p,reread2 16384/16w x1 pf holdw,reread2 4096/8w x2 pf holdw,\
-reread2 4096/8w x2 pf holdw 1p" > "$OUT/lnfwd-sweep.log" 2>&1
-  echo "LN fwd sweep: exit $?"; grep -v "add_rms\|rms      reread" "$OUT/keep/lnfwd-reread-bf16-call2.txt" | cut -c1-150
-  timeout 160 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/normfwd-widths-bf16-call2" \
-    bf16:8192x65536,bf16:8192x98304 "reread2 8192/8w x2 pf hold,reread2 4096/8w x4 pf hold,\
-reread2 8192/8w x2 pf,reread2 8192/8w x2 pf holdw" > "$OUT/widths-bf16.log" 2>&1
-  echo "widths bf16: exit $?"; cut -c1-150 "$OUT/keep/normfwd-widths-bf16-call2.txt"
-  timeout $((570 - SECONDS)) python3 benchmarks/norm_split_fwd.py sweep \
-    "$OUT/keep/normfwd-widths-fp32-call2" fp32:8192x65536,fp32:8192x131072,fp32:8192x49152 \
-    "flags 8192/8w x2 pf,reread2 8192/16w x1 pf hold,reread2 4096/8w x2 pf hold" \
-    > "$OUT/widths-fp32.log" 2>&1
-  echo "widths fp32: exit $?"; cut -c1-150 "$OUT/keep/normfwd-widths-fp32-call2.txt"
+  gpu_tests splitfwd-call2 150 "${SPLIT_FWD_TESTS[@]}"
+  normfwd_sweep 200 lnfwd-reread-bf16-call2 bf16:8192x131072,bf16:8192x262144 \
+    "reread2 8192/8w x2 pf,reread2 8192/8w x2 pf holdw,reread2 8192/8w x2 pf holdw 1p,\
+reread2 8192/8w x2 pf 1p,reread3 8192/8w x2 pf holdw,reread2 4096/8w x4 pf holdw 1p,\
+reread2 16384/16w x1 pf holdw,reread2 4096/8w x2 pf holdw,reread2 4096/8w x2 pf holdw 1p"
+  normfwd_sweep 160 normfwd-widths-bf16-call2 bf16:8192x65536,bf16:8192x98304 \
+    "reread2 8192/8w x2 pf hold,reread2 4096/8w x4 pf hold,reread2 8192/8w x2 pf,\
+reread2 8192/8w x2 pf holdw"
+  normfwd_sweep $((570 - SECONDS)) normfwd-widths-fp32-call2 \
+    fp32:8192x65536,fp32:8192x131072,fp32:8192x49152 \
+    "flags 8192/8w x2 pf,reread2 8192/16w x1 pf hold,reread2 4096/8w x2 pf hold"
   finish_call one
   ;;
 3)
-  gpu_tests splitfwd-call3 150 tests/ops/test_norm_split_fwd.py tests/ops/test_norm.py \
-    -k "split or long or wide or past" -n 6
-  timeout 120 python3 benchmarks/norm_split_fwd.py sweep "$OUT/keep/lnfwd-long-bf16-call3" \
-    bf16:8192x40960,bf16:8192x49152,bf16:8192x65536 "reread2 8192/8w x2 pf holdw" \
-    > "$OUT/lnfwd-long.log" 2>&1
-  echo "LN long sweep: exit $?"; cut -c1-150 "$OUT/keep/lnfwd-long-bf16-call3.txt"
+  gpu_tests splitfwd-call3 150 "${SPLIT_FWD_TESTS[@]}"
+  normfwd_sweep 120 lnfwd-long-bf16-call3 bf16:8192x40960,bf16:8192x49152,bf16:8192x65536 \
+    "reread2 8192/8w x2 pf holdw"
   sweep_bench $((570 - SECONDS)) normfwd-bf16 \
     "rms_norm.fwd,layer_norm.fwd,rms_norm.bwd,layer_norm.bwd" bf16 \
     --shape M=8192,N=131072 --shape M=8192,N=262144

@@ -50,6 +50,7 @@ from warpforge.ops._kernels.split_rows import (
     store_chunk_partials,
     unpack_pair,
     wait_for_row,
+    word_lanes,
 )
 from warpforge.ops._kernels.wide_rows import output_columns
 
@@ -953,10 +954,7 @@ def cross_entropy_fwd_grad_flags_kernel(
     in-row mask on the aligned chunks still spilled 264 bytes)."""
     chunks, chunk, slot, slots, offs, mask = split_place(n_cols + ALIGN - 1, BLOCK)
     chunk_start = chunk * BLOCK
-    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
-        lanes = tl.arange(0, 32)
-    else:
-        lanes = tl.arange(0, CHUNKS_POW2)
+    lanes = word_lanes(CHUNKS_POW2)
     if ALIGN > 1:  # the first row's edges, loaded with its chunk
         upcoming_edges = _load_row_edges(logits_ptr, slot.to(tl.int64), slot < n_rows,
                                          logits_row_stride, n_cols, chunk, BLOCK, ALIGN)  # fmt: skip

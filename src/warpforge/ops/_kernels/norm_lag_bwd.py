@@ -21,7 +21,7 @@ import triton.language as tl
 
 from warpforge.ops._kernels.norm_split_bwd import _row_totals
 from warpforge.ops._kernels.reductions import sum_pair
-from warpforge.ops._kernels.split_rows import publish_word, split_place
+from warpforge.ops._kernels.split_rows import publish_word, split_place, word_lanes
 
 
 @triton.jit
@@ -122,10 +122,7 @@ def norm_bwd_lag_flags_kernel(
     chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
     if EVEN:  # every chunk whole: a constant mask, which the compiler drops
         mask = tl.full([BLOCK_N], 1, tl.int1)
-    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
-        lanes = tl.arange(0, 32)
-    else:
-        lanes = tl.arange(0, CHUNKS_POW2)
+    lanes = word_lanes(CHUNKS_POW2)
     inv_n = 1.0 / N
     dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)

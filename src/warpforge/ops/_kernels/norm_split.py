@@ -21,6 +21,7 @@ from warpforge.ops._kernels.split_rows import (
     row_words,
     split_place,
     unpack_pair,
+    word_lanes,
 )
 
 
@@ -102,10 +103,7 @@ def norm_fwd_flags_kernel(
     (and h) only / y only from a second read (two launches, for the interpreter). PREFETCH loads
     the chunk of the program's next row after publishing, before the poll."""
     chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
-    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
-        lanes = tl.arange(0, 32)
-    else:
-        lanes = tl.arange(0, CHUNKS_POW2)
+    lanes = word_lanes(CHUNKS_POW2)
     n_chunk = tl.minimum(N - chunk * BLOCK_N, BLOCK_N).to(tl.float32)
     if PREFETCH:
         first = slot.to(tl.int64)
@@ -210,10 +208,13 @@ def _pairs(even, odd, DT: tl.constexpr):
 
 
 @triton.jit
-def _load_chunk(P, row, stride, cols, M, n_cols):
+def _load_chunk(P, row, stride, cols, M, n_cols, EVICTION: tl.constexpr):
     """A chunk of ``row`` as stored (0 past the last row). Callers carry raw loads through the
-    loop and convert them only where used, so the load stays in flight until then."""
-    return tl.load(P + row * stride + cols, mask=cols < tl.where(row < M, n_cols, 0), other=0.0)
+    loop and convert them only where used, so the load stays in flight until then. EVICTION:
+    the load's eviction policy ("" for none; a string constexpr has no default under Triton
+    3.6)."""
+    return tl.load(P + row * stride + cols, mask=cols < tl.where(row < M, n_cols, 0), other=0.0,
+                   eviction_policy=EVICTION)  # fmt: skip
 
 
 @triton.jit
@@ -354,12 +355,41 @@ def _scaled_lean(v, mean, rstd, w, b, offset, CENTER: tl.constexpr, HAS_WEIGHT: 
 
 
 @triton.jit
-def _load_row_chunk(P, row, stride, cols, M, n_cols, EVEN: tl.constexpr):
+def _scaled_by(v, mean, rstd, w, b, offset, LEAN: tl.constexpr, CENTER: tl.constexpr,
+               HAS_WEIGHT: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_OFFSET: tl.constexpr):  # fmt: skip
+    """y of fp32 ``v``: :func:`_scaled_lean` with LEAN, else :func:`_scaled`."""
+    if LEAN:
+        return _scaled_lean(v, mean, rstd, w, b, offset, CENTER, HAS_WEIGHT, HAS_BIAS, HAS_OFFSET)
+    return _scaled(v, mean, rstd, w, b, offset, HAS_WEIGHT, HAS_BIAS)
+
+
+@triton.jit
+def _awaited_row_stats(WORDS, MEAN, RSTD, row, chunk, first, second, lanes, chunks, N, eps,
+                       BLOCK_N: tl.constexpr, CENTER: tl.constexpr, CHUNKS_POW2: tl.constexpr,
+                       STAGE: tl.constexpr):  # fmt: skip
+    """(mean, rstd) of ``row`` from its words, polled again from the first look (``first``,
+    ``second``) until all are published in the one-launch path (STAGE 0); the row's chunk 0
+    stores them."""
+    if STAGE == 0:
+        first, second = await_words(WORDS + row * CHUNKS_POW2, lanes, chunks, first, second,
+                                    CHUNKS_POW2 > 32)  # fmt: skip
+    mean, rstd = _row_stats(first, second, lanes, chunks, N, eps, BLOCK_N, CENTER,
+                            CHUNKS_POW2 > 32)  # fmt: skip
+    if chunk == 0:
+        tl.store(RSTD + row, rstd)
+        if CENTER:
+            tl.store(MEAN + row, mean)
+    return mean, rstd
+
+
+@triton.jit
+def _load_row_chunk(P, row, stride, cols, M, n_cols, EVEN: tl.constexpr,
+                    EVICTION: tl.constexpr):  # fmt: skip
     """:func:`_load_chunk`, or with EVEN (whole chunks) unmasked: a row past the last one loads
     the last row again."""
     if EVEN:
-        return tl.load(P + tl.minimum(row, M - 1) * stride + cols)
-    return _load_chunk(P, row, stride, cols, M, n_cols)
+        return tl.load(P + tl.minimum(row, M - 1) * stride + cols, eviction_policy=EVICTION)
+    return _load_chunk(P, row, stride, cols, M, n_cols, EVICTION)
 
 
 @triton.jit
@@ -442,31 +472,28 @@ def norm_fwd_lag_kernel(
         sh = stride_h
     if EVEN:  # a constant mask, which the compiler drops
         mask = tl.full(cols.shape, 1, tl.int1)
-    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
-        lanes = tl.arange(0, 32)
-    else:
-        lanes = tl.arange(0, CHUNKS_POW2)
+    lanes = word_lanes(CHUNKS_POW2)
     if HOLD_W:
         if HAS_WEIGHT:
             w_held = tl.load(Ws + cols, mask=mask, other=0.0)
         if HAS_BIAS:
             b_held = tl.load(Bs + cols, mask=mask, other=0.0)
     row = slot.to(tl.int64)
-    x = _load_row_chunk(Xs, row, sx, cols, M, n_cols, EVEN)
+    x = _load_row_chunk(Xs, row, sx, cols, M, n_cols, EVEN, "")
     r = x
     if HAS_RESIDUAL:
-        r = _load_row_chunk(Rs, row, sr, cols, M, n_cols, EVEN)
+        r = _load_row_chunk(Rs, row, sr, cols, M, n_cols, EVEN, "")
     h, shift = _publish_chunk(x, r, Hs, WORDS, row, sh, cols, mask, chunk, n_chunk, 0.0, CENTER,
                               HAS_RESIDUAL, CHUNKS_POW2, STAGE, PACKED, X.dtype.element_ty,
                               ONE_PASS)  # fmt: skip
-    next_x = _load_row_chunk(Xs, row + slots, sx, cols, M, n_cols, EVEN)
+    next_x = _load_row_chunk(Xs, row + slots, sx, cols, M, n_cols, EVEN, "")
     next_r = next_x
     if HAS_RESIDUAL:
-        next_r = _load_row_chunk(Rs, row + slots, sr, cols, M, n_cols, EVEN)
+        next_r = _load_row_chunk(Rs, row + slots, sr, cols, M, n_cols, EVEN, "")
     if DEPTH == 2:
-        later_x = _load_row_chunk(Xs, row + 2 * slots, sx, cols, M, n_cols, EVEN)
+        later_x = _load_row_chunk(Xs, row + 2 * slots, sx, cols, M, n_cols, EVEN, "")
         if HAS_RESIDUAL:
-            later_r = _load_row_chunk(Rs, row + 2 * slots, sr, cols, M, n_cols, EVEN)
+            later_r = _load_row_chunk(Rs, row + 2 * slots, sr, cols, M, n_cols, EVEN, "")
     for i in range(0, tl.cdiv(M - slot, slots)):
         row = slot.to(tl.int64) + i * slots
         words = WORDS + row * CHUNKS_POW2
@@ -482,24 +509,18 @@ def norm_fwd_lag_kernel(
             next_h = h
         if DEPTH == 2:
             next_x = later_x
-            later_x = _load_row_chunk(Xs, row + 3 * slots, sx, cols, M, n_cols, EVEN)
+            later_x = _load_row_chunk(Xs, row + 3 * slots, sx, cols, M, n_cols, EVEN, "")
             if HAS_RESIDUAL:
                 next_r = later_r
-                later_r = _load_row_chunk(Rs, row + 3 * slots, sr, cols, M, n_cols, EVEN)
+                later_r = _load_row_chunk(Rs, row + 3 * slots, sr, cols, M, n_cols, EVEN, "")
         else:
-            next_x = _load_row_chunk(Xs, row + 2 * slots, sx, cols, M, n_cols, EVEN)
+            next_x = _load_row_chunk(Xs, row + 2 * slots, sx, cols, M, n_cols, EVEN, "")
             if HAS_RESIDUAL:
-                next_r = _load_row_chunk(Rs, row + 2 * slots, sr, cols, M, n_cols, EVEN)
+                next_r = _load_row_chunk(Rs, row + 2 * slots, sr, cols, M, n_cols, EVEN, "")
         if STAGE != 1:
-            if STAGE == 0:
-                first, second = await_words(words, lanes, chunks, first, second,
-                                            CHUNKS_POW2 > 32)  # fmt: skip
-            mean, rstd = _row_stats(first, second, lanes, chunks, N, eps, BLOCK_N, CENTER,
-                                    CHUNKS_POW2 > 32)  # fmt: skip
-            if chunk == 0:
-                tl.store(RSTD + row, rstd)
-                if CENTER:
-                    tl.store(MEAN + row, mean)
+            mean, rstd = _awaited_row_stats(WORDS, MEAN, RSTD, row, chunk, first, second, lanes,
+                                            chunks, N, eps, BLOCK_N, CENTER, CHUNKS_POW2,
+                                            STAGE)  # fmt: skip
             if HAS_WEIGHT:
                 if HOLD_W:
                     w = w_held
@@ -518,23 +539,15 @@ def norm_fwd_lag_kernel(
                 even, odd = _halves(h, X.dtype.element_ty)
                 w_even, w_odd = _halves(w, X.dtype.element_ty)
                 b_even, b_odd = _halves(b, X.dtype.element_ty)
-                if LEAN:
-                    y_even = _scaled_lean(even, mean, rstd, w_even, b_even, offset, CENTER,
-                                          HAS_WEIGHT, HAS_BIAS, HAS_OFFSET)  # fmt: skip
-                    y_odd = _scaled_lean(odd, mean, rstd, w_odd, b_odd, offset, CENTER,
-                                         HAS_WEIGHT, HAS_BIAS, HAS_OFFSET)  # fmt: skip
-                else:
-                    y_even = _scaled(even, mean, rstd, w_even, b_even, offset, HAS_WEIGHT,
-                                     HAS_BIAS)  # fmt: skip
-                    y_odd = _scaled(odd, mean, rstd, w_odd, b_odd, offset, HAS_WEIGHT, HAS_BIAS)
+                y_even = _scaled_by(even, mean, rstd, w_even, b_even, offset, LEAN, CENTER,
+                                    HAS_WEIGHT, HAS_BIAS, HAS_OFFSET)  # fmt: skip
+                y_odd = _scaled_by(odd, mean, rstd, w_odd, b_odd, offset, LEAN, CENTER,
+                                   HAS_WEIGHT, HAS_BIAS, HAS_OFFSET)  # fmt: skip
                 y = _pairs(y_even, y_odd, X.dtype.element_ty)
-            elif LEAN:
-                y = _scaled_lean(h.to(tl.float32), mean, rstd, w.to(tl.float32),
-                                 b.to(tl.float32), offset, CENTER, HAS_WEIGHT, HAS_BIAS,
-                                 HAS_OFFSET).to(Y.dtype.element_ty)  # fmt: skip
             else:
-                y = _scaled(h.to(tl.float32), mean, rstd, w.to(tl.float32), b.to(tl.float32),
-                            offset, HAS_WEIGHT, HAS_BIAS).to(Y.dtype.element_ty)  # fmt: skip
+                y = _scaled_by(h.to(tl.float32), mean, rstd, w.to(tl.float32), b.to(tl.float32),
+                               offset, LEAN, CENTER, HAS_WEIGHT, HAS_BIAS,
+                               HAS_OFFSET).to(Y.dtype.element_ty)  # fmt: skip
             tl.store(Ys + row * sy + cols, y, mask=mask)
         h = next_h
 
@@ -544,22 +557,6 @@ def norm_fwd_lag_kernel(
 # registers: a program publishes row k + LAG from its load of x, then reads row k's chunk again
 # for y. The grid's rows of LAG iterations (slots x LAG rows) stay in L2 between the two reads,
 # so memory still sees x read once, and the lag a program tolerates costs no registers.
-
-
-@triton.jit
-def _reread_chunk(P, row, stride, cols, mask, EVICTION: tl.constexpr):
-    """A chunk of ``row`` (a row of the launch: always in the tensor) as stored."""
-    return tl.load(P + row * stride + cols, mask=mask, other=0.0, eviction_policy=EVICTION)
-
-
-@triton.jit
-def _ahead_chunk(P, row, stride, cols, M, n_cols, EVEN: tl.constexpr, EVICTION: tl.constexpr):
-    """A chunk of ``row`` as stored; past the last row nothing (masked) or, EVEN, the last row
-    again."""
-    if EVEN:
-        return tl.load(P + tl.minimum(row, M - 1) * stride + cols, eviction_policy=EVICTION)
-    return tl.load(P + row * stride + cols, mask=cols < tl.where(row < M, n_cols, 0), other=0.0,
-                   eviction_policy=EVICTION)  # fmt: skip
 
 
 @triton.jit
@@ -613,10 +610,7 @@ def norm_fwd_reread_kernel(
     n_chunk = tl.minimum(N - chunk * BLOCK_N, BLOCK_N).to(tl.float32)
     if EVEN:  # a constant mask, which the compiler drops
         mask = tl.full(cols.shape, 1, tl.int1)
-    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
-        lanes = tl.arange(0, 32)
-    else:
-        lanes = tl.arange(0, CHUNKS_POW2)
+    lanes = word_lanes(CHUNKS_POW2)
     if HOLD_W and HAS_WEIGHT:
         w_held = tl.load(W + cols, mask=mask, other=0.0)
     if HOLD_B and HAS_BIAS:
@@ -624,47 +618,29 @@ def norm_fwd_reread_kernel(
     shift = 0.0
     first_row = slot.to(tl.int64)
     if PREFETCH and STAGE != 2:
-        upcoming = _ahead_chunk(X, first_row, stride_x, cols, M, N, EVEN, KEEP)
+        upcoming = _load_row_chunk(X, first_row, stride_x, cols, M, N, EVEN, KEEP)
     for s in range(0, tl.cdiv(M - slot, slots) + LAG):
         ahead = first_row + s * slots
         row = tl.maximum(ahead - LAG * slots, first_row)  # the row of y (row 0's at s < LAG)
         if STAGE != 1:
-            words = WORDS + row * CHUNKS_POW2
-            x = _reread_chunk(X, row, stride_x, cols, mask, DROP)
-            look, look_2 = look_at_words(words, lanes, chunks, CHUNKS_POW2 > 32)
+            x = _load_row_chunk(X, row, stride_x, cols, M, N, EVEN, DROP)
+            look, look_2 = look_at_words(WORDS + row * CHUNKS_POW2, lanes, chunks,
+                                         CHUNKS_POW2 > 32)  # fmt: skip
         if STAGE != 2:
             if PREFETCH:
                 x_ahead = upcoming
-                upcoming = _ahead_chunk(X, ahead + slots, stride_x, cols, M, N, EVEN, KEEP)
+                upcoming = _load_row_chunk(X, ahead + slots, stride_x, cols, M, N, EVEN, KEEP)
             else:
-                x_ahead = _ahead_chunk(X, ahead, stride_x, cols, M, N, EVEN, KEEP)
+                x_ahead = _load_row_chunk(X, ahead, stride_x, cols, M, N, EVEN, KEEP)
             if ahead < M:
-                v = x_ahead.to(tl.float32)
-                if CENTER:
-                    if ONE_PASS:
-                        chunk_mean, second, far = _shifted_moments(v, mask, shift, n_chunk, False,
-                                                                   tl.float32)  # fmt: skip
-                        if far:
-                            chunk_mean, second = _centred_moments(v, mask, n_chunk, False,
-                                                                  tl.float32)  # fmt: skip
-                        shift = chunk_mean
-                    else:
-                        chunk_mean, second = _centred_moments(v, mask, n_chunk, False, tl.float32)
-                else:
-                    chunk_mean = 0.0
-                    second = tl.sum(v * v, axis=0)
-                publish_word(WORDS + ahead * CHUNKS_POW2 + chunk, chunk_mean, second, STAGE)
+                _, shift = _publish_chunk(x_ahead, x_ahead, Y, WORDS, ahead, 0, cols, mask, chunk,
+                                          n_chunk, shift, CENTER, False, CHUNKS_POW2, STAGE,
+                                          False, X.dtype.element_ty, ONE_PASS)  # fmt: skip
         if STAGE != 1:  # noqa: SIM102 (a compile-time branch around a run-time one)
             if s >= LAG:
-                if STAGE == 0:
-                    look, look_2 = await_words(words, lanes, chunks, look, look_2,
-                                               CHUNKS_POW2 > 32)  # fmt: skip
-                mean, rstd = _row_stats(look, look_2, lanes, chunks, N, eps, BLOCK_N, CENTER,
-                                        CHUNKS_POW2 > 32)  # fmt: skip
-                if chunk == 0:
-                    tl.store(RSTD + row, rstd)
-                    if CENTER:
-                        tl.store(MEAN + row, mean)
+                mean, rstd = _awaited_row_stats(WORDS, MEAN, RSTD, row, chunk, look, look_2,
+                                                lanes, chunks, N, eps, BLOCK_N, CENTER,
+                                                CHUNKS_POW2, STAGE)  # fmt: skip
                 v = x.to(tl.float32)
                 w = v
                 b = v
@@ -678,10 +654,7 @@ def norm_fwd_reread_kernel(
                         b = b_held.to(tl.float32)
                     else:
                         b = tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
-                if LEAN:
-                    y = _scaled_lean(v, mean, rstd, w, b, offset, CENTER, HAS_WEIGHT, HAS_BIAS,
-                                     HAS_OFFSET)  # fmt: skip
-                else:
-                    y = _scaled(v, mean, rstd, w, b, offset, HAS_WEIGHT, HAS_BIAS)
+                y = _scaled_by(v, mean, rstd, w, b, offset, LEAN, CENTER, HAS_WEIGHT, HAS_BIAS,
+                               HAS_OFFSET)  # fmt: skip
                 tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask,
                          eviction_policy=DROP)  # fmt: skip

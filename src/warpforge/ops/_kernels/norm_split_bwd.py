@@ -19,7 +19,13 @@ import triton
 import triton.language as tl
 
 from warpforge.ops._kernels.reductions import sum_pair
-from warpforge.ops._kernels.split_rows import publish_word, row_words, split_place, unpack_pair
+from warpforge.ops._kernels.split_rows import (
+    publish_word,
+    row_words,
+    split_place,
+    unpack_pair,
+    word_lanes,
+)
 
 
 @triton.jit
@@ -94,10 +100,7 @@ def norm_bwd_flags_kernel(
     STAGE 0 (GPU): one launch, all programs of a row resident together. STAGE 1 / 2 (the
     interpreter): the words only / dx and the partials from a second read (two launches)."""
     chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
-    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
-        lanes = tl.arange(0, 32)
-    else:
-        lanes = tl.arange(0, CHUNKS_POW2)
+    lanes = word_lanes(CHUNKS_POW2)
     inv_n = 1.0 / N
     dw_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     db_acc = tl.zeros([BLOCK_N], dtype=tl.float32)

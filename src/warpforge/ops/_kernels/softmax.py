@@ -38,6 +38,7 @@ from warpforge.ops._kernels.split_rows import (
     store_chunk_partials,
     unpack_pair,
     wait_for_row,
+    word_lanes,
 )
 
 
@@ -247,12 +248,22 @@ def softmax_fwd_split_kernel(
 
 
 @triton.jit
-def _softmax_chunk(X, row, stride_x, cols, M, N):
+def _softmax_chunk(X, row, stride_x, cols, M, N, EVICTION: tl.constexpr):
     """A chunk of ``row`` as stored, -inf past the row's end and past the last row (carried
-    raw, converted where used, so the load stays in flight until then)."""
-    return tl.load(
-        X + row * stride_x + cols, mask=cols < tl.where(row < M, N, 0), other=float("-inf")
-    )
+    raw, converted where used, so the load stays in flight until then). EVICTION: the load's
+    eviction policy ("" for none)."""
+    return tl.load(X + row * stride_x + cols, mask=cols < tl.where(row < M, N, 0),
+                   other=float("-inf"), eviction_policy=EVICTION)  # fmt: skip
+
+
+@triton.jit
+def _softmax_from_words(x, first, second, LOG: tl.constexpr):
+    """(log-)softmax of a chunk (as loaded) from its row's (max, sum of exp) words."""
+    row_max, total = combined_words(first, second)
+    xf = x.to(tl.float32)
+    if LOG:
+        return xf - (row_max + tl.log(total))
+    return tl.exp2((xf - row_max) * LOG2E) * (1.0 / total)
 
 
 @triton.jit
@@ -291,15 +302,12 @@ def softmax_fwd_lag_kernel(
     STAGE 0 (GPU): one launch, all programs of a row resident together. STAGE 1 / 2 (the
     interpreter's two launches): words only / the output only."""
     chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
-    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
-        lanes = tl.arange(0, 32)
-    else:
-        lanes = tl.arange(0, CHUNKS_POW2)
+    lanes = word_lanes(CHUNKS_POW2)
     row = slot.to(tl.int64)
-    x = _softmax_chunk(X, row, stride_x, cols, M, N)
+    x = _softmax_chunk(X, row, stride_x, cols, M, N, "")
     if STAGE != 2:
         _publish_softmax_chunk(x, WORDS + row * CHUNKS_POW2, chunk, STAGE)
-    next_x = _softmax_chunk(X, row + slots, stride_x, cols, M, N)
+    next_x = _softmax_chunk(X, row + slots, stride_x, cols, M, N, "")
     for i in range(0, tl.cdiv(M - slot, slots)):
         row = slot.to(tl.int64) + i * slots
         words = WORDS + row * CHUNKS_POW2
@@ -308,17 +316,12 @@ def softmax_fwd_lag_kernel(
             if row + slots < M:
                 _publish_softmax_chunk(next_x, WORDS + (row + slots) * CHUNKS_POW2, chunk, STAGE)
         held = next_x
-        next_x = _softmax_chunk(X, row + 2 * slots, stride_x, cols, M, N)
+        next_x = _softmax_chunk(X, row + 2 * slots, stride_x, cols, M, N, "")
         if STAGE != 1:
             if STAGE == 0:
                 first, second = await_words(words, lanes, chunks, first, second,
                                             CHUNKS_POW2 > 32)  # fmt: skip
-            row_max, total = combined_words(first, second)
-            xf = x.to(tl.float32)
-            if LOG:
-                y = xf - (row_max + tl.log(total))
-            else:
-                y = tl.exp2((xf - row_max) * LOG2E) * (1.0 / total)
+            y = _softmax_from_words(x, first, second, LOG)
             tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
         x = held
 
@@ -352,10 +355,7 @@ def softmax_fwd_reread_kernel(
     STAGE 0 (GPU): one launch, all programs of a row resident together. STAGE 1 / 2 (the
     interpreter's two launches): words only / the output only."""
     chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
-    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
-        lanes = tl.arange(0, 32)
-    else:
-        lanes = tl.arange(0, CHUNKS_POW2)
+    lanes = word_lanes(CHUNKS_POW2)
     first_row = slot.to(tl.int64)
     if PREFETCH and STAGE != 2:
         upcoming = tl.load(X + first_row * stride_x + cols, mask=mask, other=float("-inf"),
@@ -365,19 +365,17 @@ def softmax_fwd_reread_kernel(
         row = tl.maximum(ahead - LAG * slots, first_row)  # the row of y (row 0's at s < LAG)
         if STAGE != 1:
             words = WORDS + row * CHUNKS_POW2
+            # row < M always: the row mask alone (with _softmax_chunk's test of the row, as
+            # for the first load above, an sm_90 compile spilled 96 bytes a thread, not 72)
             x = tl.load(X + row * stride_x + cols, mask=mask, other=float("-inf"),
                         eviction_policy=DROP)  # fmt: skip
             look, look_2 = look_at_words(words, lanes, chunks, CHUNKS_POW2 > 32)
         if STAGE != 2:
             if PREFETCH:
                 x_ahead = upcoming
-                upcoming = tl.load(X + (ahead + slots) * stride_x + cols,
-                                   mask=cols < tl.where(ahead + slots < M, N, 0),
-                                   other=float("-inf"), eviction_policy=KEEP)  # fmt: skip
+                upcoming = _softmax_chunk(X, ahead + slots, stride_x, cols, M, N, KEEP)
             else:
-                x_ahead = tl.load(X + ahead * stride_x + cols,
-                                  mask=cols < tl.where(ahead < M, N, 0), other=float("-inf"),
-                                  eviction_policy=KEEP)  # fmt: skip
+                x_ahead = _softmax_chunk(X, ahead, stride_x, cols, M, N, KEEP)
             if ahead < M:
                 _publish_softmax_chunk(x_ahead, WORDS + ahead * CHUNKS_POW2, chunk, STAGE)
         if STAGE != 1:  # noqa: SIM102 (a compile-time branch around a run-time one)
@@ -385,12 +383,7 @@ def softmax_fwd_reread_kernel(
                 if STAGE == 0:
                     look, look_2 = await_words(words, lanes, chunks, look, look_2,
                                                CHUNKS_POW2 > 32)  # fmt: skip
-                row_max, total = combined_words(look, look_2)
-                xf = x.to(tl.float32)
-                if LOG:
-                    y = xf - (row_max + tl.log(total))
-                else:
-                    y = tl.exp2((xf - row_max) * LOG2E) * (1.0 / total)
+                y = _softmax_from_words(x, look, look_2, LOG)
                 tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask,
                          eviction_policy=DROP)  # fmt: skip
 
@@ -427,10 +420,7 @@ def softmax_bwd_flags_kernel(
     only / dx only, re-reading y and dy (two launches, for the interpreter). PREFETCH loads the
     chunks of the program's next row after publishing, before the poll."""
     chunks, chunk, slot, slots, cols, mask = split_place(N, BLOCK_N)
-    if CHUNKS_POW2 > 32:  # two vectors of 32 words (see row_words)
-        lanes = tl.arange(0, 32)
-    else:
-        lanes = tl.arange(0, CHUNKS_POW2)
+    lanes = word_lanes(CHUNKS_POW2)
     if PREFETCH:
         first = slot.to(tl.int64)
         upcoming_dy = tl.load(DY + first * stride_dy + cols, mask=mask, other=0.0)

@@ -179,6 +179,14 @@ def row_words(words_ptr, more_ptr, lanes, chunks, more_chunks, SECOND: tl.conste
 
 
 @triton.jit
+def word_lanes(CHUNKS_POW2: tl.constexpr):
+    """The lanes a row's words are polled in: ``CHUNKS_POW2`` of them, or 32 where a row has
+    more chunks (then two vectors of 32 words, see :func:`row_words`)."""
+    LANES: tl.constexpr = 32 if CHUNKS_POW2 > 32 else CHUNKS_POW2
+    return tl.arange(0, LANES)
+
+
+@triton.jit
 def look_at_words(words_ptr, lanes, chunks, SECOND: tl.constexpr):
     """A first look at a row's words, not waiting (the lagged kernels issue it early so the
     answer travels while other loads land): (words of chunks ``lanes``, of ``32 + lanes``),
