@@ -217,15 +217,13 @@ def _sweep_shape(dtype, M, N, names, lines, rows, ops=OPS) -> None:
                 )
                 plan = split_row_plan(M, N, "cuda", block=block, num_warps=warps,
                                       programs_per_sm=per_sm, prefetch=prefetch,
-                                      flag_words=True)  # fmt: skip
+                                      flag_words=True, reread_lag=lag)  # fmt: skip
                 if plan is None or plan.chunks_pow2 > 64:
                     continue
-                cands.append((name, lambda p=plan, c=center, bb=bb, lag=lag, hold=hold,
-                              hold_b=hold_b, one_pass=one_pass, hints=hints:
-                              norm.split_norm_forward(
-                                  x, w, bb, None, 1e-6, 0.0, c, p, reread_lag=lag,
-                                  hold_weight=hold, hold_bias=hold_b, one_pass=one_pass,
-                                  l2_hints=hints)))  # fmt: skip
+                cands.append((name, lambda p=plan, c=center, bb=bb, hold=hold, hold_b=hold_b,
+                              one_pass=one_pass, hints=hints: norm.split_norm_forward(
+                                  x, w, bb, None, 1e-6, 0.0, c, p, hold_weight=hold,
+                                  hold_bias=hold_b, one_pass=one_pass, l2_hints=hints)))  # fmt: skip
                 continue
             old = name.endswith(OLD_SUFFIX)  # the lag kernel without its LEAN arithmetic
             base = name.removesuffix(OLD_SUFFIX)

@@ -71,13 +71,14 @@ def test_split_forward_rereading(center, M, N, stride, variant, device, poison_o
     """The re-reading kernel: 16-column chunks, ragged and whole, one row, more rows than
     slots, row strides wider than the row, 41 chunks (two vectors of words, float16 only)."""
     lag, prefetch, hold_weight, hold_bias, one_pass, lean = REREAD[variant]
-    plan = split_row_plan(M, N, device, block=16, num_warps=1, prefetch=prefetch, flag_words=True)
+    plan = split_row_plan(M, N, device, block=16, num_warps=1, prefetch=prefetch, flag_words=True,
+                          reread_lag=lag)  # fmt: skip
     for dtype in (torch.float16,) if plan.chunks > 32 else (torch.float32, torch.float16):
         x, _, w, b = operands(M, N, dtype, device, stride, shift=50.0 if center else 0.0)
         b = b if center else None
         offset = 0.0 if center else 1.0
         got = norm.split_norm_forward(x, w, b, None, 1e-6, offset, center, plan,
-                                      reread_lag=lag, hold_weight=hold_weight,
+                                      hold_weight=hold_weight,
                                       hold_bias=hold_bias, one_pass=one_pass,
                                       lean=lean)  # fmt: skip
         check(got, expected(x, w, b, None, 1e-6, offset, center), dtype, center, False)
@@ -89,10 +90,12 @@ def test_split_forward_rereading(center, M, N, stride, variant, device, poison_o
                          ids=["negative", "float", "with-lag-depth", "with-residual"])  # fmt: skip
 def test_split_forward_refuses_a_bad_reread_lag(options, device):
     x, r, w, _ = operands(3, 40, torch.float32, device)
-    plan = split_row_plan(3, 40, device, block=16, num_warps=1, flag_words=True)
     options = dict(options)
     residual = r if options.pop("residual", False) else None
+    lag = options.pop("reread_lag")
     with pytest.raises(ValueError, match="reread_lag"):
+        plan = split_row_plan(3, 40, device, block=16, num_warps=1, flag_words=True,
+                              reread_lag=lag)  # fmt: skip
         norm.split_norm_forward(x, w, None, residual, 1e-6, 0.0, False, plan, **options)
 
 
@@ -336,10 +339,10 @@ def test_split_forward_gpu(center, residual, dtype, M, N, poison_outputs):
         (4096, 4, 8, True, 3, False, True),
     ):  # fmt: skip
         p = split_row_plan(M, N, "cuda", block=block, num_warps=warps, programs_per_sm=per_sm,
-                           prefetch=prefetch, flag_words=True)  # fmt: skip
+                           prefetch=prefetch, flag_words=True, reread_lag=lag)  # fmt: skip
         if p is not None and p.chunks_pow2 <= 64:
-            got = norm.split_norm_forward(x, w, b, None, 1e-6, 0.0, center, p, reread_lag=lag,
-                                          hold_weight=hold, l2_hints=hints)  # fmt: skip
+            got = norm.split_norm_forward(x, w, b, None, 1e-6, 0.0, center, p, hold_weight=hold,
+                                          l2_hints=hints)  # fmt: skip
             check(got, want, dtype, center, residual)
 
 

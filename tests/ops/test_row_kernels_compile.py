@@ -327,9 +327,9 @@ COMPILE_ALL = textwrap.dedent(
                 flags = dict(CENTER=center, HAS_WEIGHT=True, HAS_BIAS=center,
                              BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=0)
                 aligned = ("stride_x", "stride_y", "N", "M")
-                if "reread_lag" in options:
+                if plan.reread_lag:
                     kernel = norm_fwd_reread_kernel
-                    flags.update(LAG=options["reread_lag"], PREFETCH=plan.prefetch,
+                    flags.update(LAG=plan.reread_lag, PREFETCH=plan.prefetch,
                                  HOLD_W=options.get("hold_weight", False),
                                  HOLD_B=options.get("hold_bias", False),
                                  ONE_PASS=options.get("one_pass", False), LEAN=dt == "bf16",

@@ -405,7 +405,7 @@ NORM_FWD_SPLIT_LAUNCHES = {
 """(element size, residual) -> the flag-word split launch of the forward: 8192-column programs
 (8 warps, 2 an SM, 128 registers a thread; float32 without a residual 16 warps, 1 an SM). Rows
 of at least ``NORM_FWD_LAG_MIN_CHUNKS`` chunks (by residual) take, without a residual,
-``norm_fwd_reread_kernel`` two steps behind with w held (``reread_lag``, ``hold_weight``;
+``norm_fwd_reread_kernel`` two steps behind with w held (the plan's ``reread_lag``, ``hold_weight``;
 LayerNorm with ``NORM_FWD_SPLIT_CENTER_OPTIONS`` over them), with a residual 2-byte rows
 ``norm_fwd_lag_kernel`` one row ahead as int32 pairs (``lag_depth`` 1, ``packed``); the others
 ``norm_fwd_flags_kernel``, prefetching the next row's chunk except float32 with a residual (two
@@ -489,9 +489,9 @@ NORM_FWD_SPLIT = "WARPFORGE_NORM_FWD_SPLIT"
 """``0``/``false``/``no``/``off`` turns the split forward off (the chunked kernel); read at each
 call."""
 
-_KERNEL_OPTIONS = ("lag_depth", "hold_weight", "packed", "one_pass", "reread_lag", "hold_bias")
+_KERNEL_OPTIONS = ("lag_depth", "hold_weight", "packed", "one_pass", "hold_bias")
 """Keys of a ``NORM_FWD_SPLIT_LAUNCHES`` entry that pick the kernel (:func:`split_norm_forward`'s
-keywords) rather than the plan."""
+keywords) rather than the plan (``reread_lag`` goes to the plan, :func:`norm_fwd_split_plan`)."""
 
 
 def norm_fwd_split_options(
@@ -505,7 +505,7 @@ def norm_fwd_split_options(
         return {}
     launch = NORM_FWD_SPLIT_LAUNCHES.get((element_size, residual), {})
     options = {k: v for k, v in launch.items() if k in _KERNEL_OPTIONS}
-    if center and not residual and ("lag_depth" in options or "reread_lag" in options):
+    if center and not residual and ("lag_depth" in options or "reread_lag" in launch):
         options |= NORM_FWD_SPLIT_CENTER_OPTIONS.get(element_size, {})
     return options
 
@@ -520,11 +520,14 @@ def norm_fwd_split_plan(
 ) -> SplitRowPlan | None:
     """The split forward of rows of N columns, or None (the one-program-per-row kernels): rows
     narrower than ``NORM_FWD_SPLIT_MIN_N``, more chunks than the words' poll reads, or more
-    programs a row than the GPU holds at once."""
+    programs a row than the GPU holds at once. Its ``reread_lag`` (the re-reading kernel) only
+    from ``NORM_FWD_LAG_MIN_CHUNKS`` chunks, as :func:`norm_fwd_split_options` picks kernels."""
     launch = NORM_FWD_SPLIT_LAUNCHES.get((element_size, residual))
     if launch is None or NORM_FWD_SPLIT_MIN_N.get(element_size, 1 << 62) > N:
         return None
     launch = {k: v for k, v in launch.items() if k not in _KERNEL_OPTIONS}
+    if cdiv(N, launch["block"]) < NORM_FWD_LAG_MIN_CHUNKS[residual]:
+        launch.pop("reread_lag", None)
     return flag_word_plan(M, N, device, **launch)
 
 
@@ -587,7 +590,6 @@ def split_norm_forward(
     packed: bool = False,
     one_pass: bool = False,
     lean: bool | None = None,
-    reread_lag: int = 0,
     hold_bias: bool = False,
     l2_hints: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -600,8 +602,8 @@ def split_norm_forward(
     ``NORM_FWD_SPLIT_CENTER_OPTIONS``), and ``lean`` (default: 2-byte inputs) its LEAN
     arithmetic, the offset add only where the offset is not 0 and, for rows of whole chunks,
     its unmasked EVEN loads and stores (``lean=False``: none of them, for comparisons).
-    ``reread_lag`` >= 1 (no residual): ``norm_fwd_reread_kernel``, which reads each chunk
-    again for y that many steps after publishing it (``plan.prefetch`` its PREFETCH,
+    A plan with a ``reread_lag`` (no residual, no ``lag_depth``): ``norm_fwd_reread_kernel``,
+    which reads each chunk again for y that many steps after publishing it (``plan.prefetch`` its PREFETCH,
     ``hold_weight`` / ``hold_bias`` its HOLD_W / HOLD_B, ``one_pass`` its ONE_PASS, ``lean`` as
     above, ``l2_hints`` its eviction hints)."""
     from warpforge.ops._kernels.norm_split import (
@@ -612,12 +614,10 @@ def split_norm_forward(
 
     if lag_depth not in (0, 1, 2):
         raise ValueError(f"lag_depth: expected 0, 1 or 2, got {lag_depth!r}")
-    if not isinstance(reread_lag, int) or reread_lag < 0:
-        raise ValueError(f"reread_lag: expected an int >= 0, got {reread_lag!r}")
-    if reread_lag and (residual is not None or lag_depth):
+    if plan.reread_lag and (residual is not None or lag_depth):
         raise ValueError(
-            "reread_lag: expected 0 with a residual or a lag_depth (the re-reading kernel "
-            f"takes neither), got {reread_lag!r}"
+            "plan: expected a reread_lag of 0 with a residual or a lag_depth (the re-reading "
+            f"kernel takes neither), got reread_lag={plan.reread_lag!r}"
         )
 
     check_flag_words(plan)
@@ -632,14 +632,14 @@ def split_norm_forward(
     lean = x.element_size() == 2 if lean is None else lean
     with kernel_device(x):
         for stage in plan.stages():
-            if reread_lag:
+            if plan.reread_lag:
                 even = lean and N % plan.block == 0
                 norm_fwd_reread_kernel[(plan.programs,)](
                     x, pointers[2], pointers[3], y, pointers[6], rstd, words,
                     x.stride(0), y.stride(0), M, N, eps, offset,
                     CENTER=center, HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None,
                     BLOCK_N=plan.block, CHUNKS_POW2=plan.chunks_pow2, STAGE=stage,
-                    LAG=reread_lag, PREFETCH=plan.prefetch, HOLD_W=hold_weight,
+                    LAG=plan.reread_lag, PREFETCH=plan.prefetch, HOLD_W=hold_weight,
                     HOLD_B=hold_bias, ONE_PASS=one_pass, LEAN=lean,
                     HAS_OFFSET=offset != 0.0 or not lean, EVEN=even,
                     KEEP="evict_last" if l2_hints else "",
