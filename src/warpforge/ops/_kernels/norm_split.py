@@ -632,7 +632,7 @@ def norm_fwd_reread_kernel(
                 upcoming = _load_row_chunk(X, ahead + slots, stride_x, cols, M, N, EVEN, KEEP)
             else:
                 x_ahead = _load_row_chunk(X, ahead, stride_x, cols, M, N, EVEN, KEEP)
-            if ahead < M:
+            if ahead < M:  # no residual: h is x, and H (here Y) is never written
                 _, shift = _publish_chunk(x_ahead, x_ahead, Y, WORDS, ahead, 0, cols, mask, chunk,
                                           n_chunk, shift, CENTER, False, CHUNKS_POW2, STAGE,
                                           False, X.dtype.element_ty, ONE_PASS)  # fmt: skip
